@@ -1,0 +1,3 @@
+//! logless-commands.
+pub mod command;
+pub mod value;
