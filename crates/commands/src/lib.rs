@@ -1,3 +1,8 @@
-//! logless-commands.
+//! The data model of one logless register: what a key can hold ([`value`]), the commands on it
+//! and their deterministic semantics ([`command`]), and the value's binary encoding.
+//!
+//! The consensus core applies these commands to the latest chosen state of a register and
+//! proposes the result; every replica and every checker uses the same definitions, so a
+//! command means the same thing wherever it is evaluated.
 pub mod command;
 pub mod value;
