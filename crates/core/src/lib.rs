@@ -1,2 +1,30 @@
 //! The sans-IO core of logless: RMWPaxos (Algorithm 3 of the RMWPaxos paper, with the
 //! optimisations of its §5.8).
+//!
+//! Every key is its own replicated state machine. Acceptors keep, per key, only the latest
+//! state (`r_ack`, `r_voted`, the value and the id of the request that produced it) and
+//! overwrite it in place; proposers agree with a quorum of acceptors on the next state by
+//! applying commands to the latest chosen state.
+//!
+//! * [`ids`]: rounds, request ids and the ordering of rounds.
+//! * [`message`]: the messages of Algorithm 3.
+//! * [`acceptor`]: pure handlers from (state, message) to (new state, replies).
+//! * [`persist`]: "persist before reply" as a type: acceptor replies are released only by
+//!   committing their states to a store.
+//! * [`quorum`]: per-acceptor reply tables and consistent-quorum verdicts.
+//! * [`proposer`]: one state machine per register: reads, writes, write-through, retries,
+//!   fast writes, batching, exactly-once.
+//! * [`replica`]: proposer and acceptor of one node together, the unit the runtime drives.
+//!
+//! The core reads no clock, socket, file or global random number generator. Time and a seeded
+//! random number generator come in as arguments; effects leave as plain data.
+pub mod acceptor;
+pub mod config;
+pub mod ids;
+pub mod message;
+pub mod persist;
+pub mod proposer;
+pub mod quorum;
+pub mod replica;
+
+pub use logless_commands as commands;

@@ -1,0 +1,71 @@
+//! The proposer's configuration, passed explicitly.
+use logless_commands::command::Limits;
+
+use crate::ids::NodeId;
+
+/// Deliberate protocol bugs, each switched off by default. They exist so that every harness
+/// (unit tests, model checker, simulation, chaos runner) can prove it catches a broken protocol.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InjectedBugs {
+    /// Treat any quorum of phase 1 replies as consistent, on the lowest vote among them.
+    pub accept_inconsistent_quorum: bool,
+    /// Ignore LEARNED notifications and request ids in consistent quorums (breaks exactly-once).
+    pub ignore_learned: bool,
+}
+
+/// How a proposer behaves.
+#[derive(Clone, Debug)]
+pub struct ProposerConfig {
+    /// Every acceptor of the register, in a fixed order shared by all nodes.
+    pub acceptors: Vec<NodeId>,
+    /// Read retries without raising rounds before a read writes through (X in §5.8 and §7).
+    pub read_retries_max: u32,
+    /// How long a phase waits for replies before it is retried.
+    pub phase_timeout_ms: u64,
+    /// How long an inconsistent quorum waits for the remaining acceptors before deciding.
+    pub straggler_wait_ms: u64,
+    /// The first randomised backoff bound; it doubles with each retry up to the maximum.
+    pub backoff_base_ms: u64,
+    /// The largest backoff bound.
+    pub backoff_max_ms: u64,
+    /// How long a command may take before its client gets "not applied" or "outcome unknown".
+    pub request_timeout_ms: u64,
+    /// The most commands one proposal applies.
+    pub batch_commands_max: usize,
+    /// The most commands waiting on one register; more are refused as overloaded.
+    pub queue_commands_max: usize,
+    /// Whether an uninterrupted proposer writes in one round trip (§5.8).
+    pub fast_writes: bool,
+    /// Size limits applied to values.
+    pub limits: Limits,
+    /// Deliberate bugs for harness tests.
+    pub bugs: InjectedBugs,
+}
+
+impl ProposerConfig {
+    /// Defaults for a cluster of `acceptors` on a local network.
+    pub fn new(acceptors: Vec<NodeId>) -> ProposerConfig {
+        ProposerConfig {
+            acceptors,
+            read_retries_max: 1,
+            phase_timeout_ms: 200,
+            straggler_wait_ms: 2,
+            backoff_base_ms: 2,
+            backoff_max_ms: 100,
+            request_timeout_ms: 5_000,
+            batch_commands_max: 256,
+            queue_commands_max: 100_000,
+            fast_writes: true,
+            limits: Limits {
+                value_bytes_max: 16 * 1024 * 1024,
+                set_members_max: 1_000_000,
+            },
+            bugs: InjectedBugs::default(),
+        }
+    }
+
+    /// The size of a majority quorum.
+    pub fn quorum(&self) -> usize {
+        self.acceptors.len() / 2 + 1
+    }
+}

@@ -1,0 +1,131 @@
+//! The messages of RMWPaxos (Algorithm 3), plus NACKs that make retries prompt.
+//!
+//! Every message names the register (key) it is about; a node runs one proposer and one
+//! acceptor per register, so `(from, key)` and the attempt or round inside are enough to match a
+//! reply to what is waiting for it.
+use std::sync::Arc;
+
+use logless_commands::value::Register;
+
+use crate::ids::{AttemptId, Key, NodeId, ReqId, Round};
+
+/// Whether a PREPARE is for a read (no acceptor state change) or a write (incremental round).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PrepareKind {
+    /// Read: the acceptor answers with its state and changes nothing.
+    Read,
+    /// Write: the acceptor acknowledges `(r_ack.n + 1, id)`.
+    Write,
+}
+
+/// A message between a proposer and an acceptor of one register.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Message {
+    /// Phase 1 with an incremental round (Algorithm 3, lines 4 and 35–42).
+    Prepare {
+        /// The register.
+        key: Key,
+        /// Read or write.
+        kind: PrepareKind,
+        /// The attempt; for writes also the id of the round the acceptor will acknowledge.
+        attempt: AttemptId,
+        /// The round whose value the proposer already holds: an ACK whose `r_voted` equals it
+        /// carries no value.
+        known_voted: Round,
+    },
+    /// Phase 1 with an explicit round (lines 24 and 43–47).
+    PaxosPrep {
+        /// The register.
+        key: Key,
+        /// The round to acknowledge.
+        round: Round,
+        /// See [`Message::Prepare`].
+        known_voted: Round,
+    },
+    /// The acceptor's phase 1 reply (lines 39, 42, 47).
+    Ack {
+        /// The register.
+        key: Key,
+        /// The attempt this answers (the PREPARE's attempt or the PAXOS_PREP round's id).
+        attempt: AttemptId,
+        /// Whether the acceptor acknowledged a new round for this attempt.
+        inc: bool,
+        /// The acknowledged round (for reads `(r_ack.n, attempt)` as in line 42).
+        r_ack: Round,
+        /// The round of the acceptor's last vote.
+        r_voted: Round,
+        /// The value voted in `r_voted`, omitted when the proposer said it holds it.
+        value: Option<Arc<Register>>,
+        /// The request that produced the value.
+        req: Option<ReqId>,
+    },
+    /// Phase 2 (lines 14, 20 and 48–57).
+    Vote {
+        /// The register.
+        key: Key,
+        /// The round of the proposal.
+        round: Round,
+        /// The proposed value.
+        value: Arc<Register>,
+        /// The request this value carries (for a write-through, the one it had).
+        req_cur: Option<ReqId>,
+        /// For a successor proposal: the request of the value it follows, whose proposer is
+        /// told with LEARNED that its request was chosen.
+        req_prev: Option<ReqId>,
+    },
+    /// The acceptor voted (line 57).
+    Voted {
+        /// The register.
+        key: Key,
+        /// The round it voted in.
+        round: Round,
+    },
+    /// A rejected PAXOS_PREP or VOTE: the acceptor has acknowledged a higher round.
+    Nack {
+        /// The register.
+        key: Key,
+        /// The round that was rejected (a PAXOS_PREP's round or a VOTE's round).
+        round: Round,
+        /// The acceptor's current `r_ack`, so the proposer can aim higher at once.
+        r_ack: Round,
+    },
+    /// The request `req` was chosen: a successor of its value was voted (line 52).
+    Learned {
+        /// The register.
+        key: Key,
+        /// The chosen request.
+        req: ReqId,
+    },
+}
+
+impl Message {
+    /// The register this message is about.
+    pub fn key(&self) -> &Key {
+        match self {
+            Message::Prepare { key, .. }
+            | Message::PaxosPrep { key, .. }
+            | Message::Ack { key, .. }
+            | Message::Vote { key, .. }
+            | Message::Voted { key, .. }
+            | Message::Nack { key, .. }
+            | Message::Learned { key, .. } => key,
+        }
+    }
+
+    /// Whether an acceptor handles it (the others go to the proposer).
+    pub fn is_for_acceptor(&self) -> bool {
+        matches!(
+            self,
+            Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. }
+        )
+    }
+}
+
+/// A message with its destination.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Envelope {
+    /// The destination node.
+    pub to: NodeId,
+    /// The message.
+    pub message: Message,
+}

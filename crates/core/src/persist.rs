@@ -1,0 +1,87 @@
+//! "Persist before reply", enforced by types.
+//!
+//! An acceptor's ACK and VOTED are promises about its state; a reply that leaves before that
+//! state is durable can be contradicted by a crash. Acceptor replies therefore go into a
+//! [`PersistBatch`] together with the states they depend on, and the only way to get them out is
+//! [`PersistBatch::commit`], which writes every state through an [`AcceptorStore`], flushes once
+//! (group commit), and only then hands the replies back. Replies whose acceptor state did not
+//! change still wait for the batch: they may reveal state changed by an earlier message of the
+//! same batch, which is not durable before the flush either.
+use crate::acceptor::AcceptorState;
+use crate::ids::Key;
+use crate::message::Envelope;
+
+/// The durable home of acceptor states, implemented by the storage layer (or a test double).
+pub trait AcceptorStore {
+    /// The store's error; after one, the store refuses further work.
+    type Error: std::error::Error;
+    /// Stages the new state of one register.
+    fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), Self::Error>;
+    /// Makes every staged write durable (per the store's durability mode).
+    fn flush(&mut self) -> Result<(), Self::Error>;
+}
+
+/// Acceptor state changes and the replies that must wait for them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[must_use = "acceptor replies are released only by committing the batch"]
+pub struct PersistBatch {
+    writes: Vec<(Key, AcceptorState)>,
+    sealed: Vec<Envelope>,
+}
+
+impl PersistBatch {
+    /// An empty batch.
+    pub fn new() -> PersistBatch {
+        PersistBatch::default()
+    }
+
+    /// Adds a state change (if any) and the replies that depend on it.
+    pub fn add(&mut self, key: &Key, next: Option<AcceptorState>, replies: Vec<Envelope>) {
+        if let Some(state) = next {
+            self.writes.push((key.clone(), state));
+        }
+        self.sealed.extend(replies);
+    }
+
+    /// Whether there is nothing to write and nothing to release.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.sealed.is_empty()
+    }
+
+    /// The number of state writes in the batch.
+    pub fn writes_len(&self) -> usize {
+        self.writes.len()
+    }
+
+    /// The state changes, in the order they happened (for inspection and tests).
+    pub fn writes(&self) -> impl Iterator<Item = (&Key, &AcceptorState)> {
+        self.writes.iter().map(|(k, s)| (k, s))
+    }
+
+    /// Moves everything of `other` behind this batch's content.
+    pub fn append(&mut self, mut other: PersistBatch) {
+        self.writes.append(&mut other.writes);
+        self.sealed.append(&mut other.sealed);
+    }
+
+    /// Writes every state, flushes once if anything was written, then releases the replies.
+    /// On an error nothing is released: the node must stop voting (fail-stop).
+    pub fn commit<S: AcceptorStore>(self, store: &mut S) -> Result<Vec<Envelope>, S::Error> {
+        if !self.writes.is_empty() {
+            for (key, state) in &self.writes {
+                store.write(key, state)?;
+            }
+            store.flush()?;
+        }
+        Ok(self.sealed)
+    }
+
+    /// Releases the replies without persisting anything. Only for the harness tests that must
+    /// show that a reply sent before its state is durable is caught (a deliberate bug).
+    #[doc(hidden)]
+    pub fn release_unpersisted_for_fault_injection(
+        self,
+    ) -> (Vec<(Key, AcceptorState)>, Vec<Envelope>) {
+        (self.writes, self.sealed)
+    }
+}

@@ -1,0 +1,1063 @@
+//! The proposer of RMWPaxos, one state machine per register (Algorithm 3 with §5.8).
+//!
+//! A proposer takes client commands, groups the pending commands of one register into one
+//! operation (a read batch answered by one read, or a write batch applied in order into one
+//! proposal), and drives that operation through the phases:
+//!
+//! * **read**: PREPARE(read) to all; a quorum consistent on `r_voted` answers every read of the
+//!   batch and no acceptor state changes. An inconsistent view keeps collecting late replies and
+//!   asks again up to X times ([`ProposerConfig::read_retries_max`]) without raising rounds;
+//!   then it writes the highest vote through (PAXOS_PREP, VOTE) and reads again.
+//! * **write**: PREPARE(write) to all (incremental rounds). A quorum consistent on `r_voted` and
+//!   `r_ack` allows a successor proposal `cmds(v)` in the acknowledged round; a quorum that only
+//!   agrees on `r_ack` gets the highest vote written through first; anything else retries with
+//!   PAXOS_PREP above the highest round seen, after a randomised backoff.
+//! * **fast write**: after a successful proposal in round `r`, acceptors have pre-acknowledged
+//!   `(r.n + 1, r.id)`, so the next batch skips phase 1 and is voted in one round trip. Any
+//!   rejection drops that cached round.
+//!
+//! Exactly-once: each proposal gets a fresh [`ReqId`]; an operation remembers every proposal
+//! it made (with the replies it would give) until one is known chosen — from a consistent
+//! quorum whose request id is one of them, or from LEARNED — or the request times out. When a
+//! link to an acceptor breaks while proposals are outstanding, that acceptor's phase 1 replies
+//! stop counting for the operation (the paper's "treat it as crashed"), because a LEARNED it
+//! sent may have been lost.
+//!
+//! The proposer does no I/O: inputs are `handle_*` calls with the current time, outputs are
+//! collected in [`ProposerOutput`] and taken with [`Proposer::drain_output`].
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use logless_commands::command::{Command, Reply};
+use logless_commands::value::Register;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use thiserror::Error;
+
+use crate::config::ProposerConfig;
+use crate::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
+use crate::message::{Envelope, Message, PrepareKind};
+use crate::quorum::{AcceptorSet, AckInfo, AckTable, Verdict};
+
+/// Why a command did not get a result.
+#[derive(Clone, Copy, Debug, Error, PartialEq, Eq, Hash)]
+pub enum ProposeError {
+    /// Definitely not applied; safe to retry.
+    #[error("not applied, try again")]
+    NotApplied,
+    /// A proposal containing the command may or may not have been chosen.
+    #[error("outcome unknown: the command may or may not have been applied")]
+    OutcomeUnknown,
+    /// Too many commands wait on this register.
+    #[error("too many pending commands on this key")]
+    Overloaded,
+}
+
+/// The answer to one client command.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ClientReply {
+    /// The tag the command came with.
+    pub client: ClientTag,
+    /// Its result.
+    pub result: Result<Reply, ProposeError>,
+}
+
+/// A wake-up the proposer asks for. Stale tokens are ignored, so the runtime never cancels.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TimerRequest {
+    /// The register to wake.
+    pub key: Key,
+    /// Must be passed back to [`Proposer::handle_timer`].
+    pub token: u64,
+    /// When, in the same milliseconds as `now_ms`.
+    pub at_ms: u64,
+}
+
+/// Everything the proposer wants done, in order of production.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProposerOutput {
+    /// Messages to acceptors (including the local one).
+    pub sends: Vec<Envelope>,
+    /// Answers to clients.
+    pub replies: Vec<ClientReply>,
+    /// Wake-ups.
+    pub timers: Vec<TimerRequest>,
+}
+
+/// Counters for observability and the demo's table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProposerStats {
+    /// Read operations (batches) completed.
+    pub reads: u64,
+    /// Write operations (batches) completed, including denied ones.
+    pub writes: u64,
+    /// Writes that took the fast path to completion.
+    pub fast_writes: u64,
+    /// Writes answered without phase 2 because no command changed the register.
+    pub denied: u64,
+    /// Phase retries (PAXOS_PREP or read retries).
+    pub retries: u64,
+    /// Write-throughs of another proposal.
+    pub write_throughs: u64,
+    /// Rejections received.
+    pub nacks: u64,
+    /// Proposals completed through LEARNED or a consistent quorum with their own request id.
+    pub learned: u64,
+    /// Operations that timed out.
+    pub timeouts: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Pending {
+    client: ClientTag,
+    command: Command,
+    /// Whether the command only reads (cached from the command).
+    read_only: bool,
+}
+
+/// A proposal this operation made: its id and the replies its commands get if it is chosen.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Proposal {
+    req: ReqId,
+    replies: Vec<Reply>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PhaseOne {
+    attempt: AttemptId,
+    acks: AckTable,
+    nacked: AcceptorSet,
+    r_ack_seen: Round,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PhaseTwo {
+    round: Round,
+    value: Arc<Register>,
+    /// The proposal being voted, or `None` for a write-through.
+    proposal: Option<usize>,
+    voted: AcceptorSet,
+    nacked: AcceptorSet,
+    r_ack_seen: Round,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ReadCollect {
+    attempts: Vec<AttemptId>,
+    acks: AckTable,
+    current_replies: AcceptorSet,
+    retries: u32,
+    previous_rounds: Option<Vec<(Round, Round)>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    Read(ReadCollect),
+    Prepare(PhaseOne),
+    Vote(PhaseTwo),
+    /// Waiting before retrying phase 1 with a round above `r_ack_seen`.
+    Backoff {
+        r_ack_seen: Round,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Operation {
+    read: bool,
+    /// Whether the first proposal went out on the fast path (no phase 1).
+    fast: bool,
+    batch: Vec<Pending>,
+    proposals: Vec<Proposal>,
+    excluded: AcceptorSet,
+    deadline_ms: u64,
+    retries: u32,
+    phase: Phase,
+    /// When the current phase gives up waiting (timeout, straggler wait or end of backoff).
+    wake_ms: u64,
+}
+
+/// The pre-acknowledged next round after our own successful proposal (§5.8).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct FastPath {
+    round: Round,
+    base: Arc<Register>,
+    base_req: Option<ReqId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct RegisterProposer {
+    queue: VecDeque<Pending>,
+    op: Option<Operation>,
+    timer_token: u64,
+    fast: Option<FastPath>,
+    /// A round and its value that this proposer holds, so acceptors may omit it.
+    known: (Round, Arc<Register>),
+}
+
+impl RegisterProposer {
+    fn new() -> RegisterProposer {
+        RegisterProposer {
+            queue: VecDeque::new(),
+            op: None,
+            timer_token: 0,
+            fast: None,
+            known: (Round::BOTTOM, Arc::new(Register::default())),
+        }
+    }
+}
+
+/// The proposer of one node (or one shard of it): all registers it coordinates.
+///
+/// Equality and hashing (for the model checker) cover the protocol state only: the random
+/// number generator (which only spaces retries in time) and the counters are left out.
+#[derive(Clone, Debug)]
+pub struct Proposer {
+    id: ProposerId,
+    config: ProposerConfig,
+    quorum: usize,
+    next_seq: u64,
+    rng: SmallRng,
+    registers: BTreeMap<Key, RegisterProposer>,
+    out: ProposerOutput,
+    stats: ProposerStats,
+}
+
+impl PartialEq for Proposer {
+    fn eq(&self, other: &Proposer) -> bool {
+        self.id == other.id
+            && self.next_seq == other.next_seq
+            && self.registers == other.registers
+            && self.out == other.out
+    }
+}
+
+impl Eq for Proposer {}
+
+impl Hash for Proposer {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.id.hash(state);
+        self.next_seq.hash(state);
+        self.registers.hash(state);
+        self.out.hash(state);
+    }
+}
+
+impl Proposer {
+    /// A proposer for incarnation `id`, with a seeded random number generator for backoff.
+    pub fn new(id: ProposerId, config: ProposerConfig, rng_seed: u64) -> Proposer {
+        assert!(id.incarnation > 0, "incarnation 0 is reserved for ⊥");
+        assert!(
+            !config.acceptors.is_empty() && config.acceptors.len() <= 64,
+            "1 to 64 acceptors"
+        );
+        Proposer {
+            id,
+            quorum: config.quorum(),
+            config,
+            next_seq: 0,
+            rng: SmallRng::seed_from_u64(rng_seed),
+            registers: BTreeMap::new(),
+            out: ProposerOutput::default(),
+            stats: ProposerStats::default(),
+        }
+    }
+
+    /// This proposer's identity.
+    pub fn id(&self) -> ProposerId {
+        self.id
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> &ProposerStats {
+        &self.stats
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ProposerConfig {
+        &self.config
+    }
+
+    /// Takes everything produced since the last call.
+    pub fn drain_output(&mut self) -> ProposerOutput {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Appends what was produced since the last call to `out` (reusing its buffers).
+    pub fn drain_output_into(&mut self, out: &mut ProposerOutput) {
+        out.sends.append(&mut self.out.sends);
+        out.replies.append(&mut self.out.replies);
+        out.timers.append(&mut self.out.timers);
+    }
+
+    /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work
+    /// and retries, used to bound model checking.
+    pub fn attempts_minted(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The number of registers with queued or running work.
+    pub fn busy_registers(&self) -> usize {
+        self.registers
+            .values()
+            .filter(|r| r.op.is_some() || !r.queue.is_empty())
+            .count()
+    }
+
+    fn mint(&mut self) -> AttemptId {
+        self.next_seq += 1;
+        AttemptId {
+            proposer: self.id,
+            seq: self.next_seq,
+        }
+    }
+
+    fn acceptor_index(&self, node: NodeId) -> Option<usize> {
+        self.config.acceptors.iter().position(|a| *a == node)
+    }
+
+    /// A client command for register `key`.
+    pub fn handle_command(&mut self, now_ms: u64, client: ClientTag, key: Key, command: Command) {
+        let queue_max = self.config.queue_commands_max;
+        let reg = self
+            .registers
+            .entry(key.clone())
+            .or_insert_with(RegisterProposer::new);
+        if reg.queue.len() >= queue_max {
+            self.out.replies.push(ClientReply {
+                client,
+                result: Err(ProposeError::Overloaded),
+            });
+            return;
+        }
+        let read_only = command.is_read_only();
+        reg.queue.push_back(Pending {
+            client,
+            command,
+            read_only,
+        });
+        if reg.op.is_none() {
+            self.start_next(now_ms, &key);
+        }
+    }
+
+    /// A link to `peer` broke: messages on it may have been lost. Operations with outstanding
+    /// proposals stop counting that acceptor's phase 1 replies (Algorithm 3 needs in-order,
+    /// reliable links for LEARNED to arrive before a consistent quorum).
+    pub fn handle_link_broken(&mut self, peer: NodeId) {
+        let Some(index) = self.acceptor_index(peer) else {
+            return;
+        };
+        for reg in self.registers.values_mut() {
+            if let Some(op) = reg.op.as_mut() {
+                if !op.proposals.is_empty() {
+                    op.excluded.insert(index);
+                }
+            }
+        }
+    }
+
+    /// A wake-up requested earlier.
+    pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
+        let Some(reg) = self.registers.get(key) else {
+            return;
+        };
+        if reg.timer_token != token || reg.op.is_none() {
+            return;
+        }
+        let op = reg.op.as_ref().expect("checked");
+        if now_ms >= op.deadline_ms {
+            self.time_out(now_ms, key);
+            return;
+        }
+        if now_ms < op.wake_ms {
+            self.arm_timer(key, op_wake(reg));
+            return;
+        }
+        self.on_wake(now_ms, key);
+    }
+
+    /// A message from an acceptor (ACK, VOTED, NACK, LEARNED).
+    pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: Message) {
+        let Some(index) = self.acceptor_index(from) else {
+            return;
+        };
+        match message {
+            Message::Ack {
+                key,
+                attempt,
+                inc,
+                r_ack,
+                r_voted,
+                value,
+                req,
+            } => self.on_ack(
+                now_ms,
+                index,
+                &key,
+                attempt,
+                AckParts {
+                    inc,
+                    r_ack,
+                    r_voted,
+                    value,
+                    req,
+                },
+            ),
+            Message::Voted { key, round } => self.on_voted(now_ms, index, &key, round),
+            Message::Nack { key, round, r_ack } => self.on_nack(now_ms, index, &key, round, r_ack),
+            Message::Learned { key, req } => self.on_learned(now_ms, &key, req),
+            Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {}
+        }
+    }
+
+    // ----- starting operations -----
+
+    fn start_next(&mut self, now_ms: u64, key: &Key) {
+        let batch_max = self.config.batch_commands_max;
+        let deadline_ms = now_ms + self.config.request_timeout_ms;
+        let acceptors = self.config.acceptors.len();
+        let reg = self.registers.get_mut(key).expect("register exists");
+        debug_assert!(reg.op.is_none());
+        let Some(first) = reg.queue.front() else {
+            return;
+        };
+        let read = first.read_only;
+        let mut batch = Vec::new();
+        while batch.len() < batch_max && reg.queue.front().is_some_and(|p| p.read_only == read) {
+            batch.push(reg.queue.pop_front().expect("checked"));
+        }
+        reg.op = Some(Operation {
+            read,
+            batch,
+            fast: false,
+            proposals: Vec::new(),
+            excluded: AcceptorSet::default(),
+            deadline_ms,
+            retries: 0,
+            phase: Phase::Backoff {
+                r_ack_seen: Round::BOTTOM,
+            },
+            wake_ms: deadline_ms,
+        });
+        if read {
+            self.send_read(now_ms, key, None, acceptors);
+        } else if self.config.fast_writes && reg.fast.is_some() {
+            self.send_fast_write(now_ms, key);
+        } else {
+            self.send_prepare(now_ms, key);
+        }
+    }
+
+    fn broadcast(&mut self, message: Message) {
+        let (last, rest) = self.config.acceptors.split_last().expect("acceptors");
+        for to in rest {
+            self.out.sends.push(Envelope {
+                to: *to,
+                message: message.clone(),
+            });
+        }
+        self.out.sends.push(Envelope { to: *last, message });
+    }
+
+    fn arm_timer(&mut self, key: &Key, at_ms: u64) {
+        let reg = self.registers.get_mut(key).expect("register exists");
+        reg.timer_token += 1;
+        self.out.timers.push(TimerRequest {
+            key: key.clone(),
+            token: reg.timer_token,
+            at_ms,
+        });
+    }
+
+    fn set_phase(&mut self, key: &Key, phase: Phase, wake_ms: u64) {
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let op = reg.op.as_mut().expect("operation");
+        op.phase = phase;
+        op.wake_ms = wake_ms;
+        let at = op_wake(reg);
+        self.arm_timer(key, at);
+    }
+
+    /// Read phase 1: a new PREPARE(read), keeping replies collected by earlier attempts.
+    fn send_read(&mut self, now_ms: u64, key: &Key, carry: Option<ReadCollect>, acceptors: usize) {
+        let attempt = self.mint();
+        let known_voted = self.registers[key].known.0;
+        let mut collect = carry.unwrap_or_else(|| ReadCollect {
+            attempts: Vec::new(),
+            acks: AckTable::new(acceptors),
+            current_replies: AcceptorSet::default(),
+            retries: 0,
+            previous_rounds: None,
+        });
+        collect.attempts.push(attempt);
+        collect.current_replies = AcceptorSet::default();
+        self.broadcast(Message::Prepare {
+            key: key.clone(),
+            kind: PrepareKind::Read,
+            attempt,
+            known_voted,
+        });
+        let wake = now_ms + self.config.phase_timeout_ms;
+        self.set_phase(key, Phase::Read(collect), wake);
+    }
+
+    /// Write phase 1 with an incremental round.
+    fn send_prepare(&mut self, now_ms: u64, key: &Key) {
+        let attempt = self.mint();
+        let reg = self.registers.get_mut(key).expect("register exists");
+        reg.fast = None;
+        let known_voted = reg.known.0;
+        self.broadcast(Message::Prepare {
+            key: key.clone(),
+            kind: PrepareKind::Write,
+            attempt,
+            known_voted,
+        });
+        self.enter_phase_one(now_ms, key, attempt);
+    }
+
+    /// Phase 1 with an explicit round above everything seen.
+    fn send_paxos_prep(&mut self, now_ms: u64, key: &Key, r_ack_seen: Round) {
+        let attempt = self.mint();
+        let reg = self.registers.get_mut(key).expect("register exists");
+        reg.fast = None;
+        let round = Round {
+            n: r_ack_seen.n.saturating_add(1),
+            id: attempt,
+        };
+        let known_voted = reg.known.0;
+        self.broadcast(Message::PaxosPrep {
+            key: key.clone(),
+            round,
+            known_voted,
+        });
+        self.enter_phase_one(now_ms, key, attempt);
+    }
+
+    fn enter_phase_one(&mut self, now_ms: u64, key: &Key, attempt: AttemptId) {
+        let phase = Phase::Prepare(PhaseOne {
+            attempt,
+            acks: AckTable::new(self.config.acceptors.len()),
+            nacked: AcceptorSet::default(),
+            r_ack_seen: Round::BOTTOM,
+        });
+        let wake = now_ms + self.config.phase_timeout_ms;
+        self.set_phase(key, phase, wake);
+    }
+
+    /// A fast write: vote in the pre-acknowledged round on top of our last chosen value.
+    fn send_fast_write(&mut self, now_ms: u64, key: &Key) {
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let fast = reg.fast.take().expect("fast path");
+        reg.op.as_mut().expect("operation").fast = true;
+        let (value, replies, changed) = self.apply_batch(key, &fast.base, now_ms);
+        if !changed {
+            // Nothing to propose; an answer still needs a quorum's view: take the slow path.
+            self.send_prepare(now_ms, key);
+            return;
+        }
+        self.propose(now_ms, key, fast.round, value, replies, fast.base_req);
+    }
+
+    /// Applies the operation's commands in order to `base`.
+    fn apply_batch(
+        &self,
+        key: &Key,
+        base: &Register,
+        now_ms: u64,
+    ) -> (Arc<Register>, Vec<Reply>, bool) {
+        let op = self.registers[key].op.as_ref().expect("operation");
+        let mut value = base.clone();
+        let mut changed = false;
+        let replies = op
+            .batch
+            .iter()
+            .map(|p| {
+                let outcome = p.command.apply(&mut value, now_ms, &self.config.limits);
+                changed |= outcome.changed;
+                outcome.reply
+            })
+            .collect();
+        (Arc::new(value), replies, changed)
+    }
+
+    /// Sends a successor proposal and remembers it until it is known chosen or superseded.
+    fn propose(
+        &mut self,
+        now_ms: u64,
+        key: &Key,
+        round: Round,
+        value: Arc<Register>,
+        replies: Vec<Reply>,
+        req_prev: Option<ReqId>,
+    ) {
+        let req = ReqId(self.mint());
+        let reg = self.registers.get_mut(key).expect("register exists");
+        reg.known = (round, value.clone());
+        let op = reg.op.as_mut().expect("operation");
+        op.proposals.push(Proposal { req, replies });
+        let proposal = Some(op.proposals.len() - 1);
+        self.broadcast(Message::Vote {
+            key: key.clone(),
+            round,
+            value: value.clone(),
+            req_cur: Some(req),
+            req_prev,
+        });
+        self.enter_phase_two(now_ms, key, round, value, proposal);
+    }
+
+    fn write_through(
+        &mut self,
+        now_ms: u64,
+        key: &Key,
+        round: Round,
+        value: Arc<Register>,
+        req: Option<ReqId>,
+    ) {
+        self.stats.write_throughs += 1;
+        let reg = self.registers.get_mut(key).expect("register exists");
+        reg.known = (round, value.clone());
+        self.broadcast(Message::Vote {
+            key: key.clone(),
+            round,
+            value: value.clone(),
+            req_cur: req,
+            req_prev: None,
+        });
+        self.enter_phase_two(now_ms, key, round, value, None);
+    }
+
+    fn enter_phase_two(
+        &mut self,
+        now_ms: u64,
+        key: &Key,
+        round: Round,
+        value: Arc<Register>,
+        proposal: Option<usize>,
+    ) {
+        let phase = Phase::Vote(PhaseTwo {
+            round,
+            value,
+            proposal,
+            voted: AcceptorSet::default(),
+            nacked: AcceptorSet::default(),
+            r_ack_seen: Round::BOTTOM,
+        });
+        let wake = now_ms + self.config.phase_timeout_ms;
+        self.set_phase(key, phase, wake);
+    }
+
+    /// Waits a randomised, growing delay, then retries phase 1 above `r_ack_seen`.
+    fn back_off(&mut self, now_ms: u64, key: &Key, r_ack_seen: Round) {
+        self.stats.retries += 1;
+        let reg = self.registers.get_mut(key).expect("register exists");
+        reg.fast = None;
+        let op = reg.op.as_mut().expect("operation");
+        op.retries += 1;
+        let shift = op.retries.min(16);
+        let bound = (self.config.backoff_base_ms << shift).min(self.config.backoff_max_ms);
+        let delay = self.rng.random_range(0..=bound.max(1));
+        self.set_phase(key, Phase::Backoff { r_ack_seen }, now_ms + delay);
+    }
+
+    // ----- finishing operations -----
+
+    fn finish(&mut self, now_ms: u64, key: &Key, replies: Vec<ClientReply>) {
+        let reg = self.registers.get_mut(key).expect("register exists");
+        reg.op = None;
+        reg.timer_token += 1;
+        self.out.replies.extend(replies);
+        if !self.registers[key].queue.is_empty() {
+            self.start_next(now_ms, key);
+        }
+    }
+
+    fn answers(op: &Operation, replies: Vec<Reply>) -> Vec<ClientReply> {
+        debug_assert_eq!(op.batch.len(), replies.len());
+        op.batch
+            .iter()
+            .zip(replies)
+            .map(|(p, reply)| ClientReply {
+                client: p.client,
+                result: Ok(reply),
+            })
+            .collect()
+    }
+
+    fn failures(op: &Operation, error: ProposeError) -> Vec<ClientReply> {
+        op.batch
+            .iter()
+            .map(|p| ClientReply {
+                client: p.client,
+                result: Err(error),
+            })
+            .collect()
+    }
+
+    fn time_out(&mut self, now_ms: u64, key: &Key) {
+        self.stats.timeouts += 1;
+        let reg = self.registers.get_mut(key).expect("register exists");
+        reg.fast = None;
+        let op = reg.op.as_ref().expect("operation");
+        let error = if op.proposals.is_empty() {
+            ProposeError::NotApplied
+        } else {
+            ProposeError::OutcomeUnknown
+        };
+        let replies = Self::failures(op, error);
+        self.finish(now_ms, key, replies);
+    }
+
+    /// Completes a write operation whose proposal `index` is known chosen.
+    fn complete_proposal(&mut self, now_ms: u64, key: &Key, index: usize) {
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let op = reg.op.as_mut().expect("operation");
+        let replies = std::mem::take(&mut op.proposals[index].replies);
+        let answers = Self::answers(op, replies);
+        self.stats.writes += 1;
+        self.finish(now_ms, key, answers);
+    }
+
+    // ----- handling replies -----
+
+    fn on_learned(&mut self, now_ms: u64, key: &Key, req: ReqId) {
+        if self.config.bugs.ignore_learned {
+            return;
+        }
+        let Some(reg) = self.registers.get_mut(key) else {
+            return;
+        };
+        // Another proposer built on our value: the round we pre-hold is gone.
+        reg.fast = None;
+        let Some(op) = reg.op.as_ref() else {
+            return;
+        };
+        if let Some(index) = op.proposals.iter().position(|p| p.req == req) {
+            self.stats.learned += 1;
+            self.complete_proposal(now_ms, key, index);
+        }
+    }
+
+    fn on_ack(&mut self, now_ms: u64, index: usize, key: &Key, attempt: AttemptId, ack: AckParts) {
+        let Some(reg) = self.registers.get_mut(key) else {
+            return;
+        };
+        let known = reg.known.clone();
+        let Some(op) = reg.op.as_mut() else {
+            return;
+        };
+        let Some(info) = ack.resolve(&known) else {
+            return;
+        };
+        match &mut op.phase {
+            Phase::Read(collect) if collect.attempts.contains(&attempt) => {
+                if collect.attempts.last() == Some(&attempt) {
+                    collect.current_replies.insert(index);
+                }
+                collect.acks.record(index, info);
+                self.evaluate_read(now_ms, key, false);
+            }
+            Phase::Prepare(one) if one.attempt == attempt => {
+                one.r_ack_seen = one.r_ack_seen.max(info.r_ack);
+                one.acks.record(index, info);
+                self.evaluate_phase_one(now_ms, key, false);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_nack(&mut self, now_ms: u64, index: usize, key: &Key, rejected: Round, r_ack: Round) {
+        let acceptors = self.config.acceptors.len();
+        let quorum = self.quorum;
+        let Some(reg) = self.registers.get_mut(key) else {
+            return;
+        };
+        let Some(op) = reg.op.as_mut() else {
+            return;
+        };
+        let failed = match &mut op.phase {
+            Phase::Prepare(one) if one.attempt == rejected.id => {
+                one.r_ack_seen = one.r_ack_seen.max(r_ack);
+                one.nacked.insert(index);
+                (one.nacked.len() > acceptors - quorum)
+                    .then_some(one.r_ack_seen.max(one.acks.r_ack_max()))
+            }
+            Phase::Vote(two) if two.round == rejected && !two.voted.contains(index) => {
+                two.r_ack_seen = two.r_ack_seen.max(r_ack);
+                two.nacked.insert(index);
+                (two.nacked.len() > acceptors - quorum).then_some(two.r_ack_seen)
+            }
+            _ => return,
+        };
+        self.stats.nacks += 1;
+        reg.fast = None;
+        if let Some(r_ack_seen) = failed {
+            self.back_off(now_ms, key, r_ack_seen);
+        }
+    }
+
+    fn on_voted(&mut self, now_ms: u64, index: usize, key: &Key, round: Round) {
+        let quorum = self.quorum;
+        let fast_writes = self.config.fast_writes;
+        let Some(reg) = self.registers.get_mut(key) else {
+            return;
+        };
+        let Some(op) = reg.op.as_mut() else {
+            return;
+        };
+        let Phase::Vote(two) = &mut op.phase else {
+            return;
+        };
+        if two.round != round || !two.voted.insert(index) || two.voted.len() < quorum {
+            return;
+        }
+        // A quorum voted: the value of `round` is chosen.
+        let (round, value, proposal) = (two.round, two.value.clone(), two.proposal);
+        reg.known = (round, value.clone());
+        match proposal {
+            Some(i) => {
+                if fast_writes {
+                    reg.fast = Some(FastPath {
+                        round: round.successor(),
+                        base: value,
+                        base_req: Some(op.proposals[i].req),
+                    });
+                }
+                if op.fast && op.proposals.len() == 1 {
+                    self.stats.fast_writes += 1;
+                }
+                self.complete_proposal(now_ms, key, i);
+            }
+            None if op.read => {
+                // The interrupted write is finished; read again (it should now be consistent).
+                let acceptors = self.config.acceptors.len();
+                self.send_read(now_ms, key, None, acceptors);
+            }
+            None => self.send_prepare(now_ms, key),
+        }
+    }
+
+    /// Decides what a read's collected replies allow.
+    fn evaluate_read(&mut self, now_ms: u64, key: &Key, waited: bool) {
+        let quorum = self.quorum;
+        let acceptors = self.config.acceptors.len();
+        let read_retries_max = self.config.read_retries_max;
+        let accept_inconsistent = self.config.bugs.accept_inconsistent_quorum;
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let op = reg.op.as_mut().expect("operation");
+        let Phase::Read(collect) = &mut op.phase else {
+            return;
+        };
+        let verdict = collect
+            .acks
+            .verdict(quorum, AcceptorSet::default(), accept_inconsistent);
+        if let Verdict::Consistent { r_voted, value, .. } = verdict {
+            let replies = op
+                .batch
+                .iter()
+                .map(|p| p.command.read(&value, now_ms))
+                .collect();
+            let answers = Self::answers(op, replies);
+            if reg
+                .fast
+                .as_ref()
+                .is_some_and(|f| f.round.n != r_voted.n + 1 || f.round.id != r_voted.id)
+            {
+                reg.fast = None;
+            }
+            reg.known = (r_voted, value);
+            self.stats.reads += 1;
+            self.finish(now_ms, key, answers);
+            return;
+        }
+        let replied = collect.current_replies.len();
+        if replied < quorum && waited {
+            // Too few replies before the phase timeout: ask again (not a retry of X: nothing
+            // inconsistent was seen, messages were lost or acceptors are down).
+            self.stats.retries += 1;
+            let Phase::Read(carry) = std::mem::replace(
+                &mut op.phase,
+                Phase::Backoff {
+                    r_ack_seen: Round::BOTTOM,
+                },
+            ) else {
+                unreachable!("checked above");
+            };
+            self.send_read(now_ms, key, Some(carry), acceptors);
+            return;
+        }
+        if replied < quorum || (replied < acceptors && !waited) {
+            if replied >= quorum && !waited {
+                let wake = now_ms + self.config.straggler_wait_ms;
+                op.wake_ms = op.wake_ms.min(wake);
+                let at = op_wake(reg);
+                self.arm_timer(key, at);
+            }
+            return;
+        }
+        // Inconsistent after hearing from everyone we can: retry, or write through.
+        let rounds = collect.acks.rounds();
+        let stuck = collect.previous_rounds.as_ref() == Some(&rounds);
+        if collect.retries < read_retries_max && !stuck {
+            self.stats.retries += 1;
+            let Phase::Read(mut carry) = std::mem::replace(
+                &mut op.phase,
+                Phase::Backoff {
+                    r_ack_seen: Round::BOTTOM,
+                },
+            ) else {
+                unreachable!("checked above");
+            };
+            carry.retries += 1;
+            carry.previous_rounds = Some(rounds);
+            self.send_read(now_ms, key, Some(carry), acceptors);
+        } else {
+            let r_ack_seen = collect.acks.r_ack_max();
+            self.send_paxos_prep(now_ms, key, r_ack_seen);
+        }
+    }
+
+    /// Decides what phase 1 replies allow (Algorithm 3, lines 6–24).
+    fn evaluate_phase_one(&mut self, now_ms: u64, key: &Key, waited: bool) {
+        let quorum = self.quorum;
+        let bugs = self.config.bugs;
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let op = reg.op.as_mut().expect("operation");
+        let Phase::Prepare(one) = &mut op.phase else {
+            return;
+        };
+        let verdict = one
+            .acks
+            .verdict(quorum, op.excluded, bugs.accept_inconsistent_quorum);
+        match verdict {
+            Verdict::Consistent {
+                r_voted,
+                value,
+                req,
+                prepared,
+            } => {
+                reg.known = (r_voted, value.clone());
+                if op.read {
+                    let replies = op
+                        .batch
+                        .iter()
+                        .map(|p| p.command.read(&value, now_ms))
+                        .collect();
+                    let answers = Self::answers(op, replies);
+                    self.stats.reads += 1;
+                    self.finish(now_ms, key, answers);
+                    return;
+                }
+                let mine = req.and_then(|r| op.proposals.iter().position(|p| p.req == r));
+                if let (Some(i), false) = (mine, bugs.ignore_learned) {
+                    // Our earlier proposal was chosen (line 8).
+                    self.stats.learned += 1;
+                    self.complete_proposal(now_ms, key, i);
+                    return;
+                }
+                if let Some(round) = prepared {
+                    // A successor in the prepared round (lines 11–16).
+                    let (next, replies, changed) = self.apply_batch(key, &value, now_ms);
+                    if !changed {
+                        let op = self.registers[key].op.as_ref().expect("operation");
+                        let answers = Self::answers(op, replies);
+                        self.stats.denied += 1;
+                        self.stats.writes += 1;
+                        self.finish(now_ms, key, answers);
+                        return;
+                    }
+                    self.propose(now_ms, key, round, next, replies, req);
+                    return;
+                }
+                self.undecided(now_ms, key, waited);
+            }
+            Verdict::WriteThrough { round, value, req } => {
+                self.write_through(now_ms, key, round, value, req);
+            }
+            Verdict::Inconsistent => self.undecided(now_ms, key, waited),
+        }
+    }
+
+    /// Phase 1 gave no decision yet: wait for stragglers, or retry above the highest round.
+    fn undecided(&mut self, now_ms: u64, key: &Key, waited: bool) {
+        let quorum = self.quorum;
+        let acceptors = self.config.acceptors.len();
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let op = reg.op.as_mut().expect("operation");
+        let Phase::Prepare(one) = &op.phase else {
+            return;
+        };
+        let heard = one.acks.len() + one.nacked.len();
+        if heard < quorum {
+            return;
+        }
+        if heard < acceptors && !waited {
+            let wake = now_ms + self.config.straggler_wait_ms;
+            op.wake_ms = op.wake_ms.min(wake);
+            let at = op_wake(reg);
+            self.arm_timer(key, at);
+            return;
+        }
+        let r_ack_seen = one.r_ack_seen;
+        self.back_off(now_ms, key, r_ack_seen);
+    }
+
+    /// The current phase's wake-up time arrived.
+    fn on_wake(&mut self, now_ms: u64, key: &Key) {
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let op = reg.op.as_mut().expect("operation");
+        match &op.phase {
+            Phase::Read(_) => self.evaluate_read(now_ms, key, true),
+            Phase::Prepare(one) => {
+                if one.acks.len() + one.nacked.len() >= self.quorum {
+                    self.evaluate_phase_one(now_ms, key, true);
+                } else {
+                    let seen = one.r_ack_seen;
+                    self.back_off(now_ms, key, seen);
+                }
+            }
+            Phase::Vote(two) => {
+                let seen = two.r_ack_seen.max(two.round);
+                self.back_off(now_ms, key, seen);
+            }
+            Phase::Backoff { r_ack_seen } => {
+                let seen = *r_ack_seen;
+                self.send_paxos_prep(now_ms, key, seen);
+            }
+        }
+    }
+}
+
+/// The ACK's fields before its value is resolved.
+struct AckParts {
+    inc: bool,
+    r_ack: Round,
+    r_voted: Round,
+    value: Option<Arc<Register>>,
+    req: Option<ReqId>,
+}
+
+impl AckParts {
+    /// Fills in an omitted value from what the proposer holds; `None` if it cannot.
+    fn resolve(self, known: &(Round, Arc<Register>)) -> Option<AckInfo> {
+        let value = match self.value {
+            Some(v) => v,
+            None if known.0 == self.r_voted => known.1.clone(),
+            None => return None,
+        };
+        Some(AckInfo {
+            inc: self.inc,
+            r_ack: self.r_ack,
+            r_voted: self.r_voted,
+            value,
+            req: self.req,
+        })
+    }
+}
+
+fn op_wake(reg: &RegisterProposer) -> u64 {
+    let op = reg.op.as_ref().expect("operation");
+    op.wake_ms.min(op.deadline_ms)
+}

@@ -1,0 +1,307 @@
+//! Counting replies per acceptor and finding consistent quorums (§5.2).
+//!
+//! A quorum is consistent when its replies agree; since one round carries one value, agreement
+//! is decided on rounds alone. Replies are kept per acceptor (a duplicate replaces, never adds),
+//! so duplicated messages cannot forge a quorum.
+use std::sync::Arc;
+
+use logless_commands::value::Register;
+
+use crate::ids::{ReqId, Round};
+
+/// A set of acceptors, by their index in the configuration (at most 64).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AcceptorSet(u64);
+
+impl AcceptorSet {
+    /// Adds acceptor `index`; returns whether it was new.
+    pub fn insert(&mut self, index: usize) -> bool {
+        let bit = 1u64 << index;
+        let new = self.0 & bit == 0;
+        self.0 |= bit;
+        new
+    }
+
+    /// Whether acceptor `index` is in the set.
+    pub fn contains(&self, index: usize) -> bool {
+        self.0 & (1u64 << index) != 0
+    }
+
+    /// The number of acceptors in the set.
+    pub fn len(&self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// One acceptor's phase 1 reply, with the value resolved (elided values filled in).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AckInfo {
+    /// Whether the acceptor acknowledged a new round for this attempt.
+    pub inc: bool,
+    /// Its acknowledged round.
+    pub r_ack: Round,
+    /// Its last vote's round.
+    pub r_voted: Round,
+    /// The value of `r_voted`.
+    pub value: Arc<Register>,
+    /// The request that produced the value.
+    pub req: Option<ReqId>,
+}
+
+/// The latest phase 1 reply of each acceptor.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AckTable {
+    replies: Vec<Option<AckInfo>>,
+}
+
+/// What a set of phase 1 replies allows, in the order Algorithm 3 tests it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A quorum agrees on `r_voted`: that value is chosen (and, with `prepared`, a quorum also
+    /// acknowledged the same new round, so a successor may be proposed in it).
+    Consistent {
+        /// The chosen state's round.
+        r_voted: Round,
+        /// The chosen value.
+        value: Arc<Register>,
+        /// The request that produced it.
+        req: Option<ReqId>,
+        /// The round a quorum consistently acknowledged for this attempt, if any.
+        prepared: Option<Round>,
+    },
+    /// A quorum acknowledged the same new round but disagrees on votes: write the value of the
+    /// highest vote through in that round.
+    WriteThrough {
+        /// The prepared round.
+        round: Round,
+        /// The value of the highest vote among the quorum.
+        value: Arc<Register>,
+        /// Its request id, kept.
+        req: Option<ReqId>,
+    },
+    /// No decision from these replies.
+    Inconsistent,
+}
+
+impl AckTable {
+    /// A table for `acceptors` acceptors.
+    pub fn new(acceptors: usize) -> AckTable {
+        AckTable {
+            replies: vec![None; acceptors],
+        }
+    }
+
+    /// Records a reply; a later reply of the same acceptor replaces the earlier one unless it
+    /// shows an older vote (late replies of earlier attempts).
+    pub fn record(&mut self, index: usize, ack: AckInfo) {
+        let slot = &mut self.replies[index];
+        match slot {
+            Some(old) if old.r_voted > ack.r_voted => {}
+            _ => *slot = Some(ack),
+        }
+    }
+
+    /// The number of acceptors that replied.
+    pub fn len(&self) -> usize {
+        self.replies.iter().filter(|r| r.is_some()).count()
+    }
+
+    /// Whether no acceptor replied.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The highest `r_ack` any reply showed.
+    pub fn r_ack_max(&self) -> Round {
+        self.iter().map(|a| a.r_ack).max().unwrap_or(Round::BOTTOM)
+    }
+
+    /// The rounds of every acceptor (⊥ where none replied), to see whether anything moved.
+    pub fn rounds(&self) -> Vec<(Round, Round)> {
+        self.replies
+            .iter()
+            .map(|r| {
+                r.as_ref()
+                    .map_or((Round::BOTTOM, Round::BOTTOM), |a| (a.r_ack, a.r_voted))
+            })
+            .collect()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &AckInfo> {
+        self.replies.iter().flatten()
+    }
+
+    /// Evaluates the replies against a quorum size, ignoring `excluded` acceptors. With
+    /// `accept_inconsistent` (a deliberate bug for harness tests) any quorum of replies counts as
+    /// consistent, on the lowest vote among them.
+    pub fn verdict(
+        &self,
+        quorum: usize,
+        excluded: AcceptorSet,
+        accept_inconsistent: bool,
+    ) -> Verdict {
+        let counted = || {
+            self.replies
+                .iter()
+                .enumerate()
+                .filter(move |(i, _)| !excluded.contains(*i))
+                .filter_map(|(_, r)| r.as_ref())
+        };
+        let mut best: Option<Verdict> = None;
+        for candidate in counted() {
+            let same_vote = counted().filter(|a| a.r_voted == candidate.r_voted);
+            if same_vote.clone().count() < quorum {
+                continue;
+            }
+            let prepared = candidate
+                .inc
+                .then_some(candidate.r_ack)
+                .filter(|r| same_vote.clone().filter(|a| a.inc && a.r_ack == *r).count() >= quorum);
+            let verdict = Verdict::Consistent {
+                r_voted: candidate.r_voted,
+                value: candidate.value.clone(),
+                req: candidate.req,
+                prepared,
+            };
+            if prepared.is_some() {
+                return verdict;
+            }
+            best.get_or_insert(verdict);
+        }
+        if let Some(verdict) = best {
+            return verdict;
+        }
+        for candidate in counted().filter(|a| a.inc) {
+            let same_round: Vec<&AckInfo> = counted()
+                .filter(|a| a.inc && a.r_ack == candidate.r_ack)
+                .collect();
+            if same_round.len() >= quorum {
+                let highest = same_round
+                    .iter()
+                    .max_by_key(|a| a.r_voted)
+                    .expect("a quorum is not empty");
+                return Verdict::WriteThrough {
+                    round: candidate.r_ack,
+                    value: highest.value.clone(),
+                    req: highest.req,
+                };
+            }
+        }
+        if accept_inconsistent && counted().count() >= quorum {
+            let lowest = counted().min_by_key(|a| a.r_voted).expect("non-empty");
+            return Verdict::Consistent {
+                r_voted: lowest.r_voted,
+                value: lowest.value.clone(),
+                req: lowest.req,
+                prepared: counted().filter(|a| a.inc).map(|a| a.r_ack).max(),
+            };
+        }
+        Verdict::Inconsistent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{AttemptId, NodeId, ProposerId};
+
+    fn round(n: u64, seq: u64) -> Round {
+        Round {
+            n,
+            id: AttemptId {
+                proposer: ProposerId {
+                    node: NodeId(1),
+                    incarnation: 1,
+                },
+                seq,
+            },
+        }
+    }
+
+    fn ack(inc: bool, r_ack: Round, r_voted: Round, v: i64) -> AckInfo {
+        use logless_commands::value::Data;
+        AckInfo {
+            inc,
+            r_ack,
+            r_voted,
+            value: Arc::new(Register {
+                data: Data::Int(v),
+                expires_at_ms: None,
+            }),
+            req: None,
+        }
+    }
+
+    #[test]
+    fn duplicate_replies_of_one_acceptor_do_not_make_a_quorum() {
+        let mut t = AckTable::new(3);
+        t.record(0, ack(true, round(2, 9), round(1, 1), 1));
+        t.record(0, ack(true, round(2, 9), round(1, 1), 1));
+        assert_eq!(
+            t.verdict(2, AcceptorSet::default(), false),
+            Verdict::Inconsistent
+        );
+    }
+
+    #[test]
+    fn consistent_votes_and_rounds_allow_a_successor() {
+        let mut t = AckTable::new(3);
+        t.record(0, ack(true, round(2, 9), round(1, 1), 1));
+        t.record(2, ack(true, round(2, 9), round(1, 1), 1));
+        match t.verdict(2, AcceptorSet::default(), false) {
+            Verdict::Consistent {
+                prepared, r_voted, ..
+            } => {
+                assert_eq!(prepared, Some(round(2, 9)));
+                assert_eq!(r_voted, round(1, 1));
+            }
+            v => panic!("unexpected {v:?}"),
+        }
+    }
+
+    #[test]
+    fn inconsistent_votes_with_a_prepared_round_write_the_highest_through() {
+        let mut t = AckTable::new(3);
+        t.record(0, ack(true, round(3, 9), round(1, 1), 1));
+        t.record(1, ack(true, round(3, 9), round(2, 2), 2));
+        match t.verdict(2, AcceptorSet::default(), false) {
+            Verdict::WriteThrough {
+                round: r, value, ..
+            } => {
+                assert_eq!(r, round(3, 9));
+                assert_eq!(*value, *ack(true, r, r, 2).value);
+            }
+            v => panic!("unexpected {v:?}"),
+        }
+    }
+
+    #[test]
+    fn excluded_acceptors_do_not_count() {
+        let mut t = AckTable::new(3);
+        t.record(0, ack(true, round(2, 9), round(1, 1), 1));
+        t.record(1, ack(true, round(2, 9), round(1, 1), 1));
+        let mut excluded = AcceptorSet::default();
+        excluded.insert(1);
+        assert_eq!(t.verdict(2, excluded, false), Verdict::Inconsistent);
+    }
+
+    #[test]
+    fn the_deliberate_bug_accepts_an_inconsistent_quorum() {
+        let mut t = AckTable::new(3);
+        t.record(0, ack(false, round(2, 9), round(1, 1), 1));
+        t.record(1, ack(false, round(3, 9), round(2, 2), 2));
+        assert_eq!(
+            t.verdict(2, AcceptorSet::default(), false),
+            Verdict::Inconsistent
+        );
+        assert!(matches!(
+            t.verdict(2, AcceptorSet::default(), true),
+            Verdict::Consistent { .. }
+        ));
+    }
+}

@@ -1,0 +1,138 @@
+//! One replica (or one shard of one): the proposer and the acceptor of the registers it owns.
+//!
+//! The runtime feeds it client commands, messages, timer wake-ups and link failures, and takes
+//! a [`ReplicaOutput`] after each step. The order the runtime must follow:
+//!
+//! 1. send `output.sends` (proposer messages; they promise nothing);
+//! 2. commit `output.persist` through the store, which writes, flushes and only then releases
+//!    the acceptor replies; send those;
+//! 3. deliver `output.replies` to clients and schedule `output.timers`.
+//!
+//! Messages to itself go through the runtime like any other, so the local acceptor's replies
+//! also wait for persistence. Acceptor states live in DRAM here as well as in the store: the
+//! store is the durable copy, read back only at start-up.
+use std::collections::BTreeMap;
+
+use logless_commands::command::Command;
+
+use crate::acceptor::{self, AcceptorState};
+use crate::config::ProposerConfig;
+use crate::ids::{ClientTag, Key, NodeId, ProposerId};
+use crate::message::{Envelope, Message};
+use crate::persist::PersistBatch;
+use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
+
+/// What one or more steps of a replica produced.
+#[derive(Debug, Default)]
+pub struct ReplicaOutput {
+    /// Proposer messages: may be sent at once.
+    pub sends: Vec<Envelope>,
+    /// Acceptor state changes and their sealed replies.
+    pub persist: PersistBatch,
+    /// Answers to clients.
+    pub replies: Vec<ClientReply>,
+    /// Wake-ups to schedule.
+    pub timers: Vec<TimerRequest>,
+}
+
+/// A replica's protocol state: proposer, acceptor states, and pending persistence.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Replica {
+    node: NodeId,
+    proposer: Proposer,
+    states: BTreeMap<Key, AcceptorState>,
+    persist: PersistBatch,
+}
+
+impl Replica {
+    /// A replica `node` in its `incarnation` (≥ 1, larger after every restart), with the
+    /// acceptor states recovered from its store.
+    pub fn new(
+        node: NodeId,
+        incarnation: u32,
+        config: ProposerConfig,
+        rng_seed: u64,
+        recovered: impl IntoIterator<Item = (Key, AcceptorState)>,
+    ) -> Replica {
+        let id = ProposerId { node, incarnation };
+        Replica {
+            node,
+            proposer: Proposer::new(id, config, rng_seed),
+            states: recovered.into_iter().collect(),
+            persist: PersistBatch::new(),
+        }
+    }
+
+    /// This replica's node id.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// The proposer's counters.
+    pub fn stats(&self) -> &ProposerStats {
+        self.proposer.stats()
+    }
+
+    /// How many attempt ids the proposer minted (see [`Proposer::attempts_minted`]).
+    pub fn attempts_minted(&self) -> u64 {
+        self.proposer.attempts_minted()
+    }
+
+    /// The acceptor state of `key` (⊥ if it has none).
+    pub fn acceptor_state(&self, key: &Key) -> Option<&AcceptorState> {
+        self.states.get(key)
+    }
+
+    /// The number of registers this acceptor holds.
+    pub fn registers(&self) -> usize {
+        self.states.len()
+    }
+
+    /// A client command.
+    pub fn handle_command(&mut self, now_ms: u64, client: ClientTag, key: Key, command: Command) {
+        self.proposer.handle_command(now_ms, client, key, command);
+    }
+
+    /// A message from `from`.
+    pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: Message) {
+        if !message.is_for_acceptor() {
+            self.proposer.handle_message(now_ms, from, message);
+            return;
+        }
+        let key = message.key();
+        let step = {
+            let bottom = AcceptorState::default();
+            let state = self.states.get(key).unwrap_or(&bottom);
+            acceptor::on_message(state, from, &message).expect("acceptor message")
+        };
+        if let Some(next) = &step.next {
+            self.states.insert(key.clone(), next.clone());
+        }
+        self.persist.add(key, step.next, step.replies);
+    }
+
+    /// A wake-up requested earlier.
+    pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
+        self.proposer.handle_timer(now_ms, key, token);
+    }
+
+    /// The link to `peer` broke; messages on it may have been lost.
+    pub fn handle_link_broken(&mut self, peer: NodeId) {
+        self.proposer.handle_link_broken(peer);
+    }
+
+    /// Takes everything produced since the last call.
+    pub fn take_output(&mut self) -> ReplicaOutput {
+        let ProposerOutput {
+            sends,
+            replies,
+            timers,
+        } = self.proposer.drain_output();
+        ReplicaOutput {
+            sends,
+            persist: std::mem::take(&mut self.persist),
+            replies,
+            timers,
+        }
+    }
+}

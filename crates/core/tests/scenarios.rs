@@ -1,0 +1,545 @@
+//! Scenario tests named after the RMWPaxos paper: whole replicas, a hand-driven network, exact
+//! message sequences.
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use logless_commands::command::{Command, Reply};
+use logless_commands::value::{Data, Register};
+use logless_core::acceptor::AcceptorState;
+use logless_core::config::ProposerConfig;
+use logless_core::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
+use logless_core::message::{Envelope, Message, PrepareKind};
+use logless_core::persist::AcceptorStore;
+use logless_core::proposer::{ClientReply, TimerRequest};
+use logless_core::replica::Replica;
+
+#[derive(Default)]
+struct MemStore {
+    states: BTreeMap<Key, AcceptorState>,
+    writes: usize,
+    flushes: usize,
+}
+
+impl AcceptorStore for MemStore {
+    type Error = std::convert::Infallible;
+    fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), Self::Error> {
+        self.states.insert(key.clone(), state.clone());
+        self.writes += 1;
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.flushes += 1;
+        Ok(())
+    }
+}
+
+/// Three replicas and a network the test drives message by message.
+struct Net {
+    replicas: BTreeMap<NodeId, Replica>,
+    stores: BTreeMap<NodeId, MemStore>,
+    queue: VecDeque<(NodeId, Envelope)>,
+    timers: BTreeMap<NodeId, Vec<TimerRequest>>,
+    replies: Vec<(NodeId, ClientReply)>,
+    /// Every message sent, in order, with its sender.
+    log: Vec<(NodeId, Envelope)>,
+    now_ms: u64,
+}
+
+const A: NodeId = NodeId(1);
+const B: NodeId = NodeId(2);
+const C: NodeId = NodeId(3);
+
+fn key() -> Key {
+    Key::new("k")
+}
+
+fn int(v: i64) -> Arc<Register> {
+    Arc::new(Register {
+        data: Data::Int(v),
+        expires_at_ms: None,
+    })
+}
+
+fn foreign_round(n: u64, node: u16, seq: u64) -> Round {
+    Round {
+        n,
+        id: AttemptId {
+            proposer: ProposerId {
+                node: NodeId(node),
+                incarnation: 7,
+            },
+            seq,
+        },
+    }
+}
+
+impl Net {
+    fn new(configure: impl Fn(&mut ProposerConfig)) -> Net {
+        Net::with_states(configure, BTreeMap::new())
+    }
+
+    fn with_states(
+        configure: impl Fn(&mut ProposerConfig),
+        initial: BTreeMap<NodeId, AcceptorState>,
+    ) -> Net {
+        let mut replicas = BTreeMap::new();
+        let mut stores = BTreeMap::new();
+        for node in [A, B, C] {
+            let mut config = ProposerConfig::new(vec![A, B, C]);
+            config.straggler_wait_ms = 0;
+            configure(&mut config);
+            let recovered: Vec<(Key, AcceptorState)> = initial
+                .get(&node)
+                .map(|s| vec![(key(), s.clone())])
+                .unwrap_or_default();
+            replicas.insert(
+                node,
+                Replica::new(node, 1, config, u64::from(node.0), recovered),
+            );
+            stores.insert(node, MemStore::default());
+        }
+        Net {
+            replicas,
+            stores,
+            queue: VecDeque::new(),
+            timers: BTreeMap::new(),
+            replies: Vec::new(),
+            log: Vec::new(),
+            now_ms: 0,
+        }
+    }
+
+    fn collect(&mut self, node: NodeId) {
+        let output = self.replicas.get_mut(&node).unwrap().take_output();
+        let store = self.stores.get_mut(&node).unwrap();
+        let Ok(released) = output.persist.commit(store);
+        for e in output.sends.into_iter().chain(released) {
+            self.log.push((node, e.clone()));
+            self.queue.push_back((node, e));
+        }
+        self.timers.entry(node).or_default().extend(output.timers);
+        self.replies
+            .extend(output.replies.into_iter().map(|r| (node, r)));
+    }
+
+    fn command(&mut self, node: NodeId, tag: u64, command: Command) {
+        let now = self.now_ms;
+        self.replicas
+            .get_mut(&node)
+            .unwrap()
+            .handle_command(now, ClientTag(tag), key(), command);
+        self.collect(node);
+    }
+
+    /// Delivers queued messages while `keep` says so; messages it rejects are dropped.
+    fn run(&mut self, keep: impl Fn(NodeId, &Envelope) -> bool) {
+        let mut budget = 10_000;
+        while let Some((from, envelope)) = self.queue.pop_front() {
+            budget -= 1;
+            assert!(budget > 0, "the scenario does not quiesce");
+            if !keep(from, &envelope) {
+                continue;
+            }
+            let to = envelope.to;
+            let now = self.now_ms;
+            self.replicas
+                .get_mut(&to)
+                .unwrap()
+                .handle_message(now, from, envelope.message);
+            self.collect(to);
+        }
+    }
+
+    /// Fires the earliest pending timer of `node` (advancing the clock to it).
+    fn fire_timer(&mut self, node: NodeId) {
+        let timers = self.timers.entry(node).or_default();
+        let Some(i) = (0..timers.len()).min_by_key(|&i| timers[i].at_ms) else {
+            return;
+        };
+        let t = timers.remove(i);
+        self.now_ms = self.now_ms.max(t.at_ms);
+        let now = self.now_ms;
+        self.replicas
+            .get_mut(&node)
+            .unwrap()
+            .handle_timer(now, &t.key, t.token);
+        self.collect(node);
+    }
+
+    fn reply(&self, tag: u64) -> Option<&ClientReply> {
+        self.replies
+            .iter()
+            .map(|(_, r)| r)
+            .find(|r| r.client == ClientTag(tag))
+    }
+
+    fn state(&self, node: NodeId) -> AcceptorState {
+        self.replicas[&node]
+            .acceptor_state(&key())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn sent_kinds(&self, from: NodeId) -> Vec<&'static str> {
+        self.log
+            .iter()
+            .filter(|(f, _)| *f == from)
+            .map(|(_, e)| kind(&e.message))
+            .collect()
+    }
+}
+
+fn kind(m: &Message) -> &'static str {
+    match m {
+        Message::Prepare {
+            kind: PrepareKind::Read,
+            ..
+        } => "PREPARE(read)",
+        Message::Prepare { .. } => "PREPARE(write)",
+        Message::PaxosPrep { .. } => "PAXOS_PREP",
+        Message::Ack { .. } => "ACK",
+        Message::Vote { .. } => "VOTE",
+        Message::Voted { .. } => "VOTED",
+        Message::Nack { .. } => "NACK",
+        Message::Learned { .. } => "LEARNED",
+    }
+}
+
+fn ok(reply: Option<&ClientReply>) -> Reply {
+    reply.expect("a reply").result.clone().expect("success")
+}
+
+fn every(_: NodeId, _: &Envelope) -> bool {
+    true
+}
+
+#[test]
+fn a_write_on_empty_registers_takes_two_round_trips_then_one() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(5));
+    net.run(every);
+    assert_eq!(ok(net.reply(1)), Reply::Int(5));
+    assert_eq!(
+        net.sent_kinds(A)
+            .iter()
+            .filter(|k| !k.starts_with("ACK") && **k != "VOTED")
+            .collect::<Vec<_>>(),
+        vec![
+            &"PREPARE(write)",
+            &"PREPARE(write)",
+            &"PREPARE(write)",
+            &"VOTE",
+            &"VOTE",
+            &"VOTE"
+        ]
+    );
+    for node in [A, B, C] {
+        assert_eq!(net.state(node).value, int(5));
+    }
+}
+
+#[test]
+fn a_fast_write_takes_exactly_one_round_trip() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    let before = net.log.len();
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(every);
+    assert_eq!(ok(net.reply(2)), Reply::Int(2));
+    let kinds: Vec<&str> = net.log[before..]
+        .iter()
+        .map(|(_, e)| kind(&e.message))
+        .collect();
+    assert_eq!(kinds, ["VOTE", "VOTE", "VOTE", "VOTED", "VOTED", "VOTED"]);
+    assert_eq!(net.replicas[&A].stats().fast_writes, 1);
+}
+
+/// Figure 2: a write that starts on inconsistent acceptor states. The incremental PREPARE
+/// gets an inconsistent quorum, so the proposer retries with PAXOS_PREP above the highest round
+/// it saw; the first quorum of replies agrees on that round but not on votes, so it writes the
+/// value of the highest vote through, starts again, and applies its command on top of it.
+#[test]
+fn figure_2_a_write_starting_on_inconsistent_acceptors() {
+    let chosen = AcceptorState {
+        r_ack: foreign_round(1, 9, 1),
+        r_voted: foreign_round(1, 9, 1),
+        value: int(10),
+        req: None,
+    };
+    let interrupted = AcceptorState {
+        r_ack: foreign_round(3, 8, 1),
+        r_voted: foreign_round(2, 8, 1),
+        value: int(99),
+        req: None,
+    };
+    let mut a_state = chosen.clone();
+    a_state.r_ack = foreign_round(4, 9, 2);
+    let initial = BTreeMap::from([(A, a_state), (B, interrupted), (C, chosen)]);
+    let mut net = Net::with_states(|_| {}, initial);
+    net.command(C, 1, Command::IncrBy(1));
+    net.run(every);
+    while net.reply(1).is_none() {
+        net.fire_timer(C); // the randomised backoff before PAXOS_PREP
+        net.run(every);
+    }
+    assert_eq!(ok(net.reply(1)), Reply::Int(100));
+    let kinds: Vec<&str> = net
+        .sent_kinds(C)
+        .into_iter()
+        .filter(|k| *k != "ACK" && *k != "VOTED")
+        .collect();
+    let three = |k| [k, k, k];
+    let expected: Vec<&str> = [
+        three("PREPARE(write)"), // acknowledged rounds 5, 4, 2: inconsistent
+        three("PAXOS_PREP"),     // round 6 for all
+        three("VOTE"),           // A and B answered first: write 99 (round 2) through
+        three("PREPARE(write)"), // again: consistent on the vote of round 6, acknowledging 8
+        three("VOTE"),           // the successor 99 + 1
+    ]
+    .concat();
+    assert_eq!(kinds, expected);
+    assert_eq!(net.replicas[&C].stats().write_throughs, 1);
+    for node in [A, B, C] {
+        assert_eq!(net.state(node).value, int(100));
+        assert_eq!(net.state(node).r_voted.n, 8);
+    }
+}
+
+/// §5.5: p1's proposal reaches only one acceptor; p2 writes it through and applies its own
+/// command on top. p1, retrying, must learn that its command was applied and must not apply it
+/// again.
+fn double_apply_scenario(ignore_learned: bool) -> (Reply, i64) {
+    let mut net = Net::new(|c| c.bugs.ignore_learned = ignore_learned);
+    // Establish a value so that both proposers start from the same chosen state.
+    net.command(C, 1, Command::IncrBy(10));
+    net.run(every);
+    // p1 = A proposes +1 but its VOTE reaches only A itself.
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
+    assert!(net.reply(2).is_none());
+    // p2 = B writes without hearing from C: it sees A's vote as the highest, writes it
+    // through, then applies +100 on top.
+    let c_to_b_cut = |from: NodeId, e: &Envelope| !(from == C && e.to == B);
+    net.command(B, 3, Command::IncrBy(100));
+    net.run(c_to_b_cut);
+    while net.reply(3).is_none() {
+        net.fire_timer(B);
+        net.run(c_to_b_cut);
+    }
+    assert!(net.replicas[&B].stats().write_throughs >= 1);
+    assert_eq!(ok(net.reply(3)), Reply::Int(111));
+    // p1 times out and retries with the same request.
+    while net.reply(2).is_none() {
+        net.fire_timer(A);
+        net.run(every);
+    }
+    let reply = ok(net.reply(2));
+    net.command(C, 4, Command::Get);
+    net.run(every);
+    let Reply::Bulk(final_value) = ok(net.reply(4)) else {
+        panic!("a counter")
+    };
+    (
+        reply,
+        std::str::from_utf8(&final_value).unwrap().parse().unwrap(),
+    )
+}
+
+#[test]
+fn section_5_5_a_written_through_proposal_is_applied_exactly_once() {
+    let (reply, value) = double_apply_scenario(false);
+    assert_eq!(reply, Reply::Int(11));
+    assert_eq!(value, 111);
+}
+
+#[test]
+fn section_5_5_without_learned_the_command_is_applied_twice() {
+    let (_, value) = double_apply_scenario(true);
+    assert_eq!(value, 112, "the deliberate bug must show as a double apply");
+}
+
+#[test]
+fn a_read_during_a_concurrent_write_changes_no_acceptor_state() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    // A's next (fast) write reaches only A.
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
+    let before: Vec<AcceptorState> = [A, B, C].iter().map(|n| net.state(*n)).collect();
+    let writes_before: usize = net.stores.values().map(|s| s.writes).sum();
+    // C reads: B and C agree on the old value; A's reply is inconsistent with them.
+    let log_before = net.log.len();
+    net.command(C, 3, Command::Get);
+    net.run(|from, _| from != A);
+    assert_eq!(ok(net.reply(3)), Reply::Bulk("1".into()));
+    let after: Vec<AcceptorState> = [A, B, C].iter().map(|n| net.state(*n)).collect();
+    assert_eq!(before, after);
+    let writes_after: usize = net.stores.values().map(|s| s.writes).sum();
+    assert_eq!(writes_before, writes_after, "a read persists nothing");
+    let kinds: Vec<&str> = net.log[log_before..]
+        .iter()
+        .filter(|(f, _)| *f == C)
+        .map(|(_, e)| kind(&e.message))
+        .filter(|k| *k != "ACK")
+        .collect();
+    assert_eq!(kinds, ["PREPARE(read)", "PREPARE(read)", "PREPARE(read)"]);
+}
+
+/// §5.8 read retries: a read that keeps seeing an inconsistent quorum asks again up to X times
+/// without raising rounds, then writes through. The acceptor states are made inconsistent by a
+/// write that reached only A; each retry sees the rounds move (a concurrent PREPARE bumps B),
+/// so only X stops the retries.
+fn read_attempts_before_write_through(x: u32) -> usize {
+    let mut net = Net::new(|c| c.read_retries_max = x);
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
+    net.command(C, 3, Command::Get);
+    let mut bump = 100;
+    loop {
+        // Only A and B answer C's reads (C's own acceptor is cut off): always inconsistent.
+        net.run(|from, e| {
+            !(from == C
+                && e.to == C
+                && matches!(
+                    e.message,
+                    Message::Prepare {
+                        kind: PrepareKind::Read,
+                        ..
+                    }
+                ))
+        });
+        let prepared = net
+            .log
+            .iter()
+            .any(|(f, e)| *f == C && matches!(e.message, Message::PaxosPrep { .. }));
+        if prepared || net.reply(3).is_some() {
+            break;
+        }
+        // Someone else's PREPARE moves B's round between C's attempts.
+        bump += 1;
+        let step_seq = bump;
+        let b = net.replicas.get_mut(&B).unwrap();
+        b.handle_message(
+            0,
+            NodeId(1),
+            Message::Prepare {
+                key: key(),
+                kind: PrepareKind::Write,
+                attempt: AttemptId {
+                    proposer: ProposerId {
+                        node: NodeId(1),
+                        incarnation: 9,
+                    },
+                    seq: step_seq,
+                },
+                known_voted: Round::BOTTOM,
+            },
+        );
+        let _ = b.take_output();
+        net.fire_timer(C);
+    }
+    net.log
+        .iter()
+        .filter(|(f, e)| *f == C && e.to == A)
+        .take_while(|(_, e)| !matches!(e.message, Message::PaxosPrep { .. }))
+        .filter(|(_, e)| {
+            matches!(
+                e.message,
+                Message::Prepare {
+                    kind: PrepareKind::Read,
+                    ..
+                }
+            )
+        })
+        .count()
+}
+
+#[test]
+fn section_5_8_read_retries_x_0_1_3() {
+    assert_eq!(read_attempts_before_write_through(0), 1);
+    assert_eq!(read_attempts_before_write_through(1), 2);
+    assert_eq!(read_attempts_before_write_through(3), 4);
+}
+
+#[test]
+fn a_command_that_does_not_apply_is_denied_without_phase_2() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(i64::MAX));
+    net.run(every);
+    let before = net.log.len();
+    net.command(B, 2, Command::IncrBy(1));
+    net.run(every);
+    let reply = net.reply(2).unwrap().result.clone().unwrap();
+    assert!(
+        matches!(reply, Reply::Error(_)),
+        "overflow is an error: {reply:?}"
+    );
+    let kinds: Vec<&str> = net.log[before..]
+        .iter()
+        .map(|(_, e)| kind(&e.message))
+        .collect();
+    assert!(!kinds.contains(&"VOTE"), "{kinds:?}");
+}
+
+#[test]
+fn duplicated_replies_do_not_make_a_quorum() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(1));
+    // Deliver only B's replies, twice each; A's own and C's are lost.
+    let mut seen = Vec::new();
+    while let Some((from, e)) = net.queue.pop_front() {
+        if from == A && e.to == B {
+            net.replicas
+                .get_mut(&B)
+                .unwrap()
+                .handle_message(0, A, e.message);
+            net.collect(B);
+        } else if from == B && e.to == A {
+            seen.push(e.clone());
+        }
+    }
+    for e in seen.iter().chain(seen.iter()) {
+        net.replicas
+            .get_mut(&A)
+            .unwrap()
+            .handle_message(0, B, e.message.clone());
+        net.collect(A);
+    }
+    net.queue.clear();
+    assert!(net.reply(1).is_none());
+    let votes = net
+        .log
+        .iter()
+        .filter(|(f, e)| *f == A && matches!(e.message, Message::Vote { .. }))
+        .count();
+    assert_eq!(votes, 0);
+}
+
+#[test]
+fn learned_is_not_sent_to_the_proposer_that_builds_on_its_own_request() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(every);
+    assert!(!net
+        .log
+        .iter()
+        .any(|(_, e)| matches!(e.message, Message::Learned { .. })));
+    // A different proposer building on A's request does tell A.
+    net.command(B, 3, Command::IncrBy(1));
+    net.run(every);
+    let learned: Vec<ReqId> = net
+        .log
+        .iter()
+        .filter_map(|(_, e)| match &e.message {
+            Message::Learned { req, .. } if e.to == A => Some(*req),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(learned.len(), 3);
+}
