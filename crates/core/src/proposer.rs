@@ -25,7 +25,7 @@
 //!
 //! The proposer does no I/O: inputs are `handle_*` calls with the current time, outputs are
 //! collected in [`ProposerOutput`] and taken with [`Proposer::drain_output`].
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -33,6 +33,7 @@ use logless_commands::command::{Command, Reply};
 use logless_commands::value::Register;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 use crate::config::ProposerConfig;
@@ -190,6 +191,9 @@ struct RegisterProposer {
     queue: VecDeque<Pending>,
     op: Option<Operation>,
     timer_token: u64,
+    /// When the timer with the current token fires, if one is armed. A later wake-up needs no
+    /// new timer: the armed one fires first and re-arms.
+    timer_armed_ms: Option<u64>,
     fast: Option<FastPath>,
     /// A round and its value that this proposer holds, so acceptors may omit it.
     known: (Round, Arc<Register>),
@@ -201,6 +205,7 @@ impl RegisterProposer {
             queue: VecDeque::new(),
             op: None,
             timer_token: 0,
+            timer_armed_ms: None,
             fast: None,
             known: (Round::BOTTOM, Arc::new(Register::default())),
         }
@@ -218,7 +223,7 @@ pub struct Proposer {
     quorum: usize,
     next_seq: u64,
     rng: SmallRng,
-    registers: BTreeMap<Key, RegisterProposer>,
+    registers: FxHashMap<Key, RegisterProposer>,
     out: ProposerOutput,
     stats: ProposerStats,
 }
@@ -238,7 +243,9 @@ impl Hash for Proposer {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.id.hash(state);
         self.next_seq.hash(state);
-        self.registers.hash(state);
+        let mut registers: Vec<_> = self.registers.iter().collect();
+        registers.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        registers.hash(state);
         self.out.hash(state);
     }
 }
@@ -257,7 +264,7 @@ impl Proposer {
             config,
             next_seq: 0,
             rng: SmallRng::seed_from_u64(rng_seed),
-            registers: BTreeMap::new(),
+            registers: FxHashMap::default(),
             out: ProposerOutput::default(),
             stats: ProposerStats::default(),
         }
@@ -365,13 +372,16 @@ impl Proposer {
         if reg.timer_token != token || reg.op.is_none() {
             return;
         }
+        let reg = self.registers.get_mut(key).expect("checked");
+        reg.timer_armed_ms = None;
         let op = reg.op.as_ref().expect("checked");
         if now_ms >= op.deadline_ms {
             self.time_out(now_ms, key);
             return;
         }
         if now_ms < op.wake_ms {
-            self.arm_timer(key, op_wake(reg));
+            let at = op_wake(reg);
+            self.arm_timer(key, at);
             return;
         }
         self.on_wake(now_ms, key);
@@ -462,6 +472,10 @@ impl Proposer {
 
     fn arm_timer(&mut self, key: &Key, at_ms: u64) {
         let reg = self.registers.get_mut(key).expect("register exists");
+        if reg.timer_armed_ms.is_some_and(|armed| armed <= at_ms) {
+            return;
+        }
+        reg.timer_armed_ms = Some(at_ms);
         reg.timer_token += 1;
         self.out.timers.push(TimerRequest {
             key: key.clone(),
@@ -668,6 +682,7 @@ impl Proposer {
         let reg = self.registers.get_mut(key).expect("register exists");
         reg.op = None;
         reg.timer_token += 1;
+        reg.timer_armed_ms = None;
         self.out.replies.extend(replies);
         if !self.registers[key].queue.is_empty() {
             self.start_next(now_ms, key);

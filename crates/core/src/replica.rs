@@ -11,9 +11,10 @@
 //! Messages to itself go through the runtime like any other, so the local acceptor's replies
 //! also wait for persistence. Acceptor states live in DRAM here as well as in the store: the
 //! store is the durable copy, read back only at start-up.
-use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 
 use logless_commands::command::Command;
+use rustc_hash::FxHashMap;
 
 use crate::acceptor::{self, AcceptorState};
 use crate::config::ProposerConfig;
@@ -36,12 +37,23 @@ pub struct ReplicaOutput {
 }
 
 /// A replica's protocol state: proposer, acceptor states, and pending persistence.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replica {
     node: NodeId,
     proposer: Proposer,
-    states: BTreeMap<Key, AcceptorState>,
+    states: FxHashMap<Key, AcceptorState>,
     persist: PersistBatch,
+}
+
+impl Hash for Replica {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.node.hash(state);
+        self.proposer.hash(state);
+        let mut states: Vec<_> = self.states.iter().collect();
+        states.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        states.hash(state);
+        self.persist.hash(state);
+    }
 }
 
 impl Replica {

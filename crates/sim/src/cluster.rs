@@ -13,7 +13,7 @@
 //! disk latency, and only then are its acceptor replies released. A crash loses whatever was
 //! not durable yet. The deliberate bug `reply_before_persist` releases the replies at once.
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use bytes::Bytes;
 use logless_commands::command::{Command, Reply};
@@ -26,6 +26,7 @@ use logless_core::proposer::{ClientReply, ProposeError};
 use logless_core::replica::Replica;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rustc_hash::FxHashMap;
 
 use crate::history::{History, Operation, Outcome};
 use crate::stats::RunStats;
@@ -187,11 +188,11 @@ struct Node {
     replica: Option<Replica>,
     incarnation: u32,
     /// The durable acceptor states (what survives a crash).
-    disk: BTreeMap<Key, AcceptorState>,
+    disk: FxHashMap<Key, AcceptorState>,
 }
 
 /// The durable store of a simulated node: committed writes land here.
-struct DiskStore<'a>(&'a mut BTreeMap<Key, AcceptorState>);
+struct DiskStore<'a>(&'a mut FxHashMap<Key, AcceptorState>);
 
 impl logless_core::persist::AcceptorStore for DiskStore<'_> {
     type Error = std::convert::Infallible;
@@ -224,6 +225,7 @@ pub struct Cluster {
     now_us: u64,
     next_event: u64,
     events: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    due_now: VecDeque<(u64, u64, usize)>,
     payloads: Vec<Option<Event>>,
     free_slots: Vec<usize>,
     rng: SmallRng,
@@ -258,7 +260,7 @@ impl Cluster {
                 Node {
                     replica: Some(Replica::new(node, 1, proposer, rng.random(), [])),
                     incarnation: 1,
-                    disk: BTreeMap::new(),
+                    disk: FxHashMap::default(),
                 },
             );
         }
@@ -274,6 +276,7 @@ impl Cluster {
             now_us: 0,
             next_event: 0,
             events: BinaryHeap::new(),
+            due_now: VecDeque::new(),
             payloads: Vec::new(),
             free_slots: Vec::new(),
             rng,
@@ -322,15 +325,37 @@ impl Cluster {
             }
         };
         self.next_event += 1;
-        self.events
-            .push(Reverse((self.now_us + delay_us, self.next_event, slot)));
+        let entry = (self.now_us + delay_us, self.next_event, slot);
+        // Events due now need no heap: in insertion order they come after everything already
+        // due at this time, which `pop_event` checks against the heap's head.
+        if delay_us == 0 {
+            self.due_now.push_back(entry);
+        } else {
+            self.events.push(Reverse(entry));
+        }
+    }
+
+    /// The next event in (time, insertion) order.
+    fn pop_event(&mut self) -> Option<(u64, usize)> {
+        let from_heap = match (self.due_now.front(), self.events.peek()) {
+            (None, None) => return None,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (Some(now), Some(Reverse(next))) => next < now,
+        };
+        let (at, _, slot) = if from_heap {
+            self.events.pop().expect("peeked").0
+        } else {
+            self.due_now.pop_front().expect("peeked")
+        };
+        Some((at, slot))
     }
 
     /// Runs until every client finished and the cluster is quiet, or `until_us` passes.
     /// Faults stop at `faults_until_us`; after that the cluster must still finish the work
     /// (the liveness phase).
     pub fn run(&mut self, faults_until_us: u64, until_us: u64) -> &RunStats {
-        while let Some(Reverse((at, _, slot))) = self.events.pop() {
+        while let Some((at, slot)) = self.pop_event() {
             if at > until_us {
                 break;
             }
@@ -795,7 +820,7 @@ impl Cluster {
             self.flush_outputs(node);
             let deadline = self.now_us + 5_000_000;
             while self.read_reply.is_none() {
-                let Some(Reverse((at, _, slot))) = self.events.pop() else {
+                let Some((at, slot)) = self.pop_event() else {
                     break;
                 };
                 if at > deadline {
