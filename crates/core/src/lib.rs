@@ -15,6 +15,7 @@
 //! * [`proposer`]: one state machine per register: reads, writes, write-through, retries,
 //!   fast writes, batching, exactly-once.
 //! * [`replica`]: proposer and acceptor of one node together, the unit the runtime drives.
+//! * [`wire`]: the checksummed, versioned frames replicas exchange.
 //!
 //! The core reads no clock, socket, file or global random number generator. Time and a seeded
 //! random number generator come in as arguments; effects leave as plain data.
@@ -26,5 +27,6 @@ pub mod persist;
 pub mod proposer;
 pub mod quorum;
 pub mod replica;
+pub mod wire;
 
 pub use logless_commands as commands;

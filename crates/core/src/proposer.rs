@@ -854,6 +854,50 @@ impl Proposer {
         }
     }
 
+    /// Answers every read of the operation from the chosen state `(r_voted, value)`.
+    fn answer_reads(&mut self, now_ms: u64, key: &Key, r_voted: Round, value: Arc<Register>) {
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let op = reg.op.as_ref().expect("operation");
+        let replies = op
+            .batch
+            .iter()
+            .map(|p| p.command.read(&value, now_ms))
+            .collect();
+        let answers = Self::answers(op, replies);
+        // Our pre-acknowledged round is only good while our own vote is the latest.
+        if reg
+            .fast
+            .as_ref()
+            .is_some_and(|f| f.round != r_voted.successor())
+        {
+            reg.fast = None;
+        }
+        reg.known = (r_voted, value);
+        self.stats.reads += 1;
+        self.finish(now_ms, key, answers);
+    }
+
+    /// Asks the acceptors again, keeping the replies collected so far. `rounds` is what the
+    /// inconsistent view showed, for a retry that counts toward X; `None` for a re-send after
+    /// too few replies.
+    fn retry_read(&mut self, now_ms: u64, key: &Key, rounds: Option<Vec<(Round, Round)>>) {
+        self.stats.retries += 1;
+        let acceptors = self.config.acceptors.len();
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let op = reg.op.as_mut().expect("operation");
+        let placeholder = Phase::Backoff {
+            r_ack_seen: Round::BOTTOM,
+        };
+        let Phase::Read(mut carry) = std::mem::replace(&mut op.phase, placeholder) else {
+            unreachable!("only a read operation retries its read");
+        };
+        if let Some(rounds) = rounds {
+            carry.retries += 1;
+            carry.previous_rounds = Some(rounds);
+        }
+        self.send_read(now_ms, key, Some(carry), acceptors);
+    }
+
     /// Decides what a read's collected replies allow.
     fn evaluate_read(&mut self, now_ms: u64, key: &Key, waited: bool) {
         let quorum = self.quorum;
@@ -869,38 +913,14 @@ impl Proposer {
             .acks
             .verdict(quorum, AcceptorSet::default(), accept_inconsistent);
         if let Verdict::Consistent { r_voted, value, .. } = verdict {
-            let replies = op
-                .batch
-                .iter()
-                .map(|p| p.command.read(&value, now_ms))
-                .collect();
-            let answers = Self::answers(op, replies);
-            if reg
-                .fast
-                .as_ref()
-                .is_some_and(|f| f.round.n != r_voted.n + 1 || f.round.id != r_voted.id)
-            {
-                reg.fast = None;
-            }
-            reg.known = (r_voted, value);
-            self.stats.reads += 1;
-            self.finish(now_ms, key, answers);
+            self.answer_reads(now_ms, key, r_voted, value);
             return;
         }
         let replied = collect.current_replies.len();
         if replied < quorum && waited {
             // Too few replies before the phase timeout: ask again (not a retry of X: nothing
             // inconsistent was seen, messages were lost or acceptors are down).
-            self.stats.retries += 1;
-            let Phase::Read(carry) = std::mem::replace(
-                &mut op.phase,
-                Phase::Backoff {
-                    r_ack_seen: Round::BOTTOM,
-                },
-            ) else {
-                unreachable!("checked above");
-            };
-            self.send_read(now_ms, key, Some(carry), acceptors);
+            self.retry_read(now_ms, key, None);
             return;
         }
         if replied < quorum || (replied < acceptors && !waited) {
@@ -916,18 +936,7 @@ impl Proposer {
         let rounds = collect.acks.rounds();
         let stuck = collect.previous_rounds.as_ref() == Some(&rounds);
         if collect.retries < read_retries_max && !stuck {
-            self.stats.retries += 1;
-            let Phase::Read(mut carry) = std::mem::replace(
-                &mut op.phase,
-                Phase::Backoff {
-                    r_ack_seen: Round::BOTTOM,
-                },
-            ) else {
-                unreachable!("checked above");
-            };
-            carry.retries += 1;
-            carry.previous_rounds = Some(rounds);
-            self.send_read(now_ms, key, Some(carry), acceptors);
+            self.retry_read(now_ms, key, Some(rounds));
         } else {
             let r_ack_seen = collect.acks.r_ack_max();
             self.send_paxos_prep(now_ms, key, r_ack_seen);
@@ -953,18 +962,11 @@ impl Proposer {
                 req,
                 prepared,
             } => {
-                reg.known = (r_voted, value.clone());
                 if op.read {
-                    let replies = op
-                        .batch
-                        .iter()
-                        .map(|p| p.command.read(&value, now_ms))
-                        .collect();
-                    let answers = Self::answers(op, replies);
-                    self.stats.reads += 1;
-                    self.finish(now_ms, key, answers);
+                    self.answer_reads(now_ms, key, r_voted, value);
                     return;
                 }
+                reg.known = (r_voted, value.clone());
                 let mine = req.and_then(|r| op.proposals.iter().position(|p| p.req == r));
                 if let (Some(i), false) = (mine, bugs.ignore_learned) {
                     // Our earlier proposal was chosen (line 8).

@@ -146,3 +146,34 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+    #[test]
+    fn arbitrary_messages_round_trip_through_frames(messages in proptest::collection::vec(message(), 0..12)) {
+        let mut buf = Vec::new();
+        logless_core::wire::encode_frame(NodeId(2), &messages, &mut buf);
+        let (frame, used) = logless_core::wire::decode_frame(&buf, 1 << 20).unwrap().unwrap();
+        prop_assert_eq!(used, buf.len());
+        prop_assert_eq!(frame.from, NodeId(2));
+        prop_assert_eq!(frame.messages, messages);
+    }
+
+    #[test]
+    fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = logless_core::wire::decode_frame(&bytes, 1 << 16);
+    }
+
+    #[test]
+    fn decoding_damaged_frames_never_panics(
+        messages in proptest::collection::vec(message(), 1..6),
+        flip in any::<proptest::sample::Index>(),
+        bit in 0u8..8,
+    ) {
+        let mut buf = Vec::new();
+        logless_core::wire::encode_frame(NodeId(2), &messages, &mut buf);
+        let i = flip.index(buf.len());
+        buf[i] ^= 1 << bit;
+        let _ = logless_core::wire::decode_frame(&buf, 1 << 20);
+    }
+}

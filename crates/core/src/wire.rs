@@ -1,0 +1,502 @@
+//! The peer wire format: frames of protocol messages between replicas.
+//!
+//! A frame carries any number of messages from one node (messages of many registers to the same
+//! peer are coalesced into one write):
+//!
+//! ```text
+//! length   u32 LE   bytes after this field (header + payload)
+//! version  u8       WIRE_VERSION
+//! from     u16 LE   the sending node
+//! count    u32 LE   messages in the payload
+//! crc32c   u32 LE   of the payload
+//! payload           the messages, each: tag u8, then its fields (see `put_message`)
+//! ```
+//!
+//! Decoding never trusts a length for allocation beyond the frame limit, never panics, and
+//! reports every malformation as a typed error, after which the connection is dropped.
+use std::sync::Arc;
+
+use bytes::Bytes;
+use logless_commands::value::Register;
+use thiserror::Error;
+
+use crate::ids::{AttemptId, Key, NodeId, ProposerId, ReqId, Round};
+use crate::message::{Message, PrepareKind};
+
+/// The version this code writes and accepts.
+pub const WIRE_VERSION: u8 = 1;
+
+/// Bytes of the length field plus the fixed header.
+pub const FRAME_HEADER_BYTES: usize = 4 + 1 + 2 + 4 + 4;
+
+/// A frame that cannot be accepted.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum WireError {
+    /// The declared frame is larger than the limit.
+    #[error("frame of {0} bytes exceeds the limit")]
+    Oversized(usize),
+    /// A version this node does not speak.
+    #[error("unknown wire version {0}")]
+    UnknownVersion(u8),
+    /// The payload does not match its checksum.
+    #[error("frame checksum mismatch")]
+    Checksum,
+    /// The payload does not decode.
+    #[error("malformed frame: {0}")]
+    Malformed(&'static str),
+}
+
+/// A decoded frame.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// The sender.
+    pub from: NodeId,
+    /// Its messages, in order.
+    pub messages: Vec<Message>,
+}
+
+const TAG_PREPARE_READ: u8 = 1;
+const TAG_PREPARE_WRITE: u8 = 2;
+const TAG_PAXOS_PREP: u8 = 3;
+const TAG_ACK: u8 = 4;
+const TAG_VOTE: u8 = 5;
+const TAG_VOTED: u8 = 6;
+const TAG_NACK: u8 = 7;
+const TAG_LEARNED: u8 = 8;
+
+/// Appends one frame with `messages` from `from` to `out`.
+pub fn encode_frame(from: NodeId, messages: &[Message], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+    for m in messages {
+        put_message(out, m);
+    }
+    let payload = &out[start + FRAME_HEADER_BYTES..];
+    let crc = crc32c::crc32c(payload);
+    let length = u32::try_from(out.len() - start - 4).expect("frames are bounded");
+    let count = u32::try_from(messages.len()).expect("frames are bounded");
+    let header = &mut out[start..start + FRAME_HEADER_BYTES];
+    header[0..4].copy_from_slice(&length.to_le_bytes());
+    header[4] = WIRE_VERSION;
+    header[5..7].copy_from_slice(&from.0.to_le_bytes());
+    header[7..11].copy_from_slice(&count.to_le_bytes());
+    header[11..15].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Decodes the frame at the start of `buf`: `Ok(None)` if it is not complete yet, otherwise
+/// the frame and the bytes it used.
+pub fn decode_frame(
+    buf: &[u8],
+    frame_bytes_max: usize,
+) -> Result<Option<(Frame, usize)>, WireError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let length = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    if length + 4 > frame_bytes_max {
+        return Err(WireError::Oversized(length + 4));
+    }
+    if length + 4 < FRAME_HEADER_BYTES {
+        return Err(WireError::Malformed("frame shorter than its header"));
+    }
+    if buf.len() < length + 4 {
+        return Ok(None);
+    }
+    let frame = &buf[..length + 4];
+    if frame[4] != WIRE_VERSION {
+        return Err(WireError::UnknownVersion(frame[4]));
+    }
+    let from = NodeId(u16::from_le_bytes([frame[5], frame[6]]));
+    let count = u32::from_le_bytes([frame[7], frame[8], frame[9], frame[10]]) as usize;
+    let crc = u32::from_le_bytes([frame[11], frame[12], frame[13], frame[14]]);
+    let payload = &frame[FRAME_HEADER_BYTES..];
+    if crc32c::crc32c(payload) != crc {
+        return Err(WireError::Checksum);
+    }
+    // Every message takes at least 2 bytes: do not trust `count` beyond that.
+    if count > payload.len() / 2 {
+        return Err(WireError::Malformed("message count exceeds the payload"));
+    }
+    let mut r = Reader { bytes: payload };
+    let mut messages = Vec::with_capacity(count);
+    for _ in 0..count {
+        messages.push(take_message(&mut r)?);
+    }
+    if !r.bytes.is_empty() {
+        return Err(WireError::Malformed("bytes after the last message"));
+    }
+    Ok(Some((Frame { from, messages }, length + 4)))
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_attempt(out: &mut Vec<u8>, id: AttemptId) {
+    out.extend_from_slice(&id.proposer.node.0.to_le_bytes());
+    out.extend_from_slice(&id.proposer.incarnation.to_le_bytes());
+    put_u64(out, id.seq);
+}
+
+fn put_round(out: &mut Vec<u8>, r: Round) {
+    put_u64(out, r.n);
+    put_attempt(out, r.id);
+}
+
+fn put_req(out: &mut Vec<u8>, req: Option<ReqId>) {
+    match req {
+        None => out.push(0),
+        Some(req) => {
+            out.push(1);
+            put_attempt(out, req.0);
+        }
+    }
+}
+
+fn put_key(out: &mut Vec<u8>, key: &Key) {
+    let len = u32::try_from(key.0.len()).expect("keys are bounded");
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&key.0);
+}
+
+fn put_value(out: &mut Vec<u8>, value: &Register) {
+    let len = u32::try_from(value.encoded_len()).expect("values are bounded");
+    out.extend_from_slice(&len.to_le_bytes());
+    value.encode(out);
+}
+
+fn put_message(out: &mut Vec<u8>, m: &Message) {
+    match m {
+        Message::Prepare {
+            key,
+            kind,
+            attempt,
+            known_voted,
+        } => {
+            out.push(match kind {
+                PrepareKind::Read => TAG_PREPARE_READ,
+                PrepareKind::Write => TAG_PREPARE_WRITE,
+            });
+            put_key(out, key);
+            put_attempt(out, *attempt);
+            put_round(out, *known_voted);
+        }
+        Message::PaxosPrep {
+            key,
+            round,
+            known_voted,
+        } => {
+            out.push(TAG_PAXOS_PREP);
+            put_key(out, key);
+            put_round(out, *round);
+            put_round(out, *known_voted);
+        }
+        Message::Ack {
+            key,
+            attempt,
+            inc,
+            r_ack,
+            r_voted,
+            value,
+            req,
+        } => {
+            out.push(TAG_ACK);
+            put_key(out, key);
+            put_attempt(out, *attempt);
+            out.push(u8::from(*inc));
+            put_round(out, *r_ack);
+            put_round(out, *r_voted);
+            match value {
+                None => out.push(0),
+                Some(v) => {
+                    out.push(1);
+                    put_value(out, v);
+                }
+            }
+            put_req(out, *req);
+        }
+        Message::Vote {
+            key,
+            round,
+            value,
+            req_cur,
+            req_prev,
+        } => {
+            out.push(TAG_VOTE);
+            put_key(out, key);
+            put_round(out, *round);
+            put_value(out, value);
+            put_req(out, *req_cur);
+            put_req(out, *req_prev);
+        }
+        Message::Voted { key, round } => {
+            out.push(TAG_VOTED);
+            put_key(out, key);
+            put_round(out, *round);
+        }
+        Message::Nack { key, round, r_ack } => {
+            out.push(TAG_NACK);
+            put_key(out, key);
+            put_round(out, *round);
+            put_round(out, *r_ack);
+        }
+        Message::Learned { key, req } => {
+            out.push(TAG_LEARNED);
+            put_key(out, key);
+            put_attempt(out, req.0);
+        }
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        if self.bytes.len() < n {
+            return Err(WireError::Malformed("message truncated"));
+        }
+        let (head, tail) = self.bytes.split_at(n);
+        self.bytes = tail;
+        Ok(head)
+    }
+
+    fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, WireError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, WireError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, WireError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn attempt(&mut self) -> Result<AttemptId, WireError> {
+        let node = NodeId(self.u16()?);
+        let incarnation = self.u32()?;
+        let seq = self.u64()?;
+        Ok(AttemptId {
+            proposer: ProposerId { node, incarnation },
+            seq,
+        })
+    }
+
+    fn round(&mut self) -> Result<Round, WireError> {
+        let n = self.u64()?;
+        Ok(Round {
+            n,
+            id: self.attempt()?,
+        })
+    }
+
+    fn req(&mut self) -> Result<Option<ReqId>, WireError> {
+        Ok(match self.u8()? {
+            0 => None,
+            1 => Some(ReqId(self.attempt()?)),
+            _ => return Err(WireError::Malformed("bad request id flag")),
+        })
+    }
+
+    fn key(&mut self) -> Result<Key, WireError> {
+        let len = self.u32()? as usize;
+        Ok(Key(Bytes::copy_from_slice(self.take(len)?)))
+    }
+
+    fn value(&mut self) -> Result<Arc<Register>, WireError> {
+        let len = self.u32()? as usize;
+        let bytes = self.take(len)?;
+        Register::decode(bytes)
+            .map(Arc::new)
+            .map_err(|_| WireError::Malformed("register value"))
+    }
+}
+
+fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
+    let tag = r.u8()?;
+    let key = r.key()?;
+    Ok(match tag {
+        TAG_PREPARE_READ | TAG_PREPARE_WRITE => Message::Prepare {
+            key,
+            kind: if tag == TAG_PREPARE_READ {
+                PrepareKind::Read
+            } else {
+                PrepareKind::Write
+            },
+            attempt: r.attempt()?,
+            known_voted: r.round()?,
+        },
+        TAG_PAXOS_PREP => Message::PaxosPrep {
+            key,
+            round: r.round()?,
+            known_voted: r.round()?,
+        },
+        TAG_ACK => Message::Ack {
+            key,
+            attempt: r.attempt()?,
+            inc: match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::Malformed("bad boolean")),
+            },
+            r_ack: r.round()?,
+            r_voted: r.round()?,
+            value: match r.u8()? {
+                0 => None,
+                1 => Some(r.value()?),
+                _ => return Err(WireError::Malformed("bad value flag")),
+            },
+            req: r.req()?,
+        },
+        TAG_VOTE => Message::Vote {
+            key,
+            round: r.round()?,
+            value: r.value()?,
+            req_cur: r.req()?,
+            req_prev: r.req()?,
+        },
+        TAG_VOTED => Message::Voted {
+            key,
+            round: r.round()?,
+        },
+        TAG_NACK => Message::Nack {
+            key,
+            round: r.round()?,
+            r_ack: r.round()?,
+        },
+        TAG_LEARNED => Message::Learned {
+            key,
+            req: ReqId(r.attempt()?),
+        },
+        _ => return Err(WireError::Malformed("unknown message tag")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use logless_commands::value::Data;
+
+    fn round(n: u64) -> Round {
+        Round {
+            n,
+            id: AttemptId {
+                proposer: ProposerId {
+                    node: NodeId(2),
+                    incarnation: 3,
+                },
+                seq: 4,
+            },
+        }
+    }
+
+    fn sample() -> Vec<Message> {
+        let key = Key::new("k");
+        let value = Arc::new(Register {
+            data: Data::Int(7),
+            expires_at_ms: Some(9),
+        });
+        vec![
+            Message::Prepare {
+                key: key.clone(),
+                kind: PrepareKind::Read,
+                attempt: round(1).id,
+                known_voted: round(0),
+            },
+            Message::PaxosPrep {
+                key: key.clone(),
+                round: round(5),
+                known_voted: Round::BOTTOM,
+            },
+            Message::Ack {
+                key: key.clone(),
+                attempt: round(1).id,
+                inc: true,
+                r_ack: round(6),
+                r_voted: round(5),
+                value: Some(value.clone()),
+                req: Some(ReqId(round(1).id)),
+            },
+            Message::Vote {
+                key: key.clone(),
+                round: round(6),
+                value,
+                req_cur: Some(ReqId(round(2).id)),
+                req_prev: None,
+            },
+            Message::Voted {
+                key: key.clone(),
+                round: round(6),
+            },
+            Message::Nack {
+                key: key.clone(),
+                round: round(6),
+                r_ack: round(8),
+            },
+            Message::Learned {
+                key,
+                req: ReqId(round(1).id),
+            },
+        ]
+    }
+
+    #[test]
+    fn frames_round_trip_and_report_their_length() {
+        let mut buf = Vec::new();
+        encode_frame(NodeId(3), &sample(), &mut buf);
+        let used = buf.len();
+        encode_frame(NodeId(3), &[], &mut buf);
+        let (frame, n) = decode_frame(&buf, 1 << 20).unwrap().unwrap();
+        assert_eq!(n, used);
+        assert_eq!(
+            frame,
+            Frame {
+                from: NodeId(3),
+                messages: sample()
+            }
+        );
+        let (empty, m) = decode_frame(&buf[n..], 1 << 20).unwrap().unwrap();
+        assert_eq!((empty.messages.len(), m), (0, FRAME_HEADER_BYTES));
+    }
+
+    #[test]
+    fn partial_frames_ask_for_more() {
+        let mut buf = Vec::new();
+        encode_frame(NodeId(3), &sample(), &mut buf);
+        for cut in 0..buf.len() {
+            assert_eq!(decode_frame(&buf[..cut], 1 << 20), Ok(None), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn damage_is_reported_not_served() {
+        let mut buf = Vec::new();
+        encode_frame(NodeId(3), &sample(), &mut buf);
+        let mut flipped = buf.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        assert_eq!(decode_frame(&flipped, 1 << 20), Err(WireError::Checksum));
+        let mut version = buf.clone();
+        version[4] = 9;
+        assert_eq!(
+            decode_frame(&version, 1 << 20),
+            Err(WireError::UnknownVersion(9))
+        );
+        assert_eq!(decode_frame(&buf, 64), Err(WireError::Oversized(buf.len())));
+        let huge = [0xff, 0xff, 0xff, 0x7f];
+        assert!(matches!(
+            decode_frame(&huge, 1 << 20),
+            Err(WireError::Oversized(_))
+        ));
+    }
+}
