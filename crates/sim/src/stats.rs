@@ -46,7 +46,7 @@ impl Default for RunStats {
             crashes: 0,
             partitions: 0,
             proposer: ProposerStats::default(),
-            latency_us: Histogram::new(3).expect("valid histogram"),
+            latency_us: Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram"),
             started_us: BTreeMap::new(),
         }
     }

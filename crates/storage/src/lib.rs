@@ -9,8 +9,9 @@
 //! * [`media`]: what the store runs on: a memory-mapped file, or simulated media that builds
 //!   the images a power failure could leave (for the crash tests).
 //! * [`slot_store`]: the store: index, size classes, moves, group commit, recovery.
+//! * [`log_store`]: an append-only log on the same media (seed 001's "Log" pattern).
 //!
-//! Durability modes: `memory` (simulated media in DRAM, nothing survives), `mmap` (the page
+//! Durability modes: `memory` (plain DRAM, nothing survives), `mmap` (the page
 //! cache holds the writes: survives a process crash), `sync` (msync before `flush` returns:
 //! survives power loss). After an I/O error the store refuses further writes (fail-stop).
 use std::fs::OpenOptions;
@@ -18,10 +19,12 @@ use std::path::Path;
 
 use thiserror::Error;
 
+pub mod log_store;
 pub mod media;
 pub mod slot_store;
 
-pub use media::{Media, MmapMedia, SimMedia};
+pub use log_store::LogStore;
+pub use media::{DramMedia, Media, MmapMedia, SimMedia};
 pub use slot_store::{RecoveryReport, SlotStore};
 
 /// How a store keeps its writes.
@@ -124,6 +127,6 @@ pub fn open_file(
 pub fn open_memory(
     record_bytes_max: usize,
     file_bytes_max: usize,
-) -> Result<(SlotStore<SimMedia>, RecoveryReport), StoreError> {
-    SlotStore::open(SimMedia::new(), false, record_bytes_max, file_bytes_max)
+) -> Result<(SlotStore<DramMedia>, RecoveryReport), StoreError> {
+    SlotStore::open(DramMedia::new(), false, record_bytes_max, file_bytes_max)
 }

@@ -104,6 +104,46 @@ impl Media for MmapMedia {
     }
 }
 
+/// Plain DRAM: writes are copies into memory and persisting is free (`memory` mode).
+#[derive(Clone, Debug, Default)]
+pub struct DramMedia {
+    bytes: Vec<u8>,
+}
+
+impl DramMedia {
+    /// Empty DRAM media.
+    pub fn new() -> DramMedia {
+        DramMedia::default()
+    }
+}
+
+impl Media for DramMedia {
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn grow(&mut self, len: usize) -> Result<(), StoreError> {
+        self.bytes.resize(len, 0);
+        Ok(())
+    }
+
+    fn read(&self, offset: usize, len: usize) -> &[u8] {
+        &self.bytes[offset..offset + len]
+    }
+
+    fn write(&mut self, offset: usize, bytes: &[u8]) {
+        self.bytes[offset..offset + bytes.len()].copy_from_slice(bytes);
+    }
+
+    fn store_u64(&mut self, offset: usize, value: u64) {
+        self.write(offset, &value.to_le_bytes());
+    }
+
+    fn persist(&mut self, _offset: usize, _len: usize) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
 /// What the media held at one instant: the basis of the crash images at that instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MediaSnapshot {

@@ -102,9 +102,14 @@ pub struct SlotStore<M: Media> {
     poisoned: bool,
     /// Deliberate bugs (crash tests only).
     pub bugs: PersistBugs,
+    /// How many bytes of new slots one append formats (at least one slot): growing costs two
+    /// persists per chunk. Exhaustive crash tests set it to 0 to keep images enumerable.
+    pub append_chunk_bytes: usize,
 }
 
 const CLASSES: usize = 24;
+/// How many bytes of slots one append formats at once, by default.
+pub const APPEND_CHUNK_BYTES: usize = 64 * 1024;
 
 impl<M: Media> SlotStore<M> {
     /// Opens (or formats, if empty) the slot file on `media` and rebuilds the index. `sync`
@@ -150,6 +155,7 @@ impl<M: Media> SlotStore<M> {
             dirty_keys: Vec::new(),
             poisoned: false,
             bugs: PersistBugs::default(),
+            append_chunk_bytes: APPEND_CHUNK_BYTES,
         };
         let report = store.recover()?;
         Ok((store, report))
@@ -355,25 +361,36 @@ impl<M: Media> SlotStore<M> {
         if let Some(slot) = self.free[usize::from(class)].pop() {
             return Ok(slot);
         }
-        let slot = self.end;
-        let new_end = slot + slot_bytes(class);
-        if new_end > self.file_bytes_max {
+        // Append a chunk of slots of this class (up to 64 KiB, at least one), so that growing
+        // costs two persists per chunk, not per slot.
+        let size = slot_bytes(class);
+        let first = self.end;
+        if first + size > self.file_bytes_max {
             return Err(StoreError::FileFull {
                 max: self.file_bytes_max,
             });
         }
+        let count = (self.append_chunk_bytes / size)
+            .max(1)
+            .min((self.file_bytes_max - first) / size);
+        let new_end = first + count * size;
         if new_end > self.media.len() {
             let grown = (self.media.len() * 2).max(new_end).min(self.file_bytes_max);
             self.media.grow(grown)?;
         }
-        // The new slot's header (class, not in use) is durable before the end word covers it,
-        // so a scan never meets a slot of unknown size.
-        self.media.store_u64(slot, header_word(class, false, 0));
-        self.persist(slot, 8)?;
+        // The new slots' headers (class, not in use) are durable before the end word covers
+        // them, so a scan never meets a slot of unknown size.
+        for i in 0..count {
+            self.media
+                .store_u64(first + i * size, header_word(class, false, 0));
+        }
+        self.persist(first, new_end - first)?;
         self.media.store_u64(END_WORD_OFFSET, new_end as u64);
         self.persist(END_WORD_OFFSET, 8)?;
         self.end = new_end;
-        Ok(slot)
+        let free = &mut self.free[usize::from(class)];
+        free.extend((1..count).rev().map(|i| first + i * size));
+        Ok(first)
     }
 
     fn persist(&mut self, offset: usize, len: usize) -> Result<(), StoreError> {
@@ -393,14 +410,18 @@ impl<M: Media> SlotStore<M> {
         let keys = std::mem::take(&mut self.dirty_keys);
         // 1. the new versions.
         if !self.bugs.skip_version_persist {
-            for key in &keys {
-                let e = self.index[key];
-                let v = e.staged.expect("dirty keys are staged");
-                self.persist(
-                    version_offset(e.slot, e.class, v),
-                    version_capacity(e.class),
-                )?;
-            }
+            let ranges: Vec<_> = keys
+                .iter()
+                .map(|key| {
+                    let e = self.index[key];
+                    let v = e.staged.expect("dirty keys are staged");
+                    (
+                        version_offset(e.slot, e.class, v),
+                        version_capacity(e.class),
+                    )
+                })
+                .collect();
+            self.persist_ranges(ranges)?;
         }
         // 2. flip headers (and put moved records' new slots in use).
         for key in &keys {
@@ -408,10 +429,8 @@ impl<M: Media> SlotStore<M> {
             let v = e.staged.expect("dirty keys are staged");
             self.media.store_u64(e.slot, header_word(e.class, true, v));
         }
-        for key in &keys {
-            let slot = self.index[key].slot;
-            self.persist(slot, 8)?;
-        }
+        let headers: Vec<_> = keys.iter().map(|key| (self.index[key].slot, 8)).collect();
+        self.persist_ranges(headers)?;
         // 3. free the slots moved records left.
         let mut freed = Vec::new();
         for key in &keys {
@@ -424,9 +443,32 @@ impl<M: Media> SlotStore<M> {
         for &(slot, class) in &freed {
             self.media.store_u64(slot, header_word(class, false, 0));
         }
+        self.persist_ranges(freed.iter().map(|&(slot, _)| (slot, 8)).collect())?;
         for &(slot, class) in &freed {
-            self.persist(slot, 8)?;
             self.free[usize::from(class)].push(slot);
+        }
+        Ok(())
+    }
+
+    /// Persists `(offset, len)` ranges with as few calls as possible: ranges closer than a
+    /// page are merged (a persist covers whole pages anyway).
+    fn persist_ranges(&mut self, mut ranges: Vec<(usize, usize)>) -> Result<(), StoreError> {
+        const PAGE_BYTES: usize = 4096;
+        ranges.sort_unstable();
+        let mut merged: Option<(usize, usize)> = None;
+        for (start, len) in ranges {
+            let end = start + len;
+            merged = match merged {
+                Some((s, e)) if start <= e + PAGE_BYTES => Some((s, e.max(end))),
+                Some((s, e)) => {
+                    self.persist(s, e - s)?;
+                    Some((start, end))
+                }
+                None => Some((start, end)),
+            };
+        }
+        if let Some((s, e)) = merged {
+            self.persist(s, e - s)?;
         }
         Ok(())
     }

@@ -29,11 +29,20 @@ fn value(tag: usize, len: usize) -> Vec<u8> {
 
 /// Runs `updates` from an empty store, crashing (snapshotting) after `crash_after` media
 /// operations. Returns the media and how many updates were acknowledged before the crash.
-fn run(updates: &[Update], crash_after: Option<usize>, bugs: PersistBugs) -> (SimMedia, usize) {
+/// `exhaustive` appends one slot at a time, so that few sectors are unpersisted at once.
+fn run(
+    updates: &[Update],
+    crash_after: Option<usize>,
+    bugs: PersistBugs,
+    exhaustive: bool,
+) -> (SimMedia, usize) {
     let mut media = SimMedia::new();
     media.crash_after_ops = crash_after;
     let (mut store, _) = SlotStore::open(media, true, RECORD_MAX, FILE_MAX).unwrap();
     store.bugs = bugs;
+    if exhaustive {
+        store.append_chunk_bytes = 0;
+    }
     let mut acknowledged = 0;
     for u in updates {
         store.put(u.key.as_bytes(), &u.value).unwrap();
@@ -101,11 +110,11 @@ fn check_image(
 
 /// Every crash point and every crash image of `updates`; returns (images, violations).
 fn every_crash(updates: &[Update], bugs: PersistBugs) -> (usize, Vec<String>) {
-    let (done, _) = run(updates, None, bugs);
+    let (done, _) = run(updates, None, bugs, true);
     let mut images = 0;
     let mut violations = Vec::new();
     for n in 0..=done.ops {
-        let (media, acknowledged) = run(updates, Some(n), bugs);
+        let (media, acknowledged) = run(updates, Some(n), bugs, true);
         let snapshot = media.at_crash();
         let dirty = snapshot.dirty_sectors();
         assert!(
@@ -205,10 +214,10 @@ fn ten_thousand_sampled_crashes_of_long_random_sequences() {
                 value: value(i, [8, 100, 400, 900][rng.random_range(0..4)]),
             })
             .collect();
-        let (done, _) = run(&updates, None, PersistBugs::default());
+        let (done, _) = run(&updates, None, PersistBugs::default(), false);
         for _ in 0..100 {
             let n = rng.random_range(0..=done.ops);
-            let (media, acknowledged) = run(&updates, Some(n), PersistBugs::default());
+            let (media, acknowledged) = run(&updates, Some(n), PersistBugs::default(), false);
             let snapshot = media.at_crash();
             let dirty = snapshot.dirty_sectors();
             let kept: Vec<usize> = dirty
@@ -268,4 +277,60 @@ fn limits_give_typed_errors_and_damage_nothing() {
     assert!(matches!(err, StoreError::FileFull { .. }), "{err}");
     store.flush().unwrap();
     assert_eq!(store.get(b"k").unwrap(), Some(&b"v"[..]));
+}
+
+/// The log: after any crash the recovered entries are the acknowledged ones, possibly followed
+/// by the batch in flight, whole.
+#[test]
+fn every_crash_state_of_the_log_recovers_a_whole_prefix() {
+    use logless_storage::LogStore;
+    let batches: Vec<Vec<Vec<u8>>> = vec![
+        vec![value(1, 10)],
+        vec![value(2, 700), value(3, 5)],
+        vec![value(4, 300)],
+    ];
+    let run_log = |crash_after: Option<usize>| {
+        let mut media = SimMedia::new();
+        media.crash_after_ops = crash_after;
+        let (mut log, _) = LogStore::open(media, true, 1 << 20).unwrap();
+        let mut acknowledged = 0;
+        for batch in &batches {
+            for entry in batch {
+                log.append(entry).unwrap();
+            }
+            log.commit().unwrap();
+            if crash_after.is_none_or(|n| log.media().ops <= n) {
+                acknowledged += 1;
+            }
+        }
+        (log.media().clone(), acknowledged)
+    };
+    let (done, _) = run_log(None);
+    let mut images = 0;
+    for n in 0..=done.ops {
+        let (media, acknowledged) = run_log(Some(n));
+        let snapshot = media.at_crash();
+        let dirty = snapshot.dirty_sectors();
+        let old: Vec<Vec<u8>> = batches[..acknowledged].concat();
+        let new: Vec<Vec<u8>> = batches[..(acknowledged + 1).min(batches.len())].concat();
+        for mask in 0u32..(1 << dirty.len()) {
+            let kept: Vec<usize> = (0..dirty.len())
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| dirty[i])
+                .collect();
+            images += 1;
+            let (_, entries) = LogStore::open(
+                SimMedia::from_image(snapshot.crash_image(&kept, None)),
+                true,
+                1 << 20,
+            )
+            .unwrap_or_else(|e| panic!("crash after op {n}, kept {kept:?}: {e}"));
+            assert!(
+                entries == old || entries == new,
+                "crash after op {n}, kept {kept:?}: {} entries",
+                entries.len()
+            );
+        }
+    }
+    assert!(images > 20);
 }

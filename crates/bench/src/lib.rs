@@ -1,0 +1,8 @@
+//! logless's experiments: each measures one claim of the design on this machine, in release
+//! builds, and writes its results as CSV, JSON and PNG plots.
+//!
+//! * `storage-experiment` (module [`storage`]): the Log / Single In-Place / Multi In-Place access
+//!   patterns of the log-less RSM paper (seed 001, §6.2, Figure 6) on DRAM, `mmap`, `mmap` with
+//!   msync per write, and `sync` with group commit.
+pub mod plot;
+pub mod storage;
