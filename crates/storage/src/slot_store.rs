@@ -376,7 +376,9 @@ impl<M: Media> SlotStore<M> {
         let new_end = first + count * size;
         if new_end > self.media.len() {
             let grown = (self.media.len() * 2).max(new_end).min(self.file_bytes_max);
-            self.media.grow(grown)?;
+            self.media
+                .grow(grown)
+                .inspect_err(|_| self.poisoned = true)?;
         }
         // The new slots' headers (class, not in use) are durable before the end word covers
         // them, so a scan never meets a slot of unknown size.
