@@ -127,6 +127,7 @@ impl<M: Media> SlotStore<M> {
             let mut header = [0u8; FILE_HEADER_BYTES];
             header[..8].copy_from_slice(&MAGIC);
             header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+            header[12..16].copy_from_slice(&(SLOT_BYTES_MIN as u32).to_le_bytes());
             header[END_WORD_OFFSET..END_WORD_OFFSET + 8]
                 .copy_from_slice(&(FILE_HEADER_BYTES as u64).to_le_bytes());
             media.write(0, &header);
@@ -138,6 +139,10 @@ impl<M: Media> SlotStore<M> {
         let version = u32::from_le_bytes(media.read(8, 4).try_into().expect("4 bytes"));
         if version != FORMAT_VERSION {
             return Err(StoreError::Format("unknown slot file format version"));
+        }
+        let slot_min = u32::from_le_bytes(media.read(12, 4).try_into().expect("4 bytes"));
+        if slot_min as usize != SLOT_BYTES_MIN {
+            return Err(StoreError::Format("slot file made with another smallest slot size"));
         }
         let end = u64::from_le_bytes(media.read(END_WORD_OFFSET, 8).try_into().expect("8 bytes"))
             as usize;
