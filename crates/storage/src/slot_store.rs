@@ -142,7 +142,9 @@ impl<M: Media> SlotStore<M> {
         }
         let slot_min = u32::from_le_bytes(media.read(12, 4).try_into().expect("4 bytes"));
         if slot_min as usize != SLOT_BYTES_MIN {
-            return Err(StoreError::Format("slot file made with another smallest slot size"));
+            return Err(StoreError::Format(
+                "slot file made with another smallest slot size",
+            ));
         }
         let end = u64::from_le_bytes(media.read(END_WORD_OFFSET, 8).try_into().expect("8 bytes"))
             as usize;
