@@ -52,6 +52,14 @@ pub enum StoreError {
     /// The file is not a slot file this code can read.
     #[error("slot file format: {0}")]
     Format(&'static str),
+    /// A key exceeds the key size limit.
+    #[error("key of {bytes} bytes exceeds the limit of {max}")]
+    KeyTooLarge {
+        /// Its size.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A record exceeds the size limit.
     #[error("record of {bytes} bytes exceeds the limit of {max}")]
     TooLarge {

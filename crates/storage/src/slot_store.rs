@@ -24,6 +24,8 @@ pub const FILE_HEADER_BYTES: usize = 64;
 const END_WORD_OFFSET: usize = 16;
 /// The smallest slot (size class 0); class `c` is `SLOT_BYTES_MIN << c`.
 pub const SLOT_BYTES_MIN: usize = 128;
+/// The longest key a slot file stores.
+pub const KEY_BYTES_MAX: usize = 64 * 1024;
 /// Bytes before the key in a version: crc32c, sequence, key length, record length.
 const VERSION_HEADER_BYTES: usize = 4 + 8 + 4 + 4;
 
@@ -282,6 +284,12 @@ impl<M: Media> SlotStore<M> {
     pub fn put(&mut self, key: &[u8], record: &[u8]) -> Result<(), StoreError> {
         if self.poisoned {
             return Err(StoreError::Poisoned);
+        }
+        if key.len() > KEY_BYTES_MAX {
+            return Err(StoreError::KeyTooLarge {
+                bytes: key.len(),
+                max: KEY_BYTES_MAX,
+            });
         }
         let needed = VERSION_HEADER_BYTES + key.len() + record.len();
         if key.len() + record.len() > self.record_bytes_max {
