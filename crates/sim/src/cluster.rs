@@ -151,7 +151,8 @@ enum Event {
     Deliver {
         from: NodeId,
         to: NodeId,
-        incarnation: u32,
+        /// The connection it was sent on: (sender incarnation, receiver incarnation).
+        connection: (u32, u32),
         seq: u64,
         message: Message,
     },
@@ -207,7 +208,11 @@ impl logless_core::persist::AcceptorStore for DiskStore<'_> {
 
 #[derive(Default, Clone, Copy)]
 struct LinkState {
+    /// The connection the sender numbers messages on, and the next number.
+    send_connection: (u32, u32),
     sent: u64,
+    /// The connection the receiver last accepted a message of, and the next number it expects.
+    receive_connection: (u32, u32),
     expected: u64,
 }
 
@@ -404,10 +409,10 @@ impl Cluster {
             Event::Deliver {
                 from,
                 to,
-                incarnation,
+                connection,
                 seq,
                 message,
-            } => self.deliver(from, to, incarnation, seq, message),
+            } => self.deliver(from, to, connection, seq, message),
             Event::Timer {
                 node,
                 incarnation,
@@ -448,15 +453,32 @@ impl Cluster {
         n.replica.as_mut()
     }
 
-    fn deliver(&mut self, from: NodeId, to: NodeId, incarnation: u32, seq: u64, message: Message) {
+    fn deliver(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        connection: (u32, u32),
+        seq: u64,
+        message: Message,
+    ) {
         let now_ms = self.now_us / 1000;
-        let link = self.links.entry((from, to)).or_default();
-        // Messages of an earlier connection (before a restart of either side) are gone.
-        let receiver_incarnation = self.nodes[&to].incarnation;
-        if incarnation != receiver_incarnation || seq < link.expected {
+        // A connection dies with a restart of either side: what it still carries is gone.
+        let current = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
+        if connection != current {
             return;
         }
-        let broken = seq > link.expected;
+        let link = self.links.entry((from, to)).or_default();
+        let new_connection = link.receive_connection != connection;
+        if new_connection {
+            link.receive_connection = connection;
+            link.expected = 0;
+        }
+        if seq < link.expected {
+            return; // a duplicate
+        }
+        // A gap (lost or overtaken messages) or a new connection breaks the link: messages of
+        // the old one may be lost.
+        let broken = seq > link.expected || new_connection;
         link.expected = seq + 1;
         let Some(replica) = self.nodes.get_mut(&to).and_then(|n| n.replica.as_mut()) else {
             return;
@@ -550,7 +572,12 @@ impl Cluster {
     fn send(&mut self, from: NodeId, envelope: Envelope) {
         self.stats.messages += 1;
         let to = envelope.to;
+        let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
         let link = self.links.entry((from, to)).or_default();
+        if link.send_connection != connection {
+            link.send_connection = connection;
+            link.sent = 0;
+        }
         let seq = link.sent;
         link.sent += 1;
         if from != to {
@@ -569,7 +596,6 @@ impl Cluster {
         } else {
             1
         };
-        let incarnation = self.nodes[&to].incarnation;
         for _ in 0..copies {
             let (lo, hi) = if from == to {
                 (0, 0)
@@ -582,7 +608,7 @@ impl Cluster {
                 Event::Deliver {
                     from,
                     to,
-                    incarnation,
+                    connection,
                     seq,
                     message: envelope.message.clone(),
                 },
@@ -621,11 +647,9 @@ impl Cluster {
         let recovered: Vec<(Key, AcceptorState)> =
             n.disk.iter().map(|(k, s)| (k.clone(), s.clone())).collect();
         n.replica = Some(Replica::new(node, n.incarnation, proposer, seed, recovered));
-        // Every connection of the node is new: reset the numbering and tell the peers.
+        // Every connection of the node is new (links renumber by connection); tell the peers.
         for peer in 1..=self.config.replicas {
             let peer = NodeId(peer);
-            self.links.insert((node, peer), LinkState::default());
-            self.links.insert((peer, node), LinkState::default());
             if peer != node {
                 if let Some(r) = self.nodes.get_mut(&peer).and_then(|p| p.replica.as_mut()) {
                     r.handle_link_broken(node);

@@ -88,7 +88,7 @@ fn faulty_schedules_stay_linearizable() {
     );
     assert!(
         violations.is_empty(),
-        "{} failing seeds (replay one with SimConfig::new(3, SEED) and Faults::all()):\n{}",
+        "{} failing seeds (replay: cargo run --release -p logless-sim --example replay -- SEED KEY):\n{}",
         violations.len(),
         violations.join("\n")
     );
