@@ -13,7 +13,8 @@ use std::sync::Arc;
 use logless_commands::value::Register;
 use thiserror::Error;
 
-use crate::ids::{AttemptId, Key, NodeId, ProposerId, ReqId, Round};
+use crate::codec::{put_req, put_round, CodecError, Reader};
+use crate::ids::{AttemptId, Key, NodeId, ReqId, Round};
 use crate::message::{Envelope, Message, PrepareKind};
 
 /// The persistent state of one register at one acceptor.
@@ -215,7 +216,7 @@ fn on_vote(
 /// A persisted acceptor state that cannot be decoded.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum StateDecodeError {
-    /// The record is shorter than its fixed part or the value is cut.
+    /// The record is shorter than its fixed part, or a flag byte is invalid.
     #[error("acceptor state record truncated")]
     Truncated,
     /// The record was written by an unknown format version.
@@ -227,7 +228,12 @@ pub enum StateDecodeError {
 }
 
 const STATE_FORMAT_VERSION: u8 = 1;
-const ROUND_BYTES: usize = 8 + 2 + 4 + 8;
+
+impl From<CodecError> for StateDecodeError {
+    fn from(_: CodecError) -> StateDecodeError {
+        StateDecodeError::Truncated
+    }
+}
 
 impl AcceptorState {
     /// Encodes the state as a storage record: version, `r_ack`, `r_voted`, `req`, value.
@@ -235,34 +241,22 @@ impl AcceptorState {
         out.push(STATE_FORMAT_VERSION);
         put_round(out, self.r_ack);
         put_round(out, self.r_voted);
-        match self.req {
-            None => out.push(0),
-            Some(req) => {
-                out.push(1);
-                put_attempt(out, req.0);
-            }
-        }
+        put_req(out, self.req);
         self.value.encode(out);
     }
 
     /// Decodes a record written by [`AcceptorState::encode`]. Never panics.
     pub fn decode(bytes: &[u8]) -> Result<AcceptorState, StateDecodeError> {
-        let (&version, rest) = bytes.split_first().ok_or(StateDecodeError::Truncated)?;
+        let mut r = Reader::new(bytes);
+        let version = r.u8()?;
         if version != STATE_FORMAT_VERSION {
             return Err(StateDecodeError::UnknownVersion(version));
         }
-        let (r_ack, rest) = take_round(rest)?;
-        let (r_voted, rest) = take_round(rest)?;
-        let (&has_req, mut rest) = rest.split_first().ok_or(StateDecodeError::Truncated)?;
-        let req = match has_req {
-            0 => None,
-            _ => {
-                let (attempt, tail) = take_attempt(rest)?;
-                rest = tail;
-                Some(ReqId(attempt))
-            }
-        };
-        let value = Register::decode(rest).map_err(|e| StateDecodeError::Value(e.to_string()))?;
+        let r_ack = r.round()?;
+        let r_voted = r.round()?;
+        let req = r.req()?;
+        let value =
+            Register::decode(r.rest()).map_err(|e| StateDecodeError::Value(e.to_string()))?;
         Ok(AcceptorState {
             r_ack,
             r_voted,
@@ -272,49 +266,53 @@ impl AcceptorState {
     }
 }
 
-fn put_attempt(out: &mut Vec<u8>, id: AttemptId) {
-    out.extend_from_slice(&id.proposer.node.0.to_le_bytes());
-    out.extend_from_slice(&id.proposer.incarnation.to_le_bytes());
-    out.extend_from_slice(&id.seq.to_le_bytes());
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::ProposerId;
+    use logless_commands::value::Data;
 
-fn put_round(out: &mut Vec<u8>, round: Round) {
-    out.extend_from_slice(&round.n.to_le_bytes());
-    put_attempt(out, round.id);
-}
-
-fn take_attempt(bytes: &[u8]) -> Result<(AttemptId, &[u8]), StateDecodeError> {
-    if bytes.len() < ROUND_BYTES - 8 {
-        return Err(StateDecodeError::Truncated);
+    fn state() -> AcceptorState {
+        let id = AttemptId {
+            proposer: ProposerId {
+                node: NodeId(3),
+                incarnation: 2,
+            },
+            seq: 9,
+        };
+        AcceptorState {
+            r_ack: Round { n: 8, id },
+            r_voted: Round { n: 7, id },
+            value: Arc::new(Register {
+                data: Data::Int(42),
+                expires_at_ms: None,
+            }),
+            req: Some(ReqId(id)),
+        }
     }
-    let (b, rest) = bytes.split_at(ROUND_BYTES - 8);
-    let node = u16::from_le_bytes([b[0], b[1]]);
-    let incarnation = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-    let mut seq = [0u8; 8];
-    seq.copy_from_slice(&b[6..14]);
-    let id = AttemptId {
-        proposer: ProposerId {
-            node: NodeId(node),
-            incarnation,
-        },
-        seq: u64::from_le_bytes(seq),
-    };
-    Ok((id, rest))
-}
 
-fn take_round(bytes: &[u8]) -> Result<(Round, &[u8]), StateDecodeError> {
-    if bytes.len() < ROUND_BYTES {
-        return Err(StateDecodeError::Truncated);
+    #[test]
+    fn a_persisted_state_decodes_to_itself() {
+        let mut buf = Vec::new();
+        state().encode(&mut buf);
+        assert_eq!(AcceptorState::decode(&buf), Ok(state()));
+        let mut bottom = Vec::new();
+        AcceptorState::default().encode(&mut bottom);
+        assert_eq!(AcceptorState::decode(&bottom), Ok(AcceptorState::default()));
     }
-    let (n_bytes, rest) = bytes.split_at(8);
-    let mut n = [0u8; 8];
-    n.copy_from_slice(n_bytes);
-    let (id, rest) = take_attempt(rest)?;
-    Ok((
-        Round {
-            n: u64::from_le_bytes(n),
-            id,
-        },
-        rest,
-    ))
+
+    #[test]
+    fn a_damaged_state_is_an_error() {
+        let mut buf = Vec::new();
+        state().encode(&mut buf);
+        for cut in 0..buf.len() {
+            assert!(AcceptorState::decode(&buf[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut version = buf.clone();
+        version[0] = 7;
+        assert_eq!(
+            AcceptorState::decode(&version),
+            Err(StateDecodeError::UnknownVersion(7))
+        );
+    }
 }

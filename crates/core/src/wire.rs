@@ -20,7 +20,8 @@ use bytes::Bytes;
 use logless_commands::value::Register;
 use thiserror::Error;
 
-use crate::ids::{AttemptId, Key, NodeId, ProposerId, ReqId, Round};
+use crate::codec::{put_attempt, put_req, put_round, CodecError, Reader};
+use crate::ids::{Key, NodeId, ReqId};
 use crate::message::{Message, PrepareKind};
 
 /// The version this code writes and accepts.
@@ -117,40 +118,15 @@ pub fn decode_frame(
     if count > payload.len() / 2 {
         return Err(WireError::Malformed("message count exceeds the payload"));
     }
-    let mut r = Reader { bytes: payload };
+    let mut r = Reader::new(payload);
     let mut messages = Vec::with_capacity(count);
     for _ in 0..count {
         messages.push(take_message(&mut r)?);
     }
-    if !r.bytes.is_empty() {
+    if !r.is_empty() {
         return Err(WireError::Malformed("bytes after the last message"));
     }
     Ok(Some((Frame { from, messages }, length + 4)))
-}
-
-fn put_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-fn put_attempt(out: &mut Vec<u8>, id: AttemptId) {
-    out.extend_from_slice(&id.proposer.node.0.to_le_bytes());
-    out.extend_from_slice(&id.proposer.incarnation.to_le_bytes());
-    put_u64(out, id.seq);
-}
-
-fn put_round(out: &mut Vec<u8>, r: Round) {
-    put_u64(out, r.n);
-    put_attempt(out, r.id);
-}
-
-fn put_req(out: &mut Vec<u8>, req: Option<ReqId>) {
-    match req {
-        None => out.push(0),
-        Some(req) => {
-            out.push(1);
-            put_attempt(out, req.0);
-        }
-    }
 }
 
 fn put_key(out: &mut Vec<u8>, key: &Key) {
@@ -248,83 +224,28 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
+impl From<CodecError> for WireError {
+    fn from(e: CodecError) -> WireError {
+        match e {
+            CodecError::Truncated => WireError::Malformed("message truncated"),
+            CodecError::BadFlag => WireError::Malformed("bad flag byte"),
+        }
+    }
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
-        if self.bytes.len() < n {
-            return Err(WireError::Malformed("message truncated"));
-        }
-        let (head, tail) = self.bytes.split_at(n);
-        self.bytes = tail;
-        Ok(head)
-    }
+fn take_key(r: &mut Reader<'_>) -> Result<Key, WireError> {
+    Ok(Key(Bytes::copy_from_slice(r.bytes()?)))
+}
 
-    fn u8(&mut self) -> Result<u8, WireError> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u16(&mut self) -> Result<u16, WireError> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-
-    fn u32(&mut self) -> Result<u32, WireError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&mut self) -> Result<u64, WireError> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-
-    fn attempt(&mut self) -> Result<AttemptId, WireError> {
-        let node = NodeId(self.u16()?);
-        let incarnation = self.u32()?;
-        let seq = self.u64()?;
-        Ok(AttemptId {
-            proposer: ProposerId { node, incarnation },
-            seq,
-        })
-    }
-
-    fn round(&mut self) -> Result<Round, WireError> {
-        let n = self.u64()?;
-        Ok(Round {
-            n,
-            id: self.attempt()?,
-        })
-    }
-
-    fn req(&mut self) -> Result<Option<ReqId>, WireError> {
-        Ok(match self.u8()? {
-            0 => None,
-            1 => Some(ReqId(self.attempt()?)),
-            _ => return Err(WireError::Malformed("bad request id flag")),
-        })
-    }
-
-    fn key(&mut self) -> Result<Key, WireError> {
-        let len = self.u32()? as usize;
-        Ok(Key(Bytes::copy_from_slice(self.take(len)?)))
-    }
-
-    fn value(&mut self) -> Result<Arc<Register>, WireError> {
-        let len = self.u32()? as usize;
-        let bytes = self.take(len)?;
-        Register::decode(bytes)
-            .map(Arc::new)
-            .map_err(|_| WireError::Malformed("register value"))
-    }
+fn take_value(r: &mut Reader<'_>) -> Result<Arc<Register>, WireError> {
+    Register::decode(r.bytes()?)
+        .map(Arc::new)
+        .map_err(|_| WireError::Malformed("register value"))
 }
 
 fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
     let tag = r.u8()?;
-    let key = r.key()?;
+    let key = take_key(r)?;
     Ok(match tag {
         TAG_PREPARE_READ | TAG_PREPARE_WRITE => Message::Prepare {
             key,
@@ -344,24 +265,20 @@ fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
         TAG_ACK => Message::Ack {
             key,
             attempt: r.attempt()?,
-            inc: match r.u8()? {
-                0 => false,
-                1 => true,
-                _ => return Err(WireError::Malformed("bad boolean")),
-            },
+            inc: r.flag()?,
             r_ack: r.round()?,
             r_voted: r.round()?,
-            value: match r.u8()? {
-                0 => None,
-                1 => Some(r.value()?),
-                _ => return Err(WireError::Malformed("bad value flag")),
+            value: if r.flag()? {
+                Some(take_value(r)?)
+            } else {
+                None
             },
             req: r.req()?,
         },
         TAG_VOTE => Message::Vote {
             key,
             round: r.round()?,
-            value: r.value()?,
+            value: take_value(r)?,
             req_cur: r.req()?,
             req_prev: r.req()?,
         },
@@ -385,6 +302,7 @@ fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::{AttemptId, ProposerId, Round};
     use logless_commands::value::Data;
 
     fn round(n: u64) -> Round {
