@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use logless_storage::{DramMedia, LogStore, Media, MmapMedia, SlotStore, StoreError};
+use logless_storage::log_store::LogOptions;
+use logless_storage::{Durability, LogStore, SlotStore, StoreError, StoreOptions};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Zipf};
@@ -35,8 +36,12 @@ pub enum Medium {
 }
 
 impl Medium {
-    fn sync(self) -> bool {
-        matches!(self, Medium::MmapMsyncEachWrite | Medium::SyncGroupCommit)
+    fn durability(self) -> Durability {
+        match self {
+            Medium::Dram => Durability::Memory,
+            Medium::Mmap => Durability::Mmap,
+            Medium::MmapMsyncEachWrite | Medium::SyncGroupCommit => Durability::Sync,
+        }
     }
 }
 
@@ -84,22 +89,15 @@ pub struct Point {
     pub p99_ns: u64,
 }
 
-enum Target<M: Media> {
-    Log(LogStore<M>),
-    Slots(SlotStore<M>),
+enum Target {
+    Log(LogStore),
+    Slots(Box<SlotStore>),
 }
 
-const FILE_BYTES_MAX: usize = 1 << 34;
+const FILE_BYTES_MAX: u64 = 1 << 34;
 const LOG_BYTES_MAX: usize = 256 << 20;
 
-fn open<M: Media>(media: M, pattern: Pattern, sync: bool) -> Result<Target<M>, StoreError> {
-    Ok(match pattern {
-        Pattern::Log => Target::Log(LogStore::open(media, sync, LOG_BYTES_MAX)?.0),
-        _ => Target::Slots(SlotStore::open(media, sync, 8192, FILE_BYTES_MAX)?.0),
-    })
-}
-
-/// Measures one point on fresh media.
+/// Measures one point on a fresh file (or fresh DRAM) in `dir`.
 pub fn measure(
     settings: &Settings,
     pattern: Pattern,
@@ -107,39 +105,38 @@ pub fn measure(
     value_bytes: usize,
     dir: &std::path::Path,
 ) -> Result<Point, StoreError> {
-    let target = |name: &str| -> Result<Target<MmapMedia>, StoreError> {
-        let path = dir.join(name);
-        let _ = std::fs::remove_file(&path);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(StoreError::io("open experiment file"))?;
-        file.set_len(4096)
-            .map_err(StoreError::io("size experiment file"))?;
-        open(MmapMedia::new(file, medium.sync())?, pattern, medium.sync())
-    };
-    let name = format!("{pattern:?}-{medium:?}-{value_bytes}");
-    match medium {
-        Medium::Dram => run(
-            settings,
-            pattern,
-            medium,
-            value_bytes,
-            open(DramMedia::new(), pattern, false)?,
+    let path = dir.join(format!("{pattern:?}-{medium:?}-{value_bytes}"));
+    let _ = std::fs::remove_file(&path);
+    let durability = medium.durability();
+    let target = match pattern {
+        Pattern::Log => Target::Log(
+            LogStore::open(
+                &path,
+                LogOptions {
+                    durability,
+                    file_bytes_max: LOG_BYTES_MAX as u64 * 2,
+                },
+            )?
+            .0,
         ),
-        _ => run(settings, pattern, medium, value_bytes, target(&name)?),
-    }
+        _ => {
+            let options = StoreOptions {
+                record_bytes_max: 8192,
+                file_bytes_max: FILE_BYTES_MAX,
+                ..StoreOptions::new(durability)
+            };
+            Target::Slots(Box::new(SlotStore::open(&path, options)?.0))
+        }
+    };
+    run(settings, pattern, medium, value_bytes, target)
 }
 
-fn run<M: Media>(
+fn run(
     settings: &Settings,
     pattern: Pattern,
     medium: Medium,
     value_bytes: usize,
-    mut target: Target<M>,
+    mut target: Target,
 ) -> Result<Point, StoreError> {
     let mut rng = SmallRng::seed_from_u64(value_bytes as u64);
     let zipf =

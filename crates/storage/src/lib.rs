@@ -1,89 +1,176 @@
 //! Durable in-place storage for acceptor state.
 //!
-//! An in-place replicated state machine is only as durable as the place it overwrites. Each
-//! key's record lives in a slot of a memory-mapped file and is updated with the
-//! failure-atomic two-version scheme of the log-less RSM paper (seed 001, §4.3 and §6.2): write
-//! the inactive version, persist it, flip an 8-byte header with one store, persist that. The
-//! byte layout, the media assumptions and the recovery rules are in `docs/storage-format.md`.
+//! An in-place replicated state machine keeps no command log, so it is only as durable as the
+//! place it overwrites. Every register's acceptor state (encoded to bytes by the consensus core;
+//! this crate never looks inside) lives in one *slot* of a memory-mapped file and is replaced
+//! with the failure-atomic two-version scheme of the log-less RSM paper (seed 001, §4.3 and
+//! §6.2): write the version that is not current, persist it, flip an 8-byte header word with one
+//! aligned store, persist that. A crash at any point leaves the old or the new version current,
+//! never a mix, because the only write that changes which version counts is a single word that
+//! the media stores atomically.
 //!
-//! * [`media`]: what the store runs on: a memory-mapped file, or simulated media that builds
-//!   the images a power failure could leave (for the crash tests).
-//! * [`slot_store`]: the store: index, size classes, moves, group commit, recovery.
-//! * [`log_store`]: an append-only log on the same media (seed 001's "Log" pattern).
+//! Why this shape:
+//! * **No log, no compaction.** A register's state is small and overwritten in place; recovery
+//!   is a linear scan of the slots that rebuilds a DRAM index (key → slot), so restart time
+//!   depends on the number of registers, not on the history of writes.
+//! * **Group commit.** Persisting costs a system call (or a cache-line flush) and a device
+//!   flush; [`SlotStore::flush`] makes a whole batch of puts durable with two persist rounds
+//!   (every new version, then every header flip), so the cost is paid per batch, not per write.
+//! * **Fail-stop.** After an I/O error the store is poisoned and refuses writes: a flush whose
+//!   outcome is unknown must never be retried, and an acceptor that cannot persist must stop
+//!   voting rather than promise what it may not keep.
+//! * **One seam for media.** The record code talks to a small [`Media`] trait (a mapped file,
+//!   DRAM, or [`SimMedia`], which builds every image a power failure could leave), so the crash
+//!   tests exercise the real record code without real crashes.
 //!
-//! Durability modes: `memory` (plain DRAM, nothing survives), `mmap` (the page
-//! cache holds the writes: survives a process crash), `sync` (msync before `flush` returns:
-//! survives power loss). After an I/O error the store refuses further writes (fail-stop).
-use std::fs::OpenOptions;
-use std::path::Path;
-
+//! Modules:
+//! * [`media`]: the backends and their persistence rules.
+//! * [`slot_store`]: the slot file: size classes, moves, free-slot reuse, group commit, recovery.
+//! * [`log_store`]: an append-only log on the same media (seed 001's "Log" pattern), for the
+//!   log-based engine and the storage experiment.
+//!
+//! The byte layout, the media assumptions and the recovery rules are written down in
+//! `docs/storage-format.md`.
 use thiserror::Error;
 
 pub mod log_store;
 pub mod media;
 pub mod slot_store;
 
-pub use log_store::LogStore;
-pub use media::{DramMedia, Media, MmapMedia, SimMedia};
-pub use slot_store::{RecoveryReport, SlotStore};
+pub use log_store::{LogOptions, LogStore};
+pub use media::{DramMedia, FileMedia, Media, MmapMedia, PersistBy, SimMedia};
+pub use slot_store::{Damage, Mutation, RecoveryReport, SlotStore};
 
-/// How a store keeps its writes.
+/// How a store keeps its writes, chosen per node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
-    /// DRAM only: nothing survives.
+    /// DRAM only, no file: nothing survives a crash (the papers' in-memory baselines).
     Memory,
-    /// A shared file mapping without flushes: survives a process crash (kill -9).
+    /// A shared file mapping that is never flushed explicitly: the page cache holds the
+    /// writes, so they survive a process crash (kill -9) but not a power loss.
     Mmap,
-    /// msync of the written ranges before `flush` returns: survives power loss.
+    /// `msync` of the dirty ranges in [`SlotStore::flush`], group-committed: survives power loss.
     Sync,
+    /// A DAX-mapped file on persistent memory, persisted with cache-line flushes and a fence
+    /// (no system call). Opening fails with [`StoreError::PmemUnavailable`] where the file is
+    /// not on a DAX mount.
+    Pmem,
+}
+
+impl Durability {
+    /// Whether puts are staged until [`SlotStore::flush`] (group commit) rather than applied
+    /// completely at once. Staging pays off only where persisting costs something.
+    pub fn group_commit(self) -> bool {
+        matches!(self, Durability::Sync | Durability::Pmem)
+    }
+}
+
+/// The parameters of a slot store. Sizes are limits: a write beyond one is refused with a
+/// typed error and changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// How writes are kept.
+    pub durability: Durability,
+    /// The longest key accepted.
+    pub key_bytes_max: usize,
+    /// The longest record (value) accepted.
+    pub record_bytes_max: usize,
+    /// The largest the slot file may grow.
+    pub file_bytes_max: u64,
+    /// The size of the smallest slot (size class 0); class `c` is `slot_bytes_min << c`. A
+    /// power of two, at least 64; written into the file header and checked at open.
+    pub slot_bytes_min: usize,
+    /// How many bytes of new slots one append to the file formats at once (at least one slot),
+    /// so that growing the file is amortised over many new registers.
+    pub append_chunk_bytes: usize,
+}
+
+impl StoreOptions {
+    /// Defaults for `durability`: keys up to 1 KiB, records up to 64 KiB, files up to 64 GiB,
+    /// 128-byte smallest slots, 64 KiB appends.
+    pub fn new(durability: Durability) -> StoreOptions {
+        StoreOptions {
+            durability,
+            key_bytes_max: 1024,
+            record_bytes_max: 64 * 1024,
+            file_bytes_max: 64 << 30,
+            slot_bytes_min: 128,
+            append_chunk_bytes: 64 * 1024,
+        }
+    }
+}
+
+impl Default for StoreOptions {
+    /// `StoreOptions::new(Durability::Sync)`.
+    fn default() -> StoreOptions {
+        StoreOptions::new(Durability::Sync)
+    }
 }
 
 /// A storage failure.
 #[derive(Debug, Error)]
 pub enum StoreError {
-    /// An I/O call failed; the store is poisoned.
+    /// An I/O call failed; the store is poisoned from then on.
     #[error("{what}: {source}")]
     Io {
         /// What was being done.
         what: &'static str,
-        /// The OS error.
+        /// The operating system's error.
         source: std::io::Error,
     },
-    /// The file is not a slot file this code can read.
-    #[error("slot file format: {0}")]
-    Format(&'static str),
-    /// A key exceeds the key size limit.
-    #[error("key of {bytes} bytes exceeds the limit of {max}")]
+    /// The file is not a file this code can read, or its structure is damaged so that it
+    /// cannot be scanned (a slot header word failed its check).
+    #[error("{what} at offset {offset_bytes}")]
+    Corrupt {
+        /// What is wrong.
+        what: &'static str,
+        /// Where.
+        offset_bytes: u64,
+    },
+    /// The options are inconsistent (for example, the largest slot cannot hold the largest
+    /// key and record).
+    #[error("invalid store options: {0}")]
+    InvalidOptions(&'static str),
+    /// A key exceeds `key_bytes_max`.
+    #[error("key of {bytes} bytes exceeds the limit of {bytes_max}")]
     KeyTooLarge {
         /// Its size.
         bytes: usize,
         /// The limit.
-        max: usize,
+        bytes_max: usize,
     },
-    /// A record exceeds the size limit.
-    #[error("record of {bytes} bytes exceeds the limit of {max}")]
-    TooLarge {
+    /// A record exceeds `record_bytes_max`.
+    #[error("record of {bytes} bytes exceeds the limit of {bytes_max}")]
+    RecordTooLarge {
         /// Its size.
         bytes: usize,
         /// The limit.
-        max: usize,
+        bytes_max: usize,
     },
-    /// The file would exceed its size limit.
-    #[error("slot file full (limit {max} bytes)")]
+    /// The file would exceed `file_bytes_max`.
+    #[error("slot file full (limit {file_bytes_max} bytes)")]
     FileFull {
         /// The limit.
-        max: usize,
+        file_bytes_max: u64,
     },
-    /// A record failed its checksum.
-    #[error("record in slot at offset {slot} is damaged (checksum mismatch)")]
+    /// A record failed its checksum at read: media damage, reported instead of served.
+    #[error("record in slot at offset {slot_offset} is damaged (checksum mismatch)")]
     Damaged {
-        /// The slot's offset.
-        slot: usize,
+        /// The slot's offset in the file.
+        slot_offset: u64,
     },
-    /// Another process has the slot file open.
-    #[error("the slot file is in use by another process")]
+    /// The key's state was found damaged at recovery; it is neither served nor overwritten
+    /// until [`SlotStore::discard_damaged`] is called.
+    #[error("the key's record was found damaged at recovery")]
+    Quarantined,
+    /// Another process (or another store in this process) has the file open.
+    #[error("the file is in use by another store")]
     Locked,
-    /// An earlier I/O error stopped the store.
+    /// [`Durability::Pmem`] was asked for but the file is not on a DAX mount (or this CPU has
+    /// no cache-line flush instruction).
+    #[error("persistent memory is not available here: {0}")]
+    PmemUnavailable(&'static str),
+    /// An earlier I/O error stopped the store (fail-stop).
     #[error("the store stopped after an I/O error")]
     Poisoned,
 }
@@ -93,48 +180,4 @@ impl StoreError {
     pub fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> StoreError {
         move |source| StoreError::Io { what, source }
     }
-}
-
-/// Opens the slot file at `path` in `durability` mode (`Mmap` or `Sync`), creating it if needed.
-pub fn open_file(
-    path: &Path,
-    durability: Durability,
-    record_bytes_max: usize,
-    file_bytes_max: usize,
-) -> Result<(SlotStore<MmapMedia>, RecoveryReport), StoreError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(StoreError::io("open slot file"))?;
-    // One writer per file: the mapping's safety and the store's index depend on it.
-    file.try_lock().map_err(|e| match e {
-        std::fs::TryLockError::WouldBlock => StoreError::Locked,
-        std::fs::TryLockError::Error(source) => StoreError::Io {
-            what: "lock slot file",
-            source,
-        },
-    })?;
-    if file
-        .metadata()
-        .map_err(StoreError::io("stat slot file"))?
-        .len()
-        == 0
-    {
-        file.set_len(slot_store::FILE_HEADER_BYTES as u64)
-            .map_err(StoreError::io("size new slot file"))?;
-    }
-    let sync = durability == Durability::Sync;
-    let media = MmapMedia::new(file, sync)?;
-    SlotStore::open(media, sync, record_bytes_max, file_bytes_max)
-}
-
-/// Opens a store in DRAM (`Memory` mode).
-pub fn open_memory(
-    record_bytes_max: usize,
-    file_bytes_max: usize,
-) -> Result<(SlotStore<DramMedia>, RecoveryReport), StoreError> {
-    SlotStore::open(DramMedia::new(), false, record_bytes_max, file_bytes_max)
 }

@@ -1,59 +1,143 @@
-//! The slot store: one record per key, updated in place with two versions and an 8-byte header.
+//! The slot store: one record per key, replaced in place with two versions and an 8-byte
+//! header word.
 //!
-//! The layout and the recovery rules are in `docs/storage-format.md`. In short: a slot holds a
-//! header word (which version is current, whether the slot is in use, its size class) and two
-//! versions; an update writes the inactive version, persists it, then flips the header with
-//! one 8-byte store and persists that. A record that outgrows its slot moves to a slot of a
-//! larger class: the new slot is written and put in use before the old one is freed, and
-//! recovery keeps the copy with the higher sequence number.
+//! A slot holds a header word (which version is current, whether the slot is in use, its size
+//! class, the low bits of the current version's sequence number and a check) and two
+//! versions. An update writes the version that is not current, persists it, then stores the
+//! header word with the other version current (one aligned 8-byte store) and persists that.
+//! A record that outgrows its slot moves to a slot of a larger class: the new slot is written
+//! and put in use before the old one is freed, and recovery keeps the copy with the higher
+//! sequence number if a crash leaves both.
 //!
-//! Group commit: `put` only stages; `flush` persists a whole batch in at most three steps (all
-//! new versions; all header flips and new slots; all frees of moved-from slots).
-use std::collections::HashMap;
+//! Group commit: in `sync` and `pmem` modes `put` only stages (the version is written, the
+//! DRAM index points at it, `get` sees it) and `flush` persists the whole batch in two rounds:
+//! every new version (plus the file-header and free-slot words of earlier batches), then every
+//! header flip. Appending slots to the file costs one more persist per appended chunk. In
+//! `memory` and `mmap` modes persisting is free, so `put` applies the whole update at once.
+//!
+//! The byte layout and the recovery rules are in `docs/storage-format.md`.
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
-use crate::media::Media;
-use crate::StoreError;
+use crate::media::{DramMedia, FileMedia, Media, MmapMedia, PersistBy};
+use crate::{Durability, StoreError, StoreOptions};
 
-/// File magic: "logless slot file, layout 1".
-pub const MAGIC: [u8; 8] = *b"LLSLOT01";
+/// File magic.
+pub const MAGIC: [u8; 8] = *b"LLSLOTS\n";
 /// The format version in the file header.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of the file header; the first slot follows.
 pub const FILE_HEADER_BYTES: usize = 64;
 /// Offset of the end-of-slots word in the file header.
 const END_WORD_OFFSET: usize = 16;
-/// The smallest slot (size class 0); class `c` is `SLOT_BYTES_MIN << c`.
-pub const SLOT_BYTES_MIN: usize = 128;
-/// The longest key a slot file stores.
-pub const KEY_BYTES_MAX: usize = 64 * 1024;
+/// Offset of the checksum of the file header's fixed fields (bytes 0..16).
+const HEADER_CRC_OFFSET: usize = 24;
+/// Size classes a file may use.
+pub const CLASSES_MAX: u8 = 24;
 /// Bytes before the key in a version: crc32c, sequence, key length, record length.
-const VERSION_HEADER_BYTES: usize = 4 + 8 + 4 + 4;
+pub const VERSION_HEADER_BYTES: usize = 4 + 8 + 4 + 4;
+
+/// Deliberate bugs for the crash tests: each removes one persist step. A crash test that
+/// passes with one of these set proves nothing; `tests/crash.rs` asserts each is caught.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mutation {
+    /// The store as designed.
+    #[default]
+    None,
+    /// Flip headers without first persisting the new versions.
+    SkipVersionPersist,
+    /// Do not persist the header flips (acknowledge what is not durable).
+    SkipFlipPersist,
+    /// Do not persist the words that free moved-from slots before reusing them.
+    SkipFreePersist,
+    /// Do not persist new slots' header words before the end-of-slots word covers them.
+    SkipAppendPersist,
+    /// Do not persist the end-of-slots word before slots past the old end are put in use.
+    SkipEndPersist,
+}
+
+/// The decoded header word of a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SlotHeader {
+    class: u8,
+    in_use: bool,
+    current: u8,
+    /// The low 32 bits of the current version's sequence number (0 when free).
+    seq_low: u32,
+}
+
+/// The CRC of eight zero bytes: checks are offset by it so that an all-zero word (fresh file
+/// space) is a valid header (a free slot of class 0) and a valid end word check.
+fn crc_of_zero_word() -> u32 {
+    crc32c::crc32c(&[0u8; 8])
+}
+
+/// A 16-bit check over the 64-bit word `masked` (whose check bits are zero).
+fn check16(masked: u64) -> u16 {
+    (crc32c::crc32c(&masked.to_le_bytes()) ^ crc_of_zero_word()) as u16
+}
 
 const CURRENT_BIT: u64 = 1;
 const IN_USE_BIT: u64 = 2;
+const RESERVED_BITS: u64 = 0xfc;
 const CLASS_SHIFT: u32 = 8;
+const CHECK_SHIFT: u32 = 16;
+const SEQ_SHIFT: u32 = 32;
 
-fn slot_bytes(class: u8) -> usize {
-    SLOT_BYTES_MIN << class
+impl SlotHeader {
+    fn free(class: u8) -> SlotHeader {
+        SlotHeader {
+            class,
+            in_use: false,
+            current: 0,
+            seq_low: 0,
+        }
+    }
+
+    fn encode(self) -> u64 {
+        let masked = u64::from(self.current & 1)
+            | if self.in_use { IN_USE_BIT } else { 0 }
+            | (u64::from(self.class) << CLASS_SHIFT)
+            | (u64::from(self.seq_low) << SEQ_SHIFT);
+        masked | (u64::from(check16(masked)) << CHECK_SHIFT)
+    }
+
+    /// Decodes a header word, or `None` if it fails its check (media damage).
+    fn decode(word: u64) -> Option<SlotHeader> {
+        let masked = word & !(0xffff << CHECK_SHIFT);
+        let check = (word >> CHECK_SHIFT) as u16;
+        if check != check16(masked) || word & RESERVED_BITS != 0 {
+            return None;
+        }
+        let class = (word >> CLASS_SHIFT) as u8;
+        (class < CLASSES_MAX).then_some(SlotHeader {
+            class,
+            in_use: word & IN_USE_BIT != 0,
+            current: (word & CURRENT_BIT) as u8,
+            seq_low: (word >> SEQ_SHIFT) as u32,
+        })
+    }
 }
 
-fn version_capacity(class: u8) -> usize {
-    (slot_bytes(class) - 8) / 2
+/// A checked size word (the end of slots, the size of a log): the value in bits 0..48, a
+/// check in bits 48..64, so that a damaged word is detected instead of trusted.
+pub(crate) fn encode_end(end: usize) -> u64 {
+    let end = end as u64;
+    assert!(end < 1 << 48, "files stay below 256 TiB");
+    end | (u64::from(check16(end)) << 48)
 }
 
-fn version_offset(slot: usize, class: u8, version: u8) -> usize {
-    slot + 8 + usize::from(version) * version_capacity(class)
+/// Decodes a checked size word, or `None` if it fails its check.
+pub(crate) fn decode_end(word: u64) -> Option<usize> {
+    let end = word & ((1 << 48) - 1);
+    ((word >> 48) as u16 == check16(end)).then_some(end as usize)
 }
 
-fn header_word(class: u8, in_use: bool, current: u8) -> u64 {
-    (u64::from(class) << CLASS_SHIFT) | if in_use { IN_USE_BIT } else { 0 } | u64::from(current & 1)
-}
-
-/// Deliberate bugs for the crash tests: each removes one persist step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PersistBugs {
-    /// Flip headers without first persisting the new versions.
-    pub skip_version_persist: bool,
+/// One version as read from the media, checksum verified.
+struct Version<'a> {
+    seq: u64,
+    key: &'a [u8],
+    record: &'a [u8],
 }
 
 /// Where a key's record is.
@@ -61,290 +145,545 @@ pub struct PersistBugs {
 struct Entry {
     slot: usize,
     class: u8,
-    /// The version current on the media, or `None` if the slot is not in use on the media yet.
+    /// The version current on the media, or `None` while the slot is not in use on the media.
     media_current: Option<u8>,
     /// The version written since the last flush, if any.
     staged: Option<u8>,
+    /// The sequence number of the newest version (staged or current).
     seq: u64,
-    /// A slot this key moved from, freed after the move is durable.
+    key_bytes: u32,
+    record_bytes: u32,
+    /// A slot this key moved from, freed once the move is durable.
     moved_from: Option<(usize, u8)>,
+    /// False once the key is quarantined (found damaged at recovery).
+    live: bool,
 }
 
 impl Entry {
-    fn current(&self) -> u8 {
+    fn newest(&self) -> u8 {
         self.staged
             .or(self.media_current)
-            .expect("an entry has a version")
+            .expect("an entry has a current or a staged version")
     }
 }
 
-/// What opening a slot file found.
+/// A slot whose current version failed its checksum (or sequence check) at recovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The slot's offset in the file.
+    pub slot_offset: u64,
+    /// The key as read from the damaged version without verification, if it was readable.
+    /// Such a key is quarantined: neither served nor overwritten.
+    pub key: Option<Vec<u8>>,
+}
+
+/// What opening a store found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// Records recovered.
+    /// Records recovered and served.
     pub records: usize,
     /// Slots free for reuse.
     pub free_slots: usize,
-    /// Keys found in two slots (a move interrupted by a crash); the newer copy was kept.
+    /// Keys found in two slots (a move interrupted by a crash); the newer copy was kept and
+    /// the older freed.
     pub duplicates_resolved: usize,
-    /// Slots whose current version failed its checksum: reported, not served.
-    pub damaged_slots: Vec<usize>,
+    /// Slots whose current version is damaged: reported, never served.
+    pub damaged: Vec<Damage>,
+    /// Bytes of slots scanned.
+    pub scanned_bytes: u64,
 }
 
-/// The slot store over some media.
-pub struct SlotStore<M: Media> {
+/// The slot store over some media: [`FileMedia`] for a node, [`crate::SimMedia`] in the
+/// crash tests.
+pub struct SlotStore<M: Media = FileMedia> {
     media: M,
-    sync: bool,
-    index: HashMap<Vec<u8>, Entry>,
+    options: StoreOptions,
+    /// The class used for the largest key and record the options allow.
+    class_max: u8,
+    index: HashMap<Box<[u8]>, u32>,
+    entries: Vec<Entry>,
+    /// Per class, slots whose free header word is durable.
     free: Vec<Vec<usize>>,
     end: usize,
-    record_bytes_max: usize,
-    file_bytes_max: usize,
-    dirty_keys: Vec<Vec<u8>>,
+    /// Entries staged since the last flush, in put order.
+    dirty: Vec<u32>,
+    /// Ranges of words (end of slots) to persist in the next flush's first round.
+    pending_words: Vec<(usize, usize)>,
+    /// Slots whose free word is stored but not yet persisted: reusable after the next first
+    /// round.
+    pending_free: Vec<(usize, u8)>,
+    /// Quarantined keys and the slots that hold any copy of them.
+    quarantine: BTreeMap<Vec<u8>, Vec<(usize, u8)>>,
+    /// Damaged slots whose key could not be read.
+    damaged_unnamed: Vec<(usize, u8)>,
     poisoned: bool,
-    /// Deliberate bugs (crash tests only).
-    pub bugs: PersistBugs,
-    /// How many bytes of new slots one append formats (at least one slot): growing costs two
-    /// persists per chunk. Exhaustive crash tests set it to 0 to keep images enumerable.
-    pub append_chunk_bytes: usize,
+    mutation: Mutation,
 }
 
-const CLASSES: usize = 24;
-/// How many bytes of slots one append formats at once, by default.
-pub const APPEND_CHUNK_BYTES: usize = 64 * 1024;
+fn slot_bytes(slot_bytes_min: usize, class: u8) -> usize {
+    slot_bytes_min << class
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+impl SlotStore<FileMedia> {
+    /// Opens the store of one shard at `path` (creating the file if needed; no file in
+    /// `memory` mode), rebuilds the index by scanning, and reports what it found.
+    pub fn open(
+        path: &Path,
+        options: StoreOptions,
+    ) -> Result<(SlotStore<FileMedia>, RecoveryReport), StoreError> {
+        let media = match options.durability {
+            Durability::Memory => FileMedia::Dram(DramMedia::new()),
+            Durability::Mmap => FileMedia::Mapped(MmapMedia::open(path, PersistBy::Nothing)?),
+            Durability::Sync => FileMedia::Mapped(MmapMedia::open(path, PersistBy::Msync)?),
+            Durability::Pmem => {
+                FileMedia::Mapped(MmapMedia::open(path, PersistBy::CacheLineFlush)?)
+            }
+        };
+        SlotStore::open_on(media, options)
+    }
+}
 
 impl<M: Media> SlotStore<M> {
-    /// Opens (or formats, if empty) the slot file on `media` and rebuilds the index. `sync`
-    /// says whether `flush` must make writes durable (the media's `persist` decides how).
-    pub fn open(
+    /// Opens (formatting, if it is empty) the slot file on `media` and rebuilds the index.
+    /// `options.durability` decides only whether puts are staged for group commit; how
+    /// persisting works is the media's business.
+    pub fn open_on(
         mut media: M,
-        sync: bool,
-        record_bytes_max: usize,
-        file_bytes_max: usize,
+        options: StoreOptions,
     ) -> Result<(SlotStore<M>, RecoveryReport), StoreError> {
-        if media.len() < FILE_HEADER_BYTES || media.read(0, 8) == [0u8; 8] {
-            if media.len() < FILE_HEADER_BYTES {
-                media.grow(FILE_HEADER_BYTES)?;
-            }
-            let mut header = [0u8; FILE_HEADER_BYTES];
-            header[..8].copy_from_slice(&MAGIC);
-            header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-            header[12..16].copy_from_slice(&(SLOT_BYTES_MIN as u32).to_le_bytes());
-            header[END_WORD_OFFSET..END_WORD_OFFSET + 8]
-                .copy_from_slice(&(FILE_HEADER_BYTES as u64).to_le_bytes());
-            media.write(0, &header);
-            media.persist(0, FILE_HEADER_BYTES)?;
+        let class_max = check_options(&options)?;
+        if is_fresh(&media) {
+            format(&mut media, &options)?;
         }
-        if media.read(0, 8) != MAGIC {
-            return Err(StoreError::Format("not a logless slot file"));
-        }
-        let version = u32::from_le_bytes(media.read(8, 4).try_into().expect("4 bytes"));
-        if version != FORMAT_VERSION {
-            return Err(StoreError::Format("unknown slot file format version"));
-        }
-        let slot_min = u32::from_le_bytes(media.read(12, 4).try_into().expect("4 bytes"));
-        if slot_min as usize != SLOT_BYTES_MIN {
-            return Err(StoreError::Format(
-                "slot file made with another smallest slot size",
-            ));
-        }
-        let end = u64::from_le_bytes(media.read(END_WORD_OFFSET, 8).try_into().expect("8 bytes"))
-            as usize;
-        if end < FILE_HEADER_BYTES || end > media.len() {
-            return Err(StoreError::Format("end of slots beyond the file"));
-        }
+        let end = read_file_header(&media, &options)?;
         let mut store = SlotStore {
             media,
-            sync,
+            options,
+            class_max,
             index: HashMap::new(),
-            free: vec![Vec::new(); CLASSES],
+            entries: Vec::new(),
+            free: vec![Vec::new(); usize::from(CLASSES_MAX)],
             end,
-            record_bytes_max,
-            file_bytes_max,
-            dirty_keys: Vec::new(),
+            dirty: Vec::new(),
+            pending_words: Vec::new(),
+            pending_free: Vec::new(),
+            quarantine: BTreeMap::new(),
+            damaged_unnamed: Vec::new(),
             poisoned: false,
-            bugs: PersistBugs::default(),
-            append_chunk_bytes: APPEND_CHUNK_BYTES,
+            mutation: Mutation::None,
         };
         let report = store.recover()?;
         Ok((store, report))
     }
 
+    /// Removes one persist step on purpose (crash tests only).
+    pub fn set_mutation(&mut self, mutation: Mutation) {
+        self.mutation = mutation;
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    fn slot_bytes(&self, class: u8) -> usize {
+        slot_bytes(self.options.slot_bytes_min, class)
+    }
+
+    fn version_capacity(&self, class: u8) -> usize {
+        (self.slot_bytes(class) - 8) / 2
+    }
+
+    fn version_offset(&self, slot: usize, class: u8, version: u8) -> usize {
+        slot + 8 + usize::from(version) * self.version_capacity(class)
+    }
+
+    fn header(&self, slot: usize) -> Option<SlotHeader> {
+        SlotHeader::decode(read_u64(self.media.read(slot, 8), 0))
+    }
+
+    /// Stores a slot header word, and reads it back (assertions in pairs).
+    fn store_header(&mut self, slot: usize, header: SlotHeader) {
+        self.media.store_u64(slot, header.encode());
+        assert_eq!(self.header(slot), Some(header), "header word read back");
+    }
+
+    /// Scans every slot and rebuilds the index, the free lists and the quarantine.
     fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
         let mut report = RecoveryReport::default();
-        let mut offset = FILE_HEADER_BYTES;
         let mut stale = Vec::new();
+        let mut damaged = Vec::new();
+        let mut offset = FILE_HEADER_BYTES;
         while offset < self.end {
-            let word = self.word(offset);
-            let class = (word >> CLASS_SHIFT) as u8;
-            if usize::from(class) >= CLASSES || offset + slot_bytes(class) > self.end {
-                return Err(StoreError::Format("slot header out of range"));
+            let header = self.header(offset).ok_or(StoreError::Corrupt {
+                what: "slot header word fails its check",
+                offset_bytes: offset as u64,
+            })?;
+            let size = self.slot_bytes(header.class);
+            if offset + size > self.end {
+                return Err(StoreError::Corrupt {
+                    what: "slot extends beyond the end of slots",
+                    offset_bytes: offset as u64,
+                });
             }
-            if word & IN_USE_BIT == 0 {
-                self.free[usize::from(class)].push(offset);
-                report.free_slots += 1;
-            } else {
-                let current = (word & CURRENT_BIT) as u8;
-                match self.read_version(offset, class, current) {
-                    None => report.damaged_slots.push(offset),
-                    Some((seq, key, _)) => {
-                        let entry = Entry {
-                            slot: offset,
-                            class,
-                            media_current: Some(current),
-                            staged: None,
-                            seq,
-                            moved_from: None,
-                        };
-                        match self.index.get(&key) {
-                            Some(old) if old.seq >= seq => stale.push((offset, class)),
-                            Some(old) => {
-                                stale.push((old.slot, old.class));
-                                self.index.insert(key, entry);
-                            }
-                            None => {
-                                self.index.insert(key, entry);
-                            }
-                        }
+            if !header.in_use {
+                self.free[usize::from(header.class)].push(offset);
+            } else if let Some(v) = self.read_version(offset, header.class, header.current) {
+                if v.seq as u32 != header.seq_low {
+                    // A valid version that is not the one the header names: the current bit
+                    // or the sequence bits were damaged.
+                    damaged.push((offset, header.class, Some(v.key.to_vec())));
+                } else {
+                    let entry = Entry {
+                        slot: offset,
+                        class: header.class,
+                        media_current: Some(header.current),
+                        staged: None,
+                        seq: v.seq,
+                        key_bytes: v.key.len() as u32,
+                        record_bytes: v.record.len() as u32,
+                        moved_from: None,
+                        live: true,
+                    };
+                    let key = v.key.to_vec();
+                    if let Some(loser) = self.index_recovered(key, entry) {
+                        stale.push(loser);
                     }
                 }
+            } else {
+                let key = self.guess_key(offset, header.class, header.current);
+                damaged.push((offset, header.class, key));
             }
-            offset += slot_bytes(class);
+            offset += size;
         }
-        // Free the older copies of moved records, durably, before anything else happens.
+        report.scanned_bytes = (self.end - FILE_HEADER_BYTES) as u64;
+        self.quarantine_damaged(damaged, &mut report);
+        // Free the older copies of moved records durably before anything can reuse them.
         report.duplicates_resolved = stale.len();
+        let mut ranges = Vec::with_capacity(stale.len());
         for &(slot, class) in &stale {
-            self.media.store_u64(slot, header_word(class, false, 0));
-            self.persist(slot, 8)?;
+            self.store_header(slot, SlotHeader::free(class));
+            ranges.push((slot, 8));
+        }
+        self.persist_ranges(&ranges)?;
+        for (slot, class) in stale {
             self.free[usize::from(class)].push(slot);
         }
+        // Pop the lowest offsets first: reuse fills the file from the front.
+        for list in &mut self.free {
+            list.sort_unstable_by(|a, b| b.cmp(a));
+        }
+        report.free_slots = self.free.iter().map(Vec::len).sum();
         report.records = self.index.len();
         Ok(report)
     }
 
-    fn word(&self, offset: usize) -> u64 {
-        u64::from_le_bytes(self.media.read(offset, 8).try_into().expect("8 bytes"))
+    /// Indexes a recovered copy; returns the slot of the losing copy if the key was already
+    /// indexed (the lower sequence number loses).
+    fn index_recovered(&mut self, key: Vec<u8>, entry: Entry) -> Option<(usize, u8)> {
+        match self.index.get(key.as_slice()) {
+            Some(&id) => {
+                let old = &mut self.entries[id as usize];
+                if old.seq >= entry.seq {
+                    Some((entry.slot, entry.class))
+                } else {
+                    let loser = (old.slot, old.class);
+                    *old = entry;
+                    Some(loser)
+                }
+            }
+            None => {
+                self.index
+                    .insert(key.into_boxed_slice(), self.entries.len() as u32);
+                self.entries.push(entry);
+                None
+            }
+        }
     }
 
-    /// Reads and verifies a version: `(seq, key, record)`, or `None` if its checksum fails.
-    fn read_version(&self, slot: usize, class: u8, version: u8) -> Option<(u64, Vec<u8>, &[u8])> {
-        let at = version_offset(slot, class, version);
-        let cap = version_capacity(class);
+    /// Takes damaged slots and every copy of the keys they name out of service.
+    fn quarantine_damaged(
+        &mut self,
+        damaged: Vec<(usize, u8, Option<Vec<u8>>)>,
+        report: &mut RecoveryReport,
+    ) {
+        for (slot, class, key) in damaged {
+            report.damaged.push(Damage {
+                slot_offset: slot as u64,
+                key: key.clone(),
+            });
+            let Some(key) = key else {
+                self.damaged_unnamed.push((slot, class));
+                continue;
+            };
+            let slots = self.quarantine.entry(key.clone()).or_default();
+            slots.push((slot, class));
+            if let Some(id) = self.index.remove(key.as_slice()) {
+                let e = &mut self.entries[id as usize];
+                e.live = false;
+                slots.push((e.slot, e.class));
+            }
+        }
+    }
+
+    /// Reads and verifies a version, or `None` if it is damaged.
+    fn read_version(&self, slot: usize, class: u8, version: u8) -> Option<Version<'_>> {
+        let at = self.version_offset(slot, class, version);
+        let capacity = self.version_capacity(class);
         let head = self.media.read(at, VERSION_HEADER_BYTES);
-        let crc = u32::from_le_bytes(head[0..4].try_into().expect("4 bytes"));
-        let seq = u64::from_le_bytes(head[4..12].try_into().expect("8 bytes"));
-        let key_len = u32::from_le_bytes(head[12..16].try_into().expect("4 bytes")) as usize;
-        let rec_len = u32::from_le_bytes(head[16..20].try_into().expect("4 bytes")) as usize;
+        let crc = read_u32(head, 0);
+        let seq = read_u64(head, 4);
+        let key_bytes = read_u32(head, 12) as usize;
+        let record_bytes = read_u32(head, 16) as usize;
         let body = VERSION_HEADER_BYTES
-            .checked_add(key_len)?
-            .checked_add(rec_len)?;
-        if body > cap {
+            .checked_add(key_bytes)?
+            .checked_add(record_bytes)?;
+        if body > capacity {
             return None;
         }
         let bytes = self.media.read(at, body);
         if crc32c::crc32c(&bytes[4..]) != crc {
             return None;
         }
-        let key = bytes[VERSION_HEADER_BYTES..VERSION_HEADER_BYTES + key_len].to_vec();
-        Some((seq, key, &bytes[VERSION_HEADER_BYTES + key_len..]))
+        let key_end = VERSION_HEADER_BYTES + key_bytes;
+        Some(Version {
+            seq,
+            key: &bytes[VERSION_HEADER_BYTES..key_end],
+            record: &bytes[key_end..],
+        })
     }
 
-    /// The number of records.
+    /// The key of a damaged version, read without verification, if its length is plausible.
+    fn guess_key(&self, slot: usize, class: u8, version: u8) -> Option<Vec<u8>> {
+        let at = self.version_offset(slot, class, version);
+        let key_bytes = read_u32(self.media.read(at, VERSION_HEADER_BYTES), 12) as usize;
+        (key_bytes <= self.version_capacity(class) - VERSION_HEADER_BYTES).then(|| {
+            self.media
+                .read(at + VERSION_HEADER_BYTES, key_bytes)
+                .to_vec()
+        })
+    }
+
+    /// The number of records served.
     pub fn len(&self) -> usize {
         self.index.len()
     }
 
-    /// Whether there are no records.
+    /// Whether no record is served.
     pub fn is_empty(&self) -> bool {
         self.index.is_empty()
     }
 
-    /// The current record of `key` (staged or durable), verified against its checksum.
-    pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>, StoreError> {
-        let Some(e) = self.index.get(key) else {
+    fn record_of(&self, e: &Entry) -> &[u8] {
+        let at = self.version_offset(e.slot, e.class, e.newest())
+            + VERSION_HEADER_BYTES
+            + e.key_bytes as usize;
+        self.media.read(at, e.record_bytes as usize)
+    }
+
+    fn key_of(&self, e: &Entry) -> &[u8] {
+        let at = self.version_offset(e.slot, e.class, e.newest()) + VERSION_HEADER_BYTES;
+        self.media.read(at, e.key_bytes as usize)
+    }
+
+    /// The current record of `key` (staged or durable). Its checksum was verified when it
+    /// was recovered; [`SlotStore::get_checked`] verifies it again.
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        let &id = self.index.get(key)?;
+        Some(self.record_of(&self.entries[id as usize]))
+    }
+
+    /// The current record of `key`, its checksum verified at this read: damage that happened
+    /// to the media since recovery is reported, not served.
+    pub fn get_checked(&self, key: &[u8]) -> Result<Option<&[u8]>, StoreError> {
+        if self.quarantine.contains_key(key) {
+            return Err(StoreError::Quarantined);
+        }
+        let Some(&id) = self.index.get(key) else {
             return Ok(None);
         };
-        match self.read_version(e.slot, e.class, e.current()) {
-            Some((_, _, record)) => Ok(Some(record)),
-            None => Err(StoreError::Damaged { slot: e.slot }),
+        let e = &self.entries[id as usize];
+        match self.read_version(e.slot, e.class, e.newest()) {
+            Some(v) if v.key == key && v.seq == e.seq => Ok(Some(v.record)),
+            _ => Err(StoreError::Damaged {
+                slot_offset: e.slot as u64,
+            }),
         }
     }
 
-    /// Every key and record (verified), in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = Result<(&[u8], &[u8]), StoreError>> {
-        self.index.iter().map(|(k, e)| {
-            self.read_version(e.slot, e.class, e.current())
-                .map(|(_, _, r)| (k.as_slice(), r))
-                .ok_or(StoreError::Damaged { slot: e.slot })
-        })
+    /// Verifies every served record against its checksum (a scrub); returns the damaged.
+    pub fn verify(&self) -> Vec<Damage> {
+        self.entries
+            .iter()
+            .filter(|e| e.live)
+            .filter(|e| {
+                self.read_version(e.slot, e.class, e.newest())
+                    .is_none_or(|v| v.seq != e.seq)
+            })
+            .map(|e| Damage {
+                slot_offset: e.slot as u64,
+                key: self.guess_key(e.slot, e.class, e.newest()),
+            })
+            .collect()
     }
 
-    /// Stages `record` as the new value of `key`; visible to `get` at once, durable after the
-    /// next `flush` (in sync mode).
+    /// The offset of the slot that holds `key`'s record (diagnostics and tests).
+    pub fn slot_offset(&self, key: &[u8]) -> Option<u64> {
+        let &id = self.index.get(key)?;
+        Some(self.entries[id as usize].slot as u64)
+    }
+
+    /// Every served key and record, in recovery order (file order) and then insertion order:
+    /// deterministic for a given file and sequence of puts.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.entries
+            .iter()
+            .filter(|e| e.live)
+            .map(|e| (self.key_of(e), self.record_of(e)))
+    }
+
+    /// The keys found damaged at recovery and not yet discarded, in key order.
+    pub fn quarantined(&self) -> impl Iterator<Item = &[u8]> {
+        self.quarantine.keys().map(Vec::as_slice)
+    }
+
+    /// Frees every slot quarantined at recovery, durably: the damaged keys become absent and
+    /// can be written again. The caller decides when the lost state may be forgotten (for an
+    /// acceptor: only once it has recovered the registers' state from its peers).
+    pub fn discard_damaged(&mut self) -> Result<usize, StoreError> {
+        if self.poisoned {
+            return Err(StoreError::Poisoned);
+        }
+        let mut slots: Vec<(usize, u8)> = std::mem::take(&mut self.quarantine)
+            .into_values()
+            .flatten()
+            .collect();
+        slots.append(&mut self.damaged_unnamed);
+        slots.sort_unstable();
+        slots.dedup();
+        let mut ranges = Vec::with_capacity(slots.len());
+        for &(slot, class) in &slots {
+            self.store_header(slot, SlotHeader::free(class));
+            ranges.push((slot, 8));
+        }
+        self.persist_ranges(&ranges)?;
+        for &(slot, class) in &slots {
+            self.free[usize::from(class)].push(slot);
+        }
+        Ok(slots.len())
+    }
+
+    /// Stages `record` as the new value of `key`: visible to `get` at once, durable (per the
+    /// mode) after the next `flush`. A refused put (a limit, a full file or disk) changes
+    /// nothing. In `memory` and `mmap` modes the update is applied completely before this
+    /// returns.
     pub fn put(&mut self, key: &[u8], record: &[u8]) -> Result<(), StoreError> {
         if self.poisoned {
             return Err(StoreError::Poisoned);
         }
-        if key.len() > KEY_BYTES_MAX {
+        if key.len() > self.options.key_bytes_max {
             return Err(StoreError::KeyTooLarge {
                 bytes: key.len(),
-                max: KEY_BYTES_MAX,
+                bytes_max: self.options.key_bytes_max,
             });
+        }
+        if record.len() > self.options.record_bytes_max {
+            return Err(StoreError::RecordTooLarge {
+                bytes: record.len(),
+                bytes_max: self.options.record_bytes_max,
+            });
+        }
+        if self.quarantine.contains_key(key) {
+            return Err(StoreError::Quarantined);
         }
         let needed = VERSION_HEADER_BYTES + key.len() + record.len();
-        if key.len() + record.len() > self.record_bytes_max {
-            return Err(StoreError::TooLarge {
-                bytes: key.len() + record.len(),
-                max: self.record_bytes_max,
-            });
-        }
-        let class = (0..CLASSES as u8)
-            .find(|&c| version_capacity(c) >= needed)
-            .ok_or(StoreError::TooLarge {
-                bytes: needed,
-                max: version_capacity(CLASSES as u8 - 1),
-            })?;
-        let existing = self.index.get(key).copied();
-        let entry = match existing {
-            Some(e) if version_capacity(e.class) >= needed => {
-                // Write the version that is not current on the media (or the one staged since).
-                let version = e.staged.unwrap_or(1 - e.media_current.unwrap_or(1));
-                let seq = e.seq + u64::from(e.staged.is_none());
-                self.write_version(e.slot, e.class, version, seq, key, record);
-                Entry {
-                    staged: Some(version),
-                    seq,
-                    ..e
-                }
+        let class = (0..=self.class_max)
+            .find(|&c| self.version_capacity(c) >= needed)
+            .expect("the options make the largest class fit the largest key and record");
+        match self.index.get(key).copied() {
+            Some(id) if self.version_capacity(self.entries[id as usize].class) >= needed => {
+                self.update_in_place(id, key, record);
             }
-            _ => {
-                let slot = self.allocate(class)?;
-                let seq = existing.map_or(1, |e| e.seq + 1);
-                self.write_version(slot, class, 0, seq, key, record);
-                let moved_from = existing.and_then(|e| match e.media_current {
-                    Some(_) => Some((e.slot, e.class)),
-                    None => {
-                        // Never in use on the media: reusable at once.
-                        self.free[usize::from(e.class)].push(e.slot);
-                        e.moved_from
-                    }
-                });
-                Entry {
-                    slot,
-                    class,
-                    media_current: None,
-                    staged: Some(0),
-                    seq,
-                    moved_from,
-                }
-            }
-        };
-        if existing.is_none_or(|e| e.staged.is_none()) {
-            self.dirty_keys.push(key.to_vec());
+            existing => self.update_moving(existing, class, key, record)?,
         }
-        self.index.insert(key.to_vec(), entry);
-        if !self.sync {
+        if !self.options.durability.group_commit() {
             self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn update_in_place(&mut self, id: u32, key: &[u8], record: &[u8]) {
+        let e = self.entries[id as usize];
+        // Rewrite the version staged since the last flush, or else the one that is not current
+        // on the media; never the current one.
+        let version = match (e.staged, e.media_current) {
+            (Some(staged), _) => staged,
+            (None, Some(current)) => 1 - current,
+            (None, None) => unreachable!("an entry has a current or a staged version"),
+        };
+        let seq = if e.staged.is_some() { e.seq } else { e.seq + 1 };
+        self.write_version(e.slot, e.class, version, seq, key, record);
+        if e.staged.is_none() {
+            self.dirty.push(id);
+        }
+        let e = &mut self.entries[id as usize];
+        e.staged = Some(version);
+        e.seq = seq;
+        e.record_bytes = record.len() as u32;
+    }
+
+    fn update_moving(
+        &mut self,
+        existing: Option<u32>,
+        class: u8,
+        key: &[u8],
+        record: &[u8],
+    ) -> Result<(), StoreError> {
+        let slot = self.allocate(class)?;
+        let old = existing.map(|id| self.entries[id as usize]);
+        let seq = old.map_or(1, |e| e.seq + 1);
+        self.write_version(slot, class, 0, seq, key, record);
+        let moved_from = match old {
+            Some(e) if e.media_current.is_some() => Some((e.slot, e.class)),
+            Some(e) => {
+                // The old slot never became in use on the media: reusable at once.
+                self.free[usize::from(e.class)].push(e.slot);
+                e.moved_from
+            }
+            None => None,
+        };
+        let entry = Entry {
+            slot,
+            class,
+            media_current: None,
+            staged: Some(0),
+            seq,
+            key_bytes: key.len() as u32,
+            record_bytes: record.len() as u32,
+            moved_from,
+            live: true,
+        };
+        match existing {
+            Some(id) => {
+                if old.is_some_and(|e| e.staged.is_none()) {
+                    self.dirty.push(id);
+                }
+                self.entries[id as usize] = entry;
+            }
+            None => {
+                let id = self.entries.len() as u32;
+                self.entries.push(entry);
+                self.index.insert(key.into(), id);
+                self.dirty.push(id);
+            }
         }
         Ok(())
     }
@@ -358,140 +697,333 @@ impl<M: Media> SlotStore<M> {
         key: &[u8],
         record: &[u8],
     ) {
-        let mut bytes = Vec::with_capacity(VERSION_HEADER_BYTES + key.len() + record.len());
-        bytes.extend_from_slice(&[0; 4]);
-        bytes.extend_from_slice(&seq.to_le_bytes());
-        bytes.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(&(record.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(key);
-        bytes.extend_from_slice(record);
-        let crc = crc32c::crc32c(&bytes[4..]);
-        bytes[0..4].copy_from_slice(&crc.to_le_bytes());
+        let total = VERSION_HEADER_BYTES + key.len() + record.len();
+        assert!(total <= self.version_capacity(class), "the version fits");
+        let at = self.version_offset(slot, class, version);
+        let mut head = [0u8; VERSION_HEADER_BYTES];
+        head[4..12].copy_from_slice(&seq.to_le_bytes());
+        head[12..16].copy_from_slice(&(key.len() as u32).to_le_bytes());
+        head[16..20].copy_from_slice(&(record.len() as u32).to_le_bytes());
+        let mut crc = crc32c::crc32c(&head[4..]);
+        crc = crc32c::crc32c_append(crc, key);
+        crc = crc32c::crc32c_append(crc, record);
+        head[0..4].copy_from_slice(&crc.to_le_bytes());
+        self.media.write(at, &head);
+        self.media.write(at + VERSION_HEADER_BYTES, key);
         self.media
-            .write(version_offset(slot, class, version), &bytes);
+            .write(at + VERSION_HEADER_BYTES + key.len(), record);
     }
 
-    /// A free slot of `class`: reused, or appended (growing the file).
+    /// A free slot of `class`: reused, or appended (growing the file). Changes nothing if it
+    /// fails with a limit or a full disk.
     fn allocate(&mut self, class: u8) -> Result<usize, StoreError> {
         if let Some(slot) = self.free[usize::from(class)].pop() {
+            assert_eq!(self.header(slot), Some(SlotHeader::free(class)));
             return Ok(slot);
         }
-        // Append a chunk of slots of this class (up to 64 KiB, at least one), so that growing
-        // costs two persists per chunk, not per slot.
-        let size = slot_bytes(class);
+        let size = self.slot_bytes(class);
         let first = self.end;
-        if first + size > self.file_bytes_max {
+        let file_bytes_max = usize::try_from(self.options.file_bytes_max).unwrap_or(usize::MAX);
+        if first + size > file_bytes_max {
             return Err(StoreError::FileFull {
-                max: self.file_bytes_max,
+                file_bytes_max: self.options.file_bytes_max,
             });
         }
-        let count = (self.append_chunk_bytes / size)
+        let count = (self.options.append_chunk_bytes / size)
             .max(1)
-            .min((self.file_bytes_max - first) / size);
+            .min((file_bytes_max - first) / size);
         let new_end = first + count * size;
         if new_end > self.media.len() {
-            let grown = (self.media.len() * 2).max(new_end).min(self.file_bytes_max);
-            self.media
-                .grow(grown)
-                .inspect_err(|_| self.poisoned = true)?;
+            let grown = (self.media.len() * 2).max(new_end).min(file_bytes_max);
+            self.media.grow(grown).map_err(|e| self.on_grow_error(e))?;
         }
-        // The new slots' headers (class, not in use) are durable before the end word covers
-        // them, so a scan never meets a slot of unknown size.
+        // The new slots' header words are durable before the end word covers them, so a scan
+        // never reads a slot size from bytes that were never a header.
         for i in 0..count {
-            self.media
-                .store_u64(first + i * size, header_word(class, false, 0));
+            self.store_header(first + i * size, SlotHeader::free(class));
         }
-        self.persist(first, new_end - first)?;
-        self.media.store_u64(END_WORD_OFFSET, new_end as u64);
-        self.persist(END_WORD_OFFSET, 8)?;
+        if self.mutation != Mutation::SkipAppendPersist {
+            self.persist_ranges(&[(first, new_end - first)])?;
+        }
+        // The end word itself is persisted with the next round of versions: before any of the
+        // new slots is put in use.
+        self.media.store_u64(END_WORD_OFFSET, encode_end(new_end));
+        assert_eq!(
+            decode_end(read_u64(self.media.read(END_WORD_OFFSET, 8), 0)),
+            Some(new_end)
+        );
+        self.pending_words.push((END_WORD_OFFSET, 8));
         self.end = new_end;
         let free = &mut self.free[usize::from(class)];
         free.extend((1..count).rev().map(|i| first + i * size));
         Ok(first)
     }
 
-    fn persist(&mut self, offset: usize, len: usize) -> Result<(), StoreError> {
-        if !self.sync {
-            return Ok(());
+    /// A failed grow changed nothing; a full disk is a refusal, anything else is fail-stop.
+    fn on_grow_error(&mut self, error: StoreError) -> StoreError {
+        match error {
+            StoreError::Io { ref source, .. }
+                if matches!(
+                    source.raw_os_error(),
+                    Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+                ) =>
+            {
+                error
+            }
+            other => {
+                self.poisoned = true;
+                other
+            }
         }
-        self.media
-            .persist(offset, len)
-            .inspect_err(|_| self.poisoned = true)
     }
 
-    /// Group commit: makes every staged put durable. After an error the store is poisoned.
+    fn persist_ranges(&mut self, ranges: &[(usize, usize)]) -> Result<(), StoreError> {
+        if ranges.is_empty() {
+            return Ok(());
+        }
+        self.media.persist_ranges(ranges).inspect_err(|_| {
+            // Fail-stop: the outcome of a failed persist is unknown, so it is never retried.
+            self.poisoned = true;
+        })
+    }
+
+    /// Group commit: makes every put since the last flush durable, in two persist rounds
+    /// (all new versions and pending words, then all header flips). Always correct to call;
+    /// in `memory` and `mmap` modes it has nothing to wait for. After an error the store is
+    /// poisoned and every later `put` and `flush` fails with [`StoreError::Poisoned`].
     pub fn flush(&mut self) -> Result<(), StoreError> {
         if self.poisoned {
             return Err(StoreError::Poisoned);
         }
-        let keys = std::mem::take(&mut self.dirty_keys);
-        // 1. the new versions.
-        if !self.bugs.skip_version_persist {
-            let ranges: Vec<_> = keys
-                .iter()
-                .map(|key| {
-                    let e = self.index[key];
-                    let v = e.staged.expect("dirty keys are staged");
-                    (
-                        version_offset(e.slot, e.class, v),
-                        version_capacity(e.class),
-                    )
-                })
-                .collect();
-            self.persist_ranges(ranges)?;
+        if self.dirty.is_empty() && self.pending_words.is_empty() {
+            return Ok(());
         }
-        // 2. flip headers (and put moved records' new slots in use).
-        for key in &keys {
-            let e = self.index[key];
-            let v = e.staged.expect("dirty keys are staged");
-            self.media.store_u64(e.slot, header_word(e.class, true, v));
-        }
-        let headers: Vec<_> = keys.iter().map(|key| (self.index[key].slot, 8)).collect();
-        self.persist_ranges(headers)?;
-        // 3. free the slots moved records left.
-        let mut freed = Vec::new();
-        for key in &keys {
-            let e = self.index.get_mut(key).expect("dirty key");
-            e.media_current = e.staged.take();
-            if let Some((slot, class)) = e.moved_from.take() {
-                freed.push((slot, class));
+        // Round 1: the new versions, the end word, and the free words of earlier moves.
+        let mut ranges = Vec::with_capacity(self.dirty.len() + self.pending_words.len());
+        if self.mutation != Mutation::SkipVersionPersist {
+            for &id in &self.dirty {
+                let e = &self.entries[id as usize];
+                let v = e.staged.expect("dirty entries are staged");
+                let len = VERSION_HEADER_BYTES + e.key_bytes as usize + e.record_bytes as usize;
+                ranges.push((self.version_offset(e.slot, e.class, v), len));
             }
         }
-        for &(slot, class) in &freed {
-            self.media.store_u64(slot, header_word(class, false, 0));
+        for &(offset, len) in &self.pending_words {
+            let skip = match offset {
+                END_WORD_OFFSET => self.mutation == Mutation::SkipEndPersist,
+                _ => self.mutation == Mutation::SkipFreePersist,
+            };
+            if !skip {
+                ranges.push((offset, len));
+            }
         }
-        self.persist_ranges(freed.iter().map(|&(slot, _)| (slot, 8)).collect())?;
-        for &(slot, class) in &freed {
+        self.persist_ranges(&ranges)?;
+        self.pending_words.clear();
+        for (slot, class) in self.pending_free.drain(..) {
             self.free[usize::from(class)].push(slot);
         }
+        // Round 2: flip the headers (putting moved records' new slots in use).
+        let dirty = std::mem::take(&mut self.dirty);
+        ranges.clear();
+        for &id in &dirty {
+            let e = self.entries[id as usize];
+            let header = SlotHeader {
+                class: e.class,
+                in_use: true,
+                current: e.newest(),
+                seq_low: e.seq as u32,
+            };
+            self.store_header(e.slot, header);
+            ranges.push((e.slot, 8));
+        }
+        if self.mutation != Mutation::SkipFlipPersist {
+            self.persist_ranges(&ranges)?;
+        }
+        // The moves are durable: free the old slots; their words are persisted in the next
+        // round 1, and only then are the slots reused.
+        for &id in &dirty {
+            let e = &mut self.entries[id as usize];
+            e.media_current = e.staged.take();
+            if let Some((slot, class)) = e.moved_from.take() {
+                self.store_header(slot, SlotHeader::free(class));
+                self.pending_words.push((slot, 8));
+                self.pending_free.push((slot, class));
+            }
+        }
+        self.reuse_buffer(dirty);
         Ok(())
     }
 
-    /// Persists `(offset, len)` ranges with as few calls as possible: ranges closer than a
-    /// page are merged (a persist covers whole pages anyway).
-    fn persist_ranges(&mut self, mut ranges: Vec<(usize, usize)>) -> Result<(), StoreError> {
-        const PAGE_BYTES: usize = 4096;
-        ranges.sort_unstable();
-        let mut merged: Option<(usize, usize)> = None;
-        for (start, len) in ranges {
-            let end = start + len;
-            merged = match merged {
-                Some((s, e)) if start <= e + PAGE_BYTES => Some((s, e.max(end))),
-                Some((s, e)) => {
-                    self.persist(s, e - s)?;
-                    Some((start, end))
-                }
-                None => Some((start, end)),
-            };
+    /// Keeps the dirty list's allocation for the next batch.
+    fn reuse_buffer(&mut self, mut dirty: Vec<u32>) {
+        dirty.clear();
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
         }
-        if let Some((s, e)) = merged {
-            self.persist(s, e - s)?;
-        }
-        Ok(())
+    }
+
+    /// Whether an I/O error has stopped the store.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// The end of the slots: the bytes of the file in use.
+    pub fn end_bytes(&self) -> u64 {
+        self.end as u64
     }
 
     /// The media (for tests that build crash images).
     pub fn media(&self) -> &M {
         &self.media
+    }
+}
+
+/// Validates the options; returns the largest size class they need.
+fn check_options(options: &StoreOptions) -> Result<u8, StoreError> {
+    let min = options.slot_bytes_min;
+    if !min.is_power_of_two() || min < 64 {
+        return Err(StoreError::InvalidOptions(
+            "slot_bytes_min must be a power of two of at least 64",
+        ));
+    }
+    let needed = VERSION_HEADER_BYTES + options.key_bytes_max + options.record_bytes_max;
+    (0..CLASSES_MAX)
+        .find(|&c| (slot_bytes(min, c) - 8) / 2 >= needed)
+        .ok_or(StoreError::InvalidOptions(
+            "the largest size class cannot hold the largest key and record",
+        ))
+}
+
+/// Whether the media was never formatted: at most one page, and no magic. The magic is the
+/// last word `format` makes durable, so a crash while formatting leaves a fresh file; a larger
+/// file, or one with the magic, is checked and never formatted over.
+pub(crate) fn is_fresh<M: Media>(media: &M) -> bool {
+    media.len() <= 4096 && (media.len() < 8 || media.read(0, 8) == [0u8; 8])
+}
+
+/// Writes a fresh file header: every field first, durably, then the magic with one store.
+fn format<M: Media>(media: &mut M, options: &StoreOptions) -> Result<(), StoreError> {
+    if media.len() < FILE_HEADER_BYTES {
+        media.grow(FILE_HEADER_BYTES)?;
+    }
+    let mut header = [0u8; FILE_HEADER_BYTES];
+    header[..8].copy_from_slice(&MAGIC);
+    header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header[12..16].copy_from_slice(&(options.slot_bytes_min as u32).to_le_bytes());
+    header[END_WORD_OFFSET..END_WORD_OFFSET + 8]
+        .copy_from_slice(&encode_end(FILE_HEADER_BYTES).to_le_bytes());
+    let crc = crc32c::crc32c(&header[..16]);
+    header[HEADER_CRC_OFFSET..HEADER_CRC_OFFSET + 4].copy_from_slice(&crc.to_le_bytes());
+    media.write(8, &header[8..]);
+    media.persist(0, FILE_HEADER_BYTES)?;
+    media.store_u64(0, read_u64(&header, 0));
+    media.persist(0, 8)
+}
+
+/// Checks the file header; returns the end of slots.
+fn read_file_header<M: Media>(media: &M, options: &StoreOptions) -> Result<usize, StoreError> {
+    if media.len() < FILE_HEADER_BYTES {
+        return Err(StoreError::Corrupt {
+            what: "file shorter than its header",
+            offset_bytes: 0,
+        });
+    }
+    let header = media.read(0, FILE_HEADER_BYTES);
+    let corrupt = |what| StoreError::Corrupt {
+        what,
+        offset_bytes: 0,
+    };
+    if header[..8] != MAGIC {
+        return Err(corrupt("not a logless slot file (magic)"));
+    }
+    if read_u32(header, HEADER_CRC_OFFSET) != crc32c::crc32c(&header[..16]) {
+        return Err(corrupt("file header fails its checksum"));
+    }
+    if read_u32(header, 8) != FORMAT_VERSION {
+        return Err(corrupt("unknown slot file format version"));
+    }
+    if read_u32(header, 12) as usize != options.slot_bytes_min {
+        return Err(StoreError::InvalidOptions(
+            "the file was made with another slot_bytes_min",
+        ));
+    }
+    let end = decode_end(read_u64(header, END_WORD_OFFSET)).ok_or(StoreError::Corrupt {
+        what: "end-of-slots word fails its check",
+        offset_bytes: END_WORD_OFFSET as u64,
+    })?;
+    if end < FILE_HEADER_BYTES || end > media.len() {
+        return Err(StoreError::Corrupt {
+            what: "end of slots beyond the file",
+            offset_bytes: END_WORD_OFFSET as u64,
+        });
+    }
+    Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_single_bit_flip_of_a_header_word_fails_its_check() {
+        let headers = [
+            SlotHeader::free(0),
+            SlotHeader::free(5),
+            SlotHeader {
+                class: 3,
+                in_use: true,
+                current: 1,
+                seq_low: 0xdead_beef,
+            },
+            SlotHeader {
+                class: 0,
+                in_use: true,
+                current: 0,
+                seq_low: 1,
+            },
+        ];
+        for h in headers {
+            let word = h.encode();
+            assert_eq!(SlotHeader::decode(word), Some(h));
+            for bit in 0..64 {
+                assert_eq!(
+                    SlotHeader::decode(word ^ (1 << bit)),
+                    None,
+                    "{h:?} bit {bit}"
+                );
+            }
+        }
+        assert_eq!(SlotHeader::decode(0), Some(SlotHeader::free(0)));
+    }
+
+    #[test]
+    fn every_single_bit_flip_of_the_end_word_fails_its_check() {
+        for end in [64usize, 4096 + 64, 1 << 40] {
+            let word = encode_end(end);
+            assert_eq!(decode_end(word), Some(end));
+            for bit in 0..64 {
+                assert_eq!(decode_end(word ^ (1 << bit)), None, "end {end} bit {bit}");
+            }
+        }
+    }
+
+    #[test]
+    fn options_whose_largest_class_is_too_small_are_refused() {
+        let mut options = StoreOptions::new(Durability::Memory);
+        options.record_bytes_max = 1 << 40;
+        assert!(matches!(
+            check_options(&options),
+            Err(StoreError::InvalidOptions(_))
+        ));
+        options.record_bytes_max = 64;
+        options.slot_bytes_min = 100;
+        assert!(matches!(
+            check_options(&options),
+            Err(StoreError::InvalidOptions(_))
+        ));
+        let defaults = StoreOptions::new(Durability::Memory);
+        // 20 + 1024 + 65536 bytes need class 11: 256 KiB slots, versions of 131,068 bytes
+        // (class 10's versions hold 65,532).
+        assert_eq!(check_options(&defaults).unwrap(), 11);
     }
 }

@@ -1,108 +1,141 @@
-//! A real process writes and acknowledges records (one line per flushed put on a pipe) and is
-//! killed with SIGKILL at a random moment; the file must hold every acknowledged record with
-//! its last acknowledged value. The page cache survives a process crash, so `mmap` mode must
-//! pass this; power loss is tested on simulated media instead (tests/crash.rs).
-use std::io::{BufRead, BufReader};
+//! A real process writes and acknowledges records (one line per put on a pipe, written after
+//! the put returned) and is killed with SIGKILL at a random moment; the reopened file must
+//! hold every acknowledged key with its last acknowledged value or a later one. The page
+//! cache survives a process crash, so `mmap` mode must pass this; power loss is tested on
+//! simulated media instead (tests/crash.rs). A child that acknowledges before writing must be
+//! caught, which proves the check can fail.
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use logless_storage::{open_file, Durability};
+use logless_storage::{Durability, SlotStore, StoreOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-const CHILD_ENV: &str = "LOGLESS_KILL9_CHILD_FILE";
+const CHILD_FILE_ENV: &str = "LOGLESS_KILL9_CHILD_FILE";
+const CHILD_LIE_ENV: &str = "LOGLESS_KILL9_CHILD_ACKS_EARLY";
+const CHILD_TIME_MS_MAX: u64 = 10_000;
 
-/// The child: endless puts of key i%50 with value "i", acknowledging each after its flush.
-fn child(path: &str) -> ! {
-    let (mut store, _) = open_file(path.as_ref(), Durability::Mmap, 4096, 1 << 26).unwrap();
+fn options() -> StoreOptions {
+    let mut options = StoreOptions::new(Durability::Mmap);
+    options.record_bytes_max = 4096;
+    options.file_bytes_max = 1 << 26;
+    options
+}
+
+/// The child: puts of key i%50 with value "i" (every 7th long, so records move to larger
+/// slots and freed slots are reused), each acknowledged once `put` returned; ends by itself
+/// after a bounded time. With `acks_early` it acknowledges first (a deliberate bug).
+fn child(path: &str, acks_early: bool) {
+    let (mut store, _) = SlotStore::open(path.as_ref(), options()).unwrap();
+    let started = Instant::now();
+    let mut out = std::io::stdout().lock();
     let mut i: u64 = 0;
-    loop {
+    while started.elapsed() < Duration::from_millis(CHILD_TIME_MS_MAX) {
         let key = format!("key{}", i % 50);
-        // Every 7th value is long, so that records move to larger slots and free slots get reused.
         let mut value = i.to_string().into_bytes();
         if i.is_multiple_of(7) {
             value.resize(300, b'x');
         }
+        if acks_early {
+            writeln!(out, "{key} {i}").unwrap();
+            out.flush().unwrap();
+            // Give the kill a chance to land between the acknowledgement and the write.
+            std::thread::sleep(Duration::from_micros(200));
+        }
         store.put(key.as_bytes(), &value).unwrap();
         store.flush().unwrap();
-        println!("{key} {i}");
+        if !acks_early {
+            writeln!(out, "{key} {i}").unwrap();
+            out.flush().unwrap();
+        }
         i += 1;
     }
 }
 
-#[test]
-fn a_second_opener_is_refused() {
+/// Runs one child, kills it after `kill_after_ms`, and returns the keys that went back to an
+/// older value than acknowledged (empty: the run passed).
+fn one_run(seed_ms: u64, acks_early: bool) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("slots");
-    let _first = open_file(&path, Durability::Mmap, 4096, 1 << 20).unwrap();
-    assert!(matches!(
-        open_file(&path, Durability::Mmap, 4096, 1 << 20),
-        Err(logless_storage::StoreError::Locked)
-    ));
-}
-
-#[test]
-fn acknowledged_records_survive_kill_9() {
-    if let Ok(path) = std::env::var(CHILD_ENV) {
-        child(&path);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_process_entry",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_FILE_ENV, &path)
+        .env(CHILD_LIE_ENV, if acks_early { "1" } else { "" })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut acked = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_millis(seed_ms);
+    let record = |line: &str, acked: &mut BTreeMap<String, u64>| {
+        if let Some((key, i)) = line.split_once(' ') {
+            if let Ok(i) = i.parse::<u64>() {
+                acked.insert(key.to_string(), i);
+            }
+        }
+    };
+    while Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        record(&line, &mut acked);
     }
-    let mut rng = SmallRng::seed_from_u64(9);
-    let runs = 50;
-    for run in 0..runs {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("slots");
-        let mut acked = std::collections::BTreeMap::new();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "acknowledged_records_survive_kill_9",
-                "--nocapture",
-            ])
-            .env(CHILD_ENV, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let deadline = Instant::now() + Duration::from_millis(rng.random_range(20..200));
-        while Instant::now() < deadline {
-            let Some(Ok(line)) = lines.next() else { break };
-            if let Some((key, i)) = line.split_once(' ') {
-                if let Ok(i) = i.parse::<u64>() {
-                    acked.insert(key.to_string(), i);
-                }
-            }
-        }
-        // SIGKILL: no destructor, no flush.
-        child.kill().unwrap();
-        child.wait().unwrap();
-        // Lines already written by the child before the kill are acknowledged too.
-        for line in lines.map_while(Result::ok) {
-            if let Some((key, i)) = line.split_once(' ') {
-                if let Ok(i) = i.parse::<u64>() {
-                    acked.insert(key.to_string(), i);
-                }
-            }
-        }
-        assert!(
-            !acked.is_empty(),
-            "run {run}: the child acknowledged nothing"
-        );
-        let (store, report) = open_file(&path, Durability::Mmap, 4096, 1 << 26).unwrap();
-        assert!(report.damaged_slots.is_empty(), "run {run}: {report:?}");
-        for (key, i) in &acked {
-            let got = store
-                .get(key.as_bytes())
-                .unwrap()
-                .expect("an acknowledged key");
-            let got: u64 = std::str::from_utf8(got)
+    // SIGKILL: no destructor, no flush, no unmapping.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Lines the child wrote before it died were acknowledged too.
+    for line in lines.map_while(Result::ok) {
+        record(&line, &mut acked);
+    }
+    assert!(!acked.is_empty(), "the child acknowledged nothing");
+    let (store, report) = SlotStore::open(&path, options()).unwrap();
+    assert!(report.damaged.is_empty(), "{report:?}");
+    let mut regressions = Vec::new();
+    for (key, i) in &acked {
+        let got: Option<u64> = store.get(key.as_bytes()).map(|v| {
+            std::str::from_utf8(v)
                 .unwrap()
                 .trim_end_matches('x')
                 .parse()
-                .unwrap();
-            // The child may have written (not yet acknowledged) a later value: never an older one.
-            assert!(got >= *i, "run {run}: {key} went back from {i} to {got}");
+                .unwrap()
+        });
+        if got.is_none_or(|got| got < *i) {
+            regressions.push(format!("{key}: acknowledged {i}, recovered {got:?}"));
         }
     }
+    regressions
+}
+
+/// Not a test: the body of the child process (does nothing unless run as the child).
+#[test]
+fn child_process_entry() {
+    if let Ok(path) = std::env::var(CHILD_FILE_ENV) {
+        child(&path, std::env::var(CHILD_LIE_ENV).is_ok_and(|v| v == "1"));
+    }
+}
+
+#[test]
+fn acknowledged_records_survive_kill_9_fifty_times() {
+    let mut rng = SmallRng::seed_from_u64(9);
+    for run in 0..50 {
+        let regressions = one_run(rng.random_range(20..150), false);
+        assert!(regressions.is_empty(), "run {run}: {regressions:?}");
+    }
+}
+
+#[test]
+fn a_child_that_acknowledges_before_writing_is_caught() {
+    let mut rng = SmallRng::seed_from_u64(10);
+    let caught = (0..20).any(|_| !one_run(rng.random_range(20..150), true).is_empty());
+    assert!(
+        caught,
+        "the kill -9 check must catch early acknowledgements"
+    );
 }
