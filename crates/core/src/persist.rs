@@ -53,17 +53,6 @@ impl PersistBatch {
         self.writes.len()
     }
 
-    /// The state changes, in the order they happened (for inspection and tests).
-    pub fn writes(&self) -> impl Iterator<Item = (&Key, &AcceptorState)> {
-        self.writes.iter().map(|(k, s)| (k, s))
-    }
-
-    /// Moves everything of `other` behind this batch's content.
-    pub fn append(&mut self, mut other: PersistBatch) {
-        self.writes.append(&mut other.writes);
-        self.sealed.append(&mut other.sealed);
-    }
-
     /// Writes every state, flushes once if anything was written, then releases the replies.
     /// On an error nothing is released: the node must stop voting (fail-stop).
     pub fn commit<S: AcceptorStore>(self, store: &mut S) -> Result<Vec<Envelope>, S::Error> {

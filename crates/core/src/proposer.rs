@@ -228,6 +228,20 @@ pub struct Proposer {
     stats: ProposerStats,
 }
 
+impl std::ops::AddAssign<&ProposerStats> for ProposerStats {
+    fn add_assign(&mut self, other: &ProposerStats) {
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.fast_writes += other.fast_writes;
+        self.denied += other.denied;
+        self.retries += other.retries;
+        self.write_throughs += other.write_throughs;
+        self.nacks += other.nacks;
+        self.learned += other.learned;
+        self.timeouts += other.timeouts;
+    }
+}
+
 impl PartialEq for Proposer {
     fn eq(&self, other: &Proposer) -> bool {
         self.id == other.id
@@ -290,25 +304,10 @@ impl Proposer {
         std::mem::take(&mut self.out)
     }
 
-    /// Appends what was produced since the last call to `out` (reusing its buffers).
-    pub fn drain_output_into(&mut self, out: &mut ProposerOutput) {
-        out.sends.append(&mut self.out.sends);
-        out.replies.append(&mut self.out.replies);
-        out.timers.append(&mut self.out.timers);
-    }
-
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work
     /// and retries, used to bound model checking.
     pub fn attempts_minted(&self) -> u64 {
         self.next_seq
-    }
-
-    /// The number of registers with queued or running work.
-    pub fn busy_registers(&self) -> usize {
-        self.registers
-            .values()
-            .filter(|r| r.op.is_some() || !r.queue.is_empty())
-            .count()
     }
 
     fn mint(&mut self) -> AttemptId {
@@ -925,10 +924,7 @@ impl Proposer {
         }
         if replied < quorum || (replied < acceptors && !waited) {
             if replied >= quorum && !waited {
-                let wake = now_ms + self.config.straggler_wait_ms;
-                op.wake_ms = op.wake_ms.min(wake);
-                let at = op_wake(reg);
-                self.arm_timer(key, at);
+                self.wait_for_stragglers(now_ms, key);
             }
             return;
         }
@@ -1011,14 +1007,22 @@ impl Proposer {
             return;
         }
         if heard < acceptors && !waited {
-            let wake = now_ms + self.config.straggler_wait_ms;
-            op.wake_ms = op.wake_ms.min(wake);
-            let at = op_wake(reg);
-            self.arm_timer(key, at);
+            self.wait_for_stragglers(now_ms, key);
             return;
         }
         let r_ack_seen = one.r_ack_seen;
         self.back_off(now_ms, key, r_ack_seen);
+    }
+
+    /// A quorum answered but disagrees: give the remaining acceptors a short while before
+    /// deciding (their replies may make a consistent quorum).
+    fn wait_for_stragglers(&mut self, now_ms: u64, key: &Key) {
+        let wake = now_ms + self.config.straggler_wait_ms;
+        let reg = self.registers.get_mut(key).expect("register exists");
+        let op = reg.op.as_mut().expect("operation");
+        op.wake_ms = op.wake_ms.min(wake);
+        let at = op_wake(reg);
+        self.arm_timer(key, at);
     }
 
     /// The current phase's wake-up time arrived.

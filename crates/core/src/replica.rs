@@ -95,11 +95,6 @@ impl Replica {
         self.states.get(key)
     }
 
-    /// The number of registers this acceptor holds.
-    pub fn registers(&self) -> usize {
-        self.states.len()
-    }
-
     /// A client command.
     pub fn handle_command(&mut self, now_ms: u64, client: ClientTag, key: Key, command: Command) {
         self.proposer.handle_command(now_ms, client, key, command);

@@ -378,7 +378,7 @@ impl Cluster {
         self.stats.sim_time_us = self.now_us;
         for node in self.nodes.values() {
             if let Some(r) = &node.replica {
-                crate::stats::add_proposer_stats(&mut self.stats.proposer, r.stats());
+                self.stats.proposer += r.stats();
             }
         }
         &self.stats
@@ -811,19 +811,6 @@ impl Cluster {
     /// Acknowledged and unknown increments per key.
     pub fn increments(&self) -> &BTreeMap<Key, (u64, u64)> {
         &self.increments
-    }
-
-    /// Reads `key` from every replica's acceptor state as of now (for the final check the
-    /// caller reads through the protocol instead; this is for diagnostics).
-    pub fn acceptor_states(&self, key: &Key) -> Vec<Option<AcceptorState>> {
-        self.nodes
-            .values()
-            .map(|n| {
-                n.replica
-                    .as_ref()
-                    .and_then(|r| r.acceptor_state(key).cloned())
-            })
-            .collect()
     }
 
     /// Reads every key through the protocol from node 1 after the run (faults healed), and

@@ -74,19 +74,6 @@ impl RunStats {
     }
 }
 
-/// Adds `other` into `total`.
-pub fn add_proposer_stats(total: &mut ProposerStats, other: &ProposerStats) {
-    total.reads += other.reads;
-    total.writes += other.writes;
-    total.fast_writes += other.fast_writes;
-    total.denied += other.denied;
-    total.retries += other.retries;
-    total.write_throughs += other.write_throughs;
-    total.nacks += other.nacks;
-    total.learned += other.learned;
-    total.timeouts += other.timeouts;
-}
-
 impl fmt::Display for RunStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = &self.proposer;
