@@ -233,6 +233,26 @@ fn holds(condition: &Condition, data: &Data) -> Result<bool, CommandError> {
 }
 
 impl Command {
+    /// The command's name, lowercase (for metrics and logs; INCR and DECR count as incrby).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Get => "get",
+            Command::Exists => "exists",
+            Command::Digest => "digest",
+            Command::SMembers => "smembers",
+            Command::SIsMember(_) => "sismember",
+            Command::SCard => "scard",
+            Command::Set(_) => "set",
+            Command::Del => "del",
+            Command::DelEx(_) => "delex",
+            Command::IncrBy(_) => "incrby",
+            Command::SAdd(_) => "sadd",
+            Command::SRem(_) => "srem",
+            Command::LockAcquire { .. } => "lock",
+            Command::LockRelease { .. } => "unlock",
+        }
+    }
+
     /// Whether the command only reads.
     pub fn is_read_only(&self) -> bool {
         matches!(

@@ -95,6 +95,11 @@ impl Replica {
         self.states.get(key)
     }
 
+    /// Every register this replica's acceptor holds a state for.
+    pub fn acceptor_states(&self) -> impl Iterator<Item = (&Key, &AcceptorState)> {
+        self.states.iter()
+    }
+
     /// A client command.
     pub fn handle_command(&mut self, now_ms: u64, client: ClientTag, key: Key, command: Command) {
         self.proposer.handle_command(now_ms, client, key, command);

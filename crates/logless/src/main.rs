@@ -1,20 +1,19 @@
-//! The `logless` command.
-//!
-//! Until the networked node exists, `logless up` runs the in-process demo cluster: real
-//! replicas on a simulated network, clock and disk, driven by one seed, and prints what
-//! happened. The command stays the same when it starts real replicas.
+//! The `logless` command: `up` (a local cluster), `server` (one replica), `status`, and `demo`
+//! (the in-process simulated cluster).
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use logless_sim::cluster::{Cluster, Faults, SimConfig};
-use logless_sim::history::check;
+
+mod demo;
+mod server;
+mod status;
+mod up;
 
 #[derive(Parser)]
 #[command(
     name = "logless",
     version,
-    about = "A log-less replicated key-value store (RMWPaxos)"
+    about = "A log-less replicated key-value store (RMWPaxos) that speaks the Redis protocol"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -23,109 +22,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start a local cluster (today: the in-process demo cluster) and report on it.
-    Up(DemoArgs),
-    /// Run the in-process demo cluster with the given workload and faults.
-    Demo(DemoArgs),
-}
-
-#[derive(clap::Args, Clone)]
-struct DemoArgs {
-    /// Replicas (3, 5 or 7).
-    #[arg(long, default_value_t = 3)]
-    replicas: u16,
-    /// Closed-loop clients.
-    #[arg(long, default_value_t = 64)]
-    clients: u32,
-    /// Commands per client.
-    #[arg(long, default_value_t = 500)]
-    commands: u32,
-    /// Registers (counters).
-    #[arg(long, default_value_t = 1_000)]
-    keys: u32,
-    /// Fraction of writes (INCRBY); the rest are GETs.
-    #[arg(long, default_value_t = 0.5)]
-    writes: f64,
-    /// Inject message loss, duplication, reordering, partitions and crashes.
-    #[arg(long)]
-    faults: bool,
-    /// The seed of everything random.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-}
-
-fn demo(args: &DemoArgs) -> ExitCode {
-    if ![3, 5, 7].contains(&args.replicas) {
-        eprintln!("error: --replicas must be 3, 5 or 7");
-        return ExitCode::from(2);
-    }
-    if !(0.0..=1.0).contains(&args.writes) {
-        eprintln!("error: --writes must be between 0 and 1");
-        return ExitCode::from(2);
-    }
-    let mut config = SimConfig::new(args.replicas, args.seed);
-    config.workload.clients = args.clients;
-    config.workload.commands_per_client = args.commands;
-    config.workload.keys = args.keys.max(1);
-    config.workload.write_fraction = args.writes;
-    config.faults = if args.faults {
-        Faults::all()
-    } else {
-        Faults::none()
-    };
-    let fault_window_us = if args.faults { 2_000_000 } else { 0 };
-    println!(
-        "logless in-process cluster: {} replicas, {} clients × {} commands on {} keys, {:.0}% writes, faults {}, seed {}",
-        args.replicas,
-        args.clients,
-        args.commands,
-        config.workload.keys,
-        args.writes * 100.0,
-        if args.faults { "on" } else { "off" },
-        args.seed
-    );
-    let started = Instant::now();
-    let mut cluster = Cluster::new(config);
-    let stats = cluster.run(fault_window_us, u64::MAX).clone();
-    let elapsed = started.elapsed();
-    println!("{stats}");
-    println!(
-        "{:<28}{:>14.0}",
-        "wall-clock ops/s (1 core)",
-        stats.acknowledged as f64 / elapsed.as_secs_f64()
-    );
-    let report = check(cluster.history(), 1_000_000);
-    let verdict = if !report.violations.is_empty() {
-        format!("NO: {:?}", report.violations)
-    } else if !report.inconclusive.is_empty() {
-        format!(
-            "undecided on {} of {} keys (search budget)",
-            report.inconclusive.len(),
-            report.keys
-        )
-    } else {
-        format!("yes ({} keys)", report.keys)
-    };
-    println!("{:<28}{:>14}", "linearizable (per key)", verdict);
-    if report.violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    /// Start a local cluster of replica processes on loopback and run it until Ctrl-C.
+    Up(up::UpArgs),
+    /// Run one replica.
+    Server(Box<server::ServerArgs>),
+    /// Show the health of a cluster's replicas.
+    Status(status::StatusArgs),
+    /// Run the in-process simulated cluster with a workload and optional faults.
+    Demo(demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        None => {
-            let Cli {
-                command: Some(Command::Up(args)),
-            } = Cli::parse_from(["logless", "up"])
-            else {
-                unreachable!("`up` parses as Up")
-            };
-            demo(&args)
-        }
-        Some(Command::Up(args) | Command::Demo(args)) => demo(&args),
+    match Cli::parse().command {
+        None => up::up(&up::UpArgs {
+            replicas: 3,
+            port: up::PORT_DEFAULT,
+            dir: "logless-data".into(),
+            durability: "mmap".into(),
+            shards: 1,
+            read_retries: 1,
+            log_level: "info".into(),
+            ready_timeout_s: 30,
+        }),
+        Some(Command::Up(args)) => up::up(&args),
+        Some(Command::Server(args)) => server::server(&args),
+        Some(Command::Status(args)) => status::status(&args),
+        Some(Command::Demo(args)) => demo::demo(&args),
     }
 }

@@ -1,0 +1,264 @@
+//! A replica's configuration: a TOML file, overridden by flags, checked before anything starts.
+//!
+//! ```toml
+//! node_id = 1
+//! client_addr = "127.0.0.1:7379"
+//! peer_addr = "127.0.0.1:8379"
+//! http_addr = "127.0.0.1:9379"
+//! data_dir = "./logless-data/node-1"
+//! durability = "mmap"          # memory | mmap | sync | pmem
+//! shards = 1
+//! read_retries = 1
+//! value_bytes_max = 1048576
+//!
+//! [[peers]]                    # every replica, this one included, the same list everywhere
+//! id = 1
+//! addr = "127.0.0.1:8379"
+//! ```
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use logless_core::ids::NodeId;
+use logless_storage::Durability;
+use serde::Deserialize;
+use thiserror::Error;
+
+/// A configuration that cannot be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this configuration.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A value is missing or out of range.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// One replica of the cluster and where its peers listen.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// The replica's node id (1 to 65535).
+    pub id: u16,
+    /// Its peer listen address.
+    pub addr: SocketAddr,
+}
+
+/// Everything a replica needs to start.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    /// This replica's id; must appear in `peers`.
+    pub node_id: u16,
+    /// Every replica of the cluster, this one included, identical on all of them.
+    pub peers: Vec<PeerConfig>,
+    /// Where Redis clients connect.
+    pub client_addr: SocketAddr,
+    /// Where peers connect (this replica's entry in `peers` says how others reach it).
+    pub peer_addr: SocketAddr,
+    /// Where `/metrics`, `/health` and `/status` are served (none if absent).
+    pub http_addr: Option<SocketAddr>,
+    /// The directory of this replica's store files.
+    pub data_dir: PathBuf,
+    /// `memory`, `mmap`, `sync` or `pmem`.
+    pub durability: String,
+    /// Shards (one event loop and one store file each); the same on every replica.
+    pub shards: u16,
+    /// Read retries before a read writes through (X of the paper).
+    pub read_retries: u32,
+    /// The largest string value, or the largest sum of a set's members, in bytes.
+    pub value_bytes_max: usize,
+    /// The most members of one set.
+    pub set_members_max: usize,
+    /// How long a command may take before the client is told its outcome is unknown.
+    pub request_timeout_ms: u64,
+    /// The most client connections served at once.
+    pub clients_max: usize,
+}
+
+impl Default for NodeConfig {
+    fn default() -> NodeConfig {
+        NodeConfig {
+            node_id: 0,
+            peers: Vec::new(),
+            client_addr: "127.0.0.1:7379".parse().expect("address"),
+            peer_addr: "127.0.0.1:8379".parse().expect("address"),
+            http_addr: None,
+            data_dir: PathBuf::from("logless-data"),
+            durability: "mmap".to_string(),
+            shards: 1,
+            read_retries: 1,
+            value_bytes_max: 1 << 20,
+            set_members_max: 100_000,
+            request_timeout_ms: 5_000,
+            clients_max: 10_000,
+        }
+    }
+}
+
+/// Parses a durability mode name.
+pub fn parse_durability(name: &str) -> Result<Durability, ConfigError> {
+    match name {
+        "memory" => Ok(Durability::Memory),
+        "mmap" => Ok(Durability::Mmap),
+        "sync" => Ok(Durability::Sync),
+        "pmem" => Ok(Durability::Pmem),
+        other => Err(ConfigError::Invalid(format!(
+            "durability must be memory, mmap, sync or pmem, not {other:?}"
+        ))),
+    }
+}
+
+/// Parses a peer list written `ID=HOST:PORT,ID=HOST:PORT,...`.
+pub fn parse_peers(list: &str) -> Result<Vec<PeerConfig>, ConfigError> {
+    list.split(',')
+        .filter(|part| !part.trim().is_empty())
+        .map(|part| {
+            let (id, addr) = part.trim().split_once('=').ok_or_else(|| {
+                ConfigError::Invalid(format!("peer {part:?} is not written ID=HOST:PORT"))
+            })?;
+            let id = id
+                .parse()
+                .map_err(|_| ConfigError::Invalid(format!("peer id {id:?} is not a number")))?;
+            let addr = addr.parse().map_err(|_| {
+                ConfigError::Invalid(format!("peer address {addr:?} is not HOST:PORT"))
+            })?;
+            Ok(PeerConfig { id, addr })
+        })
+        .collect()
+}
+
+impl NodeConfig {
+    /// Reads a TOML file.
+    pub fn from_file(path: &Path) -> Result<NodeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    /// This replica's node id.
+    pub fn node(&self) -> NodeId {
+        NodeId(self.node_id)
+    }
+
+    /// The durability mode.
+    pub fn durability(&self) -> Result<Durability, ConfigError> {
+        parse_durability(&self.durability)
+    }
+
+    /// Checks everything that can be checked before starting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        if self.node_id == 0 {
+            return invalid("node_id must be between 1 and 65535".into());
+        }
+        if ![1, 3, 5, 7].contains(&self.peers.len()) {
+            return invalid(format!(
+                "a cluster has 1, 3, 5 or 7 replicas, not {}",
+                self.peers.len()
+            ));
+        }
+        let mut ids: Vec<u16> = self.peers.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() != self.peers.len() || ids.contains(&0) {
+            return invalid("peer ids must be distinct and between 1 and 65535".into());
+        }
+        if !ids.contains(&self.node_id) {
+            return invalid(format!("node_id {} is not in the peer list", self.node_id));
+        }
+        if self.shards == 0 || self.shards > 256 {
+            return invalid("shards must be between 1 and 256".into());
+        }
+        if self.value_bytes_max == 0 || self.value_bytes_max > 64 << 20 {
+            return invalid("value_bytes_max must be between 1 and 64 MiB".into());
+        }
+        if self.request_timeout_ms < 100 {
+            return invalid("request_timeout_ms must be at least 100".into());
+        }
+        self.durability()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_file_and_flags_style_peers() {
+        let text = r#"
+            node_id = 2
+            client_addr = "127.0.0.1:7001"
+            peer_addr = "127.0.0.1:8001"
+            durability = "sync"
+            [[peers]]
+            id = 1
+            addr = "127.0.0.1:8000"
+            [[peers]]
+            id = 2
+            addr = "127.0.0.1:8001"
+            [[peers]]
+            id = 3
+            addr = "127.0.0.1:8002"
+        "#;
+        let config: NodeConfig = toml::from_str(text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.durability().unwrap(), Durability::Sync);
+        assert_eq!(
+            parse_peers("1=127.0.0.1:8000, 2=127.0.0.1:8001,3=127.0.0.1:8002").unwrap(),
+            config.peers
+        );
+    }
+
+    #[test]
+    fn rejects_bad_configurations() {
+        let peers = parse_peers("1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3").unwrap();
+        let good = NodeConfig {
+            node_id: 1,
+            peers,
+            ..NodeConfig::default()
+        };
+        good.validate().unwrap();
+        for bad in [
+            NodeConfig {
+                node_id: 4,
+                ..good.clone()
+            },
+            NodeConfig {
+                shards: 0,
+                ..good.clone()
+            },
+            NodeConfig {
+                durability: "fast".into(),
+                ..good.clone()
+            },
+            NodeConfig {
+                peers: good.peers[..2].to_vec(),
+                ..good.clone()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+        assert!(parse_peers("1:127.0.0.1:1").is_err());
+        assert!(toml::from_str::<NodeConfig>("colour = 1").is_err());
+    }
+}

@@ -1,0 +1,285 @@
+//! The Redis front end: one task per client connection.
+//!
+//! A connection reads whatever requests have arrived, hands every register command to the
+//! shard that owns its key at once (so a pipeline reaches the proposer as one batch), then
+//! writes the replies in request order. Connection and server commands are answered here. A
+//! client that breaks the protocol gets an error reply and loses its own connection only.
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use logless_commands::command::{Command, Reply};
+use logless_core::ids::Key;
+use logless_core::proposer::ProposeError;
+use logless_redis::resp::{parse_request, write_value, ParseLimits, Protocol, Value};
+use logless_redis::table::{self, Combine, Parsed, ReplyShape};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, watch};
+use tracing::debug;
+
+use crate::info;
+use crate::node::NodeContext;
+use crate::shard::{CommandResult, ShardInput};
+
+/// The longest key accepted (the store's limit).
+pub const KEY_BYTES_MAX: usize = 1024;
+
+/// Accepts client connections until `shutdown`.
+pub async fn accept(
+    listener: TcpListener,
+    context: Arc<NodeContext>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let mut stop = shutdown.clone();
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.changed() => return,
+            a = listener.accept() => a,
+        };
+        let Ok((mut stream, _)) = accepted else {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        };
+        if context.clients_connected.load(Ordering::Relaxed) as usize >= context.config.clients_max
+        {
+            context.clients_refused.fetch_add(1, Ordering::Relaxed);
+            let _ = stream
+                .write_all(b"-ERR max number of clients reached\r\n")
+                .await;
+            continue;
+        }
+        let id = context.clients_accepted.fetch_add(1, Ordering::Relaxed) + 1;
+        context.clients_connected.fetch_add(1, Ordering::Relaxed);
+        let context = context.clone();
+        let mut shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            tokio::select! {
+                _ = shutdown.changed() => {}
+                result = serve(stream, id, &context) => {
+                    if let Err(e) = result {
+                        debug!(client = id, error = %e, "client connection ended");
+                    }
+                }
+            }
+            context.clients_connected.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+/// One client's connection state.
+pub struct Connection {
+    /// The connection id (CLIENT ID).
+    pub id: u64,
+    /// RESP2 until HELLO 3.
+    pub protocol: Protocol,
+    /// CLIENT SETNAME.
+    pub name: Option<Bytes>,
+    /// Set by QUIT: close after the replies are written.
+    pub closing: bool,
+}
+
+/// A reply that may still be on its way.
+enum Pending {
+    Ready(Value, Protocol),
+    One(oneshot::Receiver<CommandResult>, ReplyShape, Protocol),
+    Many(Vec<oneshot::Receiver<CommandResult>>, Combine, Protocol),
+}
+
+async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io::Result<()> {
+    let limits = ParseLimits {
+        bulk_bytes_max: context.config.value_bytes_max + 1024,
+        ..ParseLimits::default()
+    };
+    let mut connection = Connection {
+        id,
+        protocol: Protocol::Resp2,
+        name: None,
+        closing: false,
+    };
+    let mut input = BytesMut::with_capacity(16 * 1024);
+    let mut output = BytesMut::with_capacity(16 * 1024);
+    let mut pending = VecDeque::new();
+    loop {
+        let n = stream.read_buf(&mut input).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        context
+            .client_bytes_in
+            .fetch_add(n as u64, Ordering::Relaxed);
+        let mut broken = None;
+        while !connection.closing {
+            match parse_request(&mut input, &limits) {
+                Ok(Some(args)) if args.is_empty() => {}
+                Ok(Some(args)) => {
+                    context.client_requests.fetch_add(1, Ordering::Relaxed);
+                    pending.push_back(dispatch(&args, &mut connection, context).await);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    broken = Some(e);
+                    break;
+                }
+            }
+        }
+        for p in pending.drain(..) {
+            let (value, protocol) = resolve(p).await;
+            write_value(&mut output, &value, protocol);
+        }
+        if let Some(e) = &broken {
+            context
+                .client_protocol_errors
+                .fetch_add(1, Ordering::Relaxed);
+            write_value(
+                &mut output,
+                &Value::Error(format!("ERR {e}")),
+                connection.protocol,
+            );
+        }
+        stream.write_all(&output).await?;
+        context
+            .client_bytes_out
+            .fetch_add(output.len() as u64, Ordering::Relaxed);
+        output.clear();
+        if broken.is_some() || connection.closing {
+            return stream.shutdown().await;
+        }
+        // Keep the buffer small when a big request has passed.
+        if input.is_empty() && input.capacity() > 1 << 20 {
+            input = BytesMut::with_capacity(16 * 1024);
+        }
+    }
+}
+
+/// The shard that owns `key`: the same on every replica.
+pub fn shard_of(key: &[u8], shards: usize) -> usize {
+    (crc32c::crc32c(key) as usize) % shards
+}
+
+async fn submit(
+    context: &NodeContext,
+    key: Bytes,
+    command: Command,
+) -> oneshot::Receiver<CommandResult> {
+    let (tx, rx) = oneshot::channel();
+    let shard = &context.shards[shard_of(&key, context.shards.len())];
+    // A stopping shard drops the sender, which the client sees as "not applied".
+    let _ = shard
+        .send(ShardInput::Command {
+            key: Key(key),
+            command,
+            reply: tx,
+        })
+        .await;
+    rx
+}
+
+fn key_error(key: &[u8]) -> Option<Value> {
+    (key.len() > KEY_BYTES_MAX).then(|| {
+        Value::Error(format!(
+            "ERR key of {} bytes exceeds the limit of {KEY_BYTES_MAX}",
+            key.len()
+        ))
+    })
+}
+
+async fn dispatch(args: &[Bytes], connection: &mut Connection, context: &NodeContext) -> Pending {
+    let protocol = connection.protocol;
+    match table::parse_command(args) {
+        Parsed::Single {
+            key,
+            command,
+            shape,
+        } => {
+            if let Some(e) = key_error(&key) {
+                return Pending::Ready(e, protocol);
+            }
+            Pending::One(submit(context, key, command).await, shape, protocol)
+        }
+        Parsed::Multi { parts, combine } => {
+            if let Some(e) = parts.iter().find_map(|(k, _)| key_error(k)) {
+                return Pending::Ready(e, protocol);
+            }
+            let mut receivers = Vec::with_capacity(parts.len());
+            for (key, command) in parts {
+                receivers.push(submit(context, key, command).await);
+            }
+            Pending::Many(receivers, combine, protocol)
+        }
+        Parsed::Local(local) => {
+            let value = info::answer_local(local, connection, context).await;
+            // HELLO answers in the protocol it switches to.
+            Pending::Ready(value, connection.protocol)
+        }
+        Parsed::Error(text) => Pending::Ready(Value::Error(text), protocol),
+    }
+}
+
+/// The error text of a command that did not get a result.
+pub fn propose_error(e: ProposeError) -> Value {
+    Value::Error(match e {
+        ProposeError::NotApplied => "TRYAGAIN not applied; safe to retry".to_string(),
+        ProposeError::OutcomeUnknown => {
+            "UNCERTAIN timed out after the command was proposed: it may or may not have been \
+             applied"
+                .to_string()
+        }
+        ProposeError::Overloaded => {
+            "TRYAGAIN too many commands wait on this key; not applied".to_string()
+        }
+    })
+}
+
+async fn outcome(rx: oneshot::Receiver<CommandResult>) -> CommandResult {
+    rx.await.unwrap_or(Err(ProposeError::NotApplied))
+}
+
+async fn resolve(pending: Pending) -> (Value, Protocol) {
+    match pending {
+        Pending::Ready(value, protocol) => (value, protocol),
+        Pending::One(rx, shape, protocol) => {
+            let value = match outcome(rx).await {
+                Ok(reply) => table::reply_to_value(&reply, shape),
+                Err(e) => propose_error(e),
+            };
+            (value, protocol)
+        }
+        Pending::Many(receivers, combine, protocol) => {
+            let mut results = Vec::with_capacity(receivers.len());
+            for rx in receivers {
+                results.push(outcome(rx).await);
+            }
+            (combine_replies(results, combine), protocol)
+        }
+    }
+}
+
+/// Combines the replies of a multi-key command's parts. A part that did not get a result makes
+/// the whole command report that (for a sum, with "outcome unknown" winning over "not applied"
+/// because some parts may have been applied).
+fn combine_replies(results: Vec<CommandResult>, combine: Combine) -> Value {
+    let mut worst: Option<ProposeError> = None;
+    for r in &results {
+        if let Err(e) = r {
+            worst = Some(match (worst, *e) {
+                (Some(ProposeError::OutcomeUnknown), _) | (_, ProposeError::OutcomeUnknown) => {
+                    ProposeError::OutcomeUnknown
+                }
+                (_, e) => e,
+            });
+        }
+    }
+    if let Some(e) = worst {
+        let applied_some = results.iter().any(|r| r.is_ok());
+        return if matches!(combine, Combine::Sum) && applied_some {
+            propose_error(ProposeError::OutcomeUnknown)
+        } else {
+            propose_error(e)
+        };
+    }
+    let replies: Vec<Reply> = results.into_iter().flatten().collect();
+    table::combine_replies(combine, &replies)
+}

@@ -1,0 +1,94 @@
+//! The observability endpoint: `GET /metrics` (Prometheus text), `GET /health` (200 when the
+//! node can serve, 503 otherwise) and `GET /status` (JSON, read by `logless status`).
+//!
+//! Three read-only routes over HTTP/1.1 with `Connection: close` need no web framework; a
+//! request head larger than 8 KiB or slower than 5 s is dropped.
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::node::NodeContext;
+use crate::status;
+
+const HEAD_BYTES_MAX: usize = 8 * 1024;
+
+/// Serves until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    context: Arc<NodeContext>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.changed() => return,
+            a = listener.accept() => a,
+        };
+        let Ok((stream, _)) = accepted else { continue };
+        let context = context.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), answer(stream, &context)).await;
+        });
+    }
+}
+
+async fn answer(mut stream: TcpStream, context: &NodeContext) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 || head.len() + n > HEAD_BYTES_MAX {
+            return Ok(());
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    let method = parts.next().unwrap_or_default();
+    let path = parts.next().unwrap_or_default();
+    let (code, content_type, body) = if method != b"GET" {
+        (405, "text/plain", "only GET is served\n".to_string())
+    } else {
+        match path {
+            b"/metrics" => {
+                let totals = status::gather(context).await;
+                (
+                    200,
+                    "text/plain; version=0.0.4",
+                    status::prometheus(context, &totals),
+                )
+            }
+            b"/health" | b"/status" => {
+                let totals = status::gather(context).await;
+                let s = status::node_status(context, &totals);
+                let code = if s.healthy { 200 } else { 503 };
+                if path == b"/health" {
+                    let text = if s.healthy { "ok\n" } else { "unhealthy\n" };
+                    (code, "text/plain", text.to_string())
+                } else {
+                    let json = serde_json::to_string_pretty(&s).expect("serialisable") + "\n";
+                    (code, "application/json", json)
+                }
+            }
+            _ => (
+                404,
+                "text/plain",
+                "not found; try /metrics, /health or /status\n".to_string(),
+            ),
+        }
+    };
+    let reason = match code {
+        200 => "OK",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        _ => "Service Unavailable",
+    };
+    let response = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes()).await?;
+    stream.shutdown().await
+}

@@ -1,0 +1,20 @@
+//! A logless replica as a process: the runtime around the RMWPaxos core.
+//!
+//! * [`config`] — what a replica is told at start (TOML file and flags);
+//! * [`store`] — its durable state: one slot file per shard and the incarnation;
+//! * [`shard`] — the event loop of one shard: proposer, acceptors, timers, group commit;
+//! * [`peer`] — the TCP transport between the same shard of every replica;
+//! * [`front`] and [`info`] — the Redis front end;
+//! * [`status`] and [`http`] — figures, `/metrics`, `/health`, `/status`;
+//! * [`node`] — starting and stopping it all.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod front;
+pub mod http;
+pub mod info;
+pub mod node;
+pub mod peer;
+pub mod shard;
+pub mod status;
+pub mod store;

@@ -1,0 +1,292 @@
+//! Starting and stopping a replica: opens the stores, builds the shards, binds the listeners
+//! and wires the tasks together.
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use logless_commands::command::Limits;
+use logless_core::config::{InjectedBugs, ProposerConfig};
+use logless_core::ids::NodeId;
+use logless_core::replica::Replica;
+use rustc_hash::FxHashMap;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{error, info};
+
+use crate::config::{ConfigError, NodeConfig};
+use crate::peer::{self, PeerCounters};
+use crate::shard::{Shard, ShardInput};
+use crate::store::{self, OpenError, ShardStore};
+use crate::{front, http};
+
+/// Why a replica could not start.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The data directory or a store could not be opened.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// A listen address could not be bound.
+    #[error("cannot listen on {addr} ({what}): {source}")]
+    Bind {
+        /// Which listener.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// How many inputs may wait for one shard before senders wait (back-pressure).
+const SHARD_QUEUE: usize = 64 * 1024;
+
+/// What every task of a running replica may look at.
+pub struct NodeContext {
+    /// The configuration it started with.
+    pub config: NodeConfig,
+    /// This node.
+    pub node: NodeId,
+    /// This run's incarnation.
+    pub incarnation: u32,
+    /// The input channel of each shard.
+    pub shards: Vec<mpsc::Sender<ShardInput>>,
+    /// When the node started.
+    pub started: Instant,
+    /// Client connections open now.
+    pub clients_connected: AtomicU64,
+    /// Client connections accepted since start.
+    pub clients_accepted: AtomicU64,
+    /// Client connections refused (over the limit).
+    pub clients_refused: AtomicU64,
+    /// Requests received from clients.
+    pub client_requests: AtomicU64,
+    /// Client connections closed for breaking the protocol.
+    pub client_protocol_errors: AtomicU64,
+    /// Bytes read from clients.
+    pub client_bytes_in: AtomicU64,
+    /// Bytes written to clients.
+    pub client_bytes_out: AtomicU64,
+    /// The peer transport's counters.
+    pub peers: Arc<PeerCounters>,
+    /// The addresses actually bound.
+    pub bound: Bound,
+    /// Set when a shard failed and the node is stopping.
+    pub failed: AtomicU64,
+}
+
+/// The addresses a replica listens on.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// Redis clients.
+    pub client: SocketAddr,
+    /// Peers.
+    pub peer: SocketAddr,
+    /// `/metrics`, `/health`, `/status`.
+    pub http: Option<SocketAddr>,
+}
+
+/// A started replica.
+pub struct RunningNode {
+    /// Its shared context.
+    pub context: Arc<NodeContext>,
+    shutdown: watch::Sender<bool>,
+    shards: Vec<JoinHandle<bool>>,
+    stopped: watch::Receiver<bool>,
+}
+
+async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { what, addr, source })
+}
+
+fn seed(node: NodeId, shard: u16, incarnation: u32) -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    now ^ (u64::from(node.0) << 48) ^ (u64::from(shard) << 32) ^ u64::from(incarnation)
+}
+
+/// Opens the replica's state and starts serving. Must run inside a tokio runtime.
+pub async fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
+    start_with_bugs(config, InjectedBugs::default()).await
+}
+
+/// [`start`] with deliberate protocol bugs switched on (harness tests only).
+pub async fn start_with_bugs(
+    config: NodeConfig,
+    bugs: InjectedBugs,
+) -> Result<RunningNode, StartError> {
+    config.validate()?;
+    let durability = config.durability()?;
+    let node = config.node();
+    let identity = store::next_incarnation(&config.data_dir, config.node_id, config.shards)?;
+    let mut acceptors: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
+    acceptors.sort_unstable();
+    let remote: Vec<_> = config.peers.iter().filter(|p| p.id != node.0).collect();
+
+    let client_listener = bind("clients", config.client_addr).await?;
+    let peer_listener = bind("peers", config.peer_addr).await?;
+    let http_listener = match config.http_addr {
+        Some(addr) => Some(bind("http", addr).await?),
+        None => None,
+    };
+    let bound = Bound {
+        client: client_listener.local_addr().expect("bound"),
+        peer: peer_listener.local_addr().expect("bound"),
+        http: http_listener
+            .as_ref()
+            .map(|l| l.local_addr().expect("bound")),
+    };
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let (stopped_tx, stopped) = watch::channel(false);
+    let peer_counters = Arc::new(PeerCounters::default());
+    let transport = peer::Identity {
+        node,
+        peers: remote.iter().map(|p| NodeId(p.id)).collect(),
+        shards: config.shards,
+    };
+    let options = store::store_options(durability, config.value_bytes_max);
+    let mut shard_inputs = Vec::new();
+    let mut shard_handles = Vec::new();
+    let mut recovered_total = 0;
+    for shard in 0..config.shards {
+        let (store, states) = ShardStore::open(&config.data_dir, shard, options.clone())?;
+        recovered_total += states.len();
+        let mut proposer = ProposerConfig::new(acceptors.clone());
+        proposer.read_retries_max = config.read_retries;
+        proposer.request_timeout_ms = config.request_timeout_ms;
+        proposer.limits = Limits {
+            value_bytes_max: config.value_bytes_max,
+            set_members_max: config.set_members_max,
+        };
+        proposer.bugs = bugs;
+        let replica = Replica::new(
+            node,
+            identity.incarnation,
+            proposer,
+            seed(node, shard, identity.incarnation),
+            states,
+        );
+        let (tx, rx) = mpsc::channel(SHARD_QUEUE);
+        let mut links = FxHashMap::default();
+        for p in &remote {
+            let (link_tx, link_rx) = mpsc::unbounded_channel();
+            links.insert(NodeId(p.id), link_tx);
+            tokio::spawn(peer::dial(
+                transport.clone(),
+                shard,
+                NodeId(p.id),
+                p.addr,
+                link_rx,
+                tx.clone(),
+                peer_counters.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
+        shard_inputs.push(tx);
+        shard_handles.push((Shard::new(replica, store, rx, links), shard));
+    }
+    info!(
+        node = node.0,
+        incarnation = identity.incarnation,
+        shards = config.shards,
+        registers = recovered_total,
+        "recovered"
+    );
+
+    let context = Arc::new(NodeContext {
+        config,
+        node,
+        incarnation: identity.incarnation,
+        shards: shard_inputs.clone(),
+        started: Instant::now(),
+        clients_connected: AtomicU64::new(0),
+        clients_accepted: AtomicU64::new(0),
+        clients_refused: AtomicU64::new(0),
+        client_requests: AtomicU64::new(0),
+        client_protocol_errors: AtomicU64::new(0),
+        client_bytes_in: AtomicU64::new(0),
+        client_bytes_out: AtomicU64::new(0),
+        peers: peer_counters.clone(),
+        bound,
+        failed: AtomicU64::new(0),
+    });
+
+    let mut shards = Vec::new();
+    for (shard, index) in shard_handles {
+        let stop = shutdown_rx.clone();
+        let fail = shutdown.clone();
+        let context = context.clone();
+        shards.push(tokio::spawn(async move {
+            match shard.run(stop).await {
+                Ok(()) => true,
+                Err(e) => {
+                    error!(shard = index, error = %e, "store failed: this replica stops voting");
+                    context
+                        .failed
+                        .store(1, std::sync::atomic::Ordering::Relaxed);
+                    let _ = fail.send(true);
+                    false
+                }
+            }
+        }));
+    }
+    tokio::spawn(peer::accept(
+        peer_listener,
+        transport,
+        shard_inputs,
+        peer_counters,
+        shutdown_rx.clone(),
+    ));
+    tokio::spawn(front::accept(
+        client_listener,
+        context.clone(),
+        shutdown_rx.clone(),
+    ));
+    if let Some(listener) = http_listener {
+        tokio::spawn(http::serve(listener, context.clone(), shutdown_rx.clone()));
+    }
+    let mut watch_stop = shutdown_rx;
+    tokio::spawn(async move {
+        let _ = watch_stop.changed().await;
+        let _ = stopped_tx.send(true);
+    });
+    info!(node = node.0, clients = %bound.client, peers = %bound.peer, "serving");
+    Ok(RunningNode {
+        context,
+        shutdown,
+        shards,
+        stopped,
+    })
+}
+
+impl RunningNode {
+    /// Resolves when the node begins to stop on its own (a store failure).
+    pub async fn stopping(&mut self) {
+        let _ = self.stopped.wait_for(|s| *s).await;
+    }
+
+    /// Stops accepting, lets every shard commit and flush, and waits for them. Returns false
+    /// if a shard had failed.
+    pub async fn shutdown(self) -> bool {
+        let _ = self.shutdown.send(true);
+        let mut clean = true;
+        for handle in self.shards {
+            clean &= handle.await.unwrap_or(false);
+        }
+        clean
+            && self
+                .context
+                .failed
+                .load(std::sync::atomic::Ordering::Relaxed)
+                == 0
+    }
+}

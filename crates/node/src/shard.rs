@@ -1,0 +1,321 @@
+//! One shard's event loop: the core [`Replica`] of the keys that hash to this shard, its slot
+//! store, its timers, and its links to the same shard on every peer.
+//!
+//! A shard owns all of this alone; other tasks talk to it only through its input channel, so
+//! nothing on the hot path takes a lock. Each turn of the loop takes everything that is waiting
+//! (client commands, peer messages, link failures, due timers), then follows the order the core
+//! prescribes: proposer messages go out, the acceptor states are written and flushed once
+//! (group commit) and only then are the acceptor replies released, then clients get their
+//! answers.
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use logless_commands::command::{Command, Reply};
+use logless_core::acceptor::AcceptorState;
+use logless_core::ids::{ClientTag, Key, NodeId};
+use logless_core::message::{Envelope, Message};
+use logless_core::persist::AcceptorStore;
+use logless_core::proposer::{ProposeError, ProposerStats};
+use logless_core::replica::Replica;
+use logless_storage::StoreError;
+use rustc_hash::FxHashMap;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::store::ShardStore;
+
+/// The answer a client waits for.
+pub type CommandResult = Result<Reply, ProposeError>;
+
+/// What a shard is asked to do.
+#[derive(Debug)]
+pub enum ShardInput {
+    /// A client command on one key of this shard.
+    Command {
+        /// The register.
+        key: Key,
+        /// The command.
+        command: Command,
+        /// Where the answer goes.
+        reply: oneshot::Sender<CommandResult>,
+    },
+    /// Protocol messages from the same shard of a peer.
+    Messages {
+        /// The sender.
+        from: NodeId,
+        /// In the order sent.
+        messages: Vec<Message>,
+    },
+    /// A connection to or from `peer` broke or was replaced: messages on it may be lost.
+    LinkBroken(NodeId),
+    /// A snapshot of the shard's figures.
+    Status(oneshot::Sender<ShardStatus>),
+}
+
+/// A shard's figures, for INFO, `/metrics` and `/status`.
+#[derive(Clone, Debug)]
+pub struct ShardStatus {
+    /// Registers with an acceptor state here (tombstones and expired keys included).
+    pub registers: u64,
+    /// Registers whose value is live now.
+    pub live_registers: u64,
+    /// The proposer's counters.
+    pub proposer: ProposerStats,
+    /// Commands answered, by command name and outcome (`ok`, `not_applied`, `unknown`,
+    /// `overloaded`).
+    pub commands: FxHashMap<(&'static str, &'static str), u64>,
+    /// Command latency in microseconds, by command name.
+    pub latency_us: FxHashMap<&'static str, Histogram<u64>>,
+    /// Group-commit flushes and their total time.
+    pub flushes: u64,
+    /// Total flush time in microseconds.
+    pub flush_micros: u64,
+    /// Acceptor state writes.
+    pub state_writes: u64,
+    /// Peer links broken or replaced.
+    pub links_broken: u64,
+}
+
+struct Waiting {
+    reply: oneshot::Sender<CommandResult>,
+    name: &'static str,
+    started: Instant,
+}
+
+/// The wall clock in milliseconds, never going backwards within the process. Commands are
+/// stamped with it, and expiry is decided from the stamps (see the README's clock assumption).
+#[derive(Default)]
+struct Clock {
+    last_ms: u64,
+}
+
+impl Clock {
+    fn now_ms(&mut self) -> u64 {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.last_ms = self.last_ms.max(wall);
+        self.last_ms
+    }
+}
+
+/// The most inputs taken in one turn before the batch is committed.
+const INPUTS_PER_TURN_MAX: usize = 4096;
+
+/// A shard and everything it owns.
+pub struct Shard {
+    node: NodeId,
+    replica: Replica,
+    store: ShardStore,
+    inputs: mpsc::Receiver<ShardInput>,
+    peers: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<Message>>>,
+    outgoing: FxHashMap<NodeId, Vec<Message>>,
+    local: VecDeque<Message>,
+    waiting: FxHashMap<u64, Waiting>,
+    next_tag: u64,
+    timers: BinaryHeap<Reverse<(u64, u64, Key)>>,
+    clock: Clock,
+    commands: FxHashMap<(&'static str, &'static str), u64>,
+    latency_us: FxHashMap<&'static str, Histogram<u64>>,
+    state_writes: u64,
+    links_broken: u64,
+}
+
+impl Shard {
+    /// A shard around `replica` and its `store`, reading `inputs` and sending to `peers` (the
+    /// writer of each remote node's link for this shard).
+    pub fn new(
+        replica: Replica,
+        store: ShardStore,
+        inputs: mpsc::Receiver<ShardInput>,
+        peers: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<Message>>>,
+    ) -> Shard {
+        Shard {
+            node: replica.node(),
+            replica,
+            store,
+            inputs,
+            peers,
+            outgoing: FxHashMap::default(),
+            local: VecDeque::new(),
+            waiting: FxHashMap::default(),
+            next_tag: 0,
+            timers: BinaryHeap::new(),
+            clock: Clock::default(),
+            commands: FxHashMap::default(),
+            latency_us: FxHashMap::default(),
+            state_writes: 0,
+            links_broken: 0,
+        }
+    }
+
+    /// Runs until `shutdown` turns true or every sender is gone. Returns an error if the store
+    /// failed: the replica must then stop voting (fail-stop), and the caller stops the node.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), StoreError> {
+        let far = Duration::from_secs(3600);
+        let sleep = tokio::time::sleep(far);
+        tokio::pin!(sleep);
+        let mut armed_ms = u64::MAX;
+        loop {
+            if self.local.is_empty() {
+                let next_ms = self.timers.peek().map_or(u64::MAX, |t| t.0 .0);
+                if next_ms != armed_ms {
+                    armed_ms = next_ms;
+                    let delay = if next_ms == u64::MAX {
+                        far
+                    } else {
+                        Duration::from_millis(next_ms.saturating_sub(self.clock.now_ms()))
+                    };
+                    sleep.as_mut().reset(tokio::time::Instant::now() + delay);
+                }
+                tokio::select! {
+                    biased;
+                    _ = shutdown.changed() => break,
+                    input = self.inputs.recv() => match input {
+                        Some(input) => self.handle(input),
+                        None => break,
+                    },
+                    () = &mut sleep => armed_ms = u64::MAX,
+                }
+            }
+            for _ in 0..INPUTS_PER_TURN_MAX {
+                match self.inputs.try_recv() {
+                    Ok(input) => self.handle(input),
+                    Err(_) => break,
+                }
+            }
+            let now_ms = self.clock.now_ms();
+            while let Some(message) = self.local.pop_front() {
+                self.replica.handle_message(now_ms, self.node, message);
+            }
+            while self.timers.peek().is_some_and(|t| t.0 .0 <= now_ms) {
+                let Reverse((_, token, key)) = self.timers.pop().expect("peeked");
+                self.replica.handle_timer(now_ms, &key, token);
+            }
+            self.commit_turn()?;
+        }
+        // Whatever the last turn produced is committed; the store flushes on drop too.
+        self.commit_turn()?;
+        self.store.flush()
+    }
+
+    fn handle(&mut self, input: ShardInput) {
+        let now_ms = self.clock.now_ms();
+        match input {
+            ShardInput::Command {
+                key,
+                command,
+                reply,
+            } => {
+                self.next_tag += 1;
+                let tag = self.next_tag;
+                self.waiting.insert(
+                    tag,
+                    Waiting {
+                        reply,
+                        name: command.name(),
+                        started: Instant::now(),
+                    },
+                );
+                self.replica
+                    .handle_command(now_ms, ClientTag(tag), key, command);
+            }
+            ShardInput::Messages { from, messages } => {
+                for message in messages {
+                    self.replica.handle_message(now_ms, from, message);
+                }
+            }
+            ShardInput::LinkBroken(peer) => {
+                self.links_broken += 1;
+                self.replica.handle_link_broken(peer);
+            }
+            ShardInput::Status(reply) => {
+                let _ = reply.send(self.status(now_ms));
+            }
+        }
+    }
+
+    /// Sends, persists, releases and answers what the replica produced, in the core's order.
+    fn commit_turn(&mut self) -> Result<(), StoreError> {
+        let output = self.replica.take_output();
+        for envelope in output.sends {
+            self.route(envelope);
+        }
+        if !output.persist.is_empty() {
+            self.state_writes += output.persist.writes_len() as u64;
+            for envelope in output.persist.commit(&mut self.store)? {
+                self.route(envelope);
+            }
+        }
+        for (to, messages) in &mut self.outgoing {
+            if messages.is_empty() {
+                continue;
+            }
+            let batch = std::mem::take(messages);
+            if let Some(link) = self.peers.get(to) {
+                // A closed link drops the batch, like a lost message.
+                let _ = link.send(batch);
+            }
+        }
+        for reply in output.replies {
+            let Some(waiting) = self.waiting.remove(&reply.client.0) else {
+                continue;
+            };
+            let outcome = match &reply.result {
+                Ok(_) => "ok",
+                Err(ProposeError::NotApplied) => "not_applied",
+                Err(ProposeError::OutcomeUnknown) => "unknown",
+                Err(ProposeError::Overloaded) => "overloaded",
+            };
+            *self.commands.entry((waiting.name, outcome)).or_default() += 1;
+            let micros = waiting.started.elapsed().as_micros() as u64;
+            self.latency_us
+                .entry(waiting.name)
+                .or_insert_with(|| Histogram::new(3).expect("valid histogram"))
+                .saturating_record(micros.max(1));
+            // The client may have gone; its answer is then dropped.
+            let _ = waiting.reply.send(reply.result);
+        }
+        for timer in output.timers {
+            self.timers
+                .push(Reverse((timer.at_ms, timer.token, timer.key)));
+        }
+        Ok(())
+    }
+
+    fn route(&mut self, envelope: Envelope) {
+        if envelope.to == self.node {
+            self.local.push_back(envelope.message);
+        } else {
+            self.outgoing
+                .entry(envelope.to)
+                .or_default()
+                .push(envelope.message);
+        }
+    }
+
+    fn status(&self, now_ms: u64) -> ShardStatus {
+        let mut registers = 0;
+        let mut live_registers = 0;
+        for (_, state) in self.replica.acceptor_states() {
+            registers += 1;
+            live_registers += u64::from(is_live(state, now_ms));
+        }
+        ShardStatus {
+            registers,
+            live_registers,
+            proposer: self.replica.stats().clone(),
+            commands: self.commands.clone(),
+            latency_us: self.latency_us.clone(),
+            flushes: self.store.flushes,
+            flush_micros: self.store.flush_micros,
+            state_writes: self.state_writes,
+            links_broken: self.links_broken,
+        }
+    }
+}
+
+fn is_live(state: &AcceptorState, now_ms: u64) -> bool {
+    state.value.is_live(now_ms)
+}

@@ -1,0 +1,332 @@
+//! A replica's figures: gathered from its shards on demand and rendered as Prometheus text
+//! (`/metrics`), JSON (`/status`, read by `logless status`) and Redis INFO sections.
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use hdrhistogram::Histogram;
+use logless_core::proposer::ProposerStats;
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::node::NodeContext;
+use crate::shard::{ShardInput, ShardStatus};
+
+/// Every shard's figures summed.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Registers held (tombstones included).
+    pub registers: u64,
+    /// Registers with a live value.
+    pub live_registers: u64,
+    /// Proposer counters.
+    pub proposer: ProposerStats,
+    /// Commands by (name, outcome).
+    pub commands: FxHashMap<(&'static str, &'static str), u64>,
+    /// Latency histograms (µs) by command.
+    pub latency_us: FxHashMap<&'static str, Histogram<u64>>,
+    /// Group-commit flushes.
+    pub flushes: u64,
+    /// Their total time (µs).
+    pub flush_micros: u64,
+    /// Acceptor state writes.
+    pub state_writes: u64,
+    /// Peer links broken or replaced, as the shards were told.
+    pub links_broken: u64,
+}
+
+/// Asks every shard for its figures and sums them.
+pub async fn gather(context: &NodeContext) -> Totals {
+    let mut totals = Totals::default();
+    for shard in &context.shards {
+        let (tx, rx) = oneshot::channel();
+        if shard.send(ShardInput::Status(tx)).await.is_err() {
+            continue;
+        }
+        let Ok(s) = rx.await else { continue };
+        add(&mut totals, s);
+    }
+    totals
+}
+
+fn add(t: &mut Totals, s: ShardStatus) {
+    t.registers += s.registers;
+    t.live_registers += s.live_registers;
+    t.proposer += &s.proposer;
+    for (k, v) in s.commands {
+        *t.commands.entry(k).or_default() += v;
+    }
+    for (k, h) in s.latency_us {
+        match t.latency_us.get_mut(k) {
+            Some(total) => {
+                let _ = total.add(&h);
+            }
+            None => {
+                t.latency_us.insert(k, h);
+            }
+        }
+    }
+    t.flushes += s.flushes;
+    t.flush_micros += s.flush_micros;
+    t.state_writes += s.state_writes;
+    t.links_broken += s.links_broken;
+}
+
+/// Upper bounds of the latency histogram buckets, in seconds.
+const BUCKETS_S: [f64; 14] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Renders the Prometheus text exposition format.
+pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
+    let mut out = String::with_capacity(8 * 1024);
+    let mut counter = |name: &str, help: &str, value: u64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+        );
+    };
+    let p = &t.proposer;
+    counter(
+        "logless_reads_total",
+        "Read operations (batches) completed.",
+        p.reads,
+    );
+    counter(
+        "logless_writes_total",
+        "Write operations (batches) completed.",
+        p.writes,
+    );
+    counter(
+        "logless_fast_writes_total",
+        "Writes completed in one round trip.",
+        p.fast_writes,
+    );
+    counter(
+        "logless_denied_total",
+        "Writes answered without phase 2.",
+        p.denied,
+    );
+    counter(
+        "logless_retries_total",
+        "Phase retries (PAXOS_PREP or read retries).",
+        p.retries,
+    );
+    counter(
+        "logless_write_throughs_total",
+        "Write-throughs of another proposal.",
+        p.write_throughs,
+    );
+    counter(
+        "logless_conflicts_total",
+        "Rejections (NACKs) received.",
+        p.nacks,
+    );
+    counter(
+        "logless_learned_total",
+        "Proposals completed through LEARNED or own request id.",
+        p.learned,
+    );
+    counter(
+        "logless_timeouts_total",
+        "Operations that timed out.",
+        p.timeouts,
+    );
+    counter("logless_flushes_total", "Group-commit flushes.", t.flushes);
+    counter(
+        "logless_state_writes_total",
+        "Acceptor state writes.",
+        t.state_writes,
+    );
+    counter(
+        "logless_peer_links_broken_total",
+        "Peer links broken or replaced.",
+        t.links_broken,
+    );
+    let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    counter(
+        "logless_client_bytes_in_total",
+        "Bytes read from clients.",
+        c(&context.client_bytes_in),
+    );
+    counter(
+        "logless_client_bytes_out_total",
+        "Bytes written to clients.",
+        c(&context.client_bytes_out),
+    );
+    counter(
+        "logless_peer_bytes_in_total",
+        "Bytes read from peers.",
+        c(&context.peers.bytes_in),
+    );
+    counter(
+        "logless_peer_bytes_out_total",
+        "Bytes written to peers.",
+        c(&context.peers.bytes_out),
+    );
+    counter(
+        "logless_client_connections_total",
+        "Client connections accepted.",
+        c(&context.clients_accepted),
+    );
+    counter(
+        "logless_client_protocol_errors_total",
+        "Client connections closed for protocol errors.",
+        c(&context.client_protocol_errors),
+    );
+    counter(
+        "logless_peer_connections_rejected_total",
+        "Peer connections rejected or broken by bad frames.",
+        c(&context.peers.rejected),
+    );
+    let _ = writeln!(
+        out,
+        "# HELP logless_flush_seconds_total Time spent in group-commit flushes.\n# TYPE logless_flush_seconds_total counter\nlogless_flush_seconds_total {}",
+        t.flush_micros as f64 / 1e6
+    );
+    let mut gauge = |name: &str, help: &str, value: u64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+        );
+    };
+    gauge(
+        "logless_registers",
+        "Registers held by this replica (tombstones included).",
+        t.registers,
+    );
+    gauge(
+        "logless_live_registers",
+        "Registers with a live value.",
+        t.live_registers,
+    );
+    gauge(
+        "logless_client_connections",
+        "Client connections open.",
+        c(&context.clients_connected),
+    );
+    gauge(
+        "logless_incarnation",
+        "This run's incarnation.",
+        u64::from(context.incarnation),
+    );
+    gauge(
+        "logless_uptime_seconds",
+        "Seconds since start.",
+        context.started.elapsed().as_secs(),
+    );
+
+    let mut commands: Vec<_> = t.commands.iter().collect();
+    commands.sort();
+    out.push_str("# HELP logless_commands_total Commands answered, by command and outcome.\n# TYPE logless_commands_total counter\n");
+    for ((name, outcome), n) in commands {
+        let _ = writeln!(
+            out,
+            "logless_commands_total{{command=\"{name}\",outcome=\"{outcome}\"}} {n}"
+        );
+    }
+    let mut names: Vec<_> = t.latency_us.keys().collect();
+    names.sort();
+    out.push_str("# HELP logless_command_latency_seconds Command latency at the replica that took it.\n# TYPE logless_command_latency_seconds histogram\n");
+    for name in names {
+        let h = &t.latency_us[name];
+        for bound in BUCKETS_S {
+            let count = h.count_between(0, (bound * 1e6) as u64);
+            let _ = writeln!(out, "logless_command_latency_seconds_bucket{{command=\"{name}\",le=\"{bound}\"}} {count}");
+        }
+        let _ = writeln!(
+            out,
+            "logless_command_latency_seconds_bucket{{command=\"{name}\",le=\"+Inf\"}} {}",
+            h.len()
+        );
+        let sum: f64 = h
+            .iter_recorded()
+            .map(|v| v.value_iterated_to() as f64 * v.count_at_value() as f64)
+            .sum::<f64>()
+            / 1e6;
+        let _ = writeln!(
+            out,
+            "logless_command_latency_seconds_sum{{command=\"{name}\"}} {sum}"
+        );
+        let _ = writeln!(
+            out,
+            "logless_command_latency_seconds_count{{command=\"{name}\"}} {}",
+            h.len()
+        );
+    }
+    out
+}
+
+/// The state of one outbound peer link.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LinkStatus {
+    /// The peer.
+    pub peer: u16,
+    /// The shard.
+    pub shard: u16,
+    /// Whether it is connected.
+    pub up: bool,
+}
+
+/// What `/status` returns and `logless status` prints.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// This node.
+    pub node_id: u16,
+    /// This run's incarnation.
+    pub incarnation: u32,
+    /// Seconds since start.
+    pub uptime_s: u64,
+    /// The Redis address.
+    pub client_addr: String,
+    /// Replicas in the cluster.
+    pub replicas: usize,
+    /// Shards.
+    pub shards: u16,
+    /// The durability mode.
+    pub durability: String,
+    /// Registers held.
+    pub registers: u64,
+    /// Client connections open.
+    pub clients: u64,
+    /// Commands answered.
+    pub commands: u64,
+    /// Operations that timed out.
+    pub timeouts: u64,
+    /// Outbound peer links.
+    pub links: Vec<LinkStatus>,
+    /// Whether the node can serve: no store failure and a quorum of replicas reachable.
+    pub healthy: bool,
+}
+
+/// Builds the `/status` document.
+pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
+    let links: Vec<LinkStatus> = context
+        .peers
+        .links_up
+        .lock()
+        .expect("not poisoned")
+        .iter()
+        .map(|(&(peer, shard), &up)| LinkStatus { peer, shard, up })
+        .collect();
+    let replicas = context.config.peers.len();
+    let mut reachable: Vec<u16> = links.iter().filter(|l| l.up).map(|l| l.peer).collect();
+    reachable.sort_unstable();
+    reachable.dedup();
+    let failed = context.failed.load(Ordering::Relaxed) != 0;
+    NodeStatus {
+        node_id: context.node.0,
+        incarnation: context.incarnation,
+        uptime_s: context.started.elapsed().as_secs(),
+        client_addr: context.bound.client.to_string(),
+        replicas,
+        shards: context.config.shards,
+        durability: context.config.durability.clone(),
+        registers: t.registers,
+        clients: context.clients_connected.load(Ordering::Relaxed),
+        commands: t.commands.values().sum(),
+        timeouts: t.proposer.timeouts,
+        links,
+        healthy: !failed && reachable.len() + 1 > replicas / 2,
+    }
+}

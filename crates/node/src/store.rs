@@ -1,0 +1,254 @@
+//! A replica's durable state: one slot file per shard holding the acceptor states, and the
+//! identity file that makes every restart a new proposer incarnation.
+//!
+//! ```text
+//! data_dir/
+//!   identity.json      node id, shard count, incarnation (rewritten atomically at each start)
+//!   shard-0.slots      acceptor states of shard 0 (see docs/storage-format.md)
+//!   shard-1.slots      ...
+//! ```
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use logless_core::acceptor::AcceptorState;
+use logless_core::ids::Key;
+use logless_core::persist::AcceptorStore;
+use logless_storage::{Durability, SlotStore, StoreError, StoreOptions};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Why a replica's state could not be opened.
+#[derive(Debug, Error)]
+pub enum OpenError {
+    /// A file operation failed.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// On which file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The store refused to open.
+    #[error("store {path}: {source}")]
+    Store {
+        /// The slot file.
+        path: PathBuf,
+        /// Why.
+        source: StoreError,
+    },
+    /// The directory belongs to another node or another shard layout.
+    #[error("{0}")]
+    Identity(String),
+    /// A stored record is damaged; serving without it could break a promise the acceptor made.
+    #[error(
+        "store {path}: {count} damaged record(s) found at recovery; this replica must not vote \
+         without them. Move the data directory aside and start the replica empty only if the \
+         other replicas hold a majority of the cluster's state"
+    )]
+    Damaged {
+        /// The slot file.
+        path: PathBuf,
+        /// How many records.
+        count: usize,
+    },
+    /// A stored record is not an acceptor state.
+    #[error("store {path}: key {key:?} holds an undecodable acceptor state: {message}")]
+    Undecodable {
+        /// The slot file.
+        path: PathBuf,
+        /// The key.
+        key: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// The identity written into the data directory.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Identity {
+    /// The node id the directory belongs to.
+    pub node_id: u16,
+    /// The shard count its keys are partitioned by.
+    pub shards: u16,
+    /// The incarnation of the current run (1 at the first start).
+    pub incarnation: u32,
+}
+
+/// Claims `dir` for `node_id` with `shards` shards and returns the identity of this run, with
+/// the incarnation one above the last one (durably written before it is used).
+pub fn next_incarnation(dir: &Path, node_id: u16, shards: u16) -> Result<Identity, OpenError> {
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OpenError::Io { what, path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    let path = dir.join("identity.json");
+    let previous = match std::fs::read(&path) {
+        Ok(bytes) => Some(serde_json::from_slice::<Identity>(&bytes).map_err(|e| {
+            OpenError::Identity(format!("{} is not an identity file: {e}", path.display()))
+        })?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io("read", &path)(e)),
+    };
+    if let Some(p) = &previous {
+        if p.node_id != node_id {
+            return Err(OpenError::Identity(format!(
+                "{} belongs to node {}, not node {node_id}",
+                dir.display(),
+                p.node_id
+            )));
+        }
+        if p.shards != shards {
+            return Err(OpenError::Identity(format!(
+                "{} was written with {} shards; keys are partitioned by the shard count, so it \
+                 cannot be opened with {shards}",
+                dir.display(),
+                p.shards
+            )));
+        }
+    }
+    let incarnation = previous.map_or(1, |p| p.incarnation + 1);
+    let identity = Identity {
+        node_id,
+        shards,
+        incarnation,
+    };
+    let tmp = dir.join("identity.json.tmp");
+    let mut file = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
+    file.write_all(&serde_json::to_vec_pretty(&identity).expect("serialisable"))
+        .and_then(|()| file.sync_all())
+        .map_err(io("write", &tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("sync", dir))?;
+    Ok(identity)
+}
+
+/// The store of one shard, as the core's [`AcceptorStore`].
+pub struct ShardStore {
+    slots: SlotStore,
+    record: Vec<u8>,
+    /// Flushes done, and their total time.
+    pub flushes: u64,
+    /// Total time spent in flushes.
+    pub flush_micros: u64,
+}
+
+/// The store options a node uses for values up to `value_bytes_max`.
+pub fn store_options(durability: Durability, value_bytes_max: usize) -> StoreOptions {
+    let mut options = StoreOptions::new(durability);
+    // The record holds the value plus rounds, request id and encoding overhead.
+    options.record_bytes_max = (value_bytes_max + 4096).next_power_of_two();
+    options.key_bytes_max = 1024;
+    options
+}
+
+impl ShardStore {
+    /// Opens the slot file of `shard` under `dir` and returns the acceptor states it holds.
+    pub fn open(
+        dir: &Path,
+        shard: u16,
+        options: StoreOptions,
+    ) -> Result<(ShardStore, Vec<(Key, AcceptorState)>), OpenError> {
+        let path = dir.join(format!("shard-{shard}.slots"));
+        let (slots, report) =
+            SlotStore::open(&path, options).map_err(|source| OpenError::Store {
+                path: path.clone(),
+                source,
+            })?;
+        if !report.damaged.is_empty() {
+            return Err(OpenError::Damaged {
+                path,
+                count: report.damaged.len(),
+            });
+        }
+        let mut states = Vec::with_capacity(slots.len());
+        for (key, record) in slots.iter() {
+            let state = AcceptorState::decode(record).map_err(|e| OpenError::Undecodable {
+                path: path.clone(),
+                key: String::from_utf8_lossy(key).into_owned(),
+                message: e.to_string(),
+            })?;
+            states.push((Key::new(bytes::Bytes::copy_from_slice(key)), state));
+        }
+        Ok((
+            ShardStore {
+                slots,
+                record: Vec::new(),
+                flushes: 0,
+                flush_micros: 0,
+            },
+            states,
+        ))
+    }
+
+    /// The largest key the store accepts.
+    pub fn key_bytes_max(&self) -> usize {
+        self.slots.options().key_bytes_max
+    }
+}
+
+impl AcceptorStore for ShardStore {
+    type Error = StoreError;
+
+    fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), StoreError> {
+        self.record.clear();
+        state.encode(&mut self.record);
+        self.slots.put(&key.0, &self.record)
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let result = self.slots.flush();
+        self.flushes += 1;
+        self.flush_micros += started.elapsed().as_micros() as u64;
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use logless_core::ids::Round;
+
+    #[test]
+    fn incarnations_grow_and_identity_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(next_incarnation(dir.path(), 2, 4).unwrap().incarnation, 1);
+        assert_eq!(next_incarnation(dir.path(), 2, 4).unwrap().incarnation, 2);
+        assert!(matches!(
+            next_incarnation(dir.path(), 3, 4),
+            Err(OpenError::Identity(_))
+        ));
+        assert!(matches!(
+            next_incarnation(dir.path(), 2, 8),
+            Err(OpenError::Identity(_))
+        ));
+    }
+
+    #[test]
+    fn states_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = store_options(Durability::Mmap, 1024);
+        let state = AcceptorState {
+            r_ack: Round {
+                n: 3,
+                id: logless_core::ids::AttemptId::BOTTOM,
+            },
+            ..AcceptorState::default()
+        };
+        {
+            let (mut store, states) = ShardStore::open(dir.path(), 0, options.clone()).unwrap();
+            assert!(states.is_empty());
+            store.write(&Key::new("k"), &state).unwrap();
+            store.flush().unwrap();
+            assert_eq!(store.flushes, 1);
+        }
+        let (_, states) = ShardStore::open(dir.path(), 0, options).unwrap();
+        assert_eq!(states, vec![(Key::new("k"), state)]);
+    }
+}

@@ -1,0 +1,40 @@
+//! The Redis protocol of logless: clients speak RESP2 or RESP3 to a logless node as if it
+//! were a Redis server.
+//!
+//! * [`resp`] is the wire format: [`resp::parse_request`] takes one request (multibulk or
+//!   inline) off a connection's read buffer without copying its arguments, and
+//!   [`resp::write_value`] encodes a reply in either protocol version.
+//! * [`table`] is the command table: [`table::parse_command`] maps a request onto register
+//!   commands of `logless-commands` (or a command the node answers itself, or an error reply in
+//!   Redis's words), and [`table::reply_to_value`] maps register replies back to RESP values.
+//!
+//! # Supported commands
+//!
+//! Register commands, each a linearizable operation on one key:
+//! `GET`, `SET key value [NX|XX|IFEQ v|IFNE v|IFDEQ digest|IFDNE digest] [GET]
+//! [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`, `SETNX`, `DEL`, `EXISTS`, `MGET`, `INCR`, `INCRBY`,
+//! `DECR`, `DECRBY`, `SADD`, `SREM`, `SMEMBERS`, `SISMEMBER`, `SCARD`,
+//! `DELEX key [IFEQ v|IFNE v|IFDEQ digest|IFDNE digest]` and `DIGEST` (Redis 8.4), and
+//! logless's fencing lock: `LOCK key owner lease-ms` (replies the fencing token, or nil while
+//! another owner holds the lease) and `UNLOCK key owner` (1 if released, else 0).
+//!
+//! Connection and server commands the node answers itself: `PING`, `ECHO`, `HELLO`, `QUIT`,
+//! `RESET`, `SELECT`, `CLIENT SETNAME|GETNAME|SETINFO|ID|INFO`, `COMMAND [COUNT|DOCS|INFO]`,
+//! `CONFIG GET|SET`, `INFO` and `DBSIZE`.
+//!
+//! # Differences from Redis
+//!
+//! * Every key is its own replicated register, so nothing is atomic across keys. `DEL` and
+//!   `EXISTS` with several keys and `MGET` run one independent linearizable operation per key
+//!   and combine the replies; they are not one atomic snapshot (another client may observe some
+//!   of the deletions of a `DEL k1 k2` before the others).
+//! * Commands whose meaning depends on atomicity across keys or on enumerating the keyspace
+//!   (`MSET`, `RENAME`, `SMOVE`, the `*STORE` set commands, `MULTI`/`EXEC`/`WATCH`, scripts and
+//!   functions, `KEYS`, `SCAN`, `FLUSHALL`, ...) are refused with an error naming the reason.
+//! * `SETNX` is `SET NX` with its integer reply (1 set, 0 not set).
+//! * Expiry is decided from the proposer's clock stamp, so all replicas agree on it.
+//! * Integers are stored as integers; they read back as their decimal strings like in Redis.
+#![warn(missing_docs)]
+
+pub mod resp;
+pub mod table;

@@ -1,0 +1,735 @@
+//! The command table: what a Redis request asks the node to do.
+//!
+//! [`parse_command`] turns a request's arguments into a [`Parsed`]: one register command, several
+//! independent register commands whose replies combine, a command the node answers itself, or
+//! an error reply in Redis's words. [`reply_to_value`] and [`combine_replies`] turn register
+//! replies back into RESP values, and [`command_names`] describes every command for `COMMAND`.
+use bytes::Bytes;
+use logless_commands::command::{Command, CommandError, Condition, Expiry, Reply, SetArgs};
+
+use crate::resp::{Protocol, Value};
+
+/// What a request asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// One linearizable register command.
+    Single {
+        /// The register.
+        key: Bytes,
+        /// The command on it.
+        command: Command,
+        /// How its reply is shown to the client.
+        shape: ReplyShape,
+    },
+    /// Several independent single-key commands whose replies combine (MGET, multi-key DEL and
+    /// EXISTS). Each is linearizable on its own; together they are not one atomic snapshot.
+    Multi {
+        /// The registers and their commands, in request order (keys may repeat).
+        parts: Vec<(Bytes, Command)>,
+        /// How the replies combine, see [`combine_replies`].
+        combine: Combine,
+    },
+    /// A connection or server command the node answers itself.
+    Local(Local),
+    /// An error reply, already formatted with its prefix (`"ERR ..."`).
+    Error(String),
+}
+
+/// How the replies of a [`Parsed::Multi`] combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// The sum of the integer replies (DEL k1 k2, EXISTS k1 k2).
+    Sum,
+    /// An array of the replies, strings as they are and anything else as nil (MGET).
+    Array,
+}
+
+/// How a register reply is shown to the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyShape {
+    /// As it is.
+    Plain,
+    /// An array reply is a set (SMEMBERS: a RESP3 set).
+    Set,
+    /// SETNX: OK becomes 1 and nil becomes 0.
+    SetNx,
+}
+
+/// A command the node answers without touching a register.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Local {
+    /// `PING [message]`: PONG, or the message as a bulk string.
+    Ping(Option<Bytes>),
+    /// ECHO message.
+    Echo(Bytes),
+    /// `HELLO [protover [AUTH username password] [SETNAME name]]`: switch protocol and answer
+    /// the server's description.
+    Hello {
+        /// The requested protocol, if given (already checked to be 2 or 3).
+        protocol: Option<Protocol>,
+        /// The AUTH username and password, if given; the node decides whether they pass.
+        auth: Option<(Bytes, Bytes)>,
+        /// The client name to set, if given (already validated).
+        setname: Option<Bytes>,
+    },
+    /// QUIT: answer OK and close the connection.
+    Quit,
+    /// RESET: reset the connection's state (protocol, name) and answer `RESET`.
+    Reset,
+    /// SELECT index: only database 0 exists.
+    Select(i64),
+    /// CLIENT SETNAME name (already validated; empty clears the name).
+    ClientSetName(Bytes),
+    /// CLIENT GETNAME.
+    ClientGetName,
+    /// CLIENT SETINFO LIB-NAME|LIB-VER value: accepted and ignored (answer OK).
+    ClientSetInfo,
+    /// CLIENT ID.
+    ClientId,
+    /// CLIENT INFO.
+    ClientInfo,
+    /// COMMAND: the info of every command.
+    Command,
+    /// COMMAND COUNT.
+    CommandCount,
+    /// `COMMAND DOCS [name ...]`.
+    CommandDocs(Vec<Bytes>),
+    /// `COMMAND INFO [name ...]`.
+    CommandInfo(Vec<Bytes>),
+    /// `CONFIG GET pattern [pattern ...]`.
+    ConfigGet(Vec<Bytes>),
+    /// `CONFIG SET parameter value [parameter value ...]`: the pairs, for the node to refuse or
+    /// accept.
+    ConfigSet(Vec<(Bytes, Bytes)>),
+    /// `INFO [section ...]`.
+    Info(Vec<Bytes>),
+    /// DBSIZE.
+    DbSize,
+}
+
+/// One command as `COMMAND INFO` describes it (Redis's conventions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// The lowercase name.
+    pub name: &'static str,
+    /// The number of arguments including the name; negative means at least that many.
+    pub arity: i64,
+    /// Redis's command flags (`readonly`, `write`, `fast`, ...).
+    pub flags: &'static [&'static str],
+    /// The position of the first key argument (0 if none).
+    pub first_key: i64,
+    /// The position of the last key argument (-1: the last argument).
+    pub last_key: i64,
+    /// The step between key arguments.
+    pub step: i64,
+}
+
+const fn spec(
+    name: &'static str,
+    arity: i64,
+    flags: &'static [&'static str],
+    keys: (i64, i64, i64),
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        first_key: keys.0,
+        last_key: keys.1,
+        step: keys.2,
+    }
+}
+
+const READ_FAST: &[&str] = &["readonly", "fast"];
+const WRITE: &[&str] = &["write"];
+const WRITE_FAST: &[&str] = &["write", "fast"];
+const WRITE_DENYOOM: &[&str] = &["write", "denyoom"];
+const WRITE_DENYOOM_FAST: &[&str] = &["write", "denyoom", "fast"];
+const CONNECTION: &[&str] = &[
+    "noscript",
+    "loading",
+    "stale",
+    "fast",
+    "no_auth",
+    "allow_busy",
+];
+const ONE_KEY: (i64, i64, i64) = (1, 1, 1);
+const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
+const NO_KEYS: (i64, i64, i64) = (0, 0, 0);
+
+static SPECS: &[CommandSpec] = &[
+    spec("get", 2, READ_FAST, ONE_KEY),
+    spec("set", -3, WRITE_DENYOOM, ONE_KEY),
+    spec("setnx", 3, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("del", -2, WRITE, ALL_KEYS),
+    spec("exists", -2, READ_FAST, ALL_KEYS),
+    spec("mget", -2, READ_FAST, ALL_KEYS),
+    spec("incr", 2, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("incrby", 3, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("decr", 2, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("decrby", 3, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("sadd", -3, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("srem", -3, WRITE_FAST, ONE_KEY),
+    spec("smembers", 2, &["readonly"], ONE_KEY),
+    spec("sismember", 3, READ_FAST, ONE_KEY),
+    spec("scard", 2, READ_FAST, ONE_KEY),
+    spec("delex", -2, WRITE_FAST, ONE_KEY),
+    spec("digest", 2, READ_FAST, ONE_KEY),
+    spec("lock", 4, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("unlock", 3, WRITE_FAST, ONE_KEY),
+    spec("ping", -1, &["fast"], NO_KEYS),
+    spec("echo", 2, &["fast"], NO_KEYS),
+    spec("hello", -1, CONNECTION, NO_KEYS),
+    spec("quit", -1, CONNECTION, NO_KEYS),
+    spec("reset", 1, CONNECTION, NO_KEYS),
+    spec("select", 2, &["loading", "stale", "fast"], NO_KEYS),
+    spec("client", -2, &[], NO_KEYS),
+    spec("command", -1, &["loading", "stale"], NO_KEYS),
+    spec("config", -2, &[], NO_KEYS),
+    spec("info", -1, &["loading", "stale"], NO_KEYS),
+    spec("dbsize", 1, READ_FAST, NO_KEYS),
+];
+
+/// Every command the node answers.
+pub fn command_names() -> &'static [CommandSpec] {
+    SPECS
+}
+
+/// The spec of the command called `name` (case-insensitive).
+pub fn find_command(name: &[u8]) -> Option<&'static CommandSpec> {
+    SPECS
+        .iter()
+        .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// A command's entry in the reply of `COMMAND INFO`: name, arity, flags, first key, last key,
+/// step, ACL categories, tips, key specs and subcommands (the last four empty).
+pub fn command_info_value(spec: &CommandSpec) -> Value {
+    Value::Array(vec![
+        Value::Bulk(Bytes::from_static(spec.name.as_bytes())),
+        Value::Int(spec.arity),
+        Value::Set(
+            spec.flags
+                .iter()
+                .map(|f| Value::Simple((*f).to_owned()))
+                .collect(),
+        ),
+        Value::Int(spec.first_key),
+        Value::Int(spec.last_key),
+        Value::Int(spec.step),
+        Value::Set(Vec::new()),
+        Value::Set(Vec::new()),
+        Value::Array(Vec::new()),
+        Value::Array(Vec::new()),
+    ])
+}
+
+const SYNTAX_ERROR: &str = "ERR syntax error";
+const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
+const INVALID_EXPIRE: &str = "ERR invalid expire time in 'set' command";
+
+fn error(text: &str) -> Parsed {
+    Parsed::Error(text.to_owned())
+}
+
+fn is(arg: &[u8], name: &str) -> bool {
+    arg.eq_ignore_ascii_case(name.as_bytes())
+}
+
+/// Parses an integer with Redis's strict rules (optional `-`, digits, no leading zeros).
+fn parse_int(bytes: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty()
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || (digits.len() > 1 && digits.starts_with('0'))
+        || s == "-0"
+    {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn arity_error(name: &str) -> Parsed {
+    Parsed::Error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+fn arity_ok(arity: i64, argc: usize) -> bool {
+    let argc = i64::try_from(argc).unwrap_or(i64::MAX);
+    if arity >= 0 {
+        argc == arity
+    } else {
+        argc >= -arity
+    }
+}
+
+/// `bytes` as text for an error message: at most `max` bytes, lossy UTF-8.
+fn shown(bytes: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(&bytes[..bytes.len().min(max)]).into_owned()
+}
+
+fn unknown_command(args: &[Bytes]) -> Parsed {
+    let mut listed = String::new();
+    for arg in &args[1..] {
+        if listed.len() >= 128 {
+            break;
+        }
+        let budget = 128 - listed.len();
+        listed.push('\'');
+        listed.push_str(&shown(arg, budget));
+        listed.push_str("' ");
+    }
+    Parsed::Error(format!(
+        "ERR unknown command '{}', with args beginning with: {listed}",
+        shown(&args[0], 128)
+    ))
+}
+
+fn unknown_subcommand(sub: &[u8], container: &str) -> Parsed {
+    Parsed::Error(format!(
+        "ERR unknown subcommand '{}'. Try {container} HELP.",
+        shown(sub, 128)
+    ))
+}
+
+/// Why logless refuses a Redis command it knows, if it does.
+fn refusal(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "mset" | "msetnx" | "rename" | "renamenx" | "smove" | "sunionstore" | "sinterstore"
+        | "sdiffstore" | "sunion" | "sinter" | "sdiff" | "sintercard" | "copy" | "swapdb"
+        | "move" | "msetex" => {
+            "every key is its own replicated register, so a command spanning several keys \
+             cannot be atomic"
+        }
+        "multi" | "exec" | "discard" | "watch" | "unwatch" => {
+            "every key is its own replicated register, so there are no transactions across keys"
+        }
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "script"
+        | "function" => {
+            "every key is its own replicated register, so a script touching several keys \
+             cannot be atomic"
+        }
+        "keys" | "scan" | "randomkey" => {
+            "every key is its own replicated register and there is no index of them, so the \
+             keyspace cannot be enumerated"
+        }
+        "flushall" | "flushdb" => {
+            "every key is its own replicated register and there is no index of them, so the \
+             keyspace cannot be cleared"
+        }
+        _ => return None,
+    })
+}
+
+/// Parses a request's arguments (the command name is case-insensitive).
+///
+/// An empty request yields an error; callers normally skip empty requests before.
+pub fn parse_command(args: &[Bytes]) -> Parsed {
+    let Some(name) = args.first() else {
+        return error("ERR empty command");
+    };
+    let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+    if let Some(reason) = refusal(&lower) {
+        return Parsed::Error(format!("ERR logless does not support '{lower}': {reason}"));
+    }
+    let Some(spec) = find_command(name) else {
+        return unknown_command(args);
+    };
+    if !arity_ok(spec.arity, args.len()) {
+        return arity_error(spec.name);
+    }
+    let key = || args[1].clone();
+    let single = |command| Parsed::Single {
+        key: key(),
+        command,
+        shape: ReplyShape::Plain,
+    };
+    match spec.name {
+        "get" => single(Command::Get),
+        "set" => parse_set(args),
+        "setnx" => Parsed::Single {
+            key: key(),
+            command: Command::Set(SetArgs {
+                value: args[2].clone(),
+                condition: Condition::Nx,
+                get: false,
+                expiry: Expiry::Clear,
+            }),
+            shape: ReplyShape::SetNx,
+        },
+        "del" => per_key(args, Command::Del, Combine::Sum),
+        "exists" => per_key(args, Command::Exists, Combine::Sum),
+        "mget" => Parsed::Multi {
+            parts: args[1..]
+                .iter()
+                .map(|k| (k.clone(), Command::Get))
+                .collect(),
+            combine: Combine::Array,
+        },
+        "incr" => single(Command::IncrBy(1)),
+        "decr" => single(Command::IncrBy(-1)),
+        "incrby" => match parse_int(&args[2]) {
+            Some(delta) => single(Command::IncrBy(delta)),
+            None => error(NOT_AN_INTEGER),
+        },
+        "decrby" => match parse_int(&args[2]) {
+            Some(i64::MIN) => error("ERR decrement would overflow"),
+            Some(delta) => single(Command::IncrBy(-delta)),
+            None => error(NOT_AN_INTEGER),
+        },
+        "sadd" => single(Command::SAdd(args[2..].to_vec())),
+        "srem" => single(Command::SRem(args[2..].to_vec())),
+        "smembers" => Parsed::Single {
+            key: key(),
+            command: Command::SMembers,
+            shape: ReplyShape::Set,
+        },
+        "sismember" => single(Command::SIsMember(args[2].clone())),
+        "scard" => single(Command::SCard),
+        "delex" => match args.len() {
+            2 => single(Command::DelEx(Condition::Always)),
+            4 => match parse_if_condition(&args[2], &args[3]) {
+                Some(Ok(condition)) => single(Command::DelEx(condition)),
+                Some(Err(e)) => Parsed::Error(e),
+                None => error(SYNTAX_ERROR),
+            },
+            _ => error(SYNTAX_ERROR),
+        },
+        "digest" => single(Command::Digest),
+        "lock" => match parse_int(&args[3]) {
+            Some(lease) if lease > 0 => single(Command::LockAcquire {
+                owner: args[2].clone(),
+                lease_ms: lease.unsigned_abs(),
+            }),
+            Some(_) => error("ERR invalid lease time in 'lock' command"),
+            None => error(NOT_AN_INTEGER),
+        },
+        "unlock" => single(Command::LockRelease {
+            owner: args[2].clone(),
+        }),
+        _ => parse_local(spec.name, args),
+    }
+}
+
+/// DEL and EXISTS: one key is a single command, several are independent parts.
+fn per_key(args: &[Bytes], command: Command, combine: Combine) -> Parsed {
+    if args.len() == 2 {
+        return Parsed::Single {
+            key: args[1].clone(),
+            command,
+            shape: ReplyShape::Plain,
+        };
+    }
+    Parsed::Multi {
+        parts: args[1..]
+            .iter()
+            .map(|k| (k.clone(), command.clone()))
+            .collect(),
+        combine,
+    }
+}
+
+/// Parses a hex digest as DIGEST prints it (1 to 16 hex digits, any case).
+fn parse_digest(hex: &[u8]) -> Result<u64, String> {
+    std::str::from_utf8(hex)
+        .ok()
+        .filter(|s| (1..=16).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .and_then(|s| u64::from_str_radix(s, 16).ok())
+        .ok_or_else(|| "ERR invalid digest: expected 1 to 16 hexadecimal digits".to_owned())
+}
+
+/// IFEQ/IFNE/IFDEQ/IFDNE `value`; `None` if `option` is none of them.
+fn parse_if_condition(option: &[u8], value: &Bytes) -> Option<Result<Condition, String>> {
+    Some(if is(option, "ifeq") {
+        Ok(Condition::IfEq(value.clone()))
+    } else if is(option, "ifne") {
+        Ok(Condition::IfNe(value.clone()))
+    } else if is(option, "ifdeq") {
+        parse_digest(value).map(Condition::IfDigestEq)
+    } else if is(option, "ifdne") {
+        parse_digest(value).map(Condition::IfDigestNe)
+    } else {
+        return None;
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExpireUnit {
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+}
+
+/// `SET key value [NX|XX|IFEQ v|IFNE v|IFDEQ d|IFDNE d] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`
+/// with Redis's rules: the options may come in any order, conditions exclude each other, the
+/// expiry options exclude each other and KEEPTTL; the expire time is checked after the syntax.
+fn parse_set(args: &[Bytes]) -> Parsed {
+    let mut condition: Option<Condition> = None;
+    let mut get = false;
+    let mut keep_ttl = false;
+    let mut expire: Option<(ExpireUnit, &Bytes)> = None;
+    let mut i = 3;
+    while i < args.len() {
+        let option = &args[i];
+        let next = args.get(i + 1);
+        if is(option, "nx") && matches!(condition, None | Some(Condition::Nx)) {
+            condition = Some(Condition::Nx);
+        } else if is(option, "xx") && matches!(condition, None | Some(Condition::Xx)) {
+            condition = Some(Condition::Xx);
+        } else if is(option, "get") {
+            get = true;
+        } else if is(option, "keepttl") && expire.is_none() {
+            keep_ttl = true;
+        } else if let (Some(unit), Some(value), false, None) =
+            (expire_unit(option), next, keep_ttl, expire)
+        {
+            expire = Some((unit, value));
+            i += 1;
+        } else if let (Some(value), None) = (next, &condition) {
+            match parse_if_condition(option, value) {
+                Some(Ok(c)) => condition = Some(c),
+                Some(Err(e)) => return Parsed::Error(e),
+                None => return error(SYNTAX_ERROR),
+            }
+            i += 1;
+        } else {
+            return error(SYNTAX_ERROR);
+        }
+        i += 1;
+    }
+    let expiry = match expire {
+        None if keep_ttl => Expiry::Keep,
+        None => Expiry::Clear,
+        Some((unit, raw)) => {
+            let Some(n) = parse_int(raw) else {
+                return error(NOT_AN_INTEGER);
+            };
+            let ms = match unit {
+                ExpireUnit::Ex | ExpireUnit::ExAt => n.checked_mul(1000),
+                ExpireUnit::Px | ExpireUnit::PxAt => Some(n),
+            };
+            let Some(ms) = ms.filter(|ms| *ms > 0) else {
+                return error(INVALID_EXPIRE);
+            };
+            let ms = ms.unsigned_abs();
+            match unit {
+                ExpireUnit::Ex | ExpireUnit::Px => Expiry::AfterMs(ms),
+                ExpireUnit::ExAt | ExpireUnit::PxAt => Expiry::AtMs(ms),
+            }
+        }
+    };
+    Parsed::Single {
+        key: args[1].clone(),
+        command: Command::Set(SetArgs {
+            value: args[2].clone(),
+            condition: condition.unwrap_or(Condition::Always),
+            get,
+            expiry,
+        }),
+        shape: ReplyShape::Plain,
+    }
+}
+
+fn expire_unit(option: &[u8]) -> Option<ExpireUnit> {
+    [
+        ("ex", ExpireUnit::Ex),
+        ("px", ExpireUnit::Px),
+        ("exat", ExpireUnit::ExAt),
+        ("pxat", ExpireUnit::PxAt),
+    ]
+    .into_iter()
+    .find(|(name, _)| is(option, name))
+    .map(|(_, unit)| unit)
+}
+
+/// Whether a client name is acceptable: printable ASCII without spaces.
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|b| (b'!'..=b'~').contains(b))
+}
+
+const BAD_CLIENT_NAME: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+
+fn parse_local(name: &str, args: &[Bytes]) -> Parsed {
+    let local = match name {
+        "ping" => match args.len() {
+            1 => Local::Ping(None),
+            2 => Local::Ping(Some(args[1].clone())),
+            _ => return arity_error("ping"),
+        },
+        "echo" => Local::Echo(args[1].clone()),
+        "hello" => return parse_hello(args),
+        "quit" => Local::Quit,
+        "reset" => Local::Reset,
+        "select" => match parse_int(&args[1]) {
+            Some(index) => Local::Select(index),
+            None => return error(NOT_AN_INTEGER),
+        },
+        "client" => return parse_client(args),
+        "command" => return parse_command_command(args),
+        "config" => return parse_config(args),
+        "info" => Local::Info(args[1..].to_vec()),
+        "dbsize" => Local::DbSize,
+        _ => return unknown_command(args),
+    };
+    Parsed::Local(local)
+}
+
+fn parse_hello(args: &[Bytes]) -> Parsed {
+    let mut protocol = None;
+    let mut auth = None;
+    let mut setname = None;
+    let mut i = 1;
+    if let Some(version) = args.get(1) {
+        protocol = match parse_int(version) {
+            Some(2) => Some(Protocol::Resp2),
+            Some(3) => Some(Protocol::Resp3),
+            Some(_) => return error("NOPROTO unsupported protocol version"),
+            None => return error("ERR Protocol version is not an integer or out of range"),
+        };
+        i = 2;
+    }
+    while i < args.len() {
+        let more = args.len() - 1 - i;
+        if is(&args[i], "auth") && more >= 2 {
+            auth = Some((args[i + 1].clone(), args[i + 2].clone()));
+            i += 3;
+        } else if is(&args[i], "setname") && more >= 1 {
+            if !valid_client_name(&args[i + 1]) {
+                return error(BAD_CLIENT_NAME);
+            }
+            setname = Some(args[i + 1].clone());
+            i += 2;
+        } else {
+            return Parsed::Error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                shown(&args[i], 128)
+            ));
+        }
+    }
+    Parsed::Local(Local::Hello {
+        protocol,
+        auth,
+        setname,
+    })
+}
+
+/// Checks a container's subcommand arity (Redis's convention, counting the container name).
+fn sub_arity(container: &str, sub: &str, arity: i64, argc: usize) -> Option<Parsed> {
+    (!arity_ok(arity, argc)).then(|| arity_error(&format!("{container}|{sub}")))
+}
+
+fn parse_client(args: &[Bytes]) -> Parsed {
+    let sub = &args[1];
+    let checked = |name: &str, arity: i64, local: Local| {
+        sub_arity("client", name, arity, args.len()).unwrap_or(Parsed::Local(local))
+    };
+    if is(sub, "setname") {
+        if args.len() == 3 && !valid_client_name(&args[2]) {
+            return error(BAD_CLIENT_NAME);
+        }
+        let name = args.get(2).cloned().unwrap_or_default();
+        checked("setname", 3, Local::ClientSetName(name))
+    } else if is(sub, "getname") {
+        checked("getname", 2, Local::ClientGetName)
+    } else if is(sub, "setinfo") {
+        if args.len() == 4 && !(is(&args[2], "lib-name") || is(&args[2], "lib-ver")) {
+            return Parsed::Error(format!(
+                "ERR Unrecognized option '{}'",
+                shown(&args[2], 128)
+            ));
+        }
+        checked("setinfo", 4, Local::ClientSetInfo)
+    } else if is(sub, "id") {
+        checked("id", 2, Local::ClientId)
+    } else if is(sub, "info") {
+        checked("info", 2, Local::ClientInfo)
+    } else {
+        unknown_subcommand(sub, "CLIENT")
+    }
+}
+
+fn parse_command_command(args: &[Bytes]) -> Parsed {
+    let Some(sub) = args.get(1) else {
+        return Parsed::Local(Local::Command);
+    };
+    if is(sub, "count") {
+        sub_arity("command", "count", 2, args.len()).unwrap_or(Parsed::Local(Local::CommandCount))
+    } else if is(sub, "docs") {
+        Parsed::Local(Local::CommandDocs(args[2..].to_vec()))
+    } else if is(sub, "info") {
+        Parsed::Local(Local::CommandInfo(args[2..].to_vec()))
+    } else {
+        unknown_subcommand(sub, "COMMAND")
+    }
+}
+
+fn parse_config(args: &[Bytes]) -> Parsed {
+    let sub = &args[1];
+    if is(sub, "get") {
+        sub_arity("config", "get", -3, args.len())
+            .unwrap_or_else(|| Parsed::Local(Local::ConfigGet(args[2..].to_vec())))
+    } else if is(sub, "set") {
+        if args.len() < 4 || !args.len().is_multiple_of(2) {
+            return arity_error("config|set");
+        }
+        Parsed::Local(Local::ConfigSet(
+            args[2..]
+                .chunks_exact(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect(),
+        ))
+    } else {
+        unknown_subcommand(sub, "CONFIG")
+    }
+}
+
+/// A register reply as a RESP value, shown as `shape` says.
+pub fn reply_to_value(reply: &Reply, shape: ReplyShape) -> Value {
+    match (reply, shape) {
+        (Reply::Ok, ReplyShape::SetNx) => Value::Int(1),
+        (Reply::Nil, ReplyShape::SetNx) => Value::Int(0),
+        (Reply::Ok, _) => Value::Simple("OK".to_owned()),
+        (Reply::Nil, _) => Value::Nil,
+        (Reply::Int(i), _) => Value::Int(*i),
+        (Reply::Bulk(b), _) => Value::Bulk(b.clone()),
+        (Reply::Array(items), ReplyShape::Set) => {
+            Value::Set(items.iter().cloned().map(Value::Bulk).collect())
+        }
+        (Reply::Array(items), _) => Value::Array(items.iter().cloned().map(Value::Bulk).collect()),
+        (Reply::Error(e), _) => Value::Error(e.to_string()),
+    }
+}
+
+/// The combined reply of a [`Parsed::Multi`], from its parts' replies in order.
+///
+/// [`Combine::Sum`] answers the first error if a part failed, else the sum of the integers;
+/// [`Combine::Array`] answers each string as it is and anything else (nil, a key of another
+/// type) as nil, like Redis's MGET.
+pub fn combine_replies(combine: Combine, replies: &[Reply]) -> Value {
+    match combine {
+        Combine::Sum => {
+            let mut sum: i64 = 0;
+            for reply in replies {
+                match reply {
+                    Reply::Int(i) => sum = sum.saturating_add(*i),
+                    Reply::Error(e) => return Value::Error(e.to_string()),
+                    _ => return Value::Error(CommandError::WrongType.to_string()),
+                }
+            }
+            Value::Int(sum)
+        }
+        Combine::Array => Value::Array(
+            replies
+                .iter()
+                .map(|r| match r {
+                    Reply::Bulk(b) => Value::Bulk(b.clone()),
+                    _ => Value::Nil,
+                })
+                .collect(),
+        ),
+    }
+}
