@@ -248,8 +248,8 @@ impl Command {
             Command::IncrBy(_) => "incrby",
             Command::SAdd(_) => "sadd",
             Command::SRem(_) => "srem",
-            Command::LockAcquire { .. } => "lock",
-            Command::LockRelease { .. } => "unlock",
+            Command::LockAcquire { .. } => "lock.acquire",
+            Command::LockRelease { .. } => "lock.release",
         }
     }
 

@@ -188,7 +188,10 @@ fn key_error(key: &[u8]) -> Option<Value> {
 
 async fn dispatch(args: &[Bytes], connection: &mut Connection, context: &NodeContext) -> Pending {
     let protocol = connection.protocol;
-    match table::parse_command(args) {
+    // Registers keep keys and values for as long as they live; copies let the connection's
+    // read buffer be reused instead of being pinned by slices of it.
+    let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+    match table::parse_command(&args) {
         Parsed::Single {
             key,
             command,

@@ -15,8 +15,8 @@
 //! [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`, `SETNX`, `DEL`, `EXISTS`, `MGET`, `INCR`, `INCRBY`,
 //! `DECR`, `DECRBY`, `SADD`, `SREM`, `SMEMBERS`, `SISMEMBER`, `SCARD`,
 //! `DELEX key [IFEQ v|IFNE v|IFDEQ digest|IFDNE digest]` and `DIGEST` (Redis 8.4), and
-//! logless's fencing lock: `LOCK key owner lease-ms` (replies the fencing token, or nil while
-//! another owner holds the lease) and `UNLOCK key owner` (1 if released, else 0).
+//! logless's fencing lock: `LOCK.ACQUIRE key owner lease-ms` (replies the fencing token, or nil while
+//! another owner holds the lease) and `LOCK.RELEASE key owner` (1 if released, else 0).
 //!
 //! Connection and server commands the node answers itself: `PING`, `ECHO`, `HELLO`, `QUIT`,
 //! `RESET`, `SELECT`, `CLIENT SETNAME|GETNAME|SETINFO|ID|INFO`, `COMMAND [COUNT|DOCS|INFO]`,

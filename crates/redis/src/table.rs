@@ -175,8 +175,8 @@ static SPECS: &[CommandSpec] = &[
     spec("scard", 2, READ_FAST, ONE_KEY),
     spec("delex", -2, WRITE_FAST, ONE_KEY),
     spec("digest", 2, READ_FAST, ONE_KEY),
-    spec("lock", 4, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("unlock", 3, WRITE_FAST, ONE_KEY),
+    spec("lock.acquire", 4, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("lock.release", 3, WRITE_FAST, ONE_KEY),
     spec("ping", -1, &["fast"], NO_KEYS),
     spec("echo", 2, &["fast"], NO_KEYS),
     spec("hello", -1, CONNECTION, NO_KEYS),
@@ -398,15 +398,15 @@ pub fn parse_command(args: &[Bytes]) -> Parsed {
             _ => error(SYNTAX_ERROR),
         },
         "digest" => single(Command::Digest),
-        "lock" => match parse_int(&args[3]) {
+        "lock.acquire" => match parse_int(&args[3]) {
             Some(lease) if lease > 0 => single(Command::LockAcquire {
                 owner: args[2].clone(),
                 lease_ms: lease.unsigned_abs(),
             }),
-            Some(_) => error("ERR invalid lease time in 'lock' command"),
+            Some(_) => error("ERR invalid lease time in 'lock.acquire' command"),
             None => error(NOT_AN_INTEGER),
         },
-        "unlock" => single(Command::LockRelease {
+        "lock.release" => single(Command::LockRelease {
             owner: args[2].clone(),
         }),
         _ => parse_local(spec.name, args),

@@ -433,7 +433,7 @@ fn delex() {
 #[test]
 fn fencing_lock() {
     assert_eq!(
-        parse("LOCK k me 5000"),
+        parse("LOCK.ACQUIRE k me 5000"),
         single(
             "k",
             Command::LockAcquire {
@@ -443,17 +443,17 @@ fn fencing_lock() {
         )
     );
     assert_eq!(
-        parse("UNLOCK k me"),
+        parse("LOCK.RELEASE k me"),
         single("k", Command::LockRelease { owner: b("me") })
     );
-    assert_eq!(parse("LOCK k me x"), err(NOT_INT));
+    assert_eq!(parse("LOCK.ACQUIRE k me x"), err(NOT_INT));
     assert_eq!(
-        parse("LOCK k me 0"),
-        err("ERR invalid lease time in 'lock' command")
+        parse("LOCK.ACQUIRE k me 0"),
+        err("ERR invalid lease time in 'lock.acquire' command")
     );
     assert_eq!(
-        parse("LOCK k me -1"),
-        err("ERR invalid lease time in 'lock' command")
+        parse("LOCK.ACQUIRE k me -1"),
+        err("ERR invalid lease time in 'lock.acquire' command")
     );
 }
 
@@ -478,8 +478,8 @@ fn arity_errors() {
         ("SISMEMBER k", "sismember"),
         ("SCARD", "scard"),
         ("DIGEST", "digest"),
-        ("LOCK k me", "lock"),
-        ("UNLOCK k", "unlock"),
+        ("LOCK.ACQUIRE k me", "lock.acquire"),
+        ("LOCK.RELEASE k", "lock.release"),
         ("ECHO", "echo"),
         ("PING a b", "ping"),
         ("SELECT", "select"),
@@ -726,8 +726,8 @@ fn command_table() {
         "scard",
         "delex",
         "digest",
-        "lock",
-        "unlock",
+        "lock.acquire",
+        "lock.release",
         "ping",
         "echo",
         "hello",
