@@ -1,0 +1,400 @@
+//! The real `logless` binary as a 3-replica cluster on loopback, driven by a Redis client:
+//! service across replicas, kill -9 of one replica under load, kill -9 of all of them, clean
+//! shutdown, and the commands `logless up` and `logless status`.
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::Cluster;
+use redis::{Commands, RedisError};
+
+fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("http connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, text.split_once("\r\n\r\n").unwrap().1.to_string())
+}
+
+#[test]
+fn every_replica_serves_every_key() {
+    let cluster = Cluster::start(3, "mmap");
+    let mut a = cluster.connect(0);
+    let mut b = cluster.connect(1);
+    let mut c = cluster.connect(2);
+    let _: () = a.set("greeting", "hello").unwrap();
+    assert_eq!(b.get::<_, String>("greeting").unwrap(), "hello");
+    assert_eq!(c.incr::<_, _, i64>("n", 5).unwrap(), 5);
+    assert_eq!(a.incr::<_, _, i64>("n", 1).unwrap(), 6);
+    assert_eq!(b.get::<_, i64>("n").unwrap(), 6);
+    let _: i64 = c.sadd("s", &["x", "y"]).unwrap();
+    let mut members: Vec<String> = a.smembers("s").unwrap();
+    members.sort();
+    assert_eq!(members, ["x", "y"]);
+    let err: RedisError = b.incr::<_, _, i64>("s", 1).unwrap_err();
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+    let err: RedisError = redis::cmd("MSET")
+        .arg("a")
+        .arg(1)
+        .arg("b")
+        .arg(2)
+        .query::<()>(&mut a)
+        .unwrap_err();
+    assert!(err.to_string().contains("atomic"), "{err}");
+
+    let (code, body) = http_get(cluster.replicas[0].http, "/metrics");
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("logless_commands_total{command=\"incrby\",outcome=\"ok\"}"),
+        "{body}"
+    );
+    assert!(body.contains("logless_command_latency_seconds_bucket"));
+    let (code, body) = http_get(cluster.replicas[1].http, "/health");
+    assert_eq!((code, body.as_str()), (200, "ok\n"));
+
+    let status = Command::new(common::binary())
+        .arg("status")
+        .arg("--http")
+        .arg(
+            cluster
+                .replicas
+                .iter()
+                .map(|r| r.http.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}");
+    assert!(text.contains("3 of 3 replicas healthy"), "{text}");
+}
+
+/// What clients saw of one counter.
+#[derive(Default, Debug)]
+struct Tally {
+    acknowledged: i64,
+    unknown: i64,
+}
+
+fn is_not_applied(e: &RedisError) -> bool {
+    e.code() == Some("TRYAGAIN")
+}
+
+#[test]
+fn one_replica_killed_and_restarted_under_load_loses_nothing() {
+    let mut cluster = Cluster::start(3, "mmap");
+    let addrs: Vec<String> = cluster
+        .replicas
+        .iter()
+        .map(|r| format!("redis://{}/", r.client))
+        .collect();
+    let keys = ["hot:0", "hot:1", "hot:2", "hot:3"];
+    let tallies: Arc<Mutex<HashMap<&str, Tally>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked_during_outage = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let outage = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for w in 0..9usize {
+        let addrs = addrs.clone();
+        let tallies = tallies.clone();
+        let stop = stop.clone();
+        let outage = outage.clone();
+        let acked_during_outage = acked_during_outage.clone();
+        workers.push(std::thread::spawn(move || {
+            let mut target = w % addrs.len();
+            let mut con: Option<redis::Connection> = None;
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let key = keys[(w + i) % keys.len()];
+                i += 1;
+                if con.is_none() {
+                    con = redis::Client::open(addrs[target].as_str())
+                        .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+                        .and_then(|c| {
+                            c.set_read_timeout(Some(Duration::from_secs(8)))?;
+                            Ok(c)
+                        })
+                        .ok();
+                    if con.is_none() {
+                        target = (target + 1) % addrs.len();
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
+                }
+                let result: Result<i64, RedisError> = con.as_mut().unwrap().incr(key, 1);
+                let mut tallies = tallies.lock().unwrap();
+                let tally = tallies.entry(key).or_default();
+                match result {
+                    Ok(_) => {
+                        tally.acknowledged += 1;
+                        if outage.load(Ordering::Relaxed) {
+                            acked_during_outage.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Err(e) if is_not_applied(&e) => {}
+                    Err(_) => {
+                        // A timeout, a lost connection or UNCERTAIN: it may have applied.
+                        tally.unknown += 1;
+                        con = None;
+                        target = (target + 1) % addrs.len();
+                    }
+                }
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    outage.store(true, Ordering::Relaxed);
+    cluster.kill(1);
+    std::thread::sleep(Duration::from_secs(3));
+    outage.store(false, Ordering::Relaxed);
+    cluster.spawn(1);
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert!(
+        acked_during_outage.load(Ordering::Relaxed) > 50,
+        "the two live replicas kept serving"
+    );
+    // The restarted replica is brought up to date by the next operation on each key.
+    cluster.wait_serving(Duration::from_secs(20));
+    let mut restarted = cluster.connect(1);
+    let tallies = tallies.lock().unwrap();
+    for key in keys {
+        let tally = &tallies[key];
+        let value: i64 = restarted.get(key).unwrap();
+        assert!(
+            value >= tally.acknowledged && value <= tally.acknowledged + tally.unknown,
+            "{key}: {value} not within [{}, {}]",
+            tally.acknowledged,
+            tally.acknowledged + tally.unknown
+        );
+    }
+}
+
+fn writes_survive_killing_every_replica(durability: &str) {
+    let mut cluster = Cluster::start(3, durability);
+    let mut con = cluster.connect(0);
+    for i in 0..300 {
+        let _: () = con.set(format!("key:{i}"), format!("value:{i}")).unwrap();
+    }
+    for _ in 0..200 {
+        let _: i64 = con.incr("counter", 1).unwrap();
+    }
+    let _: i64 = con.sadd("set", &["a", "b", "c"]).unwrap();
+    drop(con);
+    for i in 0..3 {
+        cluster.kill(i);
+    }
+    for i in 0..3 {
+        cluster.spawn(i);
+    }
+    cluster.wait_serving(Duration::from_secs(30));
+    let mut con = cluster.connect(2);
+    for i in 0..300 {
+        let v: String = con.get(format!("key:{i}")).unwrap();
+        assert_eq!(v, format!("value:{i}"));
+    }
+    assert_eq!(con.get::<_, i64>("counter").unwrap(), 200);
+    assert_eq!(con.scard::<_, i64>("set").unwrap(), 3);
+}
+
+#[test]
+fn acknowledged_writes_survive_killing_every_replica_mmap() {
+    writes_survive_killing_every_replica("mmap");
+}
+
+#[test]
+fn acknowledged_writes_survive_killing_every_replica_sync() {
+    writes_survive_killing_every_replica("sync");
+}
+
+#[test]
+fn clean_shutdown_and_restart_keep_everything() {
+    let mut cluster = Cluster::start(3, "sync");
+    let mut con = cluster.connect(1);
+    let _: () = con.set("k", "v").unwrap();
+    drop(con);
+    for i in 0..3 {
+        assert!(cluster.stop(i), "replica {} stopped cleanly", i + 1);
+    }
+    for i in 0..3 {
+        cluster.spawn(i);
+    }
+    cluster.wait_serving(Duration::from_secs(30));
+    let mut con = cluster.connect(0);
+    assert_eq!(con.get::<_, String>("k").unwrap(), "v");
+    // The identity file makes each run a new incarnation.
+    let (_, body) = http_get(cluster.replicas[0].http, "/status");
+    assert!(body.contains("\"incarnation\": 2"), "{body}");
+}
+
+/// Sends raw bytes and returns what came back before the server closed (or the timeout).
+fn raw_exchange(addr: std::net::SocketAddr, bytes: &[u8]) -> (String, bool) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => reply.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+    };
+    (String::from_utf8_lossy(&reply).into_owned(), closed)
+}
+
+#[test]
+fn bad_clients_and_bad_peers_lose_only_their_connection() {
+    let cluster = Cluster::start(3, "mmap");
+    let mut con = cluster.connect(0);
+    let _: () = con.set("kept", "safe").unwrap();
+    let client = cluster.replicas[0].client;
+    for (input, expected) in [
+        (
+            &b"*abc\r\n"[..],
+            "-ERR Protocol error: invalid multibulk length",
+        ),
+        (b"*1\r\n$-5\r\n", "-ERR Protocol error: invalid bulk length"),
+        (
+            b"*1\r\n$999999999999\r\n",
+            "-ERR Protocol error: invalid bulk length",
+        ),
+        (b"*1\r\n$3\r\nGETxx", "-ERR Protocol error"),
+        (b"*1\r\n:3\r\n", "-ERR Protocol error: expected '$'"),
+    ] {
+        let (reply, closed) = raw_exchange(client, input);
+        assert!(reply.starts_with(expected), "{input:?} gave {reply:?}");
+        assert!(closed, "{input:?}: the connection is closed");
+    }
+    let oversized_inline = vec![b'a'; 70 * 1024];
+    let (reply, closed) = raw_exchange(client, &oversized_inline);
+    assert!(
+        reply.starts_with("-ERR Protocol error: too big inline request"),
+        "{reply}"
+    );
+    assert!(closed);
+    // Errors that are not protocol errors keep the connection.
+    let mut s = TcpStream::connect(client).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.write_all(b"NOSUCH a\r\nGET\r\nPING\r\n").unwrap();
+    let mut reader = BufReader::new(s);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("-ERR unknown command 'NOSUCH'"), "{line}");
+    line.clear();
+    reader.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("-ERR wrong number of arguments for 'get'"),
+        "{line}"
+    );
+    line.clear();
+    reader.read_line(&mut line).unwrap();
+    assert_eq!(line, "+PONG\r\n");
+
+    // Peers: a wrong magic, an unknown node id and an unknown version are each refused.
+    let peer = cluster.replicas[0].peer;
+    let mut hello = b"LLPR\x01\x09\x00\x00\x00\x01\x00".to_vec();
+    for bad in [b"HTTP/1.1 GET".to_vec(), hello.clone(), {
+        hello[4] = 99;
+        hello[5] = 2;
+        hello.clone()
+    }] {
+        let (reply, closed) = raw_exchange(peer, &bad);
+        assert!(reply.is_empty() && closed, "peer hello {bad:?} refused");
+    }
+    // A known peer whose frame fails its checksum is cut off too.
+    let mut frame = b"LLPR\x01\x02\x00\x00\x00\x01\x00".to_vec();
+    frame.extend_from_slice(&[20, 0, 0, 0, 1, 2, 0, 1, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef]);
+    frame.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    let (_, closed) = raw_exchange(peer, &frame);
+    assert!(closed, "a corrupt frame closes the peer connection");
+
+    let mut con = cluster.connect(0);
+    assert_eq!(con.get::<_, String>("kept").unwrap(), "safe");
+    let _: () = con.set("after", "fine").unwrap();
+    assert_eq!(
+        cluster.connect(2).get::<_, String>("after").unwrap(),
+        "fine"
+    );
+}
+
+#[test]
+fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
+    // A base port whose Redis, peer and HTTP neighbours are all free.
+    let base = (0..200)
+        .map(|i| 20_000 + ((std::process::id() as u16 % 100) * 97 + i * 13) % 30_000)
+        .find(|&p| {
+            (0..3).all(|i| {
+                [p + i, p + 1000 + i, p + 2000 + i]
+                    .iter()
+                    .all(|&q| std::net::TcpListener::bind(("127.0.0.1", q)).is_ok())
+            })
+        })
+        .expect("a free port range");
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = Command::new(common::binary())
+        .args(["up", "--port", &base.to_string(), "--log-level", "warn"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(up.stdout.take().unwrap());
+    let started = Instant::now();
+    let mut printed = String::new();
+    while !printed.contains("stop with Ctrl-C") {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 || started.elapsed() > Duration::from_secs(40) {
+            let _ = up.kill();
+            let mut err = String::new();
+            let _ = up.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("logless up did not come up:\n{printed}\n{err}");
+        }
+        printed.push_str(&line);
+    }
+    assert!(
+        printed.contains(&format!("redis-cli -p {base}")),
+        "{printed}"
+    );
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{}/", base + 2))
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .unwrap();
+    let _: () = con.set("via-up", "yes").unwrap();
+    let _ = Command::new("kill")
+        .args(["-INT", &up.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = up.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "logless up stops on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut rest = String::new();
+    let _ = out.read_to_string(&mut rest);
+    assert!(status.success(), "{rest}");
+    assert!(rest.contains("stopped"), "{rest}");
+    for i in 0..3 {
+        assert!(dir
+            .path()
+            .join(format!("node-{}/shard-0.slots", i + 1))
+            .exists());
+    }
+}
