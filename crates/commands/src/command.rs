@@ -34,7 +34,7 @@ pub enum Command {
     Set(SetArgs),
     /// DEL: leaves a tombstone.
     Del,
-    /// DELEX [condition]: a conditional delete.
+    /// `DELEX [condition]`: a conditional delete.
     DelEx(Condition),
     /// INCRBY delta (INCR, DECR and DECRBY too).
     IncrBy(i64),
@@ -54,6 +54,83 @@ pub enum Command {
         /// The owner's token.
         owner: Bytes,
     },
+    /// TTL: the remaining time to live in seconds (rounded to the nearest), -1 without one, -2
+    /// if the key is absent.
+    Ttl,
+    /// PTTL: as TTL, in milliseconds.
+    PTtl,
+    /// TYPE: `string` (strings and integers), `set`, `lock` (logless's fencing lock) or `none`.
+    Type,
+    /// STRLEN: the length of the string value (an integer's decimal length), 0 if absent.
+    StrLen,
+    /// EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT.
+    Expire(ExpireArgs),
+    /// PERSIST: remove the time to live; 1 if there was one, else 0.
+    Persist,
+    /// APPEND value: the length of the string after appending.
+    Append(Bytes),
+    /// GETDEL: the string value, then delete the key.
+    GetDel,
+}
+
+/// The arguments of the EXPIRE family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExpireArgs {
+    /// Which of the four commands (the unit and whether `time` is relative).
+    pub kind: ExpireKind,
+    /// The time as the client gave it (seconds or milliseconds, relative or absolute; it may be
+    /// zero or negative, which deletes the key).
+    pub time: i64,
+    /// The NX/XX/GT/LT options (the table rejects the combinations Redis rejects).
+    pub flags: ExpireFlags,
+}
+
+/// Which command of the EXPIRE family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ExpireKind {
+    /// EXPIRE key seconds.
+    Expire,
+    /// PEXPIRE key milliseconds.
+    PExpire,
+    /// EXPIREAT key unix-time-seconds.
+    ExpireAt,
+    /// PEXPIREAT key unix-time-milliseconds.
+    PExpireAt,
+}
+
+impl ExpireKind {
+    /// The command's lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpireKind::Expire => "expire",
+            ExpireKind::PExpire => "pexpire",
+            ExpireKind::ExpireAt => "expireat",
+            ExpireKind::PExpireAt => "pexpireat",
+        }
+    }
+
+    fn in_seconds(self) -> bool {
+        matches!(self, ExpireKind::Expire | ExpireKind::ExpireAt)
+    }
+
+    fn relative(self) -> bool {
+        matches!(self, ExpireKind::Expire | ExpireKind::PExpire)
+    }
+}
+
+/// The options of the EXPIRE family, as Redis checks them one after the other: NX (only
+/// without a time to live), XX (only with one), GT (only if the new expiry is later; no time to
+/// live counts as infinite), LT (only if earlier).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExpireFlags {
+    /// NX.
+    pub nx: bool,
+    /// XX.
+    pub xx: bool,
+    /// GT.
+    pub gt: bool,
+    /// LT.
+    pub lt: bool,
 }
 
 /// The options of SET.
@@ -112,6 +189,8 @@ pub enum Reply {
     Int(i64),
     /// A string.
     Bulk(Bytes),
+    /// A status other than OK (TYPE's type name; a simple string in RESP).
+    Status(&'static str),
     /// A list of strings.
     Array(Vec<Bytes>),
     /// An error.
@@ -129,12 +208,17 @@ pub enum CommandError {
     Overflow,
     /// The result would exceed a size limit.
     ValueTooLarge,
-    /// The expiry is zero, negative or overflows.
+    /// The expiry is zero, negative or overflows (SET's wording).
     InvalidExpireTime,
+    /// The expiry overflows, in the words of the named command (`expire`, `setex`, ...).
+    InvalidExpireTimeIn(&'static str),
 }
 
 impl fmt::Display for CommandError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let CommandError::InvalidExpireTimeIn(command) = self {
+            return write!(f, "ERR invalid expire time in '{command}' command");
+        }
         f.write_str(match self {
             CommandError::WrongType => {
                 "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -142,7 +226,9 @@ impl fmt::Display for CommandError {
             CommandError::NotAnInteger => "ERR value is not an integer or out of range",
             CommandError::Overflow => "ERR increment or decrement would overflow",
             CommandError::ValueTooLarge => "ERR value exceeds the configured size limit",
-            CommandError::InvalidExpireTime => "ERR invalid expire time in 'set' command",
+            CommandError::InvalidExpireTime | CommandError::InvalidExpireTimeIn(_) => {
+                "ERR invalid expire time in 'set' command"
+            }
         })
     }
 }
@@ -250,6 +336,14 @@ impl Command {
             Command::SRem(_) => "srem",
             Command::LockAcquire { .. } => "lock.acquire",
             Command::LockRelease { .. } => "lock.release",
+            Command::Ttl => "ttl",
+            Command::PTtl => "pttl",
+            Command::Type => "type",
+            Command::StrLen => "strlen",
+            Command::Expire(args) => args.kind.name(),
+            Command::Persist => "persist",
+            Command::Append(_) => "append",
+            Command::GetDel => "getdel",
         }
     }
 
@@ -263,6 +357,10 @@ impl Command {
                 | Command::SMembers
                 | Command::SIsMember(_)
                 | Command::SCard
+                | Command::Ttl
+                | Command::PTtl
+                | Command::Type
+                | Command::StrLen
         )
     }
 
@@ -299,6 +397,31 @@ impl Command {
                 Data::Set(m) => Reply::Int(m.len() as i64),
                 _ => Reply::Error(CommandError::WrongType),
             },
+            Command::Ttl | Command::PTtl => match (data, reg.expires_at_ms) {
+                (Data::Absent, _) => Reply::Int(-2),
+                (_, None) => Reply::Int(-1),
+                (_, Some(at)) => {
+                    // Live, so `at > now_ms`.
+                    let ms = i64::try_from(at - now_ms).unwrap_or(i64::MAX);
+                    Reply::Int(if *self == Command::PTtl {
+                        ms
+                    } else {
+                        ms.saturating_add(500) / 1000
+                    })
+                }
+            },
+            Command::Type => Reply::Status(match data {
+                Data::Absent => "none",
+                Data::Str(_) | Data::Int(_) => "string",
+                Data::Set(_) => "set",
+                Data::Lock(_) => "lock",
+            }),
+            Command::StrLen => match data {
+                Data::Absent => Reply::Int(0),
+                Data::Str(s) => Reply::Int(s.len() as i64),
+                Data::Int(v) => Reply::Int(v.to_string().len() as i64),
+                _ => Reply::Error(CommandError::WrongType),
+            },
             _ => {
                 let mut copy = reg.clone();
                 self.apply(&mut copy, now_ms, &Limits::UNLIMITED).reply
@@ -333,6 +456,26 @@ impl Command {
                     lock_acquire(owner, *lease_ms, reg, expired, now_ms, limits)
                 }
                 Command::LockRelease { owner } => lock_release(owner, reg, expired),
+                Command::Expire(args) => expire(args, reg, expired, now_ms),
+                Command::Persist => {
+                    if expired || reg.data == Data::Absent || reg.expires_at_ms.is_none() {
+                        Outcome::unchanged(Reply::Int(0))
+                    } else {
+                        reg.expires_at_ms = None;
+                        Outcome::changed(Reply::Int(1))
+                    }
+                }
+                Command::Append(suffix) => append(suffix, reg, expired, limits),
+                Command::GetDel => match live {
+                    Data::Absent => Outcome::unchanged(Reply::Nil),
+                    other => match as_string(other) {
+                        Some(s) => {
+                            *reg = Register::default();
+                            Outcome::changed(Reply::Bulk(s))
+                        }
+                        None => Outcome::error(CommandError::WrongType),
+                    },
+                },
                 _ => unreachable!("read-only commands are answered above"),
             }
         };
@@ -375,7 +518,11 @@ fn set(args: &SetArgs, reg: &mut Register, live: Data, now_ms: u64, limits: &Lim
         Expiry::AfterMs(0) | Expiry::AtMs(0) => {
             return Outcome::error(CommandError::InvalidExpireTime)
         }
-        Expiry::AfterMs(d) => match now_ms.checked_add(d) {
+        // Redis keeps expiry instants in a signed 64-bit integer.
+        Expiry::AfterMs(d) => match now_ms
+            .checked_add(d)
+            .filter(|at| i64::try_from(*at).is_ok())
+        {
             Some(at) => Some(at),
             None => return Outcome::error(CommandError::InvalidExpireTime),
         },
@@ -391,6 +538,82 @@ fn set(args: &SetArgs, reg: &mut Register, live: Data, now_ms: u64, limits: &Lim
     }
     *reg = next;
     Outcome::changed(reply)
+}
+
+fn expire(args: &ExpireArgs, reg: &mut Register, expired: bool, now_ms: u64) -> Outcome {
+    // The checks come in Redis's order: the time first (whether or not the key exists), then
+    // the key, then the options.
+    let invalid = Outcome::error(CommandError::InvalidExpireTimeIn(args.kind.name()));
+    let mut when = args.time;
+    if args.kind.in_seconds() {
+        let Some(ms) = when.checked_mul(1000) else {
+            return invalid;
+        };
+        when = ms;
+    }
+    let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+    if args.kind.relative() {
+        let Some(at) = when.checked_add(now) else {
+            return invalid;
+        };
+        when = at;
+    }
+    if expired || reg.data == Data::Absent {
+        return Outcome::unchanged(Reply::Int(0));
+    }
+    let current = reg
+        .expires_at_ms
+        .map(|at| i64::try_from(at).unwrap_or(i64::MAX));
+    let flags = args.flags;
+    let refused = (flags.nx && current.is_some())
+        || (flags.xx && current.is_none())
+        || (flags.gt && current.is_none_or(|c| when <= c))
+        || (flags.lt && current.is_some_and(|c| when >= c));
+    if refused {
+        return Outcome::unchanged(Reply::Int(0));
+    }
+    if when <= now {
+        // A time already past deletes the key, like Redis.
+        *reg = Register::default();
+        return Outcome::changed(Reply::Int(1));
+    }
+    let at = when.unsigned_abs();
+    if reg.expires_at_ms == Some(at) {
+        return Outcome::unchanged(Reply::Int(1));
+    }
+    reg.expires_at_ms = Some(at);
+    Outcome::changed(Reply::Int(1))
+}
+
+fn append(suffix: &Bytes, reg: &mut Register, expired: bool, limits: &Limits) -> Outcome {
+    if expired || reg.data == Data::Absent {
+        // Like Redis, APPEND creates the key, even with an empty string.
+        if suffix.len() > limits.value_bytes_max {
+            return Outcome::error(CommandError::ValueTooLarge);
+        }
+        *reg = Register {
+            data: Data::Str(suffix.clone()),
+            expires_at_ms: None,
+        };
+        return Outcome::changed(Reply::Int(suffix.len() as i64));
+    }
+    let Some(current) = as_string(&reg.data) else {
+        return Outcome::error(CommandError::WrongType);
+    };
+    let len = current.len() + suffix.len();
+    if suffix.is_empty() {
+        // Nothing to append: an integer stays an integer, the register stays as it is.
+        return Outcome::unchanged(Reply::Int(len as i64));
+    }
+    if len > limits.value_bytes_max {
+        return Outcome::error(CommandError::ValueTooLarge);
+    }
+    let mut joined = Vec::with_capacity(len);
+    joined.extend_from_slice(&current);
+    joined.extend_from_slice(suffix);
+    // The time to live stays.
+    reg.data = Data::Str(Bytes::from(joined));
+    Outcome::changed(Reply::Int(len as i64))
 }
 
 fn del_ex(condition: &Condition, reg: &mut Register, live: Data) -> Outcome {

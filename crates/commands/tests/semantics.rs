@@ -3,7 +3,8 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use logless_commands::command::{
-    digest, Command, CommandError, Condition, Expiry, Limits, Outcome, Reply, SetArgs,
+    digest, Command, CommandError, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, Limits,
+    Outcome, Reply, SetArgs,
 };
 use logless_commands::value::{Data, LockState, Register};
 use proptest::prelude::*;
@@ -425,6 +426,462 @@ proptest! {
                 (c, m) => unreachable!("{c:?} on {m:?}"),
             };
             prop_assert_eq!(outcome.reply, expected);
+        }
+    }
+}
+
+fn with_ttl(mut reg: Register, at: u64) -> Register {
+    reg.expires_at_ms = Some(at);
+    reg
+}
+
+/// Applies `cmd` at `now_ms` with the test limits, checking that "unchanged" means identical.
+fn run_at(cmd: &Command, mut reg: Register, now_ms: u64) -> (Outcome, Register) {
+    let before = reg.clone();
+    let outcome = cmd.apply(&mut reg, now_ms, &LIMITS);
+    if !outcome.changed {
+        assert_eq!(reg, before, "unchanged must mean identical: {cmd:?}");
+    }
+    if outcome.reply != Reply::Error(CommandError::ValueTooLarge) {
+        // `read` answers writes without limits.
+        assert_eq!(
+            cmd.read(&before, now_ms),
+            outcome.reply,
+            "read answers like apply: {cmd:?}"
+        );
+    }
+    (outcome, reg)
+}
+
+fn expire_cmd(kind: ExpireKind, time: i64, flags: &str) -> Command {
+    Command::Expire(ExpireArgs {
+        kind,
+        time,
+        flags: ExpireFlags {
+            nx: flags.contains("nx"),
+            xx: flags.contains("xx"),
+            gt: flags.contains("gt"),
+            lt: flags.contains("lt"),
+        },
+    })
+}
+
+#[test]
+fn new_commands_names_and_read_only() {
+    let expire = expire_cmd(ExpireKind::Expire, 1, "");
+    for (cmd, name, read_only) in [
+        (Command::Ttl, "ttl", true),
+        (Command::PTtl, "pttl", true),
+        (Command::Type, "type", true),
+        (Command::StrLen, "strlen", true),
+        (expire, "expire", false),
+        (expire_cmd(ExpireKind::PExpire, 1, ""), "pexpire", false),
+        (expire_cmd(ExpireKind::ExpireAt, 1, ""), "expireat", false),
+        (expire_cmd(ExpireKind::PExpireAt, 1, ""), "pexpireat", false),
+        (Command::Persist, "persist", false),
+        (Command::Append(b("x")), "append", false),
+        (Command::GetDel, "getdel", false),
+    ] {
+        assert_eq!(cmd.name(), name);
+        assert_eq!(cmd.is_read_only(), read_only, "{name}");
+    }
+}
+
+#[test]
+fn ttl_and_pttl() {
+    let ttl = |reg: Register, now| run_at(&Command::Ttl, reg, now).0.reply;
+    let pttl = |reg: Register, now| run_at(&Command::PTtl, reg, now).0.reply;
+    assert_eq!(ttl(Register::default(), 10), Reply::Int(-2));
+    assert_eq!(pttl(Register::default(), 10), Reply::Int(-2));
+    assert_eq!(ttl(string("v"), 10), Reply::Int(-1));
+    assert_eq!(pttl(set_of(&["a"]), 10), Reply::Int(-1));
+    let reg = with_ttl(string("v"), 10_000);
+    assert_eq!(pttl(reg.clone(), 1_000), Reply::Int(9_000));
+    assert_eq!(ttl(reg.clone(), 1_000), Reply::Int(9));
+    // Rounded to the nearest second, halves up: (ms + 500) / 1000.
+    assert_eq!(ttl(reg.clone(), 8_500), Reply::Int(2), "1500 ms");
+    assert_eq!(ttl(reg.clone(), 8_501), Reply::Int(1), "1499 ms");
+    assert_eq!(ttl(reg.clone(), 9_500), Reply::Int(1), "500 ms");
+    assert_eq!(ttl(reg.clone(), 9_501), Reply::Int(0), "499 ms");
+    assert_eq!(pttl(reg.clone(), 9_999), Reply::Int(1));
+    assert_eq!(
+        ttl(reg.clone(), 10_000),
+        Reply::Int(-2),
+        "expired at its instant"
+    );
+    assert_eq!(pttl(reg, 20_000), Reply::Int(-2));
+    assert_eq!(
+        pttl(with_ttl(int(1), u64::MAX), 0),
+        Reply::Int(i64::MAX),
+        "saturates"
+    );
+}
+
+#[test]
+fn type_names() {
+    let ty = |reg: Register| run_at(&Command::Type, reg, 10).0.reply;
+    assert_eq!(ty(Register::default()), Reply::Status("none"));
+    assert_eq!(ty(string("v")), Reply::Status("string"));
+    assert_eq!(ty(int(3)), Reply::Status("string"));
+    assert_eq!(ty(set_of(&["a"])), Reply::Status("set"));
+    let lock = Register {
+        data: Data::Lock(LockState {
+            owner: None,
+            fence: 1,
+            lease_until_ms: 0,
+        }),
+        expires_at_ms: None,
+    };
+    assert_eq!(ty(lock), Reply::Status("lock"));
+    assert_eq!(ty(with_ttl(string("v"), 10)), Reply::Status("none"));
+}
+
+#[test]
+fn strlen() {
+    let len = |reg: Register| run_at(&Command::StrLen, reg, 10).0.reply;
+    assert_eq!(len(Register::default()), Reply::Int(0));
+    assert_eq!(len(string("")), Reply::Int(0));
+    assert_eq!(len(string("hello")), Reply::Int(5));
+    assert_eq!(len(int(-120)), Reply::Int(4), "an integer's decimal length");
+    assert_eq!(len(int(i64::MIN)), Reply::Int(20));
+    assert_eq!(len(with_ttl(string("hello"), 10)), Reply::Int(0));
+    assert_eq!(len(set_of(&["a"])), Reply::Error(CommandError::WrongType));
+}
+
+#[test]
+fn expire_sets_relative_and_absolute_times() {
+    let now = 1_000;
+    let cases = [
+        (ExpireKind::Expire, 5, 6_000),
+        (ExpireKind::PExpire, 5, 1_005),
+        (ExpireKind::ExpireAt, 7, 7_000),
+        (ExpireKind::PExpireAt, 1_001, 1_001),
+    ];
+    for (kind, time, at) in cases {
+        let (o, r) = run_at(&expire_cmd(kind, time, ""), string("v"), now);
+        assert_eq!((o.reply, o.changed), (Reply::Int(1), true), "{kind:?}");
+        assert_eq!(r, with_ttl(string("v"), at), "{kind:?}");
+        // The same expiry again changes nothing.
+        let (o, _) = run_at(&expire_cmd(kind, time, ""), r, now);
+        assert_eq!((o.reply, o.changed), (Reply::Int(1), false), "{kind:?}");
+    }
+    // The data and its kind stay.
+    let (_, r) = run_at(&expire_cmd(ExpireKind::PExpire, 5, ""), set_of(&["a"]), now);
+    assert_eq!(r, with_ttl(set_of(&["a"]), 1_005));
+    let (_, r) = run_at(&expire_cmd(ExpireKind::PExpire, 5, ""), int(4), now);
+    assert_eq!(r, with_ttl(int(4), 1_005));
+}
+
+#[test]
+fn expire_on_an_absent_or_expired_key_answers_0() {
+    for time in [-5, 0, 5] {
+        let cmd = expire_cmd(ExpireKind::PExpire, time, "");
+        let (o, _) = run_at(&cmd, Register::default(), 1_000);
+        assert_eq!((o.reply, o.changed), (Reply::Int(0), false));
+        let (o, _) = run_at(&cmd, with_ttl(string("v"), 1_000), 1_000);
+        assert_eq!((o.reply, o.changed), (Reply::Int(0), false));
+    }
+}
+
+#[test]
+fn expire_in_the_past_deletes() {
+    let now = 1_000;
+    for (kind, time) in [
+        (ExpireKind::Expire, 0),
+        (ExpireKind::Expire, -1),
+        (ExpireKind::PExpire, 0),
+        (ExpireKind::PExpire, -100),
+        (ExpireKind::ExpireAt, 1),
+        (ExpireKind::ExpireAt, -3),
+        (ExpireKind::PExpireAt, 1_000),
+        (ExpireKind::PExpireAt, 999),
+        (ExpireKind::PExpireAt, i64::MIN),
+    ] {
+        let (o, r) = run_at(
+            &expire_cmd(kind, time, ""),
+            with_ttl(string("v"), 5_000),
+            now,
+        );
+        assert_eq!(
+            (o.reply, o.changed, r),
+            (Reply::Int(1), true, Register::default()),
+            "{kind:?} {time}"
+        );
+    }
+    // One millisecond later than the stamp is still in the future.
+    let (o, r) = run_at(
+        &expire_cmd(ExpireKind::PExpireAt, 1_001, ""),
+        string("v"),
+        now,
+    );
+    assert_eq!((o.reply, r), (Reply::Int(1), with_ttl(string("v"), 1_001)));
+}
+
+#[test]
+fn expire_overflow_is_an_error_naming_the_command() {
+    let now = 1_000;
+    for (kind, time) in [
+        (ExpireKind::Expire, i64::MAX / 1000 + 1),
+        (ExpireKind::Expire, i64::MIN / 1000 - 1),
+        (ExpireKind::ExpireAt, i64::MAX),
+        (ExpireKind::ExpireAt, i64::MIN),
+        (ExpireKind::PExpire, i64::MAX),
+        (ExpireKind::PExpire, i64::MAX - 999),
+        (ExpireKind::Expire, i64::MAX / 1000),
+    ] {
+        let cmd = expire_cmd(kind, time, "");
+        let expected = Reply::Error(CommandError::InvalidExpireTimeIn(kind.name()));
+        // Checked before the key, like Redis.
+        for reg in [string("v"), Register::default()] {
+            let (o, _) = run_at(&cmd, reg, now);
+            assert_eq!(
+                (o.reply, o.changed),
+                (expected.clone(), false),
+                "{kind:?} {time}"
+            );
+        }
+    }
+    assert_eq!(
+        CommandError::InvalidExpireTimeIn("pexpire").to_string(),
+        "ERR invalid expire time in 'pexpire' command"
+    );
+    // The largest relative time that fits, and an absolute one at the limit.
+    let (o, r) = run_at(
+        &expire_cmd(ExpireKind::PExpire, i64::MAX - 1_000, ""),
+        string("v"),
+        now,
+    );
+    assert_eq!(
+        (o.reply, r.expires_at_ms),
+        (Reply::Int(1), Some(i64::MAX as u64))
+    );
+    let (o, _) = run_at(
+        &expire_cmd(ExpireKind::PExpireAt, i64::MAX, ""),
+        string("v"),
+        now,
+    );
+    assert_eq!(o.reply, Reply::Int(1));
+    let (o, _) = run_at(
+        &expire_cmd(ExpireKind::Expire, i64::MIN / 1000, ""),
+        string("v"),
+        now,
+    );
+    assert_eq!(o.reply, Reply::Int(1), "a very negative time deletes");
+}
+
+#[test]
+fn expire_options() {
+    let now = 1_000;
+    let no_ttl = string("v");
+    let ttl_at_5000 = with_ttl(string("v"), 5_000);
+    let cases = [
+        // (flags, register, new expiry at, expected reply)
+        ("nx", &no_ttl, 3_000, 1),
+        ("nx", &ttl_at_5000, 3_000, 0),
+        ("xx", &no_ttl, 3_000, 0),
+        ("xx", &ttl_at_5000, 3_000, 1),
+        ("gt", &no_ttl, 3_000, 0),
+        ("gt", &ttl_at_5000, 5_000, 0),
+        ("gt", &ttl_at_5000, 4_000, 0),
+        ("gt", &ttl_at_5000, 6_000, 1),
+        ("lt", &no_ttl, 3_000, 1),
+        ("lt", &ttl_at_5000, 5_000, 0),
+        ("lt", &ttl_at_5000, 6_000, 0),
+        ("lt", &ttl_at_5000, 4_000, 1),
+        ("xx gt", &no_ttl, 9_000, 0),
+        ("xx gt", &ttl_at_5000, 9_000, 1),
+        ("xx lt", &no_ttl, 3_000, 0),
+        ("xx lt", &ttl_at_5000, 3_000, 1),
+    ];
+    for (flags, reg, at, expected) in cases {
+        let cmd = expire_cmd(ExpireKind::PExpireAt, at, flags);
+        let (o, r) = run_at(&cmd, reg.clone(), now);
+        assert_eq!(o.reply, Reply::Int(expected), "{flags} {reg:?} {at}");
+        assert_eq!(o.changed, expected == 1, "{flags} {reg:?} {at}");
+        if expected == 1 {
+            assert_eq!(r.expires_at_ms, Some(at as u64));
+        }
+    }
+    // LT with a past time on a key without expiry deletes it (no expiry is infinite).
+    let (o, r) = run_at(&expire_cmd(ExpireKind::PExpire, -1, "lt"), no_ttl, now);
+    assert_eq!((o.reply, r), (Reply::Int(1), Register::default()));
+    // A failed condition wins over a past time: nothing is deleted.
+    let (o, _) = run_at(&expire_cmd(ExpireKind::PExpire, -1, "nx"), ttl_at_5000, now);
+    assert_eq!((o.reply, o.changed), (Reply::Int(0), false));
+}
+
+#[test]
+fn persist() {
+    let (o, r) = run_at(&Command::Persist, with_ttl(string("v"), 50), 10);
+    assert_eq!((o.reply, o.changed, r), (Reply::Int(1), true, string("v")));
+    let (o, _) = run_at(&Command::Persist, string("v"), 10);
+    assert_eq!((o.reply, o.changed), (Reply::Int(0), false));
+    let (o, _) = run_at(&Command::Persist, Register::default(), 10);
+    assert_eq!((o.reply, o.changed), (Reply::Int(0), false));
+    let (o, _) = run_at(&Command::Persist, with_ttl(string("v"), 10), 10);
+    assert_eq!((o.reply, o.changed), (Reply::Int(0), false), "expired");
+    let (o, r) = run_at(&Command::Persist, with_ttl(set_of(&["a"]), 50), 10);
+    assert_eq!((o.reply, r), (Reply::Int(1), set_of(&["a"])), "any kind");
+}
+
+#[test]
+fn append() {
+    let app = |s: &str| Command::Append(b(s));
+    let (o, r) = run_at(&app("ab"), Register::default(), 10);
+    assert_eq!((o.reply, o.changed, r), (Reply::Int(2), true, string("ab")));
+    let (o, r) = run_at(&app(""), Register::default(), 10);
+    assert_eq!(
+        (o.reply, o.changed, r),
+        (Reply::Int(0), true, string("")),
+        "APPEND creates the key even with nothing"
+    );
+    let (o, r) = run_at(&app("cd"), with_ttl(string("ab"), 50), 10);
+    assert_eq!(
+        (o.reply, r),
+        (Reply::Int(4), with_ttl(string("abcd"), 50)),
+        "the time to live stays"
+    );
+    let (o, r) = run_at(&app("x"), with_ttl(string("old"), 10), 10);
+    assert_eq!(
+        (o.reply, r),
+        (Reply::Int(1), string("x")),
+        "an expired key starts from absent, without expiry"
+    );
+    let (o, r) = run_at(&app("5"), int(12), 10);
+    assert_eq!((o.reply, r), (Reply::Int(3), string("125")));
+    let (o, _) = run_at(&app(""), int(12), 10);
+    assert_eq!(
+        (o.reply, o.changed),
+        (Reply::Int(2), false),
+        "an empty append changes nothing"
+    );
+    let (o, _) = run_at(&app(""), string("abc"), 10);
+    assert_eq!((o.reply, o.changed), (Reply::Int(3), false));
+    assert_eq!(
+        run_at(&app("x"), set_of(&["a"]), 10).0.reply,
+        Reply::Error(CommandError::WrongType)
+    );
+    // The size limit (16 bytes).
+    let (o, _) = run_at(&app("0123456789"), string("abcdef"), 10);
+    assert_eq!((o.reply, o.changed), (Reply::Int(16), true));
+    let (o, _) = run_at(&app("0123456789"), string("abcdefg"), 10);
+    assert_eq!(
+        (o.reply, o.changed),
+        (Reply::Error(CommandError::ValueTooLarge), false)
+    );
+    let (o, _) = run_at(&app("0123456789abcdefg"), Register::default(), 10);
+    assert_eq!(o.reply, Reply::Error(CommandError::ValueTooLarge));
+}
+
+#[test]
+fn getdel() {
+    let (o, r) = run_at(&Command::GetDel, with_ttl(string("v"), 50), 10);
+    assert_eq!(
+        (o.reply, o.changed, r),
+        (Reply::Bulk(b("v")), true, Register::default())
+    );
+    let (o, r) = run_at(&Command::GetDel, int(-3), 10);
+    assert_eq!((o.reply, r), (Reply::Bulk(b("-3")), Register::default()));
+    let (o, _) = run_at(&Command::GetDel, Register::default(), 10);
+    assert_eq!((o.reply, o.changed), (Reply::Nil, false));
+    let (o, _) = run_at(&Command::GetDel, with_ttl(string("v"), 10), 10);
+    assert_eq!((o.reply, o.changed), (Reply::Nil, false), "expired");
+    let (o, _) = run_at(&Command::GetDel, set_of(&["a"]), 10);
+    assert_eq!(
+        (o.reply, o.changed),
+        (Reply::Error(CommandError::WrongType), false),
+        "the set stays"
+    );
+}
+
+#[test]
+fn set_expiry_must_fit_a_signed_instant() {
+    // Redis keeps expiry instants in a signed 64-bit integer.
+    let px = |ms| set_cmd("v", Condition::Always, false, Expiry::AfterMs(ms));
+    let (o, _) = run_at(&px(i64::MAX as u64 - 10), Register::default(), 10);
+    assert_eq!(o.reply, Reply::Ok);
+    let (o, _) = run_at(&px(i64::MAX as u64 - 9), Register::default(), 10);
+    assert_eq!(o.reply, Reply::Error(CommandError::InvalidExpireTime));
+}
+
+fn any_register() -> impl Strategy<Value = Register> {
+    let data = prop_oneof![
+        Just(Data::Absent),
+        "[a-c0-9]{0,4}".prop_map(|s| Data::Str(Bytes::from(s))),
+        (-20i64..20).prop_map(Data::Int),
+        proptest::collection::btree_set("[a-c]", 1..3)
+            .prop_map(|m| Data::Set(m.into_iter().map(Bytes::from).collect())),
+    ];
+    (data, proptest::option::of(0u64..40)).prop_map(|(data, expires_at_ms)| Register {
+        data,
+        expires_at_ms,
+    })
+}
+
+fn new_command() -> impl Strategy<Value = Command> {
+    let kind = prop_oneof![
+        Just(ExpireKind::Expire),
+        Just(ExpireKind::PExpire),
+        Just(ExpireKind::ExpireAt),
+        Just(ExpireKind::PExpireAt),
+    ];
+    let flags = prop_oneof![
+        Just(ExpireFlags::default()),
+        Just(ExpireFlags {
+            nx: true,
+            ..ExpireFlags::default()
+        }),
+        Just(ExpireFlags {
+            xx: true,
+            ..ExpireFlags::default()
+        }),
+        Just(ExpireFlags {
+            gt: true,
+            ..ExpireFlags::default()
+        }),
+        Just(ExpireFlags {
+            lt: true,
+            ..ExpireFlags::default()
+        }),
+        Just(ExpireFlags {
+            xx: true,
+            lt: true,
+            ..ExpireFlags::default()
+        }),
+    ];
+    prop_oneof![
+        Just(Command::Ttl),
+        Just(Command::PTtl),
+        Just(Command::Type),
+        Just(Command::StrLen),
+        Just(Command::Persist),
+        Just(Command::GetDel),
+        "[a-c]{0,2}".prop_map(|s| Command::Append(Bytes::from(s))),
+        (kind, -5i64..50, flags).prop_map(|(kind, time, flags)| Command::Expire(ExpireArgs {
+            kind,
+            time,
+            flags
+        })),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn new_commands_leave_unchanged_registers_identical(
+        reg in any_register(),
+        cmd in new_command(),
+        now in 0u64..40,
+    ) {
+        let mut after = reg.clone();
+        let outcome = cmd.apply(&mut after, now, &Limits::UNLIMITED);
+        if outcome.changed {
+            prop_assert_ne!(&after, &reg, "changed must mean different: {:?}", cmd);
+        } else {
+            prop_assert_eq!(&after, &reg);
+        }
+        prop_assert_eq!(cmd.read(&reg, now), outcome.reply);
+        if cmd.is_read_only() {
+            prop_assert!(!outcome.changed);
         }
     }
 }

@@ -5,7 +5,9 @@
 //! an error reply in Redis's words. [`reply_to_value`] and [`combine_replies`] turn register
 //! replies back into RESP values, and [`command_names`] describes every command for `COMMAND`.
 use bytes::Bytes;
-use logless_commands::command::{Command, CommandError, Condition, Expiry, Reply, SetArgs};
+use logless_commands::command::{
+    Command, CommandError, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, Reply, SetArgs,
+};
 
 use crate::resp::{Protocol, Value};
 
@@ -53,6 +55,9 @@ pub enum ReplyShape {
     Set,
     /// SETNX: OK becomes 1 and nil becomes 0.
     SetNx,
+    /// As it is, but an invalid expire time is reported in the words of the named command
+    /// (SETEX and PSETEX run as SET).
+    ExpireErrorsOf(&'static str),
 }
 
 /// A command the node answers without touching a register.
@@ -105,6 +110,9 @@ pub enum Local {
     Info(Vec<Bytes>),
     /// DBSIZE.
     DbSize,
+    /// `AUTH default <any password>`: there are no passwords, and the default user takes any
+    /// (answer OK). The other forms of AUTH are answered by the table with Redis's errors.
+    Auth,
 }
 
 /// One command as `COMMAND INFO` describes it (Redis's conventions).
@@ -161,7 +169,14 @@ static SPECS: &[CommandSpec] = &[
     spec("get", 2, READ_FAST, ONE_KEY),
     spec("set", -3, WRITE_DENYOOM, ONE_KEY),
     spec("setnx", 3, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("setex", 4, WRITE_DENYOOM, ONE_KEY),
+    spec("psetex", 4, WRITE_DENYOOM, ONE_KEY),
+    spec("getset", 3, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("getdel", 2, WRITE_FAST, ONE_KEY),
+    spec("append", 3, WRITE_DENYOOM_FAST, ONE_KEY),
+    spec("strlen", 2, READ_FAST, ONE_KEY),
     spec("del", -2, WRITE, ALL_KEYS),
+    spec("unlink", -2, WRITE_FAST, ALL_KEYS),
     spec("exists", -2, READ_FAST, ALL_KEYS),
     spec("mget", -2, READ_FAST, ALL_KEYS),
     spec("incr", 2, WRITE_DENYOOM_FAST, ONE_KEY),
@@ -177,6 +192,14 @@ static SPECS: &[CommandSpec] = &[
     spec("digest", 2, READ_FAST, ONE_KEY),
     spec("lock.acquire", 4, WRITE_DENYOOM_FAST, ONE_KEY),
     spec("lock.release", 3, WRITE_FAST, ONE_KEY),
+    spec("ttl", 2, READ_FAST, ONE_KEY),
+    spec("pttl", 2, READ_FAST, ONE_KEY),
+    spec("type", 2, READ_FAST, ONE_KEY),
+    spec("expire", -3, WRITE_FAST, ONE_KEY),
+    spec("pexpire", -3, WRITE_FAST, ONE_KEY),
+    spec("expireat", -3, WRITE_FAST, ONE_KEY),
+    spec("pexpireat", -3, WRITE_FAST, ONE_KEY),
+    spec("persist", 2, WRITE_FAST, ONE_KEY),
     spec("ping", -1, &["fast"], NO_KEYS),
     spec("echo", 2, &["fast"], NO_KEYS),
     spec("hello", -1, CONNECTION, NO_KEYS),
@@ -188,6 +211,20 @@ static SPECS: &[CommandSpec] = &[
     spec("config", -2, &[], NO_KEYS),
     spec("info", -1, &["loading", "stale"], NO_KEYS),
     spec("dbsize", 1, READ_FAST, NO_KEYS),
+    spec(
+        "auth",
+        -2,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "sentinel",
+            "allow_busy",
+        ],
+        NO_KEYS,
+    ),
 ];
 
 /// Every command the node answers.
@@ -359,7 +396,17 @@ pub fn parse_command(args: &[Bytes]) -> Parsed {
             }),
             shape: ReplyShape::SetNx,
         },
-        "del" => per_key(args, Command::Del, Combine::Sum),
+        "setex" | "psetex" => parse_setex(spec.name, args),
+        "getset" => single(Command::Set(SetArgs {
+            value: args[2].clone(),
+            condition: Condition::Always,
+            get: true,
+            expiry: Expiry::Clear,
+        })),
+        "getdel" => single(Command::GetDel),
+        "append" => single(Command::Append(args[2].clone())),
+        "strlen" => single(Command::StrLen),
+        "del" | "unlink" => per_key(args, Command::Del, Combine::Sum),
         "exists" => per_key(args, Command::Exists, Combine::Sum),
         "mget" => Parsed::Multi {
             parts: args[1..]
@@ -409,7 +456,76 @@ pub fn parse_command(args: &[Bytes]) -> Parsed {
         "lock.release" => single(Command::LockRelease {
             owner: args[2].clone(),
         }),
+        "ttl" => single(Command::Ttl),
+        "pttl" => single(Command::PTtl),
+        "type" => single(Command::Type),
+        "expire" => parse_expire(ExpireKind::Expire, args),
+        "pexpire" => parse_expire(ExpireKind::PExpire, args),
+        "expireat" => parse_expire(ExpireKind::ExpireAt, args),
+        "pexpireat" => parse_expire(ExpireKind::PExpireAt, args),
+        "persist" => single(Command::Persist),
         _ => parse_local(spec.name, args),
+    }
+}
+
+/// `EXPIRE|PEXPIRE|EXPIREAT|PEXPIREAT key time [NX|XX|GT|LT ...]`, checked in Redis's order:
+/// the options, then the integer (the register checks the time's range, which may depend on the
+/// stamp).
+fn parse_expire(kind: ExpireKind, args: &[Bytes]) -> Parsed {
+    let mut flags = ExpireFlags::default();
+    for option in &args[3..] {
+        if is(option, "nx") {
+            flags.nx = true;
+        } else if is(option, "xx") {
+            flags.xx = true;
+        } else if is(option, "gt") {
+            flags.gt = true;
+        } else if is(option, "lt") {
+            flags.lt = true;
+        } else {
+            return Parsed::Error(format!("ERR Unsupported option {}", shown(option, 128)));
+        }
+    }
+    if flags.nx && (flags.xx || flags.gt || flags.lt) {
+        return error("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if flags.gt && flags.lt {
+        return error("ERR GT and LT options at the same time are not compatible");
+    }
+    let Some(time) = parse_int(&args[2]) else {
+        return error(NOT_AN_INTEGER);
+    };
+    Parsed::Single {
+        key: args[1].clone(),
+        command: Command::Expire(ExpireArgs { kind, time, flags }),
+        shape: ReplyShape::Plain,
+    }
+}
+
+/// `SETEX key seconds value` and `PSETEX key milliseconds value`: SET with EX or PX, and errors
+/// naming the command.
+fn parse_setex(name: &'static str, args: &[Bytes]) -> Parsed {
+    let unit = if name == "setex" {
+        ExpireUnit::Ex
+    } else {
+        ExpireUnit::Px
+    };
+    let expiry = match parse_expiry(unit, &args[2]) {
+        Ok(expiry) => expiry,
+        Err(ExpiryError::NotAnInteger) => return error(NOT_AN_INTEGER),
+        Err(ExpiryError::Invalid) => {
+            return Parsed::Error(CommandError::InvalidExpireTimeIn(name).to_string())
+        }
+    };
+    Parsed::Single {
+        key: args[1].clone(),
+        command: Command::Set(SetArgs {
+            value: args[3].clone(),
+            condition: Condition::Always,
+            get: false,
+            expiry,
+        }),
+        shape: ReplyShape::ExpireErrorsOf(name),
     }
 }
 
@@ -465,7 +581,8 @@ enum ExpireUnit {
 
 /// `SET key value [NX|XX|IFEQ v|IFNE v|IFDEQ d|IFDNE d] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`
 /// with Redis's rules: the options may come in any order, conditions exclude each other, the
-/// expiry options exclude each other and KEEPTTL; the expire time is checked after the syntax.
+/// expiry options exclude each other and KEEPTTL (but one may repeat, the last time counting);
+/// the expire time is checked after the syntax.
 fn parse_set(args: &[Bytes]) -> Parsed {
     let mut condition: Option<Condition> = None;
     let mut get = false;
@@ -483,9 +600,11 @@ fn parse_set(args: &[Bytes]) -> Parsed {
             get = true;
         } else if is(option, "keepttl") && expire.is_none() {
             keep_ttl = true;
-        } else if let (Some(unit), Some(value), false, None) =
-            (expire_unit(option), next, keep_ttl, expire)
-        {
+        } else if let (Some(unit), Some(value), false) = (expire_unit(option), next, keep_ttl) {
+            // Redis accepts `EX 1 EX 2` (the last counts) but not `EX 1 PX 2`.
+            if expire.is_some_and(|(u, _)| u != unit) {
+                return error(SYNTAX_ERROR);
+            }
             expire = Some((unit, value));
             i += 1;
         } else if let (Some(value), None) = (next, &condition) {
@@ -503,23 +622,11 @@ fn parse_set(args: &[Bytes]) -> Parsed {
     let expiry = match expire {
         None if keep_ttl => Expiry::Keep,
         None => Expiry::Clear,
-        Some((unit, raw)) => {
-            let Some(n) = parse_int(raw) else {
-                return error(NOT_AN_INTEGER);
-            };
-            let ms = match unit {
-                ExpireUnit::Ex | ExpireUnit::ExAt => n.checked_mul(1000),
-                ExpireUnit::Px | ExpireUnit::PxAt => Some(n),
-            };
-            let Some(ms) = ms.filter(|ms| *ms > 0) else {
-                return error(INVALID_EXPIRE);
-            };
-            let ms = ms.unsigned_abs();
-            match unit {
-                ExpireUnit::Ex | ExpireUnit::Px => Expiry::AfterMs(ms),
-                ExpireUnit::ExAt | ExpireUnit::PxAt => Expiry::AtMs(ms),
-            }
-        }
+        Some((unit, raw)) => match parse_expiry(unit, raw) {
+            Ok(expiry) => expiry,
+            Err(ExpiryError::NotAnInteger) => return error(NOT_AN_INTEGER),
+            Err(ExpiryError::Invalid) => return error(INVALID_EXPIRE),
+        },
     };
     Parsed::Single {
         key: args[1].clone(),
@@ -531,6 +638,26 @@ fn parse_set(args: &[Bytes]) -> Parsed {
         }),
         shape: ReplyShape::Plain,
     }
+}
+
+enum ExpiryError {
+    NotAnInteger,
+    Invalid,
+}
+
+/// An EX/PX/EXAT/PXAT time: a positive integer whose milliseconds fit in 64 bits.
+fn parse_expiry(unit: ExpireUnit, raw: &[u8]) -> Result<Expiry, ExpiryError> {
+    let n = parse_int(raw).ok_or(ExpiryError::NotAnInteger)?;
+    let ms = match unit {
+        ExpireUnit::Ex | ExpireUnit::ExAt => n.checked_mul(1000),
+        ExpireUnit::Px | ExpireUnit::PxAt => Some(n),
+    };
+    let ms = ms.filter(|ms| *ms > 0).ok_or(ExpiryError::Invalid)?;
+    let ms = ms.unsigned_abs();
+    Ok(match unit {
+        ExpireUnit::Ex | ExpireUnit::Px => Expiry::AfterMs(ms),
+        ExpireUnit::ExAt | ExpireUnit::PxAt => Expiry::AtMs(ms),
+    })
 }
 
 fn expire_unit(option: &[u8]) -> Option<ExpireUnit> {
@@ -573,9 +700,24 @@ fn parse_local(name: &str, args: &[Bytes]) -> Parsed {
         "config" => return parse_config(args),
         "info" => Local::Info(args[1..].to_vec()),
         "dbsize" => Local::DbSize,
+        "auth" => return parse_auth(args),
         _ => return unknown_command(args),
     };
     Parsed::Local(local)
+}
+
+/// `AUTH [username] password` against Redis's default configuration: only the user `default`
+/// exists and it has no password.
+fn parse_auth(args: &[Bytes]) -> Parsed {
+    match args.len() {
+        2 => error(
+            "ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?",
+        ),
+        3 if &args[1][..] == b"default" => Parsed::Local(Local::Auth),
+        3 => error("WRONGPASS invalid username-password pair or user is disabled."),
+        _ => error(SYNTAX_ERROR),
+    }
 }
 
 fn parse_hello(args: &[Bytes]) -> Parsed {
@@ -696,10 +838,14 @@ pub fn reply_to_value(reply: &Reply, shape: ReplyShape) -> Value {
         (Reply::Nil, _) => Value::Nil,
         (Reply::Int(i), _) => Value::Int(*i),
         (Reply::Bulk(b), _) => Value::Bulk(b.clone()),
+        (Reply::Status(s), _) => Value::Simple((*s).to_owned()),
         (Reply::Array(items), ReplyShape::Set) => {
             Value::Set(items.iter().cloned().map(Value::Bulk).collect())
         }
         (Reply::Array(items), _) => Value::Array(items.iter().cloned().map(Value::Bulk).collect()),
+        (Reply::Error(CommandError::InvalidExpireTime), ReplyShape::ExpireErrorsOf(name)) => {
+            Value::Error(CommandError::InvalidExpireTimeIn(name).to_string())
+        }
         (Reply::Error(e), _) => Value::Error(e.to_string()),
     }
 }

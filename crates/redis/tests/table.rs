@@ -1,5 +1,7 @@
 use bytes::{Bytes, BytesMut};
-use logless_commands::command::{Command, CommandError, Condition, Expiry, Reply, SetArgs};
+use logless_commands::command::{
+    Command, CommandError, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, Reply, SetArgs,
+};
 use logless_redis::resp::{write_value, Protocol, Value};
 use logless_redis::table::{
     combine_replies, command_info_value, command_names, find_command, parse_command,
@@ -293,7 +295,6 @@ fn set_errors() {
         "SET k v IFEQ",
         "SET k v EX",
         "SET k v EX 1 PX 1",
-        "SET k v EX 1 EX 1",
         "SET k v EXAT 1 PXAT 1",
         "SET k v EX 1 KEEPTTL",
         "SET k v KEEPTTL EX 1",
@@ -480,6 +481,25 @@ fn arity_errors() {
         ("DIGEST", "digest"),
         ("LOCK.ACQUIRE k me", "lock.acquire"),
         ("LOCK.RELEASE k", "lock.release"),
+        ("TTL", "ttl"),
+        ("TTL a b", "ttl"),
+        ("PTTL", "pttl"),
+        ("TYPE", "type"),
+        ("STRLEN a b", "strlen"),
+        ("EXPIRE k", "expire"),
+        ("PEXPIRE k", "pexpire"),
+        ("EXPIREAT k", "expireat"),
+        ("PEXPIREAT k", "pexpireat"),
+        ("PERSIST", "persist"),
+        ("APPEND k", "append"),
+        ("APPEND k a b", "append"),
+        ("GETDEL", "getdel"),
+        ("SETEX k 1", "setex"),
+        ("SETEX k 1 v x", "setex"),
+        ("PSETEX k 1", "psetex"),
+        ("GETSET k", "getset"),
+        ("UNLINK", "unlink"),
+        ("AUTH", "auth"),
         ("ECHO", "echo"),
         ("PING a b", "ping"),
         ("SELECT", "select"),
@@ -728,6 +748,22 @@ fn command_table() {
         "digest",
         "lock.acquire",
         "lock.release",
+        "ttl",
+        "pttl",
+        "type",
+        "strlen",
+        "expire",
+        "pexpire",
+        "expireat",
+        "pexpireat",
+        "persist",
+        "append",
+        "getdel",
+        "setex",
+        "psetex",
+        "getset",
+        "unlink",
+        "auth",
         "ping",
         "echo",
         "hello",
@@ -779,4 +815,267 @@ fn command_table() {
         (-2, 1, -1, 1)
     );
     assert!(find_command(b"mset").is_none());
+}
+
+#[test]
+fn set_repeated_expiry_options() {
+    // Redis 7.4 accepts a repeated EX (or PX, EXAT, PXAT); the last time counts.
+    assert_eq!(
+        parse("SET k v EX 10 EX 20"),
+        set("v", Condition::Always, false, Expiry::AfterMs(20_000))
+    );
+    assert_eq!(
+        parse("SET k v PX 10 NX px 20"),
+        set("v", Condition::Nx, false, Expiry::AfterMs(20))
+    );
+    assert_eq!(
+        parse("SET k v PXAT 5 PXAT 6"),
+        set("v", Condition::Always, false, Expiry::AtMs(6))
+    );
+    assert_eq!(
+        parse("SET k v EX x EX 1"),
+        set("v", Condition::Always, false, Expiry::AfterMs(1000)),
+        "only the last time is checked"
+    );
+    assert_eq!(parse("SET k v EX 1 EX x"), err(NOT_INT));
+    assert_eq!(parse("SET k v EX 1 EX 0"), err(BAD_EXPIRE));
+    for line in [
+        "SET k v EX 1 PX 1",
+        "SET k v PX 1 EX 1",
+        "SET k v EX 1 EXAT 1",
+        "SET k v PXAT 1 PX 1",
+        "SET k v EX 1 EX",
+        "SET k v KEEPTTL PX 1 PX 2",
+    ] {
+        assert_eq!(parse(line), err(SYNTAX), "{line}");
+    }
+}
+
+#[test]
+fn ttl_type_strlen_persist_getdel_append() {
+    assert_eq!(parse("TTL k"), single("k", Command::Ttl));
+    assert_eq!(parse("pttl k"), single("k", Command::PTtl));
+    assert_eq!(parse("TYPE k"), single("k", Command::Type));
+    assert_eq!(parse("STRLEN k"), single("k", Command::StrLen));
+    assert_eq!(parse("PERSIST k"), single("k", Command::Persist));
+    assert_eq!(parse("GETDEL k"), single("k", Command::GetDel));
+    assert_eq!(parse("APPEND k xy"), single("k", Command::Append(b("xy"))));
+    assert_eq!(
+        reply_to_value(&Reply::Status("string"), ReplyShape::Plain),
+        Value::Simple("string".into())
+    );
+    let mut out = BytesMut::new();
+    write_value(
+        &mut out,
+        &reply_to_value(&Reply::Status("none"), ReplyShape::Plain),
+        Protocol::Resp2,
+    );
+    assert_eq!(&out[..], b"+none\r\n");
+}
+
+fn expire(kind: ExpireKind, time: i64, nx: bool, xx: bool, gt: bool, lt: bool) -> Parsed {
+    single(
+        "k",
+        Command::Expire(ExpireArgs {
+            kind,
+            time,
+            flags: ExpireFlags { nx, xx, gt, lt },
+        }),
+    )
+}
+
+#[test]
+fn expire_family() {
+    use ExpireKind::*;
+    assert_eq!(
+        parse("EXPIRE k 10"),
+        expire(Expire, 10, false, false, false, false)
+    );
+    assert_eq!(
+        parse("pexpire k -5"),
+        expire(PExpire, -5, false, false, false, false)
+    );
+    assert_eq!(
+        parse("EXPIREAT k 0"),
+        expire(ExpireAt, 0, false, false, false, false)
+    );
+    assert_eq!(
+        parse("PEXPIREAT k 1700000000000 nx"),
+        expire(PExpireAt, 1_700_000_000_000, true, false, false, false)
+    );
+    assert_eq!(
+        parse("EXPIRE k 1 XX GT"),
+        expire(Expire, 1, false, true, true, false)
+    );
+    assert_eq!(
+        parse("EXPIRE k 1 lt xx LT"),
+        expire(Expire, 1, false, true, false, true)
+    );
+    assert_eq!(
+        parse("EXPIRE k 1 NX NX"),
+        expire(Expire, 1, true, false, false, false)
+    );
+    // Times too large for milliseconds are the register's to refuse (with the stamp).
+    assert_eq!(
+        parse("EXPIRE k 9223372036854775807"),
+        expire(Expire, i64::MAX, false, false, false, false)
+    );
+    let nx_err = "ERR NX and XX, GT or LT options at the same time are not compatible";
+    let gtlt_err = "ERR GT and LT options at the same time are not compatible";
+    for (line, text) in [
+        ("EXPIRE k 1 NX XX", nx_err),
+        ("EXPIRE k 1 GT NX", nx_err),
+        ("PEXPIRE k 1 NX LT", nx_err),
+        ("EXPIRE k 1 GT LT", gtlt_err),
+        ("EXPIREAT k 1 lt gt xx", gtlt_err),
+        ("EXPIRE k 1 FOO", "ERR Unsupported option FOO"),
+        ("EXPIRE k 1 NX foo", "ERR Unsupported option foo"),
+        // The options are checked before the time.
+        ("EXPIRE k x FOO", "ERR Unsupported option FOO"),
+        ("EXPIRE k x NX GT", nx_err),
+        ("EXPIRE k x", NOT_INT),
+        ("PEXPIRE k 1.5", NOT_INT),
+        ("EXPIRE k 99999999999999999999", NOT_INT),
+    ] {
+        assert_eq!(parse(line), err(text), "{line}");
+    }
+    assert_eq!(
+        reply_to_value(
+            &Reply::Error(CommandError::InvalidExpireTimeIn("expire")),
+            ReplyShape::Plain
+        ),
+        Value::Error("ERR invalid expire time in 'expire' command".into())
+    );
+}
+
+#[test]
+fn setex_psetex_getset_unlink_aliases() {
+    let setex = |expiry, name| Parsed::Single {
+        key: b("k"),
+        command: Command::Set(SetArgs {
+            value: b("v"),
+            condition: Condition::Always,
+            get: false,
+            expiry,
+        }),
+        shape: ReplyShape::ExpireErrorsOf(name),
+    };
+    assert_eq!(
+        parse("SETEX k 10 v"),
+        setex(Expiry::AfterMs(10_000), "setex")
+    );
+    assert_eq!(parse("psetex k 10 v"), setex(Expiry::AfterMs(10), "psetex"));
+    assert_eq!(
+        parse("SETEX k 9223372036854775 v"),
+        setex(Expiry::AfterMs(9_223_372_036_854_775_000), "setex")
+    );
+    for line in ["SETEX k 0 v", "SETEX k -1 v", "SETEX k 9223372036854776 v"] {
+        assert_eq!(
+            parse(line),
+            err("ERR invalid expire time in 'setex' command"),
+            "{line}"
+        );
+    }
+    for line in ["PSETEX k 0 v", "PSETEX k -10 v"] {
+        assert_eq!(
+            parse(line),
+            err("ERR invalid expire time in 'psetex' command"),
+            "{line}"
+        );
+    }
+    assert_eq!(parse("SETEX k x v"), err(NOT_INT));
+    assert_eq!(parse("PSETEX k 1.0 v"), err(NOT_INT));
+    // An expiry that overflows at the stamp is reported in the alias's words.
+    assert_eq!(
+        reply_to_value(
+            &Reply::Error(CommandError::InvalidExpireTime),
+            ReplyShape::ExpireErrorsOf("psetex")
+        ),
+        Value::Error("ERR invalid expire time in 'psetex' command".into())
+    );
+    assert_eq!(
+        reply_to_value(&Reply::Ok, ReplyShape::ExpireErrorsOf("setex")),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(
+        reply_to_value(
+            &Reply::Error(CommandError::WrongType),
+            ReplyShape::ExpireErrorsOf("setex")
+        ),
+        Value::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+    );
+    assert_eq!(
+        parse("GETSET k v"),
+        set("v", Condition::Always, true, Expiry::Clear)
+    );
+    assert_eq!(parse("UNLINK k"), single("k", Command::Del));
+    assert_eq!(
+        parse("unlink a b"),
+        Parsed::Multi {
+            parts: vec![(b("a"), Command::Del), (b("b"), Command::Del)],
+            combine: Combine::Sum
+        }
+    );
+    let unlink = find_command(b"UNLINK").unwrap();
+    assert_eq!(
+        (unlink.arity, unlink.first_key, unlink.last_key, unlink.step),
+        (-2, 1, -1, 1)
+    );
+    for (name, arity) in [("setex", 4), ("psetex", 4), ("getset", 3)] {
+        let spec = find_command(name.as_bytes()).unwrap();
+        assert_eq!(
+            (spec.arity, spec.first_key, spec.last_key, spec.step),
+            (arity, 1, 1, 1),
+            "{name}"
+        );
+        assert!(spec.flags.contains(&"write"), "{name}");
+    }
+}
+
+#[test]
+fn command_flags_of_the_new_commands() {
+    for name in ["ttl", "pttl", "type", "strlen"] {
+        assert_eq!(
+            find_command(name.as_bytes()).unwrap().flags,
+            &["readonly", "fast"],
+            "{name}"
+        );
+    }
+    for name in [
+        "expire",
+        "pexpire",
+        "expireat",
+        "pexpireat",
+        "persist",
+        "getdel",
+        "append",
+    ] {
+        let spec = find_command(name.as_bytes()).unwrap();
+        assert!(spec.flags.contains(&"write"), "{name}");
+        assert!(!spec.flags.contains(&"readonly"), "{name}");
+    }
+}
+
+#[test]
+fn auth() {
+    assert_eq!(
+        parse("AUTH secret"),
+        err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+    );
+    assert_eq!(parse("AUTH default anything"), Parsed::Local(Local::Auth));
+    assert_eq!(parse("auth default "), Parsed::Local(Local::Auth));
+    for line in ["AUTH alice pw", "AUTH DEFAULT pw", "AUTH  pw"] {
+        assert_eq!(
+            parse(line),
+            err("WRONGPASS invalid username-password pair or user is disabled."),
+            "{line}"
+        );
+    }
+    assert_eq!(parse("AUTH default pw extra"), err(SYNTAX));
+    let spec = find_command(b"auth").unwrap();
+    assert_eq!(
+        (spec.arity, spec.first_key, spec.last_key, spec.step),
+        (-2, 0, 0, 0)
+    );
+    assert!(spec.flags.contains(&"no_auth"));
 }
