@@ -564,12 +564,12 @@ impl Proposer {
         let reg = self.registers.get_mut(key).expect("register exists");
         let fast = reg.fast.take().expect("fast path");
         reg.op.as_mut().expect("operation").fast = true;
-        let (value, replies, changed) = self.apply_batch(key, &fast.base, now_ms);
-        if !changed {
-            // Nothing to propose; an answer still needs a quorum's view: take the slow path.
-            self.send_prepare(now_ms, key);
-            return;
-        }
+        // Even a batch that changes nothing (SET of the value already there, a failed
+        // condition) is proposed: its answers need a quorum's confirmation that the base is
+        // still the latest state, and a vote in the pre-acknowledged round gives that in one
+        // round trip while keeping the fast path, where phase 1 would cost the same round
+        // trip, a persisted round at every acceptor, and the fast path.
+        let (value, replies, _changed) = self.apply_batch(key, &fast.base, now_ms);
         self.propose(now_ms, key, fast.round, value, replies, fast.base_req);
     }
 
