@@ -73,6 +73,7 @@ fn stop(children: &mut [(Child, PathBuf)]) {
         // SIGTERM lets the replica flush and close; `kill` spares us libc for one call.
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
+            .stderr(Stdio::null())
             .status();
     }
     let deadline = Instant::now() + Duration::from_secs(10);

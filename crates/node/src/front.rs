@@ -69,6 +69,12 @@ pub async fn accept(
     }
 }
 
+/// The longest bulk string a request may carry: a value at the limit plus room for the
+/// arguments of commands such as SET ... IFEQ.
+pub fn bulk_bytes_max(value_bytes_max: usize) -> usize {
+    value_bytes_max + 1024
+}
+
 /// One client's connection state.
 pub struct Connection {
     /// The connection id (CLIENT ID).
@@ -79,6 +85,9 @@ pub struct Connection {
     pub name: Option<Bytes>,
     /// Set by QUIT: close after the replies are written.
     pub closing: bool,
+    /// After a refused MULTI, commands are not run until EXEC or DISCARD, so that a client
+    /// library's transaction applies nothing rather than a part of itself.
+    pub refused_multi: bool,
 }
 
 /// A reply that may still be on its way.
@@ -90,7 +99,7 @@ enum Pending {
 
 async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io::Result<()> {
     let limits = ParseLimits {
-        bulk_bytes_max: context.config.value_bytes_max + 1024,
+        bulk_bytes_max: bulk_bytes_max(context.config.value_bytes_max),
         ..ParseLimits::default()
     };
     let mut connection = Connection {
@@ -98,6 +107,7 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
         protocol: Protocol::Resp2,
         name: None,
         closing: false,
+        refused_multi: false,
     };
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
@@ -188,6 +198,9 @@ fn key_error(key: &[u8]) -> Option<Value> {
 
 async fn dispatch(args: &[Bytes], connection: &mut Connection, context: &NodeContext) -> Pending {
     let protocol = connection.protocol;
+    if let Some(reply) = refused_transaction(args, connection) {
+        return Pending::Ready(reply, protocol);
+    }
     // Registers keep keys and values for as long as they live; copies let the connection's
     // read buffer be reused instead of being pinned by slices of it.
     let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
@@ -219,6 +232,35 @@ async fn dispatch(args: &[Bytes], connection: &mut Connection, context: &NodeCon
         }
         Parsed::Error(text) => Pending::Ready(Value::Error(text), protocol),
     }
+}
+
+/// MULTI is refused (keys are independent registers, so a transaction cannot be atomic). A
+/// client that goes on queueing commands expects none of them to run before EXEC, so until
+/// EXEC or DISCARD every command is answered with an error and not run.
+fn refused_transaction(args: &[Bytes], connection: &mut Connection) -> Option<Value> {
+    let name = args.first()?;
+    if name.eq_ignore_ascii_case(b"multi") {
+        connection.refused_multi = true;
+        return None; // the table's refusal names the reason
+    }
+    if !connection.refused_multi {
+        return None;
+    }
+    if name.eq_ignore_ascii_case(b"exec") {
+        connection.refused_multi = false;
+        return Some(Value::Error(
+            "EXECABORT Transaction discarded: logless refused the MULTI; nothing was run".into(),
+        ));
+    }
+    if name.eq_ignore_ascii_case(b"discard") {
+        connection.refused_multi = false;
+        return Some(Value::Simple("OK".into()));
+    }
+    Some(Value::Error(
+        "ERR not run: this connection sent a MULTI, which logless refuses (every key is its \
+         own register, so a transaction cannot be atomic); send EXEC or DISCARD to leave it"
+            .into(),
+    ))
 }
 
 /// The error text of a command that did not get a result.

@@ -34,9 +34,14 @@ pub async fn answer_local(
         // There are no users: AUTH passes like Redis's default user without a password.
         Local::Hello {
             protocol,
-            auth: _,
+            auth,
             setname,
         } => {
+            if auth.is_some_and(|(user, _)| &user[..] != b"default") {
+                return Value::Error(
+                    "WRONGPASS invalid username-password pair or user is disabled.".into(),
+                );
+            }
             let protocol = protocol.unwrap_or(connection.protocol);
             connection.protocol = protocol;
             if let Some(name) = setname {
@@ -56,6 +61,7 @@ pub async fn answer_local(
                 (bulk("logless_version"), bulk(env!("CARGO_PKG_VERSION"))),
             ])
         }
+        Local::Auth => simple("OK"),
         Local::Quit => {
             connection.closing = true;
             simple("OK")
@@ -159,7 +165,10 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
         ("appendonly", "no".into()),
         ("databases", "1".into()),
         ("maxclients", c.clients_max.to_string()),
-        ("proto-max-bulk-len", c.value_bytes_max.to_string()),
+        (
+            "proto-max-bulk-len",
+            crate::front::bulk_bytes_max(c.value_bytes_max).to_string(),
+        ),
         ("logless-durability", c.durability.clone()),
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),

@@ -222,11 +222,10 @@ pub async fn start_with_bugs(
 
     let mut shards = Vec::new();
     for (shard, index) in shard_handles {
-        let stop = shutdown_rx.clone();
         let fail = shutdown.clone();
         let context = context.clone();
         shards.push(tokio::spawn(async move {
-            match shard.run(stop).await {
+            match shard.run().await {
                 Ok(()) => true,
                 Err(e) => {
                     error!(shard = index, error = %e, "store failed: this replica stops voting");
@@ -278,6 +277,9 @@ impl RunningNode {
     /// if a shard had failed.
     pub async fn shutdown(self) -> bool {
         let _ = self.shutdown.send(true);
+        for shard in &self.context.shards {
+            let _ = shard.send(ShardInput::Stop).await;
+        }
         let mut clean = true;
         for handle in self.shards {
             clean &= handle.await.unwrap_or(false);

@@ -7,8 +7,7 @@
 //! prescribes: proposer messages go out, the acceptor states are written and flushed once
 //! (group commit) and only then are the acceptor replies released, then clients get their
 //! answers.
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
@@ -21,7 +20,7 @@ use logless_core::proposer::{ProposeError, ProposerStats};
 use logless_core::replica::Replica;
 use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::store::ShardStore;
 
@@ -51,6 +50,8 @@ pub enum ShardInput {
     LinkBroken(NodeId),
     /// A snapshot of the shard's figures.
     Status(oneshot::Sender<ShardStatus>),
+    /// Commit what is pending, flush and stop.
+    Stop,
 }
 
 /// A shard's figures, for INFO, `/metrics` and `/status`.
@@ -114,8 +115,12 @@ pub struct Shard {
     local: VecDeque<Message>,
     waiting: FxHashMap<u64, Waiting>,
     next_tag: u64,
-    timers: BinaryHeap<Reverse<(u64, u64, Key)>>,
+    /// Wake-ups by due millisecond (most are stale by then; the proposer ignores those).
+    timers: BTreeMap<u64, Vec<(Key, u64)>>,
     clock: Clock,
+    /// The clock read once per turn: commands of one turn share a stamp.
+    now_ms: u64,
+    turn_started: Instant,
     commands: FxHashMap<(&'static str, &'static str), u64>,
     latency_us: FxHashMap<&'static str, Histogram<u64>>,
     state_writes: u64,
@@ -141,8 +146,10 @@ impl Shard {
             local: VecDeque::new(),
             waiting: FxHashMap::default(),
             next_tag: 0,
-            timers: BinaryHeap::new(),
+            timers: BTreeMap::new(),
             clock: Clock::default(),
+            now_ms: 0,
+            turn_started: Instant::now(),
             commands: FxHashMap::default(),
             latency_us: FxHashMap::default(),
             state_writes: 0,
@@ -150,16 +157,18 @@ impl Shard {
         }
     }
 
-    /// Runs until `shutdown` turns true or every sender is gone. Returns an error if the store
-    /// failed: the replica must then stop voting (fail-stop), and the caller stops the node.
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), StoreError> {
+    /// Runs until [`ShardInput::Stop`] or until every sender is gone. Returns an error if the
+    /// store failed: the replica must then stop voting (fail-stop), and the caller stops the
+    /// node.
+    pub async fn run(mut self) -> Result<(), StoreError> {
         let far = Duration::from_secs(3600);
         let sleep = tokio::time::sleep(far);
         tokio::pin!(sleep);
         let mut armed_ms = u64::MAX;
-        loop {
+        let mut running = true;
+        while running {
             if self.local.is_empty() {
-                let next_ms = self.timers.peek().map_or(u64::MAX, |t| t.0 .0);
+                let next_ms = self.timers.keys().next().copied().unwrap_or(u64::MAX);
                 if next_ms != armed_ms {
                     armed_ms = next_ms;
                     let delay = if next_ms == u64::MAX {
@@ -171,37 +180,55 @@ impl Shard {
                 }
                 tokio::select! {
                     biased;
-                    _ = shutdown.changed() => break,
-                    input = self.inputs.recv() => match input {
-                        Some(input) => self.handle(input),
-                        None => break,
-                    },
-                    () = &mut sleep => armed_ms = u64::MAX,
+                    input = self.inputs.recv() => {
+                        self.start_turn();
+                        match input {
+                            Some(input) => running = self.handle(input),
+                            None => running = false,
+                        }
+                    }
+                    () = &mut sleep => {
+                        armed_ms = u64::MAX;
+                        self.start_turn();
+                    }
                 }
+            } else {
+                self.start_turn();
             }
             for _ in 0..INPUTS_PER_TURN_MAX {
+                if !running {
+                    break;
+                }
                 match self.inputs.try_recv() {
-                    Ok(input) => self.handle(input),
+                    Ok(input) => running = self.handle(input),
                     Err(_) => break,
                 }
             }
-            let now_ms = self.clock.now_ms();
+            let now_ms = self.now_ms;
             while let Some(message) = self.local.pop_front() {
                 self.replica.handle_message(now_ms, self.node, message);
             }
-            while self.timers.peek().is_some_and(|t| t.0 .0 <= now_ms) {
-                let Reverse((_, token, key)) = self.timers.pop().expect("peeked");
-                self.replica.handle_timer(now_ms, &key, token);
+            while let Some(entry) = self.timers.first_entry() {
+                if *entry.key() > now_ms {
+                    break;
+                }
+                for (key, token) in entry.remove() {
+                    self.replica.handle_timer(now_ms, &key, token);
+                }
             }
             self.commit_turn()?;
         }
-        // Whatever the last turn produced is committed; the store flushes on drop too.
-        self.commit_turn()?;
         self.store.flush()
     }
 
-    fn handle(&mut self, input: ShardInput) {
-        let now_ms = self.clock.now_ms();
+    fn start_turn(&mut self) {
+        self.now_ms = self.clock.now_ms();
+        self.turn_started = Instant::now();
+    }
+
+    /// Takes one input; false once asked to stop.
+    fn handle(&mut self, input: ShardInput) -> bool {
+        let now_ms = self.now_ms;
         match input {
             ShardInput::Command {
                 key,
@@ -215,7 +242,7 @@ impl Shard {
                     Waiting {
                         reply,
                         name: command.name(),
-                        started: Instant::now(),
+                        started: self.turn_started,
                     },
                 );
                 self.replica
@@ -233,7 +260,9 @@ impl Shard {
             ShardInput::Status(reply) => {
                 let _ = reply.send(self.status(now_ms));
             }
+            ShardInput::Stop => return false,
         }
+        true
     }
 
     /// Sends, persists, releases and answers what the replica produced, in the core's order.
@@ -279,7 +308,9 @@ impl Shard {
         }
         for timer in output.timers {
             self.timers
-                .push(Reverse((timer.at_ms, timer.token, timer.key)));
+                .entry(timer.at_ms)
+                .or_default()
+                .push((timer.key, timer.token));
         }
         Ok(())
     }
