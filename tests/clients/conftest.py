@@ -1,0 +1,210 @@
+"""Shared fixtures: one local 3-replica logless cluster per pytest session.
+
+The cluster is started with `logless up` on free loopback ports (probed by binding, never
+fixed), in a temporary data directory, and stopped with SIGTERM (SIGKILL after 10 s) when the
+session ends. Every test shares it, so tests use unique keys (see the `ns` fixture).
+
+Environment:
+  LOGLESS_BIN            the logless binary (default: <repo>/target/release/logless)
+  LOGLESS_CLIENT_KEEP=1  keep the data directory (and replica logs) even when everything passed
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+REPLICAS = 3
+PEER_OFFSET = 1000
+HTTP_OFFSET = 2000
+READY_TIMEOUT_S = 30
+STOP_GRACE_S = 10
+HOST = "127.0.0.1"
+
+
+def logless_bin() -> Path:
+    path = Path(os.environ.get("LOGLESS_BIN") or REPO / "target" / "release" / "logless")
+    if not path.is_absolute():
+        path = REPO / path
+    return path
+
+
+def _port_free(port: int) -> bool:
+    # No SO_REUSEADDR: a port with lingering TIME_WAIT sockets counts as busy, which is the
+    # conservative answer.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_base_port() -> int:
+    """A base port P such that P..P+2, P+1000.. and P+2000.. are all free on loopback.
+
+    P is drawn below the usual ephemeral range (32768+), so outgoing connections are
+    unlikely to take one of the ports between the probe and the bind."""
+    rng = random.Random()
+    for _ in range(500):
+        base = rng.randrange(10000, 30000)
+        ports = [base + off + i for off in (0, PEER_OFFSET, HTTP_OFFSET) for i in range(REPLICAS)]
+        if all(_port_free(p) for p in ports):
+            return base
+    raise RuntimeError("no free base port found for a 3-replica cluster")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def log_tails(data_dir: Path, lines: int = 40) -> str:
+    out = []
+    for name in ["up.log"] + [f"node-{i + 1}.log" for i in range(REPLICAS)]:
+        path = data_dir / name
+        try:
+            text = path.read_text(errors="replace").splitlines()
+        except OSError as e:
+            out.append(f"--- {path}: {e.strerror}")
+            continue
+        out.append(f"--- {path} (last {lines} lines)")
+        out.extend(_ANSI.sub("", line) for line in text[-lines:])
+    return "\n".join(out)
+
+
+@dataclass
+class Cluster:
+    base_port: int
+    data_dir: Path
+    process: subprocess.Popen
+    addresses: list = field(default_factory=list)
+
+    @property
+    def ports(self) -> list[int]:
+        return [port for _, port in self.addresses]
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def tails(self) -> str:
+        return log_tails(self.data_dir)
+
+
+def _start(data_dir: Path) -> Cluster:
+    binary = logless_bin()
+    if not os.access(binary, os.X_OK):
+        pytest.exit(f"logless binary not found or not executable: {binary} (set LOGLESS_BIN)", 2)
+    last_error = ""
+    for attempt in range(3):
+        base = pick_base_port()
+        run_dir = data_dir / f"run-{attempt}"
+        run_dir.mkdir(parents=True)
+        up_log = open(run_dir / "up.log", "wb")
+        process = subprocess.Popen(
+            [str(binary), "up", "--port", str(base), "--dir", str(run_dir),
+             "--replicas", str(REPLICAS), "--ready-timeout-s", str(READY_TIMEOUT_S)],
+            stdin=subprocess.DEVNULL, stdout=up_log, stderr=subprocess.STDOUT,
+            # Its own process group, so a SIGKILL fallback also reaches the replicas.
+            start_new_session=True,
+        )
+        up_log.close()
+        cluster = Cluster(base, run_dir, process, [(HOST, base + i) for i in range(REPLICAS)])
+        deadline = time.monotonic() + READY_TIMEOUT_S + 5
+        while time.monotonic() < deadline:
+            text = (run_dir / "up.log").read_text(errors="replace")
+            if "serving" in text:
+                return cluster
+            if process.poll() is not None:
+                break
+            time.sleep(0.1)
+        last_error = (f"`logless up --port {base}` did not become ready "
+                      f"(exit status {process.poll()})\n{cluster.tails()}")
+        _stop(cluster)
+        # A port taken between the probe and the bind: try other ports.
+        if "in use" not in last_error.lower():
+            break
+    # Stop the session: every test needs the cluster, and pytest would retry the fixture
+    # for each of them.
+    pytest.exit(f"cannot start the cluster: {last_error}", returncode=3)
+
+
+def _stop(cluster: Cluster) -> int | None:
+    process = cluster.process
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+    # Replicas left behind by a killed `logless up` share its process group.
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return process.returncode
+
+
+_FAILURES_KEY = pytest.StashKey[int]()
+_TAILS_KEY = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and not hasattr(report, "wasxfail"):
+        config = item.config
+        config.stash[_FAILURES_KEY] = config.stash.get(_FAILURES_KEY, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    tails = config.stash.get(_TAILS_KEY, "")
+    if tails:
+        terminalreporter.section("logless replica logs")
+        terminalreporter.write_line(tails)
+
+
+@pytest.fixture(scope="session")
+def cluster(request):
+    """The running cluster; `cluster.addresses` is [(host, port)] of the three replicas."""
+    data_dir = Path(tempfile.mkdtemp(prefix="logless-clients-"))
+    cluster = _start(data_dir)
+    yield cluster
+    exited_early = cluster.process.poll()
+    status = _stop(cluster)
+    failures = request.config.stash.get(_FAILURES_KEY, 0)
+    clean_stop = exited_early is None and status == 0
+    if failures or not clean_stop or os.environ.get("LOGLESS_CLIENT_KEEP"):
+        request.config.stash[_TAILS_KEY] = (
+            f"data directory kept: {cluster.data_dir}\n{cluster.tails()}")
+    else:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    assert exited_early is None, (
+        f"`logless up` exited (status {exited_early}) while the tests ran: a replica died")
+    assert status == 0, f"`logless up` did not stop cleanly on SIGTERM (status {status})"
+
+
+@pytest.fixture(scope="session")
+def addresses(cluster):
+    return cluster.addresses
+
+
+@pytest.fixture
+def ns():
+    """A unique key prefix for one test (the cluster is shared)."""
+    return f"t:{uuid.uuid4().hex}:"

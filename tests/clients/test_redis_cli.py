@@ -1,0 +1,148 @@
+"""redis-cli and redis-benchmark (Debian's redis-tools) against the cluster."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+CLI = shutil.which("redis-cli")
+BENCHMARK = shutil.which("redis-benchmark")
+TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tools():
+    missing = [name for name, path in (("redis-cli", CLI), ("redis-benchmark", BENCHMARK))
+               if path is None]
+    if missing:
+        pytest.fail(f"{' and '.join(missing)} not found: install redis-tools "
+                    "(apt-get install redis-tools)", pytrace=False)
+
+
+def cli(port, *args, stdin=None, check=True):
+    proc = subprocess.run(
+        [CLI, "-h", "127.0.0.1", "-p", str(port), *map(str, args)],
+        input=stdin, capture_output=True, timeout=TIMEOUT_S,
+    )
+    if check:
+        assert proc.returncode == 0, (args, proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+def out(port, *args, **kwargs) -> str:
+    return cli(port, *args, **kwargs).stdout.decode()
+
+
+@pytest.fixture
+def ports(cluster):
+    return cluster.ports
+
+
+def test_set_get(ports, ns):
+    p = ports[0]
+    assert out(p, "set", ns + "k", "v") == "OK\n"
+    assert out(p, "get", ns + "k") == "v\n"
+    assert out(p, "--no-raw", "get", ns + "k") == '"v"\n'
+    assert out(p, "--no-raw", "get", ns + "missing") == "(nil)\n"
+    assert out(p, "--no-raw", "incr", ns + "n") == "(integer) 1\n"
+    assert out(p, "--no-raw", "sadd", ns + "s", "b", "a") == "(integer) 2\n"
+    assert out(p, "--no-raw", "smembers", ns + "s") == '1) "a"\n2) "b"\n'
+    assert out(p, "-3", "--no-raw", "smembers", ns + "s") == '1~ "a"\n2~ "b"\n'
+    assert out(p, "-3", "--no-raw", "get", ns + "missing") == "(nil)\n"
+    # Written through one replica, read through the others.
+    for q in ports[1:]:
+        assert out(q, "get", ns + "k") == "v\n"
+        assert out(q, "get", ns + "n") == "1\n"
+
+
+def test_errors_and_exit_codes(ports, ns):
+    p = ports[1]
+    proc = cli(p, "-e", "mset", ns + "a", "1", check=False)
+    assert proc.returncode != 0
+    assert b"logless does not support 'mset'" in proc.stdout + proc.stderr
+    proc = cli(p, "-e", "nosuchcmd", check=False)
+    assert proc.returncode != 0
+    assert b"ERR unknown command 'nosuchcmd'" in proc.stdout + proc.stderr
+    assert out(p, "-e", "ping") == "PONG\n"
+
+
+def test_commands_from_stdin_and_options(ports, ns):
+    p = ports[2]
+    script = f"SET {ns}a 1\nINCR {ns}a\nGET {ns}a\nNOSUCH x\nPING\n".encode()
+    assert out(p, stdin=script).splitlines() == [
+        "OK", "2", "2", "ERR unknown command 'NOSUCH', with args beginning with: 'x' ", "", "PONG"]
+    assert out(p, "-x", "set", ns + "x", stdin=b"line1\nline2") == "OK\n"
+    assert out(p, "get", ns + "x") == "line1\nline2\n"
+    assert out(p, "-r", "5", "incr", ns + "r").split() == ["1", "2", "3", "4", "5"]
+
+
+def test_pipe_mass_insertion(ports, ns):
+    n = 10_000
+    data = b"".join(
+        b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+        % (len(k), k, len(v), v)
+        for k, v in ((f"{ns}{i}".encode(), f"value-{i}".encode()) for i in range(n))
+    )
+    proc = cli(ports[0], "--pipe", stdin=data)
+    text = proc.stdout.decode() + proc.stderr.decode()
+    assert "errors: 0, replies: 10000" in text, text
+    for i in (0, 1, 4999, 9999):
+        for p in ports:
+            assert out(p, "get", f"{ns}{i}") == f"value-{i}\n"
+    assert int(out(ports[0], "dbsize")) >= n
+
+
+def test_pipe_counts_errors(ports, ns):
+    data = (f"SET {ns}s notanumber\r\n" + f"INCR {ns}s\r\n" * 10 + f"INCR {ns}n\r\n" * 5).encode()
+    proc = cli(ports[1], "--pipe", stdin=data, check=False)
+    text = proc.stdout.decode() + proc.stderr.decode()
+    assert proc.returncode == 1, text  # redis-cli --pipe exits 1 when a reply was an error
+    assert "errors: 10, replies: 16" in text, text
+    assert out(ports[2], "get", ns + "n") == "5\n"
+
+
+def test_info_server(ports):
+    text = out(ports[0], "info", "server")
+    assert text.startswith("# Server")
+    assert re.search(r"^redis_version:\d+\.\d+\.\d+\r?$", text, re.M)
+    assert f"tcp_port:{ports[0]}" in text
+    assert "# Keyspace" not in text
+    everything = out(ports[0], "info")
+    for section in ("# Server", "# Clients", "# Stats", "# Replication", "# Keyspace"):
+        assert section in everything
+
+
+def test_command_docs(ports):
+    proc = cli(ports[0], "command", "docs", "get")
+    assert proc.stdout.decode().split("\n")[:2] == ["get", "summary"]
+    count = int(out(ports[0], "command", "count"))
+    assert count >= 40
+    assert out(ports[0], "command", "docs").count("summary") == count
+
+
+def test_benchmark_smoke(ports):
+    proc = subprocess.run(
+        [BENCHMARK, "-h", "127.0.0.1", "-p", str(ports[1]), "-t", "set,get,incr",
+         "-n", "2000", "-c", "10", "-q"],
+        capture_output=True, timeout=TIMEOUT_S,
+    )
+    text = proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, text
+    final = text.replace("\r", "\n")
+    for test in ("SET", "GET", "INCR"):
+        assert re.search(rf"^{test}: [\d.]+ requests per second", final, re.M), text
+    assert "error" not in final.lower(), text
+    assert "Could not fetch server CONFIG" not in final, text
+
+
+def test_benchmark_pipelined_smoke(ports):
+    proc = subprocess.run(
+        [BENCHMARK, "-h", "127.0.0.1", "-p", str(ports[2]), "-t", "set,incr",
+         "-n", "2000", "-c", "4", "-P", "16", "-r", "1000", "-q"],
+        capture_output=True, timeout=TIMEOUT_S,
+    )
+    text = (proc.stdout + proc.stderr).decode(errors="replace").replace("\r", "\n")
+    assert proc.returncode == 0, text
+    assert "error" not in text.lower(), text
