@@ -14,14 +14,15 @@ use logless_core::ids::Key;
 use logless_core::proposer::ProposeError;
 use logless_redis::resp::{parse_request, write_value, ParseLimits, Protocol, Value};
 use logless_redis::table::{self, Combine, Parsed, ReplyShape};
+use rustc_hash::FxHashMap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
 use crate::info;
 use crate::node::NodeContext;
-use crate::shard::{CommandResult, ShardInput};
+use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
 
 /// The longest key accepted (the store's limit).
 pub const KEY_BYTES_MAX: usize = 1024;
@@ -93,8 +94,93 @@ pub struct Connection {
 /// A reply that may still be on its way.
 enum Pending {
     Ready(Value, Protocol),
-    One(oneshot::Receiver<CommandResult>, ReplyShape, Protocol),
-    Many(Vec<oneshot::Receiver<CommandResult>>, Combine, Protocol),
+    One(u64, ReplyShape, Protocol),
+    Many(Vec<u64>, Combine, Protocol),
+}
+
+/// Submits a connection's commands to the shards in batches and collects the answers, which
+/// arrive on one channel in any order and are taken by sequence number.
+struct Exchange {
+    tx: mpsc::UnboundedSender<(u64, CommandResult)>,
+    rx: mpsc::UnboundedReceiver<(u64, CommandResult)>,
+    next_seq: u64,
+    /// Commands waiting to be handed to each shard.
+    outbox: Vec<Vec<Submitted>>,
+    outbox_len: usize,
+    arrived: FxHashMap<u64, CommandResult>,
+}
+
+/// A connection hands its commands to the shards at least every this many commands.
+const OUTBOX_MAX: usize = 1024;
+
+impl Exchange {
+    fn new(shards: usize) -> Exchange {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Exchange {
+            tx,
+            rx,
+            next_seq: 0,
+            outbox: (0..shards).map(|_| Vec::new()).collect(),
+            outbox_len: 0,
+            arrived: FxHashMap::default(),
+        }
+    }
+
+    async fn submit(&mut self, context: &NodeContext, key: Bytes, command: Command) -> u64 {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        let shard = shard_of(&key, self.outbox.len());
+        self.outbox[shard].push(Submitted {
+            key: Key(key),
+            command,
+            reply: ReplyTo {
+                tx: self.tx.clone(),
+                seq,
+            },
+        });
+        self.outbox_len += 1;
+        if self.outbox_len >= OUTBOX_MAX {
+            self.send(context).await;
+        }
+        seq
+    }
+
+    /// Hands every waiting command to its shard.
+    async fn send(&mut self, context: &NodeContext) {
+        for (shard, commands) in self.outbox.iter_mut().enumerate() {
+            if commands.is_empty() {
+                continue;
+            }
+            let batch = std::mem::take(commands);
+            if let Err(refused) = context.shards[shard]
+                .send(ShardInput::Commands(batch))
+                .await
+            {
+                // A stopped shard: none of these commands ran.
+                if let ShardInput::Commands(batch) = refused.0 {
+                    for submitted in batch {
+                        self.arrived
+                            .insert(submitted.reply.seq, Err(ProposeError::NotApplied));
+                    }
+                }
+            }
+        }
+        self.outbox_len = 0;
+    }
+
+    async fn take(&mut self, seq: u64) -> CommandResult {
+        loop {
+            if let Some(result) = self.arrived.remove(&seq) {
+                return result;
+            }
+            match self.rx.recv().await {
+                Some((s, result)) => {
+                    self.arrived.insert(s, result);
+                }
+                None => return Err(ProposeError::NotApplied),
+            }
+        }
+    }
 }
 
 async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io::Result<()> {
@@ -112,6 +198,7 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
     let mut pending = VecDeque::new();
+    let mut exchange = Exchange::new(context.shards.len());
     loop {
         let n = stream.read_buf(&mut input).await?;
         if n == 0 {
@@ -126,7 +213,8 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
                 Ok(Some(args)) if args.is_empty() => {}
                 Ok(Some(args)) => {
                     context.client_requests.fetch_add(1, Ordering::Relaxed);
-                    pending.push_back(dispatch(&args, &mut connection, context).await);
+                    pending
+                        .push_back(dispatch(&args, &mut connection, &mut exchange, context).await);
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -135,8 +223,9 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
                 }
             }
         }
+        exchange.send(context).await;
         for p in pending.drain(..) {
-            let (value, protocol) = resolve(p).await;
+            let (value, protocol) = resolve(p, &mut exchange).await;
             write_value(&mut output, &value, protocol);
         }
         if let Some(e) = &broken {
@@ -169,24 +258,6 @@ pub fn shard_of(key: &[u8], shards: usize) -> usize {
     (crc32c::crc32c(key) as usize) % shards
 }
 
-async fn submit(
-    context: &NodeContext,
-    key: Bytes,
-    command: Command,
-) -> oneshot::Receiver<CommandResult> {
-    let (tx, rx) = oneshot::channel();
-    let shard = &context.shards[shard_of(&key, context.shards.len())];
-    // A stopping shard drops the sender, which the client sees as "not applied".
-    let _ = shard
-        .send(ShardInput::Command {
-            key: Key(key),
-            command,
-            reply: tx,
-        })
-        .await;
-    rx
-}
-
 fn key_error(key: &[u8]) -> Option<Value> {
     (key.len() > KEY_BYTES_MAX).then(|| {
         Value::Error(format!(
@@ -196,7 +267,12 @@ fn key_error(key: &[u8]) -> Option<Value> {
     })
 }
 
-async fn dispatch(args: &[Bytes], connection: &mut Connection, context: &NodeContext) -> Pending {
+async fn dispatch(
+    args: &[Bytes],
+    connection: &mut Connection,
+    exchange: &mut Exchange,
+    context: &NodeContext,
+) -> Pending {
     let protocol = connection.protocol;
     if let Some(reply) = refused_transaction(args, connection) {
         return Pending::Ready(reply, protocol);
@@ -213,17 +289,21 @@ async fn dispatch(args: &[Bytes], connection: &mut Connection, context: &NodeCon
             if let Some(e) = key_error(&key) {
                 return Pending::Ready(e, protocol);
             }
-            Pending::One(submit(context, key, command).await, shape, protocol)
+            Pending::One(
+                exchange.submit(context, key, command).await,
+                shape,
+                protocol,
+            )
         }
         Parsed::Multi { parts, combine } => {
             if let Some(e) = parts.iter().find_map(|(k, _)| key_error(k)) {
                 return Pending::Ready(e, protocol);
             }
-            let mut receivers = Vec::with_capacity(parts.len());
+            let mut seqs = Vec::with_capacity(parts.len());
             for (key, command) in parts {
-                receivers.push(submit(context, key, command).await);
+                seqs.push(exchange.submit(context, key, command).await);
             }
-            Pending::Many(receivers, combine, protocol)
+            Pending::Many(seqs, combine, protocol)
         }
         Parsed::Local(local) => {
             let value = info::answer_local(local, connection, context).await;
@@ -278,24 +358,20 @@ pub fn propose_error(e: ProposeError) -> Value {
     })
 }
 
-async fn outcome(rx: oneshot::Receiver<CommandResult>) -> CommandResult {
-    rx.await.unwrap_or(Err(ProposeError::NotApplied))
-}
-
-async fn resolve(pending: Pending) -> (Value, Protocol) {
+async fn resolve(pending: Pending, exchange: &mut Exchange) -> (Value, Protocol) {
     match pending {
         Pending::Ready(value, protocol) => (value, protocol),
-        Pending::One(rx, shape, protocol) => {
-            let value = match outcome(rx).await {
+        Pending::One(seq, shape, protocol) => {
+            let value = match exchange.take(seq).await {
                 Ok(reply) => table::reply_to_value(&reply, shape),
                 Err(e) => propose_error(e),
             };
             (value, protocol)
         }
-        Pending::Many(receivers, combine, protocol) => {
-            let mut results = Vec::with_capacity(receivers.len());
-            for rx in receivers {
-                results.push(outcome(rx).await);
+        Pending::Many(seqs, combine, protocol) => {
+            let mut results = Vec::with_capacity(seqs.len());
+            for seq in seqs {
+                results.push(exchange.take(seq).await);
             }
             (combine_replies(results, combine), protocol)
         }

@@ -30,15 +30,8 @@ pub type CommandResult = Result<Reply, ProposeError>;
 /// What a shard is asked to do.
 #[derive(Debug)]
 pub enum ShardInput {
-    /// A client command on one key of this shard.
-    Command {
-        /// The register.
-        key: Key,
-        /// The command.
-        command: Command,
-        /// Where the answer goes.
-        reply: oneshot::Sender<CommandResult>,
-    },
+    /// Client commands on keys of this shard, in the order the clients sent them.
+    Commands(Vec<Submitted>),
     /// Protocol messages from the same shard of a peer.
     Messages {
         /// The sender.
@@ -52,6 +45,28 @@ pub enum ShardInput {
     Status(oneshot::Sender<ShardStatus>),
     /// Commit what is pending, flush and stop.
     Stop,
+}
+
+/// Where the answer to one command goes: the connection's reply channel and the command's
+/// sequence number on it. One channel per connection means one wake-up for all the answers
+/// a turn produces for it, not one per command.
+#[derive(Debug)]
+pub struct ReplyTo {
+    /// The connection's channel.
+    pub tx: mpsc::UnboundedSender<(u64, CommandResult)>,
+    /// The command's number on that connection.
+    pub seq: u64,
+}
+
+/// One client command handed to a shard.
+#[derive(Debug)]
+pub struct Submitted {
+    /// The register.
+    pub key: Key,
+    /// The command.
+    pub command: Command,
+    /// Where the answer goes.
+    pub reply: ReplyTo,
 }
 
 /// A shard's figures, for INFO, `/metrics` and `/status`.
@@ -79,7 +94,7 @@ pub struct ShardStatus {
 }
 
 struct Waiting {
-    reply: oneshot::Sender<CommandResult>,
+    reply: ReplyTo,
     name: &'static str,
     started: Instant,
 }
@@ -230,23 +245,26 @@ impl Shard {
     fn handle(&mut self, input: ShardInput) -> bool {
         let now_ms = self.now_ms;
         match input {
-            ShardInput::Command {
-                key,
-                command,
-                reply,
-            } => {
-                self.next_tag += 1;
-                let tag = self.next_tag;
-                self.waiting.insert(
-                    tag,
-                    Waiting {
-                        reply,
-                        name: command.name(),
-                        started: self.turn_started,
-                    },
-                );
-                self.replica
-                    .handle_command(now_ms, ClientTag(tag), key, command);
+            ShardInput::Commands(commands) => {
+                for Submitted {
+                    key,
+                    command,
+                    reply,
+                } in commands
+                {
+                    self.next_tag += 1;
+                    let tag = self.next_tag;
+                    self.waiting.insert(
+                        tag,
+                        Waiting {
+                            reply,
+                            name: command.name(),
+                            started: self.turn_started,
+                        },
+                    );
+                    self.replica
+                        .handle_command(now_ms, ClientTag(tag), key, command);
+                }
             }
             ShardInput::Messages { from, messages } => {
                 for message in messages {
@@ -304,7 +322,7 @@ impl Shard {
                 .or_insert_with(|| Histogram::new(3).expect("valid histogram"))
                 .saturating_record(micros.max(1));
             // The client may have gone; its answer is then dropped.
-            let _ = waiting.reply.send(reply.result);
+            let _ = waiting.reply.tx.send((waiting.reply.seq, reply.result));
         }
         for timer in output.timers {
             self.timers
