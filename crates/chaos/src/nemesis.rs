@@ -1,0 +1,373 @@
+//! The nemesis: faults on a schedule drawn from the seed, one at a time, each healed before
+//! the next, every one recorded with its start and end in `faults.jsonl`.
+//!
+//! * `kill`: SIGKILL one replica or a minority, restart them after the fault's duration;
+//! * `kill-all`: SIGKILL every replica, restart them all shortly after;
+//! * `pause`: SIGSTOP one replica, SIGCONT it after the fault's duration;
+//! * `partition`: isolate a minority (both directions), cut one way only (a node cannot send, a
+//!   node cannot hear, or a single directed link), or stall a node's links or a single link
+//!   (traffic held, not lost), healed after the fault's duration.
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::seq::{IndexedRandom, SliceRandom};
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::cluster::Cluster;
+use crate::history::Clock;
+use crate::proxy::{Link, LinkMode, Proxy};
+
+/// A kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// SIGKILL one replica or a minority, then restart.
+    Kill,
+    /// SIGKILL every replica, then restart.
+    KillAll,
+    /// SIGSTOP one replica, then SIGCONT.
+    Pause,
+    /// Cut links through the proxy, then heal.
+    Partition,
+    /// A replica exited on its own (not injected: recorded when noticed).
+    Crash,
+}
+
+impl FaultKind {
+    /// The name used on the command line and in `faults.jsonl`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::KillAll => "kill-all",
+            FaultKind::Pause => "pause",
+            FaultKind::Partition => "partition",
+            FaultKind::Crash => "crash",
+        }
+    }
+}
+
+impl FromStr for FaultKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "kill" => Ok(FaultKind::Kill),
+            "kill-all" => Ok(FaultKind::KillAll),
+            "pause" => Ok(FaultKind::Pause),
+            "partition" => Ok(FaultKind::Partition),
+            other => Err(format!(
+                "unknown fault {other:?} (kill, kill-all, pause, partition)"
+            )),
+        }
+    }
+}
+
+/// One fault as it happened.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    /// Its kind.
+    pub kind: FaultKind,
+    /// What exactly was done.
+    pub detail: String,
+    /// The replicas it touched.
+    pub nodes: Vec<u16>,
+    /// The links it cut.
+    pub links: Vec<Link>,
+    /// When it began (run clock, ns).
+    pub start: u64,
+    /// When it was healed (run clock, ns).
+    pub end: u64,
+}
+
+impl Fault {
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "kind": self.kind.name(),
+            "detail": self.detail,
+            "nodes": self.nodes,
+            "links": self.links.iter().map(|(a, b)| [a, b]).collect::<Vec<_>>(),
+            "start": self.start,
+            "end": self.end,
+        })
+    }
+}
+
+/// When and for how long faults happen.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// The kinds to inject, cycled through in an order shuffled per cycle.
+    pub kinds: Vec<FaultKind>,
+    /// The mean quiet time between faults (drawn uniformly from half to one and a half of it).
+    pub gap: Duration,
+    /// The mean duration of a fault (drawn the same way; `kill-all` is kept shorter).
+    pub hold: Duration,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// The fault log: every fault, kept in memory and appended to `faults.jsonl` as it ends.
+pub struct FaultLog {
+    file: Mutex<File>,
+    faults: Mutex<Vec<Fault>>,
+}
+
+impl FaultLog {
+    /// Creates `path`.
+    pub fn create(path: &Path) -> std::io::Result<FaultLog> {
+        Ok(FaultLog {
+            file: Mutex::new(File::create(path)?),
+            faults: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Records a fault that has ended.
+    pub fn record(&self, fault: Fault) {
+        let mut file = self.file.lock().expect("not poisoned");
+        let _ = writeln!(file, "{}", fault.to_json());
+        let _ = file.flush();
+        self.faults.lock().expect("not poisoned").push(fault);
+    }
+
+    /// How many faults of each kind were recorded.
+    pub fn counts(&self) -> BTreeMap<FaultKind, usize> {
+        let mut counts = BTreeMap::new();
+        for f in self.faults.lock().expect("not poisoned").iter() {
+            *counts.entry(f.kind).or_insert(0) += 1;
+        }
+        counts
+    }
+}
+
+/// Notes replicas that exited on their own as `crash` faults and restarts them.
+pub fn reap_crashes(cluster: &Mutex<Cluster>, log: &FaultLog, clock: &Clock) {
+    let mut cluster = cluster.lock().expect("not poisoned");
+    for exit in cluster.reap_unexpected() {
+        let now = clock.now();
+        eprintln!(
+            "logless-chaos: replica {} exited on its own ({}); its log ends:\n{}",
+            exit.id, exit.status, exit.log_tail
+        );
+        log.record(Fault {
+            kind: FaultKind::Crash,
+            detail: format!("node {} exited on its own: {}", exit.id, exit.status),
+            nodes: vec![exit.id],
+            links: Vec::new(),
+            start: now,
+            end: now,
+        });
+        let _ = cluster.start(exit.id);
+    }
+}
+
+fn around(rng: &mut SmallRng, mean: Duration) -> Duration {
+    let ms = u64::try_from(mean.as_millis()).unwrap_or(u64::MAX).max(2);
+    Duration::from_millis(rng.random_range(ms / 2..=ms + ms / 2))
+}
+
+/// Waits `d`, or less if `stop` turns true; returns whether it was stopped.
+async fn pause_for(d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+    if *stop.borrow() {
+        return true;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(d) => false,
+        _ = stop.wait_for(|s| *s) => true,
+    }
+}
+
+/// Picks a partition: a minority isolated both ways, a one-way cut, or stalled links (traffic
+/// held, not lost, until healed).
+fn partition_links(rng: &mut SmallRng, ids: &[u16]) -> (String, Vec<u16>, Vec<Link>, LinkMode) {
+    let minority = (ids.len() - 1) / 2;
+    let mut shuffled = ids.to_vec();
+    shuffled.shuffle(rng);
+    let a = shuffled[0];
+    let b = shuffled[1];
+    let others =
+        |side: &[u16]| -> Vec<u16> { ids.iter().copied().filter(|i| !side.contains(i)).collect() };
+    let both_ways = |side: &[u16]| -> Vec<Link> {
+        let mut links = Vec::new();
+        for &x in side {
+            for y in others(side) {
+                links.push((x, y));
+                links.push((y, x));
+            }
+        }
+        links
+    };
+    match rng.random_range(0..6) {
+        0 => {
+            let side = shuffled[..rng.random_range(1..=minority.max(1))].to_vec();
+            let links = both_ways(&side);
+            (
+                format!("isolate {side:?} both ways"),
+                side,
+                links,
+                LinkMode::Cut,
+            )
+        }
+        1 => {
+            let links = others(&[a]).into_iter().map(|y| (a, y)).collect();
+            (
+                format!("node {a} cannot send"),
+                vec![a],
+                links,
+                LinkMode::Cut,
+            )
+        }
+        2 => {
+            let links = others(&[a]).into_iter().map(|y| (y, a)).collect();
+            (
+                format!("node {a} cannot hear"),
+                vec![a],
+                links,
+                LinkMode::Cut,
+            )
+        }
+        3 => (
+            format!("link {a} -> {b} cut"),
+            vec![a, b],
+            vec![(a, b)],
+            LinkMode::Cut,
+        ),
+        4 => (
+            format!("node {a}'s links stalled both ways"),
+            vec![a],
+            both_ways(&[a]),
+            LinkMode::Stalled,
+        ),
+        _ => (
+            format!("link {a} -> {b} stalled"),
+            vec![a, b],
+            vec![(a, b)],
+            LinkMode::Stalled,
+        ),
+    }
+}
+
+/// Injects faults until `stop` turns true, healing the current one before returning.
+pub async fn run(
+    schedule: Schedule,
+    cluster: Arc<Mutex<Cluster>>,
+    proxy: Arc<Proxy>,
+    log: Arc<FaultLog>,
+    clock: Clock,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut rng = SmallRng::seed_from_u64(schedule.seed ^ 0x6e65_6d65_7369_7300);
+    let ids = cluster.lock().expect("not poisoned").ids();
+    let minority = (ids.len() - 1) / 2;
+    let mut cycle: Vec<FaultKind> = Vec::new();
+    loop {
+        reap_crashes(&cluster, &log, &clock);
+        if pause_for(around(&mut rng, schedule.gap), &mut stop).await {
+            return;
+        }
+        reap_crashes(&cluster, &log, &clock);
+        if cycle.is_empty() {
+            cycle = schedule.kinds.clone();
+            cycle.shuffle(&mut rng);
+        }
+        let Some(kind) = cycle.pop() else { return };
+        let mut hold = around(&mut rng, schedule.hold);
+        let start = clock.now();
+        let (detail, nodes, links) = match kind {
+            FaultKind::Kill => {
+                let count = rng.random_range(1..=minority.max(1));
+                let nodes: Vec<u16> = ids.choose_multiple(&mut rng, count).copied().collect();
+                let mut c = cluster.lock().expect("not poisoned");
+                for &id in &nodes {
+                    c.kill(id);
+                }
+                (format!("kill -9 {nodes:?}"), nodes, Vec::new())
+            }
+            FaultKind::KillAll => {
+                hold = hold.min(Duration::from_millis(rng.random_range(200..=1500)));
+                let mut c = cluster.lock().expect("not poisoned");
+                for &id in &ids {
+                    c.kill(id);
+                }
+                ("kill -9 every replica".to_string(), ids.clone(), Vec::new())
+            }
+            FaultKind::Pause => {
+                let id = *ids.choose(&mut rng).expect("nodes");
+                cluster.lock().expect("not poisoned").pause(id);
+                (format!("SIGSTOP node {id}"), vec![id], Vec::new())
+            }
+            FaultKind::Partition => {
+                let (detail, nodes, links, mode) = partition_links(&mut rng, &ids);
+                for &link in &links {
+                    proxy.set(link, mode);
+                }
+                (detail, nodes, links)
+            }
+            FaultKind::Crash => unreachable!("not injected"),
+        };
+        // The fault is healed even when the run is told to stop meanwhile.
+        pause_for(hold, &mut stop).await;
+        match kind {
+            FaultKind::Kill | FaultKind::KillAll => {
+                let mut c = cluster.lock().expect("not poisoned");
+                for &id in &nodes {
+                    if let Err(e) = c.start(id) {
+                        eprintln!("logless-chaos: cannot restart node {id}: {e}");
+                    }
+                }
+            }
+            FaultKind::Pause => cluster.lock().expect("not poisoned").resume(nodes[0]),
+            FaultKind::Partition => {
+                for &link in &links {
+                    proxy.set(link, LinkMode::Open);
+                }
+            }
+            FaultKind::Crash => {}
+        }
+        log.record(Fault {
+            kind,
+            detail,
+            nodes,
+            links,
+            start,
+            end: clock.now(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_cut_only_links_between_distinct_nodes() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        for n in [3u16, 5] {
+            let ids: Vec<u16> = (1..=n).collect();
+            for _ in 0..200 {
+                let (_, _, links, _) = partition_links(&mut rng, &ids);
+                assert!(!links.is_empty());
+                assert!(links
+                    .iter()
+                    .all(|(a, b)| a != b && ids.contains(a) && ids.contains(b)));
+            }
+        }
+    }
+
+    #[test]
+    fn fault_kinds_parse() {
+        for kind in [
+            FaultKind::Kill,
+            FaultKind::KillAll,
+            FaultKind::Pause,
+            FaultKind::Partition,
+        ] {
+            assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
+        }
+        assert!("crash".parse::<FaultKind>().is_err());
+    }
+}

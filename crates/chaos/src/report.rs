@@ -1,0 +1,176 @@
+//! The summary of a run and its exit status.
+use std::path::Path;
+
+use crate::checker::Verdict;
+use crate::run::{Report, RunConfig};
+
+/// Exit status: the history is linearizable, no write was lost, and the run was a real test
+/// (enough acknowledged operations, enough kinds of faults, the cluster recovered).
+pub const EXIT_PASS: u8 = 0;
+/// Exit status: the store violated its guarantees (not linearizable, or a lost write).
+pub const EXIT_VIOLATION: u8 = 1;
+/// Exit status: bad command line.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status: no violation found, but the run proves nothing (too little load or too few
+/// faults, the checker timed out, the cluster did not recover, a replica exited on its own,
+/// or the harness failed).
+pub const EXIT_INCONCLUSIVE: u8 = 3;
+
+/// What makes a run count.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Acknowledged workload operations needed.
+    pub min_ok: usize,
+    /// Distinct injected fault kinds needed.
+    pub min_fault_kinds: usize,
+}
+
+/// Prints what is about to run.
+pub fn print_header(config: &RunConfig) {
+    let kinds: Vec<&str> = config.schedule.kinds.iter().map(|k| k.name()).collect();
+    println!(
+        "logless-chaos: {} replicas ({}), {} s, {} clients on {} keys at a time, seed {}, \
+         faults [{}]{}",
+        config.replicas,
+        config.cluster.durability,
+        config.duration.as_secs(),
+        config.workload.clients,
+        config.workload.keys,
+        config.workload.seed,
+        kinds.join(", "),
+        if config.cluster.bugs.is_empty() {
+            String::new()
+        } else {
+            format!(", injected bugs {:?}", config.cluster.bugs)
+        }
+    );
+    println!("logless-chaos: output in {}", config.out.display());
+}
+
+/// Prints the summary and returns the exit status.
+pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
+    let w = &report.workload;
+    println!(
+        "operations:  {} (ok {}, fail {}, unknown {}) in {:.1} s, {:.0} ops/s; final reads {} \
+         (ok {}, fail {}, unknown {})",
+        w.total(),
+        w.ok,
+        w.fail,
+        w.unknown,
+        report.workload_secs,
+        w.total() as f64 / report.workload_secs.max(0.001),
+        report.final_reads.total(),
+        report.final_reads.ok,
+        report.final_reads.fail,
+        report.final_reads.unknown,
+    );
+    let faults: Vec<String> = report
+        .faults
+        .iter()
+        .map(|(k, n)| format!("{} {n}", k.name()))
+        .collect();
+    println!(
+        "faults:      {}",
+        if faults.is_empty() {
+            "none".to_string()
+        } else {
+            faults.join(", ")
+        }
+    );
+    let keys: Vec<String> = report
+        .keys
+        .iter()
+        .map(|(k, n)| format!("{k:?} {n}").to_lowercase())
+        .collect();
+    println!(
+        "keys:        {} ({})",
+        report.keys.values().sum::<usize>(),
+        keys.join(", ")
+    );
+    match report.recovered {
+        Some(d) => println!(
+            "recovery:    serving {:.1} s after the final heal",
+            d.as_secs_f64()
+        ),
+        None => println!("recovery:    the cluster did NOT serve again in time"),
+    }
+    println!("checker:     {}", report.verdict.describe());
+    for line in report.checker_output.lines() {
+        println!("             {line}");
+    }
+    if report.lost.is_empty() {
+        println!("lost writes: none");
+    } else {
+        println!("lost writes: {}", report.lost.len());
+        for l in report.lost.iter().take(20) {
+            println!("             {}: {}", l.key, l.why);
+        }
+    }
+    if !report.odd_replies.is_empty() {
+        println!(
+            "odd replies: {} (recorded as unknown), e.g.",
+            report.odd_replies.len()
+        );
+        for r in report.odd_replies.iter().take(5) {
+            println!("             {r}");
+        }
+    }
+    println!(
+        "files:       {}/history.jsonl, faults.jsonl, node-*.log, html/",
+        out.display()
+    );
+
+    let violation = report.verdict == Verdict::NotLinearizable || !report.lost.is_empty();
+    if violation {
+        println!("verdict:     VIOLATION (see the checker's html/ and the lost writes above)");
+        return EXIT_VIOLATION;
+    }
+    let mut reasons = Vec::new();
+    if report.verdict != Verdict::Linearizable {
+        reasons.push(format!(
+            "the checker did not pass: {}",
+            report.verdict.describe()
+        ));
+    }
+    if w.ok < limits.min_ok {
+        reasons.push(format!(
+            "only {} operations were acknowledged (at least {} needed)",
+            w.ok, limits.min_ok
+        ));
+    }
+    let injected = report
+        .faults
+        .keys()
+        .filter(|k| **k != crate::nemesis::FaultKind::Crash)
+        .count();
+    if injected < limits.min_fault_kinds {
+        reasons.push(format!(
+            "only {injected} kind(s) of fault were injected (at least {} needed)",
+            limits.min_fault_kinds
+        ));
+    }
+    if let Some(n) = report.faults.get(&crate::nemesis::FaultKind::Crash) {
+        reasons.push(format!(
+            "{n} time(s) a replica exited on its own (see faults.jsonl and node-*.log)"
+        ));
+    }
+    if report.recovered.is_none() {
+        reasons.push("the cluster did not serve again after the final heal".into());
+    }
+    if !report.unread.is_empty() {
+        reasons.push(format!(
+            "{} key(s) could not be read at the end",
+            report.unread.len()
+        ));
+    }
+    if reasons.is_empty() {
+        println!("verdict:     PASS");
+        EXIT_PASS
+    } else {
+        println!("verdict:     INCONCLUSIVE (no violation found, but the run proves nothing):");
+        for r in reasons {
+            println!("             {r}");
+        }
+        EXIT_INCONCLUSIVE
+    }
+}

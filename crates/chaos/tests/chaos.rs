@@ -1,0 +1,193 @@
+//! Chaos runs on real `logless server` processes: a clean protocol must pass, and each
+//! deliberate protocol bug must be reported as a violation.
+//!
+//! The runner needs the `logless` binary of the same profile and target directory. The first
+//! test to need it runs `cargo build -p logless --locked` for that profile and directory (a
+//! no-op when it is up to date, e.g. under `cargo test --workspace`); `LOGLESS_BIN` overrides
+//! this. Tests run one at a time (the machine may have only two cores), each bounded in time.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// `target/<profile>` of this test executable (`target/<profile>/deps/chaos-…`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The `logless` binary, built for this profile and target directory if needed.
+fn logless_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("LOGLESS_BIN") {
+            return PathBuf::from(bin);
+        }
+        let profile_dir = profile_dir();
+        let target = profile_dir.parent().expect("target directory");
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => "dev".to_string(),
+            Some(name) => name.to_string(),
+            None => panic!("no profile directory in {}", profile_dir.display()),
+        };
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let started = Instant::now();
+        let status = Command::new(cargo)
+            .args(["build", "-p", "logless", "--locked", "--profile", &profile])
+            .env("CARGO_TARGET_DIR", target)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "cargo build -p logless failed");
+        eprintln!(
+            "logless binary up to date in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        profile_dir.join("logless")
+    })
+    .clone()
+}
+
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    elapsed: Duration,
+}
+
+/// Runs `logless-chaos run ARGS --out DIR`, stopping it (SIGINT, then SIGKILL) after `limit`.
+fn chaos(args: &[&str], out: &Path, limit: Duration) -> Outcome {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_logless-chaos"))
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg("--logless-bin")
+        .arg(logless_bin())
+        .args(["--progress-s", "0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("logless-chaos starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+    let mut stopped = false;
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        let elapsed = started.elapsed();
+        if elapsed > limit && !stopped {
+            // SIGINT lets the runner stop its replicas.
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            stopped = true;
+        }
+        if elapsed > limit + Duration::from_secs(15) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = reader.join().unwrap_or_default();
+    println!("{stdout}");
+    assert!(!stopped, "the run took longer than {limit:?}");
+    Outcome {
+        code,
+        stdout,
+        elapsed: started.elapsed(),
+    }
+}
+
+fn out_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("logless-chaos-test-")
+        .tempdir()
+        .expect("temporary directory")
+}
+
+/// Keeps the run's files when the test fails, and says where they are.
+fn keep_on_failure(dir: tempfile::TempDir, ok: bool) {
+    if !ok {
+        eprintln!("the run's files are kept in {}", dir.keep().display());
+    }
+}
+
+/// Contention for the mutation runs: two counters at a time for sixteen clients, one fault
+/// after another.
+const CONTENDED: &[&str] = &[
+    "--duration-s",
+    "20",
+    "--keys",
+    "2",
+    "--clients",
+    "16",
+    "--key-kinds",
+    "counter",
+    "--fault-gap-ms",
+    "800",
+    "--fault-ms",
+    "1500",
+    "--think-ms",
+    "1",
+    "--checker-timeout-s",
+    "60",
+];
+
+#[test]
+fn a_clean_cluster_passes_under_every_kind_of_fault() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = out_dir();
+    let run = chaos(
+        &[
+            "--duration-s",
+            "30",
+            "--replicas",
+            "3",
+            "--seed",
+            "42",
+            "--nemesis",
+            "kill,pause,partition,kill-all",
+            "--checker-timeout-s",
+            "60",
+        ],
+        dir.path(),
+        Duration::from_secs(120),
+    );
+    eprintln!("clean run: {:.1} s", run.elapsed.as_secs_f64());
+    let ok = run.code == Some(0) && run.stdout.contains("verdict:     PASS");
+    keep_on_failure(dir, ok);
+    assert!(ok, "exit {:?}", run.code);
+}
+
+fn mutation_is_caught(bug: &str, seed: &str) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = out_dir();
+    let mut args = CONTENDED.to_vec();
+    args.extend(["--inject-bug", bug, "--seed", seed]);
+    let run = chaos(&args, dir.path(), Duration::from_secs(90));
+    eprintln!("{bug}: {:.1} s", run.elapsed.as_secs_f64());
+    let ok = run.code == Some(1) && run.stdout.contains("verdict:     VIOLATION");
+    keep_on_failure(dir, ok);
+    assert!(
+        ok,
+        "{bug} was not reported as a violation (exit {:?})",
+        run.code
+    );
+}
+
+#[test]
+fn accepting_an_inconsistent_quorum_is_caught() {
+    mutation_is_caught("accept-inconsistent-quorum", "7");
+}
+
+#[test]
+fn ignoring_learned_is_caught() {
+    mutation_is_caught("ignore-learned", "7");
+}
