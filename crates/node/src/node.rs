@@ -163,6 +163,7 @@ pub async fn start_with_bugs(
         let mut proposer = ProposerConfig::new(acceptors.clone());
         proposer.read_retries_max = config.read_retries;
         proposer.request_timeout_ms = config.request_timeout_ms;
+        proposer.backoff_max_ms = 20;
         proposer.limits = Limits {
             value_bytes_max: config.value_bytes_max,
             set_members_max: config.set_members_max,

@@ -41,6 +41,8 @@ const FRAME_TARGET_BYTES: usize = 1 << 20;
 const BACKOFF_MIN: Duration = Duration::from_millis(20);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection that lasted this long counts as healthy again when it breaks.
+const STABLE_CONNECTION: Duration = Duration::from_secs(1);
 
 /// Counters of the peer transport, shared by its tasks.
 #[derive(Debug, Default)]
@@ -158,7 +160,7 @@ pub async fn dial(
         {
             continue;
         }
-        backoff = BACKOFF_MIN;
+        let connected_at = tokio::time::Instant::now();
         counters.connects.fetch_add(1, Ordering::Relaxed);
         counters.set_link(peer, shard, true);
         info!(peer = peer.0, shard, %addr, "connected to peer");
@@ -194,6 +196,17 @@ pub async fn dial(
                 warn!(peer = peer.0, shard, error = %e, "peer link broke");
                 counters.set_link(peer, shard, false);
                 let _ = shard_inputs.send(ShardInput::LinkBroken(peer)).await;
+                // A peer that accepts and then drops connections must not be redialled for
+                // every batch: only a connection that lasted resets the backoff.
+                if connected_at.elapsed() >= STABLE_CONNECTION {
+                    backoff = BACKOFF_MIN;
+                }
+                while batches.try_recv().is_ok() {}
+                tokio::select! {
+                    _ = shutdown.changed() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(BACKOFF_MAX);
                 break;
             }
             counters
