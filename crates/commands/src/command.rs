@@ -288,8 +288,8 @@ fn as_string(data: &Data) -> Option<Bytes> {
 }
 
 /// Parses an integer with Redis's strict rules: optional '-', digits, no leading zeros, no
-/// spaces, no '+'.
-fn parse_i64(bytes: &[u8]) -> Option<i64> {
+/// spaces, no '+'. The front end parses integer arguments with it too.
+pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(bytes).ok()?;
     let digits = s.strip_prefix('-').unwrap_or(s);
     if digits.is_empty()

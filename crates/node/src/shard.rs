@@ -69,8 +69,8 @@ pub struct Submitted {
     pub reply: ReplyTo,
 }
 
-/// A shard's figures, for INFO, `/metrics` and `/status`.
-#[derive(Clone, Debug)]
+/// A shard's figures, for INFO, `/metrics` and `/status`; the node's are its shards' summed.
+#[derive(Clone, Debug, Default)]
 pub struct ShardStatus {
     /// Registers with an acceptor state here (tombstones and expired keys included).
     pub registers: u64,
@@ -91,6 +91,31 @@ pub struct ShardStatus {
     pub state_writes: u64,
     /// Peer links broken or replaced.
     pub links_broken: u64,
+}
+
+impl std::ops::AddAssign for ShardStatus {
+    fn add_assign(&mut self, s: ShardStatus) {
+        self.registers += s.registers;
+        self.live_registers += s.live_registers;
+        self.proposer += &s.proposer;
+        for (k, v) in s.commands {
+            *self.commands.entry(k).or_default() += v;
+        }
+        for (k, h) in s.latency_us {
+            match self.latency_us.get_mut(k) {
+                Some(total) => {
+                    let _ = total.add(&h);
+                }
+                None => {
+                    self.latency_us.insert(k, h);
+                }
+            }
+        }
+        self.flushes += s.flushes;
+        self.flush_micros += s.flush_micros;
+        self.state_writes += s.state_writes;
+        self.links_broken += s.links_broken;
+    }
 }
 
 struct Waiting {

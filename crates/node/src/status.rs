@@ -3,9 +3,6 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use hdrhistogram::Histogram;
-use logless_core::proposer::ProposerStats;
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -13,27 +10,7 @@ use crate::node::NodeContext;
 use crate::shard::{ShardInput, ShardStatus};
 
 /// Every shard's figures summed.
-#[derive(Debug, Default)]
-pub struct Totals {
-    /// Registers held (tombstones included).
-    pub registers: u64,
-    /// Registers with a live value.
-    pub live_registers: u64,
-    /// Proposer counters.
-    pub proposer: ProposerStats,
-    /// Commands by (name, outcome).
-    pub commands: FxHashMap<(&'static str, &'static str), u64>,
-    /// Latency histograms (µs) by command.
-    pub latency_us: FxHashMap<&'static str, Histogram<u64>>,
-    /// Group-commit flushes.
-    pub flushes: u64,
-    /// Their total time (µs).
-    pub flush_micros: u64,
-    /// Acceptor state writes.
-    pub state_writes: u64,
-    /// Peer links broken or replaced, as the shards were told.
-    pub links_broken: u64,
-}
+pub type Totals = ShardStatus;
 
 /// Asks every shard for its figures and sums them.
 pub async fn gather(context: &NodeContext) -> Totals {
@@ -43,33 +20,11 @@ pub async fn gather(context: &NodeContext) -> Totals {
         if shard.send(ShardInput::Status(tx)).await.is_err() {
             continue;
         }
-        let Ok(s) = rx.await else { continue };
-        add(&mut totals, s);
-    }
-    totals
-}
-
-fn add(t: &mut Totals, s: ShardStatus) {
-    t.registers += s.registers;
-    t.live_registers += s.live_registers;
-    t.proposer += &s.proposer;
-    for (k, v) in s.commands {
-        *t.commands.entry(k).or_default() += v;
-    }
-    for (k, h) in s.latency_us {
-        match t.latency_us.get_mut(k) {
-            Some(total) => {
-                let _ = total.add(&h);
-            }
-            None => {
-                t.latency_us.insert(k, h);
-            }
+        if let Ok(status) = rx.await {
+            totals += status;
         }
     }
-    t.flushes += s.flushes;
-    t.flush_micros += s.flush_micros;
-    t.state_writes += s.state_writes;
-    t.links_broken += s.links_broken;
+    totals
 }
 
 /// Upper bounds of the latency histogram buckets, in seconds.

@@ -273,18 +273,9 @@ fn is(arg: &[u8], name: &str) -> bool {
     arg.eq_ignore_ascii_case(name.as_bytes())
 }
 
-/// Parses an integer with Redis's strict rules (optional `-`, digits, no leading zeros).
+/// Parses an integer argument with Redis's strict rules.
 fn parse_int(bytes: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(bytes).ok()?;
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    if digits.is_empty()
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-        || (digits.len() > 1 && digits.starts_with('0'))
-        || s == "-0"
-    {
-        return None;
-    }
-    s.parse().ok()
+    logless_commands::command::parse_i64(bytes)
 }
 
 fn arity_error(name: &str) -> Parsed {
