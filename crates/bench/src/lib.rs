@@ -4,5 +4,9 @@
 //! * `storage-experiment` (module [`storage`]): the Log / Single In-Place / Multi In-Place access
 //!   patterns of the log-less RSM paper (seed 001, §6.2, Figure 6) on DRAM, `mmap`, `mmap` with
 //!   msync per write, and `sync` with group commit.
+//! * `logless bench compare` (module [`compare`], also the `compare` binary here): logless
+//!   against etcd and redis-server in the experiments of the RMWPaxos paper (§7, Figures 3–6),
+//!   driven by the Go load generator in `bench/loadgen`.
+pub mod compare;
 pub mod plot;
 pub mod storage;

@@ -1,9 +1,10 @@
 //! The `logless` command: `up` (a local cluster), `server` (one replica), `status`, and `demo`
-//! (the in-process simulated cluster).
+//! (the in-process simulated cluster), `bench compare`.
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod demo;
 mod server;
 mod status;
@@ -30,6 +31,9 @@ enum Command {
     Status(status::StatusArgs),
     /// Run the in-process simulated cluster with a workload and optional faults.
     Demo(demo::DemoArgs),
+    /// Benchmarks: `logless bench compare [--quick]` measures logless against etcd and
+    /// redis-server on this machine.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,5 +52,6 @@ fn main() -> ExitCode {
         Some(Command::Server(args)) => server::server(&args),
         Some(Command::Status(args)) => status::status(&args),
         Some(Command::Demo(args)) => demo::demo(&args),
+        Some(Command::Bench(args)) => bench::bench(&args),
     }
 }
