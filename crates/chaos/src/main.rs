@@ -108,7 +108,8 @@ struct RunArgs {
     /// Seconds the healed cluster may take to serve again.
     #[arg(long, default_value_t = 30)]
     recover_timeout_s: u64,
-    /// The checker's time limit in seconds (default: 120, or a third of the duration if more).
+    /// The checker's time limit in seconds (default: 120, or twice the duration if more: a
+    /// 300 s run's 310,000 operations took the checker 123 s on 2 busy cores).
     #[arg(long)]
     checker_timeout_s: Option<u64>,
     /// The checker's directory (default: LOGLESS_CHECKER_DIR, else checker/ of the source tree).
@@ -221,7 +222,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
         recover_timeout: Duration::from_secs(args.recover_timeout_s),
         checker_timeout: Duration::from_secs(
             args.checker_timeout_s
-                .unwrap_or_else(|| 120.max(duration_s / 3)),
+                .unwrap_or_else(|| 120.max(duration_s * 2)),
         ),
         checker_dir: args.checker_dir.unwrap_or_else(checker::default_dir),
         progress: Duration::from_secs(progress_s),
