@@ -190,6 +190,9 @@ struct Node {
     incarnation: u32,
     /// The durable acceptor states (what survives a crash).
     disk: FxHashMap<Key, AcceptorState>,
+    /// When the last persist batch handed to the disk completes (µs): a later batch, even one
+    /// without writes, is released no earlier, since its replies may show those states.
+    durable_at_us: u64,
 }
 
 /// The durable store of a simulated node: committed writes land here.
@@ -266,6 +269,7 @@ impl Cluster {
                     replica: Some(Replica::new(node, 1, proposer, rng.random(), [])),
                     incarnation: 1,
                     disk: FxHashMap::default(),
+                    durable_at_us: 0,
                 },
             );
         }
@@ -548,8 +552,12 @@ impl Cluster {
         } else {
             0
         };
+        let now_us = self.now_us;
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.durable_at_us = n.durable_at_us.max(now_us + flush_us);
+        let delay_us = n.durable_at_us - now_us;
         self.schedule(
-            flush_us,
+            delay_us,
             Event::Durable {
                 node,
                 incarnation,
