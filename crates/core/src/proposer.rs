@@ -10,8 +10,12 @@
 //!   then it writes the highest vote through (PAXOS_PREP, VOTE) and reads again.
 //! * **write**: PREPARE(write) to all (incremental rounds). A quorum consistent on `r_voted` and
 //!   `r_ack` allows a successor proposal `cmds(v)` in the acknowledged round; a quorum that only
-//!   agrees on `r_ack` gets the highest vote written through first; anything else retries with
-//!   PAXOS_PREP above the highest round seen, after a randomised backoff.
+//!   agrees on `r_ack` gets the highest vote written through first. Anything else retries at
+//!   once with PAXOS_PREP above the highest round seen (lines 21–24); if that fails too, or a
+//!   VOTE is rejected, the proposer waits a randomised backoff and starts again with an
+//!   incremental PREPARE. A round computed before the backoff would be stale after it: a
+//!   proposer on the fast path raises `r_ack` by one round per write, so an explicit round from
+//!   before the wait is rejected again and again for as long as that proposer keeps writing.
 //! * **fast write**: after a successful proposal in round `r`, acceptors have pre-acknowledged
 //!   `(r.n + 1, r.id)`, so the next batch skips phase 1 and is voted in one round trip. Any
 //!   rejection drops that cached round.
@@ -127,6 +131,8 @@ struct Proposal {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct PhaseOne {
     attempt: AttemptId,
+    /// Whether the acceptors assign the round (PREPARE) rather than the proposer (PAXOS_PREP).
+    incremental: bool,
     acks: AckTable,
     nacked: AcceptorSet,
     r_ack_seen: Round,
@@ -140,7 +146,6 @@ struct PhaseTwo {
     proposal: Option<usize>,
     voted: AcceptorSet,
     nacked: AcceptorSet,
-    r_ack_seen: Round,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -157,10 +162,8 @@ enum Phase {
     Read(ReadCollect),
     Prepare(PhaseOne),
     Vote(PhaseTwo),
-    /// Waiting before retrying phase 1 with a round above `r_ack_seen`.
-    Backoff {
-        r_ack_seen: Round,
-    },
+    /// Waiting before retrying phase 1 with an incremental PREPARE.
+    Backoff,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -444,9 +447,7 @@ impl Proposer {
             excluded: AcceptorSet::default(),
             deadline_ms,
             retries: 0,
-            phase: Phase::Backoff {
-                r_ack_seen: Round::BOTTOM,
-            },
+            phase: Phase::Backoff,
             wake_ms: deadline_ms,
         });
         if read {
@@ -527,7 +528,7 @@ impl Proposer {
             attempt,
             known_voted,
         });
-        self.enter_phase_one(now_ms, key, attempt);
+        self.enter_phase_one(now_ms, key, attempt, true);
     }
 
     /// Phase 1 with an explicit round above everything seen.
@@ -545,12 +546,13 @@ impl Proposer {
             round,
             known_voted,
         });
-        self.enter_phase_one(now_ms, key, attempt);
+        self.enter_phase_one(now_ms, key, attempt, false);
     }
 
-    fn enter_phase_one(&mut self, now_ms: u64, key: &Key, attempt: AttemptId) {
+    fn enter_phase_one(&mut self, now_ms: u64, key: &Key, attempt: AttemptId, incremental: bool) {
         let phase = Phase::Prepare(PhaseOne {
             attempt,
+            incremental,
             acks: AckTable::new(self.config.acceptors.len()),
             nacked: AcceptorSet::default(),
             r_ack_seen: Round::BOTTOM,
@@ -656,14 +658,13 @@ impl Proposer {
             proposal,
             voted: AcceptorSet::default(),
             nacked: AcceptorSet::default(),
-            r_ack_seen: Round::BOTTOM,
         });
         let wake = now_ms + self.config.phase_timeout_ms;
         self.set_phase(key, phase, wake);
     }
 
-    /// Waits a randomised, growing delay, then retries phase 1 above `r_ack_seen`.
-    fn back_off(&mut self, now_ms: u64, key: &Key, r_ack_seen: Round) {
+    /// Waits a randomised, growing delay, then retries phase 1 with an incremental PREPARE.
+    fn back_off(&mut self, now_ms: u64, key: &Key) {
         self.stats.retries += 1;
         let reg = self.registers.get_mut(key).expect("register exists");
         reg.fast = None;
@@ -672,7 +673,7 @@ impl Proposer {
         let shift = op.retries.min(16);
         let bound = (self.config.backoff_base_ms << shift).min(self.config.backoff_max_ms);
         let delay = self.rng.random_range(0..=bound.max(1));
-        self.set_phase(key, Phase::Backoff { r_ack_seen }, now_ms + delay);
+        self.set_phase(key, Phase::Backoff, now_ms + delay);
     }
 
     // ----- finishing operations -----
@@ -795,20 +796,18 @@ impl Proposer {
             Phase::Prepare(one) if one.attempt == rejected.id => {
                 one.r_ack_seen = one.r_ack_seen.max(r_ack);
                 one.nacked.insert(index);
-                (one.nacked.len() > acceptors - quorum)
-                    .then_some(one.r_ack_seen.max(one.acks.r_ack_max()))
+                one.nacked.len() > acceptors - quorum
             }
             Phase::Vote(two) if two.round == rejected && !two.voted.contains(index) => {
-                two.r_ack_seen = two.r_ack_seen.max(r_ack);
                 two.nacked.insert(index);
-                (two.nacked.len() > acceptors - quorum).then_some(two.r_ack_seen)
+                two.nacked.len() > acceptors - quorum
             }
             _ => return,
         };
         self.stats.nacks += 1;
         reg.fast = None;
-        if let Some(r_ack_seen) = failed {
-            self.back_off(now_ms, key, r_ack_seen);
+        if failed {
+            self.back_off(now_ms, key);
         }
     }
 
@@ -884,10 +883,7 @@ impl Proposer {
         let acceptors = self.config.acceptors.len();
         let reg = self.registers.get_mut(key).expect("register exists");
         let op = reg.op.as_mut().expect("operation");
-        let placeholder = Phase::Backoff {
-            r_ack_seen: Round::BOTTOM,
-        };
-        let Phase::Read(mut carry) = std::mem::replace(&mut op.phase, placeholder) else {
+        let Phase::Read(mut carry) = std::mem::replace(&mut op.phase, Phase::Backoff) else {
             unreachable!("only a read operation retries its read");
         };
         if let Some(rounds) = rounds {
@@ -993,7 +989,8 @@ impl Proposer {
         }
     }
 
-    /// Phase 1 gave no decision yet: wait for stragglers, or retry above the highest round.
+    /// Phase 1 gave no decision yet: wait for stragglers, then retry above the highest round at
+    /// once if the acceptors assigned the round (the rounds seen are fresh), or back off.
     fn undecided(&mut self, now_ms: u64, key: &Key, waited: bool) {
         let quorum = self.quorum;
         let acceptors = self.config.acceptors.len();
@@ -1010,8 +1007,13 @@ impl Proposer {
             self.wait_for_stragglers(now_ms, key);
             return;
         }
-        let r_ack_seen = one.r_ack_seen;
-        self.back_off(now_ms, key, r_ack_seen);
+        if one.incremental {
+            self.stats.retries += 1;
+            let r_ack_seen = one.r_ack_seen;
+            self.send_paxos_prep(now_ms, key, r_ack_seen);
+        } else {
+            self.back_off(now_ms, key);
+        }
     }
 
     /// A quorum answered but disagrees: give the remaining acceptors a short while before
@@ -1035,18 +1037,11 @@ impl Proposer {
                 if one.acks.len() + one.nacked.len() >= self.quorum {
                     self.evaluate_phase_one(now_ms, key, true);
                 } else {
-                    let seen = one.r_ack_seen;
-                    self.back_off(now_ms, key, seen);
+                    self.back_off(now_ms, key);
                 }
             }
-            Phase::Vote(two) => {
-                let seen = two.r_ack_seen.max(two.round);
-                self.back_off(now_ms, key, seen);
-            }
-            Phase::Backoff { r_ack_seen } => {
-                let seen = *r_ack_seen;
-                self.send_paxos_prep(now_ms, key, seen);
-            }
+            Phase::Vote(_) => self.back_off(now_ms, key),
+            Phase::Backoff => self.send_prepare(now_ms, key),
         }
     }
 }

@@ -30,7 +30,7 @@ fn exhaustively_linearizable_and_a_value_is_chosen() {
     };
     let checker = config.into_model().checker().threads(2).spawn_bfs().join();
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 488_552);
+    assert_eq!(checker.unique_state_count(), 360_279);
 }
 
 fn finds_violation(config: ModelConfig) -> usize {
