@@ -70,7 +70,7 @@ fn faulty_schedules_stay_linearizable() {
     let seeds: u64 = std::env::var("LOGLESS_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000);
+        .unwrap_or(2_000);
     let mut violations = Vec::new();
     let mut inconclusive = Vec::new();
     for seed in 0..seeds {
