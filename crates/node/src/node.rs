@@ -97,7 +97,7 @@ pub struct RunningNode {
     pub context: Arc<NodeContext>,
     shutdown: watch::Sender<bool>,
     shards: Vec<JoinHandle<bool>>,
-    stopped: watch::Receiver<bool>,
+    stopping: watch::Receiver<bool>,
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
@@ -146,7 +146,6 @@ pub async fn start_with_bugs(
     };
 
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let (stopped_tx, stopped) = watch::channel(false);
     let peer_counters = Arc::new(PeerCounters::default());
     let transport = peer::Identity {
         node,
@@ -254,24 +253,19 @@ pub async fn start_with_bugs(
     if let Some(listener) = http_listener {
         tokio::spawn(http::serve(listener, context.clone(), shutdown_rx.clone()));
     }
-    let mut watch_stop = shutdown_rx;
-    tokio::spawn(async move {
-        let _ = watch_stop.changed().await;
-        let _ = stopped_tx.send(true);
-    });
     info!(node = node.0, clients = %bound.client, peers = %bound.peer, "serving");
     Ok(RunningNode {
         context,
         shutdown,
         shards,
-        stopped,
+        stopping: shutdown_rx,
     })
 }
 
 impl RunningNode {
     /// Resolves when the node begins to stop on its own (a store failure).
     pub async fn stopping(&mut self) {
-        let _ = self.stopped.wait_for(|s| *s).await;
+        let _ = self.stopping.wait_for(|s| *s).await;
     }
 
     /// Stops accepting, lets every shard commit and flush, and waits for them. Returns false

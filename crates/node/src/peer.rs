@@ -172,11 +172,11 @@ pub async fn dial(
             return;
         }
         loop {
-            let first = tokio::select! {
-                _ = shutdown.changed() => return,
-                b = batches.recv() => b,
+            // The shard's sender closes when the shard stops, which ends this task; no
+            // shutdown signal needs polling per batch.
+            let Some(first) = batches.recv().await else {
+                return;
             };
-            let Some(first) = first else { return };
             pending.extend(first);
             buf.clear();
             loop {

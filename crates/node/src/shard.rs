@@ -12,7 +12,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 use logless_commands::command::{Command, Reply};
-use logless_core::acceptor::AcceptorState;
 use logless_core::ids::{ClientTag, Key, NodeId};
 use logless_core::message::{Envelope, Message};
 use logless_core::persist::AcceptorStore;
@@ -374,7 +373,7 @@ impl Shard {
         let mut live_registers = 0;
         for (_, state) in self.replica.acceptor_states() {
             registers += 1;
-            live_registers += u64::from(is_live(state, now_ms));
+            live_registers += u64::from(state.value.is_live(now_ms));
         }
         ShardStatus {
             registers,
@@ -388,8 +387,4 @@ impl Shard {
             links_broken: self.links_broken,
         }
     }
-}
-
-fn is_live(state: &AcceptorState, now_ms: u64) -> bool {
-    state.value.is_live(now_ms)
 }
