@@ -203,13 +203,15 @@ impl Shard {
         let far = Duration::from_secs(3600);
         let sleep = tokio::time::sleep(far);
         tokio::pin!(sleep);
-        let mut armed_ms = u64::MAX;
+        // The deadline the sleep is armed for; `None` once it has fired, so that it is armed
+        // again (for the far future when no timer is left) before it is polled again.
+        let mut armed_ms = None;
         let mut running = true;
         while running {
             if self.local.is_empty() {
                 let next_ms = self.timers.keys().next().copied().unwrap_or(u64::MAX);
-                if next_ms != armed_ms {
-                    armed_ms = next_ms;
+                if armed_ms != Some(next_ms) {
+                    armed_ms = Some(next_ms);
                     let delay = if next_ms == u64::MAX {
                         far
                     } else {
@@ -227,7 +229,7 @@ impl Shard {
                         }
                     }
                     () = &mut sleep => {
-                        armed_ms = u64::MAX;
+                        armed_ms = None;
                         self.start_turn();
                     }
                 }
