@@ -6,6 +6,7 @@
 //! no-op when it is up to date, e.g. under `cargo test --workspace`); `LOGLESS_BIN` overrides
 //! this. Tests run one at a time (the machine may have only two cores), each bounded in time.
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -61,6 +62,8 @@ struct Outcome {
 
 /// Runs `logless-chaos run ARGS --out DIR`, stopping it (SIGINT, then SIGKILL) after `limit`.
 fn chaos(args: &[&str], out: &Path, limit: Duration) -> Outcome {
+    // Building the binary (the first time) does not count against the run's limit.
+    let logless_bin = logless_bin();
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_logless-chaos"))
         .arg("run")
@@ -68,9 +71,12 @@ fn chaos(args: &[&str], out: &Path, limit: Duration) -> Outcome {
         .arg("--out")
         .arg(out)
         .arg("--logless-bin")
-        .arg(logless_bin())
+        .arg(logless_bin)
         .args(["--progress-s", "0"])
         .stdout(Stdio::piped())
+        // Its own process group, which its replicas join: a run stopped for taking too long
+        // takes them with it instead of leaving them running.
+        .process_group(0)
         .spawn()
         .expect("logless-chaos starts");
     let stdout = child.stdout.take().expect("stdout");
@@ -81,15 +87,14 @@ fn chaos(args: &[&str], out: &Path, limit: Duration) -> Outcome {
             break status.code();
         }
         let elapsed = started.elapsed();
+        let group = format!("-{}", child.id());
         if elapsed > limit && !stopped {
             // SIGINT lets the runner stop its replicas.
-            let _ = Command::new("kill")
-                .args(["-INT", &child.id().to_string()])
-                .status();
+            let _ = Command::new("kill").args(["-INT", "--", &group]).status();
             stopped = true;
         }
         if elapsed > limit + Duration::from_secs(15) {
-            let _ = child.kill();
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
             let _ = child.wait();
             break None;
         }
