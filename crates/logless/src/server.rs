@@ -3,9 +3,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use logless_core::config::InjectedBugs;
 use logless_node::config::{parse_peers, NodeConfig};
-use logless_node::node;
+use logless_node::node::{self, Bugs};
 use tracing::{error, info};
 
 #[derive(clap::Args, Clone, Debug)]
@@ -49,8 +48,8 @@ pub struct ServerArgs {
     /// Log level: error, warn, info, debug or trace (or a tracing filter).
     #[arg(long, default_value = "info")]
     pub log_level: String,
-    /// Break the protocol on purpose (harness tests only): accept-inconsistent-quorum or
-    /// ignore-learned.
+    /// Break the protocol on purpose (harness tests only): accept-inconsistent-quorum,
+    /// ignore-learned or reply-before-persist.
     #[arg(long, hide = true)]
     pub inject_bug: Vec<String>,
 }
@@ -97,12 +96,13 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     Ok(c)
 }
 
-fn bugs_from(names: &[String]) -> Result<InjectedBugs, String> {
-    let mut bugs = InjectedBugs::default();
+fn bugs_from(names: &[String]) -> Result<Bugs, String> {
+    let mut bugs = Bugs::default();
     for name in names {
         match name.as_str() {
-            "accept-inconsistent-quorum" => bugs.accept_inconsistent_quorum = true,
-            "ignore-learned" => bugs.ignore_learned = true,
+            "accept-inconsistent-quorum" => bugs.core.accept_inconsistent_quorum = true,
+            "ignore-learned" => bugs.core.ignore_learned = true,
+            "reply-before-persist" => bugs.shard.reply_before_persist = true,
             other => return Err(format!("unknown bug {other:?}")),
         }
     }

@@ -2,7 +2,9 @@
 //!
 //! * [`config`] — what a replica is told at start (TOML file and flags);
 //! * [`store`] — its durable state: one slot file per shard and the incarnation;
-//! * [`shard`] — the event loop of one shard: proposer, acceptors, timers, group commit;
+//! * [`turn`] — one shard's turn logic without a runtime: proposer, acceptors, timers,
+//!   group commit (shared with the whole-node simulation);
+//! * [`shard`] — the tokio event loop that feeds a shard's turns;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
 //! * [`front`] and [`info`] — the Redis front end;
 //! * [`status`] and [`http`] — figures, `/metrics`, `/health`, `/status`;
@@ -18,3 +20,4 @@ pub mod peer;
 pub mod shard;
 pub mod status;
 pub mod store;
+pub mod turn;

@@ -18,7 +18,7 @@ use tracing::{error, info};
 
 use crate::config::{ConfigError, NodeConfig};
 use crate::peer::{self, PeerCounters};
-use crate::shard::{Shard, ShardInput};
+use crate::shard::{Shard, ShardBugs, ShardInput};
 use crate::store::{self, OpenError, ShardStore};
 use crate::{front, http};
 
@@ -115,14 +115,20 @@ fn seed(node: NodeId, shard: u16, incarnation: u32) -> u64 {
 
 /// Opens the replica's state and starts serving. Must run inside a tokio runtime.
 pub async fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
-    start_with_bugs(config, InjectedBugs::default()).await
+    start_with_bugs(config, Bugs::default()).await
+}
+
+/// Deliberate bugs a node can be started with (harness tests only).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bugs {
+    /// The protocol's.
+    pub core: InjectedBugs,
+    /// The shard runtime's.
+    pub shard: ShardBugs,
 }
 
 /// [`start`] with deliberate protocol bugs switched on (harness tests only).
-pub async fn start_with_bugs(
-    config: NodeConfig,
-    bugs: InjectedBugs,
-) -> Result<RunningNode, StartError> {
+pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNode, StartError> {
     config.validate()?;
     let durability = config.durability()?;
     let node = config.node();
@@ -167,7 +173,7 @@ pub async fn start_with_bugs(
             value_bytes_max: config.value_bytes_max,
             set_members_max: config.set_members_max,
         };
-        proposer.bugs = bugs;
+        proposer.bugs = bugs.core;
         let replica = Replica::new(
             node,
             identity.incarnation,
@@ -192,7 +198,9 @@ pub async fn start_with_bugs(
             ));
         }
         shard_inputs.push(tx);
-        shard_handles.push((Shard::new(replica, store, rx, links), shard));
+        let mut handle = Shard::new(replica, store, rx, links);
+        handle.inject_bugs(bugs.shard);
+        shard_handles.push((handle, shard));
     }
     info!(
         node = node.0,

@@ -14,6 +14,8 @@ use std::time::Instant;
 use logless_core::acceptor::AcceptorState;
 use logless_core::ids::Key;
 use logless_core::persist::AcceptorStore;
+use logless_storage::media::{FileMedia, Media};
+use logless_storage::slot_store::RecoveryReport;
 use logless_storage::{Durability, SlotStore, StoreError, StoreOptions};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -129,14 +131,17 @@ pub fn next_incarnation(dir: &Path, node_id: u16, shards: u16) -> Result<Identit
 }
 
 /// The store of one shard, as the core's [`AcceptorStore`].
-pub struct ShardStore {
-    slots: SlotStore,
+pub struct ShardStore<M: Media = FileMedia> {
+    slots: SlotStore<M>,
     record: Vec<u8>,
     /// Flushes done, and their total time.
     pub flushes: u64,
     /// Total time spent in flushes.
     pub flush_micros: u64,
 }
+
+/// An opened shard store and the acceptor states it holds.
+pub type Opened<M = FileMedia> = (ShardStore<M>, Vec<(Key, AcceptorState)>);
 
 /// The store options a node uses for values up to `value_bytes_max`.
 pub fn store_options(durability: Durability, value_bytes_max: usize) -> StoreOptions {
@@ -149,17 +154,34 @@ pub fn store_options(durability: Durability, value_bytes_max: usize) -> StoreOpt
 
 impl ShardStore {
     /// Opens the slot file of `shard` under `dir` and returns the acceptor states it holds.
-    pub fn open(
-        dir: &Path,
-        shard: u16,
-        options: StoreOptions,
-    ) -> Result<(ShardStore, Vec<(Key, AcceptorState)>), OpenError> {
+    pub fn open(dir: &Path, shard: u16, options: StoreOptions) -> Result<Opened, OpenError> {
         let path = dir.join(format!("shard-{shard}.slots"));
         let (slots, report) =
             SlotStore::open(&path, options).map_err(|source| OpenError::Store {
                 path: path.clone(),
                 source,
             })?;
+        ShardStore::recover(slots, report, path)
+    }
+}
+
+impl<M: Media> ShardStore<M> {
+    /// Opens a store on `media` (the simulation's), named `path` in errors.
+    pub fn open_on(media: M, options: StoreOptions, path: PathBuf) -> Result<Opened<M>, OpenError> {
+        let (slots, report) =
+            SlotStore::open_on(media, options).map_err(|source| OpenError::Store {
+                path: path.clone(),
+                source,
+            })?;
+        ShardStore::recover(slots, report, path)
+    }
+
+    /// Refuses a damaged store, else decodes every acceptor state it holds.
+    fn recover(
+        slots: SlotStore<M>,
+        report: RecoveryReport,
+        path: PathBuf,
+    ) -> Result<Opened<M>, OpenError> {
         if !report.damaged.is_empty() {
             return Err(OpenError::Damaged {
                 path,
@@ -190,9 +212,19 @@ impl ShardStore {
     pub fn key_bytes_max(&self) -> usize {
         self.slots.options().key_bytes_max
     }
+
+    /// The media under the store.
+    pub fn media(&self) -> &M {
+        self.slots.media()
+    }
+
+    /// The media, mutably (simulations arm crash points on it).
+    pub fn media_mut(&mut self) -> &mut M {
+        self.slots.media_mut()
+    }
 }
 
-impl AcceptorStore for ShardStore {
+impl<M: Media> AcceptorStore for ShardStore<M> {
     type Error = StoreError;
 
     fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), StoreError> {

@@ -517,6 +517,12 @@ impl SimMedia {
         self.ops += 1;
     }
 
+    /// Arms a crash point `ops_from_now` operations ahead, forgetting any earlier one.
+    pub fn arm_crash_point(&mut self, ops_from_now: usize) {
+        self.crash = None;
+        self.crash_after_ops = Some(self.ops + ops_from_now);
+    }
+
     /// The state at the crash point, or now if the crash point was not reached.
     pub fn at_crash(&self) -> &MediaSnapshot {
         self.crash.as_ref().unwrap_or(&self.now)

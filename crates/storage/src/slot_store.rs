@@ -876,6 +876,12 @@ impl<M: Media> SlotStore<M> {
     pub fn media(&self) -> &M {
         &self.media
     }
+
+    /// The media, mutably: for simulations that arm a crash point on it. Writing through it
+    /// bypasses the store.
+    pub fn media_mut(&mut self) -> &mut M {
+        &mut self.media
+    }
 }
 
 /// Validates the options; returns the largest size class they need.

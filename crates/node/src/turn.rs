@@ -1,0 +1,376 @@
+//! One shard's turn logic without a runtime: the part of a shard that the tokio loop
+//! ([`crate::shard`]) and the whole-node simulation (`logless-sim`) share.
+//!
+//! A turn takes everything that is waiting (client commands, peer messages, broken links, due
+//! timers), then follows the order the core prescribes: the acceptor states are written and
+//! flushed once (group commit), and only then do acceptor replies and client answers leave.
+//! The caller supplies the clocks and carries the outputs through an [`Outlet`]; nothing here
+//! reads a clock, spawns or touches a socket, so a simulator can drive it deterministically.
+use std::collections::{BTreeMap, VecDeque};
+
+use hdrhistogram::Histogram;
+use logless_commands::command::{Command, Reply};
+use logless_core::ids::{ClientTag, Key, NodeId};
+use logless_core::message::{Envelope, Message};
+use logless_core::persist::{AcceptorStore, PersistBatch};
+use logless_core::proposer::{ProposeError, ProposerStats};
+use logless_core::replica::Replica;
+use logless_storage::media::{FileMedia, Media};
+use logless_storage::StoreError;
+use rustc_hash::FxHashMap;
+
+use crate::store::ShardStore;
+
+/// The answer a client waits for.
+pub type CommandResult = Result<Reply, ProposeError>;
+
+/// Where a turn's outputs go.
+pub trait Outlet<R> {
+    /// Messages for the same shard on `to`, in order (after the turn's flush).
+    fn send(&mut self, to: NodeId, messages: Vec<Message>);
+    /// The answer to the command submitted with `reply`.
+    fn answer(&mut self, reply: R, result: CommandResult);
+}
+
+/// Deliberate bugs of the shard runtime (harness tests only; the core has its own).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShardBugs {
+    /// Release acceptor replies before their states are flushed (the flush happens one turn
+    /// later), so a crash can contradict a promise already made.
+    pub reply_before_persist: bool,
+}
+
+/// A shard's figures, for INFO, `/metrics` and `/status`; the node's are its shards' summed.
+#[derive(Clone, Debug, Default)]
+pub struct ShardStatus {
+    /// Registers with an acceptor state here (tombstones and expired keys included).
+    pub registers: u64,
+    /// Registers whose value is live now.
+    pub live_registers: u64,
+    /// The proposer's counters.
+    pub proposer: ProposerStats,
+    /// Commands answered, by command name and outcome (`ok`, `not_applied`, `unknown`,
+    /// `overloaded`).
+    pub commands: FxHashMap<(&'static str, &'static str), u64>,
+    /// Command latency in microseconds, by command name.
+    pub latency_us: FxHashMap<&'static str, Histogram<u64>>,
+    /// Group-commit flushes and their total time.
+    pub flushes: u64,
+    /// Total flush time in microseconds.
+    pub flush_micros: u64,
+    /// Acceptor state writes.
+    pub state_writes: u64,
+    /// Peer links broken or replaced.
+    pub links_broken: u64,
+}
+
+impl std::ops::AddAssign for ShardStatus {
+    fn add_assign(&mut self, s: ShardStatus) {
+        self.registers += s.registers;
+        self.live_registers += s.live_registers;
+        self.proposer += &s.proposer;
+        for (k, v) in s.commands {
+            *self.commands.entry(k).or_default() += v;
+        }
+        for (k, h) in s.latency_us {
+            match self.latency_us.get_mut(k) {
+                Some(total) => {
+                    let _ = total.add(&h);
+                }
+                None => {
+                    self.latency_us.insert(k, h);
+                }
+            }
+        }
+        self.flushes += s.flushes;
+        self.flush_micros += s.flush_micros;
+        self.state_writes += s.state_writes;
+        self.links_broken += s.links_broken;
+    }
+}
+
+/// A shard's clock: the wall clock, except that it never goes back.
+///
+/// It follows the wall clock forwards. When the wall clock steps back, this clock does not:
+/// it goes on at half the monotonic rate until the wall clock catches up (after twice the
+/// step). Holding it still instead would stall every timer of the protocol for as long as the
+/// step, and with them every retry and timeout.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShardClock {
+    clock_us: u64,
+    last_mono_us: u64,
+}
+
+impl ShardClock {
+    /// The clock (ms) when the wall clock reads `wall_ms` and the monotonic one `mono_us`.
+    pub fn read(&mut self, wall_ms: u64, mono_us: u64) -> u64 {
+        let elapsed_us = mono_us.saturating_sub(self.last_mono_us);
+        self.last_mono_us = mono_us;
+        let wall_us = wall_ms.saturating_mul(1000);
+        self.clock_us = if wall_us >= self.clock_us {
+            wall_us
+        } else {
+            self.clock_us + elapsed_us / 2
+        };
+        self.clock_us / 1000
+    }
+}
+
+struct Waiting<R> {
+    reply: R,
+    name: &'static str,
+    started_us: u64,
+}
+
+/// One shard's replica, store, timers and pending answers. `R` is how an answer finds its
+/// client (a channel in the node, an index in the simulation).
+pub struct ShardCore<R, M: Media = FileMedia> {
+    node: NodeId,
+    replica: Replica,
+    store: ShardStore<M>,
+    outgoing: BTreeMap<NodeId, Vec<Message>>,
+    local: VecDeque<Message>,
+    waiting: FxHashMap<u64, Waiting<R>>,
+    next_tag: u64,
+    /// Wake-ups by due millisecond (most are stale by then; the proposer ignores those).
+    timers: BTreeMap<u64, Vec<(Key, u64)>>,
+    /// Commands are stamped with this clock, expiry is decided from the stamps, and the
+    /// protocol's timers run on it (see the README's clock assumption).
+    clock: ShardClock,
+    /// The turn's clock (ms).
+    now_ms: u64,
+    /// The caller's monotonic clock at the start of the turn (µs), for latencies.
+    turn_started_us: u64,
+    /// Writes released early by [`ShardBugs::reply_before_persist`], flushed next turn.
+    unflushed: bool,
+    bugs: ShardBugs,
+    commands: FxHashMap<(&'static str, &'static str), u64>,
+    latency_us: FxHashMap<&'static str, Histogram<u64>>,
+    state_writes: u64,
+    links_broken: u64,
+}
+
+impl<R, M: Media> ShardCore<R, M> {
+    /// A shard around `replica` and its `store`.
+    pub fn new(replica: Replica, store: ShardStore<M>) -> ShardCore<R, M> {
+        ShardCore {
+            node: replica.node(),
+            replica,
+            store,
+            outgoing: BTreeMap::new(),
+            local: VecDeque::new(),
+            waiting: FxHashMap::default(),
+            next_tag: 0,
+            timers: BTreeMap::new(),
+            clock: ShardClock::default(),
+            now_ms: 0,
+            turn_started_us: 0,
+            unflushed: false,
+            bugs: ShardBugs::default(),
+            commands: FxHashMap::default(),
+            latency_us: FxHashMap::default(),
+            state_writes: 0,
+            links_broken: 0,
+        }
+    }
+
+    /// Switches deliberate bugs on (harness tests only).
+    pub fn inject_bugs(&mut self, bugs: ShardBugs) {
+        self.bugs = bugs;
+    }
+
+    /// Starts a turn at wall-clock `wall_ms` and monotonic `mono_us`; returns the turn's
+    /// clock (ms), which is [`ShardClock`]'s reading.
+    pub fn start_turn(&mut self, wall_ms: u64, mono_us: u64) -> u64 {
+        self.now_ms = self.clock.read(wall_ms, mono_us);
+        self.turn_started_us = mono_us;
+        self.now_ms
+    }
+
+    /// The turn's clock (ms).
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// Whether the next turn has work without any input (messages to itself).
+    pub fn has_local_work(&self) -> bool {
+        !self.local.is_empty()
+    }
+
+    /// When the earliest timer is due (ms on the turn clock).
+    pub fn next_timer_ms(&self) -> Option<u64> {
+        self.timers.keys().next().copied()
+    }
+
+    /// Takes a client command; its answer goes to `reply`.
+    pub fn submit(&mut self, key: Key, command: Command, reply: R) {
+        self.next_tag += 1;
+        let tag = self.next_tag;
+        self.waiting.insert(
+            tag,
+            Waiting {
+                reply,
+                name: command.name(),
+                started_us: self.turn_started_us,
+            },
+        );
+        self.replica
+            .handle_command(self.now_ms, ClientTag(tag), key, command);
+    }
+
+    /// Takes protocol messages from the same shard on `from`, in the order sent.
+    pub fn receive(&mut self, from: NodeId, messages: Vec<Message>) {
+        for message in messages {
+            self.replica.handle_message(self.now_ms, from, message);
+        }
+    }
+
+    /// A connection to or from `peer` broke or was replaced: messages on it may be lost.
+    pub fn link_broken(&mut self, peer: NodeId) {
+        self.links_broken += 1;
+        self.replica.handle_link_broken(peer);
+    }
+
+    /// Ends the turn: delivers messages to itself, fires due timers, then persists, flushes,
+    /// and sends and answers through `outlet`. An error means the store failed: the replica
+    /// must stop voting (fail-stop).
+    pub fn finish_turn(&mut self, outlet: &mut impl Outlet<R>) -> Result<(), StoreError> {
+        let now_ms = self.now_ms;
+        while let Some(message) = self.local.pop_front() {
+            self.replica.handle_message(now_ms, self.node, message);
+        }
+        while let Some(entry) = self.timers.first_entry() {
+            if *entry.key() > now_ms {
+                break;
+            }
+            for (key, token) in entry.remove() {
+                self.replica.handle_timer(now_ms, &key, token);
+            }
+        }
+        let output = self.replica.take_output();
+        for envelope in output.sends {
+            self.route(envelope);
+        }
+        if self.unflushed {
+            self.unflushed = false;
+            self.store.flush()?;
+        }
+        if !output.persist.is_empty() {
+            self.state_writes += output.persist.writes_len() as u64;
+            for envelope in self.commit(output.persist)? {
+                self.route(envelope);
+            }
+        }
+        for (to, messages) in &mut self.outgoing {
+            if !messages.is_empty() {
+                outlet.send(*to, std::mem::take(messages));
+            }
+        }
+        for reply in output.replies {
+            let Some(waiting) = self.waiting.remove(&reply.client.0) else {
+                continue;
+            };
+            let outcome = match &reply.result {
+                Ok(_) => "ok",
+                Err(ProposeError::NotApplied) => "not_applied",
+                Err(ProposeError::OutcomeUnknown) => "unknown",
+                Err(ProposeError::Overloaded) => "overloaded",
+            };
+            *self.commands.entry((waiting.name, outcome)).or_default() += 1;
+            let micros = self.turn_started_us.saturating_sub(waiting.started_us);
+            self.latency_us
+                .entry(waiting.name)
+                .or_insert_with(|| Histogram::new(3).expect("valid histogram"))
+                .saturating_record(micros.max(1));
+            outlet.answer(waiting.reply, reply.result);
+        }
+        for timer in output.timers {
+            self.timers
+                .entry(timer.at_ms)
+                .or_default()
+                .push((timer.key, timer.token));
+        }
+        Ok(())
+    }
+
+    /// Persists a batch and returns the replies it releases.
+    fn commit(&mut self, persist: PersistBatch) -> Result<Vec<Envelope>, StoreError> {
+        if !self.bugs.reply_before_persist {
+            return persist.commit(&mut self.store);
+        }
+        let (writes, replies) = persist.release_unpersisted_for_fault_injection();
+        for (key, state) in &writes {
+            self.store.write(key, state)?;
+        }
+        self.unflushed = !writes.is_empty();
+        Ok(replies)
+    }
+
+    /// Flushes what is staged (at a stop).
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        self.store.flush()
+    }
+
+    fn route(&mut self, envelope: Envelope) {
+        if envelope.to == self.node {
+            self.local.push_back(envelope.message);
+        } else {
+            self.outgoing
+                .entry(envelope.to)
+                .or_default()
+                .push(envelope.message);
+        }
+    }
+
+    /// The store (the simulation reads its media).
+    pub fn store(&self) -> &ShardStore<M> {
+        &self.store
+    }
+
+    /// The store, mutably (the simulation arms crash points on its media).
+    pub fn store_mut(&mut self) -> &mut ShardStore<M> {
+        &mut self.store
+    }
+
+    /// The shard's figures now.
+    pub fn status(&self) -> ShardStatus {
+        let mut registers = 0;
+        let mut live_registers = 0;
+        for (_, state) in self.replica.acceptor_states() {
+            registers += 1;
+            live_registers += u64::from(state.value.is_live(self.now_ms));
+        }
+        ShardStatus {
+            registers,
+            live_registers,
+            proposer: self.replica.stats().clone(),
+            commands: self.commands.clone(),
+            latency_us: self.latency_us.clone(),
+            flushes: self.store.flushes,
+            flush_micros: self.store.flush_micros,
+            state_writes: self.state_writes,
+            links_broken: self.links_broken,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ShardClock;
+
+    #[test]
+    fn the_clock_follows_the_wall_forwards_and_slews_after_a_step_back() {
+        let mut clock = ShardClock::default();
+        assert_eq!(clock.read(10_000, 0), 10_000);
+        assert_eq!(clock.read(10_005, 5_000), 10_005);
+        // A forward step is followed at once.
+        assert_eq!(clock.read(20_000, 6_000), 20_000);
+        // The wall steps back 1 s: the clock goes on at half speed...
+        assert_eq!(clock.read(19_000, 7_000), 20_000);
+        assert_eq!(clock.read(19_100, 107_000), 20_050);
+        assert_eq!(clock.read(19_900, 907_000), 20_450);
+        // ...and follows the wall again once it has caught up (after twice the step).
+        assert_eq!(clock.read(21_000, 2_007_000), 21_000);
+        assert_eq!(clock.read(21_001, 2_008_000), 21_001);
+    }
+}
