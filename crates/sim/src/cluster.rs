@@ -12,8 +12,7 @@
 //! Each replica persists through a simulated disk: a committed batch becomes durable after the
 //! disk latency, and only then are its acceptor replies released. A crash loses whatever was
 //! not durable yet. The deliberate bug `reply_before_persist` releases the replies at once.
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use logless_commands::command::{Command, Reply};
@@ -29,6 +28,8 @@ use rand::{Rng, SeedableRng};
 use rustc_hash::FxHashMap;
 
 use crate::history::{History, Operation, Outcome};
+use crate::link::{Arrival, Link};
+use crate::queue::EventQueue;
 use crate::stats::RunStats;
 
 /// Network and node faults of a run.
@@ -209,16 +210,6 @@ impl logless_core::persist::AcceptorStore for DiskStore<'_> {
     }
 }
 
-#[derive(Default, Clone, Copy)]
-struct LinkState {
-    /// The connection the sender numbers messages on, and the next number.
-    send_connection: (u32, u32),
-    sent: u64,
-    /// The connection the receiver last accepted a message of, and the next number it expects.
-    receive_connection: (u32, u32),
-    expected: u64,
-}
-
 struct Client {
     node: NodeId,
     issued: u32,
@@ -231,14 +222,10 @@ struct Client {
 pub struct Cluster {
     config: SimConfig,
     now_us: u64,
-    next_event: u64,
-    events: BinaryHeap<Reverse<(u64, u64, usize)>>,
-    due_now: VecDeque<(u64, u64, usize)>,
-    payloads: Vec<Option<Event>>,
-    free_slots: Vec<usize>,
+    events: EventQueue<Event>,
     rng: SmallRng,
     nodes: BTreeMap<NodeId, Node>,
-    links: BTreeMap<(NodeId, NodeId), LinkState>,
+    links: BTreeMap<(NodeId, NodeId), Link>,
     /// Directed links currently cut by a partition.
     cut: Vec<(NodeId, NodeId)>,
     clients: Vec<Client>,
@@ -283,11 +270,7 @@ impl Cluster {
             .collect();
         let mut cluster = Cluster {
             now_us: 0,
-            next_event: 0,
-            events: BinaryHeap::new(),
-            due_now: VecDeque::new(),
-            payloads: Vec::new(),
-            free_slots: Vec::new(),
+            events: EventQueue::default(),
             rng,
             nodes,
             links: BTreeMap::new(),
@@ -323,57 +306,22 @@ impl Cluster {
     }
 
     fn schedule(&mut self, delay_us: u64, event: Event) {
-        let slot = match self.free_slots.pop() {
-            Some(slot) => {
-                self.payloads[slot] = Some(event);
-                slot
-            }
-            None => {
-                self.payloads.push(Some(event));
-                self.payloads.len() - 1
-            }
-        };
-        self.next_event += 1;
-        let entry = (self.now_us + delay_us, self.next_event, slot);
-        // Events due now need no heap: in insertion order they come after everything already
-        // due at this time, which `pop_event` checks against the heap's head.
-        if delay_us == 0 {
-            self.due_now.push_back(entry);
-        } else {
-            self.events.push(Reverse(entry));
-        }
-    }
-
-    /// The next event in (time, insertion) order.
-    fn pop_event(&mut self) -> Option<(u64, usize)> {
-        let from_heap = match (self.due_now.front(), self.events.peek()) {
-            (None, None) => return None,
-            (Some(_), None) => false,
-            (None, Some(_)) => true,
-            (Some(now), Some(Reverse(next))) => next < now,
-        };
-        let (at, _, slot) = if from_heap {
-            self.events.pop().expect("peeked").0
-        } else {
-            self.due_now.pop_front().expect("peeked")
-        };
-        Some((at, slot))
+        self.events.schedule(delay_us, event);
     }
 
     /// Runs until every client finished and the cluster is quiet, or `until_us` passes.
     /// Faults stop at `faults_until_us`; after that the cluster must still finish the work
     /// (the liveness phase).
     pub fn run(&mut self, faults_until_us: u64, until_us: u64) -> &RunStats {
-        while let Some((at, slot)) = self.pop_event() {
+        while let Some(at) = self.events.next_due_us() {
             if at > until_us {
                 break;
             }
             if self.faults_active && at >= faults_until_us {
                 self.heal();
             }
+            let (at, event) = self.events.pop().expect("an event is due");
             self.now_us = at;
-            let event = self.payloads[slot].take().expect("event payload");
-            self.free_slots.push(slot);
             self.step(event);
             if self.all_clients_done() {
                 break;
@@ -466,24 +414,16 @@ impl Cluster {
         message: Message,
     ) {
         let now_ms = self.now_us / 1000;
-        // A connection dies with a restart of either side: what it still carries is gone.
         let current = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
-        if connection != current {
+        let arrival = self
+            .links
+            .entry((from, to))
+            .or_default()
+            .receive(connection, current, seq);
+        if arrival == Arrival::Drop {
             return;
         }
-        let link = self.links.entry((from, to)).or_default();
-        let new_connection = link.receive_connection != connection;
-        if new_connection {
-            link.receive_connection = connection;
-            link.expected = 0;
-        }
-        if seq < link.expected {
-            return; // a duplicate
-        }
-        // A gap (lost or overtaken messages) or a new connection breaks the link: messages of
-        // the old one may be lost.
-        let broken = seq > link.expected || new_connection;
-        link.expected = seq + 1;
+        let broken = arrival == Arrival::BrokenThenDeliver;
         let Some(replica) = self.nodes.get_mut(&to).and_then(|n| n.replica.as_mut()) else {
             return;
         };
@@ -581,13 +521,7 @@ impl Cluster {
         self.stats.messages += 1;
         let to = envelope.to;
         let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
-        let link = self.links.entry((from, to)).or_default();
-        if link.send_connection != connection {
-            link.send_connection = connection;
-            link.sent = 0;
-        }
-        let seq = link.sent;
-        link.sent += 1;
+        let seq = self.links.entry((from, to)).or_default().send(connection);
         if from != to {
             if self.faults_active && self.cut.contains(&(from, to)) {
                 return;
@@ -839,15 +773,12 @@ impl Cluster {
             self.flush_outputs(node);
             let deadline = self.now_us + 5_000_000;
             while self.read_reply.is_none() {
-                let Some((at, slot)) = self.pop_event() else {
-                    break;
-                };
-                if at > deadline {
-                    break;
+                match self.events.next_due_us() {
+                    Some(at) if at <= deadline => {}
+                    _ => break,
                 }
+                let (at, event) = self.events.pop().expect("an event is due");
                 self.now_us = at;
-                let event = self.payloads[slot].take().expect("event payload");
-                self.free_slots.push(slot);
                 self.step(event);
             }
             match self.read_reply.take() {

@@ -7,7 +7,8 @@
 //! outcome is unknown may take effect at any instant after their call, or never.
 use std::collections::{BTreeMap, HashSet};
 
-use logless_commands::command::{Command, Limits, Reply};
+use bytes::Bytes;
+use logless_commands::command::{Command, Condition, Expiry, Limits, Reply};
 use logless_commands::value::Register;
 use logless_core::ids::Key;
 
@@ -44,6 +45,147 @@ pub struct Operation {
 pub struct History {
     /// The operations, in invocation order.
     pub operations: Vec<Operation>,
+}
+
+impl History {
+    /// The operations on `key` by call time, one line each: client, call and return time
+    /// (µs), command and outcome.
+    pub fn describe_key(&self, key: &Key) -> String {
+        let mut ops: Vec<_> = self.operations.iter().filter(|o| &o.key == key).collect();
+        ops.sort_by_key(|o| o.call_us);
+        let mut text = String::new();
+        for o in ops {
+            let ret = if o.return_us == u64::MAX {
+                "∞".to_string()
+            } else {
+                o.return_us.to_string()
+            };
+            let out = match &o.outcome {
+                Outcome::Ok(r) => format!("{r:?}"),
+                Outcome::Unknown => "unknown".into(),
+                Outcome::NotApplied => "not applied".into(),
+            };
+            text += &format!(
+                "c{:<3} {:>9} {:>9}  {:?} -> {}\n",
+                o.client, o.call_us, ret, o.command, out
+            );
+        }
+        text
+    }
+}
+
+/// The Redis argument array of a command on `key`, for the commands the Porcupine checker
+/// models (`checker/README.md`); `None` for the others.
+pub fn redis_args(key: &str, command: &Command) -> Option<Vec<String>> {
+    let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
+    let mut args = vec![String::new(), key.to_string()];
+    let name = match command {
+        Command::Get => "GET",
+        Command::Exists => "EXISTS",
+        Command::Del => "DEL",
+        Command::SMembers => "SMEMBERS",
+        Command::SCard => "SCARD",
+        Command::IncrBy(n) => {
+            args.push(n.to_string());
+            "INCRBY"
+        }
+        Command::SIsMember(m) => {
+            args.push(text(m));
+            "SISMEMBER"
+        }
+        Command::SAdd(members) | Command::SRem(members) => {
+            args.extend(members.iter().map(text));
+            if matches!(command, Command::SAdd(_)) {
+                "SADD"
+            } else {
+                "SREM"
+            }
+        }
+        Command::Set(set) if set.expiry == Expiry::Clear => {
+            args.push(text(&set.value));
+            match &set.condition {
+                Condition::Always => {}
+                Condition::Nx => args.push("NX".into()),
+                Condition::Xx => args.push("XX".into()),
+                Condition::IfEq(v) => args.extend(["IFEQ".into(), text(v)]),
+                Condition::IfNe(v) => args.extend(["IFNE".into(), text(v)]),
+                _ => return None,
+            }
+            if set.get {
+                args.push("GET".into());
+            }
+            "SET"
+        }
+        Command::DelEx(condition) => {
+            match condition {
+                Condition::IfEq(v) => args.extend(["IFEQ".into(), text(v)]),
+                Condition::IfNe(v) => args.extend(["IFNE".into(), text(v)]),
+                _ => return None,
+            }
+            "DELEX"
+        }
+        Command::LockAcquire { owner, lease_ms } => {
+            args.extend([text(owner), lease_ms.to_string()]);
+            "LOCK.ACQUIRE"
+        }
+        Command::LockRelease { owner } => {
+            args.push(text(owner));
+            "LOCK.RELEASE"
+        }
+        _ => return None,
+    };
+    args[0] = name.into();
+    Some(args)
+}
+
+impl History {
+    /// The history as the Porcupine checker's JSON lines (`checker/README.md`), every key
+    /// prefixed with `key_prefix` (so that many runs can share one file). Fails on a command
+    /// the checker does not model.
+    pub fn to_checker_lines(&self, key_prefix: &str) -> Result<String, String> {
+        let mut lines = String::new();
+        for op in &self.operations {
+            let key = format!("{key_prefix}{}", String::from_utf8_lossy(&op.key.0));
+            let cmd = redis_args(&key, &op.command)
+                .ok_or_else(|| format!("the checker does not model {:?}", op.command))?;
+            let call_ns = op.call_us * 1000;
+            let mut line = serde_json::json!({
+                "client": op.client,
+                "key": key,
+                "cmd": cmd,
+                "call": call_ns,
+                "return": if op.return_us == u64::MAX { call_ns } else { op.return_us * 1000 },
+                "outcome": match op.outcome {
+                    Outcome::Ok(_) => "ok",
+                    Outcome::NotApplied => "fail",
+                    Outcome::Unknown => "unknown",
+                },
+            });
+            if let Outcome::Ok(reply) = &op.outcome {
+                line["output"] = match reply {
+                    Reply::Ok => serde_json::json!({"type": "ok"}),
+                    Reply::Nil => serde_json::json!({"type": "nil"}),
+                    Reply::Int(n) => serde_json::json!({"type": "int", "value": n}),
+                    Reply::Bulk(b) => {
+                        serde_json::json!({"type": "bulk", "value": String::from_utf8_lossy(b)})
+                    }
+                    Reply::Status(s) => serde_json::json!({"type": "bulk", "value": s}),
+                    Reply::Array(items) => {
+                        let mut members: Vec<String> = items
+                            .iter()
+                            .map(|b| String::from_utf8_lossy(b).into_owned())
+                            .collect();
+                        members.sort();
+                        serde_json::json!({"type": "array", "value": members})
+                    }
+                    Reply::Error(e) => serde_json::json!({"type": "error", "value": e.to_string()}),
+                };
+            }
+            lines += &line.to_string();
+            lines.push('\n');
+        }
+        Ok(lines)
+    }
 }
 
 /// A key whose history is not linearizable.

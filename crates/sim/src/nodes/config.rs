@@ -1,0 +1,216 @@
+//! What a whole-node run is told (nodes, faults, workload, bugs) and what it reports.
+use logless_core::config::InjectedBugs;
+use logless_node::turn::ShardBugs;
+use logless_storage::Durability;
+
+/// Faults of a whole-node run.
+#[derive(Clone, Debug)]
+pub struct NodeFaults {
+    /// Probability that a batch of messages is lost.
+    pub loss: f64,
+    /// Probability that a batch is delivered twice.
+    pub duplicate: f64,
+    /// Network delay bounds (µs); different delays reorder batches.
+    pub delay_us: (u64, u64),
+    /// Mean time between partition changes (µs); 0 for none.
+    pub partition_every_us: u64,
+    /// Mean time between crashes (µs); 0 for none. At most a minority is down at once,
+    /// except in a crash of all nodes.
+    pub crash_every_us: u64,
+    /// Probability that a crash takes every node down at once.
+    pub crash_all: f64,
+    /// In `sync` mode, the probability that a crash is a power failure (else a process crash).
+    pub power_failure: f64,
+    /// How long a crashed node stays down (µs).
+    pub down_us: u64,
+    /// Mean time between wall-clock jumps of some node (µs); 0 for none.
+    pub clock_jump_every_us: u64,
+    /// The largest jump, either way (ms).
+    pub clock_jump_ms_max: u64,
+}
+
+impl NodeFaults {
+    /// A perfect network, no crashes, steady clocks.
+    pub fn none() -> NodeFaults {
+        NodeFaults {
+            loss: 0.0,
+            duplicate: 0.0,
+            delay_us: (100, 100),
+            partition_every_us: 0,
+            crash_every_us: 0,
+            crash_all: 0.0,
+            power_failure: 0.0,
+            down_us: 0,
+            clock_jump_every_us: 0,
+            clock_jump_ms_max: 0,
+        }
+    }
+
+    /// Everything at once, at rates that still let work finish.
+    pub fn all() -> NodeFaults {
+        NodeFaults {
+            loss: 0.02,
+            duplicate: 0.02,
+            delay_us: (50, 2_000),
+            partition_every_us: 50_000,
+            crash_every_us: 60_000,
+            crash_all: 0.15,
+            power_failure: 0.6,
+            down_us: 20_000,
+            clock_jump_every_us: 80_000,
+            clock_jump_ms_max: 1_500,
+        }
+    }
+}
+
+/// Deliberate bugs to switch on (harness tests only).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NodeBugs {
+    /// The protocol's.
+    pub core: InjectedBugs,
+    /// The shard runtime's.
+    pub shard: ShardBugs,
+}
+
+/// One whole-node run's parameters.
+#[derive(Clone, Debug)]
+pub struct NodeSimConfig {
+    /// Nodes (replicas).
+    pub nodes: u16,
+    /// Shards per node.
+    pub shards: u16,
+    /// The seed of everything random.
+    pub seed: u64,
+    /// `Sync` or `Mmap`.
+    pub durability: Durability,
+    /// Faults of the safety phase.
+    pub faults: NodeFaults,
+    /// Closed-loop clients.
+    pub clients: u32,
+    /// Commands per client.
+    pub commands_per_client: u32,
+    /// Registers; key `k{i}` is a counter, a string, a set or a lock by `i % 4`.
+    pub keys: u32,
+    /// Client think time between commands (µs).
+    pub think_us: u64,
+    /// How long a client waits for an answer before it records the outcome as unknown (µs).
+    pub client_timeout_us: u64,
+    /// How long a flush takes (µs).
+    pub flush_us: u64,
+    /// When the faults stop (µs).
+    pub faults_until_us: u64,
+    /// When the workload is cut off if it has not finished (µs).
+    pub until_us: u64,
+    /// How long the liveness phase may take for each key (µs).
+    pub liveness_us: u64,
+    /// Deliberate bugs.
+    pub bugs: NodeBugs,
+}
+
+impl NodeSimConfig {
+    /// Defaults for `nodes` nodes, `seed`, `durability` and no faults.
+    pub fn new(nodes: u16, seed: u64, durability: Durability) -> NodeSimConfig {
+        NodeSimConfig {
+            nodes,
+            shards: 2,
+            seed,
+            durability,
+            faults: NodeFaults::none(),
+            clients: 6,
+            commands_per_client: 30,
+            keys: 8,
+            think_us: 200,
+            client_timeout_us: 600_000,
+            flush_us: if durability == Durability::Sync {
+                60
+            } else {
+                5
+            },
+            faults_until_us: 2_000_000,
+            until_us: 30_000_000,
+            liveness_us: 10_000_000,
+            bugs: NodeBugs::default(),
+        }
+    }
+}
+
+impl NodeSimConfig {
+    /// The configuration the many-seed test runs for `seed`: every fault, `sync` mode on
+    /// even seeds and `mmap` on odd ones, 5 nodes on every fifth seed and 3 otherwise. The
+    /// replay command rebuilds a failing run from its seed alone with this.
+    pub fn for_seed(seed: u64) -> NodeSimConfig {
+        let durability = if seed.is_multiple_of(2) {
+            Durability::Sync
+        } else {
+            Durability::Mmap
+        };
+        let nodes = if seed % 5 == 4 { 5 } else { 3 };
+        let mut config = NodeSimConfig::new(nodes, seed, durability);
+        config.faults = NodeFaults::all();
+        config
+    }
+}
+
+/// What a run did and found.
+#[derive(Clone, Debug, Default)]
+pub struct NodeSimReport {
+    /// Client operations recorded (liveness operations included).
+    pub operations: u64,
+    /// Operations acknowledged.
+    pub acknowledged: u64,
+    /// Operations refused as not applied.
+    pub not_applied: u64,
+    /// Operations with unknown outcome.
+    pub unknown: u64,
+    /// Message batches sent between nodes.
+    pub batches: u64,
+    /// Broken links seen by receivers.
+    pub link_breaks: u64,
+    /// Node crashes (each node of a crash of all counts).
+    pub crashes: u64,
+    /// Crashes of every node at once.
+    pub crashes_all: u64,
+    /// Crashes that were power failures.
+    pub power_failures: u64,
+    /// Crashes that landed inside a flush.
+    pub crashes_in_flush: u64,
+    /// Sectors torn by power failures.
+    pub torn_sectors: u64,
+    /// Partition changes.
+    pub partitions: u64,
+    /// Wall-clock jumps.
+    pub clock_jumps: u64,
+    /// Simulated time at the end (µs).
+    pub sim_time_us: u64,
+    /// A hash of every event processed: equal for equal seeds.
+    pub trace: u64,
+    /// Failures of the run itself: a store refused after a crash, a store error, a key that
+    /// did not become available again in the liveness phase.
+    pub failures: Vec<String>,
+}
+
+impl std::fmt::Display for NodeSimReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ops {} (ok {}, not applied {}, unknown {}), crashes {} (all-node {}, power {}, \
+             in flush {}, torn sectors {}), partitions {}, clock jumps {}, batches {}, \
+             link breaks {}, sim time {} ms, trace {:016x}",
+            self.operations,
+            self.acknowledged,
+            self.not_applied,
+            self.unknown,
+            self.crashes,
+            self.crashes_all,
+            self.power_failures,
+            self.crashes_in_flush,
+            self.torn_sectors,
+            self.partitions,
+            self.clock_jumps,
+            self.batches,
+            self.link_breaks,
+            self.sim_time_us / 1000,
+            self.trace
+        )
+    }
+}

@@ -1,0 +1,797 @@
+//! Whole nodes in simulation: every node runs the node's own shard turn logic
+//! ([`ShardCore`]: proposer, acceptors, batching, timers, group commit) over the real slot
+//! store on simulated media, on a simulated network and clock driven by one seed.
+//!
+//! What is simulated, and how it matches the running node:
+//! * **Shards.** Each node has several shards; a key goes to the shard [`shard_of`] picks, as
+//!   in the front end. A shard takes everything queued when its turn starts (the node's
+//!   batching), and is busy for the flush time after a turn that wrote: inputs arriving
+//!   meanwhile wait for the next turn, and the turn's outputs leave when the flush ends.
+//! * **Network.** One TCP-like [`Link`] per shard and directed pair of nodes; batches are lost,
+//!   duplicated, delayed and reordered; partitions cut nodes off one way or both ways. A
+//!   crash breaks its links at once, as a reset TCP connection does.
+//! * **Crashes.** A crash may land inside a flush (a crash point among the media operations
+//!   of the turn). In `sync` mode it is either a process crash (the page cache survives) or a
+//!   power failure: any subset of the unpersisted sectors reaches the media, and one more may
+//!   be torn on a word boundary. In `mmap` mode it is a process crash. Sometimes every node
+//!   crashes at once. A restarted node opens its store from that image, as a new incarnation.
+//! * **Clocks.** Each node reads a wall clock that may jump forwards or backwards; a shard
+//!   holds its clock at the last value it saw, as the node does.
+//! * **Phases.** Faults run until `faults_until_us`; then everything heals and every key must
+//!   become writable and readable through every node again (the liveness phase).
+//!
+//! The run records a history for the linearizability checker and a trace hash: the same seed
+//! gives the same trace.
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use logless_commands::command::Command;
+use logless_core::config::ProposerConfig;
+use logless_core::ids::{Key, NodeId};
+use logless_core::message::Message;
+use logless_core::replica::Replica;
+use logless_node::store::{store_options, ShardStore};
+use logless_node::turn::{CommandResult, Outlet, ShardCore};
+use logless_storage::media::SECTOR_BYTES;
+use logless_storage::{Durability, SimMedia};
+use rand::rngs::SmallRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+
+use crate::history::{History, Outcome};
+use crate::link::{Arrival, Connection, Link};
+use crate::queue::EventQueue;
+
+mod config;
+mod workload;
+
+pub use config::{NodeBugs, NodeFaults, NodeSimConfig, NodeSimReport};
+
+/// Where a shard's answer goes: a client and its command number.
+#[derive(Clone, Copy, Debug)]
+struct AnswerTo {
+    client: u32,
+    seq: u64,
+}
+
+#[derive(Debug)]
+enum Input {
+    Command {
+        key: Key,
+        command: Command,
+        to: AnswerTo,
+    },
+    Messages {
+        from: NodeId,
+        messages: Vec<Message>,
+    },
+    LinkBroken(NodeId),
+}
+
+#[derive(Debug)]
+enum Event {
+    /// A batch arrives on the link `from -> to` of `shard`.
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+        shard: u16,
+        connection: Connection,
+        seq: u64,
+        messages: Vec<Message>,
+    },
+    /// A client's command reaches its node.
+    Arrive {
+        node: NodeId,
+        incarnation: u32,
+        shard: u16,
+        input: Input,
+    },
+    /// A shard's turn (new input, messages to itself, or a timer).
+    Turn {
+        node: NodeId,
+        incarnation: u32,
+        shard: u16,
+    },
+    /// A shard's flush ends: its held outputs leave.
+    TurnDone {
+        node: NodeId,
+        incarnation: u32,
+        shard: u16,
+    },
+    /// An answer reaches its client.
+    Answer {
+        to: AnswerTo,
+        result: CommandResult,
+    },
+    ClientNext {
+        client: u32,
+    },
+    ClientTimeout {
+        client: u32,
+        seq: u64,
+    },
+    Crash {
+        node: NodeId,
+    },
+    /// A crash inside the flush that `incarnation` of `node` is doing.
+    CrashInFlush {
+        node: NodeId,
+        incarnation: u32,
+    },
+    Restart {
+        node: NodeId,
+    },
+    Partition,
+    ClockJump,
+}
+
+/// A turn's outputs, held until its flush ends.
+#[derive(Default)]
+struct Held {
+    sends: Vec<(NodeId, Vec<Message>)>,
+    answers: Vec<(AnswerTo, CommandResult)>,
+}
+
+impl Outlet<AnswerTo> for Held {
+    fn send(&mut self, to: NodeId, messages: Vec<Message>) {
+        self.sends.push((to, messages));
+    }
+
+    fn answer(&mut self, reply: AnswerTo, result: CommandResult) {
+        self.answers.push((reply, result));
+    }
+}
+
+#[derive(Default)]
+struct SimShard {
+    core: Option<ShardCore<AnswerTo, SimMedia>>,
+    queue: VecDeque<Input>,
+    busy: bool,
+    held: Held,
+    /// The earliest turn already scheduled.
+    wake_at_us: Option<u64>,
+    /// Whether the turn being flushed froze its media at a crash point.
+    crash_point_armed: bool,
+    /// The image the store left at the last crash.
+    image: Vec<u8>,
+}
+
+struct SimNode {
+    up: bool,
+    incarnation: u32,
+    shards: Vec<SimShard>,
+    /// The wall clock's offset from simulated time (ms).
+    clock_offset_ms: i64,
+    /// A crash waits for this node's next flush, to land inside it.
+    crash_in_next_flush: bool,
+}
+
+struct Client {
+    node: NodeId,
+    issued: u32,
+    seq: u64,
+    /// The command in flight: its number, its index in the history, its node.
+    in_flight: Option<(u64, usize, NodeId)>,
+}
+
+/// The wall clock of simulated time 0 (ms since the epoch).
+const WALL_START_MS: u64 = 1_800_000_000_000;
+/// A client's network delay to its node, either way (µs).
+const CLIENT_DELAY_US: u64 = 20;
+/// The most inputs one turn takes (the node's limit).
+const INPUTS_PER_TURN_MAX: usize = 4096;
+/// Client ids of the liveness phase start here.
+const LIVENESS_CLIENT: u32 = 1 << 20;
+
+/// A simulated cluster of whole nodes.
+pub struct NodeCluster {
+    config: NodeSimConfig,
+    events: EventQueue<Event>,
+    rng: SmallRng,
+    nodes: BTreeMap<NodeId, SimNode>,
+    links: BTreeMap<(NodeId, NodeId, u16), Link>,
+    cut: Vec<(NodeId, NodeId)>,
+    clients: BTreeMap<u32, Client>,
+    history: History,
+    /// The value last sent in a SET, by key.
+    last_value: BTreeMap<u32, Bytes>,
+    faults_active: bool,
+    report: NodeSimReport,
+}
+
+impl NodeCluster {
+    /// A cluster ready to run: every node up with an empty store.
+    pub fn new(config: NodeSimConfig) -> NodeCluster {
+        let rng = SmallRng::seed_from_u64(config.seed);
+        let mut cluster = NodeCluster {
+            events: EventQueue::default(),
+            rng,
+            nodes: BTreeMap::new(),
+            links: BTreeMap::new(),
+            cut: Vec::new(),
+            clients: BTreeMap::new(),
+            history: History::default(),
+            last_value: BTreeMap::new(),
+            faults_active: true,
+            report: NodeSimReport::default(),
+            config,
+        };
+        for n in 1..=cluster.config.nodes {
+            let shards = (0..cluster.config.shards)
+                .map(|_| SimShard::default())
+                .collect();
+            cluster.nodes.insert(
+                NodeId(n),
+                SimNode {
+                    up: false,
+                    incarnation: 0,
+                    shards,
+                    clock_offset_ms: 0,
+                    crash_in_next_flush: false,
+                },
+            );
+        }
+        for n in 1..=cluster.config.nodes {
+            cluster.start_node(NodeId(n));
+        }
+        for c in 0..cluster.config.clients {
+            let node = NodeId((c % u32::from(cluster.config.nodes)) as u16 + 1);
+            cluster.clients.insert(
+                c,
+                Client {
+                    node,
+                    issued: 0,
+                    seq: 0,
+                    in_flight: None,
+                },
+            );
+            let at = cluster.rng.random_range(0..=cluster.config.think_us);
+            cluster.events.schedule(at, Event::ClientNext { client: c });
+        }
+        let f = cluster.config.faults.clone();
+        if f.crash_every_us > 0 {
+            cluster.plan_crash();
+        }
+        if f.partition_every_us > 0 {
+            let at = cluster.exp(f.partition_every_us);
+            cluster.events.schedule(at, Event::Partition);
+        }
+        if f.clock_jump_every_us > 0 {
+            let at = cluster.exp(f.clock_jump_every_us);
+            cluster.events.schedule(at, Event::ClockJump);
+        }
+        cluster
+    }
+
+    /// Runs the workload with faults until `faults_until_us`, heals, lets the workload finish,
+    /// then runs the liveness phase: every key written and read through every node. Returns
+    /// the report; the history is in [`NodeCluster::history`].
+    pub fn run(&mut self) -> &NodeSimReport {
+        let faults_until = self.config.faults_until_us;
+        let until = self.config.until_us;
+        while let Some(at) = self.events.next_due_us() {
+            if at > until {
+                break;
+            }
+            if self.faults_active && at >= faults_until {
+                self.heal();
+                continue;
+            }
+            if self.workload_done() && !self.faults_active {
+                break;
+            }
+            let (at, event) = self.events.pop().expect("an event is due");
+            self.trace(at);
+            self.step(event);
+        }
+        if self.faults_active {
+            self.heal();
+        }
+        self.liveness();
+        self.report.sim_time_us = self.events.now_us();
+        for op in &self.history.operations {
+            self.report.operations += 1;
+            match op.outcome {
+                Outcome::Ok(_) => self.report.acknowledged += 1,
+                Outcome::NotApplied => self.report.not_applied += 1,
+                Outcome::Unknown => self.report.unknown += 1,
+            }
+        }
+        &self.report
+    }
+
+    /// The recorded history.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    fn exp(&mut self, mean_us: u64) -> u64 {
+        let u: f64 = self.rng.random_range(0.0001..1.0);
+        (-(u.ln()) * mean_us as f64) as u64 + 1
+    }
+
+    fn trace(&mut self, value: u64) {
+        // FNV-1a over the words of the trace.
+        let mut h = if self.report.trace == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.report.trace
+        };
+        for b in value.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.report.trace = h;
+    }
+
+    fn wall_ms(&self, node: NodeId) -> u64 {
+        let offset = self.nodes[&node].clock_offset_ms;
+        (WALL_START_MS + self.events.now_us() / 1000).saturating_add_signed(offset)
+    }
+
+    fn workload_done(&self) -> bool {
+        self.clients
+            .values()
+            .all(|c| c.in_flight.is_none() && c.issued >= self.config.commands_per_client)
+    }
+
+    // ---- nodes -------------------------------------------------------------------------
+
+    fn proposer_config(&self) -> ProposerConfig {
+        let acceptors = (1..=self.config.nodes).map(NodeId).collect();
+        let mut proposer = ProposerConfig::new(acceptors);
+        proposer.phase_timeout_ms = 20;
+        proposer.request_timeout_ms = 400;
+        proposer.backoff_max_ms = 20;
+        proposer.bugs = self.config.bugs.core;
+        proposer
+    }
+
+    /// Opens every shard's store from its last image and starts a new incarnation.
+    fn start_node(&mut self, node: NodeId) {
+        let proposer = self.proposer_config();
+        let options = store_options(self.config.durability, 64 * 1024);
+        let bugs = self.config.bugs.shard;
+        let seeds: Vec<u64> = (0..self.config.shards).map(|_| self.rng.random()).collect();
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.incarnation += 1;
+        let mut failures = Vec::new();
+        for (s, shard) in n.shards.iter_mut().enumerate() {
+            let media = SimMedia::from_image(std::mem::take(&mut shard.image));
+            let path = format!("node-{}/shard-{s}", node.0).into();
+            match ShardStore::open_on(media, options.clone(), path) {
+                Ok((store, states)) => {
+                    let replica =
+                        Replica::new(node, n.incarnation, proposer.clone(), seeds[s], states);
+                    let mut core = ShardCore::new(replica, store);
+                    core.inject_bugs(bugs);
+                    shard.core = Some(core);
+                }
+                Err(e) => failures.push(format!(
+                    "node {} did not restart: {e} (incarnation {})",
+                    node.0, n.incarnation
+                )),
+            }
+        }
+        if !failures.is_empty() {
+            self.report.failures.extend(failures);
+            return;
+        }
+        n.up = true;
+        // The peers' connections to this node are new: they see the break at once.
+        for peer in self.peers_of(node) {
+            for s in 0..self.config.shards {
+                self.enqueue(peer, s, Input::LinkBroken(node));
+            }
+        }
+    }
+
+    fn peers_of(&self, node: NodeId) -> Vec<NodeId> {
+        (1..=self.config.nodes)
+            .map(NodeId)
+            .filter(|p| *p != node)
+            .collect()
+    }
+
+    /// Queues an input for a shard of an up node and makes sure a turn comes.
+    fn enqueue(&mut self, node: NodeId, shard: u16, input: Input) {
+        let n = self.nodes.get_mut(&node).expect("node");
+        if !n.up {
+            return;
+        }
+        n.shards[usize::from(shard)].queue.push_back(input);
+        self.wake(node, shard, 0);
+    }
+
+    /// Schedules a turn of a shard `delay_us` from now unless one comes earlier.
+    fn wake(&mut self, node: NodeId, shard: u16, delay_us: u64) {
+        let at = self.events.now_us() + delay_us;
+        let n = self.nodes.get_mut(&node).expect("node");
+        let incarnation = n.incarnation;
+        let s = &mut n.shards[usize::from(shard)];
+        if s.busy {
+            return; // the end of the flush looks again
+        }
+        if matches!(s.wake_at_us, Some(w) if w <= at) {
+            return;
+        }
+        s.wake_at_us = Some(at);
+        self.events.schedule(
+            delay_us,
+            Event::Turn {
+                node,
+                incarnation,
+                shard,
+            },
+        );
+    }
+
+    fn turn(&mut self, node: NodeId, shard: u16) {
+        let now_us = self.events.now_us();
+        let wall_ms = self.wall_ms(node);
+        let flush_us = self.config.flush_us;
+        let arm = self.rng.random_range(0..32usize);
+        let n = self.nodes.get_mut(&node).expect("node");
+        let crash_in_flush = n.crash_in_next_flush;
+        let s = &mut n.shards[usize::from(shard)];
+        s.wake_at_us = None;
+        let Some(core) = s.core.as_mut() else {
+            return;
+        };
+        core.start_turn(wall_ms, now_us);
+        if crash_in_flush {
+            // The crash falls inside this turn's flush: freeze the media at a crash point
+            // among the turn's operations.
+            core.store_mut().media_mut().arm_crash_point(arm);
+        }
+        s.crash_point_armed = crash_in_flush;
+        for _ in 0..INPUTS_PER_TURN_MAX {
+            match s.queue.pop_front() {
+                Some(Input::Command { key, command, to }) => core.submit(key, command, to),
+                Some(Input::Messages { from, messages }) => core.receive(from, messages),
+                Some(Input::LinkBroken(peer)) => core.link_broken(peer),
+                None => break,
+            }
+        }
+        let flushes = core.store().flushes;
+        if let Err(e) = core.finish_turn(&mut s.held) {
+            let failure = format!("node {} shard {shard}: store failed: {e}", node.0);
+            self.report.failures.push(failure);
+            self.crash_node(node, false);
+            return;
+        }
+        let wrote = core.store().flushes > flushes;
+        s.busy = true;
+        s.crash_point_armed &= wrote;
+        let incarnation = n.incarnation;
+        if crash_in_flush && wrote {
+            n.crash_in_next_flush = false;
+            let at = self.rng.random_range(0..flush_us);
+            self.events
+                .schedule(at, Event::CrashInFlush { node, incarnation });
+        }
+        let done = Event::TurnDone {
+            node,
+            incarnation,
+            shard,
+        };
+        self.events.schedule(if wrote { flush_us } else { 0 }, done);
+    }
+
+    fn turn_done(&mut self, node: NodeId, shard: u16) {
+        let wall_ms = self.wall_ms(node);
+        let n = self.nodes.get_mut(&node).expect("node");
+        let s = &mut n.shards[usize::from(shard)];
+        s.busy = false;
+        let held = std::mem::take(&mut s.held);
+        let next = match &s.core {
+            Some(core) if core.has_local_work() || !s.queue.is_empty() => Some(0),
+            Some(core) => core
+                .next_timer_ms()
+                .map(|t| t.saturating_sub(core.now_ms().max(wall_ms)).max(1) * 1000),
+            None => None,
+        };
+        for (to, messages) in held.sends {
+            self.send(node, to, shard, messages);
+        }
+        for (to, result) in held.answers {
+            self.events
+                .schedule(CLIENT_DELAY_US, Event::Answer { to, result });
+        }
+        if let Some(delay) = next {
+            self.wake(node, shard, delay);
+        }
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, shard: u16, messages: Vec<Message>) {
+        self.report.batches += 1;
+        let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
+        let seq = self
+            .links
+            .entry((from, to, shard))
+            .or_default()
+            .send(connection);
+        let f = &self.config.faults;
+        if self.faults_active && (self.cut.contains(&(from, to)) || self.rng.random_bool(f.loss)) {
+            return;
+        }
+        let copies = if self.faults_active && self.rng.random_bool(f.duplicate) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let (lo, hi) = self.config.faults.delay_us;
+            let delay = self.rng.random_range(lo..=hi);
+            self.events.schedule(
+                delay,
+                Event::Deliver {
+                    from,
+                    to,
+                    shard,
+                    connection,
+                    seq,
+                    messages: messages.clone(),
+                },
+            );
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        shard: u16,
+        connection: Connection,
+        seq: u64,
+        messages: Vec<Message>,
+    ) {
+        if !self.nodes[&to].up {
+            return;
+        }
+        let current = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
+        let arrival = self
+            .links
+            .entry((from, to, shard))
+            .or_default()
+            .receive(connection, current, seq);
+        self.trace(seq);
+        match arrival {
+            Arrival::Drop => {}
+            Arrival::Deliver => self.enqueue(to, shard, Input::Messages { from, messages }),
+            Arrival::BrokenThenDeliver => {
+                self.report.link_breaks += 1;
+                self.enqueue(to, shard, Input::LinkBroken(from));
+                self.enqueue(to, shard, Input::Messages { from, messages });
+            }
+        }
+    }
+
+    // ---- faults ------------------------------------------------------------------------
+
+    fn plan_crash(&mut self) {
+        let at = self.exp(self.config.faults.crash_every_us);
+        let node = NodeId(self.rng.random_range(1..=self.config.nodes));
+        self.events.schedule(at, Event::Crash { node });
+    }
+
+    /// Crashes `node` now or inside its next flush (half the time each), or every node now.
+    fn crash(&mut self, node: NodeId) {
+        if !self.faults_active {
+            return;
+        }
+        if self.rng.random_bool(self.config.faults.crash_all) {
+            self.report.crashes_all += 1;
+            for n in (1..=self.config.nodes).map(NodeId) {
+                if self.nodes[&n].up {
+                    let power = self.power_failure();
+                    self.crash_node(n, power);
+                }
+            }
+        } else {
+            let down = self.nodes.values().filter(|n| !n.up).count();
+            let minority = (usize::from(self.config.nodes) - 1) / 2;
+            if down < minority && self.nodes[&node].up {
+                if self.rng.random_bool(0.5) {
+                    self.nodes.get_mut(&node).expect("node").crash_in_next_flush = true;
+                } else {
+                    let power = self.power_failure();
+                    self.crash_node(node, power);
+                }
+            }
+        }
+        self.plan_crash();
+    }
+
+    fn power_failure(&mut self) -> bool {
+        self.config.durability == Durability::Sync
+            && self.rng.random_bool(self.config.faults.power_failure)
+    }
+
+    /// Stops a node, keeping what its media would hold after the crash.
+    fn crash_node(&mut self, node: NodeId, power: bool) {
+        self.report.crashes += 1;
+        self.report.power_failures += u64::from(power);
+        let mut torn_total = 0;
+        let mut in_flush = false;
+        let shards = self.config.shards;
+        let mut rng = SmallRng::seed_from_u64(self.rng.random());
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.up = false;
+        n.crash_in_next_flush = false;
+        for s in &mut n.shards {
+            let Some(core) = s.core.take() else {
+                continue;
+            };
+            let media = core.store().media();
+            in_flush |= s.busy;
+            let snapshot = if s.busy && s.crash_point_armed {
+                media.at_crash()
+            } else {
+                media.now()
+            };
+            s.image = if power {
+                let dirty = snapshot.dirty_sectors();
+                let kept: Vec<usize> = dirty
+                    .iter()
+                    .copied()
+                    .filter(|_| rng.random_bool(0.5))
+                    .collect();
+                let rest: Vec<usize> = dirty
+                    .iter()
+                    .copied()
+                    .filter(|d| !kept.contains(d))
+                    .collect();
+                let torn = rest.choose(&mut rng).map(|&sector| {
+                    torn_total += 1;
+                    (sector, rng.random_range(1..SECTOR_BYTES / 8) * 8)
+                });
+                snapshot.crash_image(&kept, torn)
+            } else {
+                snapshot.live_image()
+            };
+            s.queue.clear();
+            s.busy = false;
+            s.held = Held::default();
+            s.wake_at_us = None;
+        }
+        self.report.torn_sectors += torn_total;
+        self.report.crashes_in_flush += u64::from(in_flush);
+        // Clients connected to it lose their connection: their outcome is unknown.
+        let lost: Vec<(u32, u64)> = self
+            .clients
+            .iter()
+            .filter_map(|(id, c)| match c.in_flight {
+                Some((seq, _, at)) if at == node => Some((*id, seq)),
+                _ => None,
+            })
+            .collect();
+        for (client, seq) in lost {
+            self.client_done(client, seq, None);
+        }
+        // The peers' connections reset.
+        for peer in self.peers_of(node) {
+            for s in 0..shards {
+                self.enqueue(peer, s, Input::LinkBroken(node));
+            }
+        }
+        let down_us = self.config.faults.down_us;
+        self.events.schedule(down_us, Event::Restart { node });
+    }
+
+    fn restart(&mut self, node: NodeId) {
+        if !self.nodes[&node].up {
+            self.start_node(node);
+        }
+    }
+
+    fn partition(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        self.cut.clear();
+        self.report.partitions += 1;
+        let nodes = self.config.nodes;
+        match self.rng.random_range(0..4) {
+            0 => {}
+            kind => {
+                let isolated = NodeId(self.rng.random_range(1..=nodes));
+                for peer in self.peers_of(isolated) {
+                    if kind != 3 {
+                        self.cut.push((isolated, peer));
+                    }
+                    if kind != 1 {
+                        self.cut.push((peer, isolated));
+                    }
+                }
+            }
+        }
+        let next = self.exp(self.config.faults.partition_every_us);
+        self.events.schedule(next, Event::Partition);
+    }
+
+    fn clock_jump(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let max = self.config.faults.clock_jump_ms_max as i64;
+        let node = NodeId(self.rng.random_range(1..=self.config.nodes));
+        let jump = self.rng.random_range(-max..=max);
+        self.nodes.get_mut(&node).expect("node").clock_offset_ms += jump;
+        self.report.clock_jumps += 1;
+        let next = self.exp(self.config.faults.clock_jump_every_us);
+        self.events.schedule(next, Event::ClockJump);
+    }
+
+    /// Ends the faults: the network heals, clocks stay where they are, down nodes restart.
+    fn heal(&mut self) {
+        self.faults_active = false;
+        self.cut.clear();
+        for node in (1..=self.config.nodes).map(NodeId) {
+            self.nodes.get_mut(&node).expect("node").crash_in_next_flush = false;
+            if !self.nodes[&node].up {
+                self.start_node(node);
+            }
+        }
+    }
+
+    fn step(&mut self, event: Event) {
+        match event {
+            Event::Deliver {
+                from,
+                to,
+                shard,
+                connection,
+                seq,
+                messages,
+            } => self.deliver(from, to, shard, connection, seq, messages),
+            Event::Arrive {
+                node,
+                incarnation,
+                shard,
+                input,
+            } => {
+                if self.nodes[&node].incarnation == incarnation {
+                    self.enqueue(node, shard, input);
+                }
+            }
+            Event::Turn {
+                node,
+                incarnation,
+                shard,
+            } => {
+                let n = &self.nodes[&node];
+                let s = &n.shards[usize::from(shard)];
+                if n.up && n.incarnation == incarnation && !s.busy {
+                    self.turn(node, shard);
+                }
+            }
+            Event::TurnDone {
+                node,
+                incarnation,
+                shard,
+            } => {
+                let n = &self.nodes[&node];
+                if n.up && n.incarnation == incarnation {
+                    self.turn_done(node, shard);
+                }
+            }
+            Event::Answer { to, result } => self.client_done(to.client, to.seq, Some(result)),
+            Event::ClientNext { client } => self.client_next(client),
+            Event::ClientTimeout { client, seq } => self.client_done(client, seq, None),
+            Event::Crash { node } => self.crash(node),
+            Event::CrashInFlush { node, incarnation } => {
+                let n = &self.nodes[&node];
+                let down = self.nodes.values().filter(|n| !n.up).count();
+                let minority = (usize::from(self.config.nodes) - 1) / 2;
+                if self.faults_active && n.up && n.incarnation == incarnation && down < minority {
+                    let power = self.power_failure();
+                    self.crash_node(node, power);
+                }
+            }
+            Event::Restart { node } => self.restart(node),
+            Event::Partition => self.partition(),
+            Event::ClockJump => self.clock_jump(),
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! Whole nodes in simulation (`logless_sim::nodes`): the node's shard turn logic over the real
+//! slot store on simulated media, with network faults, crashes inside flushes, power failures
+//! with torn sectors, crashes of every node, and clock jumps; every history checked for
+//! linearizability, every key available again after the faults heal, every run replayable.
+use logless_core::config::InjectedBugs;
+use logless_node::turn::ShardBugs;
+use logless_sim::history::check;
+use logless_sim::nodes::{NodeBugs, NodeCluster, NodeFaults, NodeSimConfig, NodeSimReport};
+use logless_storage::Durability;
+
+/// Runs one configuration; `Err` says what went wrong and how to replay it.
+fn run(config: NodeSimConfig) -> Result<NodeSimReport, String> {
+    run_with_history(config).map(|(report, _)| report)
+}
+
+/// [`run`], also returning the history as the Porcupine checker's lines.
+fn run_with_history(config: NodeSimConfig) -> Result<(NodeSimReport, String), String> {
+    let seed = config.seed;
+    let mut cluster = NodeCluster::new(config);
+    let report = cluster.run().clone();
+    let lines = cluster
+        .history()
+        .to_checker_lines(&format!("s{seed}/"))
+        .map_err(|e| format!("seed {seed}: {e}"))?;
+    let replay =
+        format!("replay: cargo run --release -p logless-sim --example replay -- nodes {seed} KEY");
+    if !report.failures.is_empty() {
+        return Err(format!(
+            "seed {seed}: {:?}\n{report}\n{replay}",
+            report.failures
+        ));
+    }
+    let verdict = check(cluster.history(), 2_000_000);
+    if !verdict.violations.is_empty() {
+        return Err(format!(
+            "seed {seed}: not linearizable: {:?}\n{report}\n{replay}",
+            verdict.violations
+        ));
+    }
+    if !verdict.inconclusive.is_empty() {
+        return Err(format!(
+            "seed {seed}: search budget exhausted on {:?}\n{replay}",
+            verdict.inconclusive
+        ));
+    }
+    Ok((report, lines))
+}
+
+#[test]
+fn a_perfect_network_acknowledges_everything() {
+    for durability in [Durability::Sync, Durability::Mmap] {
+        let config = NodeSimConfig::new(3, 7, durability);
+        let commands = u64::from(config.clients * config.commands_per_client);
+        let report = run(config).unwrap();
+        println!("{report}");
+        // The workload, then a write and a read of each of the 8 keys through each of the 3 nodes.
+        assert_eq!(report.acknowledged, commands + 8 * 3 * 2);
+        assert_eq!(report.unknown + report.not_applied, 0);
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    for seed in [3, 4] {
+        let a = run(NodeSimConfig::for_seed(seed)).unwrap();
+        let b = run(NodeSimConfig::for_seed(seed)).unwrap();
+        assert_eq!(a.trace, b.trace, "seed {seed}");
+        assert_eq!(format!("{a}"), format!("{b}"));
+        assert!(
+            a.crashes > 0 && a.partitions > 0 && a.clock_jumps > 0,
+            "{a}"
+        );
+    }
+    let a = run(NodeSimConfig::for_seed(5)).unwrap();
+    let b = run(NodeSimConfig::for_seed(7)).unwrap();
+    assert_ne!(a.trace, b.trace);
+}
+
+#[test]
+fn faulty_whole_node_schedules_stay_linearizable() {
+    let seeds: u64 = std::env::var("LOGLESS_NODE_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000);
+    let mut failures = Vec::new();
+    let mut t = NodeSimReport::default();
+    let mut histories = String::new();
+    let mut porcupine_ops = 0;
+    for seed in 0..seeds {
+        match run_with_history(NodeSimConfig::for_seed(seed)) {
+            Ok((r, lines)) => {
+                histories += &lines;
+                t.operations += r.operations;
+                t.acknowledged += r.acknowledged;
+                t.unknown += r.unknown;
+                t.not_applied += r.not_applied;
+                t.crashes += r.crashes;
+                t.crashes_all += r.crashes_all;
+                t.power_failures += r.power_failures;
+                t.crashes_in_flush += r.crashes_in_flush;
+                t.torn_sectors += r.torn_sectors;
+                t.partitions += r.partitions;
+                t.clock_jumps += r.clock_jumps;
+                t.batches += r.batches;
+                t.link_breaks += r.link_breaks;
+            }
+            Err(e) => failures.push(e),
+        }
+        // Every history also goes through the Porcupine checker, 2,000 runs at a time.
+        if (seed + 1) % 2_000 == 0 || seed + 1 == seeds {
+            let (code, text) = porcupine(&histories);
+            assert_eq!(code, Some(0), "porcupine, seeds up to {seed}: {text}");
+            porcupine_ops += histories.lines().count();
+            histories.clear();
+        }
+    }
+    println!(
+        "{seeds} seeds, {} anomalies: {} operations checked by both checkers (ok {}, not \
+         applied {}, unknown {}); faults: crashes {} (of every node at once {}, power failures \
+         {}, inside a flush {}, torn sectors {}), partition changes {}, clock jumps {}, \
+         message batches {} (link breaks {}); porcupine checked {porcupine_ops} lines",
+        failures.len(),
+        t.operations,
+        t.acknowledged,
+        t.not_applied,
+        t.unknown,
+        t.crashes,
+        t.crashes_all,
+        t.power_failures,
+        t.crashes_in_flush,
+        t.torn_sectors,
+        t.partitions,
+        t.clock_jumps,
+        t.batches,
+        t.link_breaks,
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {seeds} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(t.power_failures > 0 && t.crashes_all > 0 && t.torn_sectors > 0);
+    assert!(t.crashes_in_flush > 0 && t.clock_jumps > 0 && t.partitions > 0);
+}
+
+/// Runs `seeds` seeds with `bugs` and returns how many were caught.
+fn caught(bugs: NodeBugs, seeds: u64, tune: impl Fn(&mut NodeSimConfig)) -> u64 {
+    let mut caught = 0;
+    for seed in 0..seeds {
+        let mut config = NodeSimConfig::for_seed(seed);
+        tune(&mut config);
+        config.bugs = bugs;
+        if let Err(e) = run(config) {
+            if caught == 0 {
+                println!("{e}");
+            }
+            caught += 1;
+        }
+    }
+    println!("caught in {caught} of {seeds} seeds");
+    caught
+}
+
+#[test]
+fn replies_before_persisting_are_caught() {
+    let bugs = NodeBugs {
+        shard: ShardBugs {
+            reply_before_persist: true,
+        },
+        ..NodeBugs::default()
+    };
+    let caught = caught(bugs, 60, |c| {
+        c.durability = Durability::Sync;
+        c.faults.power_failure = 1.0;
+        c.faults.crash_every_us = 15_000;
+    });
+    assert!(caught > 0);
+}
+
+#[test]
+fn inconsistent_quorums_taken_as_consistent_are_caught() {
+    let bugs = NodeBugs {
+        core: InjectedBugs {
+            accept_inconsistent_quorum: true,
+            ..InjectedBugs::default()
+        },
+        ..NodeBugs::default()
+    };
+    assert!(caught(bugs, 40, |_| {}) > 0);
+}
+
+#[test]
+fn ignoring_learned_is_caught() {
+    let bugs = NodeBugs {
+        core: InjectedBugs {
+            ignore_learned: true,
+            ..InjectedBugs::default()
+        },
+        ..NodeBugs::default()
+    };
+    assert!(caught(bugs, 60, |_| {}) > 0);
+}
+
+#[test]
+fn no_faults_means_no_failures_and_the_harness_sees_faults() {
+    // A run without faults must not count crashes, and a run with them must.
+    let quiet = run(NodeSimConfig::new(3, 1, Durability::Sync)).unwrap();
+    assert_eq!(quiet.crashes + quiet.partitions + quiet.clock_jumps, 0);
+    let mut config = NodeSimConfig::new(3, 1, Durability::Sync);
+    config.faults = NodeFaults::all();
+    let noisy = run(config).unwrap();
+    assert!(noisy.crashes > 0, "{noisy}");
+}
+
+#[test]
+fn wall_clocks_stepped_back_do_not_stall_the_cluster() {
+    // Steps of up to 30 s either way, with nothing else going wrong: the protocol's timers must
+    // keep running, so every key is available again within the 10 s liveness budget.
+    for seed in 0..20 {
+        let mut config = NodeSimConfig::new(3, seed, Durability::Sync);
+        config.faults.loss = 0.05;
+        config.faults.clock_jump_every_us = 100_000;
+        config.faults.clock_jump_ms_max = 30_000;
+        config.faults_until_us = 1_000_000;
+        let report = run(config).unwrap();
+        assert!(report.clock_jumps > 0);
+    }
+}
+
+/// Runs the Porcupine checker (`checker/`) on `lines` and returns its exit code and output.
+fn porcupine(lines: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let history = dir.path().join("history.jsonl");
+    std::fs::write(&history, lines).expect("history written");
+    let checker = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checker");
+    let output = std::process::Command::new("go")
+        .args(["run", "./cmd/checker", "-timeout", "120s"])
+        .arg(&history)
+        .current_dir(checker)
+        .output()
+        .expect("go runs (the checker is a Go module)");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.code(), text)
+}
+
+#[test]
+fn the_porcupine_checker_catches_a_broken_protocol() {
+    let mut lines = String::new();
+    for seed in 0..10 {
+        let mut config = NodeSimConfig::for_seed(seed);
+        config.bugs.core.accept_inconsistent_quorum = true;
+        let mut cluster = NodeCluster::new(config);
+        cluster.run();
+        lines += &cluster
+            .history()
+            .to_checker_lines(&format!("s{seed}/"))
+            .unwrap();
+    }
+    let (code, text) = porcupine(&lines);
+    assert_eq!(code, Some(1), "{text}");
+}
