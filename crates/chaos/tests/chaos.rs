@@ -5,8 +5,8 @@
 //! test to need it runs `cargo build -p logless --locked` for that profile and directory (a
 //! no-op when it is up to date, e.g. under `cargo test --workspace`); `LOGLESS_BIN` overrides
 //! this. Tests run one at a time (the machine may have only two cores), each bounded in time.
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};

@@ -115,7 +115,10 @@ fn idle_replicas_do_not_spin() {
         let used = cpu_ticks(pid) - before[i];
         // Clock ticks are 1/100 s: an idle replica uses next to nothing in 2 s; a spinning
         // one uses most of them.
-        assert!(used < 40, "replica {i} used {used} ticks of CPU in 2 s while idle");
+        assert!(
+            used < 40,
+            "replica {i} used {used} ticks of CPU in 2 s while idle"
+        );
     }
 }
 
