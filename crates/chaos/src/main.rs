@@ -65,7 +65,8 @@ struct RunArgs {
     /// Fault kinds, comma-separated: kill, pause, partition, kill-all; or none.
     #[arg(long, default_value = "kill,pause,partition,kill-all")]
     nemesis: String,
-    /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned); repeatable.
+    /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned,
+    /// reply-before-persist); repeatable.
     #[arg(long)]
     inject_bug: Vec<String>,
     /// Where history.jsonl, faults.jsonl, replica logs, data and html go (default: a new
@@ -166,7 +167,13 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
         return Err("--clients, --keys and --ops-per-key must be positive".into());
     }
     for bug in &args.inject_bug {
-        if !["accept-inconsistent-quorum", "ignore-learned"].contains(&bug.as_str()) {
+        if ![
+            "accept-inconsistent-quorum",
+            "ignore-learned",
+            "reply-before-persist",
+        ]
+        .contains(&bug.as_str())
+        {
             return Err(format!("unknown bug {bug:?}"));
         }
     }

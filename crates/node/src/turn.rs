@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use hdrhistogram::Histogram;
 use logless_commands::command::{Command, Reply};
+use logless_core::acceptor::AcceptorState;
 use logless_core::ids::{ClientTag, Key, NodeId};
 use logless_core::message::{Envelope, Message};
 use logless_core::persist::{AcceptorStore, PersistBatch};
@@ -35,10 +36,14 @@ pub trait Outlet<R> {
 /// Deliberate bugs of the shard runtime (harness tests only; the core has its own).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ShardBugs {
-    /// Release acceptor replies before their states are flushed (the flush happens one turn
-    /// later), so a crash can contradict a promise already made.
+    /// Release acceptor replies at once and write their states only
+    /// [`DEFERRED_WRITE_US`] later, as an asynchronous persistence would: a crash in between,
+    /// a kill -9 included, contradicts promises already made.
     pub reply_before_persist: bool,
 }
+
+/// How long [`ShardBugs::reply_before_persist`] holds back the states whose replies it sent.
+pub const DEFERRED_WRITE_US: u64 = 50_000;
 
 /// A shard's figures, for INFO, `/metrics` and `/status`; the node's are its shards' summed.
 #[derive(Clone, Debug, Default)]
@@ -141,8 +146,9 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     now_ms: u64,
     /// The caller's monotonic clock at the start of the turn (µs), for latencies.
     turn_started_us: u64,
-    /// Writes released early by [`ShardBugs::reply_before_persist`], flushed next turn.
-    unflushed: bool,
+    /// States whose replies [`ShardBugs::reply_before_persist`] released, with when they are
+    /// written (monotonic µs).
+    deferred: VecDeque<(u64, Key, AcceptorState)>,
     bugs: ShardBugs,
     commands: FxHashMap<(&'static str, &'static str), u64>,
     latency_us: FxHashMap<&'static str, Histogram<u64>>,
@@ -165,7 +171,7 @@ impl<R, M: Media> ShardCore<R, M> {
             clock: ShardClock::default(),
             now_ms: 0,
             turn_started_us: 0,
-            unflushed: false,
+            deferred: VecDeque::new(),
             bugs: ShardBugs::default(),
             commands: FxHashMap::default(),
             latency_us: FxHashMap::default(),
@@ -251,9 +257,8 @@ impl<R, M: Media> ShardCore<R, M> {
         for envelope in output.sends {
             self.route(envelope);
         }
-        if self.unflushed {
-            self.unflushed = false;
-            self.store.flush()?;
+        if !self.deferred.is_empty() {
+            self.write_deferred()?;
         }
         if !output.persist.is_empty() {
             self.state_writes += output.persist.writes_len() as u64;
@@ -299,11 +304,27 @@ impl<R, M: Media> ShardCore<R, M> {
             return persist.commit(&mut self.store);
         }
         let (writes, replies) = persist.release_unpersisted_for_fault_injection();
-        for (key, state) in &writes {
-            self.store.write(key, state)?;
-        }
-        self.unflushed = !writes.is_empty();
+        let due = self.turn_started_us + DEFERRED_WRITE_US;
+        self.deferred
+            .extend(writes.into_iter().map(|(key, state)| (due, key, state)));
         Ok(replies)
+    }
+
+    /// Writes and flushes the deferred states that are due (the deliberate bug only).
+    fn write_deferred(&mut self) -> Result<(), StoreError> {
+        let mut wrote = false;
+        while let Some((due, _, _)) = self.deferred.front() {
+            if *due > self.turn_started_us {
+                break;
+            }
+            let (_, key, state) = self.deferred.pop_front().expect("checked");
+            self.store.write(&key, &state)?;
+            wrote = true;
+        }
+        if wrote {
+            self.store.flush()?;
+        }
+        Ok(())
     }
 
     /// Flushes what is staged (at a stop).

@@ -170,7 +170,7 @@ fn replies_before_persisting_are_caught() {
         },
         ..NodeBugs::default()
     };
-    let caught = caught(bugs, 60, |c| {
+    let caught = caught(bugs, 20, |c| {
         c.durability = Durability::Sync;
         c.faults.power_failure = 1.0;
         c.faults.crash_every_us = 15_000;
