@@ -279,7 +279,9 @@ pub fn free_ports(offsets: &[u16], count: u16) -> Result<u16, String> {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let base = 20_000 + (x % 20_000) as u32;
+        // Below Linux's ephemeral range (32768 and up), so that no outgoing connection of
+        // another process or test takes a port between this check and the peer's bind.
+        let base = 10_000 + (x % 20_000) as u32;
         if offsets
             .iter()
             .all(|o| (0..u32::from(count)).all(|i| port_free(base + u32::from(*o) + i)))
