@@ -690,18 +690,28 @@ pub fn start_etcd(
 mod tests {
     use super::*;
 
+    /// Taken by the tests that spawn processes and the one that probes ports: a child holds
+    /// copies of the parent's sockets between fork and exec, so a port probed and released
+    /// in that window is still bound when the test binds it again.
+    static SPAWN_OR_PROBE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn free_ports_are_free() {
+        let _serial = SPAWN_OR_PROBE.lock().unwrap_or_else(|e| e.into_inner());
         let base = free_ports(&[0, 1000], 3).unwrap();
         for o in [0u16, 1000] {
             for i in 0..3 {
-                assert!(TcpListener::bind(("127.0.0.1", base + o + i)).is_ok());
+                let port = base + o + i;
+                if let Err(e) = TcpListener::bind(("127.0.0.1", port)) {
+                    panic!("port {port} (base {base}): {e}");
+                }
             }
         }
     }
 
     #[test]
     fn a_proc_under_timeout_is_stopped_and_killed() {
+        let _serial = SPAWN_OR_PROBE.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let mut p = Proc::spawn(
             "sleep",
