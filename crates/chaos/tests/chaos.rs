@@ -152,7 +152,9 @@ fn a_clean_cluster_passes_under_every_kind_of_fault() {
     let run = chaos(
         &[
             "--duration-s",
-            "30",
+            "120",
+            "--think-ms",
+            "5",
             "--replicas",
             "3",
             "--seed",
@@ -160,10 +162,10 @@ fn a_clean_cluster_passes_under_every_kind_of_fault() {
             "--nemesis",
             "kill,pause,partition,kill-all",
             "--checker-timeout-s",
-            "60",
+            "240",
         ],
         dir.path(),
-        Duration::from_secs(120),
+        Duration::from_secs(420),
     );
     eprintln!("clean run: {:.1} s", run.elapsed.as_secs_f64());
     let ok = run.code == Some(0) && run.stdout.contains("verdict:     PASS");
