@@ -16,7 +16,8 @@ fn main() {
         args.remove(0);
     }
     let seed: u64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let key = Key::new(args.get(1).cloned().unwrap_or_else(|| "k0".into()));
+    let default_key = if nodes { "k0.0" } else { "k0" };
+    let key = Key::new(args.get(1).cloned().unwrap_or_else(|| default_key.into()));
     let history = if nodes {
         let config = NodeSimConfig::for_seed(seed);
         println!("{config:?}");

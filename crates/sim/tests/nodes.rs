@@ -8,13 +8,22 @@ use logless_sim::history::check;
 use logless_sim::nodes::{NodeBugs, NodeCluster, NodeFaults, NodeSimConfig, NodeSimReport};
 use logless_storage::Durability;
 
-/// Runs one configuration; `Err` says what went wrong and how to replay it.
+/// Runs one configuration; `Err` says what went wrong and how to replay it. A key the
+/// linearizability search could not decide within its budget fails the run too.
 fn run(config: NodeSimConfig) -> Result<NodeSimReport, String> {
-    run_with_history(config).map(|(report, _)| report)
+    let seed = config.seed;
+    let (report, _, undecided) = run_with_history(config)?;
+    if !undecided.is_empty() {
+        return Err(format!(
+            "seed {seed}: search budget exhausted on {undecided:?}"
+        ));
+    }
+    Ok(report)
 }
 
-/// [`run`], also returning the history as the Porcupine checker's lines.
-fn run_with_history(config: NodeSimConfig) -> Result<(NodeSimReport, String), String> {
+/// [`run`], also returning the history as the Porcupine checker's lines and the keys the Rust
+/// checker's search left undecided (for Porcupine to decide).
+fn run_with_history(config: NodeSimConfig) -> Result<(NodeSimReport, String, Vec<String>), String> {
     let seed = config.seed;
     let mut cluster = NodeCluster::new(config);
     let report = cluster.run().clone();
@@ -37,13 +46,12 @@ fn run_with_history(config: NodeSimConfig) -> Result<(NodeSimReport, String), St
             verdict.violations
         ));
     }
-    if !verdict.inconclusive.is_empty() {
-        return Err(format!(
-            "seed {seed}: search budget exhausted on {:?}\n{replay}",
-            verdict.inconclusive
-        ));
-    }
-    Ok((report, lines))
+    let undecided = verdict
+        .inconclusive
+        .iter()
+        .map(|k| String::from_utf8_lossy(&k.key.0).into_owned())
+        .collect();
+    Ok((report, lines, undecided))
 }
 
 #[test]
@@ -82,14 +90,21 @@ fn faulty_whole_node_schedules_stay_linearizable() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2_000);
+    let start: u64 = std::env::var("LOGLESS_NODE_SEED_START")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let mut failures = Vec::new();
     let mut t = NodeSimReport::default();
     let mut histories = String::new();
     let mut porcupine_ops = 0;
-    for seed in 0..seeds {
+    // Keys the Rust checker's search gave up on: Porcupine decides them.
+    let mut undecided = Vec::new();
+    for seed in start..start + seeds {
         match run_with_history(NodeSimConfig::for_seed(seed)) {
-            Ok((r, lines)) => {
+            Ok((r, lines, keys)) => {
                 histories += &lines;
+                undecided.extend(keys.into_iter().map(|k| format!("seed {seed} {k}")));
                 t.operations += r.operations;
                 t.acknowledged += r.acknowledged;
                 t.unknown += r.unknown;
@@ -107,7 +122,7 @@ fn faulty_whole_node_schedules_stay_linearizable() {
             Err(e) => failures.push(e),
         }
         // Every history also goes through the Porcupine checker, 2,000 runs at a time.
-        if (seed + 1) % 2_000 == 0 || seed + 1 == seeds {
+        if (seed + 1 - start).is_multiple_of(2_000) || seed + 1 == start + seeds {
             let (code, text) = porcupine(&histories);
             assert_eq!(code, Some(0), "porcupine, seeds up to {seed}: {text}");
             porcupine_ops += histories.lines().count();
@@ -118,7 +133,8 @@ fn faulty_whole_node_schedules_stay_linearizable() {
         "{seeds} seeds, {} anomalies: {} operations checked by both checkers (ok {}, not \
          applied {}, unknown {}); faults: crashes {} (of every node at once {}, power failures \
          {}, inside a flush {}, torn sectors {}), partition changes {}, clock jumps {}, \
-         message batches {} (link breaks {}); porcupine checked {porcupine_ops} lines",
+         message batches {} (link breaks {}); porcupine checked {porcupine_ops} lines, \
+         deciding {undecided:?} where the Rust checker's search gave up",
         failures.len(),
         t.operations,
         t.acknowledged,

@@ -89,7 +89,8 @@ pub struct NodeSimConfig {
     pub clients: u32,
     /// Commands per client.
     pub commands_per_client: u32,
-    /// Registers; key `k{i}` is a counter, a string, a set or a lock by `i % 4`.
+    /// Registers; register `i` is a counter, a string, a set or a lock by `i % 4`, and lives
+    /// under key `k{i}.{generation}` (a fresh generation after a few writes of unknown outcome).
     pub keys: u32,
     /// Client think time between commands (µs).
     pub think_us: u64,

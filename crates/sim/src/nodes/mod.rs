@@ -195,6 +195,10 @@ pub struct NodeCluster {
     history: History,
     /// The value last sent in a SET, by key.
     last_value: BTreeMap<u32, Bytes>,
+    /// The generation of each register's key (see `current_key`).
+    generation: BTreeMap<u32, u32>,
+    /// Writes with unknown outcome, by key.
+    unknown_writes: BTreeMap<Key, u32>,
     faults_active: bool,
     report: NodeSimReport,
 }
@@ -212,6 +216,8 @@ impl NodeCluster {
             clients: BTreeMap::new(),
             history: History::default(),
             last_value: BTreeMap::new(),
+            generation: BTreeMap::new(),
+            unknown_writes: BTreeMap::new(),
             faults_active: true,
             report: NodeSimReport::default(),
             config,

@@ -10,6 +10,9 @@ use rand::seq::IndexedRandom;
 use rand::Rng;
 
 use super::{AnswerTo, Client, Event, Input, NodeCluster, CLIENT_DELAY_US, LIVENESS_CLIENT};
+
+/// Writes with unknown outcome after which a register moves to a fresh key.
+const UNKNOWN_WRITES_PER_KEY: u32 = 6;
 use crate::history::{Operation, Outcome};
 
 impl NodeCluster {
@@ -81,8 +84,16 @@ impl NodeCluster {
         let key_index = self.rng.random_range(0..self.config.keys);
         let seq = c.seq + 1;
         let command = self.command_for(key_index, client, seq);
-        let key = Key::new(format!("k{key_index}"));
+        let key = self.current_key(key_index);
         self.issue(client, key, command);
+    }
+
+    /// The key now used for register `key_index`: `k{index}.{generation}`. A register moves
+    /// to a fresh key once [`UNKNOWN_WRITES_PER_KEY`] writes on it ended unknown, since every
+    /// unknown write multiplies the orders a checker must try (the chaos runner does the same).
+    pub(super) fn current_key(&self, key_index: u32) -> Key {
+        let generation = self.generation.get(&key_index).copied().unwrap_or(0);
+        Key::new(format!("k{key_index}.{generation}"))
     }
 
     /// Sends a client's command to its node (another one if that is down).
@@ -159,7 +170,20 @@ impl NodeCluster {
                 op.return_us = now_us;
                 op.outcome = Outcome::NotApplied;
             }
-            Some(Err(ProposeError::OutcomeUnknown)) | None => {}
+            Some(Err(ProposeError::OutcomeUnknown)) | None => {
+                if !op.command.is_read_only() {
+                    let key = op.key.clone();
+                    let count = self.unknown_writes.entry(key.clone()).or_default();
+                    *count += 1;
+                    if *count >= UNKNOWN_WRITES_PER_KEY {
+                        if let Some(index) = key_index_of(&key) {
+                            if self.current_key(index) == key {
+                                *self.generation.entry(index).or_default() += 1;
+                            }
+                        }
+                    }
+                }
+            }
         }
         if client < LIVENESS_CLIENT {
             let think = self.config.think_us;
@@ -202,7 +226,7 @@ impl NodeCluster {
                             in_flight: None,
                         },
                     );
-                    let key = Key::new(format!("k{key_index}"));
+                    let key = self.current_key(key_index);
                     let deadline = self.events.now_us() + self.config.liveness_us;
                     // Retried until acknowledged: an attempt may end unknown or refused
                     // while the cluster settles.
@@ -241,4 +265,10 @@ impl NodeCluster {
             }
         }
     }
+}
+
+/// The register index in a key's name (`k{index}.{generation}`).
+fn key_index_of(key: &Key) -> Option<u32> {
+    let name = std::str::from_utf8(&key.0).ok()?;
+    name.strip_prefix('k')?.split('.').next()?.parse().ok()
 }
