@@ -69,12 +69,13 @@ pub struct Shard {
     core: ShardCore<ReplyTo>,
     inputs: mpsc::Receiver<ShardInput>,
     outlet: ChannelOutlet,
-    started: Instant,
 }
 
 /// Carries a turn's outputs to the peer writers and the client connections.
 struct ChannelOutlet {
     peers: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<Message>>>,
+    /// The origin of the shard's monotonic clock.
+    started: Instant,
 }
 
 impl Outlet<ReplyTo> for ChannelOutlet {
@@ -88,6 +89,10 @@ impl Outlet<ReplyTo> for ChannelOutlet {
     fn answer(&mut self, reply: ReplyTo, result: CommandResult) {
         // The client may have gone; its answer is then dropped.
         let _ = reply.tx.send((reply.seq, result));
+    }
+
+    fn mono_us(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
     }
 }
 
@@ -110,8 +115,10 @@ impl Shard {
         Shard {
             core: ShardCore::new(replica, store),
             inputs,
-            outlet: ChannelOutlet { peers },
-            started: Instant::now(),
+            outlet: ChannelOutlet {
+                peers,
+                started: Instant::now(),
+            },
         }
     }
 
@@ -177,8 +184,7 @@ impl Shard {
     }
 
     fn start_turn(&mut self) {
-        let mono_us = self.started.elapsed().as_micros() as u64;
-        self.core.start_turn(wall_ms(), mono_us);
+        self.core.start_turn(wall_ms(), self.outlet.mono_us());
     }
 
     /// Takes one input; false once asked to stop.

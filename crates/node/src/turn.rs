@@ -31,6 +31,9 @@ pub trait Outlet<R> {
     fn send(&mut self, to: NodeId, messages: Vec<Message>);
     /// The answer to the command submitted with `reply`.
     fn answer(&mut self, reply: R, result: CommandResult);
+    /// The caller's monotonic clock now (µs, on the clock [`ShardCore::start_turn`] is given):
+    /// read once per turn after the flush, so command latencies include it.
+    fn mono_us(&self) -> u64;
 }
 
 /// Deliberate bugs of the shard runtime (harness tests only; the core has its own).
@@ -271,6 +274,11 @@ impl<R, M: Media> ShardCore<R, M> {
                 outlet.send(*to, std::mem::take(messages));
             }
         }
+        let answered_us = if output.replies.is_empty() {
+            0
+        } else {
+            outlet.mono_us()
+        };
         for reply in output.replies {
             let Some(waiting) = self.waiting.remove(&reply.client.0) else {
                 continue;
@@ -282,7 +290,7 @@ impl<R, M: Media> ShardCore<R, M> {
                 Err(ProposeError::Overloaded) => "overloaded",
             };
             *self.commands.entry((waiting.name, outcome)).or_default() += 1;
-            let micros = self.turn_started_us.saturating_sub(waiting.started_us);
+            let micros = answered_us.saturating_sub(waiting.started_us);
             self.latency_us
                 .entry(waiting.name)
                 .or_insert_with(|| Histogram::new(3).expect("valid histogram"))

@@ -3,9 +3,10 @@
 //! with torn sectors, crashes of every node, and clock jumps; every history checked for
 //! linearizability, every key available again after the faults heal, every run replayable.
 use logless_core::config::InjectedBugs;
+use logless_node::node::Bugs;
 use logless_node::turn::ShardBugs;
 use logless_sim::history::check;
-use logless_sim::nodes::{NodeBugs, NodeCluster, NodeFaults, NodeSimConfig, NodeSimReport};
+use logless_sim::nodes::{NodeCluster, NodeFaults, NodeSimConfig, NodeSimReport};
 use logless_storage::Durability;
 
 /// Runs one configuration; `Err` says what went wrong and how to replay it. A key the
@@ -161,7 +162,7 @@ fn faulty_whole_node_schedules_stay_linearizable() {
 }
 
 /// Runs `seeds` seeds with `bugs` and returns how many were caught.
-fn caught(bugs: NodeBugs, seeds: u64, tune: impl Fn(&mut NodeSimConfig)) -> u64 {
+fn caught(bugs: Bugs, seeds: u64, tune: impl Fn(&mut NodeSimConfig)) -> u64 {
     let mut caught = 0;
     for seed in 0..seeds {
         let mut config = NodeSimConfig::for_seed(seed);
@@ -180,11 +181,11 @@ fn caught(bugs: NodeBugs, seeds: u64, tune: impl Fn(&mut NodeSimConfig)) -> u64 
 
 #[test]
 fn replies_before_persisting_are_caught() {
-    let bugs = NodeBugs {
+    let bugs = Bugs {
         shard: ShardBugs {
             reply_before_persist: true,
         },
-        ..NodeBugs::default()
+        ..Bugs::default()
     };
     let caught = caught(bugs, 20, |c| {
         c.durability = Durability::Sync;
@@ -196,24 +197,24 @@ fn replies_before_persisting_are_caught() {
 
 #[test]
 fn inconsistent_quorums_taken_as_consistent_are_caught() {
-    let bugs = NodeBugs {
+    let bugs = Bugs {
         core: InjectedBugs {
             accept_inconsistent_quorum: true,
             ..InjectedBugs::default()
         },
-        ..NodeBugs::default()
+        ..Bugs::default()
     };
     assert!(caught(bugs, 40, |_| {}) > 0);
 }
 
 #[test]
 fn ignoring_learned_is_caught() {
-    let bugs = NodeBugs {
+    let bugs = Bugs {
         core: InjectedBugs {
             ignore_learned: true,
             ..InjectedBugs::default()
         },
-        ..NodeBugs::default()
+        ..Bugs::default()
     };
     assert!(caught(bugs, 60, |_| {}) > 0);
 }

@@ -1,6 +1,5 @@
 //! What a whole-node run is told (nodes, faults, workload, bugs) and what it reports.
-use logless_core::config::InjectedBugs;
-use logless_node::turn::ShardBugs;
+use logless_node::node::Bugs;
 use logless_storage::Durability;
 
 /// Faults of a whole-node run.
@@ -63,15 +62,6 @@ impl NodeFaults {
     }
 }
 
-/// Deliberate bugs to switch on (harness tests only).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NodeBugs {
-    /// The protocol's.
-    pub core: InjectedBugs,
-    /// The shard runtime's.
-    pub shard: ShardBugs,
-}
-
 /// One whole-node run's parameters.
 #[derive(Clone, Debug)]
 pub struct NodeSimConfig {
@@ -104,8 +94,8 @@ pub struct NodeSimConfig {
     pub until_us: u64,
     /// How long the liveness phase may take for each key (µs).
     pub liveness_us: u64,
-    /// Deliberate bugs.
-    pub bugs: NodeBugs,
+    /// Deliberate bugs (harness tests only), the same switches a node starts with.
+    pub bugs: Bugs,
 }
 
 impl NodeSimConfig {
@@ -130,7 +120,7 @@ impl NodeSimConfig {
             faults_until_us: 2_000_000,
             until_us: 30_000_000,
             liveness_us: 10_000_000,
-            bugs: NodeBugs::default(),
+            bugs: Bugs::default(),
         }
     }
 }

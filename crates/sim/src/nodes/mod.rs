@@ -45,7 +45,7 @@ use crate::queue::EventQueue;
 mod config;
 mod workload;
 
-pub use config::{NodeBugs, NodeFaults, NodeSimConfig, NodeSimReport};
+pub use config::{NodeFaults, NodeSimConfig, NodeSimReport};
 
 /// Where a shard's answer goes: a client and its command number.
 #[derive(Clone, Copy, Debug)]
@@ -130,6 +130,8 @@ enum Event {
 struct Held {
     sends: Vec<(NodeId, Vec<Message>)>,
     answers: Vec<(AnswerTo, CommandResult)>,
+    /// Simulated time at the turn (µs).
+    now_us: u64,
 }
 
 impl Outlet<AnswerTo> for Held {
@@ -139,6 +141,10 @@ impl Outlet<AnswerTo> for Held {
 
     fn answer(&mut self, reply: AnswerTo, result: CommandResult) {
         self.answers.push((reply, result));
+    }
+
+    fn mono_us(&self) -> u64 {
+        self.now_us
     }
 }
 
@@ -193,7 +199,7 @@ pub struct NodeCluster {
     cut: Vec<(NodeId, NodeId)>,
     clients: BTreeMap<u32, Client>,
     history: History,
-    /// The value last sent in a SET, by key.
+    /// The value last sent in a SET, by register index.
     last_value: BTreeMap<u32, Bytes>,
     /// The generation of each register's key (see `current_key`).
     generation: BTreeMap<u32, u32>,
@@ -286,9 +292,7 @@ impl NodeCluster {
             if self.workload_done() && !self.faults_active {
                 break;
             }
-            let (at, event) = self.events.pop().expect("an event is due");
-            self.trace(at);
-            self.step(event);
+            self.step_next();
         }
         if self.faults_active {
             self.heal();
@@ -460,6 +464,7 @@ impl NodeCluster {
             }
         }
         let flushes = core.store().flushes;
+        s.held.now_us = now_us;
         if let Err(e) = core.finish_turn(&mut s.held) {
             let failure = format!("node {} shard {shard}: store failed: {e}", node.0);
             self.report.failures.push(failure);
@@ -595,9 +600,7 @@ impl NodeCluster {
                 }
             }
         } else {
-            let down = self.nodes.values().filter(|n| !n.up).count();
-            let minority = (usize::from(self.config.nodes) - 1) / 2;
-            if down < minority && self.nodes[&node].up {
+            if self.one_more_may_crash() && self.nodes[&node].up {
                 if self.rng.random_bool(0.5) {
                     self.nodes.get_mut(&node).expect("node").crash_in_next_flush = true;
                 } else {
@@ -607,6 +610,12 @@ impl NodeCluster {
             }
         }
         self.plan_crash();
+    }
+
+    /// Whether one more node may go down and leave a majority up.
+    fn one_more_may_crash(&self) -> bool {
+        let down = self.nodes.values().filter(|n| !n.up).count();
+        down < (usize::from(self.config.nodes) - 1) / 2
     }
 
     fn power_failure(&mut self) -> bool {
@@ -741,6 +750,13 @@ impl NodeCluster {
         }
     }
 
+    /// Takes the next event, adds it to the trace and handles it.
+    fn step_next(&mut self) {
+        let (at, event) = self.events.pop().expect("an event is due");
+        self.trace(at);
+        self.step(event);
+    }
+
     fn step(&mut self, event: Event) {
         match event {
             Event::Deliver {
@@ -788,9 +804,11 @@ impl NodeCluster {
             Event::Crash { node } => self.crash(node),
             Event::CrashInFlush { node, incarnation } => {
                 let n = &self.nodes[&node];
-                let down = self.nodes.values().filter(|n| !n.up).count();
-                let minority = (usize::from(self.config.nodes) - 1) / 2;
-                if self.faults_active && n.up && n.incarnation == incarnation && down < minority {
+                if self.faults_active
+                    && n.up
+                    && n.incarnation == incarnation
+                    && self.one_more_may_crash()
+                {
                     let power = self.power_failure();
                     self.crash_node(node, power);
                 }

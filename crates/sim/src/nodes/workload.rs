@@ -228,27 +228,7 @@ impl NodeCluster {
                     );
                     let key = self.current_key(key_index);
                     let deadline = self.events.now_us() + self.config.liveness_us;
-                    // Retried until acknowledged: an attempt may end unknown or refused
-                    // while the cluster settles.
-                    let mut answered = false;
-                    let mut expired = false;
-                    while !answered && !expired {
-                        self.issue(client, key.clone(), command.clone());
-                        let (_, index, _) = self.clients[&client].in_flight.expect("issued");
-                        while self.clients[&client].in_flight.is_some() {
-                            match self.events.next_due_us() {
-                                Some(at) if at <= deadline => {}
-                                _ => {
-                                    expired = true;
-                                    break;
-                                }
-                            }
-                            let (at, event) = self.events.pop().expect("an event is due");
-                            self.trace(at);
-                            self.step(event);
-                        }
-                        answered = matches!(self.history.operations[index].outcome, Outcome::Ok(_));
-                    }
+                    let answered = self.acknowledged_by(client, &key, &command, deadline);
                     if !answered {
                         let offsets: Vec<i64> =
                             self.nodes.values().map(|n| n.clock_offset_ms).collect();
@@ -262,6 +242,30 @@ impl NodeCluster {
                         return;
                     }
                 }
+            }
+        }
+    }
+
+    /// Issues `command` from `client` until it is acknowledged, or `deadline` (µs) passes:
+    /// while the cluster settles an attempt may end unknown or refused.
+    fn acknowledged_by(
+        &mut self,
+        client: u32,
+        key: &Key,
+        command: &Command,
+        deadline: u64,
+    ) -> bool {
+        loop {
+            self.issue(client, key.clone(), command.clone());
+            let (_, index, _) = self.clients[&client].in_flight.expect("issued");
+            while self.clients[&client].in_flight.is_some() {
+                if self.events.next_due_us().is_none_or(|at| at > deadline) {
+                    return false;
+                }
+                self.step_next();
+            }
+            if matches!(self.history.operations[index].outcome, Outcome::Ok(_)) {
+                return true;
             }
         }
     }
