@@ -36,6 +36,7 @@ fn acceptor_paths(c: &mut Criterion) {
         },
         value: Arc::new(Register::default()),
         req: Some(ReqId(attempt(2))),
+        req_prev: Some(ReqId(attempt(1))),
     };
     let prepare = Message::Prepare {
         key: key.clone(),

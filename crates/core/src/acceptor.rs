@@ -28,6 +28,10 @@ pub struct AcceptorState {
     pub value: Arc<Register>,
     /// The request that produced `value`.
     pub req: Option<ReqId>,
+    /// The request of the value that `value` was built on, as the successor proposal named it.
+    /// Kept so that a write-through of `value` names it too: every acceptor that votes for a
+    /// successor of a request's value, in whatever round, tells that request's proposer.
+    pub req_prev: Option<ReqId>,
 }
 
 /// What an acceptor decided for one message.
@@ -88,6 +92,7 @@ fn ack(
             r_voted: state.r_voted,
             value,
             req: state.req,
+            req_prev: state.req_prev,
         },
     }
 }
@@ -184,9 +189,12 @@ fn on_vote(
         };
     }
     let mut replies = Vec::with_capacity(2);
-    // The proposer of the previous request is told it was chosen, unless it is the one asking
-    // now: then it built on that request's value and knows.
-    if let Some(prev) = req_prev.filter(|p| p.proposer().node != from) {
+    // The proposer of the previous request is told it was chosen, unless it also made the
+    // current request: a proposer builds on its own request's value only once it knows that
+    // request was chosen. The test is on the requests, not on who sends the VOTE: a proposer
+    // writing another's value through may be the one whose request that value was built on.
+    let same_proposer = |prev: &ReqId| req_cur.is_some_and(|c| c.proposer() == prev.proposer());
+    if let Some(prev) = req_prev.filter(|p| !same_proposer(p)) {
         replies.push(Envelope {
             to: prev.proposer().node,
             message: Message::Learned {
@@ -208,6 +216,7 @@ fn on_vote(
             r_voted: round,
             value: value.clone(),
             req: req_cur,
+            req_prev,
         }),
         replies,
     }
@@ -227,7 +236,8 @@ pub enum StateDecodeError {
     Value(String),
 }
 
-const STATE_FORMAT_VERSION: u8 = 1;
+/// Version 2 added `req_prev`; version 1 records decode with none.
+const STATE_FORMAT_VERSION: u8 = 2;
 
 impl From<CodecError> for StateDecodeError {
     fn from(_: CodecError) -> StateDecodeError {
@@ -236,12 +246,14 @@ impl From<CodecError> for StateDecodeError {
 }
 
 impl AcceptorState {
-    /// Encodes the state as a storage record: version, `r_ack`, `r_voted`, `req`, value.
+    /// Encodes the state as a storage record: version, `r_ack`, `r_voted`, `req`, `req_prev`,
+    /// value.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(STATE_FORMAT_VERSION);
         put_round(out, self.r_ack);
         put_round(out, self.r_voted);
         put_req(out, self.req);
+        put_req(out, self.req_prev);
         self.value.encode(out);
     }
 
@@ -249,12 +261,13 @@ impl AcceptorState {
     pub fn decode(bytes: &[u8]) -> Result<AcceptorState, StateDecodeError> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
-        if version != STATE_FORMAT_VERSION {
+        if !(1..=STATE_FORMAT_VERSION).contains(&version) {
             return Err(StateDecodeError::UnknownVersion(version));
         }
         let r_ack = r.round()?;
         let r_voted = r.round()?;
         let req = r.req()?;
+        let req_prev = if version >= 2 { r.req()? } else { None };
         let value =
             Register::decode(r.rest()).map_err(|e| StateDecodeError::Value(e.to_string()))?;
         Ok(AcceptorState {
@@ -262,6 +275,7 @@ impl AcceptorState {
             r_voted,
             value: Arc::new(value),
             req,
+            req_prev,
         })
     }
 }
@@ -288,7 +302,23 @@ mod tests {
                 expires_at_ms: None,
             }),
             req: Some(ReqId(id)),
+            req_prev: Some(ReqId(AttemptId { seq: 4, ..id })),
         }
+    }
+
+    #[test]
+    fn a_version_1_state_decodes_without_req_prev() {
+        let old = state();
+        let mut v1 = vec![1];
+        put_round(&mut v1, old.r_ack);
+        put_round(&mut v1, old.r_voted);
+        put_req(&mut v1, old.req);
+        old.value.encode(&mut v1);
+        let expected = AcceptorState {
+            req_prev: None,
+            ..state()
+        };
+        assert_eq!(AcceptorState::decode(&v1), Ok(expected));
     }
 
     #[test]

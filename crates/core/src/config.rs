@@ -11,6 +11,9 @@ pub struct InjectedBugs {
     pub accept_inconsistent_quorum: bool,
     /// Ignore LEARNED notifications and request ids in consistent quorums (breaks exactly-once).
     pub ignore_learned: bool,
+    /// Write-throughs name no `req_prev`, as Algorithm 3 (line 20) has it: a successor chosen
+    /// only by write-throughs then tells nobody (breaks exactly-once).
+    pub write_through_forgets_req_prev: bool,
 }
 
 /// How a proposer behaves.

@@ -58,6 +58,8 @@ pub enum Message {
         value: Option<Arc<Register>>,
         /// The request that produced the value.
         req: Option<ReqId>,
+        /// The request of the value it was built on (see [`Message::Vote`]).
+        req_prev: Option<ReqId>,
     },
     /// Phase 2 (lines 14, 20 and 48–57).
     Vote {
@@ -69,8 +71,11 @@ pub enum Message {
         value: Arc<Register>,
         /// The request this value carries (for a write-through, the one it had).
         req_cur: Option<ReqId>,
-        /// For a successor proposal: the request of the value it follows, whose proposer is
-        /// told with LEARNED that its request was chosen.
+        /// The request of the value this one was built on, whose proposer is told with LEARNED
+        /// that its request was chosen. A successor proposal names the request it follows; a
+        /// write-through names the one the written value was built on (Algorithm 3 leaves it
+        /// empty there, which loses the notification when only write-throughs choose a
+        /// successor: see the acceptor's `on_vote`).
         req_prev: Option<ReqId>,
     },
     /// The acceptor voted (line 57).

@@ -403,6 +403,7 @@ impl Proposer {
                 r_voted,
                 value,
                 req,
+                req_prev,
             } => self.on_ack(
                 now_ms,
                 index,
@@ -414,6 +415,7 @@ impl Proposer {
                     r_voted,
                     value,
                     req,
+                    req_prev,
                 },
             ),
             Message::Voted { key, round } => self.on_voted(now_ms, index, &key, round),
@@ -630,16 +632,20 @@ impl Proposer {
         round: Round,
         value: Arc<Register>,
         req: Option<ReqId>,
+        req_prev: Option<ReqId>,
     ) {
         self.stats.write_throughs += 1;
+        let req_prev = req_prev.filter(|_| !self.config.bugs.write_through_forgets_req_prev);
         let reg = self.registers.get_mut(key).expect("register exists");
         reg.known = (round, value.clone());
+        // Unlike Algorithm 3 (line 20), the VOTE names the request the value was built on, so
+        // that its voters send LEARNED: a successor may be chosen only by write-throughs.
         self.broadcast(Message::Vote {
             key: key.clone(),
             round,
             value: value.clone(),
             req_cur: req,
-            req_prev: None,
+            req_prev,
         });
         self.enter_phase_two(now_ms, key, round, value, None);
     }
@@ -952,6 +958,7 @@ impl Proposer {
                 r_voted,
                 value,
                 req,
+                req_prev,
                 prepared,
             } => {
                 if op.read {
@@ -959,9 +966,13 @@ impl Proposer {
                     return;
                 }
                 reg.known = (r_voted, value.clone());
-                let mine = req.and_then(|r| op.proposals.iter().position(|p| p.req == r));
+                // Our earlier proposal was chosen if the chosen value is its value (line 8) or
+                // was built on it (then LEARNED is on its way too).
+                let mine = [req, req_prev]
+                    .into_iter()
+                    .flatten()
+                    .find_map(|r| op.proposals.iter().position(|p| p.req == r));
                 if let (Some(i), false) = (mine, bugs.ignore_learned) {
-                    // Our earlier proposal was chosen (line 8).
                     self.stats.learned += 1;
                     self.complete_proposal(now_ms, key, i);
                     return;
@@ -982,8 +993,13 @@ impl Proposer {
                 }
                 self.undecided(now_ms, key, waited);
             }
-            Verdict::WriteThrough { round, value, req } => {
-                self.write_through(now_ms, key, round, value, req);
+            Verdict::WriteThrough {
+                round,
+                value,
+                req,
+                req_prev,
+            } => {
+                self.write_through(now_ms, key, round, value, req, req_prev);
             }
             Verdict::Inconsistent => self.undecided(now_ms, key, waited),
         }
@@ -1053,6 +1069,7 @@ struct AckParts {
     r_voted: Round,
     value: Option<Arc<Register>>,
     req: Option<ReqId>,
+    req_prev: Option<ReqId>,
 }
 
 impl AckParts {
@@ -1069,6 +1086,7 @@ impl AckParts {
             r_voted: self.r_voted,
             value,
             req: self.req,
+            req_prev: self.req_prev,
         })
     }
 }

@@ -51,6 +51,8 @@ pub struct AckInfo {
     pub value: Arc<Register>,
     /// The request that produced the value.
     pub req: Option<ReqId>,
+    /// The request of the value it was built on.
+    pub req_prev: Option<ReqId>,
 }
 
 /// The latest phase 1 reply of each acceptor.
@@ -71,6 +73,8 @@ pub enum Verdict {
         value: Arc<Register>,
         /// The request that produced it.
         req: Option<ReqId>,
+        /// The request of the value it was built on: chosen too.
+        req_prev: Option<ReqId>,
         /// The round a quorum consistently acknowledged for this attempt, if any.
         prepared: Option<Round>,
     },
@@ -83,6 +87,8 @@ pub enum Verdict {
         value: Arc<Register>,
         /// Its request id, kept.
         req: Option<ReqId>,
+        /// The request of the value it was built on, kept so that the voters name it.
+        req_prev: Option<ReqId>,
     },
     /// No decision from these replies.
     Inconsistent,
@@ -166,6 +172,7 @@ impl AckTable {
                 r_voted: candidate.r_voted,
                 value: candidate.value.clone(),
                 req: candidate.req,
+                req_prev: candidate.req_prev,
                 prepared,
             };
             if prepared.is_some() {
@@ -189,6 +196,7 @@ impl AckTable {
                     round: candidate.r_ack,
                     value: highest.value.clone(),
                     req: highest.req,
+                    req_prev: highest.req_prev,
                 };
             }
         }
@@ -198,6 +206,7 @@ impl AckTable {
                 r_voted: lowest.r_voted,
                 value: lowest.value.clone(),
                 req: lowest.req,
+                req_prev: lowest.req_prev,
                 prepared: counted().filter(|a| a.inc).map(|a| a.r_ack).max(),
             };
         }
@@ -234,6 +243,7 @@ mod tests {
                 expires_at_ms: None,
             }),
             req: None,
+            req_prev: None,
         }
     }
 

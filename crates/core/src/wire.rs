@@ -25,7 +25,8 @@ use crate::ids::{Key, NodeId, ReqId};
 use crate::message::{Message, PrepareKind};
 
 /// The version this code writes and accepts.
-pub const WIRE_VERSION: u8 = 1;
+/// Version 2 added `req_prev` to ACK; nodes of different versions refuse each other.
+pub const WIRE_VERSION: u8 = 2;
 
 /// Bytes of the length field plus the fixed header.
 pub const FRAME_HEADER_BYTES: usize = 4 + 1 + 2 + 4 + 4;
@@ -175,6 +176,7 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
             r_voted,
             value,
             req,
+            req_prev,
         } => {
             out.push(TAG_ACK);
             put_key(out, key);
@@ -190,6 +192,7 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
                 }
             }
             put_req(out, *req);
+            put_req(out, *req_prev);
         }
         Message::Vote {
             key,
@@ -274,6 +277,7 @@ fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
                 None
             },
             req: r.req()?,
+            req_prev: r.req()?,
         },
         TAG_VOTE => Message::Vote {
             key,
@@ -344,13 +348,14 @@ mod tests {
                 r_voted: round(5),
                 value: Some(value.clone()),
                 req: Some(ReqId(round(1).id)),
+                req_prev: Some(ReqId(round(0).id)),
             },
             Message::Vote {
                 key: key.clone(),
                 round: round(6),
                 value,
                 req_cur: Some(ReqId(round(2).id)),
-                req_prev: None,
+                req_prev: Some(ReqId(round(1).id)),
             },
             Message::Voted {
                 key: key.clone(),

@@ -72,17 +72,18 @@ fn message() -> impl Strategy<Value = Message> {
             round(),
             round(),
             value(),
-            req()
+            (req(), req())
         )
             .prop_map(
-                |(key, attempt, inc, r_ack, r_voted, value, req)| Message::Ack {
+                |(key, attempt, inc, r_ack, r_voted, value, (req, req_prev))| Message::Ack {
                     key,
                     attempt,
                     inc,
                     r_ack,
                     r_voted,
                     value,
-                    req
+                    req,
+                    req_prev
                 }
             ),
         (key(), round(), value(), req(), req()).prop_map(

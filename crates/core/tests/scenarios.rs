@@ -33,6 +33,9 @@ impl AcceptorStore for MemStore {
     }
 }
 
+/// Which message turns a link slow.
+type Trigger = fn(&Message) -> bool;
+
 /// Three replicas and a network the test drives message by message.
 struct Net {
     replicas: BTreeMap<NodeId, Replica>,
@@ -42,6 +45,12 @@ struct Net {
     replies: Vec<(NodeId, ClientReply)>,
     /// Every message sent, in order, with its sender.
     log: Vec<(NodeId, Envelope)>,
+    /// Links (from, to) whose messages wait, in order, until the link is released: a slow link,
+    /// not a lossy one.
+    slow_links: Vec<(NodeId, NodeId)>,
+    /// Links that turn slow at the first message of a kind (the trigger is held too).
+    slow_from: Vec<(NodeId, NodeId, Trigger)>,
+    held: VecDeque<(NodeId, Envelope)>,
     now_ms: u64,
 }
 
@@ -105,6 +114,9 @@ impl Net {
             timers: BTreeMap::new(),
             replies: Vec::new(),
             log: Vec::new(),
+            slow_links: Vec::new(),
+            slow_from: Vec::new(),
+            held: VecDeque::new(),
             now_ms: 0,
         }
     }
@@ -137,6 +149,19 @@ impl Net {
         while let Some((from, envelope)) = self.queue.pop_front() {
             budget -= 1;
             assert!(budget > 0, "the scenario does not quiesce");
+            let link = (from, envelope.to);
+            if let Some(i) = self
+                .slow_from
+                .iter()
+                .position(|&(f, t, trigger)| (f, t) == link && trigger(&envelope.message))
+            {
+                self.slow_from.remove(i);
+                self.slow_links.push(link);
+            }
+            if self.slow_links.contains(&link) {
+                self.held.push_back((from, envelope));
+                continue;
+            }
             if !keep(from, &envelope) {
                 continue;
             }
@@ -148,6 +173,39 @@ impl Net {
                 .handle_message(now, from, envelope.message);
             self.collect(to);
         }
+    }
+
+    /// Makes the link `from` → `to` hold its messages (in order) until [`Net::release`], from
+    /// the first message for which `trigger` holds.
+    fn slow_down_from(&mut self, from: NodeId, to: NodeId, trigger: Trigger) {
+        self.slow_from.push((from, to, trigger));
+    }
+
+    /// Lets the messages held on `from` → `to` go, in the order they were sent.
+    fn release(&mut self, from: NodeId, to: NodeId) {
+        self.slow_links.retain(|l| *l != (from, to));
+        let (go, stay) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(f, e)| (*f, e.to) == (from, to));
+        self.held = stay;
+        self.queue.extend::<VecDeque<_>>(go);
+    }
+
+    /// Fires `node`'s timers and delivers what follows until `done` (at most 50 timers).
+    fn drive(
+        &mut self,
+        node: NodeId,
+        keep: impl Fn(NodeId, &Envelope) -> bool,
+        done: impl Fn(&Net) -> bool,
+    ) {
+        for _ in 0..50 {
+            if done(self) {
+                return;
+            }
+            self.fire_timer(node);
+            self.run(&keep);
+        }
+        panic!("{node:?} made no progress in 50 timers");
     }
 
     /// Fires the earliest pending timer of `node` (advancing the clock to it).
@@ -266,12 +324,14 @@ fn figure_2_a_write_starting_on_inconsistent_acceptors() {
         r_voted: foreign_round(1, 9, 1),
         value: int(10),
         req: None,
+        req_prev: None,
     };
     let interrupted = AcceptorState {
         r_ack: foreign_round(3, 8, 1),
         r_voted: foreign_round(2, 8, 1),
         value: int(99),
         req: None,
+        req_prev: None,
     };
     let mut a_state = chosen.clone();
     a_state.r_ack = foreign_round(4, 9, 2);
@@ -542,4 +602,78 @@ fn learned_is_not_sent_to_the_proposer_that_builds_on_its_own_request() {
         })
         .collect();
     assert_eq!(learned.len(), 3);
+}
+
+/// The flaw the whole-node simulation found (seed 6573), on three replicas and slow links, with
+/// no message of an acceptor lost. p = A's proposal (+1) is voted by A alone. q = B writes it
+/// through and builds +100 on it (naming A's request as `req_prev`), but only B's own acceptor
+/// votes for that, and its LEARNED to A is slow. s = C writes B's value through and builds
+/// +1,000 on it. A retries and sees a consistent quorum on C's value before B's LEARNED arrives.
+/// Algorithm 3's write-through names no `req_prev`, so the voters of C's write-through told A
+/// nothing and A applies +1 again; with `req_prev` kept, A's own acceptor tells A.
+fn successor_chosen_only_by_write_throughs(forget_req_prev: bool) -> (Reply, i64) {
+    let mut net = Net::new(|c| c.bugs.write_through_forgets_req_prev = forget_req_prev);
+    net.command(C, 1, Command::IncrBy(10));
+    net.run(every);
+    // A proposes 11; its VOTE reaches only A's acceptor.
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
+    assert!(net.reply(2).is_none());
+    // B does not hear C: it writes 11 through, then proposes 111 on it, which only B's own
+    // acceptor receives. B's LEARNED to A, and everything after it on that link, is slow.
+    net.slow_down_from(B, A, |m| matches!(m, Message::Learned { .. }));
+    let is_vote_of = |e: &Envelope, v: i64| matches!(&e.message, Message::Vote { value, .. } if *value == int(v));
+    let b_phase = |from: NodeId, e: &Envelope| {
+        let c_to_b = from == C && e.to == B;
+        let b_votes_111_elsewhere = from == B && e.to != B && is_vote_of(e, 111);
+        !c_to_b && !b_votes_111_elsewhere
+    };
+    net.command(B, 3, Command::IncrBy(100));
+    net.run(b_phase);
+    net.drive(B, b_phase, |net| {
+        net.log.iter().any(|(f, e)| *f == B && is_vote_of(e, 111))
+    });
+    assert_eq!(net.state(B).value, int(111));
+    assert_eq!(net.state(A).value, int(11));
+    assert_eq!(net.state(C).value, int(11));
+    // C does not hear A: it sees 111 as the highest vote, writes it through (A's acceptor votes
+    // for it too), then applies +1,000 on top.
+    let c_phase = |from: NodeId, e: &Envelope| !(from == A && e.to == C);
+    net.command(C, 4, Command::IncrBy(1000));
+    net.run(c_phase);
+    net.drive(C, c_phase, |net| net.reply(4).is_some());
+    assert_eq!(ok(net.reply(4)), Reply::Int(1111));
+    assert_eq!(net.replicas[&C].stats().write_throughs, 1);
+    // A retries while B's messages to it are still on their way.
+    net.run(every);
+    net.drive(A, every, |net| net.reply(2).is_some());
+    let reply = ok(net.reply(2));
+    net.release(B, A);
+    net.run(every);
+    net.command(C, 5, Command::Get);
+    net.run(every);
+    let Reply::Bulk(final_value) = ok(net.reply(5)) else {
+        panic!("a counter")
+    };
+    (
+        reply,
+        std::str::from_utf8(&final_value).unwrap().parse().unwrap(),
+    )
+}
+
+#[test]
+fn a_successor_chosen_only_by_write_throughs_still_tells_the_proposer_it_built_on() {
+    let (reply, value) = successor_chosen_only_by_write_throughs(false);
+    assert_eq!(reply, Reply::Int(11));
+    assert_eq!(value, 1111);
+}
+
+#[test]
+fn write_throughs_without_req_prev_apply_a_command_twice() {
+    let (reply, value) = successor_chosen_only_by_write_throughs(true);
+    assert_eq!(
+        (reply, value),
+        (Reply::Int(1112), 1112),
+        "the deliberate bug must show"
+    );
 }

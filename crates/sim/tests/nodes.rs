@@ -279,23 +279,28 @@ fn the_porcupine_checker_catches_a_broken_protocol() {
     assert_eq!(code, Some(1), "{text}");
 }
 
-/// A known exactly-once violation, found by a 20,000-seed run and not yet fixed (run it with
-/// `cargo test --release -p logless-sim --test nodes -- --ignored`; it must pass once fixed).
+/// The exactly-once violation a 20,000-seed run found before write-throughs kept `req_prev`.
 ///
-/// Node 1 proposes c0's increment (round 24, value 4). Node 2 builds on it (round 26, value 5,
-/// req_prev naming node 1's request), but round 26 is not voted by a quorum (in the trace,
-/// only by node 2's own acceptor), and that acceptor's LEARNED to node 1 is lost with a broken
-/// link. Value 5 is then chosen by write-throughs
-/// (rounds 30 and 34), and a write-through VOTE carries no req_prev, so no acceptor of the
-/// quorum that chose value 5 tells node 1. Node 1 sees a consistent quorum on value 5 with
-/// another proposer's request id and applies c0's increment again (value 6). Algorithm 3's
-/// argument assumes that a successor of p's value is chosen by a quorum that voted it with
-/// req_prev = p's request; a write-through of that successor breaks the assumption. The fix
-/// to try: acceptors keep the req_prev of the value they hold, ACKs return it, and
-/// write-throughs pass it on, so every acceptor that votes for a value built on p's request
-/// sends p a LEARNED.
+/// Node 1 proposed c0's increment (round 24, value 4). Node 2 built on it (round 26, value 5,
+/// req_prev naming node 1's request), but only node 2's own acceptor voted round 26, and its
+/// LEARNED to node 1 was lost with a broken link. Value 5 was then chosen by write-throughs
+/// (rounds 30 and 34) whose VOTEs, as in Algorithm 3, named no req_prev, so no acceptor of the
+/// quorum that chose value 5 told node 1; node 1 saw a consistent quorum on value 5 with
+/// another request id and applied c0's increment again (value 6). Now acceptors keep the
+/// req_prev of their value and write-throughs pass it on (the scenario test
+/// `a_successor_chosen_only_by_write_throughs_still_tells_the_proposer_it_built_on` in
+/// `crates/core` shows the same race by hand).
 #[test]
-#[ignore = "a known exactly-once violation, not yet fixed"]
 fn seed_6573_applies_no_increment_twice() {
     run(NodeSimConfig::for_seed(6573)).unwrap();
+}
+
+/// Seed 6573 still reaches the race: with write-throughs that forget `req_prev` (Algorithm 3 as
+/// written) it applies an increment twice again.
+#[test]
+fn seed_6573_with_write_throughs_forgetting_req_prev_is_caught() {
+    let mut config = NodeSimConfig::for_seed(6573);
+    config.bugs.core.write_through_forgets_req_prev = true;
+    let err = run(config).expect_err("seed 6573 no longer reaches the race");
+    assert!(err.contains("not linearizable"), "{err}");
 }
