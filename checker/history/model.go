@@ -25,7 +25,7 @@ type State struct {
 	Kind    Kind
 	Str     string // String: the value; Set: sorted members joined by "\x00"
 	Owner   string // Lock: the holder ("" when free)
-	Fence   int64  // Lock: the token of the latest acquisition
+	Fence   int64  // the token of the key's latest lock acquisition; DEL, SET and expiry keep it
 	Members int    // Set: the member count
 }
 
@@ -104,12 +104,13 @@ func members(s State) []string {
 	return strings.Split(s.Str, "\x00")
 }
 
-func setOf(m []string) State {
+// setOf is the state holding members m, keeping the key's fencing token from s.
+func setOf(s State, m []string) State {
 	if len(m) == 0 {
-		return State{}
+		return State{Fence: s.Fence}
 	}
 	sort.Strings(m)
-	return State{Kind: Set, Str: strings.Join(m, "\x00"), Members: len(m)}
+	return State{Kind: Set, Str: strings.Join(m, "\x00"), Members: len(m), Fence: s.Fence}
 }
 
 // parseInt follows Redis's strict integer syntax.
@@ -152,7 +153,7 @@ func Apply(s State, args []string) (Output, State, error) {
 		if s.Kind == Absent {
 			return intReply(0), s, nil
 		}
-		return intReply(1), State{}, nil
+		return intReply(1), State{Fence: s.Fence}, nil
 	case "INCR", "DECR", "INCRBY", "DECRBY":
 		return incr(s, name, rest)
 	case "SET":
@@ -180,7 +181,7 @@ func Apply(s State, args []string) (Output, State, error) {
 				m = append(m, k)
 			}
 		}
-		return intReply(changed), setOf(m), nil
+		return intReply(changed), setOf(s, m), nil
 	case "SMEMBERS":
 		if s.Kind != Absent && s.Kind != Set {
 			return wrongType, s, nil
@@ -269,7 +270,7 @@ func incr(s State, name string, rest []string) (Output, State, error) {
 	if (delta > 0 && next < current) || (delta < 0 && next > current) {
 		return overflow, s, nil
 	}
-	return intReply(next), State{Kind: String, Str: strconv.FormatInt(next, 10)}, nil
+	return intReply(next), State{Kind: String, Str: strconv.FormatInt(next, 10), Fence: s.Fence}, nil
 }
 
 // condition reads an optional NX/XX/IFEQ v/IFNE v; it reports whether the write applies.
@@ -336,7 +337,7 @@ func set(s State, rest []string) (Output, State, error) {
 		}
 		return nilReply, s, nil
 	}
-	return reply, State{Kind: String, Str: value}, nil
+	return reply, State{Kind: String, Str: value, Fence: s.Fence}, nil
 }
 
 func delex(s State, rest []string) (Output, State, error) {
@@ -344,7 +345,7 @@ func delex(s State, rest []string) (Output, State, error) {
 		return intReply(0), s, nil
 	}
 	if len(rest) == 0 {
-		return intReply(1), State{}, nil
+		return intReply(1), State{Fence: s.Fence}, nil
 	}
 	if len(rest) != 2 {
 		return Output{}, s, fmt.Errorf("DELEX takes IFEQ or IFNE and a value")
@@ -356,5 +357,5 @@ func delex(s State, rest []string) (Output, State, error) {
 	if !applies {
 		return intReply(0), s, nil
 	}
-	return intReply(1), State{}, nil
+	return intReply(1), State{Fence: s.Fence}, nil
 }

@@ -70,8 +70,17 @@ func TestCommandSemantics(t *testing.T) {
 	expect(t, out, nilReply)
 	out, l = step(t, l, "LOCK.RELEASE", "l", "alice")
 	expect(t, out, intReply(1))
-	out, _ = step(t, l, "LOCK.ACQUIRE", "l", "bob", "1000")
+	out, l = step(t, l, "LOCK.ACQUIRE", "l", "bob", "1000")
 	expect(t, out, intReply(2))
+	// The token belongs to the key: deleting or overwriting it does not restart the tokens.
+	out, gone := step(t, l, "DEL", "l")
+	expect(t, out, intReply(1))
+	out, _ = step(t, gone, "LOCK.ACQUIRE", "l", "carol", "1000")
+	expect(t, out, intReply(3))
+	_, str := step(t, gone, "SET", "l", "v")
+	_, str = step(t, str, "DEL", "l")
+	out, _ = step(t, str, "LOCK.ACQUIRE", "l", "dave", "1000")
+	expect(t, out, intReply(3))
 }
 
 func TestUnmodelledCommandsAreRejected(t *testing.T) {

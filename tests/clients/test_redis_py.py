@@ -467,11 +467,6 @@ def test_lock_errors(r, ns):
     assert error_text(e) == WRONGTYPE
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "logless bug: deleting a lock key restarts its fencing token. LOCK.ACQUIRE k a 10000 -> 1, "
-    "LOCK.RELEASE k a -> 1, LOCK.ACQUIRE k b 10000 -> 2, DEL k -> 1, LOCK.ACQUIRE k c 10000 -> 1; "
-    "the README promises a token that grows with every new owner, and a stale holder of token 2 "
-    "would now outrank the new holder of token 1"))
 def test_lock_fencing_token_never_decreases_across_del(r, ns):
     k = ns + "lock"
     t1 = r.execute_command("LOCK.ACQUIRE", k, "a", 10000)

@@ -444,7 +444,7 @@ impl Command {
                     if *live == Data::Absent {
                         Outcome::unchanged(Reply::Int(0))
                     } else {
-                        *reg = Register::default();
+                        *reg = reg.cleared();
                         Outcome::changed(Reply::Int(1))
                     }
                 }
@@ -470,7 +470,7 @@ impl Command {
                     Data::Absent => Outcome::unchanged(Reply::Nil),
                     other => match as_string(other) {
                         Some(s) => {
-                            *reg = Register::default();
+                            *reg = reg.cleared();
                             Outcome::changed(Reply::Bulk(s))
                         }
                         None => Outcome::error(CommandError::WrongType),
@@ -531,6 +531,7 @@ fn set(args: &SetArgs, reg: &mut Register, live: Data, now_ms: u64, limits: &Lim
     let next = Register {
         data: Data::Str(args.value.clone()),
         expires_at_ms,
+        fence: reg.fence,
     };
     let reply = if args.get { old } else { Reply::Ok };
     if next == *reg {
@@ -574,7 +575,7 @@ fn expire(args: &ExpireArgs, reg: &mut Register, expired: bool, now_ms: u64) -> 
     }
     if when <= now {
         // A time already past deletes the key, like Redis.
-        *reg = Register::default();
+        *reg = reg.cleared();
         return Outcome::changed(Reply::Int(1));
     }
     let at = when.unsigned_abs();
@@ -594,6 +595,7 @@ fn append(suffix: &Bytes, reg: &mut Register, expired: bool, limits: &Limits) ->
         *reg = Register {
             data: Data::Str(suffix.clone()),
             expires_at_ms: None,
+            fence: reg.fence,
         };
         return Outcome::changed(Reply::Int(suffix.len() as i64));
     }
@@ -624,7 +626,7 @@ fn del_ex(condition: &Condition, reg: &mut Register, live: Data) -> Outcome {
         Err(e) => Outcome::error(e),
         Ok(false) => Outcome::unchanged(Reply::Int(0)),
         Ok(true) => {
-            *reg = Register::default();
+            *reg = reg.cleared();
             Outcome::changed(Reply::Int(1))
         }
     }
@@ -664,6 +666,7 @@ fn sadd(members: &[Bytes], reg: &mut Register, expired: bool, limits: &Limits) -
         *reg = Register {
             data: Data::Set(set),
             expires_at_ms: None,
+            fence: reg.fence,
         };
         return Outcome::changed(Reply::Int(added));
     }
@@ -697,7 +700,7 @@ fn srem(members: &[Bytes], reg: &mut Register, expired: bool) -> Outcome {
         return Outcome::unchanged(Reply::Int(0));
     }
     if set.is_empty() {
-        *reg = Register::default();
+        *reg = reg.cleared();
     }
     Outcome::changed(Reply::Int(removed))
 }
@@ -716,9 +719,9 @@ fn lock_acquire(
     let Some(lease_until_ms) = now_ms.checked_add(lease_ms).filter(|_| lease_ms > 0) else {
         return Outcome::error(CommandError::InvalidExpireTime);
     };
-    let fence = match &reg.data {
-        _ if expired => 0,
-        Data::Absent => 0,
+    match &reg.data {
+        _ if expired => {}
+        Data::Absent => {}
         Data::Lock(lock) => {
             let held_by_other = lock
                 .owner
@@ -729,26 +732,26 @@ fn lock_acquire(
             }
             if lock.owner.as_ref() == Some(owner) && lock.lease_until_ms > now_ms {
                 // Re-acquisition by the holder extends the lease and keeps the token.
-                let fence = lock.fence;
                 reg.data = Data::Lock(LockState {
                     owner: Some(owner.clone()),
-                    fence,
                     lease_until_ms,
                 });
-                return Outcome::changed(Reply::Int(fence as i64));
+                return Outcome::changed(Reply::Int(reg.fence as i64));
             }
-            lock.fence
         }
         _ => return Outcome::error(CommandError::WrongType),
+    }
+    // The token belongs to the key and survives DEL, SET and expiry: it never repeats.
+    let Some(fence) = reg.fence.checked_add(1) else {
+        return Outcome::error(CommandError::Overflow);
     };
-    let fence = fence + 1;
     *reg = Register {
         data: Data::Lock(LockState {
             owner: Some(owner.clone()),
-            fence,
             lease_until_ms,
         }),
         expires_at_ms: None,
+        fence,
     };
     Outcome::changed(Reply::Int(fence as i64))
 }

@@ -16,6 +16,10 @@ pub struct Register {
     pub data: Data,
     /// When the key expires (proposer clock, ms); `None` for never.
     pub expires_at_ms: Option<u64>,
+    /// The fencing token of the latest lock acquisition on this key (0 before the first). It
+    /// belongs to the key, not to the lock value: DEL, SET and expiry keep it, so the tokens one
+    /// key hands out only ever grow.
+    pub fence: u64,
 }
 
 /// What a register holds.
@@ -34,13 +38,11 @@ pub enum Data {
     Lock(LockState),
 }
 
-/// A fencing lock: its holder, and a token that grows with every acquisition by a new owner.
+/// A fencing lock: its holder and lease. Its token is the register's [`Register::fence`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LockState {
     /// The current owner, if held.
     pub owner: Option<Bytes>,
-    /// The fencing token of the latest acquisition (0 before the first).
-    pub fence: u64,
     /// Until when the lease runs (proposer clock, ms).
     pub lease_until_ms: u64,
 }
@@ -60,12 +62,19 @@ pub enum DecodeError {
     /// Bytes after the end of the value.
     #[error("{0} trailing bytes after the register value")]
     Trailing(usize),
+    /// Flag bits this version does not know, or a flagged field that is not canonical.
+    #[error("invalid register flags {0:#x}")]
+    UnknownFlags(u8),
     /// Set members out of order or repeated (the encoding is canonical).
     #[error("set members not in strictly increasing order")]
     UnorderedSet,
 }
 
-const FORMAT_VERSION: u8 = 1;
+/// Version 2 moved the fencing token from the lock value to the register (a flag bit and a
+/// u64 after the expiry); version 1 records still decode.
+const FORMAT_VERSION: u8 = 2;
+const FLAG_EXPIRES: u8 = 1;
+const FLAG_FENCE: u8 = 2;
 const TAG_ABSENT: u8 = 0;
 const TAG_STR: u8 = 1;
 const TAG_INT: u8 = 2;
@@ -83,6 +92,14 @@ impl Register {
         self.expires_at_ms.is_some_and(|at| at <= now_ms)
     }
 
+    /// The absent key that keeps this key's fencing token: what DEL leaves.
+    pub fn cleared(&self) -> Register {
+        Register {
+            fence: self.fence,
+            ..Register::default()
+        }
+    }
+
     /// The data as seen at `now_ms`: absent once expired.
     pub fn live_data(&self, now_ms: u64) -> &Data {
         if self.is_expired(now_ms) {
@@ -94,27 +111,35 @@ impl Register {
 
     /// The number of bytes [`Register::encode`] writes.
     pub fn encoded_len(&self) -> usize {
-        let expiry = 1 + self.expires_at_ms.map_or(0, |_| 8);
+        let expiry = self.expires_at_ms.map_or(0, |_| 8);
+        let fence = if self.fence == 0 { 0 } else { 8 };
         let data = match &self.data {
             Data::Absent => 0,
             Data::Str(s) => 4 + s.len(),
             Data::Int(_) => 8,
             Data::Set(members) => 4 + members.iter().map(|m| 4 + m.len()).sum::<usize>(),
-            Data::Lock(lock) => 1 + lock.owner.as_ref().map_or(0, |o| 4 + o.len()) + 16,
+            Data::Lock(lock) => 1 + lock.owner.as_ref().map_or(0, |o| 4 + o.len()) + 8,
         };
-        2 + expiry + data
+        3 + expiry + fence + data
     }
 
     /// Appends the versioned, canonical binary encoding of the register to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.reserve(self.encoded_len());
         out.push(FORMAT_VERSION);
-        match self.expires_at_ms {
-            None => out.push(0),
-            Some(at) => {
-                out.push(1);
-                out.extend_from_slice(&at.to_le_bytes());
-            }
+        let mut flags = 0;
+        if self.expires_at_ms.is_some() {
+            flags |= FLAG_EXPIRES;
+        }
+        if self.fence != 0 {
+            flags |= FLAG_FENCE;
+        }
+        out.push(flags);
+        if let Some(at) = self.expires_at_ms {
+            out.extend_from_slice(&at.to_le_bytes());
+        }
+        if self.fence != 0 {
+            out.extend_from_slice(&self.fence.to_le_bytes());
         }
         match &self.data {
             Data::Absent => out.push(TAG_ABSENT),
@@ -142,7 +167,6 @@ impl Register {
                         put_bytes(out, owner);
                     }
                 }
-                out.extend_from_slice(&lock.fence.to_le_bytes());
                 out.extend_from_slice(&lock.lease_until_ms.to_le_bytes());
             }
         }
@@ -152,12 +176,30 @@ impl Register {
     pub fn decode(bytes: &[u8]) -> Result<Register, DecodeError> {
         let mut r = Reader { bytes };
         let version = r.u8()?;
-        if version != FORMAT_VERSION {
-            return Err(DecodeError::UnknownVersion(version));
+        let flags = match version {
+            // Version 1: an expiry flag byte (any non-zero value), no register-level fence.
+            1 => match r.u8()? {
+                0 => 0,
+                _ => FLAG_EXPIRES,
+            },
+            FORMAT_VERSION => r.u8()?,
+            _ => return Err(DecodeError::UnknownVersion(version)),
+        };
+        if flags & !(FLAG_EXPIRES | FLAG_FENCE) != 0 {
+            return Err(DecodeError::UnknownFlags(flags));
         }
-        let expires_at_ms = match r.u8()? {
-            0 => None,
-            _ => Some(r.u64()?),
+        let expires_at_ms = if flags & FLAG_EXPIRES != 0 {
+            Some(r.u64()?)
+        } else {
+            None
+        };
+        let mut fence = if flags & FLAG_FENCE != 0 {
+            match r.u64()? {
+                0 => return Err(DecodeError::UnknownFlags(flags)),
+                f => f,
+            }
+        } else {
+            0
         };
         let data = match r.u8()? {
             TAG_ABSENT => Data::Absent,
@@ -182,11 +224,12 @@ impl Register {
                     0 => None,
                     _ => Some(Bytes::copy_from_slice(r.bytes()?)),
                 };
-                let fence = r.u64()?;
+                if version == 1 {
+                    fence = r.u64()?;
+                }
                 let lease_until_ms = r.u64()?;
                 Data::Lock(LockState {
                     owner,
-                    fence,
                     lease_until_ms,
                 })
             }
@@ -198,6 +241,7 @@ impl Register {
         Ok(Register {
             data,
             expires_at_ms,
+            fence,
         })
     }
 }
@@ -260,20 +304,23 @@ mod tests {
             bytes().prop_map(Data::Str),
             any::<i64>().prop_map(Data::Int),
             proptest::collection::btree_set(bytes(), 0..5).prop_map(Data::Set),
-            (proptest::option::of(bytes()), any::<u64>(), any::<u64>()).prop_map(
-                |(owner, fence, lease_until_ms)| Data::Lock(LockState {
+            (proptest::option::of(bytes()), any::<u64>()).prop_map(|(owner, lease_until_ms)| {
+                Data::Lock(LockState {
                     owner,
-                    fence,
-                    lease_until_ms
+                    lease_until_ms,
                 })
-            ),
+            }),
         ]
     }
 
     proptest! {
         #[test]
-        fn encode_then_decode_is_the_identity(data in data(), expires in proptest::option::of(any::<u64>())) {
-            let register = Register { data, expires_at_ms: expires };
+        fn encode_then_decode_is_the_identity(
+            data in data(),
+            expires in proptest::option::of(any::<u64>()),
+            fence in prop_oneof![Just(0u64), any::<u64>()],
+        ) {
+            let register = Register { data, expires_at_ms: expires, fence };
             let mut buf = Vec::new();
             register.encode(&mut buf);
             prop_assert_eq!(buf.len(), register.encoded_len());
@@ -292,6 +339,7 @@ mod tests {
         Register {
             data: Data::Str(Bytes::from_static(b"abc")),
             expires_at_ms: None,
+            fence: 0,
         }
         .encode(&mut buf);
         assert_eq!(
@@ -313,10 +361,49 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_lock_decodes_with_its_token_on_the_register() {
+        // Version 1, expiry at 7, a lock held by "o" with token 5 and lease until 9.
+        let mut v1 = vec![1, 1];
+        v1.extend_from_slice(&7u64.to_le_bytes());
+        v1.extend_from_slice(&[TAG_LOCK, 1, 1, 0, 0, 0, b'o']);
+        v1.extend_from_slice(&5u64.to_le_bytes());
+        v1.extend_from_slice(&9u64.to_le_bytes());
+        let expected = Register {
+            data: Data::Lock(LockState {
+                owner: Some(Bytes::from_static(b"o")),
+                lease_until_ms: 9,
+            }),
+            expires_at_ms: Some(7),
+            fence: 5,
+        };
+        assert_eq!(Register::decode(&v1), Ok(expected.clone()));
+        let mut v2 = Vec::new();
+        expected.encode(&mut v2);
+        assert_eq!(v2[0], FORMAT_VERSION);
+        assert_eq!(Register::decode(&v2), Ok(expected));
+    }
+
+    #[test]
+    fn a_zero_fence_has_one_encoding() {
+        let mut buf = vec![FORMAT_VERSION, FLAG_FENCE];
+        buf.extend_from_slice(&0u64.to_le_bytes());
+        buf.push(TAG_ABSENT);
+        assert_eq!(
+            Register::decode(&buf),
+            Err(DecodeError::UnknownFlags(FLAG_FENCE))
+        );
+        assert_eq!(
+            Register::decode(&[FORMAT_VERSION, 4, TAG_ABSENT]),
+            Err(DecodeError::UnknownFlags(4))
+        );
+    }
+
+    #[test]
     fn expiry_is_inclusive_of_its_instant() {
         let r = Register {
             data: Data::Int(1),
             expires_at_ms: Some(100),
+            fence: 0,
         };
         assert!(r.is_live(99));
         assert!(!r.is_live(100));

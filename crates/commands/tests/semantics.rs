@@ -22,6 +22,7 @@ fn string(s: &str) -> Register {
     Register {
         data: Data::Str(b(s)),
         expires_at_ms: None,
+        fence: 0,
     }
 }
 
@@ -29,6 +30,7 @@ fn int(v: i64) -> Register {
     Register {
         data: Data::Int(v),
         expires_at_ms: None,
+        fence: 0,
     }
 }
 
@@ -36,6 +38,7 @@ fn set_of(members: &[&str]) -> Register {
     Register {
         data: Data::Set(members.iter().map(|m| b(m)).collect()),
         expires_at_ms: None,
+        fence: 0,
     }
 }
 
@@ -310,10 +313,10 @@ fn the_fencing_lock() {
         r.data,
         Data::Lock(LockState {
             owner: Some(b("a")),
-            fence: 1,
             lease_until_ms: 110
         })
     );
+    assert_eq!(r.fence, 1);
     assert_eq!(
         reply(acquire("b"), r.clone()),
         Reply::Nil,
@@ -335,10 +338,10 @@ fn the_fencing_lock() {
     let expired = Register {
         data: Data::Lock(LockState {
             owner: Some(b("a")),
-            fence: 7,
             lease_until_ms: 10,
         }),
         expires_at_ms: None,
+        fence: 7,
     };
     assert_eq!(
         reply(acquire("b"), expired),
@@ -348,6 +351,53 @@ fn the_fencing_lock() {
     assert_eq!(
         reply(acquire("a"), string("s")),
         Reply::Error(CommandError::WrongType)
+    );
+}
+
+#[test]
+fn fencing_tokens_survive_del_set_and_expiry() {
+    let acquire = |o: &str| Command::LockAcquire {
+        owner: b(o),
+        lease_ms: 100,
+    };
+    let (_, held) = run(acquire("a"), Register::default());
+    let (_, held) = run(
+        acquire("b"),
+        run(Command::LockRelease { owner: b("a") }, held).1,
+    );
+    assert_eq!(held.fence, 2);
+    let (o, deleted) = run(Command::Del, held);
+    assert_eq!(o.reply, Reply::Int(1));
+    assert!(!deleted.is_live(10), "DEL leaves an absent key");
+    let (o, again) = run(acquire("c"), deleted.clone());
+    assert_eq!(
+        o.reply,
+        Reply::Int(3),
+        "a deleted lock key does not restart its tokens"
+    );
+    let (_, overwritten) = run(
+        Command::Set(SetArgs {
+            value: b("v"),
+            condition: Condition::Always,
+            expiry: Expiry::Clear,
+            get: false,
+        }),
+        again,
+    );
+    assert_eq!(
+        reply(Command::Get, overwritten.clone()),
+        Reply::Bulk(b("v"))
+    );
+    let (_, cleared) = run(Command::Del, overwritten);
+    assert_eq!(reply(acquire("d"), cleared), Reply::Int(4));
+    let expiring = Register {
+        expires_at_ms: Some(5),
+        ..deleted
+    };
+    assert_eq!(
+        reply(acquire("e"), expiring),
+        Reply::Int(3),
+        "expiry keeps it too"
     );
 }
 
@@ -527,10 +577,10 @@ fn type_names() {
     let lock = Register {
         data: Data::Lock(LockState {
             owner: None,
-            fence: 1,
             lease_until_ms: 0,
         }),
         expires_at_ms: None,
+        fence: 1,
     };
     assert_eq!(ty(lock), Reply::Status("lock"));
     assert_eq!(ty(with_ttl(string("v"), 10)), Reply::Status("none"));
@@ -812,9 +862,12 @@ fn any_register() -> impl Strategy<Value = Register> {
         proptest::collection::btree_set("[a-c]", 1..3)
             .prop_map(|m| Data::Set(m.into_iter().map(Bytes::from).collect())),
     ];
-    (data, proptest::option::of(0u64..40)).prop_map(|(data, expires_at_ms)| Register {
-        data,
-        expires_at_ms,
+    (data, proptest::option::of(0u64..40), 0u64..3).prop_map(|(data, expires_at_ms, fence)| {
+        Register {
+            data,
+            expires_at_ms,
+            fence,
+        }
     })
 }
 

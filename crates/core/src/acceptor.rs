@@ -300,6 +300,7 @@ mod tests {
             value: Arc::new(Register {
                 data: Data::Int(42),
                 expires_at_ms: None,
+                fence: 0,
             }),
             req: Some(ReqId(id)),
             req_prev: Some(ReqId(AttemptId { seq: 4, ..id })),

@@ -241,6 +241,7 @@ mod tests {
             value: Arc::new(Register {
                 data: Data::Int(v),
                 expires_at_ms: None,
+                fence: 0,
             }),
             req: None,
             req_prev: None,

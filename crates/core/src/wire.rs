@@ -327,6 +327,7 @@ mod tests {
         let value = Arc::new(Register {
             data: Data::Int(7),
             expires_at_ms: Some(9),
+            fence: 0,
         });
         vec![
             Message::Prepare {

@@ -38,6 +38,7 @@ fn value() -> impl Strategy<Value = Option<Arc<Register>>> {
         Arc::new(Register {
             data: Data::Int(v),
             expires_at_ms: None,
+            fence: 0,
         })
     }))
 }

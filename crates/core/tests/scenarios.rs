@@ -66,6 +66,7 @@ fn int(v: i64) -> Arc<Register> {
     Arc::new(Register {
         data: Data::Int(v),
         expires_at_ms: None,
+        fence: 0,
     })
 }
 
