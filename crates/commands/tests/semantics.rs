@@ -301,12 +301,16 @@ fn delex_and_digest() {
     );
 }
 
+fn lock_acquire(owner: &str, lease_ms: u64) -> Command {
+    Command::LockAcquire {
+        owner: b(owner),
+        lease_ms,
+    }
+}
+
 #[test]
 fn the_fencing_lock() {
-    let acquire = |o: &str| Command::LockAcquire {
-        owner: b(o),
-        lease_ms: 100,
-    };
+    let acquire = |o: &str| lock_acquire(o, 100);
     let (o, r) = run(acquire("a"), Register::default());
     assert_eq!(o.reply, Reply::Int(1));
     assert_eq!(
@@ -356,10 +360,7 @@ fn the_fencing_lock() {
 
 #[test]
 fn fencing_tokens_survive_del_set_and_expiry() {
-    let acquire = |o: &str| Command::LockAcquire {
-        owner: b(o),
-        lease_ms: 100,
-    };
+    let acquire = |o: &str| lock_acquire(o, 100);
     let (_, held) = run(acquire("a"), Register::default());
     let (_, held) = run(
         acquire("b"),

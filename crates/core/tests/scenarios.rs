@@ -225,6 +225,16 @@ impl Net {
         self.collect(node);
     }
 
+    /// Reads the counter through `node` with a fault-free network.
+    fn read_counter(&mut self, node: NodeId, tag: u64) -> i64 {
+        self.command(node, tag, Command::Get);
+        self.run(every);
+        let Reply::Bulk(value) = ok(self.reply(tag)) else {
+            panic!("a counter")
+        };
+        std::str::from_utf8(&value).unwrap().parse().unwrap()
+    }
+
     fn reply(&self, tag: u64) -> Option<&ClientReply> {
         self.replies
             .iter()
@@ -396,15 +406,7 @@ fn double_apply_scenario(ignore_learned: bool) -> (Reply, i64) {
         net.run(every);
     }
     let reply = ok(net.reply(2));
-    net.command(C, 4, Command::Get);
-    net.run(every);
-    let Reply::Bulk(final_value) = ok(net.reply(4)) else {
-        panic!("a counter")
-    };
-    (
-        reply,
-        std::str::from_utf8(&final_value).unwrap().parse().unwrap(),
-    )
+    (reply, net.read_counter(C, 4))
 }
 
 #[test]
@@ -651,15 +653,7 @@ fn successor_chosen_only_by_write_throughs(forget_req_prev: bool) -> (Reply, i64
     let reply = ok(net.reply(2));
     net.release(B, A);
     net.run(every);
-    net.command(C, 5, Command::Get);
-    net.run(every);
-    let Reply::Bulk(final_value) = ok(net.reply(5)) else {
-        panic!("a counter")
-    };
-    (
-        reply,
-        std::str::from_utf8(&final_value).unwrap().parse().unwrap(),
-    )
+    (reply, net.read_counter(C, 5))
 }
 
 #[test]
