@@ -104,10 +104,15 @@ func members(s State) []string {
 	return strings.Split(s.Str, "\x00")
 }
 
+// cleared is the absent key that keeps s's fencing token: what DEL leaves.
+func cleared(s State) State {
+	return State{Fence: s.Fence}
+}
+
 // setOf is the state holding members m, keeping the key's fencing token from s.
 func setOf(s State, m []string) State {
 	if len(m) == 0 {
-		return State{Fence: s.Fence}
+		return cleared(s)
 	}
 	sort.Strings(m)
 	return State{Kind: Set, Str: strings.Join(m, "\x00"), Members: len(m), Fence: s.Fence}
@@ -153,7 +158,7 @@ func Apply(s State, args []string) (Output, State, error) {
 		if s.Kind == Absent {
 			return intReply(0), s, nil
 		}
-		return intReply(1), State{Fence: s.Fence}, nil
+		return intReply(1), cleared(s), nil
 	case "INCR", "DECR", "INCRBY", "DECRBY":
 		return incr(s, name, rest)
 	case "SET":
@@ -345,7 +350,7 @@ func delex(s State, rest []string) (Output, State, error) {
 		return intReply(0), s, nil
 	}
 	if len(rest) == 0 {
-		return intReply(1), State{Fence: s.Fence}, nil
+		return intReply(1), cleared(s), nil
 	}
 	if len(rest) != 2 {
 		return Output{}, s, fmt.Errorf("DELEX takes IFEQ or IFNE and a value")
@@ -357,5 +362,5 @@ func delex(s State, rest []string) (Output, State, error) {
 	if !applies {
 		return intReply(0), s, nil
 	}
-	return intReply(1), State{Fence: s.Fence}, nil
+	return intReply(1), cleared(s), nil
 }
