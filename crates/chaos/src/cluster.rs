@@ -1,9 +1,9 @@
-//! The replica processes: free loopback ports, starting `logless server`, SIGKILL, SIGSTOP /
+//! The replica processes: starting `logless server`, SIGKILL, SIGSTOP /
 //! SIGCONT, restarts, noticing replicas that exit on their own, readiness, and shutdown.
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -64,21 +64,6 @@ pub struct Cluster {
     config: ClusterConfig,
     nodes: Vec<NodeProcess>,
     started: Instant,
-}
-
-/// Finds `count` distinct free loopback ports by binding port 0 (all held until all are found).
-pub fn free_ports(count: usize) -> std::io::Result<Vec<SocketAddr>> {
-    let listeners: Vec<TcpListener> = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()?;
-    listeners.iter().map(|l| l.local_addr()).collect()
-}
-
-/// The last `lines` lines of a file.
-pub fn log_tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<_> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 fn signal(pid: u32, name: &str) -> bool {
@@ -225,7 +210,7 @@ impl Cluster {
                 exits.push(UnexpectedExit {
                     id: node.spec.id,
                     status: status.to_string(),
-                    log_tail: log_tail(&node.spec.log, 20),
+                    log_tail: logless_harness::log_tail(&node.spec.log, 20),
                 });
             }
         }

@@ -109,7 +109,11 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
     std::fs::create_dir_all(&config.out)
         .map_err(|e| format!("cannot create {}: {e}", config.out.display()))?;
     let data = config.out.join("data");
-    let ports = cluster::free_ports(3 * usize::from(n)).map_err(|e| format!("ports: {e}"))?;
+    let ports: Vec<SocketAddr> = logless_harness::ports::free_ports(3 * n)
+        .map_err(|e| format!("ports: {e}"))?
+        .into_iter()
+        .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+        .collect();
     let specs: Vec<NodeSpec> = ids
         .iter()
         .map(|&id| {

@@ -372,16 +372,7 @@ fn bad_clients_and_bad_peers_lose_only_their_connection() {
 #[test]
 fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
     // A base port whose Redis, peer and HTTP neighbours are all free.
-    let base = (0..200)
-        .map(|i| 20_000 + ((std::process::id() as u16 % 100) * 97 + i * 13) % 30_000)
-        .find(|&p| {
-            (0..3).all(|i| {
-                [p + i, p + 1000 + i, p + 2000 + i]
-                    .iter()
-                    .all(|&q| std::net::TcpListener::bind(("127.0.0.1", q)).is_ok())
-            })
-        })
-        .expect("a free port range");
+    let base = logless_harness::ports::free_block(&[0, 1000, 2000], 3).expect("free ports");
     let dir = tempfile::tempdir().unwrap();
     let mut up = Command::new(common::binary())
         .args(["up", "--port", &base.to_string(), "--log-level", "warn"])

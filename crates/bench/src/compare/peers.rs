@@ -9,7 +9,7 @@
 //! [`Proc`] or a [`Running`] stops its processes.
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -141,7 +141,7 @@ impl Proc {
 
     /// The last lines of its log.
     pub fn log_tail(&self) -> String {
-        tail(&self.log, 12)
+        logless_harness::log_tail(&self.log, 12)
     }
 }
 
@@ -149,13 +149,6 @@ impl Drop for Proc {
     fn drop(&mut self) {
         self.stop(Duration::from_secs(15));
     }
-}
-
-/// The last `n` lines of a file.
-pub fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<_> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// The families of systems.
@@ -262,34 +255,9 @@ pub fn ensure_installed(binary: &str, package: &str, install: bool) -> Result<Pa
     })
 }
 
-fn port_free(port: u32) -> bool {
-    port < 65_536 && TcpListener::bind(("127.0.0.1", port as u16)).is_ok()
-}
-
 /// A base port `b` such that `b + offset + i` is free for every offset and `i < count`.
 pub fn free_ports(offsets: &[u16], count: u16) -> Result<u16, String> {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-        ^ u64::from(std::process::id()) << 20;
-    let mut x = seed | 1;
-    for _ in 0..500 {
-        // xorshift: a different candidate each try.
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        // Below Linux's ephemeral range (32768 and up), so that no outgoing connection of
-        // another process or test takes a port between this check and the peer's bind.
-        let base = 10_000 + (x % 20_000) as u32;
-        if offsets
-            .iter()
-            .all(|o| (0..u32::from(count)).all(|i| port_free(base + u32::from(*o) + i)))
-        {
-            return Ok(base as u16);
-        }
-    }
-    Err("no free ports on loopback".into())
+    logless_harness::ports::free_block(offsets, count).map_err(|e| e.to_string())
 }
 
 /// One RESP request on a fresh connection; the first line of the reply.
@@ -690,28 +658,8 @@ pub fn start_etcd(
 mod tests {
     use super::*;
 
-    /// Taken by the tests that spawn processes and the one that probes ports: a child holds
-    /// copies of the parent's sockets between fork and exec, so a port probed and released
-    /// in that window is still bound when the test binds it again.
-    static SPAWN_OR_PROBE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    #[test]
-    fn free_ports_are_free() {
-        let _serial = SPAWN_OR_PROBE.lock().unwrap_or_else(|e| e.into_inner());
-        let base = free_ports(&[0, 1000], 3).unwrap();
-        for o in [0u16, 1000] {
-            for i in 0..3 {
-                let port = base + o + i;
-                if let Err(e) = TcpListener::bind(("127.0.0.1", port)) {
-                    panic!("port {port} (base {base}): {e}");
-                }
-            }
-        }
-    }
-
     #[test]
     fn a_proc_under_timeout_is_stopped_and_killed() {
-        let _serial = SPAWN_OR_PROBE.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let mut p = Proc::spawn(
             "sleep",

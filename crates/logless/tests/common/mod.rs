@@ -1,6 +1,6 @@
 //! Real replica processes on free loopback ports, for the integration tests.
 #![allow(dead_code)]
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -8,14 +8,6 @@ use std::time::{Duration, Instant};
 /// The `logless` binary under test.
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_logless"))
-}
-
-/// A port nobody listens on now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// One replica's addresses and process.
@@ -44,13 +36,14 @@ impl Cluster {
 
     pub fn start_with(n: usize, durability: &str, extra_args: &[&str]) -> Cluster {
         let root = tempfile::tempdir().expect("temp dir");
+        let ports = logless_harness::ports::free_ports(3 * n as u16).expect("free ports");
         let replicas = (0..n)
             .map(|i| {
-                let addr = |p| SocketAddr::from(([127, 0, 0, 1], p));
+                let addr = |p| SocketAddr::from(([127, 0, 0, 1], ports[3 * i + p]));
                 Replica {
-                    client: addr(free_port()),
-                    peer: addr(free_port()),
-                    http: addr(free_port()),
+                    client: addr(0),
+                    peer: addr(1),
+                    http: addr(2),
                     dir: root.path().join(format!("node-{}", i + 1)),
                     log: root.path().join(format!("node-{}.log", i + 1)),
                     child: None,
@@ -189,9 +182,7 @@ impl Cluster {
 }
 
 pub fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<_> = text.lines().collect();
-    lines[lines.len().saturating_sub(30)..].join("\n")
+    logless_harness::log_tail(path, 30)
 }
 
 impl Drop for Cluster {
