@@ -1,8 +1,15 @@
-//! Register operations per second of the in-process cluster on one core, no network delays:
-//! 3 replicas, 10,000 registers, 5% and 50% writes. What remains is the protocol's CPU cost
-//! (proposer, acceptor, message handling, batching) plus the simulator's event queue.
+//! Register operations per second of the in-process cluster on one core: 3 replicas, 10,000
+//! registers, 5% and 50% writes.
+//!
+//! * `direct_cluster`: replicas hand messages straight to each other ([`DirectCluster`]), so
+//!   what is measured is the protocol's CPU cost (proposer, acceptor, message construction,
+//!   batching); with 1,000 clients (about one command per register in flight) and with 100,000
+//!   (about ten per register, which the proposer batches);
+//! * `in_process_cluster`: the simulated cluster without faults or delays, which adds the
+//!   simulator's event queue and per-message bookkeeping.
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
+use logless_sim::direct::{DirectCluster, DirectConfig};
 
 const CLIENTS: u32 = 1_000;
 const COMMANDS_PER_CLIENT: u32 = 50;
@@ -46,5 +53,46 @@ fn cluster_throughput(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cluster_throughput);
+/// Commands answered per measured run of the direct cluster.
+const DIRECT_OPERATIONS: u64 = 200_000;
+
+fn direct_cluster_throughput(c: &mut Criterion) {
+    let mut group = c.benchmark_group("direct_cluster");
+    group.sample_size(10);
+    for clients in [1_000, 100_000] {
+        for writes in [0.05, 0.5] {
+            let config = DirectConfig {
+                replicas: 3,
+                keys: 10_000,
+                clients,
+                write_fraction: writes,
+                seed: 42,
+            };
+            // Warm up the registers (the first command on each runs phase 1) outside the timing.
+            let mut cluster = DirectCluster::new(config);
+            cluster.run(u64::from(clients) * 10);
+            group.throughput(Throughput::Elements(DIRECT_OPERATIONS));
+            let name = format!("{clients}_clients_{}pct_writes", (writes * 100.0) as u32);
+            group.bench_function(BenchmarkId::new("10k_registers", name), |b| {
+                // A run ends with the turn in which the count is reached, so it may answer a
+                // few more: the time is scaled to exactly DIRECT_OPERATIONS.
+                b.iter_custom(|iterations| {
+                    let mut total = std::time::Duration::ZERO;
+                    for _ in 0..iterations {
+                        let start = std::time::Instant::now();
+                        let report = cluster.run(DIRECT_OPERATIONS);
+                        let elapsed = start.elapsed();
+                        assert_eq!(report.errors, 0);
+                        total +=
+                            elapsed.mul_f64(DIRECT_OPERATIONS as f64 / report.operations as f64);
+                    }
+                    total
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, direct_cluster_throughput, cluster_throughput);
 criterion_main!(benches);

@@ -1,0 +1,219 @@
+//! An in-process cluster without a network, for measuring what the protocol costs in CPU.
+//!
+//! Core replicas ([`Replica`]) hand their messages straight to each other in turns, the way a
+//! node's shard loop batches its inputs: in one turn every replica takes all messages that
+//! arrived since its last turn, the timers that fell due and the commands of clients whose
+//! previous command was answered, then its output is routed (sends, then the acceptor replies
+//! released by an in-memory store, then client answers). Nothing is lost, delayed or reordered,
+//! and no history is recorded; what remains is the protocol's own work — proposer, acceptor,
+//! batching, message construction — plus a few vector pushes per message.
+//!
+//! Time is logical: each turn is one millisecond, so phase timeouts, straggler waits and
+//! backoffs keep their meaning in turns. The run is deterministic for a seed.
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use bytes::Bytes;
+use logless_commands::command::Command;
+use logless_core::acceptor::AcceptorState;
+use logless_core::config::ProposerConfig;
+use logless_core::ids::{ClientTag, Key, NodeId};
+use logless_core::message::Message;
+use logless_core::persist::AcceptorStore;
+use logless_core::proposer::ProposerStats;
+use logless_core::replica::Replica;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct DirectConfig {
+    /// Replicas (each a proposer and an acceptor).
+    pub replicas: u16,
+    /// Registers, chosen uniformly by every command.
+    pub keys: u32,
+    /// Closed-loop clients, spread evenly over the replicas: each sends its next command as soon
+    /// as the previous one is answered.
+    pub clients: u32,
+    /// The fraction of commands that are INCRBY 1; the rest are GET.
+    pub write_fraction: f64,
+    /// The seed of the workload's choices and the proposers' backoff.
+    pub seed: u64,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct DirectReport {
+    /// Commands answered.
+    pub operations: u64,
+    /// Commands answered with an error (none are expected without faults).
+    pub errors: u64,
+    /// Messages delivered between replicas (a replica's messages to itself included).
+    pub messages: u64,
+    /// Turns (logical milliseconds).
+    pub turns: u64,
+    /// The proposers' counters since the cluster started, summed.
+    pub proposers: ProposerStats,
+}
+
+/// A store that keeps nothing: the replicas' states live in their own maps.
+struct NullStore;
+
+impl AcceptorStore for NullStore {
+    type Error = std::convert::Infallible;
+    fn write(&mut self, _: &Key, _: &AcceptorState) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// One replica with its inbox and its timers.
+struct Member {
+    replica: Replica,
+    inbox: Vec<(NodeId, Message)>,
+    /// Due time, key, token.
+    timers: BinaryHeap<Reverse<(u64, Key, u64)>>,
+    /// Clients of this replica whose next command is due this turn.
+    ready: Vec<ClientTag>,
+}
+
+/// The cluster.
+pub struct DirectCluster {
+    config: DirectConfig,
+    members: Vec<Member>,
+    keys: Vec<Key>,
+    rng: SmallRng,
+    /// The logical clock: one millisecond per turn.
+    now_ms: u64,
+}
+
+impl DirectCluster {
+    /// A cluster with every register at ⊥ and every client ready.
+    pub fn new(config: DirectConfig) -> DirectCluster {
+        assert!(config.replicas > 0 && config.keys > 0 && config.clients > 0);
+        let nodes: Vec<NodeId> = (1..=config.replicas).map(NodeId).collect();
+        let members = nodes
+            .iter()
+            .map(|&node| Member {
+                replica: Replica::new(
+                    node,
+                    1,
+                    ProposerConfig::new(nodes.clone()),
+                    config.seed ^ u64::from(node.0),
+                    [],
+                ),
+                inbox: Vec::new(),
+                timers: BinaryHeap::new(),
+                ready: (0..config.clients)
+                    .filter(|c| c % u32::from(config.replicas) == u32::from(node.0 - 1))
+                    .map(|c| ClientTag(u64::from(c)))
+                    .collect(),
+            })
+            .collect();
+        let keys = (0..config.keys)
+            .map(|i| Key::new(Bytes::from(format!("key:{i:08}"))))
+            .collect();
+        DirectCluster {
+            rng: SmallRng::seed_from_u64(config.seed),
+            config,
+            members,
+            keys,
+            now_ms: 0,
+        }
+    }
+
+    /// Runs turns until at least `operations` more commands were answered; the clients keep
+    /// their commands in flight between runs.
+    pub fn run(&mut self, operations: u64) -> DirectReport {
+        let mut report = DirectReport::default();
+        let mut incoming = Vec::new();
+        let mut ready = Vec::new();
+        while report.operations < operations {
+            let now_ms = self.now_ms;
+            self.now_ms += 1;
+            report.turns += 1;
+            for i in 0..self.members.len() {
+                let me = NodeId(i as u16 + 1);
+                std::mem::swap(&mut incoming, &mut self.members[i].inbox);
+                std::mem::swap(&mut ready, &mut self.members[i].ready);
+                report.messages += incoming.len() as u64;
+                for client in ready.drain(..) {
+                    let (key, command) = self.next_command();
+                    self.members[i]
+                        .replica
+                        .handle_command(now_ms, client, key, command);
+                }
+                let member = &mut self.members[i];
+                while member.timers.peek().is_some_and(|t| t.0 .0 <= now_ms) {
+                    let Reverse((_, key, token)) = member.timers.pop().expect("peeked");
+                    member.replica.handle_timer(now_ms, &key, token);
+                }
+                for (from, message) in incoming.drain(..) {
+                    member.replica.handle_message(now_ms, from, message);
+                }
+                self.route(i, me, &mut report);
+            }
+        }
+        // The counters since the cluster started.
+        for member in &self.members {
+            report.proposers += member.replica.stats();
+        }
+        report
+    }
+
+    fn next_command(&mut self) -> (Key, Command) {
+        let key = self.keys[self.rng.random_range(0..self.keys.len())].clone();
+        let command = if self.rng.random_bool(self.config.write_fraction) {
+            Command::IncrBy(1)
+        } else {
+            Command::Get
+        };
+        (key, command)
+    }
+
+    /// Moves member `i`'s output: messages to inboxes, timers to its heap, answered clients to
+    /// its ready list.
+    fn route(&mut self, i: usize, me: NodeId, report: &mut DirectReport) {
+        let output = self.members[i].replica.take_output();
+        let Ok(released) = output.persist.commit(&mut NullStore);
+        for envelope in output.sends.into_iter().chain(released) {
+            let to = usize::from(envelope.to.0 - 1);
+            self.members[to].inbox.push((me, envelope.message));
+        }
+        let member = &mut self.members[i];
+        for timer in output.timers {
+            member
+                .timers
+                .push(Reverse((timer.at_ms, timer.key, timer.token)));
+        }
+        for reply in output.replies {
+            report.operations += 1;
+            report.errors += u64::from(reply.result.is_err());
+            member.ready.push(reply.client);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_is_answered_without_errors() {
+        let mut cluster = DirectCluster::new(DirectConfig {
+            replicas: 3,
+            keys: 100,
+            clients: 60,
+            write_fraction: 0.5,
+            seed: 1,
+        });
+        let report = cluster.run(5_000);
+        assert!(report.operations >= 5_000);
+        assert_eq!(report.errors, 0);
+        // A write takes at least one round trip through a quorum, a read one PREPARE to each
+        // acceptor and its ACK; anything less means messages were not delivered.
+        assert!(report.messages >= 2 * 2 * report.operations, "{report:?}");
+    }
+}
