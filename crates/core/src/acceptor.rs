@@ -34,13 +34,31 @@ pub struct AcceptorState {
     pub req_prev: Option<ReqId>,
 }
 
-/// What an acceptor decided for one message.
+/// What an acceptor decided for one message: always one reply to the sender, and for a vote
+/// that builds on another proposer's request, a LEARNED to that proposer.
 #[derive(Debug, PartialEq, Eq)]
 pub struct AcceptorStep {
-    /// The new state, if it changed: it must be persisted before any of `replies` leave.
+    /// The new state, if it changed: it must be persisted before the replies leave.
     pub next: Option<AcceptorState>,
-    /// Replies (and LEARNED notifications), sealed until `next` is durable.
-    pub replies: Vec<Envelope>,
+    /// The LEARNED notification, sealed until `next` is durable; it goes out before `reply`.
+    pub learned: Option<Envelope>,
+    /// ACK, NACK or VOTED to the sender, sealed until `next` is durable.
+    pub reply: Envelope,
+}
+
+impl AcceptorStep {
+    fn unchanged(reply: Envelope) -> AcceptorStep {
+        AcceptorStep {
+            next: None,
+            learned: None,
+            reply,
+        }
+    }
+
+    /// The replies in the order they leave.
+    pub fn replies(&self) -> impl Iterator<Item = &Envelope> {
+        self.learned.iter().chain(std::iter::once(&self.reply))
+    }
 }
 
 /// Handles one message addressed to an acceptor. Messages that are not for acceptors give
@@ -130,7 +148,8 @@ fn on_prepare(
             let reply = ack(&next, from, key, attempt, true, r_ack, known_voted);
             AcceptorStep {
                 next: Some(next),
-                replies: vec![reply],
+                learned: None,
+                reply,
             }
         }
         PrepareKind::Read => {
@@ -138,10 +157,7 @@ fn on_prepare(
                 n: state.r_ack.n,
                 id: attempt,
             };
-            AcceptorStep {
-                next: None,
-                replies: vec![ack(state, from, key, attempt, false, r_ack, known_voted)],
-            }
+            AcceptorStep::unchanged(ack(state, from, key, attempt, false, r_ack, known_voted))
         }
     }
 }
@@ -155,10 +171,7 @@ fn on_paxos_prep(
     known_voted: Round,
 ) -> AcceptorStep {
     if round <= state.r_ack {
-        return AcceptorStep {
-            next: None,
-            replies: vec![nack(state, from, key, round)],
-        };
+        return AcceptorStep::unchanged(nack(state, from, key, round));
     }
     let next = AcceptorState {
         r_ack: round,
@@ -167,7 +180,8 @@ fn on_paxos_prep(
     let reply = ack(&next, from, key, round.id, true, round, known_voted);
     AcceptorStep {
         next: Some(next),
-        replies: vec![reply],
+        learned: None,
+        reply,
     }
 }
 
@@ -183,33 +197,27 @@ fn on_vote(
     req_prev: Option<ReqId>,
 ) -> AcceptorStep {
     if round < state.r_ack {
-        return AcceptorStep {
-            next: None,
-            replies: vec![nack(state, from, key, round)],
-        };
+        return AcceptorStep::unchanged(nack(state, from, key, round));
     }
-    let mut replies = Vec::with_capacity(2);
     // The proposer of the previous request is told it was chosen, unless it also made the
     // current request: a proposer builds on its own request's value only once it knows that
     // request was chosen. The test is on the requests, not on who sends the VOTE: a proposer
     // writing another's value through may be the one whose request that value was built on.
     let same_proposer = |prev: &ReqId| req_cur.is_some_and(|c| c.proposer() == prev.proposer());
-    if let Some(prev) = req_prev.filter(|p| !same_proposer(p)) {
-        replies.push(Envelope {
-            to: prev.proposer().node,
-            message: Message::Learned {
-                key: key.clone(),
-                req: prev,
-            },
-        });
-    }
-    replies.push(Envelope {
+    let learned = req_prev.filter(|p| !same_proposer(p)).map(|prev| Envelope {
+        to: prev.proposer().node,
+        message: Message::Learned {
+            key: key.clone(),
+            req: prev,
+        },
+    });
+    let reply = Envelope {
         to: from,
         message: Message::Voted {
             key: key.clone(),
             round,
         },
-    });
+    };
     AcceptorStep {
         next: Some(AcceptorState {
             r_ack: round.successor(),
@@ -218,7 +226,8 @@ fn on_vote(
             req: req_cur,
             req_prev,
         }),
-        replies,
+        learned,
+        reply,
     }
 }
 

@@ -7,9 +7,10 @@
 //! (group commit), and only then hands the replies back. Replies whose acceptor state did not
 //! change still wait for the batch: they may reveal state changed by an earlier message of the
 //! same batch, which is not durable before the flush either.
-use crate::acceptor::AcceptorState;
+use crate::acceptor::{AcceptorState, AcceptorStep};
 use crate::ids::Key;
 use crate::message::Envelope;
+use crate::proposer::room_for_next;
 
 /// The durable home of acceptor states, implemented by the storage layer (or a test double).
 pub trait AcceptorStore {
@@ -35,12 +36,22 @@ impl PersistBatch {
         PersistBatch::default()
     }
 
-    /// Adds a state change (if any) and the replies that depend on it.
-    pub fn add(&mut self, key: &Key, next: Option<AcceptorState>, replies: Vec<Envelope>) {
-        if let Some(state) = next {
+    /// Adds an acceptor's state change (if any) and the replies that depend on it.
+    pub fn add(&mut self, key: &Key, step: AcceptorStep) {
+        if let Some(state) = step.next {
             self.writes.push((key.clone(), state));
         }
-        self.sealed.extend(replies);
+        self.sealed.extend(step.learned);
+        self.sealed.push(step.reply);
+    }
+
+    /// Takes the batch, leaving an empty one with room for half as much again as this one held.
+    pub fn take(&mut self) -> PersistBatch {
+        let next = PersistBatch {
+            writes: Vec::with_capacity(room_for_next(self.writes.len())),
+            sealed: Vec::with_capacity(room_for_next(self.sealed.len())),
+        };
+        std::mem::replace(self, next)
     }
 
     /// Whether there is nothing to write and nothing to release.
@@ -72,5 +83,15 @@ impl PersistBatch {
         self,
     ) -> (Vec<(Key, AcceptorState)>, Vec<Envelope>) {
         (self.writes, self.sealed)
+    }
+
+    /// A batch of the states [`PersistBatch::release_unpersisted_for_fault_injection`] took
+    /// out, with no replies, to be persisted late. Only for the same harness tests.
+    #[doc(hidden)]
+    pub fn writes_only_for_fault_injection(writes: Vec<(Key, AcceptorState)>) -> PersistBatch {
+        PersistBatch {
+            writes,
+            sealed: Vec::new(),
+        }
     }
 }

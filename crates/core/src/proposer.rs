@@ -192,7 +192,8 @@ struct FastPath {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct RegisterProposer {
     queue: VecDeque<Pending>,
-    op: Option<Operation>,
+    /// The operation in progress, boxed so that an idle register stays small.
+    op: Option<Box<Operation>>,
     timer_token: u64,
     /// When the timer with the current token fires, if one is armed. A later wake-up needs no
     /// new timer: the armed one fires first and re-arms.
@@ -215,20 +216,57 @@ impl RegisterProposer {
     }
 }
 
+/// Finished operations kept for their buffers, at most this many.
+const SPARE_OPERATIONS_MAX: usize = 1_024;
+
 /// The proposer of one node (or one shard of it): all registers it coordinates.
 ///
 /// Equality and hashing (for the model checker) cover the protocol state only: the random
-/// number generator (which only spaces retries in time) and the counters are left out.
+/// number generator (which only spaces retries in time), the counters and the spare buffers are
+/// left out.
 #[derive(Clone, Debug)]
 pub struct Proposer {
+    shared: Shared,
+    registers: FxHashMap<Key, RegisterProposer>,
+}
+
+/// What the steps of every register share: identity, configuration, attempt ids, randomness,
+/// output and counters.
+#[derive(Clone, Debug)]
+struct Shared {
     id: ProposerId,
     config: ProposerConfig,
     quorum: usize,
     next_seq: u64,
     rng: SmallRng,
-    registers: FxHashMap<Key, RegisterProposer>,
     out: ProposerOutput,
     stats: ProposerStats,
+    /// Finished operations, emptied, so that starting one allocates nothing. Boxed because
+    /// they move into and out of the registers' `op` as boxes.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Operation>>,
+}
+
+impl Shared {
+    fn mint(&mut self) -> AttemptId {
+        self.next_seq += 1;
+        AttemptId {
+            proposer: self.id,
+            seq: self.next_seq,
+        }
+    }
+
+    fn acceptors(&self) -> usize {
+        self.config.acceptors.len()
+    }
+}
+
+/// One step of one register: its key, its state and what all registers share. Every input
+/// looks its register up once and then works through this.
+struct Step<'a> {
+    key: &'a Key,
+    reg: &'a mut RegisterProposer,
+    shared: &'a mut Shared,
 }
 
 impl std::ops::AddAssign<&ProposerStats> for ProposerStats {
@@ -247,10 +285,10 @@ impl std::ops::AddAssign<&ProposerStats> for ProposerStats {
 
 impl PartialEq for Proposer {
     fn eq(&self, other: &Proposer) -> bool {
-        self.id == other.id
-            && self.next_seq == other.next_seq
+        self.shared.id == other.shared.id
+            && self.shared.next_seq == other.shared.next_seq
             && self.registers == other.registers
-            && self.out == other.out
+            && self.shared.out == other.shared.out
     }
 }
 
@@ -258,12 +296,12 @@ impl Eq for Proposer {}
 
 impl Hash for Proposer {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.id.hash(state);
-        self.next_seq.hash(state);
+        self.shared.id.hash(state);
+        self.shared.next_seq.hash(state);
         let mut registers: Vec<_> = self.registers.iter().collect();
         registers.sort_unstable_by(|a, b| a.0.cmp(b.0));
         registers.hash(state);
-        self.out.hash(state);
+        self.shared.out.hash(state);
     }
 }
 
@@ -276,64 +314,76 @@ impl Proposer {
             "1 to 64 acceptors"
         );
         Proposer {
-            id,
-            quorum: config.quorum(),
-            config,
-            next_seq: 0,
-            rng: SmallRng::seed_from_u64(rng_seed),
+            shared: Shared {
+                id,
+                quorum: config.quorum(),
+                config,
+                next_seq: 0,
+                rng: SmallRng::seed_from_u64(rng_seed),
+                out: ProposerOutput::default(),
+                stats: ProposerStats::default(),
+                spare: Vec::new(),
+            },
             registers: FxHashMap::default(),
-            out: ProposerOutput::default(),
-            stats: ProposerStats::default(),
         }
     }
 
     /// This proposer's identity.
     pub fn id(&self) -> ProposerId {
-        self.id
+        self.shared.id
     }
 
     /// The counters so far.
     pub fn stats(&self) -> &ProposerStats {
-        &self.stats
+        &self.shared.stats
     }
 
     /// The configuration.
     pub fn config(&self) -> &ProposerConfig {
-        &self.config
+        &self.shared.config
     }
 
-    /// Takes everything produced since the last call.
+    /// Takes everything produced since the last call. The next output starts with room for half
+    /// as much again as this one held, so that a busy proposer does not grow (and copy) its
+    /// vectors from nothing in every turn.
     pub fn drain_output(&mut self) -> ProposerOutput {
-        std::mem::take(&mut self.out)
+        let out = &self.shared.out;
+        let next = ProposerOutput {
+            sends: Vec::with_capacity(room_for_next(out.sends.len())),
+            replies: Vec::with_capacity(room_for_next(out.replies.len())),
+            timers: Vec::with_capacity(room_for_next(out.timers.len())),
+        };
+        std::mem::replace(&mut self.shared.out, next)
     }
 
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work
     /// and retries, used to bound model checking.
     pub fn attempts_minted(&self) -> u64 {
-        self.next_seq
-    }
-
-    fn mint(&mut self) -> AttemptId {
-        self.next_seq += 1;
-        AttemptId {
-            proposer: self.id,
-            seq: self.next_seq,
-        }
+        self.shared.next_seq
     }
 
     fn acceptor_index(&self, node: NodeId) -> Option<usize> {
-        self.config.acceptors.iter().position(|a| *a == node)
+        self.shared.config.acceptors.iter().position(|a| *a == node)
+    }
+
+    /// The step of an existing register.
+    fn step<'a>(&'a mut self, key: &'a Key) -> Option<Step<'a>> {
+        let reg = self.registers.get_mut(key)?;
+        Some(Step {
+            key,
+            reg,
+            shared: &mut self.shared,
+        })
     }
 
     /// A client command for register `key`.
     pub fn handle_command(&mut self, now_ms: u64, client: ClientTag, key: Key, command: Command) {
-        let queue_max = self.config.queue_commands_max;
         let reg = self
             .registers
             .entry(key.clone())
             .or_insert_with(RegisterProposer::new);
-        if reg.queue.len() >= queue_max {
-            self.out.replies.push(ClientReply {
+        if reg.queue.len() >= self.shared.config.queue_commands_max {
+            self.shared.out.replies.push(ClientReply {
                 client,
                 result: Err(ProposeError::Overloaded),
             });
@@ -346,7 +396,12 @@ impl Proposer {
             read_only,
         });
         if reg.op.is_none() {
-            self.start_next(now_ms, &key);
+            Step {
+                key: &key,
+                reg,
+                shared: &mut self.shared,
+            }
+            .start_next(now_ms);
         }
     }
 
@@ -368,25 +423,24 @@ impl Proposer {
 
     /// A wake-up requested earlier.
     pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
-        let Some(reg) = self.registers.get(key) else {
+        let Some(mut step) = self.step(key) else {
             return;
         };
-        if reg.timer_token != token || reg.op.is_none() {
+        if step.reg.timer_token != token || step.reg.op.is_none() {
             return;
         }
-        let reg = self.registers.get_mut(key).expect("checked");
-        reg.timer_armed_ms = None;
-        let op = reg.op.as_ref().expect("checked");
+        step.reg.timer_armed_ms = None;
+        let op = step.reg.op.as_ref().expect("checked");
         if now_ms >= op.deadline_ms {
-            self.time_out(now_ms, key);
+            step.time_out(now_ms);
             return;
         }
         if now_ms < op.wake_ms {
-            let at = op_wake(reg);
-            self.arm_timer(key, at);
+            let at = op_wake(step.reg);
+            step.arm_timer(at);
             return;
         }
-        self.on_wake(now_ms, key);
+        step.on_wake(now_ms);
     }
 
     /// A message from an acceptor (ACK, VOTED, NACK, LEARNED).
@@ -404,101 +458,137 @@ impl Proposer {
                 value,
                 req,
                 req_prev,
-            } => self.on_ack(
-                now_ms,
-                index,
-                &key,
-                attempt,
-                AckParts {
-                    inc,
-                    r_ack,
-                    r_voted,
-                    value,
-                    req,
-                    req_prev,
-                },
-            ),
-            Message::Voted { key, round } => self.on_voted(now_ms, index, &key, round),
-            Message::Nack { key, round, r_ack } => self.on_nack(now_ms, index, &key, round, r_ack),
-            Message::Learned { key, req } => self.on_learned(now_ms, &key, req),
+            } => {
+                if let Some(mut step) = self.step(&key) {
+                    let ack = AckParts {
+                        inc,
+                        r_ack,
+                        r_voted,
+                        value,
+                        req,
+                        req_prev,
+                    };
+                    step.on_ack(now_ms, index, attempt, ack);
+                }
+            }
+            Message::Voted { key, round } => {
+                if let Some(mut step) = self.step(&key) {
+                    step.on_voted(now_ms, index, round);
+                }
+            }
+            Message::Nack { key, round, r_ack } => {
+                if let Some(mut step) = self.step(&key) {
+                    step.on_nack(now_ms, index, round, r_ack);
+                }
+            }
+            Message::Learned { key, req } => {
+                if let Some(mut step) = self.step(&key) {
+                    step.on_learned(now_ms, req);
+                }
+            }
             Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {}
         }
+    }
+}
+
+impl Step<'_> {
+    fn op(&self) -> &Operation {
+        self.reg.op.as_ref().expect("operation")
+    }
+
+    fn op_mut(&mut self) -> &mut Operation {
+        self.reg.op.as_mut().expect("operation")
     }
 
     // ----- starting operations -----
 
-    fn start_next(&mut self, now_ms: u64, key: &Key) {
-        let batch_max = self.config.batch_commands_max;
-        let deadline_ms = now_ms + self.config.request_timeout_ms;
-        let acceptors = self.config.acceptors.len();
-        let reg = self.registers.get_mut(key).expect("register exists");
-        debug_assert!(reg.op.is_none());
-        let Some(first) = reg.queue.front() else {
+    fn start_next(&mut self, now_ms: u64) {
+        debug_assert!(self.reg.op.is_none());
+        let Some(first) = self.reg.queue.front() else {
             return;
         };
         let read = first.read_only;
-        let mut batch = Vec::new();
-        while batch.len() < batch_max && reg.queue.front().is_some_and(|p| p.read_only == read) {
-            batch.push(reg.queue.pop_front().expect("checked"));
-        }
-        reg.op = Some(Operation {
-            read,
-            batch,
-            fast: false,
-            proposals: Vec::new(),
-            excluded: AcceptorSet::default(),
-            deadline_ms,
-            retries: 0,
-            phase: Phase::Backoff,
-            wake_ms: deadline_ms,
+        let batch_max = self.shared.config.batch_commands_max;
+        let deadline_ms = now_ms + self.shared.config.request_timeout_ms;
+        let mut op = self.shared.spare.pop().unwrap_or_else(|| {
+            Box::new(Operation {
+                read,
+                batch: Vec::new(),
+                fast: false,
+                proposals: Vec::new(),
+                excluded: AcceptorSet::default(),
+                deadline_ms,
+                retries: 0,
+                phase: Phase::Backoff,
+                wake_ms: deadline_ms,
+            })
         });
+        debug_assert!(op.batch.is_empty() && op.proposals.is_empty());
+        op.read = read;
+        op.fast = false;
+        op.excluded = AcceptorSet::default();
+        op.deadline_ms = deadline_ms;
+        op.retries = 0;
+        op.phase = Phase::Backoff;
+        op.wake_ms = deadline_ms;
+        while op.batch.len() < batch_max
+            && self.reg.queue.front().is_some_and(|p| p.read_only == read)
+        {
+            op.batch.push(self.reg.queue.pop_front().expect("checked"));
+        }
+        self.reg.op = Some(op);
         if read {
-            self.send_read(now_ms, key, None, acceptors);
-        } else if self.config.fast_writes && reg.fast.is_some() {
-            self.send_fast_write(now_ms, key);
+            self.send_read(now_ms, None);
+        } else if self.shared.config.fast_writes && self.reg.fast.is_some() {
+            self.send_fast_write(now_ms);
         } else {
-            self.send_prepare(now_ms, key);
+            self.send_prepare(now_ms);
         }
     }
 
     fn broadcast(&mut self, message: Message) {
-        let (last, rest) = self.config.acceptors.split_last().expect("acceptors");
+        let out = &mut self.shared.out.sends;
+        let (last, rest) = self
+            .shared
+            .config
+            .acceptors
+            .split_last()
+            .expect("acceptors");
         for to in rest {
-            self.out.sends.push(Envelope {
+            out.push(Envelope {
                 to: *to,
                 message: message.clone(),
             });
         }
-        self.out.sends.push(Envelope { to: *last, message });
+        out.push(Envelope { to: *last, message });
     }
 
-    fn arm_timer(&mut self, key: &Key, at_ms: u64) {
-        let reg = self.registers.get_mut(key).expect("register exists");
-        if reg.timer_armed_ms.is_some_and(|armed| armed <= at_ms) {
+    fn arm_timer(&mut self, at_ms: u64) {
+        if self.reg.timer_armed_ms.is_some_and(|armed| armed <= at_ms) {
             return;
         }
-        reg.timer_armed_ms = Some(at_ms);
-        reg.timer_token += 1;
-        self.out.timers.push(TimerRequest {
-            key: key.clone(),
-            token: reg.timer_token,
+        self.reg.timer_armed_ms = Some(at_ms);
+        self.reg.timer_token += 1;
+        self.shared.out.timers.push(TimerRequest {
+            key: self.key.clone(),
+            token: self.reg.timer_token,
             at_ms,
         });
     }
 
-    fn set_phase(&mut self, key: &Key, phase: Phase, wake_ms: u64) {
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let op = reg.op.as_mut().expect("operation");
+    fn set_phase(&mut self, phase: Phase, wake_ms: u64) {
+        let op = self.op_mut();
         op.phase = phase;
         op.wake_ms = wake_ms;
-        let at = op_wake(reg);
-        self.arm_timer(key, at);
+        let at = op_wake(self.reg);
+        self.arm_timer(at);
     }
 
     /// Read phase 1: a new PREPARE(read), keeping replies collected by earlier attempts.
-    fn send_read(&mut self, now_ms: u64, key: &Key, carry: Option<ReadCollect>, acceptors: usize) {
-        let attempt = self.mint();
-        let known_voted = self.registers[key].known.0;
+    fn send_read(&mut self, now_ms: u64, carry: Option<ReadCollect>) {
+        let attempt = self.shared.mint();
+        let known_voted = self.reg.known.0;
+        let acceptors = self.shared.acceptors();
         let mut collect = carry.unwrap_or_else(|| ReadCollect {
             attempts: Vec::new(),
             acks: AckTable::new(acceptors),
@@ -509,89 +599,82 @@ impl Proposer {
         collect.attempts.push(attempt);
         collect.current_replies = AcceptorSet::default();
         self.broadcast(Message::Prepare {
-            key: key.clone(),
+            key: self.key.clone(),
             kind: PrepareKind::Read,
             attempt,
             known_voted,
         });
-        let wake = now_ms + self.config.phase_timeout_ms;
-        self.set_phase(key, Phase::Read(collect), wake);
+        let wake = now_ms + self.shared.config.phase_timeout_ms;
+        self.set_phase(Phase::Read(collect), wake);
     }
 
     /// Write phase 1 with an incremental round.
-    fn send_prepare(&mut self, now_ms: u64, key: &Key) {
-        let attempt = self.mint();
-        let reg = self.registers.get_mut(key).expect("register exists");
-        reg.fast = None;
-        let known_voted = reg.known.0;
+    fn send_prepare(&mut self, now_ms: u64) {
+        let attempt = self.shared.mint();
+        self.reg.fast = None;
+        let known_voted = self.reg.known.0;
         self.broadcast(Message::Prepare {
-            key: key.clone(),
+            key: self.key.clone(),
             kind: PrepareKind::Write,
             attempt,
             known_voted,
         });
-        self.enter_phase_one(now_ms, key, attempt, true);
+        self.enter_phase_one(now_ms, attempt, true);
     }
 
     /// Phase 1 with an explicit round above everything seen.
-    fn send_paxos_prep(&mut self, now_ms: u64, key: &Key, r_ack_seen: Round) {
-        let attempt = self.mint();
-        let reg = self.registers.get_mut(key).expect("register exists");
-        reg.fast = None;
+    fn send_paxos_prep(&mut self, now_ms: u64, r_ack_seen: Round) {
+        let attempt = self.shared.mint();
+        self.reg.fast = None;
         let round = Round {
             n: r_ack_seen.n.saturating_add(1),
             id: attempt,
         };
-        let known_voted = reg.known.0;
+        let known_voted = self.reg.known.0;
         self.broadcast(Message::PaxosPrep {
-            key: key.clone(),
+            key: self.key.clone(),
             round,
             known_voted,
         });
-        self.enter_phase_one(now_ms, key, attempt, false);
+        self.enter_phase_one(now_ms, attempt, false);
     }
 
-    fn enter_phase_one(&mut self, now_ms: u64, key: &Key, attempt: AttemptId, incremental: bool) {
+    fn enter_phase_one(&mut self, now_ms: u64, attempt: AttemptId, incremental: bool) {
         let phase = Phase::Prepare(PhaseOne {
             attempt,
             incremental,
-            acks: AckTable::new(self.config.acceptors.len()),
+            acks: AckTable::new(self.shared.acceptors()),
             nacked: AcceptorSet::default(),
             r_ack_seen: Round::BOTTOM,
         });
-        let wake = now_ms + self.config.phase_timeout_ms;
-        self.set_phase(key, phase, wake);
+        let wake = now_ms + self.shared.config.phase_timeout_ms;
+        self.set_phase(phase, wake);
     }
 
     /// A fast write: vote in the pre-acknowledged round on top of our last chosen value.
-    fn send_fast_write(&mut self, now_ms: u64, key: &Key) {
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let fast = reg.fast.take().expect("fast path");
-        reg.op.as_mut().expect("operation").fast = true;
+    fn send_fast_write(&mut self, now_ms: u64) {
+        let fast = self.reg.fast.take().expect("fast path");
+        self.op_mut().fast = true;
         // Even a batch that changes nothing (SET of the value already there, a failed
         // condition) is proposed: its answers need a quorum's confirmation that the base is
         // still the latest state, and a vote in the pre-acknowledged round gives that in one
         // round trip while keeping the fast path, where phase 1 would cost the same round
         // trip, a persisted round at every acceptor, and the fast path.
-        let (value, replies, _changed) = self.apply_batch(key, &fast.base, now_ms);
-        self.propose(now_ms, key, fast.round, value, replies, fast.base_req);
+        let (value, replies, _changed) = self.apply_batch(&fast.base, now_ms);
+        self.propose(now_ms, fast.round, value, replies, fast.base_req);
     }
 
     /// Applies the operation's commands in order to `base`.
-    fn apply_batch(
-        &self,
-        key: &Key,
-        base: &Register,
-        now_ms: u64,
-    ) -> (Arc<Register>, Vec<Reply>, bool) {
-        let op = self.registers[key].op.as_ref().expect("operation");
+    fn apply_batch(&self, base: &Register, now_ms: u64) -> (Arc<Register>, Vec<Reply>, bool) {
+        let limits = &self.shared.config.limits;
         let mut value = base.clone();
         let mut changed = false;
-        let replies = op
+        let replies = self
+            .op()
             .batch
             .iter()
             .map(|p| {
-                let outcome = p.command.apply(&mut value, now_ms, &self.config.limits);
+                let outcome = p.command.apply(&mut value, now_ms, limits);
                 changed |= outcome.changed;
                 outcome.reply
             })
@@ -603,57 +686,52 @@ impl Proposer {
     fn propose(
         &mut self,
         now_ms: u64,
-        key: &Key,
         round: Round,
         value: Arc<Register>,
         replies: Vec<Reply>,
         req_prev: Option<ReqId>,
     ) {
-        let req = ReqId(self.mint());
-        let reg = self.registers.get_mut(key).expect("register exists");
-        reg.known = (round, value.clone());
-        let op = reg.op.as_mut().expect("operation");
+        let req = ReqId(self.shared.mint());
+        self.reg.known = (round, value.clone());
+        let op = self.op_mut();
         op.proposals.push(Proposal { req, replies });
         let proposal = Some(op.proposals.len() - 1);
         self.broadcast(Message::Vote {
-            key: key.clone(),
+            key: self.key.clone(),
             round,
             value: value.clone(),
             req_cur: Some(req),
             req_prev,
         });
-        self.enter_phase_two(now_ms, key, round, value, proposal);
+        self.enter_phase_two(now_ms, round, value, proposal);
     }
 
     fn write_through(
         &mut self,
         now_ms: u64,
-        key: &Key,
         round: Round,
         value: Arc<Register>,
         req: Option<ReqId>,
         req_prev: Option<ReqId>,
     ) {
-        self.stats.write_throughs += 1;
-        let req_prev = req_prev.filter(|_| !self.config.bugs.write_through_forgets_req_prev);
-        let reg = self.registers.get_mut(key).expect("register exists");
-        reg.known = (round, value.clone());
+        self.shared.stats.write_throughs += 1;
+        let req_prev = req_prev.filter(|_| !self.shared.config.bugs.write_through_forgets_req_prev);
+        self.reg.known = (round, value.clone());
         // Unlike Algorithm 3 (line 20), the VOTE names the request the value was built on, so
         // that its voters send LEARNED: a successor may be chosen only by write-throughs.
         self.broadcast(Message::Vote {
-            key: key.clone(),
+            key: self.key.clone(),
             round,
             value: value.clone(),
             req_cur: req,
             req_prev,
         });
-        self.enter_phase_two(now_ms, key, round, value, None);
+        self.enter_phase_two(now_ms, round, value, None);
     }
 
     fn enter_phase_two(
         &mut self,
         now_ms: u64,
-        key: &Key,
         round: Round,
         value: Arc<Register>,
         proposal: Option<usize>,
@@ -665,111 +743,102 @@ impl Proposer {
             voted: AcceptorSet::default(),
             nacked: AcceptorSet::default(),
         });
-        let wake = now_ms + self.config.phase_timeout_ms;
-        self.set_phase(key, phase, wake);
+        let wake = now_ms + self.shared.config.phase_timeout_ms;
+        self.set_phase(phase, wake);
     }
 
     /// Waits a randomised, growing delay, then retries phase 1 with an incremental PREPARE.
-    fn back_off(&mut self, now_ms: u64, key: &Key) {
-        self.stats.retries += 1;
-        let reg = self.registers.get_mut(key).expect("register exists");
-        reg.fast = None;
-        let op = reg.op.as_mut().expect("operation");
+    fn back_off(&mut self, now_ms: u64) {
+        self.shared.stats.retries += 1;
+        self.reg.fast = None;
+        let op = self.reg.op.as_mut().expect("operation");
         op.retries += 1;
         let shift = op.retries.min(16);
-        let bound = (self.config.backoff_base_ms << shift).min(self.config.backoff_max_ms);
-        let delay = self.rng.random_range(0..=bound.max(1));
-        self.set_phase(key, Phase::Backoff, now_ms + delay);
+        let config = &self.shared.config;
+        let bound = (config.backoff_base_ms << shift).min(config.backoff_max_ms);
+        let delay = self.shared.rng.random_range(0..=bound.max(1));
+        self.set_phase(Phase::Backoff, now_ms + delay);
     }
 
     // ----- finishing operations -----
 
-    fn finish(&mut self, now_ms: u64, key: &Key, replies: Vec<ClientReply>) {
-        let reg = self.registers.get_mut(key).expect("register exists");
-        reg.op = None;
-        reg.timer_token += 1;
-        reg.timer_armed_ms = None;
-        self.out.replies.extend(replies);
-        if !self.registers[key].queue.is_empty() {
-            self.start_next(now_ms, key);
+    /// Ends the operation, whose clients have their answers, and starts the next one.
+    fn finish(&mut self, now_ms: u64) {
+        let mut op = self.reg.op.take().expect("operation");
+        self.reg.timer_token += 1;
+        self.reg.timer_armed_ms = None;
+        if self.shared.spare.len() < SPARE_OPERATIONS_MAX {
+            op.batch.clear();
+            op.proposals.clear();
+            op.phase = Phase::Backoff;
+            self.shared.spare.push(op);
+        }
+        if !self.reg.queue.is_empty() {
+            self.start_next(now_ms);
         }
     }
 
-    fn answers(op: &Operation, replies: Vec<Reply>) -> Vec<ClientReply> {
-        debug_assert_eq!(op.batch.len(), replies.len());
-        op.batch
-            .iter()
-            .zip(replies)
-            .map(|(p, reply)| ClientReply {
+    /// Answers every command of the batch with `replies`, in order.
+    fn answer(&mut self, replies: impl IntoIterator<Item = Reply>) {
+        let op = self.reg.op.as_ref().expect("operation");
+        let out = &mut self.shared.out.replies;
+        for (p, reply) in op.batch.iter().zip(replies) {
+            out.push(ClientReply {
                 client: p.client,
                 result: Ok(reply),
-            })
-            .collect()
+            });
+        }
     }
 
-    fn failures(op: &Operation, error: ProposeError) -> Vec<ClientReply> {
-        op.batch
-            .iter()
-            .map(|p| ClientReply {
-                client: p.client,
-                result: Err(error),
-            })
-            .collect()
-    }
-
-    fn time_out(&mut self, now_ms: u64, key: &Key) {
-        self.stats.timeouts += 1;
-        let reg = self.registers.get_mut(key).expect("register exists");
-        reg.fast = None;
-        let op = reg.op.as_ref().expect("operation");
+    fn time_out(&mut self, now_ms: u64) {
+        self.shared.stats.timeouts += 1;
+        self.reg.fast = None;
+        let op = self.reg.op.as_ref().expect("operation");
         let error = if op.proposals.is_empty() {
             ProposeError::NotApplied
         } else {
             ProposeError::OutcomeUnknown
         };
-        let replies = Self::failures(op, error);
-        self.finish(now_ms, key, replies);
+        for p in &op.batch {
+            self.shared.out.replies.push(ClientReply {
+                client: p.client,
+                result: Err(error),
+            });
+        }
+        self.finish(now_ms);
     }
 
     /// Completes a write operation whose proposal `index` is known chosen.
-    fn complete_proposal(&mut self, now_ms: u64, key: &Key, index: usize) {
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let op = reg.op.as_mut().expect("operation");
-        let replies = std::mem::take(&mut op.proposals[index].replies);
-        let answers = Self::answers(op, replies);
-        self.stats.writes += 1;
-        self.finish(now_ms, key, answers);
+    fn complete_proposal(&mut self, now_ms: u64, index: usize) {
+        let replies = std::mem::take(&mut self.op_mut().proposals[index].replies);
+        debug_assert_eq!(self.op().batch.len(), replies.len());
+        self.answer(replies);
+        self.shared.stats.writes += 1;
+        self.finish(now_ms);
     }
 
     // ----- handling replies -----
 
-    fn on_learned(&mut self, now_ms: u64, key: &Key, req: ReqId) {
-        if self.config.bugs.ignore_learned {
+    fn on_learned(&mut self, now_ms: u64, req: ReqId) {
+        if self.shared.config.bugs.ignore_learned {
             return;
         }
-        let Some(reg) = self.registers.get_mut(key) else {
-            return;
-        };
         // Another proposer built on our value: the round we pre-hold is gone.
-        reg.fast = None;
-        let Some(op) = reg.op.as_ref() else {
+        self.reg.fast = None;
+        let Some(op) = self.reg.op.as_ref() else {
             return;
         };
         if let Some(index) = op.proposals.iter().position(|p| p.req == req) {
-            self.stats.learned += 1;
-            self.complete_proposal(now_ms, key, index);
+            self.shared.stats.learned += 1;
+            self.complete_proposal(now_ms, index);
         }
     }
 
-    fn on_ack(&mut self, now_ms: u64, index: usize, key: &Key, attempt: AttemptId, ack: AckParts) {
-        let Some(reg) = self.registers.get_mut(key) else {
+    fn on_ack(&mut self, now_ms: u64, index: usize, attempt: AttemptId, ack: AckParts) {
+        let Some(op) = self.reg.op.as_mut() else {
             return;
         };
-        let known = reg.known.clone();
-        let Some(op) = reg.op.as_mut() else {
-            return;
-        };
-        let Some(info) = ack.resolve(&known) else {
+        let Some(info) = ack.resolve(&self.reg.known) else {
             return;
         };
         match &mut op.phase {
@@ -778,24 +847,21 @@ impl Proposer {
                     collect.current_replies.insert(index);
                 }
                 collect.acks.record(index, info);
-                self.evaluate_read(now_ms, key, false);
+                self.evaluate_read(now_ms, false);
             }
             Phase::Prepare(one) if one.attempt == attempt => {
                 one.r_ack_seen = one.r_ack_seen.max(info.r_ack);
                 one.acks.record(index, info);
-                self.evaluate_phase_one(now_ms, key, false);
+                self.evaluate_phase_one(now_ms, false);
             }
             _ => {}
         }
     }
 
-    fn on_nack(&mut self, now_ms: u64, index: usize, key: &Key, rejected: Round, r_ack: Round) {
-        let acceptors = self.config.acceptors.len();
-        let quorum = self.quorum;
-        let Some(reg) = self.registers.get_mut(key) else {
-            return;
-        };
-        let Some(op) = reg.op.as_mut() else {
+    fn on_nack(&mut self, now_ms: u64, index: usize, rejected: Round, r_ack: Round) {
+        let acceptors = self.shared.acceptors();
+        let quorum = self.shared.quorum;
+        let Some(op) = self.reg.op.as_mut() else {
             return;
         };
         let failed = match &mut op.phase {
@@ -810,20 +876,17 @@ impl Proposer {
             }
             _ => return,
         };
-        self.stats.nacks += 1;
-        reg.fast = None;
+        self.shared.stats.nacks += 1;
+        self.reg.fast = None;
         if failed {
-            self.back_off(now_ms, key);
+            self.back_off(now_ms);
         }
     }
 
-    fn on_voted(&mut self, now_ms: u64, index: usize, key: &Key, round: Round) {
-        let quorum = self.quorum;
-        let fast_writes = self.config.fast_writes;
-        let Some(reg) = self.registers.get_mut(key) else {
-            return;
-        };
-        let Some(op) = reg.op.as_mut() else {
+    fn on_voted(&mut self, now_ms: u64, index: usize, round: Round) {
+        let quorum = self.shared.quorum;
+        let fast_writes = self.shared.config.fast_writes;
+        let Some(op) = self.reg.op.as_mut() else {
             return;
         };
         let Phase::Vote(two) = &mut op.phase else {
@@ -834,61 +897,58 @@ impl Proposer {
         }
         // A quorum voted: the value of `round` is chosen.
         let (round, value, proposal) = (two.round, two.value.clone(), two.proposal);
-        reg.known = (round, value.clone());
+        self.reg.known = (round, value.clone());
         match proposal {
             Some(i) => {
                 if fast_writes {
-                    reg.fast = Some(FastPath {
+                    self.reg.fast = Some(FastPath {
                         round: round.successor(),
                         base: value,
                         base_req: Some(op.proposals[i].req),
                     });
                 }
                 if op.fast && op.proposals.len() == 1 {
-                    self.stats.fast_writes += 1;
+                    self.shared.stats.fast_writes += 1;
                 }
-                self.complete_proposal(now_ms, key, i);
+                self.complete_proposal(now_ms, i);
             }
             None if op.read => {
                 // The interrupted write is finished; read again (it should now be consistent).
-                let acceptors = self.config.acceptors.len();
-                self.send_read(now_ms, key, None, acceptors);
+                self.send_read(now_ms, None);
             }
-            None => self.send_prepare(now_ms, key),
+            None => self.send_prepare(now_ms),
         }
     }
 
     /// Answers every read of the operation from the chosen state `(r_voted, value)`.
-    fn answer_reads(&mut self, now_ms: u64, key: &Key, r_voted: Round, value: Arc<Register>) {
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let op = reg.op.as_ref().expect("operation");
-        let replies = op
-            .batch
-            .iter()
-            .map(|p| p.command.read(&value, now_ms))
-            .collect();
-        let answers = Self::answers(op, replies);
+    fn answer_reads(&mut self, now_ms: u64, r_voted: Round, value: Arc<Register>) {
+        let op = self.reg.op.as_ref().expect("operation");
+        for p in &op.batch {
+            self.shared.out.replies.push(ClientReply {
+                client: p.client,
+                result: Ok(p.command.read(&value, now_ms)),
+            });
+        }
         // Our pre-acknowledged round is only good while our own vote is the latest.
-        if reg
+        if self
+            .reg
             .fast
             .as_ref()
             .is_some_and(|f| f.round != r_voted.successor())
         {
-            reg.fast = None;
+            self.reg.fast = None;
         }
-        reg.known = (r_voted, value);
-        self.stats.reads += 1;
-        self.finish(now_ms, key, answers);
+        self.reg.known = (r_voted, value);
+        self.shared.stats.reads += 1;
+        self.finish(now_ms);
     }
 
     /// Asks the acceptors again, keeping the replies collected so far. `rounds` is what the
     /// inconsistent view showed, for a retry that counts toward X; `None` for a re-send after
     /// too few replies.
-    fn retry_read(&mut self, now_ms: u64, key: &Key, rounds: Option<Vec<(Round, Round)>>) {
-        self.stats.retries += 1;
-        let acceptors = self.config.acceptors.len();
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let op = reg.op.as_mut().expect("operation");
+    fn retry_read(&mut self, now_ms: u64, rounds: Option<Vec<(Round, Round)>>) {
+        self.shared.stats.retries += 1;
+        let op = self.op_mut();
         let Phase::Read(mut carry) = std::mem::replace(&mut op.phase, Phase::Backoff) else {
             unreachable!("only a read operation retries its read");
         };
@@ -896,37 +956,35 @@ impl Proposer {
             carry.retries += 1;
             carry.previous_rounds = Some(rounds);
         }
-        self.send_read(now_ms, key, Some(carry), acceptors);
+        self.send_read(now_ms, Some(carry));
     }
 
     /// Decides what a read's collected replies allow.
-    fn evaluate_read(&mut self, now_ms: u64, key: &Key, waited: bool) {
-        let quorum = self.quorum;
-        let acceptors = self.config.acceptors.len();
-        let read_retries_max = self.config.read_retries_max;
-        let accept_inconsistent = self.config.bugs.accept_inconsistent_quorum;
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let op = reg.op.as_mut().expect("operation");
-        let Phase::Read(collect) = &mut op.phase else {
+    fn evaluate_read(&mut self, now_ms: u64, waited: bool) {
+        let quorum = self.shared.quorum;
+        let acceptors = self.shared.acceptors();
+        let read_retries_max = self.shared.config.read_retries_max;
+        let accept_inconsistent = self.shared.config.bugs.accept_inconsistent_quorum;
+        let Phase::Read(collect) = &mut self.op_mut().phase else {
             return;
         };
         let verdict = collect
             .acks
             .verdict(quorum, AcceptorSet::default(), accept_inconsistent);
         if let Verdict::Consistent { r_voted, value, .. } = verdict {
-            self.answer_reads(now_ms, key, r_voted, value);
+            self.answer_reads(now_ms, r_voted, value);
             return;
         }
         let replied = collect.current_replies.len();
         if replied < quorum && waited {
             // Too few replies before the phase timeout: ask again (not a retry of X: nothing
             // inconsistent was seen, messages were lost or acceptors are down).
-            self.retry_read(now_ms, key, None);
+            self.retry_read(now_ms, None);
             return;
         }
         if replied < quorum || (replied < acceptors && !waited) {
             if replied >= quorum && !waited {
-                self.wait_for_stragglers(now_ms, key);
+                self.wait_for_stragglers(now_ms);
             }
             return;
         }
@@ -934,19 +992,18 @@ impl Proposer {
         let rounds = collect.acks.rounds();
         let stuck = collect.previous_rounds.as_ref() == Some(&rounds);
         if collect.retries < read_retries_max && !stuck {
-            self.retry_read(now_ms, key, Some(rounds));
+            self.retry_read(now_ms, Some(rounds));
         } else {
             let r_ack_seen = collect.acks.r_ack_max();
-            self.send_paxos_prep(now_ms, key, r_ack_seen);
+            self.send_paxos_prep(now_ms, r_ack_seen);
         }
     }
 
     /// Decides what phase 1 replies allow (Algorithm 3, lines 6–24).
-    fn evaluate_phase_one(&mut self, now_ms: u64, key: &Key, waited: bool) {
-        let quorum = self.quorum;
-        let bugs = self.config.bugs;
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let op = reg.op.as_mut().expect("operation");
+    fn evaluate_phase_one(&mut self, now_ms: u64, waited: bool) {
+        let quorum = self.shared.quorum;
+        let bugs = self.shared.config.bugs;
+        let op = self.reg.op.as_mut().expect("operation");
         let Phase::Prepare(one) = &mut op.phase else {
             return;
         };
@@ -962,36 +1019,35 @@ impl Proposer {
                 prepared,
             } => {
                 if op.read {
-                    self.answer_reads(now_ms, key, r_voted, value);
+                    self.answer_reads(now_ms, r_voted, value);
                     return;
                 }
-                reg.known = (r_voted, value.clone());
                 // Our earlier proposal was chosen if the chosen value is its value (line 8) or
                 // was built on it (then LEARNED is on its way too).
                 let mine = [req, req_prev]
                     .into_iter()
                     .flatten()
                     .find_map(|r| op.proposals.iter().position(|p| p.req == r));
+                self.reg.known = (r_voted, value.clone());
                 if let (Some(i), false) = (mine, bugs.ignore_learned) {
-                    self.stats.learned += 1;
-                    self.complete_proposal(now_ms, key, i);
+                    self.shared.stats.learned += 1;
+                    self.complete_proposal(now_ms, i);
                     return;
                 }
                 if let Some(round) = prepared {
                     // A successor in the prepared round (lines 11–16).
-                    let (next, replies, changed) = self.apply_batch(key, &value, now_ms);
+                    let (next, replies, changed) = self.apply_batch(&value, now_ms);
                     if !changed {
-                        let op = self.registers[key].op.as_ref().expect("operation");
-                        let answers = Self::answers(op, replies);
-                        self.stats.denied += 1;
-                        self.stats.writes += 1;
-                        self.finish(now_ms, key, answers);
+                        self.answer(replies);
+                        self.shared.stats.denied += 1;
+                        self.shared.stats.writes += 1;
+                        self.finish(now_ms);
                         return;
                     }
-                    self.propose(now_ms, key, round, next, replies, req);
+                    self.propose(now_ms, round, next, replies, req);
                     return;
                 }
-                self.undecided(now_ms, key, waited);
+                self.undecided(now_ms, waited);
             }
             Verdict::WriteThrough {
                 round,
@@ -999,65 +1055,60 @@ impl Proposer {
                 req,
                 req_prev,
             } => {
-                self.write_through(now_ms, key, round, value, req, req_prev);
+                self.write_through(now_ms, round, value, req, req_prev);
             }
-            Verdict::Inconsistent => self.undecided(now_ms, key, waited),
+            Verdict::Inconsistent => self.undecided(now_ms, waited),
         }
     }
 
     /// Phase 1 gave no decision yet: wait for stragglers, then retry above the highest round at
     /// once if the acceptors assigned the round (the rounds seen are fresh), or back off.
-    fn undecided(&mut self, now_ms: u64, key: &Key, waited: bool) {
-        let quorum = self.quorum;
-        let acceptors = self.config.acceptors.len();
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let op = reg.op.as_mut().expect("operation");
-        let Phase::Prepare(one) = &op.phase else {
+    fn undecided(&mut self, now_ms: u64, waited: bool) {
+        let quorum = self.shared.quorum;
+        let acceptors = self.shared.acceptors();
+        let Phase::Prepare(one) = &self.op().phase else {
             return;
         };
         let heard = one.acks.len() + one.nacked.len();
+        let (incremental, r_ack_seen) = (one.incremental, one.r_ack_seen);
         if heard < quorum {
             return;
         }
         if heard < acceptors && !waited {
-            self.wait_for_stragglers(now_ms, key);
+            self.wait_for_stragglers(now_ms);
             return;
         }
-        if one.incremental {
-            self.stats.retries += 1;
-            let r_ack_seen = one.r_ack_seen;
-            self.send_paxos_prep(now_ms, key, r_ack_seen);
+        if incremental {
+            self.shared.stats.retries += 1;
+            self.send_paxos_prep(now_ms, r_ack_seen);
         } else {
-            self.back_off(now_ms, key);
+            self.back_off(now_ms);
         }
     }
 
     /// A quorum answered but disagrees: give the remaining acceptors a short while before
     /// deciding (their replies may make a consistent quorum).
-    fn wait_for_stragglers(&mut self, now_ms: u64, key: &Key) {
-        let wake = now_ms + self.config.straggler_wait_ms;
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let op = reg.op.as_mut().expect("operation");
+    fn wait_for_stragglers(&mut self, now_ms: u64) {
+        let wake = now_ms + self.shared.config.straggler_wait_ms;
+        let op = self.op_mut();
         op.wake_ms = op.wake_ms.min(wake);
-        let at = op_wake(reg);
-        self.arm_timer(key, at);
+        let at = op_wake(self.reg);
+        self.arm_timer(at);
     }
 
     /// The current phase's wake-up time arrived.
-    fn on_wake(&mut self, now_ms: u64, key: &Key) {
-        let reg = self.registers.get_mut(key).expect("register exists");
-        let op = reg.op.as_mut().expect("operation");
-        match &op.phase {
-            Phase::Read(_) => self.evaluate_read(now_ms, key, true),
+    fn on_wake(&mut self, now_ms: u64) {
+        match &self.op().phase {
+            Phase::Read(_) => self.evaluate_read(now_ms, true),
             Phase::Prepare(one) => {
-                if one.acks.len() + one.nacked.len() >= self.quorum {
-                    self.evaluate_phase_one(now_ms, key, true);
+                if one.acks.len() + one.nacked.len() >= self.shared.quorum {
+                    self.evaluate_phase_one(now_ms, true);
                 } else {
-                    self.back_off(now_ms, key);
+                    self.back_off(now_ms);
                 }
             }
-            Phase::Vote(_) => self.back_off(now_ms, key),
-            Phase::Backoff => self.send_prepare(now_ms, key),
+            Phase::Vote(_) => self.back_off(now_ms),
+            Phase::Backoff => self.send_prepare(now_ms),
         }
     }
 }
@@ -1089,6 +1140,11 @@ impl AckParts {
             req_prev: self.req_prev,
         })
     }
+}
+
+/// The capacity to give an output vector after one that held `len` items.
+pub(crate) fn room_for_next(len: usize) -> usize {
+    len + len / 2
 }
 
 fn op_wake(reg: &RegisterProposer) -> u64 {

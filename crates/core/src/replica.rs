@@ -12,6 +12,7 @@
 //! also wait for persistence. Acceptor states live in DRAM here as well as in the store: the
 //! store is the durable copy, read back only at start-up.
 use std::hash::{Hash, Hasher};
+use std::sync::LazyLock;
 
 use logless_commands::command::Command;
 use rustc_hash::FxHashMap;
@@ -22,6 +23,9 @@ use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
+
+/// The state of a register the acceptor never heard of (⊥), built once.
+static BOTTOM: LazyLock<AcceptorState> = LazyLock::new(AcceptorState::default);
 
 /// What one or more steps of a replica produced.
 #[derive(Debug, Default)]
@@ -112,15 +116,23 @@ impl Replica {
             return;
         }
         let key = message.key();
-        let step = {
-            let bottom = AcceptorState::default();
-            let state = self.states.get(key).unwrap_or(&bottom);
-            acceptor::on_message(state, from, &message).expect("acceptor message")
+        let step = match self.states.get_mut(key) {
+            Some(state) => {
+                let step = acceptor::on_message(state, from, &message).expect("acceptor message");
+                if let Some(next) = &step.next {
+                    *state = next.clone();
+                }
+                step
+            }
+            None => {
+                let step = acceptor::on_message(&BOTTOM, from, &message).expect("acceptor message");
+                if let Some(next) = &step.next {
+                    self.states.insert(key.clone(), next.clone());
+                }
+                step
+            }
         };
-        if let Some(next) = &step.next {
-            self.states.insert(key.clone(), next.clone());
-        }
-        self.persist.add(key, step.next, step.replies);
+        self.persist.add(key, step);
     }
 
     /// A wake-up requested earlier.
@@ -142,7 +154,7 @@ impl Replica {
         } = self.proposer.drain_output();
         ReplicaOutput {
             sends,
-            persist: std::mem::take(&mut self.persist),
+            persist: self.persist.take(),
             replies,
             timers,
         }

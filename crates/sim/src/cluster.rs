@@ -469,10 +469,7 @@ impl Cluster {
         self.stats.flushes += u64::from(output.persist.writes_len() > 0);
         if self.config.bugs.reply_before_persist {
             let (writes, replies) = output.persist.release_unpersisted_for_fault_injection();
-            let mut late = PersistBatch::new();
-            for (key, state) in writes {
-                late.add(&key, Some(state), Vec::new());
-            }
+            let late = PersistBatch::writes_only_for_fault_injection(writes);
             for envelope in replies {
                 self.send(node, envelope);
             }
