@@ -1,9 +1,23 @@
 // Package history reads logless client histories and checks them for linearizability per key
-// with Porcupine, against a model of the Redis commands logless serves.
+// with Porcupine, against a model of the Redis commands logless serves, expiry included.
+//
+// A key's value is modelled exactly. Its deadline is not: a replica stamps each command with
+// its clock when it proposes it, and the key is expired for that command iff its deadline is
+// at or before the stamp (crates/commands). The client never sees the stamp, so each operation
+// carries the window its stamp lies in (Op.Stamp: its call and return widened by the clock
+// skew, or what the harness knows), and the model keeps a deadline as the window of instants
+// it can still be (State.TTLLo, State.TTLHi). An operation that found the key live raises the
+// window's start, one that found it expired lowers its end, a PTTL answer pins it to the
+// answer plus the stamp window, and a window that becomes empty rejects the operation. Where
+// the reply does not tell whether the key had expired (SET without GET, an INCR of a key that
+// held 0, any unknown outcome), both are kept as alternative states: the model's state is the
+// set of them (history.go). A lock's lease is kept the same way. checker/README.md has the
+// whole model.
 package history
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +33,18 @@ const (
 	Lock
 )
 
+// ms is a millisecond in the history's time unit (nanoseconds). Stamps and deadlines are whole
+// milliseconds of the replicas' clocks, so a deadline after a stamp is at least 1 ms after it.
+const ms int64 = 1_000_000
+
+// Beyond is the end of a lease that ends after every stamp of its key's history: such a lease
+// never runs out within the history, however exactly it was granted.
+const Beyond = int64(math.MaxInt64)
+
+// timeMaxMs bounds the times (in ms, relative or absolute) the model accepts, so that its
+// arithmetic on nanoseconds cannot overflow (2^39 ms is about 17 years).
+const timeMaxMs = int64(1) << 39
+
 // State is one key's value. It is a comparable struct so that Porcupine can compare states
 // with ==: a set is its sorted members joined by NUL, an integer is its decimal string.
 type State struct {
@@ -27,6 +53,18 @@ type State struct {
 	Owner   string // Lock: the holder ("" when free)
 	Fence   int64  // the token of the key's latest lock acquisition; DEL, SET and expiry keep it
 	Members int    // Set: the member count
+	// HasTTL: the key has a time to live, and its deadline lies in [TTLLo, TTLHi] (ns, the
+	// history's time base).
+	HasTTL       bool
+	TTLLo, TTLHi int64
+	// LeaseLo, LeaseHi: a held lock's lease ends in this window (ns); both are Beyond when
+	// it ends after every stamp of the key's history.
+	LeaseLo, LeaseHi int64
+}
+
+// Window is an interval [Lo, Hi] of the history's time base (ns).
+type Window struct {
+	Lo, Hi int64
 }
 
 // Output is a reply as recorded in the history.
@@ -104,9 +142,15 @@ func members(s State) []string {
 	return strings.Split(s.Str, "\x00")
 }
 
-// cleared is the absent key that keeps s's fencing token: what DEL leaves.
+// cleared is the absent key that keeps s's fencing token: what DEL leaves, and what an expired
+// key reads as.
 func cleared(s State) State {
 	return State{Fence: s.Fence}
+}
+
+// data is s without its deadline and lease: what the commands' data semantics see.
+func data(s State) State {
+	return State{Kind: s.Kind, Str: s.Str, Owner: s.Owner, Fence: s.Fence, Members: s.Members}
 }
 
 // setOf is the state holding members m, keeping the key's fencing token from s.
@@ -131,14 +175,10 @@ func parseInt(s string) (int64, bool) {
 	return v, err == nil
 }
 
-// Apply runs one command (its arguments, key at index 1) on a state and returns the reply and
-// the new state. Commands the model does not know return an error.
-func Apply(s State, args []string) (Output, State, error) {
-	if len(args) < 2 {
-		return Output{}, s, fmt.Errorf("a command needs a name and a key")
-	}
-	name := strings.ToUpper(args[0])
-	rest := args[2:]
+// apply runs a command that does not look at the clock on a live view of the key (its data
+// only) and returns the reply and the new data. SET, the EXPIRE family, PERSIST, TTL, PTTL and
+// LOCK.ACQUIRE are the expiry layer's (expiry.go).
+func apply(s State, name string, rest []string) (Output, State, error) {
 	switch name {
 	case "GET":
 		switch s.Kind {
@@ -161,8 +201,6 @@ func Apply(s State, args []string) (Output, State, error) {
 		return intReply(1), cleared(s), nil
 	case "INCR", "DECR", "INCRBY", "DECRBY":
 		return incr(s, name, rest)
-	case "SET":
-		return set(s, rest)
 	case "DELEX":
 		return delex(s, rest)
 	case "SADD", "SREM":
@@ -214,21 +252,6 @@ func Apply(s State, args []string) (Output, State, error) {
 			return wrongType, s, nil
 		}
 		return intReply(int64(s.Members)), s, nil
-	case "LOCK.ACQUIRE":
-		if len(rest) != 2 {
-			return Output{}, s, fmt.Errorf("LOCK.ACQUIRE takes an owner and a lease")
-		}
-		if s.Kind != Absent && s.Kind != Lock {
-			return wrongType, s, nil
-		}
-		if s.Kind == Lock && s.Owner == rest[0] {
-			return intReply(s.Fence), s, nil
-		}
-		if s.Kind == Lock && s.Owner != "" {
-			return nilReply, s, nil
-		}
-		fence := s.Fence + 1
-		return intReply(fence), State{Kind: Lock, Owner: rest[0], Fence: fence}, nil
 	case "LOCK.RELEASE":
 		if len(rest) != 1 {
 			return Output{}, s, fmt.Errorf("LOCK.RELEASE takes an owner")
@@ -236,6 +259,7 @@ func Apply(s State, args []string) (Output, State, error) {
 		if s.Kind != Absent && s.Kind != Lock {
 			return wrongType, s, nil
 		}
+		// The owner may release after its lease ran out, as long as nobody took the lock.
 		if s.Kind == Lock && s.Owner == rest[0] {
 			return intReply(1), State{Kind: Lock, Fence: s.Fence}, nil
 		}
@@ -299,61 +323,110 @@ func condition(s State, word, arg string) (bool, *Output) {
 	return true, nil
 }
 
-func set(s State, rest []string) (Output, State, error) {
+// setExpiry is what a SET does to the time to live.
+type setExpiry uint8
+
+const (
+	expiryClear setExpiry = iota // no option: the key has no time to live afterwards
+	expiryKeep                   // KEEPTTL: a live key keeps its deadline
+	expiryAfter                  // EX, PX: a duration after the stamp
+	expiryAt                     // EXAT, PXAT: an instant
+)
+
+// setArgs are SET's parsed options.
+type setArgs struct {
+	value, cond, condArg string
+	get                  bool
+	expiry               setExpiry
+	ms                   int64 // EX/PX: the duration; EXAT/PXAT: the instant (Unix ms)
+}
+
+func parseSet(rest []string) (setArgs, error) {
 	if len(rest) < 1 {
-		return Output{}, s, fmt.Errorf("SET takes a value")
+		return setArgs{}, fmt.Errorf("SET takes a value")
 	}
-	value := rest[0]
-	get := false
-	cond, condArg := "", ""
+	a := setArgs{value: rest[0]}
 	for i := 1; i < len(rest); i++ {
 		switch w := strings.ToUpper(rest[i]); w {
 		case "NX", "XX":
-			cond = w
+			a.cond = w
 		case "IFEQ", "IFNE":
 			if i+1 >= len(rest) {
-				return Output{}, s, fmt.Errorf("%s needs a value", w)
+				return a, fmt.Errorf("%s needs a value", w)
 			}
-			cond, condArg = w, rest[i+1]
+			a.cond, a.condArg = w, rest[i+1]
 			i++
 		case "GET":
-			get = true
+			a.get = true
+		case "KEEPTTL":
+			a.expiry = expiryKeep
+		case "EX", "PX", "EXAT", "PXAT":
+			if i+1 >= len(rest) {
+				return a, fmt.Errorf("%s needs a time", w)
+			}
+			// A time that is not a positive integer is refused by the front end before it
+			// reaches a register; such a SET has nothing to check. Durations stay within
+			// 2^39 ms, instants within 2^39 ms of the epoch (parseOp checks).
+			v, ok := parseInt(rest[i+1])
+			limit := int64(math.MaxInt64)
+			if w == "EX" || w == "PX" {
+				limit = timeMaxMs
+			}
+			if w == "EX" || w == "EXAT" {
+				limit /= 1000
+			}
+			if !ok || v <= 0 || v > limit {
+				return a, fmt.Errorf("SET %s %s is not modelled", w, rest[i+1])
+			}
+			if w == "EX" || w == "EXAT" {
+				v *= 1000
+			}
+			a.expiry, a.ms = expiryAfter, v
+			if w == "EXAT" || w == "PXAT" {
+				a.expiry = expiryAt
+			}
+			i++
 		default:
-			return Output{}, s, fmt.Errorf("SET option %s is not modelled", w)
+			return a, fmt.Errorf("SET option %s is not modelled", w)
 		}
 	}
+	return a, nil
+}
+
+// set runs SET on the data s; applied says whether it wrote.
+func set(s State, a setArgs) (reply Output, next State, applied bool) {
 	old := nilReply
 	if s.Kind == String {
 		old = Output{Type: "bulk", Str: s.Str}
-	} else if s.Kind != Absent && get {
-		return wrongType, s, nil
+	} else if s.Kind != Absent && a.get {
+		return wrongType, s, false
 	}
-	applies, failure := condition(s, cond, condArg)
+	applies, failure := condition(s, a.cond, a.condArg)
 	if failure != nil {
-		return *failure, s, nil
-	}
-	reply := okReply
-	if get {
-		reply = old
+		return *failure, s, false
 	}
 	if !applies {
-		if get {
-			return old, s, nil
+		if a.get {
+			return old, s, false
 		}
-		return nilReply, s, nil
+		return nilReply, s, false
 	}
-	return reply, State{Kind: String, Str: value, Fence: s.Fence}, nil
+	reply = okReply
+	if a.get {
+		reply = old
+	}
+	return reply, State{Kind: String, Str: a.value, Fence: s.Fence}, true
 }
 
 func delex(s State, rest []string) (Output, State, error) {
+	if len(rest) != 0 && len(rest) != 2 {
+		return Output{}, s, fmt.Errorf("DELEX takes IFEQ or IFNE and a value")
+	}
 	if s.Kind == Absent {
 		return intReply(0), s, nil
 	}
 	if len(rest) == 0 {
 		return intReply(1), cleared(s), nil
-	}
-	if len(rest) != 2 {
-		return Output{}, s, fmt.Errorf("DELEX takes IFEQ or IFNE and a value")
 	}
 	applies, failure := condition(s, strings.ToUpper(rest[0]), rest[1])
 	if failure != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -20,12 +21,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	timeout := flags.Duration("timeout", 60*time.Second, "give up (exit 2) after this long")
 	htmlDir := flags.String("html", "", "write a visualisation of each failing key to this directory")
+	skewMs := flags.Int64("skew-ms", 0, "bound on how far a replica's stamp lies outside [call, return] (records' skew_ms override it)")
+	epochMs := flags.String("epoch-ms", "", "the wall clock (Unix ms) at the history's time 0, for EXAT/PXAT (records' epoch_ms override it)")
 	if err := flags.Parse(args); err != nil {
 		return 3
 	}
 	if flags.NArg() == 0 {
-		fmt.Fprintln(stderr, "usage: checker [-timeout 60s] [-html DIR] FILE.jsonl...")
+		fmt.Fprintln(stderr, "usage: checker [-timeout 60s] [-html DIR] [-skew-ms N] [-epoch-ms T] FILE.jsonl...")
 		return 3
+	}
+	clock := history.Clock{SkewMs: *skewMs}
+	if *epochMs != "" {
+		epoch, err := strconv.ParseInt(*epochMs, 10, 64)
+		if err != nil {
+			fmt.Fprintln(stderr, "error: -epoch-ms:", err)
+			return 3
+		}
+		clock.EpochMs, clock.HasEpoch = epoch, true
 	}
 	var ops []porcupine.Operation
 	var total history.Counts
@@ -35,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "error:", err)
 			return 3
 		}
-		more, counts, err := history.Read(f)
+		more, counts, err := history.Read(f, clock)
 		f.Close()
 		if err != nil {
 			fmt.Fprintf(stderr, "error: %s: %v\n", name, err)

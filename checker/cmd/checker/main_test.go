@@ -62,3 +62,36 @@ func TestATimeoutIsAFailure(t *testing.T) {
 		t.Fatalf("timeout: exit %d: %s", code, out)
 	}
 }
+
+func TestClockFlags(t *testing.T) {
+	// SET PX 100 returns at 10 ms; a GET called at 200 ms still sees the value. The deadline is
+	// at most 110 ms + skew, the GET's stamp at least 200 ms - skew: only a skew over 45 ms
+	// explains it.
+	set := `{"client":1,"key":"k","cmd":["SET","k","v","PX","100"],"output":{"type":"ok"},"call":0,"return":10000000,"outcome":"ok"}`
+	get := `{"client":2,"key":"k","cmd":["GET","k"],"output":{"type":"bulk","value":"v"},"call":200000000,"return":210000000,"outcome":"ok"}`
+	history := write(t, set, get)
+	if code, out := exit(t, history); code != 1 {
+		t.Fatalf("without skew: exit %d: %s", code, out)
+	}
+	if code, out := exit(t, "-skew-ms", "40", history); code != 1 {
+		t.Fatalf("skew 40 ms: exit %d: %s", code, out)
+	}
+	if code, out := exit(t, "-skew-ms", "50", history); code != 0 {
+		t.Fatalf("skew 50 ms: exit %d: %s", code, out)
+	}
+	// PXAT needs the wall clock at time 0.
+	pxat := write(t, `{"client":1,"key":"k","cmd":["SET","k","v","PXAT","1100"],"output":{"type":"ok"},"call":0,"return":10000000,"outcome":"ok"}`,
+		`{"client":2,"key":"k","cmd":["GET","k"],"output":{"type":"bulk","value":"v"},"call":150000000,"return":160000000,"outcome":"ok"}`)
+	if code, out := exit(t, pxat); code != 3 || !strings.Contains(out, "epoch") {
+		t.Fatalf("PXAT without an epoch: exit %d: %s", code, out)
+	}
+	if code, out := exit(t, "-epoch-ms", "1000", pxat); code != 1 {
+		t.Fatalf("PXAT 100 ms after time 0, read at 150 ms: exit %d: %s", code, out)
+	}
+	if code, out := exit(t, "-epoch-ms", "900", pxat); code != 0 {
+		t.Fatalf("PXAT 200 ms after time 0, read at 150 ms: exit %d: %s", code, out)
+	}
+	if code, _ := exit(t, "-epoch-ms", "soon", pxat); code != 3 {
+		t.Fatalf("a bad -epoch-ms: exit %d", code)
+	}
+}
