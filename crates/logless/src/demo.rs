@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
-use logless_sim::history::check;
+use logless_sim::linearizability::check;
 
 #[derive(clap::Args, Clone)]
 pub struct DemoArgs {

@@ -43,6 +43,9 @@ pub struct ShardBugs {
     /// [`DEFERRED_WRITE_US`] later, as an asynchronous persistence would: a crash in between,
     /// a kill -9 included, contradicts promises already made.
     pub reply_before_persist: bool,
+    /// Write every acceptor state without its time to live, as a record format that forgot
+    /// the field would: a replica restarted from its store brings expired keys back to life.
+    pub persist_without_ttl: bool,
 }
 
 /// How long [`ShardBugs::reply_before_persist`] holds back the states whose replies it sent.
@@ -308,6 +311,9 @@ impl<R, M: Media> ShardCore<R, M> {
 
     /// Persists a batch and returns the replies it releases.
     fn commit(&mut self, persist: PersistBatch) -> Result<Vec<Envelope>, StoreError> {
+        if self.bugs.persist_without_ttl {
+            return self.commit_without_ttl(persist);
+        }
         if !self.bugs.reply_before_persist {
             return persist.commit(&mut self.store);
         }
@@ -315,6 +321,25 @@ impl<R, M: Media> ShardCore<R, M> {
         let due = self.turn_started_us + DEFERRED_WRITE_US;
         self.deferred
             .extend(writes.into_iter().map(|(key, state)| (due, key, state)));
+        Ok(replies)
+    }
+
+    /// Persists a batch with every time to live dropped, then releases its replies (the
+    /// deliberate bug [`ShardBugs::persist_without_ttl`] only).
+    fn commit_without_ttl(&mut self, persist: PersistBatch) -> Result<Vec<Envelope>, StoreError> {
+        let (writes, replies) = persist.release_unpersisted_for_fault_injection();
+        let wrote = !writes.is_empty();
+        for (key, mut state) in writes {
+            if state.value.expires_at_ms.is_some() {
+                let mut value = (*state.value).clone();
+                value.expires_at_ms = None;
+                state.value = value.into();
+            }
+            self.store.write(&key, &state)?;
+        }
+        if wrote {
+            self.store.flush()?;
+        }
         Ok(replies)
     }
 

@@ -6,7 +6,7 @@
 //!   simulation (`tests/nodes.rs`), which also prints the run's report.
 use logless_core::ids::Key;
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
-use logless_sim::history::check;
+use logless_sim::linearizability::check;
 use logless_sim::nodes::{NodeCluster, NodeSimConfig};
 
 fn main() {

@@ -7,11 +7,13 @@
 //!   real slot store on simulated media, with power failures, torn sectors and clock jumps;
 //! * [`direct`] — core replicas handing messages straight to each other, no network: the CPU
 //!   benchmark of the protocol;
-//! * [`history`] — histories and the linearizability checker;
+//! * [`history`] — client histories, with expiry's clock bounds, and their form for Porcupine;
+//! * [`linearizability`] — the per-key linearizability checker, expiry included;
 //! * [`queue`] and [`link`] — the event queue and the TCP-like links both simulations use.
 pub mod cluster;
 pub mod direct;
 pub mod history;
+pub mod linearizability;
 pub mod link;
 pub mod nodes;
 pub mod queue;

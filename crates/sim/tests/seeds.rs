@@ -2,7 +2,7 @@
 //! counter equal to its acknowledged increments (plus some of the unknown ones).
 use logless_core::ids::Key;
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
-use logless_sim::history::check;
+use logless_sim::linearizability::check;
 
 /// Why a seed did not pass.
 #[derive(Debug)]

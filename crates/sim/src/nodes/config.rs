@@ -82,6 +82,11 @@ pub struct NodeSimConfig {
     /// Registers; register `i` is a counter, a string, a set or a lock by `i % 4`, and lives
     /// under key `k{i}.{generation}` (a fresh generation after a few writes of unknown outcome).
     pub keys: u32,
+    /// Registers that expire, after the `keys` plain ones: register `keys + j` is a string
+    /// whose writes carry times to live of tens to hundreds of ms (`j` even), or a lock with
+    /// leases as short (`j` odd). With none, the workload draws exactly what it drew before
+    /// they existed, so old schedules replay.
+    pub expiring_keys: u32,
     /// Client think time between commands (µs).
     pub think_us: u64,
     /// How long a client waits for an answer before it records the outcome as unknown (µs).
@@ -110,6 +115,7 @@ impl NodeSimConfig {
             clients: 6,
             commands_per_client: 30,
             keys: 8,
+            expiring_keys: 4,
             think_us: 200,
             client_timeout_us: 600_000,
             flush_us: if durability == Durability::Sync {
@@ -171,6 +177,16 @@ pub struct NodeSimReport {
     pub partitions: u64,
     /// Wall-clock jumps.
     pub clock_jumps: u64,
+    /// Operations on expiring registers (times to live and leases).
+    pub expiring_ops: u64,
+    /// Of those, reads that found the key absent or expired (GET nil, EXISTS 0, PTTL -2).
+    pub expiring_absent_reads: u64,
+    /// Lock acquisitions that took a lock whose holder's lease had run out (a new token while
+    /// the previous one's owner had not released it).
+    pub leases_taken_over: u64,
+    /// The farthest any shard clock was from simulated time when it stamped a turn (ms): the
+    /// skew bound the checkers are given.
+    pub clock_skew_ms_max: u64,
     /// Simulated time at the end (µs).
     pub sim_time_us: u64,
     /// A hash of every event processed: equal for equal seeds.
@@ -185,8 +201,9 @@ impl std::fmt::Display for NodeSimReport {
         write!(
             f,
             "ops {} (ok {}, not applied {}, unknown {}), crashes {} (all-node {}, power {}, \
-             in flush {}, torn sectors {}), partitions {}, clock jumps {}, batches {}, \
-             link breaks {}, sim time {} ms, trace {:016x}",
+             in flush {}, torn sectors {}), partitions {}, clock jumps {} (skew up to {} ms), \
+             expiring ops {} (absent reads {}, leases taken over {}), batches {}, link breaks {}, \
+             sim time {} ms, trace {:016x}",
             self.operations,
             self.acknowledged,
             self.not_applied,
@@ -198,6 +215,10 @@ impl std::fmt::Display for NodeSimReport {
             self.torn_sectors,
             self.partitions,
             self.clock_jumps,
+            self.clock_skew_ms_max,
+            self.expiring_ops,
+            self.expiring_absent_reads,
+            self.leases_taken_over,
             self.batches,
             self.link_breaks,
             self.sim_time_us / 1000,

@@ -3,10 +3,11 @@
 //! store on simulated media, on a simulated network and clock driven by one seed.
 //!
 //! What is simulated, and how it matches the running node:
-//! * **Shards.** Each node has several shards; a key goes to the shard [`shard_of`] picks, as
-//!   in the front end. A shard takes everything queued when its turn starts (the node's
-//!   batching), and is busy for the flush time after a turn that wrote: inputs arriving
-//!   meanwhile wait for the next turn, and the turn's outputs leave when the flush ends.
+//! * **Shards.** Each node has several shards; a key goes to the shard
+//!   [`shard_of`](logless_node::front::shard_of) picks, as in the front end. A shard takes
+//!   everything queued when its turn starts (the node's batching), and is busy for the flush
+//!   time after a turn that wrote: inputs arriving meanwhile wait for the next turn, and the
+//!   turn's outputs leave when the flush ends.
 //! * **Network.** One TCP-like [`Link`] per shard and directed pair of nodes; batches are lost,
 //!   duplicated, delayed and reordered; partitions cut nodes off one way or both ways. A
 //!   crash breaks its links at once, as a reset TCP connection does.
@@ -15,8 +16,11 @@
 //!   power failure: any subset of the unpersisted sectors reaches the media, and one more may
 //!   be torn on a word boundary. In `mmap` mode it is a process crash. Sometimes every node
 //!   crashes at once. A restarted node opens its store from that image, as a new incarnation.
-//! * **Clocks.** Each node reads a wall clock that may jump forwards or backwards; a shard
-//!   holds its clock at the last value it saw, as the node does.
+//! * **Clocks.** Each node reads a wall clock that may jump forwards or backwards; a shard's
+//!   clock never goes back (it slews, as the node's does). Expiry is decided from the stamps
+//!   these clocks give, so the run records, for each operation, the readings of its shard's
+//!   clock while it was pending (the window its stamp lies in), and the farthest any shard
+//!   clock was from simulated time (the skew): both go to the checkers with the history.
 //! * **Phases.** Faults run until `faults_until_us`; then everything heals and every key must
 //!   become writable and readable through every node again (the liveness phase).
 //!
@@ -38,7 +42,7 @@ use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 
-use crate::history::{History, Outcome};
+use crate::history::{Clocks, History, Outcome};
 use crate::link::{Arrival, Connection, Link};
 use crate::queue::EventQueue;
 
@@ -160,6 +164,9 @@ struct SimShard {
     crash_point_armed: bool,
     /// The image the store left at the last crash.
     image: Vec<u8>,
+    /// The operations whose clients wait on this shard (history indices): its turns may stamp
+    /// them.
+    waiting: Vec<usize>,
 }
 
 struct SimNode {
@@ -205,6 +212,11 @@ pub struct NodeCluster {
     generation: BTreeMap<u32, u32>,
     /// Writes with unknown outcome, by key.
     unknown_writes: BTreeMap<Key, u32>,
+    /// By history index: the first and the last reading (ms) of its shard's clock while the
+    /// operation's client waited.
+    stamp_readings_ms: Vec<Option<(u64, u64)>>,
+    /// The farthest a shard clock was from simulated time at a turn (µs).
+    skew_us_max: u64,
     faults_active: bool,
     report: NodeSimReport,
 }
@@ -224,6 +236,8 @@ impl NodeCluster {
             last_value: BTreeMap::new(),
             generation: BTreeMap::new(),
             unknown_writes: BTreeMap::new(),
+            stamp_readings_ms: Vec::new(),
+            skew_us_max: 0,
             faults_active: true,
             report: NodeSimReport::default(),
             config,
@@ -307,7 +321,30 @@ impl NodeCluster {
                 Outcome::Unknown => self.report.unknown += 1,
             }
         }
+        self.history.clocks = self.clocks();
+        self.report.clock_skew_ms_max = self.history.clocks.skew_ms;
+        self.count_expiry();
         &self.report
+    }
+
+    /// What bounds the stamps, for the checkers: each operation's stamp lies between the
+    /// first and the last reading of its shard's clock while it was pending (a shard clock never
+    /// goes back), and an operation of unknown outcome may have been stamped later, by at most
+    /// the skew from simulated time. Stamps are whole milliseconds, so is the skew.
+    fn clocks(&self) -> Clocks {
+        let us = |ms: u64| (ms as i64 - WALL_START_MS as i64) * 1000;
+        let stamps_us = (self.stamp_readings_ms.iter().enumerate())
+            .filter_map(|(index, readings)| {
+                let (first, last) = (*readings)?;
+                let known = matches!(self.history.operations[index].outcome, Outcome::Ok(_));
+                Some((index, (us(first), known.then(|| us(last)))))
+            })
+            .collect();
+        Clocks {
+            epoch_ms: WALL_START_MS,
+            skew_ms: self.skew_us_max.div_ceil(1000),
+            stamps_us,
+        }
     }
 
     /// The recorded history.
@@ -448,7 +485,14 @@ impl NodeCluster {
         let Some(core) = s.core.as_mut() else {
             return;
         };
-        core.start_turn(wall_ms, now_us);
+        let clock_ms = core.start_turn(wall_ms, now_us);
+        // Any command this turn applies or answers is stamped with this reading.
+        let skew_us = (clock_ms * 1000).abs_diff(WALL_START_MS * 1000 + now_us);
+        self.skew_us_max = self.skew_us_max.max(skew_us);
+        for &index in &s.waiting {
+            let readings = &mut self.stamp_readings_ms[index];
+            *readings = Some(readings.map_or((clock_ms, clock_ms), |(first, _)| (first, clock_ms)));
+        }
         if crash_in_flush {
             // The crash falls inside this turn's flush: freeze the media at a crash point
             // among the turn's operations.

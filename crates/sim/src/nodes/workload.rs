@@ -1,7 +1,12 @@
 //! The clients of a whole-node run: the workload's commands by key kind, their histories, and
 //! the liveness phase that writes and reads every key through every node after the faults.
+//! Expiring registers get times to live and leases of tens to hundreds of ms, so that keys
+//! expire and leases run out while the clocks jump; each operation's stamp window is recorded
+//! for the checkers (see [`super`]).
 use bytes::Bytes;
-use logless_commands::command::{Command, Condition, Expiry, SetArgs};
+use logless_commands::command::{
+    Command, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, Reply, SetArgs,
+};
 use logless_core::ids::{Key, NodeId};
 use logless_core::proposer::ProposeError;
 use logless_node::front::shard_of;
@@ -9,17 +14,42 @@ use logless_node::turn::CommandResult;
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
-use super::{AnswerTo, Client, Event, Input, NodeCluster, CLIENT_DELAY_US, LIVENESS_CLIENT};
+use super::{
+    AnswerTo, Client, Event, Input, NodeCluster, CLIENT_DELAY_US, LIVENESS_CLIENT, WALL_START_MS,
+};
+use crate::history::{Operation, Outcome};
 
 /// Writes with unknown outcome after which a register moves to a fresh key.
 const UNKNOWN_WRITES_PER_KEY: u32 = 6;
-use crate::history::{Operation, Outcome};
+
+/// The shortest and the longest time to live or lease the workload asks for (ms): short enough
+/// that keys expire while the workload runs, long enough to be read back before they do.
+const TTL_MS: (u64, u64) = (20, 300);
+
+fn set_command(value: Bytes, condition: Condition, expiry: Expiry) -> Command {
+    Command::Set(SetArgs {
+        value,
+        condition,
+        get: false,
+        expiry,
+    })
+}
+
+fn expire_command(kind: ExpireKind, time: i64) -> Command {
+    Command::Expire(ExpireArgs {
+        kind,
+        time,
+        flags: ExpireFlags::default(),
+    })
+}
 
 impl NodeCluster {
-    /// A command for key `i`, by the key's kind.
     /// A command for key `k{key_index}`, by the key's kind. Every command is one the history
     /// checkers model.
     pub(super) fn command_for(&mut self, key_index: u32, client: u32, seq: u64) -> Command {
+        if key_index >= self.config.keys {
+            return self.expiring_command_for(key_index - self.config.keys, client, seq);
+        }
         let roll = self.rng.random_range(0..100);
         let member = Bytes::from(format!("m{}", seq % 5));
         let set = |value: Bytes, condition| {
@@ -76,12 +106,54 @@ impl NodeCluster {
         }
     }
 
+    /// A command for expiring register `j` (key `k{keys + j}`): on a string, writes with short
+    /// times to live, renewals, reads of the value and of the time left; on a lock, acquisitions
+    /// with short leases, so that another owner takes the lock once a lease runs out.
+    fn expiring_command_for(&mut self, j: u32, client: u32, seq: u64) -> Command {
+        let roll = self.rng.random_range(0..100);
+        let ttl_ms = self.rng.random_range(TTL_MS.0..=TTL_MS.1);
+        if j % 2 == 1 {
+            let owner = Bytes::from(format!("o{}", client % 3));
+            return match roll {
+                0..50 => Command::LockAcquire {
+                    owner,
+                    lease_ms: ttl_ms,
+                },
+                50..75 => Command::LockRelease { owner },
+                75..90 => Command::Exists,
+                _ => Command::PTtl,
+            };
+        }
+        // Integers, so that INCR applies; unique per client and command.
+        let value = Bytes::from((u64::from(client + 1) * 1000 + seq).to_string());
+        match roll {
+            0..20 => set_command(value, Condition::Always, Expiry::AfterMs(ttl_ms)),
+            20..25 => set_command(value, Condition::Nx, Expiry::AfterMs(ttl_ms)),
+            25..29 => set_command(value, Condition::Always, Expiry::Keep),
+            29..32 => {
+                // The client's clock is simulated time, on the replicas' epoch.
+                let now_ms = WALL_START_MS + self.events.now_us() / 1000;
+                set_command(value, Condition::Always, Expiry::AtMs(now_ms + ttl_ms))
+            }
+            32..42 => Command::IncrBy(1),
+            42..52 => expire_command(ExpireKind::PExpire, ttl_ms as i64),
+            52..54 => expire_command(ExpireKind::Expire, 1),
+            54..56 => Command::Persist,
+            56..68 => Command::PTtl,
+            68..72 => Command::Ttl,
+            72..86 => Command::Get,
+            86..95 => Command::Exists,
+            _ => Command::Del,
+        }
+    }
+
     pub(super) fn client_next(&mut self, client: u32) {
         let c = &self.clients[&client];
         if c.issued >= self.config.commands_per_client || c.in_flight.is_some() {
             return;
         }
-        let key_index = self.rng.random_range(0..self.config.keys);
+        let registers = self.config.keys + self.config.expiring_keys;
+        let key_index = self.rng.random_range(0..registers);
         let seq = c.seq + 1;
         let command = self.command_for(key_index, client, seq);
         let key = self.current_key(key_index);
@@ -130,6 +202,14 @@ impl NodeCluster {
         self.events
             .schedule(timeout, Event::ClientTimeout { client, seq });
         let shard = shard_of(&key.0, usize::from(self.config.shards)) as u16;
+        assert_eq!(
+            self.stamp_readings_ms.len(),
+            index,
+            "one entry per operation"
+        );
+        self.stamp_readings_ms.push(None);
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.shards[usize::from(shard)].waiting.push(index);
         let incarnation = self.nodes[&node].incarnation;
         self.events.schedule(
             CLIENT_DELAY_US,
@@ -153,13 +233,14 @@ impl NodeCluster {
         let Some(c) = self.clients.get_mut(&client) else {
             return;
         };
-        let Some((in_flight, index, _)) = c.in_flight else {
+        let Some((in_flight, index, node)) = c.in_flight else {
             return;
         };
         if in_flight != seq {
             return;
         }
         c.in_flight = None;
+        self.stop_stamping(index, node);
         let op = &mut self.history.operations[index];
         match result {
             Some(Ok(reply)) => {
@@ -191,30 +272,27 @@ impl NodeCluster {
         }
     }
 
+    /// The client of the operation at `index` stops waiting: an answered operation was stamped
+    /// by now, so later readings of its shard's clock do not bound its stamp (one of unknown
+    /// outcome keeps no upper bound at all).
+    fn stop_stamping(&mut self, index: usize, node: NodeId) {
+        let op = &self.history.operations[index];
+        let shard = shard_of(&op.key.0, usize::from(self.config.shards)) as u16;
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.shards[usize::from(shard)].waiting.retain(|&i| i != index);
+    }
+
     /// Every key written, then read, through every node in turn, each within the liveness
     /// budget, with no faults.
     pub(super) fn liveness(&mut self) {
-        for key_index in 0..self.config.keys {
+        for key_index in 0..self.config.keys + self.config.expiring_keys {
             for node in (1..=self.config.nodes).map(NodeId) {
                 let client = LIVENESS_CLIENT + key_index * 16 + u32::from(node.0);
                 let seq = 1_000_000 + u64::from(key_index);
-                let write = match key_index % 4 {
-                    0 => Command::IncrBy(1),
-                    1 => Command::Set(SetArgs {
-                        value: Bytes::from(format!("final-{}", node.0)),
-                        condition: Condition::Always,
-                        get: false,
-                        expiry: Expiry::Clear,
-                    }),
-                    2 => Command::SAdd(vec![Bytes::from(format!("final-{}", node.0))]),
-                    _ => Command::LockRelease {
-                        owner: Bytes::from_static(b"nobody"),
-                    },
-                };
-                let read = match key_index % 4 {
-                    2 => Command::SMembers,
-                    3 => Command::Exists,
-                    _ => Command::Get,
+                let (write, read) = if key_index >= self.config.keys {
+                    Self::expiring_liveness(key_index - self.config.keys, node)
+                } else {
+                    Self::plain_liveness(key_index, node)
                 };
                 for command in [write, read] {
                     self.clients.insert(
@@ -246,6 +324,45 @@ impl NodeCluster {
         }
     }
 
+    /// The liveness phase's write and read of plain register `key_index` through `node`.
+    fn plain_liveness(key_index: u32, node: NodeId) -> (Command, Command) {
+        let write = match key_index % 4 {
+            0 => Command::IncrBy(1),
+            1 => Command::Set(SetArgs {
+                value: Bytes::from(format!("final-{}", node.0)),
+                condition: Condition::Always,
+                get: false,
+                expiry: Expiry::Clear,
+            }),
+            2 => Command::SAdd(vec![Bytes::from(format!("final-{}", node.0))]),
+            _ => Command::LockRelease {
+                owner: Bytes::from_static(b"nobody"),
+            },
+        };
+        let read = match key_index % 4 {
+            2 => Command::SMembers,
+            3 => Command::Exists,
+            _ => Command::Get,
+        };
+        (write, read)
+    }
+
+    /// The liveness phase's write and read of expiring register `j` through `node`: a value
+    /// that lives a second, then the time it has left; or a short lease (nil while another
+    /// owner's runs), then whether the lock exists.
+    fn expiring_liveness(j: u32, node: NodeId) -> (Command, Command) {
+        if j % 2 == 1 {
+            let acquire = Command::LockAcquire {
+                owner: Bytes::from_static(b"nobody"),
+                lease_ms: TTL_MS.0,
+            };
+            return (acquire, Command::Exists);
+        }
+        let value = Bytes::from(format!("{}", node.0));
+        let set = set_command(value, Condition::Always, Expiry::AfterMs(1_000));
+        (set, Command::PTtl)
+    }
+
     /// Issues `command` from `client` until it is acknowledged, or `deadline` (µs) passes:
     /// while the cluster settles an attempt may end unknown or refused.
     fn acknowledged_by(
@@ -268,6 +385,55 @@ impl NodeCluster {
                 return true;
             }
         }
+    }
+}
+
+impl NodeCluster {
+    /// Counts, for the report, what the run did with expiring registers: their operations,
+    /// the reads that found a key absent or expired, and the lock acquisitions that can only
+    /// be explained by a lease running out (a new token, while no release by the previous
+    /// token's owner overlapped the time between the two acquisitions).
+    pub(super) fn count_expiry(&mut self) {
+        let keys = self.config.keys;
+        let ops: Vec<&Operation> = (self.history.operations.iter())
+            .filter(|o| key_index_of(&o.key).is_some_and(|i| i >= keys))
+            .collect();
+        let absent = |o: &&&Operation| {
+            matches!(
+                (&o.command, &o.outcome),
+                (Command::Get, Outcome::Ok(Reply::Nil))
+                    | (Command::Exists, Outcome::Ok(Reply::Int(0)))
+                    | (Command::PTtl | Command::Ttl, Outcome::Ok(Reply::Int(-2)))
+            )
+        };
+        let acquired = |o: &Operation| match (&o.command, &o.outcome) {
+            (Command::LockAcquire { owner, .. }, Outcome::Ok(Reply::Int(token))) => {
+                Some((owner.clone(), *token))
+            }
+            _ => None,
+        };
+        let mut taken_over = 0;
+        for a in &ops {
+            let Some((owner, token)) = acquired(a) else {
+                continue;
+            };
+            let before = ops.iter().find(|b| {
+                b.key == a.key && acquired(b).is_some_and(|(o, t)| t == token - 1 && o != owner)
+            });
+            let Some((b, (holder, _))) = before.and_then(|b| Some((b, acquired(b)?))) else {
+                continue;
+            };
+            let released = ops.iter().any(|r| {
+                r.key == a.key
+                    && matches!(&r.command, Command::LockRelease { owner } if *owner == holder)
+                    && r.call_us <= a.return_us
+                    && r.return_us >= b.call_us
+            });
+            taken_over += u64::from(!released);
+        }
+        self.report.expiring_ops = ops.len() as u64;
+        self.report.expiring_absent_reads = ops.iter().filter(absent).count() as u64;
+        self.report.leases_taken_over = taken_over;
     }
 }
 
