@@ -49,7 +49,7 @@ pub struct ServerArgs {
     #[arg(long, default_value = "info")]
     pub log_level: String,
     /// Break the protocol on purpose (harness tests only): accept-inconsistent-quorum,
-    /// ignore-learned or reply-before-persist.
+    /// ignore-learned, reply-before-persist or persist-without-ttl.
     #[arg(long, hide = true)]
     pub inject_bug: Vec<String>,
 }
@@ -103,6 +103,7 @@ fn bugs_from(names: &[String]) -> Result<Bugs, String> {
             "accept-inconsistent-quorum" => bugs.core.accept_inconsistent_quorum = true,
             "ignore-learned" => bugs.core.ignore_learned = true,
             "reply-before-persist" => bugs.shard.reply_before_persist = true,
+            "persist-without-ttl" => bugs.shard.persist_without_ttl = true,
             other => return Err(format!("unknown bug {other:?}")),
         }
     }
