@@ -73,7 +73,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case porcupine.Ok:
 		return 0
 	case porcupine.Illegal:
-		fmt.Fprintf(stdout, "not linearizable: %q\n", verdict.BadKeys)
+		const shown = 20
+		if len(verdict.BadKeys) > shown {
+			fmt.Fprintf(stdout, "not linearizable: %d keys, the first %d: %q\n",
+				len(verdict.BadKeys), shown, verdict.BadKeys[:shown])
+		} else {
+			fmt.Fprintf(stdout, "not linearizable: %q\n", verdict.BadKeys)
+		}
 		return 1
 	default:
 		return 2

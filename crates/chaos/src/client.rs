@@ -126,6 +126,7 @@ impl std::fmt::Display for RequestError {
 
 /// One connection to a replica's Redis port.
 pub struct Connection {
+    addr: SocketAddr,
     stream: TcpStream,
     input: Vec<u8>,
     output: Vec<u8>,
@@ -141,10 +142,16 @@ impl Connection {
             })??;
         stream.set_nodelay(true)?;
         Ok(Connection {
+            addr,
             stream,
             input: Vec::with_capacity(4096),
             output: Vec::with_capacity(256),
         })
+    }
+
+    /// The replica's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// Sends one request and waits for its reply (no timeout: wrap it in one).

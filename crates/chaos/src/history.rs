@@ -1,32 +1,65 @@
 //! The recorded history: one entry per client operation, written as the checker's JSON lines
-//! (`checker/README.md`), and the run's monotonic clock.
+//! (`checker/README.md`), and the run's clocks.
+//!
+//! Operations on keys with times to live (expiring registers and locks) carry the window their
+//! replica's stamp lies in (`stamp_lo`, `stamp_hi`), read from the wall clock the replicas
+//! stamp with (see [`crate::stamps`]). The window of such an operation of unknown outcome ends
+//! at its key's last return, which is known only at the end: those lines are held back and
+//! written by [`History::finish`].
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
 use crate::client::Reply;
+use crate::stamps::StampWindow;
+use crate::workload::KeyKind;
 
-/// Nanoseconds since the run started, on one monotonic clock shared by history and faults.
+/// The wall clock in whole milliseconds since the Unix epoch, as a replica reads it to stamp a
+/// command (`crates/node/src/shard.rs`: `as_millis`, rounded down).
+pub fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The run's two clocks: nanoseconds since the run started on one monotonic clock, shared by
+/// history and faults (the checker's `call` and `return`); and the wall clock the replicas
+/// stamp commands with, in ms relative to `epoch_ms` (the stamp windows).
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     start: Instant,
+    epoch_ms: i64,
 }
 
 impl Clock {
-    /// A clock that reads 0 now.
+    /// A clock that reads 0 now, on both scales.
     pub fn start() -> Clock {
         Clock {
             start: Instant::now(),
+            epoch_ms: unix_ms(),
         }
     }
 
     /// Nanoseconds since the start.
     pub fn now(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The wall clock (Unix ms) when the run started: the time base of the stamp windows is
+    /// the wall clock less this.
+    pub fn epoch_ms(&self) -> i64 {
+        self.epoch_ms
+    }
+
+    /// The wall clock now, in whole ms since [`Clock::epoch_ms`] (negative if the wall clock
+    /// stepped back past it).
+    pub fn wall_ms(&self) -> i64 {
+        unix_ms() - self.epoch_ms
     }
 }
 
@@ -108,6 +141,9 @@ pub struct Op {
     pub outcome: Outcome,
     /// True for the final reads after the faults.
     pub final_read: bool,
+    /// What is known of the replica's stamp, for keys with times to live (none for the others,
+    /// whose commands do not look at the clock).
+    pub stamp: Option<StampWindow>,
 }
 
 impl Op {
@@ -125,7 +161,7 @@ impl Op {
     pub fn is_read(&self) -> bool {
         matches!(
             self.name(),
-            "GET" | "SMEMBERS" | "SCARD" | "SISMEMBER" | "EXISTS"
+            "GET" | "SMEMBERS" | "SCARD" | "SISMEMBER" | "EXISTS" | "TTL" | "PTTL"
         )
     }
 
@@ -146,8 +182,19 @@ impl Op {
         }
     }
 
-    /// The JSON line of the checker's format.
-    pub fn to_json(&self) -> Value {
+    /// Whether the command names an absolute instant (SET EXAT/PXAT), which the checker
+    /// places on the stamps' time base with `epoch_ms`.
+    fn names_an_instant(&self) -> bool {
+        self.name() == "SET"
+            && self.cmd[2..]
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case("PXAT") || a.eq_ignore_ascii_case("EXAT"))
+    }
+
+    /// The JSON line of the checker's format; `epoch_ms` is the wall clock at time 0 of the
+    /// stamp windows ([`Clock::epoch_ms`]), written only where the command names an instant.
+    /// A stamp window must have its end by now.
+    pub fn to_json(&self, epoch_ms: i64) -> Value {
         let mut line = json!({
             "client": self.client,
             "key": self.key(),
@@ -160,6 +207,16 @@ impl Op {
                 Outcome::Unknown => "unknown",
             },
         });
+        if let Some(stamp) = &self.stamp {
+            let hi_ms = stamp
+                .hi_ms
+                .expect("a stamp window's end is known when it is written");
+            line["stamp_lo"] = json!(stamp.lo_ms * NS_PER_MS);
+            line["stamp_hi"] = json!(hi_ms * NS_PER_MS);
+        }
+        if self.names_an_instant() {
+            line["epoch_ms"] = json!(epoch_ms);
+        }
         if let Outcome::Ok(output) = &self.outcome {
             line["output"] = match output {
                 Output::Ok => json!({"type": "ok"}),
@@ -174,6 +231,8 @@ impl Op {
     }
 }
 
+const NS_PER_MS: i64 = 1_000_000;
+
 /// Operation counts.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Counts {
@@ -186,7 +245,8 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, outcome: &Outcome) {
+    /// Counts one operation.
+    pub fn add(&mut self, outcome: &Outcome) {
         match outcome {
             Outcome::Ok(_) => self.ok += 1,
             Outcome::Fail => self.fail += 1,
@@ -206,6 +266,26 @@ struct Recorder {
     kept: Vec<Op>,
     workload: Counts,
     final_reads: Counts,
+    by_kind: BTreeMap<KeyKind, Counts>,
+    epoch_ms: i64,
+    /// Operations of unknown outcome with a stamp window, written at the end (their window
+    /// ends at their key's last return).
+    held_back: Vec<Op>,
+    /// The latest end of the stamp window of an answered operation, by key (keys with a time
+    /// to live only).
+    last_return_ms: HashMap<String, i64>,
+}
+
+impl Recorder {
+    fn write(&mut self, op: &Op) {
+        let line = op.to_json(self.epoch_ms);
+        let written = serde_json::to_writer(&mut self.out, &line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| self.out.write_all(b"\n"));
+        if let Err(e) = written {
+            self.error.get_or_insert(e);
+        }
+    }
 }
 
 /// The history, shared by every client task: each operation is written to `history.jsonl`
@@ -217,8 +297,8 @@ pub struct History {
 }
 
 impl History {
-    /// Creates the history file.
-    pub fn create(path: &Path) -> std::io::Result<History> {
+    /// Creates the history file; `epoch_ms` is [`Clock::epoch_ms`].
+    pub fn create(path: &Path, epoch_ms: i64) -> std::io::Result<History> {
         Ok(History {
             recorder: Arc::new(Mutex::new(Recorder {
                 out: BufWriter::new(File::create(path)?),
@@ -226,6 +306,10 @@ impl History {
                 kept: Vec::new(),
                 workload: Counts::default(),
                 final_reads: Counts::default(),
+                by_kind: BTreeMap::new(),
+                epoch_ms,
+                held_back: Vec::new(),
+                last_return_ms: HashMap::new(),
             })),
         })
     }
@@ -237,14 +321,31 @@ impl History {
             r.final_reads.add(&op.outcome);
         } else {
             r.workload.add(&op.outcome);
+            if let Some(kind) = KeyKind::of(op.key()) {
+                r.by_kind.entry(kind).or_default().add(&op.outcome);
+            }
         }
-        let line = op.to_json();
-        let written = serde_json::to_writer(&mut r.out, &line)
-            .map_err(std::io::Error::from)
-            .and_then(|()| r.out.write_all(b"\n"));
-        if let Err(e) = written {
-            r.error.get_or_insert(e);
+        match (&op.stamp, &op.outcome) {
+            (Some(stamp), Outcome::Ok(_)) => {
+                let hi_ms = stamp
+                    .hi_ms
+                    .expect("an answered operation's window has an end");
+                let last = r
+                    .last_return_ms
+                    .entry(op.key().to_string())
+                    .or_insert(hi_ms);
+                *last = (*last).max(hi_ms);
+            }
+            (Some(_), Outcome::Unknown) => {
+                if op.final_read || !op.is_read() {
+                    r.kept.push(op.clone());
+                }
+                r.held_back.push(op);
+                return;
+            }
+            _ => {}
         }
+        r.write(&op);
         if op.final_read || !op.is_read() {
             r.kept.push(op);
         }
@@ -256,9 +357,25 @@ impl History {
         (r.workload, r.final_reads)
     }
 
-    /// Flushes the file and returns the writes and final reads, ordered by call time.
+    /// The workload's operations by the kind of their key.
+    pub fn counts_by_kind(&self) -> BTreeMap<KeyKind, Counts> {
+        self.recorder.lock().expect("not poisoned").by_kind.clone()
+    }
+
+    /// Writes the held-back operations, flushes the file and returns the writes and final
+    /// reads, ordered by call time. Call it once, after the last operation.
     pub fn finish(&self) -> std::io::Result<Vec<Op>> {
         let mut r = self.recorder.lock().expect("not poisoned");
+        // An operation of unknown outcome may take effect at any time after its call, but only
+        // an operation that returned later can see it: its stamp counts up to its key's last
+        // return (the checker's own rule for records without `stamp_hi`, here on the stamps'
+        // time base), and no earlier than its own call.
+        for mut op in std::mem::take(&mut r.held_back) {
+            let last = r.last_return_ms.get(op.key()).copied();
+            let stamp = op.stamp.as_mut().expect("held back for its stamp window");
+            stamp.hi_ms = Some(last.unwrap_or(stamp.call_ms).max(stamp.call_ms));
+            r.write(&op);
+        }
         if let Some(e) = r.error.take() {
             return Err(e);
         }
@@ -282,9 +399,10 @@ mod tests {
             ret: 123_789,
             outcome: Outcome::Ok(Output::Int(6)),
             final_read: false,
+            stamp: None,
         };
         assert_eq!(
-            op.to_json(),
+            op.to_json(0),
             json!({"client":3,"key":"k1","cmd":["INCRBY","k1","5"],
                    "output":{"type":"int","value":6},"call":123456,"return":123789,"outcome":"ok"})
         );
@@ -292,15 +410,15 @@ mod tests {
             outcome: Outcome::Unknown,
             ..op
         };
-        assert!(unknown.to_json().get("output").is_none());
-        assert_eq!(unknown.to_json()["outcome"], "unknown");
+        assert!(unknown.to_json(0).get("output").is_none());
+        assert_eq!(unknown.to_json(0)["outcome"], "unknown");
     }
 
     #[test]
     fn the_file_gets_every_operation_and_memory_only_writes_and_final_reads() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.jsonl");
-        let history = History::create(&path).unwrap();
+        let history = History::create(&path, 0).unwrap();
         let op = |cmd: &[&str], final_read| Op {
             client: 1,
             cmd: cmd.iter().map(|s| (*s).to_string()).collect(),
@@ -308,6 +426,7 @@ mod tests {
             ret: 2,
             outcome: Outcome::Ok(Output::Nil),
             final_read,
+            stamp: None,
         };
         history.push(op(&["GET", "r1"], false));
         history.push(op(&["SET", "r1", "v"], false));
@@ -333,5 +452,80 @@ mod tests {
             Outcome::Ok(Output::Array(vec!["a".into(), "b".into()]))
         );
         assert!(classify(&Reply::Error("ERR max number of clients".into())).is_err());
+    }
+
+    fn timed(cmd: &[&str], call_ms: i64, ret_ms: Option<i64>, outcome: Outcome) -> Op {
+        Op {
+            client: 1,
+            cmd: cmd.iter().map(|s| (*s).to_string()).collect(),
+            call: 1,
+            ret: 2,
+            outcome,
+            final_read: false,
+            stamp: Some(StampWindow {
+                lo_ms: call_ms - 5,
+                call_ms,
+                hi_ms: ret_ms,
+            }),
+        }
+    }
+
+    #[test]
+    fn stamp_windows_are_written_in_ns_and_instants_get_the_epoch() {
+        let op = timed(
+            &["SET", "e1", "v", "PXAT", "1700000000100"],
+            20,
+            Some(30),
+            Outcome::Ok(Output::Ok),
+        );
+        let line = op.to_json(1_700_000_000_000);
+        assert_eq!(line["stamp_lo"], 15_000_000);
+        assert_eq!(line["stamp_hi"], 30_000_000);
+        assert_eq!(line["epoch_ms"], 1_700_000_000_000i64);
+        let px = timed(
+            &["SET", "e1", "v", "PX", "100"],
+            20,
+            Some(30),
+            Outcome::Fail,
+        );
+        assert!(px.to_json(1).get("epoch_ms").is_none());
+    }
+
+    #[test]
+    fn an_unknown_outcome_s_window_ends_at_its_key_s_last_return() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let history = History::create(&path, 0).unwrap();
+        let pttl = |ret_ms| {
+            timed(
+                &["PTTL", "e1"],
+                10,
+                Some(ret_ms),
+                Outcome::Ok(Output::Int(5)),
+            )
+        };
+        history.push(timed(&["PEXPIRE", "e1", "50"], 100, None, Outcome::Unknown));
+        history.push(pttl(40));
+        history.push(pttl(90));
+        history.push(timed(
+            &["SET", "e1", "v", "PX", "9"],
+            20,
+            None,
+            Outcome::Unknown,
+        ));
+        // A key nobody answered for: its own call.
+        history.push(timed(&["PERSIST", "e2"], 70, None, Outcome::Unknown));
+        assert_eq!(history.finish().unwrap().len(), 3);
+        let lines: Vec<Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let hi = |cmd: &str| {
+            let line = lines.iter().find(|l| l["cmd"][0] == cmd).unwrap();
+            line["stamp_hi"].as_i64().unwrap() / 1_000_000
+        };
+        assert_eq!(lines.len(), 5);
+        assert_eq!((hi("PEXPIRE"), hi("SET"), hi("PERSIST")), (100, 90, 70));
     }
 }

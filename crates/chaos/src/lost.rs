@@ -9,7 +9,15 @@
 //!   of unknown outcome) may come after the SADD; every member present was added by some SADD;
 //! * registers: take the acknowledged write `W` that certainly applied with the latest call;
 //!   the final value is `W`'s or that of a write that certainly or possibly applied and may
-//!   come after `W` (it did not return before `W` was called).
+//!   come after `W` (it did not return before `W` was called);
+//! * expiring registers: as registers, except that the key may also read back absent if any
+//!   command that sets a time to live (SET PX/PXAT, PEXPIRE) may have applied, since it may
+//!   have expired. Whether it should have expired depends on the stamps, which only the
+//!   Porcupine check weighs: here a present value must come from the writes as above, and an
+//!   absent one is blamed only on a key that never had a time to live;
+//! * locks: the final read acquires the lock for a new owner once every lease ran out, so its
+//!   fence exceeds every fence acknowledged before by exactly one plus the number of new
+//!   owners' acquisitions whose outcome is unknown, at most.
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::history::{Op, Outcome, Output};
@@ -45,6 +53,8 @@ pub fn check(ops: &[Op]) -> Vec<LostWrite> {
             Some(KeyKind::Counter) => counter(&writes, final_output),
             Some(KeyKind::Set) => set(&writes, final_output),
             Some(KeyKind::Register) => register(&writes, final_output),
+            Some(KeyKind::Expiring) => expiring(&writes, final_output),
+            Some(KeyKind::Lock) => lock(&writes, final_output),
             None => None,
         };
         if let Some(why) = why {
@@ -204,6 +214,60 @@ fn register(ops: &[&Op], final_output: &Output) -> Option<String> {
     ))
 }
 
+/// Whether `op` gives its key a time to live.
+fn sets_ttl(op: &Op) -> bool {
+    match op.name() {
+        "PEXPIRE" | "EXPIRE" => true,
+        "SET" => op.cmd[3..].iter().any(|a| {
+            ["PX", "EX", "PXAT", "EXAT"]
+                .iter()
+                .any(|o| a.eq_ignore_ascii_case(o))
+        }),
+        _ => false,
+    }
+}
+
+fn expiring(ops: &[&Op], final_output: &Output) -> Option<String> {
+    let may_expire = ops.iter().any(|op| sets_ttl(op) && may_have_applied(op));
+    if *final_output == Output::Nil && may_expire {
+        return None;
+    }
+    register(ops, final_output)
+}
+
+fn lock(ops: &[&Op], final_output: &Output) -> Option<String> {
+    let fence = match final_output {
+        Output::Int(f) => *f,
+        // Another owner's lease still ran: the answer tells no fence.
+        Output::Nil => return None,
+        other => return Some(format!("final acquisition answered {other:?}")),
+    };
+    let acquisitions = ops.iter().filter(|op| op.name() == "LOCK.ACQUIRE");
+    let acknowledged = acquisitions
+        .clone()
+        .filter_map(|op| match op.output() {
+            Some(Output::Int(f)) => Some(*f),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let unknown = acquisitions
+        .filter(|op| op.outcome == Outcome::Unknown)
+        .count();
+    let most = acknowledged.saturating_add(i64::try_from(unknown).unwrap_or(i64::MAX));
+    if fence <= acknowledged {
+        Some(format!(
+            "final fence {fence} repeats a fence: {acknowledged} was acknowledged before"
+        ))
+    } else if fence > most + 1 {
+        Some(format!(
+            "final fence {fence} > {acknowledged} acknowledged + {unknown} possible + 1"
+        ))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +280,7 @@ mod tests {
             ret,
             outcome,
             final_read: false,
+            stamp: None,
         }
     }
 
@@ -284,5 +349,52 @@ mod tests {
         assert!(h(Output::Nil).is_empty());
         assert_eq!(h(Output::Bulk("x".into())).len(), 1);
         assert_eq!(h(Output::Bulk("z".into())).len(), 1);
+    }
+
+    #[test]
+    fn expiring_registers_may_read_back_absent_only_with_a_time_to_live() {
+        let h = |ttl: &[&str], value: Output| {
+            let mut set = vec!["SET", "e1", "x"];
+            set.extend(ttl);
+            check(&[
+                op(&set, 1, 2, ok(Output::Ok)),
+                op(&["PERSIST", "e1"], 3, 4, ok(Output::Int(1))),
+                op(&["SET", "e1", "y", "KEEPTTL"], 5, 6, Outcome::Unknown),
+                read(&["GET", "e1"], value),
+            ])
+        };
+        assert!(h(&["PX", "50"], Output::Nil).is_empty());
+        assert!(h(&["PXAT", "1050"], Output::Nil).is_empty());
+        assert!(h(&["PX", "50"], Output::Bulk("y".into())).is_empty());
+        assert_eq!(h(&[], Output::Nil).len(), 1, "no time to live: x is lost");
+        assert_eq!(h(&["PX", "50"], Output::Bulk("z".into())).len(), 1);
+    }
+
+    #[test]
+    fn the_final_fence_exceeds_every_acknowledged_one() {
+        let h = |fence: Output| {
+            check(&[
+                op(
+                    &["LOCK.ACQUIRE", "l1", "o1", "50"],
+                    1,
+                    2,
+                    ok(Output::Int(1)),
+                ),
+                op(
+                    &["LOCK.ACQUIRE", "l1", "o2", "50"],
+                    3,
+                    4,
+                    ok(Output::Int(2)),
+                ),
+                op(&["LOCK.ACQUIRE", "l1", "o1", "50"], 3, 4, ok(Output::Nil)),
+                op(&["LOCK.ACQUIRE", "l1", "o3", "50"], 5, 6, Outcome::Unknown),
+                read(&["LOCK.ACQUIRE", "l1", "final", "600000"], fence),
+            ])
+        };
+        assert!(h(Output::Int(3)).is_empty());
+        assert!(h(Output::Int(4)).is_empty());
+        assert!(h(Output::Nil).is_empty());
+        assert_eq!(h(Output::Int(2)).len(), 1, "fence 2 handed out twice");
+        assert_eq!(h(Output::Int(5)).len(), 1, "a fence from nowhere");
     }
 }

@@ -19,6 +19,7 @@ mod nemesis;
 mod proxy;
 mod report;
 mod run;
+mod stamps;
 mod workload;
 
 use nemesis::{FaultKind, Schedule};
@@ -66,7 +67,7 @@ struct RunArgs {
     #[arg(long, default_value = "kill,pause,partition,kill-all")]
     nemesis: String,
     /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned,
-    /// reply-before-persist); repeatable.
+    /// reply-before-persist, persist-without-ttl); repeatable.
     #[arg(long)]
     inject_bug: Vec<String>,
     /// Where history.jsonl, faults.jsonl, replica logs, data and html go (default: a new
@@ -76,8 +77,9 @@ struct RunArgs {
     /// Keys in use at once.
     #[arg(long, default_value_t = 16)]
     keys: usize,
-    /// Key kinds, comma-separated: counter, register, set.
-    #[arg(long, default_value = "counter,register,set")]
+    /// Key kinds, comma-separated: counter, register, set, expiring (registers with times to
+    /// live), lock (fencing locks with leases).
+    #[arg(long, default_value = "counter,register,set,expiring,lock")]
     key_kinds: String,
     /// Operations per key before it is retired for a fresh one.
     #[arg(long, default_value_t = 200)]
@@ -94,6 +96,10 @@ struct RunArgs {
     /// A pause between one client's operations (default 2; 20 with --long).
     #[arg(long)]
     think_ms: Option<u64>,
+    /// How long before its call a replica's stamp of a command may have been read: the stamp
+    /// windows of expiring keys and locks start this much before the call (see the README).
+    #[arg(long, default_value_t = 50)]
+    stamp_slack_ms: u64,
     /// Mean quiet time between faults.
     #[arg(long, default_value_t = 1500)]
     fault_gap_ms: u64,
@@ -171,6 +177,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             "accept-inconsistent-quorum",
             "ignore-learned",
             "reply-before-persist",
+            "persist-without-ttl",
         ]
         .contains(&bug.as_str())
         {
@@ -209,6 +216,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             unknowns_per_key: args.unknowns_per_key.max(1),
             op_timeout: Duration::from_millis(args.op_timeout_ms),
             think: Duration::from_millis(think_ms),
+            stamp_slack_ms: args.stamp_slack_ms,
             seed,
         },
         cluster: cluster::ClusterConfig {

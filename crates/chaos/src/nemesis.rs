@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use crate::cluster::Cluster;
 use crate::history::Clock;
 use crate::proxy::{Link, LinkMode, Proxy};
+use crate::stamps::Pauses;
 
 /// A kind of fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -251,12 +252,14 @@ fn partition_links(rng: &mut SmallRng, ids: &[u16]) -> (String, Vec<u16>, Vec<Li
     }
 }
 
-/// Injects faults until `stop` turns true, healing the current one before returning.
+/// Injects faults until `stop` turns true, healing the current one before returning. Every
+/// pause is noted in `pauses` (on the wall clock), for the bounds of the replicas' stamps.
 pub async fn run(
     schedule: Schedule,
     cluster: Arc<Mutex<Cluster>>,
     proxy: Arc<Proxy>,
     log: Arc<FaultLog>,
+    pauses: Arc<Pauses>,
     clock: Clock,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -297,6 +300,8 @@ pub async fn run(
             }
             FaultKind::Pause => {
                 let id = *ids.choose(&mut rng).expect("nodes");
+                // Noted before the SIGSTOP: the recorded start is no later than the real one.
+                pauses.begin(id, clock.wall_ms());
                 cluster.lock().expect("not poisoned").pause(id);
                 (format!("SIGSTOP node {id}"), vec![id], Vec::new())
             }
@@ -320,7 +325,10 @@ pub async fn run(
                     }
                 }
             }
-            FaultKind::Pause => cluster.lock().expect("not poisoned").resume(nodes[0]),
+            FaultKind::Pause => {
+                cluster.lock().expect("not poisoned").resume(nodes[0]);
+                pauses.end(nodes[0], clock.wall_ms());
+            }
             FaultKind::Partition => {
                 for &link in &links {
                     proxy.set(link, LinkMode::Open);

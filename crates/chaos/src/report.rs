@@ -3,6 +3,7 @@ use std::path::Path;
 
 use crate::checker::Verdict;
 use crate::run::{Report, RunConfig};
+use crate::workload::KeyKind;
 
 /// Exit status: the history is linearizable, no write was lost, and the run was a real test
 /// (enough acknowledged operations, enough kinds of faults, the cluster recovered).
@@ -44,6 +45,12 @@ pub fn print_header(config: &RunConfig) {
             format!(", injected bugs {:?}", config.cluster.bugs)
         }
     );
+    let key_kinds: Vec<&str> = config.workload.kinds.iter().map(|k| k.name()).collect();
+    println!(
+        "logless-chaos: keys [{}], stamp windows from {} ms before the call",
+        key_kinds.join(", "),
+        config.workload.stamp_slack_ms
+    );
     println!("logless-chaos: output in {}", config.out.display());
 }
 
@@ -64,6 +71,31 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
         report.final_reads.fail,
         report.final_reads.unknown,
     );
+    let by_kind: Vec<String> = report
+        .by_kind
+        .iter()
+        .map(|(k, c)| {
+            format!(
+                "{} {} (ok {}, fail {}, unknown {})",
+                k.name(),
+                c.total(),
+                c.ok,
+                c.fail,
+                c.unknown
+            )
+        })
+        .collect();
+    println!("by kind:     {}", by_kind.join("; "));
+    let timed: usize = (report.by_kind.iter())
+        .filter(|(k, _)| k.is_timed())
+        .map(|(_, c)| c.total())
+        .sum();
+    let e = &report.expiry;
+    println!(
+        "expiry:      {timed} operations on expiring keys and locks; {} reads found a key \
+         expired (and {} final reads); {} leases taken over, {} acquisitions refused",
+        e.expired_reads, e.expired_final_reads, e.takeovers, e.refused
+    );
     let faults: Vec<String> = report
         .faults
         .iter()
@@ -80,7 +112,7 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
     let keys: Vec<String> = report
         .keys
         .iter()
-        .map(|(k, n)| format!("{k:?} {n}").to_lowercase())
+        .map(|(k, n)| format!("{} {n}", k.name()))
         .collect();
     println!(
         "keys:        {} ({})",
@@ -94,7 +126,11 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
         ),
         None => println!("recovery:    the cluster did NOT serve again in time"),
     }
-    println!("checker:     {}", report.verdict.describe());
+    println!(
+        "checker:     {} in {:.1} s",
+        report.verdict.describe(),
+        report.checker_secs
+    );
     for line in report.checker_output.lines() {
         println!("             {line}");
     }
@@ -153,6 +189,15 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
         reasons.push(format!(
             "{n} time(s) a replica exited on its own (see faults.jsonl and node-*.log)"
         ));
+    }
+    // Keys that may expire are there to test expiry: a run in which none was seen to expire,
+    // or no lease to run out, has not tested it.
+    let uses = |kind| report.keys.contains_key(&kind);
+    if uses(KeyKind::Expiring) && report.expiry.expired_reads == 0 {
+        reasons.push("no read found an expiring key expired".into());
+    }
+    if uses(KeyKind::Lock) && report.expiry.takeovers == 0 {
+        reasons.push("no lock's lease ran out and was taken over".into());
     }
     if report.recovered.is_none() {
         reasons.push("the cluster did not serve again after the final heal".into());

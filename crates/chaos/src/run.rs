@@ -14,7 +14,8 @@ use crate::history::{Clock, Counts, History};
 use crate::lost::{self, LostWrite};
 use crate::nemesis::{self, FaultKind, FaultLog, Schedule};
 use crate::proxy::Proxy;
-use crate::workload::{KeyKind, Workload, WorkloadConfig};
+use crate::stamps::Pauses;
+use crate::workload::{ExpiryStats, KeyKind, Workload, WorkloadConfig};
 
 /// Everything a run needs.
 #[derive(Clone, Debug)]
@@ -48,6 +49,10 @@ pub struct RunConfig {
 pub struct Report {
     /// The workload's operations (final reads excluded).
     pub workload: Counts,
+    /// The same by the kind of their key.
+    pub by_kind: BTreeMap<KeyKind, Counts>,
+    /// What the clients saw of expiry and leases.
+    pub expiry: ExpiryStats,
     /// The final reads.
     pub final_reads: Counts,
     /// Seconds the workload ran.
@@ -64,6 +69,8 @@ pub struct Report {
     pub verdict: Verdict,
     /// What the checker printed.
     pub checker_output: String,
+    /// How long the checker took (seconds).
+    pub checker_secs: f64,
     /// Lost (or phantom) writes.
     pub lost: Vec<LostWrite>,
     /// Error replies the model does not know, and malformed replies.
@@ -90,13 +97,17 @@ fn progress_line(clock: &Clock, workload: &Workload, faults: &FaultLog) -> Strin
         .iter()
         .map(|(k, n)| format!("{} {n}", k.name()))
         .collect();
+    let expiry = workload.expiry_stats();
     format!(
-        "logless-chaos: {:>6.0} s  ops ok {} fail {} unknown {}  keys {}  faults [{}]",
+        "logless-chaos: {:>6.0} s  ops ok {} fail {} unknown {}  keys {}  expired reads {}  \
+         takeovers {}  faults [{}]",
         clock.now() as f64 / 1e9,
         counts.ok,
         counts.fail,
         counts.unknown,
         workload.keys.all_keys().len(),
+        expiry.expired_reads,
+        expiry.takeovers,
         kinds.join(", ")
     )
 }
@@ -175,8 +186,16 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
             .map_err(|e| format!("faults.jsonl: {e}"))?,
     );
     let history_path = config.out.join("history.jsonl");
-    let history = History::create(&history_path).map_err(|e| format!("history.jsonl: {e}"))?;
-    let workload = Workload::new(config.workload.clone(), addrs.clone(), clock, history);
+    let history = History::create(&history_path, clock.epoch_ms())
+        .map_err(|e| format!("history.jsonl: {e}"))?;
+    let pauses = Arc::new(Pauses::default());
+    let workload = Workload::new(
+        config.workload.clone(),
+        addrs.clone(),
+        pauses.clone(),
+        clock,
+        history,
+    );
     let (stop_clients, stop_rx) = watch::channel(false);
     let clients: Vec<_> = (0..config.workload.clients)
         .map(|i| tokio::spawn(workload.clone().client(i, stop_rx.clone())))
@@ -188,6 +207,7 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
             cluster.clone(),
             proxy.clone(),
             faults.clone(),
+            pauses.clone(),
             clock,
             nemesis_rx,
         ))
@@ -238,10 +258,12 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         config.checker_timeout,
     );
     let hp = history_path.clone();
+    let checker_started = Instant::now();
     let (verdict, checker_output) =
         tokio::task::spawn_blocking(move || checker::run(&dir, &hp, &html, timeout))
             .await
             .map_err(|e| format!("checker task: {e}"))?;
+    let checker_secs = checker_started.elapsed().as_secs_f64();
 
     let c = cluster.clone();
     let _ = tokio::task::spawn_blocking(move || {
@@ -265,6 +287,8 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
     let (workload_counts, final_reads) = workload.history.counts();
     Ok(Report {
         workload: workload_counts,
+        by_kind: workload.history.counts_by_kind(),
+        expiry: workload.expiry_stats(),
         final_reads,
         workload_secs,
         faults: faults.counts(),
@@ -273,6 +297,7 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         recovered,
         verdict,
         checker_output,
+        checker_secs,
         lost,
         odd_replies,
     })

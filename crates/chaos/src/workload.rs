@@ -1,12 +1,16 @@
 //! The workload: concurrent clients running a mix of register commands on a rolling window of
 //! fresh keys, every operation recorded in the history; and the final reads of every key.
 //!
-//! Keys come in three kinds, by the first letter of their name: counters (`c…`: INCR, INCRBY,
-//! GET), registers (`r…`: SET, SET NX, GET, DEL, DELEX IFEQ) and sets (`s…`: SADD, SREM,
-//! SMEMBERS, SCARD). A key takes at most `ops_per_key` operations, `unknowns_per_key` operations
-//! of unknown outcome and [`KEY_CLIENTS_MAX`] client ids, then it is retired and a fresh key
-//! takes its place, which keeps every key's history small enough for the checker.
-use std::collections::BTreeSet;
+//! Keys come in five kinds, by the first letter of their name: counters (`c…`: INCR, INCRBY,
+//! GET), registers (`r…`: SET, SET NX, GET, DEL, DELEX IFEQ), sets (`s…`: SADD, SREM,
+//! SMEMBERS, SCARD), expiring registers (`e…`: SET with PX, PXAT, KEEPTTL or none, PEXPIRE,
+//! PERSIST, GET, EXISTS, PTTL) and fencing locks (`l…`: LOCK.ACQUIRE, LOCK.RELEASE). The last
+//! two carry times to live and leases of [`TTL_MS`], short enough that keys expire and leases
+//! run out while the run goes on. A key takes at most `ops_per_key` operations,
+//! `unknowns_per_key` operations of unknown outcome and [`KEY_CLIENTS_MAX`] client ids, then it
+//! is retired and a fresh key takes its place, which keeps every key's history small enough for
+//! the checker.
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,10 +22,26 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
 use crate::client::{Connection, RequestError};
-use crate::history::{classify, Clock, History, Op, Outcome, Output};
+use crate::history::{classify, unix_ms, Clock, History, Op, Outcome, Output};
+use crate::stamps::Pauses;
 
 /// The most client ids that operate on one key.
 pub const KEY_CLIENTS_MAX: usize = 16;
+
+/// The shortest and the longest time to live or lease the workload asks for (ms): short enough
+/// that keys expire while clients still use them (a key takes some 50 operations a second),
+/// long enough that most are read back live first.
+pub const TTL_MS: (u64, u64) = (20, 300);
+
+/// The owners that compete for one lock: enough that a holder seldom renews its own lease
+/// before it runs out, few enough that it sometimes does.
+const LOCK_OWNERS: [&str; 8] = ["o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8"];
+
+/// The owner of the final acquisition of every lock, and its lease (ms): far longer than the
+/// final reads take, so that retrying it after an unknown outcome renews the same fence rather
+/// than taking a new one.
+const FINAL_OWNER: &str = "final";
+const FINAL_LEASE_MS: u64 = 600_000;
 
 /// What a key holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -32,6 +52,11 @@ pub enum KeyKind {
     Register,
     /// SADD, SREM, SMEMBERS, SCARD.
     Set,
+    /// SET with PX, PXAT, KEEPTTL or no time to live, PEXPIRE, PERSIST, GET, EXISTS, PTTL (no
+    /// DEL: such a key reads absent only before its first SET or once it expired).
+    Expiring,
+    /// LOCK.ACQUIRE with short leases, LOCK.RELEASE.
+    Lock,
 }
 
 impl KeyKind {
@@ -41,6 +66,8 @@ impl KeyKind {
             b'c' => Some(KeyKind::Counter),
             b'r' => Some(KeyKind::Register),
             b's' => Some(KeyKind::Set),
+            b'e' => Some(KeyKind::Expiring),
+            b'l' => Some(KeyKind::Lock),
             _ => None,
         }
     }
@@ -50,19 +77,40 @@ impl KeyKind {
             KeyKind::Counter => 'c',
             KeyKind::Register => 'r',
             KeyKind::Set => 's',
+            KeyKind::Expiring => 'e',
+            KeyKind::Lock => 'l',
         }
     }
 
-    /// Parses `counter`, `register` or `set`.
-    pub fn parse(s: &str) -> Result<KeyKind, String> {
-        match s {
-            "counter" => Ok(KeyKind::Counter),
-            "register" => Ok(KeyKind::Register),
-            "set" => Ok(KeyKind::Set),
-            other => Err(format!(
-                "unknown key kind {other:?} (counter, register, set)"
-            )),
+    /// The name on the command line and in the summary.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyKind::Counter => "counter",
+            KeyKind::Register => "register",
+            KeyKind::Set => "set",
+            KeyKind::Expiring => "expiring",
+            KeyKind::Lock => "lock",
         }
+    }
+
+    /// Parses a kind's [`KeyKind::name`].
+    pub fn parse(s: &str) -> Result<KeyKind, String> {
+        [
+            KeyKind::Counter,
+            KeyKind::Register,
+            KeyKind::Set,
+            KeyKind::Expiring,
+            KeyKind::Lock,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
+        .ok_or_else(|| format!("unknown key kind {s:?} (counter, register, set, expiring, lock)"))
+    }
+
+    /// Whether the key's commands look at the clock (times to live, leases): their operations
+    /// carry stamp windows.
+    pub fn is_timed(self) -> bool {
+        matches!(self, KeyKind::Expiring | KeyKind::Lock)
     }
 }
 
@@ -83,6 +131,8 @@ pub struct WorkloadConfig {
     pub op_timeout: Duration,
     /// A pause between a client's operations.
     pub think: Duration,
+    /// How long before its call a command's stamp may have been read (see [`crate::stamps`]).
+    pub stamp_slack_ms: u64,
     /// The seed.
     pub seed: u64,
 }
@@ -100,6 +150,8 @@ struct KeyTable {
     active: Vec<KeyState>,
     all: Vec<String>,
     next: u64,
+    /// Client ids given up after an operation of unknown outcome: they never operate again.
+    abandoned: BTreeSet<u64>,
 }
 
 /// The rolling window of keys, shared by the clients.
@@ -116,6 +168,7 @@ impl KeySpace {
                 active: Vec::new(),
                 all: Vec::new(),
                 next: 0,
+                abandoned: BTreeSet::new(),
             }),
             config,
         }
@@ -135,42 +188,60 @@ impl KeySpace {
         }
     }
 
+    /// Whether no client will operate on `key` any more: it took its operations or its
+    /// operations of unknown outcome, or it has all the client ids it may have and every one of
+    /// them was given up.
+    fn is_spent(&self, key: &KeyState, abandoned: &BTreeSet<u64>) -> bool {
+        key.ops >= self.config.ops_per_key
+            || key.unknowns >= self.config.unknowns_per_key
+            || (key.clients.len() >= KEY_CLIENTS_MAX
+                && key.clients.iter().all(|c| abandoned.contains(c)))
+    }
+
     /// Picks a key for the next operation of `client` and returns it with a hint (a recent
     /// value or member, if any).
+    ///
+    /// Spent keys are replaced by fresh ones first, so that `keys` keys stay in use: a spent
+    /// key left in the window would leave the clients fewer keys to share, and more of them on
+    /// each. The slots of the window are not equally busy ([`zipf_slot`]): the first ones are
+    /// contended by most clients at once and spend their keys in a fraction of a second, the
+    /// last ones see an operation every few tens of ms, slowly enough for their times to live
+    /// and leases to run out between writes.
     pub fn choose(&self, client: u64, rng: &mut SmallRng) -> (String, Option<String>) {
         let mut guard = self.table.lock().expect("not poisoned");
         let table = &mut *guard;
+        for i in 0..table.active.len() {
+            if self.is_spent(&table.active[i], &table.abandoned) {
+                table.active[i] = self.fresh(table, rng);
+            }
+        }
         while table.active.len() < self.config.keys.max(1) {
             let key = self.fresh(table, rng);
             table.active.push(key);
         }
-        let start = rng.random_range(0..table.active.len());
         let n = table.active.len();
-        let usable = |k: &KeyState| {
-            k.ops < self.config.ops_per_key
-                && k.unknowns < self.config.unknowns_per_key
-                && (k.clients.contains(&client) || k.clients.len() < KEY_CLIENTS_MAX)
-        };
+        let start = zipf_slot(n, rng);
+        let can_join =
+            |k: &KeyState| k.clients.contains(&client) || k.clients.len() < KEY_CLIENTS_MAX;
         let slot = (0..n)
             .map(|i| (start + i) % n)
-            .find(|&i| usable(&table.active[i]))
+            .find(|&i| can_join(&table.active[i]))
             .unwrap_or_else(|| {
-                // Retire a key nobody can use any more (or that this client cannot join).
-                let i = (0..n)
-                    .map(|i| (start + i) % n)
-                    .find(|&i| {
-                        let k = &table.active[i];
-                        k.ops >= self.config.ops_per_key
-                            || k.unknowns >= self.config.unknowns_per_key
-                    })
-                    .unwrap_or(start);
-                table.active[i] = self.fresh(table, rng);
-                i
+                // Every key has its client ids and this client is not among them: a fresh key
+                // takes the place of one of them.
+                table.active[start] = self.fresh(table, rng);
+                start
             });
         let key = &mut table.active[slot];
         key.ops += 1;
         key.clients.insert(client);
         (key.name.clone(), key.hints.choose(rng).cloned())
+    }
+
+    /// Notes that `client` gives up its id (after an operation of unknown outcome).
+    pub fn abandon(&self, client: u64) {
+        let mut table = self.table.lock().expect("not poisoned");
+        table.abandoned.insert(client);
     }
 
     /// Notes what an operation on `key` ended with.
@@ -193,12 +264,33 @@ impl KeySpace {
     }
 }
 
+/// A slot of a window of `n` keys, slot `i` with a weight of `1 / (i + 1)` (Zipf's law): with
+/// 16 keys the first takes 30 % of the operations and the last 2 %.
+fn zipf_slot(n: usize, rng: &mut SmallRng) -> usize {
+    let total: f64 = (1..=n).map(|i| 1.0 / i as f64).sum();
+    let mut left = rng.random::<f64>() * total;
+    for i in 0..n {
+        left -= 1.0 / (i + 1) as f64;
+        if left < 0.0 {
+            return i;
+        }
+    }
+    n - 1
+}
+
 fn args(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| (*s).to_string()).collect()
 }
 
-/// The next command on `key`; `unique` is a value never used before.
-fn command(key: &str, hint: Option<&str>, unique: &str, rng: &mut SmallRng) -> Vec<String> {
+/// The next command on `key`; `unique` is a value never used before, `now_ms` the wall clock
+/// (Unix ms, for PXAT).
+fn command(
+    key: &str,
+    hint: Option<&str>,
+    unique: &str,
+    now_ms: i64,
+    rng: &mut SmallRng,
+) -> Vec<String> {
     let roll: f64 = rng.random();
     match KeyKind::of(key).expect("a workload key") {
         KeyKind::Counter => {
@@ -238,13 +330,54 @@ fn command(key: &str, hint: Option<&str>, unique: &str, rng: &mut SmallRng) -> V
                 args(&["SCARD", key])
             }
         }
+        // Mostly reads: a key expires only if no write renews its deadline for as long as its
+        // time to live, and one write in five renews it, so that about one deadline in six
+        // passes while the key is still in use (at some 80 operations a second per key).
+        KeyKind::Expiring => {
+            let ttl = rng.random_range(TTL_MS.0..=TTL_MS.1);
+            if roll < 0.12 {
+                args(&["SET", key, unique, "PX", &ttl.to_string()])
+            } else if roll < 0.15 {
+                let at = now_ms.saturating_add_unsigned(ttl).to_string();
+                args(&["SET", key, unique, "PXAT", &at])
+            } else if roll < 0.17 {
+                args(&["SET", key, unique])
+            } else if roll < 0.19 {
+                args(&["SET", key, unique, "KEEPTTL"])
+            } else if roll < 0.23 {
+                args(&["PEXPIRE", key, &ttl.to_string()])
+            } else if roll < 0.25 {
+                args(&["PERSIST", key])
+            } else if roll < 0.55 {
+                args(&["GET", key])
+            } else if roll < 0.70 {
+                args(&["EXISTS", key])
+            } else {
+                args(&["PTTL", key])
+            }
+        }
+        // Many owners and few releases: a holder seldom renews or releases its lease before it
+        // runs out, so leases are taken over as well as handed on.
+        KeyKind::Lock => {
+            let any_owner = *LOCK_OWNERS.choose(rng).expect("owners");
+            if roll < 0.85 {
+                let lease = rng.random_range(TTL_MS.0..=TTL_MS.1).to_string();
+                args(&["LOCK.ACQUIRE", key, any_owner, &lease])
+            } else {
+                // Mostly the owner that acquired it last, so that releases succeed.
+                let owner = hint.filter(|_| roll < 0.97).unwrap_or(any_owner);
+                args(&["LOCK.RELEASE", key, owner])
+            }
+        }
     }
 }
 
 /// What an answered operation teaches about its key's likely values or members.
 fn hint_from(cmd: &[String], output: &Output) -> Option<String> {
     match (cmd[0].as_str(), output) {
-        ("SET", Output::Ok) | ("SADD", Output::Int(_)) => Some(cmd[2].clone()),
+        ("SET", Output::Ok) | ("SADD", Output::Int(_)) | ("LOCK.ACQUIRE", Output::Int(_)) => {
+            Some(cmd[2].clone())
+        }
         ("GET", Output::Bulk(v)) if KeyKind::of(&cmd[1]) == Some(KeyKind::Register) => {
             Some(v.clone())
         }
@@ -253,6 +386,34 @@ fn hint_from(cmd: &[String], output: &Output) -> Option<String> {
         ("SMEMBERS", Output::Array(members)) => members.last().cloned(),
         _ => None,
     }
+}
+
+/// What the clients saw of expiry and leases, told from their replies: figures for the
+/// summary (they show that expiry was exercised), not checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpiryStats {
+    /// Workload reads (GET, EXISTS, PTTL) of an expiring register that found it absent although
+    /// an acknowledged SET had returned before the read was sent: the key had expired, since
+    /// nothing else removes these keys.
+    pub expired_reads: usize,
+    /// The same among the final reads.
+    pub expired_final_reads: usize,
+    /// Acquisitions that took a new fence while the previous fence's owner, another one, was
+    /// not known to have released it: its lease had run out and was taken over.
+    pub takeovers: usize,
+    /// Acquisitions refused (nil) while another owner's lease ran.
+    pub refused: usize,
+}
+
+/// What is known of one timed key, for [`ExpiryStats`].
+#[derive(Default)]
+struct TimedKey {
+    /// When the first acknowledged SET returned (run clock, ns).
+    set_returned: Option<u64>,
+    /// The highest fence seen, its owner and whether that owner released it since.
+    fence: i64,
+    owner: String,
+    released: bool,
 }
 
 /// Everything the client tasks share.
@@ -264,18 +425,22 @@ pub struct Workload {
     /// The clock.
     pub clock: Clock,
     addrs: Vec<SocketAddr>,
+    pauses: Arc<Pauses>,
     next_client: AtomicU64,
     next_replica: AtomicUsize,
     config: WorkloadConfig,
     /// Error replies the model does not know (recorded as unknown), for the summary.
     pub odd_replies: Mutex<Vec<String>>,
+    timed: Mutex<(ExpiryStats, HashMap<String, TimedKey>)>,
 }
 
 impl Workload {
-    /// A workload against the replicas at `addrs`.
+    /// A workload against the replicas at `addrs` (node `i + 1` at `addrs[i]`), whose pauses
+    /// the nemesis notes in `pauses`.
     pub fn new(
         config: WorkloadConfig,
         addrs: Vec<SocketAddr>,
+        pauses: Arc<Pauses>,
         clock: Clock,
         history: History,
     ) -> Arc<Workload> {
@@ -284,11 +449,52 @@ impl Workload {
             history,
             clock,
             addrs,
+            pauses,
             next_client: AtomicU64::new(1),
             next_replica: AtomicUsize::new(0),
             config,
             odd_replies: Mutex::new(Vec::new()),
+            timed: Mutex::new((ExpiryStats::default(), HashMap::new())),
         })
+    }
+
+    /// What the clients saw of expiry and leases so far.
+    pub fn expiry_stats(&self) -> ExpiryStats {
+        self.timed.lock().expect("not poisoned").0
+    }
+
+    /// Counts what an answered operation on a timed key shows about expiry and leases.
+    fn observe(&self, op: &Op) {
+        let Some(output) = op.output() else { return };
+        let mut guard = self.timed.lock().expect("not poisoned");
+        let (stats, keys) = &mut *guard;
+        let key = keys.entry(op.key().to_string()).or_default();
+        match (op.name(), output) {
+            ("SET", Output::Ok) => {
+                key.set_returned = Some(key.set_returned.map_or(op.ret, |r| r.min(op.ret)));
+            }
+            ("GET", Output::Nil) | ("EXISTS", Output::Int(0)) | ("PTTL", Output::Int(-2))
+                if key.set_returned.is_some_and(|r| r < op.call) =>
+            {
+                if op.final_read {
+                    stats.expired_final_reads += 1;
+                } else {
+                    stats.expired_reads += 1;
+                }
+            }
+            ("LOCK.ACQUIRE", Output::Nil) if !op.final_read => stats.refused += 1,
+            ("LOCK.ACQUIRE", Output::Int(fence)) if !op.final_read && *fence > key.fence => {
+                let owner = &op.cmd[2];
+                if key.fence > 0 && !key.released && key.owner != *owner {
+                    stats.takeovers += 1;
+                }
+                key.fence = *fence;
+                key.owner.clone_from(owner);
+                key.released = false;
+            }
+            ("LOCK.RELEASE", Output::Int(1)) if key.owner == op.cmd[2] => key.released = true,
+            _ => {}
+        }
     }
 
     /// A client id never used before.
@@ -311,7 +517,11 @@ impl Workload {
         final_read: bool,
     ) -> Outcome {
         let call = self.clock.now();
+        // The wall clock just before the command leaves and just after its reply arrives: the
+        // replicas stamp with this clock (see `crate::stamps`).
+        let call_ms = self.clock.wall_ms();
         let result = tokio::time::timeout(self.config.op_timeout, connection.request(&cmd)).await;
+        let ret_ms = self.clock.wall_ms();
         let ret = self.clock.now();
         let outcome = match result {
             Err(_) => Outcome::Unknown,
@@ -325,15 +535,37 @@ impl Workload {
                 Outcome::Unknown
             }),
         };
-        self.history.push(Op {
+        let timed = KeyKind::of(&cmd[1]).is_some_and(KeyKind::is_timed);
+        let stamp = timed.then(|| {
+            let node = self.node_of(connection.addr());
+            let ret_ms = (outcome != Outcome::Unknown).then_some(ret_ms);
+            let slack_ms = i64::try_from(self.config.stamp_slack_ms).unwrap_or(i64::MAX);
+            self.pauses.window(node, call_ms, ret_ms, slack_ms)
+        });
+        let op = Op {
             client,
             cmd,
             call,
             ret,
             outcome: outcome.clone(),
             final_read,
-        });
+            stamp,
+        };
+        if timed {
+            self.observe(&op);
+        }
+        self.history.push(op);
         outcome
+    }
+
+    /// The node id of the replica at `addr`.
+    fn node_of(&self, addr: SocketAddr) -> u16 {
+        let index = self
+            .addrs
+            .iter()
+            .position(|a| *a == addr)
+            .expect("a replica's address");
+        u16::try_from(index + 1).expect("few replicas")
     }
 
     fn odd(&self, what: String) {
@@ -366,7 +598,7 @@ impl Workload {
             let (key, hint) = self.keys.choose(client, &mut rng);
             seq += 1;
             let unique = format!("{index}.{seq}");
-            let cmd = command(&key, hint.as_deref(), &unique, &mut rng);
+            let cmd = command(&key, hint.as_deref(), &unique, unix_ms(), &mut rng);
             let outcome = self.run_op(conn, client, cmd.clone(), false).await;
             match &outcome {
                 Outcome::Ok(output) => self.keys.note(&key, false, hint_from(&cmd, output)),
@@ -376,6 +608,7 @@ impl Workload {
                 }
                 Outcome::Unknown => {
                     self.keys.note(&key, true, None);
+                    self.keys.abandon(client);
                     connection = None;
                     client = self.new_client_id();
                 }
@@ -386,18 +619,21 @@ impl Workload {
         }
     }
 
-    /// Reads every key once more (GET or SMEMBERS, recorded in the history), through the
-    /// replicas in turn, retrying until an answer arrives or `timeout` passes. Returns the
-    /// keys that could not be read.
+    /// Reads every key once more (GET, SMEMBERS, or for a lock an acquisition by a new owner,
+    /// which tells its fence; recorded in the history), through the replicas in turn,
+    /// retrying until an answer arrives or `timeout` passes. Returns the keys that could not be
+    /// read.
     pub async fn final_reads(&self, timeout: Duration) -> Vec<String> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut unread = Vec::new();
         let mut connection: Option<Connection> = None;
         let mut client = self.new_client_id();
         for key in self.keys.all_keys() {
-            let name = match KeyKind::of(&key) {
-                Some(KeyKind::Set) => "SMEMBERS",
-                _ => "GET",
+            let lease = FINAL_LEASE_MS.to_string();
+            let read = match KeyKind::of(&key) {
+                Some(KeyKind::Set) => args(&["SMEMBERS", &key]),
+                Some(KeyKind::Lock) => args(&["LOCK.ACQUIRE", &key, FINAL_OWNER, &lease]),
+                _ => args(&["GET", &key]),
             };
             let mut done = false;
             while !done && tokio::time::Instant::now() < deadline {
@@ -408,7 +644,7 @@ impl Workload {
                     }
                     continue;
                 };
-                match self.run_op(conn, client, args(&[name, &key]), true).await {
+                match self.run_op(conn, client, read.clone(), true).await {
                     Outcome::Ok(_) => done = true,
                     Outcome::Fail => tokio::time::sleep(Duration::from_millis(50)).await,
                     Outcome::Unknown => {
@@ -438,6 +674,7 @@ mod tests {
             unknowns_per_key: 2,
             op_timeout: Duration::from_secs(1),
             think: Duration::ZERO,
+            stamp_slack_ms: 0,
             seed: 1,
         }
     }
@@ -465,21 +702,172 @@ mod tests {
     }
 
     #[test]
+    fn keys_whose_clients_all_left_make_way_for_fresh_ones() {
+        let space = KeySpace::new(WorkloadConfig {
+            keys: 1,
+            ops_per_key: 1000,
+            unknowns_per_key: 1000,
+            ..config()
+        });
+        let mut rng = SmallRng::seed_from_u64(3);
+        let ids = 0..KEY_CLIENTS_MAX as u64;
+        let first: BTreeSet<String> = ids.clone().map(|c| space.choose(c, &mut rng).0).collect();
+        assert_eq!(first.len(), 1, "one key for its first 16 clients");
+        // A client that keeps its id keeps the full key.
+        assert!(first.contains(&space.choose(0, &mut rng).0));
+        for c in ids {
+            space.abandon(c);
+        }
+        // Every id of the full key was given up: the next client gets a fresh key.
+        let next = space.choose(100, &mut rng).0;
+        assert!(!first.contains(&next), "{next}");
+        assert_eq!(space.all_keys().len(), 2);
+    }
+
+    #[test]
+    fn the_first_slots_are_the_busiest() {
+        let mut rng = SmallRng::seed_from_u64(4);
+        let mut hits = [0u32; 16];
+        for _ in 0..100_000 {
+            hits[zipf_slot(16, &mut rng)] += 1;
+        }
+        // 1 / (1 + 1/2 + ... + 1/16) = 29.6 % and a sixteenth of that, 1.8 %.
+        assert!((28_000..31_000).contains(&hits[0]), "{hits:?}");
+        assert!((1_500..2_200).contains(&hits[15]), "{hits:?}");
+        assert!(hits.windows(2).all(|w| w[0] > w[1]), "{hits:?}");
+        assert_eq!(zipf_slot(1, &mut rng), 0);
+    }
+
+    #[test]
+    fn key_kinds_parse_by_name() {
+        for kind in [
+            KeyKind::Counter,
+            KeyKind::Register,
+            KeyKind::Set,
+            KeyKind::Expiring,
+            KeyKind::Lock,
+        ] {
+            assert_eq!(KeyKind::parse(kind.name()), Ok(kind));
+            assert_eq!(KeyKind::of(&format!("{}7", kind.prefix())), Some(kind));
+        }
+        assert!(KeyKind::parse("hash").is_err());
+    }
+
+    #[test]
     fn commands_match_their_key_kind() {
         let mut rng = SmallRng::seed_from_u64(2);
-        for key in ["c1", "r2", "s3"] {
-            for _ in 0..100 {
-                let cmd = command(key, Some("x"), "u", &mut rng);
+        let mut names = BTreeSet::new();
+        for key in ["c1", "r2", "s3", "e4", "l5"] {
+            for _ in 0..1000 {
+                let cmd = command(key, Some("o2"), "u", 1_000_000, &mut rng);
                 assert_eq!(cmd[1], key);
-                let ok = match KeyKind::of(key).unwrap() {
-                    KeyKind::Counter => ["INCR", "INCRBY", "GET"].contains(&cmd[0].as_str()),
-                    KeyKind::Register => ["SET", "GET", "DEL", "DELEX"].contains(&cmd[0].as_str()),
-                    KeyKind::Set => {
-                        ["SADD", "SREM", "SMEMBERS", "SCARD"].contains(&cmd[0].as_str())
-                    }
+                let allowed: &[&str] = match KeyKind::of(key).unwrap() {
+                    KeyKind::Counter => &["INCR", "INCRBY", "GET"],
+                    KeyKind::Register => &["SET", "GET", "DEL", "DELEX"],
+                    KeyKind::Set => &["SADD", "SREM", "SMEMBERS", "SCARD"],
+                    KeyKind::Expiring => &["SET", "PEXPIRE", "PERSIST", "GET", "EXISTS", "PTTL"],
+                    KeyKind::Lock => &["LOCK.ACQUIRE", "LOCK.RELEASE"],
                 };
-                assert!(ok, "{cmd:?}");
+                assert!(allowed.contains(&cmd[0].as_str()), "{cmd:?}");
+                names.insert(match cmd[0].as_str() {
+                    "SET" => format!("SET {}", cmd.get(3).map_or("", String::as_str)),
+                    name => name.to_string(),
+                });
+                if let Some(i) = cmd.iter().position(|a| a == "PX" || a == "PXAT") {
+                    let at: u64 = cmd[i + 1].parse().unwrap();
+                    let ttl = if cmd[i] == "PXAT" { at - 1_000_000 } else { at };
+                    assert!((TTL_MS.0..=TTL_MS.1).contains(&ttl), "{cmd:?}");
+                }
             }
         }
+        // Every form of the expiring kinds comes up.
+        for form in [
+            "SET PX",
+            "SET PXAT",
+            "SET KEEPTTL",
+            "SET ",
+            "PEXPIRE",
+            "PERSIST",
+        ] {
+            assert!(names.contains(form), "{form}: {names:?}");
+        }
+    }
+
+    fn op(cmd: &[&str], call: u64, ret: u64, output: Output, final_read: bool) -> Op {
+        Op {
+            client: 1,
+            cmd: args(cmd),
+            call,
+            ret,
+            outcome: Outcome::Ok(output),
+            final_read,
+            stamp: None,
+        }
+    }
+
+    #[test]
+    fn expired_reads_and_takeovers_are_counted_from_replies() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Clock::start();
+        let history = History::create(&dir.path().join("h"), clock.epoch_ms()).unwrap();
+        let w = Workload::new(config(), Vec::new(), Arc::default(), clock, history);
+        // Absent before any SET: not expired.
+        w.observe(&op(&["GET", "e1"], 1, 2, Output::Nil, false));
+        w.observe(&op(
+            &["SET", "e1", "v", "PX", "50"],
+            3,
+            4,
+            Output::Ok,
+            false,
+        ));
+        // Sent before the SET returned: it may have come first.
+        w.observe(&op(&["EXISTS", "e1"], 3, 9, Output::Int(0), false));
+        w.observe(&op(&["PTTL", "e1"], 5, 9, Output::Int(-2), false));
+        w.observe(&op(&["GET", "e1"], 10, 11, Output::Nil, true));
+        w.observe(&op(
+            &["LOCK.ACQUIRE", "l1", "o1", "50"],
+            1,
+            2,
+            Output::Int(1),
+            false,
+        ));
+        w.observe(&op(
+            &["LOCK.ACQUIRE", "l1", "o2", "50"],
+            3,
+            4,
+            Output::Nil,
+            false,
+        ));
+        w.observe(&op(
+            &["LOCK.ACQUIRE", "l1", "o2", "50"],
+            5,
+            6,
+            Output::Int(2),
+            false,
+        ));
+        w.observe(&op(
+            &["LOCK.RELEASE", "l1", "o2"],
+            7,
+            8,
+            Output::Int(1),
+            false,
+        ));
+        // Free after a release: not a takeover.
+        w.observe(&op(
+            &["LOCK.ACQUIRE", "l1", "o3", "50"],
+            9,
+            10,
+            Output::Int(3),
+            false,
+        ));
+        assert_eq!(
+            w.expiry_stats(),
+            ExpiryStats {
+                expired_reads: 1,
+                expired_final_reads: 1,
+                takeovers: 1,
+                refused: 1,
+            }
+        );
     }
 }
