@@ -1,39 +1,83 @@
 //! Explores the model with the settings given on the command line and prints the state count:
-//! `cargo run --release -p logless-model --example explore -- CLIENTS LOSSY CRASHES ATTEMPTS`.
-use logless_core::config::InjectedBugs;
-use logless_model::{CounterOp, ModelConfig};
-use stateright::report::WriteReporter;
+//! `cargo run --release -p logless-model --example explore -- [clients=incr,incr+get]
+//! [breaks=N] [crashes=N] [timeouts] [queued] [retries=N] [datagrams] [amnesia] [threads=N] [bfs] [nogc]
+//! [bug=quorum|learned|req_prev]`.
+use std::time::Instant;
+
+use logless_model::{CounterOp, LocalDelivery, ModelConfig};
 use stateright::{Checker, Model};
 
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("a number"))
-        .collect();
-    let config = ModelConfig {
-        clients: match args.first().copied().unwrap_or(2) {
-            1 => vec![vec![CounterOp::Incr], vec![CounterOp::Incr]],
-            2 => vec![vec![CounterOp::Incr], vec![CounterOp::Incr, CounterOp::Get]],
-            _ => vec![
-                vec![CounterOp::Incr, CounterOp::Get],
-                vec![CounterOp::Incr, CounterOp::Get],
-            ],
-        },
-        lossy: args.get(1).copied().unwrap_or(1) == 1,
-        network: match args.get(4).copied().unwrap_or(0) {
-            0 => logless_model::NetworkKind::Ordered,
-            1 => logless_model::NetworkKind::Unordered,
-            _ => logless_model::NetworkKind::UnorderedDuplicating,
-        },
-        crashes_max: args.get(2).copied().unwrap_or(1) as usize,
-        attempts_max: args.get(3).copied().unwrap_or(4),
-        bugs: InjectedBugs::default(),
-    };
+    let mut config = ModelConfig::new(
+        vec![vec![CounterOp::Incr], vec![CounterOp::Incr, CounterOp::Get]],
+        1,
+    );
+    let (mut threads, mut bfs) = (1, false);
+    for arg in std::env::args().skip(1) {
+        let (name, value) = arg.split_once('=').unwrap_or((&arg, ""));
+        match name {
+            "clients" => {
+                config.clients = value
+                    .split(',')
+                    .map(|ops| {
+                        ops.split('+')
+                            .map(|op| match op {
+                                "incr" => CounterOp::Incr,
+                                "get" => CounterOp::Get,
+                                _ => panic!("unknown op {op}"),
+                            })
+                            .collect()
+                    })
+                    .collect()
+            }
+            "breaks" => config.faults.breaks_max = value.parse().expect("a number"),
+            "crashes" => config.faults.crashes_max = value.parse().expect("a number"),
+            "timeouts" => config.faults.timeouts = true,
+            "nogc" => config.collect_dead = false,
+            "queued" => config.local = LocalDelivery::Queued,
+            "retries" => config.retries_max = value.parse().expect("a number"),
+            "datagrams" => config.network = logless_model::Network::Datagrams,
+            "amnesia" => config.crash_forgets_store = true,
+            "threads" => threads = value.parse().expect("a number"),
+            "bfs" => bfs = true,
+            "bug" => match value {
+                "quorum" => config.bugs.accept_inconsistent_quorum = true,
+                "learned" => config.bugs.ignore_learned = true,
+                "req_prev" => config.bugs.write_through_forgets_req_prev = true,
+                _ => panic!("unknown bug {value}"),
+            },
+            _ => panic!("unknown argument {arg}"),
+        }
+    }
     println!("{config:?}");
-    config
-        .into_model()
-        .checker()
-        .threads(2)
-        .spawn_bfs()
-        .report(&mut WriteReporter::new(&mut std::io::stdout()));
+    let started = Instant::now();
+    let builder = config.into_model().checker().threads(threads);
+    if bfs {
+        report(builder.spawn_bfs().join(), started);
+    } else {
+        report(builder.spawn_dfs().join(), started);
+    }
+}
+
+fn report<M: Model>(checker: impl Checker<M>, started: Instant)
+where
+    M::State: Clone + PartialEq,
+    M::Action: Clone + PartialEq + std::fmt::Debug,
+{
+    println!(
+        "unique states {}, generated {}, max depth {}, {:.1} s",
+        checker.unique_state_count(),
+        checker.state_count(),
+        checker.max_depth(),
+        started.elapsed().as_secs_f64()
+    );
+    for (name, path) in checker.discoveries() {
+        let actions = path.into_actions();
+        println!("discovery {name}: {} steps", actions.len());
+        if std::env::var_os("TRACE").is_some() {
+            for action in actions {
+                println!("  {action:?}");
+            }
+        }
+    }
 }
