@@ -99,20 +99,90 @@ impl fmt::Debug for Round {
     }
 }
 
+/// The longest key kept inline in a [`Key`].
+pub const INLINE_KEY_BYTES_MAX: usize = 23;
+
 /// A register's key.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Key(pub Bytes);
+///
+/// Keys of up to [`INLINE_KEY_BYTES_MAX`] bytes (nearly every key in practice) are stored inline:
+/// cloning one copies a few words instead of touching a shared reference count, and comparing
+/// one with the key in a hash table reads no other cache line. Every message, timer and
+/// persisted state carries its key, and a shard looks keys up several times per command, so
+/// both happen on the hot path. Longer keys share their bytes.
+#[derive(Clone)]
+pub struct Key(KeyBytes);
+
+#[derive(Clone)]
+enum KeyBytes {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_KEY_BYTES_MAX],
+    },
+    Shared(Bytes),
+}
 
 impl Key {
     /// A key from anything that is bytes.
     pub fn new(bytes: impl Into<Bytes>) -> Key {
-        Key(bytes.into())
+        let bytes = bytes.into();
+        if bytes.len() <= INLINE_KEY_BYTES_MAX {
+            Key::from_slice(&bytes)
+        } else {
+            Key(KeyBytes::Shared(bytes))
+        }
+    }
+
+    /// A key with a copy of `slice`.
+    pub fn from_slice(slice: &[u8]) -> Key {
+        if slice.len() > INLINE_KEY_BYTES_MAX {
+            return Key(KeyBytes::Shared(Bytes::copy_from_slice(slice)));
+        }
+        let mut bytes = [0; INLINE_KEY_BYTES_MAX];
+        bytes[..slice.len()].copy_from_slice(slice);
+        Key(KeyBytes::Inline {
+            len: slice.len() as u8,
+            bytes,
+        })
+    }
+
+    /// The key's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            KeyBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            KeyBytes::Shared(bytes) => bytes,
+        }
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
     }
 }
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", String::from_utf8_lossy(&self.0))
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
     }
 }
 
@@ -132,6 +202,26 @@ mod tests {
             },
             seq,
         }
+    }
+
+    #[test]
+    fn short_and_long_keys_compare_hash_and_order_by_their_bytes() {
+        use std::hash::{BuildHasher, RandomState};
+        let short = Key::new("k:1");
+        let at_limit = Key::from_slice(&[b'x'; INLINE_KEY_BYTES_MAX]);
+        let long = Key::new(vec![b'x'; INLINE_KEY_BYTES_MAX + 1]);
+        assert_eq!(short.as_bytes(), b"k:1");
+        assert_eq!(at_limit.as_bytes().len(), INLINE_KEY_BYTES_MAX);
+        assert_eq!(long.as_bytes().len(), INLINE_KEY_BYTES_MAX + 1);
+        assert_eq!(Key::from_slice(long.as_bytes()), long);
+        assert!(at_limit < long && short < at_limit && Key::new("") < short);
+        let hasher = RandomState::new();
+        assert_eq!(
+            hasher.hash_one(&short),
+            hasher.hash_one(Key::new(Bytes::from_static(b"k:1")))
+        );
+        assert_eq!(hasher.hash_one(&long), hasher.hash_one(long.clone()));
+        assert_eq!(std::mem::size_of::<Key>(), 32);
     }
 
     #[test]

@@ -16,7 +16,6 @@
 //! reports every malformation as a typed error, after which the connection is dropped.
 use std::sync::Arc;
 
-use bytes::Bytes;
 use logless_commands::value::Register;
 use thiserror::Error;
 
@@ -131,9 +130,9 @@ pub fn decode_frame(
 }
 
 fn put_key(out: &mut Vec<u8>, key: &Key) {
-    let len = u32::try_from(key.0.len()).expect("keys are bounded");
+    let len = u32::try_from(key.as_bytes().len()).expect("keys are bounded");
     out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&key.0);
+    out.extend_from_slice(key.as_bytes());
 }
 
 fn put_value(out: &mut Vec<u8>, value: &Register) {
@@ -237,7 +236,7 @@ impl From<CodecError> for WireError {
 }
 
 fn take_key(r: &mut Reader<'_>) -> Result<Key, WireError> {
-    Ok(Key(Bytes::copy_from_slice(r.bytes()?)))
+    Ok(Key::from_slice(r.bytes()?))
 }
 
 fn take_value(r: &mut Reader<'_>) -> Result<Arc<Register>, WireError> {

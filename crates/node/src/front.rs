@@ -131,7 +131,7 @@ impl Exchange {
         let seq = self.next_seq;
         let shard = shard_of(&key, self.outbox.len());
         self.outbox[shard].push(Submitted {
-            key: Key(key),
+            key: Key::new(key),
             command,
             reply: ReplyTo {
                 tx: self.tx.clone(),

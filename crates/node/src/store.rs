@@ -230,7 +230,7 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
     fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), StoreError> {
         self.record.clear();
         state.encode(&mut self.record);
-        self.slots.put(&key.0, &self.record)
+        self.slots.put(key.as_bytes(), &self.record)
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {

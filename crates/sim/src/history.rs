@@ -196,7 +196,7 @@ impl History {
         let quoted = |text: &str| serde_json::to_string(text).expect("a string serialises");
         let mut lines = String::new();
         for (index, op) in self.operations.iter().enumerate() {
-            let key = format!("{key_prefix}{}", String::from_utf8_lossy(&op.key.0));
+            let key = format!("{key_prefix}{}", String::from_utf8_lossy(op.key.as_bytes()));
             let cmd = redis_args(&key, &op.command)
                 .ok_or_else(|| format!("the checker does not model {:?}", op.command))?;
             let call_ns = op.call_us * 1000;

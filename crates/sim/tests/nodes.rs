@@ -61,7 +61,7 @@ fn run_with_history(config: NodeSimConfig) -> Result<(NodeSimReport, String, Vec
     let undecided = verdict
         .inconclusive
         .iter()
-        .map(|k| String::from_utf8_lossy(&k.key.0).into_owned())
+        .map(|k| String::from_utf8_lossy(k.key.as_bytes()).into_owned())
         .collect();
     Ok((report, lines, undecided))
 }
@@ -291,7 +291,7 @@ fn a_store_that_forgets_times_to_live_is_caught_by_both_checkers() {
         );
         let verdict = check(cluster.history(), 2_000_000);
         for v in &verdict.violations {
-            let name = String::from_utf8_lossy(&v.key.0).into_owned();
+            let name = String::from_utf8_lossy(v.key.as_bytes()).into_owned();
             let index: u32 = name[1..].split('.').next().unwrap().parse().unwrap();
             assert!(
                 expiring.contains(&index),
@@ -502,7 +502,10 @@ fn the_two_checkers_agree_on_expiry_histories() {
         let verdict = check(&bad, 1_000_000);
         assert!(verdict.inconclusive.is_empty(), "seed {seed}");
         for v in verdict.violations {
-            rust_bad.insert(format!("{seed}/{}", String::from_utf8_lossy(&v.key.0)));
+            rust_bad.insert(format!(
+                "{seed}/{}",
+                String::from_utf8_lossy(v.key.as_bytes())
+            ));
         }
         lines += &bad.to_checker_lines(&format!("bad{seed}/")).unwrap();
     }

@@ -201,7 +201,7 @@ impl NodeCluster {
         let timeout = self.config.client_timeout_us;
         self.events
             .schedule(timeout, Event::ClientTimeout { client, seq });
-        let shard = shard_of(&key.0, usize::from(self.config.shards)) as u16;
+        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards)) as u16;
         assert_eq!(
             self.stamp_readings_ms.len(),
             index,
@@ -277,7 +277,7 @@ impl NodeCluster {
     /// outcome keeps no upper bound at all).
     fn stop_stamping(&mut self, index: usize, node: NodeId) {
         let op = &self.history.operations[index];
-        let shard = shard_of(&op.key.0, usize::from(self.config.shards)) as u16;
+        let shard = shard_of(op.key.as_bytes(), usize::from(self.config.shards)) as u16;
         let n = self.nodes.get_mut(&node).expect("node");
         n.shards[usize::from(shard)].waiting.retain(|&i| i != index);
     }
@@ -439,6 +439,6 @@ impl NodeCluster {
 
 /// The register index in a key's name (`k{index}.{generation}`).
 fn key_index_of(key: &Key) -> Option<u32> {
-    let name = std::str::from_utf8(&key.0).ok()?;
+    let name = std::str::from_utf8(key.as_bytes()).ok()?;
     name.strip_prefix('k')?.split('.').next()?.parse().ok()
 }
