@@ -73,13 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case porcupine.Ok:
 		return 0
 	case porcupine.Illegal:
-		const shown = 20
-		if len(verdict.BadKeys) > shown {
-			fmt.Fprintf(stdout, "not linearizable: %d keys, the first %d: %q\n",
-				len(verdict.BadKeys), shown, verdict.BadKeys[:shown])
-		} else {
-			fmt.Fprintf(stdout, "not linearizable: %q\n", verdict.BadKeys)
-		}
+		fmt.Fprintf(stdout, "not linearizable: %q\n", verdict.BadKeys)
 		return 1
 	default:
 		return 2

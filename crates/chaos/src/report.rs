@@ -132,7 +132,7 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
         report.checker_secs
     );
     for line in report.checker_output.lines() {
-        println!("             {line}");
+        println!("             {}", shortened(line));
     }
     if report.lost.is_empty() {
         println!("lost writes: none");
@@ -217,5 +217,42 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
             println!("             {r}");
         }
         EXIT_INCONCLUSIVE
+    }
+}
+
+/// The checker's list of keys not linearizable can name thousands of keys; the summary shows the
+/// first 20 (the whole output is in the run's `checker.txt`).
+fn shortened(line: &str) -> String {
+    const KEYS_SHOWN: usize = 20;
+    let Some(list) = line.strip_prefix("not linearizable: [") else {
+        return line.to_string();
+    };
+    let keys: Vec<&str> = list.trim_end_matches(']').split_whitespace().collect();
+    if keys.len() <= KEYS_SHOWN {
+        return line.to_string();
+    }
+    format!(
+        "not linearizable: {} keys, the first {KEYS_SHOWN}: [{} ...]",
+        keys.len(),
+        keys[..KEYS_SHOWN].join(" ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shortened;
+
+    #[test]
+    fn long_lists_of_keys_are_shortened() {
+        let keys: Vec<String> = (0..30).map(|i| format!("\"k{i}\"")).collect();
+        let line = format!("not linearizable: [{}]", keys.join(" "));
+        let short = shortened(&line);
+        assert!(short.starts_with("not linearizable: 30 keys, the first 20: [\"k0\" "));
+        assert!(short.ends_with("\"k19\" ...]"), "{short}");
+        assert_eq!(
+            shortened("not linearizable: [\"k1\"]"),
+            "not linearizable: [\"k1\"]"
+        );
+        assert_eq!(shortened("exit status 1"), "exit status 1");
     }
 }

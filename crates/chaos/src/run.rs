@@ -264,6 +264,8 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
             .await
             .map_err(|e| format!("checker task: {e}"))?;
     let checker_secs = checker_started.elapsed().as_secs_f64();
+    std::fs::write(config.out.join("checker.txt"), &checker_output)
+        .map_err(|e| format!("writing checker.txt: {e}"))?;
 
     let c = cluster.clone();
     let _ = tokio::task::spawn_blocking(move || {
