@@ -510,27 +510,28 @@ impl Step<'_> {
         let read = first.read_only;
         let batch_max = self.shared.config.batch_commands_max;
         let deadline_ms = now_ms + self.shared.config.request_timeout_ms;
-        let mut op = self.shared.spare.pop().unwrap_or_else(|| {
-            Box::new(Operation {
-                read,
-                batch: Vec::new(),
-                fast: false,
-                proposals: Vec::new(),
-                excluded: AcceptorSet::default(),
-                deadline_ms,
-                retries: 0,
-                phase: Phase::Backoff,
-                wake_ms: deadline_ms,
-            })
-        });
-        debug_assert!(op.batch.is_empty() && op.proposals.is_empty());
-        op.read = read;
-        op.fast = false;
-        op.excluded = AcceptorSet::default();
-        op.deadline_ms = deadline_ms;
-        op.retries = 0;
-        op.phase = Phase::Backoff;
-        op.wake_ms = deadline_ms;
+        let fresh = |batch: Vec<Pending>, proposals| Operation {
+            read,
+            fast: false,
+            batch,
+            proposals,
+            excluded: AcceptorSet::default(),
+            deadline_ms,
+            retries: 0,
+            phase: Phase::Backoff,
+            wake_ms: deadline_ms,
+        };
+        // A spare operation lends its box and its (emptied) vectors.
+        let mut op = match self.shared.spare.pop() {
+            Some(mut spare) => {
+                debug_assert!(spare.batch.is_empty() && spare.proposals.is_empty());
+                let batch = std::mem::take(&mut spare.batch);
+                let proposals = std::mem::take(&mut spare.proposals);
+                *spare = fresh(batch, proposals);
+                spare
+            }
+            None => Box::new(fresh(Vec::new(), Vec::new())),
+        };
         while op.batch.len() < batch_max
             && self.reg.queue.front().is_some_and(|p| p.read_only == read)
         {

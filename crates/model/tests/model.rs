@@ -67,7 +67,6 @@ fn connections_show_the_replicas_whatever_datagrams_do() {
     let connections =
         logless_model::reachable_observations(&small(Network::Connections).into_model());
     let datagrams = logless_model::reachable_observations(&small(Network::Datagrams).into_model());
-    assert!(datagrams.len() > 500, "{} observations", datagrams.len());
     assert!(datagrams.is_subset(&connections));
     assert_eq!((datagrams.len(), connections.len()), (513, 717));
 }

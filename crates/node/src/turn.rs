@@ -328,18 +328,18 @@ impl<R, M: Media> ShardCore<R, M> {
     /// deliberate bug [`ShardBugs::persist_without_ttl`] only).
     fn commit_without_ttl(&mut self, persist: PersistBatch) -> Result<Vec<Envelope>, StoreError> {
         let (writes, replies) = persist.release_unpersisted_for_fault_injection();
-        let wrote = !writes.is_empty();
-        for (key, mut state) in writes {
-            if state.value.expires_at_ms.is_some() {
-                let mut value = (*state.value).clone();
-                value.expires_at_ms = None;
-                state.value = value.into();
-            }
-            self.store.write(&key, &state)?;
-        }
-        if wrote {
-            self.store.flush()?;
-        }
+        let writes = writes
+            .into_iter()
+            .map(|(key, mut state)| {
+                if state.value.expires_at_ms.is_some() {
+                    let mut value = (*state.value).clone();
+                    value.expires_at_ms = None;
+                    state.value = value.into();
+                }
+                (key, state)
+            })
+            .collect();
+        PersistBatch::writes_only_for_fault_injection(writes).commit(&mut self.store)?;
         Ok(replies)
     }
 
