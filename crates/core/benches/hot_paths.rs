@@ -97,7 +97,7 @@ fn fast_write_cycle(c: &mut Criterion) {
                 break;
             };
             from = e.to;
-            replicas[usize::from(from.0 - 1)].handle_message(0, sender, e.message);
+            replicas[usize::from(from.0 - 1)].handle_message(0, sender, &e.message);
         }
         assert!(replied);
     };

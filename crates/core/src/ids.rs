@@ -156,7 +156,20 @@ impl Key {
 
 impl PartialEq for Key {
     fn eq(&self, other: &Key) -> bool {
-        self.as_bytes() == other.as_bytes()
+        match (&self.0, &other.0) {
+            // Inline bytes past `len` are zero, so whole arrays compare (a few word compares,
+            // no call to memcmp). A short key is always inline, so an inline key never equals
+            // a shared one.
+            (
+                KeyBytes::Inline { len, bytes },
+                KeyBytes::Inline {
+                    len: other_len,
+                    bytes: other_bytes,
+                },
+            ) => len == other_len && bytes == other_bytes,
+            (KeyBytes::Shared(bytes), KeyBytes::Shared(other_bytes)) => bytes == other_bytes,
+            _ => false,
+        }
     }
 }
 
@@ -176,7 +189,22 @@ impl Ord for Key {
 
 impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_bytes().hash(state);
+        match &self.0 {
+            // Three words instead of a length and a byte slice: consistent with `eq`, since
+            // equal keys have the same representation and zeroed tails.
+            KeyBytes::Inline { len, bytes } => {
+                let word = |i: usize| {
+                    let mut w = [0; 8];
+                    let end = (i + 8).min(INLINE_KEY_BYTES_MAX);
+                    w[..end - i].copy_from_slice(&bytes[i..end]);
+                    u64::from_le_bytes(w)
+                };
+                state.write_u64(word(0));
+                state.write_u64(word(8));
+                state.write_u64(word(16) ^ (u64::from(*len) << 56));
+            }
+            KeyBytes::Shared(bytes) => bytes.as_ref().hash(state),
+        }
     }
 }
 

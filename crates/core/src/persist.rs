@@ -37,6 +37,7 @@ impl PersistBatch {
     }
 
     /// Adds an acceptor's state change (if any) and the replies that depend on it.
+    #[inline]
     pub fn add(&mut self, key: &Key, step: AcceptorStep) {
         if let Some(state) = step.next {
             self.writes.push((key.clone(), state));

@@ -38,6 +38,7 @@ use logless_commands::value::Register;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use thiserror::Error;
 
 use crate::config::ProposerConfig;
@@ -150,7 +151,8 @@ struct PhaseTwo {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ReadCollect {
-    attempts: Vec<AttemptId>,
+    /// Inline for the first attempt and one retry.
+    attempts: SmallVec<[AttemptId; 2]>,
     acks: AckTable,
     current_replies: AcceptorSet,
     retries: u32,
@@ -444,7 +446,7 @@ impl Proposer {
     }
 
     /// A message from an acceptor (ACK, VOTED, NACK, LEARNED).
-    pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: Message) {
+    pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: &Message) {
         let Some(index) = self.acceptor_index(from) else {
             return;
         };
@@ -459,31 +461,31 @@ impl Proposer {
                 req,
                 req_prev,
             } => {
-                if let Some(mut step) = self.step(&key) {
+                if let Some(mut step) = self.step(key) {
                     let ack = AckParts {
-                        inc,
-                        r_ack,
-                        r_voted,
-                        value,
-                        req,
-                        req_prev,
+                        inc: *inc,
+                        r_ack: *r_ack,
+                        r_voted: *r_voted,
+                        value: value.as_ref(),
+                        req: *req,
+                        req_prev: *req_prev,
                     };
-                    step.on_ack(now_ms, index, attempt, ack);
+                    step.on_ack(now_ms, index, *attempt, ack);
                 }
             }
             Message::Voted { key, round } => {
-                if let Some(mut step) = self.step(&key) {
-                    step.on_voted(now_ms, index, round);
+                if let Some(mut step) = self.step(key) {
+                    step.on_voted(now_ms, index, *round);
                 }
             }
             Message::Nack { key, round, r_ack } => {
-                if let Some(mut step) = self.step(&key) {
-                    step.on_nack(now_ms, index, round, r_ack);
+                if let Some(mut step) = self.step(key) {
+                    step.on_nack(now_ms, index, *round, *r_ack);
                 }
             }
             Message::Learned { key, req } => {
-                if let Some(mut step) = self.step(&key) {
-                    step.on_learned(now_ms, req);
+                if let Some(mut step) = self.step(key) {
+                    step.on_learned(now_ms, *req);
                 }
             }
             Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {}
@@ -539,7 +541,7 @@ impl Step<'_> {
         }
         self.reg.op = Some(op);
         if read {
-            self.send_read(now_ms, None);
+            self.send_read(now_ms, false);
         } else if self.shared.config.fast_writes && self.reg.fast.is_some() {
             self.send_fast_write(now_ms);
         } else {
@@ -585,28 +587,38 @@ impl Step<'_> {
         self.arm_timer(at);
     }
 
-    /// Read phase 1: a new PREPARE(read), keeping replies collected by earlier attempts.
-    fn send_read(&mut self, now_ms: u64, carry: Option<ReadCollect>) {
+    /// Read phase 1: a new PREPARE(read). With `carry`, the operation is already reading and
+    /// keeps the replies its earlier attempts collected; without, the collection starts anew.
+    fn send_read(&mut self, now_ms: u64, carry: bool) {
         let attempt = self.shared.mint();
         let known_voted = self.reg.known.0;
         let acceptors = self.shared.acceptors();
-        let mut collect = carry.unwrap_or_else(|| ReadCollect {
-            attempts: Vec::new(),
-            acks: AckTable::new(acceptors),
-            current_replies: AcceptorSet::default(),
-            retries: 0,
-            previous_rounds: None,
-        });
+        let wake = now_ms + self.shared.config.phase_timeout_ms;
+        let op = self.op_mut();
+        // Built in place: the collection is large enough that moving it costs.
+        if !carry || !matches!(op.phase, Phase::Read(_)) {
+            op.phase = Phase::Read(ReadCollect {
+                attempts: SmallVec::new(),
+                acks: AckTable::new(acceptors),
+                current_replies: AcceptorSet::default(),
+                retries: 0,
+                previous_rounds: None,
+            });
+        }
+        let Phase::Read(collect) = &mut op.phase else {
+            unreachable!("set above");
+        };
         collect.attempts.push(attempt);
         collect.current_replies = AcceptorSet::default();
+        op.wake_ms = wake;
         self.broadcast(Message::Prepare {
             key: self.key.clone(),
             kind: PrepareKind::Read,
             attempt,
             known_voted,
         });
-        let wake = now_ms + self.shared.config.phase_timeout_ms;
-        self.set_phase(Phase::Read(collect), wake);
+        let at = op_wake(self.reg);
+        self.arm_timer(at);
     }
 
     /// Write phase 1 with an incremental round.
@@ -835,7 +847,7 @@ impl Step<'_> {
         }
     }
 
-    fn on_ack(&mut self, now_ms: u64, index: usize, attempt: AttemptId, ack: AckParts) {
+    fn on_ack(&mut self, now_ms: u64, index: usize, attempt: AttemptId, ack: AckParts<'_>) {
         let Some(op) = self.reg.op.as_mut() else {
             return;
         };
@@ -915,7 +927,7 @@ impl Step<'_> {
             }
             None if op.read => {
                 // The interrupted write is finished; read again (it should now be consistent).
-                self.send_read(now_ms, None);
+                self.send_read(now_ms, false);
             }
             None => self.send_prepare(now_ms),
         }
@@ -949,15 +961,14 @@ impl Step<'_> {
     /// too few replies.
     fn retry_read(&mut self, now_ms: u64, rounds: Option<Vec<(Round, Round)>>) {
         self.shared.stats.retries += 1;
-        let op = self.op_mut();
-        let Phase::Read(mut carry) = std::mem::replace(&mut op.phase, Phase::Backoff) else {
+        let Phase::Read(collect) = &mut self.op_mut().phase else {
             unreachable!("only a read operation retries its read");
         };
         if let Some(rounds) = rounds {
-            carry.retries += 1;
-            carry.previous_rounds = Some(rounds);
+            collect.retries += 1;
+            collect.previous_rounds = Some(rounds);
         }
-        self.send_read(now_ms, Some(carry));
+        self.send_read(now_ms, true);
     }
 
     /// Decides what a read's collected replies allow.
@@ -1115,20 +1126,20 @@ impl Step<'_> {
 }
 
 /// The ACK's fields before its value is resolved.
-struct AckParts {
+struct AckParts<'a> {
     inc: bool,
     r_ack: Round,
     r_voted: Round,
-    value: Option<Arc<Register>>,
+    value: Option<&'a Arc<Register>>,
     req: Option<ReqId>,
     req_prev: Option<ReqId>,
 }
 
-impl AckParts {
+impl AckParts<'_> {
     /// Fills in an omitted value from what the proposer holds; `None` if it cannot.
     fn resolve(self, known: &(Round, Arc<Register>)) -> Option<AckInfo> {
         let value = match self.value {
-            Some(v) => v,
+            Some(v) => v.clone(),
             None if known.0 == self.r_voted => known.1.clone(),
             None => return None,
         };

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use logless_commands::value::Register;
+use smallvec::SmallVec;
 
 use crate::ids::{ReqId, Round};
 
@@ -58,7 +59,9 @@ pub struct AckInfo {
 /// The latest phase 1 reply of each acceptor.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AckTable {
-    replies: Vec<Option<AckInfo>>,
+    /// Inline for up to three acceptors: every read and every phase 1 starts a table, and
+    /// three replicas are the common case.
+    replies: SmallVec<[Option<AckInfo>; 3]>,
 }
 
 /// What a set of phase 1 replies allows, in the order Algorithm 3 tests it.
@@ -98,7 +101,7 @@ impl AckTable {
     /// A table for `acceptors` acceptors.
     pub fn new(acceptors: usize) -> AckTable {
         AckTable {
-            replies: vec![None; acceptors],
+            replies: smallvec::smallvec![None; acceptors],
         }
     }
 

@@ -110,28 +110,22 @@ impl Replica {
     }
 
     /// A message from `from`.
-    pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: Message) {
+    pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: &Message) {
         if !message.is_for_acceptor() {
             self.proposer.handle_message(now_ms, from, message);
             return;
         }
         let key = message.key();
-        let step = match self.states.get_mut(key) {
-            Some(state) => {
-                let step = acceptor::on_message(state, from, &message).expect("acceptor message");
-                if let Some(next) = &step.next {
-                    *state = next.clone();
-                }
-                step
+        let existing = self.states.get_mut(key);
+        let step =
+            acceptor::on_acceptor_message(existing.as_deref().unwrap_or(&BOTTOM), from, message);
+        match (existing, &step.next) {
+            (Some(state), Some(next)) => *state = next.clone(),
+            (None, Some(next)) => {
+                self.states.insert(key.clone(), next.clone());
             }
-            None => {
-                let step = acceptor::on_message(&BOTTOM, from, &message).expect("acceptor message");
-                if let Some(next) = &step.next {
-                    self.states.insert(key.clone(), next.clone());
-                }
-                step
-            }
-        };
+            (_, None) => {}
+        }
         self.persist.add(key, step);
     }
 

@@ -136,7 +136,7 @@ proptest! {
         for (i, input) in inputs.into_iter().enumerate() {
             now_ms += 1;
             match input {
-                Input::Message(from, m) => replica.handle_message(now_ms, NodeId(from), m),
+                Input::Message(from, m) => replica.handle_message(now_ms, NodeId(from), &m),
                 Input::Command(k, read) => {
                     let command = if read { Command::Get } else { Command::IncrBy(1) };
                     replica.handle_command(now_ms, ClientTag(i as u64), k, command);

@@ -171,7 +171,7 @@ impl Net {
             self.replicas
                 .get_mut(&to)
                 .unwrap()
-                .handle_message(now, from, envelope.message);
+                .handle_message(now, from, &envelope.message);
             self.collect(to);
         }
     }
@@ -489,7 +489,7 @@ fn read_attempts_before_write_through(x: u32) -> usize {
         b.handle_message(
             0,
             NodeId(1),
-            Message::Prepare {
+            &Message::Prepare {
                 key: key(),
                 kind: PrepareKind::Write,
                 attempt: AttemptId {
@@ -559,7 +559,7 @@ fn duplicated_replies_do_not_make_a_quorum() {
             net.replicas
                 .get_mut(&B)
                 .unwrap()
-                .handle_message(0, A, e.message);
+                .handle_message(0, A, &e.message);
             net.collect(B);
         } else if from == B && e.to == A {
             seen.push(e.clone());
@@ -569,7 +569,7 @@ fn duplicated_replies_do_not_make_a_quorum() {
         net.replicas
             .get_mut(&A)
             .unwrap()
-            .handle_message(0, B, e.message.clone());
+            .handle_message(0, B, &e.message);
         net.collect(A);
     }
     net.queue.clear();

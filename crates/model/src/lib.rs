@@ -556,7 +556,7 @@ impl LoglessModel {
                 break;
             };
             node.replica
-                .handle_message(node.now_ms, node_id(index), message);
+                .handle_message(node.now_ms, node_id(index), &message);
         }
         state.nodes[index] = Node::sealed(node);
     }
@@ -655,7 +655,7 @@ impl LoglessModel {
         };
         let mut node = state.nodes[to].state.clone();
         node.replica
-            .handle_message(node.now_ms, node_id(from), message);
+            .handle_message(node.now_ms, node_id(from), &message);
         self.flush(state, to, node);
         Some(())
     }
@@ -721,7 +721,7 @@ impl LoglessModel {
             node.replica.handle_link_broken(node_id(from));
         }
         node.replica
-            .handle_message(node.now_ms, node_id(from), message);
+            .handle_message(node.now_ms, node_id(from), &message);
         self.flush(state, to, node);
         Some(())
     }
@@ -832,7 +832,7 @@ impl LoglessModel {
         match message {
             Message::Ack { .. } | Message::Nack { .. } | Message::Voted { .. } => {
                 let mut replica = node.replica.clone();
-                replica.handle_message(node.now_ms, node_id(from), message.clone());
+                replica.handle_message(node.now_ms, node_id(from), message);
                 replica == node.replica
             }
             Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {

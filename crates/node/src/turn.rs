@@ -233,7 +233,7 @@ impl<R, M: Media> ShardCore<R, M> {
     /// Takes protocol messages from the same shard on `from`, in the order sent.
     pub fn receive(&mut self, from: NodeId, messages: Vec<Message>) {
         for message in messages {
-            self.replica.handle_message(self.now_ms, from, message);
+            self.replica.handle_message(self.now_ms, from, &message);
         }
     }
 
@@ -249,7 +249,7 @@ impl<R, M: Media> ShardCore<R, M> {
     pub fn finish_turn(&mut self, outlet: &mut impl Outlet<R>) -> Result<(), StoreError> {
         let now_ms = self.now_ms;
         while let Some(message) = self.local.pop_front() {
-            self.replica.handle_message(now_ms, self.node, message);
+            self.replica.handle_message(now_ms, self.node, &message);
         }
         while let Some(entry) = self.timers.first_entry() {
             if *entry.key() > now_ms {

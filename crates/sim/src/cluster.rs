@@ -431,7 +431,7 @@ impl Cluster {
             self.stats.link_breaks += 1;
             replica.handle_link_broken(from);
         }
-        replica.handle_message(now_ms, from, message);
+        replica.handle_message(now_ms, from, &message);
         self.flush_outputs(to);
     }
 

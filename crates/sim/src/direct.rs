@@ -10,15 +10,14 @@
 //!
 //! Time is logical: each turn is one millisecond, so phase timeouts, straggler waits and
 //! backoffs keep their meaning in turns. The run is deterministic for a seed.
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use logless_commands::command::Command;
 use logless_core::acceptor::AcceptorState;
 use logless_core::config::ProposerConfig;
 use logless_core::ids::{ClientTag, Key, NodeId};
-use logless_core::message::Message;
+use logless_core::message::Envelope;
 use logless_core::persist::AcceptorStore;
 use logless_core::proposer::ProposerStats;
 use logless_core::replica::Replica;
@@ -69,20 +68,29 @@ impl AcceptorStore for NullStore {
     }
 }
 
-/// One replica with its inbox and its timers.
+/// One replica with its timers.
 struct Member {
     replica: Replica,
-    inbox: Vec<(NodeId, Message)>,
-    /// Due time, key, token.
-    timers: BinaryHeap<Reverse<(u64, Key, u64)>>,
+    /// Wake-ups by due time (key, token), as the node's shard keeps them.
+    timers: BTreeMap<u64, Vec<(Key, u64)>>,
     /// Clients of this replica whose next command is due this turn.
     ready: Vec<ClientTag>,
+}
+
+/// What one replica sent in its latest turn: its proposer messages, then the acceptor replies
+/// its store released. Every other replica reads it, by reference, in its next turn, and so
+/// does the sender itself for its messages to itself; by the sender's next turn everybody has.
+#[derive(Default)]
+struct Outbox {
+    sends: Vec<Envelope>,
+    released: Vec<Envelope>,
 }
 
 /// The cluster.
 pub struct DirectCluster {
     config: DirectConfig,
     members: Vec<Member>,
+    outboxes: Vec<Outbox>,
     keys: Vec<Key>,
     rng: SmallRng,
     /// The logical clock: one millisecond per turn.
@@ -94,7 +102,7 @@ impl DirectCluster {
     pub fn new(config: DirectConfig) -> DirectCluster {
         assert!(config.replicas > 0 && config.keys > 0 && config.clients > 0);
         let nodes: Vec<NodeId> = (1..=config.replicas).map(NodeId).collect();
-        let members = nodes
+        let members: Vec<Member> = nodes
             .iter()
             .map(|&node| Member {
                 replica: Replica::new(
@@ -104,8 +112,7 @@ impl DirectCluster {
                     config.seed ^ u64::from(node.0),
                     [],
                 ),
-                inbox: Vec::new(),
-                timers: BinaryHeap::new(),
+                timers: BTreeMap::new(),
                 ready: (0..config.clients)
                     .filter(|c| c % u32::from(config.replicas) == u32::from(node.0 - 1))
                     .map(|c| ClientTag(u64::from(c)))
@@ -117,6 +124,7 @@ impl DirectCluster {
             .collect();
         DirectCluster {
             rng: SmallRng::seed_from_u64(config.seed),
+            outboxes: members.iter().map(|_| Outbox::default()).collect(),
             config,
             members,
             keys,
@@ -128,17 +136,15 @@ impl DirectCluster {
     /// their commands in flight between runs.
     pub fn run(&mut self, operations: u64) -> DirectReport {
         let mut report = DirectReport::default();
-        let mut incoming = Vec::new();
         let mut ready = Vec::new();
+        let n = self.members.len();
         while report.operations < operations {
             let now_ms = self.now_ms;
             self.now_ms += 1;
             report.turns += 1;
-            for i in 0..self.members.len() {
+            for i in 0..n {
                 let me = NodeId(i as u16 + 1);
-                std::mem::swap(&mut incoming, &mut self.members[i].inbox);
                 std::mem::swap(&mut ready, &mut self.members[i].ready);
-                report.messages += incoming.len() as u64;
                 for client in ready.drain(..) {
                     let (key, command) = self.next_command();
                     self.members[i]
@@ -146,14 +152,28 @@ impl DirectCluster {
                         .handle_command(now_ms, client, key, command);
                 }
                 let member = &mut self.members[i];
-                while member.timers.peek().is_some_and(|t| t.0 .0 <= now_ms) {
-                    let Reverse((_, key, token)) = member.timers.pop().expect("peeked");
-                    member.replica.handle_timer(now_ms, &key, token);
+                while let Some(entry) = member.timers.first_entry() {
+                    if *entry.key() > now_ms {
+                        break;
+                    }
+                    for (key, token) in entry.remove() {
+                        member.replica.handle_timer(now_ms, &key, token);
+                    }
                 }
-                for (from, message) in incoming.drain(..) {
-                    member.replica.handle_message(now_ms, from, message);
+                // Senders in the order their turns came since this member's last one.
+                for from in (i..n).chain(0..i) {
+                    let outbox = &self.outboxes[from];
+                    let sender = NodeId(from as u16 + 1);
+                    for envelope in outbox.sends.iter().chain(&outbox.released) {
+                        if envelope.to == me {
+                            report.messages += 1;
+                            member
+                                .replica
+                                .handle_message(now_ms, sender, &envelope.message);
+                        }
+                    }
                 }
-                self.route(i, me, &mut report);
+                self.finish_turn(i, &mut report);
             }
         }
         // The counters since the cluster started.
@@ -173,20 +193,22 @@ impl DirectCluster {
         (key, command)
     }
 
-    /// Moves member `i`'s output: messages to inboxes, timers to its heap, answered clients to
-    /// its ready list.
-    fn route(&mut self, i: usize, me: NodeId, report: &mut DirectReport) {
+    /// Takes member `i`'s output: its messages replace its outbox (which every member has read
+    /// by now), timers go to its timer map, answered clients to its ready list.
+    fn finish_turn(&mut self, i: usize, report: &mut DirectReport) {
         let output = self.members[i].replica.take_output();
         let Ok(released) = output.persist.commit(&mut NullStore);
-        for envelope in output.sends.into_iter().chain(released) {
-            let to = usize::from(envelope.to.0 - 1);
-            self.members[to].inbox.push((me, envelope.message));
-        }
+        self.outboxes[i] = Outbox {
+            sends: output.sends,
+            released,
+        };
         let member = &mut self.members[i];
         for timer in output.timers {
             member
                 .timers
-                .push(Reverse((timer.at_ms, timer.key, timer.token)));
+                .entry(timer.at_ms)
+                .or_default()
+                .push((timer.key, timer.token));
         }
         for reply in output.replies {
             report.operations += 1;
