@@ -229,7 +229,8 @@ pub fn which(program: &str) -> Option<PathBuf> {
 }
 
 /// Makes sure `binary` is installed, else tries `apt-get install -y package` (printing what it
-/// does). Returns the binary's path or why it is missing.
+/// does), and once more after `apt-get update` if that failed (a fresh machine may have no
+/// package lists yet). Returns the binary's path or why it is missing.
 pub fn ensure_installed(binary: &str, package: &str, install: bool) -> Result<PathBuf, String> {
     if let Some(p) = which(binary) {
         return Ok(p);
@@ -240,19 +241,35 @@ pub fn ensure_installed(binary: &str, package: &str, install: bool) -> Result<Pa
         ));
     }
     println!("{binary} is missing: running `apt-get install -y {package}`");
-    let status = Command::new("timeout")
-        .args(["600", "apt-get", "install", "-y", package])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .stdin(Stdio::null())
-        .status();
-    match status {
-        Ok(s) if s.success() => {}
-        Ok(s) => println!("apt-get install {package} failed ({s})"),
-        Err(e) => println!("cannot run apt-get: {e}"),
+    if !apt_get(&["install", "-y", package]) {
+        println!("updating the package lists and trying again");
+        let _ = apt_get(&["update", "-qq"]) && apt_get(&["install", "-y", package]);
     }
     which(binary).ok_or_else(|| {
         format!("{binary} is not installed and `apt-get install -y {package}` did not install it")
     })
+}
+
+/// Runs `apt-get` with `args` (at most 10 minutes); whether it succeeded.
+fn apt_get(args: &[&str]) -> bool {
+    let status = Command::new("timeout")
+        .arg("600")
+        .arg("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdin(Stdio::null())
+        .status();
+    match status {
+        Ok(s) if s.success() => true,
+        Ok(s) => {
+            println!("apt-get {} failed ({s})", args.join(" "));
+            false
+        }
+        Err(e) => {
+            println!("cannot run apt-get: {e}");
+            false
+        }
+    }
 }
 
 /// A base port `b` such that `b + offset + i` is free for every offset and `i < count`.
