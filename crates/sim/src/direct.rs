@@ -1,12 +1,13 @@
 //! An in-process cluster without a network, for measuring what the protocol costs in CPU.
 //!
 //! Core replicas ([`Replica`]) hand their messages straight to each other in turns, the way a
-//! node's shard loop batches its inputs: in one turn every replica takes all messages that
-//! arrived since its last turn, the timers that fell due and the commands of clients whose
-//! previous command was answered, then its output is routed (sends, then the acceptor replies
-//! released by an in-memory store, then client answers). Nothing is lost, delayed or reordered,
-//! and no history is recorded; what remains is the protocol's own work — proposer, acceptor,
-//! batching, message construction — plus a few vector pushes per message.
+//! node's shard loop batches its inputs: in one turn every replica takes the commands of clients
+//! whose previous command was answered, the timers that fell due and every message sent to it
+//! since its last turn, read by reference from the other replicas' latest output (sends, then
+//! the acceptor replies released by an in-memory store); then its own output replaces its
+//! outbox and its client answers are counted. Nothing is lost, delayed or reordered, and no
+//! history is recorded; what remains is the protocol's own work — proposer, acceptor, batching,
+//! message construction — plus one scan of the outboxes per turn.
 //!
 //! Time is logical: each turn is one millisecond, so phase timeouts, straggler waits and
 //! backoffs keep their meaning in turns. The run is deterministic for a seed.
