@@ -189,22 +189,11 @@ impl Ord for Key {
 
 impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        match &self.0 {
-            // Three words instead of a length and a byte slice: consistent with `eq`, since
-            // equal keys have the same representation and zeroed tails.
-            KeyBytes::Inline { len, bytes } => {
-                let word = |i: usize| {
-                    let mut w = [0; 8];
-                    let end = (i + 8).min(INLINE_KEY_BYTES_MAX);
-                    w[..end - i].copy_from_slice(&bytes[i..end]);
-                    u64::from_le_bytes(w)
-                };
-                state.write_u64(word(0));
-                state.write_u64(word(8));
-                state.write_u64(word(16) ^ (u64::from(*len) << 56));
-            }
-            KeyBytes::Shared(bytes) => bytes.as_ref().hash(state),
-        }
+        // The bytes, not the inline words: a multiplicative hasher such as FxHash spreads
+        // words whose varying bytes sit high (the digits at the end of `key:000000012345`)
+        // over too few buckets (measured: 10,000 distinct buckets for 100,000 such keys,
+        // against 83,000 for the bytes; see the test below).
+        self.as_bytes().hash(state);
     }
 }
 
@@ -250,6 +239,18 @@ mod tests {
         );
         assert_eq!(hasher.hash_one(&long), hasher.hash_one(long.clone()));
         assert_eq!(std::mem::size_of::<Key>(), 32);
+    }
+
+    #[test]
+    fn keys_that_differ_only_in_their_last_digits_spread_over_the_hash_table() {
+        use std::collections::HashSet;
+        use std::hash::BuildHasher;
+        let hasher = rustc_hash::FxBuildHasher;
+        let buckets: HashSet<u64> = (0..100_000u64)
+            .map(|i| hasher.hash_one(Key::new(format!("key:{i:012}"))) & 0x3_ffff)
+            .collect();
+        // 100,000 random hashes fill about 82,700 of 2^18 buckets.
+        assert!(buckets.len() > 80_000, "{} buckets", buckets.len());
     }
 
     #[test]
