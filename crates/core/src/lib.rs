@@ -15,6 +15,7 @@
 //! * [`proposer`]: one state machine per register: reads, writes, write-through, retries,
 //!   fast writes, batching, exactly-once.
 //! * [`replica`]: proposer and acceptor of one node together, the unit the runtime drives.
+//! * [`timers`]: the wake-ups a runtime holds for a replica, fired in due order.
 //! * [`wire`]: the checksummed, versioned frames replicas exchange.
 //!
 //! The core reads no clock, socket, file or global random number generator. Time and a seeded
@@ -28,6 +29,7 @@ pub mod persist;
 pub mod proposer;
 pub mod quorum;
 pub mod replica;
+pub mod timers;
 pub mod wire;
 
 pub use logless_commands as commands;

@@ -580,9 +580,13 @@ impl Step<'_> {
     }
 
     fn set_phase(&mut self, phase: Phase, wake_ms: u64) {
-        let op = self.op_mut();
-        op.phase = phase;
-        op.wake_ms = wake_ms;
+        self.op_mut().phase = phase;
+        self.set_wake(wake_ms);
+    }
+
+    /// When the current phase gives up waiting; arms the timer for it.
+    fn set_wake(&mut self, wake_ms: u64) {
+        self.op_mut().wake_ms = wake_ms;
         let at = op_wake(self.reg);
         self.arm_timer(at);
     }
@@ -593,11 +597,10 @@ impl Step<'_> {
         let attempt = self.shared.mint();
         let known_voted = self.reg.known.0;
         let acceptors = self.shared.acceptors();
-        let wake = now_ms + self.shared.config.phase_timeout_ms;
-        let op = self.op_mut();
+        let phase = &mut self.op_mut().phase;
         // Built in place: the collection is large enough that moving it costs.
-        if !carry || !matches!(op.phase, Phase::Read(_)) {
-            op.phase = Phase::Read(ReadCollect {
+        if !carry {
+            *phase = Phase::Read(ReadCollect {
                 attempts: SmallVec::new(),
                 acks: AckTable::new(acceptors),
                 current_replies: AcceptorSet::default(),
@@ -605,20 +608,18 @@ impl Step<'_> {
                 previous_rounds: None,
             });
         }
-        let Phase::Read(collect) = &mut op.phase else {
-            unreachable!("set above");
+        let Phase::Read(collect) = phase else {
+            unreachable!("a read carried over is still reading");
         };
         collect.attempts.push(attempt);
         collect.current_replies = AcceptorSet::default();
-        op.wake_ms = wake;
         self.broadcast(Message::Prepare {
             key: self.key.clone(),
             kind: PrepareKind::Read,
             attempt,
             known_voted,
         });
-        let at = op_wake(self.reg);
-        self.arm_timer(at);
+        self.set_wake(now_ms + self.shared.config.phase_timeout_ms);
     }
 
     /// Write phase 1 with an incremental round.

@@ -16,6 +16,7 @@ use logless_core::message::{Envelope, Message};
 use logless_core::persist::{AcceptorStore, PersistBatch};
 use logless_core::proposer::{ProposeError, ProposerStats};
 use logless_core::replica::Replica;
+use logless_core::timers::Timers;
 use logless_storage::media::{FileMedia, Media};
 use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
@@ -143,8 +144,8 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     local: VecDeque<Message>,
     waiting: FxHashMap<u64, Waiting<R>>,
     next_tag: u64,
-    /// Wake-ups by due millisecond (most are stale by then; the proposer ignores those).
-    timers: BTreeMap<u64, Vec<(Key, u64)>>,
+    /// The replica's wake-ups, on the turn clock.
+    timers: Timers,
     /// Commands are stamped with this clock, expiry is decided from the stamps, and the
     /// protocol's timers run on it (see the README's clock assumption).
     clock: ShardClock,
@@ -173,7 +174,7 @@ impl<R, M: Media> ShardCore<R, M> {
             local: VecDeque::new(),
             waiting: FxHashMap::default(),
             next_tag: 0,
-            timers: BTreeMap::new(),
+            timers: Timers::default(),
             clock: ShardClock::default(),
             now_ms: 0,
             turn_started_us: 0,
@@ -211,7 +212,7 @@ impl<R, M: Media> ShardCore<R, M> {
 
     /// When the earliest timer is due (ms on the turn clock).
     pub fn next_timer_ms(&self) -> Option<u64> {
-        self.timers.keys().next().copied()
+        self.timers.next_due_ms()
     }
 
     /// Takes a client command; its answer goes to `reply`.
@@ -232,8 +233,8 @@ impl<R, M: Media> ShardCore<R, M> {
 
     /// Takes protocol messages from the same shard on `from`, in the order sent.
     pub fn receive(&mut self, from: NodeId, messages: Vec<Message>) {
-        for message in messages {
-            self.replica.handle_message(self.now_ms, from, &message);
+        for message in &messages {
+            self.replica.handle_message(self.now_ms, from, message);
         }
     }
 
@@ -251,14 +252,7 @@ impl<R, M: Media> ShardCore<R, M> {
         while let Some(message) = self.local.pop_front() {
             self.replica.handle_message(now_ms, self.node, &message);
         }
-        while let Some(entry) = self.timers.first_entry() {
-            if *entry.key() > now_ms {
-                break;
-            }
-            for (key, token) in entry.remove() {
-                self.replica.handle_timer(now_ms, &key, token);
-            }
-        }
+        self.timers.fire_due(now_ms, &mut self.replica);
         let output = self.replica.take_output();
         for envelope in output.sends {
             self.route(envelope);
@@ -300,12 +294,7 @@ impl<R, M: Media> ShardCore<R, M> {
                 .saturating_record(micros.max(1));
             outlet.answer(waiting.reply, reply.result);
         }
-        for timer in output.timers {
-            self.timers
-                .entry(timer.at_ms)
-                .or_default()
-                .push((timer.key, timer.token));
-        }
+        self.timers.schedule(output.timers);
         Ok(())
     }
 

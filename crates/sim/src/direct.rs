@@ -11,8 +11,6 @@
 //!
 //! Time is logical: each turn is one millisecond, so phase timeouts, straggler waits and
 //! backoffs keep their meaning in turns. The run is deterministic for a seed.
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 use logless_commands::command::Command;
 use logless_core::acceptor::AcceptorState;
@@ -22,6 +20,7 @@ use logless_core::message::Envelope;
 use logless_core::persist::AcceptorStore;
 use logless_core::proposer::ProposerStats;
 use logless_core::replica::Replica;
+use logless_core::timers::Timers;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -72,8 +71,8 @@ impl AcceptorStore for NullStore {
 /// One replica with its timers.
 struct Member {
     replica: Replica,
-    /// Wake-ups by due time (key, token), as the node's shard keeps them.
-    timers: BTreeMap<u64, Vec<(Key, u64)>>,
+    /// Its wake-ups, kept as the node's shard keeps them.
+    timers: Timers,
     /// Clients of this replica whose next command is due this turn.
     ready: Vec<ClientTag>,
 }
@@ -113,7 +112,7 @@ impl DirectCluster {
                     config.seed ^ u64::from(node.0),
                     [],
                 ),
-                timers: BTreeMap::new(),
+                timers: Timers::default(),
                 ready: (0..config.clients)
                     .filter(|c| c % u32::from(config.replicas) == u32::from(node.0 - 1))
                     .map(|c| ClientTag(u64::from(c)))
@@ -153,14 +152,7 @@ impl DirectCluster {
                         .handle_command(now_ms, client, key, command);
                 }
                 let member = &mut self.members[i];
-                while let Some(entry) = member.timers.first_entry() {
-                    if *entry.key() > now_ms {
-                        break;
-                    }
-                    for (key, token) in entry.remove() {
-                        member.replica.handle_timer(now_ms, &key, token);
-                    }
-                }
+                member.timers.fire_due(now_ms, &mut member.replica);
                 // Senders in the order their turns came since this member's last one.
                 for from in (i..n).chain(0..i) {
                     let outbox = &self.outboxes[from];
@@ -204,13 +196,7 @@ impl DirectCluster {
             released,
         };
         let member = &mut self.members[i];
-        for timer in output.timers {
-            member
-                .timers
-                .entry(timer.at_ms)
-                .or_default()
-                .push((timer.key, timer.token));
-        }
+        member.timers.schedule(output.timers);
         for reply in output.replies {
             report.operations += 1;
             report.errors += u64::from(reply.result.is_err());
