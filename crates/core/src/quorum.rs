@@ -37,6 +37,31 @@ impl AcceptorSet {
     pub fn is_empty(&self) -> bool {
         self.0 == 0
     }
+
+    /// The acceptors `0..count` (at most 64).
+    pub fn first(count: usize) -> AcceptorSet {
+        AcceptorSet(u64::MAX.checked_shr(64 - count as u32).unwrap_or(0))
+    }
+
+    /// Removes acceptor `index`.
+    pub fn remove(&mut self, index: usize) {
+        self.0 &= !(1u64 << index);
+    }
+
+    /// The acceptors in this set and not in `other`.
+    pub fn without(self, other: AcceptorSet) -> AcceptorSet {
+        AcceptorSet(self.0 & !other.0)
+    }
+
+    /// The acceptors in either set.
+    pub fn union(self, other: AcceptorSet) -> AcceptorSet {
+        AcceptorSet(self.0 | other.0)
+    }
+
+    /// The highest index in the set.
+    pub fn last(&self) -> Option<usize> {
+        (self.0 != 0).then(|| 63 - self.0.leading_zeros() as usize)
+    }
 }
 
 /// One acceptor's phase 1 reply, with the value resolved (elided values filled in).
@@ -161,6 +186,44 @@ impl AckTable {
                 .filter(move |(i, _)| !excluded.contains(*i))
                 .filter_map(|(_, r)| r.as_ref())
         };
+        // Every verdict but `Inconsistent` needs a quorum of replies.
+        let mut replies = counted();
+        let Some(first) = replies.next() else {
+            return Verdict::Inconsistent;
+        };
+        let (mut count, mut agree, mut same_round) = (1, true, first.inc);
+        for reply in replies {
+            count += 1;
+            agree &= reply.r_voted == first.r_voted;
+            same_round &= reply.inc && reply.r_ack == first.r_ack;
+        }
+        if count < quorum {
+            return Verdict::Inconsistent;
+        }
+        // The common case, decided in one pass: every reply shows the same vote, and either
+        // every one acknowledged the same new round or none did (what the search below would
+        // find, from its first candidate).
+        if agree && (same_round || counted().all(|a| !a.inc)) {
+            return Verdict::Consistent {
+                r_voted: first.r_voted,
+                value: first.value.clone(),
+                req: first.req,
+                req_prev: first.req_prev,
+                prepared: same_round.then_some(first.r_ack),
+            };
+        }
+        self.search(quorum, excluded, accept_inconsistent)
+    }
+
+    /// [`AckTable::verdict`] the long way, by Algorithm 3's tests in order.
+    fn search(&self, quorum: usize, excluded: AcceptorSet, accept_inconsistent: bool) -> Verdict {
+        let counted = || {
+            self.replies
+                .iter()
+                .enumerate()
+                .filter(move |(i, _)| !excluded.contains(*i))
+                .filter_map(|(_, r)| r.as_ref())
+        };
         let mut best: Option<Verdict> = None;
         for candidate in counted() {
             let same_vote = counted().filter(|a| a.r_voted == candidate.r_voted);
@@ -235,6 +298,28 @@ mod tests {
         }
     }
 
+    #[test]
+    fn acceptor_sets_combine_as_sets() {
+        assert!(AcceptorSet::first(0).is_empty());
+        assert_eq!(AcceptorSet::first(64).len(), 64);
+        let three = AcceptorSet::first(3);
+        assert_eq!((three.len(), three.last()), (3, Some(2)));
+        assert!(!three.contains(3));
+        let mut one = AcceptorSet::default();
+        one.insert(1);
+        let rest = three.without(one);
+        assert_eq!(
+            (rest.len(), rest.contains(1), rest.last()),
+            (2, false, Some(2))
+        );
+        assert_eq!(rest.union(one), three);
+        let mut all = three;
+        all.remove(2);
+        all.remove(2);
+        assert_eq!((all.len(), all.last()), (2, Some(1)));
+        assert_eq!(AcceptorSet::default().last(), None);
+    }
+
     fn ack(inc: bool, r_ack: Round, r_voted: Round, v: i64) -> AckInfo {
         use logless_commands::value::Data;
         AckInfo {
@@ -302,6 +387,35 @@ mod tests {
         let mut excluded = AcceptorSet::default();
         excluded.insert(1);
         assert_eq!(t.verdict(2, excluded, false), Verdict::Inconsistent);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4_096))]
+        /// The one-pass shortcuts of `verdict` decide as the search by Algorithm 3's tests.
+        /// Few distinct rounds, so that agreeing and nearly agreeing tables are common.
+        #[test]
+        fn the_verdict_shortcuts_agree_with_the_full_search(
+            replies in proptest::collection::vec(
+                proptest::option::weighted(0.8, (proptest::bool::ANY, 0..2u64, 0..2u64)),
+                1..=5,
+            ),
+            excluded in 0..32u64,
+            bug in proptest::bool::ANY,
+        ) {
+            let mut t = AckTable::new(replies.len());
+            for (i, reply) in replies.iter().enumerate() {
+                if let Some((inc, r_ack, r_voted)) = *reply {
+                    // One value per round, as the protocol guarantees.
+                    t.record(i, ack(inc, round(r_ack + 3, 9), round(r_voted, 1), r_voted as i64));
+                }
+            }
+            let excluded = AcceptorSet(excluded);
+            let quorum = replies.len() / 2 + 1;
+            proptest::prop_assert_eq!(
+                t.verdict(quorum, excluded, bug),
+                t.search(quorum, excluded, bug)
+            );
+        }
     }
 
     #[test]
