@@ -27,6 +27,11 @@ pub struct ProposerConfig {
     pub phase_timeout_ms: u64,
     /// How long an inconsistent quorum waits for the remaining acceptors before deciding.
     pub straggler_wait_ms: u64,
+    /// Whether a read asks a quorum of acceptors first and the rest only when needed, rather
+    /// than every acceptor at once.
+    pub thrifty_reads: bool,
+    /// How long a read that asked a quorum waits for all of it before asking the rest.
+    pub thrifty_read_wait_ms: u64,
     /// The first randomised backoff bound; it doubles with each retry up to the maximum.
     pub backoff_base_ms: u64,
     /// The largest backoff bound.
@@ -53,6 +58,8 @@ impl ProposerConfig {
             read_retries_max: 1,
             phase_timeout_ms: 200,
             straggler_wait_ms: 2,
+            thrifty_reads: true,
+            thrifty_read_wait_ms: 20,
             backoff_base_ms: 2,
             backoff_max_ms: 100,
             request_timeout_ms: 5_000,

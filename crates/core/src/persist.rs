@@ -48,9 +48,17 @@ impl PersistBatch {
 
     /// Takes the batch, leaving an empty one with room for half as much again as this one held.
     pub fn take(&mut self) -> PersistBatch {
+        self.take_into(Vec::new())
+    }
+
+    /// [`PersistBatch::take`], with the replies of the new batch going into `spare` (emptied),
+    /// a vector of released replies the runtime is done with.
+    pub fn take_into(&mut self, mut spare: Vec<Envelope>) -> PersistBatch {
+        spare.clear();
+        spare.reserve(room_for_next(self.sealed.len()));
         let next = PersistBatch {
             writes: Vec::with_capacity(room_for_next(self.writes.len())),
-            sealed: Vec::with_capacity(room_for_next(self.sealed.len())),
+            sealed: spare,
         };
         std::mem::replace(self, next)
     }

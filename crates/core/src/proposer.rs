@@ -4,10 +4,15 @@
 //! operation (a read batch answered by one read, or a write batch applied in order into one
 //! proposal), and drives that operation through the phases:
 //!
-//! * **read**: PREPARE(read) to all; a quorum consistent on `r_voted` answers every read of the
-//!   batch and no acceptor state changes. An inconsistent view keeps collecting late replies and
-//!   asks again up to X times ([`ProposerConfig::read_retries_max`]) without raising rounds;
-//!   then it writes the highest vote through (PAXOS_PREP, VOTE) and reads again.
+//! * **read**: PREPARE(read) to a quorum (this node's acceptor first, then the next ones in the
+//!   configured order, skipping acceptors that failed to answer a read); if those replies agree
+//!   on `r_voted`, that value answers every read of the batch and no acceptor state changes.
+//!   When they disagree, or one does not answer in time ([`ProposerConfig::thrifty_read_wait_ms`])
+//!   or its link breaks, the same PREPARE goes to the remaining acceptors. An inconsistent view
+//!   keeps collecting late replies and asks everyone again up to X times
+//!   ([`ProposerConfig::read_retries_max`]) without raising rounds; then it writes the highest
+//!   vote through (PAXOS_PREP, VOTE) and reads again. Asking a quorum first changes no safety
+//!   argument (any consistent quorum decides); it saves a third of a read's messages.
 //! * **write**: PREPARE(write) to all (incremental rounds). A quorum consistent on `r_voted` and
 //!   `r_ack` allows a successor proposal `cmds(v)` in the acknowledged round; a quorum that only
 //!   agrees on `r_ack` gets the highest vote written through first. Anything else retries at
@@ -102,6 +107,8 @@ pub struct ProposerStats {
     pub fast_writes: u64,
     /// Writes answered without phase 2 because no command changed the register.
     pub denied: u64,
+    /// Reads that asked a quorum first and then had to ask the remaining acceptors.
+    pub reads_widened: u64,
     /// Phase retries (PAXOS_PREP or read retries).
     pub retries: u64,
     /// Write-throughs of another proposal.
@@ -154,6 +161,8 @@ struct ReadCollect {
     /// Inline for the first attempt and one retry.
     attempts: SmallVec<[AttemptId; 2]>,
     acks: AckTable,
+    /// The acceptors the latest attempt went to: a quorum at first, everyone once widened.
+    asked: AcceptorSet,
     current_replies: AcceptorSet,
     retries: u32,
     previous_rounds: Option<Vec<(Round, Round)>>,
@@ -183,11 +192,12 @@ struct Operation {
     wake_ms: u64,
 }
 
-/// The pre-acknowledged next round after our own successful proposal (§5.8).
+/// The pre-acknowledged next round after our own successful proposal (§5.8): the successor of
+/// the register's `known` round, on top of its `known` value (both stay as they were while the
+/// fast path is held: whatever replaces them drops it first). Only the request is kept here,
+/// so that an idle register stays small.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct FastPath {
-    round: Round,
-    base: Arc<Register>,
     base_req: Option<ReqId>,
 }
 
@@ -243,10 +253,25 @@ struct Shared {
     rng: SmallRng,
     out: ProposerOutput,
     stats: ProposerStats,
+    /// The token of every register's armed timer (those whose `timer_armed_ms` is set): most
+    /// wake-ups are stale by the time they fire, and this small table tells so without a
+    /// lookup in the large (and likely uncached) table of registers. Derived from the
+    /// registers, so left out of equality and hashing.
+    armed: FxHashMap<Key, u64>,
+    /// This node's place among the acceptors, if it is one: reads ask it first.
+    own_index: Option<usize>,
+    /// Acceptors that left a read unanswered or whose link broke, until a reply of theirs
+    /// counts for an operation in progress: reads ask a quorum without them. Kept only with
+    /// thrifty reads. Replies that are ignored (stale rounds and attempts) do not clear it, so
+    /// that a reply ignored once is ignored for ever, as the model's removal of dead messages
+    /// assumes.
+    suspected: AcceptorSet,
     /// Finished operations, emptied, so that starting one allocates nothing. Boxed because
     /// they move into and out of the registers' `op` as boxes.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Operation>>,
+    /// An emptied vector of sends for the next output (see [`Proposer::recycle_sends`]).
+    spare_sends: Vec<Envelope>,
 }
 
 impl Shared {
@@ -260,6 +285,35 @@ impl Shared {
 
     fn acceptors(&self) -> usize {
         self.config.acceptors.len()
+    }
+
+    /// The acceptors a new read asks: a quorum of unsuspected ones, from this node's own
+    /// onwards in the configured order; everyone if reads are not thrifty or too many are
+    /// suspected.
+    fn read_targets(&self) -> AcceptorSet {
+        let acceptors = self.acceptors();
+        let everyone = AcceptorSet::first(acceptors);
+        if !self.config.thrifty_reads {
+            return everyone;
+        }
+        // A proposer that is no acceptor spreads its reads by their sequence number.
+        let start = self
+            .own_index
+            .unwrap_or((self.next_seq % acceptors as u64) as usize);
+        let mut targets = AcceptorSet::default();
+        for index in (start..acceptors).chain(0..start) {
+            if targets.len() == self.quorum {
+                break;
+            }
+            if !self.suspected.contains(index) {
+                targets.insert(index);
+            }
+        }
+        if targets.len() < self.quorum {
+            everyone
+        } else {
+            targets
+        }
     }
 }
 
@@ -277,6 +331,7 @@ impl std::ops::AddAssign<&ProposerStats> for ProposerStats {
         self.writes += other.writes;
         self.fast_writes += other.fast_writes;
         self.denied += other.denied;
+        self.reads_widened += other.reads_widened;
         self.retries += other.retries;
         self.write_throughs += other.write_throughs;
         self.nacks += other.nacks;
@@ -289,6 +344,7 @@ impl PartialEq for Proposer {
     fn eq(&self, other: &Proposer) -> bool {
         self.shared.id == other.shared.id
             && self.shared.next_seq == other.shared.next_seq
+            && self.shared.suspected == other.shared.suspected
             && self.registers == other.registers
             && self.shared.out == other.shared.out
     }
@@ -300,6 +356,7 @@ impl Hash for Proposer {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.shared.id.hash(state);
         self.shared.next_seq.hash(state);
+        self.shared.suspected.hash(state);
         let mut registers: Vec<_> = self.registers.iter().collect();
         registers.sort_unstable_by(|a, b| a.0.cmp(b.0));
         registers.hash(state);
@@ -315,9 +372,13 @@ impl Proposer {
             !config.acceptors.is_empty() && config.acceptors.len() <= 64,
             "1 to 64 acceptors"
         );
+        let own_index = config.acceptors.iter().position(|a| *a == id.node);
         Proposer {
             shared: Shared {
                 id,
+                own_index,
+                suspected: AcceptorSet::default(),
+                armed: FxHashMap::default(),
                 quorum: config.quorum(),
                 config,
                 next_seq: 0,
@@ -325,6 +386,7 @@ impl Proposer {
                 out: ProposerOutput::default(),
                 stats: ProposerStats::default(),
                 spare: Vec::new(),
+                spare_sends: Vec::new(),
             },
             registers: FxHashMap::default(),
         }
@@ -350,12 +412,23 @@ impl Proposer {
     /// vectors from nothing in every turn.
     pub fn drain_output(&mut self) -> ProposerOutput {
         let out = &self.shared.out;
+        let mut sends = std::mem::take(&mut self.shared.spare_sends);
+        sends.reserve(room_for_next(out.sends.len()));
         let next = ProposerOutput {
-            sends: Vec::with_capacity(room_for_next(out.sends.len())),
+            sends,
             replies: Vec::with_capacity(room_for_next(out.replies.len())),
             timers: Vec::with_capacity(room_for_next(out.timers.len())),
         };
         std::mem::replace(&mut self.shared.out, next)
+    }
+
+    /// Takes back a vector of sends the runtime is done with, so that a later output fills the
+    /// same memory (likely still cached) rather than fresh memory.
+    pub fn recycle_sends(&mut self, mut sends: Vec<Envelope>) {
+        sends.clear();
+        if sends.capacity() > self.shared.spare_sends.capacity() {
+            self.shared.spare_sends = sends;
+        }
     }
 
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work
@@ -392,19 +465,24 @@ impl Proposer {
             return;
         }
         let read_only = command.is_read_only();
-        reg.queue.push_back(Pending {
+        let pending = Pending {
             client,
             command,
             read_only,
-        });
-        if reg.op.is_none() {
-            Step {
-                key: &key,
-                reg,
-                shared: &mut self.shared,
-            }
-            .start_next(now_ms);
+        };
+        if reg.op.is_some() {
+            reg.queue.push_back(pending);
+            return;
         }
+        // An idle register has an empty queue: the command starts the next operation without
+        // passing through it (whose buffer would be one more allocation to touch).
+        debug_assert!(reg.queue.is_empty());
+        Step {
+            key: &key,
+            reg,
+            shared: &mut self.shared,
+        }
+        .start(now_ms, Some(pending));
     }
 
     /// A link to `peer` broke: messages on it may have been lost. Operations with outstanding
@@ -414,23 +492,43 @@ impl Proposer {
         let Some(index) = self.acceptor_index(peer) else {
             return;
         };
-        for reg in self.registers.values_mut() {
-            if let Some(op) = reg.op.as_mut() {
-                if !op.proposals.is_empty() {
-                    op.excluded.insert(index);
+        if self.shared.config.thrifty_reads {
+            self.shared.suspected.insert(index);
+        }
+        let everyone = AcceptorSet::first(self.shared.acceptors());
+        for (key, reg) in &mut self.registers {
+            let Some(op) = reg.op.as_mut() else {
+                continue;
+            };
+            if !op.proposals.is_empty() {
+                op.excluded.insert(index);
+            }
+            // A read that asked only a quorum and still waits for this acceptor's reply widens
+            // at its next wake-up: now.
+            let widen = matches!(&op.phase, Phase::Read(collect)
+                if collect.asked != everyone
+                    && collect.asked.without(collect.current_replies).contains(index));
+            if widen {
+                Step {
+                    key,
+                    reg,
+                    shared: &mut self.shared,
                 }
+                .set_wake(0);
             }
         }
     }
 
     /// A wake-up requested earlier.
     pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
+        if self.shared.armed.get(key) != Some(&token) {
+            return;
+        }
+        self.shared.armed.remove(key);
         let Some(mut step) = self.step(key) else {
             return;
         };
-        if step.reg.timer_token != token || step.reg.op.is_none() {
-            return;
-        }
+        debug_assert!(step.reg.timer_token == token && step.reg.op.is_some());
         step.reg.timer_armed_ms = None;
         let op = step.reg.op.as_ref().expect("checked");
         if now_ms >= op.deadline_ms {
@@ -504,12 +602,22 @@ impl Step<'_> {
 
     // ----- starting operations -----
 
+    /// Starts the next operation with the queued commands, if there are any.
     fn start_next(&mut self, now_ms: u64) {
+        self.start(now_ms, None);
+    }
+
+    /// Starts an operation with `arriving` (a command that did not queue, for an idle
+    /// register) or else the queued commands.
+    fn start(&mut self, now_ms: u64, arriving: Option<Pending>) {
         debug_assert!(self.reg.op.is_none());
-        let Some(first) = self.reg.queue.front() else {
+        let Some(read) = arriving
+            .as_ref()
+            .or(self.reg.queue.front())
+            .map(|first| first.read_only)
+        else {
             return;
         };
-        let read = first.read_only;
         let batch_max = self.shared.config.batch_commands_max;
         let deadline_ms = now_ms + self.shared.config.request_timeout_ms;
         let fresh = |batch: Vec<Pending>, proposals| Operation {
@@ -534,6 +642,7 @@ impl Step<'_> {
             }
             None => Box::new(fresh(Vec::new(), Vec::new())),
         };
+        op.batch.extend(arriving);
         while op.batch.len() < batch_max
             && self.reg.queue.front().is_some_and(|p| p.read_only == read)
         {
@@ -550,20 +659,25 @@ impl Step<'_> {
     }
 
     fn broadcast(&mut self, message: Message) {
+        self.send_to(AcceptorSet::first(self.shared.acceptors()), message);
+    }
+
+    /// Sends `message` to the acceptors in `targets` (not empty), in the configured order.
+    fn send_to(&mut self, targets: AcceptorSet, message: Message) {
         let out = &mut self.shared.out.sends;
-        let (last, rest) = self
-            .shared
-            .config
-            .acceptors
-            .split_last()
-            .expect("acceptors");
-        for to in rest {
-            out.push(Envelope {
-                to: *to,
-                message: message.clone(),
-            });
+        let last = targets.last().expect("targets");
+        for (index, to) in self.shared.config.acceptors.iter().enumerate() {
+            if index == last {
+                out.push(Envelope { to: *to, message });
+                return;
+            }
+            if targets.contains(index) {
+                out.push(Envelope {
+                    to: *to,
+                    message: message.clone(),
+                });
+            }
         }
-        out.push(Envelope { to: *last, message });
     }
 
     fn arm_timer(&mut self, at_ms: u64) {
@@ -572,6 +686,9 @@ impl Step<'_> {
         }
         self.reg.timer_armed_ms = Some(at_ms);
         self.reg.timer_token += 1;
+        self.shared
+            .armed
+            .insert(self.key.clone(), self.reg.timer_token);
         self.shared.out.timers.push(TimerRequest {
             key: self.key.clone(),
             token: self.reg.timer_token,
@@ -592,17 +709,29 @@ impl Step<'_> {
     }
 
     /// Read phase 1: a new PREPARE(read). With `carry`, the operation is already reading and
-    /// keeps the replies its earlier attempts collected; without, the collection starts anew.
+    /// keeps the replies its earlier attempts collected, and asks everyone; without, the
+    /// collection starts anew and asks a quorum first ([`Shared::read_targets`]).
     fn send_read(&mut self, now_ms: u64, carry: bool) {
         let attempt = self.shared.mint();
         let known_voted = self.reg.known.0;
         let acceptors = self.shared.acceptors();
+        let asked = if carry {
+            AcceptorSet::first(acceptors)
+        } else {
+            self.shared.read_targets()
+        };
+        let wait_ms = if asked.len() < acceptors {
+            self.shared.config.thrifty_read_wait_ms
+        } else {
+            self.shared.config.phase_timeout_ms
+        };
         let phase = &mut self.op_mut().phase;
         // Built in place: the collection is large enough that moving it costs.
         if !carry {
             *phase = Phase::Read(ReadCollect {
                 attempts: SmallVec::new(),
                 acks: AckTable::new(acceptors),
+                asked,
                 current_replies: AcceptorSet::default(),
                 retries: 0,
                 previous_rounds: None,
@@ -612,14 +741,49 @@ impl Step<'_> {
             unreachable!("a read carried over is still reading");
         };
         collect.attempts.push(attempt);
+        collect.asked = asked;
         collect.current_replies = AcceptorSet::default();
-        self.broadcast(Message::Prepare {
-            key: self.key.clone(),
-            kind: PrepareKind::Read,
-            attempt,
-            known_voted,
-        });
+        self.send_to(
+            asked,
+            Message::Prepare {
+                key: self.key.clone(),
+                kind: PrepareKind::Read,
+                attempt,
+                known_voted,
+            },
+        );
+        self.set_wake(now_ms + wait_ms);
+    }
+
+    /// A read that asked a quorum first sends its latest attempt to the acceptors it did not
+    /// ask; those that were asked and are silent become suspected.
+    fn widen_read(&mut self, now_ms: u64) {
+        let acceptors = self.shared.acceptors();
+        let known_voted = self.reg.known.0;
+        let Phase::Read(collect) = &mut self.op_mut().phase else {
+            unreachable!("only a read widens");
+        };
+        let silent = collect.asked.without(collect.current_replies);
+        let rest = AcceptorSet::first(acceptors).without(collect.asked);
+        let attempt = *collect.attempts.last().expect("a read has an attempt");
+        collect.asked = AcceptorSet::first(acceptors);
+        self.shared.suspected = self.shared.suspected.union(silent);
+        self.shared.stats.reads_widened += 1;
+        self.send_to(
+            rest,
+            Message::Prepare {
+                key: self.key.clone(),
+                kind: PrepareKind::Read,
+                attempt,
+                known_voted,
+            },
+        );
         self.set_wake(now_ms + self.shared.config.phase_timeout_ms);
+        if silent.is_empty() {
+            // A quorum answered and disagrees: the rest get the straggler wait, as when
+            // everyone was asked at once.
+            self.wait_for_stragglers(now_ms);
+        }
     }
 
     /// Write phase 1 with an incremental round.
@@ -668,14 +832,15 @@ impl Step<'_> {
     /// A fast write: vote in the pre-acknowledged round on top of our last chosen value.
     fn send_fast_write(&mut self, now_ms: u64) {
         let fast = self.reg.fast.take().expect("fast path");
+        let (round, base) = (self.reg.known.0.successor(), self.reg.known.1.clone());
         self.op_mut().fast = true;
         // Even a batch that changes nothing (SET of the value already there, a failed
         // condition) is proposed: its answers need a quorum's confirmation that the base is
         // still the latest state, and a vote in the pre-acknowledged round gives that in one
         // round trip while keeping the fast path, where phase 1 would cost the same round
         // trip, a persisted round at every acceptor, and the fast path.
-        let (value, replies, _changed) = self.apply_batch(&fast.base, now_ms);
-        self.propose(now_ms, fast.round, value, replies, fast.base_req);
+        let (value, replies, _changed) = self.apply_batch(&base, now_ms);
+        self.propose(now_ms, round, value, replies, fast.base_req);
     }
 
     /// Applies the operation's commands in order to `base`.
@@ -780,7 +945,9 @@ impl Step<'_> {
     fn finish(&mut self, now_ms: u64) {
         let mut op = self.reg.op.take().expect("operation");
         self.reg.timer_token += 1;
-        self.reg.timer_armed_ms = None;
+        if self.reg.timer_armed_ms.take().is_some() {
+            self.shared.armed.remove(self.key);
+        }
         if self.shared.spare.len() < SPARE_OPERATIONS_MAX {
             op.batch.clear();
             op.proposals.clear();
@@ -857,6 +1024,7 @@ impl Step<'_> {
         };
         match &mut op.phase {
             Phase::Read(collect) if collect.attempts.contains(&attempt) => {
+                self.shared.suspected.remove(index);
                 if collect.attempts.last() == Some(&attempt) {
                     collect.current_replies.insert(index);
                 }
@@ -864,6 +1032,7 @@ impl Step<'_> {
                 self.evaluate_read(now_ms, false);
             }
             Phase::Prepare(one) if one.attempt == attempt => {
+                self.shared.suspected.remove(index);
                 one.r_ack_seen = one.r_ack_seen.max(info.r_ack);
                 one.acks.record(index, info);
                 self.evaluate_phase_one(now_ms, false);
@@ -890,6 +1059,7 @@ impl Step<'_> {
             }
             _ => return,
         };
+        self.shared.suspected.remove(index);
         self.shared.stats.nacks += 1;
         self.reg.fast = None;
         if failed {
@@ -906,18 +1076,20 @@ impl Step<'_> {
         let Phase::Vote(two) = &mut op.phase else {
             return;
         };
-        if two.round != round || !two.voted.insert(index) || two.voted.len() < quorum {
+        if two.round != round {
+            return;
+        }
+        self.shared.suspected.remove(index);
+        if !two.voted.insert(index) || two.voted.len() < quorum {
             return;
         }
         // A quorum voted: the value of `round` is chosen.
         let (round, value, proposal) = (two.round, two.value.clone(), two.proposal);
-        self.reg.known = (round, value.clone());
+        self.reg.known = (round, value);
         match proposal {
             Some(i) => {
                 if fast_writes {
                     self.reg.fast = Some(FastPath {
-                        round: round.successor(),
-                        base: value,
                         base_req: Some(op.proposals[i].req),
                     });
                 }
@@ -944,12 +1116,7 @@ impl Step<'_> {
             });
         }
         // Our pre-acknowledged round is only good while our own vote is the latest.
-        if self
-            .reg
-            .fast
-            .as_ref()
-            .is_some_and(|f| f.round != r_voted.successor())
-        {
+        if self.reg.known.0 != r_voted {
             self.reg.fast = None;
         }
         self.reg.known = (r_voted, value);
@@ -986,6 +1153,14 @@ impl Step<'_> {
             .verdict(quorum, AcceptorSet::default(), accept_inconsistent);
         if let Verdict::Consistent { r_voted, value, .. } = verdict {
             self.answer_reads(now_ms, r_voted, value);
+            return;
+        }
+        if collect.asked.len() < acceptors {
+            // Asked a quorum only: ask the rest once all of it answered without agreeing, or
+            // when it did not answer in time.
+            if waited || collect.current_replies == collect.asked {
+                self.widen_read(now_ms);
+            }
             return;
         }
         let replied = collect.current_replies.len();

@@ -47,6 +47,8 @@ pub struct Replica {
     proposer: Proposer,
     states: FxHashMap<Key, AcceptorState>,
     persist: PersistBatch,
+    /// An emptied vector of released replies for the next batch (see [`Replica::recycle`]).
+    spare_released: Vec<Envelope>,
 }
 
 impl Hash for Replica {
@@ -76,6 +78,7 @@ impl Replica {
             proposer: Proposer::new(id, config, rng_seed),
             states: recovered.into_iter().collect(),
             persist: PersistBatch::new(),
+            spare_released: Vec::new(),
         }
     }
 
@@ -148,9 +151,22 @@ impl Replica {
         } = self.proposer.drain_output();
         ReplicaOutput {
             sends,
-            persist: self.persist.take(),
+            persist: self
+                .persist
+                .take_into(std::mem::take(&mut self.spare_released)),
             replies,
             timers,
+        }
+    }
+
+    /// Takes back the vectors of an earlier output the runtime is done with (its sends and the
+    /// replies its batch released), so that later outputs fill the same memory, likely still
+    /// cached, rather than fresh memory. Optional: a runtime may as well drop them.
+    pub fn recycle(&mut self, sends: Vec<Envelope>, mut released: Vec<Envelope>) {
+        self.proposer.recycle_sends(sends);
+        released.clear();
+        if released.capacity() > self.spare_released.capacity() {
+            self.spare_released = released;
         }
     }
 }

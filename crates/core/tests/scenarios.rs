@@ -432,10 +432,13 @@ fn a_read_during_a_concurrent_write_changes_no_acceptor_state() {
     net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
     let before: Vec<AcceptorState> = [A, B, C].iter().map(|n| net.state(*n)).collect();
     let writes_before: usize = net.stores.values().map(|s| s.writes).sum();
-    // C reads: B and C agree on the old value; A's reply is inconsistent with them.
+    // C reads: B and C agree on the old value; A, which C asks first with its own acceptor,
+    // does not answer, so after the thrifty wait C asks B too.
     let log_before = net.log.len();
     net.command(C, 3, Command::Get);
     net.run(|from, _| from != A);
+    assert!(net.reply(3).is_none(), "C waits for A");
+    net.drive(C, |from, _| from != A, |net| net.reply(3).is_some());
     assert_eq!(ok(net.reply(3)), Reply::Bulk("1".into()));
     let after: Vec<AcceptorState> = [A, B, C].iter().map(|n| net.state(*n)).collect();
     assert_eq!(before, after);
@@ -448,6 +451,125 @@ fn a_read_during_a_concurrent_write_changes_no_acceptor_state() {
         .filter(|k| *k != "ACK")
         .collect();
     assert_eq!(kinds, ["PREPARE(read)", "PREPARE(read)", "PREPARE(read)"]);
+}
+
+/// The PREPARE(read) messages `from` sent after log position `since`, by destination.
+fn read_prepares(net: &Net, from: NodeId, since: usize) -> Vec<NodeId> {
+    net.log[since..]
+        .iter()
+        .filter(|(f, e)| {
+            *f == from
+                && matches!(
+                    e.message,
+                    Message::Prepare {
+                        kind: PrepareKind::Read,
+                        ..
+                    }
+                )
+        })
+        .map(|(_, e)| e.to)
+        .collect()
+}
+
+#[test]
+fn a_read_asks_its_own_acceptor_and_the_next_one_and_takes_one_round_trip() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    let since = net.log.len();
+    net.command(B, 2, Command::Get);
+    net.run(every);
+    assert_eq!(ok(net.reply(2)), Reply::Bulk("1".into()));
+    assert_eq!(read_prepares(&net, B, since), [B, C]);
+    // Two PREPAREs and two ACKs; nothing else.
+    assert_eq!(net.log.len() - since, 4);
+    let since = net.log.len();
+    net.command(C, 3, Command::Get);
+    net.run(every);
+    assert_eq!(
+        read_prepares(&net, C, since),
+        [A, C],
+        "the order wraps around"
+    );
+}
+
+#[test]
+fn a_read_whose_quorum_disagrees_asks_the_remaining_acceptor_at_once() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    // A's next (fast) write reaches only A.
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
+    // C reads from C and A, which disagree; B's reply makes B and C a consistent quorum, with
+    // no timer fired.
+    let since = net.log.len();
+    net.command(C, 3, Command::Get);
+    net.run(every);
+    assert_eq!(ok(net.reply(3)), Reply::Bulk("1".into()));
+    assert_eq!(read_prepares(&net, C, since), [A, C, B]);
+    assert_eq!(net.replicas[&C].stats().reads_widened, 1);
+}
+
+#[test]
+fn an_acceptor_that_left_a_read_unanswered_is_not_asked_until_it_is_heard_from() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    // C asks C and A; A is silent, so after the wait C asks B.
+    let since = net.log.len();
+    net.command(C, 2, Command::Get);
+    net.run(|from, _| from != A);
+    net.drive(C, |from, _| from != A, |net| net.reply(2).is_some());
+    assert_eq!(ok(net.reply(2)), Reply::Bulk("1".into()));
+    assert_eq!(read_prepares(&net, C, since), [A, C, B]);
+    // The next read skips A.
+    let since = net.log.len();
+    net.command(C, 3, Command::Get);
+    net.run(every);
+    assert_eq!(ok(net.reply(3)), Reply::Bulk("1".into()));
+    assert_eq!(read_prepares(&net, C, since), [B, C]);
+    // A write from C hears from A again, and reads ask it again.
+    net.command(C, 4, Command::IncrBy(1));
+    net.run(every);
+    let since = net.log.len();
+    net.command(C, 5, Command::Get);
+    net.run(every);
+    assert_eq!(ok(net.reply(5)), Reply::Bulk("2".into()));
+    assert_eq!(read_prepares(&net, C, since), [A, C]);
+    assert_eq!(net.replicas[&C].stats().reads_widened, 1);
+}
+
+#[test]
+fn a_read_waiting_on_a_broken_link_asks_the_rest_at_once() {
+    let mut net = Net::new(|c| c.thrifty_read_wait_ms = 1_000);
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    let since = net.log.len();
+    net.slow_down_from(C, A, |_| true);
+    net.command(C, 2, Command::Get);
+    net.run(every);
+    assert!(net.reply(2).is_none(), "C waits for A");
+    net.replicas.get_mut(&C).unwrap().handle_link_broken(A);
+    net.collect(C);
+    // The wake-up is due at once, long before the thrifty wait would end.
+    net.fire_timer(C);
+    assert!(net.now_ms < 1_000);
+    net.run(every);
+    assert_eq!(ok(net.reply(2)), Reply::Bulk("1".into()));
+    assert_eq!(read_prepares(&net, C, since), [A, C, B]);
+}
+
+#[test]
+fn reads_that_are_not_thrifty_ask_everyone() {
+    let mut net = Net::new(|c| c.thrifty_reads = false);
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    let since = net.log.len();
+    net.command(B, 2, Command::Get);
+    net.run(every);
+    assert_eq!(ok(net.reply(2)), Reply::Bulk("1".into()));
+    assert_eq!(read_prepares(&net, B, since), [A, B, C]);
 }
 
 /// §5.8 read retries: a read that keeps seeing an inconsistent quorum asks again up to X times

@@ -39,6 +39,9 @@ pub struct ServerArgs {
     /// Read retries before a read writes through (X).
     #[arg(long)]
     pub read_retries: Option<u32>,
+    /// Whether reads ask a quorum first (true) or every replica at once (false).
+    #[arg(long)]
+    pub thrifty_reads: Option<bool>,
     /// The largest value in bytes.
     #[arg(long)]
     pub value_bytes_max: Option<usize>,
@@ -85,6 +88,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.read_retries {
         c.read_retries = v;
+    }
+    if let Some(v) = args.thrifty_reads {
+        c.thrifty_reads = v;
     }
     if let Some(v) = args.value_bytes_max {
         c.value_bytes_max = v;

@@ -1,6 +1,7 @@
 //! Explores the model with the settings given on the command line and prints the state count:
 //! `cargo run --release -p logless-model --example explore -- [clients=incr,incr+get]
-//! [breaks=N] [crashes=N] [timeouts] [queued] [retries=N] [datagrams] [amnesia] [threads=N] [bfs] [nogc]
+//! [breaks=N] [crashes=N] [timeouts] [queued] [retries=N] [datagrams] [amnesia] [broadcast]
+//! [threads=N] [bfs] [nogc]
 //! [bug=quorum|learned|req_prev]`.
 use std::time::Instant;
 
@@ -34,6 +35,7 @@ fn main() {
             "crashes" => config.faults.crashes_max = value.parse().expect("a number"),
             "timeouts" => config.faults.timeouts = true,
             "nogc" => config.collect_dead = false,
+            "broadcast" => config.thrifty_reads = false,
             "queued" => config.local = LocalDelivery::Queued,
             "retries" => config.retries_max = value.parse().expect("a number"),
             "datagrams" => config.network = logless_model::Network::Datagrams,

@@ -36,11 +36,11 @@
 //!
 //! # Time
 //!
-//! Time is abstract. The proposer's phase time-out, straggler wait and backoff are zero, so each
-//! wake-up it asks for is due at once, and [`Action::Fire`] may take it at any point of any
-//! interleaving: before, between or after any deliveries, which covers every relation between
-//! timers and message delays. Only the latest wake-up matters (a later request carries a new
-//! token and the proposer ignores older ones). The request deadline lies beyond every wake-up;
+//! Time is abstract. The proposer's phase time-out, straggler wait, thrifty read wait and backoff
+//! are zero, so each wake-up it asks for is due at once, and [`Action::Fire`] may take it at any
+//! point of any interleaving: before, between or after any deliveries, which covers every
+//! relation between timers and message delays. Only the latest wake-up matters (a later request
+//! carries a new token and the proposer ignores older ones). The request deadline lies beyond every wake-up;
 //! with [`Faults::timeouts`], [`Action::FireLate`] fires a timer after it, so requests can time
 //! out with their outcome unknown.
 //!
@@ -153,6 +153,8 @@ pub struct ModelConfig {
     /// The most attempts (phase 1s and proposals) beyond the uncontended path of the invoked
     /// commands (two per increment, one per read), summed over all proposers and incarnations.
     pub retries_max: u64,
+    /// Whether reads ask a quorum first ([`ProposerConfig::thrifty_reads`]).
+    pub thrifty_reads: bool,
     /// Deliberate protocol bugs.
     pub bugs: InjectedBugs,
     /// A deliberate fault beyond the node's guarantees: a crashed replica restarts without its
@@ -172,6 +174,7 @@ impl ModelConfig {
             network: Network::Connections,
             local: LocalDelivery::Immediate,
             retries_max,
+            thrifty_reads: true,
             bugs: InjectedBugs::default(),
             crash_forgets_store: false,
             collect_dead: true,
@@ -182,11 +185,13 @@ impl ModelConfig {
     pub fn into_model(self) -> LoglessModel {
         let mut proposer = ProposerConfig::new((0..REPLICAS).map(node_id).collect());
         proposer.bugs = self.bugs;
+        proposer.thrifty_reads = self.thrifty_reads;
         proposer.read_retries_max = 1;
         // Time is abstract (see the crate docs): every wake-up is due as soon as it is asked
         // for, and only the request deadline lies ahead.
         proposer.phase_timeout_ms = 0;
         proposer.straggler_wait_ms = 0;
+        proposer.thrifty_read_wait_ms = 0;
         proposer.backoff_base_ms = 0;
         proposer.backoff_max_ms = 0;
         proposer.request_timeout_ms = REQUEST_TIMEOUT_MS;

@@ -9,6 +9,7 @@
 //! durability = "mmap"          # memory | mmap | sync | pmem
 //! shards = 1
 //! read_retries = 1
+//! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
 //! value_bytes_max = 1048576
 //!
 //! [[peers]]                    # every replica, this one included, the same list everywhere
@@ -79,6 +80,9 @@ pub struct NodeConfig {
     pub shards: u16,
     /// Read retries before a read writes through (X of the paper).
     pub read_retries: u32,
+    /// Whether a read asks a quorum of replicas first (its own and the next) and the others
+    /// only when those disagree or are slow, rather than every replica at once.
+    pub thrifty_reads: bool,
     /// The largest string value, or the largest sum of a set's members, in bytes.
     pub value_bytes_max: usize,
     /// The most members of one set.
@@ -101,6 +105,7 @@ impl Default for NodeConfig {
             durability: "mmap".to_string(),
             shards: 1,
             read_retries: 1,
+            thrifty_reads: true,
             value_bytes_max: 1 << 20,
             set_members_max: 100_000,
             request_timeout_ms: 5_000,

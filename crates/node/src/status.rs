@@ -63,6 +63,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         p.denied,
     );
     counter(
+        "logless_reads_widened_total",
+        "Reads that asked a quorum first and then the remaining replicas.",
+        p.reads_widened,
+    );
+    counter(
         "logless_retries_total",
         "Phase retries (PAXOS_PREP or read retries).",
         p.retries,

@@ -84,6 +84,41 @@ struct Member {
 struct Outbox {
     sends: Vec<Envelope>,
     released: Vec<Envelope>,
+    /// For each replica (by index), where its messages are: positions in `sends`, then in
+    /// `released` offset by `sends.len()`. Built once by the sender, so that no receiver
+    /// reads the others' envelopes.
+    to: Vec<Vec<u32>>,
+}
+
+impl Outbox {
+    /// Replaces the contents with a new turn's output and indexes it by destination;
+    /// returns the previous vectors, which every member has read by now.
+    fn refill(
+        &mut self,
+        sends: Vec<Envelope>,
+        released: Vec<Envelope>,
+    ) -> (Vec<Envelope>, Vec<Envelope>) {
+        let old_sends = std::mem::replace(&mut self.sends, sends);
+        let old_released = std::mem::replace(&mut self.released, released);
+        for positions in &mut self.to {
+            positions.clear();
+        }
+        for (position, envelope) in self.sends.iter().chain(&self.released).enumerate() {
+            self.to[usize::from(envelope.to.0 - 1)].push(position as u32);
+        }
+        (old_sends, old_released)
+    }
+
+    /// The messages to replica `index`, in the order they were sent.
+    fn to(&self, index: usize) -> impl Iterator<Item = &Envelope> {
+        self.to[index].iter().map(|&position| {
+            let position = position as usize;
+            match position.checked_sub(self.sends.len()) {
+                None => &self.sends[position],
+                Some(released) => &self.released[released],
+            }
+        })
+    }
 }
 
 /// The cluster.
@@ -124,7 +159,13 @@ impl DirectCluster {
             .collect();
         DirectCluster {
             rng: SmallRng::seed_from_u64(config.seed),
-            outboxes: members.iter().map(|_| Outbox::default()).collect(),
+            outboxes: members
+                .iter()
+                .map(|_| Outbox {
+                    to: vec![Vec::new(); members.len()],
+                    ..Outbox::default()
+                })
+                .collect(),
             config,
             members,
             keys,
@@ -155,15 +196,13 @@ impl DirectCluster {
                 member.timers.fire_due(now_ms, &mut member.replica);
                 // Senders in the order their turns came since this member's last one.
                 for from in (i..n).chain(0..i) {
-                    let outbox = &self.outboxes[from];
                     let sender = NodeId(from as u16 + 1);
-                    for envelope in outbox.sends.iter().chain(&outbox.released) {
-                        if envelope.to == me {
-                            report.messages += 1;
-                            member
-                                .replica
-                                .handle_message(now_ms, sender, &envelope.message);
-                        }
+                    for envelope in self.outboxes[from].to(i) {
+                        debug_assert_eq!(envelope.to, me);
+                        report.messages += 1;
+                        member
+                            .replica
+                            .handle_message(now_ms, sender, &envelope.message);
                     }
                 }
                 self.finish_turn(i, &mut report);
@@ -189,13 +228,11 @@ impl DirectCluster {
     /// Takes member `i`'s output: its messages replace its outbox (which every member has read
     /// by now), timers go to its timer map, answered clients to its ready list.
     fn finish_turn(&mut self, i: usize, report: &mut DirectReport) {
-        let output = self.members[i].replica.take_output();
-        let Ok(released) = output.persist.commit(&mut NullStore);
-        self.outboxes[i] = Outbox {
-            sends: output.sends,
-            released,
-        };
         let member = &mut self.members[i];
+        let output = member.replica.take_output();
+        let Ok(released) = output.persist.commit(&mut NullStore);
+        let (sends, released) = self.outboxes[i].refill(output.sends, released);
+        member.replica.recycle(sends, released);
         member.timers.schedule(output.timers);
         for reply in output.replies {
             report.operations += 1;
