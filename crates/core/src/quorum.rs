@@ -166,6 +166,15 @@ impl AckTable {
             .collect()
     }
 
+    /// The replies of the acceptors not in `excluded`.
+    fn counted(&self, excluded: AcceptorSet) -> impl Iterator<Item = &AckInfo> + Clone {
+        self.replies
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| !excluded.contains(*i))
+            .filter_map(|(_, r)| r.as_ref())
+    }
+
     fn iter(&self) -> impl Iterator<Item = &AckInfo> {
         self.replies.iter().flatten()
     }
@@ -179,13 +188,7 @@ impl AckTable {
         excluded: AcceptorSet,
         accept_inconsistent: bool,
     ) -> Verdict {
-        let counted = || {
-            self.replies
-                .iter()
-                .enumerate()
-                .filter(move |(i, _)| !excluded.contains(*i))
-                .filter_map(|(_, r)| r.as_ref())
-        };
+        let counted = || self.counted(excluded);
         // Every verdict but `Inconsistent` needs a quorum of replies.
         let mut replies = counted();
         let Some(first) = replies.next() else {
@@ -217,13 +220,7 @@ impl AckTable {
 
     /// [`AckTable::verdict`] the long way, by Algorithm 3's tests in order.
     fn search(&self, quorum: usize, excluded: AcceptorSet, accept_inconsistent: bool) -> Verdict {
-        let counted = || {
-            self.replies
-                .iter()
-                .enumerate()
-                .filter(move |(i, _)| !excluded.contains(*i))
-                .filter_map(|(_, r)| r.as_ref())
-        };
+        let counted = || self.counted(excluded);
         let mut best: Option<Verdict> = None;
         for candidate in counted() {
             let same_vote = counted().filter(|a| a.r_voted == candidate.r_voted);

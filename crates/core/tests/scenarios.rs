@@ -274,6 +274,14 @@ fn kind(m: &Message) -> &'static str {
     }
 }
 
+/// Writes 1 everywhere, then has A's next (fast) write of 2 reach only A's own acceptor.
+fn a_second_write_reaches_only_a(net: &mut Net) {
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
+}
+
 fn ok(reply: Option<&ClientReply>) -> Reply {
     reply.expect("a reply").result.clone().expect("success")
 }
@@ -425,11 +433,7 @@ fn section_5_5_without_learned_the_command_is_applied_twice() {
 #[test]
 fn a_read_during_a_concurrent_write_changes_no_acceptor_state() {
     let mut net = Net::new(|_| {});
-    net.command(A, 1, Command::IncrBy(1));
-    net.run(every);
-    // A's next (fast) write reaches only A.
-    net.command(A, 2, Command::IncrBy(1));
-    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
+    a_second_write_reaches_only_a(&mut net);
     let before: Vec<AcceptorState> = [A, B, C].iter().map(|n| net.state(*n)).collect();
     let writes_before: usize = net.stores.values().map(|s| s.writes).sum();
     // C reads: B and C agree on the old value; A, which C asks first with its own acceptor,
@@ -471,36 +475,34 @@ fn read_prepares(net: &Net, from: NodeId, since: usize) -> Vec<NodeId> {
         .collect()
 }
 
+/// Reads through `node` on a fault-free network: the answer, and where its PREPARE(read)s went.
+fn read_and_asked(net: &mut Net, node: NodeId, tag: u64) -> (Reply, Vec<NodeId>) {
+    let since = net.log.len();
+    net.command(node, tag, Command::Get);
+    net.run(every);
+    (ok(net.reply(tag)), read_prepares(net, node, since))
+}
+
 #[test]
 fn a_read_asks_its_own_acceptor_and_the_next_one_and_takes_one_round_trip() {
     let mut net = Net::new(|_| {});
     net.command(A, 1, Command::IncrBy(1));
     net.run(every);
     let since = net.log.len();
-    net.command(B, 2, Command::Get);
-    net.run(every);
-    assert_eq!(ok(net.reply(2)), Reply::Bulk("1".into()));
-    assert_eq!(read_prepares(&net, B, since), [B, C]);
+    assert_eq!(
+        read_and_asked(&mut net, B, 2),
+        (Reply::Bulk("1".into()), vec![B, C])
+    );
     // Two PREPAREs and two ACKs; nothing else.
     assert_eq!(net.log.len() - since, 4);
-    let since = net.log.len();
-    net.command(C, 3, Command::Get);
-    net.run(every);
-    assert_eq!(
-        read_prepares(&net, C, since),
-        [A, C],
-        "the order wraps around"
-    );
+    let (_, asked) = read_and_asked(&mut net, C, 3);
+    assert_eq!(asked, [A, C], "the order wraps around");
 }
 
 #[test]
 fn a_read_whose_quorum_disagrees_asks_the_remaining_acceptor_at_once() {
     let mut net = Net::new(|_| {});
-    net.command(A, 1, Command::IncrBy(1));
-    net.run(every);
-    // A's next (fast) write reaches only A.
-    net.command(A, 2, Command::IncrBy(1));
-    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
+    a_second_write_reaches_only_a(&mut net);
     // C reads from C and A, which disagree; B's reply makes B and C a consistent quorum, with
     // no timer fired.
     let since = net.log.len();
@@ -524,19 +526,17 @@ fn an_acceptor_that_left_a_read_unanswered_is_not_asked_until_it_is_heard_from()
     assert_eq!(ok(net.reply(2)), Reply::Bulk("1".into()));
     assert_eq!(read_prepares(&net, C, since), [A, C, B]);
     // The next read skips A.
-    let since = net.log.len();
-    net.command(C, 3, Command::Get);
-    net.run(every);
-    assert_eq!(ok(net.reply(3)), Reply::Bulk("1".into()));
-    assert_eq!(read_prepares(&net, C, since), [B, C]);
+    assert_eq!(
+        read_and_asked(&mut net, C, 3),
+        (Reply::Bulk("1".into()), vec![B, C])
+    );
     // A write from C hears from A again, and reads ask it again.
     net.command(C, 4, Command::IncrBy(1));
     net.run(every);
-    let since = net.log.len();
-    net.command(C, 5, Command::Get);
-    net.run(every);
-    assert_eq!(ok(net.reply(5)), Reply::Bulk("2".into()));
-    assert_eq!(read_prepares(&net, C, since), [A, C]);
+    assert_eq!(
+        read_and_asked(&mut net, C, 5),
+        (Reply::Bulk("2".into()), vec![A, C])
+    );
     assert_eq!(net.replicas[&C].stats().reads_widened, 1);
 }
 
@@ -565,11 +565,10 @@ fn reads_that_are_not_thrifty_ask_everyone() {
     let mut net = Net::new(|c| c.thrifty_reads = false);
     net.command(A, 1, Command::IncrBy(1));
     net.run(every);
-    let since = net.log.len();
-    net.command(B, 2, Command::Get);
-    net.run(every);
-    assert_eq!(ok(net.reply(2)), Reply::Bulk("1".into()));
-    assert_eq!(read_prepares(&net, B, since), [A, B, C]);
+    assert_eq!(
+        read_and_asked(&mut net, B, 2),
+        (Reply::Bulk("1".into()), vec![A, B, C])
+    );
 }
 
 /// §5.8 read retries: a read that keeps seeing an inconsistent quorum asks again up to X times
@@ -578,10 +577,7 @@ fn reads_that_are_not_thrifty_ask_everyone() {
 /// so only X stops the retries.
 fn read_attempts_before_write_through(x: u32) -> usize {
     let mut net = Net::new(|c| c.read_retries_max = x);
-    net.command(A, 1, Command::IncrBy(1));
-    net.run(every);
-    net.command(A, 2, Command::IncrBy(1));
-    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != A));
+    a_second_write_reaches_only_a(&mut net);
     net.command(C, 3, Command::Get);
     let mut bump = 100;
     loop {
