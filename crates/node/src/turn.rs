@@ -253,19 +253,23 @@ impl<R, M: Media> ShardCore<R, M> {
             self.replica.handle_message(now_ms, self.node, &message);
         }
         self.timers.fire_due(now_ms, &mut self.replica);
-        let output = self.replica.take_output();
-        for envelope in output.sends {
+        let mut output = self.replica.take_output();
+        for envelope in output.sends.drain(..) {
             self.route(envelope);
         }
         if !self.deferred.is_empty() {
             self.write_deferred()?;
         }
+        let mut released = Vec::new();
         if !output.persist.is_empty() {
             self.state_writes += output.persist.writes_len() as u64;
-            for envelope in self.commit(output.persist)? {
+            released = self.commit(output.persist)?;
+            for envelope in released.drain(..) {
                 self.route(envelope);
             }
         }
+        // The emptied vectors go back to the replica, whose next output fills them.
+        self.replica.recycle(output.sends, released);
         for (to, messages) in &mut self.outgoing {
             if !messages.is_empty() {
                 outlet.send(*to, std::mem::take(messages));
