@@ -99,6 +99,8 @@ pub struct NodeSimConfig {
     pub until_us: u64,
     /// How long the liveness phase may take for each key (µs).
     pub liveness_us: u64,
+    /// Whether reads ask a quorum first (the default), as a node does.
+    pub thrifty_reads: bool,
     /// Deliberate bugs (harness tests only), the same switches a node starts with.
     pub bugs: Bugs,
 }
@@ -126,6 +128,7 @@ impl NodeSimConfig {
             faults_until_us: 2_000_000,
             until_us: 30_000_000,
             liveness_us: 10_000_000,
+            thrifty_reads: true,
             bugs: Bugs::default(),
         }
     }

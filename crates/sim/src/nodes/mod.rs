@@ -390,6 +390,7 @@ impl NodeCluster {
         proposer.phase_timeout_ms = 20;
         proposer.request_timeout_ms = 400;
         proposer.backoff_max_ms = 20;
+        proposer.thrifty_reads = self.config.thrifty_reads;
         proposer.bugs = self.config.bugs.core;
         proposer
     }
