@@ -287,12 +287,17 @@ impl Shared {
         self.config.acceptors.len()
     }
 
+    /// Every acceptor, as a set.
+    fn everyone(&self) -> AcceptorSet {
+        AcceptorSet::first(self.acceptors())
+    }
+
     /// The acceptors a new read asks: a quorum of unsuspected ones, from this node's own
     /// onwards in the configured order; everyone if reads are not thrifty or too many are
     /// suspected.
     fn read_targets(&self) -> AcceptorSet {
         let acceptors = self.acceptors();
-        let everyone = AcceptorSet::first(acceptors);
+        let everyone = self.everyone();
         if !self.config.thrifty_reads {
             return everyone;
         }
@@ -424,11 +429,8 @@ impl Proposer {
 
     /// Takes back a vector of sends the runtime is done with, so that a later output fills the
     /// same memory (likely still cached) rather than fresh memory.
-    pub fn recycle_sends(&mut self, mut sends: Vec<Envelope>) {
-        sends.clear();
-        if sends.capacity() > self.shared.spare_sends.capacity() {
-            self.shared.spare_sends = sends;
-        }
+    pub fn recycle_sends(&mut self, sends: Vec<Envelope>) {
+        keep_spare(&mut self.shared.spare_sends, sends);
     }
 
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work
@@ -495,7 +497,7 @@ impl Proposer {
         if self.shared.config.thrifty_reads {
             self.shared.suspected.insert(index);
         }
-        let everyone = AcceptorSet::first(self.shared.acceptors());
+        let everyone = self.shared.everyone();
         for (key, reg) in &mut self.registers {
             let Some(op) = reg.op.as_mut() else {
                 continue;
@@ -659,7 +661,7 @@ impl Step<'_> {
     }
 
     fn broadcast(&mut self, message: Message) {
-        self.send_to(AcceptorSet::first(self.shared.acceptors()), message);
+        self.send_to(self.shared.everyone(), message);
     }
 
     /// Sends `message` to the acceptors in `targets` (not empty), in the configured order.
@@ -716,7 +718,7 @@ impl Step<'_> {
         let known_voted = self.reg.known.0;
         let acceptors = self.shared.acceptors();
         let asked = if carry {
-            AcceptorSet::first(acceptors)
+            self.shared.everyone()
         } else {
             self.shared.read_targets()
         };
@@ -743,41 +745,35 @@ impl Step<'_> {
         collect.attempts.push(attempt);
         collect.asked = asked;
         collect.current_replies = AcceptorSet::default();
-        self.send_to(
-            asked,
-            Message::Prepare {
-                key: self.key.clone(),
-                kind: PrepareKind::Read,
-                attempt,
-                known_voted,
-            },
-        );
+        self.send_to(asked, self.read_prepare(attempt, known_voted));
         self.set_wake(now_ms + wait_ms);
+    }
+
+    /// The PREPARE(read) of `attempt`.
+    fn read_prepare(&self, attempt: AttemptId, known_voted: Round) -> Message {
+        Message::Prepare {
+            key: self.key.clone(),
+            kind: PrepareKind::Read,
+            attempt,
+            known_voted,
+        }
     }
 
     /// A read that asked a quorum first sends its latest attempt to the acceptors it did not
     /// ask; those that were asked and are silent become suspected.
     fn widen_read(&mut self, now_ms: u64) {
-        let acceptors = self.shared.acceptors();
+        let everyone = self.shared.everyone();
         let known_voted = self.reg.known.0;
         let Phase::Read(collect) = &mut self.op_mut().phase else {
             unreachable!("only a read widens");
         };
         let silent = collect.asked.without(collect.current_replies);
-        let rest = AcceptorSet::first(acceptors).without(collect.asked);
+        let rest = everyone.without(collect.asked);
         let attempt = *collect.attempts.last().expect("a read has an attempt");
-        collect.asked = AcceptorSet::first(acceptors);
+        collect.asked = everyone;
         self.shared.suspected = self.shared.suspected.union(silent);
         self.shared.stats.reads_widened += 1;
-        self.send_to(
-            rest,
-            Message::Prepare {
-                key: self.key.clone(),
-                kind: PrepareKind::Read,
-                attempt,
-                known_voted,
-            },
-        );
+        self.send_to(rest, self.read_prepare(attempt, known_voted));
         self.set_wake(now_ms + self.shared.config.phase_timeout_ms);
         if silent.is_empty() {
             // A quorum answered and disagrees: the rest get the straggler wait, as when
@@ -1333,6 +1329,14 @@ impl AckParts<'_> {
 /// The capacity to give an output vector after one that held `len` items.
 pub(crate) fn room_for_next(len: usize) -> usize {
     len + len / 2
+}
+
+/// Keeps `spent`, emptied, as the `spare` for the next output if it has more room.
+pub(crate) fn keep_spare(spare: &mut Vec<Envelope>, mut spent: Vec<Envelope>) {
+    spent.clear();
+    if spent.capacity() > spare.capacity() {
+        *spare = spent;
+    }
 }
 
 fn op_wake(reg: &RegisterProposer) -> u64 {

@@ -22,7 +22,9 @@ use crate::config::ProposerConfig;
 use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
-use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
+use crate::proposer::{
+    keep_spare, ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest,
+};
 
 /// The state of a register the acceptor never heard of (⊥), built once.
 static BOTTOM: LazyLock<AcceptorState> = LazyLock::new(AcceptorState::default);
@@ -162,11 +164,8 @@ impl Replica {
     /// Takes back the vectors of an earlier output the runtime is done with (its sends and the
     /// replies its batch released), so that later outputs fill the same memory, likely still
     /// cached, rather than fresh memory. Optional: a runtime may as well drop them.
-    pub fn recycle(&mut self, sends: Vec<Envelope>, mut released: Vec<Envelope>) {
+    pub fn recycle(&mut self, sends: Vec<Envelope>, released: Vec<Envelope>) {
         self.proposer.recycle_sends(sends);
-        released.clear();
-        if released.capacity() > self.spare_released.capacity() {
-            self.spare_released = released;
-        }
+        keep_spare(&mut self.spare_released, released);
     }
 }

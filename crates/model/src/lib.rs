@@ -40,9 +40,9 @@
 //! are zero, so each wake-up it asks for is due at once, and [`Action::Fire`] may take it at any
 //! point of any interleaving: before, between or after any deliveries, which covers every
 //! relation between timers and message delays. Only the latest wake-up matters (a later request
-//! carries a new token and the proposer ignores older ones). The request deadline lies beyond every wake-up;
-//! with [`Faults::timeouts`], [`Action::FireLate`] fires a timer after it, so requests can time
-//! out with their outcome unknown.
+//! carries a new token and the proposer ignores older ones). The request deadline lies beyond
+//! every wake-up; with [`Faults::timeouts`], [`Action::FireLate`] fires a timer after it, so
+//! requests can time out with their outcome unknown.
 //!
 //! # Bounds and reductions
 //!

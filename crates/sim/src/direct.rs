@@ -7,7 +7,7 @@
 //! the acceptor replies released by an in-memory store); then its own output replaces its
 //! outbox and its client answers are counted. Nothing is lost, delayed or reordered, and no
 //! history is recorded; what remains is the protocol's own work — proposer, acceptor, batching,
-//! message construction — plus one scan of the outboxes per turn.
+//! message construction — plus indexing each outbox by receiver once per turn.
 //!
 //! Time is logical: each turn is one millisecond, so phase timeouts, straggler waits and
 //! backoffs keep their meaning in turns. The run is deterministic for a seed.
@@ -87,7 +87,7 @@ struct Outbox {
     /// For each replica (by index), where its messages are: positions in `sends`, then in
     /// `released` offset by `sends.len()`. Built once by the sender, so that no receiver
     /// reads the others' envelopes.
-    to: Vec<Vec<u32>>,
+    by_receiver: Vec<Vec<u32>>,
 }
 
 impl Outbox {
@@ -100,18 +100,18 @@ impl Outbox {
     ) -> (Vec<Envelope>, Vec<Envelope>) {
         let old_sends = std::mem::replace(&mut self.sends, sends);
         let old_released = std::mem::replace(&mut self.released, released);
-        for positions in &mut self.to {
+        for positions in &mut self.by_receiver {
             positions.clear();
         }
         for (position, envelope) in self.sends.iter().chain(&self.released).enumerate() {
-            self.to[usize::from(envelope.to.0 - 1)].push(position as u32);
+            self.by_receiver[usize::from(envelope.to.0 - 1)].push(position as u32);
         }
         (old_sends, old_released)
     }
 
     /// The messages to replica `index`, in the order they were sent.
-    fn to(&self, index: usize) -> impl Iterator<Item = &Envelope> {
-        self.to[index].iter().map(|&position| {
+    fn messages_to(&self, index: usize) -> impl Iterator<Item = &Envelope> {
+        self.by_receiver[index].iter().map(|&position| {
             let position = position as usize;
             match position.checked_sub(self.sends.len()) {
                 None => &self.sends[position],
@@ -162,7 +162,7 @@ impl DirectCluster {
             outboxes: members
                 .iter()
                 .map(|_| Outbox {
-                    to: vec![Vec::new(); members.len()],
+                    by_receiver: vec![Vec::new(); members.len()],
                     ..Outbox::default()
                 })
                 .collect(),
@@ -197,7 +197,7 @@ impl DirectCluster {
                 // Senders in the order their turns came since this member's last one.
                 for from in (i..n).chain(0..i) {
                     let sender = NodeId(from as u16 + 1);
-                    for envelope in self.outboxes[from].to(i) {
+                    for envelope in self.outboxes[from].messages_to(i) {
                         debug_assert_eq!(envelope.to, me);
                         report.messages += 1;
                         member
