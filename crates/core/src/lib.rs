@@ -21,6 +21,7 @@
 //! The core reads no clock, socket, file or global random number generator. Time and a seeded
 //! random number generator come in as arguments; effects leave as plain data.
 pub mod acceptor;
+mod armed;
 mod codec;
 pub mod config;
 pub mod ids;

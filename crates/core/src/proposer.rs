@@ -46,6 +46,7 @@ use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use thiserror::Error;
 
+use crate::armed::{self, ArmedTimers, TimerSlot};
 use crate::config::ProposerConfig;
 use crate::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use crate::message::{Envelope, Message, PrepareKind};
@@ -210,6 +211,8 @@ struct RegisterProposer {
     /// When the timer with the current token fires, if one is armed. A later wake-up needs no
     /// new timer: the armed one fires first and re-arms.
     timer_armed_ms: Option<u64>,
+    /// The armed timer's slot in [`Shared::armed`] (incidental: equal to any other).
+    timer_slot: TimerSlot,
     fast: Option<FastPath>,
     /// A round and its value that this proposer holds, so acceptors may omit it.
     known: (Round, Arc<Register>),
@@ -222,6 +225,7 @@ impl RegisterProposer {
             op: None,
             timer_token: 0,
             timer_armed_ms: None,
+            timer_slot: TimerSlot::default(),
             fast: None,
             known: (Round::BOTTOM, Arc::new(Register::default())),
         }
@@ -253,11 +257,11 @@ struct Shared {
     rng: SmallRng,
     out: ProposerOutput,
     stats: ProposerStats,
-    /// The token of every register's armed timer (those whose `timer_armed_ms` is set): most
-    /// wake-ups are stale by the time they fire, and this small table tells so without a
-    /// lookup in the large (and likely uncached) table of registers. Derived from the
-    /// registers, so left out of equality and hashing.
-    armed: FxHashMap<Key, u64>,
+    /// The live token of every register's armed timer (those whose `timer_armed_ms` is set),
+    /// by slot: most wake-ups are stale by the time they fire, and this dense table tells so
+    /// without a lookup in the large (and likely uncached) table of registers. Derived from
+    /// the registers, so left out of equality and hashing.
+    armed: ArmedTimers,
     /// This node's place among the acceptors, if it is one: reads ask it first.
     own_index: Option<usize>,
     /// Acceptors that left a read unanswered or whose link broke, until a reply of theirs
@@ -383,7 +387,7 @@ impl Proposer {
                 id,
                 own_index,
                 suspected: AcceptorSet::default(),
-                armed: FxHashMap::default(),
+                armed: ArmedTimers::default(),
                 quorum: config.quorum(),
                 config,
                 next_seq: 0,
@@ -523,15 +527,20 @@ impl Proposer {
 
     /// A wake-up requested earlier.
     pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
-        if self.shared.armed.get(key) != Some(&token) {
+        if !self.shared.armed.may_be_live(token) {
             return;
         }
-        self.shared.armed.remove(key);
         let Some(mut step) = self.step(key) else {
             return;
         };
-        debug_assert!(step.reg.timer_token == token && step.reg.op.is_some());
-        step.reg.timer_armed_ms = None;
+        // The slot may have been reused by another register's timer with an equal token.
+        let reg = &mut *step.reg;
+        if reg.timer_armed_ms.is_none() || token != armed::token(reg.timer_slot, reg.timer_token) {
+            return;
+        }
+        debug_assert!(reg.op.is_some());
+        reg.timer_armed_ms = None;
+        step.shared.armed.release(reg.timer_slot);
         let op = step.reg.op.as_ref().expect("checked");
         if now_ms >= op.deadline_ms {
             step.time_out(now_ms);
@@ -686,14 +695,17 @@ impl Step<'_> {
         if self.reg.timer_armed_ms.is_some_and(|armed| armed <= at_ms) {
             return;
         }
+        // Re-armed earlier: the timer keeps its slot, whose older token goes stale.
+        if self.reg.timer_armed_ms.is_none() {
+            self.reg.timer_slot = self.shared.armed.take();
+        }
         self.reg.timer_armed_ms = Some(at_ms);
         self.reg.timer_token += 1;
-        self.shared
-            .armed
-            .insert(self.key.clone(), self.reg.timer_token);
+        let token = armed::token(self.reg.timer_slot, self.reg.timer_token);
+        self.shared.armed.arm(self.reg.timer_slot, token);
         self.shared.out.timers.push(TimerRequest {
             key: self.key.clone(),
-            token: self.reg.timer_token,
+            token,
             at_ms,
         });
     }
@@ -942,7 +954,7 @@ impl Step<'_> {
         let mut op = self.reg.op.take().expect("operation");
         self.reg.timer_token += 1;
         if self.reg.timer_armed_ms.take().is_some() {
-            self.shared.armed.remove(self.key);
+            self.shared.armed.release(self.reg.timer_slot);
         }
         if self.shared.spare.len() < SPARE_OPERATIONS_MAX {
             op.batch.clear();
