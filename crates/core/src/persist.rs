@@ -37,12 +37,14 @@ impl PersistBatch {
     }
 
     /// Adds an acceptor's state change (if any) and the replies that depend on it.
-    #[inline]
+    #[inline(always)]
     pub fn add(&mut self, key: &Key, step: AcceptorStep) {
         if let Some(state) = step.next {
             self.writes.push((key.clone(), state));
         }
-        self.sealed.extend(step.learned);
+        if let Some(learned) = step.learned {
+            self.sealed.push(learned);
+        }
         self.sealed.push(step.reply);
     }
 

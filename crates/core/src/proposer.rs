@@ -169,6 +169,18 @@ struct ReadCollect {
     previous_rounds: Option<Vec<(Round, Round)>>,
 }
 
+impl ReadCollect {
+    /// Empties the collection for a new read: equal to a new one.
+    fn reset(&mut self, acceptors: usize) {
+        self.attempts.clear();
+        self.acks.reset(acceptors);
+        self.asked = AcceptorSet::default();
+        self.current_replies = AcceptorSet::default();
+        self.retries = 0;
+        self.previous_rounds = None;
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Read(ReadCollect),
@@ -308,17 +320,19 @@ impl Shared {
         // A proposer that is no acceptor spreads its reads by their sequence number.
         let start = self
             .own_index
-            .unwrap_or((self.next_seq % acceptors as u64) as usize);
+            .unwrap_or_else(|| (self.next_seq % acceptors as u64) as usize);
         let mut targets = AcceptorSet::default();
+        let mut count = 0;
         for index in (start..acceptors).chain(0..start) {
-            if targets.len() == self.quorum {
+            if count == self.quorum {
                 break;
             }
             if !self.suspected.contains(index) {
                 targets.insert(index);
+                count += 1;
             }
         }
-        if targets.len() < self.quorum {
+        if count < self.quorum {
             everyone
         } else {
             targets
@@ -631,27 +645,30 @@ impl Step<'_> {
         };
         let batch_max = self.shared.config.batch_commands_max;
         let deadline_ms = now_ms + self.shared.config.request_timeout_ms;
-        let fresh = |batch: Vec<Pending>, proposals| Operation {
-            read,
-            fast: false,
-            batch,
-            proposals,
-            excluded: AcceptorSet::default(),
-            deadline_ms,
-            retries: 0,
-            phase: Phase::Backoff,
-            wake_ms: deadline_ms,
-        };
-        // A spare operation lends its box and its (emptied) vectors.
+        // A spare operation lends its box, its (emptied) vectors and its phase, which the first
+        // attempt below replaces or, for a read, empties in place.
         let mut op = match self.shared.spare.pop() {
             Some(mut spare) => {
                 debug_assert!(spare.batch.is_empty() && spare.proposals.is_empty());
-                let batch = std::mem::take(&mut spare.batch);
-                let proposals = std::mem::take(&mut spare.proposals);
-                *spare = fresh(batch, proposals);
+                spare.read = read;
+                spare.fast = false;
+                spare.excluded = AcceptorSet::default();
+                spare.deadline_ms = deadline_ms;
+                spare.retries = 0;
+                spare.wake_ms = deadline_ms;
                 spare
             }
-            None => Box::new(fresh(Vec::new(), Vec::new())),
+            None => Box::new(Operation {
+                read,
+                fast: false,
+                batch: Vec::new(),
+                proposals: Vec::new(),
+                excluded: AcceptorSet::default(),
+                deadline_ms,
+                retries: 0,
+                phase: Phase::Backoff,
+                wake_ms: deadline_ms,
+            }),
         };
         op.batch.extend(arriving);
         while op.batch.len() < batch_max
@@ -734,22 +751,28 @@ impl Step<'_> {
         } else {
             self.shared.read_targets()
         };
-        let wait_ms = if asked.len() < acceptors {
+        let wait_ms = if asked != self.shared.everyone() {
             self.shared.config.thrifty_read_wait_ms
         } else {
             self.shared.config.phase_timeout_ms
         };
         let phase = &mut self.op_mut().phase;
-        // Built in place: the collection is large enough that moving it costs.
+        // Built in place, or emptied in place when a finished read lent it: the collection is
+        // large enough that moving it costs.
         if !carry {
-            *phase = Phase::Read(ReadCollect {
-                attempts: SmallVec::new(),
-                acks: AckTable::new(acceptors),
-                asked,
-                current_replies: AcceptorSet::default(),
-                retries: 0,
-                previous_rounds: None,
-            });
+            match phase {
+                Phase::Read(collect) => collect.reset(acceptors),
+                _ => {
+                    *phase = Phase::Read(ReadCollect {
+                        attempts: SmallVec::new(),
+                        acks: AckTable::new(acceptors),
+                        asked,
+                        current_replies: AcceptorSet::default(),
+                        retries: 0,
+                        previous_rounds: None,
+                    })
+                }
+            }
         }
         let Phase::Read(collect) = phase else {
             unreachable!("a read carried over is still reading");
@@ -959,7 +982,11 @@ impl Step<'_> {
         if self.shared.spare.len() < SPARE_OPERATIONS_MAX {
             op.batch.clear();
             op.proposals.clear();
-            op.phase = Phase::Backoff;
+            // A read's collection stays for the next read to empty in place; its values go now.
+            match &mut op.phase {
+                Phase::Read(collect) => collect.acks.reset(self.shared.acceptors()),
+                phase => *phase = Phase::Backoff,
+            }
             self.shared.spare.push(op);
         }
         if !self.reg.queue.is_empty() {

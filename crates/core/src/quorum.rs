@@ -130,6 +130,21 @@ impl AckTable {
         }
     }
 
+    /// Forgets every reply and makes room for `acceptors` acceptors: equal to
+    /// [`AckTable::new`], without building a new table.
+    pub fn reset(&mut self, acceptors: usize) {
+        if self.replies.len() == acceptors {
+            for reply in &mut self.replies {
+                if reply.is_some() {
+                    *reply = None;
+                }
+            }
+        } else {
+            self.replies.clear();
+            self.replies.extend((0..acceptors).map(|_| None));
+        }
+    }
+
     /// Records a reply; a later reply of the same acceptor replaces the earlier one unless it
     /// shows an older vote (late replies of earlier attempts).
     pub fn record(&mut self, index: usize, ack: AckInfo) {
@@ -189,19 +204,19 @@ impl AckTable {
         accept_inconsistent: bool,
     ) -> Verdict {
         let counted = || self.counted(excluded);
-        // Every verdict but `Inconsistent` needs a quorum of replies.
+        // Every verdict but `Inconsistent` needs a quorum of replies (counted first: most
+        // calls come with the first replies of an attempt).
+        if counted().count() < quorum {
+            return Verdict::Inconsistent;
+        }
         let mut replies = counted();
         let Some(first) = replies.next() else {
             return Verdict::Inconsistent;
         };
-        let (mut count, mut agree, mut same_round) = (1, true, first.inc);
+        let (mut agree, mut same_round) = (true, first.inc);
         for reply in replies {
-            count += 1;
             agree &= reply.r_voted == first.r_voted;
             same_round &= reply.inc && reply.r_ack == first.r_ack;
-        }
-        if count < quorum {
-            return Verdict::Inconsistent;
         }
         // The common case, decided in one pass: every reply shows the same vote, and either
         // every one acknowledged the same new round or none did (what the search below would
