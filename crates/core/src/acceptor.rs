@@ -46,15 +46,40 @@ pub struct AcceptorStep {
     pub reply: Envelope,
 }
 
-impl AcceptorStep {
-    fn unchanged(reply: Envelope) -> AcceptorStep {
-        AcceptorStep {
-            next: None,
-            learned: None,
-            reply,
-        }
-    }
+/// Where a handler puts what it decided, in order: the new state if it changed, the LEARNED
+/// if any, then the reply. An [`AcceptorStep`] collects them; a
+/// [`PersistBatch`](crate::persist::PersistBatch) takes them in directly, so that the hot path
+/// does not move a whole step (a few hundred bytes) per message.
+pub(crate) trait Decision {
+    /// The new state, which must be durable before the replies leave.
+    fn changed(&mut self, next: AcceptorState);
+    /// The LEARNED notification, sealed like the reply; it goes out before it.
+    fn learned(&mut self, learned: Envelope);
+    /// ACK, NACK or VOTED to the sender.
+    fn reply(&mut self, reply: Envelope);
+}
 
+/// Collects one decision into an [`AcceptorStep`].
+#[derive(Default)]
+struct Collect {
+    next: Option<AcceptorState>,
+    learned: Option<Envelope>,
+    reply: Option<Envelope>,
+}
+
+impl Decision for Collect {
+    fn changed(&mut self, next: AcceptorState) {
+        self.next = Some(next);
+    }
+    fn learned(&mut self, learned: Envelope) {
+        self.learned = Some(learned);
+    }
+    fn reply(&mut self, reply: Envelope) {
+        self.reply = Some(reply);
+    }
+}
+
+impl AcceptorStep {
     /// The replies in the order they leave.
     pub fn replies(&self) -> impl Iterator<Item = &Envelope> {
         self.learned.iter().chain(std::iter::once(&self.reply))
@@ -69,32 +94,51 @@ pub fn on_message(state: &AcceptorState, from: NodeId, message: &Message) -> Opt
         .then(|| on_acceptor_message(state, from, message))
 }
 
-/// [`on_message`] for a message known to be for acceptors ([`Message::is_for_acceptor`]), as
-/// the replica dispatches them: the step is returned straight into the caller's place, with no
-/// `Option` to unwrap (an `AcceptorStep` is a few hundred bytes, and this is the hot path).
+/// [`on_message`] for a message known to be for acceptors ([`Message::is_for_acceptor`]). (The
+/// replica's hot path decides straight into its persist batch instead; see
+/// [`PersistBatch::decide`](crate::persist::PersistBatch::decide).)
 ///
 /// # Panics
 /// If the message is not for acceptors.
 pub fn on_acceptor_message(state: &AcceptorState, from: NodeId, message: &Message) -> AcceptorStep {
+    let mut collect = Collect::default();
+    decide(state, from, message, &mut collect);
+    AcceptorStep {
+        next: collect.next,
+        learned: collect.learned,
+        reply: collect.reply.expect("every acceptor message is answered"),
+    }
+}
+
+/// Decides on one message for acceptors into `out`.
+///
+/// # Panics
+/// If the message is not for acceptors.
+pub(crate) fn decide(
+    state: &AcceptorState,
+    from: NodeId,
+    message: &Message,
+    out: &mut impl Decision,
+) {
     match message {
         Message::Prepare {
             key,
             kind,
             attempt,
             known_voted,
-        } => on_prepare(state, from, key, *kind, *attempt, *known_voted),
+        } => on_prepare(state, from, key, *kind, *attempt, *known_voted, out),
         Message::PaxosPrep {
             key,
             round,
             known_voted,
-        } => on_paxos_prep(state, from, key, *round, *known_voted),
+        } => on_paxos_prep(state, from, key, *round, *known_voted, out),
         Message::Vote {
             key,
             round,
             value,
             req_cur,
             req_prev,
-        } => on_vote(state, from, key, *round, value, *req_cur, *req_prev),
+        } => on_vote(state, from, key, *round, value, *req_cur, *req_prev, out),
         Message::Ack { .. }
         | Message::Voted { .. }
         | Message::Nack { .. }
@@ -147,7 +191,8 @@ fn on_prepare(
     kind: PrepareKind,
     attempt: AttemptId,
     known_voted: Round,
-) -> AcceptorStep {
+    out: &mut impl Decision,
+) {
     match kind {
         PrepareKind::Write => {
             let r_ack = Round {
@@ -159,18 +204,15 @@ fn on_prepare(
                 ..state.clone()
             };
             let reply = ack(&next, from, key, attempt, true, r_ack, known_voted);
-            AcceptorStep {
-                next: Some(next),
-                learned: None,
-                reply,
-            }
+            out.changed(next);
+            out.reply(reply);
         }
         PrepareKind::Read => {
             let r_ack = Round {
                 n: state.r_ack.n,
                 id: attempt,
             };
-            AcceptorStep::unchanged(ack(state, from, key, attempt, false, r_ack, known_voted))
+            out.reply(ack(state, from, key, attempt, false, r_ack, known_voted));
         }
     }
 }
@@ -182,24 +224,23 @@ fn on_paxos_prep(
     key: &Key,
     round: Round,
     known_voted: Round,
-) -> AcceptorStep {
+    out: &mut impl Decision,
+) {
     if round <= state.r_ack {
-        return AcceptorStep::unchanged(nack(state, from, key, round));
+        return out.reply(nack(state, from, key, round));
     }
     let next = AcceptorState {
         r_ack: round,
         ..state.clone()
     };
     let reply = ack(&next, from, key, round.id, true, round, known_voted);
-    AcceptorStep {
-        next: Some(next),
-        learned: None,
-        reply,
-    }
+    out.changed(next);
+    out.reply(reply);
 }
 
 /// VOTE: phase 2. Votes if no higher round was acknowledged, tells the previous proposer that
 /// its request was chosen, and pre-acknowledges the proposer's next round.
+#[allow(clippy::too_many_arguments)] // the VOTE's fields, taken apart by `decide`
 fn on_vote(
     state: &AcceptorState,
     from: NodeId,
@@ -208,40 +249,39 @@ fn on_vote(
     value: &Arc<Register>,
     req_cur: Option<ReqId>,
     req_prev: Option<ReqId>,
-) -> AcceptorStep {
+    out: &mut impl Decision,
+) {
     if round < state.r_ack {
-        return AcceptorStep::unchanged(nack(state, from, key, round));
+        return out.reply(nack(state, from, key, round));
     }
     // The proposer of the previous request is told it was chosen, unless it also made the
     // current request: a proposer builds on its own request's value only once it knows that
     // request was chosen. The test is on the requests, not on who sends the VOTE: a proposer
     // writing another's value through may be the one whose request that value was built on.
     let same_proposer = |prev: &ReqId| req_cur.is_some_and(|c| c.proposer() == prev.proposer());
-    let learned = req_prev.filter(|p| !same_proposer(p)).map(|prev| Envelope {
-        to: prev.proposer().node,
-        message: Message::Learned {
-            key: key.clone(),
-            req: prev,
-        },
+    out.changed(AcceptorState {
+        r_ack: round.successor(),
+        r_voted: round,
+        value: value.clone(),
+        req: req_cur,
+        req_prev,
     });
-    let reply = Envelope {
+    if let Some(prev) = req_prev.filter(|p| !same_proposer(p)) {
+        out.learned(Envelope {
+            to: prev.proposer().node,
+            message: Message::Learned {
+                key: key.clone(),
+                req: prev,
+            },
+        });
+    }
+    out.reply(Envelope {
         to: from,
         message: Message::Voted {
             key: key.clone(),
             round,
         },
-    };
-    AcceptorStep {
-        next: Some(AcceptorState {
-            r_ack: round.successor(),
-            r_voted: round,
-            value: value.clone(),
-            req: req_cur,
-            req_prev,
-        }),
-        learned,
-        reply,
-    }
+    });
 }
 
 /// A persisted acceptor state that cannot be decoded.

@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 use logless_commands::command::Command;
 use rustc_hash::FxHashMap;
 
-use crate::acceptor::{self, AcceptorState};
+use crate::acceptor::AcceptorState;
 use crate::config::ProposerConfig;
 use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::{Envelope, Message};
@@ -122,16 +122,16 @@ impl Replica {
         }
         let key = message.key();
         let existing = self.states.get_mut(key);
-        let step =
-            acceptor::on_acceptor_message(existing.as_deref().unwrap_or(&BOTTOM), from, message);
-        match (existing, &step.next) {
+        let next = self
+            .persist
+            .decide(key, existing.as_deref().unwrap_or(&BOTTOM), from, message);
+        match (existing, next) {
             (Some(state), Some(next)) => *state = next.clone(),
             (None, Some(next)) => {
                 self.states.insert(key.clone(), next.clone());
             }
             (_, None) => {}
         }
-        self.persist.add(key, step);
     }
 
     /// A wake-up requested earlier.
