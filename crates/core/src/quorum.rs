@@ -203,25 +203,25 @@ impl AckTable {
         excluded: AcceptorSet,
         accept_inconsistent: bool,
     ) -> Verdict {
-        let counted = || self.counted(excluded);
-        // Every verdict but `Inconsistent` needs a quorum of replies (counted first: most
-        // calls come with the first replies of an attempt).
-        if counted().count() < quorum {
-            return Verdict::Inconsistent;
-        }
-        let mut replies = counted();
+        let mut replies = self.counted(excluded);
         let Some(first) = replies.next() else {
             return Verdict::Inconsistent;
         };
-        let (mut agree, mut same_round) = (true, first.inc);
+        let (mut count, mut agree, mut same_round, mut any_inc) = (1, true, first.inc, first.inc);
         for reply in replies {
+            count += 1;
             agree &= reply.r_voted == first.r_voted;
             same_round &= reply.inc && reply.r_ack == first.r_ack;
+            any_inc |= reply.inc;
+        }
+        // Every verdict but `Inconsistent` needs a quorum of replies.
+        if count < quorum {
+            return Verdict::Inconsistent;
         }
         // The common case, decided in one pass: every reply shows the same vote, and either
         // every one acknowledged the same new round or none did (what the search below would
         // find, from its first candidate).
-        if agree && (same_round || counted().all(|a| !a.inc)) {
+        if agree && (same_round || !any_inc) {
             return Verdict::Consistent {
                 r_voted: first.r_voted,
                 value: first.value.clone(),
