@@ -203,6 +203,8 @@ struct Operation {
     phase: Phase,
     /// When the current phase gives up waiting (timeout, straggler wait or end of backoff).
     wake_ms: u64,
+    /// Commands that arrived during this operation, for the next ones.
+    queue: VecDeque<Pending>,
 }
 
 /// The pre-acknowledged next round after our own successful proposal (§5.8): the successor of
@@ -216,8 +218,8 @@ struct FastPath {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct RegisterProposer {
-    queue: VecDeque<Pending>,
-    /// The operation in progress, boxed so that an idle register stays small.
+    /// The operation in progress, boxed so that an idle register stays small; it holds the
+    /// commands queued behind it too, so an idle register has none.
     op: Option<Box<Operation>>,
     timer_token: u64,
     /// When the timer with the current token fires, if one is armed. A later wake-up needs no
@@ -233,7 +235,6 @@ struct RegisterProposer {
 impl RegisterProposer {
     fn new() -> RegisterProposer {
         RegisterProposer {
-            queue: VecDeque::new(),
             op: None,
             timer_token: 0,
             timer_armed_ms: None,
@@ -477,7 +478,8 @@ impl Proposer {
             .registers
             .entry(key.clone())
             .or_insert_with(RegisterProposer::new);
-        if reg.queue.len() >= self.shared.config.queue_commands_max {
+        let queued = reg.op.as_ref().map_or(0, |op| op.queue.len());
+        if queued >= self.shared.config.queue_commands_max {
             self.shared.out.replies.push(ClientReply {
                 client,
                 result: Err(ProposeError::Overloaded),
@@ -490,19 +492,18 @@ impl Proposer {
             command,
             read_only,
         };
-        if reg.op.is_some() {
-            reg.queue.push_back(pending);
+        if let Some(op) = reg.op.as_mut() {
+            op.queue.push_back(pending);
             return;
         }
-        // An idle register has an empty queue: the command starts the next operation without
-        // passing through it (whose buffer would be one more allocation to touch).
-        debug_assert!(reg.queue.is_empty());
+        // An idle register has no queue: the command starts the next operation without passing
+        // through one (whose buffer would be one more allocation to touch).
         Step {
             key: &key,
             reg,
             shared: &mut self.shared,
         }
-        .start(now_ms, Some(pending));
+        .start(now_ms, pending);
     }
 
     /// A link to `peer` broke: messages on it may have been lost. Operations with outstanding
@@ -627,54 +628,52 @@ impl Step<'_> {
 
     // ----- starting operations -----
 
-    /// Starts the next operation with the queued commands, if there are any.
-    fn start_next(&mut self, now_ms: u64) {
-        self.start(now_ms, None);
+    /// Starts an operation with `arriving`, a command for an idle register (which has no
+    /// queue), in a spare operation's box if there is one.
+    fn start(&mut self, now_ms: u64, arriving: Pending) {
+        debug_assert!(self.reg.op.is_none());
+        // A spare operation lends its box, its (emptied) vectors and its phase, which the first
+        // attempt replaces or, for a read, empties in place.
+        let op = self.shared.spare.pop().unwrap_or_else(|| {
+            Box::new(Operation {
+                read: true,
+                fast: false,
+                batch: Vec::new(),
+                proposals: Vec::new(),
+                excluded: AcceptorSet::default(),
+                deadline_ms: 0,
+                retries: 0,
+                phase: Phase::Backoff,
+                wake_ms: 0,
+                queue: VecDeque::new(),
+            })
+        });
+        self.begin(now_ms, op, Some(arriving));
     }
 
-    /// Starts an operation with `arriving` (a command that did not queue, for an idle
-    /// register) or else the queued commands.
-    fn start(&mut self, now_ms: u64, arriving: Option<Pending>) {
-        debug_assert!(self.reg.op.is_none());
+    /// Begins the operation in `op` (emptied of commands but for its queue) with `arriving`,
+    /// if any, and then the queued commands of the same kind, up to a batch.
+    fn begin(&mut self, now_ms: u64, mut op: Box<Operation>, arriving: Option<Pending>) {
+        debug_assert!(op.batch.is_empty() && op.proposals.is_empty());
         let Some(read) = arriving
             .as_ref()
-            .or(self.reg.queue.front())
+            .or(op.queue.front())
             .map(|first| first.read_only)
         else {
             return;
         };
         let batch_max = self.shared.config.batch_commands_max;
         let deadline_ms = now_ms + self.shared.config.request_timeout_ms;
-        // A spare operation lends its box, its (emptied) vectors and its phase, which the first
-        // attempt below replaces or, for a read, empties in place.
-        let mut op = match self.shared.spare.pop() {
-            Some(mut spare) => {
-                debug_assert!(spare.batch.is_empty() && spare.proposals.is_empty());
-                spare.read = read;
-                spare.fast = false;
-                spare.excluded = AcceptorSet::default();
-                spare.deadline_ms = deadline_ms;
-                spare.retries = 0;
-                spare.wake_ms = deadline_ms;
-                spare
-            }
-            None => Box::new(Operation {
-                read,
-                fast: false,
-                batch: Vec::new(),
-                proposals: Vec::new(),
-                excluded: AcceptorSet::default(),
-                deadline_ms,
-                retries: 0,
-                phase: Phase::Backoff,
-                wake_ms: deadline_ms,
-            }),
-        };
+        op.read = read;
+        op.fast = false;
+        op.excluded = AcceptorSet::default();
+        op.deadline_ms = deadline_ms;
+        op.retries = 0;
+        op.wake_ms = deadline_ms;
         op.batch.extend(arriving);
-        while op.batch.len() < batch_max
-            && self.reg.queue.front().is_some_and(|p| p.read_only == read)
-        {
-            op.batch.push(self.reg.queue.pop_front().expect("checked"));
+        while op.batch.len() < batch_max && op.queue.front().is_some_and(|p| p.read_only == read) {
+            let next = op.queue.pop_front().expect("checked");
+            op.batch.push(next);
         }
         self.reg.op = Some(op);
         if read {
@@ -979,18 +978,22 @@ impl Step<'_> {
         if self.reg.timer_armed_ms.take().is_some() {
             self.shared.armed.release(self.reg.timer_slot);
         }
-        if self.shared.spare.len() < SPARE_OPERATIONS_MAX {
-            op.batch.clear();
-            op.proposals.clear();
-            // A read's collection stays for the next read to empty in place; its values go now.
-            match &mut op.phase {
-                Phase::Read(collect) => collect.acks.reset(self.shared.acceptors()),
-                phase => *phase = Phase::Backoff,
-            }
-            self.shared.spare.push(op);
+        let queued = !op.queue.is_empty();
+        if !queued && self.shared.spare.len() >= SPARE_OPERATIONS_MAX {
+            return;
         }
-        if !self.reg.queue.is_empty() {
-            self.start_next(now_ms);
+        op.batch.clear();
+        op.proposals.clear();
+        // A read's collection stays for the next read to empty in place; its values go now.
+        match &mut op.phase {
+            Phase::Read(collect) => collect.acks.reset(self.shared.acceptors()),
+            phase => *phase = Phase::Backoff,
+        }
+        // The queued commands begin the next operation in the same box.
+        if queued {
+            self.begin(now_ms, op, None);
+        } else {
+            self.shared.spare.push(op);
         }
     }
 
