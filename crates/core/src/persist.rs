@@ -12,21 +12,30 @@ use crate::ids::{Key, NodeId};
 use crate::message::{Envelope, Message};
 use crate::proposer::room_for_next;
 
-/// A batch taking one acceptor decision for `key` in.
+/// A batch taking one acceptor decision for `key` in; gives whether the state changed.
 struct Sealing<'a> {
     batch: &'a mut PersistBatch,
     key: &'a Key,
 }
 
 impl Decision for Sealing<'_> {
-    fn changed(&mut self, next: AcceptorState) {
-        self.batch.writes.push((self.key.clone(), next));
-    }
-    fn learned(&mut self, learned: Envelope) {
-        self.batch.sealed.push(learned);
-    }
-    fn reply(&mut self, reply: Envelope) {
+    type Output = bool;
+    #[inline(always)]
+    fn decided(
+        self,
+        next: Option<AcceptorState>,
+        learned: Option<Envelope>,
+        reply: Envelope,
+    ) -> bool {
+        let changed = next.is_some();
+        if let Some(next) = next {
+            self.batch.writes.push((self.key.clone(), next));
+        }
+        if let Some(learned) = learned {
+            self.batch.sealed.push(learned);
+        }
         self.batch.sealed.push(reply);
+        changed
     }
 }
 
@@ -57,14 +66,7 @@ impl PersistBatch {
     /// Adds an acceptor's state change (if any) and the replies that depend on it.
     #[inline]
     pub fn add(&mut self, key: &Key, step: AcceptorStep) {
-        let mut sealing = Sealing { batch: self, key };
-        if let Some(state) = step.next {
-            sealing.changed(state);
-        }
-        if let Some(learned) = step.learned {
-            sealing.learned(learned);
-        }
-        sealing.reply(step.reply);
+        Sealing { batch: self, key }.decided(step.next, step.learned, step.reply);
     }
 
     /// Decides on `message` for the acceptor of `key` in `state` (see
@@ -74,16 +76,15 @@ impl PersistBatch {
     ///
     /// # Panics
     /// If the message is not for acceptors.
-    pub(crate) fn decide(
+    pub fn decide(
         &mut self,
         key: &Key,
         state: &AcceptorState,
         from: NodeId,
         message: &Message,
     ) -> Option<&AcceptorState> {
-        let writes = self.writes.len();
-        acceptor::decide(state, from, message, &mut Sealing { batch: self, key });
-        (self.writes.len() > writes).then(|| &self.writes.last().expect("just added").1)
+        let changed = acceptor::decide(state, from, message, Sealing { batch: self, key });
+        changed.then(|| &self.writes.last().expect("just added").1)
     }
 
     /// Takes the batch, leaving an empty one with room for half as much again as this one held.
