@@ -38,16 +38,7 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        None => up::up(&up::UpArgs {
-            replicas: 3,
-            port: up::PORT_DEFAULT,
-            dir: "logless-data".into(),
-            durability: "mmap".into(),
-            shards: 1,
-            read_retries: 1,
-            log_level: "info".into(),
-            ready_timeout_s: 30,
-        }),
+        None => up::up(&up::UpArgs::defaults()),
         Some(Command::Up(args)) => up::up(&args),
         Some(Command::Server(args)) => server::server(&args),
         Some(Command::Status(args)) => status::status(&args),

@@ -38,12 +38,27 @@ pub struct UpArgs {
     /// Read retries before a read writes through (X).
     #[arg(long, default_value_t = 1)]
     pub read_retries: u32,
+    /// Whether reads ask a quorum first (true) or every replica at once (false).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub thrifty_reads: bool,
     /// The replicas' log level.
     #[arg(long, default_value = "info")]
     pub log_level: String,
     /// Seconds to wait for the cluster to serve.
     #[arg(long, default_value_t = 30)]
     pub ready_timeout_s: u64,
+}
+
+impl UpArgs {
+    /// Every option at its default, as `logless up` alone gives them.
+    pub fn defaults() -> UpArgs {
+        #[derive(clap::Parser)]
+        struct Only {
+            #[command(flatten)]
+            up: UpArgs,
+        }
+        <Only as clap::Parser>::parse_from(["logless"]).up
+    }
 }
 
 /// One round trip of a RESP request on a fresh connection; returns the first reply line.
@@ -136,6 +151,7 @@ pub fn up(args: &UpArgs) -> ExitCode {
                 .args(["--durability", &args.durability])
                 .args(["--shards", &args.shards.to_string()])
                 .args(["--read-retries", &args.read_retries.to_string()])
+                .args(["--thrifty-reads", &args.thrifty_reads.to_string()])
                 .args(["--log-level", &args.log_level])
                 .stdin(Stdio::null())
                 .stdout(out)
@@ -240,5 +256,26 @@ pub fn up(args: &UpArgs) -> ExitCode {
     } else {
         println!("stopped");
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logless_alone_starts_the_documented_default_cluster() {
+        let d = UpArgs::defaults();
+        assert_eq!(
+            (d.replicas, d.port, d.shards, d.read_retries),
+            (3, PORT_DEFAULT, 1, 1)
+        );
+        assert_eq!(d.dir, PathBuf::from("logless-data"));
+        assert_eq!(
+            (d.durability.as_str(), d.log_level.as_str()),
+            ("mmap", "info")
+        );
+        assert!(d.thrifty_reads);
+        assert_eq!(d.ready_timeout_s, 30);
     }
 }

@@ -376,6 +376,7 @@ fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
     let mut up = Command::new(common::binary())
         .args(["up", "--port", &base.to_string(), "--log-level", "warn"])
+        .args(["--thrifty-reads", "false"])
         .arg("--dir")
         .arg(dir.path())
         .stdout(Stdio::piped())
@@ -404,6 +405,13 @@ fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
         .get_connection_with_timeout(Duration::from_secs(5))
         .unwrap();
     let _: () = con.set("via-up", "yes").unwrap();
+    // Options reach every replica.
+    let thrifty: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("logless-thrifty-reads")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(thrifty, ["logless-thrifty-reads", "false"]);
     let _ = Command::new("kill")
         .args(["-INT", &up.id().to_string()])
         .status();
