@@ -134,8 +134,12 @@ struct Pending {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Proposal {
     req: ReqId,
-    replies: Vec<Reply>,
+    replies: Replies,
 }
+
+/// The replies of a batch's commands, inline for one (a batch of one is the common case, and
+/// every write makes a proposal).
+type Replies = SmallVec<[Reply; 1]>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct PhaseOne {
@@ -874,7 +878,7 @@ impl Step<'_> {
     }
 
     /// Applies the operation's commands in order to `base`.
-    fn apply_batch(&self, base: &Register, now_ms: u64) -> (Arc<Register>, Vec<Reply>, bool) {
+    fn apply_batch(&self, base: &Register, now_ms: u64) -> (Arc<Register>, Replies, bool) {
         let limits = &self.shared.config.limits;
         let mut value = base.clone();
         let mut changed = false;
@@ -897,7 +901,7 @@ impl Step<'_> {
         now_ms: u64,
         round: Round,
         value: Arc<Register>,
-        replies: Vec<Reply>,
+        replies: Replies,
         req_prev: Option<ReqId>,
     ) {
         let req = ReqId(self.shared.mint());
