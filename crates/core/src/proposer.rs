@@ -730,11 +730,6 @@ impl Step<'_> {
         });
     }
 
-    fn set_phase(&mut self, phase: Phase, wake_ms: u64) {
-        self.op_mut().phase = phase;
-        self.set_wake(wake_ms);
-    }
-
     /// When the current phase gives up waiting; arms the timer for it.
     fn set_wake(&mut self, wake_ms: u64) {
         self.op_mut().wake_ms = wake_ms;
@@ -852,15 +847,16 @@ impl Step<'_> {
     }
 
     fn enter_phase_one(&mut self, now_ms: u64, attempt: AttemptId, incremental: bool) {
-        let phase = Phase::Prepare(PhaseOne {
+        let acceptors = self.shared.acceptors();
+        // Assigned in place rather than passed along: a phase is a few hundred bytes.
+        self.op_mut().phase = Phase::Prepare(PhaseOne {
             attempt,
             incremental,
-            acks: AckTable::new(self.shared.acceptors()),
+            acks: AckTable::new(acceptors),
             nacked: AcceptorSet::default(),
             r_ack_seen: Round::BOTTOM,
         });
-        let wake = now_ms + self.shared.config.phase_timeout_ms;
-        self.set_phase(phase, wake);
+        self.set_wake(now_ms + self.shared.config.phase_timeout_ms);
     }
 
     /// A fast write: vote in the pre-acknowledged round on top of our last chosen value.
@@ -949,15 +945,15 @@ impl Step<'_> {
         value: Arc<Register>,
         proposal: Option<usize>,
     ) {
-        let phase = Phase::Vote(PhaseTwo {
+        // Assigned in place rather than passed along: a phase is a few hundred bytes.
+        self.op_mut().phase = Phase::Vote(PhaseTwo {
             round,
             value,
             proposal,
             voted: AcceptorSet::default(),
             nacked: AcceptorSet::default(),
         });
-        let wake = now_ms + self.shared.config.phase_timeout_ms;
-        self.set_phase(phase, wake);
+        self.set_wake(now_ms + self.shared.config.phase_timeout_ms);
     }
 
     /// Waits a randomised, growing delay, then retries phase 1 with an incremental PREPARE.
@@ -970,7 +966,8 @@ impl Step<'_> {
         let config = &self.shared.config;
         let bound = (config.backoff_base_ms << shift).min(config.backoff_max_ms);
         let delay = self.shared.rng.random_range(0..=bound.max(1));
-        self.set_phase(Phase::Backoff, now_ms + delay);
+        self.op_mut().phase = Phase::Backoff;
+        self.set_wake(now_ms + delay);
     }
 
     // ----- finishing operations -----
