@@ -594,3 +594,26 @@ fn seed_6573_with_write_throughs_forgetting_req_prev_is_caught() {
     let err = run(config).expect_err("seed 6573 no longer reaches the race");
     assert!(err.contains("not linearizable"), "{err}");
 }
+
+/// The same bug with reads that ask a quorum first, as nodes read by default: seed 20875, the
+/// first of seeds 10,000 to 20,875 (without expiring keys) whose history the bug makes
+/// non-linearizable (on key `k0.0`); it passes without the bug.
+fn seed_20875() -> NodeSimConfig {
+    let mut config = NodeSimConfig::for_seed(20875);
+    config.expiring_keys = 0;
+    assert!(config.thrifty_reads, "nodes read thriftily by default");
+    config
+}
+
+#[test]
+fn seed_20875_with_thrifty_reads_applies_no_increment_twice() {
+    run(seed_20875()).unwrap();
+}
+
+#[test]
+fn seed_20875_with_write_throughs_forgetting_req_prev_is_caught() {
+    let mut config = seed_20875();
+    config.bugs.core.write_through_forgets_req_prev = true;
+    let err = run(config).expect_err("seed 20875 no longer reaches the race");
+    assert!(err.contains("not linearizable"), "{err}");
+}
