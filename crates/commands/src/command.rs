@@ -10,6 +10,7 @@
 //! The semantics follow Redis wherever Redis has the command; the fencing lock is logless's own.
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::LazyLock;
 
 use bytes::Bytes;
 
@@ -282,9 +283,35 @@ pub fn digest(bytes: &[u8]) -> u64 {
 fn as_string(data: &Data) -> Option<Bytes> {
     match data {
         Data::Str(s) => Some(s.clone()),
-        Data::Int(v) => Some(Bytes::from(v.to_string())),
+        Data::Int(v) => Some(int_text(*v)),
         _ => None,
     }
+}
+
+/// Integers from 0 up to this one (excluded) have their text in one shared table, as Redis
+/// shares its small integer objects: reading a counter then allocates nothing.
+const SHARED_INTS: i64 = 10_000;
+
+/// The decimal text of every shared integer, back to back, and where each one ends.
+static SHARED_INT_TEXT: LazyLock<(Vec<u8>, Vec<u32>)> = LazyLock::new(|| {
+    let mut text = Vec::new();
+    let mut ends = Vec::new();
+    for v in 0..SHARED_INTS {
+        text.extend_from_slice(v.to_string().as_bytes());
+        ends.push(text.len() as u32);
+    }
+    (text, ends)
+});
+
+/// The decimal text of `v`, as GET of an integer returns it.
+pub fn int_text(v: i64) -> Bytes {
+    if (0..SHARED_INTS).contains(&v) {
+        let (text, ends) = &*SHARED_INT_TEXT;
+        let i = v as usize;
+        let start = i.checked_sub(1).map_or(0, |p| ends[p] as usize);
+        return Bytes::from_static(&text[start..ends[i] as usize]);
+    }
+    Bytes::from(v.to_string())
 }
 
 /// Parses an integer with Redis's strict rules: optional '-', digits, no leading zeros, no

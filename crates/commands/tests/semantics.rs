@@ -939,3 +939,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn integers_read_as_their_decimal_text_shared_or_not() {
+    use logless_commands::command::int_text;
+    for v in [
+        0,
+        1,
+        9,
+        10,
+        99,
+        100,
+        4_242,
+        9_999,
+        10_000,
+        123_456,
+        -1,
+        -10_000,
+        i64::MAX,
+        i64::MIN,
+    ] {
+        assert_eq!(&int_text(v)[..], v.to_string().as_bytes(), "{v}");
+    }
+}
