@@ -589,9 +589,15 @@ fn seed_6573() -> NodeSimConfig {
 /// written) it applies an increment twice again.
 #[test]
 fn seed_6573_with_write_throughs_forgetting_req_prev_is_caught() {
-    let mut config = seed_6573();
+    assert_forgetting_req_prev_is_caught(seed_6573());
+}
+
+/// Runs `config` with write-throughs that forget `req_prev` and expects a linearizability
+/// violation.
+fn assert_forgetting_req_prev_is_caught(mut config: NodeSimConfig) {
+    let seed = config.seed;
     config.bugs.core.write_through_forgets_req_prev = true;
-    let err = run(config).expect_err("seed 6573 no longer reaches the race");
+    let err = run(config).expect_err(&format!("seed {seed} no longer reaches the race"));
     assert!(err.contains("not linearizable"), "{err}");
 }
 
@@ -612,8 +618,5 @@ fn seed_20875_with_thrifty_reads_applies_no_increment_twice() {
 
 #[test]
 fn seed_20875_with_write_throughs_forgetting_req_prev_is_caught() {
-    let mut config = seed_20875();
-    config.bugs.core.write_through_forgets_req_prev = true;
-    let err = run(config).expect_err("seed 20875 no longer reaches the race");
-    assert!(err.contains("not linearizable"), "{err}");
+    assert_forgetting_req_prev_is_caught(seed_20875());
 }
