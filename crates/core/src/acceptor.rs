@@ -2,8 +2,9 @@
 //! replies).
 //!
 //! The acceptor is the distributed storage of a register. Its handlers never send anything
-//! themselves: they return an [`AcceptorStep`] whose replies may only leave after the new state
-//! is durable, which [`crate::persist::PersistBatch`] enforces.
+//! themselves: they hand their decision to a `Decision`. [`on_message`] returns it as an
+//! [`AcceptorStep`], whose replies may only leave after the new state is durable; the replica
+//! decides straight into a [`PersistBatch`](crate::persist::PersistBatch), which enforces that.
 //!
 //! Deviation from the letter of Algorithm 3, taken from §5.8 (fast writes): after voting in round
 //! `r` the acceptor sets `r_ack` to `(r.n + 1, r.id)` instead of `r`, as if the proposer of `r`

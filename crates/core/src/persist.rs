@@ -7,7 +7,7 @@
 //! (group commit), and only then hands the replies back. Replies whose acceptor state did not
 //! change still wait for the batch: they may reveal state changed by an earlier message of the
 //! same batch, which is not durable before the flush either.
-use crate::acceptor::{self, AcceptorState, AcceptorStep, Decision};
+use crate::acceptor::{self, AcceptorState, Decision};
 use crate::ids::{Key, NodeId};
 use crate::message::{Envelope, Message};
 use crate::proposer::room_for_next;
@@ -63,16 +63,10 @@ impl PersistBatch {
         PersistBatch::default()
     }
 
-    /// Adds an acceptor's state change (if any) and the replies that depend on it.
-    #[inline]
-    pub fn add(&mut self, key: &Key, step: AcceptorStep) {
-        Sealing { batch: self, key }.decided(step.next, step.learned, step.reply);
-    }
-
-    /// Decides on `message` for the acceptor of `key` in `state` (see
-    /// [`acceptor::on_acceptor_message`]) and adds the decision, as [`PersistBatch::add`] would
-    /// add its step; returns the new state if it changed. What the replica's hot path uses: the
-    /// state and replies go straight into the batch.
+    /// Decides on `message` for the acceptor of `key` in `state` (as
+    /// [`acceptor::on_acceptor_message`] does) and adds the decision: the new state, if it
+    /// changed, to be written, and the LEARNED (if any) and the reply sealed behind it. Returns
+    /// the new state if it changed.
     ///
     /// # Panics
     /// If the message is not for acceptors.
@@ -225,22 +219,29 @@ mod tests {
     #[test]
     fn deciding_into_the_batch_adds_what_the_pure_step_holds() {
         let key = Key::new("k".to_string());
-        let (mut direct, mut stepped) = (PersistBatch::new(), PersistBatch::new());
+        let mut batch = PersistBatch::new();
         let mut state = AcceptorState::default();
         for message in messages(&key) {
             let step = acceptor::on_acceptor_message(&state, NodeId(1), &message);
-            let next = step.next.clone();
-            stepped.add(&key, step);
-            let decided = direct.decide(&key, &state, NodeId(1), &message).cloned();
-            assert_eq!(decided, next, "{message:?}");
-            assert_eq!(direct, stepped, "{message:?}");
-            if let Some(next) = next {
+            let (writes, sealed) = (batch.writes.len(), batch.sealed.len());
+            let decided = batch.decide(&key, &state, NodeId(1), &message).cloned();
+            assert_eq!(decided, step.next, "{message:?}");
+            let written: Vec<(&Key, &AcceptorState)> =
+                batch.writes[writes..].iter().map(|(k, s)| (k, s)).collect();
+            let expected: Vec<(&Key, &AcceptorState)> =
+                step.next.iter().map(|next| (&key, next)).collect();
+            assert_eq!(written, expected, "{message:?}");
+            assert!(
+                batch.sealed[sealed..].iter().eq(step.replies()),
+                "{message:?}"
+            );
+            if let Some(next) = step.next {
                 state = next;
             }
         }
         // The write PREPARE, the higher PAXOS_PREP and the two higher votes changed the state;
         // every message was answered, and the first of those votes told node 1 with a LEARNED.
-        assert_eq!(direct.writes_len(), 4);
-        assert_eq!(direct.sealed.len(), 8);
+        assert_eq!(batch.writes_len(), 4);
+        assert_eq!(batch.sealed.len(), 8);
     }
 }

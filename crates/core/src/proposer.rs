@@ -174,6 +174,11 @@ struct ReadCollect {
 }
 
 impl ReadCollect {
+    /// The acceptors the latest attempt asked that have not answered it.
+    fn silent(&self) -> AcceptorSet {
+        self.asked.without(self.current_replies)
+    }
+
     /// Empties the collection for a new read: equal to a new one.
     fn reset(&mut self, acceptors: usize) {
         self.attempts.clear();
@@ -531,8 +536,7 @@ impl Proposer {
             // A read that asked only a quorum and still waits for this acceptor's reply widens
             // at its next wake-up: now.
             let widen = matches!(&op.phase, Phase::Read(collect)
-                if collect.asked != everyone
-                    && collect.asked.without(collect.current_replies).contains(index));
+                if collect.asked != everyone && collect.silent().contains(index));
             if widen {
                 Step {
                     key,
@@ -800,7 +804,7 @@ impl Step<'_> {
         let Phase::Read(collect) = &mut self.op_mut().phase else {
             unreachable!("only a read widens");
         };
-        let silent = collect.asked.without(collect.current_replies);
+        let silent = collect.silent();
         let rest = everyone.without(collect.asked);
         let attempt = *collect.attempts.last().expect("a read has an attempt");
         collect.asked = everyone;
@@ -1182,6 +1186,7 @@ impl Step<'_> {
     fn evaluate_read(&mut self, now_ms: u64, waited: bool) {
         let quorum = self.shared.quorum;
         let acceptors = self.shared.acceptors();
+        let everyone = self.shared.everyone();
         let read_retries_max = self.shared.config.read_retries_max;
         let accept_inconsistent = self.shared.config.bugs.accept_inconsistent_quorum;
         let Phase::Read(collect) = &mut self.op_mut().phase else {
@@ -1194,7 +1199,7 @@ impl Step<'_> {
             self.answer_reads(now_ms, r_voted, value);
             return;
         }
-        if collect.asked.len() < acceptors {
+        if collect.asked != everyone {
             // Asked a quorum only: ask the rest once all of it answered without agreeing, or
             // when it did not answer in time.
             if waited || collect.current_replies == collect.asked {
