@@ -4,12 +4,14 @@
 //! * `direct_cluster`: replicas hand messages straight to each other ([`DirectCluster`]), so
 //!   what is measured is the protocol's CPU cost (proposer, acceptor, message construction,
 //!   batching); with 1,000 clients (about one command per register in flight) and with 100,000
-//!   (about ten per register, which the proposer batches);
+//!   (about ten per register, which the proposer batches); and with 1,000 clients whose
+//!   commands go to their register's home replica, so that every register has one proposer
+//!   and its writes take the fast path (`10k_registers_home`);
 //! * `in_process_cluster`: the simulated cluster without faults or delays, which adds the
 //!   simulator's event queue and per-message bookkeeping.
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
-use logless_sim::direct::{DirectCluster, DirectConfig};
+use logless_sim::direct::{DirectCluster, DirectConfig, Routing};
 
 const CLIENTS: u32 = 1_000;
 const COMMANDS_PER_CLIENT: u32 = 50;
@@ -59,11 +61,17 @@ const DIRECT_OPERATIONS: u64 = 200_000;
 fn direct_cluster_throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("direct_cluster");
     group.sample_size(10);
-    for clients in [1_000, 100_000] {
+    let cases = [
+        (1_000, Routing::AnyReplica, "10k_registers"),
+        (1_000, Routing::HomeReplica, "10k_registers_home"),
+        (100_000, Routing::AnyReplica, "10k_registers"),
+    ];
+    for (clients, routing, group_name) in cases {
         for writes in [0.05, 0.5] {
             let config = DirectConfig {
                 replicas: 3,
                 keys: 10_000,
+                routing,
                 clients,
                 write_fraction: writes,
                 seed: 42,
@@ -73,7 +81,7 @@ fn direct_cluster_throughput(c: &mut Criterion) {
             cluster.run(u64::from(clients) * 10);
             group.throughput(Throughput::Elements(DIRECT_OPERATIONS));
             let name = format!("{clients}_clients_{}pct_writes", (writes * 100.0) as u32);
-            group.bench_function(BenchmarkId::new("10k_registers", name), |b| {
+            group.bench_function(BenchmarkId::new(group_name, name), |b| {
                 // A run ends with the turn in which the count is reached, so it may answer a
                 // few more: the time is scaled to exactly DIRECT_OPERATIONS.
                 b.iter_custom(|iterations| {

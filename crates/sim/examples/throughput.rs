@@ -1,12 +1,12 @@
 //! Register operations per second of the in-process cluster without a network, on one core:
 //! `cargo run --release -p logless-sim --example throughput -- [write-fraction] [clients]
-//! [keys] [operations]` (defaults 0.05, 1000, 10000, 2000000). For profiling (perf, callgrind)
-//! what `cargo bench -p logless-sim` measures.
+//! [keys] [operations] [any|home]` (defaults 0.05, 1000, 10000, 2000000, any: see
+//! [`Routing`]). For profiling (perf, callgrind) what `cargo bench -p logless-sim` measures.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use logless_sim::direct::{DirectCluster, DirectConfig};
+use logless_sim::direct::{DirectCluster, DirectConfig, Routing};
 
 /// The system allocator, counting allocations.
 struct Counting;
@@ -42,6 +42,11 @@ fn main() {
         write_fraction: arg(0, "0.05").parse().expect("write fraction"),
         clients: arg(1, "1000").parse().expect("clients"),
         keys: arg(2, "10000").parse().expect("keys"),
+        routing: match arg(4, "any").as_str() {
+            "any" => Routing::AnyReplica,
+            "home" => Routing::HomeReplica,
+            other => panic!("routing is any or home, not {other:?}"),
+        },
         seed: 42,
     };
     let operations: u64 = arg(3, "2000000").parse().expect("operations");

@@ -24,13 +24,31 @@ use logless_core::timers::Timers;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+/// Which replica's proposer a command goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Routing {
+    /// The replica the client is connected to, whatever the key: every register has several
+    /// proposers, so consecutive writes of one register rarely come from the same one.
+    #[default]
+    AnyReplica,
+    /// The register's home replica (registers are dealt out to replicas in turn), as if the
+    /// client, or the replica it is connected to, forwarded each command there: every register
+    /// has one proposer while nothing fails, so its consecutive writes take the fast path
+    /// (§5.8), the way the paper's comparison forwards requests to one node (§7.1). Each
+    /// client's commands go to keys of its replica, which gives every replica the same load.
+    HomeReplica,
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct DirectConfig {
     /// Replicas (each a proposer and an acceptor).
     pub replicas: u16,
-    /// Registers, chosen uniformly by every command.
+    /// Registers: every command chooses one uniformly (among its replica's, with
+    /// [`Routing::HomeReplica`]).
     pub keys: u32,
+    /// Which proposer takes a command.
+    pub routing: Routing,
     /// Closed-loop clients, spread evenly over the replicas: each sends its next command as soon
     /// as the previous one is answered.
     pub clients: u32,
@@ -136,6 +154,10 @@ impl DirectCluster {
     /// A cluster with every register at ⊥ and every client ready.
     pub fn new(config: DirectConfig) -> DirectCluster {
         assert!(config.replicas > 0 && config.keys > 0 && config.clients > 0);
+        assert!(
+            config.routing == Routing::AnyReplica || config.keys >= u32::from(config.replicas),
+            "home routing needs a key for every replica"
+        );
         let nodes: Vec<NodeId> = (1..=config.replicas).map(NodeId).collect();
         let members: Vec<Member> = nodes
             .iter()
@@ -187,7 +209,7 @@ impl DirectCluster {
                 let me = NodeId(i as u16 + 1);
                 std::mem::swap(&mut ready, &mut self.members[i].ready);
                 for client in ready.drain(..) {
-                    let (key, command) = self.next_command();
+                    let (key, command) = self.next_command(i);
                     self.members[i]
                         .replica
                         .handle_command(now_ms, client, key, command);
@@ -215,8 +237,18 @@ impl DirectCluster {
         report
     }
 
-    fn next_command(&mut self) -> (Key, Command) {
-        let key = self.keys[self.rng.random_range(0..self.keys.len())].clone();
+    /// A command for a client of member `member`.
+    fn next_command(&mut self, member: usize) -> (Key, Command) {
+        let index = match self.config.routing {
+            Routing::AnyReplica => self.rng.random_range(0..self.keys.len()),
+            Routing::HomeReplica => {
+                // Key `k` lives at member `k % n`: choose among member's keys uniformly.
+                let n = self.members.len();
+                let homed = (self.keys.len() - member).div_ceil(n);
+                self.rng.random_range(0..homed) * n + member
+            }
+        };
+        let key = self.keys[index].clone();
         let command = if self.rng.random_bool(self.config.write_fraction) {
             Command::IncrBy(1)
         } else {
@@ -251,6 +283,7 @@ mod tests {
         let mut cluster = DirectCluster::new(DirectConfig {
             replicas: 3,
             keys: 100,
+            routing: Routing::AnyReplica,
             clients: 60,
             write_fraction: 0.5,
             seed: 1,
@@ -261,5 +294,46 @@ mod tests {
         // A write takes at least one round trip through a quorum, a read one PREPARE to each
         // acceptor and its ACK; anything less means messages were not delivered.
         assert!(report.messages >= 2 * 2 * report.operations, "{report:?}");
+    }
+
+    #[test]
+    fn home_routing_makes_consecutive_writes_fast() {
+        let config = |routing| DirectConfig {
+            replicas: 3,
+            keys: 100,
+            routing,
+            clients: 60,
+            write_fraction: 0.5,
+            seed: 1,
+        };
+        let mut home = DirectCluster::new(config(Routing::HomeReplica));
+        let report = home.run(5_000);
+        assert_eq!(report.errors, 0);
+        let stats = &report.proposers;
+        // Each register's first write runs phase 1; after it its one proposer skips phase 1,
+        // unless a batch of its writes was still in flight.
+        assert!(stats.writes > 2_000, "{stats:?}");
+        assert!(stats.fast_writes * 10 > stats.writes * 9, "{stats:?}");
+        assert_eq!(
+            stats.retries + stats.write_throughs + stats.nacks,
+            0,
+            "{stats:?}"
+        );
+        // Each member takes commands only for its own registers, and for all of them.
+        for member in 0..3 {
+            let mut seen = std::collections::BTreeSet::new();
+            for _ in 0..2_000 {
+                let (key, _) = home.next_command(member);
+                let index = home.keys.iter().position(|k| *k == key).unwrap();
+                assert_eq!(index % 3, member);
+                seen.insert(index);
+            }
+            assert_eq!(seen.len(), (100 - member).div_ceil(3));
+        }
+
+        // Any replica: three proposers per register, and fast writes are the exception.
+        let mut any = DirectCluster::new(config(Routing::AnyReplica));
+        let stats = any.run(5_000).proposers;
+        assert!(stats.fast_writes * 2 < stats.writes, "{stats:?}");
     }
 }
