@@ -38,8 +38,8 @@ fn acceptor_paths(c: &mut Criterion) {
             id: attempt(3),
         },
         value: Arc::new(Register::default()),
-        req: Some(ReqId(attempt(2))),
-        req_prev: Some(ReqId(attempt(1))),
+        req: Some(ReqId::new(attempt(2)).unwrap()),
+        req_prev: Some(ReqId::new(attempt(1)).unwrap()),
     };
     let prepare = Message::Prepare {
         key: key.clone(),
@@ -60,8 +60,8 @@ fn acceptor_paths(c: &mut Criterion) {
             id: attempt(3),
         },
         value: Arc::new(Register::default()),
-        req_cur: Some(ReqId(attempt(10))),
-        req_prev: Some(ReqId(attempt(2))),
+        req_cur: Some(ReqId::new(attempt(10)).unwrap()),
+        req_prev: Some(ReqId::new(attempt(2)).unwrap()),
     };
     group.bench_function("prepare_write", |b| {
         b.iter(|| acceptor::on_message(black_box(&state), NodeId(2), black_box(&prepare)))

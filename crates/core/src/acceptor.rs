@@ -291,7 +291,7 @@ fn on_vote<D: Decision>(
 /// A persisted acceptor state that cannot be decoded.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum StateDecodeError {
-    /// The record is shorter than its fixed part, or a flag byte is invalid.
+    /// The record is shorter than its fixed part, or a flag byte or request id is invalid.
     #[error("acceptor state record truncated")]
     Truncated,
     /// The record was written by an unknown format version.
@@ -368,8 +368,8 @@ mod tests {
                 expires_at_ms: None,
                 fence: 0,
             }),
-            req: Some(ReqId(id)),
-            req_prev: Some(ReqId(AttemptId { seq: 4, ..id })),
+            req: Some(ReqId::new(id).unwrap()),
+            req_prev: Some(ReqId::new(AttemptId { seq: 4, ..id }).unwrap()),
         }
     }
 
@@ -405,6 +405,24 @@ mod tests {
         for cut in 0..buf.len() {
             assert!(AcceptorState::decode(&buf[..cut]).is_err(), "cut at {cut}");
         }
+        // A request id no proposer mints (sequence number 0).
+        let mut unminted = vec![STATE_FORMAT_VERSION];
+        put_round(&mut unminted, state().r_ack);
+        put_round(&mut unminted, state().r_voted);
+        unminted.push(1);
+        crate::codec::put_attempt(
+            &mut unminted,
+            AttemptId {
+                seq: 0,
+                ..state().r_ack.id
+            },
+        );
+        put_req(&mut unminted, None);
+        state().value.encode(&mut unminted);
+        assert_eq!(
+            AcceptorState::decode(&unminted),
+            Err(StateDecodeError::Truncated)
+        );
         let mut version = buf.clone();
         version[0] = 7;
         assert_eq!(

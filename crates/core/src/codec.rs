@@ -9,6 +9,8 @@ pub(crate) enum CodecError {
     Truncated,
     /// A flag byte is neither 0 nor 1.
     BadFlag,
+    /// A request id with sequence number 0, which no proposer mints.
+    BadRequest,
 }
 
 pub(crate) fn put_attempt(out: &mut Vec<u8>, id: AttemptId) {
@@ -27,7 +29,7 @@ pub(crate) fn put_req(out: &mut Vec<u8>, req: Option<ReqId>) {
         None => out.push(0),
         Some(req) => {
             out.push(1);
-            put_attempt(out, req.0);
+            put_attempt(out, req.attempt());
         }
     }
 }
@@ -114,9 +116,13 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn req(&mut self) -> Result<Option<ReqId>, CodecError> {
         Ok(if self.flag()? {
-            Some(ReqId(self.attempt()?))
+            Some(self.req_id()?)
         } else {
             None
         })
+    }
+
+    pub(crate) fn req_id(&mut self) -> Result<ReqId, CodecError> {
+        ReqId::new(self.attempt()?).ok_or(CodecError::BadRequest)
     }
 }

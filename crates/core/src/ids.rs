@@ -11,6 +11,7 @@
 //! PAXOS_PREP with a fresh id, or the pre-acknowledged round `(r.n + 1, r.id)` after its own
 //! vote in `r` for a fast write), and it proposes in each round at most once.
 use std::fmt;
+use std::num::NonZeroU64;
 
 use bytes::Bytes;
 
@@ -50,13 +51,37 @@ impl AttemptId {
 
 /// The id of one proposal of new state (a successor proposal in Algorithm 3). Acceptors keep
 /// the id of the request that produced their value; a write-through keeps it unchanged.
+///
+/// A request id is the [`AttemptId`] its proposer minted for it, so its sequence number is at
+/// least 1: the zero left over makes `Option<ReqId>` as small as a `ReqId` (16 bytes), which
+/// every acceptor state and most messages hold two of. Ordered as its attempt id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ReqId(pub AttemptId);
+pub struct ReqId {
+    proposer: ProposerId,
+    seq: NonZeroU64,
+}
 
 impl ReqId {
+    /// The request minted as `attempt`; `None` for an attempt id no proposer mints (sequence
+    /// number 0, as ⊥'s).
+    pub fn new(attempt: AttemptId) -> Option<ReqId> {
+        Some(ReqId {
+            proposer: attempt.proposer,
+            seq: NonZeroU64::new(attempt.seq)?,
+        })
+    }
+
+    /// The attempt id the request was minted as.
+    pub fn attempt(&self) -> AttemptId {
+        AttemptId {
+            proposer: self.proposer,
+            seq: self.seq.get(),
+        }
+    }
+
     /// The proposer that made the request, to which LEARNED is sent.
     pub fn proposer(&self) -> ProposerId {
-        self.0.proposer
+        self.proposer
     }
 }
 
@@ -259,6 +284,39 @@ mod tests {
         );
         assert_eq!(hasher.hash_one(&long), hasher.hash_one(long.clone()));
         assert_eq!(std::mem::size_of::<Key>(), 32);
+    }
+
+    #[test]
+    fn a_request_id_is_a_minted_attempt_id_and_no_larger_when_optional() {
+        let attempt = |seq| AttemptId {
+            proposer: ProposerId {
+                node: NodeId(2),
+                incarnation: 7,
+            },
+            seq,
+        };
+        assert_eq!(ReqId::new(AttemptId::BOTTOM), None);
+        assert_eq!(ReqId::new(attempt(0)), None);
+        let (one, max) = (
+            ReqId::new(attempt(1)).unwrap(),
+            ReqId::new(attempt(u64::MAX)).unwrap(),
+        );
+        assert_eq!(
+            (one.attempt(), max.attempt()),
+            (attempt(1), attempt(u64::MAX))
+        );
+        assert_eq!(one.proposer(), attempt(1).proposer);
+        // Ordered as the attempt ids.
+        let other = AttemptId {
+            proposer: ProposerId {
+                node: NodeId(1),
+                incarnation: 9,
+            },
+            seq: 5,
+        };
+        let other_req = ReqId::new(other).unwrap();
+        assert!(one < max && other_req < one && other < attempt(1));
+        assert_eq!(std::mem::size_of::<Option<ReqId>>(), 16);
     }
 
     #[test]

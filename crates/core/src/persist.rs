@@ -205,13 +205,13 @@ mod tests {
             vote(round(1, 1, 3), None, None),
             vote(
                 round(9, 2, 2),
-                Some(ReqId(attempt(2, 2))),
-                Some(ReqId(attempt(1, 3))),
+                Some(ReqId::new(attempt(2, 2)).unwrap()),
+                Some(ReqId::new(attempt(1, 3)).unwrap()),
             ),
             vote(
                 round(10, 2, 2),
-                Some(ReqId(attempt(2, 4))),
-                Some(ReqId(attempt(2, 2))),
+                Some(ReqId::new(attempt(2, 4)).unwrap()),
+                Some(ReqId::new(attempt(2, 2)).unwrap()),
             ),
         ]
     }

@@ -309,6 +309,10 @@ impl Shared {
         }
     }
 
+    fn mint_request(&mut self) -> ReqId {
+        ReqId::new(self.mint()).expect("minted sequence numbers start at 1")
+    }
+
     fn acceptors(&self) -> usize {
         self.config.acceptors.len()
     }
@@ -904,7 +908,7 @@ impl Step<'_> {
         replies: Replies,
         req_prev: Option<ReqId>,
     ) {
-        let req = ReqId(self.shared.mint());
+        let req = self.shared.mint_request();
         self.reg.known = (round, value.clone());
         let op = self.op_mut();
         op.proposals.push(Proposal { req, replies });

@@ -20,7 +20,7 @@ use logless_commands::value::Register;
 use thiserror::Error;
 
 use crate::codec::{put_attempt, put_req, put_round, CodecError, Reader};
-use crate::ids::{Key, NodeId, ReqId};
+use crate::ids::{Key, NodeId};
 use crate::message::{Message, PrepareKind};
 
 /// The version this code writes and accepts.
@@ -221,7 +221,7 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
         Message::Learned { key, req } => {
             out.push(TAG_LEARNED);
             put_key(out, key);
-            put_attempt(out, req.0);
+            put_attempt(out, req.attempt());
         }
     }
 }
@@ -231,6 +231,7 @@ impl From<CodecError> for WireError {
         match e {
             CodecError::Truncated => WireError::Malformed("message truncated"),
             CodecError::BadFlag => WireError::Malformed("bad flag byte"),
+            CodecError::BadRequest => WireError::Malformed("request id with sequence number 0"),
         }
     }
 }
@@ -296,7 +297,7 @@ fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
         },
         TAG_LEARNED => Message::Learned {
             key,
-            req: ReqId(r.attempt()?),
+            req: r.req_id()?,
         },
         _ => return Err(WireError::Malformed("unknown message tag")),
     })
@@ -305,7 +306,7 @@ fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{AttemptId, ProposerId, Round};
+    use crate::ids::{AttemptId, ProposerId, ReqId, Round};
     use logless_commands::value::Data;
 
     fn round(n: u64) -> Round {
@@ -347,15 +348,15 @@ mod tests {
                 r_ack: round(6),
                 r_voted: round(5),
                 value: Some(value.clone()),
-                req: Some(ReqId(round(1).id)),
-                req_prev: Some(ReqId(round(0).id)),
+                req: Some(ReqId::new(round(1).id).unwrap()),
+                req_prev: Some(ReqId::new(round(0).id).unwrap()),
             },
             Message::Vote {
                 key: key.clone(),
                 round: round(6),
                 value,
-                req_cur: Some(ReqId(round(2).id)),
-                req_prev: Some(ReqId(round(1).id)),
+                req_cur: Some(ReqId::new(round(2).id).unwrap()),
+                req_prev: Some(ReqId::new(round(1).id).unwrap()),
             },
             Message::Voted {
                 key: key.clone(),
@@ -368,7 +369,7 @@ mod tests {
             },
             Message::Learned {
                 key,
-                req: ReqId(round(1).id),
+                req: ReqId::new(round(1).id).unwrap(),
             },
         ]
     }
@@ -416,6 +417,22 @@ mod tests {
             Err(WireError::UnknownVersion(9))
         );
         assert_eq!(decode_frame(&buf, 64), Err(WireError::Oversized(buf.len())));
+        // A LEARNED whose request id has sequence number 0, which no proposer mints.
+        let learned = Message::Learned {
+            key: Key::from_slice(b"k"),
+            req: ReqId::new(round(1).id).unwrap(),
+        };
+        let mut unminted = Vec::new();
+        encode_frame(NodeId(3), std::slice::from_ref(&learned), &mut unminted);
+        // The sequence number is the frame's last 8 bytes; the checksum is made to match.
+        let seq_at = unminted.len() - 8;
+        unminted[seq_at..].fill(0);
+        let crc = crc32c::crc32c(&unminted[FRAME_HEADER_BYTES..]);
+        unminted[11..15].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            decode_frame(&unminted, 1 << 20),
+            Err(WireError::Malformed("request id with sequence number 0"))
+        );
         let huge = [0xff, 0xff, 0xff, 0x7f];
         assert!(matches!(
             decode_frame(&huge, 1 << 20),

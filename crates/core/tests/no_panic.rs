@@ -43,8 +43,13 @@ fn value() -> impl Strategy<Value = Option<Arc<Register>>> {
     }))
 }
 
+/// Request ids are minted attempt ids (sequence number 1 or more).
+fn req_id() -> impl Strategy<Value = ReqId> {
+    attempt().prop_filter_map("requests are minted", ReqId::new)
+}
+
 fn req() -> impl Strategy<Value = Option<ReqId>> {
-    proptest::option::of(attempt().prop_map(ReqId))
+    proptest::option::of(req_id())
 }
 
 fn message() -> impl Strategy<Value = Message> {
@@ -102,10 +107,7 @@ fn message() -> impl Strategy<Value = Message> {
             round,
             r_ack
         }),
-        (key(), attempt()).prop_map(|(key, req)| Message::Learned {
-            key,
-            req: ReqId(req)
-        }),
+        (key(), req_id()).prop_map(|(key, req)| Message::Learned { key, req }),
     ]
 }
 
