@@ -11,7 +11,6 @@
 //!
 //! Time is logical: each turn is one millisecond, so phase timeouts, straggler waits and
 //! backoffs keep their meaning in turns. The run is deterministic for a seed.
-use bytes::Bytes;
 use logless_commands::command::Command;
 use logless_core::acceptor::AcceptorState;
 use logless_core::config::ProposerConfig;
@@ -71,6 +70,23 @@ pub struct DirectReport {
     pub turns: u64,
     /// The proposers' counters since the cluster started, summed.
     pub proposers: ProposerStats,
+}
+
+/// The key of register `index`: `key:` and the index in eight digits or more.
+///
+/// Built from the number, as a client would build it, rather than read from a table of every
+/// key: such a table is as large as the registers' own and would add a cache miss per command
+/// that a replica never sees.
+pub fn key_name(index: u32) -> Key {
+    let mut name = [b'0'; 14];
+    name[..4].copy_from_slice(b"key:");
+    let digits = (index.checked_ilog10().unwrap_or(0) as usize + 1).max(8);
+    let mut rest = index;
+    for byte in name[4..4 + digits].iter_mut().rev() {
+        *byte = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    Key::from_slice(&name[..4 + digits])
 }
 
 /// A store that keeps nothing: the replicas' states live in their own maps.
@@ -144,7 +160,6 @@ pub struct DirectCluster {
     config: DirectConfig,
     members: Vec<Member>,
     outboxes: Vec<Outbox>,
-    keys: Vec<Key>,
     rng: SmallRng,
     /// The logical clock: one millisecond per turn.
     now_ms: u64,
@@ -176,9 +191,6 @@ impl DirectCluster {
                     .collect(),
             })
             .collect();
-        let keys = (0..config.keys)
-            .map(|i| Key::new(Bytes::from(format!("key:{i:08}"))))
-            .collect();
         DirectCluster {
             rng: SmallRng::seed_from_u64(config.seed),
             outboxes: members
@@ -190,7 +202,6 @@ impl DirectCluster {
                 .collect(),
             config,
             members,
-            keys,
             now_ms: 0,
         }
     }
@@ -240,15 +251,15 @@ impl DirectCluster {
     /// A command for a client of member `member`.
     fn next_command(&mut self, member: usize) -> (Key, Command) {
         let index = match self.config.routing {
-            Routing::AnyReplica => self.rng.random_range(0..self.keys.len()),
+            Routing::AnyReplica => self.rng.random_range(0..self.config.keys),
             Routing::HomeReplica => {
                 // Key `k` lives at member `k % n`: choose among member's keys uniformly.
-                let n = self.members.len();
-                let homed = (self.keys.len() - member).div_ceil(n);
-                self.rng.random_range(0..homed) * n + member
+                let n = self.members.len() as u32;
+                let homed = (self.config.keys - member as u32).div_ceil(n);
+                self.rng.random_range(0..homed) * n + member as u32
             }
         };
-        let key = self.keys[index].clone();
+        let key = key_name(index);
         let command = if self.rng.random_bool(self.config.write_fraction) {
             Command::IncrBy(1)
         } else {
@@ -277,6 +288,7 @@ impl DirectCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     #[test]
     fn every_command_is_answered_without_errors() {
@@ -294,6 +306,19 @@ mod tests {
         // A write takes at least one round trip through a quorum, a read one PREPARE to each
         // acceptor and its ACK; anything less means messages were not delivered.
         assert!(report.messages >= 2 * 2 * report.operations, "{report:?}");
+    }
+
+    #[test]
+    fn keys_are_named_by_their_index() {
+        for (index, name) in [
+            (0, "key:00000000"),
+            (42, "key:00000042"),
+            (99_999_999, "key:99999999"),
+            (100_000_000, "key:100000000"),
+            (u32::MAX, "key:4294967295"),
+        ] {
+            assert_eq!(key_name(index), Key::new(Bytes::from(name)), "{index}");
+        }
     }
 
     #[test]
@@ -324,8 +349,8 @@ mod tests {
             let mut seen = std::collections::BTreeSet::new();
             for _ in 0..2_000 {
                 let (key, _) = home.next_command(member);
-                let index = home.keys.iter().position(|k| *k == key).unwrap();
-                assert_eq!(index % 3, member);
+                let index = (0..100).find(|&k| key_name(k) == key).unwrap();
+                assert_eq!(index % 3, member as u32);
                 seen.insert(index);
             }
             assert_eq!(seen.len(), (100 - member).div_ceil(3));
