@@ -153,7 +153,6 @@ fn ack(
     state: &AcceptorState,
     to: NodeId,
     key: &Key,
-    attempt: AttemptId,
     inc: bool,
     r_ack: Round,
     known_voted: Round,
@@ -164,7 +163,6 @@ fn ack(
         to,
         message: Message::Ack {
             key: key.clone(),
-            attempt,
             inc,
             r_ack,
             r_voted: state.r_voted,
@@ -207,7 +205,7 @@ fn on_prepare<D: Decision>(
                 r_ack,
                 ..state.clone()
             };
-            let reply = ack(&next, from, key, attempt, true, r_ack, known_voted);
+            let reply = ack(&next, from, key, true, r_ack, known_voted);
             out.decided(Some(next), None, reply)
         }
         PrepareKind::Read => {
@@ -215,7 +213,7 @@ fn on_prepare<D: Decision>(
                 n: state.r_ack.n,
                 id: attempt,
             };
-            let reply = ack(state, from, key, attempt, false, r_ack, known_voted);
+            let reply = ack(state, from, key, false, r_ack, known_voted);
             out.decided(None, None, reply)
         }
     }
@@ -238,7 +236,7 @@ fn on_paxos_prep<D: Decision>(
         r_ack: round,
         ..state.clone()
     };
-    let reply = ack(&next, from, key, round.id, true, round, known_voted);
+    let reply = ack(&next, from, key, true, round, known_voted);
     out.decided(Some(next), None, reply)
 }
 

@@ -589,7 +589,6 @@ impl Proposer {
         match message {
             Message::Ack {
                 key,
-                attempt,
                 inc,
                 r_ack,
                 r_voted,
@@ -606,7 +605,7 @@ impl Proposer {
                         req: *req,
                         req_prev: *req_prev,
                     };
-                    step.on_ack(now_ms, index, *attempt, ack);
+                    step.on_ack(now_ms, index, r_ack.id, ack);
                 }
             }
             Message::Voted { key, round } => {

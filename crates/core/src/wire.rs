@@ -24,8 +24,9 @@ use crate::ids::{Key, NodeId};
 use crate::message::{Message, PrepareKind};
 
 /// The version this code writes and accepts.
-/// Version 2 added `req_prev` to ACK; nodes of different versions refuse each other.
-pub const WIRE_VERSION: u8 = 2;
+/// Version 2 added `req_prev` to ACK; version 3 dropped ACK's attempt id, which is always its
+/// `r_ack`'s. Nodes of different versions refuse each other.
+pub const WIRE_VERSION: u8 = 3;
 
 /// Bytes of the length field plus the fixed header.
 pub const FRAME_HEADER_BYTES: usize = 4 + 1 + 2 + 4 + 4;
@@ -169,7 +170,6 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
         }
         Message::Ack {
             key,
-            attempt,
             inc,
             r_ack,
             r_voted,
@@ -179,7 +179,6 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
         } => {
             out.push(TAG_ACK);
             put_key(out, key);
-            put_attempt(out, *attempt);
             out.push(u8::from(*inc));
             put_round(out, *r_ack);
             put_round(out, *r_voted);
@@ -267,7 +266,6 @@ fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
         },
         TAG_ACK => Message::Ack {
             key,
-            attempt: r.attempt()?,
             inc: r.flag()?,
             r_ack: r.round()?,
             r_voted: r.round()?,
@@ -343,7 +341,6 @@ mod tests {
             },
             Message::Ack {
                 key: key.clone(),
-                attempt: round(1).id,
                 inc: true,
                 r_ack: round(6),
                 r_voted: round(5),

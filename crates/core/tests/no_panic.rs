@@ -73,7 +73,6 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         (
             key(),
-            attempt(),
             any::<bool>(),
             round(),
             round(),
@@ -81,9 +80,8 @@ fn message() -> impl Strategy<Value = Message> {
             (req(), req())
         )
             .prop_map(
-                |(key, attempt, inc, r_ack, r_voted, value, (req, req_prev))| Message::Ack {
+                |(key, inc, r_ack, r_voted, value, (req, req_prev))| Message::Ack {
                     key,
-                    attempt,
                     inc,
                     r_ack,
                     r_voted,
