@@ -16,12 +16,15 @@
 //!   fast writes, batching, exactly-once.
 //! * [`replica`]: proposer and acceptor of one node together, the unit the runtime drives.
 //! * [`timers`]: the wake-ups a runtime holds for a replica, fired in due order.
+//! * `armed` and `buffers` (internal): the proposer's table of armed timers, and the output
+//!   vectors a replica reuses between steps.
 //! * [`wire`]: the checksummed, versioned frames replicas exchange.
 //!
 //! The core reads no clock, socket, file or global random number generator. Time and a seeded
 //! random number generator come in as arguments; effects leave as plain data.
 pub mod acceptor;
 mod armed;
+mod buffers;
 mod codec;
 pub mod config;
 pub mod ids;

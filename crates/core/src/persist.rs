@@ -8,9 +8,9 @@
 //! change still wait for the batch: they may reveal state changed by an earlier message of the
 //! same batch, which is not durable before the flush either.
 use crate::acceptor::{self, AcceptorState, Decision};
+use crate::buffers::room_for_next;
 use crate::ids::{Key, NodeId};
 use crate::message::{Envelope, Message};
-use crate::proposer::room_for_next;
 
 /// A batch taking one acceptor decision for `key` in; gives whether the state changed.
 struct Sealing<'a> {

@@ -47,6 +47,7 @@ use smallvec::SmallVec;
 use thiserror::Error;
 
 use crate::armed::{self, ArmedTimers, TimerSlot};
+use crate::buffers::{keep_spare, room_for_next};
 use crate::config::ProposerConfig;
 use crate::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use crate::message::{Envelope, Message, PrepareKind};
@@ -1374,19 +1375,6 @@ impl AckParts<'_> {
             req: self.req,
             req_prev: self.req_prev,
         })
-    }
-}
-
-/// The capacity to give an output vector after one that held `len` items.
-pub(crate) fn room_for_next(len: usize) -> usize {
-    len + len / 2
-}
-
-/// Keeps `spent`, emptied, as the `spare` for the next output if it has more room.
-pub(crate) fn keep_spare(spare: &mut Vec<Envelope>, mut spent: Vec<Envelope>) {
-    spent.clear();
-    if spent.capacity() > spare.capacity() {
-        *spare = spent;
     }
 }
 

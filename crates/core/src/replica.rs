@@ -18,13 +18,12 @@ use logless_commands::command::Command;
 use rustc_hash::FxHashMap;
 
 use crate::acceptor::AcceptorState;
+use crate::buffers::keep_spare;
 use crate::config::ProposerConfig;
 use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
-use crate::proposer::{
-    keep_spare, ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest,
-};
+use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
 
 /// The state of a register the acceptor never heard of (⊥), built once.
 static BOTTOM: LazyLock<AcceptorState> = LazyLock::new(AcceptorState::default);
