@@ -24,12 +24,16 @@ pub(crate) fn put_round(out: &mut Vec<u8>, r: Round) {
     put_attempt(out, r.id);
 }
 
+pub(crate) fn put_req_id(out: &mut Vec<u8>, req: ReqId) {
+    put_attempt(out, req.attempt());
+}
+
 pub(crate) fn put_req(out: &mut Vec<u8>, req: Option<ReqId>) {
     match req {
         None => out.push(0),
         Some(req) => {
             out.push(1);
-            put_attempt(out, req.attempt());
+            put_req_id(out, req);
         }
     }
 }

@@ -606,7 +606,7 @@ impl Proposer {
                         req: *req,
                         req_prev: *req_prev,
                     };
-                    step.on_ack(now_ms, index, r_ack.id, ack);
+                    step.on_ack(now_ms, index, ack);
                 }
             }
             Message::Voted { key, round } => {
@@ -1062,7 +1062,9 @@ impl Step<'_> {
         }
     }
 
-    fn on_ack(&mut self, now_ms: u64, index: usize, attempt: AttemptId, ack: AckParts<'_>) {
+    fn on_ack(&mut self, now_ms: u64, index: usize, ack: AckParts<'_>) {
+        // An ACK answers the attempt its acknowledged round names.
+        let attempt = ack.r_ack.id;
         let Some(op) = self.reg.op.as_mut() else {
             return;
         };

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use logless_commands::value::Register;
 use thiserror::Error;
 
-use crate::codec::{put_attempt, put_req, put_round, CodecError, Reader};
+use crate::codec::{put_attempt, put_req, put_req_id, put_round, CodecError, Reader};
 use crate::ids::{Key, NodeId};
 use crate::message::{Message, PrepareKind};
 
@@ -220,7 +220,7 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
         Message::Learned { key, req } => {
             out.push(TAG_LEARNED);
             put_key(out, key);
-            put_attempt(out, req.attempt());
+            put_req_id(out, *req);
         }
     }
 }

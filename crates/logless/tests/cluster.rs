@@ -406,12 +406,18 @@ fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
         .unwrap();
     let _: () = con.set("via-up", "yes").unwrap();
     // Options reach every replica.
-    let thrifty: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("logless-thrifty-reads")
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(thrifty, ["logless-thrifty-reads", "false"]);
+    for port in base..base + 3 {
+        let mut replica = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
+        let thrifty: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("logless-thrifty-reads")
+            .query(&mut replica)
+            .unwrap();
+        assert_eq!(thrifty, ["logless-thrifty-reads", "false"], "port {port}");
+    }
     let _ = Command::new("kill")
         .args(["-INT", &up.id().to_string()])
         .status();
