@@ -33,6 +33,7 @@ pub mod persist;
 pub mod proposer;
 pub mod quorum;
 pub mod replica;
+mod table;
 pub mod timers;
 pub mod wire;
 

@@ -42,7 +42,6 @@ use logless_commands::command::{Command, Reply};
 use logless_commands::value::Register;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use thiserror::Error;
 
@@ -52,6 +51,7 @@ use crate::config::ProposerConfig;
 use crate::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use crate::message::{Envelope, Message, PrepareKind};
 use crate::quorum::{AcceptorSet, AckInfo, AckTable, Verdict};
+use crate::table::KeyTable;
 
 /// Why a command did not get a result.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq, Hash)]
@@ -266,7 +266,7 @@ const SPARE_OPERATIONS_MAX: usize = 1_024;
 #[derive(Clone, Debug)]
 pub struct Proposer {
     shared: Shared,
-    registers: FxHashMap<Key, RegisterProposer>,
+    registers: KeyTable<RegisterProposer>,
 }
 
 /// What the steps of every register share: identity, configuration, attempt ids, randomness,
@@ -395,9 +395,7 @@ impl Hash for Proposer {
         self.shared.id.hash(state);
         self.shared.next_seq.hash(state);
         self.shared.suspected.hash(state);
-        let mut registers: Vec<_> = self.registers.iter().collect();
-        registers.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        registers.hash(state);
+        self.registers.hash(state);
         self.shared.out.hash(state);
     }
 }
@@ -426,7 +424,7 @@ impl Proposer {
                 spare: Vec::new(),
                 spare_sends: Vec::new(),
             },
-            registers: FxHashMap::default(),
+            registers: KeyTable::new(),
         }
     }
 
@@ -490,8 +488,7 @@ impl Proposer {
     pub fn handle_command(&mut self, now_ms: u64, client: ClientTag, key: Key, command: Command) {
         let reg = self
             .registers
-            .entry(key.clone())
-            .or_insert_with(RegisterProposer::new);
+            .get_or_insert_with(&key, RegisterProposer::new);
         let queued = reg.op.as_ref().map_or(0, |op| op.queue.len());
         if queued >= self.shared.config.queue_commands_max {
             self.shared.out.replies.push(ClientReply {
@@ -531,7 +528,7 @@ impl Proposer {
             self.shared.suspected.insert(index);
         }
         let everyone = self.shared.everyone();
-        for (key, reg) in &mut self.registers {
+        for (key, reg) in self.registers.iter_mut() {
             let Some(op) = reg.op.as_mut() else {
                 continue;
             };
@@ -1383,4 +1380,14 @@ impl AckParts<'_> {
 fn op_wake(reg: &RegisterProposer) -> u64 {
     let op = reg.op.as_ref().expect("operation");
     op.wake_ms.min(op.deadline_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_register_takes_two_cache_lines() {
+        assert_eq!(crate::table::entry_bytes::<RegisterProposer>(), 128);
+    }
 }

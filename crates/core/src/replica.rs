@@ -15,7 +15,6 @@ use std::hash::{Hash, Hasher};
 use std::sync::LazyLock;
 
 use logless_commands::command::Command;
-use rustc_hash::FxHashMap;
 
 use crate::acceptor::AcceptorState;
 use crate::buffers::keep_spare;
@@ -24,6 +23,7 @@ use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
+use crate::table::KeyTable;
 
 /// The state of a register the acceptor never heard of (⊥), built once.
 static BOTTOM: LazyLock<AcceptorState> = LazyLock::new(AcceptorState::default);
@@ -46,7 +46,7 @@ pub struct ReplicaOutput {
 pub struct Replica {
     node: NodeId,
     proposer: Proposer,
-    states: FxHashMap<Key, AcceptorState>,
+    states: KeyTable<AcceptorState>,
     persist: PersistBatch,
     /// An emptied vector of released replies for the next batch (see [`Replica::recycle`]).
     spare_released: Vec<Envelope>,
@@ -56,9 +56,7 @@ impl Hash for Replica {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.node.hash(state);
         self.proposer.hash(state);
-        let mut states: Vec<_> = self.states.iter().collect();
-        states.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        states.hash(state);
+        self.states.hash(state);
         self.persist.hash(state);
     }
 }
