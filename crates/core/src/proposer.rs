@@ -297,8 +297,8 @@ struct Shared {
     /// they move into and out of the registers' `op` as boxes.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Operation>>,
-    /// An emptied vector of sends for the next output (see [`Proposer::recycle_sends`]).
-    spare_sends: Vec<Envelope>,
+    /// Emptied vectors for the next output (see [`Proposer::recycle`]).
+    spare_out: ProposerOutput,
 }
 
 impl Shared {
@@ -422,7 +422,7 @@ impl Proposer {
                 out: ProposerOutput::default(),
                 stats: ProposerStats::default(),
                 spare: Vec::new(),
-                spare_sends: Vec::new(),
+                spare_out: ProposerOutput::default(),
             },
             registers: KeyTable::new(),
         }
@@ -447,21 +447,28 @@ impl Proposer {
     /// as much again as this one held, so that a busy proposer does not grow (and copy) its
     /// vectors from nothing in every turn.
     pub fn drain_output(&mut self) -> ProposerOutput {
-        let out = &self.shared.out;
-        let mut sends = std::mem::take(&mut self.shared.spare_sends);
-        sends.reserve(room_for_next(out.sends.len()));
+        fn next<T>(spare: &mut Vec<T>, last: &[T]) -> Vec<T> {
+            let mut next = std::mem::take(spare);
+            next.reserve(room_for_next(last.len()));
+            next
+        }
+        let (out, spare) = (&self.shared.out, &mut self.shared.spare_out);
         let next = ProposerOutput {
-            sends,
-            replies: Vec::with_capacity(room_for_next(out.replies.len())),
-            timers: Vec::with_capacity(room_for_next(out.timers.len())),
+            sends: next(&mut spare.sends, &out.sends),
+            replies: next(&mut spare.replies, &out.replies),
+            timers: next(&mut spare.timers, &out.timers),
         };
         std::mem::replace(&mut self.shared.out, next)
     }
 
-    /// Takes back a vector of sends the runtime is done with, so that a later output fills the
-    /// same memory (likely still cached) rather than fresh memory.
-    pub fn recycle_sends(&mut self, sends: Vec<Envelope>) {
-        keep_spare(&mut self.shared.spare_sends, sends);
+    /// Takes back the vectors of an earlier output the runtime is done with, so that a later
+    /// output fills the same memory (likely still cached) rather than fresh memory. What they
+    /// still hold is dropped.
+    pub fn recycle(&mut self, spent: ProposerOutput) {
+        let spare = &mut self.shared.spare_out;
+        keep_spare(&mut spare.sends, spent.sends);
+        keep_spare(&mut spare.replies, spent.replies);
+        keep_spare(&mut spare.timers, spent.timers);
     }
 
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work

@@ -41,6 +41,20 @@ pub struct ReplicaOutput {
     pub timers: Vec<TimerRequest>,
 }
 
+/// The vectors of an earlier [`ReplicaOutput`] handed back to [`Replica::recycle`]: their
+/// contents are dropped and their memory reused. Any of them may be left empty (the default).
+#[derive(Debug, Default)]
+pub struct SpentOutput {
+    /// The output's sends.
+    pub sends: Vec<Envelope>,
+    /// The replies its persist batch released.
+    pub released: Vec<Envelope>,
+    /// Its answers to clients.
+    pub replies: Vec<ClientReply>,
+    /// Its wake-ups.
+    pub timers: Vec<TimerRequest>,
+}
+
 /// A replica's protocol state: proposer, acceptor states, and pending persistence.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replica {
@@ -158,11 +172,15 @@ impl Replica {
         }
     }
 
-    /// Takes back the vectors of an earlier output the runtime is done with (its sends and the
-    /// replies its batch released), so that later outputs fill the same memory, likely still
-    /// cached, rather than fresh memory. Optional: a runtime may as well drop them.
-    pub fn recycle(&mut self, sends: Vec<Envelope>, released: Vec<Envelope>) {
-        self.proposer.recycle_sends(sends);
-        keep_spare(&mut self.spare_released, released);
+    /// Takes back the vectors of an earlier output the runtime is done with, so that later
+    /// outputs fill the same memory, likely still cached, rather than fresh memory. Optional: a
+    /// runtime may as well drop them.
+    pub fn recycle(&mut self, spent: SpentOutput) {
+        self.proposer.recycle(ProposerOutput {
+            sends: spent.sends,
+            replies: spent.replies,
+            timers: spent.timers,
+        });
+        keep_spare(&mut self.spare_released, spent.released);
     }
 }

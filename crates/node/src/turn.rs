@@ -15,7 +15,7 @@ use logless_core::ids::{ClientTag, Key, NodeId};
 use logless_core::message::{Envelope, Message};
 use logless_core::persist::{AcceptorStore, PersistBatch};
 use logless_core::proposer::{ProposeError, ProposerStats};
-use logless_core::replica::Replica;
+use logless_core::replica::{Replica, SpentOutput};
 use logless_core::timers::Timers;
 use logless_storage::media::{FileMedia, Media};
 use logless_storage::StoreError;
@@ -268,8 +268,6 @@ impl<R, M: Media> ShardCore<R, M> {
                 self.route(envelope);
             }
         }
-        // The emptied vectors go back to the replica, whose next output fills them.
-        self.replica.recycle(output.sends, released);
         for (to, messages) in &mut self.outgoing {
             if !messages.is_empty() {
                 outlet.send(*to, std::mem::take(messages));
@@ -280,7 +278,7 @@ impl<R, M: Media> ShardCore<R, M> {
         } else {
             outlet.mono_us()
         };
-        for reply in output.replies {
+        for reply in output.replies.drain(..) {
             let Some(waiting) = self.waiting.remove(&reply.client.0) else {
                 continue;
             };
@@ -298,7 +296,14 @@ impl<R, M: Media> ShardCore<R, M> {
                 .saturating_record(micros.max(1));
             outlet.answer(waiting.reply, reply.result);
         }
-        self.timers.schedule(output.timers);
+        self.timers.schedule(output.timers.drain(..));
+        // The emptied vectors go back to the replica, whose next output fills them.
+        self.replica.recycle(SpentOutput {
+            sends: output.sends,
+            released,
+            replies: output.replies,
+            timers: output.timers,
+        });
         Ok(())
     }
 

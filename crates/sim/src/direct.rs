@@ -18,7 +18,7 @@ use logless_core::ids::{ClientTag, Key, NodeId};
 use logless_core::message::Envelope;
 use logless_core::persist::AcceptorStore;
 use logless_core::proposer::ProposerStats;
-use logless_core::replica::Replica;
+use logless_core::replica::{Replica, SpentOutput};
 use logless_core::timers::Timers;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -272,16 +272,21 @@ impl DirectCluster {
     /// by now), timers go to its timer map, answered clients to its ready list.
     fn finish_turn(&mut self, i: usize, report: &mut DirectReport) {
         let member = &mut self.members[i];
-        let output = member.replica.take_output();
+        let mut output = member.replica.take_output();
         let Ok(released) = output.persist.commit(&mut NullStore);
         let (sends, released) = self.outboxes[i].refill(output.sends, released);
-        member.replica.recycle(sends, released);
-        member.timers.schedule(output.timers);
-        for reply in output.replies {
+        member.timers.schedule(output.timers.drain(..));
+        for reply in output.replies.drain(..) {
             report.operations += 1;
             report.errors += u64::from(reply.result.is_err());
             member.ready.push(reply.client);
         }
+        member.replica.recycle(SpentOutput {
+            sends,
+            released,
+            replies: output.replies,
+            timers: output.timers,
+        });
     }
 }
 
