@@ -3,10 +3,12 @@
 //!
 //! * `direct_cluster`: replicas hand messages straight to each other ([`DirectCluster`]), so
 //!   what is measured is the protocol's CPU cost (proposer, acceptor, message construction,
-//!   batching); with 1,000 clients (about one command per register in flight) and with 100,000
-//!   (about ten per register, which the proposer batches); and with 1,000 clients whose
-//!   commands go to their register's home replica, so that every register has one proposer
-//!   and its writes take the fast path (`10k_registers_home`);
+//!   batching); with 100 and 1,000 clients (a command each in flight, nearly always on
+//!   different registers) and with 100,000 (about ten per register, which the proposer
+//!   batches); and with 100 and 1,000 clients whose commands go to their register's home
+//!   replica, so that every register has one proposer and its writes take the fast path
+//!   (`10k_registers_home`). One core does most per operation at about a hundred operations
+//!   in flight: with a thousand, each turn's messages and operations outgrow its cache;
 //! * `in_process_cluster`: the simulated cluster without faults or delays, which adds the
 //!   simulator's event queue and per-message bookkeeping.
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -62,6 +64,8 @@ fn direct_cluster_throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("direct_cluster");
     group.sample_size(10);
     let cases = [
+        (100, Routing::AnyReplica, "10k_registers"),
+        (100, Routing::HomeReplica, "10k_registers_home"),
         (1_000, Routing::AnyReplica, "10k_registers"),
         (1_000, Routing::HomeReplica, "10k_registers_home"),
         (100_000, Routing::AnyReplica, "10k_registers"),
@@ -76,9 +80,10 @@ fn direct_cluster_throughput(c: &mut Criterion) {
                 write_fraction: writes,
                 seed: 42,
             };
-            // Warm up the registers (the first command on each runs phase 1) outside the timing.
+            // Warm up the registers (the first command on each runs phase 1) outside the timing:
+            // ten commands per register or per client, whichever is more.
             let mut cluster = DirectCluster::new(config);
-            cluster.run(u64::from(clients) * 10);
+            cluster.run(u64::from(clients.max(10_000)) * 10);
             group.throughput(Throughput::Elements(DIRECT_OPERATIONS));
             let name = format!("{clients}_clients_{}pct_writes", (writes * 100.0) as u32);
             group.bench_function(BenchmarkId::new(group_name, name), |b| {
