@@ -82,8 +82,9 @@ fn direct_cluster_throughput(c: &mut Criterion) {
             };
             // Warm up the registers (the first command on each runs phase 1) outside the timing:
             // ten commands per register or per client, whichever is more.
+            let warm_up = u64::from(clients.max(config.keys)) * 10;
             let mut cluster = DirectCluster::new(config);
-            cluster.run(u64::from(clients.max(10_000)) * 10);
+            cluster.run(warm_up);
             group.throughput(Throughput::Elements(DIRECT_OPERATIONS));
             let name = format!("{clients}_clients_{}pct_writes", (writes * 100.0) as u32);
             group.bench_function(BenchmarkId::new(group_name, name), |b| {
