@@ -428,6 +428,12 @@ impl Proposer {
         }
     }
 
+    /// Asks the cache for the register of `key` (see [`KeyTable::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, key: &Key) {
+        self.registers.prefetch(key);
+    }
+
     /// This proposer's identity.
     pub fn id(&self) -> ProposerId {
         self.shared.id

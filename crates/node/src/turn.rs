@@ -141,7 +141,7 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     replica: Replica,
     store: ShardStore<M>,
     outgoing: BTreeMap<NodeId, Vec<Message>>,
-    local: VecDeque<Message>,
+    local: Vec<Message>,
     waiting: FxHashMap<u64, Waiting<R>>,
     next_tag: u64,
     /// The replica's wake-ups, on the turn clock.
@@ -171,7 +171,7 @@ impl<R, M: Media> ShardCore<R, M> {
             replica,
             store,
             outgoing: BTreeMap::new(),
-            local: VecDeque::new(),
+            local: Vec::new(),
             waiting: FxHashMap::default(),
             next_tag: 0,
             timers: Timers::default(),
@@ -233,9 +233,8 @@ impl<R, M: Media> ShardCore<R, M> {
 
     /// Takes protocol messages from the same shard on `from`, in the order sent.
     pub fn receive(&mut self, from: NodeId, messages: Vec<Message>) {
-        for message in &messages {
-            self.replica.handle_message(self.now_ms, from, message);
-        }
+        self.replica
+            .handle_messages(self.now_ms, from, messages.iter());
     }
 
     /// A connection to or from `peer` broke or was replaced: messages on it may be lost.
@@ -249,9 +248,9 @@ impl<R, M: Media> ShardCore<R, M> {
     /// must stop voting (fail-stop).
     pub fn finish_turn(&mut self, outlet: &mut impl Outlet<R>) -> Result<(), StoreError> {
         let now_ms = self.now_ms;
-        while let Some(message) = self.local.pop_front() {
-            self.replica.handle_message(now_ms, self.node, &message);
-        }
+        self.replica
+            .handle_messages(now_ms, self.node, self.local.iter());
+        self.local.clear();
         self.timers.fire_due(now_ms, &mut self.replica);
         let mut output = self.replica.take_output();
         for envelope in output.sends.drain(..) {
@@ -365,7 +364,7 @@ impl<R, M: Media> ShardCore<R, M> {
 
     fn route(&mut self, envelope: Envelope) {
         if envelope.to == self.node {
-            self.local.push_back(envelope.message);
+            self.local.push(envelope.message);
         } else {
             self.outgoing
                 .entry(envelope.to)

@@ -15,7 +15,7 @@ use logless_commands::command::Command;
 use logless_core::acceptor::AcceptorState;
 use logless_core::config::ProposerConfig;
 use logless_core::ids::{ClientTag, Key, NodeId};
-use logless_core::message::Envelope;
+use logless_core::message::{Envelope, Message};
 use logless_core::persist::AcceptorStore;
 use logless_core::proposer::ProposerStats;
 use logless_core::replica::{Replica, SpentOutput};
@@ -144,13 +144,15 @@ impl Outbox {
     }
 
     /// The messages to replica `index`, in the order they were sent.
-    fn messages_to(&self, index: usize) -> impl Iterator<Item = &Envelope> {
-        self.by_receiver[index].iter().map(|&position| {
+    fn messages_to(&self, index: usize) -> impl Iterator<Item = &Message> + Clone {
+        self.by_receiver[index].iter().map(move |&position| {
             let position = position as usize;
-            match position.checked_sub(self.sends.len()) {
+            let envelope = match position.checked_sub(self.sends.len()) {
                 None => &self.sends[position],
                 Some(released) => &self.released[released],
-            }
+            };
+            debug_assert_eq!(usize::from(envelope.to.0 - 1), index);
+            &envelope.message
         })
     }
 }
@@ -211,32 +213,29 @@ impl DirectCluster {
     pub fn run(&mut self, operations: u64) -> DirectReport {
         let mut report = DirectReport::default();
         let mut ready = Vec::new();
+        let mut commands = Vec::new();
         let n = self.members.len();
         while report.operations < operations {
             let now_ms = self.now_ms;
             self.now_ms += 1;
             report.turns += 1;
             for i in 0..n {
-                let me = NodeId(i as u16 + 1);
                 std::mem::swap(&mut ready, &mut self.members[i].ready);
                 for client in ready.drain(..) {
                     let (key, command) = self.next_command(i);
-                    self.members[i]
-                        .replica
-                        .handle_command(now_ms, client, key, command);
+                    commands.push((client, key, command));
                 }
                 let member = &mut self.members[i];
+                member.replica.handle_commands(now_ms, &mut commands);
                 member.timers.fire_due(now_ms, &mut member.replica);
                 // Senders in the order their turns came since this member's last one.
                 for from in (i..n).chain(0..i) {
                     let sender = NodeId(from as u16 + 1);
-                    for envelope in self.outboxes[from].messages_to(i) {
-                        debug_assert_eq!(envelope.to, me);
-                        report.messages += 1;
-                        member
-                            .replica
-                            .handle_message(now_ms, sender, &envelope.message);
-                    }
+                    let outbox = &self.outboxes[from];
+                    report.messages += outbox.by_receiver[i].len() as u64;
+                    member
+                        .replica
+                        .handle_messages(now_ms, sender, outbox.messages_to(i));
                 }
                 self.finish_turn(i, &mut report);
             }
