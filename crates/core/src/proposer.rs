@@ -880,14 +880,14 @@ impl Step<'_> {
     /// A fast write: vote in the pre-acknowledged round on top of our last chosen value.
     fn send_fast_write(&mut self, now_ms: u64) {
         let fast = self.reg.fast.take().expect("fast path");
-        let (round, base) = (self.reg.known.0.successor(), self.reg.known.1.clone());
+        let round = self.reg.known.0.successor();
         self.op_mut().fast = true;
         // Even a batch that changes nothing (SET of the value already there, a failed
         // condition) is proposed: its answers need a quorum's confirmation that the base is
         // still the latest state, and a vote in the pre-acknowledged round gives that in one
         // round trip while keeping the fast path, where phase 1 would cost the same round
         // trip, a persisted round at every acceptor, and the fast path.
-        let (value, replies, _changed) = self.apply_batch(&base, now_ms);
+        let (value, replies, _changed) = self.apply_batch(&self.reg.known.1, now_ms);
         self.propose(now_ms, round, value, replies, fast.base_req);
     }
 
