@@ -15,6 +15,7 @@
 //!
 //! [`run`] must be called from a thread that lives until it returns (the main thread): the
 //! children are tied to the life of the thread that started them (`PR_SET_PDEATHSIG`).
+pub mod cpu;
 pub mod figures;
 pub mod peers;
 pub mod report;
@@ -287,6 +288,8 @@ impl Ctx {
             failovers: r.failovers,
             timeline: Vec::new(),
             events: Vec::new(),
+            cpu_s: None,
+            wall_s: None,
         }
     }
 
@@ -312,8 +315,12 @@ impl Ctx {
                 .collect();
             format!("  errors {} ({})", r.errors, kinds.join(" "))
         };
+        let cores = r
+            .cores()
+            .map(|c| format!("  cores {c:.2}"))
+            .unwrap_or_default();
         println!(
-            "[{:>5.0} s] {} {:<26} n={} clients={:<4} keys={:<7} {}B{}{}{}",
+            "[{:>5.0} s] {} {:<26} n={} clients={:<4} keys={:<7} {}B{}{}{}{}",
             self.started.elapsed().as_secs_f64(),
             &r.experiment[..1],
             r.series,
@@ -323,6 +330,7 @@ impl Ctx {
             r.load.value_bytes,
             part("read", &r.read),
             part("write", &r.write),
+            cores,
             errors
         );
     }
@@ -364,6 +372,7 @@ impl Ctx {
             }
             let (raw, log) = self.paths(experiment, &sys.name);
             let prefix = format!("{experiment}:");
+            let (cpu_before, started) = (sys.cpu_seconds(), Instant::now());
             match workloads::run(
                 &self.loadgen,
                 sys.protocol,
@@ -374,7 +383,9 @@ impl Ctx {
                 &log,
             ) {
                 Ok(r) => {
-                    let rec = self.record(experiment, sys, series, load, read_retries, r);
+                    let mut rec = self.record(experiment, sys, series, load, read_retries, r);
+                    rec.cpu_s = Some(sys.cpu_seconds() - cpu_before);
+                    rec.wall_s = Some(started.elapsed().as_secs_f64());
                     self.print(&rec);
                     self.records.push(rec);
                     return;

@@ -139,6 +139,11 @@ impl Proc {
         None
     }
 
+    /// Its process id (that of `timeout`, whose descendant the program is).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The last lines of its log.
     pub fn log_tail(&self) -> String {
         logless_harness::log_tail(&self.log, 12)
@@ -346,6 +351,12 @@ impl Running {
             .ok_or_else(|| format!("no process {i}"))?;
         p.crash();
         Ok(())
+    }
+
+    /// The CPU seconds its processes and all their descendants have used so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        let roots: Vec<u32> = self.procs.iter().map(Proc::pid).collect();
+        super::cpu::tree_seconds(&roots)
     }
 
     /// The data directory.
@@ -674,6 +685,24 @@ pub fn start_etcd(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cpu_time_of_a_proc_is_its_programs_under_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut busy = Proc::spawn(
+            "busy",
+            Path::new("sh"),
+            &["-c".into(), "while :; do :; done".into()],
+            &dir.path().join("log"),
+            60,
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        // `timeout` itself only waits: the time is its child's.
+        let used = crate::compare::cpu::tree_seconds(&[busy.pid()]);
+        busy.stop(Duration::from_secs(5));
+        assert!(used >= 0.2, "{used} s");
+    }
 
     #[test]
     fn a_proc_under_timeout_is_stopped_and_killed() {

@@ -98,12 +98,36 @@ pub struct Record {
     /// Kills and other events (failure runs only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<Event>,
+    /// CPU seconds the system's processes used over the whole point, warm-up included (see
+    /// [`cpu`](super::cpu)); absent in results from before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    /// Wall-clock seconds of the whole point, warm-up included: the span of `cpu_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
 }
 
 impl Record {
     /// Reads and writes per second together.
     pub fn total_ops(&self) -> f64 {
         self.read.throughput + self.write.throughput
+    }
+
+    /// The cores the system kept busy, on average over the point. The load is the same during
+    /// warm-up and measurement (closed-loop clients), so the whole point's average stands for
+    /// the measured part's.
+    pub fn cores(&self) -> Option<f64> {
+        match (self.cpu_s, self.wall_s) {
+            (Some(cpu), Some(wall)) if wall > 0.0 => Some(cpu / wall),
+            _ => None,
+        }
+    }
+
+    /// Operations per CPU-second of the system: its throughput for each core it kept busy.
+    pub fn ops_per_cpu_s(&self) -> Option<f64> {
+        self.cores()
+            .filter(|&cores| cores > 0.0)
+            .map(|cores| self.total_ops() / cores)
     }
 }
 
@@ -170,7 +194,7 @@ fn csv_field(s: &str) -> String {
 pub const CSV_HEADER: &str =
     "experiment,system,series,replicas,read_retries,workload,clients,keys,dist,\
 write_frac,value_bytes,pipeline,pin,duration_s,read_ops_s,read_p50_us,read_p99_us,read_p999_us,\
-write_ops_s,write_p50_us,write_p99_us,write_p999_us,errors,conflicts,failovers";
+write_ops_s,write_p50_us,write_p99_us,write_p999_us,errors,conflicts,failovers,cpu_s,wall_s";
 
 /// results.csv: one line per point.
 pub fn csv(records: &[Record]) -> String {
@@ -204,6 +228,8 @@ pub fn csv(records: &[Record]) -> String {
             r.errors.to_string(),
             r.conflicts.to_string(),
             r.failovers.to_string(),
+            r.cpu_s.map(|x| format!("{x:.3}")).unwrap_or_default(),
+            r.wall_s.map(|x| format!("{x:.3}")).unwrap_or_default(),
         ];
         out.push_str(&fields.join(","));
         out.push('\n');
@@ -268,6 +294,9 @@ pub struct Ratio {
     pub peer_ops: Option<f64>,
     /// logless / peer.
     pub ratio: Option<f64>,
+    /// logless / peer in operations per CPU-second of the system (see
+    /// [`Record::ops_per_cpu_s`]), where both were measured.
+    pub cpu_ratio: Option<f64>,
 }
 
 /// The client count the headline uses: 256 if measured, else the largest measured.
@@ -300,7 +329,8 @@ pub fn headline(records: &[Record]) -> Vec<Ratio> {
         .iter()
         .find(|r| r.experiment == VALUES)
         .map(|r| r.load.clients);
-    let find = |experiment: &str, system: &str, writes: bool| -> Option<f64> {
+    // A point's throughput of the measured kind, and its operations per CPU-second.
+    let find = |experiment: &str, system: &str, writes: bool| -> Option<(f64, Option<f64>)> {
         records
             .iter()
             .find(|r| {
@@ -319,15 +349,16 @@ pub fn headline(records: &[Record]) -> Vec<Ratio> {
                     }
             })
             .map(|r| {
-                if writes {
+                let ops = if writes {
                     r.write.throughput
                 } else {
                     r.read.throughput
-                }
+                };
+                (ops, r.cores().filter(|&c| c > 0.0).map(|c| ops / c))
             })
     };
     // Reads do not depend on the durability setting: use whichever variant measured them.
-    let reads_of = |family: &[&str]| -> (String, Option<f64>) {
+    let reads_of = |family: &[&str]| -> (String, Option<(f64, Option<f64>)>) {
         for v in family {
             if let Some(x) = find(COUNTER, v, false) {
                 return (v.to_string(), Some(x));
@@ -336,21 +367,23 @@ pub fn headline(records: &[Record]) -> Vec<Ratio> {
         (family[0].to_string(), None)
     };
     let mut out = Vec::new();
-    let mut push = |what: String, l: (String, Option<f64>), p: (String, Option<f64>)| {
-        if l.1.is_none() || p.1.is_none() {
+    let divide = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    type Side = (String, Option<(f64, Option<f64>)>);
+    let mut push = |what: String, l: Side, p: Side| {
+        let (Some((l_ops, l_cpu)), Some((p_ops, p_cpu))) = (l.1, p.1) else {
             return;
-        }
-        let ratio = match (l.1, p.1) {
-            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-            _ => None,
         };
         out.push(Ratio {
             what,
             logless: l.0,
             peer: p.0,
-            logless_ops: l.1,
-            peer_ops: p.1,
-            ratio,
+            logless_ops: Some(l_ops),
+            peer_ops: Some(p_ops),
+            ratio: divide(Some(l_ops), Some(p_ops)),
+            cpu_ratio: divide(l_cpu, p_cpu),
         });
     };
     let pairs = [
@@ -399,21 +432,24 @@ pub fn headline_table(records: &[Record]) -> String {
         return "(no headline: it needs experiment a with logless and a peer)\n".into();
     }
     let mut s = String::from(
-        "One key, closed-loop clients, pipeline 1, every client sent to the leader (logless: replica 1):\n\n\
-         | comparison | logless | ops/s | peer | ops/s | logless/peer |\n| --- | --- | ---: | --- | ---: | ---: |\n",
+        "One key, closed-loop clients, pipeline 1, every client sent to the leader (logless: replica 1). \
+         The last column compares operations per CPU-second used by each system's own processes: \
+         the load generator shares the machine, and this says which system needs less CPU for an \
+         operation:\n\n\
+         | comparison | logless | ops/s | peer | ops/s | logless/peer | per CPU-second |\n| --- | --- | ---: | --- | ---: | ---: | ---: |\n",
     );
+    let times = |x: Option<f64>| x.map(|x| format!("{x:.2}×")).unwrap_or_else(|| "–".into());
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             r.what,
             r.logless,
             opt(r.logless_ops),
             r.peer,
             opt(r.peer_ops),
-            r.ratio
-                .map(|x| format!("{x:.2}×"))
-                .unwrap_or_else(|| "–".into())
+            times(r.ratio),
+            times(r.cpu_ratio)
         );
     }
     s
@@ -426,13 +462,13 @@ fn ms(us: u64) -> String {
 /// One experiment's points as a Markdown table.
 pub fn experiment_table(records: &[Record], experiment: &str) -> String {
     let mut s = String::from(
-        "| system | series | repl. | clients | keys | value B | writes | pin | read ops/s | read p99 ms | write ops/s | write p99 ms | errors |\n\
-         | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n",
+        "| system | series | repl. | clients | keys | value B | writes | pin | read ops/s | read p99 ms | write ops/s | write p99 ms | errors | cores busy | ops per CPU-s |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in records.iter().filter(|r| r.experiment == experiment) {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {}% | {} | {:.0} | {} | {:.0} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {}% | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} |",
             r.system,
             r.series,
             r.replicas,
@@ -445,7 +481,11 @@ pub fn experiment_table(records: &[Record], experiment: &str) -> String {
             ms(r.read.p99_us),
             r.write.throughput,
             ms(r.write.p99_us),
-            r.errors
+            r.errors,
+            r.cores()
+                .map(|c| format!("{c:.2}"))
+                .unwrap_or_else(|| "–".into()),
+            opt(r.ops_per_cpu_s())
         );
     }
     s
@@ -609,6 +649,8 @@ mod tests {
             failovers: 0,
             timeline: Vec::new(),
             events: Vec::new(),
+            cpu_s: None,
+            wall_s: None,
         }
     }
 
@@ -710,6 +752,49 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20 UTC");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+    }
+
+    #[test]
+    fn cpu_time_gives_cores_and_operations_per_cpu_second() {
+        let with_cpu = |system: &str, ops: f64, cpu_s: f64| {
+            let mut r = record(COUNTER, system, 256, 1.0, ops);
+            (r.cpu_s, r.wall_s) = (Some(cpu_s), Some(4.0));
+            r
+        };
+        // logless does 8000/s on 2 cores, etcd 2000/s on half a core: 4× the throughput, but
+        // only 4000 against 4000 per CPU-second.
+        let rs = vec![
+            with_cpu("logless-mmap", 8000.0, 8.0),
+            with_cpu("etcd", 2000.0, 2.0),
+        ];
+        assert_eq!(rs[0].cores(), Some(2.0));
+        assert_eq!(rs[0].ops_per_cpu_s(), Some(4000.0));
+        assert_eq!(rs[1].ops_per_cpu_s(), Some(4000.0));
+        let row = headline(&rs)
+            .into_iter()
+            .find(|r| r.what == "increments (256 clients), defaults")
+            .unwrap();
+        assert_eq!((row.ratio, row.cpu_ratio), (Some(4.0), Some(1.0)));
+        assert!(headline_table(&rs).contains("| 4.00× | 1.00× |"));
+        let table = experiment_table(&rs, COUNTER);
+        assert!(table.contains("| 2.00 | 4000 |"), "{table}");
+        let csv = csv(&rs);
+        assert!(
+            csv.lines().nth(1).unwrap().ends_with(",8.000,4.000"),
+            "{csv}"
+        );
+        // Without CPU figures (older results, failure runs): no per-CPU ratio, dashes.
+        let mut without = rs.clone();
+        without[1].cpu_s = None;
+        assert_eq!(without[1].cores(), None);
+        assert!(headline_table(&without).contains("| 4.00× | – |"));
+        assert!(experiment_table(&without, COUNTER).contains("| – | – |"));
+        // A point of zero wall time or zero CPU time gives no figure rather than infinity.
+        let mut idle = rs[0].clone();
+        idle.cpu_s = Some(0.0);
+        assert_eq!(idle.ops_per_cpu_s(), None);
+        idle.wall_s = Some(0.0);
+        assert_eq!(idle.cores(), None);
     }
 
     #[test]
