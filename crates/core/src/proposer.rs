@@ -51,7 +51,7 @@ use crate::config::ProposerConfig;
 use crate::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use crate::message::{Envelope, Message, PrepareKind};
 use crate::quorum::{AcceptorSet, AckInfo, AckTable, Verdict};
-use crate::table::KeyTable;
+use crate::table::{prefetch_line, KeyTable};
 
 /// Why a command did not get a result.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq, Hash)]
@@ -428,10 +428,14 @@ impl Proposer {
         }
     }
 
-    /// Asks the cache for the register of `key` (see [`KeyTable::prefetch`]).
+    /// Asks the cache for the register of `key` (see [`KeyTable::prefetch`]): the fields every
+    /// command and reply reads first, its operation and what it knows.
     #[inline]
-    pub fn prefetch(&self, key: &Key) {
-        self.registers.prefetch(key);
+    pub(crate) fn prefetch(&self, key: &Key) {
+        self.registers.prefetch(key, |register| {
+            prefetch_line(&register.op);
+            prefetch_line(&register.known);
+        });
     }
 
     /// This proposer's identity.
@@ -796,6 +800,9 @@ impl Step<'_> {
         collect.attempts.push(attempt);
         collect.asked = asked;
         collect.current_replies = AcceptorSet::default();
+        // The replies usually leave the value out, and taking it from here (and answering with
+        // it) was the read's last cache miss: ask for it now, a turn before they come.
+        prefetch_line(&*self.reg.known.1);
         self.send_to(asked, self.read_prepare(attempt, known_voted));
         self.set_wake(now_ms + wait_ms);
     }
@@ -1402,5 +1409,16 @@ mod tests {
     #[test]
     fn an_idle_register_takes_two_cache_lines() {
         assert_eq!(crate::table::entry_bytes::<RegisterProposer>(), 128);
+    }
+
+    #[test]
+    fn a_prefetched_register_is_asked_for_on_both_its_lines() {
+        // The fields `Proposer::prefetch` names.
+        let named = [
+            std::mem::offset_of!(RegisterProposer, op),
+            std::mem::offset_of!(RegisterProposer, known),
+        ];
+        let lines = crate::table::prefetched_lines::<RegisterProposer>(&named);
+        assert_eq!(lines.into_iter().collect::<Vec<_>>(), [0, 1]);
     }
 }

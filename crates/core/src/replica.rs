@@ -23,7 +23,7 @@ use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
-use crate::table::KeyTable;
+use crate::table::{prefetch_line, KeyTable};
 
 /// The state of a register the acceptor never heard of (⊥), built once.
 static BOTTOM: LazyLock<AcceptorState> = LazyLock::new(AcceptorState::default);
@@ -173,7 +173,11 @@ impl Replica {
     #[inline]
     fn prefetch(&self, message: &Message) {
         if message.is_for_acceptor() {
-            self.states.prefetch(message.key());
+            // A decision reads the whole state, which spans the entry's two lines.
+            self.states.prefetch(message.key(), |state| {
+                prefetch_line(&state.r_ack);
+                prefetch_line(&state.req_prev);
+            });
         } else {
             self.proposer.prefetch(message.key());
         }
@@ -236,5 +240,22 @@ impl Replica {
             timers: spent.timers,
         });
         keep_spare(&mut self.spare_released, spent.released);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefetched_acceptor_state_is_asked_for_on_both_its_lines() {
+        assert_eq!(crate::table::entry_bytes::<AcceptorState>(), 128);
+        // The fields `Replica::prefetch` names.
+        let named = [
+            std::mem::offset_of!(AcceptorState, r_ack),
+            std::mem::offset_of!(AcceptorState, req_prev),
+        ];
+        let lines = crate::table::prefetched_lines::<AcceptorState>(&named);
+        assert_eq!(lines.into_iter().collect::<Vec<_>>(), [0, 1]);
     }
 }
