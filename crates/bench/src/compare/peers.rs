@@ -686,20 +686,23 @@ pub fn start_etcd(
 mod tests {
     use super::*;
 
+    /// `program args` under `timeout`, logging to `log` in `dir`.
+    fn spawn(dir: &Path, log: &str, program: &str, args: &[&str], limit_s: u64) -> Proc {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        Proc::spawn(program, Path::new(program), &args, &dir.join(log), limit_s).unwrap()
+    }
+
     #[test]
     fn the_cpu_time_of_a_proc_is_its_programs_under_timeout() {
         let dir = tempfile::tempdir().unwrap();
-        let mut busy = Proc::spawn(
-            "busy",
-            Path::new("sh"),
-            &["-c".into(), "while :; do :; done".into()],
-            &dir.path().join("log"),
-            60,
-        )
-        .unwrap();
-        std::thread::sleep(Duration::from_millis(600));
-        // `timeout` itself only waits: the time is its child's.
-        let used = crate::compare::cpu::tree_seconds(&[busy.pid()]);
+        let mut busy = spawn(dir.path(), "log", "sh", &["-c", "while :; do :; done"], 60);
+        // `timeout` itself only waits: the time is its child's, found through the tree.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut used = 0.0;
+        while used < 0.2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            used = crate::compare::cpu::tree_seconds(&[busy.pid()]);
+        }
         busy.stop(Duration::from_secs(5));
         assert!(used >= 0.2, "{used} s");
     }
@@ -707,27 +710,13 @@ mod tests {
     #[test]
     fn a_proc_under_timeout_is_stopped_and_killed() {
         let dir = tempfile::tempdir().unwrap();
-        let mut p = Proc::spawn(
-            "sleep",
-            Path::new("sleep"),
-            &["30".into()],
-            &dir.path().join("log"),
-            60,
-        )
-        .unwrap();
+        let mut p = spawn(dir.path(), "log", "sleep", &["30"], 60);
         assert!(p.exited().is_none());
         let t = Instant::now();
         p.stop(Duration::from_secs(5));
         assert!(t.elapsed() < Duration::from_secs(5));
         // The time limit ends a process by itself.
-        let mut q = Proc::spawn(
-            "sleep",
-            Path::new("sleep"),
-            &["30".into()],
-            &dir.path().join("log2"),
-            1,
-        )
-        .unwrap();
+        let mut q = spawn(dir.path(), "log2", "sleep", &["30"], 1);
         assert!(q.wait_timeout(Duration::from_secs(10)).is_some());
     }
 

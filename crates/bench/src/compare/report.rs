@@ -125,9 +125,14 @@ impl Record {
 
     /// Operations per CPU-second of the system: its throughput for each core it kept busy.
     pub fn ops_per_cpu_s(&self) -> Option<f64> {
+        self.per_cpu_s(self.total_ops())
+    }
+
+    /// `ops` per second of this point per core the system kept busy.
+    pub fn per_cpu_s(&self, ops: f64) -> Option<f64> {
         self.cores()
             .filter(|&cores| cores > 0.0)
-            .map(|cores| self.total_ops() / cores)
+            .map(|cores| ops / cores)
     }
 }
 
@@ -354,7 +359,7 @@ pub fn headline(records: &[Record]) -> Vec<Ratio> {
                 } else {
                     r.read.throughput
                 };
-                (ops, r.cores().filter(|&c| c > 0.0).map(|c| ops / c))
+                (ops, r.per_cpu_s(ops))
             })
     };
     // Reads do not depend on the durability setting: use whichever variant measured them.
