@@ -7,7 +7,7 @@
 //! * **read**: PREPARE(read) to a quorum (this node's acceptor first, then the next ones in the
 //!   configured order, skipping acceptors that failed to answer a read); if those replies agree
 //!   on `r_voted`, that value answers every read of the batch and no acceptor state changes.
-//!   When they disagree, or one does not answer in time ([`ProposerConfig::thrifty_read_wait_ms`])
+//!   When they disagree, or one does not answer in time ([`ProposerConfig::thrifty_wait_ms`])
 //!   or its link breaks, the same PREPARE goes to the remaining acceptors. An inconsistent view
 //!   keeps collecting late replies and asks everyone again up to X times
 //!   ([`ProposerConfig::read_retries_max`]) without raising rounds; then it writes the highest
@@ -23,7 +23,12 @@
 //!   before the wait is rejected again and again for as long as that proposer keeps writing.
 //! * **fast write**: after a successful proposal in round `r`, acceptors have pre-acknowledged
 //!   `(r.n + 1, r.id)`, so the next batch skips phase 1 and is voted in one round trip. Any
-//!   rejection drops that cached round.
+//!   rejection drops that cached round. With [`ProposerConfig::thrifty_writes`] its VOTE goes
+//!   to the quorum a read would ask first, and to the rest only when that quorum does not
+//!   answer in time or its link breaks; the acceptor left out keeps an older vote, which makes
+//!   reads through it inconsistent (they widen), so this suits a register whose commands all
+//!   go to one proposer. Where phase 2 goes changes no safety argument: a value is chosen when
+//!   a quorum voted for it, whichever quorum.
 //!
 //! Exactly-once: each proposal gets a fresh [`ReqId`]; an operation remembers every proposal
 //! it made (with the replies it would give) until one is known chosen — from a consistent
@@ -111,6 +116,8 @@ pub struct ProposerStats {
     pub denied: u64,
     /// Reads that asked a quorum first and then had to ask the remaining acceptors.
     pub reads_widened: u64,
+    /// Fast writes that voted with a quorum first and then had to ask the remaining acceptors.
+    pub writes_widened: u64,
     /// Phase retries (PAXOS_PREP or read retries).
     pub retries: u64,
     /// Write-throughs of another proposal.
@@ -158,6 +165,12 @@ struct PhaseTwo {
     value: Arc<Register>,
     /// The proposal being voted, or `None` for a write-through.
     proposal: Option<usize>,
+    /// The request ids the VOTE named, for sending it to more acceptors.
+    req_cur: Option<ReqId>,
+    req_prev: Option<ReqId>,
+    /// The acceptors the VOTE went to: a quorum for a thrifty fast write until it widens,
+    /// otherwise everyone.
+    asked: AcceptorSet,
     voted: AcceptorSet,
     nacked: AcceptorSet,
 }
@@ -172,6 +185,24 @@ struct ReadCollect {
     current_replies: AcceptorSet,
     retries: u32,
     previous_rounds: Option<Vec<(Round, Round)>>,
+}
+
+impl PhaseTwo {
+    /// The VOTE of this phase.
+    fn vote(&self, key: &Key) -> Message {
+        Message::Vote {
+            key: key.clone(),
+            round: self.round,
+            value: self.value.clone(),
+            req_cur: self.req_cur,
+            req_prev: self.req_prev,
+        }
+    }
+
+    /// The acceptors asked that have not answered.
+    fn silent(&self) -> AcceptorSet {
+        self.asked.without(self.voted.union(self.nacked))
+    }
 }
 
 impl ReadCollect {
@@ -287,11 +318,11 @@ struct Shared {
     armed: ArmedTimers,
     /// This node's place among the acceptors, if it is one: reads ask it first.
     own_index: Option<usize>,
-    /// Acceptors that left a read unanswered or whose link broke, until a reply of theirs
-    /// counts for an operation in progress: reads ask a quorum without them. Kept only with
-    /// thrifty reads. Replies that are ignored (stale rounds and attempts) do not clear it, so
-    /// that a reply ignored once is ignored for ever, as the model's removal of dead messages
-    /// assumes.
+    /// Acceptors that left a thrifty read or fast write unanswered or whose link broke, until a
+    /// reply of theirs counts for an operation in progress: reads and fast writes ask a quorum
+    /// without them. Kept only with thrifty reads or writes. Replies that are ignored (stale
+    /// rounds and attempts) do not clear it, so that a reply ignored once is ignored for ever,
+    /// as the model's removal of dead messages assumes.
     suspected: AcceptorSet,
     /// Finished operations, emptied, so that starting one allocates nothing. Boxed because
     /// they move into and out of the registers' `op` as boxes.
@@ -323,15 +354,32 @@ impl Shared {
         AcceptorSet::first(self.acceptors())
     }
 
-    /// The acceptors a new read asks: a quorum of unsuspected ones, from this node's own
-    /// onwards in the configured order; everyone if reads are not thrifty or too many are
-    /// suspected.
+    /// The acceptors a new read asks: [`Shared::quorum_targets`] if reads are thrifty,
+    /// otherwise everyone.
     fn read_targets(&self) -> AcceptorSet {
+        if self.config.thrifty_reads {
+            self.quorum_targets()
+        } else {
+            self.everyone()
+        }
+    }
+
+    /// The acceptors a fast write votes with first: [`Shared::quorum_targets`] if writes are
+    /// thrifty, otherwise everyone.
+    fn fast_write_targets(&self) -> AcceptorSet {
+        if self.config.thrifty_writes {
+            self.quorum_targets()
+        } else {
+            self.everyone()
+        }
+    }
+
+    /// A quorum of unsuspected acceptors, from this node's own onwards in the configured
+    /// order; everyone if too many are suspected. Reads and fast writes of one proposer ask the
+    /// same quorum, so that its reads see its fast writes consistent.
+    fn quorum_targets(&self) -> AcceptorSet {
         let acceptors = self.acceptors();
         let everyone = self.everyone();
-        if !self.config.thrifty_reads {
-            return everyone;
-        }
         // A proposer that is no acceptor spreads its reads by their sequence number.
         let start = self
             .own_index
@@ -370,6 +418,7 @@ impl std::ops::AddAssign<&ProposerStats> for ProposerStats {
         self.fast_writes += other.fast_writes;
         self.denied += other.denied;
         self.reads_widened += other.reads_widened;
+        self.writes_widened += other.writes_widened;
         self.retries += other.retries;
         self.write_throughs += other.write_throughs;
         self.nacks += other.nacks;
@@ -541,7 +590,7 @@ impl Proposer {
         let Some(index) = self.acceptor_index(peer) else {
             return;
         };
-        if self.shared.config.thrifty_reads {
+        if self.shared.config.thrifty_reads || self.shared.config.thrifty_writes {
             self.shared.suspected.insert(index);
         }
         let everyone = self.shared.everyone();
@@ -552,10 +601,15 @@ impl Proposer {
             if !op.proposals.is_empty() {
                 op.excluded.insert(index);
             }
-            // A read that asked only a quorum and still waits for this acceptor's reply widens
-            // at its next wake-up: now.
-            let widen = matches!(&op.phase, Phase::Read(collect)
-                if collect.asked != everyone && collect.silent().contains(index));
+            // A read or fast write that asked only a quorum and still waits for this acceptor's
+            // reply widens at its next wake-up: now.
+            let widen = match &op.phase {
+                Phase::Read(collect) => {
+                    collect.asked != everyone && collect.silent().contains(index)
+                }
+                Phase::Vote(two) => two.asked != everyone && two.silent().contains(index),
+                _ => false,
+            };
             if widen {
                 Step {
                     key,
@@ -772,7 +826,7 @@ impl Step<'_> {
             self.shared.read_targets()
         };
         let wait_ms = if asked != self.shared.everyone() {
-            self.shared.config.thrifty_read_wait_ms
+            self.shared.config.thrifty_wait_ms
         } else {
             self.shared.config.phase_timeout_ms
         };
@@ -930,14 +984,23 @@ impl Step<'_> {
         let op = self.op_mut();
         op.proposals.push(Proposal { req, replies });
         let proposal = Some(op.proposals.len() - 1);
-        self.broadcast(Message::Vote {
-            key: self.key.clone(),
+        let asked = if op.fast {
+            self.shared.fast_write_targets()
+        } else {
+            self.shared.everyone()
+        };
+        let two = PhaseTwo {
             round,
-            value: value.clone(),
+            value,
+            proposal,
             req_cur: Some(req),
             req_prev,
-        });
-        self.enter_phase_two(now_ms, round, value, proposal);
+            asked,
+            voted: AcceptorSet::default(),
+            nacked: AcceptorSet::default(),
+        };
+        self.send_to(asked, two.vote(self.key));
+        self.enter_phase_two(now_ms, two);
     }
 
     fn write_through(
@@ -953,31 +1016,45 @@ impl Step<'_> {
         self.reg.known = (round, value.clone());
         // Unlike Algorithm 3 (line 20), the VOTE names the request the value was built on, so
         // that its voters send LEARNED: a successor may be chosen only by write-throughs.
-        self.broadcast(Message::Vote {
-            key: self.key.clone(),
-            round,
-            value: value.clone(),
-            req_cur: req,
-            req_prev,
-        });
-        self.enter_phase_two(now_ms, round, value, None);
-    }
-
-    fn enter_phase_two(
-        &mut self,
-        now_ms: u64,
-        round: Round,
-        value: Arc<Register>,
-        proposal: Option<usize>,
-    ) {
-        // Assigned in place rather than passed along: a phase is a few hundred bytes.
-        self.op_mut().phase = Phase::Vote(PhaseTwo {
+        let two = PhaseTwo {
             round,
             value,
-            proposal,
+            proposal: None,
+            req_cur: req,
+            req_prev,
+            asked: self.shared.everyone(),
             voted: AcceptorSet::default(),
             nacked: AcceptorSet::default(),
-        });
+        };
+        self.broadcast(two.vote(self.key));
+        self.enter_phase_two(now_ms, two);
+    }
+
+    fn enter_phase_two(&mut self, now_ms: u64, two: PhaseTwo) {
+        let wait_ms = if two.asked != self.shared.everyone() {
+            self.shared.config.thrifty_wait_ms
+        } else {
+            self.shared.config.phase_timeout_ms
+        };
+        self.op_mut().phase = Phase::Vote(two);
+        self.set_wake(now_ms + wait_ms);
+    }
+
+    /// A fast write that voted with a quorum first sends its VOTE to the acceptors it did not
+    /// ask; those that were asked and are silent become suspected.
+    fn widen_vote(&mut self, now_ms: u64) {
+        let everyone = self.shared.everyone();
+        let key = self.key;
+        let Phase::Vote(two) = &mut self.op_mut().phase else {
+            unreachable!("only a vote widens here");
+        };
+        let silent = two.silent();
+        let rest = everyone.without(two.asked);
+        two.asked = everyone;
+        let vote = two.vote(key);
+        self.shared.suspected = self.shared.suspected.union(silent);
+        self.shared.stats.writes_widened += 1;
+        self.send_to(rest, vote);
         self.set_wake(now_ms + self.shared.config.phase_timeout_ms);
     }
 
@@ -1120,8 +1197,11 @@ impl Step<'_> {
                 one.nacked.len() > acceptors - quorum
             }
             Phase::Vote(two) if two.round == rejected && !two.voted.contains(index) => {
+                // Failed once the acceptors asked can no longer make a quorum: a thrifty fast
+                // write does not widen past a rejection, which means another proposer is at
+                // work on the register.
                 two.nacked.insert(index);
-                two.nacked.len() > acceptors - quorum
+                two.nacked.len() > two.asked.len().saturating_sub(quorum)
             }
             _ => return,
         };
@@ -1362,6 +1442,7 @@ impl Step<'_> {
                     self.back_off(now_ms);
                 }
             }
+            Phase::Vote(two) if two.asked != self.shared.everyone() => self.widen_vote(now_ms),
             Phase::Vote(_) => self.back_off(now_ms),
             Phase::Backoff => self.send_prepare(now_ms),
         }

@@ -37,8 +37,9 @@ fn command(read: bool) -> Command {
     }
 }
 
-fn replica() -> Replica {
-    let config = ProposerConfig::new(vec![NodeId(1), NodeId(2), NodeId(3)]);
+fn replica(thrifty_writes: bool) -> Replica {
+    let mut config = ProposerConfig::new(vec![NodeId(1), NodeId(2), NodeId(3)]);
+    config.thrifty_writes = thrifty_writes;
     Replica::new(NodeId(1), 1, config, 7, [])
 }
 
@@ -58,9 +59,12 @@ fn handle_one(replica: &mut Replica, now_ms: u64, tag: &mut u64, input: Input) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
-    fn batches_decide_as_single_inputs_do(batches in proptest::collection::vec(batch(), 1..40)) {
-        let mut single = replica();
-        let mut batched = replica();
+    fn batches_decide_as_single_inputs_do(
+        batches in proptest::collection::vec(batch(), 1..40),
+        thrifty_writes in any::<bool>(),
+    ) {
+        let mut single = replica(thrifty_writes);
+        let mut batched = replica(thrifty_writes);
         let (mut single_tag, mut batched_tag) = (0, 0);
         let mut commands = Vec::new();
         for (turn, batch) in batches.into_iter().enumerate() {

@@ -12,8 +12,12 @@ use proptest::prelude::*;
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
-    fn no_input_sequence_panics_a_replica(inputs in proptest::collection::vec(input(), 1..120)) {
-        let config = ProposerConfig::new(vec![NodeId(1), NodeId(2), NodeId(3)]);
+    fn no_input_sequence_panics_a_replica(
+        inputs in proptest::collection::vec(input(), 1..120),
+        thrifty_writes in any::<bool>(),
+    ) {
+        let mut config = ProposerConfig::new(vec![NodeId(1), NodeId(2), NodeId(3)]);
+        config.thrifty_writes = thrifty_writes;
         let mut replica = Replica::new(NodeId(1), 1, config, 7, []);
         let mut now_ms = 0;
         for (i, input) in inputs.into_iter().enumerate() {

@@ -542,7 +542,7 @@ fn an_acceptor_that_left_a_read_unanswered_is_not_asked_until_it_is_heard_from()
 
 #[test]
 fn a_read_waiting_on_a_broken_link_asks_the_rest_at_once() {
-    let mut net = Net::new(|c| c.thrifty_read_wait_ms = 1_000);
+    let mut net = Net::new(|c| c.thrifty_wait_ms = 1_000);
     net.command(A, 1, Command::IncrBy(1));
     net.run(every);
     let since = net.log.len();
@@ -569,6 +569,132 @@ fn reads_that_are_not_thrifty_ask_everyone() {
         read_and_asked(&mut net, B, 2),
         (Reply::Bulk("1".into()), vec![A, B, C])
     );
+}
+
+/// Where the VOTEs of A's messages since `since` went.
+fn votes_to(net: &Net, since: usize) -> Vec<NodeId> {
+    net.log[since..]
+        .iter()
+        .filter(|(from, e)| *from == A && matches!(e.message, Message::Vote { .. }))
+        .map(|(_, e)| e.to)
+        .collect()
+}
+
+/// A thrifty write: the first increment through A (phase 1 and a VOTE to everyone), then a
+/// second one on the fast path; returns where the second one's VOTEs went.
+fn thrifty_second_write(net: &mut Net, keep: impl Fn(NodeId, &Envelope) -> bool) -> Vec<NodeId> {
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    let since = net.log.len();
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(keep);
+    votes_to(net, since)
+}
+
+#[test]
+fn a_thrifty_fast_write_votes_with_the_quorum_its_reads_ask_in_one_round_trip() {
+    let mut net = Net::new(|c| c.thrifty_writes = true);
+    let since = net.log.len();
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    // The first write is no fast write: everyone votes.
+    assert_eq!(votes_to(&net, since), [A, B, C]);
+    let before = net.log.len();
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(every);
+    assert_eq!(ok(net.reply(2)), Reply::Int(2));
+    let kinds: Vec<&str> = net.log[before..]
+        .iter()
+        .map(|(_, e)| kind(&e.message))
+        .collect();
+    assert_eq!(kinds, ["VOTE", "VOTE", "VOTED", "VOTED"]);
+    assert_eq!(votes_to(&net, before), [A, B]);
+    assert_eq!(net.replicas[&A].stats().fast_writes, 1);
+    // C kept the first vote; A's reads ask A and B, which agree, in one round trip.
+    assert_eq!(net.state(C).value, int(1));
+    assert_eq!(
+        read_and_asked(&mut net, A, 3),
+        (Reply::Bulk("2".into()), vec![A, B])
+    );
+    // C's reads ask C and A, which disagree, and B settles it.
+    assert_eq!(
+        read_and_asked(&mut net, C, 4),
+        (Reply::Bulk("2".into()), vec![A, C, B])
+    );
+    let stats = net.replicas[&A].stats();
+    assert_eq!((stats.writes_widened, stats.reads_widened), (0, 0));
+}
+
+#[test]
+fn a_thrifty_fast_write_whose_quorum_is_silent_asks_the_rest_and_then_skips_it() {
+    let mut net = Net::new(|c| c.thrifty_writes = true);
+    // B drops everything from the second write on.
+    let asked = thrifty_second_write(&mut net, |from, e| {
+        !(e.to == B || from == B)
+            || !matches!(e.message, Message::Vote { .. } | Message::Voted { .. })
+    });
+    assert_eq!(asked, [A, B]);
+    assert!(net.reply(2).is_none(), "A waits for B");
+    // After the thrifty wait A votes with C too, and the write is chosen.
+    let since = net.log.len();
+    net.drive(A, |from, _| from != B, |net| net.reply(2).is_some());
+    assert_eq!(ok(net.reply(2)), Reply::Int(2));
+    assert!(net.now_ms >= 20 && net.now_ms < 200, "{}", net.now_ms);
+    assert_eq!(votes_to(&net, since), [C]);
+    assert_eq!(net.replicas[&A].stats().writes_widened, 1);
+    // The next fast write skips the silent B.
+    let since = net.log.len();
+    net.command(A, 3, Command::IncrBy(1));
+    net.run(every);
+    assert_eq!(ok(net.reply(3)), Reply::Int(3));
+    assert_eq!(votes_to(&net, since), [A, C]);
+    assert_eq!(net.replicas[&A].stats().fast_writes, 2);
+}
+
+#[test]
+fn a_thrifty_fast_write_waiting_on_a_broken_link_asks_the_rest_at_once() {
+    let mut net = Net::new(|c| {
+        c.thrifty_writes = true;
+        c.thrifty_wait_ms = 1_000;
+    });
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    net.slow_down_from(B, A, |m| matches!(m, Message::Voted { .. }));
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(every);
+    assert!(net.reply(2).is_none(), "A waits for B");
+    net.replicas.get_mut(&A).unwrap().handle_link_broken(B);
+    net.collect(A);
+    let since = net.log.len();
+    net.fire_timer(A);
+    assert!(net.now_ms < 1_000);
+    net.run(every);
+    assert_eq!(ok(net.reply(2)), Reply::Int(2));
+    assert_eq!(votes_to(&net, since), [C]);
+}
+
+#[test]
+fn a_rejected_thrifty_fast_write_backs_off_without_asking_the_rest() {
+    let mut net = Net::new(|c| c.thrifty_writes = true);
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    // C writes with B and C only, and A hears nothing of it: A still holds its
+    // pre-acknowledged round, which is stale at B and C.
+    net.command(C, 2, Command::IncrBy(1));
+    net.run(|from, e| e.to != A && from != A);
+    assert_eq!(ok(net.reply(2)), Reply::Int(2));
+    let since = net.log.len();
+    net.command(A, 3, Command::IncrBy(1));
+    net.run(every);
+    // A's own acceptor voted, B rejected: the two asked can no longer make a quorum, so A
+    // backs off at once rather than asking C, which would reject too.
+    let stats = net.replicas[&A].stats();
+    assert_eq!((stats.nacks, stats.writes_widened), (1, 0), "{stats:?}");
+    assert_eq!(votes_to(&net, since), [A, B]);
+    net.drive(A, every, |net| net.reply(3).is_some());
+    assert_eq!(ok(net.reply(3)), Reply::Int(3));
+    assert_eq!(net.replicas[&A].stats().writes_widened, 0);
+    assert_eq!(net.read_counter(B, 4), 3);
 }
 
 /// §5.8 read retries: a read that keeps seeing an inconsistent quorum asks again up to X times

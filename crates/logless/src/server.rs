@@ -42,6 +42,10 @@ pub struct ServerArgs {
     /// Whether reads ask a quorum first (true) or every replica at once (false).
     #[arg(long)]
     pub thrifty_reads: Option<bool>,
+    /// Whether fast writes vote with a quorum first (true) or every replica at once (false):
+    /// for clients that send each key to one replica.
+    #[arg(long)]
+    pub thrifty_writes: Option<bool>,
     /// The largest value in bytes.
     #[arg(long)]
     pub value_bytes_max: Option<usize>,
@@ -91,6 +95,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.thrifty_reads {
         c.thrifty_reads = v;
+    }
+    if let Some(v) = args.thrifty_writes {
+        c.thrifty_writes = v;
     }
     if let Some(v) = args.value_bytes_max {
         c.value_bytes_max = v;

@@ -41,6 +41,10 @@ pub struct UpArgs {
     /// Whether reads ask a quorum first (true) or every replica at once (false).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub thrifty_reads: bool,
+    /// Whether fast writes vote with a quorum first (true) or every replica at once (false):
+    /// for clients that send each key to one replica.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub thrifty_writes: bool,
     /// The replicas' log level.
     #[arg(long, default_value = "info")]
     pub log_level: String,
@@ -152,6 +156,7 @@ pub fn up(args: &UpArgs) -> ExitCode {
                 .args(["--shards", &args.shards.to_string()])
                 .args(["--read-retries", &args.read_retries.to_string()])
                 .args(["--thrifty-reads", &args.thrifty_reads.to_string()])
+                .args(["--thrifty-writes", &args.thrifty_writes.to_string()])
                 .args(["--log-level", &args.log_level])
                 .stdin(Stdio::null())
                 .stdout(out)
@@ -276,6 +281,7 @@ mod tests {
             ("mmap", "info")
         );
         assert!(d.thrifty_reads);
+        assert!(!d.thrifty_writes);
         assert_eq!(d.ready_timeout_s, 30);
     }
 }

@@ -376,7 +376,7 @@ fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
     let mut up = Command::new(common::binary())
         .args(["up", "--port", &base.to_string(), "--log-level", "warn"])
-        .args(["--thrifty-reads", "false"])
+        .args(["--thrifty-reads", "false", "--thrifty-writes", "true"])
         .arg("--dir")
         .arg(dir.path())
         .stdout(Stdio::piped())
@@ -417,6 +417,12 @@ fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
             .query(&mut replica)
             .unwrap();
         assert_eq!(thrifty, ["logless-thrifty-reads", "false"], "port {port}");
+        let thrifty: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("logless-thrifty-writes")
+            .query(&mut replica)
+            .unwrap();
+        assert_eq!(thrifty, ["logless-thrifty-writes", "true"], "port {port}");
     }
     let _ = Command::new("kill")
         .args(["-INT", &up.id().to_string()])

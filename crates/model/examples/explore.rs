@@ -1,7 +1,7 @@
 //! Explores the model with the settings given on the command line and prints the state count:
 //! `cargo run --release -p logless-model --example explore -- [clients=incr,incr+get]
 //! [breaks=N] [crashes=N] [timeouts] [queued] [retries=N] [datagrams] [amnesia] [broadcast]
-//! [threads=N] [bfs] [nogc]
+//! [thrifty_writes] [threads=N] [bfs] [nogc]
 //! [bug=quorum|learned|req_prev]`.
 use std::time::Instant;
 
@@ -36,6 +36,7 @@ fn main() {
             "timeouts" => config.faults.timeouts = true,
             "nogc" => config.collect_dead = false,
             "broadcast" => config.thrifty_reads = false,
+            "thrifty_writes" => config.thrifty_writes = true,
             "queued" => config.local = LocalDelivery::Queued,
             "retries" => config.retries_max = value.parse().expect("a number"),
             "datagrams" => config.network = logless_model::Network::Datagrams,

@@ -155,6 +155,8 @@ pub struct ModelConfig {
     pub retries_max: u64,
     /// Whether reads ask a quorum first ([`ProposerConfig::thrifty_reads`]).
     pub thrifty_reads: bool,
+    /// Whether fast writes vote with a quorum first ([`ProposerConfig::thrifty_writes`]).
+    pub thrifty_writes: bool,
     /// Deliberate protocol bugs.
     pub bugs: InjectedBugs,
     /// A deliberate fault beyond the node's guarantees: a crashed replica restarts without its
@@ -175,6 +177,7 @@ impl ModelConfig {
             local: LocalDelivery::Immediate,
             retries_max,
             thrifty_reads: true,
+            thrifty_writes: false,
             bugs: InjectedBugs::default(),
             crash_forgets_store: false,
             collect_dead: true,
@@ -186,12 +189,13 @@ impl ModelConfig {
         let mut proposer = ProposerConfig::new((0..REPLICAS).map(node_id).collect());
         proposer.bugs = self.bugs;
         proposer.thrifty_reads = self.thrifty_reads;
+        proposer.thrifty_writes = self.thrifty_writes;
         proposer.read_retries_max = 1;
         // Time is abstract (see the crate docs): every wake-up is due as soon as it is asked
         // for, and only the request deadline lies ahead.
         proposer.phase_timeout_ms = 0;
         proposer.straggler_wait_ms = 0;
-        proposer.thrifty_read_wait_ms = 0;
+        proposer.thrifty_wait_ms = 0;
         proposer.backoff_base_ms = 0;
         proposer.backoff_max_ms = 0;
         proposer.request_timeout_ms = REQUEST_TIMEOUT_MS;

@@ -10,6 +10,7 @@
 //! shards = 1
 //! read_retries = 1
 //! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
+//! thrifty_writes = false       # fast writes too: for clients that send a key to one replica
 //! value_bytes_max = 1048576
 //!
 //! [[peers]]                    # every replica, this one included, the same list everywhere
@@ -83,6 +84,11 @@ pub struct NodeConfig {
     /// Whether a read asks a quorum of replicas first (its own and the next) and the others
     /// only when those disagree or are slow, rather than every replica at once.
     pub thrifty_reads: bool,
+    /// Whether a fast write (a replica's next write of a register it wrote last) votes with
+    /// the quorum its reads ask first, and with the others only when those are slow. Saves a
+    /// third of such a write's messages, but leaves the third replica's vote behind, so reads
+    /// through that replica ask everyone: for clients that send each key to one replica.
+    pub thrifty_writes: bool,
     /// The largest string value, or the largest sum of a set's members, in bytes.
     pub value_bytes_max: usize,
     /// The most members of one set.
@@ -106,6 +112,7 @@ impl Default for NodeConfig {
             shards: 1,
             read_retries: 1,
             thrifty_reads: true,
+            thrifty_writes: false,
             value_bytes_max: 1 << 20,
             set_members_max: 100_000,
             request_timeout_ms: 5_000,

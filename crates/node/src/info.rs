@@ -173,6 +173,7 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),
         ("logless-thrifty-reads", c.thrifty_reads.to_string()),
+        ("logless-thrifty-writes", c.thrifty_writes.to_string()),
     ]
 }
 
@@ -229,7 +230,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
         let p = &totals.proposer;
         let _ = write!(
             out,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nlogless_reads:{}\r\nlogless_writes:{}\r\nlogless_fast_writes:{}\r\nlogless_denied:{}\r\nlogless_reads_widened:{}\r\nlogless_retries:{}\r\nlogless_write_throughs:{}\r\nlogless_conflicts:{}\r\nlogless_timeouts:{}\r\nlogless_flushes:{}\r\nlogless_protocol_errors:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nlogless_reads:{}\r\nlogless_writes:{}\r\nlogless_fast_writes:{}\r\nlogless_denied:{}\r\nlogless_reads_widened:{}\r\nlogless_writes_widened:{}\r\nlogless_retries:{}\r\nlogless_write_throughs:{}\r\nlogless_conflicts:{}\r\nlogless_timeouts:{}\r\nlogless_flushes:{}\r\nlogless_protocol_errors:{}\r\n\r\n",
             context.clients_accepted.load(Ordering::Relaxed),
             context.client_requests.load(Ordering::Relaxed),
             context.client_bytes_in.load(Ordering::Relaxed),
@@ -239,6 +240,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             p.fast_writes,
             p.denied,
             p.reads_widened,
+            p.writes_widened,
             p.retries,
             p.write_throughs,
             p.nacks,

@@ -168,6 +168,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         let mut proposer = ProposerConfig::new(acceptors.clone());
         proposer.read_retries_max = config.read_retries;
         proposer.thrifty_reads = config.thrifty_reads;
+        proposer.thrifty_writes = config.thrifty_writes;
         proposer.request_timeout_ms = config.request_timeout_ms;
         proposer.backoff_max_ms = 20;
         proposer.limits = Limits {

@@ -68,6 +68,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         p.reads_widened,
     );
     counter(
+        "logless_writes_widened_total",
+        "Fast writes that voted with a quorum first and then with the remaining replicas.",
+        p.writes_widened,
+    );
+    counter(
         "logless_retries_total",
         "Phase retries (PAXOS_PREP or read retries).",
         p.retries,

@@ -64,18 +64,31 @@ fn direct_cluster_throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("direct_cluster");
     group.sample_size(10);
     let cases = [
-        (100, Routing::AnyReplica, "10k_registers"),
-        (100, Routing::HomeReplica, "10k_registers_home"),
-        (1_000, Routing::AnyReplica, "10k_registers"),
-        (1_000, Routing::HomeReplica, "10k_registers_home"),
-        (100_000, Routing::AnyReplica, "10k_registers"),
+        (100, Routing::AnyReplica, false, "10k_registers"),
+        (100, Routing::HomeReplica, false, "10k_registers_home"),
+        (
+            100,
+            Routing::HomeReplica,
+            true,
+            "10k_registers_home_thrifty",
+        ),
+        (1_000, Routing::AnyReplica, false, "10k_registers"),
+        (1_000, Routing::HomeReplica, false, "10k_registers_home"),
+        (
+            1_000,
+            Routing::HomeReplica,
+            true,
+            "10k_registers_home_thrifty",
+        ),
+        (100_000, Routing::AnyReplica, false, "10k_registers"),
     ];
-    for (clients, routing, group_name) in cases {
+    for (clients, routing, thrifty_writes, group_name) in cases {
         for writes in [0.05, 0.5] {
             let config = DirectConfig {
                 replicas: 3,
                 keys: 10_000,
                 routing,
+                thrifty_writes,
                 clients,
                 write_fraction: writes,
                 seed: 42,

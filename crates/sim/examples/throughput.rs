@@ -1,7 +1,7 @@
 //! Register operations per second of the in-process cluster without a network, on one core:
 //! `cargo run --release -p logless-sim --example throughput -- [write-fraction] [clients]
-//! [keys] [operations] [any|home]` (defaults 0.05, 1000, 10000, 2000000, any: see
-//! [`Routing`]). For profiling (perf, callgrind) what `cargo bench -p logless-sim` measures.
+//! [keys] [operations] [any|home] [all|thrifty]` (defaults 0.05, 1000, 10000, 2000000, any, all:
+//! see [`Routing`] and [`DirectConfig::thrifty_writes`]). For profiling (perf, callgrind) what `cargo bench -p logless-sim` measures.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -46,6 +46,11 @@ fn main() {
             "any" => Routing::AnyReplica,
             "home" => Routing::HomeReplica,
             other => panic!("routing is any or home, not {other:?}"),
+        },
+        thrifty_writes: match arg(5, "all").as_str() {
+            "all" => false,
+            "thrifty" => true,
+            other => panic!("fast writes vote with all or thrifty, not {other:?}"),
         },
         seed: 42,
     };

@@ -109,6 +109,7 @@ impl fmt::Display for RunStats {
         )?;
         writeln!(f, "{:<28}{:>14}", "fast writes", p.fast_writes)?;
         writeln!(f, "{:<28}{:>14}", "reads widened", p.reads_widened)?;
+        writeln!(f, "{:<28}{:>14}", "fast writes widened", p.writes_widened)?;
         writeln!(f, "{:<28}{:>14}", "retries", p.retries)?;
         writeln!(f, "{:<28}{:>14}", "write-throughs", p.write_throughs)?;
         writeln!(f, "{:<28}{:>14}", "rejections (NACK)", p.nacks)?;

@@ -275,7 +275,7 @@ fn wall_clocks_stepped_back_do_not_stall_the_cluster() {
 /// expiring keys, and the same seeds must pass without it.
 #[test]
 fn a_store_that_forgets_times_to_live_is_caught_by_both_checkers() {
-    let seeds = 0..8;
+    let seeds = 0..10;
     let mut rust_caught = Vec::new();
     let mut lines = String::new();
     for seed in seeds.clone() {

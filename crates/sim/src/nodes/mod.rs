@@ -391,6 +391,7 @@ impl NodeCluster {
         proposer.request_timeout_ms = 400;
         proposer.backoff_max_ms = 20;
         proposer.thrifty_reads = self.config.thrifty_reads;
+        proposer.thrifty_writes = self.config.thrifty_writes;
         proposer.bugs = self.config.bugs.core;
         proposer
     }
