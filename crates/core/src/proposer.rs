@@ -1229,9 +1229,13 @@ impl Step<'_> {
         if !two.voted.insert(index) || two.voted.len() < quorum {
             return;
         }
-        // A quorum voted: the value of `round` is chosen.
-        let (round, value, proposal) = (two.round, two.value.clone(), two.proposal);
-        self.reg.known = (round, value);
+        // A quorum voted: the value of `round` is chosen. `known` holds it already: proposing
+        // set it, and nothing else sets it while a vote is collected.
+        debug_assert!(
+            self.reg.known.0 == two.round && Arc::ptr_eq(&self.reg.known.1, &two.value),
+            "a vote's value is the known one"
+        );
+        let proposal = two.proposal;
         match proposal {
             Some(i) => {
                 if fast_writes {
