@@ -479,12 +479,23 @@ impl Proposer {
 
     /// Asks the cache for the register of `key` (see [`KeyTable::prefetch`]): the fields every
     /// command and reply reads first, its operation and what it knows.
+    /// Returns the register's slot, for [`Proposer::prefetch_known_value`].
     #[inline]
-    pub(crate) fn prefetch(&self, key: &Key) {
+    pub(crate) fn prefetch(&self, key: &Key) -> Option<usize> {
         self.registers.prefetch(key, |register| {
             prefetch_line(&register.op);
             prefetch_line(&register.known);
-        });
+        })
+    }
+
+    /// Asks the cache for the value the register in `slot` (from [`Proposer::prefetch`])
+    /// knows, which a write applies its commands to as soon as they come; call it once the
+    /// register itself has likely arrived.
+    #[inline]
+    pub(crate) fn prefetch_known_value(&self, slot: usize) {
+        if let Some(register) = self.registers.in_slot(slot) {
+            prefetch_line(&*register.known.1);
+        }
     }
 
     /// This proposer's identity.

@@ -135,15 +135,29 @@ impl Replica {
     /// command's register is asked of the cache a few commands ahead (see [`PREFETCH_AHEAD`]).
     /// Empties `commands`.
     pub fn handle_commands(&mut self, now_ms: u64, commands: &mut Vec<(ClientTag, Key, Command)>) {
-        for (_, key, _) in commands.iter().take(PREFETCH_AHEAD) {
-            self.proposer.prefetch(key);
+        // Two stages: a command's register PREFETCH_AHEAD commands ahead, and half as far
+        // ahead, when the register has likely arrived, the value it knows, through the slot
+        // the first stage found. Slot `i % PREFETCH_AHEAD` is command `i`'s.
+        const HALF: usize = PREFETCH_AHEAD / 2;
+        let mut slots = [None; PREFETCH_AHEAD];
+        for (slot, (_, key, _)) in slots.iter_mut().zip(commands.iter()) {
+            *slot = self.proposer.prefetch(key);
         }
+        let count = commands.len();
         let mut commands = commands.drain(..);
+        let mut i = 0;
         while let Some((client, key, command)) = commands.next() {
-            if let Some((_, ahead, _)) = commands.as_slice().get(PREFETCH_AHEAD - 1) {
-                self.proposer.prefetch(ahead);
+            if i + HALF < count {
+                if let Some(slot) = slots[(i + HALF) % PREFETCH_AHEAD] {
+                    self.proposer.prefetch_known_value(slot);
+                }
             }
+            slots[i % PREFETCH_AHEAD] = commands
+                .as_slice()
+                .get(PREFETCH_AHEAD - 1)
+                .and_then(|(_, ahead, _)| self.proposer.prefetch(ahead));
             self.proposer.handle_command(now_ms, client, key, command);
+            i += 1;
         }
     }
 

@@ -112,15 +112,24 @@ impl<V> KeyTable<V> {
     /// Reads only the table's control bytes (small, so likely cached) and takes the first entry
     /// whose hash tag matches: if that is another key's, which happens about once in 128
     /// lookups, the hint is wasted and nothing else.
+    ///
+    /// Returns the slot asked for, if any, for [`KeyTable::in_slot`].
     #[inline]
-    pub(crate) fn prefetch(&self, key: &Key, fields: impl FnOnce(&V)) {
-        let Some(index) = self.entries.iter_hash_buckets(hash_of(key)).next() else {
-            return;
-        };
-        if let Some(entry) = self.entries.get_bucket(index) {
-            prefetch_line(entry);
-            fields(&entry.value);
-        }
+    pub(crate) fn prefetch(&self, key: &Key, fields: impl FnOnce(&V)) -> Option<usize> {
+        let index = self.entries.iter_hash_buckets(hash_of(key)).next()?;
+        let entry = self.entries.get_bucket(index)?;
+        prefetch_line(entry);
+        fields(&entry.value);
+        Some(index)
+    }
+
+    /// The value in the slot [`KeyTable::prefetch`] returned, without a lookup: a later
+    /// stage of prefetching can follow the pointers of an entry that has arrived meanwhile.
+    /// It may be another key's value (the hash tag matched, or the table changed since), so it
+    /// is good for hints only.
+    #[inline]
+    pub(crate) fn in_slot(&self, slot: usize) -> Option<&V> {
+        self.entries.get_bucket(slot).map(|entry| &entry.value)
     }
 
     /// The slot of `key`, occupied or not.
