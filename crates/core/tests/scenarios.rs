@@ -274,6 +274,25 @@ fn kind(m: &Message) -> &'static str {
     }
 }
 
+/// The kinds of the messages sent since log position `since`, in order.
+fn kinds_since(net: &Net, since: usize) -> Vec<&'static str> {
+    net.log[since..]
+        .iter()
+        .map(|(_, e)| kind(&e.message))
+        .collect()
+}
+
+/// Two increments through A (tags 1 and 2): the first with phase 1, the second on the fast
+/// path, its messages delivered while `keep` says so; returns the log position between them.
+fn two_increments(net: &mut Net, keep: impl Fn(NodeId, &Envelope) -> bool) -> usize {
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    let since = net.log.len();
+    net.command(A, 2, Command::IncrBy(1));
+    net.run(keep);
+    since
+}
+
 /// Writes 1 everywhere, then has A's next (fast) write of 2 reach only A's own acceptor.
 fn a_second_write_reaches_only_a(net: &mut Net) {
     net.command(A, 1, Command::IncrBy(1));
@@ -318,17 +337,12 @@ fn a_write_on_empty_registers_takes_two_round_trips_then_one() {
 #[test]
 fn a_fast_write_takes_exactly_one_round_trip() {
     let mut net = Net::new(|_| {});
-    net.command(A, 1, Command::IncrBy(1));
-    net.run(every);
-    let before = net.log.len();
-    net.command(A, 2, Command::IncrBy(1));
-    net.run(every);
+    let before = two_increments(&mut net, every);
     assert_eq!(ok(net.reply(2)), Reply::Int(2));
-    let kinds: Vec<&str> = net.log[before..]
-        .iter()
-        .map(|(_, e)| kind(&e.message))
-        .collect();
-    assert_eq!(kinds, ["VOTE", "VOTE", "VOTE", "VOTED", "VOTED", "VOTED"]);
+    assert_eq!(
+        kinds_since(&net, before),
+        ["VOTE", "VOTE", "VOTE", "VOTED", "VOTED", "VOTED"]
+    );
     assert_eq!(net.replicas[&A].stats().fast_writes, 1);
 }
 
@@ -580,35 +594,17 @@ fn votes_to(net: &Net, since: usize) -> Vec<NodeId> {
         .collect()
 }
 
-/// A thrifty write: the first increment through A (phase 1 and a VOTE to everyone), then a
-/// second one on the fast path; returns where the second one's VOTEs went.
-fn thrifty_second_write(net: &mut Net, keep: impl Fn(NodeId, &Envelope) -> bool) -> Vec<NodeId> {
-    net.command(A, 1, Command::IncrBy(1));
-    net.run(every);
-    let since = net.log.len();
-    net.command(A, 2, Command::IncrBy(1));
-    net.run(keep);
-    votes_to(net, since)
-}
-
 #[test]
 fn a_thrifty_fast_write_votes_with_the_quorum_its_reads_ask_in_one_round_trip() {
     let mut net = Net::new(|c| c.thrifty_writes = true);
-    let since = net.log.len();
-    net.command(A, 1, Command::IncrBy(1));
-    net.run(every);
-    // The first write is no fast write: everyone votes.
-    assert_eq!(votes_to(&net, since), [A, B, C]);
-    let before = net.log.len();
-    net.command(A, 2, Command::IncrBy(1));
-    net.run(every);
+    let before = two_increments(&mut net, every);
     assert_eq!(ok(net.reply(2)), Reply::Int(2));
-    let kinds: Vec<&str> = net.log[before..]
-        .iter()
-        .map(|(_, e)| kind(&e.message))
-        .collect();
-    assert_eq!(kinds, ["VOTE", "VOTE", "VOTED", "VOTED"]);
-    assert_eq!(votes_to(&net, before), [A, B]);
+    assert_eq!(
+        kinds_since(&net, before),
+        ["VOTE", "VOTE", "VOTED", "VOTED"]
+    );
+    // The first write is no fast write: everyone votes; the second asks A and B.
+    assert_eq!(votes_to(&net, 0), [A, B, C, A, B]);
     assert_eq!(net.replicas[&A].stats().fast_writes, 1);
     // C kept the first vote; A's reads ask A and B, which agree, in one round trip.
     assert_eq!(net.state(C).value, int(1));
@@ -629,11 +625,11 @@ fn a_thrifty_fast_write_votes_with_the_quorum_its_reads_ask_in_one_round_trip() 
 fn a_thrifty_fast_write_whose_quorum_is_silent_asks_the_rest_and_then_skips_it() {
     let mut net = Net::new(|c| c.thrifty_writes = true);
     // B drops everything from the second write on.
-    let asked = thrifty_second_write(&mut net, |from, e| {
+    let since = two_increments(&mut net, |from, e| {
         !(e.to == B || from == B)
             || !matches!(e.message, Message::Vote { .. } | Message::Voted { .. })
     });
-    assert_eq!(asked, [A, B]);
+    assert_eq!(votes_to(&net, since), [A, B]);
     assert!(net.reply(2).is_none(), "A waits for B");
     // After the thrifty wait A votes with C too, and the write is chosen.
     let since = net.log.len();

@@ -411,18 +411,17 @@ fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
             .unwrap()
             .get_connection_with_timeout(Duration::from_secs(5))
             .unwrap();
-        let thrifty: Vec<String> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("logless-thrifty-reads")
-            .query(&mut replica)
-            .unwrap();
-        assert_eq!(thrifty, ["logless-thrifty-reads", "false"], "port {port}");
-        let thrifty: Vec<String> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("logless-thrifty-writes")
-            .query(&mut replica)
-            .unwrap();
-        assert_eq!(thrifty, ["logless-thrifty-writes", "true"], "port {port}");
+        for (name, value) in [
+            ("logless-thrifty-reads", "false"),
+            ("logless-thrifty-writes", "true"),
+        ] {
+            let got: Vec<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(name)
+                .query(&mut replica)
+                .unwrap();
+            assert_eq!(got, [name, value], "port {port}");
+        }
     }
     let _ = Command::new("kill")
         .args(["-INT", &up.id().to_string()])

@@ -63,26 +63,20 @@ const DIRECT_OPERATIONS: u64 = 200_000;
 fn direct_cluster_throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("direct_cluster");
     group.sample_size(10);
+    // (routing, thrifty writes, group name)
+    let any = (Routing::AnyReplica, false, "10k_registers");
+    let home = (Routing::HomeReplica, false, "10k_registers_home");
+    let home_thrifty = (Routing::HomeReplica, true, "10k_registers_home_thrifty");
     let cases = [
-        (100, Routing::AnyReplica, false, "10k_registers"),
-        (100, Routing::HomeReplica, false, "10k_registers_home"),
-        (
-            100,
-            Routing::HomeReplica,
-            true,
-            "10k_registers_home_thrifty",
-        ),
-        (1_000, Routing::AnyReplica, false, "10k_registers"),
-        (1_000, Routing::HomeReplica, false, "10k_registers_home"),
-        (
-            1_000,
-            Routing::HomeReplica,
-            true,
-            "10k_registers_home_thrifty",
-        ),
-        (100_000, Routing::AnyReplica, false, "10k_registers"),
+        (100, any),
+        (100, home),
+        (100, home_thrifty),
+        (1_000, any),
+        (1_000, home),
+        (1_000, home_thrifty),
+        (100_000, any),
     ];
-    for (clients, routing, thrifty_writes, group_name) in cases {
+    for (clients, (routing, thrifty_writes, group_name)) in cases {
         for writes in [0.05, 0.5] {
             let config = DirectConfig {
                 replicas: 3,
