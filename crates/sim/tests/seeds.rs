@@ -1,6 +1,7 @@
 //! Randomised schedules of the in-process cluster: every history linearizable per key, every
 //! counter equal to its acknowledged increments (plus some of the unknown ones).
 use logless_core::ids::Key;
+use logless_core::proposer::ProposerStats;
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
 use logless_sim::linearizability::check;
 
@@ -63,6 +64,30 @@ fn a_perfect_network_acknowledges_everything() {
     assert_eq!(stats.acknowledged, 6 * 40);
     assert_eq!(stats.unknown + stats.not_applied, 0);
     assert!(check(cluster.history(), 100_000).is_linearizable());
+}
+
+/// Every third seed has fast writes vote with a quorum first, and those runs do reach them:
+/// fast writes, and fast writes that had to ask the rest because a member of their quorum was
+/// slow, cut off or down. The other seeds never ask a quorum first for a write.
+#[test]
+fn thrifty_seeds_take_fast_writes_and_widen_some() {
+    let mut thrifty = ProposerStats::default();
+    let mut others = ProposerStats::default();
+    for seed in 0..150 {
+        let mut config = SimConfig::new(3, seed);
+        config.faults = Faults::all();
+        let totals = if config.proposer.thrifty_writes {
+            &mut thrifty
+        } else {
+            &mut others
+        };
+        *totals += &Cluster::new(config).run(3_000_000, 60_000_000).proposer;
+    }
+    println!("thrifty seeds: {thrifty:?}\nother seeds: {others:?}");
+    assert!(thrifty.fast_writes > 100, "{thrifty:?}");
+    assert!(thrifty.writes_widened > 0, "{thrifty:?}");
+    assert!(others.fast_writes > 100, "{others:?}");
+    assert_eq!(others.writes_widened, 0, "{others:?}");
 }
 
 #[test]
