@@ -14,6 +14,10 @@ pub struct InjectedBugs {
     /// Write-throughs name no `req_prev`, as Algorithm 3 (line 20) has it: a successor chosen
     /// only by write-throughs then tells nobody (breaks exactly-once).
     pub write_through_forgets_req_prev: bool,
+    /// A retry whose commands no longer change anything is DENIED without phase 2 even after
+    /// an earlier attempt was proposed, which a later write-through may then choose behind its
+    /// answers (breaks linearizability when an expiry passes between the attempts).
+    pub deny_over_earlier_attempt: bool,
 }
 
 /// How a proposer behaves.

@@ -1387,7 +1387,15 @@ impl Step<'_> {
                 if let Some(round) = prepared {
                     // A successor in the prepared round (lines 11–16).
                     let (next, replies, changed) = self.apply_batch(&value, now_ms);
-                    if !changed {
+                    // Nothing to write: answered without phase 2 (DENIED), unless an earlier
+                    // attempt of this operation was proposed. A minority may have voted for it,
+                    // and a later write-through would choose it behind these answers (its
+                    // commands applied when they no longer do here, as an expiry passed). Then
+                    // the unchanged value is proposed: chosen in this round, above any vote of
+                    // that attempt, it leaves that attempt nothing to be written through.
+                    let earlier = !self.op().proposals.is_empty()
+                        && !self.shared.config.bugs.deny_over_earlier_attempt;
+                    if !changed && !earlier {
                         self.answer(replies);
                         self.shared.stats.denied += 1;
                         self.shared.stats.writes += 1;

@@ -768,6 +768,60 @@ fn section_5_8_read_retries_x_0_1_3() {
     assert_eq!(read_attempts_before_write_through(3), 4);
 }
 
+/// PERSIST of a key with a time to live applies before the key expires and does nothing after.
+/// A's first PERSIST, at 50 ms, reaches only C; its retry, without C and after the expiry,
+/// finds nothing to do; then B writes with C's help, so it sees C's vote of the first attempt.
+/// Returns the retry's answer and what a GET reads at the end.
+fn persist_retried_past_the_expiry(deny_over_earlier_attempt: bool) -> (Reply, Reply) {
+    let mut net = Net::new(|c| c.bugs.deny_over_earlier_attempt = deny_over_earlier_attempt);
+    let set = Command::Set(logless_commands::command::SetArgs {
+        value: "v".into(),
+        condition: logless_commands::command::Condition::Always,
+        get: false,
+        expiry: logless_commands::command::Expiry::AfterMs(100),
+    });
+    net.command(A, 1, set);
+    net.run(every);
+    assert_eq!(ok(net.reply(1)), Reply::Ok);
+    net.now_ms = 50;
+    net.command(A, 2, Command::Persist);
+    net.run(|from, e| !(from == A && matches!(e.message, Message::Vote { .. }) && e.to != C));
+    assert!(net.reply(2).is_none());
+    let without_c = |from: NodeId, e: &Envelope| from != C && e.to != C;
+    net.drive(A, without_c, |net| net.reply(2).is_some());
+    assert!(net.now_ms >= 100);
+    let without_a = |from: NodeId, e: &Envelope| from != A && e.to != A;
+    net.command(B, 3, Command::Persist);
+    net.run(without_a);
+    net.drive(B, without_a, |net| net.reply(3).is_some());
+    assert_eq!(ok(net.reply(3)), Reply::Int(0));
+    net.command(B, 4, Command::Get);
+    net.run(every);
+    (ok(net.reply(2)), ok(net.reply(4)))
+}
+
+/// A retry that finds nothing to do must not be answered over an earlier attempt that a
+/// minority voted for: it votes, in a round above that attempt's vote, which a later
+/// write-through then cannot choose. The client is told PERSIST did nothing, and the key has
+/// expired.
+#[test]
+fn a_retry_that_finds_nothing_to_do_still_votes_over_an_earlier_attempt() {
+    assert_eq!(
+        persist_retried_past_the_expiry(false),
+        (Reply::Int(0), Reply::Nil)
+    );
+}
+
+/// Denied without phase 2, the retry's answer is contradicted: B writes the first attempt
+/// through and the key, which the client was told had expired, persists.
+#[test]
+fn a_retry_denied_over_an_earlier_attempt_is_contradicted_by_its_write_through() {
+    assert_eq!(
+        persist_retried_past_the_expiry(true),
+        (Reply::Int(0), Reply::Bulk("v".into()))
+    );
+}
+
 #[test]
 fn a_command_that_does_not_apply_is_denied_without_phase_2() {
     let mut net = Net::new(|_| {});

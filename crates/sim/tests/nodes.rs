@@ -574,6 +574,23 @@ fn seed_6573_applies_no_increment_twice() {
     run(seed_6573()).unwrap();
 }
 
+/// Seed 503389 (of the first long run after stop 17) found a retry answered without phase 2
+/// over an earlier attempt: a PERSIST applied at first, reached a minority, and was retried
+/// after its key expired, when it changed nothing; the first attempt was later written
+/// through, so the key the client was told had expired persisted (key `k10.0`).
+#[test]
+fn seed_503389_answers_no_retry_over_an_earlier_attempt() {
+    run(NodeSimConfig::for_seed(503389)).unwrap();
+}
+
+#[test]
+fn seed_503389_with_retries_denied_over_earlier_attempts_is_caught() {
+    let mut config = NodeSimConfig::for_seed(503389);
+    config.bugs.core.deny_over_earlier_attempt = true;
+    let err = run(config).expect_err("seed 503389 no longer reaches the race");
+    assert!(err.contains("not linearizable"), "{err}");
+}
+
 /// Seed 6573's configuration as it was when it found the race: without expiring keys, whose
 /// commands would change every random draw after the first, and with reads that ask every
 /// replica at once (reads that ask a quorum first send other messages, so the schedule differs
