@@ -187,6 +187,19 @@ struct ReadCollect {
     previous_rounds: Option<Vec<(Round, Round)>>,
 }
 
+impl Phase {
+    /// Whether this phase asked only a quorum (a thrifty read or fast write) and still waits
+    /// for acceptor `index`.
+    fn awaits_from_a_quorum(&self, index: usize, everyone: AcceptorSet) -> bool {
+        let (asked, silent) = match self {
+            Phase::Read(collect) => (collect.asked, collect.silent()),
+            Phase::Vote(two) => (two.asked, two.silent()),
+            _ => return false,
+        };
+        asked != everyone && silent.contains(index)
+    }
+}
+
 impl PhaseTwo {
     /// The VOTE of this phase.
     fn vote(&self, key: &Key) -> Message {
@@ -371,6 +384,16 @@ impl Shared {
             self.quorum_targets()
         } else {
             self.everyone()
+        }
+    }
+
+    /// How long a phase that asked `asked` waits before asking the rest (a quorum) or giving
+    /// up (everyone).
+    fn wait_ms(&self, asked: AcceptorSet) -> u64 {
+        if asked != self.everyone() {
+            self.config.thrifty_wait_ms
+        } else {
+            self.config.phase_timeout_ms
         }
     }
 
@@ -614,14 +637,7 @@ impl Proposer {
             }
             // A read or fast write that asked only a quorum and still waits for this acceptor's
             // reply widens at its next wake-up: now.
-            let widen = match &op.phase {
-                Phase::Read(collect) => {
-                    collect.asked != everyone && collect.silent().contains(index)
-                }
-                Phase::Vote(two) => two.asked != everyone && two.silent().contains(index),
-                _ => false,
-            };
-            if widen {
+            if op.phase.awaits_from_a_quorum(index, everyone) {
                 Step {
                     key,
                     reg,
@@ -836,11 +852,7 @@ impl Step<'_> {
         } else {
             self.shared.read_targets()
         };
-        let wait_ms = if asked != self.shared.everyone() {
-            self.shared.config.thrifty_wait_ms
-        } else {
-            self.shared.config.phase_timeout_ms
-        };
+        let wait_ms = self.shared.wait_ms(asked);
         let phase = &mut self.op_mut().phase;
         // Built in place, or emptied in place when a finished read lent it: the collection is
         // large enough that moving it costs.
@@ -1042,11 +1054,7 @@ impl Step<'_> {
     }
 
     fn enter_phase_two(&mut self, now_ms: u64, two: PhaseTwo) {
-        let wait_ms = if two.asked != self.shared.everyone() {
-            self.shared.config.thrifty_wait_ms
-        } else {
-            self.shared.config.phase_timeout_ms
-        };
+        let wait_ms = self.shared.wait_ms(two.asked);
         self.op_mut().phase = Phase::Vote(two);
         self.set_wake(now_ms + wait_ms);
     }
@@ -1393,9 +1401,9 @@ impl Step<'_> {
                     // commands applied when they no longer do here, as an expiry passed). Then
                     // the unchanged value is proposed: chosen in this round, above any vote of
                     // that attempt, it leaves that attempt nothing to be written through.
-                    let earlier = !self.op().proposals.is_empty()
+                    let vote_anyway = !self.op().proposals.is_empty()
                         && !self.shared.config.bugs.deny_over_earlier_attempt;
-                    if !changed && !earlier {
+                    if !changed && !vote_anyway {
                         self.answer(replies);
                         self.shared.stats.denied += 1;
                         self.shared.stats.writes += 1;

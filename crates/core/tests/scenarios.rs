@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use logless_commands::command::{Command, Reply};
+use logless_commands::command::{Command, Condition, Expiry, Reply, SetArgs};
 use logless_commands::value::{Data, Register};
 use logless_core::acceptor::AcceptorState;
 use logless_core::config::ProposerConfig;
@@ -774,11 +774,11 @@ fn section_5_8_read_retries_x_0_1_3() {
 /// Returns the retry's answer and what a GET reads at the end.
 fn persist_retried_past_the_expiry(deny_over_earlier_attempt: bool) -> (Reply, Reply) {
     let mut net = Net::new(|c| c.bugs.deny_over_earlier_attempt = deny_over_earlier_attempt);
-    let set = Command::Set(logless_commands::command::SetArgs {
+    let set = Command::Set(SetArgs {
         value: "v".into(),
-        condition: logless_commands::command::Condition::Always,
+        condition: Condition::Always,
         get: false,
-        expiry: logless_commands::command::Expiry::AfterMs(100),
+        expiry: Expiry::AfterMs(100),
     });
     net.command(A, 1, set);
     net.run(every);
