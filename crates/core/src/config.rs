@@ -54,6 +54,13 @@ pub struct ProposerConfig {
     pub queue_commands_max: usize,
     /// Whether an uninterrupted proposer writes in one round trip (§5.8).
     pub fast_writes: bool,
+    /// The most registers the proposer keeps. A register with no operation in progress holds
+    /// only caches (the value it last knew chosen, which lets acceptors leave it out of their
+    /// replies, and the fast path), so beyond this many the proposer drops idle registers,
+    /// sparing those used since the last time it did; the next command of a dropped register
+    /// starts as on a register it never saw. Registers with operations in progress are never
+    /// dropped, so the bound can be exceeded while that many are busy.
+    pub registers_max: usize,
     /// Size limits applied to values.
     pub limits: Limits,
     /// Deliberate bugs for harness tests.
@@ -77,6 +84,7 @@ impl ProposerConfig {
             batch_commands_max: 256,
             queue_commands_max: 100_000,
             fast_writes: true,
+            registers_max: 262_144,
             limits: Limits {
                 value_bytes_max: 16 * 1024 * 1024,
                 set_members_max: 1_000_000,

@@ -128,6 +128,8 @@ pub struct ProposerStats {
     pub learned: u64,
     /// Operations that timed out.
     pub timeouts: u64,
+    /// Idle registers dropped to keep within [`ProposerConfig::registers_max`].
+    pub registers_dropped: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -284,6 +286,25 @@ struct RegisterProposer {
     fast: Option<FastPath>,
     /// A round and its value that this proposer holds, so acceptors may omit it.
     known: (Round, Arc<Register>),
+    /// Whether a command came since the proposer last dropped idle registers.
+    used: Used,
+}
+
+/// Whether a register was used lately: incidental to the protocol (it only chooses which idle
+/// registers are dropped), so equal to every other and hashed to nothing.
+#[derive(Clone, Copy, Debug, Default)]
+struct Used(bool);
+
+impl PartialEq for Used {
+    fn eq(&self, _: &Used) -> bool {
+        true
+    }
+}
+
+impl Eq for Used {}
+
+impl Hash for Used {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
 }
 
 impl RegisterProposer {
@@ -295,6 +316,7 @@ impl RegisterProposer {
             timer_slot: TimerSlot::default(),
             fast: None,
             known: (Round::BOTTOM, Arc::new(Register::default())),
+            used: Used(true),
         }
     }
 }
@@ -343,6 +365,10 @@ struct Shared {
     spare: Vec<Box<Operation>>,
     /// Emptied vectors for the next output (see [`Proposer::recycle`]).
     spare_out: ProposerOutput,
+    /// How many registers make a new one drop idle ones first: the bound, or more when the
+    /// last drop found too few idle, so that a table of busy registers is not searched again
+    /// at every new register.
+    drop_at: usize,
 }
 
 impl Shared {
@@ -447,6 +473,7 @@ impl std::ops::AddAssign<&ProposerStats> for ProposerStats {
         self.nacks += other.nacks;
         self.learned += other.learned;
         self.timeouts += other.timeouts;
+        self.registers_dropped += other.registers_dropped;
     }
 }
 
@@ -488,6 +515,7 @@ impl Proposer {
                 suspected: AcceptorSet::default(),
                 armed: ArmedTimers::default(),
                 quorum: config.quorum(),
+                drop_at: config.registers_max,
                 config,
                 next_seq: 0,
                 rng: SmallRng::seed_from_u64(rng_seed),
@@ -564,6 +592,17 @@ impl Proposer {
         keep_spare(&mut spare.timers, spent.timers);
     }
 
+    /// Whether this proposer holds register `key`: it has seen a command for it and not
+    /// dropped it since (see [`ProposerConfig::registers_max`]).
+    pub fn holds(&self, key: &Key) -> bool {
+        self.registers.get(key).is_some()
+    }
+
+    /// How many registers this proposer holds.
+    pub fn registers(&self) -> usize {
+        self.registers.len()
+    }
+
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work
     /// and retries, used to bound model checking.
     pub fn attempts_minted(&self) -> u64 {
@@ -586,9 +625,13 @@ impl Proposer {
 
     /// A client command for register `key`.
     pub fn handle_command(&mut self, now_ms: u64, client: ClientTag, key: Key, command: Command) {
+        if self.registers.len() >= self.shared.drop_at && self.registers.get(&key).is_none() {
+            self.make_room();
+        }
         let reg = self
             .registers
             .get_or_insert_with(&key, RegisterProposer::new);
+        reg.used = Used(true);
         let queued = reg.op.as_ref().map_or(0, |op| op.queue.len());
         if queued >= self.shared.config.queue_commands_max {
             self.shared.out.replies.push(ClientReply {
@@ -615,6 +658,56 @@ impl Proposer {
             shared: &mut self.shared,
         }
         .start(now_ms, pending);
+    }
+
+    /// Drops idle registers until there is room for one more within
+    /// [`ProposerConfig::registers_max`] and an eighth of it to spare, so that the next drop
+    /// is far off. If too few are idle, the next drop waits until an eighth of the bound more
+    /// registers came.
+    fn make_room(&mut self) {
+        let max = self.shared.config.registers_max;
+        self.drop_idle(max.saturating_sub(max / 8 + 1));
+        self.shared.drop_at = max.max(self.registers.len() + max / 8 + 1);
+    }
+
+    /// Drops every register that has no operation in progress, as the bound does when it
+    /// finds them all idle (the model checker takes this step at any point).
+    pub fn drop_idle_registers(&mut self) {
+        self.drop_idle(0);
+    }
+
+    /// Drops idle registers until at most `target` remain: first those not used since the
+    /// last drop (second chance), then any.
+    ///
+    /// Dropping is safe because an idle register holds no promise and no proposal: its known
+    /// value and fast path are caches, and a proposer without them is one that has not seen
+    /// the register yet. Its next phase 1 mints a fresh attempt and round, a reply to an
+    /// attempt of the dropped register finds no operation waiting for it, and a stale
+    /// wake-up that happens to match a new timer's token fires early, which re-arms it.
+    fn drop_idle(&mut self, target: usize) {
+        let mut dropped = 0;
+        for spare_used in [true, false] {
+            let mut excess = self.registers.len().saturating_sub(target);
+            if excess == 0 {
+                break;
+            }
+            self.registers.retain(|_, reg| {
+                if excess == 0 || reg.op.is_some() {
+                    return true;
+                }
+                debug_assert!(
+                    reg.timer_armed_ms.is_none(),
+                    "an idle register has no timer"
+                );
+                if spare_used && std::mem::take(&mut reg.used.0) {
+                    return true;
+                }
+                excess -= 1;
+                dropped += 1;
+                false
+            });
+        }
+        self.shared.stats.registers_dropped += dropped;
     }
 
     /// A link to `peer` broke: messages on it may have been lost. Operations with outstanding

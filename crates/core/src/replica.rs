@@ -116,6 +116,23 @@ impl Replica {
         self.proposer.attempts_minted()
     }
 
+    /// Whether the proposer holds register `key` (it drops idle registers beyond
+    /// [`ProposerConfig::registers_max`](crate::config::ProposerConfig::registers_max)).
+    pub fn proposer_holds(&self, key: &Key) -> bool {
+        self.proposer.holds(key)
+    }
+
+    /// Has the proposer drop every register with no operation in progress (see
+    /// [`Proposer::drop_idle_registers`](crate::proposer::Proposer::drop_idle_registers)).
+    pub fn drop_idle_registers(&mut self) {
+        self.proposer.drop_idle_registers();
+    }
+
+    /// How many registers the proposer holds.
+    pub fn proposer_registers(&self) -> usize {
+        self.proposer.registers()
+    }
+
     /// The acceptor state of `key` (⊥ if it has none).
     pub fn acceptor_state(&self, key: &Key) -> Option<&AcceptorState> {
         self.states.get(key)

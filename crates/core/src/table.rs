@@ -83,7 +83,7 @@ impl<V> KeyTable<V> {
     }
 
     /// The number of registers.
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
@@ -160,6 +160,12 @@ impl<V> KeyTable<V> {
                 vacant.insert(Entry { key, value });
             }
         }
+    }
+
+    /// Keeps only the registers for which `keep` says so; it may change the values it keeps.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Key, &mut V) -> bool) {
+        self.entries
+            .retain(|entry| keep(&entry.key, &mut entry.value));
     }
 
     /// Every register and its value, in no particular order.

@@ -136,11 +136,15 @@ impl Net {
     }
 
     fn command(&mut self, node: NodeId, tag: u64, command: Command) {
+        self.command_on(node, tag, key(), command);
+    }
+
+    fn command_on(&mut self, node: NodeId, tag: u64, key: Key, command: Command) {
         let now = self.now_ms;
         self.replicas
             .get_mut(&node)
             .unwrap()
-            .handle_command(now, ClientTag(tag), key(), command);
+            .handle_command(now, ClientTag(tag), key, command);
         self.collect(node);
     }
 
@@ -965,4 +969,92 @@ fn write_throughs_without_req_prev_apply_a_command_twice() {
         (Reply::Int(1112), 1112),
         "the deliberate bug must show"
     );
+}
+
+fn a(net: &Net) -> &Replica {
+    &net.replicas[&A]
+}
+
+fn named(i: usize) -> Key {
+    Key::new(format!("k{i}"))
+}
+
+/// Increments register `named(i)` through A with a fault-free network; returns the new value
+/// and the kinds of messages A's proposer sent for it.
+fn increment_through_a(net: &mut Net, tag: u64, i: usize) -> (Reply, Vec<&'static str>) {
+    let since = net.log.len();
+    net.command_on(A, tag, named(i), Command::IncrBy(1));
+    net.run(every);
+    let sent = net.log[since..]
+        .iter()
+        .filter(|(from, _)| *from == A)
+        .map(|(_, e)| kind(&e.message))
+        .filter(|kind| kind.starts_with("PREPARE") || *kind == "VOTE")
+        .collect();
+    (ok(net.reply(tag)), sent)
+}
+
+const FAST_WRITE: [&str; 3] = ["VOTE", "VOTE", "VOTE"];
+
+/// Beyond `registers_max`, a proposer drops idle registers, sparing those used since its last
+/// drop. A dropped register was only a cache: its next write runs phase 1 again and applies on
+/// the value chosen before; a register it kept still writes on the fast path.
+#[test]
+fn a_proposer_beyond_its_bound_drops_idle_registers_used_least_lately() {
+    let mut net = Net::new(|config| config.registers_max = 4);
+    for i in 0..4 {
+        increment_through_a(&mut net, i as u64, i);
+    }
+    assert_eq!(a(&net).proposer_registers(), 4);
+    // A fifth register: all four are idle and used since the start, so one of them goes to
+    // make room (an eighth of a bound of 4 is no more to spare).
+    increment_through_a(&mut net, 10, 4);
+    assert_eq!(a(&net).stats().registers_dropped, 1);
+    let (kept, dropped): (Vec<usize>, Vec<usize>) =
+        (0..4).partition(|&i| a(&net).proposer_holds(&named(i)));
+    assert_eq!((kept.len(), dropped.len()), (3, 1));
+    assert!(a(&net).proposer_holds(&named(4)));
+    // Of the three kept, one is used again (a fast write), then a sixth register comes: one
+    // of the two not used since the last drop goes; the one used and the newest stay.
+    let (value, sent) = increment_through_a(&mut net, 11, kept[0]);
+    assert_eq!((value, &sent[..]), (Reply::Int(2), &FAST_WRITE[..]));
+    increment_through_a(&mut net, 12, 5);
+    assert_eq!(a(&net).stats().registers_dropped, 2);
+    for i in [kept[0], 4, 5] {
+        assert!(a(&net).proposer_holds(&named(i)), "k{i}");
+    }
+    let unused: Vec<usize> = kept[1..]
+        .iter()
+        .copied()
+        .filter(|&i| !a(&net).proposer_holds(&named(i)))
+        .collect();
+    assert_eq!(unused.len(), 1);
+    // A kept one is still on the fast path.
+    let (value, sent) = increment_through_a(&mut net, 14, 5);
+    assert_eq!((value, &sent[..]), (Reply::Int(2), &FAST_WRITE[..]));
+    // A dropped register starts anew: phase 1, then its command on the chosen value.
+    for i in [dropped[0], unused[0]] {
+        let (value, sent) = increment_through_a(&mut net, 20 + i as u64, i);
+        assert_eq!(value, Reply::Int(2), "k{i}");
+        assert_eq!(&sent[..3], ["PREPARE(write)"; 3], "k{i}");
+    }
+}
+
+/// A register with an operation in progress is never dropped, even past the bound.
+#[test]
+fn a_proposer_keeps_registers_with_operations_in_progress_past_its_bound() {
+    let mut net = Net::new(|config| config.registers_max = 1);
+    net.command_on(A, 1, named(0), Command::IncrBy(1));
+    net.command_on(A, 2, named(1), Command::IncrBy(1));
+    assert_eq!(a(&net).proposer_registers(), 2);
+    assert_eq!(a(&net).stats().registers_dropped, 0);
+    net.run(every);
+    assert_eq!(ok(net.reply(1)), Reply::Int(1));
+    assert_eq!(ok(net.reply(2)), Reply::Int(1));
+    // Both idle now: the next register drops them both.
+    increment_through_a(&mut net, 3, 2);
+    assert_eq!(a(&net).proposer_registers(), 1);
+    assert_eq!(a(&net).stats().registers_dropped, 2);
+    let (value, _) = increment_through_a(&mut net, 4, 0);
+    assert_eq!(value, Reply::Int(2));
 }
