@@ -46,6 +46,9 @@ pub struct ServerArgs {
     /// for clients that send each key to one replica.
     #[arg(long)]
     pub thrifty_writes: Option<bool>,
+    /// The most registers each shard's proposer keeps; beyond it, idle ones are dropped.
+    #[arg(long)]
+    pub proposer_registers_max: Option<usize>,
     /// The largest value in bytes.
     #[arg(long)]
     pub value_bytes_max: Option<usize>,
@@ -98,6 +101,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.thrifty_writes {
         c.thrifty_writes = v;
+    }
+    if let Some(v) = args.proposer_registers_max {
+        c.proposer_registers_max = v;
     }
     if let Some(v) = args.value_bytes_max {
         c.value_bytes_max = v;

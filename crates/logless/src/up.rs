@@ -45,6 +45,9 @@ pub struct UpArgs {
     /// for clients that send each key to one replica.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub thrifty_writes: bool,
+    /// The most registers each shard's proposer keeps; beyond it, idle ones are dropped.
+    #[arg(long, default_value_t = 262_144)]
+    pub proposer_registers_max: usize,
     /// The replicas' log level.
     #[arg(long, default_value = "info")]
     pub log_level: String,
@@ -157,6 +160,10 @@ pub fn up(args: &UpArgs) -> ExitCode {
                 .args(["--read-retries", &args.read_retries.to_string()])
                 .args(["--thrifty-reads", &args.thrifty_reads.to_string()])
                 .args(["--thrifty-writes", &args.thrifty_writes.to_string()])
+                .args([
+                    "--proposer-registers-max",
+                    &args.proposer_registers_max.to_string(),
+                ])
                 .args(["--log-level", &args.log_level])
                 .stdin(Stdio::null())
                 .stdout(out)
@@ -282,6 +289,10 @@ mod tests {
         );
         assert!(d.thrifty_reads);
         assert!(!d.thrifty_writes);
+        assert_eq!(
+            d.proposer_registers_max,
+            logless_node::config::NodeConfig::default().proposer_registers_max
+        );
         assert_eq!(d.ready_timeout_s, 30);
     }
 }

@@ -377,6 +377,7 @@ fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
     let mut up = Command::new(common::binary())
         .args(["up", "--port", &base.to_string(), "--log-level", "warn"])
         .args(["--thrifty-reads", "false", "--thrifty-writes", "true"])
+        .args(["--proposer-registers-max", "1000"])
         .arg("--dir")
         .arg(dir.path())
         .stdout(Stdio::piped())
@@ -414,6 +415,7 @@ fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
         for (name, value) in [
             ("logless-thrifty-reads", "false"),
             ("logless-thrifty-writes", "true"),
+            ("logless-proposer-registers-max", "1000"),
         ] {
             let got: Vec<String> = redis::cmd("CONFIG")
                 .arg("GET")

@@ -11,6 +11,7 @@
 //! read_retries = 1
 //! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
 //! thrifty_writes = false       # fast writes too: for clients that send a key to one replica
+//! proposer_registers_max = 262144  # registers each shard's proposer keeps; idle ones beyond go
 //! value_bytes_max = 1048576
 //!
 //! [[peers]]                    # every replica, this one included, the same list everywhere
@@ -89,6 +90,13 @@ pub struct NodeConfig {
     /// third of such a write's messages, but leaves the third replica's vote behind, so reads
     /// through that replica ask everyone: for clients that send each key to one replica.
     pub thrifty_writes: bool,
+    /// The most registers each shard's proposer keeps. Beyond it, it drops idle registers (no
+    /// command in progress), sparing those used since its last drop: they hold only caches
+    /// (the value last chosen, which lets replies leave it out, and the fast path), and a
+    /// dropped register's next command starts as a first one does. Bounds the proposer's
+    /// memory (about 150 to 300 bytes a register, plus its value) where a replica has seen
+    /// commands for many more keys than it uses at a time.
+    pub proposer_registers_max: usize,
     /// The largest string value, or the largest sum of a set's members, in bytes.
     pub value_bytes_max: usize,
     /// The most members of one set.
@@ -113,6 +121,7 @@ impl Default for NodeConfig {
             read_retries: 1,
             thrifty_reads: true,
             thrifty_writes: false,
+            proposer_registers_max: 262_144,
             value_bytes_max: 1 << 20,
             set_members_max: 100_000,
             request_timeout_ms: 5_000,

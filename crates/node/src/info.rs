@@ -174,6 +174,10 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
         ("logless-read-retries", c.read_retries.to_string()),
         ("logless-thrifty-reads", c.thrifty_reads.to_string()),
         ("logless-thrifty-writes", c.thrifty_writes.to_string()),
+        (
+            "logless-proposer-registers-max",
+            c.proposer_registers_max.to_string(),
+        ),
     ]
 }
 
@@ -230,7 +234,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
         let p = &totals.proposer;
         let _ = write!(
             out,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nlogless_reads:{}\r\nlogless_writes:{}\r\nlogless_fast_writes:{}\r\nlogless_denied:{}\r\nlogless_reads_widened:{}\r\nlogless_writes_widened:{}\r\nlogless_retries:{}\r\nlogless_write_throughs:{}\r\nlogless_conflicts:{}\r\nlogless_timeouts:{}\r\nlogless_flushes:{}\r\nlogless_protocol_errors:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nlogless_reads:{}\r\nlogless_writes:{}\r\nlogless_fast_writes:{}\r\nlogless_denied:{}\r\nlogless_reads_widened:{}\r\nlogless_writes_widened:{}\r\nlogless_retries:{}\r\nlogless_write_throughs:{}\r\nlogless_conflicts:{}\r\nlogless_timeouts:{}\r\nlogless_registers_dropped:{}\r\nlogless_flushes:{}\r\nlogless_protocol_errors:{}\r\n\r\n",
             context.clients_accepted.load(Ordering::Relaxed),
             context.client_requests.load(Ordering::Relaxed),
             context.client_bytes_in.load(Ordering::Relaxed),
@@ -245,6 +249,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             p.write_throughs,
             p.nacks,
             p.timeouts,
+            p.registers_dropped,
             totals.flushes,
             context.client_protocol_errors.load(Ordering::Relaxed),
         );

@@ -169,6 +169,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         proposer.read_retries_max = config.read_retries;
         proposer.thrifty_reads = config.thrifty_reads;
         proposer.thrifty_writes = config.thrifty_writes;
+        proposer.registers_max = config.proposer_registers_max;
         proposer.request_timeout_ms = config.request_timeout_ms;
         proposer.backoff_max_ms = 20;
         proposer.limits = Limits {

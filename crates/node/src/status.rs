@@ -73,6 +73,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         p.writes_widened,
     );
     counter(
+        "logless_registers_dropped_total",
+        "Idle registers the proposers dropped to keep within their bound.",
+        p.registers_dropped,
+    );
+    counter(
         "logless_retries_total",
         "Phase retries (PAXOS_PREP or read retries).",
         p.retries,
