@@ -1,7 +1,7 @@
 //! Explores the model with the settings given on the command line and prints the state count:
 //! `cargo run --release -p logless-model --example explore -- [clients=incr,incr+get]
 //! [breaks=N] [crashes=N] [timeouts] [queued] [retries=N] [datagrams] [amnesia] [broadcast]
-//! [thrifty_writes] [threads=N] [bfs] [nogc]
+//! [thrifty_writes] [drops=N] [threads=N] [bfs] [nogc]
 //! [bug=quorum|learned|req_prev]`.
 use std::time::Instant;
 
@@ -34,6 +34,7 @@ fn main() {
             "breaks" => config.faults.breaks_max = value.parse().expect("a number"),
             "crashes" => config.faults.crashes_max = value.parse().expect("a number"),
             "timeouts" => config.faults.timeouts = true,
+            "drops" => config.faults.drops_max = value.parse().expect("a number"),
             "nogc" => config.collect_dead = false,
             "broadcast" => config.thrifty_reads = false,
             "thrifty_writes" => config.thrifty_writes = true,

@@ -137,6 +137,10 @@ pub struct Faults {
     pub crashes_max: u8,
     /// Whether a proposer's timer may fire after its request's deadline (a request time-out).
     pub timeouts: bool,
+    /// The most times a proposer drops its idle register (as it does beyond its bound of
+    /// registers, [`ProposerConfig::registers_max`]), at any point. Not a fault, but bounded
+    /// as one.
+    pub drops_max: u8,
 }
 
 /// The model's configuration.
@@ -362,6 +366,7 @@ pub struct State {
     history: Arc<History>,
     breaks: u8,
     crashes: u8,
+    drops: u8,
     /// The attempts the invoked commands take without contention.
     uncontended: u64,
 }
@@ -443,6 +448,8 @@ pub enum Action {
     FireLate(usize),
     /// The replica crashes and restarts with what it persisted.
     Crash(usize),
+    /// The replica's proposer drops its register, idle (no operation in progress).
+    DropIdle(usize),
 }
 
 fn node_id(index: usize) -> NodeId {
@@ -805,6 +812,22 @@ impl LoglessModel {
         Some(())
     }
 
+    fn drop_idle(&self, state: &mut State, index: usize) -> Option<()> {
+        if state.drops >= self.config.faults.drops_max {
+            return None;
+        }
+        let mut node = state.nodes[index].state.clone();
+        node.replica.drop_idle_registers();
+        if node.replica.proposer_registers()
+            == state.nodes[index].state.replica.proposer_registers()
+        {
+            return None;
+        }
+        state.drops += 1;
+        self.flush(state, index, node);
+        Some(())
+    }
+
     /// [`LoglessModel::is_dead`], remembered: the answer depends only on the message and the two
     /// replicas (by their fingerprints), and the same ones meet in many states.
     fn is_dead_cached(&self, state: &State, from: usize, to: usize, message: &Message) -> bool {
@@ -949,6 +972,7 @@ impl Model for LoglessModel {
             history: Arc::new(History::new()),
             breaks: 0,
             crashes: 0,
+            drops: 0,
             uncontended: 0,
         }]
     }
@@ -984,6 +1008,9 @@ impl Model for LoglessModel {
         if state.crashes < faults.crashes_max {
             actions.extend((0..REPLICAS).map(Action::Crash));
         }
+        if state.drops < faults.drops_max {
+            actions.extend((0..REPLICAS).map(Action::DropIdle));
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -1003,6 +1030,7 @@ impl Model for LoglessModel {
             Action::Fire(i) => self.fire(&mut state, i, false).map(|()| i)?,
             Action::FireLate(i) => self.fire(&mut state, i, true).map(|()| i)?,
             Action::Crash(i) => self.crash(&mut state, i).map(|()| i)?,
+            Action::DropIdle(i) => self.drop_idle(&mut state, i).map(|()| i)?,
         };
         if self.config.collect_dead {
             self.collect_dead(&mut state, changed);

@@ -103,6 +103,11 @@ pub struct NodeSimConfig {
     pub thrifty_reads: bool,
     /// Whether fast writes vote with a quorum first (off by default, as on a node).
     pub thrifty_writes: bool,
+    /// The most registers a shard's proposer keeps ([`ProposerConfig::registers_max`]); as on
+    /// a node by default, which the few keys here never reach.
+    ///
+    /// [`ProposerConfig::registers_max`]: logless_core::config::ProposerConfig::registers_max
+    pub registers_max: usize,
     /// Deliberate bugs (harness tests only), the same switches a node starts with.
     pub bugs: Bugs,
 }
@@ -132,6 +137,7 @@ impl NodeSimConfig {
             liveness_us: 10_000_000,
             thrifty_reads: true,
             thrifty_writes: false,
+            registers_max: logless_node::config::NodeConfig::default().proposer_registers_max,
             bugs: Bugs::default(),
         }
     }
@@ -193,6 +199,8 @@ pub struct NodeSimReport {
     /// Lock acquisitions that took a lock whose holder's lease had run out (a new token while
     /// the previous one's owner had not released it).
     pub leases_taken_over: u64,
+    /// Idle registers the proposers dropped to keep within their bound.
+    pub registers_dropped: u64,
     /// The farthest any shard clock was from simulated time when it stamped a turn (ms): the
     /// skew bound the checkers are given.
     pub clock_skew_ms_max: u64,

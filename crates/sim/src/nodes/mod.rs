@@ -312,6 +312,11 @@ impl NodeCluster {
             self.heal();
         }
         self.liveness();
+        for n in self.nodes.values() {
+            for core in n.shards.iter().filter_map(|s| s.core.as_ref()) {
+                self.report.registers_dropped += core.status().proposer.registers_dropped;
+            }
+        }
         self.report.sim_time_us = self.events.now_us();
         for op in &self.history.operations {
             self.report.operations += 1;
@@ -392,6 +397,7 @@ impl NodeCluster {
         proposer.backoff_max_ms = 20;
         proposer.thrifty_reads = self.config.thrifty_reads;
         proposer.thrifty_writes = self.config.thrifty_writes;
+        proposer.registers_max = self.config.registers_max;
         proposer.bugs = self.config.bugs.core;
         proposer
     }
@@ -680,10 +686,12 @@ impl NodeCluster {
         let n = self.nodes.get_mut(&node).expect("node");
         n.up = false;
         n.crash_in_next_flush = false;
+        let mut registers_dropped = 0;
         for s in &mut n.shards {
             let Some(core) = s.core.take() else {
                 continue;
             };
+            registers_dropped += core.status().proposer.registers_dropped;
             let media = core.store().media();
             in_flush |= s.busy;
             let snapshot = if s.busy && s.crash_point_armed {
@@ -717,6 +725,7 @@ impl NodeCluster {
             s.wake_at_us = None;
         }
         self.report.torn_sectors += torn_total;
+        self.report.registers_dropped += registers_dropped;
         self.report.crashes_in_flush += u64::from(in_flush);
         // Clients connected to it lose their connection: their outcome is unknown.
         let lost: Vec<(u32, u64)> = self
