@@ -14,7 +14,7 @@
 //! register's own timer token.
 //!
 //! [`Proposer::handle_timer`]: crate::proposer::Proposer::handle_timer
-use std::hash::{Hash, Hasher};
+use crate::incidental::Incidental;
 
 /// Bits of a token below the slot: the register's own timer count.
 const SLOT_SHIFT: u32 = 40;
@@ -25,20 +25,7 @@ const COUNT_MASK: u64 = (1 << SLOT_SHIFT) - 1;
 const NO_SLOT: u32 = (1 << (64 - SLOT_SHIFT)) - 1;
 
 /// The slot of a register's armed timer. Incidental: equal to every other slot.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct TimerSlot(u32);
-
-impl PartialEq for TimerSlot {
-    fn eq(&self, _: &TimerSlot) -> bool {
-        true
-    }
-}
-
-impl Eq for TimerSlot {}
-
-impl Hash for TimerSlot {
-    fn hash<H: Hasher>(&self, _: &mut H) {}
-}
+pub(crate) type TimerSlot = Incidental<u32>;
 
 /// The token handed out for a register's `count`-th timer in `slot`.
 pub(crate) fn token(slot: TimerSlot, count: u64) -> u64 {
@@ -58,14 +45,14 @@ impl ArmedTimers {
     /// A slot for a new timer.
     pub(crate) fn take(&mut self) -> TimerSlot {
         if let Some(slot) = self.free.pop() {
-            return TimerSlot(slot);
+            return Incidental(slot);
         }
         match u32::try_from(self.live.len()) {
             Ok(slot) if slot < NO_SLOT => {
                 self.live.push(0);
-                TimerSlot(slot)
+                Incidental(slot)
             }
-            _ => TimerSlot(NO_SLOT),
+            _ => Incidental(NO_SLOT),
         }
     }
 
@@ -137,7 +124,7 @@ mod tests {
         // What `take` hands out once the table is full (not reached here: it takes 2^24 - 1
         // armed timers); built directly.
         let mut armed = ArmedTimers::default();
-        let none = TimerSlot(NO_SLOT);
+        let none = Incidental(NO_SLOT);
         armed.arm(none, token(none, 3));
         armed.release(none);
         assert!(armed.may_be_live(token(none, 3)));

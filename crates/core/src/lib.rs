@@ -16,8 +16,8 @@
 //!   fast writes, batching, exactly-once.
 //! * [`replica`]: proposer and acceptor of one node together, the unit the runtime drives.
 //! * [`timers`]: the wake-ups a runtime holds for a replica, fired in due order.
-//! * `armed` and `buffers` (internal): the proposer's table of armed timers, and the output
-//!   vectors a replica reuses between steps.
+//! * `armed`, `buffers` and `incidental` (internal): the proposer's table of armed timers,
+//!   the output vectors a replica reuses between steps, and state that equality ignores.
 //! * [`wire`]: the checksummed, versioned frames replicas exchange.
 //!
 //! The core reads no clock, socket, file or global random number generator. Time and a seeded
@@ -28,6 +28,7 @@ mod buffers;
 mod codec;
 pub mod config;
 pub mod ids;
+mod incidental;
 pub mod message;
 pub mod persist;
 pub mod proposer;

@@ -54,6 +54,7 @@ use crate::armed::{self, ArmedTimers, TimerSlot};
 use crate::buffers::{keep_spare, room_for_next};
 use crate::config::ProposerConfig;
 use crate::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
+use crate::incidental::Incidental;
 use crate::message::{Envelope, Message, PrepareKind};
 use crate::quorum::{AcceptorSet, AckInfo, AckTable, Verdict};
 use crate::table::{prefetch_line, KeyTable};
@@ -286,25 +287,9 @@ struct RegisterProposer {
     fast: Option<FastPath>,
     /// A round and its value that this proposer holds, so acceptors may omit it.
     known: (Round, Arc<Register>),
-    /// Whether a command came since the proposer last dropped idle registers.
-    used: Used,
-}
-
-/// Whether a register was used lately: incidental to the protocol (it only chooses which idle
-/// registers are dropped), so equal to every other and hashed to nothing.
-#[derive(Clone, Copy, Debug, Default)]
-struct Used(bool);
-
-impl PartialEq for Used {
-    fn eq(&self, _: &Used) -> bool {
-        true
-    }
-}
-
-impl Eq for Used {}
-
-impl Hash for Used {
-    fn hash<H: Hasher>(&self, _: &mut H) {}
+    /// Whether a command came since the proposer last dropped idle registers: incidental to
+    /// the protocol (it only chooses which idle registers are dropped).
+    used: Incidental<bool>,
 }
 
 impl RegisterProposer {
@@ -316,7 +301,7 @@ impl RegisterProposer {
             timer_slot: TimerSlot::default(),
             fast: None,
             known: (Round::BOTTOM, Arc::new(Register::default())),
-            used: Used(true),
+            used: Incidental(true),
         }
     }
 }
@@ -631,7 +616,7 @@ impl Proposer {
         let reg = self
             .registers
             .get_or_insert_with(&key, RegisterProposer::new);
-        reg.used = Used(true);
+        reg.used = Incidental(true);
         let queued = reg.op.as_ref().map_or(0, |op| op.queue.len());
         if queued >= self.shared.config.queue_commands_max {
             self.shared.out.replies.push(ClientReply {
