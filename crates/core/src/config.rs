@@ -20,6 +20,10 @@ pub struct InjectedBugs {
     pub deny_over_earlier_attempt: bool,
 }
 
+/// The default of [`ProposerConfig::registers_max`]: a quarter of a million registers, some
+/// 40 to 80 MB of proposer state.
+pub const REGISTERS_MAX_DEFAULT: usize = 262_144;
+
 /// How a proposer behaves.
 #[derive(Clone, Debug)]
 pub struct ProposerConfig {
@@ -84,7 +88,7 @@ impl ProposerConfig {
             batch_commands_max: 256,
             queue_commands_max: 100_000,
             fast_writes: true,
-            registers_max: 262_144,
+            registers_max: REGISTERS_MAX_DEFAULT,
             limits: Limits {
                 value_bytes_max: 16 * 1024 * 1024,
                 set_members_max: 1_000_000,

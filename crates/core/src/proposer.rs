@@ -350,9 +350,9 @@ struct Shared {
     spare: Vec<Box<Operation>>,
     /// Emptied vectors for the next output (see [`Proposer::recycle`]).
     spare_out: ProposerOutput,
-    /// How many registers make a new one drop idle ones first: the bound, or more when the
-    /// last drop found too few idle, so that a table of busy registers is not searched again
-    /// at every new register.
+    /// How many registers a new one must exceed to drop idle ones: the bound, or more when
+    /// the last drop found too few idle, so that a table of busy registers is not searched
+    /// again at every new register.
     drop_at: usize,
 }
 
@@ -610,9 +610,6 @@ impl Proposer {
 
     /// A client command for register `key`.
     pub fn handle_command(&mut self, now_ms: u64, client: ClientTag, key: Key, command: Command) {
-        if self.registers.len() >= self.shared.drop_at && self.registers.get(&key).is_none() {
-            self.make_room();
-        }
         let reg = self
             .registers
             .get_or_insert_with(&key, RegisterProposer::new);
@@ -643,16 +640,22 @@ impl Proposer {
             shared: &mut self.shared,
         }
         .start(now_ms, pending);
+        // Only here can the table have grown (a new register starts its first operation), and
+        // that register, busy now, is not dropped.
+        if self.registers.len() > self.shared.drop_at {
+            self.make_room();
+        }
     }
 
-    /// Drops idle registers until there is room for one more within
-    /// [`ProposerConfig::registers_max`] and an eighth of it to spare, so that the next drop
-    /// is far off. If too few are idle, the next drop waits until an eighth of the bound more
-    /// registers came.
+    /// Drops idle registers until at most seven eighths of [`ProposerConfig::registers_max`]
+    /// remain, so that the next drop is far off. If too few are idle, the next drop waits
+    /// until an eighth of the bound more registers came.
+    #[cold]
+    #[inline(never)]
     fn make_room(&mut self) {
         let max = self.shared.config.registers_max;
-        self.drop_idle(max.saturating_sub(max / 8 + 1));
-        self.shared.drop_at = max.max(self.registers.len() + max / 8 + 1);
+        self.drop_idle(max - max / 8);
+        self.shared.drop_at = max.max(self.registers.len() + max / 8);
     }
 
     /// Drops every register that has no operation in progress, as the bound does when it

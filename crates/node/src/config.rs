@@ -121,7 +121,7 @@ impl Default for NodeConfig {
             read_retries: 1,
             thrifty_reads: true,
             thrifty_writes: false,
-            proposer_registers_max: 262_144,
+            proposer_registers_max: logless_core::config::REGISTERS_MAX_DEFAULT,
             value_bytes_max: 1 << 20,
             set_members_max: 100_000,
             request_timeout_ms: 5_000,

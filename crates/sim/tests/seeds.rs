@@ -14,6 +14,13 @@ enum Failure {
     Inconclusive(String),
 }
 
+/// Three replicas under every fault, for `seed`.
+fn faulty(seed: u64) -> SimConfig {
+    let mut config = SimConfig::new(3, seed);
+    config.faults = Faults::all();
+    config
+}
+
 /// Runs one seed; returns the proposers' counters.
 fn run_seed(config: SimConfig) -> Result<ProposerStats, Failure> {
     let seed = config.seed;
@@ -74,8 +81,7 @@ fn thrifty_seeds_take_fast_writes_and_widen_some() {
     let mut thrifty = ProposerStats::default();
     let mut others = ProposerStats::default();
     for seed in 0..150 {
-        let mut config = SimConfig::new(3, seed);
-        config.faults = Faults::all();
+        let config = faulty(seed);
         let totals = if config.proposer.thrifty_writes {
             &mut thrifty
         } else {
@@ -99,9 +105,7 @@ fn faulty_schedules_stay_linearizable() {
     let mut violations = Vec::new();
     let mut inconclusive = Vec::new();
     for seed in 0..seeds {
-        let mut config = SimConfig::new(3, seed);
-        config.faults = Faults::all();
-        match run_seed(config) {
+        match run_seed(faulty(seed)) {
             Ok(_) => {}
             Err(Failure::Violation(e)) => violations.push(e),
             Err(Failure::Inconclusive(e)) => inconclusive.push(e),
@@ -127,8 +131,7 @@ fn faulty_schedules_stay_linearizable() {
 /// and settings without the bug must all pass, so that a catch is the bug's doing.
 fn caught(seeds: u64, configure: impl Fn(&mut SimConfig)) -> usize {
     let buggy = |seed| {
-        let mut config = SimConfig::new(3, seed);
-        config.faults = Faults::all();
+        let mut config = faulty(seed);
         configure(&mut config);
         config
     };
@@ -185,8 +188,7 @@ fn proposers_that_drop_idle_registers_stay_linearizable() {
     let mut totals = ProposerStats::default();
     let mut violations = Vec::new();
     for seed in 0..500 {
-        let mut config = SimConfig::new(3, seed);
-        config.faults = Faults::all();
+        let mut config = faulty(seed);
         config.proposer.registers_max = 1;
         match run_seed(config) {
             Ok(stats) => totals += &stats,
