@@ -1,0 +1,50 @@
+//! `logless bench compare`: the comparison with etcd and redis-server (bench/experiments, see its
+//! COMPARE.md). The harness lives in its own binary, `logless-compare`, so that the `logless`
+//! binary does not carry the plotting libraries; this command runs it from beside this
+//! executable, or builds and runs it with cargo in a source checkout.
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// The benchmark: `compare`.
+    pub which: String,
+    /// Its options (`--quick`, `--out DIR`, `--systems …`; `compare --help` lists them).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+pub fn bench(args: &BenchArgs) -> ExitCode {
+    if args.which != "compare" {
+        eprintln!("error: the only benchmark is `compare`");
+        return ExitCode::from(2);
+    }
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("logless-compare")));
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = match sibling.filter(|p| p.exists()) {
+        Some(compare) => Command::new(compare).args(&args.args).status(),
+        None if workspace.join("Cargo.toml").exists() => Command::new("cargo")
+            .current_dir(&workspace)
+            .args(["run", "--release", "--locked", "-p", "logless-bench"])
+            .args(["--bin", "logless-compare", "--"])
+            .args(&args.args)
+            .status(),
+        None => {
+            eprintln!(
+                "error: logless-compare is not installed beside logless; build it with \
+                 `cargo build --release -p logless-bench --bin logless-compare`"
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    match status {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: cannot run the comparison: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

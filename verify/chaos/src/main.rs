@@ -1,0 +1,284 @@
+//! `logless-chaos`: the chaos runner on real `logless server` processes.
+//!
+//! It starts a cluster on loopback with every peer link behind its fault-injecting proxy, runs
+//! concurrent Redis clients against it while a nemesis kills, pauses and partitions replicas,
+//! heals everything, reads every key, checks for lost writes and runs the Porcupine checker on
+//! the recorded history. See the crate's README for the files it writes and its exit codes.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+mod checker;
+mod client;
+mod cluster;
+mod history;
+mod lost;
+mod nemesis;
+mod proxy;
+mod report;
+mod run;
+mod stamps;
+mod workload;
+
+use nemesis::{FaultKind, Schedule};
+use workload::{KeyKind, WorkloadConfig};
+
+#[derive(Parser)]
+#[command(
+    name = "logless-chaos",
+    version,
+    about = "Chaos testing of a logless cluster: faults on real processes, a checked history"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a cluster under faults and check the history.
+    Run(Box<RunArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Replicas: 3 or 5.
+    #[arg(long, default_value_t = 3)]
+    replicas: u16,
+    /// Seconds of workload and faults (default 60; 1800 with --long).
+    #[arg(long)]
+    duration_s: Option<u64>,
+    /// The long soak: 1800 s, progress every minute, a lighter per-client rate (--think-ms 20);
+    /// the other flags still apply.
+    #[arg(long)]
+    long: bool,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 12)]
+    clients: usize,
+    /// The seed of the workload and the fault schedule (default: from the clock).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The replicas' durability: mmap or sync.
+    #[arg(long, default_value = "mmap")]
+    durability: String,
+    /// Fault kinds, comma-separated: kill, pause, partition, kill-all; or none.
+    #[arg(long, default_value = "kill,pause,partition,kill-all")]
+    nemesis: String,
+    /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned,
+    /// reply-before-persist, persist-without-ttl); repeatable.
+    #[arg(long)]
+    inject_bug: Vec<String>,
+    /// Where history.jsonl, faults.jsonl, replica logs, data and html go (default: a new
+    /// directory under the system's temporary directory).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Keys in use at once.
+    #[arg(long, default_value_t = 16)]
+    keys: usize,
+    /// Key kinds, comma-separated: counter, register, set, expiring (registers with times to
+    /// live), lock (fencing locks with leases).
+    #[arg(long, default_value = "counter,register,set,expiring,lock")]
+    key_kinds: String,
+    /// Operations per key before it is retired for a fresh one.
+    #[arg(long, default_value_t = 200)]
+    ops_per_key: usize,
+    /// Operations of unknown outcome per key before it is retired.
+    #[arg(long, default_value_t = 12)]
+    unknowns_per_key: usize,
+    /// Client-side timeout of one operation (then its outcome is unknown).
+    #[arg(long, default_value_t = 2000)]
+    op_timeout_ms: u64,
+    /// The replicas' own request timeout (they answer UNCERTAIN or TRYAGAIN after it).
+    #[arg(long, default_value_t = 1500)]
+    request_timeout_ms: u64,
+    /// A pause between one client's operations (default 2; 20 with --long).
+    #[arg(long)]
+    think_ms: Option<u64>,
+    /// How long before its call a replica's stamp of a command may have been read: the stamp
+    /// windows of expiring keys and locks start this much before the call (see the README).
+    #[arg(long, default_value_t = 50)]
+    stamp_slack_ms: u64,
+    /// Mean quiet time between faults.
+    #[arg(long, default_value_t = 1500)]
+    fault_gap_ms: u64,
+    /// Mean duration of a fault.
+    #[arg(long, default_value_t = 2500)]
+    fault_ms: u64,
+    /// Fewer acknowledged operations than this make the run a failure.
+    #[arg(long, default_value_t = 1000)]
+    min_ok: usize,
+    /// Fewer fault kinds injected than this make the run a failure.
+    #[arg(long, default_value_t = 2)]
+    min_fault_kinds: usize,
+    /// Seconds the healed cluster may take to serve again.
+    #[arg(long, default_value_t = 30)]
+    recover_timeout_s: u64,
+    /// The checker's time limit in seconds (default: 120, or twice the duration if more: a
+    /// 300 s run's 310,000 operations took the checker 123 s on 2 busy cores).
+    #[arg(long)]
+    checker_timeout_s: Option<u64>,
+    /// The checker's directory (default: LOGLESS_CHECKER_DIR, else verify/checker/ of the source tree).
+    #[arg(long)]
+    checker_dir: Option<PathBuf>,
+    /// The logless binary (default: LOGLESS_BIN, else `logless` next to this executable).
+    #[arg(long)]
+    logless_bin: Option<PathBuf>,
+    /// Keep the replicas' data directories after a passing run.
+    #[arg(long)]
+    keep_data: bool,
+    /// The replicas' log level.
+    #[arg(long, default_value = "warn")]
+    log_level: String,
+    /// Print progress every this many seconds (0: never; default 10, 60 with --long).
+    #[arg(long)]
+    progress_s: Option<u64>,
+}
+
+/// The `logless` binary: the flag, `LOGLESS_BIN`, or `logless` next to this executable (the
+/// same target directory).
+fn logless_bin(flag: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(path) = flag.or_else(|| std::env::var_os("LOGLESS_BIN").map(PathBuf::from)) {
+        return Ok(path);
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
+    let dir = exe.parent().ok_or("the executable has no directory")?;
+    // Next to this binary, or one level up when run from target/<profile>/deps.
+    for candidate in [dir.join("logless"), dir.join("../logless")] {
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    Err(format!(
+        "no logless binary next to {} (build it with `cargo build --release -p logless` into \
+         the same target directory, or set LOGLESS_BIN)",
+        exe.display()
+    ))
+}
+
+fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && *s != "none")
+        .map(parse)
+        .collect()
+}
+
+fn config(args: RunArgs) -> Result<run::RunConfig, String> {
+    if ![3, 5].contains(&args.replicas) {
+        return Err("--replicas must be 3 or 5".into());
+    }
+    if args.clients == 0 || args.keys == 0 || args.ops_per_key == 0 {
+        return Err("--clients, --keys and --ops-per-key must be positive".into());
+    }
+    for bug in &args.inject_bug {
+        if ![
+            "accept-inconsistent-quorum",
+            "ignore-learned",
+            "reply-before-persist",
+            "persist-without-ttl",
+        ]
+        .contains(&bug.as_str())
+        {
+            return Err(format!("unknown bug {bug:?}"));
+        }
+    }
+    let kinds: Vec<FaultKind> = list(&args.nemesis, |s| s.parse())?;
+    let key_kinds = list(&args.key_kinds, KeyKind::parse)?;
+    if key_kinds.is_empty() {
+        return Err("--key-kinds names no kind".into());
+    }
+    let duration_s = args.duration_s.unwrap_or(if args.long { 1800 } else { 60 });
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let out = match args.out {
+        Some(out) => out,
+        None => tempfile::Builder::new()
+            .prefix("logless-chaos-")
+            .tempdir()
+            .map_err(|e| format!("temporary directory: {e}"))?
+            .keep(),
+    };
+    let think_ms = args.think_ms.unwrap_or(if args.long { 20 } else { 2 });
+    let progress_s = args.progress_s.unwrap_or(if args.long { 60 } else { 10 });
+    Ok(run::RunConfig {
+        replicas: args.replicas,
+        duration: Duration::from_secs(duration_s),
+        workload: WorkloadConfig {
+            clients: args.clients,
+            keys: args.keys,
+            kinds: key_kinds,
+            ops_per_key: args.ops_per_key,
+            unknowns_per_key: args.unknowns_per_key.max(1),
+            op_timeout: Duration::from_millis(args.op_timeout_ms),
+            think: Duration::from_millis(think_ms),
+            stamp_slack_ms: args.stamp_slack_ms,
+            seed,
+        },
+        cluster: cluster::ClusterConfig {
+            bin: logless_bin(args.logless_bin)?,
+            durability: args.durability,
+            bugs: args.inject_bug,
+            request_timeout_ms: args.request_timeout_ms,
+            log_level: args.log_level,
+        },
+        schedule: Schedule {
+            kinds,
+            gap: Duration::from_millis(args.fault_gap_ms),
+            hold: Duration::from_millis(args.fault_ms),
+            seed,
+        },
+        out,
+        keep_data: args.keep_data,
+        recover_timeout: Duration::from_secs(args.recover_timeout_s),
+        checker_timeout: Duration::from_secs(
+            args.checker_timeout_s
+                .unwrap_or_else(|| 120.max(duration_s * 2)),
+        ),
+        checker_dir: args.checker_dir.unwrap_or_else(checker::default_dir),
+        progress: Duration::from_secs(progress_s),
+    })
+}
+
+fn main() -> ExitCode {
+    let Command::Run(args) = Cli::parse().command;
+    let limits = report::Limits {
+        min_ok: args.min_ok,
+        min_fault_kinds: args.min_fault_kinds,
+    };
+    let config = match config(*args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("logless-chaos: error: {e}");
+            return ExitCode::from(report::EXIT_USAGE);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("logless-chaos: error: cannot start the runtime: {e}");
+            return ExitCode::from(report::EXIT_INCONCLUSIVE);
+        }
+    };
+    report::print_header(&config);
+    let out = config.out.clone();
+    let result = runtime.block_on(run::run(config));
+    // Abandon stragglers (proxy tasks) rather than wait for them.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match result {
+        Ok(report) => ExitCode::from(report::print(&report, &limits, &out)),
+        Err(e) => {
+            eprintln!("logless-chaos: the run could not complete: {e}");
+            eprintln!("logless-chaos: files are in {}", out.display());
+            ExitCode::from(report::EXIT_INCONCLUSIVE)
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! One chaos run from start to verdict: cluster behind the proxy, workload and nemesis for the
+//! duration, heal, recovery, final reads, lost-write check, Porcupine.
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::checker::{self, Verdict};
+use crate::cluster::{self, Cluster, ClusterConfig, NodeSpec};
+use crate::history::{Clock, Counts, History};
+use crate::lost::{self, LostWrite};
+use crate::nemesis::{self, FaultKind, FaultLog, Schedule};
+use crate::proxy::Proxy;
+use crate::stamps::Pauses;
+use crate::workload::{ExpiryStats, KeyKind, Workload, WorkloadConfig};
+
+/// Everything a run needs.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Replicas (3 or 5).
+    pub replicas: u16,
+    /// How long the workload and the nemesis run.
+    pub duration: Duration,
+    /// The workload.
+    pub workload: WorkloadConfig,
+    /// The replicas.
+    pub cluster: ClusterConfig,
+    /// The nemesis (no kinds: no faults).
+    pub schedule: Schedule,
+    /// Where history, faults, logs, data and the checker's visualisations go.
+    pub out: PathBuf,
+    /// Keep the replicas' data directories after a passing run.
+    pub keep_data: bool,
+    /// How long the cluster may take to serve again after everything is healed.
+    pub recover_timeout: Duration,
+    /// The checker's time limit.
+    pub checker_timeout: Duration,
+    /// The checker's directory (`verify/checker/` of the repository).
+    pub checker_dir: PathBuf,
+    /// Print progress this often (zero: never).
+    pub progress: Duration,
+}
+
+/// What a run found.
+#[derive(Debug)]
+pub struct Report {
+    /// The workload's operations (final reads excluded).
+    pub workload: Counts,
+    /// The same by the kind of their key.
+    pub by_kind: BTreeMap<KeyKind, Counts>,
+    /// What the clients saw of expiry and leases.
+    pub expiry: ExpiryStats,
+    /// The final reads.
+    pub final_reads: Counts,
+    /// Seconds the workload ran.
+    pub workload_secs: f64,
+    /// Faults by kind (`crash`: replicas that exited on their own).
+    pub faults: BTreeMap<FaultKind, usize>,
+    /// Keys by kind.
+    pub keys: BTreeMap<KeyKind, usize>,
+    /// Keys whose final read never got an answer.
+    pub unread: Vec<String>,
+    /// How long the cluster took to serve after the final heal (None: it did not in time).
+    pub recovered: Option<Duration>,
+    /// The checker's verdict and output.
+    pub verdict: Verdict,
+    /// What the checker printed.
+    pub checker_output: String,
+    /// How long the checker took (seconds).
+    pub checker_secs: f64,
+    /// Lost (or phantom) writes.
+    pub lost: Vec<LostWrite>,
+    /// Error replies the model does not know, and malformed replies.
+    pub odd_replies: Vec<String>,
+}
+
+/// Runs `f` with SIGINT (Ctrl-C) or SIGTERM turning into an error (the replicas are then
+/// killed as the cluster is dropped).
+async fn interruptible<T>(f: impl std::future::Future<Output = T>) -> Result<T, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate =
+        signal(SignalKind::terminate()).map_err(|e| format!("signal handler: {e}"))?;
+    tokio::select! {
+        v = f => Ok(v),
+        _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        _ = terminate.recv() => Err("terminated".into()),
+    }
+}
+
+fn progress_line(clock: &Clock, workload: &Workload, faults: &FaultLog) -> String {
+    let (counts, _) = workload.history.counts();
+    let kinds: Vec<String> = faults
+        .counts()
+        .iter()
+        .map(|(k, n)| format!("{} {n}", k.name()))
+        .collect();
+    let expiry = workload.expiry_stats();
+    format!(
+        "logless-chaos: {:>6.0} s  ops ok {} fail {} unknown {}  keys {}  expired reads {}  \
+         takeovers {}  faults [{}]",
+        clock.now() as f64 / 1e9,
+        counts.ok,
+        counts.fail,
+        counts.unknown,
+        workload.keys.all_keys().len(),
+        expiry.expired_reads,
+        expiry.takeovers,
+        kinds.join(", ")
+    )
+}
+
+/// Runs the whole experiment; `Err` means the harness could not do its job (the message says
+/// why), not that the store misbehaved.
+pub async fn run(config: RunConfig) -> Result<Report, String> {
+    let n = config.replicas;
+    let ids: Vec<u16> = (1..=n).collect();
+    std::fs::create_dir_all(&config.out)
+        .map_err(|e| format!("cannot create {}: {e}", config.out.display()))?;
+    let data = config.out.join("data");
+    let ports: Vec<SocketAddr> = logless_harness::ports::free_ports(3 * n)
+        .map_err(|e| format!("ports: {e}"))?
+        .into_iter()
+        .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+        .collect();
+    let specs: Vec<NodeSpec> = ids
+        .iter()
+        .map(|&id| {
+            let i = 3 * usize::from(id - 1);
+            NodeSpec {
+                id,
+                client: ports[i],
+                peer: ports[i + 1],
+                http: ports[i + 2],
+                dir: data.join(format!("node-{id}")),
+                log: config.out.join(format!("node-{id}.log")),
+            }
+        })
+        .collect();
+    let peer_of: Vec<SocketAddr> = specs.iter().map(|s| s.peer).collect();
+    let proxy = Proxy::start(&ids, |to| peer_of[usize::from(to - 1)])
+        .await
+        .map_err(|e| format!("proxy: {e}"))?;
+    let peers = |me: u16| -> String {
+        ids.iter()
+            .map(|&to| {
+                let addr = if to == me {
+                    peer_of[usize::from(me - 1)]
+                } else {
+                    proxy.addr(me, to)
+                };
+                format!("{to}={addr}")
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut cluster = Cluster::new(config.cluster.clone(), specs, peers);
+    for &id in &ids {
+        cluster
+            .start(id)
+            .map_err(|e| format!("cannot start {}: {e}", config.cluster.bin.display()))?;
+    }
+    let addrs = cluster.client_addrs();
+    let cluster = Arc::new(Mutex::new(cluster));
+    let ready = interruptible(cluster::wait_ready(&addrs, Duration::from_secs(30))).await?;
+    if ready.is_none() {
+        let mut c = cluster.lock().expect("not poisoned");
+        let mut tails = String::new();
+        for exit in c.reap_unexpected() {
+            tails += &format!(
+                "\nnode {} exited ({}):\n{}",
+                exit.id, exit.status, exit.log_tail
+            );
+        }
+        return Err(format!(
+            "the cluster did not serve within 30 s (logs in {}){tails}",
+            config.out.display()
+        ));
+    }
+
+    let clock = Clock::start();
+    let faults = Arc::new(
+        FaultLog::create(&config.out.join("faults.jsonl"))
+            .map_err(|e| format!("faults.jsonl: {e}"))?,
+    );
+    let history_path = config.out.join("history.jsonl");
+    let history = History::create(&history_path, clock.epoch_ms())
+        .map_err(|e| format!("history.jsonl: {e}"))?;
+    let pauses = Arc::new(Pauses::default());
+    let workload = Workload::new(
+        config.workload.clone(),
+        addrs.clone(),
+        pauses.clone(),
+        clock,
+        history,
+    );
+    let (stop_clients, stop_rx) = watch::channel(false);
+    let clients: Vec<_> = (0..config.workload.clients)
+        .map(|i| tokio::spawn(workload.clone().client(i, stop_rx.clone())))
+        .collect();
+    let (stop_nemesis, nemesis_rx) = watch::channel(false);
+    let nemesis = (!config.schedule.kinds.is_empty()).then(|| {
+        tokio::spawn(nemesis::run(
+            config.schedule.clone(),
+            cluster.clone(),
+            proxy.clone(),
+            faults.clone(),
+            pauses.clone(),
+            clock,
+            nemesis_rx,
+        ))
+    });
+
+    let started = Instant::now();
+    let wait = async {
+        let mut next_progress = config.progress;
+        while started.elapsed() < config.duration {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if !config.progress.is_zero() && started.elapsed() >= next_progress {
+                eprintln!("{}", progress_line(&clock, &workload, &faults));
+                next_progress += config.progress;
+            }
+        }
+    };
+    interruptible(wait).await?;
+
+    // Heal: the nemesis ends its current fault, then anything still down comes back.
+    stop_nemesis.send_replace(true);
+    if let Some(task) = nemesis {
+        let _ = task.await;
+    }
+    proxy.heal_all();
+    nemesis::reap_crashes(&cluster, &faults, &clock);
+    cluster
+        .lock()
+        .expect("not poisoned")
+        .heal()
+        .map_err(|e| format!("cannot restart a replica: {e}"))?;
+    stop_clients.send_replace(true);
+    for c in clients {
+        let _ = c.await;
+    }
+    let workload_secs = started.elapsed().as_secs_f64();
+    let recovered = interruptible(cluster::wait_ready(&addrs, config.recover_timeout)).await?;
+    nemesis::reap_crashes(&cluster, &faults, &clock);
+    let unread = interruptible(workload.final_reads(Duration::from_secs(60))).await?;
+
+    let ops = workload
+        .history
+        .finish()
+        .map_err(|e| format!("history.jsonl: {e}"))?;
+    let lost = lost::check(&ops);
+    let (dir, html, timeout) = (
+        config.checker_dir.clone(),
+        config.out.join("html"),
+        config.checker_timeout,
+    );
+    let hp = history_path.clone();
+    let checker_started = Instant::now();
+    let (verdict, checker_output) =
+        tokio::task::spawn_blocking(move || checker::run(&dir, &hp, &html, timeout))
+            .await
+            .map_err(|e| format!("checker task: {e}"))?;
+    let checker_secs = checker_started.elapsed().as_secs_f64();
+    std::fs::write(config.out.join("checker.txt"), &checker_output)
+        .map_err(|e| format!("writing checker.txt: {e}"))?;
+
+    let c = cluster.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        c.lock()
+            .expect("not poisoned")
+            .shutdown(Duration::from_secs(5))
+    })
+    .await;
+    let passed = verdict == Verdict::Linearizable && lost.is_empty();
+    if passed && !config.keep_data {
+        let _ = std::fs::remove_dir_all(&data);
+    }
+
+    let mut keys = BTreeMap::new();
+    for key in workload.keys.all_keys() {
+        if let Some(kind) = KeyKind::of(&key) {
+            *keys.entry(kind).or_insert(0) += 1;
+        }
+    }
+    let odd_replies = workload.odd_replies.lock().expect("not poisoned").clone();
+    let (workload_counts, final_reads) = workload.history.counts();
+    Ok(Report {
+        workload: workload_counts,
+        by_kind: workload.history.counts_by_kind(),
+        expiry: workload.expiry_stats(),
+        final_reads,
+        workload_secs,
+        faults: faults.counts(),
+        keys,
+        unread,
+        recovered,
+        verdict,
+        checker_output,
+        checker_secs,
+        lost,
+        odd_replies,
+    })
+}
