@@ -46,7 +46,7 @@ pub struct UpArgs {
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub thrifty_writes: bool,
     /// The most registers each shard's proposer keeps; beyond it, idle ones are dropped.
-    #[arg(long, default_value_t = logless_core::config::REGISTERS_MAX_DEFAULT)]
+    #[arg(long, default_value_t = logless_rmw::config::REGISTERS_MAX_DEFAULT)]
     pub proposer_registers_max: usize,
     /// The replicas' log level.
     #[arg(long, default_value = "info")]

@@ -21,7 +21,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use logless_core::ids::NodeId;
+use logless_rmw::ids::NodeId;
 use logless_storage::Durability;
 use serde::Deserialize;
 use thiserror::Error;
@@ -121,7 +121,7 @@ impl Default for NodeConfig {
             read_retries: 1,
             thrifty_reads: true,
             thrifty_writes: false,
-            proposer_registers_max: logless_core::config::REGISTERS_MAX_DEFAULT,
+            proposer_registers_max: logless_rmw::config::REGISTERS_MAX_DEFAULT,
             value_bytes_max: 1 << 20,
             set_members_max: 100_000,
             request_timeout_ms: 5_000,

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use logless_commands::command::{Command, Reply};
-use logless_core::ids::Key;
-use logless_core::proposer::ProposeError;
 use logless_redis::resp::{parse_request, write_value, ParseLimits, Protocol, Value};
 use logless_redis::table::{self, Combine, Parsed, ReplyShape};
+use logless_rmw::ids::Key;
+use logless_rmw::proposer::ProposeError;
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

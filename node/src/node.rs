@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use logless_commands::command::Limits;
-use logless_core::config::{InjectedBugs, ProposerConfig};
-use logless_core::ids::NodeId;
-use logless_core::replica::Replica;
+use logless_rmw::config::{InjectedBugs, ProposerConfig};
+use logless_rmw::ids::NodeId;
+use logless_rmw::replica::Replica;
 use rustc_hash::FxHashMap;
 use thiserror::Error;
 use tokio::net::TcpListener;

@@ -2,7 +2,7 @@
 //!
 //! Shard `s` of a node dials shard `s` of every other node and writes its messages there; it
 //! receives theirs on the connections they dialled. A connection opens with a hello naming the
-//! sender, its shard and its shard count, then carries frames of [`logless_core::wire`]: every
+//! sender, its shard and its shard count, then carries frames of [`logless_rmw::wire`]: every
 //! write coalesces whatever the shard produced for that peer since the last one.
 //!
 //! ```text
@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use logless_core::ids::NodeId;
-use logless_core::message::Message;
-use logless_core::wire::{decode_frame, encode_frame, WIRE_VERSION};
+use logless_rmw::ids::NodeId;
+use logless_rmw::message::Message;
+use logless_rmw::wire::{decode_frame, encode_frame, WIRE_VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};

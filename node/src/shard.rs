@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use logless_commands::command::Command;
-use logless_core::ids::{Key, NodeId};
-use logless_core::message::Message;
-use logless_core::replica::Replica;
+use logless_rmw::ids::{Key, NodeId};
+use logless_rmw::message::Message;
+use logless_rmw::replica::Replica;
 use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot};

@@ -11,9 +11,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use logless_core::acceptor::AcceptorState;
-use logless_core::ids::Key;
-use logless_core::persist::AcceptorStore;
+use logless_rmw::acceptor::AcceptorState;
+use logless_rmw::ids::Key;
+use logless_rmw::persist::AcceptorStore;
 use logless_storage::media::{FileMedia, Media};
 use logless_storage::slot_store::RecoveryReport;
 use logless_storage::{Durability, SlotStore, StoreError, StoreOptions};
@@ -245,7 +245,7 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use logless_core::ids::Round;
+    use logless_rmw::ids::Round;
 
     #[test]
     fn incarnations_grow_and_identity_is_checked() {
@@ -269,7 +269,7 @@ mod tests {
         let state = AcceptorState {
             r_ack: Round {
                 n: 3,
-                id: logless_core::ids::AttemptId::BOTTOM,
+                id: logless_rmw::ids::AttemptId::BOTTOM,
             },
             ..AcceptorState::default()
         };

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use logless_commands::command::Command;
 use logless_commands::value::Register;
-use logless_core::acceptor::{self, AcceptorState};
-use logless_core::config::ProposerConfig;
-use logless_core::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
-use logless_core::message::{Message, PrepareKind};
-use logless_core::persist::PersistBatch;
-use logless_core::replica::Replica;
+use logless_rmw::acceptor::{self, AcceptorState};
+use logless_rmw::config::ProposerConfig;
+use logless_rmw::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
+use logless_rmw::message::{Message, PrepareKind};
+use logless_rmw::persist::PersistBatch;
+use logless_rmw::replica::Replica;
 
 fn attempt(seq: u64) -> AttemptId {
     AttemptId {
@@ -111,7 +111,7 @@ fn fast_write_cycle(c: &mut Criterion) {
     let mut write = |replicas: &mut Vec<Replica>| {
         tag += 1;
         replicas[0].handle_command(0, ClientTag(tag), key.clone(), Command::IncrBy(1));
-        let mut inflight: Vec<(NodeId, logless_core::message::Envelope)> = Vec::new();
+        let mut inflight: Vec<(NodeId, logless_rmw::message::Envelope)> = Vec::new();
         let mut replied = false;
         let mut from = NodeId(1);
         loop {
@@ -137,7 +137,7 @@ fn fast_write_cycle(c: &mut Criterion) {
 
 struct NullStore;
 
-impl logless_core::persist::AcceptorStore for NullStore {
+impl logless_rmw::persist::AcceptorStore for NullStore {
     type Error = std::convert::Infallible;
     fn write(&mut self, _: &Key, _: &AcceptorState) -> Result<(), Self::Error> {
         Ok(())

@@ -5,10 +5,10 @@ mod arbitrary;
 
 use arbitrary::{input, key, message, Input};
 use logless_commands::command::Command;
-use logless_core::config::ProposerConfig;
-use logless_core::ids::{ClientTag, Key, NodeId};
-use logless_core::message::Message;
-use logless_core::replica::Replica;
+use logless_rmw::config::ProposerConfig;
+use logless_rmw::ids::{ClientTag, Key, NodeId};
+use logless_rmw::message::Message;
+use logless_rmw::replica::Replica;
 use proptest::prelude::*;
 
 /// A runtime's unit of work: one sender's messages, some clients' commands, or one other input.

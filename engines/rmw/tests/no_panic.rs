@@ -4,9 +4,9 @@ mod arbitrary;
 
 use arbitrary::{input, message, Input};
 use logless_commands::command::Command;
-use logless_core::config::ProposerConfig;
-use logless_core::ids::{ClientTag, NodeId};
-use logless_core::replica::Replica;
+use logless_rmw::config::ProposerConfig;
+use logless_rmw::ids::{ClientTag, NodeId};
+use logless_rmw::replica::Replica;
 use proptest::prelude::*;
 
 proptest! {
@@ -41,8 +41,8 @@ proptest! {
     #[test]
     fn arbitrary_messages_round_trip_through_frames(messages in proptest::collection::vec(message(), 0..12)) {
         let mut buf = Vec::new();
-        logless_core::wire::encode_frame(NodeId(2), &messages, &mut buf);
-        let (frame, used) = logless_core::wire::decode_frame(&buf, 1 << 20).unwrap().unwrap();
+        logless_rmw::wire::encode_frame(NodeId(2), &messages, &mut buf);
+        let (frame, used) = logless_rmw::wire::decode_frame(&buf, 1 << 20).unwrap().unwrap();
         prop_assert_eq!(used, buf.len());
         prop_assert_eq!(frame.from, NodeId(2));
         prop_assert_eq!(frame.messages, messages);
@@ -50,7 +50,7 @@ proptest! {
 
     #[test]
     fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-        let _ = logless_core::wire::decode_frame(&bytes, 1 << 16);
+        let _ = logless_rmw::wire::decode_frame(&bytes, 1 << 16);
     }
 
     #[test]
@@ -60,9 +60,9 @@ proptest! {
         bit in 0u8..8,
     ) {
         let mut buf = Vec::new();
-        logless_core::wire::encode_frame(NodeId(2), &messages, &mut buf);
+        logless_rmw::wire::encode_frame(NodeId(2), &messages, &mut buf);
         let i = flip.index(buf.len());
         buf[i] ^= 1 << bit;
-        let _ = logless_core::wire::decode_frame(&buf, 1 << 20);
+        let _ = logless_rmw::wire::decode_frame(&buf, 1 << 20);
     }
 }

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use logless_commands::command::{Command, Condition, Expiry, Reply, SetArgs};
 use logless_commands::value::{Data, Register};
-use logless_core::acceptor::AcceptorState;
-use logless_core::config::ProposerConfig;
-use logless_core::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
-use logless_core::message::{Envelope, Message, PrepareKind};
-use logless_core::persist::AcceptorStore;
-use logless_core::proposer::{ClientReply, TimerRequest};
-use logless_core::replica::Replica;
+use logless_rmw::acceptor::AcceptorState;
+use logless_rmw::config::ProposerConfig;
+use logless_rmw::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
+use logless_rmw::message::{Envelope, Message, PrepareKind};
+use logless_rmw::persist::AcceptorStore;
+use logless_rmw::proposer::{ClientReply, TimerRequest};
+use logless_rmw::replica::Replica;
 
 #[derive(Default)]
 struct MemStore {

@@ -75,13 +75,13 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use logless_commands::command::{Command, Reply};
-use logless_core::acceptor::{self, AcceptorState};
-use logless_core::config::{InjectedBugs, ProposerConfig};
-use logless_core::ids::{ClientTag, Key, NodeId};
-use logless_core::message::Message;
-use logless_core::persist::AcceptorStore;
-use logless_core::proposer::{ClientReply, ProposeError};
-use logless_core::replica::Replica;
+use logless_rmw::acceptor::{self, AcceptorState};
+use logless_rmw::config::{InjectedBugs, ProposerConfig};
+use logless_rmw::ids::{ClientTag, Key, NodeId};
+use logless_rmw::message::Message;
+use logless_rmw::persist::AcceptorStore;
+use logless_rmw::proposer::{ClientReply, ProposeError};
+use logless_rmw::replica::Replica;
 use stateright::{Model, Property};
 
 use history::Event;

@@ -21,8 +21,8 @@
 //!   writes and a break, exhaustively;
 //! * each deliberate bug is found, also after a thrifty fast write, and so is a replica that
 //!   forgets its store in a crash.
-use logless_core::config::InjectedBugs;
 use logless_model::{CounterOp, Faults, LocalDelivery, ModelConfig, Network};
+use logless_rmw::config::InjectedBugs;
 use stateright::{Checker, HasDiscoveries, Model};
 
 use CounterOp::{Get, Incr};

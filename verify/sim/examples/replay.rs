@@ -4,7 +4,7 @@
 //!   faulty schedule (`tests/seeds.rs`);
 //! * `cargo run --release -p logless-sim --example replay -- nodes SEED KEY` — the whole-node
 //!   simulation (`tests/nodes.rs`), which also prints the run's report.
-use logless_core::ids::Key;
+use logless_rmw::ids::Key;
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
 use logless_sim::linearizability::check;
 use logless_sim::nodes::{NodeCluster, NodeSimConfig};

@@ -16,13 +16,13 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use logless_commands::command::{Command, Reply};
-use logless_core::acceptor::AcceptorState;
-use logless_core::config::ProposerConfig;
-use logless_core::ids::{ClientTag, Key, NodeId};
-use logless_core::message::{Envelope, Message};
-use logless_core::persist::PersistBatch;
-use logless_core::proposer::{ClientReply, ProposeError};
-use logless_core::replica::Replica;
+use logless_rmw::acceptor::AcceptorState;
+use logless_rmw::config::ProposerConfig;
+use logless_rmw::ids::{ClientTag, Key, NodeId};
+use logless_rmw::message::{Envelope, Message};
+use logless_rmw::persist::PersistBatch;
+use logless_rmw::proposer::{ClientReply, ProposeError};
+use logless_rmw::replica::Replica;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rustc_hash::FxHashMap;
@@ -202,7 +202,7 @@ struct Node {
 /// The durable store of a simulated node: committed writes land here.
 struct DiskStore<'a>(&'a mut FxHashMap<Key, AcceptorState>);
 
-impl logless_core::persist::AcceptorStore for DiskStore<'_> {
+impl logless_rmw::persist::AcceptorStore for DiskStore<'_> {
     type Error = std::convert::Infallible;
     fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), Self::Error> {
         self.0.insert(key.clone(), state.clone());

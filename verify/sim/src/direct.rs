@@ -12,14 +12,14 @@
 //! Time is logical: each turn is one millisecond, so phase timeouts, straggler waits and
 //! backoffs keep their meaning in turns. The run is deterministic for a seed.
 use logless_commands::command::Command;
-use logless_core::acceptor::AcceptorState;
-use logless_core::config::ProposerConfig;
-use logless_core::ids::{ClientTag, Key, NodeId};
-use logless_core::message::{Envelope, Message};
-use logless_core::persist::AcceptorStore;
-use logless_core::proposer::ProposerStats;
-use logless_core::replica::{Replica, SpentOutput};
-use logless_core::timers::Timers;
+use logless_rmw::acceptor::AcceptorState;
+use logless_rmw::config::ProposerConfig;
+use logless_rmw::ids::{ClientTag, Key, NodeId};
+use logless_rmw::message::{Envelope, Message};
+use logless_rmw::persist::AcceptorStore;
+use logless_rmw::proposer::ProposerStats;
+use logless_rmw::replica::{Replica, SpentOutput};
+use logless_rmw::timers::Timers;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

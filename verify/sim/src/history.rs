@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use logless_commands::command::{Command, Condition, ExpireKind, Expiry, Reply};
-use logless_core::ids::Key;
+use logless_rmw::ids::Key;
 
 /// How an operation ended, as the client saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Deterministic simulations of logless clusters, driven by one seed, with a per-key
 //! linearizability checker for the histories their clients record.
 //!
-//! * [`cluster`] — core replicas ([`logless_core::replica`]) on a simulated network, disk and
+//! * [`cluster`] — core replicas ([`logless_rmw::replica`]) on a simulated network, disk and
 //!   clock: the demo and the many-seed tests of the protocol;
 //! * [`nodes`] — whole nodes: the node's shard turn logic ([`logless_node::turn`]) over the
 //!   real slot store on simulated media, with power failures, torn sectors and clock jumps;

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use logless_commands::command::{Command, ExpireKind, Expiry, Limits, Reply};
 use logless_commands::value::{Data, LockState, Register};
-use logless_core::ids::Key;
+use logless_rmw::ids::Key;
 use rustc_hash::FxHashSet;
 
 use crate::history::{Clocks, History, Operation, Outcome};

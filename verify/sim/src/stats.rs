@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use hdrhistogram::Histogram;
-use logless_core::proposer::ProposerStats;
+use logless_rmw::proposer::ProposerStats;
 
 /// Counters and latencies of one run.
 #[derive(Clone, Debug)]

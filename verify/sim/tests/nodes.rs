@@ -9,10 +9,10 @@ use logless_commands::command::{
     Command, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, Limits, Reply, SetArgs,
 };
 use logless_commands::value::Register;
-use logless_core::config::InjectedBugs;
-use logless_core::ids::Key;
 use logless_node::node::Bugs;
 use logless_node::turn::ShardBugs;
+use logless_rmw::config::InjectedBugs;
+use logless_rmw::ids::Key;
 use logless_sim::history::{Clocks, History, Operation, Outcome};
 use logless_sim::linearizability::check;
 use logless_sim::nodes::{NodeCluster, NodeFaults, NodeSimConfig, NodeSimReport};

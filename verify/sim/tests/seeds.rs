@@ -1,7 +1,7 @@
 //! Randomised schedules of the in-process cluster: every history linearizable per key, every
 //! counter equal to its acknowledged increments (plus some of the unknown ones).
-use logless_core::ids::Key;
-use logless_core::proposer::ProposerStats;
+use logless_rmw::ids::Key;
+use logless_rmw::proposer::ProposerStats;
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
 use logless_sim::linearizability::check;
 

@@ -2,8 +2,8 @@
 use std::sync::Arc;
 
 use logless_commands::value::{Data, Register};
-use logless_core::ids::{AttemptId, Key, NodeId, ProposerId, ReqId, Round};
-use logless_core::message::{Message, PrepareKind};
+use logless_rmw::ids::{AttemptId, Key, NodeId, ProposerId, ReqId, Round};
+use logless_rmw::message::{Message, PrepareKind};
 use proptest::prelude::*;
 
 fn attempt() -> impl Strategy<Value = AttemptId> {

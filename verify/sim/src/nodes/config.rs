@@ -106,7 +106,7 @@ pub struct NodeSimConfig {
     /// The most registers a shard's proposer keeps ([`ProposerConfig::registers_max`]); as on
     /// a node by default, which the few keys here never reach.
     ///
-    /// [`ProposerConfig::registers_max`]: logless_core::config::ProposerConfig::registers_max
+    /// [`ProposerConfig::registers_max`]: logless_rmw::config::ProposerConfig::registers_max
     pub registers_max: usize,
     /// Deliberate bugs (harness tests only), the same switches a node starts with.
     pub bugs: Bugs,

@@ -30,12 +30,12 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use logless_commands::command::Command;
-use logless_core::config::ProposerConfig;
-use logless_core::ids::{Key, NodeId};
-use logless_core::message::Message;
-use logless_core::replica::Replica;
 use logless_node::store::{store_options, ShardStore};
 use logless_node::turn::{CommandResult, Outlet, ShardCore};
+use logless_rmw::config::ProposerConfig;
+use logless_rmw::ids::{Key, NodeId};
+use logless_rmw::message::Message;
+use logless_rmw::replica::Replica;
 use logless_storage::media::SECTOR_BYTES;
 use logless_storage::{Durability, SimMedia};
 use rand::rngs::SmallRng;
