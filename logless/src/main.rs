@@ -1,11 +1,11 @@
-//! The `logless` command: `up` (a local cluster), `server` (one replica), `status`, and `demo`
-//! (the in-process simulated cluster), `bench compare`.
+//! The `logless` command: `up` (a local cluster), `server` (one replica), `status` and
+//! `bench compare`. The in-process simulated cluster is the simulation crate's `demo` example,
+//! so that this binary links no simulation code.
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod bench;
-mod demo;
 mod server;
 mod status;
 mod up;
@@ -29,8 +29,6 @@ enum Command {
     Server(Box<server::ServerArgs>),
     /// Show the health of a cluster's replicas.
     Status(status::StatusArgs),
-    /// Run the in-process simulated cluster with a workload and optional faults.
-    Demo(demo::DemoArgs),
     /// Benchmarks: `logless bench compare [--quick]` measures logless against etcd and
     /// redis-server on this machine.
     Bench(bench::BenchArgs),
@@ -42,7 +40,6 @@ fn main() -> ExitCode {
         Some(Command::Up(args)) => up::up(&args),
         Some(Command::Server(args)) => server::server(&args),
         Some(Command::Status(args)) => status::status(&args),
-        Some(Command::Demo(args)) => demo::demo(&args),
         Some(Command::Bench(args)) => bench::bench(&args),
     }
 }

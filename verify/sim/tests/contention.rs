@@ -4,7 +4,7 @@
 //! A proposer that had been rejected waited a backoff and then sent PAXOS_PREP with a round
 //! computed from the rounds it had seen *before* the backoff, which the fast writer had long
 //! passed: rejected again, a longer backoff, and so on until the request timed out with
-//! "outcome unknown" (11 of 6,000 increments in `logless demo --clients 3 --keys 1 --writes 1.0
+//! "outcome unknown" (11 of 6,000 increments in `demo --clients 3 --keys 1 --writes 1.0
 //! --commands 2000`), while the fast writer kept the register to itself.
 use logless_rmw::ids::Key;
 use logless_sim::cluster::{Cluster, Faults, SimConfig};

@@ -1,4 +1,4 @@
-//! `logless demo`: the in-process cluster — real replicas on a simulated network, clock and
+//! The demo: the in-process cluster — real replicas on a simulated network, clock and
 //! disk, driven by one seed — with a workload, optional faults, a table of what happened and a
 //! linearizability verdict.
 use std::process::ExitCode;
@@ -7,32 +7,38 @@ use std::time::Instant;
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
 use logless_sim::linearizability::check;
 
-#[derive(clap::Args, Clone)]
-pub struct DemoArgs {
+/// Run the in-process simulated cluster with a workload and optional faults.
+#[derive(clap::Parser)]
+#[command(name = "demo")]
+struct DemoArgs {
     /// Replicas (3, 5 or 7).
     #[arg(long, default_value_t = 3)]
-    pub replicas: u16,
+    replicas: u16,
     /// Closed-loop clients.
     #[arg(long, default_value_t = 64)]
-    pub clients: u32,
+    clients: u32,
     /// Commands per client.
     #[arg(long, default_value_t = 500)]
-    pub commands: u32,
+    commands: u32,
     /// Registers (counters).
     #[arg(long, default_value_t = 1_000)]
-    pub keys: u32,
+    keys: u32,
     /// Fraction of writes (INCRBY); the rest are GETs.
     #[arg(long, default_value_t = 0.5)]
-    pub writes: f64,
+    writes: f64,
     /// Inject message loss, duplication, reordering, partitions and crashes.
     #[arg(long)]
-    pub faults: bool,
+    faults: bool,
     /// The seed of everything random.
     #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    seed: u64,
 }
 
-pub fn demo(args: &DemoArgs) -> ExitCode {
+fn main() -> ExitCode {
+    demo(&<DemoArgs as clap::Parser>::parse())
+}
+
+fn demo(args: &DemoArgs) -> ExitCode {
     if ![3, 5, 7].contains(&args.replicas) {
         eprintln!("error: --replicas must be 3, 5 or 7");
         return ExitCode::from(2);
