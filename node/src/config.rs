@@ -162,7 +162,17 @@ pub fn parse_peers(list: &str) -> Result<Vec<PeerConfig>, ConfigError> {
         .collect()
 }
 
+/// Room a request may take beyond one value at the limit, for the other arguments of commands
+/// such as `SET key value IFEQ old`.
+pub const ARGUMENTS_BYTES_ROOM: usize = 1024;
+
 impl NodeConfig {
+    /// The longest bulk string a request may carry (`proto-max-bulk-len`): a value at the
+    /// limit plus [`ARGUMENTS_BYTES_ROOM`].
+    pub fn bulk_bytes_max(&self) -> usize {
+        self.value_bytes_max + ARGUMENTS_BYTES_ROOM
+    }
+
     /// Reads a TOML file.
     pub fn from_file(path: &Path) -> Result<NodeConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {

@@ -1,17 +1,19 @@
-//! The Redis front end: one task per client connection.
+//! The Redis front end: one task per client connection, keeping its socket and buffers.
 //!
-//! A connection reads whatever requests have arrived, hands every register command to the
-//! shard that owns its key at once (so a pipeline reaches the proposer as one batch), then
-//! writes the replies in request order. Connection and server commands are answered here. A
-//! client that breaks the protocol gets an error reply and loses its own connection only.
+//! A connection reads whatever requests have arrived and gives each to its
+//! [`Session`](logless_redis::session::Session), which decides what it asks for; every engine
+//! command is handed to the shard that owns its key at once (so a pipeline reaches the proposer
+//! as one batch), and the replies are written in request order. A client that breaks the
+//! protocol gets an error reply and loses its own connection only.
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use logless_commands::command::{Command, Reply};
+use logless_commands::command::Command;
 use logless_redis::resp::{parse_request, write_value, ParseLimits, Protocol, Value};
-use logless_redis::table::{self, Combine, Parsed, ReplyShape};
+use logless_redis::session::{Answer, Session, Step, MAX_CLIENTS_REPLY};
+use logless_redis::table::{Combine, ReplyShape};
 use logless_rmw::ids::Key;
 use logless_rmw::proposer::ProposeError;
 use rustc_hash::FxHashMap;
@@ -20,12 +22,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
+use crate::context::{shard_of, NodeContext};
 use crate::info;
-use crate::node::NodeContext;
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
-
-/// The longest key accepted (the store's limit).
-pub const KEY_BYTES_MAX: usize = 1024;
+use crate::turn::answer_of;
 
 /// Accepts client connections until `shutdown`.
 pub async fn accept(
@@ -43,16 +43,14 @@ pub async fn accept(
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             continue;
         };
-        if context.clients_connected.load(Ordering::Relaxed) as usize >= context.config.clients_max
-        {
-            context.clients_refused.fetch_add(1, Ordering::Relaxed);
-            let _ = stream
-                .write_all(b"-ERR max number of clients reached\r\n")
-                .await;
+        let clients = &context.clients;
+        if clients.connected.load(Ordering::Relaxed) as usize >= context.config.clients_max {
+            clients.refused.fetch_add(1, Ordering::Relaxed);
+            let _ = stream.write_all(MAX_CLIENTS_REPLY).await;
             continue;
         }
-        let id = context.clients_accepted.fetch_add(1, Ordering::Relaxed) + 1;
-        context.clients_connected.fetch_add(1, Ordering::Relaxed);
+        let id = clients.accepted.fetch_add(1, Ordering::Relaxed) + 1;
+        clients.connected.fetch_add(1, Ordering::Relaxed);
         let context = context.clone();
         let mut shutdown = shutdown.clone();
         tokio::spawn(async move {
@@ -65,33 +63,12 @@ pub async fn accept(
                     }
                 }
             }
-            context.clients_connected.fetch_sub(1, Ordering::Relaxed);
+            context.clients.connected.fetch_sub(1, Ordering::Relaxed);
         });
     }
 }
 
-/// The longest bulk string a request may carry: a value at the limit plus room for the
-/// arguments of commands such as SET ... IFEQ.
-pub fn bulk_bytes_max(value_bytes_max: usize) -> usize {
-    value_bytes_max + 1024
-}
-
-/// One client's connection state.
-pub struct Connection {
-    /// The connection id (CLIENT ID).
-    pub id: u64,
-    /// RESP2 until HELLO 3.
-    pub protocol: Protocol,
-    /// CLIENT SETNAME.
-    pub name: Option<Bytes>,
-    /// Set by QUIT: close after the replies are written.
-    pub closing: bool,
-    /// After a refused MULTI, commands are not run until EXEC or DISCARD, so that a client
-    /// library's transaction applies nothing rather than a part of itself.
-    pub refused_multi: bool,
-}
-
-/// A reply that may still be on its way.
+/// A reply that may still be on its way, with the protocol it is written in.
 enum Pending {
     Ready(Value, Protocol),
     One(u64, ReplyShape, Protocol),
@@ -185,16 +162,11 @@ impl Exchange {
 
 async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io::Result<()> {
     let limits = ParseLimits {
-        bulk_bytes_max: bulk_bytes_max(context.config.value_bytes_max),
+        bulk_bytes_max: context.config.bulk_bytes_max(),
         ..ParseLimits::default()
     };
-    let mut connection = Connection {
-        id,
-        protocol: Protocol::Resp2,
-        name: None,
-        closing: false,
-        refused_multi: false,
-    };
+    let counters = &context.clients;
+    let mut session = Session::new(id);
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
     let mut pending = VecDeque::new();
@@ -204,17 +176,16 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
         if n == 0 {
             return Ok(());
         }
-        context
-            .client_bytes_in
-            .fetch_add(n as u64, Ordering::Relaxed);
+        counters.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
         let mut broken = None;
-        while !connection.closing {
+        while !session.is_closing() {
             match parse_request(&mut input, &limits) {
                 Ok(Some(args)) if args.is_empty() => {}
                 Ok(Some(args)) => {
-                    context.client_requests.fetch_add(1, Ordering::Relaxed);
-                    pending
-                        .push_back(dispatch(&args, &mut connection, &mut exchange, context).await);
+                    counters.requests.fetch_add(1, Ordering::Relaxed);
+                    let step = session.handle(&owned(&args));
+                    let protocol = session.protocol();
+                    pending.push_back(dispatch(step, protocol, &mut exchange, context).await);
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -229,21 +200,15 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
             write_value(&mut output, &value, protocol);
         }
         if let Some(e) = &broken {
-            context
-                .client_protocol_errors
-                .fetch_add(1, Ordering::Relaxed);
-            write_value(
-                &mut output,
-                &Value::Error(format!("ERR {e}")),
-                connection.protocol,
-            );
+            counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
+            write_value(&mut output, &Session::protocol_error(e), session.protocol());
         }
         stream.write_all(&output).await?;
-        context
-            .client_bytes_out
+        counters
+            .bytes_out
             .fetch_add(output.len() as u64, Ordering::Relaxed);
         output.clear();
-        if broken.is_some() || connection.closing {
+        if broken.is_some() || session.is_closing() {
             return stream.shutdown().await;
         }
         // Keep the buffer small when a big request has passed.
@@ -253,154 +218,60 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
     }
 }
 
-/// The shard that owns `key`: the same on every replica.
-pub fn shard_of(key: &[u8], shards: usize) -> usize {
-    (crc32c::crc32c(key) as usize) % shards
+/// The request's arguments in one buffer of their own. Registers keep keys and values for as
+/// long as they live; slices of the connection's read buffer would pin all of it, so the
+/// arguments are copied, in one allocation per request rather than one per argument.
+fn owned(args: &[Bytes]) -> Vec<Bytes> {
+    let mut buffer = BytesMut::with_capacity(args.iter().map(Bytes::len).sum());
+    for arg in args {
+        buffer.extend_from_slice(arg);
+    }
+    let mut buffer = buffer.freeze();
+    args.iter().map(|arg| buffer.split_to(arg.len())).collect()
 }
 
-fn key_error(key: &[u8]) -> Option<Value> {
-    (key.len() > KEY_BYTES_MAX).then(|| {
-        Value::Error(format!(
-            "ERR key of {} bytes exceeds the limit of {KEY_BYTES_MAX}",
-            key.len()
-        ))
-    })
-}
-
+/// Carries out what the session decided for one request.
 async fn dispatch(
-    args: &[Bytes],
-    connection: &mut Connection,
+    step: Step,
+    protocol: Protocol,
     exchange: &mut Exchange,
     context: &NodeContext,
 ) -> Pending {
-    let protocol = connection.protocol;
-    if let Some(reply) = refused_transaction(args, connection) {
-        return Pending::Ready(reply, protocol);
-    }
-    // Registers keep keys and values for as long as they live; copies let the connection's
-    // read buffer be reused instead of being pinned by slices of it.
-    let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
-    match table::parse_command(&args) {
-        Parsed::Single {
+    match step {
+        Step::Reply(value) => Pending::Ready(value, protocol),
+        Step::One {
             key,
             command,
             shape,
-        } => {
-            if let Some(e) = key_error(&key) {
-                return Pending::Ready(e, protocol);
-            }
-            Pending::One(
-                exchange.submit(context, key, command).await,
-                shape,
-                protocol,
-            )
-        }
-        Parsed::Multi { parts, combine } => {
-            if let Some(e) = parts.iter().find_map(|(k, _)| key_error(k)) {
-                return Pending::Ready(e, protocol);
-            }
+        } => Pending::One(
+            exchange.submit(context, key, command).await,
+            shape,
+            protocol,
+        ),
+        Step::Many { parts, combine } => {
             let mut seqs = Vec::with_capacity(parts.len());
             for (key, command) in parts {
                 seqs.push(exchange.submit(context, key, command).await);
             }
             Pending::Many(seqs, combine, protocol)
         }
-        Parsed::Local(local) => {
-            let value = info::answer_local(local, connection, context).await;
-            // HELLO answers in the protocol it switches to.
-            Pending::Ready(value, connection.protocol)
-        }
-        Parsed::Error(text) => Pending::Ready(Value::Error(text), protocol),
+        Step::Node(query) => Pending::Ready(info::answer(query, context).await, protocol),
     }
-}
-
-/// MULTI is refused (keys are independent registers, so a transaction cannot be atomic). A
-/// client that goes on queueing commands expects none of them to run before EXEC, so until
-/// EXEC or DISCARD every command is answered with an error and not run.
-fn refused_transaction(args: &[Bytes], connection: &mut Connection) -> Option<Value> {
-    let name = args.first()?;
-    if name.eq_ignore_ascii_case(b"multi") {
-        connection.refused_multi = true;
-        return None; // the table's refusal names the reason
-    }
-    if !connection.refused_multi {
-        return None;
-    }
-    if name.eq_ignore_ascii_case(b"exec") {
-        connection.refused_multi = false;
-        return Some(Value::Error(
-            "EXECABORT Transaction discarded: logless refused the MULTI; nothing was run".into(),
-        ));
-    }
-    if name.eq_ignore_ascii_case(b"discard") {
-        connection.refused_multi = false;
-        return Some(Value::Simple("OK".into()));
-    }
-    Some(Value::Error(
-        "ERR not run: this connection sent a MULTI, which logless refuses (every key is its \
-         own register, so a transaction cannot be atomic); send EXEC or DISCARD to leave it"
-            .into(),
-    ))
-}
-
-/// The error text of a command that did not get a result.
-pub fn propose_error(e: ProposeError) -> Value {
-    Value::Error(match e {
-        ProposeError::NotApplied => "TRYAGAIN not applied; safe to retry".to_string(),
-        ProposeError::OutcomeUnknown => {
-            "UNCERTAIN timed out after the command was proposed: it may or may not have been \
-             applied"
-                .to_string()
-        }
-        ProposeError::Overloaded => {
-            "TRYAGAIN too many commands wait on this key; not applied".to_string()
-        }
-    })
 }
 
 async fn resolve(pending: Pending, exchange: &mut Exchange) -> (Value, Protocol) {
     match pending {
         Pending::Ready(value, protocol) => (value, protocol),
         Pending::One(seq, shape, protocol) => {
-            let value = match exchange.take(seq).await {
-                Ok(reply) => table::reply_to_value(&reply, shape),
-                Err(e) => propose_error(e),
-            };
-            (value, protocol)
+            let answer = answer_of(exchange.take(seq).await);
+            (Session::reply(shape, &answer), protocol)
         }
         Pending::Many(seqs, combine, protocol) => {
-            let mut results = Vec::with_capacity(seqs.len());
+            let mut answers: Vec<Answer> = Vec::with_capacity(seqs.len());
             for seq in seqs {
-                results.push(exchange.take(seq).await);
+                answers.push(answer_of(exchange.take(seq).await));
             }
-            (combine_replies(results, combine), protocol)
+            (Session::combine(combine, &answers), protocol)
         }
     }
-}
-
-/// Combines the replies of a multi-key command's parts. A part that did not get a result makes
-/// the whole command report that (for a sum, with "outcome unknown" winning over "not applied"
-/// because some parts may have been applied).
-fn combine_replies(results: Vec<CommandResult>, combine: Combine) -> Value {
-    let mut worst: Option<ProposeError> = None;
-    for r in &results {
-        if let Err(e) = r {
-            worst = Some(match (worst, *e) {
-                (Some(ProposeError::OutcomeUnknown), _) | (_, ProposeError::OutcomeUnknown) => {
-                    ProposeError::OutcomeUnknown
-                }
-                (_, e) => e,
-            });
-        }
-    }
-    if let Some(e) = worst {
-        let applied_some = results.iter().any(|r| r.is_ok());
-        return if matches!(combine, Combine::Sum) && applied_some {
-            propose_error(ProposeError::OutcomeUnknown)
-        } else {
-            propose_error(e)
-        };
-    }
-    let replies: Vec<Reply> = results.into_iter().flatten().collect();
-    table::combine_replies(combine, &replies)
 }

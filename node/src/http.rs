@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::node::NodeContext;
+use crate::context::NodeContext;
 use crate::status;
 
 const HEAD_BYTES_MAX: usize = 8 * 1024;

@@ -1,17 +1,21 @@
 //! A logless replica as a process: the runtime around the RMWPaxos core.
 //!
 //! * [`config`] — what a replica is told at start (TOML file and flags);
+//! * [`context`] — what every task may look at: configuration, shard channels, counters;
 //! * [`store`] — its durable state: one slot file per shard and the incarnation;
 //! * [`turn`] — one shard's turn logic without a runtime: proposer, acceptors, timers,
 //!   group commit (shared with the whole-node simulation);
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
-//! * [`front`] and [`info`] — the Redis front end;
+//! * [`front`] and [`info`] — the Redis front end: sockets and buffers around each
+//!   connection's `logless_redis::session::Session`, and the server commands it leaves to the
+//!   node;
 //! * [`status`] and [`http`] — figures, `/metrics`, `/health`, `/status`;
 //! * [`node`] — starting and stopping it all.
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod context;
 pub mod front;
 pub mod http;
 pub mod info;

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, info};
 
 use crate::config::{ConfigError, NodeConfig};
+use crate::context::{Bound, ClientCounters, NodeContext};
 use crate::peer::{self, PeerCounters};
 use crate::shard::{Shard, ShardBugs, ShardInput};
 use crate::store::{self, OpenError, ShardStore};
@@ -45,51 +46,6 @@ pub enum StartError {
 
 /// How many inputs may wait for one shard before senders wait (back-pressure).
 const SHARD_QUEUE: usize = 64 * 1024;
-
-/// What every task of a running replica may look at.
-pub struct NodeContext {
-    /// The configuration it started with.
-    pub config: NodeConfig,
-    /// This node.
-    pub node: NodeId,
-    /// This run's incarnation.
-    pub incarnation: u32,
-    /// The input channel of each shard.
-    pub shards: Vec<mpsc::Sender<ShardInput>>,
-    /// When the node started.
-    pub started: Instant,
-    /// Client connections open now.
-    pub clients_connected: AtomicU64,
-    /// Client connections accepted since start.
-    pub clients_accepted: AtomicU64,
-    /// Client connections refused (over the limit).
-    pub clients_refused: AtomicU64,
-    /// Requests received from clients.
-    pub client_requests: AtomicU64,
-    /// Client connections closed for breaking the protocol.
-    pub client_protocol_errors: AtomicU64,
-    /// Bytes read from clients.
-    pub client_bytes_in: AtomicU64,
-    /// Bytes written to clients.
-    pub client_bytes_out: AtomicU64,
-    /// The peer transport's counters.
-    pub peers: Arc<PeerCounters>,
-    /// The addresses actually bound.
-    pub bound: Bound,
-    /// Set when a shard failed and the node is stopping.
-    pub failed: AtomicU64,
-}
-
-/// The addresses a replica listens on.
-#[derive(Clone, Copy, Debug)]
-pub struct Bound {
-    /// Redis clients.
-    pub client: SocketAddr,
-    /// Peers.
-    pub peer: SocketAddr,
-    /// `/metrics`, `/health`, `/status`.
-    pub http: Option<SocketAddr>,
-}
 
 /// A started replica.
 pub struct RunningNode {
@@ -219,13 +175,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         incarnation: identity.incarnation,
         shards: shard_inputs.clone(),
         started: Instant::now(),
-        clients_connected: AtomicU64::new(0),
-        clients_accepted: AtomicU64::new(0),
-        clients_refused: AtomicU64::new(0),
-        client_requests: AtomicU64::new(0),
-        client_protocol_errors: AtomicU64::new(0),
-        client_bytes_in: AtomicU64::new(0),
-        client_bytes_out: AtomicU64::new(0),
+        clients: ClientCounters::default(),
         peers: peer_counters.clone(),
         bound,
         failed: AtomicU64::new(0),

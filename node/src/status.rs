@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use crate::node::NodeContext;
+use crate::context::NodeContext;
 use crate::shard::{ShardInput, ShardStatus};
 
 /// Every shard's figures summed.
@@ -117,12 +117,12 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
     counter(
         "logless_client_bytes_in_total",
         "Bytes read from clients.",
-        c(&context.client_bytes_in),
+        c(&context.clients.bytes_in),
     );
     counter(
         "logless_client_bytes_out_total",
         "Bytes written to clients.",
-        c(&context.client_bytes_out),
+        c(&context.clients.bytes_out),
     );
     counter(
         "logless_peer_bytes_in_total",
@@ -137,12 +137,12 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
     counter(
         "logless_client_connections_total",
         "Client connections accepted.",
-        c(&context.clients_accepted),
+        c(&context.clients.accepted),
     );
     counter(
         "logless_client_protocol_errors_total",
         "Client connections closed for protocol errors.",
-        c(&context.client_protocol_errors),
+        c(&context.clients.protocol_errors),
     );
     counter(
         "logless_peer_connections_rejected_total",
@@ -173,7 +173,7 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
     gauge(
         "logless_client_connections",
         "Client connections open.",
-        c(&context.clients_connected),
+        c(&context.clients.connected),
     );
     gauge(
         "logless_incarnation",
@@ -293,7 +293,7 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         shards: context.config.shards,
         durability: context.config.durability.clone(),
         registers: t.registers,
-        clients: context.clients_connected.load(Ordering::Relaxed),
+        clients: context.clients.connected.load(Ordering::Relaxed),
         commands: t.commands.values().sum(),
         timeouts: t.proposer.timeouts,
         links,

@@ -148,7 +148,7 @@ pub fn store_options(durability: Durability, value_bytes_max: usize) -> StoreOpt
     let mut options = StoreOptions::new(durability);
     // The record holds the value plus rounds, request id and encoding overhead.
     options.record_bytes_max = (value_bytes_max + 4096).next_power_of_two();
-    options.key_bytes_max = 1024;
+    options.key_bytes_max = logless_commands::KEY_BYTES_MAX;
     options
 }
 

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use hdrhistogram::Histogram;
 use logless_commands::command::{Command, Reply};
+use logless_redis::session::{Answer, Failure};
 use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::ids::{ClientTag, Key, NodeId};
 use logless_rmw::message::{Envelope, Message};
@@ -25,6 +26,15 @@ use crate::store::ShardStore;
 
 /// The answer a client waits for.
 pub type CommandResult = Result<Reply, ProposeError>;
+
+/// The engine's answer in the Redis session's terms.
+pub fn answer_of(result: CommandResult) -> Answer {
+    result.map_err(|e| match e {
+        ProposeError::NotApplied => Failure::NotApplied,
+        ProposeError::OutcomeUnknown => Failure::OutcomeUnknown,
+        ProposeError::Overloaded => Failure::Overloaded,
+    })
+}
 
 /// Where a turn's outputs go.
 pub trait Outlet<R> {

@@ -6,3 +6,7 @@
 //! command means the same thing wherever it is evaluated.
 pub mod command;
 pub mod value;
+
+/// The longest key a register may have, in bytes: the stores' record layout and the Redis
+/// session both hold to it.
+pub const KEY_BYTES_MAX: usize = 1024;

@@ -7,6 +7,10 @@
 //! * [`table`] is the command table: [`table::parse_command`] maps a request onto register
 //!   commands of `logless-commands` (or a command the node answers itself, or an error reply in
 //!   Redis's words), and [`table::reply_to_value`] maps register replies back to RESP values.
+//!   Each entry of the table owns its parser, so a command is described and parsed in one place.
+//! * [`session`] is one connection's protocol state without I/O: it turns each request into a
+//!   reply, engine commands to submit, or a question for the node, and the engines' answers
+//!   into replies. Every error text logless answers is written here or in [`table`].
 //!
 //! # Supported commands
 //!
@@ -46,4 +50,5 @@
 #![warn(missing_docs)]
 
 pub mod resp;
+pub mod session;
 pub mod table;

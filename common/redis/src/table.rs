@@ -165,53 +165,208 @@ const ONE_KEY: (i64, i64, i64) = (1, 1, 1);
 const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
 const NO_KEYS: (i64, i64, i64) = (0, 0, 0);
 
-static SPECS: &[CommandSpec] = &[
-    spec("get", 2, READ_FAST, ONE_KEY),
-    spec("set", -3, WRITE_DENYOOM, ONE_KEY),
-    spec("setnx", 3, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("setex", 4, WRITE_DENYOOM, ONE_KEY),
-    spec("psetex", 4, WRITE_DENYOOM, ONE_KEY),
-    spec("getset", 3, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("getdel", 2, WRITE_FAST, ONE_KEY),
-    spec("append", 3, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("strlen", 2, READ_FAST, ONE_KEY),
-    spec("del", -2, WRITE, ALL_KEYS),
-    spec("unlink", -2, WRITE_FAST, ALL_KEYS),
-    spec("exists", -2, READ_FAST, ALL_KEYS),
-    spec("mget", -2, READ_FAST, ALL_KEYS),
-    spec("incr", 2, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("incrby", 3, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("decr", 2, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("decrby", 3, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("sadd", -3, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("srem", -3, WRITE_FAST, ONE_KEY),
-    spec("smembers", 2, &["readonly"], ONE_KEY),
-    spec("sismember", 3, READ_FAST, ONE_KEY),
-    spec("scard", 2, READ_FAST, ONE_KEY),
-    spec("delex", -2, WRITE_FAST, ONE_KEY),
-    spec("digest", 2, READ_FAST, ONE_KEY),
-    spec("lock.acquire", 4, WRITE_DENYOOM_FAST, ONE_KEY),
-    spec("lock.release", 3, WRITE_FAST, ONE_KEY),
-    spec("ttl", 2, READ_FAST, ONE_KEY),
-    spec("pttl", 2, READ_FAST, ONE_KEY),
-    spec("type", 2, READ_FAST, ONE_KEY),
-    spec("expire", -3, WRITE_FAST, ONE_KEY),
-    spec("pexpire", -3, WRITE_FAST, ONE_KEY),
-    spec("expireat", -3, WRITE_FAST, ONE_KEY),
-    spec("pexpireat", -3, WRITE_FAST, ONE_KEY),
-    spec("persist", 2, WRITE_FAST, ONE_KEY),
-    spec("ping", -1, &["fast"], NO_KEYS),
-    spec("echo", 2, &["fast"], NO_KEYS),
-    spec("hello", -1, CONNECTION, NO_KEYS),
-    spec("quit", -1, CONNECTION, NO_KEYS),
-    spec("reset", 1, CONNECTION, NO_KEYS),
-    spec("select", 2, &["loading", "stale", "fast"], NO_KEYS),
-    spec("client", -2, &[], NO_KEYS),
-    spec("command", -1, &["loading", "stale"], NO_KEYS),
-    spec("config", -2, &[], NO_KEYS),
-    spec("info", -1, &["loading", "stale"], NO_KEYS),
-    spec("dbsize", 1, READ_FAST, NO_KEYS),
-    spec(
+/// One command: how `COMMAND INFO` describes it and how its arguments are parsed. The parser
+/// is called with the whole request (name first) once the arity has been checked.
+struct Entry {
+    spec: CommandSpec,
+    parse: fn(&[Bytes]) -> Parsed,
+}
+
+const fn entry(
+    name: &'static str,
+    arity: i64,
+    flags: &'static [&'static str],
+    keys: (i64, i64, i64),
+    parse: fn(&[Bytes]) -> Parsed,
+) -> Entry {
+    Entry {
+        spec: spec(name, arity, flags, keys),
+        parse,
+    }
+}
+
+/// One register command on the key `args[1]`, its reply shown as it is.
+fn single(args: &[Bytes], command: Command) -> Parsed {
+    Parsed::Single {
+        key: args[1].clone(),
+        command,
+        shape: ReplyShape::Plain,
+    }
+}
+
+/// Every command the node answers, in the order `COMMAND` lists them.
+static TABLE: &[Entry] = &[
+    entry("get", 2, READ_FAST, ONE_KEY, |a| single(a, Command::Get)),
+    entry("set", -3, WRITE_DENYOOM, ONE_KEY, parse_set),
+    entry("setnx", 3, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        Parsed::Single {
+            key: a[1].clone(),
+            command: Command::Set(SetArgs {
+                value: a[2].clone(),
+                condition: Condition::Nx,
+                get: false,
+                expiry: Expiry::Clear,
+            }),
+            shape: ReplyShape::SetNx,
+        }
+    }),
+    entry("setex", 4, WRITE_DENYOOM, ONE_KEY, |a| {
+        parse_setex("setex", a)
+    }),
+    entry("psetex", 4, WRITE_DENYOOM, ONE_KEY, |a| {
+        parse_setex("psetex", a)
+    }),
+    entry("getset", 3, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        single(
+            a,
+            Command::Set(SetArgs {
+                value: a[2].clone(),
+                condition: Condition::Always,
+                get: true,
+                expiry: Expiry::Clear,
+            }),
+        )
+    }),
+    entry("getdel", 2, WRITE_FAST, ONE_KEY, |a| {
+        single(a, Command::GetDel)
+    }),
+    entry("append", 3, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        single(a, Command::Append(a[2].clone()))
+    }),
+    entry("strlen", 2, READ_FAST, ONE_KEY, |a| {
+        single(a, Command::StrLen)
+    }),
+    entry("del", -2, WRITE, ALL_KEYS, |a| {
+        per_key(a, Command::Del, Combine::Sum)
+    }),
+    entry("unlink", -2, WRITE_FAST, ALL_KEYS, |a| {
+        per_key(a, Command::Del, Combine::Sum)
+    }),
+    entry("exists", -2, READ_FAST, ALL_KEYS, |a| {
+        per_key(a, Command::Exists, Combine::Sum)
+    }),
+    entry("mget", -2, READ_FAST, ALL_KEYS, |a| Parsed::Multi {
+        parts: a[1..].iter().map(|k| (k.clone(), Command::Get)).collect(),
+        combine: Combine::Array,
+    }),
+    entry("incr", 2, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        single(a, Command::IncrBy(1))
+    }),
+    entry(
+        "incrby",
+        3,
+        WRITE_DENYOOM_FAST,
+        ONE_KEY,
+        |a| match parse_int(&a[2]) {
+            Some(delta) => single(a, Command::IncrBy(delta)),
+            None => error(NOT_AN_INTEGER),
+        },
+    ),
+    entry("decr", 2, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        single(a, Command::IncrBy(-1))
+    }),
+    entry(
+        "decrby",
+        3,
+        WRITE_DENYOOM_FAST,
+        ONE_KEY,
+        |a| match parse_int(&a[2]) {
+            Some(i64::MIN) => error("ERR decrement would overflow"),
+            Some(delta) => single(a, Command::IncrBy(-delta)),
+            None => error(NOT_AN_INTEGER),
+        },
+    ),
+    entry("sadd", -3, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        single(a, Command::SAdd(a[2..].to_vec()))
+    }),
+    entry("srem", -3, WRITE_FAST, ONE_KEY, |a| {
+        single(a, Command::SRem(a[2..].to_vec()))
+    }),
+    entry("smembers", 2, &["readonly"], ONE_KEY, |a| Parsed::Single {
+        key: a[1].clone(),
+        command: Command::SMembers,
+        shape: ReplyShape::Set,
+    }),
+    entry("sismember", 3, READ_FAST, ONE_KEY, |a| {
+        single(a, Command::SIsMember(a[2].clone()))
+    }),
+    entry("scard", 2, READ_FAST, ONE_KEY, |a| {
+        single(a, Command::SCard)
+    }),
+    entry("delex", -2, WRITE_FAST, ONE_KEY, parse_delex),
+    entry("digest", 2, READ_FAST, ONE_KEY, |a| {
+        single(a, Command::Digest)
+    }),
+    entry(
+        "lock.acquire",
+        4,
+        WRITE_DENYOOM_FAST,
+        ONE_KEY,
+        parse_lock_acquire,
+    ),
+    entry("lock.release", 3, WRITE_FAST, ONE_KEY, |a| {
+        single(
+            a,
+            Command::LockRelease {
+                owner: a[2].clone(),
+            },
+        )
+    }),
+    entry("ttl", 2, READ_FAST, ONE_KEY, |a| single(a, Command::Ttl)),
+    entry("pttl", 2, READ_FAST, ONE_KEY, |a| single(a, Command::PTtl)),
+    entry("type", 2, READ_FAST, ONE_KEY, |a| single(a, Command::Type)),
+    entry("expire", -3, WRITE_FAST, ONE_KEY, |a| {
+        parse_expire(ExpireKind::Expire, a)
+    }),
+    entry("pexpire", -3, WRITE_FAST, ONE_KEY, |a| {
+        parse_expire(ExpireKind::PExpire, a)
+    }),
+    entry("expireat", -3, WRITE_FAST, ONE_KEY, |a| {
+        parse_expire(ExpireKind::ExpireAt, a)
+    }),
+    entry("pexpireat", -3, WRITE_FAST, ONE_KEY, |a| {
+        parse_expire(ExpireKind::PExpireAt, a)
+    }),
+    entry("persist", 2, WRITE_FAST, ONE_KEY, |a| {
+        single(a, Command::Persist)
+    }),
+    entry("ping", -1, &["fast"], NO_KEYS, parse_ping),
+    entry("echo", 2, &["fast"], NO_KEYS, |a| {
+        Parsed::Local(Local::Echo(a[1].clone()))
+    }),
+    entry("hello", -1, CONNECTION, NO_KEYS, parse_hello),
+    entry("quit", -1, CONNECTION, NO_KEYS, |_| {
+        Parsed::Local(Local::Quit)
+    }),
+    entry("reset", 1, CONNECTION, NO_KEYS, |_| {
+        Parsed::Local(Local::Reset)
+    }),
+    entry(
+        "select",
+        2,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+        |a| match parse_int(&a[1]) {
+            Some(index) => Parsed::Local(Local::Select(index)),
+            None => error(NOT_AN_INTEGER),
+        },
+    ),
+    entry("client", -2, &[], NO_KEYS, parse_client),
+    entry(
+        "command",
+        -1,
+        &["loading", "stale"],
+        NO_KEYS,
+        parse_command_command,
+    ),
+    entry("config", -2, &[], NO_KEYS, parse_config),
+    entry("info", -1, &["loading", "stale"], NO_KEYS, |a| {
+        Parsed::Local(Local::Info(a[1..].to_vec()))
+    }),
+    entry("dbsize", 1, READ_FAST, NO_KEYS, |_| {
+        Parsed::Local(Local::DbSize)
+    }),
+    entry(
         "auth",
         -2,
         &[
@@ -224,19 +379,52 @@ static SPECS: &[CommandSpec] = &[
             "allow_busy",
         ],
         NO_KEYS,
+        parse_auth,
     ),
 ];
 
+/// The longest command name in [`TABLE`], so that a name is lowercased on the stack.
+const NAME_BYTES_MAX: usize = 16;
+
+/// The entries of [`TABLE`] ordered by name, for a binary search.
+fn by_name() -> &'static [&'static Entry] {
+    static SORTED: std::sync::OnceLock<Vec<&'static Entry>> = std::sync::OnceLock::new();
+    SORTED.get_or_init(|| {
+        let mut sorted: Vec<&'static Entry> = TABLE.iter().collect();
+        sorted.sort_by_key(|e| e.spec.name);
+        assert!(sorted.iter().all(|e| e.spec.name.len() <= NAME_BYTES_MAX));
+        assert!(
+            sorted.windows(2).all(|w| w[0].spec.name < w[1].spec.name),
+            "command names repeat"
+        );
+        sorted
+    })
+}
+
+/// The entry of the command called `name` (case-insensitive), without allocating.
+fn find_entry(name: &[u8]) -> Option<&'static Entry> {
+    if name.len() > NAME_BYTES_MAX {
+        return None;
+    }
+    let mut lower = [0u8; NAME_BYTES_MAX];
+    let lower = &mut lower[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    let sorted = by_name();
+    sorted
+        .binary_search_by(|e| e.spec.name.as_bytes().cmp(lower))
+        .ok()
+        .map(|i| sorted[i])
+}
+
 /// Every command the node answers.
-pub fn command_names() -> &'static [CommandSpec] {
-    SPECS
+pub fn command_names() -> impl ExactSizeIterator<Item = &'static CommandSpec> {
+    TABLE.iter().map(|e| &e.spec)
 }
 
 /// The spec of the command called `name` (case-insensitive).
 pub fn find_command(name: &[u8]) -> Option<&'static CommandSpec> {
-    SPECS
-        .iter()
-        .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+    find_entry(name).map(|e| &e.spec)
 }
 
 /// A command's entry in the reply of `COMMAND INFO`: name, arity, flags, first key, last key,
@@ -351,111 +539,54 @@ fn refusal(name: &str) -> Option<&'static str> {
     })
 }
 
-/// Parses a request's arguments (the command name is case-insensitive).
+/// Parses a request's arguments (the command name is case-insensitive): one lookup of the
+/// name, then the entry's own parser.
 ///
 /// An empty request yields an error; callers normally skip empty requests before.
 pub fn parse_command(args: &[Bytes]) -> Parsed {
     let Some(name) = args.first() else {
         return error("ERR empty command");
     };
-    let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-    if let Some(reason) = refusal(&lower) {
-        return Parsed::Error(format!("ERR logless does not support '{lower}': {reason}"));
-    }
-    let Some(spec) = find_command(name) else {
-        return unknown_command(args);
+    let Some(entry) = find_entry(name) else {
+        let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+        return match refusal(&lower) {
+            Some(reason) => {
+                Parsed::Error(format!("ERR logless does not support '{lower}': {reason}"))
+            }
+            None => unknown_command(args),
+        };
     };
-    if !arity_ok(spec.arity, args.len()) {
-        return arity_error(spec.name);
+    if !arity_ok(entry.spec.arity, args.len()) {
+        return arity_error(entry.spec.name);
     }
-    let key = || args[1].clone();
-    let single = |command| Parsed::Single {
-        key: key(),
-        command,
-        shape: ReplyShape::Plain,
-    };
-    match spec.name {
-        "get" => single(Command::Get),
-        "set" => parse_set(args),
-        "setnx" => Parsed::Single {
-            key: key(),
-            command: Command::Set(SetArgs {
-                value: args[2].clone(),
-                condition: Condition::Nx,
-                get: false,
-                expiry: Expiry::Clear,
-            }),
-            shape: ReplyShape::SetNx,
+    (entry.parse)(args)
+}
+
+/// `DELEX key [IFEQ v|IFNE v|IFDEQ d|IFDNE d]`.
+fn parse_delex(args: &[Bytes]) -> Parsed {
+    match args.len() {
+        2 => single(args, Command::DelEx(Condition::Always)),
+        4 => match parse_if_condition(&args[2], &args[3]) {
+            Some(Ok(condition)) => single(args, Command::DelEx(condition)),
+            Some(Err(e)) => Parsed::Error(e),
+            None => error(SYNTAX_ERROR),
         },
-        "setex" | "psetex" => parse_setex(spec.name, args),
-        "getset" => single(Command::Set(SetArgs {
-            value: args[2].clone(),
-            condition: Condition::Always,
-            get: true,
-            expiry: Expiry::Clear,
-        })),
-        "getdel" => single(Command::GetDel),
-        "append" => single(Command::Append(args[2].clone())),
-        "strlen" => single(Command::StrLen),
-        "del" | "unlink" => per_key(args, Command::Del, Combine::Sum),
-        "exists" => per_key(args, Command::Exists, Combine::Sum),
-        "mget" => Parsed::Multi {
-            parts: args[1..]
-                .iter()
-                .map(|k| (k.clone(), Command::Get))
-                .collect(),
-            combine: Combine::Array,
-        },
-        "incr" => single(Command::IncrBy(1)),
-        "decr" => single(Command::IncrBy(-1)),
-        "incrby" => match parse_int(&args[2]) {
-            Some(delta) => single(Command::IncrBy(delta)),
-            None => error(NOT_AN_INTEGER),
-        },
-        "decrby" => match parse_int(&args[2]) {
-            Some(i64::MIN) => error("ERR decrement would overflow"),
-            Some(delta) => single(Command::IncrBy(-delta)),
-            None => error(NOT_AN_INTEGER),
-        },
-        "sadd" => single(Command::SAdd(args[2..].to_vec())),
-        "srem" => single(Command::SRem(args[2..].to_vec())),
-        "smembers" => Parsed::Single {
-            key: key(),
-            command: Command::SMembers,
-            shape: ReplyShape::Set,
-        },
-        "sismember" => single(Command::SIsMember(args[2].clone())),
-        "scard" => single(Command::SCard),
-        "delex" => match args.len() {
-            2 => single(Command::DelEx(Condition::Always)),
-            4 => match parse_if_condition(&args[2], &args[3]) {
-                Some(Ok(condition)) => single(Command::DelEx(condition)),
-                Some(Err(e)) => Parsed::Error(e),
-                None => error(SYNTAX_ERROR),
-            },
-            _ => error(SYNTAX_ERROR),
-        },
-        "digest" => single(Command::Digest),
-        "lock.acquire" => match parse_int(&args[3]) {
-            Some(lease) if lease > 0 => single(Command::LockAcquire {
+        _ => error(SYNTAX_ERROR),
+    }
+}
+
+/// `LOCK.ACQUIRE key owner lease-ms`.
+fn parse_lock_acquire(args: &[Bytes]) -> Parsed {
+    match parse_int(&args[3]) {
+        Some(lease) if lease > 0 => single(
+            args,
+            Command::LockAcquire {
                 owner: args[2].clone(),
                 lease_ms: lease.unsigned_abs(),
-            }),
-            Some(_) => error("ERR invalid lease time in 'lock.acquire' command"),
-            None => error(NOT_AN_INTEGER),
-        },
-        "lock.release" => single(Command::LockRelease {
-            owner: args[2].clone(),
-        }),
-        "ttl" => single(Command::Ttl),
-        "pttl" => single(Command::PTtl),
-        "type" => single(Command::Type),
-        "expire" => parse_expire(ExpireKind::Expire, args),
-        "pexpire" => parse_expire(ExpireKind::PExpire, args),
-        "expireat" => parse_expire(ExpireKind::ExpireAt, args),
-        "pexpireat" => parse_expire(ExpireKind::PExpireAt, args),
-        "persist" => single(Command::Persist),
-        _ => parse_local(spec.name, args),
+            },
+        ),
+        Some(_) => error("ERR invalid lease time in 'lock.acquire' command"),
+        None => error(NOT_AN_INTEGER),
     }
 }
 
@@ -671,30 +802,13 @@ fn valid_client_name(name: &[u8]) -> bool {
 const BAD_CLIENT_NAME: &str =
     "ERR Client names cannot contain spaces, newlines or special characters.";
 
-fn parse_local(name: &str, args: &[Bytes]) -> Parsed {
-    let local = match name {
-        "ping" => match args.len() {
-            1 => Local::Ping(None),
-            2 => Local::Ping(Some(args[1].clone())),
-            _ => return arity_error("ping"),
-        },
-        "echo" => Local::Echo(args[1].clone()),
-        "hello" => return parse_hello(args),
-        "quit" => Local::Quit,
-        "reset" => Local::Reset,
-        "select" => match parse_int(&args[1]) {
-            Some(index) => Local::Select(index),
-            None => return error(NOT_AN_INTEGER),
-        },
-        "client" => return parse_client(args),
-        "command" => return parse_command_command(args),
-        "config" => return parse_config(args),
-        "info" => Local::Info(args[1..].to_vec()),
-        "dbsize" => Local::DbSize,
-        "auth" => return parse_auth(args),
-        _ => return unknown_command(args),
-    };
-    Parsed::Local(local)
+/// `PING [message]`.
+fn parse_ping(args: &[Bytes]) -> Parsed {
+    match args.len() {
+        1 => Parsed::Local(Local::Ping(None)),
+        2 => Parsed::Local(Local::Ping(Some(args[1].clone()))),
+        _ => arity_error("ping"),
+    }
 }
 
 /// `AUTH [username] password` against Redis's default configuration: only the user `default`

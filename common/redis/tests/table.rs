@@ -727,7 +727,7 @@ fn hello() {
 
 #[test]
 fn command_table() {
-    let names: Vec<&str> = command_names().iter().map(|s| s.name).collect();
+    let names: Vec<&str> = command_names().map(|s| s.name).collect();
     for name in [
         "get",
         "set",

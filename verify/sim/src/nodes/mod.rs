@@ -4,7 +4,7 @@
 //!
 //! What is simulated, and how it matches the running node:
 //! * **Shards.** Each node has several shards; a key goes to the shard
-//!   [`shard_of`](logless_node::front::shard_of) picks, as in the front end. A shard takes
+//!   [`shard_of`](logless_node::context::shard_of) picks, as in the front end. A shard takes
 //!   everything queued when its turn starts (the node's batching), and is busy for the flush
 //!   time after a turn that wrote: inputs arriving meanwhile wait for the next turn, and the
 //!   turn's outputs leave when the flush ends.

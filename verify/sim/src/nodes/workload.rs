@@ -7,7 +7,7 @@ use bytes::Bytes;
 use logless_commands::command::{
     Command, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, Reply, SetArgs,
 };
-use logless_node::front::shard_of;
+use logless_node::context::shard_of;
 use logless_node::turn::CommandResult;
 use logless_rmw::ids::{Key, NodeId};
 use logless_rmw::proposer::ProposeError;

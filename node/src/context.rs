@@ -1,0 +1,72 @@
+//! What every task of a running replica may look at: its configuration, the shards' input
+//! channels, the addresses bound and the grouped counters. The front end, INFO, status and
+//! HTTP read it; nothing here imports them, so the node's modules depend on each other in one
+//! direction only.
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Instant;
+
+use logless_rmw::ids::NodeId;
+use tokio::sync::mpsc;
+
+use crate::config::NodeConfig;
+use crate::peer::PeerCounters;
+use crate::shard::ShardInput;
+
+/// What every task of a running replica may look at.
+pub struct NodeContext {
+    /// The configuration it started with.
+    pub config: NodeConfig,
+    /// This node.
+    pub node: NodeId,
+    /// This run's incarnation.
+    pub incarnation: u32,
+    /// The input channel of each shard.
+    pub shards: Vec<mpsc::Sender<ShardInput>>,
+    /// When the node started.
+    pub started: Instant,
+    /// The client connections' counters.
+    pub clients: ClientCounters,
+    /// The peer transport's counters.
+    pub peers: Arc<PeerCounters>,
+    /// The addresses actually bound.
+    pub bound: Bound,
+    /// Set when a shard failed and the node is stopping.
+    pub failed: AtomicU64,
+}
+
+/// The client connections' counters, for INFO and `/metrics`.
+#[derive(Debug, Default)]
+pub struct ClientCounters {
+    /// Connections open now.
+    pub connected: AtomicU64,
+    /// Connections accepted since start.
+    pub accepted: AtomicU64,
+    /// Connections refused (over the limit).
+    pub refused: AtomicU64,
+    /// Requests received.
+    pub requests: AtomicU64,
+    /// Connections closed for breaking the protocol.
+    pub protocol_errors: AtomicU64,
+    /// Bytes read from clients.
+    pub bytes_in: AtomicU64,
+    /// Bytes written to clients.
+    pub bytes_out: AtomicU64,
+}
+
+/// The addresses a replica listens on.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// Redis clients.
+    pub client: SocketAddr,
+    /// Peers.
+    pub peer: SocketAddr,
+    /// `/metrics`, `/health`, `/status`.
+    pub http: Option<SocketAddr>,
+}
+
+/// The shard that owns `key`: the same on every replica.
+pub fn shard_of(key: &[u8], shards: usize) -> usize {
+    (crc32c::crc32c(key) as usize) % shards
+}
