@@ -152,6 +152,9 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     store: ShardStore<M>,
     outgoing: BTreeMap<NodeId, Vec<Message>>,
     local: Vec<Message>,
+    /// The turn's client commands so far, handed to the replica together (see
+    /// [`ShardCore::submit`]).
+    submitted: Vec<(ClientTag, Key, Command)>,
     waiting: FxHashMap<u64, Waiting<R>>,
     next_tag: u64,
     /// The replica's wake-ups, on the turn clock.
@@ -182,6 +185,7 @@ impl<R, M: Media> ShardCore<R, M> {
             store,
             outgoing: BTreeMap::new(),
             local: Vec::new(),
+            submitted: Vec::new(),
             waiting: FxHashMap::default(),
             next_tag: 0,
             timers: Timers::default(),
@@ -225,7 +229,9 @@ impl<R, M: Media> ShardCore<R, M> {
         self.timers.next_due_ms()
     }
 
-    /// Takes a client command; its answer goes to `reply`.
+    /// Takes a client command; its answer goes to `reply`. The commands of a turn reach the
+    /// replica together, in the order submitted, before the turn's next peer messages or at its
+    /// end, so that it prefetches their registers ahead (`Replica::handle_commands`).
     pub fn submit(&mut self, key: Key, command: Command, reply: R) {
         self.next_tag += 1;
         let tag = self.next_tag;
@@ -237,18 +243,27 @@ impl<R, M: Media> ShardCore<R, M> {
                 started_us: self.turn_started_us,
             },
         );
-        self.replica
-            .handle_command(self.now_ms, ClientTag(tag), key, command);
+        self.submitted.push((ClientTag(tag), key, command));
+    }
+
+    /// Hands the commands submitted so far to the replica.
+    fn hand_over_commands(&mut self) {
+        if !self.submitted.is_empty() {
+            self.replica
+                .handle_commands(self.now_ms, &mut self.submitted);
+        }
     }
 
     /// Takes protocol messages from the same shard on `from`, in the order sent.
     pub fn receive(&mut self, from: NodeId, messages: Vec<Message>) {
+        self.hand_over_commands();
         self.replica
             .handle_messages(self.now_ms, from, messages.iter());
     }
 
     /// A connection to or from `peer` broke or was replaced: messages on it may be lost.
     pub fn link_broken(&mut self, peer: NodeId) {
+        self.hand_over_commands();
         self.links_broken += 1;
         self.replica.handle_link_broken(peer);
     }
@@ -258,6 +273,7 @@ impl<R, M: Media> ShardCore<R, M> {
     /// must stop voting (fail-stop).
     pub fn finish_turn(&mut self, outlet: &mut impl Outlet<R>) -> Result<(), StoreError> {
         let now_ms = self.now_ms;
+        self.hand_over_commands();
         self.replica
             .handle_messages(now_ms, self.node, self.local.iter());
         self.local.clear();
