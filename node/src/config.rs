@@ -21,6 +21,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use logless_commands::command::Limits;
+use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::NodeId;
 use logless_storage::Durability;
 use serde::Deserialize;
@@ -162,11 +164,32 @@ pub fn parse_peers(list: &str) -> Result<Vec<PeerConfig>, ConfigError> {
         .collect()
 }
 
+/// The longest a node's proposers back off before a retry (ms): short, since a shard's
+/// contention is between the few replicas of one register.
+pub const BACKOFF_MAX_MS: u64 = 20;
+
 /// Room a request may take beyond one value at the limit, for the other arguments of commands
 /// such as `SET key value IFEQ old`.
 pub const ARGUMENTS_BYTES_ROOM: usize = 1024;
 
 impl NodeConfig {
+    /// The proposer configuration of every shard, with `acceptors` the cluster's nodes: the one
+    /// mapping from a node's settings, used by the node and by the whole-node simulation.
+    pub fn proposer_config(&self, acceptors: Vec<NodeId>) -> ProposerConfig {
+        let mut proposer = ProposerConfig::new(acceptors);
+        proposer.read_retries_max = self.read_retries;
+        proposer.thrifty_reads = self.thrifty_reads;
+        proposer.thrifty_writes = self.thrifty_writes;
+        proposer.registers_max = self.proposer_registers_max;
+        proposer.request_timeout_ms = self.request_timeout_ms;
+        proposer.backoff_max_ms = BACKOFF_MAX_MS;
+        proposer.limits = Limits {
+            value_bytes_max: self.value_bytes_max,
+            set_members_max: self.set_members_max,
+        };
+        proposer
+    }
+
     /// The longest bulk string a request may carry (`proto-max-bulk-len`): a value at the
     /// limit plus [`ARGUMENTS_BYTES_ROOM`].
     pub fn bulk_bytes_max(&self) -> usize {

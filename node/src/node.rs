@@ -5,8 +5,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use logless_commands::command::Limits;
-use logless_rmw::config::{InjectedBugs, ProposerConfig};
+use logless_rmw::config::InjectedBugs;
 use logless_rmw::ids::NodeId;
 use logless_rmw::replica::Replica;
 use rustc_hash::FxHashMap;
@@ -121,17 +120,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     for shard in 0..config.shards {
         let (store, states) = ShardStore::open(&config.data_dir, shard, options.clone())?;
         recovered_total += states.len();
-        let mut proposer = ProposerConfig::new(acceptors.clone());
-        proposer.read_retries_max = config.read_retries;
-        proposer.thrifty_reads = config.thrifty_reads;
-        proposer.thrifty_writes = config.thrifty_writes;
-        proposer.registers_max = config.proposer_registers_max;
-        proposer.request_timeout_ms = config.request_timeout_ms;
-        proposer.backoff_max_ms = 20;
-        proposer.limits = Limits {
-            value_bytes_max: config.value_bytes_max,
-            set_members_max: config.set_members_max,
-        };
+        let mut proposer = config.proposer_config(acceptors.clone());
         proposer.bugs = bugs.core;
         let replica = Replica::new(
             node,
