@@ -598,7 +598,7 @@ fn seed_503389_with_retries_denied_over_earlier_attempts_is_caught() {
 fn seed_6573() -> NodeSimConfig {
     let mut config = NodeSimConfig::for_seed(6573);
     config.expiring_keys = 0;
-    config.thrifty_reads = false;
+    config.node.thrifty_reads = false;
     config
 }
 
@@ -624,7 +624,7 @@ fn assert_forgetting_req_prev_is_caught(mut config: NodeSimConfig) {
 fn seed_20875() -> NodeSimConfig {
     let mut config = NodeSimConfig::for_seed(20875);
     config.expiring_keys = 0;
-    assert!(config.thrifty_reads, "nodes read thriftily by default");
+    assert!(config.node.thrifty_reads, "nodes read thriftily by default");
     config
 }
 
@@ -646,7 +646,7 @@ fn proposers_that_drop_idle_registers_stay_linearizable() {
     let mut dropped = 0;
     for seed in 0..1_000 {
         let mut config = NodeSimConfig::for_seed(seed);
-        config.registers_max = 1;
+        config.node.proposer_registers_max = 1;
         match run(config) {
             Ok(report) => dropped += report.registers_dropped,
             Err(e) => failures.push(e),

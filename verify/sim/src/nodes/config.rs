@@ -1,4 +1,5 @@
 //! What a whole-node run is told (nodes, faults, workload, bugs) and what it reports.
+use logless_node::config::NodeConfig;
 use logless_node::node::Bugs;
 use logless_storage::Durability;
 
@@ -99,15 +100,11 @@ pub struct NodeSimConfig {
     pub until_us: u64,
     /// How long the liveness phase may take for each key (µs).
     pub liveness_us: u64,
-    /// Whether reads ask a quorum first (the default), as a node does.
-    pub thrifty_reads: bool,
-    /// Whether fast writes vote with a quorum first (off by default, as on a node).
-    pub thrifty_writes: bool,
-    /// The most registers a shard's proposer keeps ([`ProposerConfig::registers_max`]); as on
-    /// a node by default, which the few keys here never reach.
-    ///
-    /// [`ProposerConfig::registers_max`]: logless_rmw::config::ProposerConfig::registers_max
-    pub registers_max: usize,
+    /// The node's settings the shards run with; their proposers are configured from it as a
+    /// node's are ([`NodeConfig::proposer_config`]): reads ask a quorum first and fast writes
+    /// vote with everyone by default, and the proposer's register bound is never reached by
+    /// the few keys here. Requests time out after 400 ms.
+    pub node: NodeConfig,
     /// Deliberate bugs (harness tests only), the same switches a node starts with.
     pub bugs: Bugs,
 }
@@ -135,9 +132,10 @@ impl NodeSimConfig {
             faults_until_us: 2_000_000,
             until_us: 30_000_000,
             liveness_us: 10_000_000,
-            thrifty_reads: true,
-            thrifty_writes: false,
-            registers_max: logless_node::config::NodeConfig::default().proposer_registers_max,
+            node: NodeConfig {
+                request_timeout_ms: 400,
+                ..NodeConfig::default()
+            },
             bugs: Bugs::default(),
         }
     }
@@ -158,7 +156,7 @@ impl NodeSimConfig {
         let nodes = if seed % 5 == 4 { 5 } else { 3 };
         let mut config = NodeSimConfig::new(nodes, seed, durability);
         config.faults = NodeFaults::all();
-        config.thrifty_writes = seed % 3 == 2;
+        config.node.thrifty_writes = seed % 3 == 2;
         config
     }
 }

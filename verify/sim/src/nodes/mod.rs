@@ -32,6 +32,8 @@ use bytes::Bytes;
 use logless_commands::command::Command;
 use logless_node::store::{store_options, ShardStore};
 use logless_node::turn::{CommandResult, Outlet, ShardCore};
+use logless_redis::session::Session;
+use logless_redis::table::ReplyShape;
 use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{Key, NodeId};
 use logless_rmw::message::Message;
@@ -47,6 +49,7 @@ use crate::link::{Arrival, Connection, Link};
 use crate::queue::EventQueue;
 
 mod config;
+mod requests;
 mod workload;
 
 pub use config::{NodeFaults, NodeSimConfig, NodeSimReport};
@@ -181,10 +184,14 @@ struct SimNode {
 
 struct Client {
     node: NodeId,
+    /// The Redis session of the client's connection to `node`.
+    session: Session,
     issued: u32,
     seq: u64,
     /// The command in flight: its number, its index in the history, its node.
     in_flight: Option<(u64, usize, NodeId)>,
+    /// How the session shows the reply of the command in flight.
+    shape: ReplyShape,
 }
 
 /// The wall clock of simulated time 0 (ms since the epoch).
@@ -266,9 +273,11 @@ impl NodeCluster {
                 c,
                 Client {
                     node,
+                    session: Session::new(u64::from(c)),
                     issued: 0,
                     seq: 0,
                     in_flight: None,
+                    shape: ReplyShape::Plain,
                 },
             );
             let at = cluster.rng.random_range(0..=cluster.config.think_us);
@@ -391,13 +400,10 @@ impl NodeCluster {
 
     fn proposer_config(&self) -> ProposerConfig {
         let acceptors = (1..=self.config.nodes).map(NodeId).collect();
-        let mut proposer = ProposerConfig::new(acceptors);
+        let mut proposer = self.config.node.proposer_config(acceptors);
+        // Phases time out sooner than on a node, so that faults are found and retried within
+        // a short simulated run.
         proposer.phase_timeout_ms = 20;
-        proposer.request_timeout_ms = 400;
-        proposer.backoff_max_ms = 20;
-        proposer.thrifty_reads = self.config.thrifty_reads;
-        proposer.thrifty_writes = self.config.thrifty_writes;
-        proposer.registers_max = self.config.registers_max;
         proposer.bugs = self.config.bugs.core;
         proposer
     }

@@ -9,11 +9,13 @@ use logless_commands::command::{
 };
 use logless_node::context::shard_of;
 use logless_node::turn::CommandResult;
+use logless_redis::session::Session;
+use logless_redis::table::ReplyShape;
 use logless_rmw::ids::{Key, NodeId};
-use logless_rmw::proposer::ProposeError;
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
+use super::requests;
 use super::{
     AnswerTo, Client, Event, Input, NodeCluster, CLIENT_DELAY_US, LIVENESS_CLIENT, WALL_START_MS,
 };
@@ -193,7 +195,13 @@ impl NodeCluster {
             outcome: Outcome::Unknown,
         });
         let c = self.clients.get_mut(&client).expect("client");
+        if c.node != node {
+            // A new connection, to another node.
+            c.session = Session::new(u64::from(client));
+        }
         c.node = node;
+        let (command, shape) = requests::submit(&mut c.session, &key, &command);
+        c.shape = shape;
         c.issued += 1;
         c.seq += 1;
         let seq = c.seq;
@@ -240,18 +248,19 @@ impl NodeCluster {
             return;
         }
         c.in_flight = None;
+        let outcome = requests::outcome(c.shape, result);
         self.stop_stamping(index, node);
         let op = &mut self.history.operations[index];
-        match result {
-            Some(Ok(reply)) => {
+        match outcome {
+            Outcome::Ok(reply) => {
                 op.return_us = now_us;
                 op.outcome = Outcome::Ok(reply);
             }
-            Some(Err(ProposeError::NotApplied | ProposeError::Overloaded)) => {
+            Outcome::NotApplied => {
                 op.return_us = now_us;
                 op.outcome = Outcome::NotApplied;
             }
-            Some(Err(ProposeError::OutcomeUnknown)) | None => {
+            Outcome::Unknown => {
                 if !op.command.is_read_only() {
                     let key = op.key.clone();
                     let count = self.unknown_writes.entry(key.clone()).or_default();
@@ -299,9 +308,11 @@ impl NodeCluster {
                         client,
                         Client {
                             node,
+                            session: Session::new(u64::from(client)),
                             issued: 0,
                             seq,
                             in_flight: None,
+                            shape: ReplyShape::Plain,
                         },
                     );
                     let key = self.current_key(key_index);
