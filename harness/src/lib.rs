@@ -1,7 +1,12 @@
-//! What the project's tests, the chaos runner and the benchmarks share to run replica processes
-//! on this machine: free loopback ports ([`ports`]) and the end of a process's log
-//! ([`log_tail`]).
+//! What the project's tests, the chaos runner, the benchmarks and `logless up` share to run
+//! replica processes on this machine: the one launcher of `logless server` processes
+//! ([`server`]), free loopback ports ([`ports`]), one-shot HTTP and Redis questions to a running
+//! server ([`probe`]) and the end of a process's log ([`log_tail`]).
+//!
+//! It depends on nothing but the standard library, so the `logless` binary can use it too.
 pub mod ports;
+pub mod probe;
+pub mod server;
 
 use std::path::Path;
 

@@ -1,39 +1,19 @@
 //! `logless status`: the health of a cluster, from the `/status` endpoint of its replicas.
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use logless_harness::probe::http_get;
 use logless_node::status::NodeStatus;
+
+/// How long each replica may take to answer: one that takes longer is reported unreachable.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct StatusArgs {
     /// The HTTP addresses of the replicas to ask (default: those of `logless up`'s defaults).
     #[arg(long, value_delimiter = ',')]
     pub http: Vec<SocketAddr>,
-}
-
-/// GETs `path` from `addr` and returns the status code and body.
-pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let timeout = Duration::from_secs(3);
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
-    stream.set_read_timeout(Some(timeout))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let code = response
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((code, body))
 }
 
 pub fn status(args: &StatusArgs) -> ExitCode {
@@ -50,7 +30,8 @@ pub fn status(args: &StatusArgs) -> ExitCode {
     );
     let mut healthy = 0;
     for addr in &addrs {
-        match http_get(*addr, "/status").map(|(_, body)| serde_json::from_str::<NodeStatus>(&body))
+        match http_get(*addr, "/status", ANSWER_TIMEOUT)
+            .map(|(_, body)| serde_json::from_str::<NodeStatus>(&body))
         {
             Ok(Ok(s)) => {
                 healthy += usize::from(s.healthy);

@@ -1,22 +1,21 @@
 //! `logless up`: a local cluster of replica processes on loopback, run until Ctrl-C.
 //!
 //! Replica `i` (from 0) serves Redis on `port + i`, its peers on `port + 1000 + i` and HTTP on
-//! `port + 2000 + i`; its data is under `DIR/node-{i+1}` and its log in `DIR/node-{i+1}.log`.
-use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+//! `port + 2000 + i`; its data is under `DIR/node-{i+1}` and its log in `DIR/node-{i+1}.log`
+//! (the layout of [`logless_harness::server::loopback_cluster`], which starts them).
+use std::path::PathBuf;
+use std::process::{Child, ExitCode};
 use std::time::{Duration, Instant};
+
+use logless_harness::server::{self, ServerSpec, HTTP_PORT_OFFSET};
 
 /// The first replica's Redis port by default.
 pub const PORT_DEFAULT: u16 = 7379;
-/// Peer ports are this far above the Redis ports.
-pub const PEER_PORT_OFFSET: u16 = 1000;
-/// HTTP ports are this far above the Redis ports.
-pub const HTTP_PORT_OFFSET: u16 = 2000;
 /// The first replica's HTTP port by default.
 pub const HTTP_PORT_DEFAULT: u16 = PORT_DEFAULT + HTTP_PORT_OFFSET;
+/// How long the readiness probe waits for each answer: a read needs a quorum of replicas that
+/// may still be opening their stores.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct UpArgs {
@@ -68,49 +67,29 @@ impl UpArgs {
     }
 }
 
-/// One round trip of a RESP request on a fresh connection; returns the first reply line.
-fn ask(addr: SocketAddr, request: &[u8]) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
-    stream.set_read_timeout(Some(Duration::from_secs(6)))?;
-    stream.write_all(request)?;
-    let mut reply = Vec::new();
-    let mut byte = [0u8; 1];
-    while !reply.ends_with(b"\r\n") {
-        if stream.read(&mut byte)? == 0 {
-            break;
-        }
-        reply.push(byte[0]);
-    }
-    Ok(String::from_utf8_lossy(&reply).trim_end().to_string())
-}
-
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<_> = text.lines().collect();
-    lines[lines.len().saturating_sub(15)..].join("\n")
-}
-
-fn stop(children: &mut [(Child, PathBuf)]) {
-    for (child, _) in children.iter() {
-        // SIGTERM lets the replica flush and close; `kill` spares us libc for one call.
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .stderr(Stdio::null())
-            .status();
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for (child, _) in children.iter_mut() {
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                break;
+/// The replicas' specs: `logless up`'s layout with its options as flags.
+fn specs(args: &UpArgs) -> Vec<ServerSpec> {
+    server::loopback_cluster(args.replicas, args.port, &args.dir, &args.durability)
+        .into_iter()
+        .map(|spec| {
+            ServerSpec {
+                shards: Some(args.shards),
+                ..spec
             }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if let Ok(None) = child.try_wait() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+            .flag("--read-retries", args.read_retries)
+            .flag("--thrifty-reads", args.thrifty_reads)
+            .flag("--thrifty-writes", args.thrifty_writes)
+            .flag("--proposer-registers-max", args.proposer_registers_max)
+            .flag("--log-level", &args.log_level)
+        })
+        .collect()
+}
+
+/// Stops every replica: SIGTERM, so that each flushes and closes its store, then SIGKILL to
+/// those still running after 10 s.
+fn stop(children: &mut [Child]) {
+    let mut children: Vec<&mut Child> = children.iter_mut().collect();
+    server::stop_all(&mut children, Duration::from_secs(10));
 }
 
 pub fn up(args: &UpArgs) -> ExitCode {
@@ -125,11 +104,6 @@ pub fn up(args: &UpArgs) -> ExitCode {
         eprintln!("error: --port must leave room for peer and HTTP ports (1024 to 63000)");
         return ExitCode::from(2);
     }
-    let client = |i: u16| SocketAddr::from(([127, 0, 0, 1], args.port + i));
-    let peer = |i: u16| SocketAddr::from(([127, 0, 0, 1], args.port + PEER_PORT_OFFSET + i));
-    let http = |i: u16| SocketAddr::from(([127, 0, 0, 1], args.port + HTTP_PORT_OFFSET + i));
-    let peers: Vec<String> = (0..n).map(|i| format!("{}={}", i + 1, peer(i))).collect();
-    let peers = peers.join(",");
     if let Err(e) = std::fs::create_dir_all(&args.dir) {
         eprintln!("error: cannot create {}: {e}", args.dir.display());
         return ExitCode::FAILURE;
@@ -141,39 +115,15 @@ pub fn up(args: &UpArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut children: Vec<(Child, PathBuf)> = Vec::new();
-    for i in 0..n {
-        let log = args.dir.join(format!("node-{}.log", i + 1));
-        let spawned = File::create(&log).and_then(|out| {
-            let err = out.try_clone()?;
-            Command::new(&exe)
-                .arg("server")
-                .args(["--node-id", &(i + 1).to_string()])
-                .args(["--peers", &peers])
-                .args(["--client-addr", &client(i).to_string()])
-                .args(["--peer-addr", &peer(i).to_string()])
-                .args(["--http-addr", &http(i).to_string()])
-                .arg("--dir")
-                .arg(args.dir.join(format!("node-{}", i + 1)))
-                .args(["--durability", &args.durability])
-                .args(["--shards", &args.shards.to_string()])
-                .args(["--read-retries", &args.read_retries.to_string()])
-                .args(["--thrifty-reads", &args.thrifty_reads.to_string()])
-                .args(["--thrifty-writes", &args.thrifty_writes.to_string()])
-                .args([
-                    "--proposer-registers-max",
-                    &args.proposer_registers_max.to_string(),
-                ])
-                .args(["--log-level", &args.log_level])
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .spawn()
-        });
+    let specs = specs(args);
+    let mut children: Vec<Child> = Vec::new();
+    for spec in &specs {
+        // Each `logless up` starts its replicas' logs afresh (the launcher appends).
+        let spawned = std::fs::File::create(&spec.log).and_then(|_| spec.spawn(&exe));
         match spawned {
-            Ok(child) => children.push((child, log)),
+            Ok(child) => children.push(child),
             Err(e) => {
-                eprintln!("error: cannot start replica {}: {e}", i + 1);
+                eprintln!("error: cannot start replica {}: {e}", spec.node_id);
                 stop(&mut children);
                 return ExitCode::FAILURE;
             }
@@ -181,25 +131,22 @@ pub fn up(args: &UpArgs) -> ExitCode {
     }
     // Ready when every replica answers PING and a read through the first one is answered,
     // which needs a quorum.
+    let clients: Vec<_> = specs.iter().map(|s| s.client).collect();
     let deadline = Instant::now() + Duration::from_secs(args.ready_timeout_s);
     let mut ready = false;
     while Instant::now() < deadline {
-        for (i, (child, log)) in children.iter_mut().enumerate() {
+        for (child, spec) in children.iter_mut().zip(&specs) {
             if let Ok(Some(status)) = child.try_wait() {
                 eprintln!(
                     "error: replica {} exited ({status}) before serving; its log:\n{}",
-                    i + 1,
-                    log_tail(log)
+                    spec.node_id,
+                    logless_harness::log_tail(&spec.log, 15)
                 );
                 stop(&mut children);
                 return ExitCode::FAILURE;
             }
         }
-        let pings = (0..n).all(|i| ask(client(i), b"PING\r\n").is_ok_and(|r| r == "+PONG"));
-        if pings
-            && ask(client(0), b"*2\r\n$3\r\nGET\r\n$11\r\nlogless:up:\r\n")
-                .is_ok_and(|r| r.starts_with('$'))
-        {
+        if logless_harness::probe::cluster_serves(&clients, "logless:up:", PROBE_TIMEOUT) {
             ready = true;
             break;
         }
@@ -220,13 +167,13 @@ pub fn up(args: &UpArgs) -> ExitCode {
         args.shards,
         args.dir.display()
     );
-    for i in 0..n {
+    for spec in &specs {
         println!(
             "  replica {}: redis {}   metrics http://{}/metrics   log {}",
-            i + 1,
-            client(i),
-            http(i),
-            children[usize::from(i)].1.display()
+            spec.node_id,
+            spec.client,
+            spec.http,
+            spec.log.display()
         );
     }
     println!(
@@ -248,7 +195,7 @@ pub fn up(args: &UpArgs) -> ExitCode {
                 _ = tokio::signal::ctrl_c() => return None,
                 _ = terminate.recv() => return None,
                 _ = tick.tick() => {
-                    for (i, (child, _)) in children.iter_mut().enumerate() {
+                    for (i, child) in children.iter_mut().enumerate() {
                         if let Ok(Some(status)) = child.try_wait() {
                             return Some((i + 1, status));
                         }

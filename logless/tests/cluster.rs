@@ -14,14 +14,9 @@ use std::time::{Duration, Instant};
 use common::Cluster;
 use redis::{Commands, RedisError};
 
+/// GETs `path` from a replica's HTTP endpoint: the status code and the body.
 fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("http connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let code = text.split(' ').nth(1).unwrap().parse().unwrap();
-    (code, text.split_once("\r\n\r\n").unwrap().1.to_string())
+    logless_harness::probe::http_get(addr, path, Duration::from_secs(5)).expect("http get")
 }
 
 #[test]
@@ -50,14 +45,14 @@ fn every_replica_serves_every_key() {
         .unwrap_err();
     assert!(err.to_string().contains("atomic"), "{err}");
 
-    let (code, body) = http_get(cluster.replicas[0].http, "/metrics");
+    let (code, body) = http_get(cluster.replicas[0].spec.http, "/metrics");
     assert_eq!(code, 200);
     assert!(
         body.contains("logless_commands_total{command=\"incrby\",outcome=\"ok\"}"),
         "{body}"
     );
     assert!(body.contains("logless_command_latency_seconds_bucket"));
-    let (code, body) = http_get(cluster.replicas[1].http, "/health");
+    let (code, body) = http_get(cluster.replicas[1].spec.http, "/health");
     assert_eq!((code, body.as_str()), (200, "ok\n"));
 
     let status = Command::new(common::binary())
@@ -67,7 +62,7 @@ fn every_replica_serves_every_key() {
             cluster
                 .replicas
                 .iter()
-                .map(|r| r.http.to_string())
+                .map(|r| r.spec.http.to_string())
                 .collect::<Vec<_>>()
                 .join(","),
         )
@@ -132,7 +127,7 @@ fn one_replica_killed_and_restarted_under_load_loses_nothing() {
     let addrs: Vec<String> = cluster
         .replicas
         .iter()
-        .map(|r| format!("redis://{}/", r.client))
+        .map(|r| format!("redis://{}/", r.spec.client))
         .collect();
     let keys = ["hot:0", "hot:1", "hot:2", "hot:3"];
     let tallies: Arc<Mutex<HashMap<&str, Tally>>> = Arc::default();
@@ -272,7 +267,7 @@ fn clean_shutdown_and_restart_keep_everything() {
     let mut con = cluster.connect(0);
     assert_eq!(con.get::<_, String>("k").unwrap(), "v");
     // The identity file makes each run a new incarnation.
-    let (_, body) = http_get(cluster.replicas[0].http, "/status");
+    let (_, body) = http_get(cluster.replicas[0].spec.http, "/status");
     assert!(body.contains("\"incarnation\": 2"), "{body}");
 }
 
@@ -299,7 +294,7 @@ fn bad_clients_and_bad_peers_lose_only_their_connection() {
     let cluster = Cluster::start(3, "mmap");
     let mut con = cluster.connect(0);
     let _: () = con.set("kept", "safe").unwrap();
-    let client = cluster.replicas[0].client;
+    let client = cluster.replicas[0].spec.client;
     for (input, expected) in [
         (
             &b"*abc\r\n"[..],
@@ -343,7 +338,7 @@ fn bad_clients_and_bad_peers_lose_only_their_connection() {
     assert_eq!(line, "+PONG\r\n");
 
     // Peers: a wrong magic, an unknown node id and an unknown version are each refused.
-    let peer = cluster.replicas[0].peer;
+    let peer = cluster.replicas[0].spec.peer;
     let mut hello = b"LLPR\x01\x09\x00\x00\x00\x01\x00".to_vec();
     for bad in [b"HTTP/1.1 GET".to_vec(), hello.clone(), {
         hello[4] = 99;
@@ -372,7 +367,8 @@ fn bad_clients_and_bad_peers_lose_only_their_connection() {
 #[test]
 fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
     // A base port whose Redis, peer and HTTP neighbours are all free.
-    let base = logless_harness::ports::free_block(&[0, 1000, 2000], 3).expect("free ports");
+    let base = logless_harness::ports::free_block(&logless_harness::server::PORT_OFFSETS, 3)
+        .expect("free ports");
     let dir = tempfile::tempdir().unwrap();
     let mut up = Command::new(common::binary())
         .args(["up", "--port", &base.to_string(), "--log-level", "warn"])

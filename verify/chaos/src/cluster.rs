@@ -1,11 +1,13 @@
 //! The replica processes: starting `logless server`, SIGKILL, SIGSTOP /
 //! SIGCONT, restarts, noticing replicas that exit on their own, readiness, and shutdown.
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
+
+use logless_harness::server::{self, ServerSpec};
 
 use crate::client::{Connection, Reply};
 
@@ -24,21 +26,16 @@ pub struct ClusterConfig {
     pub log_level: String,
 }
 
-/// One replica's fixed addresses and files.
-#[derive(Clone, Debug)]
-pub struct NodeSpec {
-    /// Its node id (1..=n).
-    pub id: u16,
-    /// Where Redis clients connect.
-    pub client: SocketAddr,
-    /// Where peers (through the proxy) connect.
-    pub peer: SocketAddr,
-    /// Its HTTP endpoint.
-    pub http: SocketAddr,
-    /// Its data directory.
-    pub dir: PathBuf,
-    /// Its log (stdout and stderr of every incarnation, appended).
-    pub log: PathBuf,
+impl ClusterConfig {
+    /// `spec` with this configuration's flags (its durability is the spec's own).
+    fn flags(&self, spec: ServerSpec) -> ServerSpec {
+        let spec = spec
+            .flag("--request-timeout-ms", self.request_timeout_ms)
+            .flag("--log-level", &self.log_level);
+        self.bugs
+            .iter()
+            .fold(spec, |spec, bug| spec.flag("--inject-bug", bug))
+    }
 }
 
 /// A replica that exited without being told to.
@@ -53,42 +50,32 @@ pub struct UnexpectedExit {
 }
 
 struct NodeProcess {
-    spec: NodeSpec,
-    peers: String,
+    spec: ServerSpec,
     child: Option<Child>,
     paused: bool,
 }
 
 /// The running cluster.
 pub struct Cluster {
-    config: ClusterConfig,
+    bin: PathBuf,
     nodes: Vec<NodeProcess>,
     started: Instant,
 }
 
-fn signal(pid: u32, name: &str) -> bool {
-    Command::new("kill")
-        .args([name, &pid.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 impl Cluster {
-    /// Plans a cluster of `specs`; `peers(i)` is node `i`'s `--peers` list. Nothing starts yet.
-    pub fn new(config: ClusterConfig, specs: Vec<NodeSpec>, peers: impl Fn(u16) -> String) -> Self {
+    /// Plans a cluster of `specs` (their `--peers` lists included), each started with the
+    /// flags of `config` as well. Nothing starts yet.
+    pub fn new(config: ClusterConfig, specs: Vec<ServerSpec>) -> Self {
         let nodes = specs
             .into_iter()
             .map(|spec| NodeProcess {
-                peers: peers(spec.id),
-                spec,
+                spec: config.flags(spec),
                 child: None,
                 paused: false,
             })
             .collect();
         Cluster {
-            config,
+            bin: config.bin,
             nodes,
             started: Instant::now(),
         }
@@ -96,7 +83,7 @@ impl Cluster {
 
     /// Every node id.
     pub fn ids(&self) -> Vec<u16> {
-        self.nodes.iter().map(|n| n.spec.id).collect()
+        self.nodes.iter().map(|n| n.spec.node_id).collect()
     }
 
     fn node(&self, id: u16) -> &NodeProcess {
@@ -123,7 +110,7 @@ impl Cluster {
             return Ok(());
         }
         let elapsed = self.started.elapsed().as_secs_f64();
-        let config = self.config.clone();
+        let bin = self.bin.clone();
         let node = self.node_mut(id);
         std::fs::create_dir_all(&node.spec.dir)?;
         let mut log = OpenOptions::new()
@@ -134,34 +121,7 @@ impl Cluster {
             log,
             "=== logless-chaos: starting node {id} at {elapsed:.3} s ==="
         )?;
-        let err: File = log.try_clone()?;
-        let mut command = Command::new(&config.bin);
-        command
-            .arg("server")
-            .args(["--node-id", &id.to_string()])
-            .args(["--peers", &node.peers])
-            .args(["--client-addr", &node.spec.client.to_string()])
-            .args(["--peer-addr", &node.spec.peer.to_string()])
-            .args(["--http-addr", &node.spec.http.to_string()])
-            .arg("--dir")
-            .arg(&node.spec.dir)
-            .args(["--durability", &config.durability])
-            .args([
-                "--request-timeout-ms",
-                &config.request_timeout_ms.to_string(),
-            ])
-            .args(["--log-level", &config.log_level]);
-        for bug in &config.bugs {
-            command.args(["--inject-bug", bug]);
-        }
-        // Plain text logs (tracing's colours make the files hard to grep).
-        let child = command
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .spawn()?;
-        node.child = Some(child);
+        node.child = Some(node.spec.spawn(&bin)?);
         node.paused = false;
         Ok(())
     }
@@ -184,7 +144,7 @@ impl Cluster {
         let Some(child) = &node.child else {
             return false;
         };
-        node.paused = signal(child.id(), "-STOP");
+        node.paused = server::signal(child.id(), "-STOP");
         node.paused
     }
 
@@ -192,7 +152,7 @@ impl Cluster {
     pub fn resume(&mut self, id: u16) {
         let node = self.node_mut(id);
         if let (Some(child), true) = (&node.child, node.paused) {
-            signal(child.id(), "-CONT");
+            server::signal(child.id(), "-CONT");
         }
         node.paused = false;
     }
@@ -208,7 +168,7 @@ impl Cluster {
                 node.child = None;
                 node.paused = false;
                 exits.push(UnexpectedExit {
-                    id: node.spec.id,
+                    id: node.spec.node_id,
                     status: status.to_string(),
                     log_tail: logless_harness::log_tail(&node.spec.log, 20),
                 });
@@ -230,24 +190,14 @@ impl Cluster {
     pub fn shutdown(&mut self, grace: Duration) {
         for id in self.ids() {
             self.resume(id);
-            if let Some(child) = &self.node(id).child {
-                signal(child.id(), "-TERM");
-            }
         }
-        let deadline = Instant::now() + grace;
-        for node in &mut self.nodes {
-            let Some(mut child) = node.child.take() else {
-                continue;
-            };
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        let mut children: Vec<Child> = self
+            .nodes
+            .iter_mut()
+            .filter_map(|n| n.child.take())
+            .collect();
+        let mut children: Vec<&mut Child> = children.iter_mut().collect();
+        server::stop_all(&mut children, grace);
     }
 }
 

@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use logless_harness::server::ServerSpec;
 use tokio::sync::watch;
 
 use crate::checker::{self, Verdict};
-use crate::cluster::{self, Cluster, ClusterConfig, NodeSpec};
+use crate::cluster::{self, Cluster, ClusterConfig};
 use crate::history::{Clock, Counts, History};
 use crate::lost::{self, LostWrite};
 use crate::nemesis::{self, FaultKind, FaultLog, Schedule};
@@ -125,38 +126,44 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         .into_iter()
         .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
         .collect();
-    let specs: Vec<NodeSpec> = ids
+    let peer_of: Vec<SocketAddr> = ids
         .iter()
-        .map(|&id| {
-            let i = 3 * usize::from(id - 1);
-            NodeSpec {
-                id,
-                client: ports[i],
-                peer: ports[i + 1],
-                http: ports[i + 2],
-                dir: data.join(format!("node-{id}")),
-                log: config.out.join(format!("node-{id}.log")),
-            }
-        })
+        .map(|&id| ports[3 * usize::from(id - 1) + 1])
         .collect();
-    let peer_of: Vec<SocketAddr> = specs.iter().map(|s| s.peer).collect();
     let proxy = Proxy::start(&ids, |to| peer_of[usize::from(to - 1)])
         .await
         .map_err(|e| format!("proxy: {e}"))?;
-    let peers = |me: u16| -> String {
-        ids.iter()
-            .map(|&to| {
-                let addr = if to == me {
-                    peer_of[usize::from(me - 1)]
-                } else {
-                    proxy.addr(me, to)
-                };
-                format!("{to}={addr}")
-            })
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let mut cluster = Cluster::new(config.cluster.clone(), specs, peers);
+    // Each replica reaches itself directly and every other one through the proxy.
+    let specs: Vec<ServerSpec> = ids
+        .iter()
+        .map(|&me| {
+            let i = 3 * usize::from(me - 1);
+            let peers = ids
+                .iter()
+                .map(|&to| {
+                    let addr = if to == me {
+                        peer_of[usize::from(me - 1)]
+                    } else {
+                        proxy.addr(me, to)
+                    };
+                    (to, addr)
+                })
+                .collect();
+            ServerSpec {
+                node_id: me,
+                peers,
+                client: ports[i],
+                peer: ports[i + 1],
+                http: ports[i + 2],
+                dir: data.join(format!("node-{me}")),
+                log: config.out.join(format!("node-{me}.log")),
+                durability: config.cluster.durability.clone(),
+                shards: None,
+                extra: Vec::new(),
+            }
+        })
+        .collect();
+    let mut cluster = Cluster::new(config.cluster.clone(), specs);
     for &id in &ids {
         cluster
             .start(id)

@@ -7,13 +7,16 @@
 //! once when the thread that started it ends. `timeout` puts itself and the child into a new
 //! process group, which is what [`Proc::stop`] and [`Proc::crash`] signal. Dropping a
 //! [`Proc`] or a [`Running`] stops its processes.
+use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use logless_harness::probe::{self, http_get};
+use logless_harness::server;
 
 /// One child process (under `timeout`) and its log file.
 pub struct Proc {
@@ -30,7 +33,7 @@ impl Proc {
     pub fn spawn(
         label: &str,
         program: &Path,
-        args: &[String],
+        args: &[impl AsRef<OsStr>],
         log: &Path,
         limit_s: u64,
     ) -> Result<Proc, String> {
@@ -282,36 +285,14 @@ pub fn free_ports(offsets: &[u16], count: u16) -> Result<u16, String> {
     logless_harness::ports::free_block(offsets, count).map_err(|e| e.to_string())
 }
 
-/// One RESP request on a fresh connection; the first line of the reply.
-pub fn resp_ask(addr: &str, request: &[u8]) -> std::io::Result<String> {
-    let addr: SocketAddr = addr.parse().map_err(|e| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
-    })?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
-    stream.set_read_timeout(Some(Duration::from_secs(3)))?;
-    stream.write_all(request)?;
-    let mut reply = Vec::new();
-    let mut byte = [0u8; 1];
-    while !reply.ends_with(b"\r\n") {
-        if stream.read(&mut byte)? == 0 {
-            break;
-        }
-        reply.push(byte[0]);
-    }
-    Ok(String::from_utf8_lossy(&reply).trim_end().to_string())
-}
+/// How long a readiness probe waits for each answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// One HTTP GET on a fresh connection; the whole reply.
-fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
-    let addr: SocketAddr = addr.parse().map_err(|e| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
-    })?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
-    stream.set_read_timeout(Some(Duration::from_secs(3)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply)?;
-    Ok(reply)
+/// `host:port` as a socket address.
+fn socket_addr(endpoint: &str) -> Result<SocketAddr, String> {
+    endpoint
+        .parse()
+        .map_err(|e| format!("bad endpoint {endpoint}: {e}"))
 }
 
 /// A running system: its endpoints (host:port of the Redis or etcd client ports), processes
@@ -443,7 +424,7 @@ pub struct LoglessOpts {
 /// Starts `logless up` on free ports and waits for its "stop with Ctrl-C".
 pub fn start_logless_up(name: &str, o: &LoglessOpts) -> Result<Running, String> {
     let data = data_dir(name)?;
-    let port = free_ports(&[0, 1000, 2000], o.replicas)?;
+    let port = free_ports(&server::PORT_OFFSETS, o.replicas)?;
     let log = data.path().join("up.log");
     let args: Vec<String> = [
         "up",
@@ -492,62 +473,28 @@ pub fn start_logless_up(name: &str, o: &LoglessOpts) -> Result<Running, String> 
 /// stops the whole cluster when one replica exits.
 pub fn start_logless_servers(name: &str, o: &LoglessOpts) -> Result<Running, String> {
     let data = data_dir(name)?;
-    let port = free_ports(&[0, 1000, 2000], o.replicas)?;
-    let peer = |i: u16| format!("127.0.0.1:{}", port + 1000 + i);
-    let peers: Vec<String> = (0..o.replicas)
-        .map(|i| format!("{}={}", i + 1, peer(i)))
-        .collect();
-    let peers = peers.join(",");
+    let port = free_ports(&server::PORT_OFFSETS, o.replicas)?;
+    let specs = server::loopback_cluster(o.replicas, port, data.path(), &o.durability);
     let mut procs = Vec::new();
-    for i in 0..o.replicas {
-        let args: Vec<String> = vec![
-            "server".into(),
-            "--node-id".into(),
-            (i + 1).to_string(),
-            "--peers".into(),
-            peers.clone(),
-            "--client-addr".into(),
-            format!("127.0.0.1:{}", port + i),
-            "--peer-addr".into(),
-            peer(i),
-            "--http-addr".into(),
-            format!("127.0.0.1:{}", port + 2000 + i),
-            "--dir".into(),
-            data.path()
-                .join(format!("node-{}", i + 1))
-                .to_string_lossy()
-                .into_owned(),
-            "--durability".into(),
-            o.durability.clone(),
-            "--read-retries".into(),
-            o.read_retries.to_string(),
-            "--log-level".into(),
-            "warn".into(),
-        ];
-        let log = data.path().join(format!("node-{}.log", i + 1));
+    for spec in specs.iter().cloned() {
+        let spec = spec
+            .flag("--read-retries", o.read_retries)
+            .flag("--log-level", "warn");
         procs.push(Proc::spawn(
-            &format!("{name} replica {}", i + 1),
+            &format!("{name} replica {}", spec.node_id),
             &o.bin,
-            &args,
-            &log,
+            &spec.command_line(),
+            &spec.log,
             o.limit_s,
         )?);
     }
-    let endpoints: Vec<String> = (0..o.replicas)
-        .map(|i| format!("127.0.0.1:{}", port + i))
-        .collect();
-    let probe = endpoints.clone();
+    let endpoints: Vec<String> = specs.iter().map(|s| s.client.to_string()).collect();
+    let clients: Vec<SocketAddr> = specs.iter().map(|s| s.client).collect();
     wait_ready(
         &mut procs,
         Duration::from_secs(60),
         "logless servers",
-        || {
-            probe
-                .iter()
-                .all(|e| resp_ask(e, b"PING\r\n").is_ok_and(|r| r == "+PONG"))
-                && resp_ask(&probe[0], b"*2\r\n$3\r\nGET\r\n$13\r\nlogless:ready\r\n")
-                    .is_ok_and(|r| r.starts_with('$'))
-        },
+        || probe::cluster_serves(&clients, "logless:ready", PROBE_TIMEOUT),
     )?;
     Ok(Running {
         name: name.to_string(),
@@ -591,8 +538,9 @@ pub fn start_redis(
     let log = data.path().join("redis.log");
     let mut procs = vec![Proc::spawn(name, bin, &args, &log, limit_s)?];
     let endpoint = format!("127.0.0.1:{port}");
+    let addr = socket_addr(&endpoint)?;
     wait_ready(&mut procs, Duration::from_secs(20), "redis-server", || {
-        resp_ask(&endpoint, b"PING\r\n").is_ok_and(|r| r == "+PONG")
+        probe::resp_ask(addr, &["PING"], PROBE_TIMEOUT).is_ok_and(|r| r == "+PONG")
     })?;
     Ok(Running {
         name: name.to_string(),
@@ -665,11 +613,15 @@ pub fn start_etcd(
         )?);
     }
     let endpoints: Vec<String> = (0..members).map(client).collect();
-    let probe = endpoints.clone();
+    let addrs = endpoints
+        .iter()
+        .map(|e| socket_addr(e))
+        .collect::<Result<Vec<_>, _>>()?;
     wait_ready(&mut procs, Duration::from_secs(60), "etcd", || {
-        probe
-            .iter()
-            .all(|e| http_get(e, "/health").is_ok_and(|r| r.contains("\"health\":\"true\"")))
+        addrs.iter().all(|&a| {
+            http_get(a, "/health", PROBE_TIMEOUT)
+                .is_ok_and(|(_, body)| body.contains("\"health\":\"true\""))
+        })
     })?;
     Ok(Running {
         name: name.to_string(),

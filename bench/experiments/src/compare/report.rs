@@ -128,6 +128,15 @@ impl Record {
         self.per_cpu_s(self.total_ops())
     }
 
+    /// Writes per second if `writes`, else reads per second.
+    pub fn ops(&self, writes: bool) -> f64 {
+        if writes {
+            self.write.throughput
+        } else {
+            self.read.throughput
+        }
+    }
+
     /// `ops` per second of this point per core the system kept busy.
     pub fn per_cpu_s(&self, ops: f64) -> Option<f64> {
         self.cores()
@@ -304,6 +313,148 @@ pub struct Ratio {
     pub cpu_ratio: Option<f64>,
 }
 
+/// The point of `experiment` for `system` at pipeline 1 with only writes (`writes`) or only
+/// reads that also `matches`.
+fn point<'a>(
+    records: &'a [Record],
+    experiment: &str,
+    system: &str,
+    writes: bool,
+    matches: impl Fn(&Record) -> bool,
+) -> Option<&'a Record> {
+    let write_frac = if writes { 1.0 } else { 0.0 };
+    records.iter().find(|r| {
+        r.experiment == experiment
+            && r.system == system
+            && r.load.pipeline == 1
+            && r.load.write_frac == write_frac
+            && matches(r)
+    })
+}
+
+/// logless's pairings with etcd: how they compare, logless's variant, etcd's.
+const ETCD_PAIRS: [(&str, &str, &str); 3] = [
+    ("both fsync", "logless-sync", "etcd"),
+    ("neither fsyncs", "logless-mmap", "etcd-nofsync"),
+    ("defaults", "logless-mmap", "etcd"),
+];
+
+/// The client count the CPU table aims at: that of the headline.
+pub const CPU_CLIENTS_TARGET: u32 = 256;
+
+/// One row of the CPU table: operations per CPU-second of each system's own processes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CpuRow {
+    /// What is compared.
+    pub what: String,
+    /// logless's variant.
+    pub logless: String,
+    /// logless's operations per CPU-second.
+    pub logless_per_cpu_s: f64,
+    /// etcd's variant.
+    pub peer: String,
+    /// etcd's operations per CPU-second.
+    pub peer_per_cpu_s: f64,
+    /// logless / etcd.
+    pub ratio: f64,
+}
+
+/// The client count of `experiment`'s points nearest `target` (the smaller of two as near).
+pub fn nearest_clients(records: &[Record], experiment: &str, target: u32) -> Option<u32> {
+    records
+        .iter()
+        .filter(|r| r.experiment == experiment)
+        .map(|r| r.load.clients)
+        .min_by_key(|&c| (c.abs_diff(target), c))
+}
+
+/// Operations per server CPU-second, logless against etcd, where both were measured: blind
+/// writes of the smallest value to one key (experiment b) for each pairing of durability, and
+/// linearizable reads of one key (experiment a), each at the client count nearest
+/// [`CPU_CLIENTS_TARGET`]. On a machine whose cores the load generator shares, throughput says
+/// little; the CPU each system spends per operation says what it would do with the cores alone.
+pub fn cpu_headline(records: &[Record]) -> Vec<CpuRow> {
+    let per_cpu_s = |r: &Record, writes: bool| r.per_cpu_s(r.ops(writes));
+    let row = |what: String, l: (&str, Option<f64>), p: (&str, Option<f64>)| {
+        let (Some(l_cpu), Some(p_cpu)) = (l.1, p.1) else {
+            return None;
+        };
+        (p_cpu > 0.0).then(|| CpuRow {
+            what,
+            logless: l.0.to_string(),
+            logless_per_cpu_s: l_cpu,
+            peer: p.0.to_string(),
+            peer_per_cpu_s: p_cpu,
+            ratio: l_cpu / p_cpu,
+        })
+    };
+    let mut out = Vec::new();
+    if let Some(clients) = nearest_clients(records, VALUES, CPU_CLIENTS_TARGET) {
+        let smallest = records
+            .iter()
+            .filter(|r| r.experiment == VALUES && r.load.clients == clients)
+            .map(|r| r.load.value_bytes)
+            .min();
+        let writes = |system: &str| {
+            point(records, VALUES, system, true, |r| {
+                r.load.clients == clients && Some(r.load.value_bytes) == smallest
+            })
+            .and_then(|r| per_cpu_s(r, true))
+        };
+        for (how, l, p) in ETCD_PAIRS {
+            let what = format!(
+                "blind writes of {} B ({clients} clients), {how}",
+                smallest.unwrap_or(0)
+            );
+            out.extend(row(what, (l, writes(l)), (p, writes(p))));
+        }
+    }
+    if let Some(clients) = nearest_clients(records, COUNTER, CPU_CLIENTS_TARGET) {
+        // Reads do not depend on the durability setting: whichever variant measured them.
+        let reads = |family: [&'static str; 2]| {
+            family
+                .into_iter()
+                .find_map(|system| {
+                    point(records, COUNTER, system, false, |r| {
+                        r.load.clients == clients
+                    })
+                    .and_then(|r| per_cpu_s(r, false))
+                    .map(|x| (system, Some(x)))
+                })
+                .unwrap_or((family[0], None))
+        };
+        out.extend(row(
+            format!("linearizable reads ({clients} clients)"),
+            reads(["logless-mmap", "logless-sync"]),
+            reads(["etcd", "etcd-nofsync"]),
+        ));
+    }
+    out
+}
+
+/// The CPU table in Markdown, or nothing when no row has both sides.
+pub fn cpu_table(records: &[Record]) -> String {
+    let rows = cpu_headline(records);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "Operations per server CPU-second, logless against etcd (goal: 20× or more). Each \
+         system's throughput divided by the cores its own processes kept busy, so the load \
+         generator's share of the machine does not count:\n\n\
+         | operation | logless | ops per CPU-s | etcd | ops per CPU-s | logless/etcd |\n\
+         | --- | --- | ---: | --- | ---: | ---: |\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {} | {:.0} | {:.2}× |",
+            r.what, r.logless, r.logless_per_cpu_s, r.peer, r.peer_per_cpu_s, r.ratio
+        );
+    }
+    s
+}
+
 /// The client count the headline uses: 256 if measured, else the largest measured.
 pub fn headline_clients(records: &[Record]) -> Option<u32> {
     let clients: Vec<u32> = records
@@ -336,31 +487,17 @@ pub fn headline(records: &[Record]) -> Vec<Ratio> {
         .map(|r| r.load.clients);
     // A point's throughput of the measured kind, and its operations per CPU-second.
     let find = |experiment: &str, system: &str, writes: bool| -> Option<(f64, Option<f64>)> {
-        records
-            .iter()
-            .find(|r| {
-                r.experiment == experiment
-                    && r.system == system
-                    && r.load.pipeline == 1
-                    && if experiment == COUNTER {
-                        r.load.clients == clients
-                    } else {
-                        Some(r.load.value_bytes) == smallest
-                    }
-                    && if writes {
-                        r.load.write_frac == 1.0
-                    } else {
-                        r.load.write_frac == 0.0
-                    }
-            })
-            .map(|r| {
-                let ops = if writes {
-                    r.write.throughput
-                } else {
-                    r.read.throughput
-                };
-                (ops, r.per_cpu_s(ops))
-            })
+        point(records, experiment, system, writes, |r| {
+            if experiment == COUNTER {
+                r.load.clients == clients
+            } else {
+                Some(r.load.value_bytes) == smallest
+            }
+        })
+        .map(|r| {
+            let ops = r.ops(writes);
+            (ops, r.per_cpu_s(ops))
+        })
     };
     // Reads do not depend on the durability setting: use whichever variant measured them.
     let reads_of = |family: &[&str]| -> (String, Option<(f64, Option<f64>)>) {
@@ -391,19 +528,17 @@ pub fn headline(records: &[Record]) -> Vec<Ratio> {
             cpu_ratio: divide(l_cpu, p_cpu),
         });
     };
-    let pairs = [
-        ("both fsync", "logless-sync", "etcd"),
-        ("neither fsyncs", "logless-mmap", "etcd-nofsync"),
-        ("defaults", "logless-mmap", "etcd"),
+    let mut pairs = ETCD_PAIRS.to_vec();
+    pairs.extend([
         ("vs redis, no persistence", "logless-mmap", "redis"),
         ("vs redis, both fsync", "logless-sync", "redis-aof-always"),
-    ];
-    for (how, l, p) in pairs {
+    ]);
+    for &(how, l, p) in &pairs {
         let w = |v: &str| (v.to_string(), find(COUNTER, v, true));
         push(format!("increments ({clients} clients), {how}"), w(l), w(p));
     }
     if let (Some(bytes), Some(vc)) = (smallest, value_clients) {
-        for (how, l, p) in pairs {
+        for &(how, l, p) in &pairs {
             let w = |v: &str| (v.to_string(), find(VALUES, v, true));
             push(
                 format!("blind writes of {bytes} B ({vc} clients), {how}"),
@@ -456,6 +591,11 @@ pub fn headline_table(records: &[Record]) -> String {
             times(r.ratio),
             times(r.cpu_ratio)
         );
+    }
+    let cpu = cpu_table(records);
+    if !cpu.is_empty() {
+        s.push('\n');
+        s.push_str(&cpu);
     }
     s
 }
@@ -800,6 +940,92 @@ mod tests {
         assert_eq!(idle.ops_per_cpu_s(), None);
         idle.wall_s = Some(0.0);
         assert_eq!(idle.cores(), None);
+    }
+
+    #[test]
+    fn operations_per_cpu_second_against_etcd_at_the_clients_nearest_256() {
+        let point = |experiment: &str, system: &str, clients: u32, writes: bool, ops, cpu_s| {
+            let mut r = record(
+                experiment,
+                system,
+                clients,
+                if writes { 1.0 } else { 0.0 },
+                ops,
+            );
+            (r.cpu_s, r.wall_s) = (Some(cpu_s), Some(2.0));
+            r
+        };
+        let small_value = |system: &str, bytes: u32, ops: f64, cpu_s: f64| {
+            let mut r = point(VALUES, system, 200, true, ops, cpu_s);
+            r.load.value_bytes = bytes;
+            r
+        };
+        let rs = vec![
+            // Blind writes: logless-mmap 12000/s on 1.5 cores = 8000 per CPU-second, etcd
+            // 3000/s on 1.5 cores = 2000; the 1 KiB points are not the smallest value.
+            small_value("logless-mmap", 16, 12_000.0, 3.0),
+            small_value("etcd", 16, 3_000.0, 3.0),
+            small_value("logless-mmap", 1024, 1.0, 3.0),
+            small_value("etcd-nofsync", 16, 4_000.0, 2.0),
+            // Reads at 300 clients, nearer 256 than 64; logless-sync stands in for logless.
+            point(COUNTER, "logless-sync", 300, false, 40_000.0, 2.0),
+            point(COUNTER, "logless-sync", 64, false, 1.0, 2.0),
+            point(COUNTER, "etcd", 300, false, 10_000.0, 4.0),
+        ];
+        assert_eq!(nearest_clients(&rs, COUNTER, 256), Some(300));
+        assert_eq!(nearest_clients(&rs, VALUES, 256), Some(200));
+        assert_eq!(nearest_clients(&rs, REGISTERS, 256), None);
+        // Two as near: the smaller.
+        let tie = [
+            point(COUNTER, "etcd", 250, false, 1.0, 1.0),
+            point(COUNTER, "etcd", 262, false, 1.0, 1.0),
+        ];
+        assert_eq!(nearest_clients(&tie, COUNTER, 256), Some(250));
+        let rows = cpu_headline(&rs);
+        let row = |what: &str| rows.iter().find(|r| r.what == what).cloned();
+        assert_eq!(
+            row("blind writes of 16 B (200 clients), defaults"),
+            Some(CpuRow {
+                what: "blind writes of 16 B (200 clients), defaults".into(),
+                logless: "logless-mmap".into(),
+                logless_per_cpu_s: 8_000.0,
+                peer: "etcd".into(),
+                peer_per_cpu_s: 2_000.0,
+                ratio: 4.0,
+            })
+        );
+        // 8000 against etcd-nofsync's 4000 per CPU-second; no logless-sync write was measured.
+        assert_eq!(
+            row("blind writes of 16 B (200 clients), neither fsyncs").map(|r| r.ratio),
+            Some(2.0)
+        );
+        assert_eq!(row("blind writes of 16 B (200 clients), both fsync"), None);
+        // Reads: 40000/s on one core against 10000/s on two.
+        let reads = row("linearizable reads (300 clients)").unwrap();
+        assert_eq!(
+            (
+                reads.logless.as_str(),
+                reads.logless_per_cpu_s,
+                reads.peer_per_cpu_s,
+                reads.ratio
+            ),
+            ("logless-sync", 40_000.0, 5_000.0, 8.0)
+        );
+        assert_eq!(rows.len(), 3);
+        let table = headline_table(&rs);
+        assert!(
+            table.contains(
+                "| linearizable reads (300 clients) | logless-sync | 40000 | etcd | 5000 | 8.00× |"
+            ),
+            "{table}"
+        );
+        // Without CPU figures there is no CPU table.
+        let mut without = rs.clone();
+        for r in &mut without {
+            r.cpu_s = None;
+        }
+        assert!(cpu_headline(&without).is_empty());
+        assert!(!headline_table(&without).contains("logless/etcd"));
     }
 
     #[test]

@@ -1,0 +1,136 @@
+//! Asking a running server one question on a fresh connection: an HTTP GET, or a Redis command
+//! and the first line of its reply. Enough to wait for readiness and read `/status`; a
+//! workload wants a real client.
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// How long a connection may take to open: on loopback it is at once or never.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// GETs `path` from `addr`, waiting up to `timeout` to connect and for each read; returns the
+/// status code (0 if the status line has none) and the body.
+///
+/// The request is HTTP/1.0 with `Connection: close`, so that any server (the replicas, etcd)
+/// answers with a plain body that ends where the connection does, never chunked.
+pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, timeout.min(CONNECT_TIMEOUT))?;
+    stream.set_read_timeout(Some(timeout))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    Ok(parse_http(&response))
+}
+
+/// The status code and body of an HTTP response.
+fn parse_http(response: &str) -> (u16, String) {
+    let code = response
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// `args` as a RESP multibulk request.
+pub fn resp_request(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
+    }
+    out
+}
+
+/// Sends the Redis command `args` to `addr` and returns the first line of the reply without
+/// its CRLF (`+PONG`, `$5`, `-ERR …`), waiting up to `timeout` for it.
+pub fn resp_ask(addr: SocketAddr, args: &[&str], timeout: Duration) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, timeout.min(CONNECT_TIMEOUT))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(&resp_request(args))?;
+    // Byte by byte: the line is short, and nothing after it may be taken from the socket.
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n") {
+        if stream.read(&mut byte)? == 0 {
+            break;
+        }
+        reply.push(byte[0]);
+    }
+    Ok(String::from_utf8_lossy(&reply).trim_end().to_string())
+}
+
+/// Whether a cluster serves: every replica in `clients` answers PING, and a read of
+/// `probe_key` through the first one, which needs a quorum, is answered with a value or nil.
+/// Each question waits up to `timeout`.
+pub fn cluster_serves(clients: &[SocketAddr], probe_key: &str, timeout: Duration) -> bool {
+    let Some(first) = clients.first() else {
+        return false;
+    };
+    clients
+        .iter()
+        .all(|&addr| resp_ask(addr, &["PING"], timeout).is_ok_and(|r| r == "+PONG"))
+        && resp_ask(*first, &["GET", probe_key], timeout).is_ok_and(|r| r.starts_with('$'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+    use std::net::{Ipv4Addr, TcpListener};
+
+    /// A server on a free loopback port that reads one request head (up to a blank line, or
+    /// one RESP line of each request in `lines`) and writes `answer`.
+    fn answer_once(
+        answer: &'static str,
+        lines: usize,
+    ) -> (SocketAddr, std::thread::JoinHandle<String>) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            for _ in 0..lines {
+                reader.read_line(&mut request).unwrap();
+            }
+            (&stream).write_all(answer.as_bytes()).unwrap();
+            request
+        });
+        (addr, server)
+    }
+
+    #[test]
+    fn http_get_sends_a_closing_request_and_splits_the_answer() {
+        let (addr, server) = answer_once(
+            "HTTP/1.1 503 Service Unavailable\r\nA: b\r\n\r\nunhealthy\n",
+            4,
+        );
+        let got = http_get(addr, "/health", Duration::from_secs(5)).unwrap();
+        assert_eq!(got, (503, "unhealthy\n".to_string()));
+        assert_eq!(
+            server.join().unwrap(),
+            format!("GET /health HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+        );
+        assert_eq!(parse_http("garbage"), (0, String::new()));
+    }
+
+    #[test]
+    fn resp_ask_sends_a_multibulk_request_and_reads_one_line() {
+        assert_eq!(
+            resp_request(&["GET", "k:1"]),
+            b"*2\r\n$3\r\nGET\r\n$3\r\nk:1\r\n"
+        );
+        let (addr, server) = answer_once("$5\r\nhello\r\n", 5);
+        let got = resp_ask(addr, &["GET", "k:1"], Duration::from_secs(5)).unwrap();
+        assert_eq!(got, "$5");
+        assert_eq!(server.join().unwrap(), "*2\r\n$3\r\nGET\r\n$3\r\nk:1\r\n");
+        assert!(!cluster_serves(&[], "k", Duration::from_secs(1)));
+    }
+}
