@@ -5,4 +5,6 @@
 //! proposes the result; every replica and every checker uses the same definitions, so a
 //! command means the same thing wherever it is evaluated.
 pub mod command;
+pub mod float;
+pub mod glob;
 pub mod value;
