@@ -8,13 +8,35 @@
 //! own timer, so every replica agrees on it.
 //!
 //! The semantics follow Redis wherever Redis has the command; the fencing lock is logless's own.
+//! Hashes, lists and sorted sets have a module each ([`hash`], [`list`], [`sorted_set`]); what
+//! all collections share (WRONGTYPE, deleting an emptied key, limits) is in `collection`, and
+//! [`Command::Transaction`] runs several commands on one key as one.
+//!
+//! Commands that choose at random (SPOP, SRANDMEMBER, HRANDFIELD) carry a `seed` the proposer
+//! draws, so that every replica and checker computes the same result.
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::LazyLock;
 
 use bytes::Bytes;
 
+use crate::float::Float;
 use crate::value::{Data, LockState, Register};
+
+mod collection;
+pub mod hash;
+pub mod list;
+mod random;
+pub mod scan;
+mod sets;
+pub mod sorted_set;
+mod strings;
+
+pub use hash::HashCmd;
+pub use list::{ListCmd, ListEnd};
+pub use random::REPEATS_MAX;
+pub use scan::ScanArgs;
+pub use sorted_set::{LexBound, ScoreBound, ZAddFlags, ZRange, ZRangeBy, ZSetCmd};
 
 /// A command on one register.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,6 +94,56 @@ pub enum Command {
     Append(Bytes),
     /// GETDEL: the string value, then delete the key.
     GetDel,
+    /// A hash command (HSET, HGET, ...).
+    Hash(HashCmd),
+    /// A list command (LPUSH, LRANGE, ...).
+    List(ListCmd),
+    /// A sorted-set command (ZADD, ZRANGE, ...).
+    ZSet(ZSetCmd),
+    /// `INCRBYFLOAT delta`: the value as a float plus `delta`, stored as a string; the new
+    /// value as text (see [`crate::float::format_human`]).
+    IncrByFloat(Float),
+    /// GETEX: the string value or nil; `Keep` without an option, `Clear` for PERSIST, EX/PX
+    /// as `AfterMs`, EXAT/PXAT as `AtMs` (zero is an invalid expire time; the table refuses
+    /// negative ones with the same error).
+    GetEx(Expiry),
+    /// `GETRANGE start end`: a substring, both ends included, negative from the end.
+    GetRange {
+        /// First byte.
+        start: i64,
+        /// Last byte.
+        end: i64,
+    },
+    /// `SETRANGE offset value`: the new length (the table refuses a negative offset).
+    SetRange {
+        /// Where to write.
+        offset: u64,
+        /// What to write.
+        value: Bytes,
+    },
+    /// `SPOP [count]`; the proposer draws `seed`.
+    SPop {
+        /// The count, if given (the table refuses negative ones).
+        count: Option<u64>,
+        /// The seed of the choice.
+        seed: u64,
+    },
+    /// `SRANDMEMBER [count]`; the proposer draws `seed`.
+    SRandMember {
+        /// The count, if given (negative: repeats allowed).
+        count: Option<i64>,
+        /// The seed of the choice.
+        seed: u64,
+    },
+    /// `SMISMEMBER member ...`: 1 or 0 for each.
+    SMIsMember(Vec<Bytes>),
+    /// `SSCAN cursor [MATCH pattern] [COUNT count]`.
+    SScan(ScanArgs),
+    /// MULTI ... EXEC of commands that all name this key: applied in order to one register
+    /// in one consensus decision; one reply per command, as EXEC answers. A command that fails
+    /// answers its error in its place and the others still apply; each command sees what the
+    /// ones before it wrote.
+    Transaction(Vec<Command>),
 }
 
 /// The arguments of the EXPIRE family.
@@ -196,6 +268,29 @@ pub enum Reply {
     Array(Vec<Bytes>),
     /// An error.
     Error(CommandError),
+    /// A float (a RESP3 double; a bulk string of [`Float::text`] in RESP2).
+    Double(Float),
+    /// An array of replies of any kind (HMGET's values and nils, a scan's cursor and
+    /// elements, a transaction's replies).
+    Items(Vec<Reply>),
+    /// Keys with values: a RESP3 map, a flat array in RESP2 (HGETALL).
+    Map(Vec<(Reply, Reply)>),
+    /// Pairs: an array of two-element arrays in RESP3, a flat array in RESP2 (ZRANGE
+    /// WITHSCORES, ZPOPMIN with a count, HRANDFIELD WITHVALUES).
+    Pairs(Vec<(Reply, Reply)>),
+    /// A null array (RESP2 `*-1`, RESP3 null): LPOP with a count on an absent key, ZRANK
+    /// WITHSCORE of a missing member.
+    NilArray,
+}
+
+impl Reply {
+    /// A scan step's reply: the next cursor as a string, then the elements.
+    pub(crate) fn scan(next: u64, elements: Vec<Bytes>) -> Reply {
+        Reply::Items(vec![
+            Reply::Bulk(Bytes::from(next.to_string())),
+            Reply::Array(elements),
+        ])
+    }
 }
 
 /// Why a command failed; the display texts are Redis's.
@@ -213,6 +308,32 @@ pub enum CommandError {
     InvalidExpireTime,
     /// The expiry overflows, in the words of the named command (`expire`, `setex`, ...).
     InvalidExpireTimeIn(&'static str),
+    /// The value or argument is not a float.
+    NotAFloat,
+    /// INCRBYFLOAT or HINCRBYFLOAT would produce NaN or an infinity.
+    NanOrInfinity,
+    /// HINCRBY on a field that is not an integer.
+    HashNotInteger,
+    /// HINCRBYFLOAT on a field that is not a float.
+    HashNotFloat,
+    /// ZADD INCR or ZINCRBY would produce NaN (`inf` plus `-inf`).
+    ScoreNaN,
+    /// LSET on an absent key.
+    NoSuchKey,
+    /// LSET past the end of the list.
+    IndexOutOfRange,
+    /// A count out of range (SRANDMEMBER and HRANDFIELD with a count below -[`REPEATS_MAX`]).
+    OutOfRange,
+    /// ZADD with NX and XX.
+    ZAddNxXx,
+    /// ZADD with two of GT, LT and NX.
+    ZAddGtLtNx,
+    /// ZADD INCR with more than one pair.
+    ZAddIncrPairs,
+    /// A ZCOUNT or ZRANGE BYSCORE bound that is not a float.
+    MinMaxNotFloat,
+    /// A ZRANGE BYLEX bound that does not start with `[` or `(` and is not `-` or `+`.
+    MinMaxNotLex,
 }
 
 impl fmt::Display for CommandError {
@@ -230,18 +351,39 @@ impl fmt::Display for CommandError {
             CommandError::InvalidExpireTime | CommandError::InvalidExpireTimeIn(_) => {
                 "ERR invalid expire time in 'set' command"
             }
+            CommandError::NotAFloat => "ERR value is not a valid float",
+            CommandError::NanOrInfinity => "ERR increment would produce NaN or Infinity",
+            CommandError::HashNotInteger => "ERR hash value is not an integer",
+            CommandError::HashNotFloat => "ERR hash value is not a float",
+            CommandError::ScoreNaN => "ERR resulting score is not a number (NaN)",
+            CommandError::NoSuchKey => "ERR no such key",
+            CommandError::IndexOutOfRange => "ERR index out of range",
+            CommandError::OutOfRange => "ERR value is out of range",
+            CommandError::ZAddNxXx => "ERR XX and NX options at the same time are not compatible",
+            CommandError::ZAddGtLtNx => {
+                "ERR GT, LT, and/or NX options at the same time are not compatible"
+            }
+            CommandError::ZAddIncrPairs => {
+                "ERR INCR option supports a single increment-element pair"
+            }
+            CommandError::MinMaxNotFloat => "ERR min or max is not a float",
+            CommandError::MinMaxNotLex => "ERR min or max not valid string range item",
         })
     }
 }
 
 impl std::error::Error for CommandError {}
 
-/// Size limits on what a register may hold.
+/// Size limits on what a register may hold. A command that would grow a value past them is
+/// refused with [`CommandError::ValueTooLarge`]; one that shrinks a value already past them
+/// (after the limits were lowered) still applies.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Limits {
-    /// The largest string, or the largest sum of a set's member bytes.
+    /// The largest string, or the largest sum of a collection's element bytes (a hash's fields
+    /// and values; a sorted set's members, each with 8 bytes for its score).
     pub value_bytes_max: usize,
-    /// The most members of a set.
+    /// The most elements of a collection: a set's members, a hash's fields, a list's
+    /// elements, a sorted set's members.
     pub set_members_max: usize,
 }
 
@@ -280,7 +422,7 @@ pub fn digest(bytes: &[u8]) -> u64 {
 }
 
 /// The string form of a string or integer value (`None` for other kinds).
-fn as_string(data: &Data) -> Option<Bytes> {
+pub(crate) fn as_string(data: &Data) -> Option<Bytes> {
     match data {
         Data::Str(s) => Some(s.clone()),
         Data::Int(v) => Some(int_text(*v)),
@@ -371,24 +513,47 @@ impl Command {
             Command::Persist => "persist",
             Command::Append(_) => "append",
             Command::GetDel => "getdel",
+            Command::Hash(c) => c.name(),
+            Command::List(c) => c.name(),
+            Command::ZSet(c) => c.name(),
+            Command::IncrByFloat(_) => "incrbyfloat",
+            Command::GetEx(_) => "getex",
+            Command::GetRange { .. } => "getrange",
+            Command::SetRange { .. } => "setrange",
+            Command::SPop { .. } => "spop",
+            Command::SRandMember { .. } => "srandmember",
+            Command::SMIsMember(_) => "smismember",
+            Command::SScan(_) => "sscan",
+            Command::Transaction(_) => "exec",
         }
     }
 
     /// Whether the command only reads.
     pub fn is_read_only(&self) -> bool {
-        matches!(
-            self,
-            Command::Get
-                | Command::Exists
-                | Command::Digest
-                | Command::SMembers
-                | Command::SIsMember(_)
-                | Command::SCard
-                | Command::Ttl
-                | Command::PTtl
-                | Command::Type
-                | Command::StrLen
-        )
+        match self {
+            Command::Hash(c) => c.is_read_only(),
+            Command::List(c) => c.is_read_only(),
+            Command::ZSet(c) => c.is_read_only(),
+            Command::Transaction(commands) => commands.iter().all(Command::is_read_only),
+            _ => matches!(
+                self,
+                Command::Get
+                    | Command::Exists
+                    | Command::Digest
+                    | Command::SMembers
+                    | Command::SIsMember(_)
+                    | Command::SCard
+                    | Command::Ttl
+                    | Command::PTtl
+                    | Command::Type
+                    | Command::StrLen
+                    | Command::GetEx(Expiry::Keep)
+                    | Command::GetRange { .. }
+                    | Command::SRandMember { .. }
+                    | Command::SMIsMember(_)
+                    | Command::SScan(_)
+            ),
+        }
     }
 
     /// Answers a read-only command at `now_ms` without changing anything. Write commands are
@@ -442,6 +607,9 @@ impl Command {
                 Data::Str(_) | Data::Int(_) => "string",
                 Data::Set(_) => "set",
                 Data::Lock(_) => "lock",
+                Data::Hash(_) => "hash",
+                Data::List(_) => "list",
+                Data::ZSet(_) => "zset",
             }),
             Command::StrLen => match data {
                 Data::Absent => Reply::Int(0),
@@ -449,6 +617,22 @@ impl Command {
                 Data::Int(v) => Reply::Int(v.to_string().len() as i64),
                 _ => Reply::Error(CommandError::WrongType),
             },
+            Command::Hash(c) if c.is_read_only() => c.read(data),
+            Command::List(c) if c.is_read_only() => c.read(data),
+            Command::ZSet(c) if c.is_read_only() => c.read(data),
+            Command::GetEx(Expiry::Keep) => match data {
+                Data::Absent => Reply::Nil,
+                other => {
+                    as_string(other).map_or(Reply::Error(CommandError::WrongType), Reply::Bulk)
+                }
+            },
+            Command::GetRange { start, end } => strings::get_range(*start, *end, data),
+            Command::SRandMember { count, seed } => sets::srandmember(*count, *seed, data),
+            Command::SMIsMember(members) => sets::smismember(members, data),
+            Command::SScan(args) => sets::sscan(args, data),
+            Command::Transaction(commands) => {
+                Reply::Items(commands.iter().map(|c| c.read(reg, now_ms)).collect())
+            }
             _ => {
                 let mut copy = reg.clone();
                 self.apply(&mut copy, now_ms, &Limits::UNLIMITED).reply
@@ -503,10 +687,37 @@ impl Command {
                         None => Outcome::error(CommandError::WrongType),
                     },
                 },
+                Command::Hash(c) => c.write(reg, now_ms, limits),
+                Command::List(c) => c.write(reg, now_ms, limits),
+                Command::ZSet(c) => c.write(reg, now_ms, limits),
+                Command::IncrByFloat(delta) => strings::incr_by_float(*delta, reg, now_ms),
+                Command::GetEx(expiry) => strings::get_ex(*expiry, reg, now_ms),
+                Command::SetRange { offset, value } => {
+                    strings::set_range(*offset, value, reg, now_ms, limits)
+                }
+                Command::SPop { count, seed } => sets::spop(*count, *seed, reg, now_ms, limits),
+                Command::Transaction(commands) => transaction(commands, reg, now_ms, limits),
                 _ => unreachable!("read-only commands are answered above"),
             }
         };
         outcome
+    }
+}
+
+/// Applies `commands` in order to one register, each seeing what the ones before it wrote.
+fn transaction(commands: &[Command], reg: &mut Register, now_ms: u64, limits: &Limits) -> Outcome {
+    let mut changed = false;
+    let replies = commands
+        .iter()
+        .map(|c| {
+            let outcome = c.apply(reg, now_ms, limits);
+            changed |= outcome.changed;
+            outcome.reply
+        })
+        .collect();
+    Outcome {
+        reply: Reply::Items(replies),
+        changed,
     }
 }
 

@@ -8,3 +8,4 @@ pub mod command;
 pub mod float;
 pub mod glob;
 pub mod value;
+mod zset;
