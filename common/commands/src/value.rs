@@ -448,6 +448,27 @@ mod tests {
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = Register::decode(&bytes);
         }
+
+        #[test]
+        fn damaged_encodings_decode_or_fail_without_panicking(
+            data in data(),
+            expires in proptest::option::of(any::<u64>()),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let mut encoded = Vec::new();
+            Register { data, expires_at_ms: expires, fence: 0 }.encode(&mut encoded);
+            let _ = Register::decode(&encoded[..cut.index(encoded.len() + 1)]);
+            let at = flip.index(encoded.len());
+            encoded[at] = byte;
+            if let Ok(decoded) = Register::decode(&encoded) {
+                // Whatever decodes is a register like any other.
+                let mut again = Vec::new();
+                decoded.encode(&mut again);
+                prop_assert_eq!(Register::decode(&again), Ok(decoded));
+            }
+        }
     }
 
     #[test]

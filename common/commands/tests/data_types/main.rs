@@ -3,6 +3,7 @@
 //! expected replies are Redis's, from its command documentation and its own test suite.
 mod encoding;
 mod hashes;
+mod invariants;
 mod lists;
 mod sorted_sets;
 mod strings_and_sets;
