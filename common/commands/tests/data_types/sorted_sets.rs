@@ -129,6 +129,10 @@ fn zadd_options() {
         reply(zadd("INCR GT", &[(-1.0, "m")]), r.clone()),
         Reply::Nil
     );
+    let unmoved = |flags| reply(zadd(flags, &[(0.0, "m")]), r.clone());
+    assert_eq!(unmoved("INCR GT"), Reply::Nil, "equal is not greater");
+    assert_eq!(unmoved("INCR LT"), Reply::Nil, "nor lower");
+    assert_eq!(unmoved("INCR"), double(3.0));
     assert_eq!(
         reply(zadd("INCR XX", &[(1.0, "x")]), Register::default()),
         Reply::Nil
