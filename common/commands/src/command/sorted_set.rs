@@ -87,7 +87,7 @@ impl ZAddFlags {
         if self.nx && self.xx {
             return Err(CommandError::ZAddNxXx);
         }
-        if (self.gt && self.nx) || (self.lt && self.nx) || (self.gt && self.lt) {
+        if [self.gt, self.lt, self.nx].iter().filter(|on| **on).count() > 1 {
             return Err(CommandError::ZAddGtLtNx);
         }
         if self.incr && pairs > 1 {
