@@ -292,15 +292,7 @@ fn every_hash_command_answers_wrongtype_on_other_kinds() {
             no_values: false,
         }),
     ];
-    for cmd in commands {
-        for reg in other_kinds("hash") {
-            assert_eq!(
-                reply(cmd.clone(), reg.clone()),
-                Reply::Error(CommandError::WrongType),
-                "{cmd:?} on {reg:?}"
-            );
-        }
-    }
+    assert_wrongtype(&commands, "hash");
 }
 
 #[test]

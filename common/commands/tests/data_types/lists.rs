@@ -299,15 +299,7 @@ fn every_list_command_answers_wrongtype_on_other_kinds() {
             to: ListEnd::Right,
         }),
     ];
-    for cmd in commands {
-        for reg in other_kinds("list") {
-            assert_eq!(
-                reply(cmd.clone(), reg.clone()),
-                Reply::Error(CommandError::WrongType),
-                "{cmd:?} on {reg:?}"
-            );
-        }
-    }
+    assert_wrongtype(&commands, "list");
 }
 
 #[test]

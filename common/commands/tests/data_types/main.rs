@@ -2,6 +2,7 @@
 //! commands) and single-key transactions, by exact replies and resulting registers. The
 //! expected replies are Redis's, from its command documentation and its own test suite.
 mod encoding;
+mod errors;
 mod hashes;
 mod invariants;
 mod lists;

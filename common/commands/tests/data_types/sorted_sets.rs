@@ -173,14 +173,6 @@ fn zadd_refuses_what_redis_refuses() {
         member: b("m"),
     });
     assert_eq!(reply(incr, r), Reply::Error(CommandError::ScoreNaN));
-    assert_eq!(
-        CommandError::ScoreNaN.to_string(),
-        "ERR resulting score is not a number (NaN)"
-    );
-    assert_eq!(
-        CommandError::ZAddGtLtNx.to_string(),
-        "ERR GT, LT, and/or NX options at the same time are not compatible"
-    );
 }
 
 #[test]
@@ -448,15 +440,7 @@ fn every_sorted_set_command_answers_wrongtype_on_other_kinds() {
         }),
         z(ZSetCmd::Scan(ScanArgs::from_cursor(0))),
     ];
-    for cmd in commands {
-        for reg in other_kinds("zset") {
-            assert_eq!(
-                reply(cmd.clone(), reg.clone()),
-                Reply::Error(CommandError::WrongType),
-                "{cmd:?} on {reg:?}"
-            );
-        }
-    }
+    assert_wrongtype(&commands, "zset");
 }
 
 #[test]

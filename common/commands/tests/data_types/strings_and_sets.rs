@@ -39,20 +39,6 @@ fn incrbyfloat_as_documented() {
         reply(incr_by_float(f64::INFINITY), string("1")),
         Reply::Error(CommandError::NanOrInfinity)
     );
-    assert_eq!(
-        CommandError::NanOrInfinity.to_string(),
-        "ERR increment would produce NaN or Infinity"
-    );
-    assert_eq!(
-        CommandError::NotAFloat.to_string(),
-        "ERR value is not a valid float"
-    );
-    for reg in other_kinds("string") {
-        assert_eq!(
-            reply(incr_by_float(1.0), reg),
-            Reply::Error(CommandError::WrongType)
-        );
-    }
 }
 
 #[test]
@@ -107,10 +93,6 @@ fn getex() {
         Reply::Error(CommandError::InvalidExpireTimeIn("getex"))
     );
     assert_eq!(
-        CommandError::InvalidExpireTimeIn("getex").to_string(),
-        "ERR invalid expire time in 'getex' command"
-    );
-    assert_eq!(
         reply(Command::GetEx(Expiry::AfterMs(5)), Register::default()),
         Reply::Nil
     );
@@ -118,12 +100,6 @@ fn getex() {
         reply(Command::GetEx(Expiry::Keep), expiring(string("v"), NOW_MS)),
         Reply::Nil
     );
-    for reg in other_kinds("string") {
-        assert_eq!(
-            reply(Command::GetEx(Expiry::AfterMs(5)), reg),
-            Reply::Error(CommandError::WrongType)
-        );
-    }
 }
 
 #[test]
@@ -143,9 +119,6 @@ fn getrange_as_documented() {
         ..Register::default()
     };
     assert_eq!(range(1, 2, counter), bulk("23"));
-    for reg in other_kinds("string") {
-        assert_eq!(range(0, 1, reg), Reply::Error(CommandError::WrongType));
-    }
 }
 
 #[test]
@@ -176,12 +149,6 @@ fn setrange_as_documented() {
         reply(setrange(u64::MAX, "1"), Register::default()),
         Reply::Error(CommandError::ValueTooLarge)
     );
-    for reg in other_kinds("string") {
-        assert_eq!(
-            reply(setrange(0, "x"), reg),
-            Reply::Error(CommandError::WrongType)
-        );
-    }
 }
 
 fn members(reply: &Reply) -> BTreeSet<Bytes> {
@@ -272,18 +239,6 @@ fn spop_removes_what_its_seed_picks() {
         ),
         array(&[])
     );
-    for reg in other_kinds("set") {
-        assert_eq!(
-            reply(
-                Command::SPop {
-                    count: None,
-                    seed: 1
-                },
-                reg
-            ),
-            Reply::Error(CommandError::WrongType)
-        );
-    }
 }
 
 #[test]
@@ -305,18 +260,6 @@ fn srandmember_reads_what_its_seed_picks() {
         pick(Some(i64::MIN), 5),
         Reply::Error(CommandError::OutOfRange)
     );
-    for reg in other_kinds("set") {
-        assert_eq!(
-            reply(
-                Command::SRandMember {
-                    count: None,
-                    seed: 1
-                },
-                reg
-            ),
-            Reply::Error(CommandError::WrongType)
-        );
-    }
 }
 
 #[test]
@@ -324,12 +267,6 @@ fn smismember() {
     let cmd = Command::SMIsMember(vec![b("one"), b("notamember")]);
     assert_eq!(reply(cmd.clone(), set(&["one"])), ints(&[1, 0]));
     assert_eq!(reply(cmd.clone(), Register::default()), ints(&[0, 0]));
-    for reg in other_kinds("set") {
-        assert_eq!(
-            reply(cmd.clone(), reg),
-            Reply::Error(CommandError::WrongType)
-        );
-    }
 }
 
 #[test]
@@ -353,49 +290,58 @@ fn sscan_visits_every_member_once() {
     let (_, mut seen) = scan_all(&r, step(Some("m0?")));
     seen.sort();
     assert_eq!(seen.len(), 10);
-    for reg in other_kinds("set") {
-        assert_eq!(
-            reply(Command::SScan(ScanArgs::from_cursor(0)), reg),
-            Reply::Error(CommandError::WrongType)
-        );
-    }
 }
 
 #[test]
 fn a_scan_returns_each_element_present_throughout_once_despite_changes() {
-    // Start a scan, then add and remove members between its calls.
     let names: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
     let all: Vec<&str> = names.iter().map(String::as_str).collect();
-    let mut r = set(&all);
-    let mut cursor = 0;
-    let mut seen = Vec::new();
-    for call in 0..100 {
-        let Reply::Items(parts) = reply(
-            Command::SScan(ScanArgs {
-                cursor,
-                pattern: None,
-                count: 3,
-            }),
-            r.clone(),
-        ) else {
-            panic!("a scan reply")
-        };
-        let [Reply::Bulk(next), Reply::Array(visited)] = &parts[..] else {
-            panic!("a scan reply")
-        };
-        seen.extend(visited.iter().cloned());
-        cursor = std::str::from_utf8(next).unwrap().parse().unwrap();
-        if cursor == 0 {
-            break;
-        }
-        // k0..k9 stay throughout; the rest come and go.
-        let churn = Command::SRem(vec![b(&format!("k{}", 10 + call % 10))]);
-        r = run(churn, r).1;
-        r = run(Command::SAdd(vec![b(&format!("new{call}"))]), r).1;
-    }
-    assert_eq!(cursor, 0);
+    let step = |cursor| {
+        Command::SScan(ScanArgs {
+            cursor,
+            pattern: None,
+            count: 3,
+        })
+    };
+    // k0..k9 stay throughout; between calls one of the rest goes and a new member comes.
+    let churn = |reg: Register, call: usize| {
+        let reg = run(Command::SRem(vec![b(&format!("k{}", 10 + call % 10))]), reg).1;
+        run(Command::SAdd(vec![b(&format!("new{call}"))]), reg).1
+    };
+    let (_, seen) = scan_with(set(&all), step, churn);
     for stayed in &all[..10] {
         let times = seen.iter().filter(|m| **m == b(stayed)).count();
         assert_eq!(times, 1, "{stayed} was present throughout");
     }
+}
+
+#[test]
+fn every_string_and_set_command_answers_wrongtype_on_other_kinds() {
+    let strings = [
+        incr_by_float(1.0),
+        Command::GetEx(Expiry::AfterMs(5)),
+        Command::GetRange { start: 0, end: 1 },
+        Command::SetRange {
+            offset: 0,
+            value: b("x"),
+        },
+    ];
+    assert_wrongtype(&strings, "string");
+    let sets = [
+        Command::SPop {
+            count: None,
+            seed: 1,
+        },
+        Command::SPop {
+            count: Some(2),
+            seed: 1,
+        },
+        Command::SRandMember {
+            count: None,
+            seed: 1,
+        },
+        Command::SMIsMember(vec![b("a")]),
+        Command::SScan(ScanArgs::from_cursor(0)),
+    ];
+    assert_wrongtype(&sets, "set");
 }

@@ -1,7 +1,7 @@
 //! Shared helpers: registers of each kind, and running a command with the checks every
 //! command must pass.
 use bytes::Bytes;
-use logless_commands::command::{Command, Limits, Outcome, Reply};
+use logless_commands::command::{Command, CommandError, Limits, Outcome, Reply};
 use logless_commands::float::Float;
 use logless_commands::value::{Data, Register};
 
@@ -125,6 +125,15 @@ pub fn double(v: f64) -> Reply {
 /// Runs a scan from cursor 0 to its end, `step(cursor)` building each call: the number of
 /// calls, and the elements of every call in order.
 pub fn scan_all(reg: &Register, step: impl Fn(u64) -> Command) -> (usize, Vec<Bytes>) {
+    scan_with(reg.clone(), step, |reg, _| reg)
+}
+
+/// As [`scan_all`], with `between(register, call)` changing the register after each call.
+pub fn scan_with(
+    mut reg: Register,
+    step: impl Fn(u64) -> Command,
+    mut between: impl FnMut(Register, usize) -> Register,
+) -> (usize, Vec<Bytes>) {
     let mut cursor = 0;
     let mut elements = Vec::new();
     for calls in 1..=100 {
@@ -140,6 +149,20 @@ pub fn scan_all(reg: &Register, step: impl Fn(u64) -> Command) -> (usize, Vec<By
         if cursor == 0 {
             return (calls, elements);
         }
+        reg = between(reg, calls);
     }
     panic!("the scan did not end in 100 calls");
+}
+
+/// Asserts that each of `commands` answers WRONGTYPE on a key of every kind but `kind`.
+pub fn assert_wrongtype(commands: &[Command], kind: &str) {
+    for cmd in commands {
+        for reg in other_kinds(kind) {
+            assert_eq!(
+                reply(cmd.clone(), reg.clone()),
+                Reply::Error(CommandError::WrongType),
+                "{cmd:?} on {reg:?}"
+            );
+        }
+    }
 }
