@@ -14,19 +14,20 @@
 //!
 //! Commands that choose at random (SPOP, SRANDMEMBER, HRANDFIELD) carry a `seed` the proposer
 //! draws, so that every replica and checker computes the same result.
-use std::collections::BTreeSet;
-use std::fmt;
 use std::sync::LazyLock;
 
 use bytes::Bytes;
 
 use crate::float::Float;
-use crate::value::{Data, LockState, Register};
+use crate::value::{Data, Register};
 
 mod collection;
+mod expiry;
 pub mod hash;
 pub mod list;
+mod lock;
 mod random;
+mod reply;
 pub mod scan;
 mod sets;
 pub mod sorted_set;
@@ -35,6 +36,7 @@ mod strings;
 pub use hash::HashCmd;
 pub use list::{ListCmd, ListEnd};
 pub use random::REPEATS_MAX;
+pub use reply::{CommandError, Outcome, Reply};
 pub use scan::ScanArgs;
 pub use sorted_set::{LexBound, ScoreBound, ZAddFlags, ZRange, ZRangeBy, ZSetCmd};
 
@@ -251,171 +253,6 @@ pub enum Expiry {
     AtMs(u64),
 }
 
-/// A command's reply, independent of the wire protocol.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Reply {
-    /// OK.
-    Ok,
-    /// Nil.
-    Nil,
-    /// An integer.
-    Int(i64),
-    /// A string.
-    Bulk(Bytes),
-    /// A status other than OK (TYPE's type name; a simple string in RESP).
-    Status(&'static str),
-    /// A list of strings.
-    Array(Vec<Bytes>),
-    /// An error.
-    Error(CommandError),
-    /// A float (a RESP3 double; a bulk string of [`Float::text`] in RESP2).
-    Double(Float),
-    /// An array of replies of any kind (HMGET's values and nils, a scan's cursor and
-    /// elements, a transaction's replies).
-    Items(Vec<Reply>),
-    /// Keys with values: a RESP3 map, a flat array in RESP2 (HGETALL).
-    Map(Vec<(Reply, Reply)>),
-    /// Pairs: an array of two-element arrays in RESP3, a flat array in RESP2 (ZRANGE
-    /// WITHSCORES, ZPOPMIN with a count, HRANDFIELD WITHVALUES).
-    Pairs(Vec<(Reply, Reply)>),
-    /// A null array (RESP2 `*-1`, RESP3 null): LPOP with a count on an absent key, ZRANK
-    /// WITHSCORE of a missing member.
-    NilArray,
-}
-
-impl Reply {
-    /// A scan step's reply: the next cursor as a string, then the elements.
-    pub(crate) fn scan(next: u64, elements: Vec<Bytes>) -> Reply {
-        Reply::Items(vec![
-            Reply::Bulk(Bytes::from(next.to_string())),
-            Reply::Array(elements),
-        ])
-    }
-}
-
-/// Why a command failed; the display texts are Redis's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CommandError {
-    /// The key holds another kind of value.
-    WrongType,
-    /// The value is not a 64-bit integer.
-    NotAnInteger,
-    /// The increment would overflow.
-    Overflow,
-    /// The result would exceed a size limit.
-    ValueTooLarge,
-    /// The expiry is zero, negative or overflows (SET's wording).
-    InvalidExpireTime,
-    /// The expiry overflows, in the words of the named command (`expire`, `setex`, ...).
-    InvalidExpireTimeIn(&'static str),
-    /// The value or argument is not a float.
-    NotAFloat,
-    /// INCRBYFLOAT or HINCRBYFLOAT would produce NaN or an infinity.
-    NanOrInfinity,
-    /// HINCRBY on a field that is not an integer.
-    HashNotInteger,
-    /// HINCRBYFLOAT on a field that is not a float.
-    HashNotFloat,
-    /// ZADD INCR or ZINCRBY would produce NaN (`inf` plus `-inf`).
-    ScoreNaN,
-    /// LSET on an absent key.
-    NoSuchKey,
-    /// LSET past the end of the list.
-    IndexOutOfRange,
-    /// A count out of range (SRANDMEMBER and HRANDFIELD with a count below -[`REPEATS_MAX`]).
-    OutOfRange,
-    /// ZADD with NX and XX.
-    ZAddNxXx,
-    /// ZADD with two of GT, LT and NX.
-    ZAddGtLtNx,
-    /// ZADD INCR with more than one pair.
-    ZAddIncrPairs,
-    /// A ZCOUNT or ZRANGE BYSCORE bound that is not a float.
-    MinMaxNotFloat,
-    /// A ZRANGE BYLEX bound that does not start with `[` or `(` and is not `-` or `+`.
-    MinMaxNotLex,
-}
-
-impl fmt::Display for CommandError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let CommandError::InvalidExpireTimeIn(command) = self {
-            return write!(f, "ERR invalid expire time in '{command}' command");
-        }
-        f.write_str(match self {
-            CommandError::WrongType => {
-                "WRONGTYPE Operation against a key holding the wrong kind of value"
-            }
-            CommandError::NotAnInteger => "ERR value is not an integer or out of range",
-            CommandError::Overflow => "ERR increment or decrement would overflow",
-            CommandError::ValueTooLarge => "ERR value exceeds the configured size limit",
-            CommandError::InvalidExpireTime | CommandError::InvalidExpireTimeIn(_) => {
-                "ERR invalid expire time in 'set' command"
-            }
-            CommandError::NotAFloat => "ERR value is not a valid float",
-            CommandError::NanOrInfinity => "ERR increment would produce NaN or Infinity",
-            CommandError::HashNotInteger => "ERR hash value is not an integer",
-            CommandError::HashNotFloat => "ERR hash value is not a float",
-            CommandError::ScoreNaN => "ERR resulting score is not a number (NaN)",
-            CommandError::NoSuchKey => "ERR no such key",
-            CommandError::IndexOutOfRange => "ERR index out of range",
-            CommandError::OutOfRange => "ERR value is out of range",
-            CommandError::ZAddNxXx => "ERR XX and NX options at the same time are not compatible",
-            CommandError::ZAddGtLtNx => {
-                "ERR GT, LT, and/or NX options at the same time are not compatible"
-            }
-            CommandError::ZAddIncrPairs => {
-                "ERR INCR option supports a single increment-element pair"
-            }
-            CommandError::MinMaxNotFloat => "ERR min or max is not a float",
-            CommandError::MinMaxNotLex => "ERR min or max not valid string range item",
-        })
-    }
-}
-
-impl std::error::Error for CommandError {}
-
-/// Size limits on what a register may hold. A command that would grow a value past them is
-/// refused with [`CommandError::ValueTooLarge`]; one that shrinks a value already past them
-/// (after the limits were lowered) still applies.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Limits {
-    /// The largest string, or the largest sum of a collection's element bytes (a hash's fields
-    /// and values; a sorted set's members, each with 8 bytes for its score).
-    pub value_bytes_max: usize,
-    /// The most elements of a collection: a set's members, a hash's fields, a list's
-    /// elements, a sorted set's members.
-    pub set_members_max: usize,
-}
-
-/// What applying a command did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    /// The reply to the client.
-    pub reply: Reply,
-    /// Whether the register changed (if not, it is exactly as before).
-    pub changed: bool,
-}
-
-impl Outcome {
-    fn unchanged(reply: Reply) -> Outcome {
-        Outcome {
-            reply,
-            changed: false,
-        }
-    }
-
-    fn changed(reply: Reply) -> Outcome {
-        Outcome {
-            reply,
-            changed: true,
-        }
-    }
-
-    fn error(error: CommandError) -> Outcome {
-        Outcome::unchanged(Reply::Error(error))
-    }
-}
-
 /// The XXH3 64-bit digest DIGEST and the IFDEQ/IFDNE conditions use.
 pub fn digest(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
@@ -469,22 +306,6 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
         return None;
     }
     s.parse().ok()
-}
-
-/// Whether `condition` holds for the live data (`Err` when it needs a string and the key holds
-/// another kind).
-fn holds(condition: &Condition, data: &Data) -> Result<bool, CommandError> {
-    let exists = *data != Data::Absent;
-    let string = || as_string(data).ok_or(CommandError::WrongType);
-    Ok(match condition {
-        Condition::Always => true,
-        Condition::Nx => !exists,
-        Condition::Xx => exists,
-        Condition::IfEq(v) => exists && string()? == *v,
-        Condition::IfNe(v) => !exists || string()? != *v,
-        Condition::IfDigestEq(d) => exists && digest(&string()?) == *d,
-        Condition::IfDigestNe(d) => !exists || digest(&string()?) != *d,
-    })
 }
 
 impl Command {
@@ -650,7 +471,7 @@ impl Command {
         let outcome = {
             let live = if expired { &Data::Absent } else { &reg.data };
             match self {
-                Command::Set(args) => set(args, reg, live.clone(), now_ms, limits),
+                Command::Set(args) => strings::set(args, reg, live.clone(), now_ms, limits),
                 Command::Del => {
                     if *live == Data::Absent {
                         Outcome::unchanged(Reply::Int(0))
@@ -659,15 +480,15 @@ impl Command {
                         Outcome::changed(Reply::Int(1))
                     }
                 }
-                Command::DelEx(condition) => del_ex(condition, reg, live.clone()),
-                Command::IncrBy(delta) => incr_by(*delta, reg, live.clone(), expired),
-                Command::SAdd(members) => sadd(members, reg, expired, limits),
-                Command::SRem(members) => srem(members, reg, expired),
+                Command::DelEx(condition) => strings::del_ex(condition, reg, live.clone()),
+                Command::IncrBy(delta) => strings::incr_by(*delta, reg, live.clone(), expired),
+                Command::SAdd(members) => sets::sadd(members, reg, expired, limits),
+                Command::SRem(members) => sets::srem(members, reg, expired),
                 Command::LockAcquire { owner, lease_ms } => {
-                    lock_acquire(owner, *lease_ms, reg, expired, now_ms, limits)
+                    lock::lock_acquire(owner, *lease_ms, reg, expired, now_ms, limits)
                 }
-                Command::LockRelease { owner } => lock_release(owner, reg, expired),
-                Command::Expire(args) => expire(args, reg, expired, now_ms),
+                Command::LockRelease { owner } => lock::lock_release(owner, reg, expired),
+                Command::Expire(args) => expiry::expire(args, reg, expired, now_ms),
                 Command::Persist => {
                     if expired || reg.data == Data::Absent || reg.expires_at_ms.is_none() {
                         Outcome::unchanged(Reply::Int(0))
@@ -676,7 +497,7 @@ impl Command {
                         Outcome::changed(Reply::Int(1))
                     }
                 }
-                Command::Append(suffix) => append(suffix, reg, expired, limits),
+                Command::Append(suffix) => strings::append(suffix, reg, expired, limits),
                 Command::GetDel => match live {
                     Data::Absent => Outcome::unchanged(Reply::Nil),
                     other => match as_string(other) {
@@ -721,290 +542,23 @@ fn transaction(commands: &[Command], reg: &mut Register, now_ms: u64, limits: &L
     }
 }
 
+/// Size limits on what a register may hold. A command that would grow a value past them is
+/// refused with [`CommandError::ValueTooLarge`]; one that shrinks a value already past them
+/// (after the limits were lowered) still applies.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Limits {
+    /// The largest string, or the largest sum of a collection's element bytes (a hash's fields
+    /// and values; a sorted set's members, each with 8 bytes for its score).
+    pub value_bytes_max: usize,
+    /// The most elements of a collection: a set's members, a hash's fields, a list's
+    /// elements, a sorted set's members.
+    pub set_members_max: usize,
+}
+
 impl Limits {
     /// No limits (for reading replies of writes on a copy, and for checkers).
     pub const UNLIMITED: Limits = Limits {
         value_bytes_max: usize::MAX,
         set_members_max: usize::MAX,
     };
-}
-
-fn set(args: &SetArgs, reg: &mut Register, live: Data, now_ms: u64, limits: &Limits) -> Outcome {
-    if args.value.len() > limits.value_bytes_max {
-        return Outcome::error(CommandError::ValueTooLarge);
-    }
-    let old = match &live {
-        Data::Absent => Reply::Nil,
-        other => match as_string(other) {
-            Some(s) => Reply::Bulk(s),
-            None if args.get => return Outcome::error(CommandError::WrongType),
-            None => Reply::Nil,
-        },
-    };
-    let applies = match holds(&args.condition, &live) {
-        Ok(applies) => applies,
-        Err(e) => return Outcome::error(e),
-    };
-    let not_done = if args.get { old.clone() } else { Reply::Nil };
-    if !applies {
-        return Outcome::unchanged(not_done);
-    }
-    let expires_at_ms = match args.expiry {
-        Expiry::Clear => None,
-        Expiry::Keep if live == Data::Absent => None,
-        Expiry::Keep => reg.expires_at_ms,
-        Expiry::AfterMs(0) | Expiry::AtMs(0) => {
-            return Outcome::error(CommandError::InvalidExpireTime)
-        }
-        // Redis keeps expiry instants in a signed 64-bit integer.
-        Expiry::AfterMs(d) => match now_ms
-            .checked_add(d)
-            .filter(|at| i64::try_from(*at).is_ok())
-        {
-            Some(at) => Some(at),
-            None => return Outcome::error(CommandError::InvalidExpireTime),
-        },
-        Expiry::AtMs(at) => Some(at),
-    };
-    let next = Register {
-        data: Data::Str(args.value.clone()),
-        expires_at_ms,
-        fence: reg.fence,
-    };
-    let reply = if args.get { old } else { Reply::Ok };
-    if next == *reg {
-        return Outcome::unchanged(reply);
-    }
-    *reg = next;
-    Outcome::changed(reply)
-}
-
-fn expire(args: &ExpireArgs, reg: &mut Register, expired: bool, now_ms: u64) -> Outcome {
-    // The checks come in Redis's order: the time first (whether or not the key exists), then
-    // the key, then the options.
-    let invalid = Outcome::error(CommandError::InvalidExpireTimeIn(args.kind.name()));
-    let mut when = args.time;
-    if args.kind.in_seconds() {
-        let Some(ms) = when.checked_mul(1000) else {
-            return invalid;
-        };
-        when = ms;
-    }
-    let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
-    if args.kind.relative() {
-        let Some(at) = when.checked_add(now) else {
-            return invalid;
-        };
-        when = at;
-    }
-    if expired || reg.data == Data::Absent {
-        return Outcome::unchanged(Reply::Int(0));
-    }
-    let current = reg
-        .expires_at_ms
-        .map(|at| i64::try_from(at).unwrap_or(i64::MAX));
-    let flags = args.flags;
-    let refused = (flags.nx && current.is_some())
-        || (flags.xx && current.is_none())
-        || (flags.gt && current.is_none_or(|c| when <= c))
-        || (flags.lt && current.is_some_and(|c| when >= c));
-    if refused {
-        return Outcome::unchanged(Reply::Int(0));
-    }
-    if when <= now {
-        // A time already past deletes the key, like Redis.
-        *reg = reg.cleared();
-        return Outcome::changed(Reply::Int(1));
-    }
-    let at = when.unsigned_abs();
-    if reg.expires_at_ms == Some(at) {
-        return Outcome::unchanged(Reply::Int(1));
-    }
-    reg.expires_at_ms = Some(at);
-    Outcome::changed(Reply::Int(1))
-}
-
-fn append(suffix: &Bytes, reg: &mut Register, expired: bool, limits: &Limits) -> Outcome {
-    if expired || reg.data == Data::Absent {
-        // Like Redis, APPEND creates the key, even with an empty string.
-        if suffix.len() > limits.value_bytes_max {
-            return Outcome::error(CommandError::ValueTooLarge);
-        }
-        *reg = Register {
-            data: Data::Str(suffix.clone()),
-            expires_at_ms: None,
-            fence: reg.fence,
-        };
-        return Outcome::changed(Reply::Int(suffix.len() as i64));
-    }
-    let Some(current) = as_string(&reg.data) else {
-        return Outcome::error(CommandError::WrongType);
-    };
-    let len = current.len() + suffix.len();
-    if suffix.is_empty() {
-        // Nothing to append: an integer stays an integer, the register stays as it is.
-        return Outcome::unchanged(Reply::Int(len as i64));
-    }
-    if len > limits.value_bytes_max {
-        return Outcome::error(CommandError::ValueTooLarge);
-    }
-    let mut joined = Vec::with_capacity(len);
-    joined.extend_from_slice(&current);
-    joined.extend_from_slice(suffix);
-    // The time to live stays.
-    reg.data = Data::Str(Bytes::from(joined));
-    Outcome::changed(Reply::Int(len as i64))
-}
-
-fn del_ex(condition: &Condition, reg: &mut Register, live: Data) -> Outcome {
-    if live == Data::Absent {
-        return Outcome::unchanged(Reply::Int(0));
-    }
-    match holds(condition, &live) {
-        Err(e) => Outcome::error(e),
-        Ok(false) => Outcome::unchanged(Reply::Int(0)),
-        Ok(true) => {
-            *reg = reg.cleared();
-            Outcome::changed(Reply::Int(1))
-        }
-    }
-}
-
-fn incr_by(delta: i64, reg: &mut Register, live: Data, expired: bool) -> Outcome {
-    let current = match &live {
-        Data::Absent => 0,
-        Data::Int(v) => *v,
-        Data::Str(s) => match parse_i64(s) {
-            Some(v) => v,
-            None => return Outcome::error(CommandError::NotAnInteger),
-        },
-        _ => return Outcome::error(CommandError::WrongType),
-    };
-    let Some(next) = current.checked_add(delta) else {
-        return Outcome::error(CommandError::Overflow);
-    };
-    reg.data = Data::Int(next);
-    if expired {
-        reg.expires_at_ms = None;
-    }
-    Outcome::changed(Reply::Int(next))
-}
-
-fn set_bytes(members: &BTreeSet<Bytes>) -> usize {
-    members.iter().map(Bytes::len).sum()
-}
-
-fn sadd(members: &[Bytes], reg: &mut Register, expired: bool, limits: &Limits) -> Outcome {
-    if expired || reg.data == Data::Absent {
-        let set: BTreeSet<Bytes> = members.iter().cloned().collect();
-        if set.len() > limits.set_members_max || set_bytes(&set) > limits.value_bytes_max {
-            return Outcome::error(CommandError::ValueTooLarge);
-        }
-        let added = set.len() as i64;
-        *reg = Register {
-            data: Data::Set(set),
-            expires_at_ms: None,
-            fence: reg.fence,
-        };
-        return Outcome::changed(Reply::Int(added));
-    }
-    let Data::Set(set) = &mut reg.data else {
-        return Outcome::error(CommandError::WrongType);
-    };
-    let new: BTreeSet<&Bytes> = members.iter().filter(|m| !set.contains(*m)).collect();
-    if new.is_empty() {
-        return Outcome::unchanged(Reply::Int(0));
-    }
-    let bytes = set_bytes(set) + new.iter().map(|m| m.len()).sum::<usize>();
-    if set.len() + new.len() > limits.set_members_max || bytes > limits.value_bytes_max {
-        return Outcome::error(CommandError::ValueTooLarge);
-    }
-    let added = new.len() as i64;
-    for m in new {
-        set.insert(m.clone());
-    }
-    Outcome::changed(Reply::Int(added))
-}
-
-fn srem(members: &[Bytes], reg: &mut Register, expired: bool) -> Outcome {
-    if expired || reg.data == Data::Absent {
-        return Outcome::unchanged(Reply::Int(0));
-    }
-    let Data::Set(set) = &mut reg.data else {
-        return Outcome::error(CommandError::WrongType);
-    };
-    let removed = members.iter().filter(|m| set.remove(*m)).count() as i64;
-    if removed == 0 {
-        return Outcome::unchanged(Reply::Int(0));
-    }
-    if set.is_empty() {
-        *reg = reg.cleared();
-    }
-    Outcome::changed(Reply::Int(removed))
-}
-
-fn lock_acquire(
-    owner: &Bytes,
-    lease_ms: u64,
-    reg: &mut Register,
-    expired: bool,
-    now_ms: u64,
-    limits: &Limits,
-) -> Outcome {
-    if owner.len() > limits.value_bytes_max {
-        return Outcome::error(CommandError::ValueTooLarge);
-    }
-    let Some(lease_until_ms) = now_ms.checked_add(lease_ms).filter(|_| lease_ms > 0) else {
-        return Outcome::error(CommandError::InvalidExpireTime);
-    };
-    match &reg.data {
-        _ if expired => {}
-        Data::Absent => {}
-        Data::Lock(lock) => {
-            let held_by_other = lock
-                .owner
-                .as_ref()
-                .is_some_and(|o| o != owner && lock.lease_until_ms > now_ms);
-            if held_by_other {
-                return Outcome::unchanged(Reply::Nil);
-            }
-            if lock.owner.as_ref() == Some(owner) && lock.lease_until_ms > now_ms {
-                // Re-acquisition by the holder extends the lease and keeps the token.
-                reg.data = Data::Lock(LockState {
-                    owner: Some(owner.clone()),
-                    lease_until_ms,
-                });
-                return Outcome::changed(Reply::Int(reg.fence as i64));
-            }
-        }
-        _ => return Outcome::error(CommandError::WrongType),
-    }
-    // The token belongs to the key and survives DEL, SET and expiry: it never repeats.
-    let Some(fence) = reg.fence.checked_add(1) else {
-        return Outcome::error(CommandError::Overflow);
-    };
-    *reg = Register {
-        data: Data::Lock(LockState {
-            owner: Some(owner.clone()),
-            lease_until_ms,
-        }),
-        expires_at_ms: None,
-        fence,
-    };
-    Outcome::changed(Reply::Int(fence as i64))
-}
-
-fn lock_release(owner: &Bytes, reg: &mut Register, expired: bool) -> Outcome {
-    if expired {
-        return Outcome::unchanged(Reply::Int(0));
-    }
-    match &mut reg.data {
-        Data::Absent => Outcome::unchanged(Reply::Int(0)),
-        Data::Lock(lock) if lock.owner.as_ref() == Some(owner) => {
-            lock.owner = None;
-            Outcome::changed(Reply::Int(1))
-        }
-        Data::Lock(_) => Outcome::unchanged(Reply::Int(0)),
-        _ => Outcome::error(CommandError::WrongType),
-    }
 }

@@ -1,4 +1,5 @@
-//! The set commands that go beyond SADD and SMEMBERS: SPOP, SRANDMEMBER, SMISMEMBER, SSCAN.
+//! Set commands that write (SADD, SREM, SPOP) and read beyond SMEMBERS (SRANDMEMBER,
+//! SMISMEMBER, SSCAN).
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
@@ -6,7 +7,7 @@ use bytes::Bytes;
 use super::collection::{answer, read, write};
 use super::random::{pick, Rng};
 use super::scan::{scan, ScanArgs};
-use super::{Limits, Outcome, Reply};
+use super::{CommandError, Limits, Outcome, Reply};
 use crate::value::{Data, Register};
 
 type Set = BTreeSet<Bytes>;
@@ -80,4 +81,62 @@ pub(crate) fn sscan(args: &ScanArgs, data: &Data) -> Reply {
         let (next, visited) = scan(set.into_iter().flatten().map(|m| (m, ())), args);
         Reply::scan(next, visited.into_iter().map(|(m, ())| m.clone()).collect())
     }))
+}
+
+pub(super) fn set_bytes(members: &BTreeSet<Bytes>) -> usize {
+    members.iter().map(Bytes::len).sum()
+}
+
+pub(super) fn sadd(
+    members: &[Bytes],
+    reg: &mut Register,
+    expired: bool,
+    limits: &Limits,
+) -> Outcome {
+    if expired || reg.data == Data::Absent {
+        let set: BTreeSet<Bytes> = members.iter().cloned().collect();
+        if set.len() > limits.set_members_max || set_bytes(&set) > limits.value_bytes_max {
+            return Outcome::error(CommandError::ValueTooLarge);
+        }
+        let added = set.len() as i64;
+        *reg = Register {
+            data: Data::Set(set),
+            expires_at_ms: None,
+            fence: reg.fence,
+        };
+        return Outcome::changed(Reply::Int(added));
+    }
+    let Data::Set(set) = &mut reg.data else {
+        return Outcome::error(CommandError::WrongType);
+    };
+    let new: BTreeSet<&Bytes> = members.iter().filter(|m| !set.contains(*m)).collect();
+    if new.is_empty() {
+        return Outcome::unchanged(Reply::Int(0));
+    }
+    let bytes = set_bytes(set) + new.iter().map(|m| m.len()).sum::<usize>();
+    if set.len() + new.len() > limits.set_members_max || bytes > limits.value_bytes_max {
+        return Outcome::error(CommandError::ValueTooLarge);
+    }
+    let added = new.len() as i64;
+    for m in new {
+        set.insert(m.clone());
+    }
+    Outcome::changed(Reply::Int(added))
+}
+
+pub(super) fn srem(members: &[Bytes], reg: &mut Register, expired: bool) -> Outcome {
+    if expired || reg.data == Data::Absent {
+        return Outcome::unchanged(Reply::Int(0));
+    }
+    let Data::Set(set) = &mut reg.data else {
+        return Outcome::error(CommandError::WrongType);
+    };
+    let removed = members.iter().filter(|m| set.remove(*m)).count() as i64;
+    if removed == 0 {
+        return Outcome::unchanged(Reply::Int(0));
+    }
+    if set.is_empty() {
+        *reg = reg.cleared();
+    }
+    Outcome::changed(Reply::Int(removed))
 }

@@ -1,7 +1,10 @@
-//! The string commands that go beyond GET and SET: INCRBYFLOAT, GETEX, GETRANGE, SETRANGE.
+//! String commands: SET with its conditions, APPEND, INCRBY, DELEX, and INCRBYFLOAT, GETEX,
+//! GETRANGE, SETRANGE.
 use bytes::Bytes;
 
-use super::{as_string, CommandError, Expiry, Limits, Outcome, Reply};
+use super::{
+    as_string, digest, parse_i64, CommandError, Condition, Expiry, Limits, Outcome, Reply, SetArgs,
+};
 use crate::float::{format_human, parse_f64, Float};
 use crate::value::{Data, Register};
 
@@ -141,4 +144,147 @@ pub(crate) fn set_range(
         reg.data = Data::Str(Bytes::from(next));
     }
     Outcome::changed(Reply::Int(len))
+}
+
+/// Whether `condition` holds for the live data (`Err` when it needs a string and the key holds
+/// another kind).
+pub(super) fn holds(condition: &Condition, data: &Data) -> Result<bool, CommandError> {
+    let exists = *data != Data::Absent;
+    let string = || as_string(data).ok_or(CommandError::WrongType);
+    Ok(match condition {
+        Condition::Always => true,
+        Condition::Nx => !exists,
+        Condition::Xx => exists,
+        Condition::IfEq(v) => exists && string()? == *v,
+        Condition::IfNe(v) => !exists || string()? != *v,
+        Condition::IfDigestEq(d) => exists && digest(&string()?) == *d,
+        Condition::IfDigestNe(d) => !exists || digest(&string()?) != *d,
+    })
+}
+
+pub(super) fn set(
+    args: &SetArgs,
+    reg: &mut Register,
+    live: Data,
+    now_ms: u64,
+    limits: &Limits,
+) -> Outcome {
+    if args.value.len() > limits.value_bytes_max {
+        return Outcome::error(CommandError::ValueTooLarge);
+    }
+    let old = match &live {
+        Data::Absent => Reply::Nil,
+        other => match as_string(other) {
+            Some(s) => Reply::Bulk(s),
+            None if args.get => return Outcome::error(CommandError::WrongType),
+            None => Reply::Nil,
+        },
+    };
+    let applies = match holds(&args.condition, &live) {
+        Ok(applies) => applies,
+        Err(e) => return Outcome::error(e),
+    };
+    let not_done = if args.get { old.clone() } else { Reply::Nil };
+    if !applies {
+        return Outcome::unchanged(not_done);
+    }
+    let expires_at_ms = match args.expiry {
+        Expiry::Clear => None,
+        Expiry::Keep if live == Data::Absent => None,
+        Expiry::Keep => reg.expires_at_ms,
+        Expiry::AfterMs(0) | Expiry::AtMs(0) => {
+            return Outcome::error(CommandError::InvalidExpireTime)
+        }
+        // Redis keeps expiry instants in a signed 64-bit integer.
+        Expiry::AfterMs(d) => match now_ms
+            .checked_add(d)
+            .filter(|at| i64::try_from(*at).is_ok())
+        {
+            Some(at) => Some(at),
+            None => return Outcome::error(CommandError::InvalidExpireTime),
+        },
+        Expiry::AtMs(at) => Some(at),
+    };
+    let next = Register {
+        data: Data::Str(args.value.clone()),
+        expires_at_ms,
+        fence: reg.fence,
+    };
+    let reply = if args.get { old } else { Reply::Ok };
+    if next == *reg {
+        return Outcome::unchanged(reply);
+    }
+    *reg = next;
+    Outcome::changed(reply)
+}
+
+pub(super) fn append(
+    suffix: &Bytes,
+    reg: &mut Register,
+    expired: bool,
+    limits: &Limits,
+) -> Outcome {
+    if expired || reg.data == Data::Absent {
+        // Like Redis, APPEND creates the key, even with an empty string.
+        if suffix.len() > limits.value_bytes_max {
+            return Outcome::error(CommandError::ValueTooLarge);
+        }
+        *reg = Register {
+            data: Data::Str(suffix.clone()),
+            expires_at_ms: None,
+            fence: reg.fence,
+        };
+        return Outcome::changed(Reply::Int(suffix.len() as i64));
+    }
+    let Some(current) = as_string(&reg.data) else {
+        return Outcome::error(CommandError::WrongType);
+    };
+    let len = current.len() + suffix.len();
+    if suffix.is_empty() {
+        // Nothing to append: an integer stays an integer, the register stays as it is.
+        return Outcome::unchanged(Reply::Int(len as i64));
+    }
+    if len > limits.value_bytes_max {
+        return Outcome::error(CommandError::ValueTooLarge);
+    }
+    let mut joined = Vec::with_capacity(len);
+    joined.extend_from_slice(&current);
+    joined.extend_from_slice(suffix);
+    // The time to live stays.
+    reg.data = Data::Str(Bytes::from(joined));
+    Outcome::changed(Reply::Int(len as i64))
+}
+
+pub(super) fn del_ex(condition: &Condition, reg: &mut Register, live: Data) -> Outcome {
+    if live == Data::Absent {
+        return Outcome::unchanged(Reply::Int(0));
+    }
+    match holds(condition, &live) {
+        Err(e) => Outcome::error(e),
+        Ok(false) => Outcome::unchanged(Reply::Int(0)),
+        Ok(true) => {
+            *reg = reg.cleared();
+            Outcome::changed(Reply::Int(1))
+        }
+    }
+}
+
+pub(super) fn incr_by(delta: i64, reg: &mut Register, live: Data, expired: bool) -> Outcome {
+    let current = match &live {
+        Data::Absent => 0,
+        Data::Int(v) => *v,
+        Data::Str(s) => match parse_i64(s) {
+            Some(v) => v,
+            None => return Outcome::error(CommandError::NotAnInteger),
+        },
+        _ => return Outcome::error(CommandError::WrongType),
+    };
+    let Some(next) = current.checked_add(delta) else {
+        return Outcome::error(CommandError::Overflow);
+    };
+    reg.data = Data::Int(next);
+    if expired {
+        reg.expires_at_ms = None;
+    }
+    Outcome::changed(Reply::Int(next))
 }
