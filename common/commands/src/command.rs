@@ -511,7 +511,7 @@ impl Command {
                 Command::Hash(c) => c.write(reg, now_ms, limits),
                 Command::List(c) => c.write(reg, now_ms, limits),
                 Command::ZSet(c) => c.write(reg, now_ms, limits),
-                Command::IncrByFloat(delta) => strings::incr_by_float(*delta, reg, now_ms),
+                Command::IncrByFloat(delta) => strings::incr_by_float(*delta, reg, now_ms, limits),
                 Command::GetEx(expiry) => strings::get_ex(*expiry, reg, now_ms),
                 Command::SetRange { offset, value } => {
                     strings::set_range(*offset, value, reg, now_ms, limits)

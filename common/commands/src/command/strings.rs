@@ -9,7 +9,12 @@ use crate::float::{format_human, parse_f64, Float};
 use crate::value::{Data, Register};
 
 /// INCRBYFLOAT: the value read as a float plus `delta`, stored and replied as text.
-pub(crate) fn incr_by_float(delta: Float, reg: &mut Register, now_ms: u64) -> Outcome {
+pub(crate) fn incr_by_float(
+    delta: Float,
+    reg: &mut Register,
+    now_ms: u64,
+    limits: &Limits,
+) -> Outcome {
     let current = match reg.live_data(now_ms) {
         Data::Absent => 0.0,
         Data::Int(v) => *v as f64,
@@ -24,6 +29,10 @@ pub(crate) fn incr_by_float(delta: Float, reg: &mut Register, now_ms: u64) -> Ou
         return Outcome::error(CommandError::NanOrInfinity);
     }
     let text = Bytes::from(format_human(next));
+    if text.len() > limits.value_bytes_max {
+        // Plain notation writes a large float in full: 1e300 takes 301 bytes.
+        return Outcome::error(CommandError::ValueTooLarge);
+    }
     if !reg.is_live(now_ms) {
         // A new key starts without a time to live; an existing one keeps its own.
         reg.expires_at_ms = None;

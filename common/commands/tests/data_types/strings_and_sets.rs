@@ -28,6 +28,11 @@ fn incrbyfloat_as_documented() {
     assert_eq!(reply(incr_by_float(0.5), counter), bulk("10.5"));
     assert_eq!(reply(incr_by_float(1e-5), string("0")), bulk("0.00001"));
     assert_eq!(
+        reply(incr_by_float(1e100), Register::default()),
+        Reply::Error(CommandError::ValueTooLarge),
+        "1e100 in plain notation is 101 bytes, past the test limit"
+    );
+    assert_eq!(
         reply(incr_by_float(1.0), string("abc")),
         Reply::Error(CommandError::NotAFloat)
     );
