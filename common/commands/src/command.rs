@@ -349,6 +349,26 @@ impl Command {
         }
     }
 
+    /// Gives the commands that choose at random (SPOP, SRANDMEMBER, HRANDFIELD) their seed;
+    /// in a transaction each gets its own, derived from `seed` and its place. The proposer
+    /// calls this once, before the first apply, with a number from its own seeded generator:
+    /// the seed is then part of the command, and every replica and checker that applies it
+    /// chooses the same. Other commands are left as they are.
+    pub fn seed(&mut self, seed: u64) {
+        match self {
+            Command::SPop { seed: s, .. }
+            | Command::SRandMember { seed: s, .. }
+            | Command::Hash(HashCmd::HRandField { seed: s, .. }) => *s = seed,
+            Command::Transaction(commands) => {
+                for (i, command) in commands.iter_mut().enumerate() {
+                    // Distinct odd multipliers keep the derived seeds apart.
+                    command.seed(seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Whether the command only reads.
     pub fn is_read_only(&self) -> bool {
         match self {

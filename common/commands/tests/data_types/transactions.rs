@@ -167,3 +167,49 @@ proptest! {
         prop_assert_eq!(together, one_by_one);
     }
 }
+
+#[test]
+fn seeding_reaches_every_random_command_and_each_gets_its_own() {
+    let spop = || Command::SPop {
+        count: None,
+        seed: 0,
+    };
+    let mut tx = Command::Transaction(vec![
+        spop(),
+        Command::Get,
+        Command::Hash(HashCmd::HRandField {
+            count: None,
+            with_values: false,
+            seed: 0,
+        }),
+        spop(),
+    ]);
+    tx.seed(42);
+    let Command::Transaction(commands) = &tx else {
+        panic!("still a transaction")
+    };
+    let seeds: Vec<u64> = commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::SPop { seed, .. } | Command::Hash(HashCmd::HRandField { seed, .. }) => {
+                Some(*seed)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(seeds.len(), 3);
+    assert!(seeds.iter().all(|s| *s != 0));
+    assert!(seeds[0] != seeds[1] && seeds[1] != seeds[2] && seeds[0] != seeds[2]);
+    let mut single = spop();
+    single.seed(42);
+    assert_eq!(
+        single,
+        Command::SPop {
+            count: None,
+            seed: 42
+        }
+    );
+    let mut get = Command::Get;
+    get.seed(42);
+    assert_eq!(get, Command::Get);
+}
