@@ -361,7 +361,7 @@ impl Command {
             | Command::Hash(HashCmd::HRandField { seed: s, .. }) => *s = seed,
             Command::Transaction(commands) => {
                 for (i, command) in commands.iter_mut().enumerate() {
-                    // Distinct odd multipliers keep the derived seeds apart.
+                    // Distinct multiples of an odd constant keep the derived seeds apart.
                     command.seed(seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
                 }
             }
