@@ -5,7 +5,10 @@
 //! proposes the result; every replica and every checker uses the same definitions, so a
 //! command means the same thing wherever it is evaluated.
 pub mod command;
+pub mod float;
+pub mod glob;
 pub mod value;
+mod zset;
 
 /// The longest key a register may have, in bytes: the stores' record layout and the Redis
 /// session both hold to it.

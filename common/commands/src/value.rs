@@ -1,13 +1,32 @@
 //! Register values and their binary encoding.
 //!
 //! A register holds one of: nothing (absent, also what a deleted key becomes: a tombstone), a
-//! string, a 64-bit integer, a set of strings, or a fencing lock. Integers are kept as integers
-//! so that counters do not parse and print on every increment; they read as their decimal
-//! string, as in Redis.
-use std::collections::BTreeSet;
+//! string, a 64-bit integer, a set of strings, a fencing lock, a hash, a list or a sorted set.
+//! Integers are kept as integers so that counters do not parse and print on every increment;
+//! they read as their decimal string, as in Redis.
+//!
+//! # Encoding
+//!
+//! `version (1) | flags (1) | [expiry u64] | [fence u64] | tag (1) | payload`, little-endian,
+//! lengths as u32. Payloads: string `len bytes`; integer `i64`; set `count, (len bytes)*` in
+//! strictly increasing byte order; lock `owned (0|1), [len owner], lease u64`; hash
+//! `count, (len field, len value)*` in strictly increasing field order; list `count, (len
+//! item)*` head first; sorted set `count, (len member, score f64)*` in strictly increasing
+//! member order, no NaN, no minus zero. The encoding is canonical: one register, one byte
+//! string, so replicas compare values by their bytes.
+//!
+//! # Size
+//!
+//! A register's size is [`Register::encoded_len`]: the bytes it takes on disk and in every
+//! vote. Limits on it are enforced by whoever holds the register; the commands check
+//! [`crate::command::Limits`] on what they write.
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use thiserror::Error;
+
+use crate::float::Float;
+pub use crate::zset::ZSet;
 
 /// The replicated state of one key; `Register::default()` is the absent key.
 #[derive(Clone, Debug, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
@@ -36,6 +55,12 @@ pub enum Data {
     Set(BTreeSet<Bytes>),
     /// A fencing lock.
     Lock(LockState),
+    /// A hash: fields to values, in field byte order (so iteration is the same everywhere).
+    Hash(BTreeMap<Bytes, Bytes>),
+    /// A list, head first.
+    List(VecDeque<Bytes>),
+    /// A sorted set.
+    ZSet(ZSet),
 }
 
 /// A fencing lock: its holder and lease. Its token is the register's [`Register::fence`].
@@ -65,9 +90,13 @@ pub enum DecodeError {
     /// Flag bits this version does not know, or a flagged field that is not canonical.
     #[error("invalid register flags {0:#x}")]
     UnknownFlags(u8),
-    /// Set members out of order or repeated (the encoding is canonical).
+    /// Set members, hash fields or sorted-set members out of order or repeated (the encoding
+    /// is canonical).
     #[error("set members not in strictly increasing order")]
     UnorderedSet,
+    /// A sorted-set score that is NaN or minus zero.
+    #[error("invalid sorted-set score")]
+    InvalidScore,
 }
 
 /// Version 2 moved the fencing token from the lock value to the register (a flag bit and a
@@ -80,6 +109,9 @@ const TAG_STR: u8 = 1;
 const TAG_INT: u8 = 2;
 const TAG_SET: u8 = 3;
 const TAG_LOCK: u8 = 4;
+const TAG_HASH: u8 = 5;
+const TAG_LIST: u8 = 6;
+const TAG_ZSET: u8 = 7;
 
 impl Register {
     /// Whether the key holds something at `now_ms` (not absent, not expired).
@@ -119,6 +151,14 @@ impl Register {
             Data::Int(_) => 8,
             Data::Set(members) => 4 + members.iter().map(|m| 4 + m.len()).sum::<usize>(),
             Data::Lock(lock) => 1 + lock.owner.as_ref().map_or(0, |o| 4 + o.len()) + 8,
+            Data::Hash(fields) => {
+                4 + fields
+                    .iter()
+                    .map(|(f, v)| 8 + f.len() + v.len())
+                    .sum::<usize>()
+            }
+            Data::List(items) => 4 + items.iter().map(|i| 4 + i.len()).sum::<usize>(),
+            Data::ZSet(zset) => 4 + zset.iter().map(|(m, _)| 12 + m.len()).sum::<usize>(),
         };
         3 + expiry + fence + data
     }
@@ -169,6 +209,29 @@ impl Register {
                 }
                 out.extend_from_slice(&lock.lease_until_ms.to_le_bytes());
             }
+            Data::Hash(fields) => {
+                out.push(TAG_HASH);
+                put_len(out, fields.len());
+                for (field, value) in fields {
+                    put_bytes(out, field);
+                    put_bytes(out, value);
+                }
+            }
+            Data::List(items) => {
+                out.push(TAG_LIST);
+                put_len(out, items.len());
+                for item in items {
+                    put_bytes(out, item);
+                }
+            }
+            Data::ZSet(zset) => {
+                out.push(TAG_ZSET);
+                put_len(out, zset.len());
+                for (member, score) in zset.by_member() {
+                    put_bytes(out, member);
+                    out.extend_from_slice(&score.get().to_bits().to_le_bytes());
+                }
+            }
         }
     }
 
@@ -206,18 +269,40 @@ impl Register {
             TAG_STR => Data::Str(Bytes::copy_from_slice(r.bytes()?)),
             TAG_INT => Data::Int(r.u64()? as i64),
             TAG_SET => {
-                let count = r.u32()? as usize;
                 let mut members = BTreeSet::new();
-                let mut last: Option<&[u8]> = None;
-                for _ in 0..count {
-                    let m = r.bytes()?;
-                    if last.is_some_and(|l| l >= m) {
-                        return Err(DecodeError::UnorderedSet);
-                    }
-                    last = Some(m);
-                    members.insert(Bytes::copy_from_slice(m));
-                }
+                r.ordered(|_, m| {
+                    members.insert(m);
+                    Ok(())
+                })?;
                 Data::Set(members)
+            }
+            TAG_HASH => {
+                let mut fields = BTreeMap::new();
+                r.ordered(|r, field| {
+                    fields.insert(field, Bytes::copy_from_slice(r.bytes()?));
+                    Ok(())
+                })?;
+                Data::Hash(fields)
+            }
+            TAG_LIST => {
+                // No capacity up front: the count is untrusted until the items are read.
+                let mut items = VecDeque::new();
+                for _ in 0..r.u32()? {
+                    items.push_back(Bytes::copy_from_slice(r.bytes()?));
+                }
+                Data::List(items)
+            }
+            TAG_ZSET => {
+                let mut zset = ZSet::default();
+                r.ordered(|r, member| {
+                    let bits = r.u64()?;
+                    let score = Float::new(f64::from_bits(bits))
+                        .filter(|s| s.get().to_bits() == bits)
+                        .ok_or(DecodeError::InvalidScore)?;
+                    zset.insert(member, score);
+                    Ok(())
+                })?;
+                Data::ZSet(zset)
             }
             TAG_LOCK => {
                 let owner = match r.u8()? {
@@ -290,6 +375,25 @@ impl<'a> Reader<'a> {
         let len = self.u32()? as usize;
         self.take(len)
     }
+
+    /// Reads a count, then that many keys in strictly increasing byte order, each followed by
+    /// what `rest` reads.
+    fn ordered(
+        &mut self,
+        mut rest: impl FnMut(&mut Self, Bytes) -> Result<(), DecodeError>,
+    ) -> Result<(), DecodeError> {
+        let count = self.u32()?;
+        let mut last: Option<&[u8]> = None;
+        for _ in 0..count {
+            let key = self.bytes()?;
+            if last.is_some_and(|l| l >= key) {
+                return Err(DecodeError::UnorderedSet);
+            }
+            last = Some(key);
+            rest(self, Bytes::copy_from_slice(key))?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -310,6 +414,19 @@ mod tests {
                     lease_until_ms,
                 })
             }),
+            proptest::collection::btree_map(bytes(), bytes(), 0..5).prop_map(Data::Hash),
+            proptest::collection::vec_deque(bytes(), 0..5).prop_map(Data::List),
+            proptest::collection::vec((bytes(), score()), 0..5)
+                .prop_map(|pairs| Data::ZSet(pairs.into_iter().collect())),
+        ]
+    }
+
+    fn score() -> impl Strategy<Value = Float> {
+        prop_oneof![
+            any::<f64>().prop_filter_map("not NaN", Float::new),
+            Just(Float::new(f64::INFINITY).unwrap()),
+            Just(Float::new(f64::NEG_INFINITY).unwrap()),
+            (-3i8..3).prop_map(|v| Float::new(f64::from(v)).unwrap()),
         ]
     }
 
@@ -330,6 +447,27 @@ mod tests {
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = Register::decode(&bytes);
+        }
+
+        #[test]
+        fn damaged_encodings_decode_or_fail_without_panicking(
+            data in data(),
+            expires in proptest::option::of(any::<u64>()),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let mut encoded = Vec::new();
+            Register { data, expires_at_ms: expires, fence: 0 }.encode(&mut encoded);
+            let _ = Register::decode(&encoded[..cut.index(encoded.len() + 1)]);
+            let at = flip.index(encoded.len());
+            encoded[at] = byte;
+            if let Ok(decoded) = Register::decode(&encoded) {
+                // Whatever decodes is a register like any other.
+                let mut again = Vec::new();
+                decoded.encode(&mut again);
+                prop_assert_eq!(Register::decode(&again), Ok(decoded));
+            }
         }
     }
 

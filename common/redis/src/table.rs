@@ -952,6 +952,38 @@ pub fn reply_to_value(reply: &Reply, shape: ReplyShape) -> Value {
             Value::Error(CommandError::InvalidExpireTimeIn(name).to_string())
         }
         (Reply::Error(e), _) => Value::Error(e.to_string()),
+        // Not yet produced by any command of the table: the data-type commands will bring
+        // their shapes (RESP2 flattens `Pairs`, which `Value` cannot say yet).
+        (Reply::Double(d), _) => Value::Double(d.get()),
+        (Reply::NilArray, _) => Value::Nil,
+        (Reply::Items(items), _) => Value::Array(
+            items
+                .iter()
+                .map(|r| reply_to_value(r, ReplyShape::Plain))
+                .collect(),
+        ),
+        (Reply::Map(pairs), _) => Value::Map(
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        reply_to_value(k, ReplyShape::Plain),
+                        reply_to_value(v, ReplyShape::Plain),
+                    )
+                })
+                .collect(),
+        ),
+        (Reply::Pairs(pairs), _) => Value::Array(
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    Value::Array(vec![
+                        reply_to_value(k, ReplyShape::Plain),
+                        reply_to_value(v, ReplyShape::Plain),
+                    ])
+                })
+                .collect(),
+        ),
     }
 }
 

@@ -250,6 +250,11 @@ impl History {
                     Reply::Error(e) => {
                         format!(r#"{{"type":"error","value":{}}}"#, quoted(&e.to_string()))
                     }
+                    // The simulated workloads issue no data-type commands yet.
+                    other => format!(
+                        r#"{{"type":"other","value":{}}}"#,
+                        quoted(&format!("{other:?}"))
+                    ),
                 };
                 let _ = write!(lines, r#","output":{output}"#);
             }
