@@ -14,6 +14,8 @@
 //! * [`wire`]: the versioned binary encoding of messages; decoding never panics.
 //! * [`persist`]: "persist before send" as a type: a [`Ready`](persist::Ready) releases its
 //!   messages and replies only once its records are written and flushed.
+//! * [`replica`]: the replica's state machine (roles, phases, execution, client table,
+//!   snapshots, catch-up).
 //! * [`state_machine`]: the service the log drives.
 //! * [`config`]: limits, timeouts and deliberate bugs, passed explicitly.
 //! * [`testing`]: a log store and a state machine for tests.
@@ -24,6 +26,7 @@ pub mod config;
 pub mod ids;
 pub mod message;
 pub mod persist;
+pub mod replica;
 pub mod state_machine;
 pub mod testing;
 pub mod wire;
