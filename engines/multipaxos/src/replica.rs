@@ -844,15 +844,30 @@ impl<S: StateMachine> Replica<S> {
         self.leader_heard_ms = now_ms;
         let accept = Message::Accept { view, instance };
         if let Some(entry) = self.log.get(&instance) {
-            if entry.decided.is_some() {
-                // A Propose sent again: the leader still waits for this replica's Accept.
+            if let Some(decided) = &entry.decided {
                 if entry.vote.as_ref().is_some_and(|(v, _)| *v == view) {
+                    // A Propose sent again: the leader still waits for this replica's Accept.
                     self.broadcast(&accept);
+                } else {
+                    // Decided in an earlier view, which this leader has not learned (it
+                    // proposes the same batch again, but this replica will not vote again):
+                    // tell it, as a catch-up response would.
+                    let decided = vec![(instance, decided.clone())];
+                    self.send(
+                        from,
+                        Message::CatchUpResponse {
+                            view: self.view,
+                            snapshot: None,
+                            decided,
+                        },
+                    );
                 }
                 return;
             }
         }
         if instance < self.next_execute.max(self.log_start) {
+            // Decided and truncated here: the leader lags behind this replica's snapshot.
+            self.on_catch_up_query(from, instance, instance.next());
             return;
         }
         // A leader proposes only within its window above its first undecided instance, so
