@@ -398,8 +398,35 @@ fn random_faults_keep_prefix_agreement_and_exactly_once() {
     assert!(seen.snapshots_installed > 0, "{seen:?}");
 }
 
+/// The first seed whose run fails with the configuration, and how.
+fn first_failure(configure: fn(&mut Config)) -> Option<(u64, String)> {
+    (0..seeds()).find_map(|seed| run(seed, configure).err().map(|e| (seed, e)))
+}
+
 #[test]
 fn random_faults_catch_a_replica_without_dedup() {
-    let caught = (0..seeds()).find(|&seed| run(seed, |c| c.bugs.no_dedup = true).is_err());
-    assert!(caught.is_some(), "the deliberate bug must be caught");
+    let failure = first_failure(|c| c.bugs.no_dedup = true);
+    let (_, error) = failure.expect("the deliberate bug must be caught");
+    assert!(error.contains("executed twice"), "{error}");
+}
+
+#[test]
+fn random_faults_catch_an_accept_sent_before_its_vote_is_written() {
+    let failure = first_failure(|c| c.bugs.accept_before_persist = true);
+    let (_, error) = failure.expect("the deliberate bug must be caught");
+    assert!(
+        error.contains("diverge") || error.contains("answered"),
+        "{error}"
+    );
+}
+
+#[test]
+fn random_faults_catch_a_leader_that_leaves_gaps() {
+    // A gap left empty stops execution for good: a liveness failure, seen after healing.
+    let failure = first_failure(|c| c.bugs.skip_noop_fill = true);
+    let (_, error) = failure.expect("the deliberate bug must be caught");
+    assert!(
+        error.contains("waits") || error.contains("converge"),
+        "{error}"
+    );
 }
