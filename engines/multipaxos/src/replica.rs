@@ -485,6 +485,14 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// Whether this replica keeps state for `instance`: not executed yet, and not further ahead
+    /// than [`Config::log_ahead_instances_max`] (which bounds the log that messages can grow and
+    /// keeps instance numbers far from overflowing).
+    fn in_window(&self, instance: Instance) -> bool {
+        let ahead = self.next_execute.plus(self.config.log_ahead_instances_max);
+        instance >= self.next_execute.max(self.log_start) && instance < ahead
+    }
+
     fn send(&mut self, to: NodeId, message: Message) {
         self.ready.send(Envelope { to, message });
     }
@@ -779,7 +787,7 @@ impl<S: StateMachine> Replica<S> {
                 PromisedEntry::Decided(_) => None,
             });
         for (instance, (view, batch)) in own.chain(theirs) {
-            if instance < self.next_execute {
+            if !self.in_window(instance) {
                 continue;
             }
             let higher = found.get(&instance).is_none_or(|(v, _)| view > *v);
@@ -873,11 +881,16 @@ impl<S: StateMachine> Replica<S> {
         // A leader proposes only within its window above its first undecided instance, so
         // everything below `instance - window` is decided: far enough ahead of this replica's
         // first undecided instance, that means it lags.
-        let decided_below = Instance((instance.0 + 1).saturating_sub(self.config.window_instances));
+        let decided_below = Instance(
+            instance
+                .0
+                .saturating_add(1)
+                .saturating_sub(self.config.window_instances),
+        );
         if decided_below > self.next_execute.plus(self.config.window_instances) {
             self.want_decided_below(now_ms, decided_below, None);
         }
-        if instance >= self.next_execute.plus(self.config.log_ahead_instances_max) {
+        if !self.in_window(instance) {
             return;
         }
         let entry = self.log.entry(instance).or_default();
@@ -918,8 +931,7 @@ impl<S: StateMachine> Replica<S> {
     }
 
     fn on_accept(&mut self, from: NodeId, view: View, instance: Instance) {
-        let ahead = self.next_execute.plus(self.config.log_ahead_instances_max);
-        if instance < self.next_execute.max(self.log_start) || instance >= ahead {
+        if !self.in_window(instance) {
             return;
         }
         let entry = self.log.entry(instance).or_default();
@@ -955,7 +967,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Records that `instance` decided `batch` (executed later, in order).
     fn decide(&mut self, instance: Instance, batch: Batch) {
-        if instance < self.next_execute.max(self.log_start) {
+        if !self.in_window(instance) {
             return;
         }
         let entry = self.log.entry(instance).or_default();

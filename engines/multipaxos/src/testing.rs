@@ -91,13 +91,18 @@ impl StateMachine for History {
         out.freeze()
     }
 
+    /// Restores a history; a malformed tail (from a corrupted snapshot) is dropped rather than
+    /// panicking, so that tests may feed arbitrary snapshots.
     fn restore(&mut self, snapshot: &Bytes) {
         let mut bytes = snapshot.clone();
         self.executed.clear();
-        while bytes.has_remaining() {
+        while bytes.remaining() >= 8 + 8 + 4 {
             let client = ClientId(bytes.get_u64_le());
             let seq = RequestSeq(bytes.get_u64_le());
             let len = bytes.get_u32_le() as usize;
+            if bytes.remaining() < len {
+                return;
+            }
             self.executed.push((client, seq, bytes.split_to(len)));
         }
     }
