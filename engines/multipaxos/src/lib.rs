@@ -22,6 +22,9 @@
 //!
 //! The core reads no clock, socket, file or random number generator: time comes in as an
 //! argument (milliseconds), effects leave as plain data.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod ids;
 pub mod message;

@@ -605,3 +605,57 @@ fn a_follower_forwards_requests_to_the_leader_and_answers_its_client() {
     assert_eq!((*node, reply.reply.clone()), (C, Bytes::from("1")));
     assert!(is_accept(&net.sent.last().unwrap().1));
 }
+
+/// A new leader may find a vote, not a decision, for an instance that every other replica has
+/// decided in an earlier view: it proposes the batch again, and the others, which will not vote
+/// again in a decided instance, answer with the decision instead. (Found by the random test:
+/// without that answer the leader waits at the instance for good.)
+#[test]
+fn section_3c_a_leader_proposing_a_decided_instance_again_learns_the_decision() {
+    let mut net = Net::started(|_| {});
+    net.submit(A, request(1, 1));
+    // Only B gets the Propose; B decides (A's Propose and its own vote), its Accepts are lost.
+    net.run(|_, e| e.to == B && is_propose(e));
+    assert!(net.replica(B).decided(Instance(0)).is_some());
+    // A and C cannot talk, and B's Accepts (also those sent again) do not reach A: C, which
+    // hears from no leader, starts view 2 at 600 ms.
+    let b_accept_to_a = |from: NodeId, e: &Envelope| from == B && e.to == A && is_accept(e);
+    let a_c_cut = |from: NodeId, e: &Envelope| (from == A && e.to == C) || (from == C && e.to == A);
+    net.advance(590, |f, e| !a_c_cut(f, e) && !b_accept_to_a(f, e));
+    net.now_ms = 600;
+    net.tick(C);
+    assert!(net.replica(C).is_candidate());
+    // C hears only A's promise, which reports A's vote; C's Proposes are held.
+    let b_c_cut = |from: NodeId, e: &Envelope| (from == B && e.to == C) || (from == C && e.to == B);
+    let held =
+        |f: NodeId, e: &Envelope| b_c_cut(f, e) || b_accept_to_a(f, e) || (f == C && is_propose(e));
+    net.run(|f, e| !held(f, e));
+    assert!(net.replica(C).is_leader());
+    // Now A gets B's Accept of view 0 and decides too.
+    let accept = net
+        .sent
+        .iter()
+        .find(|(f, e)| b_accept_to_a(*f, e))
+        .cloned()
+        .unwrap();
+    net.queue.push_back(accept);
+    net.run(every);
+    assert!(net.replica(A).decided(Instance(0)).is_some());
+    // C's Proposes of view 2 arrive: A and B answer with the decision.
+    let since = net.sent.len();
+    let proposes: Vec<(NodeId, Envelope)> = net
+        .sent
+        .iter()
+        .filter(|(f, e)| *f == C && is_propose(e))
+        .cloned()
+        .collect();
+    net.queue.extend(proposes);
+    net.run(every);
+    assert_eq!(
+        net.sent_since(since),
+        [(A, C, "CatchUpResponse"), (B, C, "CatchUpResponse")]
+    );
+    for node in [A, B, C] {
+        assert_eq!(net.history(node), ["c1#1"], "{node:?}");
+    }
+}
