@@ -206,28 +206,7 @@ mod tests {
     use super::*;
     use crate::ids::NodeId;
     use crate::message::Message;
-
-    #[derive(Default)]
-    struct Recording {
-        durable: Durable,
-        staged: Vec<Record>,
-        flushes: usize,
-    }
-
-    impl LogStore for Recording {
-        type Error = std::convert::Infallible;
-        fn write(&mut self, record: &Record) -> Result<(), Self::Error> {
-            self.staged.push(record.clone());
-            Ok(())
-        }
-        fn flush(&mut self) -> Result<(), Self::Error> {
-            for record in self.staged.drain(..) {
-                self.durable.apply(&record);
-            }
-            self.flushes += 1;
-            Ok(())
-        }
-    }
+    use crate::testing::MemStore;
 
     fn accept() -> Envelope {
         Envelope {
@@ -249,13 +228,13 @@ mod tests {
             batch: Batch::noop(),
         });
         ready.send(accept());
-        let mut store = Recording::default();
+        let mut store = MemStore::default();
         let Ok(released) = ready.commit(&mut store);
         assert_eq!(released.messages, [accept()]);
-        assert_eq!(store.flushes, 1);
-        assert_eq!(store.durable.view, View(1));
+        assert_eq!(store.flushes(), 1);
+        assert_eq!(store.durable().view, View(1));
         assert_eq!(
-            store.durable.log[&Instance(0)].vote,
+            store.durable().log[&Instance(0)].vote,
             Some((View(1), Batch::noop()))
         );
     }
@@ -264,10 +243,10 @@ mod tests {
     fn a_commit_with_nothing_to_write_does_not_flush() {
         let mut ready = Ready::default();
         ready.send(accept());
-        let mut store = Recording::default();
+        let mut store = MemStore::default();
         let Ok(released) = ready.commit(&mut store);
         assert_eq!(released.messages.len(), 1);
-        assert_eq!(store.flushes, 0);
+        assert_eq!(store.flushes(), 0);
     }
 
     #[test]

@@ -645,6 +645,20 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// Takes a message of the leader's kind (Prepare, Propose, Alive) from `from` in `view`:
+    /// ignored (false) if the view is lower than this replica's or not led by the sender;
+    /// otherwise the view is adopted if higher, and the leader counts as heard from.
+    fn follow(&mut self, now_ms: u64, from: NodeId, view: View) -> bool {
+        if view < self.view || view.leader(&self.config.nodes) != from {
+            return false;
+        }
+        if view > self.view {
+            self.adopt_view(now_ms, view);
+        }
+        self.leader_heard_ms = now_ms;
+        true
+    }
+
     /// Starts a view change to the next view this replica leads.
     fn start_view_change(&mut self, now_ms: u64) {
         let Some(view) = self.view.next_led_by(self.config.me, &self.config.nodes) else {
@@ -698,13 +712,9 @@ impl<S: StateMachine> Replica<S> {
     }
 
     fn on_prepare(&mut self, now_ms: u64, from: NodeId, view: View, first_undecided: Instance) {
-        if view < self.view || view.leader(&self.config.nodes) != from {
+        if !self.follow(now_ms, from, view) {
             return;
         }
-        if view > self.view {
-            self.adopt_view(now_ms, view);
-        }
-        self.leader_heard_ms = now_ms;
         let entries = self
             .log
             .range(first_undecided.max(self.log_start)..)
@@ -823,13 +833,9 @@ impl<S: StateMachine> Replica<S> {
     }
 
     fn on_alive(&mut self, now_ms: u64, from: NodeId, view: View, first_undecided: Instance) {
-        if view < self.view || view.leader(&self.config.nodes) != from {
+        if !self.follow(now_ms, from, view) {
             return;
         }
-        if view > self.view {
-            self.adopt_view(now_ms, view);
-        }
-        self.leader_heard_ms = now_ms;
         self.want_decided_below(now_ms, first_undecided, None);
     }
 
@@ -843,13 +849,9 @@ impl<S: StateMachine> Replica<S> {
         instance: Instance,
         batch: Batch,
     ) {
-        if view < self.view || view.leader(&self.config.nodes) != from {
+        if !self.follow(now_ms, from, view) {
             return;
         }
-        if view > self.view {
-            self.adopt_view(now_ms, view);
-        }
-        self.leader_heard_ms = now_ms;
         let accept = Message::Accept { view, instance };
         if let Some(entry) = self.log.get(&instance) {
             if let Some(decided) = &entry.decided {
