@@ -152,6 +152,8 @@ pub struct Replica<S> {
     /// The requests this replica received from clients and must answer.
     waiting: BTreeMap<ClientId, RequestSeq>,
     pending: VecDeque<Pending>,
+    /// The requests in `pending`, to refuse a second copy of one without a scan.
+    pending_ids: BTreeSet<(ClientId, RequestSeq)>,
     pending_bytes: usize,
     snapshot: Option<Snapshot>,
     log_bytes_since_snapshot: u64,
@@ -215,6 +217,7 @@ impl<S: StateMachine> Replica<S> {
             clients,
             waiting: BTreeMap::new(),
             pending: VecDeque::new(),
+            pending_ids: BTreeSet::new(),
             pending_bytes: 0,
             snapshot: durable.snapshot.clone(),
             log_bytes_since_snapshot: 0,
@@ -514,11 +517,7 @@ impl<S: StateMachine> Replica<S> {
         if self.pending.len() >= self.config.pending_requests_max {
             return;
         }
-        let queued = self
-            .pending
-            .iter()
-            .any(|p| p.request.client == request.client && p.request.seq == request.seq);
-        if queued {
+        if !self.pending_ids.insert((request.client, request.seq)) {
             return;
         }
         self.pending_bytes += request.size_bytes();
@@ -587,6 +586,11 @@ impl<S: StateMachine> Replica<S> {
     fn pop_pending(&mut self) -> Option<Request> {
         let pending = self.pending.pop_front()?;
         self.pending_bytes -= pending.request.size_bytes();
+        let id = (pending.request.client, pending.request.seq);
+        assert!(
+            self.pending_ids.remove(&id),
+            "every pending request is indexed"
+        );
         Some(pending.request)
     }
 
