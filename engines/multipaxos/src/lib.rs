@@ -22,6 +22,21 @@
 //!
 //! The core reads no clock, socket, file or random number generator: time comes in as an
 //! argument (milliseconds), effects leave as plain data.
+//!
+//! # Where this differs from JPaxos, and what is not here yet
+//! * Followers broadcast Accepts and decide on their own, as JPaxos does, so there is no
+//!   separate decision message: the leader's Alive names its first undecided instance, and a
+//!   replica behind it catches up. A replica that knows an instance decided answers a leader
+//!   proposing it again with the decision.
+//! * A catch-up query names a range of instances, not a list; its response carries the
+//!   responder's snapshot when the range starts below its log (no separate snapshot request).
+//! * Snapshots are taken between instances, not after any operation.
+//! * Only the records are defined here ([`persist::Record`]); their encoding on disk, and
+//!   the recovery modes beyond replaying snapshot and log (seed 002 §V), are not.
+//! * Unbounded still: the client table (one entry per client ever seen), a Promise (every
+//!   vote from the first undecided instance on; truncation keeps it short in practice).
+//! * A leader that lost its majority does not step down by itself; it learns the new view
+//!   from the new leader's messages. Reads go through the log (no leases).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
