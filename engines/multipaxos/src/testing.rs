@@ -3,7 +3,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::ids::{ClientId, RequestSeq};
-use crate::message::Request;
+use crate::message::{Message, Request};
 use crate::persist::{Durable, LogStore, Record};
 use crate::state_machine::StateMachine;
 
@@ -47,6 +47,33 @@ impl LogStore for MemStore {
         }
         self.flushes += 1;
         Ok(())
+    }
+}
+
+/// Whether the durable state of its sender holds what `message` promises (seed 002 §III-A):
+/// the view of a Prepare or a Promise, the vote of a Propose or an Accept. Harnesses check it
+/// for every message as it leaves.
+pub fn durable_before_send(durable: &Durable, message: &Message) -> bool {
+    match message {
+        Message::Prepare { view, .. } | Message::Promise { view, .. } => durable.view >= *view,
+        Message::Propose {
+            view,
+            instance,
+            batch,
+        } => durable
+            .log
+            .get(instance)
+            .and_then(|e| e.vote.as_ref())
+            .is_some_and(|(v, b)| v == view && b == batch),
+        Message::Accept { view, instance } => durable
+            .log
+            .get(instance)
+            .and_then(|e| e.vote.as_ref())
+            .is_some_and(|(v, _)| v == view),
+        Message::Alive { .. }
+        | Message::CatchUpQuery { .. }
+        | Message::CatchUpResponse { .. }
+        | Message::Forward { .. } => true,
     }
 }
 

@@ -8,7 +8,7 @@ use logless_multipaxos::config::Config;
 use logless_multipaxos::ids::{ClientId, Instance, NodeId, RequestSeq, View};
 use logless_multipaxos::message::{Batch, ClientReply, Envelope, Message, Request};
 use logless_multipaxos::replica::Replica;
-use logless_multipaxos::testing::{History, MemStore};
+use logless_multipaxos::testing::{durable_before_send, History, MemStore};
 
 const A: NodeId = NodeId(1);
 const B: NodeId = NodeId(2);
@@ -112,6 +112,11 @@ impl Net {
         let ready = self.replicas.get_mut(&node).unwrap().take_ready();
         let Ok(released) = ready.commit(self.stores.get_mut(&node).unwrap());
         for envelope in released.messages {
+            let durable = self.stores[&node].durable();
+            assert!(
+                durable_before_send(durable, &envelope.message),
+                "{node:?} sent {envelope:?} before persisting it"
+            );
             self.sent.push((node, envelope.clone()));
             self.queue.push_back((node, envelope));
         }
