@@ -1,0 +1,88 @@
+//! A replica's configuration, passed explicitly.
+use crate::ids::NodeId;
+
+/// Deliberate protocol bugs, each off by default. They exist so that every harness can prove it
+/// catches a broken protocol.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InjectedBugs {
+    /// A new leader re-proposes the values it found but leaves gaps empty instead of filling
+    /// them with no-ops: execution stops at the first gap for good.
+    pub skip_noop_fill: bool,
+    /// A request decided in two instances is executed twice (the client table is ignored at
+    /// execution).
+    pub no_dedup: bool,
+    /// A follower's Accept leaves before its vote is written: a crash can forget a vote that
+    /// helped decide an instance, and a later view can decide something else there.
+    pub accept_before_persist: bool,
+}
+
+/// How a replica behaves. Times are in milliseconds of the clock the runtime passes in.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Every replica, in a fixed order shared by all: view `v` is led by `nodes[v mod n]`.
+    pub nodes: Vec<NodeId>,
+    /// This replica.
+    pub me: NodeId,
+    /// The most instances a leader has proposed and not yet seen decided (the window, α in
+    /// JPaxos).
+    pub window_instances: u64,
+    /// A batch is closed once its requests take this many bytes.
+    pub batch_bytes_max: usize,
+    /// A batch is closed once it holds this many requests.
+    pub batch_requests_max: usize,
+    /// A batch is closed once its oldest request has waited this long.
+    pub batch_delay_ms: u64,
+    /// How often the leader sends Alive.
+    pub heartbeat_interval_ms: u64,
+    /// How long a follower waits without hearing from its leader before it suspects it. A
+    /// replica whose own next view is `k` views away waits `k` times as long, so that the
+    /// replica next in line starts the view change alone.
+    pub suspect_timeout_ms: u64,
+    /// How often unanswered Prepares and Proposes are sent again (the network loses messages).
+    pub retransmit_interval_ms: u64,
+    /// How long a catch-up query waits for its response before another replica is asked.
+    pub catch_up_timeout_ms: u64,
+    /// The most decided instances one catch-up response carries.
+    pub catch_up_instances_max: usize,
+    /// The most instances beyond the first undecided one a replica keeps in its log; messages
+    /// about instances further ahead are ignored (they only say that the replica is behind).
+    pub log_ahead_instances_max: u64,
+    /// The most client requests waiting to be proposed (or forwarded); more are refused.
+    pub pending_requests_max: usize,
+    /// A snapshot is never taken before the log has grown by this many bytes since the last.
+    pub snapshot_log_bytes_min: u64,
+    /// A snapshot is taken once the log has grown since the last by this percentage of the last
+    /// snapshot's size (seed 002's ratio of log size to snapshot size).
+    pub snapshot_ratio_percent: u64,
+    /// Deliberate bugs for harness tests.
+    pub bugs: InjectedBugs,
+}
+
+impl Config {
+    /// Defaults for replica `me` of the cluster `nodes` on a local network.
+    pub fn new(nodes: Vec<NodeId>, me: NodeId) -> Config {
+        Config {
+            nodes,
+            me,
+            window_instances: 10,
+            batch_bytes_max: 64 * 1024,
+            batch_requests_max: 256,
+            batch_delay_ms: 1,
+            heartbeat_interval_ms: 50,
+            suspect_timeout_ms: 300,
+            retransmit_interval_ms: 100,
+            catch_up_timeout_ms: 200,
+            catch_up_instances_max: 1_000,
+            log_ahead_instances_max: 100_000,
+            pending_requests_max: 100_000,
+            snapshot_log_bytes_min: 1024 * 1024,
+            snapshot_ratio_percent: 100,
+            bugs: InjectedBugs::default(),
+        }
+    }
+
+    /// The size of a majority quorum.
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+}

@@ -1,0 +1,50 @@
+//! The sans-IO core of logless's log engine: Multi-Paxos as JPaxos builds it (seed 002,
+//! §II–§IV), with batching, a window of instances in flight, snapshots, log truncation and
+//! catch-up.
+//!
+//! Replicas agree on a *log* of batches of client requests, one Paxos instance per position,
+//! and every replica executes the decided batches in log order on its copy of a deterministic
+//! [`StateMachine`](state_machine::StateMachine). One replica leads each view and proposes;
+//! a follower that stops hearing its leader starts a view change, whose phase 1 covers every
+//! instance from the first undecided one at once. Because one log orders everything, commands
+//! that span keys are atomic, which the per-key engine cannot give.
+//!
+//! * [`ids`]: replicas, views (leader = view mod n), instances, clients, request numbers.
+//! * [`message`]: requests, batches, snapshots and the messages between replicas.
+//! * [`wire`]: the versioned binary encoding of messages; decoding never panics.
+//! * [`persist`]: "persist before send" as a type: a [`Ready`](persist::Ready) releases its
+//!   messages and replies only once its records are written and flushed.
+//! * [`replica`]: the replica's state machine (roles, phases, execution, client table,
+//!   snapshots, catch-up).
+//! * [`state_machine`]: the service the log drives.
+//! * [`config`]: limits, timeouts and deliberate bugs, passed explicitly.
+//! * [`testing`]: a log store and a state machine for tests.
+//!
+//! The core reads no clock, socket, file or random number generator: time comes in as an
+//! argument (milliseconds), effects leave as plain data.
+//!
+//! # Where this differs from JPaxos, and what is not here yet
+//! * Followers broadcast Accepts and decide on their own, as JPaxos does, so there is no
+//!   separate decision message: the leader's Alive names its first undecided instance, and a
+//!   replica behind it catches up. A replica that knows an instance decided answers a leader
+//!   proposing it again with the decision.
+//! * A catch-up query names a range of instances, not a list; its response carries the
+//!   responder's snapshot when the range starts below its log (no separate snapshot request).
+//! * Snapshots are taken between instances, not after any operation.
+//! * Only the records are defined here ([`persist::Record`]); their encoding on disk, and
+//!   the recovery modes beyond replaying snapshot and log (seed 002 §V), are not.
+//! * Unbounded still: the client table (one entry per client ever seen), a Promise (every
+//!   vote from the first undecided instance on; truncation keeps it short in practice).
+//! * A leader that lost its majority does not step down by itself; it learns the new view
+//!   from the new leader's messages. Reads go through the log (no leases).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod ids;
+pub mod message;
+pub mod persist;
+pub mod replica;
+pub mod state_machine;
+pub mod testing;
+pub mod wire;

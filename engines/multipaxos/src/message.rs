@@ -1,0 +1,227 @@
+//! Requests, batches, snapshots and the messages replicas exchange.
+//!
+//! The messages follow JPaxos (seed 002 §II–§III): Prepare and Promise (PrepareOK) for the
+//! view change, Propose and Accept for phase 2, where followers broadcast their Accept so that
+//! every replica decides on its own as soon as it holds the Propose and a majority of Accepts;
+//! Alive, the leader's heartbeat, which also names the leader's first undecided instance so a
+//! lagging replica learns that it is behind; CatchUpQuery and CatchUpResponse for catching up
+//! (a response carries a snapshot when the instances asked for were truncated); and Forward,
+//! which hands client requests that reached a follower to the leader.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::ids::{ClientId, Instance, NodeId, RequestSeq, View};
+
+/// Bytes a request adds to a batch beyond its payload (client id, sequence number, length), for
+/// the batch size limit.
+pub const REQUEST_OVERHEAD_BYTES: usize = 8 + 8 + 4;
+
+/// One client request: an opaque command for the state machine.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Request {
+    /// Who sent it.
+    pub client: ClientId,
+    /// The client's sequence number for it.
+    pub seq: RequestSeq,
+    /// The command, opaque to the protocol.
+    pub payload: Bytes,
+}
+
+impl Request {
+    /// The bytes this request takes in a batch.
+    pub fn size_bytes(&self) -> usize {
+        REQUEST_OVERHEAD_BYTES + self.payload.len()
+    }
+}
+
+/// The value of one instance: requests executed in order. An empty batch is the no-op a new
+/// leader proposes to fill a gap in the log.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Batch(Arc<[Request]>);
+
+impl Batch {
+    /// A batch of `requests`, in execution order.
+    pub fn new(requests: Vec<Request>) -> Batch {
+        Batch(requests.into())
+    }
+
+    /// The no-op: a batch of no requests.
+    pub fn noop() -> Batch {
+        Batch::default()
+    }
+
+    /// Whether this is the no-op.
+    pub fn is_noop(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The requests, in execution order.
+    pub fn requests(&self) -> &[Request] {
+        &self.0
+    }
+
+    /// The bytes the batch takes in the log.
+    pub fn size_bytes(&self) -> usize {
+        4 + self.0.iter().map(Request::size_bytes).sum::<usize>()
+    }
+}
+
+/// The client table (seed 002's Responses map): per client, the sequence number of its last
+/// executed request and that request's reply. Replicated: every replica builds the same table by
+/// executing the same log, and a snapshot carries it.
+pub type ClientTable = BTreeMap<ClientId, (RequestSeq, Bytes)>;
+
+/// A snapshot of the state machine after executing every instance below `next_instance`,
+/// extended with the protocol's metadata (the client table).
+///
+/// Snapshots are taken only between instances (seed 002 allows any operation; one instance is
+/// at most one batch, so the difference is small and the metadata simpler).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Snapshot {
+    /// The first instance the snapshot does not cover.
+    pub next_instance: Instance,
+    /// The state machine's own encoding of its state.
+    pub state: Bytes,
+    /// The client table at that point.
+    pub clients: ClientTable,
+}
+
+impl Snapshot {
+    /// The bytes the snapshot takes (the state and the client table), for the snapshot policy.
+    pub fn size_bytes(&self) -> usize {
+        8 + self.state.len()
+            + self
+                .clients
+                .values()
+                .map(|(_, reply)| 20 + reply.len())
+                .sum::<usize>()
+    }
+}
+
+/// What a promising replica knows about one instance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PromisedEntry {
+    /// It voted for `batch` in `view` (its last vote in that instance).
+    Voted {
+        /// The view of the vote.
+        view: View,
+        /// The batch voted for.
+        batch: Batch,
+    },
+    /// It knows the instance decided `batch`.
+    Decided(Batch),
+}
+
+/// A message between replicas.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Message {
+    /// Phase 1a: the leader of `view` asks for promises and for every vote from instance
+    /// `first_undecided` on.
+    Prepare {
+        /// The new view.
+        view: View,
+        /// The sender's first undecided instance.
+        first_undecided: Instance,
+    },
+    /// Phase 1b (PrepareOK): the sender promises to take part in no lower view, and reports
+    /// what it knows of every instance from the Prepare's `first_undecided` on.
+    Promise {
+        /// The view promised.
+        view: View,
+        /// The sender's first instance still in its log: when it is above the new leader's
+        /// first undecided instance, the instances between were decided and truncated, and the
+        /// leader must catch up before the promise covers its log.
+        log_start: Instance,
+        /// The sender's knowledge, per instance, in instance order.
+        entries: Vec<(Instance, PromisedEntry)>,
+    },
+    /// Phase 2a: the leader of `view` proposes `batch` for `instance` (it has persisted its own
+    /// vote, so the Propose counts as the leader's Accept).
+    Propose {
+        /// The leader's view.
+        view: View,
+        /// The instance.
+        instance: Instance,
+        /// The proposed batch.
+        batch: Batch,
+    },
+    /// Phase 2b, broadcast to every replica: the sender voted in `instance` for the batch
+    /// proposed in `view`.
+    Accept {
+        /// The view of the Propose voted for.
+        view: View,
+        /// The instance.
+        instance: Instance,
+    },
+    /// The leader's heartbeat (failure detector), naming its first undecided instance.
+    Alive {
+        /// The leader's view.
+        view: View,
+        /// Every instance below this one is decided.
+        first_undecided: Instance,
+    },
+    /// A lagging replica asks for the decided instances in `from..to` (seed 002 §III-C); a
+    /// `from` below the responder's log start asks for its snapshot too.
+    CatchUpQuery {
+        /// The first instance missing.
+        from: Instance,
+        /// The instance after the last one missing.
+        to: Instance,
+    },
+    /// The answer to a [`Message::CatchUpQuery`].
+    CatchUpResponse {
+        /// The responder's view, which the lagging replica adopts if higher.
+        view: View,
+        /// The responder's last snapshot, when instances asked for were truncated.
+        snapshot: Option<Snapshot>,
+        /// Decided instances asked for, in instance order (possibly fewer than asked, up to a
+        /// limit per response).
+        decided: Vec<(Instance, Batch)>,
+    },
+    /// Client requests that reached a follower, handed to the leader for ordering.
+    Forward {
+        /// The requests.
+        requests: Vec<Request>,
+    },
+}
+
+/// A message with its destination.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Envelope {
+    /// The destination.
+    pub to: NodeId,
+    /// The message.
+    pub message: Message,
+}
+
+/// The answer to a client request, produced by the replica that received the request.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ClientReply {
+    /// The client.
+    pub client: ClientId,
+    /// The request answered.
+    pub seq: RequestSeq,
+    /// The state machine's reply.
+    pub reply: Bytes,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_count_payloads_and_overheads() {
+        let request = Request {
+            client: ClientId(1),
+            seq: RequestSeq(1),
+            payload: Bytes::from_static(b"abc"),
+        };
+        assert_eq!(request.size_bytes(), 23);
+        let batch = Batch::new(vec![request.clone(), request]);
+        assert_eq!(batch.size_bytes(), 50);
+        assert!(!batch.is_noop());
+        assert!(Batch::noop().is_noop());
+    }
+}

@@ -1,0 +1,277 @@
+//! "Persist before send", enforced by types.
+//!
+//! Seed 002 §III-A: a follower writes its vote to stable storage before it sends its Accept, the
+//! leader writes its own vote before it sends the Propose, and a replica writes every view higher
+//! than any it knew before it uses it (in a Prepare or a Promise). Everything a step of a
+//! [`Replica`](crate::replica::Replica) produces therefore goes into one [`Ready`]: the durable
+//! [`Record`]s, and behind them, sealed, the messages and client replies. The only way to get
+//! them out is [`Ready::commit`], which writes every record through a [`LogStore`], flushes once
+//! (group commit) and only then releases the rest.
+//!
+//! Messages that promise nothing (a heartbeat) wait too. Sorting them out would save nothing
+//! worth a second rule: a step with no records commits without a flush, and a message produced
+//! with records may reveal state (a view, a decision) that is not durable before the flush. Client
+//! replies wait for the same reason: a reply reports an execution, and the decision behind it
+//! may rest on this replica's own vote, written in the same step.
+use std::collections::BTreeMap;
+
+use crate::ids::{Instance, View};
+use crate::message::{Batch, ClientReply, Envelope, Snapshot};
+
+/// One durable write.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Record {
+    /// The replica promised `View` (or adopted it): it takes part in no lower view.
+    View(View),
+    /// The replica voted for `batch` in `instance`, in `view`.
+    Accepted {
+        /// The instance.
+        instance: Instance,
+        /// The view of the vote.
+        view: View,
+        /// The batch voted for.
+        batch: Batch,
+    },
+    /// `instance` decided `batch`. The batch is written even when the vote holds it, because a
+    /// replica also learns decisions it never voted on (in a Promise or by catching up).
+    Decided {
+        /// The instance.
+        instance: Instance,
+        /// The decided batch.
+        batch: Batch,
+    },
+    /// A snapshot, replacing the previous one.
+    Snapshot(Snapshot),
+    /// Every instance below `below` leaves the log (it is covered by a snapshot).
+    Truncate {
+        /// The new first instance of the log.
+        below: Instance,
+    },
+}
+
+/// The durable home of a replica's log, view and snapshot: the storage layer, or a test double.
+pub trait LogStore {
+    /// The store's error; after one, the store refuses further work.
+    type Error: std::error::Error;
+    /// Stages one record.
+    fn write(&mut self, record: &Record) -> Result<(), Self::Error>;
+    /// Makes every staged record durable.
+    fn flush(&mut self) -> Result<(), Self::Error>;
+}
+
+/// What a commit released: messages to send and replies to deliver.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Released {
+    /// Messages, in the order produced.
+    pub messages: Vec<Envelope>,
+    /// Client replies, in the order produced.
+    pub replies: Vec<ClientReply>,
+}
+
+/// Durable records and the messages and replies sealed behind them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[must_use = "messages and replies are released only by committing"]
+pub struct Ready {
+    records: Vec<Record>,
+    sealed: Vec<Envelope>,
+    replies: Vec<ClientReply>,
+    /// Messages that left before their records were written: empty unless the deliberate bug
+    /// `accept_before_persist` is on.
+    leaked: Vec<Envelope>,
+}
+
+impl Ready {
+    pub(crate) fn record(&mut self, record: Record) {
+        self.records.push(record);
+    }
+
+    pub(crate) fn send(&mut self, envelope: Envelope) {
+        self.sealed.push(envelope);
+    }
+
+    pub(crate) fn leak(&mut self, envelope: Envelope) {
+        self.leaked.push(envelope);
+    }
+
+    pub(crate) fn reply(&mut self, reply: ClientReply) {
+        self.replies.push(reply);
+    }
+
+    /// Whether there is nothing to write, send or deliver.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+            && self.sealed.is_empty()
+            && self.replies.is_empty()
+            && self.leaked.is_empty()
+    }
+
+    /// The records to write, in order.
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// Writes every record, flushes once if anything was written, then releases the messages
+    /// and replies. On an error nothing is released: the replica must stop (fail-stop).
+    pub fn commit<S: LogStore>(self, store: &mut S) -> Result<Released, S::Error> {
+        if !self.records.is_empty() {
+            for record in &self.records {
+                store.write(record)?;
+            }
+            store.flush()?;
+        }
+        let mut messages = self.leaked;
+        messages.extend(self.sealed);
+        Ok(Released {
+            messages,
+            replies: self.replies,
+        })
+    }
+
+    /// What a crash before the commit still let out: nothing, unless the deliberate bug
+    /// `accept_before_persist` sent Accepts ahead of their votes. For harness tests that crash a
+    /// replica between a step and its commit.
+    pub fn abandon(self) -> Vec<Envelope> {
+        self.leaked
+    }
+}
+
+/// What a replica knows about one instance, durably.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DurableEntry {
+    /// Its last vote: the view and the batch.
+    pub vote: Option<(View, Batch)>,
+    /// The decided batch, once known.
+    pub decided: Option<Batch>,
+}
+
+/// A replica's durable state, rebuilt by applying its records in order: what it restarts from
+/// (seed 002's FullSS: the snapshot and the log on stable storage, replayed at start).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Durable {
+    /// The highest view promised.
+    pub view: View,
+    /// The first instance still in the log.
+    pub log_start: Instance,
+    /// The log, from `log_start` on.
+    pub log: BTreeMap<Instance, DurableEntry>,
+    /// The last snapshot.
+    pub snapshot: Option<Snapshot>,
+}
+
+impl Durable {
+    /// Applies one record.
+    ///
+    /// # Panics
+    /// If the record breaks an invariant of the writer: a view lower than one promised, a vote
+    /// or decision below the log start, a second decision that differs from the first.
+    pub fn apply(&mut self, record: &Record) {
+        match record {
+            Record::View(view) => {
+                assert!(*view >= self.view, "a promised view never goes down");
+                self.view = *view;
+            }
+            Record::Accepted {
+                instance,
+                view,
+                batch,
+            } => {
+                assert!(*instance >= self.log_start, "a vote below the log start");
+                let entry = self.log.entry(*instance).or_default();
+                entry.vote = Some((*view, batch.clone()));
+            }
+            Record::Decided { instance, batch } => {
+                assert!(
+                    *instance >= self.log_start,
+                    "a decision below the log start"
+                );
+                let entry = self.log.entry(*instance).or_default();
+                if let Some(decided) = &entry.decided {
+                    assert_eq!(decided, batch, "an instance decides one batch");
+                }
+                entry.decided = Some(batch.clone());
+            }
+            Record::Snapshot(snapshot) => self.snapshot = Some(snapshot.clone()),
+            Record::Truncate { below } => {
+                if *below > self.log_start {
+                    self.log = self.log.split_off(below);
+                    self.log_start = *below;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::NodeId;
+    use crate::message::Message;
+    use crate::testing::MemStore;
+
+    fn accept() -> Envelope {
+        Envelope {
+            to: NodeId(2),
+            message: Message::Accept {
+                view: View(1),
+                instance: Instance(0),
+            },
+        }
+    }
+
+    #[test]
+    fn a_commit_writes_and_flushes_before_it_releases() {
+        let mut ready = Ready::default();
+        ready.record(Record::View(View(1)));
+        ready.record(Record::Accepted {
+            instance: Instance(0),
+            view: View(1),
+            batch: Batch::noop(),
+        });
+        ready.send(accept());
+        let mut store = MemStore::default();
+        let Ok(released) = ready.commit(&mut store);
+        assert_eq!(released.messages, [accept()]);
+        assert_eq!(store.flushes(), 1);
+        assert_eq!(store.durable().view, View(1));
+        assert_eq!(
+            store.durable().log[&Instance(0)].vote,
+            Some((View(1), Batch::noop()))
+        );
+    }
+
+    #[test]
+    fn a_commit_with_nothing_to_write_does_not_flush() {
+        let mut ready = Ready::default();
+        ready.send(accept());
+        let mut store = MemStore::default();
+        let Ok(released) = ready.commit(&mut store);
+        assert_eq!(released.messages.len(), 1);
+        assert_eq!(store.flushes(), 0);
+    }
+
+    #[test]
+    fn an_abandoned_batch_lets_nothing_out_but_leaks() {
+        let mut ready = Ready::default();
+        ready.send(accept());
+        assert!(ready.clone().abandon().is_empty());
+        ready.leak(accept());
+        assert_eq!(ready.abandon(), [accept()]);
+    }
+
+    #[test]
+    fn truncation_drops_the_log_below_and_keeps_the_rest() {
+        let mut durable = Durable::default();
+        for i in 0..4 {
+            durable.apply(&Record::Decided {
+                instance: Instance(i),
+                batch: Batch::noop(),
+            });
+        }
+        durable.apply(&Record::Truncate { below: Instance(2) });
+        assert_eq!(durable.log_start, Instance(2));
+        assert_eq!(
+            durable.log.keys().copied().collect::<Vec<_>>(),
+            [Instance(2), Instance(3)]
+        );
+    }
+}

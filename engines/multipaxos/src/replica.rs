@@ -1,0 +1,1200 @@
+//! One replica: proposer, acceptor and learner of every instance, the client table and the
+//! state machine, as one sans-IO state machine.
+//!
+//! The runtime feeds it client requests ([`Replica::handle_request`]), messages
+//! ([`Replica::handle_message`]) and the passing of time ([`Replica::tick`], every few
+//! milliseconds), and after each call takes a [`Ready`] with [`Replica::take_ready`]. It must
+//! commit the ready through its [`LogStore`](crate::persist::LogStore) (which writes and flushes
+//! the records) and only then send the released messages and deliver the released replies.
+//!
+//! # Roles
+//! A replica is the follower of its view's leader, a candidate collecting promises for a view it
+//! leads, or the leader of its view:
+//!
+//! * **Follower.** Votes for the leader's Proposes (writing each vote before its Accept) and
+//!   broadcasts its Accepts. When it has not heard from its leader for the suspect timeout
+//!   (times the number of views until the next one it leads), it starts a view change.
+//! * **Candidate.** Has written the new view and sent Prepare. Collects Promises; once a
+//!   majority covers every instance from its first undecided one, it learns every decision they
+//!   report, proposes again the value of the highest view found in each other instance, fills
+//!   instances nobody voted in with no-ops, and leads.
+//! * **Leader.** Batches client requests (closing a batch by bytes, by count or by the age of
+//!   its oldest request) and keeps up to a window of instances proposed and undecided. Sends
+//!   Alive as a heartbeat, and sends Proposes again to replicas whose Accept it has not seen.
+//!
+//! Every replica decides an instance once it holds the batch proposed in a view and Accepts of
+//! that view from a majority (the leader's Propose and its own vote count), and executes decided
+//! batches strictly in instance order. A request already in the client table is not executed
+//! again, however many instances decided it.
+//!
+//! # Snapshots, truncation and catch-up
+//! After executing, a replica takes a snapshot when the log has grown enough since the last one
+//! (see [`Config::snapshot_log_bytes_min`] and [`Config::snapshot_ratio_percent`]), and then
+//! truncates the log below its *previous* snapshot, so that a replica only a little behind can
+//! still catch up from the log alone. A replica learns that it is behind from the leader's Alive,
+//! from a Propose far ahead, or from a Promise whose sender truncated instances it lacks; it then
+//! asks a replica other than the leader first for the decided instances, and gets the
+//! responder's snapshot with them when some were truncated.
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::config::Config;
+use crate::ids::{ClientId, Instance, NodeId, RequestSeq, View};
+use crate::message::{
+    Batch, ClientReply, ClientTable, Envelope, Message, PromisedEntry, Request, Snapshot,
+};
+use crate::persist::{Durable, Ready, Record};
+use crate::state_machine::StateMachine;
+
+/// Counters of what a replica did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// View changes started by this replica.
+    pub view_changes_started: u64,
+    /// Views this replica came to lead.
+    pub views_led: u64,
+    /// Batches proposed (including re-proposals and no-ops).
+    pub batches_proposed: u64,
+    /// No-ops proposed to fill gaps.
+    pub noops_proposed: u64,
+    /// Requests executed by the state machine.
+    pub requests_executed: u64,
+    /// Decided requests not executed because the client table showed them executed.
+    pub duplicates_skipped: u64,
+    /// Snapshots taken.
+    pub snapshots_taken: u64,
+    /// Snapshots installed from another replica.
+    pub snapshots_installed: u64,
+    /// Catch-up queries sent.
+    pub catch_up_queries: u64,
+    /// Decisions from the network that contradicted one already known (and were ignored).
+    pub conflicting_decisions: u64,
+}
+
+/// What the replica knows of one instance.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Entry {
+    /// Its last vote: the view and the batch proposed in it.
+    vote: Option<(View, Batch)>,
+    /// The replicas known to have voted in the highest view heard of (besides this replica and
+    /// that view's leader, which count through `vote`).
+    accepts: Option<(View, BTreeSet<NodeId>)>,
+    /// The decided batch.
+    decided: Option<Batch>,
+}
+
+/// A Promise a candidate collected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Promised {
+    log_start: Instance,
+    entries: Vec<(Instance, PromisedEntry)>,
+}
+
+/// A replica collecting promises for the view it leads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Candidate {
+    promises: BTreeMap<NodeId, Promised>,
+    /// When the view change started; it is given up for the next view after a suspect timeout.
+    started_ms: u64,
+    /// When Prepare was last sent.
+    sent_ms: u64,
+}
+
+/// A replica leading its view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Leader {
+    /// The next instance to propose in.
+    next_instance: Instance,
+    /// When the next Alive is due.
+    alive_due_ms: u64,
+    /// When unanswered Proposes are next sent again.
+    retransmit_due_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Role {
+    Follower,
+    Candidate(Candidate),
+    Leader(Leader),
+}
+
+/// A client request waiting to be proposed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Pending {
+    arrived_ms: u64,
+    request: Request,
+}
+
+/// The catch-up protocol's state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct CatchUp {
+    /// Every instance below this one is known to be decided somewhere.
+    target: Instance,
+    /// The replica asked, and when; `None` when no query is outstanding.
+    asked: Option<(NodeId, u64)>,
+    /// Queries sent, which picks the next replica to ask.
+    attempts: u64,
+}
+
+/// A Multi-Paxos replica over the state machine `S`.
+#[derive(Debug)]
+pub struct Replica<S> {
+    config: Config,
+    state_machine: S,
+    /// The highest view promised (durable).
+    view: View,
+    role: Role,
+    log: BTreeMap<Instance, Entry>,
+    /// The first instance in the log; every one below is covered by the snapshot.
+    log_start: Instance,
+    /// The next instance to execute: every instance below it is decided and executed.
+    next_execute: Instance,
+    clients: ClientTable,
+    /// The requests this replica received from clients and must answer.
+    waiting: BTreeMap<ClientId, RequestSeq>,
+    pending: VecDeque<Pending>,
+    /// The requests in `pending`, to refuse a second copy of one without a scan.
+    pending_ids: BTreeSet<(ClientId, RequestSeq)>,
+    pending_bytes: usize,
+    snapshot: Option<Snapshot>,
+    log_bytes_since_snapshot: u64,
+    /// When the leader of the view was last heard from.
+    leader_heard_ms: u64,
+    catch_up: CatchUp,
+    ready: Ready,
+    stats: Stats,
+}
+
+impl<S: StateMachine> Replica<S> {
+    /// A replica that has never run, with an empty log.
+    pub fn new(config: Config, state_machine: S, now_ms: u64) -> Replica<S> {
+        Replica::recover(config, state_machine, &Durable::default(), now_ms)
+    }
+
+    /// A replica restarting from its durable state: the snapshot is restored, the decided
+    /// instances after it are executed again, and the replica follows the view it promised.
+    ///
+    /// # Panics
+    /// If the configuration does not name this replica or allows no instance in flight.
+    pub fn recover(
+        config: Config,
+        mut state_machine: S,
+        durable: &Durable,
+        now_ms: u64,
+    ) -> Replica<S> {
+        assert!(
+            config.nodes.contains(&config.me),
+            "a replica is in its cluster"
+        );
+        assert!(config.window_instances >= 1, "a window holds an instance");
+        assert!(config.batch_requests_max >= 1, "a batch holds a request");
+        let mut clients = ClientTable::new();
+        let mut next_execute = Instance(0);
+        if let Some(snapshot) = &durable.snapshot {
+            state_machine.restore(&snapshot.state);
+            clients = snapshot.clients.clone();
+            next_execute = snapshot.next_instance;
+        }
+        let log = durable
+            .log
+            .iter()
+            .map(|(&i, e)| {
+                let entry = Entry {
+                    vote: e.vote.clone(),
+                    accepts: None,
+                    decided: e.decided.clone(),
+                };
+                (i, entry)
+            })
+            .collect();
+        let mut replica = Replica {
+            config,
+            state_machine,
+            view: durable.view,
+            role: Role::Follower,
+            log,
+            log_start: durable.log_start,
+            next_execute,
+            clients,
+            waiting: BTreeMap::new(),
+            pending: VecDeque::new(),
+            pending_ids: BTreeSet::new(),
+            pending_bytes: 0,
+            snapshot: durable.snapshot.clone(),
+            log_bytes_since_snapshot: 0,
+            leader_heard_ms: now_ms,
+            catch_up: CatchUp::default(),
+            ready: Ready::default(),
+            stats: Stats::default(),
+        };
+        replica.execute_decided();
+        replica
+    }
+
+    /// This replica's id.
+    pub fn me(&self) -> NodeId {
+        self.config.me
+    }
+
+    /// The highest view this replica promised.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    /// The leader of that view.
+    pub fn leader(&self) -> NodeId {
+        self.view.leader(&self.config.nodes)
+    }
+
+    /// Whether this replica leads its view (phase 1 done).
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, Role::Leader(_))
+    }
+
+    /// Whether this replica is collecting promises for a view it leads.
+    pub fn is_candidate(&self) -> bool {
+        matches!(self.role, Role::Candidate(_))
+    }
+
+    /// The next instance to execute: every instance below is decided and executed.
+    pub fn executed_below(&self) -> Instance {
+        self.next_execute
+    }
+
+    /// The first instance still in the log.
+    pub fn log_start(&self) -> Instance {
+        self.log_start
+    }
+
+    /// The batch `instance` decided, if this replica knows it and still holds it in its log.
+    pub fn decided(&self, instance: Instance) -> Option<&Batch> {
+        self.log.get(&instance)?.decided.as_ref()
+    }
+
+    /// The state machine.
+    pub fn state_machine(&self) -> &S {
+        &self.state_machine
+    }
+
+    /// The client table.
+    pub fn client_table(&self) -> &ClientTable {
+        &self.clients
+    }
+
+    /// The last snapshot taken or installed.
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        self.snapshot.as_ref()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Takes everything produced since the last call: commit it before sending anything.
+    pub fn take_ready(&mut self) -> Ready {
+        std::mem::take(&mut self.ready)
+    }
+
+    /// A request from a client. A request the client table shows executed is answered from it
+    /// at once; an older one is ignored (its client has moved on). Others are batched by the
+    /// leader, forwarded to it by a follower, and answered by this replica once executed.
+    pub fn handle_request(&mut self, now_ms: u64, request: Request) {
+        if let Some((seq, reply)) = self.clients.get(&request.client) {
+            if request.seq <= *seq {
+                if request.seq == *seq {
+                    self.ready.reply(ClientReply {
+                        client: request.client,
+                        seq: request.seq,
+                        reply: reply.clone(),
+                    });
+                }
+                return;
+            }
+        }
+        self.waiting.insert(request.client, request.seq);
+        let leader = self.leader();
+        if matches!(self.role, Role::Follower) && leader != self.config.me {
+            self.send(
+                leader,
+                Message::Forward {
+                    requests: vec![request],
+                },
+            );
+        } else {
+            self.enqueue(now_ms, request);
+        }
+        self.settle(now_ms);
+    }
+
+    /// A message from replica `from`. Messages from unknown replicas, from this replica itself,
+    /// from lower views, or that contradict the cluster's shape (a Propose from a replica that
+    /// does not lead its view) are ignored.
+    pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: Message) {
+        if from == self.config.me || !self.config.nodes.contains(&from) {
+            return;
+        }
+        match message {
+            Message::Prepare {
+                view,
+                first_undecided,
+            } => self.on_prepare(now_ms, from, view, first_undecided),
+            Message::Promise {
+                view,
+                log_start,
+                entries,
+            } => self.on_promise(now_ms, from, view, Promised { log_start, entries }),
+            Message::Propose {
+                view,
+                instance,
+                batch,
+            } => self.on_propose(now_ms, from, view, instance, batch),
+            Message::Accept { view, instance } => self.on_accept(from, view, instance),
+            Message::Alive {
+                view,
+                first_undecided,
+            } => self.on_alive(now_ms, from, view, first_undecided),
+            Message::CatchUpQuery { from: first, to } => self.on_catch_up_query(from, first, to),
+            Message::CatchUpResponse {
+                view,
+                snapshot,
+                decided,
+            } => self.on_catch_up_response(now_ms, from, view, snapshot, decided),
+            Message::Forward { requests } => self.on_forward(now_ms, requests),
+        }
+        self.settle(now_ms);
+    }
+
+    /// The passing of time: heartbeats, suspicion, retransmission, batches closed by age and
+    /// catch-up retries. Call it every few milliseconds (a fraction of the shortest interval in
+    /// the configuration).
+    pub fn tick(&mut self, now_ms: u64) {
+        match &self.role {
+            Role::Leader(_) => self.tick_leader(now_ms),
+            Role::Candidate(candidate) => {
+                if now_ms >= candidate.started_ms + self.config.suspect_timeout_ms {
+                    self.start_view_change(now_ms);
+                } else if now_ms >= candidate.sent_ms + self.config.retransmit_interval_ms {
+                    self.send_prepares(now_ms);
+                }
+            }
+            Role::Follower => {
+                if self.leader() == self.config.me {
+                    // At the first start, or after a restart in a view it led: phase 1 again in
+                    // the same view is safe, because this replica wrote every value it proposed
+                    // in it before proposing, so phase 1 finds those values as the highest votes
+                    // and proposes them again, never anything else.
+                    self.start_phase_1(now_ms, self.view);
+                } else if now_ms >= self.leader_heard_ms + self.suspect_timeout_ms() {
+                    self.start_view_change(now_ms);
+                }
+            }
+        }
+        if let Some((_, asked_ms)) = self.catch_up.asked {
+            if now_ms >= asked_ms + self.config.catch_up_timeout_ms {
+                self.catch_up.asked = None;
+            }
+        }
+        self.settle(now_ms);
+    }
+
+    /// How long this follower waits for its leader: the suspect timeout times the number of
+    /// views until the next one it leads, so the next replica in line suspects first.
+    fn suspect_timeout_ms(&self) -> u64 {
+        let views = match self.view.next_led_by(self.config.me, &self.config.nodes) {
+            Some(next) => next.0 - self.view.0,
+            None => 1,
+        };
+        self.config.suspect_timeout_ms.saturating_mul(views)
+    }
+
+    fn tick_leader(&mut self, now_ms: u64) {
+        let Role::Leader(leader) = &mut self.role else {
+            unreachable!("called for leaders")
+        };
+        let alive = now_ms >= leader.alive_due_ms;
+        if alive {
+            leader.alive_due_ms = now_ms + self.config.heartbeat_interval_ms;
+        }
+        let retransmit = now_ms >= leader.retransmit_due_ms;
+        if retransmit {
+            leader.retransmit_due_ms = now_ms + self.config.retransmit_interval_ms;
+        }
+        let next_instance = leader.next_instance;
+        if alive {
+            let message = Message::Alive {
+                view: self.view,
+                first_undecided: self.next_execute,
+            };
+            self.broadcast(&message);
+        }
+        if retransmit {
+            self.send_proposes_again(next_instance);
+        }
+    }
+
+    /// Sends the Propose of every undecided instance of this view again to the replicas whose
+    /// Accept the leader has not seen.
+    fn send_proposes_again(&mut self, next_instance: Instance) {
+        let mut again = Vec::new();
+        for (&instance, entry) in self.log.range(self.next_execute..next_instance) {
+            let (Some((view, batch)), None) = (&entry.vote, &entry.decided) else {
+                continue;
+            };
+            if *view != self.view {
+                continue;
+            }
+            for &node in &self.config.nodes {
+                let accepted = match &entry.accepts {
+                    Some((v, nodes)) => *v == *view && nodes.contains(&node),
+                    None => false,
+                };
+                if node != self.config.me && !accepted {
+                    let message = Message::Propose {
+                        view: *view,
+                        instance,
+                        batch: batch.clone(),
+                    };
+                    again.push(Envelope { to: node, message });
+                }
+            }
+        }
+        for envelope in again {
+            self.ready.send(envelope);
+        }
+    }
+
+    /// What every handler ends with: execute what was decided, complete a view change the
+    /// promises allow, propose what the window allows, and keep catch-up going.
+    fn settle(&mut self, now_ms: u64) {
+        loop {
+            let before = (self.next_execute, self.is_leader());
+            self.execute_decided();
+            self.try_complete_view_change(now_ms);
+            self.execute_decided();
+            self.try_propose(now_ms);
+            if before == (self.next_execute, self.is_leader()) {
+                break;
+            }
+        }
+        if self.catch_up.target <= self.next_execute {
+            self.catch_up.asked = None;
+        } else if self.catch_up.asked.is_none() {
+            self.send_catch_up_query(now_ms, None);
+        }
+    }
+
+    /// Whether this replica keeps state for `instance`: not executed yet, and not further ahead
+    /// than [`Config::log_ahead_instances_max`] (which bounds the log that messages can grow and
+    /// keeps instance numbers far from overflowing).
+    fn in_window(&self, instance: Instance) -> bool {
+        let ahead = self.next_execute.plus(self.config.log_ahead_instances_max);
+        instance >= self.next_execute.max(self.log_start) && instance < ahead
+    }
+
+    fn send(&mut self, to: NodeId, message: Message) {
+        self.ready.send(Envelope { to, message });
+    }
+
+    fn broadcast(&mut self, message: &Message) {
+        for i in 0..self.config.nodes.len() {
+            let node = self.config.nodes[i];
+            if node != self.config.me {
+                self.send(node, message.clone());
+            }
+        }
+    }
+
+    // ---- Client requests ----
+
+    /// Queues a request to be proposed by this replica (leader or candidate, or the leader to
+    /// be), unless it is queued already or the queue is full.
+    fn enqueue(&mut self, now_ms: u64, request: Request) {
+        if self.pending.len() >= self.config.pending_requests_max {
+            return;
+        }
+        if !self.pending_ids.insert((request.client, request.seq)) {
+            return;
+        }
+        self.pending_bytes += request.size_bytes();
+        self.pending.push_back(Pending {
+            arrived_ms: now_ms,
+            request,
+        });
+    }
+
+    fn on_forward(&mut self, now_ms: u64, requests: Vec<Request>) {
+        let proposes_here = !matches!(self.role, Role::Follower) || self.leader() == self.config.me;
+        if !proposes_here {
+            // The sender's view is not this replica's; its client retries.
+            return;
+        }
+        for request in requests {
+            if !self.is_executed(&request) {
+                self.enqueue(now_ms, request);
+            }
+        }
+    }
+
+    fn is_executed(&self, request: &Request) -> bool {
+        self.clients
+            .get(&request.client)
+            .is_some_and(|(seq, _)| *seq >= request.seq)
+    }
+
+    /// Whether the leader should close a batch now.
+    fn batch_due(&self, now_ms: u64) -> bool {
+        let Some(oldest) = self.pending.front() else {
+            return false;
+        };
+        self.pending.len() >= self.config.batch_requests_max
+            || self.pending_bytes >= self.config.batch_bytes_max
+            || now_ms >= oldest.arrived_ms + self.config.batch_delay_ms
+    }
+
+    /// Proposes batches while the window has room and a batch is due.
+    fn try_propose(&mut self, now_ms: u64) {
+        let Role::Leader(leader) = &mut self.role else {
+            return;
+        };
+        leader.next_instance = leader.next_instance.max(self.next_execute);
+        let mut next_instance = leader.next_instance;
+        let window_end = self.next_execute.plus(self.config.window_instances);
+        while next_instance < window_end {
+            while let Some(front) = self.pending.front() {
+                if !self.is_executed(&front.request) {
+                    break;
+                }
+                self.pop_pending();
+            }
+            if !self.batch_due(now_ms) {
+                break;
+            }
+            let batch = self.close_batch();
+            self.propose(next_instance, batch);
+            next_instance = next_instance.next();
+        }
+        if let Role::Leader(leader) = &mut self.role {
+            leader.next_instance = next_instance;
+        }
+    }
+
+    fn pop_pending(&mut self) -> Option<Request> {
+        let pending = self.pending.pop_front()?;
+        self.pending_bytes -= pending.request.size_bytes();
+        let id = (pending.request.client, pending.request.seq);
+        assert!(
+            self.pending_ids.remove(&id),
+            "every pending request is indexed"
+        );
+        Some(pending.request)
+    }
+
+    /// Takes the oldest pending requests into a batch, up to the limits (at least one).
+    fn close_batch(&mut self) -> Batch {
+        let mut requests = Vec::new();
+        let mut bytes = 0;
+        while let Some(front) = self.pending.front() {
+            let size = front.request.size_bytes();
+            let full = requests.len() >= self.config.batch_requests_max
+                || (!requests.is_empty() && bytes + size > self.config.batch_bytes_max);
+            if full {
+                break;
+            }
+            bytes += size;
+            requests.push(self.pop_pending().expect("a front"));
+        }
+        Batch::new(requests)
+    }
+
+    /// The leader votes for `batch` in `instance` (written before the Propose leaves) and
+    /// proposes it.
+    fn propose(&mut self, instance: Instance, batch: Batch) {
+        let view = self.view;
+        let entry = self.log.entry(instance).or_default();
+        entry.vote = Some((view, batch.clone()));
+        entry.accepts = Some((view, BTreeSet::new()));
+        self.ready.record(Record::Accepted {
+            instance,
+            view,
+            batch: batch.clone(),
+        });
+        self.broadcast(&Message::Propose {
+            view,
+            instance,
+            batch,
+        });
+        self.stats.batches_proposed += 1;
+        self.check_decided(instance);
+    }
+
+    // ---- Views ----
+
+    /// Moves to a higher view led by another replica, as its follower: the view is written
+    /// before anything this replica sends in it, and requests waiting here go to the new leader.
+    fn adopt_view(&mut self, now_ms: u64, view: View) {
+        assert!(view > self.view, "views only go up");
+        self.view = view;
+        self.ready.record(Record::View(view));
+        self.role = Role::Follower;
+        self.leader_heard_ms = now_ms;
+        let leader = self.leader();
+        if leader != self.config.me && !self.pending.is_empty() {
+            let requests = std::iter::from_fn(|| self.pop_pending()).collect();
+            self.send(leader, Message::Forward { requests });
+        }
+    }
+
+    /// Takes a message of the leader's kind (Prepare, Propose, Alive) from `from` in `view`:
+    /// ignored (false) if the view is lower than this replica's or not led by the sender;
+    /// otherwise the view is adopted if higher, and the leader counts as heard from.
+    fn follow(&mut self, now_ms: u64, from: NodeId, view: View) -> bool {
+        if view < self.view || view.leader(&self.config.nodes) != from {
+            return false;
+        }
+        if view > self.view {
+            self.adopt_view(now_ms, view);
+        }
+        self.leader_heard_ms = now_ms;
+        true
+    }
+
+    /// Starts a view change to the next view this replica leads.
+    fn start_view_change(&mut self, now_ms: u64) {
+        let Some(view) = self.view.next_led_by(self.config.me, &self.config.nodes) else {
+            return;
+        };
+        self.start_phase_1(now_ms, view);
+    }
+
+    /// Becomes the candidate of `view` (which this replica leads), written before any Prepare
+    /// names it.
+    fn start_phase_1(&mut self, now_ms: u64, view: View) {
+        assert!(view >= self.view, "views only go up");
+        assert_eq!(
+            view.leader(&self.config.nodes),
+            self.config.me,
+            "a view of its own"
+        );
+        if view > self.view {
+            self.view = view;
+            self.ready.record(Record::View(view));
+        }
+        self.role = Role::Candidate(Candidate {
+            promises: BTreeMap::new(),
+            started_ms: now_ms,
+            sent_ms: now_ms,
+        });
+        self.stats.view_changes_started += 1;
+        self.send_prepares(now_ms);
+    }
+
+    /// Sends Prepare to every replica that has not promised yet.
+    fn send_prepares(&mut self, now_ms: u64) {
+        let Role::Candidate(candidate) = &mut self.role else {
+            return;
+        };
+        candidate.sent_ms = now_ms;
+        let silent: Vec<NodeId> = self
+            .config
+            .nodes
+            .iter()
+            .copied()
+            .filter(|n| *n != self.config.me && !candidate.promises.contains_key(n))
+            .collect();
+        let message = Message::Prepare {
+            view: self.view,
+            first_undecided: self.next_execute,
+        };
+        for node in silent {
+            self.send(node, message.clone());
+        }
+    }
+
+    fn on_prepare(&mut self, now_ms: u64, from: NodeId, view: View, first_undecided: Instance) {
+        if !self.follow(now_ms, from, view) {
+            return;
+        }
+        let entries = self
+            .log
+            .range(first_undecided.max(self.log_start)..)
+            .filter_map(|(&i, entry)| {
+                let known = match (&entry.decided, &entry.vote) {
+                    (Some(batch), _) => PromisedEntry::Decided(batch.clone()),
+                    (None, Some((view, batch))) => PromisedEntry::Voted {
+                        view: *view,
+                        batch: batch.clone(),
+                    },
+                    (None, None) => return None,
+                };
+                Some((i, known))
+            })
+            .collect();
+        let message = Message::Promise {
+            view,
+            log_start: self.log_start,
+            entries,
+        };
+        self.send(from, message);
+    }
+
+    fn on_promise(&mut self, now_ms: u64, from: NodeId, view: View, promised: Promised) {
+        let Role::Candidate(candidate) = &mut self.role else {
+            return;
+        };
+        if view != self.view {
+            return;
+        }
+        let log_start = promised.log_start;
+        candidate.promises.insert(from, promised);
+        if log_start > self.next_execute {
+            // The instances between were decided and truncated there: learn them first.
+            self.want_decided_below(now_ms, log_start, Some(from));
+        }
+    }
+
+    /// Completes the view change once a majority's promises cover the log from the first
+    /// undecided instance: decisions they report are learned, the highest-view vote of every
+    /// other instance is proposed again and gaps are filled with no-ops.
+    fn try_complete_view_change(&mut self, now_ms: u64) {
+        let Role::Candidate(candidate) = &self.role else {
+            return;
+        };
+        let reported: Vec<(Instance, Batch)> = candidate
+            .promises
+            .values()
+            .flat_map(|p| &p.entries)
+            .filter_map(|(i, e)| match e {
+                PromisedEntry::Decided(batch) => Some((*i, batch.clone())),
+                PromisedEntry::Voted { .. } => None,
+            })
+            .collect();
+        for (instance, batch) in reported {
+            self.decide(instance, batch);
+        }
+        self.execute_decided();
+        let Role::Candidate(candidate) = &self.role else {
+            unreachable!("still a candidate")
+        };
+        let covering: Vec<&Promised> = candidate
+            .promises
+            .values()
+            .filter(|p| p.log_start <= self.next_execute)
+            .collect();
+        if covering.len() + 1 < self.config.quorum() {
+            return;
+        }
+        let mut found: BTreeMap<Instance, (View, Batch)> = BTreeMap::new();
+        let own = self
+            .log
+            .range(self.next_execute..)
+            .filter_map(|(&i, e)| e.vote.clone().map(|vote| (i, vote)));
+        let theirs = covering
+            .iter()
+            .flat_map(|p| &p.entries)
+            .filter_map(|(i, e)| match e {
+                PromisedEntry::Voted { view, batch } => Some((*i, (*view, batch.clone()))),
+                PromisedEntry::Decided(_) => None,
+            });
+        for (instance, (view, batch)) in own.chain(theirs) {
+            if !self.in_window(instance) {
+                continue;
+            }
+            let higher = found.get(&instance).is_none_or(|(v, _)| view > *v);
+            if higher {
+                found.insert(instance, (view, batch));
+            }
+        }
+        let last_known = self.log.last_key_value().map(|(&i, _)| i.next());
+        let end = [found.last_key_value().map(|(&i, _)| i.next()), last_known]
+            .into_iter()
+            .flatten()
+            .fold(self.next_execute, Instance::max);
+        self.role = Role::Leader(Leader {
+            next_instance: end,
+            alive_due_ms: now_ms,
+            retransmit_due_ms: now_ms + self.config.retransmit_interval_ms,
+        });
+        self.stats.views_led += 1;
+        let mut instance = self.next_execute;
+        while instance < end {
+            if self.decided(instance).is_none() {
+                match found.remove(&instance) {
+                    Some((_, batch)) => self.propose(instance, batch),
+                    None if self.config.bugs.skip_noop_fill => {}
+                    None => {
+                        self.stats.noops_proposed += 1;
+                        self.propose(instance, Batch::noop());
+                    }
+                }
+            }
+            instance = instance.next();
+        }
+    }
+
+    fn on_alive(&mut self, now_ms: u64, from: NodeId, view: View, first_undecided: Instance) {
+        if !self.follow(now_ms, from, view) {
+            return;
+        }
+        self.want_decided_below(now_ms, first_undecided, None);
+    }
+
+    // ---- Phase 2 ----
+
+    fn on_propose(
+        &mut self,
+        now_ms: u64,
+        from: NodeId,
+        view: View,
+        instance: Instance,
+        batch: Batch,
+    ) {
+        if !self.follow(now_ms, from, view) {
+            return;
+        }
+        let accept = Message::Accept { view, instance };
+        if let Some(entry) = self.log.get(&instance) {
+            if let Some(decided) = &entry.decided {
+                if entry.vote.as_ref().is_some_and(|(v, _)| *v == view) {
+                    // A Propose sent again: the leader still waits for this replica's Accept.
+                    self.broadcast(&accept);
+                } else {
+                    // Decided in an earlier view, which this leader has not learned (it
+                    // proposes the same batch again, but this replica will not vote again):
+                    // tell it, as a catch-up response would.
+                    let decided = vec![(instance, decided.clone())];
+                    self.send(
+                        from,
+                        Message::CatchUpResponse {
+                            view: self.view,
+                            snapshot: None,
+                            decided,
+                        },
+                    );
+                }
+                return;
+            }
+        }
+        if instance < self.next_execute.max(self.log_start) {
+            // Decided and truncated here: the leader lags behind this replica's snapshot.
+            self.on_catch_up_query(from, instance, instance.next());
+            return;
+        }
+        // A leader proposes only within its window above its first undecided instance, so
+        // everything below `instance - window` is decided: far enough ahead of this replica's
+        // first undecided instance, that means it lags.
+        let decided_below = Instance(
+            instance
+                .0
+                .saturating_add(1)
+                .saturating_sub(self.config.window_instances),
+        );
+        if decided_below > self.next_execute.plus(self.config.window_instances) {
+            self.want_decided_below(now_ms, decided_below, None);
+        }
+        if !self.in_window(instance) {
+            return;
+        }
+        let entry = self.log.entry(instance).or_default();
+        let voted = entry.vote.as_ref().is_some_and(|(v, _)| *v == view);
+        if !voted {
+            entry.vote = Some((view, batch.clone()));
+            self.ready.record(Record::Accepted {
+                instance,
+                view,
+                batch,
+            });
+        }
+        Self::add_accept(entry, view, from);
+        if !voted && self.config.bugs.accept_before_persist {
+            for i in 0..self.config.nodes.len() {
+                let node = self.config.nodes[i];
+                if node != self.config.me {
+                    self.ready.leak(Envelope {
+                        to: node,
+                        message: accept.clone(),
+                    });
+                }
+            }
+        } else {
+            self.broadcast(&accept);
+        }
+        self.check_decided(instance);
+    }
+
+    fn add_accept(entry: &mut Entry, view: View, from: NodeId) {
+        match &mut entry.accepts {
+            Some((v, nodes)) if *v == view => {
+                nodes.insert(from);
+            }
+            Some((v, _)) if *v > view => {}
+            _ => entry.accepts = Some((view, BTreeSet::from([from]))),
+        }
+    }
+
+    fn on_accept(&mut self, from: NodeId, view: View, instance: Instance) {
+        if !self.in_window(instance) {
+            return;
+        }
+        let entry = self.log.entry(instance).or_default();
+        if entry.decided.is_some() {
+            return;
+        }
+        Self::add_accept(entry, view, from);
+        self.check_decided(instance);
+    }
+
+    /// Decides `instance` if this replica holds the batch of a view and a majority voted in it:
+    /// this replica (its vote), the view's leader (its Propose) and the Accepts heard.
+    fn check_decided(&mut self, instance: Instance) {
+        let Some(entry) = self.log.get(&instance) else {
+            return;
+        };
+        let (Some((view, batch)), Some((accepts_view, accepts)), None) =
+            (&entry.vote, &entry.accepts, &entry.decided)
+        else {
+            return;
+        };
+        if view != accepts_view {
+            return;
+        }
+        let mut voters = accepts.clone();
+        voters.insert(self.config.me);
+        voters.insert(view.leader(&self.config.nodes));
+        if voters.len() >= self.config.quorum() {
+            let batch = batch.clone();
+            self.decide(instance, batch);
+        }
+    }
+
+    /// Records that `instance` decided `batch` (executed later, in order).
+    fn decide(&mut self, instance: Instance, batch: Batch) {
+        if !self.in_window(instance) {
+            return;
+        }
+        let entry = self.log.entry(instance).or_default();
+        if let Some(decided) = &entry.decided {
+            if *decided != batch {
+                self.stats.conflicting_decisions += 1;
+            }
+            return;
+        }
+        entry.decided = Some(batch.clone());
+        self.ready.record(Record::Decided { instance, batch });
+    }
+
+    // ---- Execution and the client table ----
+
+    /// Executes decided instances in order, then takes a snapshot if the policy asks for one.
+    fn execute_decided(&mut self) {
+        while let Some(batch) = self
+            .log
+            .get(&self.next_execute)
+            .and_then(|e| e.decided.clone())
+        {
+            self.execute(&batch);
+            self.log_bytes_since_snapshot += batch.size_bytes() as u64;
+            self.next_execute = self.next_execute.next();
+        }
+        self.maybe_snapshot();
+    }
+
+    /// Executes a decided batch's requests, skipping those the client table shows executed
+    /// (a request decided in two instances, seed 002 §II).
+    fn execute(&mut self, batch: &Batch) {
+        for request in batch.requests() {
+            if self.is_executed(request) && !self.config.bugs.no_dedup {
+                self.stats.duplicates_skipped += 1;
+                continue;
+            }
+            let reply = self.state_machine.execute(request);
+            self.stats.requests_executed += 1;
+            let newer = self
+                .clients
+                .get(&request.client)
+                .is_none_or(|(seq, _)| *seq <= request.seq);
+            if newer {
+                self.clients.insert(request.client, (request.seq, reply));
+            }
+            self.answer_waiting(request.client);
+        }
+    }
+
+    /// Answers `client` if this replica owes it the reply the client table now holds.
+    fn answer_waiting(&mut self, client: ClientId) {
+        let (Some(&waiting), Some((seq, reply))) =
+            (self.waiting.get(&client), self.clients.get(&client))
+        else {
+            return;
+        };
+        if *seq < waiting {
+            return;
+        }
+        if *seq == waiting {
+            self.ready.reply(ClientReply {
+                client,
+                seq: waiting,
+                reply: reply.clone(),
+            });
+        }
+        self.waiting.remove(&client);
+    }
+
+    // ---- Snapshots and truncation ----
+
+    fn maybe_snapshot(&mut self) {
+        let since = self.log_bytes_since_snapshot;
+        if since < self.config.snapshot_log_bytes_min {
+            return;
+        }
+        let last = self.snapshot.as_ref().map_or(0, Snapshot::size_bytes) as u64;
+        if since.saturating_mul(100) < last.saturating_mul(self.config.snapshot_ratio_percent) {
+            return;
+        }
+        let snapshot = Snapshot {
+            next_instance: self.next_execute,
+            state: self.state_machine.snapshot(),
+            clients: self.clients.clone(),
+        };
+        // Keep the log back to the previous snapshot, for replicas a little behind.
+        let below = self
+            .snapshot
+            .as_ref()
+            .map_or(self.log_start, |s| s.next_instance);
+        self.ready.record(Record::Snapshot(snapshot.clone()));
+        self.truncate(below);
+        self.snapshot = Some(snapshot);
+        self.log_bytes_since_snapshot = 0;
+        self.stats.snapshots_taken += 1;
+    }
+
+    fn truncate(&mut self, below: Instance) {
+        if below > self.log_start {
+            self.ready.record(Record::Truncate { below });
+            self.log = self.log.split_off(&below);
+            self.log_start = below;
+        }
+    }
+
+    fn install_snapshot(&mut self, snapshot: Snapshot) {
+        assert!(
+            snapshot.next_instance > self.next_execute,
+            "only a newer state"
+        );
+        self.state_machine.restore(&snapshot.state);
+        self.clients = snapshot.clients.clone();
+        self.next_execute = snapshot.next_instance;
+        self.ready.record(Record::Snapshot(snapshot.clone()));
+        self.truncate(snapshot.next_instance);
+        self.snapshot = Some(snapshot);
+        self.log_bytes_since_snapshot = 0;
+        self.stats.snapshots_installed += 1;
+        let clients: Vec<ClientId> = self.waiting.keys().copied().collect();
+        for client in clients {
+            self.answer_waiting(client);
+        }
+    }
+
+    // ---- Catch-up ----
+
+    /// Notes that every instance below `target` is decided somewhere, and starts catching up
+    /// (from `prefer` if given) when this replica lacks some of them.
+    fn want_decided_below(&mut self, now_ms: u64, target: Instance, prefer: Option<NodeId>) {
+        if target <= self.next_execute {
+            return;
+        }
+        self.catch_up.target = self.catch_up.target.max(target);
+        if self.catch_up.asked.is_none() {
+            self.send_catch_up_query(now_ms, prefer);
+        }
+    }
+
+    /// Asks `prefer`, or else the next replica in turn, replicas other than the leader first
+    /// (seed 002 §III-C: the leader is the busiest).
+    fn send_catch_up_query(&mut self, now_ms: u64, prefer: Option<NodeId>) {
+        let leader = self.leader();
+        let mut order: Vec<NodeId> = self
+            .config
+            .nodes
+            .iter()
+            .copied()
+            .filter(|n| *n != self.config.me && *n != leader)
+            .collect();
+        if leader != self.config.me {
+            order.push(leader);
+        }
+        if order.is_empty() {
+            return;
+        }
+        let index = usize::try_from(self.catch_up.attempts % order.len() as u64)
+            .expect("an index below the cluster size");
+        let to = prefer.unwrap_or(order[index]);
+        self.catch_up.attempts += 1;
+        self.catch_up.asked = Some((to, now_ms));
+        self.stats.catch_up_queries += 1;
+        self.send(
+            to,
+            Message::CatchUpQuery {
+                from: self.next_execute,
+                to: self.catch_up.target,
+            },
+        );
+    }
+
+    fn on_catch_up_query(&mut self, from: NodeId, first: Instance, to: Instance) {
+        let mut snapshot = None;
+        let mut start = first;
+        if first < self.log_start {
+            let Some(last) = &self.snapshot else {
+                return;
+            };
+            start = last.next_instance;
+            snapshot = Some(last.clone());
+        }
+        let decided = self
+            .log
+            .range(start..to.max(start))
+            .filter_map(|(&i, e)| e.decided.clone().map(|batch| (i, batch)))
+            .take(self.config.catch_up_instances_max)
+            .collect();
+        let message = Message::CatchUpResponse {
+            view: self.view,
+            snapshot,
+            decided,
+        };
+        self.send(from, message);
+    }
+
+    fn on_catch_up_response(
+        &mut self,
+        now_ms: u64,
+        from: NodeId,
+        view: View,
+        snapshot: Option<Snapshot>,
+        decided: Vec<(Instance, Batch)>,
+    ) {
+        if view > self.view && view.leader(&self.config.nodes) != self.config.me {
+            self.adopt_view(now_ms, view);
+        }
+        let before = self.next_execute;
+        if let Some(snapshot) = snapshot {
+            if snapshot.next_instance > self.next_execute {
+                self.install_snapshot(snapshot);
+            }
+        }
+        for (instance, batch) in decided {
+            self.decide(instance, batch);
+        }
+        self.execute_decided();
+        let asked_this = self.catch_up.asked.is_some_and(|(n, _)| n == from);
+        if asked_this && self.next_execute > before {
+            // Progress: ask again at once if still behind (settle does); a useless answer
+            // waits for the timeout, which moves on to the next replica.
+            self.catch_up.asked = None;
+        }
+    }
+}

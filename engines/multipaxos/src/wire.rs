@@ -1,0 +1,409 @@
+//! The binary encoding of [`Message`]s.
+//!
+//! One message per buffer (framing, checksums and the sender's identity belong to the
+//! transport, as for the in-place engine's frames):
+//!
+//! ```text
+//! version  u8      WIRE_VERSION
+//! tag      u8      which message (TAG_* below)
+//! fields           per message, in declaration order:
+//!   view, instance, client, seq   u64 LE
+//!   bytes                         u32 LE length, then the bytes
+//!   vectors, batches, tables      u32 LE count, then the elements
+//!   options, promised entries     u8 kind (0 or 1), then the content
+//! ```
+//!
+//! Decoding reads only within the buffer, trusts no count beyond what the remaining bytes can
+//! hold, never panics, and reports every malformation as a [`DecodeError`].
+use bytes::Bytes;
+use thiserror::Error;
+
+use crate::ids::{ClientId, Instance, RequestSeq, View};
+use crate::message::{Batch, ClientTable, Message, PromisedEntry, Request, Snapshot};
+
+/// The version this code writes and accepts.
+pub const WIRE_VERSION: u8 = 1;
+
+const TAG_PREPARE: u8 = 1;
+const TAG_PROMISE: u8 = 2;
+const TAG_PROPOSE: u8 = 3;
+const TAG_ACCEPT: u8 = 4;
+const TAG_ALIVE: u8 = 5;
+const TAG_CATCH_UP_QUERY: u8 = 6;
+const TAG_CATCH_UP_RESPONSE: u8 = 7;
+const TAG_FORWARD: u8 = 8;
+
+/// The fewest bytes a request takes: client, sequence number and payload length.
+const REQUEST_BYTES_MIN: usize = 8 + 8 + 4;
+
+/// Bytes that do not decode to a message.
+#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The buffer ends inside the message.
+    #[error("message truncated")]
+    Truncated,
+    /// A version this replica does not speak.
+    #[error("unknown wire version {0}")]
+    UnknownVersion(u8),
+    /// An unknown message tag.
+    #[error("unknown message tag {0}")]
+    UnknownTag(u8),
+    /// A kind byte that is neither 0 nor 1.
+    #[error("bad kind byte {0}")]
+    BadKind(u8),
+    /// A count larger than the remaining bytes can hold.
+    #[error("count {0} exceeds the message")]
+    Count(u32),
+    /// Bytes after the message.
+    #[error("{0} bytes after the message")]
+    Trailing(usize),
+}
+
+/// Appends `message`, encoded, to `out`.
+pub fn encode(message: &Message, out: &mut Vec<u8>) {
+    out.push(WIRE_VERSION);
+    match message {
+        Message::Prepare {
+            view,
+            first_undecided,
+        } => {
+            out.push(TAG_PREPARE);
+            put_u64(out, view.0);
+            put_u64(out, first_undecided.0);
+        }
+        Message::Promise {
+            view,
+            log_start,
+            entries,
+        } => {
+            out.push(TAG_PROMISE);
+            put_u64(out, view.0);
+            put_u64(out, log_start.0);
+            put_count(out, entries.len());
+            for (instance, entry) in entries {
+                put_u64(out, instance.0);
+                match entry {
+                    PromisedEntry::Voted { view, batch } => {
+                        out.push(0);
+                        put_u64(out, view.0);
+                        put_batch(out, batch);
+                    }
+                    PromisedEntry::Decided(batch) => {
+                        out.push(1);
+                        put_batch(out, batch);
+                    }
+                }
+            }
+        }
+        Message::Propose {
+            view,
+            instance,
+            batch,
+        } => {
+            out.push(TAG_PROPOSE);
+            put_u64(out, view.0);
+            put_u64(out, instance.0);
+            put_batch(out, batch);
+        }
+        Message::Accept { view, instance } => {
+            out.push(TAG_ACCEPT);
+            put_u64(out, view.0);
+            put_u64(out, instance.0);
+        }
+        Message::Alive {
+            view,
+            first_undecided,
+        } => {
+            out.push(TAG_ALIVE);
+            put_u64(out, view.0);
+            put_u64(out, first_undecided.0);
+        }
+        Message::CatchUpQuery { from, to } => {
+            out.push(TAG_CATCH_UP_QUERY);
+            put_u64(out, from.0);
+            put_u64(out, to.0);
+        }
+        Message::CatchUpResponse {
+            view,
+            snapshot,
+            decided,
+        } => {
+            out.push(TAG_CATCH_UP_RESPONSE);
+            put_u64(out, view.0);
+            match snapshot {
+                None => out.push(0),
+                Some(snapshot) => {
+                    out.push(1);
+                    put_snapshot(out, snapshot);
+                }
+            }
+            put_count(out, decided.len());
+            for (instance, batch) in decided {
+                put_u64(out, instance.0);
+                put_batch(out, batch);
+            }
+        }
+        Message::Forward { requests } => {
+            out.push(TAG_FORWARD);
+            put_count(out, requests.len());
+            for request in requests {
+                put_request(out, request);
+            }
+        }
+    }
+}
+
+/// Decodes one message that fills `bytes` exactly.
+pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
+    let mut r = Reader { bytes };
+    let version = r.u8()?;
+    if version != WIRE_VERSION {
+        return Err(DecodeError::UnknownVersion(version));
+    }
+    let message = match r.u8()? {
+        TAG_PREPARE => Message::Prepare {
+            view: View(r.u64()?),
+            first_undecided: Instance(r.u64()?),
+        },
+        TAG_PROMISE => {
+            let view = View(r.u64()?);
+            let log_start = Instance(r.u64()?);
+            // An entry takes an instance, a kind and an empty batch at least.
+            let count = r.count(8 + 1 + 4)?;
+            let mut entries = Vec::with_capacity(count);
+            for _ in 0..count {
+                let instance = Instance(r.u64()?);
+                let entry = match r.u8()? {
+                    0 => PromisedEntry::Voted {
+                        view: View(r.u64()?),
+                        batch: r.batch()?,
+                    },
+                    1 => PromisedEntry::Decided(r.batch()?),
+                    other => return Err(DecodeError::BadKind(other)),
+                };
+                entries.push((instance, entry));
+            }
+            Message::Promise {
+                view,
+                log_start,
+                entries,
+            }
+        }
+        TAG_PROPOSE => Message::Propose {
+            view: View(r.u64()?),
+            instance: Instance(r.u64()?),
+            batch: r.batch()?,
+        },
+        TAG_ACCEPT => Message::Accept {
+            view: View(r.u64()?),
+            instance: Instance(r.u64()?),
+        },
+        TAG_ALIVE => Message::Alive {
+            view: View(r.u64()?),
+            first_undecided: Instance(r.u64()?),
+        },
+        TAG_CATCH_UP_QUERY => Message::CatchUpQuery {
+            from: Instance(r.u64()?),
+            to: Instance(r.u64()?),
+        },
+        TAG_CATCH_UP_RESPONSE => {
+            let view = View(r.u64()?);
+            let snapshot = match r.u8()? {
+                0 => None,
+                1 => Some(r.snapshot()?),
+                other => return Err(DecodeError::BadKind(other)),
+            };
+            let count = r.count(8 + 4)?;
+            let mut decided = Vec::with_capacity(count);
+            for _ in 0..count {
+                decided.push((Instance(r.u64()?), r.batch()?));
+            }
+            Message::CatchUpResponse {
+                view,
+                snapshot,
+                decided,
+            }
+        }
+        TAG_FORWARD => {
+            let count = r.count(REQUEST_BYTES_MIN)?;
+            let mut requests = Vec::with_capacity(count);
+            for _ in 0..count {
+                requests.push(r.request()?);
+            }
+            Message::Forward { requests }
+        }
+        other => return Err(DecodeError::UnknownTag(other)),
+    };
+    if !r.bytes.is_empty() {
+        return Err(DecodeError::Trailing(r.bytes.len()));
+    }
+    Ok(message)
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// # Panics
+/// If `n` does not fit in 32 bits: messages are far smaller (a broken invariant).
+fn put_count(out: &mut Vec<u8>, n: usize) {
+    let n = u32::try_from(n).expect("counts fit in 32 bits");
+    out.extend_from_slice(&n.to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_count(out, bytes.len());
+    out.extend_from_slice(bytes);
+}
+
+fn put_request(out: &mut Vec<u8>, request: &Request) {
+    put_u64(out, request.client.0);
+    put_u64(out, request.seq.0);
+    put_bytes(out, &request.payload);
+}
+
+fn put_batch(out: &mut Vec<u8>, batch: &Batch) {
+    put_count(out, batch.requests().len());
+    for request in batch.requests() {
+        put_request(out, request);
+    }
+}
+
+fn put_snapshot(out: &mut Vec<u8>, snapshot: &Snapshot) {
+    put_u64(out, snapshot.next_instance.0);
+    put_bytes(out, &snapshot.state);
+    put_count(out, snapshot.clients.len());
+    for (client, (seq, reply)) in &snapshot.clients {
+        put_u64(out, client.0);
+        put_u64(out, seq.0);
+        put_bytes(out, reply);
+    }
+}
+
+/// Reads from a byte slice front to back, within bounds.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.bytes.len() < n {
+            return Err(DecodeError::Truncated);
+        }
+        let (head, tail) = self.bytes.split_at(n);
+        self.bytes = tail;
+        Ok(head)
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let mut a = [0; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let mut a = [0; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A count of elements of at least `element_bytes_min` bytes each, checked against what is
+    /// left, so that no allocation exceeds the message.
+    fn count(&mut self, element_bytes_min: usize) -> Result<usize, DecodeError> {
+        let n = self.u32()?;
+        let count = n as usize;
+        if count > self.bytes.len() / element_bytes_min.max(1) {
+            return Err(DecodeError::Count(n));
+        }
+        Ok(count)
+    }
+
+    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+        let len = self.u32()? as usize;
+        Ok(Bytes::copy_from_slice(self.take(len)?))
+    }
+
+    fn request(&mut self) -> Result<Request, DecodeError> {
+        Ok(Request {
+            client: ClientId(self.u64()?),
+            seq: RequestSeq(self.u64()?),
+            payload: self.bytes()?,
+        })
+    }
+
+    fn batch(&mut self) -> Result<Batch, DecodeError> {
+        let count = self.count(REQUEST_BYTES_MIN)?;
+        let mut requests = Vec::with_capacity(count);
+        for _ in 0..count {
+            requests.push(self.request()?);
+        }
+        Ok(Batch::new(requests))
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot, DecodeError> {
+        let next_instance = Instance(self.u64()?);
+        let state = self.bytes()?;
+        let count = self.count(8 + 8 + 4)?;
+        let mut clients = ClientTable::new();
+        for _ in 0..count {
+            let client = ClientId(self.u64()?);
+            let seq = RequestSeq(self.u64()?);
+            clients.insert(client, (seq, self.bytes()?));
+        }
+        Ok(Snapshot {
+            next_instance,
+            state,
+            clients,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_accept_is_eighteen_bytes() {
+        let mut out = Vec::new();
+        encode(
+            &Message::Accept {
+                view: View(1),
+                instance: Instance(2),
+            },
+            &mut out,
+        );
+        assert_eq!(out.len(), 18);
+        assert_eq!(&out[..2], &[WIRE_VERSION, TAG_ACCEPT]);
+    }
+
+    #[test]
+    fn a_count_beyond_the_message_is_refused_before_allocating() {
+        let mut out = vec![WIRE_VERSION, TAG_FORWARD];
+        out.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode(&out), Err(DecodeError::Count(u32::MAX)));
+    }
+
+    #[test]
+    fn versions_tags_and_trailing_bytes_are_checked() {
+        assert_eq!(decode(&[]), Err(DecodeError::Truncated));
+        assert_eq!(decode(&[9, 1]), Err(DecodeError::UnknownVersion(9)));
+        assert_eq!(
+            decode(&[WIRE_VERSION, 99]),
+            Err(DecodeError::UnknownTag(99))
+        );
+        let mut out = Vec::new();
+        encode(
+            &Message::CatchUpQuery {
+                from: Instance(1),
+                to: Instance(5),
+            },
+            &mut out,
+        );
+        out.push(0);
+        assert_eq!(decode(&out), Err(DecodeError::Trailing(1)));
+    }
+}

@@ -1,0 +1,92 @@
+//! Strategies for arbitrary messages and requests, shared by the property tests.
+use bytes::Bytes;
+use logless_multipaxos::ids::{ClientId, Instance, RequestSeq, View};
+use logless_multipaxos::message::{Batch, ClientTable, Message, PromisedEntry, Request, Snapshot};
+use proptest::prelude::*;
+
+/// Mostly small numbers, which name views and instances replicas care about, sometimes any,
+/// sometimes the largest (where arithmetic overflows).
+pub fn number() -> impl Strategy<Value = u64> {
+    prop_oneof![8 => 0u64..12, 1 => any::<u64>(), 1 => u64::MAX - 2..=u64::MAX]
+}
+
+pub fn bytes() -> impl Strategy<Value = Bytes> {
+    proptest::collection::vec(any::<u8>(), 0..12).prop_map(Bytes::from)
+}
+
+pub fn request() -> impl Strategy<Value = Request> {
+    (0u64..4, number(), bytes()).prop_map(|(client, seq, payload)| Request {
+        client: ClientId(client),
+        seq: RequestSeq(seq),
+        payload,
+    })
+}
+
+pub fn batch() -> impl Strategy<Value = Batch> {
+    proptest::collection::vec(request(), 0..4).prop_map(Batch::new)
+}
+
+pub fn snapshot() -> impl Strategy<Value = Snapshot> {
+    let clients = proptest::collection::btree_map(
+        number().prop_map(ClientId),
+        (number().prop_map(RequestSeq), bytes()),
+        0..4,
+    );
+    (number(), bytes(), clients).prop_map(|(next, state, clients): (_, _, ClientTable)| Snapshot {
+        next_instance: Instance(next),
+        state,
+        clients,
+    })
+}
+
+pub fn entry() -> impl Strategy<Value = (Instance, PromisedEntry)> {
+    let kind = prop_oneof![
+        (number(), batch()).prop_map(|(v, batch)| PromisedEntry::Voted {
+            view: View(v),
+            batch
+        }),
+        batch().prop_map(PromisedEntry::Decided),
+    ];
+    (number().prop_map(Instance), kind)
+}
+
+pub fn message() -> impl Strategy<Value = Message> {
+    let view = || number().prop_map(View);
+    let instance = || number().prop_map(Instance);
+    prop_oneof![
+        (view(), instance()).prop_map(|(view, first_undecided)| Message::Prepare {
+            view,
+            first_undecided
+        }),
+        (view(), instance(), proptest::collection::vec(entry(), 0..4)).prop_map(
+            |(view, log_start, entries)| Message::Promise {
+                view,
+                log_start,
+                entries
+            }
+        ),
+        (view(), instance(), batch()).prop_map(|(view, instance, batch)| Message::Propose {
+            view,
+            instance,
+            batch
+        }),
+        (view(), instance()).prop_map(|(view, instance)| Message::Accept { view, instance }),
+        (view(), instance()).prop_map(|(view, first_undecided)| Message::Alive {
+            view,
+            first_undecided
+        }),
+        (instance(), instance()).prop_map(|(from, to)| Message::CatchUpQuery { from, to }),
+        (
+            view(),
+            proptest::option::of(snapshot()),
+            proptest::collection::vec((instance(), batch()), 0..4)
+        )
+            .prop_map(|(view, snapshot, decided)| Message::CatchUpResponse {
+                view,
+                snapshot,
+                decided
+            }),
+        proptest::collection::vec(request(), 0..4)
+            .prop_map(|requests| Message::Forward { requests }),
+    ]
+}
