@@ -16,7 +16,11 @@
 //! `memory` and `mmap` modes persisting is free, so `put` applies the whole update at once.
 //!
 //! The byte layout and the recovery rules are in `docs/storage-format.md`.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use rustc_hash::FxBuildHasher;
 use std::path::Path;
 
 use crate::media::{DramMedia, FileMedia, Media, MmapMedia, PersistBy};
@@ -143,6 +147,12 @@ struct Version<'a> {
 /// Where a key's record is.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
+    /// The hash of the key ([`key_hash`]), so the index compares keys only on a match.
+    hash: u64,
+    /// The key itself if it is at most [`SHORT_KEY_BYTES`] long (nearly every key in
+    /// practice), so that finding it reads no slot: a longer key is compared where its newest
+    /// version holds it, one cache miss more.
+    short_key: [u8; SHORT_KEY_BYTES],
     slot: usize,
     class: u8,
     /// The version current on the media, or `None` while the slot is not in use on the media.
@@ -157,6 +167,18 @@ struct Entry {
     moved_from: Option<(usize, u8)>,
     /// False once the key is quarantined (found damaged at recovery).
     live: bool,
+}
+
+/// The longest key an [`Entry`] keeps a copy of.
+const SHORT_KEY_BYTES: usize = 16;
+
+/// `key` in an [`Entry`]'s `short_key`, if it fits.
+fn short_key(key: &[u8]) -> [u8; SHORT_KEY_BYTES] {
+    let mut short = [0; SHORT_KEY_BYTES];
+    if let Some(copy) = short.get_mut(..key.len()) {
+        copy.copy_from_slice(key);
+    }
+    short
 }
 
 impl Entry {
@@ -200,7 +222,10 @@ pub struct SlotStore<M: Media = FileMedia> {
     options: StoreOptions,
     /// The class used for the largest key and record the options allow.
     class_max: u8,
-    index: HashMap<Box<[u8]>, u32>,
+    /// Entry ids by key. The index keeps no copy of the keys: an entry's key is read where
+    /// its newest version holds it, and compared only when the hashes match. A boxed copy per
+    /// key, found through a second pointer, cost a cache miss and 30 bytes or more per key.
+    index: HashTable<u32>,
     entries: Vec<Entry>,
     /// Per class, slots whose free header word is durable.
     free: Vec<Vec<usize>>,
@@ -222,6 +247,16 @@ pub struct SlotStore<M: Media = FileMedia> {
 
 fn slot_bytes(slot_bytes_min: usize, class: u8) -> usize {
     slot_bytes_min << class
+}
+
+/// The hash the index files a key under. Fx, as the engine's key tables use: fast on short
+/// keys, deterministic across runs.
+fn key_hash(key: &[u8]) -> u64 {
+    #[cfg(test)]
+    if tests::ALL_KEYS_COLLIDE.get() {
+        return 0;
+    }
+    FxBuildHasher.hash_one(key)
 }
 
 fn read_u32(bytes: &[u8], at: usize) -> u32 {
@@ -268,7 +303,7 @@ impl<M: Media> SlotStore<M> {
             media,
             options,
             class_max,
-            index: HashMap::new(),
+            index: HashTable::new(),
             entries: Vec::new(),
             free: vec![Vec::new(); usize::from(CLASSES_MAX)],
             end,
@@ -343,6 +378,8 @@ impl<M: Media> SlotStore<M> {
                     damaged.push((offset, header.class, Some(v.key.to_vec())));
                 } else {
                     let entry = Entry {
+                        hash: key_hash(v.key),
+                        short_key: short_key(v.key),
                         slot: offset,
                         class: header.class,
                         media_current: Some(header.current),
@@ -354,7 +391,7 @@ impl<M: Media> SlotStore<M> {
                         live: true,
                     };
                     let key = v.key.to_vec();
-                    if let Some(loser) = self.index_recovered(key, entry) {
+                    if let Some(loser) = self.index_recovered(&key, entry) {
                         stale.push(loser);
                     }
                 }
@@ -388,9 +425,9 @@ impl<M: Media> SlotStore<M> {
 
     /// Indexes a recovered copy; returns the slot of the losing copy if the key was already
     /// indexed (the lower sequence number loses).
-    fn index_recovered(&mut self, key: Vec<u8>, entry: Entry) -> Option<(usize, u8)> {
-        match self.index.get(key.as_slice()) {
-            Some(&id) => {
+    fn index_recovered(&mut self, key: &[u8], entry: Entry) -> Option<(usize, u8)> {
+        match self.find(key) {
+            Some(id) => {
                 let old = &mut self.entries[id as usize];
                 if old.seq >= entry.seq {
                     Some((entry.slot, entry.class))
@@ -401,9 +438,7 @@ impl<M: Media> SlotStore<M> {
                 }
             }
             None => {
-                self.index
-                    .insert(key.into_boxed_slice(), self.entries.len() as u32);
-                self.entries.push(entry);
+                self.add(entry);
                 None
             }
         }
@@ -424,9 +459,10 @@ impl<M: Media> SlotStore<M> {
                 self.damaged_unnamed.push((slot, class));
                 continue;
             };
-            let slots = self.quarantine.entry(key.clone()).or_default();
+            let indexed = self.unindex(&key);
+            let slots = self.quarantine.entry(key).or_default();
             slots.push((slot, class));
-            if let Some(id) = self.index.remove(key.as_slice()) {
+            if let Some(id) = indexed {
                 let e = &mut self.entries[id as usize];
                 e.live = false;
                 slots.push((e.slot, e.class));
@@ -482,6 +518,42 @@ impl<M: Media> SlotStore<M> {
         self.index.is_empty()
     }
 
+    /// The id of `key`'s entry.
+    #[inline]
+    fn find(&self, key: &[u8]) -> Option<u32> {
+        let hash = key_hash(key);
+        self.index
+            .find(hash, |&id| {
+                let e = &self.entries[id as usize];
+                e.hash == hash
+                    && e.key_bytes as usize == key.len()
+                    && match e.short_key.get(..key.len()) {
+                        Some(short) => short == key,
+                        None => self.key_of(e) == key,
+                    }
+            })
+            .copied()
+    }
+
+    /// Appends `entry`, whose newest version holds its key, and indexes it; returns its id.
+    fn add(&mut self, entry: Entry) -> u32 {
+        let id = u32::try_from(self.entries.len()).expect("fewer than 2^32 entries");
+        let hash = entry.hash;
+        self.entries.push(entry);
+        let entries = &self.entries;
+        self.index
+            .insert_unique(hash, id, |&i| entries[i as usize].hash);
+        id
+    }
+
+    /// Takes `key` out of the index; returns its entry's id.
+    fn unindex(&mut self, key: &[u8]) -> Option<u32> {
+        let id = self.find(key)?;
+        let hash = self.entries[id as usize].hash;
+        let found = self.index.find_entry(hash, |&i| i == id);
+        Some(found.expect("an entry found is indexed").remove().0)
+    }
+
     fn record_of(&self, e: &Entry) -> &[u8] {
         let at = self.version_offset(e.slot, e.class, e.newest())
             + VERSION_HEADER_BYTES
@@ -497,7 +569,7 @@ impl<M: Media> SlotStore<M> {
     /// The current record of `key` (staged or durable). Its checksum was verified when it
     /// was recovered; [`SlotStore::get_checked`] verifies it again.
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        let &id = self.index.get(key)?;
+        let id = self.find(key)?;
         Some(self.record_of(&self.entries[id as usize]))
     }
 
@@ -507,7 +579,7 @@ impl<M: Media> SlotStore<M> {
         if self.quarantine.contains_key(key) {
             return Err(StoreError::Quarantined);
         }
-        let Some(&id) = self.index.get(key) else {
+        let Some(id) = self.find(key) else {
             return Ok(None);
         };
         let e = &self.entries[id as usize];
@@ -537,7 +609,7 @@ impl<M: Media> SlotStore<M> {
 
     /// The offset of the slot that holds `key`'s record (diagnostics and tests).
     pub fn slot_offset(&self, key: &[u8]) -> Option<u64> {
-        let &id = self.index.get(key)?;
+        let id = self.find(key)?;
         Some(self.entries[id as usize].slot as u64)
     }
 
@@ -608,7 +680,7 @@ impl<M: Media> SlotStore<M> {
         let class = (0..=self.class_max)
             .find(|&c| self.version_capacity(c) >= needed)
             .expect("the options make the largest class fit the largest key and record");
-        match self.index.get(key).copied() {
+        match self.find(key) {
             Some(id) if self.version_capacity(self.entries[id as usize].class) >= needed => {
                 self.update_in_place(id, key, record);
             }
@@ -661,6 +733,8 @@ impl<M: Media> SlotStore<M> {
             None => None,
         };
         let entry = Entry {
+            hash: key_hash(key),
+            short_key: short_key(key),
             slot,
             class,
             media_current: None,
@@ -679,9 +753,7 @@ impl<M: Media> SlotStore<M> {
                 self.entries[id as usize] = entry;
             }
             None => {
-                let id = self.entries.len() as u32;
-                self.entries.push(entry);
-                self.index.insert(key.into(), id);
+                let id = self.add(entry);
                 self.dirty.push(id);
             }
         }
@@ -969,6 +1041,71 @@ fn read_file_header<M: Media>(media: &M, options: &StoreOptions) -> Result<usize
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SimMedia;
+
+    thread_local! {
+        /// Files every key under one hash, so that only the comparison of keys tells them
+        /// apart.
+        pub(super) static ALL_KEYS_COLLIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Keys of every length from empty to well past [`SHORT_KEY_BYTES`], many sharing their
+    /// first bytes, are found, overwritten in place, moved to larger slots and recovered, each
+    /// with its own record: the index tells keys apart by their whole bytes, whether it keeps
+    /// them or reads them from their slots.
+    #[test]
+    fn keys_short_and_long_sharing_prefixes_are_told_apart() {
+        keys_are_told_apart();
+    }
+
+    #[test]
+    fn keys_whose_hashes_collide_are_told_apart_by_their_bytes() {
+        ALL_KEYS_COLLIDE.set(true);
+        keys_are_told_apart();
+        ALL_KEYS_COLLIDE.set(false);
+    }
+
+    fn keys_are_told_apart() {
+        let mut options = StoreOptions::new(Durability::Sync);
+        options.key_bytes_max = 64;
+        options.record_bytes_max = 1024;
+        options.append_chunk_bytes = 0;
+        let keys: Vec<Vec<u8>> = (0..=40)
+            .flat_map(|len| {
+                let shared = vec![b'k'; len];
+                let mut other = shared.clone();
+                if let Some(last) = other.last_mut() {
+                    *last = b'x';
+                }
+                [shared, other]
+            })
+            .collect();
+        let record = |key: &[u8], round: usize| {
+            let mut r = format!("{round}:{}:", key.len()).into_bytes();
+            r.extend_from_slice(key);
+            // The third round outgrows the first slots, so those keys move.
+            r.resize(r.len() + round * 200, b'.');
+            r
+        };
+        let (mut store, _) = SlotStore::open_on(SimMedia::new(), options.clone()).unwrap();
+        for round in 0..3 {
+            for key in &keys {
+                store.put(key, &record(key, round)).unwrap();
+            }
+            store.flush().unwrap();
+            for key in &keys {
+                assert_eq!(store.get(key), Some(&record(key, round)[..]), "{key:?}");
+            }
+        }
+        assert_eq!(store.len(), keys.len() - 1, "the two empty keys are one");
+        assert_eq!(store.get(&[b'k'; 41]), None);
+        assert_eq!(store.get(b"kkkkkkkkkkkkkkkkz"), None);
+        let image = store.media().now().durable_image();
+        let (recovered, _) = SlotStore::open_on(SimMedia::from_image(image), options).unwrap();
+        for key in &keys {
+            assert_eq!(recovered.get(key), Some(&record(key, 2)[..]), "{key:?}");
+        }
+    }
 
     #[test]
     fn every_single_bit_flip_of_a_header_word_fails_its_check() {
