@@ -360,6 +360,11 @@ impl Session {
         let Transaction::Queued(queue) = std::mem::take(&mut self.transaction) else {
             unreachable!("called with a transaction open");
         };
+        assert_eq!(
+            queue.commands.len(),
+            queue.shapes.len(),
+            "one reply shape per queued command"
+        );
         if queue.aborted {
             return Step::Reply(Value::Error(
                 "EXECABORT Transaction discarded because of previous errors.".into(),

@@ -12,8 +12,8 @@ use logless_commands::command::{
 use logless_commands::float::Float;
 
 use super::{
-    arity_error, error, expire_unit, is, parse_expiry, parse_int, single, ExpiryError, Parsed,
-    ReplyShape, NOT_AN_INTEGER, SYNTAX_ERROR,
+    arity_error, error, expire_unit, hash, is, list, parse_expiry, parse_int, single, zset,
+    ExpiryError, Parsed, ReplyShape, NOT_AN_INTEGER, SYNTAX_ERROR,
 };
 use logless_commands::command::CommandError;
 
@@ -61,18 +61,6 @@ fn command_error(e: CommandError) -> Parsed {
 /// Turns a parser written with `?` (its errors as their texts) into a [`Parsed`].
 fn done(result: Result<Parsed, String>) -> Parsed {
     result.unwrap_or_else(Parsed::Error)
-}
-
-fn hash(args: &[Bytes], command: HashCmd) -> Parsed {
-    single(args, Command::Hash(command))
-}
-
-fn list(args: &[Bytes], command: ListCmd) -> Parsed {
-    single(args, Command::List(command))
-}
-
-fn zset(args: &[Bytes], command: ZSetCmd) -> Parsed {
-    single(args, Command::ZSet(command))
 }
 
 /// The cursor of the SCAN family: an unsigned 64-bit decimal, as `strtoull` reads it.
@@ -221,19 +209,22 @@ pub(super) fn parse_push(args: &[Bytes], end: ListEnd, only_if_exists: bool) -> 
     )
 }
 
+/// The optional count of `name key [count]` (LPOP, RPOP, ZPOPMIN, ZPOPMAX): more arguments
+/// are an arity error, a negative count Redis's "must be positive".
+fn pop_count(name: &str, args: &[Bytes]) -> Result<Option<u64>, String> {
+    if args.len() > 3 {
+        return Err(format!(
+            "ERR wrong number of arguments for '{name}' command"
+        ));
+    }
+    args.get(2)
+        .map(|raw| positive_count(raw, MUST_BE_POSITIVE))
+        .transpose()
+}
+
 /// `LPOP|RPOP key [count]`.
 pub(super) fn parse_pop(name: &str, args: &[Bytes], end: ListEnd) -> Parsed {
-    if args.len() > 3 {
-        return arity_error(name);
-    }
-    let count = match args.get(2) {
-        None => None,
-        Some(raw) => match positive_count(raw, MUST_BE_POSITIVE) {
-            Ok(count) => Some(count),
-            Err(e) => return Parsed::Error(e),
-        },
-    };
-    list(args, ListCmd::Pop { end, count })
+    done(pop_count(name, args).map(|count| list(args, ListCmd::Pop { end, count })))
 }
 
 pub(super) fn parse_lrange(args: &[Bytes]) -> Parsed {
@@ -456,17 +447,7 @@ pub(super) fn parse_zrank(name: &str, args: &[Bytes], rev: bool) -> Parsed {
 
 /// `ZPOPMIN|ZPOPMAX key [count]`.
 pub(super) fn parse_zpop(name: &str, args: &[Bytes], max: bool) -> Parsed {
-    if args.len() > 3 {
-        return arity_error(name);
-    }
-    let count = match args.get(2) {
-        None => None,
-        Some(raw) => match positive_count(raw, MUST_BE_POSITIVE) {
-            Ok(count) => Some(count),
-            Err(e) => return Parsed::Error(e),
-        },
-    };
-    zset(args, ZSetCmd::Pop { max, count })
+    done(pop_count(name, args).map(|count| zset(args, ZSetCmd::Pop { max, count })))
 }
 
 pub(super) fn parse_zscan(args: &[Bytes]) -> Parsed {
