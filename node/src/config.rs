@@ -99,7 +99,8 @@ pub struct NodeConfig {
     /// memory (about 150 to 300 bytes a register, plus its value) where a replica has seen
     /// commands for many more keys than it uses at a time.
     pub proposer_registers_max: usize,
-    /// The largest string value, or the largest sum of a set's members, in bytes.
+    /// The largest string value, or the largest sum of a collection's elements, in bytes:
+    /// Redis's `proto-max-bulk-len` (a longer argument is answered with an error).
     pub value_bytes_max: usize,
     /// The most members of one set.
     pub set_members_max: usize,
@@ -124,7 +125,7 @@ impl Default for NodeConfig {
             thrifty_reads: true,
             thrifty_writes: false,
             proposer_registers_max: logless_rmw::config::REGISTERS_MAX_DEFAULT,
-            value_bytes_max: 1 << 20,
+            value_bytes_max: logless_redis::session::VALUE_BYTES_MAX_DEFAULT,
             set_members_max: 100_000,
             request_timeout_ms: 5_000,
             clients_max: 10_000,
@@ -172,6 +173,9 @@ pub const BACKOFF_MAX_MS: u64 = 20;
 /// such as `SET key value IFEQ old`.
 pub const ARGUMENTS_BYTES_ROOM: usize = 1024;
 
+/// The largest `value_bytes_max` a replica may be configured with.
+pub const VALUE_BYTES_MAX_LIMIT: usize = 64 << 20;
+
 impl NodeConfig {
     /// The proposer configuration of every shard, with `acceptors` the cluster's nodes: the one
     /// mapping from a node's settings, used by the node and by the whole-node simulation.
@@ -190,10 +194,12 @@ impl NodeConfig {
         proposer
     }
 
-    /// The longest bulk string a request may carry (`proto-max-bulk-len`): a value at the
-    /// limit plus [`ARGUMENTS_BYTES_ROOM`].
+    /// The longest bulk string the wire parser reads: the largest `value_bytes_max` allowed
+    /// plus [`ARGUMENTS_BYTES_ROOM`]. An argument over `value_bytes_max` but within this is
+    /// read whole and answered with an error, and the connection goes on; a longer one breaks
+    /// the protocol and closes the connection, as past Redis's `proto-max-bulk-len`.
     pub fn bulk_bytes_max(&self) -> usize {
-        self.value_bytes_max + ARGUMENTS_BYTES_ROOM
+        VALUE_BYTES_MAX_LIMIT.max(self.value_bytes_max) + ARGUMENTS_BYTES_ROOM
     }
 
     /// Reads a TOML file.
@@ -242,7 +248,7 @@ impl NodeConfig {
         if self.shards == 0 || self.shards > 256 {
             return invalid("shards must be between 1 and 256".into());
         }
-        if self.value_bytes_max == 0 || self.value_bytes_max > 64 << 20 {
+        if self.value_bytes_max == 0 || self.value_bytes_max > VALUE_BYTES_MAX_LIMIT {
             return invalid("value_bytes_max must be between 1 and 64 MiB".into());
         }
         if self.request_timeout_ms < 100 {

@@ -166,7 +166,7 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
         ..ParseLimits::default()
     };
     let counters = &context.clients;
-    let mut session = Session::new(id);
+    let mut session = Session::new(id).with_value_bytes_max(context.config.value_bytes_max);
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
     let mut pending = VecDeque::new();

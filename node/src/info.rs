@@ -40,7 +40,7 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
         ("appendonly", "no".into()),
         ("databases", "1".into()),
         ("maxclients", c.clients_max.to_string()),
-        ("proto-max-bulk-len", c.bulk_bytes_max().to_string()),
+        ("proto-max-bulk-len", c.value_bytes_max.to_string()),
         ("logless-durability", c.durability.clone()),
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),

@@ -25,8 +25,10 @@ PROTOCOL_ERRORS = [
     ("bulk-length-plus-sign", b"*1\r\n$+4\r\nPING\r\n", "invalid bulk length"),
     ("bulk-length-garbage", b"*1\r\n$4x\r\nPING\r\n", "invalid bulk length"),
     ("oversized-bulk-length", b"*2\r\n$3\r\nGET\r\n$999999999999\r\n", "invalid bulk length"),
-    # proto-max-bulk-len (1 MiB) plus 1024 bytes of slack is the most the parser accepts.
-    ("bulk-length-just-over-limit", b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1049601\r\n",
+    # 64 MiB (the largest value_bytes_max) plus 1024 bytes of room is the most the parser
+    # reads; a longer bulk breaks the protocol. Shorter ones over proto-max-bulk-len (1 MiB)
+    # are read and answered with an error (test_oversized_value_within_the_bulk_limit_...).
+    ("bulk-length-just-over-limit", b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$67109889\r\n",
      "invalid bulk length"),
     ("missing-crlf-after-bulk", b"*1\r\n$4\r\nPINGxx", "expected CRLF after bulk argument"),
     ("wrong-bytes-after-last-bulk", b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nvX\r\n",
@@ -155,11 +157,13 @@ def test_wrong_type_keeps_the_connection(addresses, seeded):
 
 
 def test_oversized_value_within_the_bulk_limit_is_refused(addresses, seeded):
-    """A value over proto-max-bulk-len that the parser still accepts is refused by the
-    register with an error, and the connection stays usable."""
+    """A value over proto-max-bulk-len that the parser still reads is refused with an error,
+    and the connection stays usable: just over the limit, and 4 MB."""
     key = f"{seeded['ns']}big"
     with Raw(addresses[0]) as c:
         assert c.command("SET", key, b"x" * ((1 << 20) + 1)) == (
+            "-ERR value exceeds the configured size limit")
+        assert c.command("SET", key, b"x" * (4 * 1000 * 1000)) == (
             "-ERR value exceeds the configured size limit")
         assert c.command("EXISTS", key) == 0
         assert c.command("SET", "k" * 1025, "v") == "-ERR key of 1025 bytes exceeds the limit of 1024"

@@ -534,7 +534,7 @@ def test_refused_multi_key_commands_name_the_reason(r, ns):
         ("FLUSHALL",): "cannot be cleared",
         ("FLUSHDB",): "cannot be cleared",
         ("EVAL", "return 1", 0): "script",
-        ("MULTI",): "no transactions across keys",
+        ("WATCH", a): "needs no WATCH",
     }
     for args, reason in cases.items():
         with pytest.raises(redis.ResponseError) as e:
@@ -542,34 +542,80 @@ def test_refused_multi_key_commands_name_the_reason(r, ns):
         text = error_text(e)
         assert text.startswith(f"logless does not support '{args[0].lower()}': "), text
         assert reason in text, text
-    # After a refused MULTI nothing runs until EXEC or DISCARD.
-    with pytest.raises(redis.ResponseError) as e:
-        r.execute_command("GET", a)
-    assert "not run" in error_text(e)
-    assert r.execute_command("DISCARD") in (b"OK", "OK", True)
-    assert r.get(a) in (b"1", "1")
     assert r.get(a) == "1"
     assert r.exists(b) == 0
 
 
-def test_transaction_pipeline_is_refused(r, ns):
-    """redis-py's default pipeline (transaction=True) wraps the commands in MULTI/EXEC, which
-    logless refuses; the client sees an error."""
+def test_transaction_pipeline_on_one_key(r, ns):
+    """redis-py's default pipeline (transaction=True) is MULTI ... EXEC; on one key it runs
+    as one register command: the rate-limiter pattern INCR + EXPIRE."""
+    k = ns + "hits"
     pipe = r.pipeline()  # transaction=True by default
-    pipe.set(ns + "k", "v")
-    pipe.get(ns + "k")
-    with pytest.raises(redis.ResponseError) as e:
-        pipe.execute()
-    assert "logless does not support" in error_text(e)
+    pipe.incr(k)
+    pipe.expire(k, 10)
+    assert pipe.execute() == [1, True]
+    pipe.incr(k)
+    pipe.ttl(k)
+    pipe.get(k)
+    hits, ttl, text = pipe.execute()
+    assert hits == 2 and 0 < ttl <= 10 and text == "2"
+    # Each reply keeps its own shape: a set, a map, a float.
+    pipe.delete(k)
+    pipe.hset(k, mapping={"f": "1"})
+    pipe.hgetall(k)
+    pipe.hincrbyfloat(k, "f", 0.5)
+    assert pipe.execute() == [1, 1, {"f": "1"}, 1.5]
 
 
-def test_refused_transaction_applies_nothing(r, ns):
+def test_transaction_errors_inside_exec_keep_the_others(r, ns):
+    k = ns + "k"
+    pipe = r.pipeline()
+    pipe.set(k, "text")
+    pipe.incr(k)  # fails when run, as in Redis, and the others still apply
+    pipe.append(k, "!")
+    results = pipe.execute(raise_on_error=False)
+    assert results[0] is True
+    assert isinstance(results[1], redis.ResponseError)
+    assert results[2] == 5
+    assert r.get(k) == "text!"
+
+
+def test_transaction_on_several_keys_is_refused_and_applies_nothing(r, ns):
     pipe = r.pipeline()  # transaction=True by default
     pipe.set(ns + "k", "v")
     pipe.incr(ns + "n")
-    with pytest.raises(redis.ResponseError):
+    with pytest.raises(redis.ResponseError) as e:
         pipe.execute()
+    text = error_text(e)
+    assert text.startswith("Transaction discarded: its commands name several keys"), text
+    assert "not atomic across keys in the per-key engine" in text
     assert r.exists(ns + "k", ns + "n") == 0
+    # The connection goes on.
+    assert r.ping() is True
+
+
+def test_transaction_with_a_syntax_error_is_discarded(r, ns):
+    k = ns + "k"
+    pipe = r.pipeline()
+    pipe.set(k, "v")
+    pipe.execute_command("ZADD", k, "NX", "XX", 1, "m")
+    with pytest.raises(redis.ResponseError) as e:
+        pipe.execute()
+    assert "XX and NX options at the same time are not compatible" in error_text(e)
+    assert r.exists(k) == 0
+
+
+def test_multi_exec_discard_by_hand(r, ns):
+    k = ns + "k"
+    assert r.execute_command("MULTI") in ("OK", True)
+    assert r.execute_command("INCR", k) == "QUEUED"
+    assert r.execute_command("DISCARD") in ("OK", True)
+    assert r.exists(k) == 0
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("EXEC")
+    assert error_text(e) == "EXEC without MULTI"
+    assert r.execute_command("MULTI") in ("OK", True)
+    assert r.execute_command("EXEC") == []
 
 
 def test_unknown_command(r):
@@ -601,8 +647,8 @@ def test_wrong_arity(r, ns):
 def test_size_limits(r, ns):
     k = ns + "k"
     bulk_limit = int(r.config_get("proto-max-bulk-len")["proto-max-bulk-len"])
-    limit = 1 << 20  # the largest value; a request's bulk strings may be 1 KiB longer
-    assert bulk_limit == limit + 1024
+    limit = 1 << 20  # the largest value, and the longest argument
+    assert bulk_limit == limit
     assert r.set(k, "x" * limit) is True
     assert len(r.get(k)) == limit
     with pytest.raises(redis.ResponseError) as e:
@@ -613,6 +659,179 @@ def test_size_limits(r, ns):
         r.set("k" * 1025, "v")
     assert error_text(e) == "key of 1025 bytes exceeds the limit of 1024"
     assert r.set(ns + "x" * (1024 - len(ns) - 1), "v") is True
+
+
+# --- hashes, lists, sorted sets, string and set additions ----------------------------------
+
+
+def pairs(result):
+    """ZRANGE WITHSCORES and ZPOPMIN as tuples: RESP2 gives tuples, RESP3 two-element lists."""
+    return [tuple(p) for p in result]
+
+
+def test_hashes(r, ns):
+    h = ns + "h"
+    assert r.hset(h, mapping={"a": "1", "b": "2"}) == 2
+    assert r.hset(h, "a", "10") == 0
+    assert r.hget(h, "a") == "10"
+    assert r.hget(h, "missing") is None
+    assert r.hmget(h, ["a", "x", "b"]) == ["10", None, "2"]
+    assert r.hsetnx(h, "a", "x") == 0
+    assert r.hsetnx(h, "c", "3") == 1
+    assert r.hlen(h) == 3
+    assert r.hexists(h, "c") is True
+    assert r.hstrlen(h, "a") == 2
+    assert r.hkeys(h) == ["a", "b", "c"]
+    assert r.hvals(h) == ["10", "2", "3"]
+    assert r.hgetall(h) == {"a": "10", "b": "2", "c": "3"}
+    assert r.hincrby(h, "a", -3) == 7
+    assert r.hincrbyfloat(h, "b", 0.5) == 2.5
+    assert r.hget(h, "b") == "2.5"
+    with pytest.raises(redis.ResponseError) as e:
+        r.hincrby(h, "b", 1)
+    assert error_text(e) == "hash value is not an integer"
+    assert r.hrandfield(h) in ("a", "b", "c")
+    assert sorted(r.hrandfield(h, 5)) == ["a", "b", "c"]
+    assert len(r.hrandfield(h, -5)) == 5
+    cursor, seen = 0, {}
+    while True:
+        cursor, part = r.hscan(h, cursor, count=1)
+        seen.update(part)
+        if cursor == 0:
+            break
+    assert seen == {"a": "7", "b": "2.5", "c": "3"}
+    assert r.hmset(h, {"d": "4"}) is True
+    assert r.hdel(h, "a", "b", "c", "d", "zz") == 4
+    assert r.exists(h) == 0  # an emptied hash is deleted
+    r.set(ns + "s", "x")
+    with pytest.raises(redis.ResponseError) as e:
+        r.hget(ns + "s", "f")
+    assert str(e.value) == WRONGTYPE
+
+
+def test_lists(r, ns):
+    k = ns + "l"
+    assert r.rpush(k, "a", "b", "c") == 3
+    assert r.lpush(k, "z") == 4
+    assert r.lrange(k, 0, -1) == ["z", "a", "b", "c"]
+    assert r.llen(k) == 4
+    assert r.lindex(k, -1) == "c"
+    assert r.lindex(k, 10) is None
+    assert r.lset(k, 0, "y") is True
+    with pytest.raises(redis.ResponseError) as e:
+        r.lset(k, 10, "x")
+    assert error_text(e) == "index out of range"
+    assert r.linsert(k, "before", "b", "a") == 5
+    assert r.lrem(k, 0, "a") == 2
+    assert r.lpos(k, "c") == 2
+    assert r.lpos(k, "nope") is None
+    assert r.rpush(k, "c") == 4
+    assert r.lpos(k, "c", count=0) == [2, 3]
+    with pytest.raises(redis.ResponseError) as e:
+        r.lpos(k, "c", rank=0)
+    assert error_text(e).startswith("RANK can't be zero")
+    assert r.lmove(k, k, "LEFT", "RIGHT") == "y"
+    assert r.rpoplpush(k, k) == "y"
+    assert r.lrange(k, 0, -1) == ["y", "b", "c", "c"]
+    assert r.ltrim(k, 1, 2) is True
+    assert r.lpop(k) == "b"
+    assert r.rpop(k, 5) == ["c"]
+    assert r.exists(k) == 0
+    assert r.lpop(k) is None
+    assert r.lpop(k, 2) is None  # a null array, in RESP2 and RESP3
+    assert r.lpushx(k, "x") == 0
+    with pytest.raises(redis.ResponseError) as e:
+        r.lmove(k, ns + "other")
+    assert "not atomic across keys in the per-key engine" in error_text(e)
+
+
+def test_sorted_sets(r, ns, protocol):
+    z = ns + "z"
+    assert r.zadd(z, {"a": 1, "b": 2, "c": 3.5}) == 3
+    assert r.zadd(z, {"a": 5}, gt=True, ch=True) == 1
+    assert r.zadd(z, {"a": 0}, gt=True, ch=True) == 0
+    assert r.zadd(z, {"b": 1}, incr=True) == 3.0
+    assert r.zscore(z, "c") == 3.5
+    assert r.zscore(z, "x") is None
+    assert r.zmscore(z, ["a", "x"]) == [5.0, None]
+    assert r.zincrby(z, 0.25, "c") == 3.75
+    assert r.zcard(z) == 3
+    assert r.zcount(z, "(3", "+inf") == 2
+    assert r.zrank(z, "b") == 0
+    assert r.zrevrank(z, "b") == 2
+    assert r.zrange(z, 0, -1) == ["b", "c", "a"]
+    assert pairs(r.zrange(z, 0, 0, withscores=True)) == [("b", 3.0)]
+    assert r.zrange(z, 0, -1, desc=True) == ["a", "c", "b"]  # ZREVRANGE
+    assert r.zrange(z, "(3", 10, byscore=True) == ["c", "a"]
+    assert r.zrange(z, 10, "(3", byscore=True, desc=True, offset=0, num=1) == ["a"]
+    assert r.zrangebyscore(z, 3, 4) == ["b", "c"]
+    assert r.zrevrangebyscore(z, "+inf", 4) == ["a"]
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("ZRANGE", z, 0, 1, "LIMIT", 0, 1)
+    assert "LIMIT is only supported in combination with either BYSCORE or BYLEX" in error_text(e)
+    r.zadd(ns + "lex", {"a": 0, "b": 0, "c": 0})
+    assert r.zrange(ns + "lex", "[b", "+", bylex=True) == ["b", "c"]
+    assert r.zrangebylex(ns + "lex", "-", "(b") == ["a"]
+    cursor, seen = 0, []
+    while True:
+        cursor, part = r.zscan(z, cursor, count=1)
+        seen += [m for m, _ in part]
+        if cursor == 0:
+            break
+    assert sorted(seen) == ["a", "b", "c"]
+    # Without a count the reply is flat: redis-py pairs it in RESP2 only (as with Redis).
+    assert r.zpopmin(z) == ([("b", 3.0)] if protocol == 2 else ["b", 3.0])
+    assert pairs(r.zpopmax(z, 5)) == [("a", 5.0), ("c", 3.75)]
+    assert r.exists(z) == 0
+    assert r.zrem(ns + "lex", "a", "x") == 1
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("ZADD", z, "NX", "XX", 1, "a")
+    assert error_text(e) == "XX and NX options at the same time are not compatible"
+
+
+def test_string_and_set_additions(r, ns):
+    k = ns + "k"
+    assert r.incrbyfloat(k, 10.5) == 10.5
+    assert r.incrbyfloat(k, 0.1) == pytest.approx(10.6)
+    assert r.get(k) == "10.6"
+    assert r.getrange(k, 0, 1) == "10"
+    assert r.setrange(k, 2, "!!") == 4
+    assert r.get(k) == "10!!"
+    assert r.getex(k, ex=100) == "10!!"
+    assert 0 < r.ttl(k) <= 100
+    assert r.getex(k, persist=True) == "10!!"
+    assert r.ttl(k) == -1
+    s = ns + "s"
+    r.sadd(s, "a", "b", "c")
+    assert r.smismember(s, ["a", "x"]) == [1, 0]
+    assert r.srandmember(s) in ("a", "b", "c")
+    assert sorted(r.srandmember(s, 2)) in (["a", "b"], ["a", "c"], ["b", "c"])
+    assert len(r.srandmember(s, -5)) == 5
+    popped = r.spop(s, 2)
+    assert len(popped) == 2 and set(popped) <= {"a", "b", "c"}
+    assert r.scard(s) == 1
+    cursor, members = r.sscan(s, 0)
+    assert cursor == 0 and len(members) == 1
+    assert r.spop(s) in ("a", "b", "c")
+    assert r.exists(s) == 0
+
+
+def test_a_value_over_the_limit_is_answered_and_the_connection_serves_on(r, ns):
+    """A 4 MB value is over proto-max-bulk-len (1 MiB): the replica answers an error and the
+    same connection goes on serving."""
+    k = ns + "big"
+    limit = int(r.config_get("proto-max-bulk-len")["proto-max-bulk-len"])
+    value = "x" * (4 * 1000 * 1000)
+    assert len(value) > limit
+    with pytest.raises(redis.ResponseError) as e:
+        r.set(k, value)
+    assert error_text(e) == "value exceeds the configured size limit"
+    with pytest.raises(redis.ResponseError) as e:
+        r.hset(k, "f", value)
+    assert error_text(e) == "value exceeds the configured size limit"
+    assert r.exists(k) == 0
+    assert r.set(k, "small") is True
+    assert r.get(k) == "small"
 
 
 # --- pipelining -----------------------------------------------------------------------------

@@ -15,14 +15,30 @@
 //! # Supported commands
 //!
 //! Register commands, each a linearizable operation on one key:
-//! `GET`, `SET key value [NX|XX|IFEQ v|IFNE v|IFDEQ digest|IFDNE digest] [GET]
-//! [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`, `SETNX`, `SETEX`, `PSETEX`, `GETSET`, `GETDEL`,
-//! `APPEND`, `STRLEN`, `DEL`, `UNLINK`, `EXISTS`, `MGET`, `TYPE`, `TTL`, `PTTL`,
-//! `EXPIRE|PEXPIRE|EXPIREAT|PEXPIREAT key time [NX|XX|GT|LT]`, `PERSIST`, `INCR`, `INCRBY`,
-//! `DECR`, `DECRBY`, `SADD`, `SREM`, `SMEMBERS`, `SISMEMBER`, `SCARD`,
-//! `DELEX key [IFEQ v|IFNE v|IFDEQ digest|IFDNE digest]` and `DIGEST` (Redis 8.4), and
-//! logless's fencing lock: `LOCK.ACQUIRE key owner lease-ms` (replies the fencing token, or nil while
-//! another owner holds the lease) and `LOCK.RELEASE key owner` (1 if released, else 0).
+//!
+//! * strings and counters: `GET`, `SET key value [NX|XX|IFEQ v|IFNE v|IFDEQ digest|IFDNE
+//!   digest] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`, `SETNX`, `SETEX`, `PSETEX`, `GETSET`,
+//!   `GETDEL`, `GETEX`, `GETRANGE`, `SETRANGE`, `APPEND`, `STRLEN`, `INCR`, `INCRBY`, `DECR`,
+//!   `DECRBY`, `INCRBYFLOAT`, `MGET`;
+//! * keys: `DEL`, `UNLINK`, `EXISTS`, `TYPE`, `TTL`, `PTTL`,
+//!   `EXPIRE|PEXPIRE|EXPIREAT|PEXPIREAT key time [NX|XX|GT|LT]`, `PERSIST`,
+//!   `DELEX key [IFEQ v|IFNE v|IFDEQ digest|IFDNE digest]` and `DIGEST` (Redis 8.4);
+//! * sets: `SADD`, `SREM`, `SMEMBERS`, `SISMEMBER`, `SMISMEMBER`, `SCARD`, `SPOP`,
+//!   `SRANDMEMBER`, `SSCAN`;
+//! * hashes: `HSET`, `HMSET`, `HSETNX`, `HGET`, `HMGET`, `HDEL`, `HEXISTS`, `HLEN`, `HSTRLEN`,
+//!   `HKEYS`, `HVALS`, `HGETALL`, `HINCRBY`, `HINCRBYFLOAT`, `HRANDFIELD`, `HSCAN`;
+//! * lists: `LPUSH`, `RPUSH`, `LPUSHX`, `RPUSHX`, `LPOP`, `RPOP` (with a count), `LLEN`,
+//!   `LRANGE`, `LINDEX`, `LSET`, `LINSERT`, `LREM`, `LTRIM`, `LPOS`, and `LMOVE`/`RPOPLPUSH`
+//!   with the source as destination;
+//! * sorted sets: `ZADD [NX|XX] [GT|LT] [CH] [INCR]`, `ZREM`, `ZSCORE`, `ZMSCORE`, `ZINCRBY`,
+//!   `ZCARD`, `ZCOUNT`, `ZRANK`, `ZREVRANK` (with `WITHSCORE`), `ZRANGE [BYSCORE|BYLEX] [REV]
+//!   [LIMIT offset count] [WITHSCORES]` and its older forms `ZREVRANGE`, `ZRANGEBYSCORE`,
+//!   `ZREVRANGEBYSCORE`, `ZRANGEBYLEX`, `ZREVRANGEBYLEX`, `ZPOPMIN`, `ZPOPMAX`, `ZSCAN`;
+//! * transactions on one key: `MULTI`, `EXEC`, `DISCARD` (and `UNWATCH`), see
+//!   [`session`]: the queued commands run as one register command, in one consensus decision;
+//! * logless's fencing lock: `LOCK.ACQUIRE key owner lease-ms` (replies the fencing token, or
+//!   nil while another owner holds the lease) and `LOCK.RELEASE key owner` (1 if released,
+//!   else 0).
 //!
 //! Connection and server commands the node answers itself: `PING`, `ECHO`, `HELLO`, `AUTH`,
 //! `QUIT`, `RESET`, `SELECT`, `CLIENT SETNAME|GETNAME|SETINFO|ID|INFO`,
@@ -37,14 +53,32 @@
 //!   operation per key and combine the replies; they are not one atomic snapshot (another client
 //!   may observe some of the deletions of a `DEL k1 k2` before the others).
 //! * Commands whose meaning depends on atomicity across keys or on enumerating the keyspace
-//!   (`MSET`, `RENAME`, `SMOVE`, the `*STORE` set commands, `MULTI`/`EXEC`/`WATCH`, scripts and
-//!   functions, `KEYS`, `SCAN`, `FLUSHALL`, ...) are refused with an error naming the reason.
+//!   (`MSET`, `RENAME`, `SMOVE`, the `*STORE` set commands, `WATCH`, scripts and functions,
+//!   `KEYS`, `SCAN`, `FLUSHALL`, ...) are refused with an error naming the reason; so are
+//!   `LMOVE` and `RPOPLPUSH` between two keys.
+//! * A transaction runs only if its commands all name one key: `EXEC` of commands on several
+//!   keys runs nothing and answers `EXECABORT` saying that a transaction is not atomic across
+//!   keys in the per-key engine. Every queued command is parsed when it is queued, so a syntax
+//!   error (which Redis would report inside `EXEC`'s reply) aborts the whole transaction, as
+//!   an unknown command does in Redis. Connection and server commands are not queued (they
+//!   answer an error and abort the transaction). A transaction holds at most
+//!   [`table::TRANSACTION_COMMANDS_MAX`] commands.
+//! * Values are bounded: no argument may be longer than `proto-max-bulk-len`, which is the
+//!   node's `value_bytes_max` (1 MiB by default, at most 64 MiB), since a register's whole
+//!   value travels in every vote; a longer one is answered with `ERR value exceeds the
+//!   configured size limit` and the connection goes on. Collections are bounded the same way
+//!   (the sum of their elements' bytes) and by a number of elements.
 //! * `SETNX` is `SET NX` with its integer reply (1 set, 0 not set); `SETEX`, `PSETEX` and
 //!   `GETSET` are `SET` with `EX`, `PX` and `GET`; `UNLINK` is `DEL` (there is no lazy freeing).
 //! * `TYPE` of a fencing lock is `lock` (a type of logless's own, like a module type in Redis);
 //!   the string commands refuse a lock with `WRONGTYPE`. The generic key commands (`DEL`,
 //!   `EXPIRE`, `PERSIST`, `TTL`) work on locks as on any key; deleting a lock, or letting it
 //!   expire, restarts its fencing tokens.
+//! * `SPOP`, `SRANDMEMBER` and `HRANDFIELD` choose with a seed the session draws for each
+//!   request (see [`session`]), so every replica chooses the same.
+//! * The `*SCAN` cursors are positions in a hash order of the elements: an element present for
+//!   the whole iteration is returned exactly once; the option checks happen even on a missing
+//!   key (Redis skips them there).
 //! * Expiry is decided from the proposer's clock stamp, so all replicas agree on it.
 //! * Integers are stored as integers; they read back as their decimal strings like in Redis.
 #![warn(missing_docs)]

@@ -12,6 +12,7 @@
 use std::fmt::Write as _;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use logless_commands::float::format_double;
 use thiserror::Error;
 
 /// Bounds on what one request may contain.
@@ -360,8 +361,14 @@ pub enum Value {
     Set(Vec<Value>),
     /// A map (RESP3 `%`, a flat key/value array in RESP2).
     Map(Vec<(Value, Value)>),
-    /// A double (RESP3 `,`, a bulk string in RESP2).
+    /// A double (RESP3 `,`, a bulk string in RESP2), written as Redis's `d2string` does
+    /// ([`logless_commands::float::format_double`]).
     Double(f64),
+    /// Pairs (RESP3: an array of two-element arrays; RESP2: one flat array), as ZRANGE
+    /// WITHSCORES and HRANDFIELD WITHVALUES answer.
+    Pairs(Vec<(Value, Value)>),
+    /// A null array (RESP2 `*-1`, RESP3 null), as LPOP with a count on a missing key answers.
+    NilArray,
 }
 
 /// Appends `value` to `out` in `protocol`.
@@ -393,6 +400,27 @@ pub fn write_value(out: &mut BytesMut, value: &Value, protocol: Protocol) {
                 write_value(out, v, protocol);
             }
         }
+        Value::Pairs(pairs) => match protocol {
+            Protocol::Resp2 => {
+                write_header(out, b'*', len_i64(pairs.len()).saturating_mul(2));
+                for (a, b) in pairs {
+                    write_value(out, a, protocol);
+                    write_value(out, b, protocol);
+                }
+            }
+            Protocol::Resp3 => {
+                write_header(out, b'*', len_i64(pairs.len()));
+                for (a, b) in pairs {
+                    out.put_slice(b"*2\r\n");
+                    write_value(out, a, protocol);
+                    write_value(out, b, protocol);
+                }
+            }
+        },
+        Value::NilArray => match protocol {
+            Protocol::Resp2 => out.put_slice(b"*-1\r\n"),
+            Protocol::Resp3 => out.put_slice(b"_\r\n"),
+        },
         Value::Double(d) => {
             let text = format_double(*d);
             match protocol {
@@ -436,19 +464,5 @@ fn write_items(out: &mut BytesMut, tag: u8, items: &[Value], protocol: Protocol)
     write_header(out, tag, len_i64(items.len()));
     for item in items {
         write_value(out, item, protocol);
-    }
-}
-
-/// A double as RESP3 writes it: `inf`, `-inf`, `nan`, plain decimal for moderate magnitudes
-/// (`1`, `1.5`, `-0.25`) and exponent notation otherwise (`1e300`, `1.5e-7`).
-fn format_double(d: f64) -> String {
-    if d.is_nan() {
-        "nan".to_owned()
-    } else if d.is_infinite() {
-        if d > 0.0 { "inf" } else { "-inf" }.to_owned()
-    } else if d == 0.0 || (1e-5..1e17).contains(&d.abs()) {
-        format!("{d}")
-    } else {
-        format!("{d:e}")
     }
 }

@@ -10,12 +10,59 @@
 //!
 //! Like the engines, a session reads no clock and touches no socket, so it is tested without
 //! one and the whole-node simulation drives the same code as a running node.
+//!
+//! # Transactions
+//!
+//! MULTI opens a [`Queue`]. Each command after it is parsed at once: a command that parses is
+//! answered `QUEUED`; one that does not (unknown, wrong arity, a syntax error, a key or an
+//! argument over its limit) answers its error and marks the transaction, whose EXEC then
+//! answers `EXECABORT Transaction discarded because of previous errors.` (Redis checks only the
+//! name and the arity when queueing and lets the other errors answer inside EXEC's array;
+//! logless checks everything it can before anything runs). Connection and server commands
+//! (PING, CLIENT, INFO, ...) are not queued: they answer an error and mark the transaction
+//! too, since the transaction is one register command; MULTI (nested), EXEC, DISCARD, RESET
+//! and QUIT act at once as in Redis. EXEC of commands that all name one key is one
+//! [`Step::One`] of [`Command::Transaction`], applied in one consensus decision; its reply is
+//! the array of the commands' replies, each shown as its command asks
+//! ([`ReplyShape::Exec`]). EXEC of commands naming several keys runs nothing and says why:
+//! every key is its own register, so a transaction is not atomic across keys in the per-key
+//! engine. A transaction holds at most [`TRANSACTION_COMMANDS_MAX`] commands, and its
+//! arguments at most `value_bytes_max` plus [`TRANSACTION_ROOM_BYTES`]. WATCH is refused (a
+//! transaction on one key needs none); UNWATCH answers OK.
+//!
+//! # Seeds
+//!
+//! SPOP, SRANDMEMBER and HRANDFIELD choose at random, and every replica must choose the same:
+//! the session gives each request's command its seed ([`Command::seed`]) when it parses it, a
+//! SplitMix64 mix of the connection id and the number of requests the session has handled. The
+//! choice is thus a function of the connection and its request sequence (replayable in the
+//! simulation) and differs between requests and connections. A transaction is seeded once, at
+//! EXEC, and [`Command::seed`] derives each queued command's seed from its place.
+//!
+//! # Value size
+//!
+//! Every argument is held to `value_bytes_max` (Redis's `proto-max-bulk-len`, set by the
+//! node's `value_bytes_max`): a register's whole value travels in every vote, so no argument
+//! may be longer than a value may be. A longer one is answered with the register's error for a
+//! value over the limit (`ERR value exceeds the configured size limit`) and the connection
+//! goes on; only a bulk past the wire parser's own bound (which the node sets well
+//! above, see `ParseLimits`) breaks the protocol and closes the connection, as in Redis.
 use bytes::Bytes;
-use logless_commands::command::{Command, Reply};
+use logless_commands::command::{Command, CommandError, Reply};
 use logless_commands::KEY_BYTES_MAX;
 
 use crate::resp::{Protocol, ProtocolError, Value};
-use crate::table::{self, Combine, Local, Parsed, ReplyShape};
+use crate::table::{
+    self, Combine, ExecShapes, Local, Parsed, ReplyShape, TRANSACTION_COMMANDS_MAX,
+};
+
+/// The longest argument (and so value) a session accepts unless told otherwise
+/// ([`Session::with_value_bytes_max`]): 1 MiB, the node's default `value_bytes_max`.
+pub const VALUE_BYTES_MAX_DEFAULT: usize = 1 << 20;
+
+/// Room a transaction's arguments may take beyond one value at the limit: keys, names and
+/// small arguments of the other commands.
+pub const TRANSACTION_ROOM_BYTES: usize = 64 * 1024;
 
 /// The Redis version logless reports to clients that ask: the command set it follows.
 pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
@@ -82,16 +129,56 @@ pub enum NodeQuery {
 }
 
 /// The transaction state of a connection.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Transaction {
     /// No MULTI is open.
     #[default]
     None,
-    /// A MULTI was refused (every key is its own register, so a transaction spanning keys
-    /// cannot be atomic). A client that goes on queueing commands expects none of them to run
-    /// before EXEC, so until EXEC or DISCARD every command is answered with an error and not
-    /// run: the client library's transaction applies nothing rather than a part of itself.
-    Refused,
+    /// A MULTI is open and these commands wait for EXEC.
+    Queued(Queue),
+}
+
+/// The commands of an open transaction, waiting for EXEC.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Queue {
+    /// The key of the first command, if any.
+    key: Option<Bytes>,
+    /// Another key some command names, if any: then EXEC refuses.
+    other_key: Option<Bytes>,
+    commands: Vec<Command>,
+    shapes: ExecShapes,
+    /// The bytes of the queued requests' arguments.
+    bytes: usize,
+    /// A command was refused while queueing: EXEC answers EXECABORT.
+    aborted: bool,
+}
+
+impl Queue {
+    /// The number of queued commands.
+    pub fn len(&self) -> usize {
+        self.commands.len()
+    }
+
+    /// Whether no command is queued.
+    pub fn is_empty(&self) -> bool {
+        self.commands.is_empty()
+    }
+
+    /// Whether a command was refused while queueing, so that EXEC will run nothing.
+    pub fn is_aborted(&self) -> bool {
+        self.aborted
+    }
+
+    /// Notes that `key` is named by a command of the transaction.
+    fn name_key(&mut self, key: &Bytes) {
+        match &self.key {
+            None => self.key = Some(key.clone()),
+            Some(first) if first != key && self.other_key.is_none() => {
+                self.other_key = Some(key.clone());
+            }
+            Some(_) => {}
+        }
+    }
 }
 
 /// One client connection's protocol state.
@@ -103,6 +190,9 @@ pub struct Session {
     closing: bool,
     transaction: Transaction,
     key_bytes_max: usize,
+    value_bytes_max: usize,
+    /// Requests handled so far; with the id, the seed of the next random choice.
+    requests: u64,
 }
 
 impl Session {
@@ -115,7 +205,16 @@ impl Session {
             closing: false,
             transaction: Transaction::None,
             key_bytes_max: KEY_BYTES_MAX,
+            value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
+            requests: 0,
         }
+    }
+
+    /// The same session with arguments held to `value_bytes_max` (the node's
+    /// `value_bytes_max`, Redis's `proto-max-bulk-len`).
+    pub fn with_value_bytes_max(mut self, value_bytes_max: usize) -> Session {
+        self.value_bytes_max = value_bytes_max;
+        self
     }
 
     /// The connection id.
@@ -139,27 +238,35 @@ impl Session {
     }
 
     /// The transaction state.
-    pub fn transaction(&self) -> Transaction {
-        self.transaction
+    pub fn transaction(&self) -> &Transaction {
+        &self.transaction
     }
 
     /// Decides what to do with one request (`args` non-empty, the command name first).
     pub fn handle(&mut self, args: &[Bytes]) -> Step {
-        if let Some(reply) = self.in_refused_transaction(args) {
-            return Step::Reply(reply);
+        self.requests += 1;
+        let parsed = match self.argument_error(args) {
+            Some(text) => Parsed::Error(text),
+            None => table::parse_command(args),
+        };
+        if let Transaction::Queued(_) = self.transaction {
+            return self.in_transaction(args, parsed);
         }
-        match table::parse_command(args) {
+        match parsed {
             Parsed::Single {
                 key,
-                command,
+                mut command,
                 shape,
             } => match self.key_error(&key) {
                 Some(e) => Step::Reply(e),
-                None => Step::One {
-                    key,
-                    command,
-                    shape,
-                },
+                None => {
+                    command.seed(self.seed());
+                    Step::One {
+                        key,
+                        command,
+                        shape,
+                    }
+                }
             },
             Parsed::Multi { parts, combine } => {
                 match parts.iter().find_map(|(k, _)| self.key_error(k)) {
@@ -169,6 +276,119 @@ impl Session {
             }
             Parsed::Local(local) => self.local(local),
             Parsed::Error(text) => Step::Reply(Value::Error(text)),
+        }
+    }
+
+    /// The seed of the current request's random choice: SplitMix64 of the connection id and
+    /// the request's number, so that requests and connections choose independently.
+    fn seed(&self) -> u64 {
+        splitmix64(splitmix64(self.id) ^ self.requests)
+    }
+
+    /// An argument longer than a value may be, refused before parsing with the register's
+    /// own error for a value over the limit (nothing that long could be stored).
+    fn argument_error(&self, args: &[Bytes]) -> Option<String> {
+        let long = args.iter().map(Bytes::len).max()?;
+        (long > self.value_bytes_max).then(|| CommandError::ValueTooLarge.to_string())
+    }
+
+    /// A request while a MULTI is open.
+    fn in_transaction(&mut self, args: &[Bytes], parsed: Parsed) -> Step {
+        match parsed {
+            Parsed::Local(Local::Multi) => {
+                Step::Reply(Value::Error("ERR MULTI calls can not be nested".into()))
+            }
+            Parsed::Local(Local::Exec) => self.exec(),
+            Parsed::Local(Local::Discard) => {
+                self.transaction = Transaction::None;
+                Step::Reply(simple("OK"))
+            }
+            Parsed::Local(local @ (Local::Reset | Local::Quit)) => self.local(local),
+            Parsed::Local(_) => self.refuse_queued(format!(
+                "ERR logless does not queue '{}' in a transaction: a transaction is one \
+                     register command, so only commands on its key can be queued",
+                String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+            )),
+            Parsed::Error(text) => self.refuse_queued(text),
+            Parsed::Multi { .. } => self.refuse_queued(format!(
+                "ERR '{}' on several keys cannot be queued: a transaction is not atomic \
+                     across keys in the per-key engine",
+                String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+            )),
+            Parsed::Single {
+                key,
+                command,
+                shape,
+            } => {
+                if let Some(Value::Error(text)) = self.key_error(&key) {
+                    return self.refuse_queued(text);
+                }
+                let bytes_max = self.value_bytes_max + TRANSACTION_ROOM_BYTES;
+                let Transaction::Queued(queue) = &mut self.transaction else {
+                    unreachable!("called with a transaction open");
+                };
+                let bytes = queue.bytes + args.iter().map(Bytes::len).sum::<usize>();
+                if bytes > bytes_max {
+                    return self.refuse_queued(format!(
+                        "ERR a transaction's arguments may take at most {bytes_max} bytes: it \
+                             travels in every vote as one register command"
+                    ));
+                }
+                if !queue.shapes.push(shape) {
+                    return self.refuse_queued(format!(
+                        "ERR a transaction may queue at most {TRANSACTION_COMMANDS_MAX} \
+                             commands: it travels in every vote as one register command"
+                    ));
+                }
+                queue.bytes = bytes;
+                queue.name_key(&key);
+                queue.commands.push(command);
+                Step::Reply(simple("QUEUED"))
+            }
+        }
+    }
+
+    fn refuse_queued(&mut self, text: String) -> Step {
+        if let Transaction::Queued(queue) = &mut self.transaction {
+            queue.aborted = true;
+        }
+        Step::Reply(Value::Error(text))
+    }
+
+    /// EXEC of the open transaction: one register command if it names one key.
+    fn exec(&mut self) -> Step {
+        let Transaction::Queued(queue) = std::mem::take(&mut self.transaction) else {
+            unreachable!("called with a transaction open");
+        };
+        assert_eq!(
+            queue.commands.len(),
+            queue.shapes.len(),
+            "one reply shape per queued command"
+        );
+        if queue.aborted {
+            return Step::Reply(Value::Error(
+                "EXECABORT Transaction discarded because of previous errors.".into(),
+            ));
+        }
+        let Some(key) = queue.key else {
+            return Step::Reply(Value::Array(Vec::new()));
+        };
+        if let Some(other) = queue.other_key {
+            return Step::Reply(Value::Error(format!(
+                "EXECABORT Transaction discarded: its commands name several keys ('{}', '{}', \
+                 ...), and a transaction is not atomic across keys in the per-key engine, \
+                 where every key is its own replicated register; send each key's commands in \
+                 a MULTI of their own (transactions across keys are for the log engine)",
+                shown(&key),
+                shown(&other)
+            )));
+        }
+        let mut command = Command::Transaction(queue.commands);
+        command.seed(self.seed());
+        Step::One {
+            key,
+            command,
+            shape: ReplyShape::Exec(queue.shapes),
         }
     }
 
@@ -221,39 +441,6 @@ impl Session {
                 self.key_bytes_max
             ))
         })
-    }
-
-    /// The answer while a refused MULTI is open (see [`Transaction::Refused`]), or `None` if
-    /// the request is to be parsed as usual.
-    fn in_refused_transaction(&mut self, args: &[Bytes]) -> Option<Value> {
-        let name = args.first()?;
-        if name.eq_ignore_ascii_case(b"multi") {
-            self.transaction = Transaction::Refused;
-            return None; // the table's refusal names the reason
-        }
-        // RESET and QUIT leave a transaction as they would in Redis, which runs them at once.
-        if self.transaction != Transaction::Refused
-            || name.eq_ignore_ascii_case(b"reset")
-            || name.eq_ignore_ascii_case(b"quit")
-        {
-            return None;
-        }
-        if name.eq_ignore_ascii_case(b"exec") {
-            self.transaction = Transaction::None;
-            return Some(Value::Error(
-                "EXECABORT Transaction discarded: logless refused the MULTI; nothing was run"
-                    .into(),
-            ));
-        }
-        if name.eq_ignore_ascii_case(b"discard") {
-            self.transaction = Transaction::None;
-            return Some(simple("OK"));
-        }
-        Some(Value::Error(
-            "ERR not run: this connection sent a MULTI, which logless refuses (every key is its \
-             own register, so a transaction cannot be atomic); send EXEC or DISCARD to leave it"
-                .into(),
-        ))
     }
 
     /// A connection or server command.
@@ -317,6 +504,14 @@ impl Session {
             Local::ConfigSet(pairs) => return Step::Node(NodeQuery::ConfigSet(pairs)),
             Local::Info(sections) => return Step::Node(NodeQuery::Info(sections)),
             Local::DbSize => return Step::Node(NodeQuery::DbSize),
+            Local::Multi => {
+                self.transaction = Transaction::Queued(Queue::default());
+                simple("OK")
+            }
+            Local::Exec => Value::Error("ERR EXEC without MULTI".into()),
+            Local::Discard => Value::Error("ERR DISCARD without MULTI".into()),
+            // Nothing is ever watched: WATCH is refused.
+            Local::Unwatch => simple("OK"),
         })
     }
 
@@ -399,6 +594,19 @@ fn command_docs(names: &[Bytes]) -> Value {
             })
             .collect(),
     )
+}
+
+/// SplitMix64's output function: a bijection of 64-bit numbers that mixes every bit.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A key in an error text: at most 64 bytes, lossy UTF-8.
+fn shown(key: &[u8]) -> String {
+    String::from_utf8_lossy(&key[..key.len().min(64)]).into_owned()
 }
 
 fn simple(s: &str) -> Value {

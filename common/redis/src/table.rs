@@ -6,10 +6,15 @@
 //! replies back into RESP values, and [`command_names`] describes every command for `COMMAND`.
 use bytes::Bytes;
 use logless_commands::command::{
-    Command, CommandError, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, Reply, SetArgs,
+    Command, CommandError, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, HashCmd,
+    ListCmd, ListEnd, Reply, SetArgs, ZSetCmd,
 };
 
 use crate::resp::{Protocol, Value};
+
+mod types;
+
+use types::RangeBy;
 
 /// What a request asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,13 +56,86 @@ pub enum Combine {
 pub enum ReplyShape {
     /// As it is.
     Plain,
-    /// An array reply is a set (SMEMBERS: a RESP3 set).
+    /// An array reply is a set (SMEMBERS, SPOP with a count: a RESP3 set).
     Set,
     /// SETNX: OK becomes 1 and nil becomes 0.
     SetNx,
     /// As it is, but an invalid expire time is reported in the words of the named command
     /// (SETEX and PSETEX run as SET).
     ExpireErrorsOf(&'static str),
+    /// HMSET: HSET's reply, shown as OK.
+    Ok,
+    /// EXEC: the array of the queued commands' replies, each shown with its own shape.
+    Exec(ExecShapes),
+}
+
+/// The most commands one transaction (MULTI ... EXEC) may queue. The whole transaction is one
+/// register command, which travels in every vote; the bound also lets [`ExecShapes`] be a
+/// small value that is copied like the other shapes.
+pub const TRANSACTION_COMMANDS_MAX: usize = 128;
+
+/// The shapes of a transaction's commands, in order: four bits each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecShapes {
+    len: u8,
+    nibbles: [u64; TRANSACTION_COMMANDS_MAX / 16],
+}
+
+/// The commands whose expire-time errors are shown in their own words (see
+/// [`ReplyShape::ExpireErrorsOf`]): the only names that shape carries.
+const EXPIRE_ERROR_NAMES: [&str; 2] = ["setex", "psetex"];
+
+impl ExecShapes {
+    /// The number of shapes.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends the shape of the next command; `false` (and nothing changes) if
+    /// [`TRANSACTION_COMMANDS_MAX`] are there already.
+    ///
+    /// # Panics
+    /// For a shape no queued command has: `Exec`, or `ExpireErrorsOf` another command.
+    pub fn push(&mut self, shape: ReplyShape) -> bool {
+        let i = self.len();
+        if i == TRANSACTION_COMMANDS_MAX {
+            return false;
+        }
+        let code: u64 = match shape {
+            ReplyShape::Plain => 0,
+            ReplyShape::Set => 1,
+            ReplyShape::SetNx => 2,
+            ReplyShape::Ok => 3,
+            ReplyShape::ExpireErrorsOf(name) => {
+                let at = EXPIRE_ERROR_NAMES.iter().position(|n| *n == name);
+                4 + at.expect("only SETEX and PSETEX report expire errors as their own") as u64
+            }
+            ReplyShape::Exec(_) => panic!("a transaction does not queue a transaction"),
+        };
+        self.nibbles[i / 16] |= code << (4 * (i % 16));
+        self.len += 1;
+        debug_assert_eq!(self.get(i), shape, "a shape reads back as written");
+        true
+    }
+
+    /// The shape of command `i` (`Plain` past the end).
+    pub fn get(&self, i: usize) -> ReplyShape {
+        if i >= self.len() {
+            return ReplyShape::Plain;
+        }
+        match (self.nibbles[i / 16] >> (4 * (i % 16))) & 0xf {
+            0 => ReplyShape::Plain,
+            1 => ReplyShape::Set,
+            2 => ReplyShape::SetNx,
+            3 => ReplyShape::Ok,
+            code => ReplyShape::ExpireErrorsOf(EXPIRE_ERROR_NAMES[(code - 4) as usize]),
+        }
+    }
 }
 
 /// A command the node answers without touching a register.
@@ -110,6 +188,14 @@ pub enum Local {
     Info(Vec<Bytes>),
     /// DBSIZE.
     DbSize,
+    /// MULTI: open a transaction (the session keeps it).
+    Multi,
+    /// EXEC: run the open transaction.
+    Exec,
+    /// DISCARD: drop the open transaction.
+    Discard,
+    /// UNWATCH: nothing is ever watched (WATCH is refused), so always OK.
+    Unwatch,
     /// `AUTH default <any password>`: there are no passwords, and the default user takes any
     /// (answer OK). The other forms of AUTH are answered by the table with Redis's errors.
     Auth,
@@ -161,7 +247,10 @@ const CONNECTION: &[&str] = &[
     "no_auth",
     "allow_busy",
 ];
+const READ: &[&str] = &["readonly"];
+const TRANSACTION: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
 const ONE_KEY: (i64, i64, i64) = (1, 1, 1);
+const TWO_KEYS: (i64, i64, i64) = (1, 2, 1);
 const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
 const NO_KEYS: (i64, i64, i64) = (0, 0, 0);
 
@@ -192,6 +281,18 @@ fn single(args: &[Bytes], command: Command) -> Parsed {
         command,
         shape: ReplyShape::Plain,
     }
+}
+
+fn hash(args: &[Bytes], command: HashCmd) -> Parsed {
+    single(args, Command::Hash(command))
+}
+
+fn list(args: &[Bytes], command: ListCmd) -> Parsed {
+    single(args, Command::List(command))
+}
+
+fn zset(args: &[Bytes], command: ZSetCmd) -> Parsed {
+    single(args, Command::ZSet(command))
 }
 
 /// Every command the node answers, in the order `COMMAND` lists them.
@@ -282,7 +383,7 @@ static TABLE: &[Entry] = &[
     entry("srem", -3, WRITE_FAST, ONE_KEY, |a| {
         single(a, Command::SRem(a[2..].to_vec()))
     }),
-    entry("smembers", 2, &["readonly"], ONE_KEY, |a| Parsed::Single {
+    entry("smembers", 2, READ, ONE_KEY, |a| Parsed::Single {
         key: a[1].clone(),
         command: Command::SMembers,
         shape: ReplyShape::Set,
@@ -329,6 +430,168 @@ static TABLE: &[Entry] = &[
     }),
     entry("persist", 2, WRITE_FAST, ONE_KEY, |a| {
         single(a, Command::Persist)
+    }),
+    entry("hset", -4, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        types::parse_hset("hset", a)
+    }),
+    entry("hmset", -4, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        types::parse_hset("hmset", a)
+    }),
+    entry("hsetnx", 4, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        hash(
+            a,
+            HashCmd::HSetNx {
+                field: a[2].clone(),
+                value: a[3].clone(),
+            },
+        )
+    }),
+    entry("hget", 3, READ_FAST, ONE_KEY, |a| {
+        hash(a, HashCmd::HGet(a[2].clone()))
+    }),
+    entry("hmget", -3, READ_FAST, ONE_KEY, |a| {
+        hash(a, HashCmd::HMGet(a[2..].to_vec()))
+    }),
+    entry("hdel", -3, WRITE_FAST, ONE_KEY, |a| {
+        hash(a, HashCmd::HDel(a[2..].to_vec()))
+    }),
+    entry("hexists", 3, READ_FAST, ONE_KEY, |a| {
+        hash(a, HashCmd::HExists(a[2].clone()))
+    }),
+    entry("hlen", 2, READ_FAST, ONE_KEY, |a| hash(a, HashCmd::HLen)),
+    entry("hstrlen", 3, READ_FAST, ONE_KEY, |a| {
+        hash(a, HashCmd::HStrLen(a[2].clone()))
+    }),
+    entry("hkeys", 2, READ, ONE_KEY, |a| hash(a, HashCmd::HKeys)),
+    entry("hvals", 2, READ, ONE_KEY, |a| hash(a, HashCmd::HVals)),
+    entry("hgetall", 2, READ, ONE_KEY, |a| hash(a, HashCmd::HGetAll)),
+    entry(
+        "hincrby",
+        4,
+        WRITE_DENYOOM_FAST,
+        ONE_KEY,
+        types::parse_hincrby,
+    ),
+    entry(
+        "hincrbyfloat",
+        4,
+        WRITE_DENYOOM_FAST,
+        ONE_KEY,
+        types::parse_hincrbyfloat,
+    ),
+    entry("hrandfield", -2, READ, ONE_KEY, types::parse_hrandfield),
+    entry("hscan", -3, READ, ONE_KEY, types::parse_hscan),
+    entry("lpush", -3, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        types::parse_push(a, ListEnd::Left, false)
+    }),
+    entry("rpush", -3, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        types::parse_push(a, ListEnd::Right, false)
+    }),
+    entry("lpushx", -3, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        types::parse_push(a, ListEnd::Left, true)
+    }),
+    entry("rpushx", -3, WRITE_DENYOOM_FAST, ONE_KEY, |a| {
+        types::parse_push(a, ListEnd::Right, true)
+    }),
+    entry("lpop", -2, WRITE_FAST, ONE_KEY, |a| {
+        types::parse_pop("lpop", a, ListEnd::Left)
+    }),
+    entry("rpop", -2, WRITE_FAST, ONE_KEY, |a| {
+        types::parse_pop("rpop", a, ListEnd::Right)
+    }),
+    entry("llen", 2, READ_FAST, ONE_KEY, |a| list(a, ListCmd::Len)),
+    entry("lrange", 4, READ, ONE_KEY, types::parse_lrange),
+    entry("lindex", 3, READ, ONE_KEY, types::parse_lindex),
+    entry("lset", 4, WRITE_DENYOOM, ONE_KEY, types::parse_lset),
+    entry("linsert", 5, WRITE_DENYOOM, ONE_KEY, types::parse_linsert),
+    entry("lrem", 4, WRITE, ONE_KEY, types::parse_lrem),
+    entry("ltrim", 4, WRITE, ONE_KEY, types::parse_ltrim),
+    entry("lpos", -3, READ, ONE_KEY, types::parse_lpos),
+    entry("lmove", 5, WRITE_DENYOOM, TWO_KEYS, types::parse_lmove),
+    entry("rpoplpush", 3, WRITE_DENYOOM, TWO_KEYS, |a| {
+        types::parse_move("rpoplpush", a, ListEnd::Right, ListEnd::Left)
+    }),
+    entry("zadd", -4, WRITE_DENYOOM_FAST, ONE_KEY, types::parse_zadd),
+    entry("zrem", -3, WRITE_FAST, ONE_KEY, |a| {
+        zset(a, ZSetCmd::Rem(a[2..].to_vec()))
+    }),
+    entry("zscore", 3, READ_FAST, ONE_KEY, |a| {
+        zset(a, ZSetCmd::Score(a[2].clone()))
+    }),
+    entry("zmscore", -3, READ_FAST, ONE_KEY, |a| {
+        zset(a, ZSetCmd::MScore(a[2..].to_vec()))
+    }),
+    entry(
+        "zincrby",
+        4,
+        WRITE_DENYOOM_FAST,
+        ONE_KEY,
+        types::parse_zincrby,
+    ),
+    entry("zcard", 2, READ_FAST, ONE_KEY, |a| zset(a, ZSetCmd::Card)),
+    entry("zcount", 4, READ_FAST, ONE_KEY, types::parse_zcount),
+    entry("zrank", -3, READ_FAST, ONE_KEY, |a| {
+        types::parse_zrank("zrank", a, false)
+    }),
+    entry("zrevrank", -3, READ_FAST, ONE_KEY, |a| {
+        types::parse_zrank("zrevrank", a, true)
+    }),
+    entry("zrange", -4, READ, ONE_KEY, |a| {
+        types::parse_zrange(a, RangeBy::Auto, None)
+    }),
+    entry("zrevrange", -4, READ, ONE_KEY, |a| {
+        types::parse_zrange(a, RangeBy::Rank, Some(true))
+    }),
+    entry("zrangebyscore", -4, READ, ONE_KEY, |a| {
+        types::parse_zrange(a, RangeBy::Score, Some(false))
+    }),
+    entry("zrevrangebyscore", -4, READ, ONE_KEY, |a| {
+        types::parse_zrange(a, RangeBy::Score, Some(true))
+    }),
+    entry("zrangebylex", -4, READ, ONE_KEY, |a| {
+        types::parse_zrange(a, RangeBy::Lex, Some(false))
+    }),
+    entry("zrevrangebylex", -4, READ, ONE_KEY, |a| {
+        types::parse_zrange(a, RangeBy::Lex, Some(true))
+    }),
+    entry("zpopmin", -2, WRITE_FAST, ONE_KEY, |a| {
+        types::parse_zpop("zpopmin", a, false)
+    }),
+    entry("zpopmax", -2, WRITE_FAST, ONE_KEY, |a| {
+        types::parse_zpop("zpopmax", a, true)
+    }),
+    entry("zscan", -3, READ, ONE_KEY, types::parse_zscan),
+    entry(
+        "incrbyfloat",
+        3,
+        WRITE_DENYOOM_FAST,
+        ONE_KEY,
+        types::parse_incrbyfloat,
+    ),
+    entry("getex", -2, WRITE_FAST, ONE_KEY, types::parse_getex),
+    entry("getrange", 4, READ, ONE_KEY, types::parse_getrange),
+    entry("setrange", 4, WRITE_DENYOOM, ONE_KEY, types::parse_setrange),
+    entry("spop", -2, WRITE_FAST, ONE_KEY, types::parse_spop),
+    entry("srandmember", -2, READ, ONE_KEY, types::parse_srandmember),
+    entry("smismember", -3, READ_FAST, ONE_KEY, |a| {
+        single(a, Command::SMIsMember(a[2..].to_vec()))
+    }),
+    entry("sscan", -3, READ, ONE_KEY, types::parse_sscan),
+    entry("multi", 1, TRANSACTION, NO_KEYS, |_| {
+        Parsed::Local(Local::Multi)
+    }),
+    entry(
+        "exec",
+        1,
+        &["noscript", "loading", "stale", "skip_slowlog"],
+        NO_KEYS,
+        |_| Parsed::Local(Local::Exec),
+    ),
+    entry("discard", 1, TRANSACTION, NO_KEYS, |_| {
+        Parsed::Local(Local::Discard)
+    }),
+    entry("unwatch", 1, TRANSACTION, NO_KEYS, |_| {
+        Parsed::Local(Local::Unwatch)
     }),
     entry("ping", -1, &["fast"], NO_KEYS, parse_ping),
     entry("echo", 2, &["fast"], NO_KEYS, |a| {
@@ -519,8 +782,10 @@ fn refusal(name: &str) -> Option<&'static str> {
             "every key is its own replicated register, so a command spanning several keys \
              cannot be atomic"
         }
-        "multi" | "exec" | "discard" | "watch" | "unwatch" => {
-            "every key is its own replicated register, so there are no transactions across keys"
+        "watch" => {
+            "every key is its own replicated register and a MULTI on one key runs as one \
+             register command, atomically, so it needs no WATCH; \
+             for a check-and-set use SET with IFEQ, or DELEX with IFEQ"
         }
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "script"
         | "function" => {
@@ -939,6 +1204,8 @@ pub fn reply_to_value(reply: &Reply, shape: ReplyShape) -> Value {
     match (reply, shape) {
         (Reply::Ok, ReplyShape::SetNx) => Value::Int(1),
         (Reply::Nil, ReplyShape::SetNx) => Value::Int(0),
+        (Reply::Error(e), _) => error_value(*e, shape),
+        (_, ReplyShape::Ok) => Value::Simple("OK".to_owned()),
         (Reply::Ok, _) => Value::Simple("OK".to_owned()),
         (Reply::Nil, _) => Value::Nil,
         (Reply::Int(i), _) => Value::Int(*i),
@@ -948,42 +1215,35 @@ pub fn reply_to_value(reply: &Reply, shape: ReplyShape) -> Value {
             Value::Set(items.iter().cloned().map(Value::Bulk).collect())
         }
         (Reply::Array(items), _) => Value::Array(items.iter().cloned().map(Value::Bulk).collect()),
-        (Reply::Error(CommandError::InvalidExpireTime), ReplyShape::ExpireErrorsOf(name)) => {
-            Value::Error(CommandError::InvalidExpireTimeIn(name).to_string())
-        }
-        (Reply::Error(e), _) => Value::Error(e.to_string()),
-        // Not yet produced by any command of the table: the data-type commands will bring
-        // their shapes (RESP2 flattens `Pairs`, which `Value` cannot say yet).
         (Reply::Double(d), _) => Value::Double(d.get()),
-        (Reply::NilArray, _) => Value::Nil,
-        (Reply::Items(items), _) => Value::Array(
+        (Reply::NilArray, _) => Value::NilArray,
+        (Reply::Items(items), ReplyShape::Exec(shapes)) => Value::Array(
             items
                 .iter()
-                .map(|r| reply_to_value(r, ReplyShape::Plain))
+                .enumerate()
+                .map(|(i, r)| reply_to_value(r, shapes.get(i)))
                 .collect(),
         ),
-        (Reply::Map(pairs), _) => Value::Map(
-            pairs
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        reply_to_value(k, ReplyShape::Plain),
-                        reply_to_value(v, ReplyShape::Plain),
-                    )
-                })
-                .collect(),
-        ),
-        (Reply::Pairs(pairs), _) => Value::Array(
-            pairs
-                .iter()
-                .map(|(k, v)| {
-                    Value::Array(vec![
-                        reply_to_value(k, ReplyShape::Plain),
-                        reply_to_value(v, ReplyShape::Plain),
-                    ])
-                })
-                .collect(),
-        ),
+        (Reply::Items(items), _) => Value::Array(items.iter().map(plain).collect()),
+        (Reply::Map(pairs), _) => {
+            Value::Map(pairs.iter().map(|(k, v)| (plain(k), plain(v))).collect())
+        }
+        (Reply::Pairs(pairs), _) => {
+            Value::Pairs(pairs.iter().map(|(k, v)| (plain(k), plain(v))).collect())
+        }
+    }
+}
+
+fn plain(reply: &Reply) -> Value {
+    reply_to_value(reply, ReplyShape::Plain)
+}
+
+fn error_value(error: CommandError, shape: ReplyShape) -> Value {
+    match (error, shape) {
+        (CommandError::InvalidExpireTime, ReplyShape::ExpireErrorsOf(name)) => {
+            Value::Error(CommandError::InvalidExpireTimeIn(name).to_string())
+        }
+        (e, _) => Value::Error(e.to_string()),
     }
 }
 

@@ -344,11 +344,36 @@ fn write_scalars() {
 }
 
 #[test]
+fn write_pairs_flat_in_resp2_and_nested_in_resp3() {
+    let pairs = Value::Pairs(vec![
+        (Value::Bulk(Bytes::from_static(b"a")), Value::Double(1.0)),
+        (Value::Bulk(Bytes::from_static(b"b")), Value::Double(2.5)),
+    ]);
+    both(
+        pairs,
+        b"*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$3\r\n2.5\r\n",
+        b"*2\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n",
+    );
+    both(Value::Pairs(Vec::new()), b"*0\r\n", b"*0\r\n");
+}
+
+#[test]
+fn write_null_arrays() {
+    both(Value::NilArray, b"*-1\r\n", b"_\r\n");
+}
+
+#[test]
 fn write_doubles() {
     both(Value::Double(1.5), b"$3\r\n1.5\r\n", b",1.5\r\n");
     both(Value::Double(3.0), b"$1\r\n3\r\n", b",3\r\n");
     both(Value::Double(-0.25), b"$5\r\n-0.25\r\n", b",-0.25\r\n");
-    both(Value::Double(1e300), b"$5\r\n1e300\r\n", b",1e300\r\n");
+    // Redis's d2string: plain up to 1e20 (1e17 is not in exponent form), then `1e+300`.
+    both(
+        Value::Double(1e17),
+        b"$18\r\n100000000000000000\r\n",
+        b",100000000000000000\r\n",
+    );
+    both(Value::Double(1e300), b"$6\r\n1e+300\r\n", b",1e+300\r\n");
     both(Value::Double(1.5e-7), b"$6\r\n1.5e-7\r\n", b",1.5e-7\r\n");
     both(Value::Double(f64::INFINITY), b"$3\r\ninf\r\n", b",inf\r\n");
     both(

@@ -1,11 +1,14 @@
 //! The Redis session without a socket: what each request becomes, the connection state it
 //! changes, and the replies built from engine answers, with their exact texts.
 use bytes::{Bytes, BytesMut};
-use logless_commands::command::{Command, CommandError, Reply};
+use logless_commands::command::{
+    Command, CommandError, ExpireArgs, ExpireFlags, ExpireKind, Reply,
+};
+use logless_commands::float::Float;
 use logless_commands::KEY_BYTES_MAX;
 use logless_redis::resp::{parse_request, write_value, ParseLimits, Protocol, Value};
-use logless_redis::session::{Failure, NodeQuery, Session, Step, Transaction};
-use logless_redis::table::{Combine, ReplyShape};
+use logless_redis::session::{Failure, NodeQuery, Queue, Session, Step, Transaction};
+use logless_redis::table::{Combine, ReplyShape, TRANSACTION_COMMANDS_MAX};
 
 fn args(words: &[&str]) -> Vec<Bytes> {
     words
@@ -212,61 +215,297 @@ fn server_commands_go_to_the_node() {
     );
 }
 
-#[test]
-fn a_refused_multi_runs_nothing_until_exec_or_discard() {
-    let mut session = Session::new(1);
-    let Value::Error(refusal) = reply(&mut session, &["MULTI"]) else {
-        panic!("MULTI is refused");
-    };
-    assert!(refusal.starts_with("ERR logless does not support 'multi'"));
-    assert_eq!(session.transaction(), Transaction::Refused);
-    let queued = error(
-        "ERR not run: this connection sent a MULTI, which logless refuses (every key is its own \
-         register, so a transaction cannot be atomic); send EXEC or DISCARD to leave it",
-    );
-    assert_eq!(reply(&mut session, &["INCR", "a"]), queued);
-    assert_eq!(reply(&mut session, &["SET", "a", "1"]), queued);
-    assert_eq!(
-        reply(&mut session, &["EXEC"]),
-        error("EXECABORT Transaction discarded: logless refused the MULTI; nothing was run")
-    );
-    assert_eq!(session.transaction(), Transaction::None);
-    assert!(matches!(
-        handle(&mut session, &["INCR", "a"]),
-        Step::One { .. }
-    ));
+fn key(text: &str) -> Bytes {
+    Bytes::copy_from_slice(text.as_bytes())
+}
 
-    reply(&mut session, &["multi"]);
-    assert_eq!(reply(&mut session, &["discard"]), simple("OK"));
+fn queued() -> Value {
+    simple("QUEUED")
+}
+
+fn in_queue(session: &Session) -> Option<&Queue> {
+    match session.transaction() {
+        Transaction::None => None,
+        Transaction::Queued(queue) => Some(queue),
+    }
+}
+
+const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+
+/// redis-py's default `pipeline()`: MULTI, the commands, EXEC — here the rate limiter.
+#[test]
+fn redis_py_pipeline_on_one_key_is_one_transaction_command() {
+    let mut session = Session::new(1);
+    assert_eq!(reply(&mut session, &["MULTI"]), simple("OK"));
+    assert_eq!(reply(&mut session, &["INCR", "hits"]), queued());
+    assert_eq!(reply(&mut session, &["EXPIRE", "hits", "10"]), queued());
+    assert_eq!(in_queue(&session).map(Queue::len), Some(2));
+    let Step::One {
+        key: submitted,
+        command,
+        shape,
+    } = handle(&mut session, &["EXEC"])
+    else {
+        panic!("EXEC on one key is one submission");
+    };
+    assert_eq!(submitted, key("hits"));
+    assert_eq!(
+        command,
+        Command::Transaction(vec![
+            Command::IncrBy(1),
+            Command::Expire(ExpireArgs {
+                kind: ExpireKind::Expire,
+                time: 10,
+                flags: ExpireFlags::default(),
+            }),
+        ])
+    );
+    assert_eq!(session.transaction(), &Transaction::None);
+    // The reply is the array of both replies.
+    let answer = Ok(Reply::Items(vec![Reply::Int(1), Reply::Int(1)]));
+    assert_eq!(
+        Session::reply(shape, &answer),
+        Value::Array(vec![Value::Int(1), Value::Int(1)])
+    );
+    // The connection goes on as before.
     assert!(matches!(
-        handle(&mut session, &["GET", "a"]),
+        handle(&mut session, &["GET", "hits"]),
         Step::One { .. }
     ));
 }
 
 #[test]
-fn reset_and_quit_leave_a_refused_multi() {
+fn each_reply_of_a_transaction_keeps_its_commands_shape() {
     let mut session = Session::new(1);
     reply(&mut session, &["MULTI"]);
+    for command in [
+        &["SETNX", "k", "v"][..],
+        &["SET", "k", "v", "NX"],
+        &["SADD", "k", "a"],
+        &["SMEMBERS", "k"],
+        &["HMSET", "k", "f", "v"],
+        &["SETEX", "k", "10", "v"],
+        &["ZSCORE", "k", "m"],
+    ] {
+        assert_eq!(reply(&mut session, command), queued(), "{command:?}");
+    }
+    let Step::One { shape, .. } = handle(&mut session, &["EXEC"]) else {
+        panic!("EXEC on one key is one submission");
+    };
+    let answer = Ok(Reply::Items(vec![
+        Reply::Ok,
+        Reply::Nil,
+        Reply::Int(1),
+        Reply::Array(vec![key("a")]),
+        Reply::Int(1),
+        Reply::Error(CommandError::InvalidExpireTime),
+        Reply::Double(Float::new(1.5).unwrap()),
+    ]));
+    let value = Session::reply(shape, &answer);
+    assert_eq!(
+        value,
+        Value::Array(vec![
+            Value::Int(1),
+            Value::Nil,
+            Value::Int(1),
+            Value::Set(vec![bulk("a")]),
+            simple("OK"),
+            error("ERR invalid expire time in 'setex' command"),
+            Value::Double(1.5),
+        ])
+    );
+    assert_eq!(
+        written(&value, Protocol::Resp3),
+        b"*7\r\n:1\r\n_\r\n:1\r\n~1\r\n$1\r\na\r\n+OK\r\n\
+          -ERR invalid expire time in 'setex' command\r\n,1.5\r\n"
+    );
+}
+
+#[test]
+fn exec_of_commands_on_several_keys_runs_nothing_and_says_why() {
+    let mut session = Session::new(1);
+    reply(&mut session, &["MULTI"]);
+    assert_eq!(reply(&mut session, &["INCR", "a"]), queued());
+    assert_eq!(reply(&mut session, &["INCR", "b"]), queued());
+    let Value::Error(text) = reply(&mut session, &["EXEC"]) else {
+        panic!("EXEC on several keys is refused");
+    };
+    assert!(text
+        .starts_with("EXECABORT Transaction discarded: its commands name several keys ('a', 'b'"));
+    assert!(text.contains("not atomic across keys in the per-key engine"));
+    assert!(text.contains("send each key's commands in a MULTI of their own"));
+    assert_eq!(session.transaction(), &Transaction::None);
+    // A command on several keys is refused when queued and aborts the transaction.
+    reply(&mut session, &["MULTI"]);
+    assert_eq!(
+        reply(&mut session, &["MGET", "a", "b"]),
+        error(
+            "ERR 'mget' on several keys cannot be queued: a transaction is not atomic across \
+             keys in the per-key engine"
+        )
+    );
+    assert_eq!(reply(&mut session, &["EXEC"]), error(EXECABORT));
+}
+
+#[test]
+fn a_command_that_does_not_parse_aborts_the_transaction() {
+    let mut session = Session::new(1);
+    reply(&mut session, &["MULTI"]);
+    assert_eq!(reply(&mut session, &["SET", "k", "v"]), queued());
+    assert_eq!(
+        reply(&mut session, &["SET", "k"]),
+        error("ERR wrong number of arguments for 'set' command")
+    );
+    assert_eq!(
+        reply(&mut session, &["ZADD", "k", "NX", "XX", "1", "m"]),
+        error("ERR XX and NX options at the same time are not compatible")
+    );
+    assert!(in_queue(&session).is_some_and(Queue::is_aborted));
+    // Later commands are still checked and queued, as Redis does.
+    assert_eq!(reply(&mut session, &["GET", "k"]), queued());
+    assert_eq!(reply(&mut session, &["EXEC"]), error(EXECABORT));
+    assert_eq!(session.transaction(), &Transaction::None);
+}
+
+#[test]
+fn connection_commands_are_not_queued() {
+    let mut session = Session::new(1);
+    reply(&mut session, &["MULTI"]);
+    assert_eq!(
+        reply(&mut session, &["PING"]),
+        error(
+            "ERR logless does not queue 'ping' in a transaction: a transaction is one register \
+             command, so only commands on its key can be queued"
+        )
+    );
+    assert_eq!(reply(&mut session, &["EXEC"]), error(EXECABORT));
+}
+
+#[test]
+fn multi_exec_and_discard_in_redis_words() {
+    let mut session = Session::new(1);
+    assert_eq!(
+        reply(&mut session, &["EXEC"]),
+        error("ERR EXEC without MULTI")
+    );
+    assert_eq!(
+        reply(&mut session, &["DISCARD"]),
+        error("ERR DISCARD without MULTI")
+    );
+    assert_eq!(reply(&mut session, &["multi"]), simple("OK"));
+    // A nested MULTI is an error that does not abort the transaction.
+    assert_eq!(
+        reply(&mut session, &["MULTI"]),
+        error("ERR MULTI calls can not be nested")
+    );
+    assert!(in_queue(&session).is_some_and(|q| q.is_empty() && !q.is_aborted()));
+    // EXEC of nothing is an empty array.
+    assert_eq!(reply(&mut session, &["EXEC"]), Value::Array(Vec::new()));
+    reply(&mut session, &["MULTI"]);
+    reply(&mut session, &["INCR", "a"]);
+    assert_eq!(reply(&mut session, &["DISCARD"]), simple("OK"));
+    assert_eq!(session.transaction(), &Transaction::None);
+    assert_eq!(
+        handle(&mut session, &["INCR", "a"]),
+        Step::One {
+            key: key("a"),
+            command: Command::IncrBy(1),
+            shape: ReplyShape::Plain,
+        }
+    );
+    // Nothing is ever watched.
+    assert_eq!(reply(&mut session, &["UNWATCH"]), simple("OK"));
+    let Value::Error(watch) = reply(&mut session, &["WATCH", "a"]) else {
+        panic!("WATCH is refused");
+    };
+    assert!(watch.starts_with("ERR logless does not support 'watch'"));
+}
+
+#[test]
+fn reset_and_quit_leave_a_transaction() {
+    let mut session = Session::new(1);
+    reply(&mut session, &["MULTI"]);
+    reply(&mut session, &["INCR", "a"]);
     assert_eq!(reply(&mut session, &["RESET"]), simple("RESET"));
-    assert_eq!(session.transaction(), Transaction::None);
+    assert_eq!(session.transaction(), &Transaction::None);
     reply(&mut session, &["MULTI"]);
     assert_eq!(reply(&mut session, &["QUIT"]), simple("OK"));
     assert!(session.is_closing());
 }
 
 #[test]
-fn exec_and_discard_without_multi_are_refused_by_the_table() {
+fn a_transaction_is_bounded() {
     let mut session = Session::new(1);
-    for name in ["EXEC", "DISCARD"] {
-        let Value::Error(text) = reply(&mut session, &[name]) else {
-            panic!("{name} without MULTI is an error");
-        };
-        assert!(text.starts_with(&format!(
-            "ERR logless does not support '{}'",
-            name.to_lowercase()
-        )));
+    reply(&mut session, &["MULTI"]);
+    for _ in 0..TRANSACTION_COMMANDS_MAX {
+        assert_eq!(reply(&mut session, &["INCR", "a"]), queued());
     }
+    assert_eq!(
+        reply(&mut session, &["INCR", "a"]),
+        error(&format!(
+            "ERR a transaction may queue at most {TRANSACTION_COMMANDS_MAX} commands: it travels \
+             in every vote as one register command"
+        ))
+    );
+    assert_eq!(reply(&mut session, &["EXEC"]), error(EXECABORT));
+}
+
+#[test]
+fn random_commands_get_a_seed_per_request() {
+    let seed_of = |step: Step| match step {
+        Step::One {
+            command: Command::SPop { seed, .. },
+            ..
+        } => seed,
+        other => panic!("not an SPOP: {other:?}"),
+    };
+    let mut one = Session::new(1);
+    let first = seed_of(handle(&mut one, &["SPOP", "s"]));
+    let second = seed_of(handle(&mut one, &["SPOP", "s"]));
+    assert_ne!(first, second, "each request draws anew");
+    // The same connection id and request sequence give the same seeds.
+    let mut again = Session::new(1);
+    assert_eq!(seed_of(handle(&mut again, &["SPOP", "s"])), first);
+    let mut other = Session::new(2);
+    assert_ne!(seed_of(handle(&mut other, &["SPOP", "s"])), first);
+    // A transaction is seeded at EXEC, each command from its place.
+    reply(&mut one, &["MULTI"]);
+    reply(&mut one, &["SRANDMEMBER", "s"]);
+    reply(&mut one, &["SRANDMEMBER", "s"]);
+    let Step::One {
+        command: Command::Transaction(commands),
+        ..
+    } = handle(&mut one, &["EXEC"])
+    else {
+        panic!("EXEC on one key is one submission");
+    };
+    let seeds: Vec<u64> = commands
+        .iter()
+        .map(|c| match c {
+            Command::SRandMember { seed, .. } => *seed,
+            other => panic!("not an SRANDMEMBER: {other:?}"),
+        })
+        .collect();
+    assert!(seeds[0] != 0 && seeds[1] != 0 && seeds[0] != seeds[1]);
+}
+
+#[test]
+fn an_argument_over_the_value_limit_is_answered_and_the_session_goes_on() {
+    let mut session = Session::new(1).with_value_bytes_max(8);
+    let too_large = error("ERR value exceeds the configured size limit");
+    assert_eq!(reply(&mut session, &["SET", "k", "123456789"]), too_large);
+    assert_eq!(
+        reply(&mut session, &["HSET", "h", "123456789", "v"]),
+        too_large
+    );
+    assert!(matches!(
+        handle(&mut session, &["SET", "k", "12345678"]),
+        Step::One { .. }
+    ));
+    // In a transaction it aborts it.
+    reply(&mut session, &["MULTI"]);
+    assert_eq!(reply(&mut session, &["SET", "k", "123456789"]), too_large);
+    assert_eq!(reply(&mut session, &["EXEC"]), error(EXECABORT));
 }
 
 #[test]
