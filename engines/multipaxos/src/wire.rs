@@ -8,6 +8,8 @@
 //! tag      u8      which message (TAG_* below)
 //! fields           per message, in declaration order:
 //!   view, instance, client, seq   u64 LE
+//!   batch                         stamp u64 LE, then its requests as a vector
+//!   snapshot                      next instance, stamp, state bytes, client table
 //!   bytes                         u32 LE length, then the bytes
 //!   vectors, batches, tables      u32 LE count, then the elements
 //!   options, promised entries     u8 kind (0 or 1), then the content
@@ -22,7 +24,8 @@ use crate::ids::{ClientId, Instance, RequestSeq, View};
 use crate::message::{Batch, ClientTable, Message, PromisedEntry, Request, Snapshot};
 
 /// The version this code writes and accepts.
-pub const WIRE_VERSION: u8 = 1;
+/// Version 2 added the leader's stamp to batches and the execution stamp to snapshots.
+pub const WIRE_VERSION: u8 = 2;
 
 const TAG_PREPARE: u8 = 1;
 const TAG_PROMISE: u8 = 2;
@@ -35,6 +38,9 @@ const TAG_FORWARD: u8 = 8;
 
 /// The fewest bytes a request takes: client, sequence number and payload length.
 const REQUEST_BYTES_MIN: usize = 8 + 8 + 4;
+
+/// The fewest bytes a batch takes: its stamp and its request count.
+const BATCH_BYTES_MIN: usize = 8 + 4;
 
 /// Bytes that do not decode to a message.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
@@ -169,7 +175,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
             let view = View(r.u64()?);
             let log_start = Instance(r.u64()?);
             // An entry takes an instance, a kind and an empty batch at least.
-            let count = r.count(8 + 1 + 4)?;
+            let count = r.count(8 + 1 + BATCH_BYTES_MIN)?;
             let mut entries = Vec::with_capacity(count);
             for _ in 0..count {
                 let instance = Instance(r.u64()?);
@@ -213,7 +219,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
                 1 => Some(r.snapshot()?),
                 other => return Err(DecodeError::BadKind(other)),
             };
-            let count = r.count(8 + 4)?;
+            let count = r.count(8 + BATCH_BYTES_MIN)?;
             let mut decided = Vec::with_capacity(count);
             for _ in 0..count {
                 decided.push((Instance(r.u64()?), r.batch()?));
@@ -263,6 +269,7 @@ fn put_request(out: &mut Vec<u8>, request: &Request) {
 }
 
 fn put_batch(out: &mut Vec<u8>, batch: &Batch) {
+    put_u64(out, batch.stamp_ms());
     put_count(out, batch.requests().len());
     for request in batch.requests() {
         put_request(out, request);
@@ -271,6 +278,7 @@ fn put_batch(out: &mut Vec<u8>, batch: &Batch) {
 
 fn put_snapshot(out: &mut Vec<u8>, snapshot: &Snapshot) {
     put_u64(out, snapshot.next_instance.0);
+    put_u64(out, snapshot.stamp_ms);
     put_bytes(out, &snapshot.state);
     put_count(out, snapshot.clients.len());
     for (client, (seq, reply)) in &snapshot.clients {
@@ -336,16 +344,18 @@ impl<'a> Reader<'a> {
     }
 
     fn batch(&mut self) -> Result<Batch, DecodeError> {
+        let stamp_ms = self.u64()?;
         let count = self.count(REQUEST_BYTES_MIN)?;
         let mut requests = Vec::with_capacity(count);
         for _ in 0..count {
             requests.push(self.request()?);
         }
-        Ok(Batch::new(requests))
+        Ok(Batch::stamped(stamp_ms, requests))
     }
 
     fn snapshot(&mut self) -> Result<Snapshot, DecodeError> {
         let next_instance = Instance(self.u64()?);
+        let stamp_ms = self.u64()?;
         let state = self.bytes()?;
         let count = self.count(8 + 8 + 4)?;
         let mut clients = ClientTable::new();
@@ -356,6 +366,7 @@ impl<'a> Reader<'a> {
         }
         Ok(Snapshot {
             next_instance,
+            stamp_ms,
             state,
             clients,
         })
