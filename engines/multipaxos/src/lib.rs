@@ -17,6 +17,8 @@
 //! * [`replica`]: the replica's state machine (roles, phases, execution, client table,
 //!   snapshots, catch-up).
 //! * [`state_machine`]: the service the log drives.
+//! * [`kv`]: the service logless runs on it, a map of keys to registers executing single-key
+//!   commands, multi-key commands and transactions as atomic operations.
 //! * [`config`]: limits, timeouts and deliberate bugs, passed explicitly.
 //! * [`testing`]: a log store and a state machine for tests.
 //!
@@ -42,6 +44,7 @@
 
 pub mod config;
 pub mod ids;
+pub mod kv;
 pub mod message;
 pub mod persist;
 pub mod replica;
