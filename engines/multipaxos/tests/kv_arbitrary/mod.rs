@@ -288,9 +288,24 @@ fn keys() -> impl Strategy<Value = Vec<Bytes>> {
     proptest::collection::vec(key(), 1..4)
 }
 
+/// A SET with a short time to live: keys that expire within a few batches, so that runs meet
+/// expiry often.
+fn set_px() -> impl Strategy<Value = Operation> {
+    (key(), value(), 1u64..40).prop_map(|(key, value, ms)| Operation::Command {
+        key,
+        command: Command::Set(SetArgs {
+            value,
+            condition: Condition::Always,
+            get: false,
+            expiry: Expiry::AfterMs(ms),
+        }),
+    })
+}
+
 /// Any operation but a transaction.
 pub fn simple_operation() -> impl Strategy<Value = Operation> {
     prop_oneof![
+        3 => set_px(),
         10 => (key(), command()).prop_map(|(key, command)| Operation::Command { key, command }),
         1 => pairs().prop_map(Operation::MSet),
         1 => pairs().prop_map(Operation::MSetNx),
