@@ -6,6 +6,7 @@ mod kv_arbitrary;
 use bytes::Bytes;
 use kv_arbitrary::operation;
 use logless_multipaxos::ids::{ClientId, Instance, RequestSeq};
+use logless_multipaxos::kv::codec::{decode_command, put_command};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Request;
 use logless_multipaxos::state_machine::StateMachine;
@@ -68,9 +69,17 @@ proptest! {
     }
 
     #[test]
+    fn every_command_round_trips(command in kv_arbitrary::command()) {
+        let mut out = Vec::new();
+        put_command(&mut out, &command);
+        prop_assert_eq!(decode_command(&out), Ok(command));
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic_the_decoders(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
         let _ = Operation::decode(&bytes);
         let _ = Response::decode(&bytes);
+        let _ = decode_command(&bytes);
         let mut versioned = vec![1];
         versioned.extend_from_slice(&bytes);
         let _ = Operation::decode(&versioned);

@@ -4,7 +4,7 @@
 //! Little-endian throughout: integers as u64/i64, floats as the bits of their f64, byte strings
 //! as u32 length then bytes, vectors as u32 count then elements, options and booleans as one
 //! byte (0 or 1), every enum as a one-byte tag. The layout follows the declarations in
-//! `logless_commands::command` field by field; [`put_command`] and [`Reader::command`] are the
+//! `logless_commands::command` field by field; [`put_command`] and [`decode_command`] are the
 //! specification. Decoding never panics, trusts no count beyond the bytes left and refuses a
 //! transaction nested deeper than [`COMMAND_DEPTH_MAX`].
 use std::num::NonZeroI64;
@@ -15,49 +15,18 @@ use logless_commands::command::{
     ListEnd, ScanArgs, ScoreBound, SetArgs, ZAddFlags, ZRange, ZRangeBy, ZSetCmd,
 };
 use logless_commands::float::Float;
-use thiserror::Error;
+
+pub use crate::wire::DecodeError;
+pub(crate) use crate::wire::{put_bytes, put_count, put_u64, Reader};
 
 /// How deeply single-key transactions may nest (`Command::Transaction` inside one): Redis has
 /// no nesting at all; one level more than it needs keeps decoding's recursion bounded.
 pub const COMMAND_DEPTH_MAX: usize = 2;
 
-/// Bytes that do not decode to an operation, a command or a reply.
-#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
-pub enum CodecError {
-    /// The buffer ends inside the value.
-    #[error("truncated")]
-    Truncated,
-    /// A version this code does not speak.
-    #[error("unknown version {0}")]
-    UnknownVersion(u8),
-    /// An unknown tag, or a kind or boolean byte that is not 0 or 1.
-    #[error("bad tag {0}")]
-    BadTag(u8),
-    /// A count larger than the remaining bytes can hold.
-    #[error("count {0} exceeds the buffer")]
-    Count(u32),
-    /// Bytes after the value.
-    #[error("{0} trailing bytes")]
-    Trailing(usize),
-    /// A float that is NaN, a zero LPOS rank, or a text that is not UTF-8.
-    #[error("invalid value")]
-    Invalid,
-    /// Transactions nested too deeply.
-    #[error("nested too deeply")]
-    Nested,
-    /// A register that does not decode.
-    #[error("bad register")]
-    Register,
-}
-
 // ---- Writing ----
 
 pub(crate) fn put_bool(out: &mut Vec<u8>, v: bool) {
     out.push(u8::from(v));
-}
-
-pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_le_bytes());
 }
 
 pub(crate) fn put_i64(out: &mut Vec<u8>, v: i64) {
@@ -66,18 +35,6 @@ pub(crate) fn put_i64(out: &mut Vec<u8>, v: i64) {
 
 pub(crate) fn put_float(out: &mut Vec<u8>, v: Float) {
     put_u64(out, v.get().to_bits());
-}
-
-/// # Panics
-/// If `n` does not fit in 32 bits: values are far smaller (a broken invariant).
-pub(crate) fn put_count(out: &mut Vec<u8>, n: usize) {
-    let n = u32::try_from(n).expect("counts fit in 32 bits");
-    out.extend_from_slice(&n.to_le_bytes());
-}
-
-pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    put_count(out, bytes.len());
-    out.extend_from_slice(bytes);
 }
 
 pub(crate) fn put_list(out: &mut Vec<u8>, items: &[Bytes]) {
@@ -174,6 +131,15 @@ fn put_condition(out: &mut Vec<u8>, c: &Condition) {
             put_u64(out, *d);
         }
     }
+}
+
+/// Decodes one command that fills `bytes` exactly (what [`put_command`] wrote). Never panics,
+/// whatever the input.
+pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
+    let mut r = Reader::new(bytes);
+    let command = r.command(0)?;
+    r.finish()?;
+    Ok(command)
 }
 
 /// Appends `command`, encoded, to `out`.
@@ -533,83 +499,22 @@ fn put_zset(out: &mut Vec<u8>, c: &ZSetCmd) {
 
 // ---- Reading ----
 
-/// Reads from a byte slice front to back, within bounds.
-pub(crate) struct Reader<'a> {
-    pub(crate) bytes: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(bytes: &'a [u8]) -> Reader<'a> {
-        Reader { bytes }
-    }
-
-    pub(crate) fn finish(&self) -> Result<(), CodecError> {
-        match self.bytes.len() {
-            0 => Ok(()),
-            n => Err(CodecError::Trailing(n)),
-        }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
-        if self.bytes.len() < n {
-            return Err(CodecError::Truncated);
-        }
-        let (head, tail) = self.bytes.split_at(n);
-        self.bytes = tail;
-        Ok(head)
-    }
-
-    pub(crate) fn u8(&mut self) -> Result<u8, CodecError> {
-        Ok(self.take(1)?[0])
-    }
-
-    pub(crate) fn bool(&mut self) -> Result<bool, CodecError> {
-        match self.u8()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            other => Err(CodecError::BadTag(other)),
-        }
-    }
-
-    pub(crate) fn u64(&mut self) -> Result<u64, CodecError> {
-        let mut a = [0; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-
-    pub(crate) fn i64(&mut self) -> Result<i64, CodecError> {
+impl Reader<'_> {
+    pub(crate) fn i64(&mut self) -> Result<i64, DecodeError> {
         Ok(self.u64()? as i64)
     }
 
-    pub(crate) fn float(&mut self) -> Result<Float, CodecError> {
-        let f = Float::new(f64::from_bits(self.u64()?)).ok_or(CodecError::Invalid)?;
+    pub(crate) fn float(&mut self) -> Result<Float, DecodeError> {
+        let f = Float::new(f64::from_bits(self.u64()?)).ok_or(DecodeError::Invalid)?;
         Ok(f)
     }
 
-    /// A count of elements of at least `element_bytes_min` bytes each, checked against what is
-    /// left, so that no allocation exceeds the buffer.
-    pub(crate) fn count(&mut self, element_bytes_min: usize) -> Result<usize, CodecError> {
-        let mut a = [0; 4];
-        a.copy_from_slice(self.take(4)?);
-        let n = u32::from_le_bytes(a);
-        let count = n as usize;
-        if count > self.bytes.len() / element_bytes_min.max(1) {
-            return Err(CodecError::Count(n));
-        }
-        Ok(count)
-    }
-
-    pub(crate) fn bytes(&mut self) -> Result<Bytes, CodecError> {
-        let len = self.count(1)?;
-        Ok(Bytes::copy_from_slice(self.take(len)?))
-    }
-
-    pub(crate) fn list(&mut self) -> Result<Vec<Bytes>, CodecError> {
+    pub(crate) fn list(&mut self) -> Result<Vec<Bytes>, DecodeError> {
         let count = self.count(4)?;
         (0..count).map(|_| self.bytes()).collect()
     }
 
-    fn opt_u64(&mut self) -> Result<Option<u64>, CodecError> {
+    fn opt_u64(&mut self) -> Result<Option<u64>, DecodeError> {
         Ok(if self.bool()? {
             Some(self.u64()?)
         } else {
@@ -617,11 +522,11 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn opt_i64(&mut self) -> Result<Option<i64>, CodecError> {
+    fn opt_i64(&mut self) -> Result<Option<i64>, DecodeError> {
         Ok(self.opt_u64()?.map(|v| v as i64))
     }
 
-    fn end(&mut self) -> Result<ListEnd, CodecError> {
+    fn end(&mut self) -> Result<ListEnd, DecodeError> {
         Ok(if self.bool()? {
             ListEnd::Right
         } else {
@@ -629,7 +534,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn scan(&mut self) -> Result<ScanArgs, CodecError> {
+    fn scan(&mut self) -> Result<ScanArgs, DecodeError> {
         let cursor = self.u64()?;
         let pattern = if self.bool()? {
             Some(self.bytes()?)
@@ -643,34 +548,34 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn score_bound(&mut self) -> Result<ScoreBound, CodecError> {
+    fn score_bound(&mut self) -> Result<ScoreBound, DecodeError> {
         Ok(ScoreBound {
             score: self.float()?,
             exclusive: self.bool()?,
         })
     }
 
-    fn lex_bound(&mut self) -> Result<LexBound, CodecError> {
+    fn lex_bound(&mut self) -> Result<LexBound, DecodeError> {
         Ok(match self.u8()? {
             0 => LexBound::Min,
             1 => LexBound::Max,
             2 => LexBound::Inclusive(self.bytes()?),
             3 => LexBound::Exclusive(self.bytes()?),
-            other => return Err(CodecError::BadTag(other)),
+            other => return Err(DecodeError::UnknownTag(other)),
         })
     }
 
-    fn expiry(&mut self) -> Result<Expiry, CodecError> {
+    fn expiry(&mut self) -> Result<Expiry, DecodeError> {
         Ok(match self.u8()? {
             0 => Expiry::Clear,
             1 => Expiry::Keep,
             2 => Expiry::AfterMs(self.u64()?),
             3 => Expiry::AtMs(self.u64()?),
-            other => return Err(CodecError::BadTag(other)),
+            other => return Err(DecodeError::UnknownTag(other)),
         })
     }
 
-    fn condition(&mut self) -> Result<Condition, CodecError> {
+    fn condition(&mut self) -> Result<Condition, DecodeError> {
         Ok(match self.u8()? {
             0 => Condition::Always,
             1 => Condition::Nx,
@@ -679,12 +584,12 @@ impl<'a> Reader<'a> {
             4 => Condition::IfNe(self.bytes()?),
             5 => Condition::IfDigestEq(self.u64()?),
             6 => Condition::IfDigestNe(self.u64()?),
-            other => return Err(CodecError::BadTag(other)),
+            other => return Err(DecodeError::UnknownTag(other)),
         })
     }
 
     /// A command; `depth` counts the transactions around it.
-    pub(crate) fn command(&mut self, depth: usize) -> Result<Command, CodecError> {
+    pub(crate) fn command(&mut self, depth: usize) -> Result<Command, DecodeError> {
         Ok(match self.u8()? {
             0 => Command::Get,
             1 => Command::Exists,
@@ -720,12 +625,12 @@ impl<'a> Reader<'a> {
                     1 => ExpireKind::PExpire,
                     2 => ExpireKind::ExpireAt,
                     3 => ExpireKind::PExpireAt,
-                    other => return Err(CodecError::BadTag(other)),
+                    other => return Err(DecodeError::UnknownTag(other)),
                 };
                 let time = self.i64()?;
                 let bits = self.u8()?;
                 if bits > 0b1111 {
-                    return Err(CodecError::BadTag(bits));
+                    return Err(DecodeError::BadKind(bits));
                 }
                 let flags = ExpireFlags {
                     nx: bits & 1 != 0,
@@ -763,7 +668,7 @@ impl<'a> Reader<'a> {
             32 => Command::SScan(self.scan()?),
             33 => {
                 if depth >= COMMAND_DEPTH_MAX {
-                    return Err(CodecError::Nested);
+                    return Err(DecodeError::Nested);
                 }
                 let count = self.count(1)?;
                 let commands = (0..count)
@@ -771,17 +676,17 @@ impl<'a> Reader<'a> {
                     .collect::<Result<_, _>>()?;
                 Command::Transaction(commands)
             }
-            other => return Err(CodecError::BadTag(other)),
+            other => return Err(DecodeError::UnknownTag(other)),
         })
     }
 
-    fn hash(&mut self) -> Result<HashCmd, CodecError> {
+    fn hash(&mut self) -> Result<HashCmd, DecodeError> {
         Ok(match self.u8()? {
             0 => {
                 let count = self.count(8)?;
                 let pairs = (0..count)
                     .map(|_| Ok((self.bytes()?, self.bytes()?)))
-                    .collect::<Result<_, CodecError>>()?;
+                    .collect::<Result<_, DecodeError>>()?;
                 HashCmd::HSet(pairs)
             }
             1 => HashCmd::HSetNx {
@@ -814,11 +719,11 @@ impl<'a> Reader<'a> {
                 args: self.scan()?,
                 no_values: self.bool()?,
             },
-            other => return Err(CodecError::BadTag(other)),
+            other => return Err(DecodeError::UnknownTag(other)),
         })
     }
 
-    fn list_cmd(&mut self) -> Result<ListCmd, CodecError> {
+    fn list_cmd(&mut self) -> Result<ListCmd, DecodeError> {
         Ok(match self.u8()? {
             0 => ListCmd::Push {
                 end: self.end()?,
@@ -854,7 +759,7 @@ impl<'a> Reader<'a> {
             },
             9 => ListCmd::Pos {
                 value: self.bytes()?,
-                rank: NonZeroI64::new(self.i64()?).ok_or(CodecError::Invalid)?,
+                rank: NonZeroI64::new(self.i64()?).ok_or(DecodeError::Invalid)?,
                 count: self.opt_u64()?,
                 max_len: self.u64()?,
             },
@@ -862,20 +767,20 @@ impl<'a> Reader<'a> {
                 from: self.end()?,
                 to: self.end()?,
             },
-            other => return Err(CodecError::BadTag(other)),
+            other => return Err(DecodeError::UnknownTag(other)),
         })
     }
 
-    fn zset(&mut self) -> Result<ZSetCmd, CodecError> {
+    fn zset(&mut self) -> Result<ZSetCmd, DecodeError> {
         Ok(match self.u8()? {
             0 => {
                 let count = self.count(12)?;
                 let members = (0..count)
                     .map(|_| Ok((self.float()?, self.bytes()?)))
-                    .collect::<Result<_, CodecError>>()?;
+                    .collect::<Result<_, DecodeError>>()?;
                 let bits = self.u8()?;
                 if bits > 0b11_1111 {
-                    return Err(CodecError::BadTag(bits));
+                    return Err(DecodeError::BadKind(bits));
                 }
                 let flags = ZAddFlags {
                     nx: bits & 1 != 0,
@@ -918,7 +823,7 @@ impl<'a> Reader<'a> {
                         min: self.lex_bound()?,
                         max: self.lex_bound()?,
                     },
-                    other => return Err(CodecError::BadTag(other)),
+                    other => return Err(DecodeError::UnknownTag(other)),
                 };
                 let rev = self.bool()?;
                 let limit = match self.opt_i64()? {
@@ -937,7 +842,7 @@ impl<'a> Reader<'a> {
                 count: self.opt_u64()?,
             },
             10 => ZSetCmd::Scan(self.scan()?),
-            other => return Err(CodecError::BadTag(other)),
+            other => return Err(DecodeError::UnknownTag(other)),
         })
     }
 }

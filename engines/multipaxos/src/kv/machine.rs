@@ -5,7 +5,7 @@ use bytes::Bytes;
 use logless_commands::command::{Command, CommandError, Condition, Expiry, Limits, Reply, SetArgs};
 use logless_commands::value::{Data, Register};
 
-use super::codec::{put_bytes, put_count, CodecError, Reader};
+use super::codec::{put_bytes, put_count, DecodeError, Reader};
 use super::op::Operation;
 use super::response::Response;
 use crate::ids::Instance;
@@ -307,19 +307,19 @@ impl RegisterMachine {
     }
 
     /// Decodes a snapshot's map.
-    fn decode_map(bytes: &[u8]) -> Result<BTreeMap<Bytes, Register>, CodecError> {
+    fn decode_map(bytes: &[u8]) -> Result<BTreeMap<Bytes, Register>, DecodeError> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
         if version != SNAPSHOT_VERSION {
-            return Err(CodecError::UnknownVersion(version));
+            return Err(DecodeError::UnknownVersion(version));
         }
         let count = r.count(8)?;
         let mut map = BTreeMap::new();
         for _ in 0..count {
             let key = r.bytes()?;
-            let reg = Register::decode(&r.bytes()?).map_err(|_| CodecError::Register)?;
+            let reg = Register::decode(&r.bytes()?).map_err(|_| DecodeError::Register)?;
             if map.last_key_value().is_some_and(|(last, _)| *last >= key) {
-                return Err(CodecError::Invalid);
+                return Err(DecodeError::Invalid);
             }
             map.insert(key, reg);
         }

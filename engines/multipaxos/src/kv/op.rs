@@ -20,7 +20,7 @@
 use bytes::Bytes;
 use logless_commands::command::Command;
 
-use super::codec::{put_bool, put_bytes, put_command, put_count, put_list, CodecError, Reader};
+use super::codec::{put_bool, put_bytes, put_command, put_count, put_list, DecodeError, Reader};
 
 /// The version of the operation encoding this code writes and reads.
 pub const OP_VERSION: u8 = 1;
@@ -106,11 +106,11 @@ impl Operation {
     }
 
     /// Decodes a request payload. Never panics, whatever the input.
-    pub fn decode(bytes: &[u8]) -> Result<Operation, CodecError> {
+    pub fn decode(bytes: &[u8]) -> Result<Operation, DecodeError> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
         if version != OP_VERSION {
-            return Err(CodecError::UnknownVersion(version));
+            return Err(DecodeError::UnknownVersion(version));
         }
         let operation = read_operation(&mut r, false)?;
         r.finish()?;
@@ -185,14 +185,14 @@ fn put_operation(out: &mut Vec<u8>, operation: &Operation) {
     }
 }
 
-fn read_pairs(r: &mut Reader<'_>) -> Result<Vec<(Bytes, Bytes)>, CodecError> {
+fn read_pairs(r: &mut Reader<'_>) -> Result<Vec<(Bytes, Bytes)>, DecodeError> {
     let count = r.count(8)?;
     (0..count).map(|_| Ok((r.bytes()?, r.bytes()?))).collect()
 }
 
 /// An operation; `nested` inside a transaction, where another transaction is refused (Redis:
 /// "MULTI calls can not be nested"), which also bounds the recursion.
-fn read_operation(r: &mut Reader<'_>, nested: bool) -> Result<Operation, CodecError> {
+fn read_operation(r: &mut Reader<'_>, nested: bool) -> Result<Operation, DecodeError> {
     Ok(match r.u8()? {
         TAG_COMMAND => Operation::Command {
             key: r.bytes()?,
@@ -223,7 +223,7 @@ fn read_operation(r: &mut Reader<'_>, nested: bool) -> Result<Operation, CodecEr
         TAG_MGET => Operation::MGet(r.list()?),
         TAG_TRANSACTION => {
             if nested {
-                return Err(CodecError::Nested);
+                return Err(DecodeError::Nested);
             }
             let count = r.count(1)?;
             let operations = (0..count)
@@ -231,6 +231,6 @@ fn read_operation(r: &mut Reader<'_>, nested: bool) -> Result<Operation, CodecEr
                 .collect::<Result<_, _>>()?;
             Operation::Transaction(operations)
         }
-        other => return Err(CodecError::BadTag(other)),
+        other => return Err(DecodeError::UnknownTag(other)),
     })
 }

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use logless_commands::command::Reply;
 use logless_commands::float::Float;
 
-use super::codec::{put_bytes, put_count, put_float, put_i64, put_list, CodecError, Reader};
+use super::codec::{put_bytes, put_count, put_float, put_i64, put_list, DecodeError, Reader};
 
 /// The version of the response encoding.
 pub const RESPONSE_VERSION: u8 = 1;
@@ -90,11 +90,11 @@ impl Response {
     }
 
     /// Decodes what [`Response::encode`] wrote. Never panics, whatever the input.
-    pub fn decode(bytes: &[u8]) -> Result<Response, CodecError> {
+    pub fn decode(bytes: &[u8]) -> Result<Response, DecodeError> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
         if version != RESPONSE_VERSION {
-            return Err(CodecError::UnknownVersion(version));
+            return Err(DecodeError::UnknownVersion(version));
         }
         let response = read_response(&mut r, 0)?;
         r.finish()?;
@@ -157,21 +157,21 @@ fn put_response(out: &mut Vec<u8>, response: &Response) {
     }
 }
 
-fn read_text(r: &mut Reader<'_>) -> Result<String, CodecError> {
-    String::from_utf8(r.bytes()?.to_vec()).map_err(|_| CodecError::Invalid)
+fn read_text(r: &mut Reader<'_>) -> Result<String, DecodeError> {
+    String::from_utf8(r.bytes()?.to_vec()).map_err(|_| DecodeError::Invalid)
 }
 
-fn read_pairs(r: &mut Reader<'_>, depth: usize) -> Result<Vec<(Response, Response)>, CodecError> {
+fn read_pairs(r: &mut Reader<'_>, depth: usize) -> Result<Vec<(Response, Response)>, DecodeError> {
     let count = r.count(2)?;
     (0..count)
         .map(|_| Ok((read_response(r, depth)?, read_response(r, depth)?)))
         .collect()
 }
 
-fn read_response(r: &mut Reader<'_>, depth: usize) -> Result<Response, CodecError> {
+fn read_response(r: &mut Reader<'_>, depth: usize) -> Result<Response, DecodeError> {
     let tag = r.u8()?;
     if matches!(tag, 8..=10) && depth >= RESPONSE_DEPTH_MAX {
-        return Err(CodecError::Nested);
+        return Err(DecodeError::Nested);
     }
     Ok(match tag {
         0 => Response::Ok,
@@ -192,6 +192,6 @@ fn read_response(r: &mut Reader<'_>, depth: usize) -> Result<Response, CodecErro
         9 => Response::Map(read_pairs(r, depth + 1)?),
         10 => Response::Pairs(read_pairs(r, depth + 1)?),
         11 => Response::NilArray,
-        other => return Err(CodecError::BadTag(other)),
+        other => return Err(DecodeError::UnknownTag(other)),
     })
 }
