@@ -67,6 +67,36 @@ fn members(m: &mut RegisterMachine, key: &str) -> Response {
     m.apply(cmd(key, Command::SMembers))
 }
 
+fn rename(from: &str, to: &str) -> Operation {
+    Operation::Rename {
+        from: b(from),
+        to: b(to),
+    }
+}
+
+fn renamenx(from: &str, to: &str) -> Operation {
+    Operation::RenameNx {
+        from: b(from),
+        to: b(to),
+    }
+}
+
+fn smove(from: &str, to: &str, member: &str) -> Operation {
+    Operation::SMove {
+        from: b(from),
+        to: b(to),
+        member: b(member),
+    }
+}
+
+fn copy(from: &str, to: &str, replace: bool) -> Operation {
+    Operation::Copy {
+        from: b(from),
+        to: b(to),
+        replace,
+    }
+}
+
 fn pairs(kv: &[(&str, &str)]) -> Vec<(Bytes, Bytes)> {
     kv.iter().map(|(k, v)| (b(k), b(v))).collect()
 }
@@ -150,21 +180,9 @@ fn msetnx_counts_an_expired_key_as_absent() {
 #[test]
 fn rename_of_a_missing_key_is_an_error() {
     let mut m = machine();
-    let rename = Operation::Rename {
-        from: b("a"),
-        to: b("b"),
-    };
-    assert_eq!(m.apply(rename), err(NO_SUCH_KEY));
-    let renamenx = Operation::RenameNx {
-        from: b("a"),
-        to: b("b"),
-    };
-    assert_eq!(m.apply(renamenx), err(NO_SUCH_KEY));
-    let onto_itself = Operation::Rename {
-        from: b("a"),
-        to: b("a"),
-    };
-    assert_eq!(m.apply(onto_itself), err(NO_SUCH_KEY));
+    assert_eq!(m.apply(rename("a", "b")), err(NO_SUCH_KEY));
+    assert_eq!(m.apply(renamenx("a", "b")), err(NO_SUCH_KEY));
+    assert_eq!(m.apply(rename("a", "a")), err(NO_SUCH_KEY));
 }
 
 #[test]
@@ -172,13 +190,7 @@ fn rename_moves_the_value_and_its_ttl_and_overwrites_any_kind() {
     let mut m = machine();
     m.apply(set_px("a", "v", 500));
     m.apply(sadd("b", &["m"]));
-    assert_eq!(
-        m.apply(Operation::Rename {
-            from: b("a"),
-            to: b("b")
-        }),
-        Response::Ok
-    );
+    assert_eq!(m.apply(rename("a", "b")), Response::Ok);
     assert_eq!(get(&mut m, "a"), Response::Nil);
     assert_eq!(get(&mut m, "b"), bulk("v"));
     assert_eq!(pttl(&mut m, "b"), Response::Int(500));
@@ -189,20 +201,8 @@ fn rename_moves_the_value_and_its_ttl_and_overwrites_any_kind() {
 fn rename_onto_itself_is_ok_and_renamenx_onto_itself_is_zero() {
     let mut m = machine();
     m.apply(set("a", "v"));
-    assert_eq!(
-        m.apply(Operation::Rename {
-            from: b("a"),
-            to: b("a")
-        }),
-        Response::Ok
-    );
-    assert_eq!(
-        m.apply(Operation::RenameNx {
-            from: b("a"),
-            to: b("a")
-        }),
-        Response::Int(0)
-    );
+    assert_eq!(m.apply(rename("a", "a")), Response::Ok);
+    assert_eq!(m.apply(renamenx("a", "a")), Response::Int(0));
     assert_eq!(get(&mut m, "a"), bulk("v"));
 }
 
@@ -211,22 +211,10 @@ fn renamenx_onto_an_existing_key_does_nothing() {
     let mut m = machine();
     m.apply(set("a", "1"));
     m.apply(set("b", "2"));
-    assert_eq!(
-        m.apply(Operation::RenameNx {
-            from: b("a"),
-            to: b("b")
-        }),
-        Response::Int(0)
-    );
+    assert_eq!(m.apply(renamenx("a", "b")), Response::Int(0));
     assert_eq!(get(&mut m, "a"), bulk("1"));
     assert_eq!(get(&mut m, "b"), bulk("2"));
-    assert_eq!(
-        m.apply(Operation::RenameNx {
-            from: b("a"),
-            to: b("c")
-        }),
-        Response::Int(1)
-    );
+    assert_eq!(m.apply(renamenx("a", "c")), Response::Int(1));
     assert_eq!(get(&mut m, "c"), bulk("1"));
     assert_eq!(get(&mut m, "a"), Response::Nil);
 }
@@ -235,16 +223,12 @@ fn renamenx_onto_an_existing_key_does_nothing() {
 fn smove_moves_a_member_and_deletes_an_emptied_source() {
     let mut m = machine();
     m.apply(sadd("s", &["x"]));
-    let smove = Operation::SMove {
-        from: b("s"),
-        to: b("t"),
-        member: b("x"),
-    };
-    assert_eq!(m.apply(smove.clone()), Response::Int(1));
+    let moving = smove("s", "t", "x");
+    assert_eq!(m.apply(moving.clone()), Response::Int(1));
     assert_eq!(members(&mut m, "t"), Response::Array(vec![b("x")]));
     assert!(m.map().get(&b("s")).is_none(), "the emptied source is gone");
     assert_eq!(
-        m.apply(smove),
+        m.apply(moving),
         Response::Int(0),
         "the source is missing now"
     );
@@ -255,12 +239,7 @@ fn smove_of_a_missing_member_is_zero() {
     let mut m = machine();
     m.apply(sadd("s", &["x"]));
     m.apply(sadd("t", &["y"]));
-    let smove = Operation::SMove {
-        from: b("s"),
-        to: b("t"),
-        member: b("z"),
-    };
-    assert_eq!(m.apply(smove), Response::Int(0));
+    assert_eq!(m.apply(smove("s", "t", "z")), Response::Int(0));
     assert_eq!(members(&mut m, "s"), Response::Array(vec![b("x")]));
 }
 
@@ -270,34 +249,18 @@ fn smove_type_errors_follow_redis_order() {
     m.apply(set("str", "v"));
     m.apply(sadd("s", &["x"]));
     // A missing source answers 0 before the destination's type is looked at.
-    let from_missing = Operation::SMove {
-        from: b("none"),
-        to: b("str"),
-        member: b("x"),
-    };
+    let from_missing = smove("none", "str", "x");
     assert_eq!(m.apply(from_missing), Response::Int(0));
-    let from_string = Operation::SMove {
-        from: b("str"),
-        to: b("s"),
-        member: b("x"),
-    };
+    let from_string = smove("str", "s", "x");
     assert_eq!(m.apply(from_string), err(WRONGTYPE));
-    let to_string = Operation::SMove {
-        from: b("s"),
-        to: b("str"),
-        member: b("x"),
-    };
+    let to_string = smove("s", "str", "x");
     assert_eq!(m.apply(to_string), err(WRONGTYPE));
     assert_eq!(
         members(&mut m, "s"),
         Response::Array(vec![b("x")]),
         "nothing moved"
     );
-    let absent_member_to_string = Operation::SMove {
-        from: b("s"),
-        to: b("str"),
-        member: b("q"),
-    };
+    let absent_member_to_string = smove("s", "str", "q");
     assert_eq!(m.apply(absent_member_to_string), err(WRONGTYPE));
 }
 
@@ -305,11 +268,7 @@ fn smove_type_errors_follow_redis_order() {
 fn smove_onto_the_same_set_answers_membership() {
     let mut m = machine();
     m.apply(sadd("s", &["x"]));
-    let same = |member: &str| Operation::SMove {
-        from: b("s"),
-        to: b("s"),
-        member: b(member),
-    };
+    let same = |member: &str| smove("s", "s", member);
     assert_eq!(m.apply(same("x")), Response::Int(1));
     assert_eq!(m.apply(same("y")), Response::Int(0));
     assert_eq!(members(&mut m, "s"), Response::Array(vec![b("x")]));
@@ -324,13 +283,8 @@ fn smove_into_a_full_set_moves_nothing() {
     m.begin_batch(Instance(1), T0);
     m.apply(sadd("s", &["x"]));
     m.apply(sadd("t", &["y"]));
-    let smove = Operation::SMove {
-        from: b("s"),
-        to: b("t"),
-        member: b("x"),
-    };
     assert_eq!(
-        m.apply(smove),
+        m.apply(smove("s", "t", "x")),
         err("ERR value exceeds the configured size limit")
     );
     assert_eq!(members(&mut m, "s"), Response::Array(vec![b("x")]));
@@ -342,11 +296,7 @@ fn copy_without_replace_keeps_an_existing_destination() {
     let mut m = machine();
     m.apply(set("a", "1"));
     m.apply(set("b", "2"));
-    let copy = |replace| Operation::Copy {
-        from: b("a"),
-        to: b("b"),
-        replace,
-    };
+    let copy = |replace| copy("a", "b", replace);
     assert_eq!(m.apply(copy(false)), Response::Int(0));
     assert_eq!(get(&mut m, "b"), bulk("2"));
     assert_eq!(m.apply(copy(true)), Response::Int(1));
@@ -357,18 +307,10 @@ fn copy_without_replace_keeps_an_existing_destination() {
 #[test]
 fn copy_of_a_missing_key_is_zero_and_onto_itself_an_error() {
     let mut m = machine();
-    let missing = Operation::Copy {
-        from: b("a"),
-        to: b("b"),
-        replace: true,
-    };
+    let missing = copy("a", "b", true);
     assert_eq!(m.apply(missing), Response::Int(0));
     m.apply(set("a", "1"));
-    let itself = Operation::Copy {
-        from: b("a"),
-        to: b("a"),
-        replace: true,
-    };
+    let itself = copy("a", "a", true);
     assert_eq!(
         m.apply(itself),
         err("ERR source and destination objects are the same")
@@ -387,14 +329,7 @@ fn copy_copies_the_ttl_and_the_whole_value() {
             flags: Default::default(),
         }),
     ));
-    assert_eq!(
-        m.apply(Operation::Copy {
-            from: b("s"),
-            to: b("t"),
-            replace: false
-        }),
-        Response::Int(1)
-    );
+    assert_eq!(m.apply(copy("s", "t", false)), Response::Int(1));
     assert_eq!(members(&mut m, "t"), Response::Array(vec![b("x"), b("y")]));
     assert_eq!(pttl(&mut m, "t"), Response::Int(300));
 }
@@ -440,10 +375,7 @@ fn a_transaction_answers_each_command_and_runs_past_an_error() {
         cmd("s", Command::IncrBy(1)),
         cmd("a", Command::IncrBy(2)),
         Operation::MGet(keys(&["a"])),
-        Operation::Rename {
-            from: b("a"),
-            to: b("b"),
-        },
+        rename("a", "b"),
     ]);
     assert_eq!(
         m.apply(exec),
