@@ -15,7 +15,12 @@ fn b(s: &str) -> Bytes {
 }
 
 fn machine() -> RegisterMachine {
-    let mut m = RegisterMachine::default();
+    limited(Limits::UNLIMITED)
+}
+
+/// A machine whose values may take `value_bytes_max` bytes and `set_members_max` members.
+fn limited(limits: Limits) -> RegisterMachine {
+    let mut m = RegisterMachine::new(limits);
     m.begin_batch(Instance(1), T0);
     m
 }
@@ -135,11 +140,10 @@ fn mset_sets_every_key_the_last_of_a_repeated_one_and_clears_ttls() {
 
 #[test]
 fn mset_past_the_value_limit_sets_nothing() {
-    let mut m = RegisterMachine::new(Limits {
+    let mut m = limited(Limits {
         value_bytes_max: 3,
         set_members_max: 10,
     });
-    m.begin_batch(Instance(1), T0);
     let reply = m.apply(Operation::MSet(pairs(&[("a", "1"), ("b", "toolong")])));
     assert_eq!(reply, err("ERR value exceeds the configured size limit"));
     assert_eq!(get(&mut m, "a"), Response::Nil);
@@ -276,11 +280,10 @@ fn smove_onto_the_same_set_answers_membership() {
 
 #[test]
 fn smove_into_a_full_set_moves_nothing() {
-    let mut m = RegisterMachine::new(Limits {
+    let mut m = limited(Limits {
         value_bytes_max: 100,
         set_members_max: 1,
     });
-    m.begin_batch(Instance(1), T0);
     m.apply(sadd("s", &["x"]));
     m.apply(sadd("t", &["y"]));
     assert_eq!(
