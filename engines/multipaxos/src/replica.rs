@@ -185,6 +185,8 @@ pub struct Replica<S> {
     stamp_seen_ms: u64,
     /// The execution stamp of the last executed batch.
     stamp_executed_ms: u64,
+    /// The clock of the latest input, for the deliberate bug `execute_at_local_clock` only.
+    clock_ms: u64,
     catch_up: CatchUp,
     ready: Ready,
     stats: Stats,
@@ -258,6 +260,7 @@ impl<S: StateMachine> Replica<S> {
             leader_heard_ms: now_ms,
             stamp_seen_ms,
             stamp_executed_ms,
+            clock_ms: now_ms,
             catch_up: CatchUp::default(),
             ready: Ready::default(),
             stats: Stats::default(),
@@ -345,6 +348,7 @@ impl<S: StateMachine> Replica<S> {
     /// at once; an older one is ignored (its client has moved on). Others are batched by the
     /// leader, forwarded to it by a follower, and answered by this replica once executed.
     pub fn handle_request(&mut self, now_ms: u64, request: Request) {
+        self.clock_ms = now_ms;
         if let Some((seq, reply)) = self.clients.get(&request.client) {
             if request.seq <= *seq {
                 if request.seq == *seq {
@@ -376,6 +380,7 @@ impl<S: StateMachine> Replica<S> {
     /// from lower views, or that contradict the cluster's shape (a Propose from a replica that
     /// does not lead its view) are ignored.
     pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: Message) {
+        self.clock_ms = now_ms;
         if from == self.config.me || !self.config.nodes.contains(&from) {
             return;
         }
@@ -414,6 +419,7 @@ impl<S: StateMachine> Replica<S> {
     /// catch-up retries. Call it every few milliseconds (a fraction of the shortest interval in
     /// the configuration).
     pub fn tick(&mut self, now_ms: u64) {
+        self.clock_ms = now_ms;
         match &self.role {
             Role::Leader(_) => self.tick_leader(now_ms),
             Role::Candidate(candidate) => {
@@ -1067,8 +1073,12 @@ impl<S: StateMachine> Replica<S> {
     fn execute(&mut self, instance: Instance, batch: &Batch) {
         self.stamp_executed_ms = self.stamp_executed_ms.max(batch.stamp_ms());
         self.see_stamp(self.stamp_executed_ms);
-        self.state_machine
-            .begin_batch(instance, self.stamp_executed_ms);
+        let stamp_ms = if self.config.bugs.execute_at_local_clock {
+            self.clock_ms
+        } else {
+            self.stamp_executed_ms
+        };
+        self.state_machine.begin_batch(instance, stamp_ms);
         for request in batch.requests() {
             if self.is_executed(request) && !self.config.bugs.no_dedup {
                 self.stats.duplicates_skipped += 1;

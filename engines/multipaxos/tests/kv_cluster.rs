@@ -10,6 +10,7 @@ use bytes::Bytes;
 use cluster_sim::{Sim, FAULTY_MS, HEALED_MS};
 use logless_commands::command::{Condition, Expiry, SetArgs};
 use logless_commands::value::Data;
+use logless_multipaxos::config::Config;
 use logless_multipaxos::ids::{ClientId, Instance, RequestSeq};
 use logless_multipaxos::kv::{Command, Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Request;
@@ -100,30 +101,57 @@ fn transfer(client: ClientId, index: u64) -> [Operation; 2] {
     [incr(from, -amount), incr(to, amount)]
 }
 
-/// Other traffic: reads of every counter, and keys that expire within tens of milliseconds (so
-/// replicas must agree on expiry).
+/// Other traffic: reads of every counter; keys that expire within tens of milliseconds (so
+/// replicas must agree on expiry); multi-key commands on other keys; SPOP (so replicas must
+/// agree on random choices).
 fn other(client: ClientId, seq: RequestSeq) -> Option<Operation> {
     let h = mix(client.0 << 40 ^ seq.0 ^ 0xABCD);
-    match h % 10 {
-        0 | 1 => Some(Operation::MGet(COUNTERS.iter().map(|k| key(k)).collect())),
-        2 => Some(Operation::Command {
-            key: key(&format!("ttl{}", h % 3)),
-            command: Command::Set(SetArgs {
+    let x = |i: u64| key(&format!("x{}", (h >> 8).wrapping_add(i) % 3));
+    let command = |key: Bytes, command: Command| Operation::Command { key, command };
+    let member = Bytes::from(format!("m{}", (h >> 16) % 5));
+    Some(match h % 20 {
+        0..=2 => Operation::MGet(COUNTERS.iter().map(|k| key(k)).collect()),
+        3 => command(
+            x(0),
+            Command::Set(SetArgs {
                 value: Bytes::from(seq.0.to_string()),
                 condition: Condition::Always,
                 get: false,
                 expiry: Expiry::AfterMs(h % 40 + 1),
             }),
-        }),
-        3 => Some(Operation::Transaction(vec![
-            Operation::Exists((0..3).map(|i| key(&format!("ttl{i}"))).collect()),
-            Operation::Command {
-                key: key(&format!("ttl{}", h % 3)),
-                command: Command::PTtl,
+        ),
+        4 => Operation::Transaction(vec![
+            Operation::Exists((0..3).map(&x).collect()),
+            command(x(0), Command::PTtl),
+            Operation::MGet((0..3).map(&x).collect()),
+        ]),
+        5 => Operation::Transaction(vec![
+            Operation::MSet(vec![(x(0), member.clone()), (x(1), member.clone())]),
+            Operation::Rename {
+                from: x(0),
+                to: x(2),
             },
-        ])),
-        _ => None,
-    }
+            Operation::Copy {
+                from: x(1),
+                to: x(0),
+                replace: h & 1 == 0,
+            },
+        ]),
+        6 => command(key("s0"), Command::SAdd(vec![member])),
+        7 => Operation::SMove {
+            from: key("s0"),
+            to: key("s1"),
+            member,
+        },
+        8 => command(
+            key("s1"),
+            Command::SPop {
+                count: Some(2),
+                seed: 0,
+            },
+        ),
+        _ => return None,
+    })
 }
 
 /// A transfer as one transaction: one log entry.
@@ -203,14 +231,12 @@ fn check(sim: &Sim<Audited>, healed: bool) -> Result<(), String> {
 
 /// Runs one seed; returns the requests executed and the replicas' counters, or the first check
 /// that failed.
-fn run(seed: u64, payload: fn(ClientId, RequestSeq) -> Bytes) -> Result<(u64, Stats), String> {
-    let mut sim = Sim::new(
-        seed,
-        3,
-        |c| c.snapshot_log_bytes_min = 2_000,
-        Audited::default,
-        payload,
-    );
+fn run(
+    seed: u64,
+    payload: fn(ClientId, RequestSeq) -> Bytes,
+    configure: fn(&mut Config),
+) -> Result<(u64, Stats), String> {
+    let mut sim = Sim::new(seed, 3, configure, Audited::default, payload);
     while sim.now_ms < FAULTY_MS {
         sim.step();
         if sim.now_ms.is_multiple_of(100) {
@@ -227,12 +253,16 @@ fn run(seed: u64, payload: fn(ClientId, RequestSeq) -> Bytes) -> Result<(u64, St
     Ok((replica.state_machine().executed, sim.totals()))
 }
 
+fn snapshots_often(config: &mut Config) {
+    config.snapshot_log_bytes_min = 2_000;
+}
+
 #[test]
 fn transfers_in_transactions_keep_the_total_at_every_prefix_under_faults() {
     let mut executed = 0;
     let mut seen = Stats::default();
     for seed in 0..SEEDS {
-        match run(seed, atomic) {
+        match run(seed, atomic, snapshots_often) {
             Ok((n, stats)) => {
                 executed += n;
                 seen.views_led += stats.views_led;
@@ -250,8 +280,22 @@ fn transfers_in_transactions_keep_the_total_at_every_prefix_under_faults() {
 
 #[test]
 fn transfers_split_into_two_log_entries_are_caught() {
-    let failure = (0..SEEDS).find_map(|seed| run(seed, split).err());
+    let failure = (0..SEEDS).find_map(|seed| run(seed, split, snapshots_often).err());
     let error = failure.expect("the deliberate mutation must be caught");
     eprintln!("caught: {error}");
     assert!(error.contains("total"), "{error}");
+}
+
+#[test]
+fn replicas_executing_at_their_own_clocks_are_caught() {
+    let failure = (0..SEEDS).find_map(|seed| {
+        run(seed, atomic, |c| {
+            snapshots_often(c);
+            c.bugs.execute_at_local_clock = true;
+        })
+        .err()
+    });
+    let error = failure.expect("the deliberate bug must be caught");
+    eprintln!("caught: {error}");
+    assert!(error.contains("differ"), "{error}");
 }

@@ -377,5 +377,8 @@ impl StateMachine for RegisterMachine {
             .filter_map(|(k, r)| r.expires_at_ms.map(|at| (at, k.clone())))
             .collect();
         self.map = map;
+        // The next batch names its stamp; the snapshot's own is the engine's (a restore may
+        // go back to an older state, whose stamp is lower).
+        self.now_ms = 0;
     }
 }
