@@ -101,6 +101,25 @@ proptest! {
     }
 
     #[test]
+    fn no_operation_or_payload_panics_at_any_stamp(
+        operations in proptest::collection::vec(operation(), 0..12),
+        garbage in proptest::collection::vec(any::<u8>(), 0..32),
+        stamp_ms in prop_oneof![any::<u64>(), u64::MAX - 50..=u64::MAX, 0u64..50],
+    ) {
+        let mut machine = RegisterMachine::default();
+        machine.begin_batch(Instance(1), stamp_ms);
+        for operation in &operations {
+            machine.execute(&request(operation));
+        }
+        let reply = machine.execute(&Request { payload: Bytes::from(garbage), ..request(&Operation::Del(vec![])) });
+        prop_assert!(Response::decode(&reply).is_ok());
+        machine.begin_batch(Instance(2), stamp_ms.saturating_add(10));
+        for operation in &operations {
+            machine.execute(&request(operation));
+        }
+    }
+
+    #[test]
     fn a_machine_restored_from_a_snapshot_midway_agrees_with_the_original(
         batches in batches(),
         split in any::<proptest::sample::Index>(),
