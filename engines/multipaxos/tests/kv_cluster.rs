@@ -7,7 +7,7 @@
 mod cluster_sim;
 
 use bytes::Bytes;
-use cluster_sim::{Sim, FAULTY_MS, HEALED_MS};
+use cluster_sim::{seeds, Sim, FAULTY_MS, HEALED_MS};
 use logless_commands::command::{Condition, Expiry, SetArgs};
 use logless_commands::value::Data;
 use logless_multipaxos::config::Config;
@@ -18,7 +18,8 @@ use logless_multipaxos::replica::Stats;
 use logless_multipaxos::state_machine::StateMachine;
 
 const COUNTERS: [&str; 4] = ["k0", "k1", "k2", "k3"];
-const SEEDS: u64 = 30;
+/// Seeds run by default; `LOGLESS_MULTIPAXOS_SEEDS` asks for more.
+const SEEDS_DEFAULT: u64 = 30;
 
 /// The register map, audited after every request it executes.
 #[derive(Default)]
@@ -261,7 +262,8 @@ fn snapshots_often(config: &mut Config) {
 fn transfers_in_transactions_keep_the_total_at_every_prefix_under_faults() {
     let mut executed = 0;
     let mut seen = Stats::default();
-    for seed in 0..SEEDS {
+    let seeds = seeds(SEEDS_DEFAULT);
+    for seed in 0..seeds {
         match run(seed, atomic, snapshots_often) {
             Ok((n, stats)) => {
                 executed += n;
@@ -273,14 +275,15 @@ fn transfers_in_transactions_keep_the_total_at_every_prefix_under_faults() {
     }
     eprintln!("{executed} requests executed; {seen:?}");
     // The runs did real work and went through view changes and snapshot installs.
-    assert!(executed > SEEDS * 100, "{executed} requests executed");
-    assert!(seen.views_led > SEEDS, "{seen:?}");
+    assert!(executed > seeds * 100, "{executed} requests executed");
+    assert!(seen.views_led > seeds, "{seen:?}");
     assert!(seen.snapshots_installed > 0, "{seen:?}");
 }
 
 #[test]
 fn transfers_split_into_two_log_entries_are_caught() {
-    let failure = (0..SEEDS).find_map(|seed| run(seed, split, snapshots_often).err());
+    let failure =
+        (0..seeds(SEEDS_DEFAULT)).find_map(|seed| run(seed, split, snapshots_often).err());
     let error = failure.expect("the deliberate mutation must be caught");
     eprintln!("caught: {error}");
     assert!(error.contains("total"), "{error}");
@@ -288,7 +291,7 @@ fn transfers_split_into_two_log_entries_are_caught() {
 
 #[test]
 fn replicas_executing_at_their_own_clocks_are_caught() {
-    let failure = (0..SEEDS).find_map(|seed| {
+    let failure = (0..seeds(SEEDS_DEFAULT)).find_map(|seed| {
         run(seed, atomic, |c| {
             snapshots_often(c);
             c.bugs.execute_at_local_clock = true;

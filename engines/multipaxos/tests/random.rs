@@ -12,17 +12,10 @@ use logless_multipaxos::ids::{ClientId, RequestSeq};
 use logless_multipaxos::replica::Stats;
 use logless_multipaxos::testing::History;
 
-use cluster_sim::{Sim, FAULTY_MS, HEALED_MS};
+use cluster_sim::{seeds, Sim, FAULTY_MS, HEALED_MS};
 
-/// Seeds run by default; `LOGLESS_MULTIPAXOS_SEEDS` asks for more.
+/// Seeds run by default.
 const SEEDS_DEFAULT: u64 = 200;
-
-fn seeds() -> u64 {
-    std::env::var("LOGLESS_MULTIPAXOS_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(SEEDS_DEFAULT)
-}
 
 fn payload(client: ClientId, seq: RequestSeq) -> Bytes {
     Bytes::from(format!("{}#{}", client.0, seq.0))
@@ -130,7 +123,7 @@ fn run_seeds(seeds: u64, replicas: u16) -> (u64, Stats) {
 
 #[test]
 fn random_faults_keep_prefix_agreement_and_exactly_once() {
-    let seeds = seeds();
+    let seeds = seeds(SEEDS_DEFAULT);
     let (executed, seen) = run_seeds(seeds, 3);
     // The runs did real work, and went through the paths the faults are there for (gaps
     // filled with no-ops are rare with three replicas, where a follower's vote decides at
@@ -143,7 +136,7 @@ fn random_faults_keep_prefix_agreement_and_exactly_once() {
 
 #[test]
 fn random_faults_with_five_replicas_keep_prefix_agreement_and_exactly_once() {
-    let seeds = seeds() / 2;
+    let seeds = seeds(SEEDS_DEFAULT) / 2;
     let (executed, seen) = run_seeds(seeds, 5);
     assert!(executed > seeds * 100, "{executed} requests executed");
     assert!(seen.views_led > seeds, "{seen:?}");
@@ -153,7 +146,7 @@ fn random_faults_with_five_replicas_keep_prefix_agreement_and_exactly_once() {
 
 /// The first seed whose run fails with the configuration, and how.
 fn first_failure(configure: fn(&mut Config)) -> Option<(u64, String)> {
-    (0..seeds()).find_map(|seed| run(seed, 3, configure).err().map(|e| (seed, e)))
+    (0..seeds(SEEDS_DEFAULT)).find_map(|seed| run(seed, 3, configure).err().map(|e| (seed, e)))
 }
 
 #[test]

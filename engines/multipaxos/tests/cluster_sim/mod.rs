@@ -15,6 +15,14 @@ use logless_multipaxos::testing::{durable_before_send, MemStore};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+/// The seeds to run: `LOGLESS_MULTIPAXOS_SEEDS` if set, else `default`.
+pub fn seeds(default: u64) -> u64 {
+    std::env::var("LOGLESS_MULTIPAXOS_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 pub const CLIENTS: u64 = 3;
 /// How long faults are injected.
 pub const FAULTY_MS: u64 = 4_000;
