@@ -32,28 +32,27 @@ fn cmd(key: &str, command: Command) -> Operation {
     }
 }
 
-fn set_px(key: &str, value: &str, ms: u64) -> Operation {
+/// SET key value, with `expiry`.
+fn set_with(key: &str, value: &str, expiry: Expiry) -> Operation {
     cmd(
         key,
         Command::Set(SetArgs {
             value: b(value),
             condition: Condition::Always,
             get: false,
-            expiry: Expiry::AfterMs(ms),
+            expiry,
         }),
     )
 }
 
+/// SET key value PX ms.
+fn set_px(key: &str, value: &str, ms: u64) -> Operation {
+    set_with(key, value, Expiry::AfterMs(ms))
+}
+
+/// SET key value.
 fn set(key: &str, value: &str) -> Operation {
-    cmd(
-        key,
-        Command::Set(SetArgs {
-            value: b(value),
-            condition: Condition::Always,
-            get: false,
-            expiry: Expiry::Clear,
-        }),
-    )
+    set_with(key, value, Expiry::Clear)
 }
 
 fn get(m: &mut RegisterMachine, key: &str) -> Response {
