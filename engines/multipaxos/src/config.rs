@@ -14,6 +14,9 @@ pub struct InjectedBugs {
     /// A follower's Accept leaves before its vote is written: a crash can forget a vote that
     /// helped decide an instance, and a later view can decide something else there.
     pub accept_before_persist: bool,
+    /// The state machine executes at the replica's own clock instead of the batches' stamps:
+    /// replicas that execute a batch at different times disagree on expiry.
+    pub execute_at_local_clock: bool,
 }
 
 /// How a replica behaves. Times are in milliseconds of the clock the runtime passes in.

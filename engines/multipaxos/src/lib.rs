@@ -17,11 +17,16 @@
 //! * [`replica`]: the replica's state machine (roles, phases, execution, client table,
 //!   snapshots, catch-up).
 //! * [`state_machine`]: the service the log drives.
+//! * [`kv`]: the service logless runs on it, a map of keys to registers executing single-key
+//!   commands, multi-key commands and transactions as atomic operations.
 //! * [`config`]: limits, timeouts and deliberate bugs, passed explicitly.
 //! * [`testing`]: a log store and a state machine for tests.
 //!
 //! The core reads no clock, socket, file or random number generator: time comes in as an
-//! argument (milliseconds), effects leave as plain data.
+//! argument (milliseconds), effects leave as plain data. The leader stamps every batch with
+//! its clock, never below a stamp it has seen, and the state machine executes at that stamp
+//! (raised to the highest before it), so replicas agree on time: the argument that stamps do
+//! not go back across view changes is in [`replica`], under "Stamps".
 //!
 //! # Where this differs from JPaxos, and what is not here yet
 //! * Followers broadcast Accepts and decide on their own, as JPaxos does, so there is no
@@ -35,6 +40,9 @@
 //!   the recovery modes beyond replaying snapshot and log (seed 002 §V), are not.
 //! * Unbounded still: the client table (one entry per client ever seen), a Promise (every
 //!   vote from the first undecided instance on; truncation keeps it short in practice).
+//! * [`kv`] has no WATCH, and the Redis session does not speak to it yet. Its
+//!   `RegisterMachine::restore` panics on a snapshot that does not decode: the trait has no
+//!   error path for a restore.
 //! * A leader that lost its majority does not step down by itself; it learns the new view
 //!   from the new leader's messages. Reads go through the log (no leases).
 #![deny(missing_docs)]
@@ -42,6 +50,7 @@
 
 pub mod config;
 pub mod ids;
+pub mod kv;
 pub mod message;
 pub mod persist;
 pub mod replica;

@@ -36,15 +36,36 @@ impl Request {
     }
 }
 
-/// The value of one instance: requests executed in order. An empty batch is the no-op a new
-/// leader proposes to fill a gap in the log.
+/// The value of one instance: requests executed in order, and the stamp of the leader that
+/// proposed it. An empty batch is the no-op a new leader proposes to fill a gap in the log.
+///
+/// The stamp is the proposing leader's clock (ms), raised to the highest stamp that leader has
+/// seen (see [`Replica`](crate::replica::Replica)); the state machine evaluates expiry at it,
+/// so every replica decides expiry the same way. It is part of the value: a batch proposed
+/// again in a later view keeps its stamp.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Batch(Arc<[Request]>);
+pub struct Batch {
+    stamp_ms: u64,
+    requests: Arc<[Request]>,
+}
 
 impl Batch {
-    /// A batch of `requests`, in execution order.
+    /// A batch of `requests`, in execution order, stamped 0 (for tests and no-ops).
     pub fn new(requests: Vec<Request>) -> Batch {
-        Batch(requests.into())
+        Batch::stamped(0, requests)
+    }
+
+    /// A batch of `requests` stamped `stamp_ms` by its leader.
+    pub fn stamped(stamp_ms: u64, requests: Vec<Request>) -> Batch {
+        Batch {
+            stamp_ms,
+            requests: requests.into(),
+        }
+    }
+
+    /// The proposing leader's stamp.
+    pub fn stamp_ms(&self) -> u64 {
+        self.stamp_ms
     }
 
     /// The no-op: a batch of no requests.
@@ -54,17 +75,17 @@ impl Batch {
 
     /// Whether this is the no-op.
     pub fn is_noop(&self) -> bool {
-        self.0.is_empty()
+        self.requests.is_empty()
     }
 
     /// The requests, in execution order.
     pub fn requests(&self) -> &[Request] {
-        &self.0
+        &self.requests
     }
 
     /// The bytes the batch takes in the log.
     pub fn size_bytes(&self) -> usize {
-        4 + self.0.iter().map(Request::size_bytes).sum::<usize>()
+        8 + 4 + self.requests.iter().map(Request::size_bytes).sum::<usize>()
     }
 }
 
@@ -82,6 +103,11 @@ pub type ClientTable = BTreeMap<ClientId, (RequestSeq, Bytes)>;
 pub struct Snapshot {
     /// The first instance the snapshot does not cover.
     pub next_instance: Instance,
+    /// The execution stamp reached: the highest batch stamp below `next_instance` (execution
+    /// never goes back in time, see [`StateMachine::begin_batch`]).
+    ///
+    /// [`StateMachine::begin_batch`]: crate::state_machine::StateMachine::begin_batch
+    pub stamp_ms: u64,
     /// The state machine's own encoding of its state.
     pub state: Bytes,
     /// The client table at that point.
@@ -91,7 +117,8 @@ pub struct Snapshot {
 impl Snapshot {
     /// The bytes the snapshot takes (the state and the client table), for the snapshot policy.
     pub fn size_bytes(&self) -> usize {
-        8 + self.state.len()
+        8 + 8
+            + self.state.len()
             + self
                 .clients
                 .values()
@@ -220,7 +247,7 @@ mod tests {
         };
         assert_eq!(request.size_bytes(), 23);
         let batch = Batch::new(vec![request.clone(), request]);
-        assert_eq!(batch.size_bytes(), 50);
+        assert_eq!(batch.size_bytes(), 58);
         assert!(!batch.is_noop());
         assert!(Batch::noop().is_noop());
     }

@@ -35,6 +35,27 @@
 //! from a Propose far ahead, or from a Promise whose sender truncated instances it lacks; it then
 //! asks a replica other than the leader first for the decided instances, and gets the
 //! responder's snapshot with them when some were truncated.
+//!
+//! # Stamps: one clock for expiry, monotonic across view changes
+//! A leader stamps each batch it closes with `max(now, highest stamp seen)`, where a replica
+//! has *seen* the stamp of every batch it proposed, voted for, learned decided, found in a
+//! Promise or executed, and of every snapshot it took or installed (its durable log and
+//! snapshot give them back after a restart). The state machine executes a batch at its
+//! *execution stamp*, the batch's stamp raised to the highest execution stamp before it
+//! ([`StateMachine::begin_batch`]); a snapshot records it. Two properties follow:
+//!
+//! * **Replicas agree on time.** The execution stamp is a function of the decided log prefix
+//!   (and snapshots carry it), so every replica evaluates every expiry at the same instant.
+//! * **Time does not go back after a failover.** Let a batch with stamp `s` be decided in
+//!   instance `i`, and let `L` complete phase 1 of a later view with a majority `Q`. A majority
+//!   voted for the batch, so some member of `Q` voted for it. If `i` is below `L`'s first
+//!   undecided instance, `L` executed it (or holds a snapshot past it, whose stamp is at least
+//!   `s`); otherwise that member's Promise reports its vote in `i`, and by Paxos the vote of the
+//!   highest view there carries the decided batch, with its stamp. Either way `L` has seen `s`
+//!   before it closes a batch, so every batch it stamps has a stamp of at least `s`: a new
+//!   leader never stamps below what was executed (or accepted by a majority) before it. Batches
+//!   proposed again keep their old stamps and may be out of order among themselves (two views
+//!   each left a vote in a different instance); the raise at execution absorbs that.
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::config::Config;
@@ -159,6 +180,13 @@ pub struct Replica<S> {
     log_bytes_since_snapshot: u64,
     /// When the leader of the view was last heard from.
     leader_heard_ms: u64,
+    /// The highest batch or snapshot stamp this replica has seen (see "Stamps" above): the
+    /// floor of the stamps it gives batches as leader.
+    stamp_seen_ms: u64,
+    /// The execution stamp of the last executed batch.
+    stamp_executed_ms: u64,
+    /// The clock of the latest input, for the deliberate bug `execute_at_local_clock` only.
+    clock_ms: u64,
     catch_up: CatchUp,
     ready: Ready,
     stats: Stats,
@@ -189,11 +217,19 @@ impl<S: StateMachine> Replica<S> {
         assert!(config.batch_requests_max >= 1, "a batch holds a request");
         let mut clients = ClientTable::new();
         let mut next_execute = Instance(0);
+        let mut stamp_executed_ms = 0;
         if let Some(snapshot) = &durable.snapshot {
             state_machine.restore(&snapshot.state);
             clients = snapshot.clients.clone();
             next_execute = snapshot.next_instance;
+            stamp_executed_ms = snapshot.stamp_ms;
         }
+        let stamp_seen_ms = durable
+            .log
+            .values()
+            .flat_map(|e| e.vote.iter().map(|(_, b)| b).chain(&e.decided))
+            .map(Batch::stamp_ms)
+            .fold(stamp_executed_ms, u64::max);
         let log = durable
             .log
             .iter()
@@ -222,6 +258,9 @@ impl<S: StateMachine> Replica<S> {
             snapshot: durable.snapshot.clone(),
             log_bytes_since_snapshot: 0,
             leader_heard_ms: now_ms,
+            stamp_seen_ms,
+            stamp_executed_ms,
+            clock_ms: now_ms,
             catch_up: CatchUp::default(),
             ready: Ready::default(),
             stats: Stats::default(),
@@ -258,6 +297,11 @@ impl<S: StateMachine> Replica<S> {
     /// The next instance to execute: every instance below is decided and executed.
     pub fn executed_below(&self) -> Instance {
         self.next_execute
+    }
+
+    /// The execution stamp of the last executed batch (see "Stamps" above).
+    pub fn stamp_executed_ms(&self) -> u64 {
+        self.stamp_executed_ms
     }
 
     /// The first instance still in the log.
@@ -304,6 +348,7 @@ impl<S: StateMachine> Replica<S> {
     /// at once; an older one is ignored (its client has moved on). Others are batched by the
     /// leader, forwarded to it by a follower, and answered by this replica once executed.
     pub fn handle_request(&mut self, now_ms: u64, request: Request) {
+        self.clock_ms = now_ms;
         if let Some((seq, reply)) = self.clients.get(&request.client) {
             if request.seq <= *seq {
                 if request.seq == *seq {
@@ -335,6 +380,7 @@ impl<S: StateMachine> Replica<S> {
     /// from lower views, or that contradict the cluster's shape (a Propose from a replica that
     /// does not lead its view) are ignored.
     pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: Message) {
+        self.clock_ms = now_ms;
         if from == self.config.me || !self.config.nodes.contains(&from) {
             return;
         }
@@ -373,6 +419,7 @@ impl<S: StateMachine> Replica<S> {
     /// catch-up retries. Call it every few milliseconds (a fraction of the shortest interval in
     /// the configuration).
     pub fn tick(&mut self, now_ms: u64) {
+        self.clock_ms = now_ms;
         match &self.role {
             Role::Leader(_) => self.tick_leader(now_ms),
             Role::Candidate(candidate) => {
@@ -574,7 +621,7 @@ impl<S: StateMachine> Replica<S> {
             if !self.batch_due(now_ms) {
                 break;
             }
-            let batch = self.close_batch();
+            let batch = self.close_batch(now_ms);
             self.propose(next_instance, batch);
             next_instance = next_instance.next();
         }
@@ -594,8 +641,9 @@ impl<S: StateMachine> Replica<S> {
         Some(pending.request)
     }
 
-    /// Takes the oldest pending requests into a batch, up to the limits (at least one).
-    fn close_batch(&mut self) -> Batch {
+    /// Takes the oldest pending requests into a batch, up to the limits (at least one),
+    /// stamped with the clock but never below a stamp seen (see "Stamps" above).
+    fn close_batch(&mut self, now_ms: u64) -> Batch {
         let mut requests = Vec::new();
         let mut bytes = 0;
         while let Some(front) = self.pending.front() {
@@ -608,12 +656,13 @@ impl<S: StateMachine> Replica<S> {
             bytes += size;
             requests.push(self.pop_pending().expect("a front"));
         }
-        Batch::new(requests)
+        Batch::stamped(now_ms.max(self.stamp_seen_ms), requests)
     }
 
     /// The leader votes for `batch` in `instance` (written before the Propose leaves) and
     /// proposes it.
     fn propose(&mut self, instance: Instance, batch: Batch) {
+        self.see_stamp(batch.stamp_ms());
         let view = self.view;
         let entry = self.log.entry(instance).or_default();
         entry.vote = Some((view, batch.clone()));
@@ -750,7 +799,17 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         let log_start = promised.log_start;
+        let stamp_ms = promised
+            .entries
+            .iter()
+            .map(|(_, e)| match e {
+                PromisedEntry::Voted { batch, .. } | PromisedEntry::Decided(batch) => {
+                    batch.stamp_ms()
+                }
+            })
+            .fold(0, u64::max);
         candidate.promises.insert(from, promised);
+        self.see_stamp(stamp_ms);
         if log_start > self.next_execute {
             // The instances between were decided and truncated there: learn them first.
             self.want_decided_below(now_ms, log_start, Some(from));
@@ -902,6 +961,7 @@ impl<S: StateMachine> Replica<S> {
         let entry = self.log.entry(instance).or_default();
         let voted = entry.vote.as_ref().is_some_and(|(v, _)| *v == view);
         if !voted {
+            self.stamp_seen_ms = self.stamp_seen_ms.max(batch.stamp_ms());
             entry.vote = Some((view, batch.clone()));
             self.ready.record(Record::Accepted {
                 instance,
@@ -984,7 +1044,12 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         entry.decided = Some(batch.clone());
+        self.see_stamp(batch.stamp_ms());
         self.ready.record(Record::Decided { instance, batch });
+    }
+
+    fn see_stamp(&mut self, stamp_ms: u64) {
+        self.stamp_seen_ms = self.stamp_seen_ms.max(stamp_ms);
     }
 
     // ---- Execution and the client table ----
@@ -996,7 +1061,7 @@ impl<S: StateMachine> Replica<S> {
             .get(&self.next_execute)
             .and_then(|e| e.decided.clone())
         {
-            self.execute(&batch);
+            self.execute(self.next_execute, &batch);
             self.log_bytes_since_snapshot += batch.size_bytes() as u64;
             self.next_execute = self.next_execute.next();
         }
@@ -1005,7 +1070,15 @@ impl<S: StateMachine> Replica<S> {
 
     /// Executes a decided batch's requests, skipping those the client table shows executed
     /// (a request decided in two instances, seed 002 §II).
-    fn execute(&mut self, batch: &Batch) {
+    fn execute(&mut self, instance: Instance, batch: &Batch) {
+        self.stamp_executed_ms = self.stamp_executed_ms.max(batch.stamp_ms());
+        self.see_stamp(self.stamp_executed_ms);
+        let stamp_ms = if self.config.bugs.execute_at_local_clock {
+            self.clock_ms
+        } else {
+            self.stamp_executed_ms
+        };
+        self.state_machine.begin_batch(instance, stamp_ms);
         for request in batch.requests() {
             if self.is_executed(request) && !self.config.bugs.no_dedup {
                 self.stats.duplicates_skipped += 1;
@@ -1057,6 +1130,7 @@ impl<S: StateMachine> Replica<S> {
         }
         let snapshot = Snapshot {
             next_instance: self.next_execute,
+            stamp_ms: self.stamp_executed_ms,
             state: self.state_machine.snapshot(),
             clients: self.clients.clone(),
         };
@@ -1088,6 +1162,8 @@ impl<S: StateMachine> Replica<S> {
         self.state_machine.restore(&snapshot.state);
         self.clients = snapshot.clients.clone();
         self.next_execute = snapshot.next_instance;
+        self.stamp_executed_ms = snapshot.stamp_ms;
+        self.see_stamp(snapshot.stamp_ms);
         self.ready.record(Record::Snapshot(snapshot.clone()));
         self.truncate(snapshot.next_instance);
         self.snapshot = Some(snapshot);

@@ -8,6 +8,8 @@
 //! tag      u8      which message (TAG_* below)
 //! fields           per message, in declaration order:
 //!   view, instance, client, seq   u64 LE
+//!   batch                         stamp u64 LE, then its requests as a vector
+//!   snapshot                      next instance, stamp, state bytes, client table
 //!   bytes                         u32 LE length, then the bytes
 //!   vectors, batches, tables      u32 LE count, then the elements
 //!   options, promised entries     u8 kind (0 or 1), then the content
@@ -22,7 +24,8 @@ use crate::ids::{ClientId, Instance, RequestSeq, View};
 use crate::message::{Batch, ClientTable, Message, PromisedEntry, Request, Snapshot};
 
 /// The version this code writes and accepts.
-pub const WIRE_VERSION: u8 = 1;
+/// Version 2 added the leader's stamp to batches and the execution stamp to snapshots.
+pub const WIRE_VERSION: u8 = 2;
 
 const TAG_PREPARE: u8 = 1;
 const TAG_PROMISE: u8 = 2;
@@ -36,7 +39,11 @@ const TAG_FORWARD: u8 = 8;
 /// The fewest bytes a request takes: client, sequence number and payload length.
 const REQUEST_BYTES_MIN: usize = 8 + 8 + 4;
 
-/// Bytes that do not decode to a message.
+/// The fewest bytes a batch takes: its stamp and its request count.
+const BATCH_BYTES_MIN: usize = 8 + 4;
+
+/// Bytes that do not decode to a message (or to one of [`crate::kv`]'s payloads, which share
+/// this reader).
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum DecodeError {
     /// The buffer ends inside the message.
@@ -57,6 +64,16 @@ pub enum DecodeError {
     /// Bytes after the message.
     #[error("{0} bytes after the message")]
     Trailing(usize),
+    /// A value its type refuses: a NaN float, a zero LPOS rank, a text that is not UTF-8, keys
+    /// out of order in a snapshot (in the payloads of [`crate::kv`]).
+    #[error("invalid value")]
+    Invalid,
+    /// Transactions nested deeper than allowed (in the payloads of [`crate::kv`]).
+    #[error("nested too deeply")]
+    Nested,
+    /// A register that does not decode (in a [`crate::kv`] snapshot).
+    #[error("bad register")]
+    Register,
 }
 
 /// Appends `message`, encoded, to `out`.
@@ -155,7 +172,7 @@ pub fn encode(message: &Message, out: &mut Vec<u8>) {
 
 /// Decodes one message that fills `bytes` exactly.
 pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
-    let mut r = Reader { bytes };
+    let mut r = Reader::new(bytes);
     let version = r.u8()?;
     if version != WIRE_VERSION {
         return Err(DecodeError::UnknownVersion(version));
@@ -169,7 +186,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
             let view = View(r.u64()?);
             let log_start = Instance(r.u64()?);
             // An entry takes an instance, a kind and an empty batch at least.
-            let count = r.count(8 + 1 + 4)?;
+            let count = r.count(8 + 1 + BATCH_BYTES_MIN)?;
             let mut entries = Vec::with_capacity(count);
             for _ in 0..count {
                 let instance = Instance(r.u64()?);
@@ -213,7 +230,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
                 1 => Some(r.snapshot()?),
                 other => return Err(DecodeError::BadKind(other)),
             };
-            let count = r.count(8 + 4)?;
+            let count = r.count(8 + BATCH_BYTES_MIN)?;
             let mut decided = Vec::with_capacity(count);
             for _ in 0..count {
                 decided.push((Instance(r.u64()?), r.batch()?));
@@ -234,24 +251,22 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
         }
         other => return Err(DecodeError::UnknownTag(other)),
     };
-    if !r.bytes.is_empty() {
-        return Err(DecodeError::Trailing(r.bytes.len()));
-    }
+    r.finish()?;
     Ok(message)
 }
 
-fn put_u64(out: &mut Vec<u8>, v: u64) {
+pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
 /// # Panics
 /// If `n` does not fit in 32 bits: messages are far smaller (a broken invariant).
-fn put_count(out: &mut Vec<u8>, n: usize) {
+pub(crate) fn put_count(out: &mut Vec<u8>, n: usize) {
     let n = u32::try_from(n).expect("counts fit in 32 bits");
     out.extend_from_slice(&n.to_le_bytes());
 }
 
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     put_count(out, bytes.len());
     out.extend_from_slice(bytes);
 }
@@ -263,6 +278,7 @@ fn put_request(out: &mut Vec<u8>, request: &Request) {
 }
 
 fn put_batch(out: &mut Vec<u8>, batch: &Batch) {
+    put_u64(out, batch.stamp_ms());
     put_count(out, batch.requests().len());
     for request in batch.requests() {
         put_request(out, request);
@@ -271,6 +287,7 @@ fn put_batch(out: &mut Vec<u8>, batch: &Batch) {
 
 fn put_snapshot(out: &mut Vec<u8>, snapshot: &Snapshot) {
     put_u64(out, snapshot.next_instance.0);
+    put_u64(out, snapshot.stamp_ms);
     put_bytes(out, &snapshot.state);
     put_count(out, snapshot.clients.len());
     for (client, (seq, reply)) in &snapshot.clients {
@@ -281,11 +298,32 @@ fn put_snapshot(out: &mut Vec<u8>, snapshot: &Snapshot) {
 }
 
 /// Reads from a byte slice front to back, within bounds.
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { bytes }
+    }
+
+    /// Refuses bytes left over.
+    pub(crate) fn finish(&self) -> Result<(), DecodeError> {
+        match self.bytes.len() {
+            0 => Ok(()),
+            n => Err(DecodeError::Trailing(n)),
+        }
+    }
+
+    /// A byte that is 0 or 1.
+    pub(crate) fn bool(&mut self) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(DecodeError::BadKind(other)),
+        }
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.bytes.len() < n {
             return Err(DecodeError::Truncated);
@@ -295,17 +333,17 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    fn u8(&mut self) -> Result<u8, DecodeError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
 
-    fn u32(&mut self) -> Result<u32, DecodeError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
         let mut a = [0; 4];
         a.copy_from_slice(self.take(4)?);
         Ok(u32::from_le_bytes(a))
     }
 
-    fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
         let mut a = [0; 8];
         a.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(a))
@@ -313,7 +351,7 @@ impl<'a> Reader<'a> {
 
     /// A count of elements of at least `element_bytes_min` bytes each, checked against what is
     /// left, so that no allocation exceeds the message.
-    fn count(&mut self, element_bytes_min: usize) -> Result<usize, DecodeError> {
+    pub(crate) fn count(&mut self, element_bytes_min: usize) -> Result<usize, DecodeError> {
         let n = self.u32()?;
         let count = n as usize;
         if count > self.bytes.len() / element_bytes_min.max(1) {
@@ -322,7 +360,7 @@ impl<'a> Reader<'a> {
         Ok(count)
     }
 
-    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+    pub(crate) fn bytes(&mut self) -> Result<Bytes, DecodeError> {
         let len = self.u32()? as usize;
         Ok(Bytes::copy_from_slice(self.take(len)?))
     }
@@ -336,16 +374,18 @@ impl<'a> Reader<'a> {
     }
 
     fn batch(&mut self) -> Result<Batch, DecodeError> {
+        let stamp_ms = self.u64()?;
         let count = self.count(REQUEST_BYTES_MIN)?;
         let mut requests = Vec::with_capacity(count);
         for _ in 0..count {
             requests.push(self.request()?);
         }
-        Ok(Batch::new(requests))
+        Ok(Batch::stamped(stamp_ms, requests))
     }
 
     fn snapshot(&mut self) -> Result<Snapshot, DecodeError> {
         let next_instance = Instance(self.u64()?);
+        let stamp_ms = self.u64()?;
         let state = self.bytes()?;
         let count = self.count(8 + 8 + 4)?;
         let mut clients = ClientTable::new();
@@ -356,6 +396,7 @@ impl<'a> Reader<'a> {
         }
         Ok(Snapshot {
             next_instance,
+            stamp_ms,
             state,
             clients,
         })

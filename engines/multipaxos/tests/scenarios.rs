@@ -29,6 +29,8 @@ struct Net {
     sent: Vec<(NodeId, Envelope)>,
     replies: Vec<(NodeId, ClientReply)>,
     now_ms: u64,
+    /// How far a replica's clock runs ahead of the network's (none unless a test sets one).
+    ahead_ms: BTreeMap<NodeId, u64>,
 }
 
 fn request(client: u64, seq: u64) -> Request {
@@ -68,6 +70,7 @@ impl Net {
             sent: Vec::new(),
             replies: Vec::new(),
             now_ms: 0,
+            ahead_ms: BTreeMap::new(),
         };
         for node in [A, B, C] {
             let replica = Replica::new(net.config(node), History::default(), 0);
@@ -92,6 +95,11 @@ impl Net {
         net.run(every);
         assert!(net.replica(A).is_leader());
         net
+    }
+
+    /// The clock of `node`.
+    fn now(&self, node: NodeId) -> u64 {
+        self.now_ms + self.ahead_ms.get(&node).copied().unwrap_or(0)
     }
 
     fn replica(&self, node: NodeId) -> &Replica<History> {
@@ -125,7 +133,7 @@ impl Net {
     }
 
     fn submit(&mut self, node: NodeId, request: Request) {
-        let now = self.now_ms;
+        let now = self.now(node);
         self.replicas
             .get_mut(&node)
             .unwrap()
@@ -134,7 +142,7 @@ impl Net {
     }
 
     fn tick(&mut self, node: NodeId) {
-        let now = self.now_ms;
+        let now = self.now(node);
         self.replicas.get_mut(&node).unwrap().tick(now);
         self.collect(node);
     }
@@ -149,7 +157,7 @@ impl Net {
                 continue;
             }
             let to = envelope.to;
-            let now = self.now_ms;
+            let now = self.now(to);
             self.replicas
                 .get_mut(&to)
                 .unwrap()
@@ -186,7 +194,7 @@ impl Net {
     /// Crashes `node` in the middle of a step: what it produced for `message` is not committed,
     /// and only what the protocol leaked ahead of its writes gets out.
     fn crash_handling(&mut self, node: NodeId, from: NodeId, message: Message) {
-        let now = self.now_ms;
+        let now = self.now(node);
         let replica = self.replicas.get_mut(&node).unwrap();
         replica.handle_message(now, from, message);
         for envelope in replica.take_ready().abandon() {
@@ -199,8 +207,8 @@ impl Net {
     /// Restarts `node` from its store.
     fn restart(&mut self, node: NodeId) {
         let durable = self.stores[&node].durable().clone();
-        let replica =
-            Replica::recover(self.config(node), History::default(), &durable, self.now_ms);
+        let now = self.now(node);
+        let replica = Replica::recover(self.config(node), History::default(), &durable, now);
         self.replicas.insert(node, replica);
         self.down.remove(&node);
         self.collect(node);
@@ -370,8 +378,8 @@ fn section_3_a_leader_change_in_the_middle_of_a_batch() {
     assert!(net.replica(B).is_leader());
     assert_eq!(net.replica(B).view(), View(1));
     assert_eq!(
-        net.replica(C).decided(Instance(0)),
-        Some(&Batch::new(vec![request(1, 1), request(2, 1)])),
+        net.replica(C).decided(Instance(0)).map(Batch::requests),
+        Some(&[request(1, 1), request(2, 1)][..]),
         "A's batch, proposed again"
     );
     // The handed-over request waits in B's open batch, which closes by age.
@@ -458,11 +466,11 @@ fn agreed_twice(configure: fn(&mut Config)) -> Net {
     net.submit(B, request(1, 1));
     net.run(every);
     assert!(net.replica(B).is_leader());
-    let decided: Vec<Option<&Batch>> = (0..2)
-        .map(|i| net.replica(C).decided(Instance(i)))
+    let decided: Vec<Option<&[Request]>> = (0..2)
+        .map(|i| net.replica(C).decided(Instance(i)).map(Batch::requests))
         .collect();
-    let once = Batch::new(vec![request(1, 1)]);
-    assert_eq!(decided, [Some(&once), Some(&once)], "agreed twice");
+    let once = &[request(1, 1)][..];
+    assert_eq!(decided, [Some(once), Some(once)], "agreed twice");
     net
 }
 
@@ -729,4 +737,38 @@ fn section_2_a_batch_closes_when_its_requests_reach_the_byte_limit() {
         })
         .collect();
     assert_eq!(sizes, [1]);
+}
+
+/// Batch stamps (see the replica's docs, "Stamps"): A's clock runs 10 s ahead, so the batch
+/// it leads is stamped 10 s ahead of B's clock. After A crashes, B leads with its slower clock
+/// but stamps its first batch no lower than the decided one it has seen, and every replica
+/// executes both at the same, non-decreasing stamps.
+#[test]
+fn stamps_a_new_leader_with_a_slower_clock_never_stamps_below_a_decided_batch() {
+    let mut net = Net::new(|_| {});
+    net.ahead_ms.insert(A, 10_000);
+    net.tick(A);
+    net.run(every);
+    net.submit(A, request(1, 1));
+    net.run(every);
+    let first = net.replica(B).decided(Instance(0)).unwrap().stamp_ms();
+    assert_eq!(first, 10_000, "A's clock");
+    net.crash(A);
+    net.advance(1_000, every);
+    assert!(net.replica(B).is_leader());
+    net.submit(B, request(2, 1));
+    net.advance(1_100, every);
+    let second = net.replica(C).decided(Instance(1)).unwrap().stamp_ms();
+    assert!(net.now(B) < first, "B's clock is behind A's batch");
+    assert_eq!(second, first, "B stamps at the highest stamp it has seen");
+    for node in [B, C] {
+        assert_eq!(net.history(node), ["c1#1", "c2#1"], "{node:?}");
+        assert_eq!(net.replica(node).stamp_executed_ms(), first, "{node:?}");
+    }
+    // Once B's clock passes the floor, its stamps follow its clock again.
+    net.advance(10_500, every);
+    net.submit(B, request(3, 1));
+    net.advance(10_600, every);
+    let third = net.replica(C).decided(Instance(2)).unwrap().stamp_ms();
+    assert!(third > first && third <= net.now(B), "{third}");
 }

@@ -23,7 +23,8 @@ pub fn request() -> impl Strategy<Value = Request> {
 }
 
 pub fn batch() -> impl Strategy<Value = Batch> {
-    proptest::collection::vec(request(), 0..4).prop_map(Batch::new)
+    (number(), proptest::collection::vec(request(), 0..4))
+        .prop_map(|(stamp, requests)| Batch::stamped(stamp, requests))
 }
 
 pub fn snapshot() -> impl Strategy<Value = Snapshot> {
@@ -32,11 +33,14 @@ pub fn snapshot() -> impl Strategy<Value = Snapshot> {
         (number().prop_map(RequestSeq), bytes()),
         0..4,
     );
-    (number(), bytes(), clients).prop_map(|(next, state, clients): (_, _, ClientTable)| Snapshot {
-        next_instance: Instance(next),
-        state,
-        clients,
-    })
+    (number(), number(), bytes(), clients).prop_map(
+        |(next, stamp_ms, state, clients): (_, _, _, ClientTable)| Snapshot {
+            next_instance: Instance(next),
+            stamp_ms,
+            state,
+            clients,
+        },
+    )
 }
 
 pub fn entry() -> impl Strategy<Value = (Instance, PromisedEntry)> {

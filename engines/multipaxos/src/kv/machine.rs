@@ -1,0 +1,384 @@
+//! [`RegisterMachine`]: the map of keys to registers, executing [`Operation`]s.
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use logless_commands::command::{Command, CommandError, Condition, Expiry, Limits, Reply, SetArgs};
+use logless_commands::value::{Data, Register};
+
+use super::codec::{put_bytes, put_count, DecodeError, Reader};
+use super::op::Operation;
+use super::response::Response;
+use crate::ids::Instance;
+use crate::message::Request;
+use crate::state_machine::StateMachine;
+
+/// The most expired keys swept at the start of one batch: sweeping is bounded work per batch,
+/// and keys an operation touches are removed then anyway.
+pub const EXPIRED_SWEEP_MAX: usize = 64;
+
+/// The version of the snapshot encoding: `version u8 | count u32 | (key, register)*` in
+/// strictly increasing key order, each register as a u32 length and `Register::encode`.
+const SNAPSHOT_VERSION: u8 = 1;
+
+/// COPY of a key onto itself (Redis's text; the commands crate has no such error).
+const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
+/// A transaction inside a transaction (Redis's text).
+const ERR_NESTED: &str = "ERR MULTI calls can not be nested";
+
+static ABSENT: Register = Register {
+    data: Data::Absent,
+    expires_at_ms: None,
+    fence: 0,
+};
+
+/// The replicated map: keys to registers, in key order.
+///
+/// Holds only live keys (and absent ones that keep a fencing token, see the module docs),
+/// evaluated at the execution stamp of the batch being executed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisterMachine {
+    map: BTreeMap<Bytes, Register>,
+    /// Every key in `map` with an expiry, by expiry: the sweep's order.
+    expiring: BTreeSet<(u64, Bytes)>,
+    limits: Limits,
+    /// The execution stamp of the current batch.
+    now_ms: u64,
+    /// The current batch's instance, and the position of the next request in it: the seeds.
+    instance: Instance,
+    position: u64,
+}
+
+impl Default for RegisterMachine {
+    fn default() -> RegisterMachine {
+        RegisterMachine::new(Limits::UNLIMITED)
+    }
+}
+
+/// SplitMix64's finaliser: spreads `x` over all 64 bits.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl RegisterMachine {
+    /// An empty map whose commands hold to `limits`.
+    pub fn new(limits: Limits) -> RegisterMachine {
+        RegisterMachine {
+            map: BTreeMap::new(),
+            expiring: BTreeSet::new(),
+            limits,
+            now_ms: 0,
+            instance: Instance(0),
+            position: 0,
+        }
+    }
+
+    /// The keys and their registers, in key order.
+    pub fn map(&self) -> &BTreeMap<Bytes, Register> {
+        &self.map
+    }
+
+    /// The register of `key` as stored (absent if not in the map; it may have expired since
+    /// the last batch).
+    pub fn get(&self, key: &[u8]) -> &Register {
+        self.map.get(key).unwrap_or(&ABSENT)
+    }
+
+    /// The execution stamp operations see now.
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// Executes `operation` at the current stamp, with the seed of the current position.
+    pub fn apply(&mut self, operation: Operation) -> Response {
+        let seed = mix(mix(self.instance.0) ^ self.position);
+        self.position += 1;
+        match operation {
+            Operation::Transaction(operations) => {
+                let replies = operations
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, op)| match op {
+                        Operation::Transaction(_) => Response::error(ERR_NESTED),
+                        op => self.apply_one(op, mix(seed ^ i as u64)),
+                    })
+                    .collect();
+                Response::Items(replies)
+            }
+            op => self.apply_one(op, seed),
+        }
+    }
+
+    /// Executes an operation other than a transaction.
+    fn apply_one(&mut self, operation: Operation, seed: u64) -> Response {
+        match operation {
+            Operation::Command { key, mut command } => {
+                command.seed(seed);
+                self.command(key, &command).into()
+            }
+            Operation::MSet(pairs) => self.mset(pairs),
+            Operation::MSetNx(pairs) => {
+                if pairs.iter().any(|(k, _)| self.is_live(k)) {
+                    return Response::Int(0);
+                }
+                match self.mset(pairs) {
+                    Response::Ok => Response::Int(1),
+                    error => error,
+                }
+            }
+            Operation::Rename { from, to } => self.rename(from, to, false),
+            Operation::RenameNx { from, to } => self.rename(from, to, true),
+            Operation::SMove { from, to, member } => self.smove(from, to, member),
+            Operation::Copy { from, to, replace } => self.copy(from, to, replace),
+            Operation::Del(keys) => {
+                let deleted = keys
+                    .into_iter()
+                    .filter(|k| self.command(k.clone(), &Command::Del) == Reply::Int(1))
+                    .count();
+                Response::Int(deleted as i64)
+            }
+            Operation::Exists(keys) => {
+                let live = keys.iter().filter(|k| self.is_live(k)).count();
+                Response::Int(live as i64)
+            }
+            Operation::MGet(keys) => Response::Items(
+                keys.iter()
+                    .map(|k| match Command::Get.read(self.get(k), self.now_ms) {
+                        Reply::Bulk(b) => Response::Bulk(b),
+                        _ => Response::Nil,
+                    })
+                    .collect(),
+            ),
+            Operation::Transaction(_) => Response::error(ERR_NESTED),
+        }
+    }
+
+    fn is_live(&self, key: &[u8]) -> bool {
+        self.get(key).is_live(self.now_ms)
+    }
+
+    /// Takes `key`'s register out of the map (absent if missing).
+    fn take(&mut self, key: &Bytes) -> Register {
+        let reg = self.map.remove(key).unwrap_or_default();
+        if let Some(at) = reg.expires_at_ms {
+            self.expiring.remove(&(at, key.clone()));
+        }
+        reg
+    }
+
+    /// Puts `key`'s register back: a live one as it is, a dead one (absent or expired) not at
+    /// all, or as an absent register if it carries a fencing token.
+    fn put(&mut self, key: Bytes, reg: Register) {
+        let reg = if reg.is_live(self.now_ms) {
+            reg
+        } else if reg.fence != 0 {
+            reg.cleared()
+        } else {
+            return;
+        };
+        if let Some(at) = reg.expires_at_ms {
+            self.expiring.insert((at, key.clone()));
+        }
+        self.map.insert(key, reg);
+    }
+
+    /// One command on one key, as the per-key engine applies it.
+    fn command(&mut self, key: Bytes, command: &Command) -> Reply {
+        let mut reg = self.take(&key);
+        let outcome = command.apply(&mut reg, self.now_ms, &self.limits);
+        self.put(key, reg);
+        outcome.reply
+    }
+
+    /// MSET: every value is checked against the limits first, so that it sets all or nothing.
+    fn mset(&mut self, pairs: Vec<(Bytes, Bytes)>) -> Response {
+        if pairs
+            .iter()
+            .any(|(_, v)| v.len() > self.limits.value_bytes_max)
+        {
+            return Reply::Error(CommandError::ValueTooLarge).into();
+        }
+        for (key, value) in pairs {
+            let set = Command::Set(SetArgs {
+                value,
+                condition: Condition::Always,
+                get: false,
+                expiry: Expiry::Clear,
+            });
+            let reply = self.command(key, &set);
+            assert_eq!(reply, Reply::Ok, "a SET within the limits succeeds");
+        }
+        Response::Ok
+    }
+
+    /// RENAME and RENAMENX, in Redis's order of checks: a missing source is an error, a key
+    /// renamed onto itself is OK (0 for RENAMENX), an existing destination stops RENAMENX.
+    /// The value moves with its time to live. Fencing tokens stay with their keys, and the
+    /// destination takes the higher of the two, so neither key's tokens ever go down.
+    fn rename(&mut self, from: Bytes, to: Bytes, nx: bool) -> Response {
+        if !self.is_live(&from) {
+            return Reply::Error(CommandError::NoSuchKey).into();
+        }
+        if from == to {
+            return if nx { Response::Int(0) } else { Response::Ok };
+        }
+        if nx && self.is_live(&to) {
+            return Response::Int(0);
+        }
+        let source = self.take(&from);
+        let destination = self.take(&to);
+        self.put(from, source.cleared());
+        let moved = Register {
+            fence: source.fence.max(destination.fence),
+            ..source
+        };
+        self.put(to, moved);
+        if nx {
+            Response::Int(1)
+        } else {
+            Response::Ok
+        }
+    }
+
+    /// SMOVE, in Redis's order of checks: a missing source answers 0 (whatever the
+    /// destination holds), then either key holding a non-set is WRONGTYPE, then a move onto
+    /// the same key answers whether the member is there. The destination's add is checked
+    /// against the limits before the source loses the member.
+    fn smove(&mut self, from: Bytes, to: Bytes, member: Bytes) -> Response {
+        let wrong_type = |data: &Data| !matches!(data, Data::Set(_) | Data::Absent);
+        let source = self.get(&from).live_data(self.now_ms);
+        let Data::Set(members) = source else {
+            return match source {
+                Data::Absent => Response::Int(0),
+                _ => Reply::Error(CommandError::WrongType).into(),
+            };
+        };
+        let has = members.contains(&member);
+        if wrong_type(self.get(&to).live_data(self.now_ms)) {
+            return Reply::Error(CommandError::WrongType).into();
+        }
+        if from == to || !has {
+            return Response::Int(i64::from(has));
+        }
+        let mut destination = self.take(&to);
+        let added =
+            Command::SAdd(vec![member.clone()]).apply(&mut destination, self.now_ms, &self.limits);
+        self.put(to, destination);
+        if let Reply::Error(e) = added.reply {
+            return Reply::Error(e).into();
+        }
+        let removed = self.command(from, &Command::SRem(vec![member]));
+        assert_eq!(removed, Reply::Int(1), "the member was in the source");
+        Response::Int(1)
+    }
+
+    /// COPY: the value and its time to live; the destination keeps its own fencing token.
+    fn copy(&mut self, from: Bytes, to: Bytes, replace: bool) -> Response {
+        if from == to {
+            return Response::error(ERR_SAME_OBJECT);
+        }
+        if !self.is_live(&from) || (!replace && self.is_live(&to)) {
+            return Response::Int(0);
+        }
+        let source = self.get(&from).clone();
+        let destination = self.take(&to);
+        let copied = Register {
+            fence: destination.fence,
+            ..source
+        };
+        self.put(to, copied);
+        Response::Int(1)
+    }
+
+    /// Removes up to [`EXPIRED_SWEEP_MAX`] keys expired at the current stamp.
+    fn sweep_expired(&mut self) {
+        for _ in 0..EXPIRED_SWEEP_MAX {
+            let Some((at, key)) = self.expiring.first().cloned() else {
+                return;
+            };
+            if at > self.now_ms {
+                return;
+            }
+            let reg = self.take(&key);
+            self.put(key, reg);
+        }
+    }
+
+    /// Decodes a snapshot's map.
+    fn decode_map(bytes: &[u8]) -> Result<BTreeMap<Bytes, Register>, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let version = r.u8()?;
+        if version != SNAPSHOT_VERSION {
+            return Err(DecodeError::UnknownVersion(version));
+        }
+        let count = r.count(8)?;
+        let mut map = BTreeMap::new();
+        for _ in 0..count {
+            let key = r.bytes()?;
+            let reg = Register::decode(&r.bytes()?).map_err(|_| DecodeError::Register)?;
+            if map.last_key_value().is_some_and(|(last, _)| *last >= key) {
+                return Err(DecodeError::Invalid);
+            }
+            map.insert(key, reg);
+        }
+        r.finish()?;
+        Ok(map)
+    }
+}
+
+impl StateMachine for RegisterMachine {
+    fn begin_batch(&mut self, instance: Instance, stamp_ms: u64) {
+        assert!(stamp_ms >= self.now_ms, "execution stamps never go down");
+        self.now_ms = stamp_ms;
+        self.instance = instance;
+        self.position = 0;
+        self.sweep_expired();
+    }
+
+    /// Decodes the payload and applies it; a payload that does not decode is answered with an
+    /// error and changes nothing (every replica decodes the same bytes the same way).
+    fn execute(&mut self, request: &Request) -> Bytes {
+        let response = match Operation::decode(&request.payload) {
+            Ok(operation) => self.apply(operation),
+            Err(e) => {
+                self.position += 1;
+                Response::error(format!("ERR undecodable operation: {e}"))
+            }
+        };
+        response.encode()
+    }
+
+    fn snapshot(&self) -> Bytes {
+        let mut out = vec![SNAPSHOT_VERSION];
+        put_count(&mut out, self.map.len());
+        let mut reg_bytes = Vec::new();
+        for (key, reg) in &self.map {
+            put_bytes(&mut out, key);
+            reg_bytes.clear();
+            reg.encode(&mut reg_bytes);
+            put_bytes(&mut out, &reg_bytes);
+        }
+        Bytes::from(out)
+    }
+
+    /// # Panics
+    /// If the snapshot does not decode: snapshots come from this machine on some replica,
+    /// through the store's or the transport's checksums, so a bad one is a broken invariant
+    /// (and going on with a partial map would let replicas diverge silently).
+    fn restore(&mut self, snapshot: &Bytes) {
+        let map = match RegisterMachine::decode_map(snapshot) {
+            Ok(map) => map,
+            Err(e) => panic!("a register map snapshot that does not decode: {e}"),
+        };
+        self.expiring = map
+            .iter()
+            .filter_map(|(k, r)| r.expires_at_ms.map(|at| (at, k.clone())))
+            .collect();
+        self.map = map;
+        // The next batch names its stamp; the snapshot's own is the engine's (a restore may
+        // go back to an older state, whose stamp is lower).
+        self.now_ms = 0;
+    }
+}
