@@ -33,12 +33,16 @@
 //! `docs/storage-format.md`.
 use thiserror::Error;
 
+pub mod dir;
 pub mod log_store;
 pub mod media;
+pub mod segment_log;
 pub mod slot_store;
 
+pub use dir::{Dir, DirCrash, FileId, FsDir, SimDir};
 pub use log_store::{LogOptions, LogStore};
 pub use media::{DramMedia, FileMedia, Media, MmapMedia, PersistBy, SimMedia};
+pub use segment_log::{LogMutation, LogRecovery, SegmentLog, SegmentLogOptions};
 pub use slot_store::{Damage, Mutation, RecoveryReport, SlotStore};
 
 /// How a store keeps its writes, chosen per node.
@@ -170,6 +174,14 @@ pub enum StoreError {
     /// no cache-line flush instruction).
     #[error("persistent memory is not available here: {0}")]
     PmemUnavailable(&'static str),
+    /// A log append or truncation named an index out of order (a bug in the caller).
+    #[error("log index {index} out of order (expected {expected})")]
+    OutOfOrder {
+        /// The index given.
+        index: u64,
+        /// The index the log expected.
+        expected: u64,
+    },
     /// An earlier I/O error stopped the store (fail-stop).
     #[error("the store stopped after an I/O error")]
     Poisoned,
