@@ -297,7 +297,10 @@ impl Dir for SimDir {
     }
 
     fn rename(&mut self, from: &str, to: &str) -> Result<(), StoreError> {
-        assert!(self.state.live.contains_key(from), "rename of a missing file");
+        assert!(
+            self.state.live.contains_key(from),
+            "rename of a missing file"
+        );
         self.tick();
         let op = DirOp::Rename(from.to_string(), to.to_string());
         apply(&mut self.state.live, &op);
@@ -353,12 +356,8 @@ impl DirCrash {
             apply(&mut entries, op);
         }
         self.image(entries, |inode, snapshot| {
-            let kept: Vec<usize> = kept
-                .iter()
-                .filter(|k| k.0 == inode)
-                .map(|k| k.1)
-                .collect();
-            let torn = torn.filter(|t| t.0.0 == inode).map(|t| (t.0.1, t.1));
+            let kept: Vec<usize> = kept.iter().filter(|k| k.0 == inode).map(|k| k.1).collect();
+            let torn = torn.filter(|t| t.0 .0 == inode).map(|t| (t.0 .1, t.1));
             snapshot.crash_image(&kept, torn)
         })
     }

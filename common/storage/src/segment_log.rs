@@ -323,7 +323,8 @@ impl<D: Dir> SegmentLog<D> {
             None if dir.file(meta).read(0, 2 * META_SLOT_BYTES) == [0u8; 32] => {
                 // A new log: the meta file exists durably before any segment does.
                 dir.file_mut(meta).write(meta_slot_at(1), &meta_slot(0, 1));
-                dir.file_mut(meta).persist(meta_slot_at(1), META_SLOT_BYTES)?;
+                dir.file_mut(meta)
+                    .persist(meta_slot_at(1), META_SLOT_BYTES)?;
                 dir.sync()?;
                 (0, 1)
             }
@@ -391,8 +392,7 @@ impl<D: Dir> SegmentLog<D> {
             }
             let file = self.dir.open(name)?;
             let is_last = k + 1 == firsts.len();
-            let Some((header_first, flushed_end)) = read_segment_header(self.dir.file(file))
-            else {
+            let Some((header_first, flushed_end)) = read_segment_header(self.dir.file(file)) else {
                 if is_last {
                     // A roll that a crash interrupted before the header was durable.
                     removed.push(name.clone());
@@ -523,7 +523,11 @@ impl<D: Dir> SegmentLog<D> {
         Ok(())
     }
 
-    fn persist_ranges(&mut self, file: FileId, ranges: &[(usize, usize)]) -> Result<(), StoreError> {
+    fn persist_ranges(
+        &mut self,
+        file: FileId,
+        ranges: &[(usize, usize)],
+    ) -> Result<(), StoreError> {
         self.dir
             .file_mut(file)
             .persist_ranges(ranges)
@@ -538,7 +542,10 @@ impl<D: Dir> SegmentLog<D> {
     }
 
     /// Fail-stop: an error from a directory operation poisons the log.
-    fn dir_op<T>(&mut self, f: impl FnOnce(&mut D) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    fn dir_op<T>(
+        &mut self,
+        f: impl FnOnce(&mut D) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         f(&mut self.dir).inspect_err(|_| self.poisoned = true)
     }
 
@@ -600,7 +607,9 @@ impl<D: Dir> SegmentLog<D> {
         header[24..28].copy_from_slice(&crc.to_le_bytes());
         let media = self.dir.file_mut(file);
         if media.len() < segment_bytes {
-            media.grow(segment_bytes).inspect_err(|_| self.poisoned = true)?;
+            media
+                .grow(segment_bytes)
+                .inspect_err(|_| self.poisoned = true)?;
         }
         self.dir.file_mut(file).write(0, &header);
         if self.mutation != LogMutation::SkipSegmentCreatePersist {

@@ -69,7 +69,9 @@ impl Model {
 
     /// Snapshots never go back, even after a tail truncation.
     fn snapshot_index(&self) -> u64 {
-        self.snapshot.as_ref().map_or(self.next, |s| s.0.max(self.next))
+        self.snapshot
+            .as_ref()
+            .map_or(self.next, |s| s.0.max(self.next))
     }
 
     fn apply(&mut self, op: Op, tag: usize) {
@@ -220,9 +222,10 @@ fn every_crash(
                     .map(|i| (i, dirty[i]))
                     .partition(|(i, _)| mask & (1 << i) != 0);
                 let kept: Vec<_> = kept.into_iter().map(|k| k.1).collect();
-                let tears = std::iter::once(None).chain(unkept.iter().flat_map(|&(_, s)| {
-                    (8..SECTOR_BYTES).step_by(8).map(move |b| Some((s, b)))
-                }));
+                let tears =
+                    std::iter::once(None).chain(unkept.iter().flat_map(|&(_, s)| {
+                        (8..SECTOR_BYTES).step_by(8).map(move |b| Some((s, b)))
+                    }));
                 for torn in tears {
                     images += 1;
                     let image = crash.crash_image(dir_ops, &kept, torn);
@@ -378,8 +381,7 @@ fn sampled(seed: u64, images_min: usize, mutation: LogMutation) -> Result<usize,
             let (dir, completed) = run(&ops, Some(n), mutation);
             let crash = dir.at_crash();
             let dirty = crash.dirty_sectors();
-            let (kept, unkept): (Vec<_>, Vec<_>) =
-                dirty.iter().partition(|_| rng.random_bool(0.5));
+            let (kept, unkept): (Vec<_>, Vec<_>) = dirty.iter().partition(|_| rng.random_bool(0.5));
             let torn = (!unkept.is_empty() && rng.random_bool(0.3)).then(|| {
                 let sector = unkept[rng.random_range(0..unkept.len())];
                 (sector, rng.random_range(1..SECTOR_BYTES / 8) * 8)
@@ -430,5 +432,8 @@ fn sampled_sequences_roll_and_remove_segments() {
         removals += usize::from(now < count);
         count = now;
     }
-    assert!(rolls >= 5 && removals >= 2, "rolls {rolls}, removals {removals}");
+    assert!(
+        rolls >= 5 && removals >= 2,
+        "rolls {rolls}, removals {removals}"
+    );
 }
