@@ -53,11 +53,13 @@ pub struct FsDir {
     path: Option<PathBuf>,
     persist_by: PersistBy,
     files: Vec<Option<FileMedia>>,
-    names: BTreeMap<String, FileId>,
+    /// Every file in the directory, with its handle once opened.
+    names: BTreeMap<String, Option<FileId>>,
 }
 
 impl FsDir {
-    /// Opens (creating) the directory at `path` for `durability` and opens every file in it.
+    /// Opens (creating) the directory at `path` for `durability` and lists its files (they are
+    /// opened, mapped and locked by [`Dir::open`]).
     pub fn open(path: &Path, durability: Durability) -> Result<FsDir, StoreError> {
         let persist_by = match durability {
             Durability::Memory => {
@@ -83,7 +85,7 @@ impl FsDir {
         for entry in entries {
             let entry = entry.map_err(StoreError::io("read directory"))?;
             if let Some(name) = entry.file_name().to_str() {
-                dir.open(name)?;
+                dir.names.insert(name.to_string(), None);
             }
         }
         Ok(dir)
@@ -102,7 +104,7 @@ impl Dir for FsDir {
     }
 
     fn open(&mut self, name: &str) -> Result<FileId, StoreError> {
-        if let Some(&id) = self.names.get(name) {
+        if let Some(&Some(id)) = self.names.get(name) {
             return Ok(id);
         }
         let media = match self.full(name) {
@@ -115,7 +117,7 @@ impl Dir for FsDir {
         };
         let id = FileId(self.files.len());
         self.files.push(Some(media));
-        self.names.insert(name.to_string(), id);
+        self.names.insert(name.to_string(), Some(id));
         Ok(id)
     }
 
@@ -128,7 +130,7 @@ impl Dir for FsDir {
     }
 
     fn remove(&mut self, name: &str) -> Result<(), StoreError> {
-        if let Some(id) = self.names.remove(name) {
+        if let Some(Some(id)) = self.names.remove(name) {
             // Unmap (and unlock) before unlinking.
             self.files[id.0] = None;
         }
@@ -150,7 +152,7 @@ impl Dir for FsDir {
         if let (Some(a), Some(b)) = (self.full(from), self.full(to)) {
             std::fs::rename(a, b).map_err(StoreError::io("rename file"))?;
         }
-        if let Some(old) = self.names.remove(to) {
+        if let Some(Some(old)) = self.names.remove(to) {
             self.files[old.0] = None;
         }
         if let Some(id) = self.names.remove(from) {

@@ -393,8 +393,9 @@ impl<D: Dir> SegmentLog<D> {
             let file = self.dir.open(name)?;
             let is_last = k + 1 == firsts.len();
             let Some((header_first, flushed_end)) = read_segment_header(self.dir.file(file)) else {
-                if is_last {
-                    // A roll that a crash interrupted before the header was durable.
+                if is_last && self.unwritten_past_header(file) {
+                    // A roll that a crash interrupted before the header was durable: records
+                    // go into a segment only after its header is.
                     removed.push(name.clone());
                     continue;
                 }
@@ -440,6 +441,17 @@ impl<D: Dir> SegmentLog<D> {
             self.dir.sync()?;
         }
         Ok(())
+    }
+
+    /// Whether every byte of `file` past the segment header is zero (no record was written).
+    fn unwritten_past_header(&self, file: FileId) -> bool {
+        let media = self.dir.file(file);
+        (SEGMENT_HEADER_BYTES..media.len())
+            .step_by(ZERO_CHUNK_BYTES)
+            .all(|at| {
+                let n = ZERO_CHUNK_BYTES.min(media.len() - at);
+                media.read(at, n).iter().all(|&b| b == 0)
+            })
     }
 
     /// Scans one segment's records. Below the flushed end a bad record is damage; past it, it
