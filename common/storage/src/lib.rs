@@ -26,8 +26,14 @@
 //! Modules:
 //! * [`media`]: the backends and their persistence rules.
 //! * [`slot_store`]: the slot file: size classes, moves, free-slot reuse, group commit, recovery.
-//! * [`log_store`]: an append-only log on the same media (seed 001's "Log" pattern), for the
-//!   log-based engine and the storage experiment.
+//! * [`log_store`]: an append-only log in one file (seed 001's "Log" pattern), for the storage
+//!   experiment.
+//! * [`segment_log`]: the log-based engine's stable storage: a segmented log of indexed records
+//!   (group commit, prefix deletion, tail truncation, streaming replay, torn-tail repair) and
+//!   snapshot files written atomically, in one directory.
+//! * [`dir`]: a directory of media files ([`FsDir`] on a real directory, [`SimDir`], which
+//!   builds the images a power failure could leave of the directory operations and of every
+//!   file's sectors together).
 //!
 //! The byte layout, the media assumptions and the recovery rules are written down in
 //! `docs/storage-format.md`.

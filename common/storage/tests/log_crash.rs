@@ -318,6 +318,7 @@ fn every_crash_state_of_up_to_three_log_operations_recovers_a_prefix() {
         violations[..violations.len().min(5)].join("\n")
     );
     assert_eq!(scenarios, 2 * (6 + 36 + 216));
+    assert_eq!(images, 473_390);
 }
 
 fn assert_caught(mutation: LogMutation) {
@@ -397,12 +398,12 @@ fn sampled(seed: u64, images_min: usize, mutation: LogMutation) -> Result<usize,
     Ok(checked)
 }
 
-/// `LOGLESS_LOG_CRASH_SAMPLES` raises the number of sampled images (default 4,000).
+/// `LOGLESS_LOG_CRASH_SAMPLES` sets the number of sampled images (default 10,000).
 fn samples() -> usize {
     std::env::var("LOGLESS_LOG_CRASH_SAMPLES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4_000)
+        .unwrap_or(10_000)
 }
 
 #[test]
