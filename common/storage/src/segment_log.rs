@@ -220,6 +220,14 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// `RecordTooLarge` unless `bytes` is at most `bytes_max`.
+fn within_limit(bytes: usize, bytes_max: usize) -> Result<(), StoreError> {
+    if bytes > bytes_max {
+        return Err(StoreError::RecordTooLarge { bytes, bytes_max });
+    }
+    Ok(())
+}
+
 fn corrupt(what: &'static str, offset: usize) -> StoreError {
     StoreError::Corrupt {
         what,
@@ -571,12 +579,7 @@ impl<D: Dir> SegmentLog<D> {
                 expected: self.next,
             });
         }
-        if bytes.len() > self.options.record_bytes_max {
-            return Err(StoreError::RecordTooLarge {
-                bytes: bytes.len(),
-                bytes_max: self.options.record_bytes_max,
-            });
-        }
+        within_limit(bytes.len(), self.options.record_bytes_max)?;
         let need = record_bytes(bytes.len());
         let fits = self
             .segments
@@ -758,12 +761,7 @@ impl<D: Dir> SegmentLog<D> {
                 expected: newest.index,
             });
         }
-        if bytes.len() > self.options.snapshot_bytes_max {
-            return Err(StoreError::RecordTooLarge {
-                bytes: bytes.len(),
-                bytes_max: self.options.snapshot_bytes_max,
-            });
-        }
+        within_limit(bytes.len(), self.options.snapshot_bytes_max)?;
         let name = snapshot_name(index);
         let tmp = format!("{name}.tmp");
         self.dir_op(|d| d.remove(&tmp))?;

@@ -26,6 +26,16 @@ fn expected(range: std::ops::Range<u64>) -> Vec<(u64, Vec<u8>)> {
     range.map(|i| (i, record(i))).collect()
 }
 
+/// A log in `path` (sync mode) with records `0..count`, flushed.
+fn flushed_log(path: &std::path::Path, count: u64) -> SegmentLog {
+    let (mut log, _) = SegmentLog::open(path, options(Durability::Sync)).unwrap();
+    for i in 0..count {
+        log.append(i, &record(i)).unwrap();
+    }
+    log.flush().unwrap();
+    log
+}
+
 #[test]
 fn records_survive_a_reopen_in_every_file_mode() {
     for durability in [Durability::Mmap, Durability::Sync] {
@@ -71,11 +81,7 @@ fn memory_mode_keeps_nothing_across_opens() {
 #[test]
 fn prefix_deletion_removes_whole_segments_and_is_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = SegmentLog::open(dir.path(), options(Durability::Sync)).unwrap();
-    for i in 0..40 {
-        log.append(i, &record(i)).unwrap();
-    }
-    log.flush().unwrap();
+    let mut log = flushed_log(dir.path(), 40);
     let segments = log.segment_count();
     log.truncate_prefix(25).unwrap();
     assert!(log.segment_count() < segments);
@@ -102,11 +108,7 @@ fn prefix_deletion_removes_whole_segments_and_is_durable() {
 #[test]
 fn tail_truncation_drops_records_and_new_ones_replace_them() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = SegmentLog::open(dir.path(), options(Durability::Sync)).unwrap();
-    for i in 0..30 {
-        log.append(i, &record(i)).unwrap();
-    }
-    log.flush().unwrap();
+    let mut log = flushed_log(dir.path(), 30);
     log.truncate_tail(12).unwrap();
     assert_eq!(log.next_index(), 12);
     log.append(12, b"replaced").unwrap();

@@ -17,6 +17,8 @@ use logless_storage::{Durability, LogMutation, SegmentLog, SegmentLogOptions, Si
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+mod support;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     /// Append one record of this many bytes.
@@ -217,26 +219,17 @@ fn every_crash(
         let before = &models[completed];
         let after = &models[(completed + 1).min(ops.len())];
         for dir_ops in 0..=crash.pending_dir_ops() {
-            for mask in 0u32..(1 << dirty.len()) {
-                let (kept, unkept): (Vec<_>, Vec<_>) = (0..dirty.len())
-                    .map(|i| (i, dirty[i]))
-                    .partition(|(i, _)| mask & (1 << i) != 0);
-                let kept: Vec<_> = kept.into_iter().map(|k| k.1).collect();
-                let tears =
-                    std::iter::once(None).chain(unkept.iter().flat_map(|&(_, s)| {
-                        (8..SECTOR_BYTES).step_by(8).map(move |b| Some((s, b)))
-                    }));
-                for torn in tears {
-                    images += 1;
-                    let image = crash.crash_image(dir_ops, &kept, torn);
-                    if let Err(e) = check(image, before, after) {
-                        violations.push(format!(
-                            "{ops:?}: crash after op {n} ({completed} done), dir ops {dir_ops}, \
-                             kept {kept:?}, torn {torn:?}: {e}"
-                        ));
-                        if stop_early {
-                            return (images, violations);
-                        }
+            // Tears at every 8-byte step: a word store is atomic, nothing larger is.
+            for (kept, torn) in support::kept_and_torn(&dirty, SECTOR_BYTES, 8) {
+                images += 1;
+                let image = crash.crash_image(dir_ops, &kept, torn);
+                if let Err(e) = check(image, before, after) {
+                    violations.push(format!(
+                        "{ops:?}: crash after op {n} ({completed} done), dir ops {dir_ops}, \
+                         kept {kept:?}, torn {torn:?}: {e}"
+                    ));
+                    if stop_early {
+                        return (images, violations);
                     }
                 }
             }

@@ -4,13 +4,14 @@
 //! hold every acknowledged record, intact and at its index, with indices contiguous from the
 //! first kept one. A child that acknowledges before appending must be caught, which proves the
 //! check can fail.
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use logless_storage::{Durability, SegmentLog, SegmentLogOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+
+mod support;
 
 const CHILD_DIR_ENV: &str = "LOGLESS_LOG_KILL9_CHILD_DIR";
 const CHILD_LIE_ENV: &str = "LOGLESS_LOG_KILL9_CHILD_ACKS_EARLY";
@@ -98,21 +99,11 @@ impl Acked {
 fn one_run(kill_after_ms: u64, acks_early: bool) -> (Vec<String>, u64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_process_entry",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(CHILD_DIR_ENV, &path)
-        .env(CHILD_LIE_ENV, if acks_early { "1" } else { "" })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let lie = if acks_early { "1" } else { "" };
+    let (mut child, mut lines) = support::spawn_child(&[
+        (CHILD_DIR_ENV, path.as_os_str()),
+        (CHILD_LIE_ENV, lie.as_ref()),
+    ]);
     let mut acked = Acked::default();
     let deadline = Instant::now() + Duration::from_millis(kill_after_ms);
     while Instant::now() < deadline {
