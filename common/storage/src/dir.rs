@@ -244,7 +244,18 @@ impl SimDir {
         let state = self.crash.clone().unwrap_or_else(|| self.state.clone());
         let ops = self.ops();
         let mut inodes = BTreeMap::new();
-        for &inode in state.live.values().chain(state.durable.values()) {
+        let linked = state.pending.iter().filter_map(|op| match op {
+            DirOp::Link(_, inode) => Some(inode),
+            _ => None,
+        });
+        // Every file a crash image can name: live, durable, or linked by a pending operation
+        // (a file created and removed since the last sync).
+        for &inode in state
+            .live
+            .values()
+            .chain(state.durable.values())
+            .chain(linked)
+        {
             let mut media = self.inodes[inode].clone();
             media.join_clock(ops, self.crash_after_ops);
             inodes.insert(inode, media.at_crash().clone());
@@ -383,5 +394,68 @@ impl DirCrash {
         }
         dir.state.durable = dir.state.live.clone();
         dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The images of a directory with unsynced operations: each prefix of them, in order.
+    #[test]
+    fn a_crash_keeps_a_prefix_of_the_unsynced_directory_operations() {
+        let mut dir = SimDir::new();
+        let a = dir.open("a").unwrap();
+        dir.file_mut(a).write(0, b"A");
+        dir.file_mut(a).persist(0, 1).unwrap();
+        dir.sync().unwrap();
+        let b = dir.open("b.tmp").unwrap();
+        dir.file_mut(b).write(0, b"B");
+        dir.file_mut(b).persist(0, 1).unwrap();
+        dir.rename("b.tmp", "b").unwrap();
+        dir.remove("a").unwrap();
+        let crash = dir.at_crash();
+        assert_eq!(crash.pending_dir_ops(), 3);
+        let names: Vec<Vec<String>> = (0..=3)
+            .map(|k| crash.crash_image(k, &[], None).names())
+            .collect();
+        assert_eq!(
+            names,
+            [vec!["a"], vec!["a", "b.tmp"], vec!["a", "b"], vec!["b"]]
+        );
+        let image = crash.crash_image(2, &[], None);
+        let b = image.state.live["b"];
+        assert_eq!(image.file(FileId(b)).read(0, 1), b"B");
+    }
+
+    /// The crash point covers every file and the directory with one clock: a file written
+    /// after the crash point shows its content at the crash point.
+    #[test]
+    fn one_crash_point_covers_every_file() {
+        let run = |crash_after: Option<usize>| {
+            let mut dir = SimDir::new();
+            dir.crash_after_ops = crash_after;
+            let a = dir.open("a").unwrap();
+            let b = dir.open("b").unwrap();
+            dir.file_mut(a).write(0, b"1");
+            dir.file_mut(b).write(0, b"2");
+            dir.file_mut(a).write(0, b"3");
+            dir.at_crash().live_image()
+        };
+        let read = |dir: &SimDir, name: &str| {
+            dir.state
+                .live
+                .get(name)
+                .map(|&i| dir.file(FileId(i)).read(0, 1).to_vec())
+        };
+        // Ops: open a (1 + grow 1), open b (2), then the three writes (ops 4, 5, 6).
+        let at = |n| {
+            let image = run(Some(n));
+            (read(&image, "a"), read(&image, "b"))
+        };
+        assert_eq!(at(2), (Some(vec![0]), None));
+        assert_eq!(at(5), (Some(b"1".to_vec()), Some(vec![0])));
+        assert_eq!(at(6), (Some(b"1".to_vec()), Some(b"2".to_vec())));
+        assert_eq!(at(7), (Some(b"3".to_vec()), Some(b"2".to_vec())));
     }
 }

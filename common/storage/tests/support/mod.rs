@@ -50,3 +50,22 @@ pub fn spawn_child(env: &[(&str, &OsStr)]) -> (Child, Lines<BufReader<ChildStdou
     let lines = BufReader::new(child.stdout.take().unwrap()).lines();
     (child, lines)
 }
+
+/// Fails with the count and the first few violations, if there are any.
+pub fn assert_no_violations(violations: &[String]) {
+    assert!(
+        violations.is_empty(),
+        "{} violations, first: {}",
+        violations.len(),
+        violations[..violations.len().min(5)].join("\n")
+    );
+}
+
+/// Fails unless the run with the deliberate bug `mutation` found a violation.
+pub fn assert_caught(mutation: &impl std::fmt::Debug, violations: &[String]) {
+    assert!(
+        !violations.is_empty(),
+        "the crash test must catch {mutation:?}"
+    );
+    println!("{mutation:?} caught: {}", violations[0]);
+}
