@@ -375,6 +375,36 @@ impl DirCrash {
         })
     }
 
+    /// The directory after a process crash (kill -9), as a directory that can still lose
+    /// power: every write and directory operation is there, and what was not persisted or
+    /// synced is still not durable.
+    pub fn process_crash(&self) -> SimDir {
+        let mut dir = SimDir::new();
+        let mut renumber = BTreeMap::new();
+        for (&inode, snapshot) in &self.inodes {
+            renumber.insert(inode, dir.inodes.len());
+            dir.inodes.push(SimMedia::from_snapshot(snapshot.clone()));
+        }
+        let map = |entries: &BTreeMap<String, usize>| -> BTreeMap<String, usize> {
+            entries
+                .iter()
+                .map(|(name, inode)| (name.clone(), renumber[inode]))
+                .collect()
+        };
+        dir.state.live = map(&self.state.live);
+        dir.state.durable = map(&self.state.durable);
+        dir.state.pending = self
+            .state
+            .pending
+            .iter()
+            .map(|op| match op {
+                DirOp::Link(name, inode) => DirOp::Link(name.clone(), renumber[inode]),
+                other => other.clone(),
+            })
+            .collect();
+        dir
+    }
+
     /// The directory after a process crash: every write and directory operation survives.
     pub fn live_image(&self) -> SimDir {
         self.image(self.state.live.clone(), |_, s| s.live_image())

@@ -509,6 +509,15 @@ impl SimMedia {
         }
     }
 
+    /// Media that holds `snapshot`: live and durable contents and dirty sectors as they were
+    /// (a process crash: the page cache keeps what was written, nothing more is durable).
+    pub(crate) fn from_snapshot(snapshot: MediaSnapshot) -> SimMedia {
+        SimMedia {
+            now: snapshot,
+            ..SimMedia::default()
+        }
+    }
+
     /// Counts an operation and takes the crash snapshot when its turn comes.
     fn tick(&mut self) {
         if self.crash_after_ops == Some(self.ops) {

@@ -107,6 +107,9 @@ pub enum LogMutation {
     None,
     /// `flush` does not persist the records (acknowledges what is not durable).
     SkipRecordPersist,
+    /// The open serves what it found without making it durable first (records past a flushed
+    /// end, the first index, the names in the directory).
+    SkipRecoveryPersist,
     /// Prefix deletion does not persist the new first index before removing segments.
     SkipMetaPersist,
     /// Tail truncation does not persist the zeroed records.
@@ -319,8 +322,18 @@ impl<D: Dir> SegmentLog<D> {
     /// record and building the index → offset table; record bytes stay on the media), repairs
     /// a torn tail, and finds the snapshots. Iterate the records with [`SegmentLog::iter`].
     pub fn open_on(
+        dir: D,
+        options: SegmentLogOptions,
+    ) -> Result<(SegmentLog<D>, LogRecovery), StoreError> {
+        SegmentLog::open_mutated(dir, options, LogMutation::None)
+    }
+
+    /// [`SegmentLog::open_on`] with a deliberate bug switched on from the start, so that it
+    /// covers the open's own repairs (crash tests only).
+    pub fn open_mutated(
         mut dir: D,
         options: SegmentLogOptions,
+        mutation: LogMutation,
     ) -> Result<(SegmentLog<D>, LogRecovery), StoreError> {
         options.check()?;
         let mut recovery = LogRecovery::default();
@@ -349,7 +362,7 @@ impl<D: Dir> SegmentLog<D> {
             snapshots: Vec::new(),
             damaged_snapshots: Vec::new(),
             poisoned: false,
-            mutation: LogMutation::None,
+            mutation,
         };
         for name in names.iter().filter(|n| n.ends_with(".tmp")) {
             log.dir.remove(name)?;
@@ -445,10 +458,12 @@ impl<D: Dir> SegmentLog<D> {
             self.next = self.first;
         }
         self.repair_tail()?;
-        if recovery.segments_removed > 0 {
-            self.dir.sync()?;
+        // Every name the open saw becomes durable (after a kill -9 a rename or a removal may
+        // be in the page cache only).
+        if self.mutation == LogMutation::SkipRecoveryPersist {
+            return Ok(());
         }
-        Ok(())
+        self.dir.sync()
     }
 
     /// Whether every byte of `file` past the segment header is zero (no record was written).
@@ -508,8 +523,15 @@ impl<D: Dir> SegmentLog<D> {
     }
 
     /// After open: makes whole records past a flushed end durable, and zeroes everything past
-    /// the last segment's end, so that no stale byte is ever read as a record.
+    /// the last segment's end, so that no stale byte is ever read as a record. Everything the
+    /// open found is made durable before the log is served: after a kill -9 the page cache
+    /// holds writes that no persist covered (a record, a zeroed tail, a new segment's header,
+    /// the first index), and a power failure after the restart must not take back what the
+    /// restarted node has already read and acted on.
     fn repair_tail(&mut self) -> Result<(), StoreError> {
+        if self.mutation == LogMutation::SkipRecoveryPersist {
+            return Ok(());
+        }
         for k in 0..self.segments.len() {
             if self.segments[k].flushed_end != self.segments[k].end {
                 self.flush_segment(k)?;
@@ -517,28 +539,28 @@ impl<D: Dir> SegmentLog<D> {
         }
         if let Some(last) = self.segments.last() {
             let (file, end) = (last.file, last.end);
+            self.persist_ranges(file, &[(0, SEGMENT_HEADER_BYTES)])?;
             self.zero_from(file, end)?;
         }
-        Ok(())
+        let meta = self.meta;
+        self.persist_ranges(meta, &[(0, 2 * META_SLOT_BYTES)])
     }
 
     /// Zeroes the bytes of `file` from `from` to its end where they are not zero already, and
-    /// persists them.
+    /// persists the whole range (bytes already zero in memory may not be on the media yet).
     fn zero_from(&mut self, file: FileId, from: usize) -> Result<(), StoreError> {
         let len = self.dir.file(file).len();
         let zeros = [0u8; ZERO_CHUNK_BYTES];
-        let mut ranges = Vec::new();
         let mut at = from;
         while at < len {
             let n = ZERO_CHUNK_BYTES.min(len - at);
             if self.dir.file(file).read(at, n).iter().any(|&b| b != 0) {
                 self.dir.file_mut(file).write(at, &zeros[..n]);
-                ranges.push((at, n));
             }
             at += n;
         }
-        if self.mutation != LogMutation::SkipTruncatePersist {
-            self.persist_ranges(file, &ranges)?;
+        if self.mutation != LogMutation::SkipTruncatePersist && from < len {
+            self.persist_ranges(file, &[(from, len - from)])?;
         }
         Ok(())
     }
