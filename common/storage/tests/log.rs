@@ -227,3 +227,29 @@ fn a_second_opener_of_the_directory_is_refused() {
         Err(StoreError::Locked)
     ));
 }
+
+#[test]
+fn a_last_segment_without_a_valid_header_is_dropped_only_if_unwritten() {
+    let (mut log, _) = SegmentLog::open_on(SimDir::new(), options(Durability::Sync)).unwrap();
+    for i in 0..3 {
+        log.append(i, &record(i)).unwrap();
+    }
+    log.flush().unwrap();
+    // An interrupted roll: the segment file exists, its header never reached the media.
+    let mut dir = log.dir().clone();
+    dir.open("seg-00000000000000000003").unwrap();
+    let (log, recovery) = SegmentLog::open_on(dir, options(Durability::Sync)).unwrap();
+    assert_eq!(recovery.segments_removed, 1);
+    assert_eq!(records(&log), expected(0..3));
+    // A damaged header over written records is damage, not an interrupted roll.
+    let mut dir = log.dir().clone();
+    let segment = dir.open("seg-00000000000000000000").unwrap();
+    dir.file_mut(segment).flip_bit(0, 0);
+    assert!(matches!(
+        SegmentLog::open_on(dir, options(Durability::Sync)),
+        Err(StoreError::Corrupt {
+            what: "segment header fails its check",
+            ..
+        })
+    ));
+}
