@@ -26,19 +26,29 @@
 //! Modules:
 //! * [`media`]: the backends and their persistence rules.
 //! * [`slot_store`]: the slot file: size classes, moves, free-slot reuse, group commit, recovery.
-//! * [`log_store`]: an append-only log on the same media (seed 001's "Log" pattern), for the
-//!   log-based engine and the storage experiment.
+//! * [`log_store`]: an append-only log in one file (seed 001's "Log" pattern), for the storage
+//!   experiment.
+//! * [`segment_log`]: the log-based engine's stable storage: a segmented log of indexed records
+//!   (group commit, prefix deletion, tail truncation, streaming replay, torn-tail repair) and
+//!   snapshot files written atomically, in one directory.
+//! * [`dir`]: a directory of media files ([`FsDir`] on a real directory, [`SimDir`], which
+//!   builds the images a power failure could leave of the directory operations and of every
+//!   file's sectors together).
 //!
 //! The byte layout, the media assumptions and the recovery rules are written down in
 //! `docs/storage-format.md`.
 use thiserror::Error;
 
+pub mod dir;
 pub mod log_store;
 pub mod media;
+pub mod segment_log;
 pub mod slot_store;
 
+pub use dir::{Dir, DirCrash, FileId, FsDir, SimDir};
 pub use log_store::{LogOptions, LogStore};
 pub use media::{DramMedia, FileMedia, Media, MmapMedia, PersistBy, SimMedia};
+pub use segment_log::{LogMutation, LogRecovery, SegmentLog, SegmentLogOptions};
 pub use slot_store::{Damage, Mutation, RecoveryReport, SlotStore};
 
 /// How a store keeps its writes, chosen per node.
@@ -170,6 +180,14 @@ pub enum StoreError {
     /// no cache-line flush instruction).
     #[error("persistent memory is not available here: {0}")]
     PmemUnavailable(&'static str),
+    /// A log append or truncation named an index out of order (a bug in the caller).
+    #[error("log index {index} out of order (expected {expected})")]
+    OutOfOrder {
+        /// The index given.
+        index: u64,
+        /// The index the log expected.
+        expected: u64,
+    },
     /// An earlier I/O error stopped the store (fail-stop).
     #[error("the store stopped after an I/O error")]
     Poisoned,

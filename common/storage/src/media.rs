@@ -509,12 +509,33 @@ impl SimMedia {
         }
     }
 
+    /// Media that holds `snapshot`: live and durable contents and dirty sectors as they were
+    /// (a process crash: the page cache keeps what was written, nothing more is durable).
+    pub(crate) fn from_snapshot(snapshot: MediaSnapshot) -> SimMedia {
+        SimMedia {
+            now: snapshot,
+            ..SimMedia::default()
+        }
+    }
+
     /// Counts an operation and takes the crash snapshot when its turn comes.
     fn tick(&mut self) {
         if self.crash_after_ops == Some(self.ops) {
             self.crash = Some(self.now.clone());
         }
         self.ops += 1;
+    }
+
+    /// Joins a clock shared by several media (a simulated directory's files): the next
+    /// operation is number `ops` of that clock, and the crash point is `crash_after_ops` on it.
+    /// If the crash point has passed while this media was idle, its state now is its state at
+    /// the crash, so the snapshot is taken now.
+    pub(crate) fn join_clock(&mut self, ops: usize, crash_after_ops: Option<usize>) {
+        if self.crash.is_none() && crash_after_ops.is_some_and(|n| n <= ops) {
+            self.crash = Some(self.now.clone());
+        }
+        self.ops = ops;
+        self.crash_after_ops = crash_after_ops;
     }
 
     /// Arms a crash point `ops_from_now` operations ahead, forgetting any earlier one.

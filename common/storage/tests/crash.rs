@@ -14,6 +14,8 @@ use logless_storage::{Durability, Mutation, SimMedia, SlotStore, StoreOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+mod support;
+
 type Batch = Vec<(&'static str, Vec<u8>)>;
 type Allowed = BTreeMap<&'static str, Vec<Option<Vec<u8>>>>;
 
@@ -125,32 +127,16 @@ fn every_crash(
         let dirty = snapshot.dirty_sectors();
         assert!(dirty.len() <= 10, "too many dirty sectors: {}", dirty.len());
         let allowed = allowed(batches, acknowledged);
-        for mask in 0u32..(1 << dirty.len()) {
-            let mut kept = Vec::new();
-            let mut unkept = Vec::new();
-            for (i, &s) in dirty.iter().enumerate() {
-                if mask & (1 << i) != 0 {
-                    kept.push(s);
-                } else {
-                    unkept.push(s);
-                }
-            }
-            // A torn sector: its first 64, 128, .. 448 bytes new (cache-line steps).
-            let tears = std::iter::once(None).chain(
-                unkept
-                    .iter()
-                    .flat_map(|&s| (64..SECTOR_BYTES).step_by(64).map(move |b| Some((s, b)))),
-            );
-            for torn in tears {
-                images += 1;
-                let image = snapshot.crash_image(&kept, torn);
-                if let Err(e) = check_image(image, &allowed, true) {
-                    violations.push(format!(
-                        "crash after op {n}, kept {kept:?}, torn {torn:?}: {e}"
-                    ));
-                    if stop_early {
-                        return (images, violations);
-                    }
+        // A torn sector: its first 64, 128, .. 448 bytes new (cache-line steps).
+        for (kept, torn) in support::kept_and_torn(&dirty, SECTOR_BYTES, 64) {
+            images += 1;
+            let image = snapshot.crash_image(&kept, torn);
+            if let Err(e) = check_image(image, &allowed, true) {
+                violations.push(format!(
+                    "crash after op {n}, kept {kept:?}, torn {torn:?}: {e}"
+                ));
+                if stop_early {
+                    return (images, violations);
                 }
             }
         }
@@ -252,23 +238,14 @@ fn exhaustive(mutation: Mutation, stop_early: bool) -> (usize, usize, Vec<String
 fn every_crash_state_of_up_to_three_updates_recovers_old_or_new() {
     let (scenarios, images, violations) = exhaustive(Mutation::None, false);
     println!("{scenarios} scenarios, {images} crash images enumerated");
-    assert!(
-        violations.is_empty(),
-        "{} violations, first: {}",
-        violations.len(),
-        violations[..violations.len().min(5)].join("\n")
-    );
+    support::assert_no_violations(&violations);
     assert_eq!(scenarios, 3 * (5 + 25 + 125 + 1));
     assert_eq!(images, 188_419);
 }
 
 fn assert_caught(mutation: Mutation) {
     let (_, _, violations) = exhaustive(mutation, true);
-    assert!(
-        !violations.is_empty(),
-        "the crash test must catch {mutation:?}"
-    );
-    println!("{mutation:?} caught: {}", violations[0]);
+    support::assert_caught(&mutation, &violations);
 }
 
 #[test]

@@ -5,13 +5,14 @@
 //! simulated media instead (tests/crash.rs). A child that acknowledges before writing must be
 //! caught, which proves the check can fail.
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use logless_storage::{Durability, SlotStore, StoreOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+
+mod support;
 
 const CHILD_FILE_ENV: &str = "LOGLESS_KILL9_CHILD_FILE";
 const CHILD_LIE_ENV: &str = "LOGLESS_KILL9_CHILD_ACKS_EARLY";
@@ -59,21 +60,11 @@ fn child(path: &str, acks_early: bool) {
 fn one_run(seed_ms: u64, acks_early: bool) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("slots");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_process_entry",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(CHILD_FILE_ENV, &path)
-        .env(CHILD_LIE_ENV, if acks_early { "1" } else { "" })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let lie = if acks_early { "1" } else { "" };
+    let (mut child, mut lines) = support::spawn_child(&[
+        (CHILD_FILE_ENV, path.as_os_str()),
+        (CHILD_LIE_ENV, lie.as_ref()),
+    ]);
     let mut acked = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_millis(seed_ms);
     let record = |line: &str, acked: &mut BTreeMap<String, u64>| {
