@@ -13,7 +13,7 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::config::{ConfigError, NodeConfig};
 use crate::context::{Bound, ClientCounters, NodeContext};
@@ -73,18 +73,67 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     start_with_bugs(config, Bugs::default()).await
 }
 
-/// Deliberate bugs a node can be started with (harness tests only).
-#[derive(Clone, Copy, Debug, Default)]
+/// Whether this build can inject deliberate bugs (the `fault-injection` feature, which the
+/// cluster and chaos tests build with and a release build of `logless` leaves out).
+pub const FAULT_INJECTION: bool = cfg!(feature = "fault-injection");
+
+/// Deliberate bugs a node can be started with, named as `--inject-bug` names them. Without the
+/// `fault-injection` feature only the empty set can be made, so a release build has no way to
+/// switch one on.
+#[derive(Clone, Debug, Default)]
 pub struct Bugs {
     /// The protocol's.
-    pub core: InjectedBugs,
+    core: InjectedBugs,
     /// The shard runtime's.
-    pub shard: ShardBugs,
+    shard: ShardBugs,
+    /// Their names, for `/status` and INFO.
+    names: Vec<String>,
 }
 
-/// [`start`] with deliberate protocol bugs switched on (harness tests only).
+impl Bugs {
+    /// The bugs named (`accept-inconsistent-quorum`, `ignore-learned`, `reply-before-persist`,
+    /// `persist-without-ttl`). Any name is refused by a build without fault injection.
+    pub fn parse(names: &[String]) -> Result<Bugs, String> {
+        let mut bugs = Bugs::default();
+        for name in names {
+            if !FAULT_INJECTION {
+                return Err(format!(
+                    "cannot inject {name:?}: this build has no fault injection (the \
+                     `fault-injection` feature of logless, for test builds only)"
+                ));
+            }
+            match name.as_str() {
+                "accept-inconsistent-quorum" => bugs.core.accept_inconsistent_quorum = true,
+                "ignore-learned" => bugs.core.ignore_learned = true,
+                "reply-before-persist" => bugs.shard.reply_before_persist = true,
+                "persist-without-ttl" => bugs.shard.persist_without_ttl = true,
+                other => return Err(format!("unknown bug {other:?}")),
+            }
+            bugs.names.push(name.clone());
+        }
+        Ok(bugs)
+    }
+
+    /// The names of the bugs switched on.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// [`start`] with the deliberate bugs `bugs` switched on (test builds only; see [`Bugs`]).
 pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNode, StartError> {
     config.validate()?;
+    let auth = Arc::new(config.cluster_auth()?);
+    if auth.secret.is_empty() {
+        warn!(
+            cluster_id = %auth.cluster_id,
+            "no cluster secret (cluster_secret_file): any process that can reach the peer port \
+             can join as a listed node; see docs/security.md"
+        );
+    }
+    if !bugs.names.is_empty() {
+        warn!(bugs = ?bugs.names, "deliberate bugs injected: for tests only");
+    }
     let durability = config.durability()?;
     let node = config.node();
     let identity = store::next_incarnation(&config.data_dir, config.node_id, config.shards)?;
@@ -112,6 +161,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         node,
         peers: remote.iter().map(|p| NodeId(p.id)).collect(),
         shards: config.shards,
+        auth,
     };
     let options = store::store_options(durability, config.value_bytes_max);
     let mut shard_inputs = Vec::new();
@@ -121,7 +171,9 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         let (store, states) = ShardStore::open(&config.data_dir, shard, options.clone())?;
         recovered_total += states.len();
         let mut proposer = config.proposer_config(acceptors.clone());
-        proposer.bugs = bugs.core;
+        if FAULT_INJECTION {
+            proposer.bugs = bugs.core;
+        }
         let replica = Replica::new(
             node,
             identity.incarnation,
@@ -138,7 +190,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
                 transport.clone(),
                 shard,
                 NodeId(p.id),
-                p.addr,
+                p.addr.clone(),
                 link_rx,
                 tx.clone(),
                 peer_counters.clone(),
@@ -147,7 +199,9 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         }
         shard_inputs.push(tx);
         let mut handle = Shard::new(replica, store, rx, links);
-        handle.inject_bugs(bugs.shard);
+        if FAULT_INJECTION {
+            handle.inject_bugs(bugs.shard);
+        }
         shard_handles.push((handle, shard));
     }
     info!(
@@ -168,6 +222,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         peers: peer_counters.clone(),
         bound,
         failed: AtomicU64::new(0),
+        injected_bugs: bugs.names.clone(),
     });
 
     let mut shards = Vec::new();

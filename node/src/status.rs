@@ -267,6 +267,16 @@ pub struct NodeStatus {
     pub links: Vec<LinkStatus>,
     /// Whether the node can serve: no store failure and a quorum of replicas reachable.
     pub healthy: bool,
+    /// The cluster id its peers must present.
+    #[serde(default)]
+    pub cluster_id: String,
+    /// Whether its peers must prove a cluster secret.
+    #[serde(default)]
+    pub cluster_secret: bool,
+    /// Present only in a build with fault injection (a test build): the deliberate bugs it
+    /// runs with, often none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected_bugs: Option<Vec<String>>,
 }
 
 /// Builds the `/status` document.
@@ -298,5 +308,8 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         timeouts: t.proposer.timeouts,
         links,
         healthy: !failed && reachable.len() + 1 > replicas / 2,
+        cluster_id: context.config.cluster_id.clone(),
+        cluster_secret: context.config.cluster_secret_file.is_some(),
+        injected_bugs: crate::node::FAULT_INJECTION.then(|| context.injected_bugs.clone()),
     }
 }
