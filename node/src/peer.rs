@@ -57,11 +57,20 @@ pub struct PeerCounters {
     pub rejected: AtomicU64,
     /// Outbound connections established (first ones and reconnects).
     pub connects: AtomicU64,
+    /// Times a shard was told a peer's link broke (each makes that peer count as crashed
+    /// for the proposals in flight).
+    pub link_breaks: AtomicU64,
     /// Which outbound links (peer node, shard) are connected now.
     pub links_up: Mutex<BTreeMap<(u16, u16), bool>>,
 }
 
 impl PeerCounters {
+    /// Tells the shard behind `inputs` that the link to `peer` broke, and counts it.
+    async fn report_break(&self, inputs: &mpsc::Sender<ShardInput>, peer: NodeId) -> bool {
+        self.link_breaks.fetch_add(1, Ordering::Relaxed);
+        inputs.send(ShardInput::LinkBroken(peer)).await.is_ok()
+    }
+
     fn set_link(&self, peer: NodeId, shard: u16, up: bool) {
         self.links_up
             .lock()
@@ -231,11 +240,7 @@ pub async fn dial(
         counters.connects.fetch_add(1, Ordering::Relaxed);
         counters.set_link(peer, shard, true);
         info!(peer = peer.0, shard, %addr, "connected to peer");
-        if shard_inputs
-            .send(ShardInput::LinkBroken(peer))
-            .await
-            .is_err()
-        {
+        if !counters.report_break(&shard_inputs, peer).await {
             return;
         }
         loop {
@@ -262,7 +267,7 @@ pub async fn dial(
             if let Err(e) = stream.write_all(&buf).await {
                 warn!(peer = peer.0, shard, error = %e, "peer link broke");
                 counters.set_link(peer, shard, false);
-                let _ = shard_inputs.send(ShardInput::LinkBroken(peer)).await;
+                counters.report_break(&shard_inputs, peer).await;
                 // A peer that accepts and then drops connections must not be redialled for
                 // every batch: only a connection that lasted resets the backoff.
                 if connected_at.elapsed() >= STABLE_CONNECTION {
@@ -334,9 +339,9 @@ async fn serve_inbound(
     // A new connection from a peer that proved the secret means any earlier one from it is
     // gone, with what it carried. Nothing before this point may say so: a stranger's
     // connection must not make the real peer count as crashed.
-    let _ = inputs.send(ShardInput::LinkBroken(from)).await;
+    counters.report_break(inputs, from).await;
     let result = read_frames(&mut stream, from, inputs, counters).await;
-    let _ = inputs.send(ShardInput::LinkBroken(from)).await;
+    counters.report_break(inputs, from).await;
     result
 }
 

@@ -149,6 +149,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         "Peer connections rejected or broken by bad frames.",
         c(&context.peers.rejected),
     );
+    counter(
+        "logless_peer_link_breaks_total",
+        "Times a shard was told a peer link broke (the peer then counts as crashed for the proposals in flight).",
+        c(&context.peers.link_breaks),
+    );
     let _ = writeln!(
         out,
         "# HELP logless_flush_seconds_total Time spent in group-commit flushes.\n# TYPE logless_flush_seconds_total counter\nlogless_flush_seconds_total {}",
