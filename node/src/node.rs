@@ -292,3 +292,23 @@ impl RunningNode {
                 == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bugs_parse_only_in_a_build_with_fault_injection() {
+        assert!(Bugs::parse(&[]).unwrap().names().is_empty());
+        let named = Bugs::parse(&["ignore-learned".to_string()]);
+        if FAULT_INJECTION {
+            let bugs = named.unwrap();
+            assert!(bugs.core.ignore_learned);
+            assert_eq!(bugs.names(), ["ignore-learned"]);
+            assert!(Bugs::parse(&["no-such-bug".to_string()]).is_err());
+        } else {
+            let refused = named.unwrap_err();
+            assert!(refused.contains("no fault injection"), "{refused}");
+        }
+    }
+}
