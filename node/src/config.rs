@@ -389,6 +389,14 @@ mod tests {
     }
 
     #[test]
+    fn the_deployment_example_is_a_valid_configuration() {
+        let config: NodeConfig = toml::from_str(include_str!("../../deploy/logless.toml")).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.peers[1].addr, "logless-2.internal:8379");
+        assert_eq!(config.cluster_id, "prod-eu-1");
+    }
+
+    #[test]
     fn the_cluster_secret_comes_from_a_file_without_its_newline() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("secret");
