@@ -77,17 +77,16 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
 /// cluster and chaos tests build with and a release build of `logless` leaves out).
 pub const FAULT_INJECTION: bool = cfg!(feature = "fault-injection");
 
-/// Deliberate bugs a node can be started with, named as `--inject-bug` names them. Without the
-/// `fault-injection` feature only the empty set can be made, so a release build has no way to
-/// switch one on.
-#[derive(Clone, Debug, Default)]
+/// Deliberate bugs a node can be started with, named as `--inject-bug` names them. A node
+/// started by [`start_with_bugs`] applies them only in a build with the `fault-injection`
+/// feature, and [`Bugs::parse`] refuses every name without it, so a release build has no way
+/// to switch one on. (The whole-node simulation hands them to its shards itself.)
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Bugs {
     /// The protocol's.
-    core: InjectedBugs,
+    pub core: InjectedBugs,
     /// The shard runtime's.
-    shard: ShardBugs,
-    /// Their names, for `/status` and INFO.
-    names: Vec<String>,
+    pub shard: ShardBugs,
 }
 
 impl Bugs {
@@ -109,14 +108,25 @@ impl Bugs {
                 "persist-without-ttl" => bugs.shard.persist_without_ttl = true,
                 other => return Err(format!("unknown bug {other:?}")),
             }
-            bugs.names.push(name.clone());
         }
         Ok(bugs)
     }
 
-    /// The names of the bugs switched on.
-    pub fn names(&self) -> &[String] {
-        &self.names
+    /// The names of the bugs switched on, for `/status` and INFO.
+    pub fn names(&self) -> Vec<String> {
+        [
+            (
+                "accept-inconsistent-quorum",
+                self.core.accept_inconsistent_quorum,
+            ),
+            ("ignore-learned", self.core.ignore_learned),
+            ("reply-before-persist", self.shard.reply_before_persist),
+            ("persist-without-ttl", self.shard.persist_without_ttl),
+        ]
+        .into_iter()
+        .filter(|&(_, on)| on)
+        .map(|(name, _)| name.to_string())
+        .collect()
     }
 }
 
@@ -131,8 +141,13 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
              can join as a listed node; see docs/security.md"
         );
     }
-    if !bugs.names.is_empty() {
-        warn!(bugs = ?bugs.names, "deliberate bugs injected: for tests only");
+    let injected_bugs = if FAULT_INJECTION {
+        bugs.names()
+    } else {
+        Vec::new()
+    };
+    if !injected_bugs.is_empty() {
+        warn!(bugs = ?injected_bugs, "deliberate bugs injected: for tests only");
     }
     let durability = config.durability()?;
     let node = config.node();
@@ -222,7 +237,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         peers: peer_counters.clone(),
         bound,
         failed: AtomicU64::new(0),
-        injected_bugs: bugs.names.clone(),
+        injected_bugs,
     });
 
     let mut shards = Vec::new();
