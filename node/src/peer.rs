@@ -132,9 +132,20 @@ async fn hello_as_acceptor(
     stream: &mut TcpStream,
     identity: &Identity,
 ) -> Result<(NodeId, u16), String> {
+    // The magic first, so that a stranger or a peer of an older version is told at once.
     let mut head = [0u8; HELLO_HEAD_BYTES];
     stream
-        .read_exact(&mut head)
+        .read_exact(&mut head[..4])
+        .await
+        .map_err(|e| format!("reading hello: {e}"))?;
+    if &head[..4] == b"LLPR" {
+        return Err("a logless peer of an older version (a hello without a cluster secret)".into());
+    }
+    if &head[..4] != hello::HELLO_MAGIC {
+        return Err("not a logless peer hello (bad magic)".into());
+    }
+    stream
+        .read_exact(&mut head[4..])
         .await
         .map_err(|e| format!("reading hello: {e}"))?;
     let mut rest = vec![0u8; Hello::rest_bytes(&head)?];
