@@ -28,6 +28,20 @@ fn write_secret(dir: &Path, name: &str, secret: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
+/// Three replicas of cluster `cluster_id` with the secret in `secret_file`, holding
+/// `kept = safe`.
+fn secured_cluster(cluster_id: &str, secret_file: &str) -> Cluster {
+    let args = [
+        "--cluster-id",
+        cluster_id,
+        "--cluster-secret-file",
+        secret_file,
+    ];
+    let cluster = Cluster::start_with(3, "mmap", &args);
+    let _: () = cluster.connect(0).set("kept", "safe").unwrap();
+    cluster
+}
+
 /// A figure of a replica's `/metrics`.
 fn metric(addr: SocketAddr, name: &str) -> u64 {
     let (_, body) =
@@ -134,18 +148,7 @@ fn forge(
 fn forged_hellos_and_frames_change_nothing_and_break_no_real_link() {
     let secrets = tempfile::tempdir().unwrap();
     let secret_file = write_secret(secrets.path(), "secret", SECRET);
-    let cluster = Cluster::start_with(
-        3,
-        "mmap",
-        &[
-            "--cluster-id",
-            "alpha",
-            "--cluster-secret-file",
-            &secret_file,
-        ],
-    );
-    let mut con = cluster.connect(0);
-    let _: () = con.set("kept", "safe").unwrap();
+    let cluster = secured_cluster("alpha", &secret_file);
     // Strangers go for nodes 1 and 2: votes from a quorum would choose their value.
     let targets = [&cluster.replicas[0].spec, &cluster.replicas[1].spec];
     let figures =
@@ -229,18 +232,7 @@ fn clusters_that_reuse_node_ids_refuse_each_other() {
     let secrets = tempfile::tempdir().unwrap();
     let ours = write_secret(secrets.path(), "ours", SECRET);
     let theirs = write_secret(secrets.path(), "theirs", "another cluster's secret words");
-    let mut cluster = Cluster::start_with(
-        3,
-        "mmap",
-        &[
-            "--cluster-id",
-            "shared-name",
-            "--cluster-secret-file",
-            &ours,
-        ],
-    );
-    let mut con = cluster.connect(0);
-    let _: () = con.set("kept", "safe").unwrap();
+    let mut cluster = secured_cluster("shared-name", &ours);
     // Node 3 of another cluster, with the same id and the same cluster name but its own
     // secret, takes node 3's place: same ports, its own empty data directory.
     cluster.kill(2);
