@@ -165,4 +165,14 @@ fn a_test_build_shows_its_fault_injection() {
         status.injected_bugs,
         Some(vec!["persist-without-ttl".to_string()])
     );
+    let shown = Command::new(common::binary())
+        .args(["status", "--http"])
+        .arg(cluster.replicas[0].spec.http.to_string())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        text.contains("fault injection; injected bugs: persist-without-ttl"),
+        "{text}"
+    );
 }
