@@ -95,8 +95,15 @@ impl ServerSpec {
     }
 
     /// The command that runs this replica with `bin`, the `logless` binary, with no stdin.
+    /// The `LOGLESS_…` variables `logless server` reads its settings from are removed from
+    /// its environment, so that the replica runs with what the spec says and nothing else.
     pub fn command(&self, bin: &Path) -> Command {
         let mut command = Command::new(bin);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("LOGLESS_") {
+                command.env_remove(name);
+            }
+        }
         command
             .args(self.command_line())
             // Plain text logs: colours make the files hard to grep.

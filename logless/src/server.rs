@@ -1,4 +1,10 @@
-//! `logless server`: one replica, configured by a TOML file and/or flags.
+//! `logless server`: one replica, configured by flags, `LOGLESS_…` environment variables and a
+//! TOML file.
+//!
+//! Precedence, highest first: a flag, its environment variable (`--node-id` is
+//! `LOGLESS_NODE_ID`, `--cluster-secret-file` is `LOGLESS_CLUSTER_SECRET_FILE`, and so on for
+//! every flag; `--config` is `LOGLESS_CONFIG`), the file's key, the built-in default. The log
+//! filter is `--log-level` (`LOGLESS_LOG_LEVEL`) if given, else `RUST_LOG`, else `info`.
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,56 +16,66 @@ use tracing::{error, info};
 #[derive(clap::Args, Clone, Debug)]
 pub struct ServerArgs {
     /// A TOML configuration file; flags given as well override it.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_CONFIG")]
     pub config: Option<PathBuf>,
     /// This replica's node id (1 to 65535).
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_NODE_ID")]
     pub node_id: Option<u16>,
     /// Every replica, this one included: ID=HOST:PORT of their peer listeners, comma-separated.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_PEERS")]
     pub peers: Option<String>,
     /// Where Redis clients connect.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_CLIENT_ADDR")]
     pub client_addr: Option<SocketAddr>,
     /// Where peers connect.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_PEER_ADDR")]
     pub peer_addr: Option<SocketAddr>,
     /// Where /metrics, /health and /status are served.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
     /// The data directory.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_DIR")]
     pub dir: Option<PathBuf>,
     /// memory, mmap, sync or pmem.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_DURABILITY")]
     pub durability: Option<String>,
     /// Shards (event loops and store files); the same on every replica.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_SHARDS")]
     pub shards: Option<u16>,
     /// Read retries before a read writes through (X).
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_READ_RETRIES")]
     pub read_retries: Option<u32>,
     /// Whether reads ask a quorum first (true) or every replica at once (false).
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_THRIFTY_READS")]
     pub thrifty_reads: Option<bool>,
     /// Whether fast writes vote with a quorum first (true) or every replica at once (false):
     /// for clients that send each key to one replica.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_THRIFTY_WRITES")]
     pub thrifty_writes: Option<bool>,
     /// The most registers each shard's proposer keeps; beyond it, idle ones are dropped.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_PROPOSER_REGISTERS_MAX")]
     pub proposer_registers_max: Option<usize>,
     /// The largest value in bytes.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_VALUE_BYTES_MAX")]
     pub value_bytes_max: Option<usize>,
     /// How long a command may take before its outcome is reported unknown.
-    #[arg(long)]
+    #[arg(long, env = "LOGLESS_REQUEST_TIMEOUT_MS")]
     pub request_timeout_ms: Option<u64>,
-    /// Log level: error, warn, info, debug or trace (or a tracing filter).
-    #[arg(long, default_value = "info")]
-    pub log_level: String,
-    /// Break the protocol on purpose (harness tests only): accept-inconsistent-quorum,
-    /// ignore-learned, reply-before-persist or persist-without-ttl.
+    /// The cluster's name: peers of another cluster are refused.
+    #[arg(long, env = "LOGLESS_CLUSTER_ID")]
+    pub cluster_id: Option<String>,
+    /// A file holding the cluster secret (at least 16 bytes) every peer proves in its hello.
+    #[arg(long, env = "LOGLESS_CLUSTER_SECRET_FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
+    /// Log level: error, warn, info, debug or trace (or a tracing filter); without it,
+    /// RUST_LOG, else info.
+    #[arg(long, env = "LOGLESS_LOG_LEVEL")]
+    pub log_level: Option<String>,
+    /// Log lines as text or as JSON objects, one a line.
+    #[arg(long, env = "LOGLESS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+    /// Break the protocol on purpose (test builds only, the `fault-injection` feature):
+    /// accept-inconsistent-quorum, ignore-learned, reply-before-persist or persist-without-ttl.
     #[arg(long, hide = true)]
     pub inject_bug: Vec<String>,
 }
@@ -111,45 +127,47 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     if let Some(v) = args.request_timeout_ms {
         c.request_timeout_ms = v;
     }
+    if let Some(v) = &args.cluster_id {
+        c.cluster_id = v.clone();
+    }
+    if let Some(v) = &args.cluster_secret_file {
+        c.cluster_secret_file = Some(v.clone());
+    }
     c.validate().map_err(|e| e.to_string())?;
     Ok(c)
 }
 
-fn bugs_from(names: &[String]) -> Result<Bugs, String> {
-    let mut bugs = Bugs::default();
-    for name in names {
-        match name.as_str() {
-            "accept-inconsistent-quorum" => bugs.core.accept_inconsistent_quorum = true,
-            "ignore-learned" => bugs.core.ignore_learned = true,
-            "reply-before-persist" => bugs.shard.reply_before_persist = true,
-            "persist-without-ttl" => bugs.shard.persist_without_ttl = true,
-            other => return Err(format!("unknown bug {other:?}")),
-        }
-    }
-    Ok(bugs)
-}
-
-pub fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// Starts logging to stderr: `level` (a tracing filter) if given, else `RUST_LOG`, else `info`;
+/// as text, or as one JSON object a line when `json`.
+pub fn init_logging(level: Option<&str>, json: bool) {
     use std::io::IsTerminal;
-    let _ = tracing_subscriber::fmt()
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info")),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init()
+    };
 }
 
 pub fn server(args: &ServerArgs) -> ExitCode {
-    init_logging(&args.log_level);
-    let (config, bugs) = match config_from(args).and_then(|c| Ok((c, bugs_from(&args.inject_bug)?)))
-    {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    init_logging(args.log_level.as_deref(), args.log_format == "json");
+    let (config, bugs) =
+        match config_from(args).and_then(|c| Ok((c, Bugs::parse(&args.inject_bug)?))) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
     let shards = usize::from(config.shards);
     let runtime = if shards == 1 {
         tokio::runtime::Builder::new_current_thread()

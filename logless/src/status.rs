@@ -51,6 +51,18 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                     ),
                     s.durability
                 );
+                if let Some(bugs) = &s.injected_bugs {
+                    // Only a test build reports this: it should never be seen in production.
+                    println!(
+                        "{:<22} a test build with fault injection; injected bugs: {}",
+                        "",
+                        if bugs.is_empty() {
+                            "none".to_string()
+                        } else {
+                            bugs.join(", ")
+                        }
+                    );
+                }
             }
             Ok(Err(e)) => println!("{:<22} bad answer: {e}", addr.to_string()),
             Err(e) => println!("{:<22} unreachable: {e}", addr.to_string()),

@@ -3,7 +3,17 @@
 //! Replica `i` (from 0) serves Redis on `port + i`, its peers on `port + 1000 + i` and HTTP on
 //! `port + 2000 + i`; its data is under `DIR/node-{i+1}` and its log in `DIR/node-{i+1}.log`
 //! (the layout of [`logless_harness::server::loopback_cluster`], which starts them).
-use std::path::PathBuf;
+//!
+//! It supervises them: a replica that exits is reported and started again after a backoff
+//! (1 s, doubling to at most [`RESTART_BACKOFF_MAX`], back to 1 s after a replica has run for
+//! [`RESTART_STABLE`]), while the others go on serving. Ctrl-C or SIGTERM stops them all.
+//!
+//! The replicas of one data directory form one cluster: the first `logless up` on a directory
+//! writes a cluster id (`DIR/cluster-id`) and a random cluster secret (`DIR/cluster-secret`,
+//! readable by its owner only), and every replica is started with them, so that a replica of
+//! another `logless up` on the same machine cannot join it.
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
 use std::time::{Duration, Instant};
 
@@ -16,6 +26,16 @@ pub const HTTP_PORT_DEFAULT: u16 = PORT_DEFAULT + HTTP_PORT_OFFSET;
 /// How long the readiness probe waits for each answer: a read needs a quorum of replicas that
 /// may still be opening their stores.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
+/// The first wait before a replica that exited is started again.
+pub const RESTART_BACKOFF_MIN: Duration = Duration::from_secs(1);
+/// The longest wait before a replica that keeps exiting is started again.
+pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A replica that ran this long before it exited is restarted after the shortest wait.
+pub const RESTART_STABLE: Duration = Duration::from_secs(60);
+/// The cluster id file in `logless up`'s directory.
+pub const CLUSTER_ID_FILE: &str = "cluster-id";
+/// The cluster secret file in `logless up`'s directory.
+pub const CLUSTER_SECRET_FILE: &str = "cluster-secret";
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct UpArgs {
@@ -67,8 +87,36 @@ impl UpArgs {
     }
 }
 
+/// `n` random bytes from the operating system, as hex.
+fn random_hex(n: usize) -> std::io::Result<String> {
+    let mut bytes = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The cluster id and the secret file of the cluster in `dir`, made on first use: the id as
+/// `up-` and 8 random hex digits, the secret as 64 (32 bytes), readable by the owner only.
+pub fn cluster_identity(dir: &Path) -> std::io::Result<(String, PathBuf)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let id_path = dir.join(CLUSTER_ID_FILE);
+    let secret_path = dir.join(CLUSTER_SECRET_FILE);
+    if !secret_path.exists() {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&secret_path)?;
+        std::io::Write::write_all(&mut file, format!("{}\n", random_hex(32)?).as_bytes())?;
+    }
+    if !id_path.exists() {
+        std::fs::write(&id_path, format!("up-{}\n", random_hex(4)?))?;
+    }
+    let id = std::fs::read_to_string(&id_path)?.trim().to_string();
+    Ok((id, secret_path))
+}
+
 /// The replicas' specs: `logless up`'s layout with its options as flags.
-fn specs(args: &UpArgs) -> Vec<ServerSpec> {
+fn specs(args: &UpArgs, cluster_id: &str, secret: &Path) -> Vec<ServerSpec> {
     server::loopback_cluster(args.replicas, args.port, &args.dir, &args.durability)
         .into_iter()
         .map(|spec| {
@@ -81,15 +129,106 @@ fn specs(args: &UpArgs) -> Vec<ServerSpec> {
             .flag("--thrifty-writes", args.thrifty_writes)
             .flag("--proposer-registers-max", args.proposer_registers_max)
             .flag("--log-level", &args.log_level)
+            .flag("--cluster-id", cluster_id)
+            .flag("--cluster-secret-file", secret.display())
         })
         .collect()
 }
 
-/// Stops every replica: SIGTERM, so that each flushes and closes its store, then SIGKILL to
-/// those still running after 10 s.
-fn stop(children: &mut [Child]) {
-    let mut children: Vec<&mut Child> = children.iter_mut().collect();
+/// Stops every running replica: SIGTERM, so that each flushes and closes its store, then
+/// SIGKILL to those still running after 10 s.
+fn stop(children: &mut [Option<Child>]) {
+    let mut children: Vec<&mut Child> = children.iter_mut().flatten().collect();
     server::stop_all(&mut children, Duration::from_secs(10));
+}
+
+/// One replica as `logless up` supervises it.
+struct Supervised {
+    /// Its process while it runs.
+    child: Option<Child>,
+    /// When it was last started.
+    started: Instant,
+    /// When to start it again, once it has exited.
+    restart_at: Option<Instant>,
+    /// The wait before its next restart.
+    backoff: Duration,
+}
+
+impl Supervised {
+    /// Checks on the replica: reports an exit and schedules its restart; restarts it when due.
+    fn check(&mut self, spec: &ServerSpec, exe: &Path, now: Instant) {
+        if let Some(child) = &mut self.child {
+            let Ok(Some(status)) = child.try_wait() else {
+                return;
+            };
+            self.child = None;
+            if now.duration_since(self.started) >= RESTART_STABLE {
+                self.backoff = RESTART_BACKOFF_MIN;
+            }
+            eprintln!(
+                "replica {} exited ({status}); the others keep serving; restarting it in {} s \
+                 (its log: {})",
+                spec.node_id,
+                self.backoff.as_secs(),
+                spec.log.display()
+            );
+            self.restart_at = Some(now + self.backoff);
+            self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
+            return;
+        }
+        if self.restart_at.is_some_and(|at| now >= at) {
+            self.restart_at = None;
+            self.started = now;
+            match spec.spawn(exe) {
+                Ok(child) => {
+                    eprintln!("replica {} restarted", spec.node_id);
+                    self.child = Some(child);
+                }
+                Err(e) => {
+                    eprintln!("cannot restart replica {}: {e}", spec.node_id);
+                    self.restart_at = Some(now + self.backoff);
+                    self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
+                }
+            }
+        }
+    }
+}
+
+/// Supervises the replicas until Ctrl-C or SIGTERM.
+fn supervise(children: Vec<Option<Child>>, specs: &[ServerSpec], exe: &Path) -> Vec<Option<Child>> {
+    let now = Instant::now();
+    let mut replicas: Vec<Supervised> = children
+        .into_iter()
+        .map(|child| Supervised {
+            child,
+            started: now,
+            restart_at: None,
+            backoff: RESTART_BACKOFF_MIN,
+        })
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("signal handler");
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => return,
+                _ = terminate.recv() => return,
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    for (replica, spec) in replicas.iter_mut().zip(specs) {
+                        replica.check(spec, exe, now);
+                    }
+                }
+            }
+        }
+    });
+    replicas.into_iter().map(|r| r.child).collect()
 }
 
 pub fn up(args: &UpArgs) -> ExitCode {
@@ -115,13 +254,23 @@ pub fn up(args: &UpArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let specs = specs(args);
-    let mut children: Vec<Child> = Vec::new();
+    let (cluster_id, secret) = match cluster_identity(&args.dir) {
+        Ok(identity) => identity,
+        Err(e) => {
+            eprintln!(
+                "error: cannot make the cluster secret in {}: {e}",
+                args.dir.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let specs = specs(args, &cluster_id, &secret);
+    let mut children: Vec<Option<Child>> = Vec::new();
     for spec in &specs {
         // Each `logless up` starts its replicas' logs afresh (the launcher appends).
         let spawned = std::fs::File::create(&spec.log).and_then(|_| spec.spawn(&exe));
         match spawned {
-            Ok(child) => children.push(child),
+            Ok(child) => children.push(Some(child)),
             Err(e) => {
                 eprintln!("error: cannot start replica {}: {e}", spec.node_id);
                 stop(&mut children);
@@ -136,7 +285,7 @@ pub fn up(args: &UpArgs) -> ExitCode {
     let mut ready = false;
     while Instant::now() < deadline {
         for (child, spec) in children.iter_mut().zip(&specs) {
-            if let Ok(Some(status)) = child.try_wait() {
+            if let Some(Ok(Some(status))) = child.as_mut().map(Child::try_wait) {
                 eprintln!(
                     "error: replica {} exited ({status}) before serving; its log:\n{}",
                     spec.node_id,
@@ -180,42 +329,16 @@ pub fn up(args: &UpArgs) -> ExitCode {
         "connect with:  redis-cli -p {}   (any replica serves every key)",
         args.port
     );
-    println!("stop with Ctrl-C");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let exited = runtime.block_on(async {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("signal handler");
-        let mut tick = tokio::time::interval(Duration::from_millis(500));
-        loop {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => return None,
-                _ = terminate.recv() => return None,
-                _ = tick.tick() => {
-                    for (i, child) in children.iter_mut().enumerate() {
-                        if let Ok(Some(status)) = child.try_wait() {
-                            return Some((i + 1, status));
-                        }
-                    }
-                }
-            }
-        }
-    });
-    if let Some((i, status)) = exited {
-        eprintln!("replica {i} exited ({status}); stopping the others");
-    } else {
-        println!("stopping the replicas");
-    }
+    println!(
+        "cluster {cluster_id}; peers prove the secret in {}",
+        secret.display()
+    );
+    println!("a replica that exits is restarted; stop with Ctrl-C");
+    let mut children = supervise(children, &specs, &exe);
+    println!("stopping the replicas");
     stop(&mut children);
-    if exited.is_some() {
-        ExitCode::FAILURE
-    } else {
-        println!("stopped");
-        ExitCode::SUCCESS
-    }
+    println!("stopped");
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]

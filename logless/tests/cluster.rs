@@ -339,20 +339,53 @@ fn bad_clients_and_bad_peers_lose_only_their_connection() {
 
     // Peers: a wrong magic, an unknown node id and an unknown version are each refused.
     let peer = cluster.replicas[0].spec.peer;
-    let mut hello = b"LLPR\x01\x09\x00\x00\x00\x01\x00".to_vec();
-    for bad in [b"HTTP/1.1 GET".to_vec(), hello.clone(), {
-        hello[4] = 99;
-        hello[5] = 2;
-        hello.clone()
-    }] {
+    let hello_from = |node: u16| logless_node::hello::Hello {
+        from: logless_rmw::ids::NodeId(node),
+        shard: 0,
+        shards: 1,
+        cluster_id: Vec::new(),
+        nonce: [1; logless_node::hello::NONCE_BYTES],
+    };
+    let mut old_version = hello_from(2).encode();
+    old_version[4] = 99;
+    for bad in [
+        b"HTTP/1.1 GET".to_vec(),
+        b"LLPR\x01\x02\x00\x00\x00\x01\x00".to_vec(),
+        hello_from(9).encode(),
+        old_version,
+    ] {
         let (reply, closed) = raw_exchange(peer, &bad);
         assert!(reply.is_empty() && closed, "peer hello {bad:?} refused");
     }
-    // A known peer whose frame fails its checksum is cut off too.
-    let mut frame = b"LLPR\x01\x02\x00\x00\x00\x01\x00".to_vec();
-    frame.extend_from_slice(&[20, 0, 0, 0, 1, 2, 0, 1, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef]);
+    // A known peer whose frame fails its checksum is cut off too. This cluster has no secret,
+    // so the proof is made with an empty key.
+    let sent = hello_from(2);
+    let mut s = TcpStream::connect(peer).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.write_all(&sent.encode()).unwrap();
+    let mut challenge = [0u8; logless_node::hello::CHALLENGE_BYTES];
+    s.read_exact(&mut challenge).unwrap();
+    let (nonce, _) = logless_node::hello::decode_challenge(&challenge).unwrap();
+    let no_secret = logless_node::hello::ClusterAuth {
+        cluster_id: String::new(),
+        secret: Vec::new(),
+    };
+    let answer = logless_node::hello::prove(
+        &no_secret,
+        logless_node::hello::Side::Dialler,
+        &sent,
+        logless_rmw::ids::NodeId(1),
+        &nonce,
+    );
+    let mut frame = answer.to_vec();
+    frame.extend_from_slice(&[20, 0, 0, 0, 3, 2, 0, 1, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef]);
     frame.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
-    let (_, closed) = raw_exchange(peer, &frame);
+    s.write_all(&frame).unwrap();
+    let mut rest = Vec::new();
+    let closed = match s.read_to_end(&mut rest) {
+        Ok(_) => rest.is_empty(),
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
     assert!(closed, "a corrupt frame closes the peer connection");
 
     let mut con = cluster.connect(0);

@@ -13,11 +13,18 @@
 //! thrifty_writes = false       # fast writes too: for clients that send a key to one replica
 //! proposer_registers_max = 262144  # registers each shard's proposer keeps; idle ones beyond go
 //! value_bytes_max = 1048576
+//! cluster_id = "prod-eu"       # peers of another cluster id are refused
+//! cluster_secret_file = "/etc/logless/cluster-secret"  # proven in every peer hello
 //!
 //! [[peers]]                    # every replica, this one included, the same list everywhere
 //! id = 1
-//! addr = "127.0.0.1:8379"
+//! addr = "127.0.0.1:8379"      # HOST:PORT; HOST may be a DNS name, resolved at each connect
 //! ```
+//!
+//! The cluster secret is read from a file (at least 16 bytes; a trailing newline is not part
+//! of it), so that it is on no command line and in no process listing. Without one a replica
+//! still checks the cluster id in every hello but any process that can reach its peer port can
+//! join as a listed node; it warns at start (see `docs/security.md`).
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -27,6 +34,8 @@ use logless_rmw::ids::NodeId;
 use logless_storage::Durability;
 use serde::Deserialize;
 use thiserror::Error;
+
+use crate::hello::{ClusterAuth, CLUSTER_ID_BYTES_MAX, SECRET_BYTES_MIN};
 
 /// A configuration that cannot be used.
 #[derive(Debug, Error)]
@@ -58,8 +67,9 @@ pub enum ConfigError {
 pub struct PeerConfig {
     /// The replica's node id (1 to 65535).
     pub id: u16,
-    /// Its peer listen address.
-    pub addr: SocketAddr,
+    /// Its peer address, `HOST:PORT`; `HOST` may be a DNS name, resolved at every connection
+    /// attempt.
+    pub addr: String,
 }
 
 /// Everything a replica needs to start.
@@ -108,6 +118,10 @@ pub struct NodeConfig {
     pub request_timeout_ms: u64,
     /// The most client connections served at once.
     pub clients_max: usize,
+    /// The cluster's name, sent in every peer hello: peers of another cluster are refused.
+    pub cluster_id: String,
+    /// A file holding the cluster secret that every peer proves in its hello (none: no proof).
+    pub cluster_secret_file: Option<PathBuf>,
 }
 
 impl Default for NodeConfig {
@@ -129,6 +143,8 @@ impl Default for NodeConfig {
             set_members_max: 100_000,
             request_timeout_ms: 5_000,
             clients_max: 10_000,
+            cluster_id: String::new(),
+            cluster_secret_file: None,
         }
     }
 }
@@ -157,12 +173,21 @@ pub fn parse_peers(list: &str) -> Result<Vec<PeerConfig>, ConfigError> {
             let id = id
                 .parse()
                 .map_err(|_| ConfigError::Invalid(format!("peer id {id:?} is not a number")))?;
-            let addr = addr.parse().map_err(|_| {
-                ConfigError::Invalid(format!("peer address {addr:?} is not HOST:PORT"))
-            })?;
+            let addr = addr.trim().to_string();
+            check_peer_addr(&addr)?;
             Ok(PeerConfig { id, addr })
         })
         .collect()
+}
+
+/// Checks that a peer address is `HOST:PORT` (a name or an address, and a port number).
+fn check_peer_addr(addr: &str) -> Result<(), ConfigError> {
+    let bad = || ConfigError::Invalid(format!("peer address {addr:?} is not HOST:PORT"));
+    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    Ok(())
 }
 
 /// The longest a node's proposers back off before a retry (ms): short, since a shard's
@@ -254,8 +279,44 @@ impl NodeConfig {
         if self.request_timeout_ms < 100 {
             return invalid("request_timeout_ms must be at least 100".into());
         }
+        for peer in &self.peers {
+            check_peer_addr(&peer.addr)?;
+        }
+        if self.cluster_id.len() > CLUSTER_ID_BYTES_MAX {
+            return invalid(format!(
+                "cluster_id must be at most {CLUSTER_ID_BYTES_MAX} bytes"
+            ));
+        }
         self.durability()?;
         Ok(())
+    }
+
+    /// The cluster id and the secret read from [`NodeConfig::cluster_secret_file`] (empty
+    /// without one).
+    pub fn cluster_auth(&self) -> Result<ClusterAuth, ConfigError> {
+        let secret = match &self.cluster_secret_file {
+            None => Vec::new(),
+            Some(path) => {
+                let mut secret = std::fs::read(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                while secret.last().is_some_and(u8::is_ascii_whitespace) {
+                    secret.pop();
+                }
+                if secret.len() < SECRET_BYTES_MIN {
+                    return Err(ConfigError::Invalid(format!(
+                        "the cluster secret in {} must be at least {SECRET_BYTES_MIN} bytes",
+                        path.display()
+                    )));
+                }
+                secret
+            }
+        };
+        Ok(ClusterAuth {
+            cluster_id: self.cluster_id.clone(),
+            secret,
+        })
     }
 }
 
@@ -319,6 +380,46 @@ mod tests {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
         assert!(parse_peers("1:127.0.0.1:1").is_err());
+        assert!(parse_peers("1=127.0.0.1").is_err());
+        assert!(parse_peers("1=:80").is_err());
+        assert_eq!(
+            parse_peers("1=logless-1.internal:8379").unwrap()[0].addr,
+            "logless-1.internal:8379"
+        );
+        let long_id = NodeConfig {
+            cluster_id: "x".repeat(CLUSTER_ID_BYTES_MAX + 1),
+            ..good.clone()
+        };
+        assert!(long_id.validate().is_err());
         assert!(toml::from_str::<NodeConfig>("colour = 1").is_err());
+    }
+
+    #[test]
+    fn the_deployment_example_is_a_valid_configuration() {
+        let config: NodeConfig = toml::from_str(include_str!("../../deploy/logless.toml")).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.peers[1].addr, "logless-2.internal:8379");
+        assert_eq!(config.cluster_id, "prod-eu-1");
+    }
+
+    #[test]
+    fn the_cluster_secret_comes_from_a_file_without_its_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "0123456789abcdef\n").unwrap();
+        let config = NodeConfig {
+            cluster_id: "prod".into(),
+            cluster_secret_file: Some(path.clone()),
+            ..NodeConfig::default()
+        };
+        let auth = config.cluster_auth().unwrap();
+        assert_eq!(
+            (auth.cluster_id.as_str(), auth.secret.as_slice()),
+            ("prod", &b"0123456789abcdef"[..])
+        );
+        std::fs::write(&path, "short\n").unwrap();
+        assert!(config.cluster_auth().is_err());
+        let none = NodeConfig::default().cluster_auth().unwrap();
+        assert!(none.secret.is_empty());
     }
 }

@@ -34,6 +34,8 @@ pub struct NodeContext {
     pub bound: Bound,
     /// Set when a shard failed and the node is stopping.
     pub failed: AtomicU64,
+    /// The deliberate bugs it runs with (only a build with fault injection has any).
+    pub injected_bugs: Vec<String>,
 }
 
 /// The client connections' counters, for INFO and `/metrics`.

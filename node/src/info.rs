@@ -82,7 +82,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
     if wanted("server") {
         let _ = write!(
             out,
-            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\nlogless_version:{}\r\nredis_mode:standalone\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nnode_id:{}\r\nincarnation:{}\r\nshards:{}\r\ndurability:{}\r\n\r\n",
+            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\nlogless_version:{}\r\nredis_mode:standalone\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nnode_id:{}\r\nincarnation:{}\r\nshards:{}\r\ndurability:{}\r\ncluster_id:{}\r\n",
             env!("CARGO_PKG_VERSION"),
             std::process::id(),
             context.bound.client.port(),
@@ -91,7 +91,21 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             context.incarnation,
             c.shards,
             c.durability,
+            c.cluster_id,
         );
+        if crate::node::FAULT_INJECTION {
+            // A test build says so, and which deliberate bugs it runs with.
+            let _ = write!(
+                out,
+                "fault_injection:compiled-in\r\ninjected_bugs:{}\r\n",
+                if context.injected_bugs.is_empty() {
+                    "none".to_string()
+                } else {
+                    context.injected_bugs.join(",")
+                }
+            );
+        }
+        out.push_str("\r\n");
     }
     if wanted("clients") {
         let _ = write!(

@@ -6,6 +6,7 @@
 //! * [`turn`] — one shard's turn logic without a runtime: proposer, acceptors, timers,
 //!   group commit (shared with the whole-node simulation);
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
+//! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
 //! * [`front`] and [`info`] — the Redis front end: sockets and buffers around each
 //!   connection's `logless_redis::session::Session`, and the server commands it leaves to the
@@ -17,6 +18,7 @@
 pub mod config;
 pub mod context;
 pub mod front;
+pub mod hello;
 pub mod http;
 pub mod info;
 pub mod node;

@@ -13,7 +13,7 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::config::{ConfigError, NodeConfig};
 use crate::context::{Bound, ClientCounters, NodeContext};
@@ -73,7 +73,14 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     start_with_bugs(config, Bugs::default()).await
 }
 
-/// Deliberate bugs a node can be started with (harness tests only).
+/// Whether this build can inject deliberate bugs (the `fault-injection` feature, which the
+/// cluster and chaos tests build with and a release build of `logless` leaves out).
+pub const FAULT_INJECTION: bool = cfg!(feature = "fault-injection");
+
+/// Deliberate bugs a node can be started with, named as `--inject-bug` names them. A node
+/// started by [`start_with_bugs`] applies them only in a build with the `fault-injection`
+/// feature, and [`Bugs::parse`] refuses every name without it, so a release build has no way
+/// to switch one on. (The whole-node simulation hands them to its shards itself.)
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Bugs {
     /// The protocol's.
@@ -82,9 +89,66 @@ pub struct Bugs {
     pub shard: ShardBugs,
 }
 
-/// [`start`] with deliberate protocol bugs switched on (harness tests only).
+impl Bugs {
+    /// The bugs named (`accept-inconsistent-quorum`, `ignore-learned`, `reply-before-persist`,
+    /// `persist-without-ttl`). Any name is refused by a build without fault injection.
+    pub fn parse(names: &[String]) -> Result<Bugs, String> {
+        let mut bugs = Bugs::default();
+        for name in names {
+            if !FAULT_INJECTION {
+                return Err(format!(
+                    "cannot inject {name:?}: this build has no fault injection (the \
+                     `fault-injection` feature of logless, for test builds only)"
+                ));
+            }
+            match name.as_str() {
+                "accept-inconsistent-quorum" => bugs.core.accept_inconsistent_quorum = true,
+                "ignore-learned" => bugs.core.ignore_learned = true,
+                "reply-before-persist" => bugs.shard.reply_before_persist = true,
+                "persist-without-ttl" => bugs.shard.persist_without_ttl = true,
+                other => return Err(format!("unknown bug {other:?}")),
+            }
+        }
+        Ok(bugs)
+    }
+
+    /// The names of the bugs switched on, for `/status` and INFO.
+    pub fn names(&self) -> Vec<String> {
+        [
+            (
+                "accept-inconsistent-quorum",
+                self.core.accept_inconsistent_quorum,
+            ),
+            ("ignore-learned", self.core.ignore_learned),
+            ("reply-before-persist", self.shard.reply_before_persist),
+            ("persist-without-ttl", self.shard.persist_without_ttl),
+        ]
+        .into_iter()
+        .filter(|&(_, on)| on)
+        .map(|(name, _)| name.to_string())
+        .collect()
+    }
+}
+
+/// [`start`] with the deliberate bugs `bugs` switched on (test builds only; see [`Bugs`]).
 pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNode, StartError> {
     config.validate()?;
+    let auth = Arc::new(config.cluster_auth()?);
+    if auth.secret.is_empty() {
+        warn!(
+            cluster_id = %auth.cluster_id,
+            "no cluster secret (cluster_secret_file): any process that can reach the peer port \
+             can join as a listed node; see docs/security.md"
+        );
+    }
+    let injected_bugs = if FAULT_INJECTION {
+        bugs.names()
+    } else {
+        Vec::new()
+    };
+    if !injected_bugs.is_empty() {
+        warn!(bugs = ?injected_bugs, "deliberate bugs injected: for tests only");
+    }
     let durability = config.durability()?;
     let node = config.node();
     let identity = store::next_incarnation(&config.data_dir, config.node_id, config.shards)?;
@@ -112,6 +176,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         node,
         peers: remote.iter().map(|p| NodeId(p.id)).collect(),
         shards: config.shards,
+        auth,
     };
     let options = store::store_options(durability, config.value_bytes_max);
     let mut shard_inputs = Vec::new();
@@ -121,7 +186,9 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         let (store, states) = ShardStore::open(&config.data_dir, shard, options.clone())?;
         recovered_total += states.len();
         let mut proposer = config.proposer_config(acceptors.clone());
-        proposer.bugs = bugs.core;
+        if FAULT_INJECTION {
+            proposer.bugs = bugs.core;
+        }
         let replica = Replica::new(
             node,
             identity.incarnation,
@@ -138,7 +205,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
                 transport.clone(),
                 shard,
                 NodeId(p.id),
-                p.addr,
+                p.addr.clone(),
                 link_rx,
                 tx.clone(),
                 peer_counters.clone(),
@@ -147,7 +214,9 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         }
         shard_inputs.push(tx);
         let mut handle = Shard::new(replica, store, rx, links);
-        handle.inject_bugs(bugs.shard);
+        if FAULT_INJECTION {
+            handle.inject_bugs(bugs.shard);
+        }
         shard_handles.push((handle, shard));
     }
     info!(
@@ -168,6 +237,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         peers: peer_counters.clone(),
         bound,
         failed: AtomicU64::new(0),
+        injected_bugs,
     });
 
     let mut shards = Vec::new();
@@ -235,5 +305,25 @@ impl RunningNode {
                 .failed
                 .load(std::sync::atomic::Ordering::Relaxed)
                 == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bugs_parse_only_in_a_build_with_fault_injection() {
+        assert!(Bugs::parse(&[]).unwrap().names().is_empty());
+        let named = Bugs::parse(&["ignore-learned".to_string()]);
+        if FAULT_INJECTION {
+            let bugs = named.unwrap();
+            assert!(bugs.core.ignore_learned);
+            assert_eq!(bugs.names(), ["ignore-learned"]);
+            assert!(Bugs::parse(&["no-such-bug".to_string()]).is_err());
+        } else {
+            let refused = named.unwrap_err();
+            assert!(refused.contains("no fault injection"), "{refused}");
+        }
     }
 }

@@ -1,22 +1,22 @@
 //! The peer transport: one TCP connection per (shard, peer) in each direction.
 //!
 //! Shard `s` of a node dials shard `s` of every other node and writes its messages there; it
-//! receives theirs on the connections they dialled. A connection opens with a hello naming the
-//! sender, its shard and its shard count, then carries frames of [`logless_rmw::wire`]: every
-//! write coalesces whatever the shard produced for that peer since the last one.
-//!
-//! ```text
-//! hello:  magic "LLPR" | wire version u8 | from u16 LE | shard u16 LE | shards u16 LE
-//! ```
+//! receives theirs on the connections they dialled. A connection opens with the hello of
+//! [`crate::hello`] (sender, shard, shard count, cluster id, and a challenge–response proving
+//! the cluster secret both ways), then carries frames of [`logless_rmw::wire`]: every write
+//! coalesces whatever the shard produced for that peer since the last one. A peer's address
+//! may be a DNS name: it is resolved at every connection attempt, so a peer that moved is
+//! found again on the next reconnect.
 //!
 //! Whenever a connection breaks or a new one replaces it, the shard is told
 //! ([`ShardInput::LinkBroken`]): messages on the old connection may be lost, and Algorithm 3
 //! then counts the peer as crashed for the requests in flight. A new inbound connection
 //! reports the break before any of its frames are delivered, so the proposer never sees
-//! replies from after a gap without knowing about the gap. Messages sent while a peer is
+//! replies from after a gap without knowing about the gap, but only once its hello has proven
+//! the cluster secret: a stranger that connects and claims a peer's node id can neither
+//! deliver a message nor make the real peer count as crashed. Messages sent while a peer is
 //! unreachable are dropped, which the protocol treats as loss.
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,16 +24,17 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use logless_rmw::ids::NodeId;
 use logless_rmw::message::Message;
-use logless_rmw::wire::{decode_frame, encode_frame, WIRE_VERSION};
+use logless_rmw::wire::{decode_frame, encode_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use crate::hello::{
+    self, ClusterAuth, Hello, Side, CHALLENGE_BYTES, HELLO_HEAD_BYTES, PROOF_BYTES,
+};
 use crate::shard::ShardInput;
 
-const MAGIC: &[u8; 4] = b"LLPR";
-const HELLO_BYTES: usize = 4 + 1 + 2 + 2 + 2;
 /// The largest frame a node accepts from a peer.
 pub const FRAME_BYTES_MAX: usize = 128 << 20;
 /// The most message bytes coalesced into one frame before it is written.
@@ -51,16 +52,25 @@ pub struct PeerCounters {
     pub bytes_out: AtomicU64,
     /// Bytes read from peers.
     pub bytes_in: AtomicU64,
-    /// Connections that could not be accepted (unknown node, version, layout) or broke the
-    /// frame format.
+    /// Connections that could not be accepted (another cluster, unknown node, wrong secret,
+    /// version, layout) or broke the frame format.
     pub rejected: AtomicU64,
     /// Outbound connections established (first ones and reconnects).
     pub connects: AtomicU64,
+    /// Times a shard was told a peer's link broke (each makes that peer count as crashed
+    /// for the proposals in flight).
+    pub link_breaks: AtomicU64,
     /// Which outbound links (peer node, shard) are connected now.
     pub links_up: Mutex<BTreeMap<(u16, u16), bool>>,
 }
 
 impl PeerCounters {
+    /// Tells the shard behind `inputs` that the link to `peer` broke, and counts it.
+    async fn report_break(&self, inputs: &mpsc::Sender<ShardInput>, peer: NodeId) -> bool {
+        self.link_breaks.fetch_add(1, Ordering::Relaxed);
+        inputs.send(ShardInput::LinkBroken(peer)).await.is_ok()
+    }
+
     fn set_link(&self, peer: NodeId, shard: u16, up: bool) {
         self.links_up
             .lock()
@@ -78,52 +88,120 @@ pub struct Identity {
     pub peers: Vec<NodeId>,
     /// Shards per node.
     pub shards: u16,
+    /// The cluster id and secret proven in every hello.
+    pub auth: Arc<ClusterAuth>,
 }
 
-fn hello(me: NodeId, shard: u16, shards: u16) -> [u8; HELLO_BYTES] {
-    let mut h = [0; HELLO_BYTES];
-    h[..4].copy_from_slice(MAGIC);
-    h[4] = WIRE_VERSION;
-    h[5..7].copy_from_slice(&me.0.to_le_bytes());
-    h[7..9].copy_from_slice(&shard.to_le_bytes());
-    h[9..11].copy_from_slice(&shards.to_le_bytes());
-    h
-}
-
-/// Checks a hello and returns the sender and its shard.
-fn check_hello(h: &[u8; HELLO_BYTES], identity: &Identity) -> Result<(NodeId, u16), String> {
-    if &h[..4] != MAGIC {
-        return Err("not a logless peer (bad magic)".into());
+/// The dialler's side of the hello on `stream`, a connection to `peer` for `shard`: sends the
+/// hello, checks the acceptor's proof and answers with its own.
+async fn hello_as_dialler(
+    stream: &mut TcpStream,
+    identity: &Identity,
+    shard: u16,
+    peer: NodeId,
+) -> Result<(), String> {
+    let sent = Hello {
+        from: identity.node,
+        shard,
+        shards: identity.shards,
+        cluster_id: identity.auth.cluster_id.as_bytes().to_vec(),
+        nonce: hello::nonce(),
+    };
+    stream
+        .write_all(&sent.encode())
+        .await
+        .map_err(|e| format!("sending hello: {e}"))?;
+    let mut challenge = [0u8; CHALLENGE_BYTES];
+    stream.read_exact(&mut challenge).await.map_err(|e| {
+        format!("no challenge ({e}): the peer refused the hello (another cluster, or this node unknown to it?)")
+    })?;
+    let (nonce, proof) = hello::decode_challenge(&challenge)?;
+    if !hello::verify(&identity.auth, Side::Acceptor, &sent, peer, &nonce, &proof) {
+        return Err("the peer does not know the cluster secret".into());
     }
-    if h[4] != WIRE_VERSION {
+    let answer = hello::prove(&identity.auth, Side::Dialler, &sent, peer, &nonce);
+    stream
+        .write_all(&answer)
+        .await
+        .map_err(|e| format!("sending the answer: {e}"))
+}
+
+/// The acceptor's side of the hello: reads and checks the hello, challenges the dialler and
+/// checks its answer. Returns the dialler and its shard once it has proven the secret.
+async fn hello_as_acceptor(
+    stream: &mut TcpStream,
+    identity: &Identity,
+) -> Result<(NodeId, u16), String> {
+    // The magic first, so that a stranger or a peer of an older version is told at once.
+    let mut head = [0u8; HELLO_HEAD_BYTES];
+    stream
+        .read_exact(&mut head[..4])
+        .await
+        .map_err(|e| format!("reading hello: {e}"))?;
+    if &head[..4] == b"LLPR" {
+        return Err("a logless peer of an older version (a hello without a cluster secret)".into());
+    }
+    if &head[..4] != hello::HELLO_MAGIC {
+        return Err("not a logless peer hello (bad magic)".into());
+    }
+    stream
+        .read_exact(&mut head[4..])
+        .await
+        .map_err(|e| format!("reading hello: {e}"))?;
+    let mut rest = vec![0u8; Hello::rest_bytes(&head)?];
+    stream
+        .read_exact(&mut rest)
+        .await
+        .map_err(|e| format!("reading hello: {e}"))?;
+    let received = Hello::decode(&head, &rest);
+    received.check(
+        &identity.auth,
+        identity.node,
+        &identity.peers,
+        identity.shards,
+    )?;
+    let nonce = hello::nonce();
+    let proof = hello::prove(
+        &identity.auth,
+        Side::Acceptor,
+        &received,
+        identity.node,
+        &nonce,
+    );
+    stream
+        .write_all(&hello::encode_challenge(&nonce, &proof))
+        .await
+        .map_err(|e| format!("sending challenge: {e}"))?;
+    let mut answer = [0u8; PROOF_BYTES];
+    stream
+        .read_exact(&mut answer)
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?;
+    if !hello::verify(
+        &identity.auth,
+        Side::Dialler,
+        &received,
+        identity.node,
+        &nonce,
+        &answer,
+    ) {
         return Err(format!(
-            "peer speaks wire version {}, this node {WIRE_VERSION}",
-            h[4]
+            "node {} does not know the cluster secret",
+            received.from.0
         ));
     }
-    let from = NodeId(u16::from_le_bytes([h[5], h[6]]));
-    let shard = u16::from_le_bytes([h[7], h[8]]);
-    let shards = u16::from_le_bytes([h[9], h[10]]);
-    if !identity.peers.contains(&from) {
-        return Err(format!("node {} is not a peer of this cluster", from.0));
-    }
-    if shards != identity.shards || shard >= shards {
-        return Err(format!(
-            "node {} runs {shards} shards (shard {shard}), this node {}",
-            from.0, identity.shards
-        ));
-    }
-    Ok((from, shard))
+    Ok((received.from, received.shard))
 }
 
-/// Dials `peer` at `addr` for `shard` and writes the batches the shard sends, reconnecting
-/// with backoff, until `shutdown` or until the shard is gone.
+/// Dials `peer` at `addr` (`HOST:PORT`, resolved at every attempt) for `shard` and writes the
+/// batches the shard sends, reconnecting with backoff, until `shutdown` or until the shard is
+/// gone.
 #[allow(clippy::too_many_arguments)]
 pub async fn dial(
     identity: Identity,
     shard: u16,
     peer: NodeId,
-    addr: SocketAddr,
+    addr: String,
     mut batches: mpsc::UnboundedReceiver<Vec<Message>>,
     shard_inputs: mpsc::Sender<ShardInput>,
     counters: Arc<PeerCounters>,
@@ -136,7 +214,7 @@ pub async fn dial(
     loop {
         let connected = tokio::select! {
             _ = shutdown.changed() => return,
-            c = TcpStream::connect(addr) => c,
+            c = TcpStream::connect(addr.as_str()) => c,
         };
         let mut stream = match connected {
             Ok(stream) => stream,
@@ -153,22 +231,27 @@ pub async fn dial(
             }
         };
         let _ = stream.set_nodelay(true);
-        if stream
-            .write_all(&hello(identity.node, shard, identity.shards))
-            .await
-            .is_err()
-        {
+        let greeted = tokio::select! {
+            _ = shutdown.changed() => return,
+            g = tokio::time::timeout(HELLO_TIMEOUT, hello_as_dialler(&mut stream, &identity, shard, peer)) => {
+                g.unwrap_or_else(|_| Err("no challenge in time".into()))
+            }
+        };
+        if let Err(reason) = greeted {
+            warn!(peer = peer.0, shard, %addr, %reason, "peer hello failed");
+            while batches.try_recv().is_ok() {}
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
             continue;
         }
         let connected_at = tokio::time::Instant::now();
         counters.connects.fetch_add(1, Ordering::Relaxed);
         counters.set_link(peer, shard, true);
         info!(peer = peer.0, shard, %addr, "connected to peer");
-        if shard_inputs
-            .send(ShardInput::LinkBroken(peer))
-            .await
-            .is_err()
-        {
+        if !counters.report_break(&shard_inputs, peer).await {
             return;
         }
         loop {
@@ -195,7 +278,7 @@ pub async fn dial(
             if let Err(e) = stream.write_all(&buf).await {
                 warn!(peer = peer.0, shard, error = %e, "peer link broke");
                 counters.set_link(peer, shard, false);
-                let _ = shard_inputs.send(ShardInput::LinkBroken(peer)).await;
+                counters.report_break(&shard_inputs, peer).await;
                 // A peer that accepts and then drops connections must not be redialled for
                 // every batch: only a connection that lasted resets the backoff.
                 if connected_at.elapsed() >= STABLE_CONNECTION {
@@ -259,17 +342,17 @@ async fn serve_inbound(
     counters: &PeerCounters,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
-    let mut h = [0u8; HELLO_BYTES];
-    tokio::time::timeout(HELLO_TIMEOUT, stream.read_exact(&mut h))
-        .await
-        .map_err(|_| "no hello in time".to_string())?
-        .map_err(|e| format!("reading hello: {e}"))?;
-    let (from, shard) = check_hello(&h, identity)?;
+    let (from, shard) =
+        tokio::time::timeout(HELLO_TIMEOUT, hello_as_acceptor(&mut stream, identity))
+            .await
+            .map_err(|_| "no hello in time".to_string())??;
     let inputs = &shards[usize::from(shard)];
-    // A new connection means any earlier one from this peer is gone, with what it carried.
-    let _ = inputs.send(ShardInput::LinkBroken(from)).await;
+    // A new connection from a peer that proved the secret means any earlier one from it is
+    // gone, with what it carried. Nothing before this point may say so: a stranger's
+    // connection must not make the real peer count as crashed.
+    counters.report_break(inputs, from).await;
     let result = read_frames(&mut stream, from, inputs, counters).await;
-    let _ = inputs.send(ShardInput::LinkBroken(from)).await;
+    counters.report_break(inputs, from).await;
     result
 }
 
@@ -310,37 +393,5 @@ async fn read_frames(
                 return Ok(());
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn identity() -> Identity {
-        Identity {
-            node: NodeId(1),
-            peers: vec![NodeId(2), NodeId(3)],
-            shards: 2,
-        }
-    }
-
-    #[test]
-    fn hellos_are_checked() {
-        let me = identity();
-        assert_eq!(
-            check_hello(&hello(NodeId(2), 1, 2), &me),
-            Ok((NodeId(2), 1))
-        );
-        assert!(check_hello(&hello(NodeId(9), 0, 2), &me).is_err());
-        assert!(check_hello(&hello(NodeId(1), 0, 2), &me).is_err());
-        assert!(check_hello(&hello(NodeId(2), 0, 4), &me).is_err());
-        assert!(check_hello(&hello(NodeId(2), 2, 2), &me).is_err());
-        let mut bad_version = hello(NodeId(2), 0, 2);
-        bad_version[4] = WIRE_VERSION + 1;
-        assert!(check_hello(&bad_version, &me).is_err());
-        let mut bad_magic = hello(NodeId(2), 0, 2);
-        bad_magic[0] = b'X';
-        assert!(check_hello(&bad_magic, &me).is_err());
     }
 }

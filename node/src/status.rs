@@ -149,6 +149,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         "Peer connections rejected or broken by bad frames.",
         c(&context.peers.rejected),
     );
+    counter(
+        "logless_peer_link_breaks_total",
+        "Times a shard was told a peer link broke (the peer then counts as crashed for the proposals in flight).",
+        c(&context.peers.link_breaks),
+    );
     let _ = writeln!(
         out,
         "# HELP logless_flush_seconds_total Time spent in group-commit flushes.\n# TYPE logless_flush_seconds_total counter\nlogless_flush_seconds_total {}",
@@ -267,6 +272,16 @@ pub struct NodeStatus {
     pub links: Vec<LinkStatus>,
     /// Whether the node can serve: no store failure and a quorum of replicas reachable.
     pub healthy: bool,
+    /// The cluster id its peers must present.
+    #[serde(default)]
+    pub cluster_id: String,
+    /// Whether its peers must prove a cluster secret.
+    #[serde(default)]
+    pub cluster_secret: bool,
+    /// Present only in a build with fault injection (a test build): the deliberate bugs it
+    /// runs with, often none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected_bugs: Option<Vec<String>>,
 }
 
 /// Builds the `/status` document.
@@ -298,5 +313,8 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         timeouts: t.proposer.timeouts,
         links,
         healthy: !failed && reachable.len() + 1 > replicas / 2,
+        cluster_id: context.config.cluster_id.clone(),
+        cluster_secret: context.config.cluster_secret_file.is_some(),
+        injected_bugs: crate::node::FAULT_INJECTION.then(|| context.injected_bugs.clone()),
     }
 }

@@ -1,10 +1,12 @@
 //! Chaos runs on real `logless server` processes: a clean protocol must pass, and each
 //! deliberate protocol bug must be reported as a violation.
 //!
-//! The runner needs the `logless` binary of the same profile and target directory. The first
-//! test to need it runs `cargo build -p logless --locked` for that profile and directory (a
-//! no-op when it is up to date, e.g. under `cargo test --workspace`); `LOGLESS_BIN` overrides
-//! this. Tests run one at a time (the machine may have only two cores), each bounded in time.
+//! The runner needs the `logless` binary of the same profile and target directory, with the
+//! `fault-injection` feature (its deliberate bugs). The first test to need it runs
+//! `cargo build -p logless --locked --features fault-injection` for that profile and directory
+//! (a no-op when it is up to date, e.g. under `cargo test --workspace`, whose test build of
+//! `logless` has the feature); `LOGLESS_BIN` overrides this. Tests run one at a time (the
+//! machine may have only two cores), each bounded in time.
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -39,12 +41,23 @@ fn logless_bin() -> PathBuf {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let started = Instant::now();
         let status = Command::new(cargo)
-            .args(["build", "-p", "logless", "--locked", "--profile", &profile])
+            .args([
+                "build",
+                "-p",
+                "logless",
+                "--locked",
+                "--features",
+                "fault-injection",
+            ])
+            .args(["--profile", &profile])
             .env("CARGO_TARGET_DIR", target)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("cargo runs");
-        assert!(status.success(), "cargo build -p logless failed");
+        assert!(
+            status.success(),
+            "cargo build -p logless --features fault-injection failed"
+        );
         eprintln!(
             "logless binary up to date in {:.1} s",
             started.elapsed().as_secs_f64()
