@@ -271,7 +271,7 @@ async fn resolve(pending: Pending, exchange: &mut Exchange) -> (Value, Protocol)
             for seq in seqs {
                 answers.push(answer_of(exchange.take(seq).await));
             }
-            (Session::combine(combine, &answers), protocol)
+            (Session::combine(combine, answers), protocol)
         }
     }
 }

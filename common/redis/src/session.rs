@@ -404,9 +404,9 @@ impl Session {
     /// part that did not get a result makes the whole command report that; for a sum,
     /// "outcome unknown" wins over "not applied" as soon as some part was applied or may have
     /// been.
-    pub fn combine(combine: Combine, answers: &[Answer]) -> Value {
+    pub fn combine(combine: Combine, answers: Vec<Answer>) -> Value {
         let mut worst: Option<Failure> = None;
-        for answer in answers {
+        for answer in &answers {
             if let Err(failure) = answer {
                 worst = Some(match (worst, *failure) {
                     (Some(Failure::OutcomeUnknown), _) | (_, Failure::OutcomeUnknown) => {
@@ -424,7 +424,7 @@ impl Session {
                 failure_value(failure)
             };
         }
-        let replies: Vec<Reply> = answers.iter().flatten().cloned().collect();
+        let replies: Vec<Reply> = answers.into_iter().flatten().collect();
         table::combine_replies(combine, &replies)
     }
 

@@ -552,7 +552,7 @@ fn replies_are_shown_as_their_command_asks() {
 
 #[test]
 fn combined_replies_report_the_worst_failure() {
-    let sum = |answers: &[Result<Reply, Failure>]| Session::combine(Combine::Sum, answers);
+    let sum = |answers: &[Result<Reply, Failure>]| Session::combine(Combine::Sum, answers.to_vec());
     assert_eq!(sum(&[Ok(Reply::Int(1)), Ok(Reply::Int(1))]), Value::Int(2));
     // Nothing applied: the failure as it is.
     assert_eq!(
@@ -571,13 +571,16 @@ fn combined_replies_report_the_worst_failure() {
     assert_eq!(
         Session::combine(
             Combine::Array,
-            &[Ok(Reply::Bulk(Bytes::from_static(b"v"))), Ok(Reply::Nil)]
+            vec![Ok(Reply::Bulk(Bytes::from_static(b"v"))), Ok(Reply::Nil)]
         ),
         Value::Array(vec![bulk("v"), Value::Nil])
     );
     // MGET with a failed part reports the failure, not a partial array.
     assert_eq!(
-        Session::combine(Combine::Array, &[Ok(Reply::Nil), Err(Failure::NotApplied)]),
+        Session::combine(
+            Combine::Array,
+            vec![Ok(Reply::Nil), Err(Failure::NotApplied)]
+        ),
         error("TRYAGAIN not applied; safe to retry")
     );
 }
