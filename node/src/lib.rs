@@ -3,6 +3,7 @@
 //! * [`config`] — what a replica is told at start (TOML file and flags);
 //! * [`context`] — what every task may look at: configuration, shard channels, counters;
 //! * [`store`] — its durable state: one slot file per shard and the incarnation;
+//! * [`durable_log`] — the log engine's durable state: its records on a segmented log;
 //! * [`turn`] — one shard's turn logic without a runtime: proposer, acceptors, timers,
 //!   group commit (shared with the whole-node simulation);
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
@@ -17,6 +18,7 @@
 
 pub mod config;
 pub mod context;
+pub mod durable_log;
 pub mod front;
 pub mod hello;
 pub mod http;

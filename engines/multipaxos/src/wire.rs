@@ -1,4 +1,5 @@
-//! The binary encoding of [`Message`]s.
+//! The binary encoding of [`Message`]s, and of the [`Record`]s a replica keeps in its durable
+//! log ([`encode_record`], versioned by [`RECORD_VERSION`], with the same field encodings).
 //!
 //! One message per buffer (framing, checksums and the sender's identity belong to the
 //! transport, as for the in-place engine's frames):
@@ -22,6 +23,7 @@ use thiserror::Error;
 
 use crate::ids::{ClientId, Instance, RequestSeq, View};
 use crate::message::{Batch, ClientTable, Message, PromisedEntry, Request, Snapshot};
+use crate::persist::Record;
 
 /// The version this code writes and accepts.
 /// Version 2 added the leader's stamp to batches and the execution stamp to snapshots.
@@ -35,6 +37,16 @@ const TAG_ALIVE: u8 = 5;
 const TAG_CATCH_UP_QUERY: u8 = 6;
 const TAG_CATCH_UP_RESPONSE: u8 = 7;
 const TAG_FORWARD: u8 = 8;
+
+/// The version of the durable encoding of [`Record`]s and snapshots that this code writes and
+/// reads: a replica's own log on disk, so it changes independently of [`WIRE_VERSION`].
+pub const RECORD_VERSION: u8 = 1;
+
+const TAG_RECORD_VIEW: u8 = 1;
+const TAG_RECORD_ACCEPTED: u8 = 2;
+const TAG_RECORD_DECIDED: u8 = 3;
+const TAG_RECORD_SNAPSHOT: u8 = 4;
+const TAG_RECORD_TRUNCATE: u8 = 5;
 
 /// The fewest bytes a request takes: client, sequence number and payload length.
 const REQUEST_BYTES_MIN: usize = 8 + 8 + 4;
@@ -255,6 +267,69 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
     Ok(message)
 }
 
+/// Appends `record`, encoded for a replica's durable log, to `out`:
+/// [`RECORD_VERSION`], a tag, then the record's fields as in messages.
+pub fn encode_record(record: &Record, out: &mut Vec<u8>) {
+    out.push(RECORD_VERSION);
+    match record {
+        Record::View(view) => {
+            out.push(TAG_RECORD_VIEW);
+            put_u64(out, view.0);
+        }
+        Record::Accepted {
+            instance,
+            view,
+            batch,
+        } => {
+            out.push(TAG_RECORD_ACCEPTED);
+            put_u64(out, instance.0);
+            put_u64(out, view.0);
+            put_batch(out, batch);
+        }
+        Record::Decided { instance, batch } => {
+            out.push(TAG_RECORD_DECIDED);
+            put_u64(out, instance.0);
+            put_batch(out, batch);
+        }
+        Record::Snapshot(snapshot) => {
+            out.push(TAG_RECORD_SNAPSHOT);
+            put_snapshot(out, snapshot);
+        }
+        Record::Truncate { below } => {
+            out.push(TAG_RECORD_TRUNCATE);
+            put_u64(out, below.0);
+        }
+    }
+}
+
+/// Decodes one record that fills `bytes` exactly.
+pub fn decode_record(bytes: &[u8]) -> Result<Record, DecodeError> {
+    let mut r = Reader::new(bytes);
+    let version = r.u8()?;
+    if version != RECORD_VERSION {
+        return Err(DecodeError::UnknownVersion(version));
+    }
+    let record = match r.u8()? {
+        TAG_RECORD_VIEW => Record::View(View(r.u64()?)),
+        TAG_RECORD_ACCEPTED => Record::Accepted {
+            instance: Instance(r.u64()?),
+            view: View(r.u64()?),
+            batch: r.batch()?,
+        },
+        TAG_RECORD_DECIDED => Record::Decided {
+            instance: Instance(r.u64()?),
+            batch: r.batch()?,
+        },
+        TAG_RECORD_SNAPSHOT => Record::Snapshot(r.snapshot()?),
+        TAG_RECORD_TRUNCATE => Record::Truncate {
+            below: Instance(r.u64()?),
+        },
+        other => return Err(DecodeError::UnknownTag(other)),
+    };
+    r.finish()?;
+    Ok(record)
+}
+
 pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
@@ -426,6 +501,54 @@ mod tests {
         let mut out = vec![WIRE_VERSION, TAG_FORWARD];
         out.extend_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(decode(&out), Err(DecodeError::Count(u32::MAX)));
+    }
+
+    #[test]
+    fn every_record_decodes_to_itself_and_checks_its_version() {
+        let request = Request {
+            client: ClientId(7),
+            seq: RequestSeq(3),
+            payload: Bytes::from_static(b"set k v"),
+        };
+        let batch = Batch::stamped(1_000, vec![request]);
+        let mut clients = ClientTable::new();
+        clients.insert(ClientId(7), (RequestSeq(3), Bytes::from_static(b"+OK")));
+        let records = [
+            Record::View(View(4)),
+            Record::Accepted {
+                instance: Instance(9),
+                view: View(4),
+                batch: batch.clone(),
+            },
+            Record::Decided {
+                instance: Instance(9),
+                batch,
+            },
+            Record::Snapshot(Snapshot {
+                next_instance: Instance(10),
+                stamp_ms: 1_000,
+                state: Bytes::from_static(b"state"),
+                clients,
+            }),
+            Record::Truncate { below: Instance(5) },
+        ];
+        for record in records {
+            let mut out = Vec::new();
+            encode_record(&record, &mut out);
+            assert_eq!(decode_record(&out), Ok(record));
+            for cut in 0..out.len() {
+                assert!(decode_record(&out[..cut]).is_err(), "a prefix decodes");
+            }
+            out[0] = RECORD_VERSION + 1;
+            assert_eq!(
+                decode_record(&out),
+                Err(DecodeError::UnknownVersion(RECORD_VERSION + 1))
+            );
+        }
+        assert_eq!(
+            decode_record(&[RECORD_VERSION, 0]),
+            Err(DecodeError::UnknownTag(0))
+        );
     }
 
     #[test]

@@ -1,0 +1,236 @@
+//! The log engine's durable home: its [`Record`]s on a segmented log, its snapshots in the
+//! log's snapshot files (seed 002's FullSS: log and snapshot on stable storage, replayed at
+//! start).
+//!
+//! The engine numbers its log by *instance*; the storage layer numbers records by a dense
+//! `u64` *index* in the order written. Records of one instance are written at several times (a
+//! vote, later a decision), so an instance's records are spread over the log, and the engine's
+//! [`Record::Truncate`] cannot be handed down as it is. [`DurableLog`] keeps, for each instance
+//! still in the engine's log, the index of its first record, and turns `Truncate { below }`
+//! into a prefix deletion at the lowest index anything still needed lives at:
+//!
+//! * every record of an instance at or above `below` lies at or above that instance's first
+//!   index, so none is deleted;
+//! * the promised view is written again at the truncation, so its newest record is never below
+//!   the cut;
+//! * the `Truncate` record itself is written to the log, so a replay learns the log start; the
+//!   records of lower instances that lie above the cut are replayed before it and dropped by it.
+//!
+//! Replaying the kept suffix therefore rebuilds exactly the [`Durable`] state that replaying
+//! every record would. A [`Record::Snapshot`] goes to a snapshot file, indexed by the first
+//! instance it does not cover; the log is flushed first, so a crash leaves the records in the
+//! order written: some prefix of them, and every record of every acknowledged flush.
+//!
+//! The prefix deletion happens in [`LogStore::flush`], after the records that replace what it
+//! deletes (the view, the `Truncate`) are durable.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use logless_multipaxos::ids::{Instance, View};
+use logless_multipaxos::persist::{Durable, LogStore, Record};
+use logless_multipaxos::wire::{self, DecodeError};
+use logless_storage::{Dir, FsDir, LogRecovery, SegmentLog, SegmentLogOptions, StoreError};
+use thiserror::Error;
+
+/// Why a durable log could not be opened or written.
+#[derive(Debug, Error)]
+pub enum DurableLogError {
+    /// The storage layer failed (I/O, damage, a limit).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A record or snapshot that passed its checksum does not decode: written by another
+    /// version, or not by this engine.
+    #[error("log record {index} does not decode: {source}")]
+    Decode {
+        /// The record's index, or the snapshot's.
+        index: u64,
+        /// Why.
+        source: DecodeError,
+    },
+    /// Records that decode but contradict each other (a view going down, two decisions of one
+    /// instance): the log is not one this engine wrote.
+    #[error("log record {index} contradicts the records before it: {what}")]
+    Inconsistent {
+        /// The record's index.
+        index: u64,
+        /// What it contradicts.
+        what: &'static str,
+    },
+}
+
+/// A replica's records on a [`SegmentLog`]: the [`LogStore`] the engine commits through.
+pub struct DurableLog<D: Dir = FsDir> {
+    log: SegmentLog<D>,
+    /// The highest view written.
+    view: View,
+    /// The log start the engine last truncated to.
+    log_start: Instance,
+    /// For each instance at or above `log_start` with a record in the log: the index of its
+    /// first record.
+    first_index: BTreeMap<Instance, u64>,
+    /// The prefix deletion the next flush makes, after the records written with it.
+    pending_cut: Option<u64>,
+    scratch: Vec<u8>,
+}
+
+/// An opened durable log and what it held.
+pub struct OpenedLog<D: Dir = FsDir> {
+    /// The log, ready for the engine's next records.
+    pub log: DurableLog<D>,
+    /// The state to restart the replica from.
+    pub durable: Durable,
+    /// What the storage layer repaired at open.
+    pub recovery: LogRecovery,
+}
+
+impl DurableLog<FsDir> {
+    /// Opens (or creates) the durable log in directory `path`.
+    pub fn open(path: &Path, options: SegmentLogOptions) -> Result<OpenedLog, DurableLogError> {
+        let (log, recovery) = SegmentLog::open(path, options)?;
+        DurableLog::replay(log, recovery)
+    }
+}
+
+impl<D: Dir> DurableLog<D> {
+    /// Opens the durable log on `dir` (the simulation's or a crash test's directory).
+    pub fn open_on(dir: D, options: SegmentLogOptions) -> Result<OpenedLog<D>, DurableLogError> {
+        let (log, recovery) = SegmentLog::open_on(dir, options)?;
+        DurableLog::replay(log, recovery)
+    }
+
+    /// Rebuilds the durable state from the newest snapshot and every record kept, in order.
+    fn replay(log: SegmentLog<D>, recovery: LogRecovery) -> Result<OpenedLog<D>, DurableLogError> {
+        let mut durable = Durable::default();
+        if let Some((index, bytes)) = log.snapshot() {
+            match wire::decode_record(bytes) {
+                Ok(Record::Snapshot(snapshot)) => durable.snapshot = Some(snapshot),
+                Ok(_) => {
+                    return Err(DurableLogError::Inconsistent {
+                        index,
+                        what: "a snapshot file holds another record",
+                    })
+                }
+                Err(source) => return Err(DurableLogError::Decode { index, source }),
+            }
+        }
+        let mut first_index = BTreeMap::new();
+        for item in log.iter(log.first_index()) {
+            let (index, bytes) = item?;
+            let record = wire::decode_record(bytes)
+                .map_err(|source| DurableLogError::Decode { index, source })?;
+            if let Some(what) = contradiction(&durable, &record) {
+                return Err(DurableLogError::Inconsistent { index, what });
+            }
+            note_first_index(&mut first_index, &record, index);
+            durable.apply(&record);
+        }
+        let opened = DurableLog {
+            log,
+            view: durable.view,
+            log_start: durable.log_start,
+            first_index,
+            pending_cut: None,
+            scratch: Vec::new(),
+        };
+        Ok(OpenedLog {
+            log: opened,
+            durable,
+            recovery,
+        })
+    }
+
+    /// The storage underneath (for tests and figures).
+    pub fn segment_log(&self) -> &SegmentLog<D> {
+        &self.log
+    }
+
+    fn append(&mut self, record: &Record) -> Result<u64, StoreError> {
+        self.scratch.clear();
+        wire::encode_record(record, &mut self.scratch);
+        let index = self.log.next_index();
+        self.log.append(index, &self.scratch)?;
+        Ok(index)
+    }
+}
+
+/// Why `record` cannot follow the state `durable` (the invariants [`Durable::apply`] asserts),
+/// if it cannot.
+fn contradiction(durable: &Durable, record: &Record) -> Option<&'static str> {
+    match record {
+        Record::View(view) if *view < durable.view => Some("a promised view goes down"),
+        Record::Accepted { instance, .. } if *instance < durable.log_start => {
+            Some("a vote below the log start")
+        }
+        Record::Decided { instance, batch } => {
+            if *instance < durable.log_start {
+                Some("a decision below the log start")
+            } else if durable
+                .log
+                .get(instance)
+                .and_then(|e| e.decided.as_ref())
+                .is_some_and(|decided| decided != batch)
+            {
+                Some("an instance decided twice, differently")
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Keeps `first_index` in step with `record`, written at `index`.
+fn note_first_index(first_index: &mut BTreeMap<Instance, u64>, record: &Record, index: u64) {
+    match record {
+        Record::Accepted { instance, .. } | Record::Decided { instance, .. } => {
+            first_index.entry(*instance).or_insert(index);
+        }
+        Record::Truncate { below } => *first_index = first_index.split_off(below),
+        Record::View(_) | Record::Snapshot(_) => {}
+    }
+}
+
+impl<D: Dir> LogStore for DurableLog<D> {
+    type Error = StoreError;
+
+    fn write(&mut self, record: &Record) -> Result<(), StoreError> {
+        match record {
+            Record::Snapshot(snapshot) => {
+                // Everything written before the snapshot becomes durable first, so that a crash
+                // keeps the records in the order written.
+                self.log.flush()?;
+                self.scratch.clear();
+                wire::encode_record(record, &mut self.scratch);
+                self.log
+                    .write_snapshot(snapshot.next_instance.0, &self.scratch)
+            }
+            Record::Truncate { below } if *below > self.log_start => {
+                let view_at = self.append(&Record::View(self.view))?;
+                let index = self.append(record)?;
+                note_first_index(&mut self.first_index, record, index);
+                self.log_start = *below;
+                let needed = self.first_index.values().copied().min();
+                let cut = needed.map_or(view_at, |i| i.min(view_at));
+                self.pending_cut = Some(cut);
+                Ok(())
+            }
+            Record::Truncate { .. } => Ok(()),
+            _ => {
+                let index = self.append(record)?;
+                note_first_index(&mut self.first_index, record, index);
+                if let Record::View(view) = record {
+                    self.view = self.view.max(*view);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.log.flush()?;
+        if let Some(cut) = self.pending_cut.take() {
+            self.log.truncate_prefix(cut)?;
+        }
+        Ok(())
+    }
+}
