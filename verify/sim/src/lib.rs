@@ -5,16 +5,23 @@
 //!   clock: the demo and the many-seed tests of the protocol;
 //! * [`nodes`] — whole nodes: the node's shard turn logic ([`logless_node::turn`]) over the
 //!   real slot store on simulated media, with power failures, torn sectors and clock jumps;
+//! * [`log_cluster`] — the log engine's replicas ([`logless_multipaxos`]) over their real
+//!   durable logs on simulated directories, with kills of the leader, power failures and
+//!   partitions, checked by [`atomicity`];
 //! * [`direct`] — core replicas handing messages straight to each other, no network: the CPU
 //!   benchmark of the protocol;
 //! * [`history`] — client histories, with expiry's clock bounds, and their form for Porcupine;
 //! * [`linearizability`] — the per-key linearizability checker, expiry included;
+//! * [`atomicity`] — a whole-state linearizability checker over a few counters, which sees
+//!   an operation that spans keys taken apart;
 //! * [`queue`] and [`link`] — the event queue and the TCP-like links both simulations use.
+pub mod atomicity;
 pub mod cluster;
 pub mod direct;
 pub mod history;
 pub mod linearizability;
 pub mod link;
+pub mod log_cluster;
 pub mod nodes;
 pub mod queue;
 pub mod stats;
