@@ -226,6 +226,20 @@ fn result(op: &CounterOp, answers: &[Response]) -> Result<CounterResult, String>
     })
 }
 
+/// Adds the counters of `s` to `total`.
+pub fn add_stats(total: &mut Stats, s: &Stats) {
+    total.view_changes_started += s.view_changes_started;
+    total.views_led += s.views_led;
+    total.batches_proposed += s.batches_proposed;
+    total.noops_proposed += s.noops_proposed;
+    total.requests_executed += s.requests_executed;
+    total.duplicates_skipped += s.duplicates_skipped;
+    total.snapshots_taken += s.snapshots_taken;
+    total.snapshots_installed += s.snapshots_installed;
+    total.catch_up_queries += s.catch_up_queries;
+    total.conflicting_decisions += s.conflicting_decisions;
+}
+
 /// Runs one seed: faults, then a healed network; returns what happened, or the first check
 /// that failed.
 pub fn run(options: LogSimOptions) -> Result<LogSimReport, String> {
@@ -692,12 +706,13 @@ impl Sim {
         let mut stats = Stats::default();
         let lives = self.nodes.values().filter_map(|n| n.replica.as_ref());
         for s in self.past.iter().chain(lives.map(|r| r.stats())) {
-            stats.views_led += s.views_led;
-            stats.noops_proposed += s.noops_proposed;
-            stats.duplicates_skipped += s.duplicates_skipped;
-            stats.snapshots_taken += s.snapshots_taken;
-            stats.snapshots_installed += s.snapshots_installed;
-            stats.catch_up_queries += s.catch_up_queries;
+            add_stats(&mut stats, s);
+        }
+        if stats.conflicting_decisions > 0 {
+            return Err(format!(
+                "{} decisions contradicted one already known",
+                stats.conflicting_decisions
+            ));
         }
         self.report.stats = stats;
         self.report.operations = self.history.len();

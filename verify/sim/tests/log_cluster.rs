@@ -1,7 +1,7 @@
 //! The log engine's cluster under every fault the simulation has: many seeds pass every check,
 //! and each deliberate bug is caught.
 use logless_multipaxos::config::InjectedBugs;
-use logless_sim::log_cluster::{run, LogSimOptions, LogSimReport};
+use logless_sim::log_cluster::{add_stats, run, LogSimOptions, LogSimReport};
 
 /// The seeds to run: `LOGLESS_LOG_SIM_SEEDS` if set, else `default`.
 fn seeds(default: u64) -> u64 {
@@ -23,10 +23,7 @@ fn run_seeds(first: u64, count: u64, replicas: u16) -> LogSimReport {
         total.power_failures += report.power_failures;
         total.mid_step_kills += report.mid_step_kills;
         total.partitions += report.partitions;
-        total.stats.views_led += report.stats.views_led;
-        total.stats.noops_proposed += report.stats.noops_proposed;
-        total.stats.duplicates_skipped += report.stats.duplicates_skipped;
-        total.stats.snapshots_installed += report.stats.snapshots_installed;
+        add_stats(&mut total.stats, &report.stats);
     }
     eprintln!("{count} seeds, {replicas} replicas: {total:?}");
     total
