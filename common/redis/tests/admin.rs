@@ -258,3 +258,14 @@ fn a_session_leaves_admin_commands_to_the_node() {
         })))
     );
 }
+
+#[test]
+fn the_docs_list_every_ignored_config_parameter() {
+    let docs = include_str!("../../../docs/config.md");
+    for (name, _) in IGNORED_CONFIG {
+        assert!(
+            docs.contains(&format!("`{name}`")),
+            "docs/config.md lists {name}"
+        );
+    }
+}
