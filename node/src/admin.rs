@@ -1,5 +1,5 @@
 //! The admin and inspection commands a session leaves to the node
-//! ([`Admin`](logless_redis::table::admin::Admin)): SCAN, KEYS and RANDOMKEY over this
+//! ([`logless_redis::table::admin::Admin`]): SCAN, KEYS and RANDOMKEY over this
 //! replica's copy of the keyspace, FLUSHALL through consensus, TIME, CLIENT LIST/KILL and
 //! CONFIG RESETSTAT.
 //!

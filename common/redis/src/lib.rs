@@ -93,6 +93,10 @@
 //! * Integers are stored as integers; they read back as their decimal strings like in Redis.
 #![warn(missing_docs)]
 
+/// Redis's glob patterns (`stringmatchlen`): the MATCH of SCAN and its family, KEYS, CONFIG
+/// GET, and any other pattern a Redis command takes. They live with the register commands,
+/// whose *SCAN matches with them too.
+pub use logless_commands::glob;
 pub mod resp;
 pub mod session;
 pub mod table;

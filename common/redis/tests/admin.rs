@@ -269,3 +269,28 @@ fn the_docs_list_every_ignored_config_parameter() {
         );
     }
 }
+
+/// The glob SCAN, KEYS and CONFIG GET match with follows Redis's `stringmatchlen` on its edge
+/// cases.
+#[test]
+fn globs_follow_redis_on_edge_cases() {
+    use logless_commands::glob::Glob;
+    let m = |pattern: &str, text: &str| Glob::new(pattern.as_bytes()).matches(text.as_bytes());
+    assert!(m("a\\", "a\\"), "a trailing backslash is literal");
+    assert!(
+        m("[a-]", "]"),
+        "[a-] ranges up to ']' and the class runs on"
+    );
+    assert!(
+        !m("[]a", "a") && !m("[]a", "]a"),
+        "[] is an empty class: it matches nothing"
+    );
+    assert!(m("[\\-]", "-") && !m("[\\-]", "\\"));
+    assert!(
+        m("[^]]x", "a]x"),
+        "[^] is an empty negated class: any byte, then ']'"
+    );
+    assert!(m("user:[0-9]*", "user:7abc") && !m("user:[0-9]*", "user:x"));
+    assert!(m("\\?", "?") && !m("\\?", "a"));
+    assert!(!m("A", "a"), "case matters in KEYS and SCAN");
+}

@@ -221,8 +221,8 @@ impl<V> KeyTable<V> {
     }
 }
 
-/// The cursor of [`KeyTable::scan`]: a slot of the table and the table's size when the cursor
-/// was made.
+/// The cursor of a scan of a replica's table (`Replica::scan_states`): a slot of the table and
+/// the table's size when the cursor was made.
 ///
 /// A scan walks the table's slots in order. Growing the table (doubling its slots; it never
 /// shrinks) moves entries to other slots, so a cursor made before the table grew starts the
