@@ -107,6 +107,17 @@ impl Replica {
         self.node
     }
 
+    /// Switches thrifty reads and writes while the replica runs (see
+    /// [`Proposer::set_thrifty`]).
+    pub fn set_thrifty(&mut self, reads: bool, writes: bool) {
+        self.proposer.set_thrifty(reads, writes);
+    }
+
+    /// The proposer's configuration.
+    pub fn proposer_config(&self) -> &ProposerConfig {
+        self.proposer.config()
+    }
+
     /// The proposer's counters.
     pub fn stats(&self) -> &ProposerStats {
         self.proposer.stats()
