@@ -177,6 +177,30 @@ fn config_time_client_and_refusals() {
     let maxclients = all.iter().position(|n| n == "maxclients").unwrap();
     assert_ne!(all[maxclients + 1], "5", "nothing changed");
     assert!(all.iter().any(|n| n == "maxmemory-policy"));
+    // Thrifty reads switch off and on while the replica serves.
+    for (value, shown) in [("no", "false"), ("yes", "true")] {
+        let ok: String = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("logless-thrifty-reads")
+            .arg(value)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(ok, "OK");
+        let got: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("logless-thrifty-reads")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(got, ["logless-thrifty-reads", shown]);
+        assert_eq!(con.get::<_, String>("big").unwrap().len(), 200);
+    }
+    let err: RedisError = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("logless-shards")
+        .arg("4")
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("immutable"), "{err}");
     let ok: String = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query(&mut con)

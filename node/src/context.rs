@@ -3,7 +3,7 @@
 //! HTTP read it; nothing here imports them, so the node's modules depend on each other in one
 //! direction only.
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -71,6 +71,14 @@ pub struct Settings {
     pub value_bytes_max: AtomicUsize,
     /// The most client connections served at once (`maxclients`).
     pub clients_max: AtomicUsize,
+    /// Whether reads ask a quorum first (`logless-thrifty-reads`): what the shards were last
+    /// told.
+    pub thrifty_reads: AtomicBool,
+    /// Whether fast writes vote with a quorum first (`logless-thrifty-writes`).
+    pub thrifty_writes: AtomicBool,
+    /// Held by a CONFIG SET while it applies its changes, so that the shards are told the
+    /// settings in the order they were made.
+    pub changing: tokio::sync::Mutex<()>,
 }
 
 impl Settings {
@@ -79,6 +87,9 @@ impl Settings {
         Settings {
             value_bytes_max: AtomicUsize::new(config.value_bytes_max),
             clients_max: AtomicUsize::new(config.clients_max),
+            thrifty_reads: AtomicBool::new(config.thrifty_reads),
+            thrifty_writes: AtomicBool::new(config.thrifty_writes),
+            changing: tokio::sync::Mutex::new(()),
         }
     }
 }

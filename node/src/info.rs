@@ -5,8 +5,9 @@
 //! # CONFIG
 //!
 //! CONFIG SET changes `proto-max-bulk-len` (down from the replica's `value_bytes_max`, and
-//! back up to it: the engine's limits are built from it at start, so no more) and
-//! `maxclients` while the replica runs, until it stops. The Redis parameters that mean nothing
+//! back up to it: the engine's limits are built from it at start, so no more), `maxclients`
+//! and `logless-thrifty-reads`/`-writes` (on this replica's proposers, from their next phase)
+//! while the replica runs, until it stops. The Redis parameters that mean nothing
 //! here ([`IGNORED_CONFIG`]) are accepted and ignored; logless's own (`logless-*`) and
 //! `databases` are read-only; any other name is refused as Redis refuses an unknown one. A
 //! CONFIG SET of several parameters changes none if one is refused.
@@ -23,6 +24,7 @@ use logless_redis::table::admin::{
 use crate::clients::Connection;
 use crate::config::VALUE_BYTES_MAX_LIMIT;
 use crate::context::NodeContext;
+use crate::shard::ShardInput;
 use crate::{admin, status};
 
 fn bulk(s: impl Into<String>) -> Value {
@@ -41,7 +43,7 @@ pub async fn answer(query: NodeQuery, caller: &Connection, context: &NodeContext
             }
             Value::Map(pairs)
         }
-        NodeQuery::ConfigSet(pairs) => config_set(&pairs, context),
+        NodeQuery::ConfigSet(pairs) => config_set(&pairs, context).await,
         NodeQuery::Admin(query) => admin::answer(query, caller, context).await,
         NodeQuery::Info(sections) => bulk(info_text(context, &sections).await),
         NodeQuery::DbSize => Value::Int(status::gather(context).await.live_registers as i64),
@@ -52,11 +54,13 @@ pub async fn answer(query: NodeQuery, caller: &Connection, context: &NodeContext
 enum Change {
     ValueBytesMax(usize),
     ClientsMax(usize),
+    ThriftyReads(bool),
+    ThriftyWrites(bool),
     Ignored,
 }
 
 /// CONFIG SET: checks every pair, then applies them all.
-fn config_set(pairs: &[(Bytes, Bytes)], context: &NodeContext) -> Value {
+async fn config_set(pairs: &[(Bytes, Bytes)], context: &NodeContext) -> Value {
     let mut changes = Vec::with_capacity(pairs.len());
     for (name, value) in pairs {
         match config_change(name, value, context) {
@@ -65,11 +69,29 @@ fn config_set(pairs: &[(Bytes, Bytes)], context: &NodeContext) -> Value {
         }
     }
     let settings = &context.settings;
+    let _changing = settings.changing.lock().await;
+    let mut thrifty_changed = false;
     for change in changes {
         match change {
             Change::ValueBytesMax(n) => settings.value_bytes_max.store(n, Ordering::Relaxed),
             Change::ClientsMax(n) => settings.clients_max.store(n, Ordering::Relaxed),
+            Change::ThriftyReads(on) => {
+                settings.thrifty_reads.store(on, Ordering::Relaxed);
+                thrifty_changed = true;
+            }
+            Change::ThriftyWrites(on) => {
+                settings.thrifty_writes.store(on, Ordering::Relaxed);
+                thrifty_changed = true;
+            }
             Change::Ignored => {}
+        }
+    }
+    if thrifty_changed {
+        let reads = settings.thrifty_reads.load(Ordering::Relaxed);
+        let writes = settings.thrifty_writes.load(Ordering::Relaxed);
+        for shard in &context.shards {
+            // A stopped shard serves nothing any more.
+            let _ = shard.send(ShardInput::SetThrifty { reads, writes }).await;
         }
     }
     Value::Simple("OK".into())
@@ -103,6 +125,8 @@ fn config_change(name: &[u8], value: &[u8], context: &NodeContext) -> Result<Cha
                 "argument couldn't be parsed into an integer",
             )),
         },
+        b"logless-thrifty-reads" => parse_bool(name, value).map(Change::ThriftyReads),
+        b"logless-thrifty-writes" => parse_bool(name, value).map(Change::ThriftyWrites),
         b"databases" => Err(bad_config_value(name, "can't set immutable config")),
         n if n.starts_with(b"logless-")
             && config_values(context)
@@ -117,6 +141,16 @@ fn config_change(name: &[u8], value: &[u8], context: &NodeContext) -> Result<Cha
         }
         _ if is_ignored_config(name) => Ok(Change::Ignored),
         _ => Err(unknown_config(name)),
+    }
+}
+
+/// A yes/no setting as Redis's configuration reads it (`yes` or `no`; logless also takes
+/// `true` and `false`, as CONFIG GET shows its own settings).
+fn parse_bool(name: &[u8], value: &[u8]) -> Result<bool, String> {
+    match &value.to_ascii_lowercase()[..] {
+        b"yes" | b"true" => Ok(true),
+        b"no" | b"false" => Ok(false),
+        _ => Err(bad_config_value(name, "argument must be 'yes' or 'no'")),
     }
 }
 
@@ -159,8 +193,14 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
         ("logless-durability", c.durability.clone()),
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),
-        ("logless-thrifty-reads", c.thrifty_reads.to_string()),
-        ("logless-thrifty-writes", c.thrifty_writes.to_string()),
+        (
+            "logless-thrifty-reads",
+            settings.thrifty_reads.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "logless-thrifty-writes",
+            settings.thrifty_writes.load(Ordering::Relaxed).to_string(),
+        ),
         (
             "logless-proposer-registers-max",
             c.proposer_registers_max.to_string(),

@@ -48,6 +48,13 @@ pub enum ShardInput {
         /// The next cursor (0 at the end) and the live keys with their types.
         reply: oneshot::Sender<ScanPage>,
     },
+    /// Switch thrifty reads and writes (CONFIG SET).
+    SetThrifty {
+        /// Thrifty reads.
+        reads: bool,
+        /// Thrifty fast writes.
+        writes: bool,
+    },
     /// A live key of this replica's copy, from a place `seed` chooses (RANDOMKEY).
     RandomKey {
         /// Chooses where to look from.
@@ -232,6 +239,7 @@ impl Shard {
             } => {
                 let _ = reply.send(self.core.scan_live(cursor, count));
             }
+            ShardInput::SetThrifty { reads, writes } => self.core.set_thrifty(reads, writes),
             ShardInput::RandomKey { seed, reply } => {
                 let _ = reply.send(self.core.random_live_key(seed));
             }

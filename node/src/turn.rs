@@ -429,6 +429,11 @@ impl<R, M: Media> ShardCore<R, M> {
         (next, live)
     }
 
+    /// Switches thrifty reads and writes (see `Replica::set_thrifty`).
+    pub fn set_thrifty(&mut self, reads: bool, writes: bool) {
+        self.replica.set_thrifty(reads, writes);
+    }
+
     /// A key of this replica's copy that holds a value now, looked for from a place `seed`
     /// chooses; `None` if there is none.
     pub fn random_live_key(&self, seed: u64) -> Option<Bytes> {

@@ -63,8 +63,8 @@
 //! * `SCAN`, `KEYS`, `RANDOMKEY` and `DBSIZE` read this replica's copy of the keyspace: not a
 //!   linearizable snapshot. `FLUSHALL` and `FLUSHDB` are not atomic: they delete each key of
 //!   this copy through consensus, one `DEL` each, and answer OK once every one is done.
-//! * `CONFIG SET` changes `proto-max-bulk-len` (within the replica's `value_bytes_max`) and
-//!   `maxclients`; it accepts and ignores Redis's parameters that mean nothing here
+//! * `CONFIG SET` changes `proto-max-bulk-len` (within the replica's `value_bytes_max`),
+//!   `maxclients` and `logless-thrifty-reads`/`-writes` on the replica it is sent to; it accepts and ignores Redis's parameters that mean nothing here
 //!   ([`table::admin::IGNORED_CONFIG`]) and refuses unknown ones as Redis does.
 //! * A transaction runs only if its commands all name one key: `EXEC` of commands on several
 //!   keys runs nothing and answers `EXECABORT` saying that a transaction is not atomic across
