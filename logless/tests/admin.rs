@@ -114,92 +114,64 @@ fn scan_keys_randomkey_and_flushall_over_a_replicas_copy() {
     assert_eq!(keys, ["p"]);
 }
 
+fn config_set(con: &mut redis::Connection, pairs: &[&str]) -> Result<String, RedisError> {
+    redis::cmd("CONFIG").arg("SET").arg(pairs).query(con)
+}
+
+/// The value of one parameter.
+fn config_get(con: &mut redis::Connection, name: &str) -> String {
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query(con)
+        .unwrap();
+    assert_eq!(got.len(), 2, "{got:?}");
+    got[1].clone()
+}
+
 #[test]
 fn config_time_client_and_refusals() {
     let cluster = Cluster::start(1, "mmap");
     let mut con = cluster.connect(0);
 
     // proto-max-bulk-len changes at run time, within what the replica started with.
-    let started: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("proto-max-bulk-len")
-        .query(&mut con)
-        .unwrap();
-    let ok: String = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("proto-max-bulk-len")
-        .arg("100")
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(ok, "OK");
+    let started = config_get(&mut con, "proto-max-bulk-len");
+    assert_eq!(
+        config_set(&mut con, &["proto-max-bulk-len", "100"]).unwrap(),
+        "OK"
+    );
     let err: RedisError = con.set::<_, _, ()>("big", "x".repeat(200)).unwrap_err();
     assert!(err.to_string().contains("exceeds"), "{err}");
-    let ok: String = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("proto-max-bulk-len")
-        .arg(&started[1])
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(ok, "OK");
+    assert_eq!(
+        config_set(&mut con, &["proto-max-bulk-len", &started]).unwrap(),
+        "OK"
+    );
     let _: () = con.set("big", "x".repeat(200)).unwrap();
-    let err: RedisError = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("proto-max-bulk-len")
-        .arg("1gb")
-        .query::<()>(&mut con)
-        .unwrap_err();
+    let err = config_set(&mut con, &["proto-max-bulk-len", "1gb"]).unwrap_err();
     assert!(err.to_string().contains("value_bytes_max"), "{err}");
     // Redis parameters that mean nothing here are accepted; unknown ones are refused, and a
     // refused pair changes nothing.
-    let ok: String = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("hash-max-listpack-entries")
-        .arg("512")
-        .arg("save")
-        .arg("")
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(ok, "OK");
-    let err: RedisError = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxclients")
-        .arg("5")
-        .arg("no-such-thing")
-        .arg("1")
-        .query::<()>(&mut con)
-        .unwrap_err();
+    let ignored = ["hash-max-listpack-entries", "512", "save", ""];
+    assert_eq!(config_set(&mut con, &ignored).unwrap(), "OK");
+    let err = config_set(&mut con, &["maxclients", "5", "no-such-thing", "1"]).unwrap_err();
     assert!(err.to_string().contains("Unknown option"), "{err}");
+    assert_ne!(config_get(&mut con, "maxclients"), "5", "nothing changed");
     let all: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("*")
         .query(&mut con)
         .unwrap();
-    let maxclients = all.iter().position(|n| n == "maxclients").unwrap();
-    assert_ne!(all[maxclients + 1], "5", "nothing changed");
     assert!(all.iter().any(|n| n == "maxmemory-policy"));
     // Thrifty reads switch off and on while the replica serves.
     for (value, shown) in [("no", "false"), ("yes", "true")] {
-        let ok: String = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("logless-thrifty-reads")
-            .arg(value)
-            .query(&mut con)
-            .unwrap();
-        assert_eq!(ok, "OK");
-        let got: Vec<String> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("logless-thrifty-reads")
-            .query(&mut con)
-            .unwrap();
-        assert_eq!(got, ["logless-thrifty-reads", shown]);
+        assert_eq!(
+            config_set(&mut con, &["logless-thrifty-reads", value]).unwrap(),
+            "OK"
+        );
+        assert_eq!(config_get(&mut con, "logless-thrifty-reads"), shown);
         assert_eq!(con.get::<_, String>("big").unwrap().len(), 200);
     }
-    let err: RedisError = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("logless-shards")
-        .arg("4")
-        .query::<()>(&mut con)
-        .unwrap_err();
+    let err = config_set(&mut con, &["logless-shards", "4"]).unwrap_err();
     assert!(err.to_string().contains("immutable"), "{err}");
     let ok: String = redis::cmd("CONFIG")
         .arg("RESETSTAT")
