@@ -41,6 +41,10 @@ const _: () = assert!(ScanCursor::MAX < 1 << SHARD_SHIFT);
 /// between pages.
 const PAGE: usize = 1024;
 
+/// The most registers one SCAN visits, whatever its COUNT: a shard answers nobody else while
+/// it reads a page.
+const SCAN_COUNT_MAX: usize = 64 * PAGE;
+
 /// Answers one admin command from connection `caller`.
 pub async fn answer(query: Admin, caller: &Connection, context: &NodeContext) -> Value {
     match query {
@@ -125,8 +129,9 @@ async fn page(context: &NodeContext, shard: usize, cursor: u64, count: usize) ->
     answer.await.ok()
 }
 
-/// SCAN: one page of `count` registers of the shard the cursor points into, from where it
-/// points; the cursor of the next call moves to the next shard once a shard is done.
+/// SCAN: one page of COUNT registers (at most [`SCAN_COUNT_MAX`]) of the shard the cursor
+/// points into, from where it points; the cursor of the next call moves to the next shard once
+/// a shard is done.
 async fn scan_keys(scan: &KeyScan, context: &NodeContext) -> Value {
     let shards = context.shards.len();
     let shard = usize::try_from(scan.cursor >> SHARD_SHIFT).unwrap_or(usize::MAX);
@@ -134,7 +139,8 @@ async fn scan_keys(scan: &KeyScan, context: &NodeContext) -> Value {
         return scan_reply(0, Vec::new());
     }
     let cursor = scan.cursor & ((1 << SHARD_SHIFT) - 1);
-    let Some((next, found)) = page(context, shard, cursor, scan.count).await else {
+    let count = scan.count.min(SCAN_COUNT_MAX);
+    let Some((next, found)) = page(context, shard, cursor, count).await else {
         return Value::Error("ERR the replica is stopping".into());
     };
     let glob = scan.pattern.as_deref().map(Glob::new);
