@@ -244,6 +244,19 @@ fn config_time_client_and_refusals() {
         .query(&mut con)
         .unwrap();
     assert_eq!(skipped, 0, "SKIPME yes is the default");
+    // A connection that kills itself gets its reply, then is closed.
+    let mut suicidal = cluster.connect(0);
+    let its_id: u64 = redis::cmd("CLIENT").arg("ID").query(&mut suicidal).unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(its_id)
+        .arg("SKIPME")
+        .arg("no")
+        .query(&mut suicidal)
+        .unwrap();
+    assert_eq!(killed, 1);
+    assert!(redis::cmd("PING").query::<String>(&mut suicidal).is_err());
 
     // Redis commands logless lacks say so; only names Redis does not know are unknown.
     let err: RedisError = redis::cmd("SUBSCRIBE")

@@ -3,8 +3,12 @@
 //! A connection reads whatever requests have arrived and gives each to its
 //! [`Session`](logless_redis::session::Session), which decides what it asks for; every engine
 //! command is handed to the shard that owns its key at once (so a pipeline reaches the proposer
-//! as one batch), and the replies are written in request order. A client that breaks the
-//! protocol gets an error reply and loses its own connection only.
+//! as one batch), and the replies are written in request order. A command the node answers
+//! itself (INFO, CONFIG, SCAN, CLIENT LIST, ...) waits for the replies of the commands before
+//! it in the pipeline. A client that breaks the protocol gets an error reply and loses its own
+//! connection only. Every connection is in the node's registry ([`crate::clients`]) while it
+//! lasts, and ends at once when CLIENT KILL names it (after the replies it has read, when it
+//! named itself).
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -192,7 +196,7 @@ async fn serve(
         session.set_value_bytes_max(context.settings.value_bytes_max.load(Ordering::Relaxed));
         let mut broken = None;
         let mut last_command = None;
-        while !session.is_closing() {
+        while !session.is_closing() && !connection.is_closing() {
             match parse_request(&mut input, &limits) {
                 Ok(Some(args)) if args.is_empty() => {}
                 Ok(Some(args)) => {
