@@ -410,6 +410,42 @@ mod tests {
         assert!(added > 100, "the table grew during the scan");
     }
 
+    proptest::proptest! {
+        /// Whatever the counts and however the table grows between calls, a scan ends and
+        /// returns every entry that was there from its first call to its last.
+        #[test]
+        fn a_scan_returns_every_entry_present_throughout(
+            initial in 0..300u32,
+            calls in proptest::collection::vec((0..40usize, 0..80u32), 0..60),
+        ) {
+            let mut table: KeyTable<u32> =
+                (0..initial).map(|i| (key(&format!("old{i}")), i)).collect();
+            let mut added = 0;
+            let seen = scan_all(&mut table, 1, |_, _| {});
+            proptest::prop_assert_eq!(seen.len(), initial as usize);
+            let mut calls = calls.into_iter();
+            let mut seen = Vec::new();
+            let mut cursor = 0;
+            loop {
+                let (count, inserts) = calls.next().unwrap_or((10, 0));
+                let (next, found) = table.scan(cursor, count);
+                seen.extend(found.into_iter().map(|(k, _)| k.clone()));
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+                for _ in 0..inserts {
+                    table.insert(key(&format!("new{added}")), added);
+                    added += 1;
+                }
+            }
+            for i in 0..initial {
+                let old = key(&format!("old{}", i));
+                proptest::prop_assert!(seen.contains(&old), "old{} was returned", i);
+            }
+        }
+    }
+
     #[test]
     fn a_cursor_no_table_made_ends_or_restarts_the_scan_without_panicking() {
         let table: KeyTable<u32> = (0..10).map(|i| (key(&format!("k{i}")), i)).collect();
