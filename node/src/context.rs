@@ -3,13 +3,14 @@
 //! HTTP read it; nothing here imports them, so the node's modules depend on each other in one
 //! direction only.
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::Instant;
 
 use logless_rmw::ids::NodeId;
 use tokio::sync::mpsc;
 
+use crate::clients::ClientRegistry;
 use crate::config::NodeConfig;
 use crate::peer::PeerCounters;
 use crate::shard::ShardInput;
@@ -28,6 +29,10 @@ pub struct NodeContext {
     pub started: Instant,
     /// The client connections' counters.
     pub clients: ClientCounters,
+    /// The client connections open now (CLIENT LIST and KILL).
+    pub connections: Arc<ClientRegistry>,
+    /// The settings CONFIG SET changes while the replica runs.
+    pub settings: Settings,
     /// The peer transport's counters.
     pub peers: Arc<PeerCounters>,
     /// The addresses actually bound.
@@ -55,6 +60,38 @@ pub struct ClientCounters {
     pub bytes_in: AtomicU64,
     /// Bytes written to clients.
     pub bytes_out: AtomicU64,
+}
+
+/// The settings CONFIG SET changes while a replica runs; each starts as the configuration
+/// says.
+#[derive(Debug)]
+pub struct Settings {
+    /// The longest argument a client may send (`proto-max-bulk-len`): at most the
+    /// configuration's `value_bytes_max`, which the engine's limits are built from at start.
+    pub value_bytes_max: AtomicUsize,
+    /// The most client connections served at once (`maxclients`).
+    pub clients_max: AtomicUsize,
+    /// Whether reads ask a quorum first (`logless-thrifty-reads`): what the shards were last
+    /// told.
+    pub thrifty_reads: AtomicBool,
+    /// Whether fast writes vote with a quorum first (`logless-thrifty-writes`).
+    pub thrifty_writes: AtomicBool,
+    /// Held by a CONFIG SET while it applies its changes, so that the shards are told the
+    /// settings in the order they were made.
+    pub changing: tokio::sync::Mutex<()>,
+}
+
+impl Settings {
+    /// The settings `config` starts with.
+    pub fn new(config: &NodeConfig) -> Settings {
+        Settings {
+            value_bytes_max: AtomicUsize::new(config.value_bytes_max),
+            clients_max: AtomicUsize::new(config.clients_max),
+            thrifty_reads: AtomicBool::new(config.thrifty_reads),
+            thrifty_writes: AtomicBool::new(config.thrifty_writes),
+            changing: tokio::sync::Mutex::new(()),
+        }
+    }
 }
 
 /// The addresses a replica listens on.

@@ -3,8 +3,12 @@
 //! A connection reads whatever requests have arrived and gives each to its
 //! [`Session`](logless_redis::session::Session), which decides what it asks for; every engine
 //! command is handed to the shard that owns its key at once (so a pipeline reaches the proposer
-//! as one batch), and the replies are written in request order. A client that breaks the
-//! protocol gets an error reply and loses its own connection only.
+//! as one batch), and the replies are written in request order. A command the node answers
+//! itself (INFO, CONFIG, SCAN, CLIENT LIST, ...) waits for the replies of the commands before
+//! it in the pipeline. A client that breaks the protocol gets an error reply and loses its own
+//! connection only. Every connection is in the node's registry ([`crate::clients`]) while it
+//! lasts, and ends at once when CLIENT KILL names it (after the replies it has read, when it
+//! named itself).
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,6 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
+use crate::clients::Connection;
 use crate::context::{shard_of, NodeContext};
 use crate::info;
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
@@ -39,30 +44,36 @@ pub async fn accept(
             _ = stop.changed() => return,
             a = listener.accept() => a,
         };
-        let Ok((mut stream, _)) = accepted else {
+        let Ok((mut stream, addr)) = accepted else {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             continue;
         };
         let clients = &context.clients;
-        if clients.connected.load(Ordering::Relaxed) as usize >= context.config.clients_max {
+        let clients_max = context.settings.clients_max.load(Ordering::Relaxed);
+        if clients.connected.load(Ordering::Relaxed) as usize >= clients_max {
             clients.refused.fetch_add(1, Ordering::Relaxed);
             let _ = stream.write_all(MAX_CLIENTS_REPLY).await;
             continue;
         }
         let id = clients.accepted.fetch_add(1, Ordering::Relaxed) + 1;
         clients.connected.fetch_add(1, Ordering::Relaxed);
+        let laddr = stream.local_addr().unwrap_or(context.bound.client);
+        let registration = context.connections.register(id, addr, laddr);
         let context = context.clone();
         let mut shutdown = shutdown.clone();
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
+            let connection = registration.connection();
             tokio::select! {
                 _ = shutdown.changed() => {}
-                result = serve(stream, id, &context) => {
+                () = connection.killed() => debug!(client = id, "client connection killed"),
+                result = serve(stream, connection, &context) => {
                     if let Err(e) = result {
                         debug!(client = id, error = %e, "client connection ended");
                     }
                 }
             }
+            drop(registration);
             context.clients.connected.fetch_sub(1, Ordering::Relaxed);
         });
     }
@@ -160,7 +171,12 @@ impl Exchange {
     }
 }
 
-async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io::Result<()> {
+async fn serve(
+    mut stream: TcpStream,
+    connection: &Connection,
+    context: &NodeContext,
+) -> std::io::Result<()> {
+    let id = connection.id();
     let limits = ParseLimits {
         bulk_bytes_max: context.config.bulk_bytes_max(),
         ..ParseLimits::default()
@@ -177,15 +193,30 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
             return Ok(());
         }
         counters.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+        session.set_value_bytes_max(context.settings.value_bytes_max.load(Ordering::Relaxed));
         let mut broken = None;
-        while !session.is_closing() {
+        let mut last_command = None;
+        while !session.is_closing() && !connection.is_closing() {
             match parse_request(&mut input, &limits) {
                 Ok(Some(args)) if args.is_empty() => {}
                 Ok(Some(args)) => {
                     counters.requests.fetch_add(1, Ordering::Relaxed);
-                    let step = session.handle(&owned(&args));
+                    let mut args = owned(&args);
+                    let step = session.handle(&args);
                     let protocol = session.protocol();
-                    pending.push_back(dispatch(step, protocol, &mut exchange, context).await);
+                    if let Step::Node(query) = step {
+                        // The commands before it in the pipeline take effect first (a SET
+                        // before a KEYS or DBSIZE shows in it), and CLIENT LIST shows this
+                        // connection as it is now.
+                        exchange.send(context).await;
+                        resolve_all(&mut pending, &mut exchange, &mut output).await;
+                        connection.note(&session, Some(&args[0]));
+                        let value = info::answer(query, connection, context).await;
+                        write_value(&mut output, &value, protocol);
+                    } else {
+                        pending.push_back(dispatch(step, protocol, &mut exchange, context).await);
+                    }
+                    last_command = Some(args.swap_remove(0));
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -194,11 +225,9 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
                 }
             }
         }
+        connection.note(&session, last_command.as_ref());
         exchange.send(context).await;
-        for p in pending.drain(..) {
-            let (value, protocol) = resolve(p, &mut exchange).await;
-            write_value(&mut output, &value, protocol);
-        }
+        resolve_all(&mut pending, &mut exchange, &mut output).await;
         if let Some(e) = &broken {
             counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
             write_value(&mut output, &Session::protocol_error(e), session.protocol());
@@ -208,7 +237,7 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
             .bytes_out
             .fetch_add(output.len() as u64, Ordering::Relaxed);
         output.clear();
-        if broken.is_some() || session.is_closing() {
+        if broken.is_some() || session.is_closing() || connection.is_closing() {
             return stream.shutdown().await;
         }
         // Keep the buffer small when a big request has passed.
@@ -255,7 +284,19 @@ async fn dispatch(
             }
             Pending::Many(seqs, combine, protocol)
         }
-        Step::Node(query) => Pending::Ready(info::answer(query, context).await, protocol),
+        Step::Node(_) => unreachable!("serve answers node queries itself"),
+    }
+}
+
+/// Waits for every pending reply, in order, and writes it to `output`.
+async fn resolve_all(
+    pending: &mut VecDeque<Pending>,
+    exchange: &mut Exchange,
+    output: &mut BytesMut,
+) {
+    for p in pending.drain(..) {
+        let (value, protocol) = resolve(p, exchange).await;
+        write_value(output, &value, protocol);
     }
 }
 

@@ -1,69 +1,217 @@
 //! The server commands a session leaves to the node, answered from its state and
-//! configuration: INFO, DBSIZE and CONFIG GET/SET. Connection commands are the session's
-//! (`logless_redis::session`).
+//! configuration: INFO, DBSIZE and CONFIG GET/SET, and the admin commands through
+//! [`crate::admin`]. Connection commands are the session's (`logless_redis::session`).
+//!
+//! # CONFIG
+//!
+//! CONFIG SET changes `proto-max-bulk-len` (down from the replica's `value_bytes_max`, and
+//! back up to it: the engine's limits are built from it at start, so no more), `maxclients`
+//! and `logless-thrifty-reads`/`-writes` (on this replica's proposers, from their next phase)
+//! while the replica runs, until it stops. The Redis parameters that mean nothing
+//! here ([`IGNORED_CONFIG`]) are accepted and ignored; logless's own (`logless-*`) and
+//! `databases` are read-only; any other name is refused as Redis refuses an unknown one. A
+//! CONFIG SET of several parameters changes none if one is refused.
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use logless_redis::resp::Value;
-use logless_redis::session::{NodeQuery, CONFIG_SET_REFUSED, REDIS_COMPAT_VERSION};
+use logless_redis::session::{NodeQuery, REDIS_COMPAT_VERSION};
+use logless_redis::table::admin::{
+    bad_config_value, config_name_matches, is_ignored_config, unknown_config, IGNORED_CONFIG,
+};
 
+use crate::clients::Connection;
+use crate::config::VALUE_BYTES_MAX_LIMIT;
 use crate::context::NodeContext;
-use crate::status;
+use crate::shard::ShardInput;
+use crate::{admin, status};
 
 fn bulk(s: impl Into<String>) -> Value {
     Value::Bulk(Bytes::from(s.into()))
 }
 
-/// Answers one server command.
-pub async fn answer(query: NodeQuery, context: &NodeContext) -> Value {
+/// Answers one server command from connection `caller`.
+pub async fn answer(query: NodeQuery, caller: &Connection, context: &NodeContext) -> Value {
     match query {
         NodeQuery::ConfigGet(patterns) => {
             let mut pairs = Vec::new();
             for (name, value) in config_values(context) {
-                if patterns.iter().any(|p| glob(p, name.as_bytes())) {
+                if patterns.iter().any(|p| config_name_matches(p, name)) {
                     pairs.push((bulk(name), bulk(value)));
                 }
             }
             Value::Map(pairs)
         }
-        NodeQuery::ConfigSet(_) => Value::Error(CONFIG_SET_REFUSED.into()),
+        NodeQuery::ConfigSet(pairs) => config_set(&pairs, context).await,
+        NodeQuery::Admin(query) => admin::answer(query, caller, context).await,
         NodeQuery::Info(sections) => bulk(info_text(context, &sections).await),
         NodeQuery::DbSize => Value::Int(status::gather(context).await.live_registers as i64),
     }
 }
 
+/// A parameter CONFIG SET changes, and its new value.
+enum Change {
+    ValueBytesMax(usize),
+    ClientsMax(usize),
+    ThriftyReads(bool),
+    ThriftyWrites(bool),
+    Ignored,
+}
+
+/// CONFIG SET: checks every pair, then applies them all.
+async fn config_set(pairs: &[(Bytes, Bytes)], context: &NodeContext) -> Value {
+    let mut changes = Vec::with_capacity(pairs.len());
+    for (name, value) in pairs {
+        match config_change(name, value, context) {
+            Ok(change) => changes.push(change),
+            Err(text) => return Value::Error(text),
+        }
+    }
+    let settings = &context.settings;
+    let _changing = settings.changing.lock().await;
+    let mut thrifty_changed = false;
+    for change in changes {
+        match change {
+            Change::ValueBytesMax(n) => settings.value_bytes_max.store(n, Ordering::Relaxed),
+            Change::ClientsMax(n) => settings.clients_max.store(n, Ordering::Relaxed),
+            Change::ThriftyReads(on) => {
+                settings.thrifty_reads.store(on, Ordering::Relaxed);
+                thrifty_changed = true;
+            }
+            Change::ThriftyWrites(on) => {
+                settings.thrifty_writes.store(on, Ordering::Relaxed);
+                thrifty_changed = true;
+            }
+            Change::Ignored => {}
+        }
+    }
+    if thrifty_changed {
+        let reads = settings.thrifty_reads.load(Ordering::Relaxed);
+        let writes = settings.thrifty_writes.load(Ordering::Relaxed);
+        for shard in &context.shards {
+            // A stopped shard serves nothing any more.
+            let _ = shard.send(ShardInput::SetThrifty { reads, writes }).await;
+        }
+    }
+    Value::Simple("OK".into())
+}
+
+fn config_change(name: &[u8], value: &[u8], context: &NodeContext) -> Result<Change, String> {
+    let lower = name.to_ascii_lowercase();
+    match &lower[..] {
+        b"proto-max-bulk-len" => {
+            let started = context.config.value_bytes_max;
+            match parse_memory(value) {
+                Some(n) if (1..=started as u64).contains(&n) => {
+                    Ok(Change::ValueBytesMax(n as usize))
+                }
+                Some(n) if n > started as u64 => Err(bad_config_value(
+                    name,
+                    &format!(
+                        "logless can lower proto-max-bulk-len, and raise it back up to the \
+                         value_bytes_max the replica started with ({started}), not beyond: \
+                         the engine's size limits are set at start (restart with a larger \
+                         value_bytes_max, at most {VALUE_BYTES_MAX_LIMIT})"
+                    ),
+                )),
+                _ => Err(bad_config_value(name, "argument must be a memory value")),
+            }
+        }
+        b"maxclients" => match std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()) {
+            Some(n) if n >= 1 => Ok(Change::ClientsMax(n)),
+            _ => Err(bad_config_value(
+                name,
+                "argument couldn't be parsed into an integer",
+            )),
+        },
+        b"logless-thrifty-reads" => parse_bool(name, value).map(Change::ThriftyReads),
+        b"logless-thrifty-writes" => parse_bool(name, value).map(Change::ThriftyWrites),
+        b"databases" => Err(bad_config_value(name, "can't set immutable config")),
+        n if n.starts_with(b"logless-")
+            && config_values(context)
+                .iter()
+                .any(|(k, _)| k.as_bytes() == n) =>
+        {
+            Err(bad_config_value(
+                name,
+                "can't set immutable config (logless's own settings come from its \
+                 configuration file and flags)",
+            ))
+        }
+        _ if is_ignored_config(name) => Ok(Change::Ignored),
+        _ => Err(unknown_config(name)),
+    }
+}
+
+/// A yes/no setting as Redis's configuration reads it (`yes` or `no`; logless also takes
+/// `true` and `false`, as CONFIG GET shows its own settings).
+fn parse_bool(name: &[u8], value: &[u8]) -> Result<bool, String> {
+    match &value.to_ascii_lowercase()[..] {
+        b"yes" | b"true" => Ok(true),
+        b"no" | b"false" => Ok(false),
+        _ => Err(bad_config_value(name, "argument must be 'yes' or 'no'")),
+    }
+}
+
+/// A memory size as Redis's configuration reads it: digits, then optionally `k`, `kb`, `m`,
+/// `mb`, `g` or `gb` (any case; `k` is 1000 and `kb` 1024).
+fn parse_memory(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?.to_ascii_lowercase();
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: u64 = match &text[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(unit)
+}
+
+/// Every parameter CONFIG GET shows: logless's runtime settings and configuration, then the
+/// Redis parameters it ignores.
 fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
     let c = &context.config;
-    vec![
-        ("save", String::new()),
-        ("appendonly", "no".into()),
+    let settings = &context.settings;
+    let mut values = vec![
         ("databases", "1".into()),
-        ("maxclients", c.clients_max.to_string()),
-        ("proto-max-bulk-len", c.value_bytes_max.to_string()),
+        (
+            "maxclients",
+            settings.clients_max.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "proto-max-bulk-len",
+            settings.value_bytes_max.load(Ordering::Relaxed).to_string(),
+        ),
         ("logless-durability", c.durability.clone()),
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),
-        ("logless-thrifty-reads", c.thrifty_reads.to_string()),
-        ("logless-thrifty-writes", c.thrifty_writes.to_string()),
+        (
+            "logless-thrifty-reads",
+            settings.thrifty_reads.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "logless-thrifty-writes",
+            settings.thrifty_writes.load(Ordering::Relaxed).to_string(),
+        ),
         (
             "logless-proposer-registers-max",
             c.proposer_registers_max.to_string(),
         ),
-    ]
-}
-
-/// Redis-style glob with `*` and `?` (case-insensitive), enough for CONFIG GET patterns.
-fn glob(pattern: &[u8], name: &[u8]) -> bool {
-    match (pattern.first(), name.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => {
-            glob(&pattern[1..], name) || (!name.is_empty() && glob(pattern, &name[1..]))
-        }
-        (Some(b'?'), Some(_)) => glob(&pattern[1..], &name[1..]),
-        (Some(p), Some(n)) if p.eq_ignore_ascii_case(n) => glob(&pattern[1..], &name[1..]),
-        _ => false,
-    }
+    ];
+    values.extend(
+        IGNORED_CONFIG
+            .iter()
+            .map(|(name, value)| (*name, (*value).to_owned())),
+    );
+    values
 }
 
 async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
@@ -112,7 +260,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             out,
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nrejected_connections:{}\r\n\r\n",
             context.clients.connected.load(Ordering::Relaxed),
-            c.clients_max,
+            context.settings.clients_max.load(Ordering::Relaxed),
             context.clients.refused.load(Ordering::Relaxed),
         );
     }
@@ -167,14 +315,26 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::glob;
+    use super::parse_memory;
 
     #[test]
-    fn globs() {
-        assert!(glob(b"*", b"save"));
-        assert!(glob(b"SAVE", b"save"));
-        assert!(glob(b"s?ve", b"save"));
-        assert!(glob(b"*only", b"appendonly"));
-        assert!(!glob(b"save", b"saved"));
+    fn memory_values_read_as_redis_reads_them() {
+        assert_eq!(parse_memory(b"1024"), Some(1024));
+        assert_eq!(parse_memory(b"1k"), Some(1000));
+        assert_eq!(parse_memory(b"1KB"), Some(1024));
+        assert_eq!(parse_memory(b"2mb"), Some(2 << 20));
+        assert_eq!(parse_memory(b"1g"), Some(1_000_000_000));
+        assert_eq!(parse_memory(b"1gb"), Some(1 << 30));
+        for bad in [
+            &b""[..],
+            b"mb",
+            b"-1",
+            b"1 mb",
+            b"1tb",
+            b"x",
+            b"99999999999999999999gb",
+        ] {
+            assert_eq!(parse_memory(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
     }
 }

@@ -9,13 +9,15 @@
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
-//! * [`front`] and [`info`] — the Redis front end: sockets and buffers around each
-//!   connection's `logless_redis::session::Session`, and the server commands it leaves to the
-//!   node;
+//! * [`front`], [`info`] and [`admin`] — the Redis front end: sockets and buffers around each
+//!   connection's `logless_redis::session::Session`, and the server and admin commands it
+//!   leaves to the node; [`clients`] — the registry of open connections;
 //! * [`status`] and [`http`] — figures, `/metrics`, `/health`, `/status`;
 //! * [`node`] — starting and stopping it all.
 #![warn(missing_docs)]
 
+pub mod admin;
+pub mod clients;
 pub mod config;
 pub mod context;
 pub mod durable_log;

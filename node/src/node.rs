@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
 use crate::config::{ConfigError, NodeConfig};
-use crate::context::{Bound, ClientCounters, NodeContext};
+use crate::context::{Bound, ClientCounters, NodeContext, Settings};
 use crate::peer::{self, PeerCounters};
 use crate::shard::{Shard, ShardBugs, ShardInput};
 use crate::store::{self, OpenError, ShardStore};
@@ -228,12 +228,14 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     );
 
     let context = Arc::new(NodeContext {
+        settings: Settings::new(&config),
         config,
         node,
         incarnation: identity.incarnation,
         shards: shard_inputs.clone(),
         started: Instant::now(),
         clients: ClientCounters::default(),
+        connections: Arc::default(),
         peers: peer_counters.clone(),
         bound,
         failed: AtomicU64::new(0),

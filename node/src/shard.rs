@@ -7,6 +7,7 @@
 //! ([`crate::turn`]), which persists and flushes once before anything leaves.
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use logless_commands::command::Command;
 use logless_rmw::ids::{Key, NodeId};
 use logless_rmw::message::Message;
@@ -18,6 +19,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::store::ShardStore;
 pub use crate::turn::{CommandResult, ShardBugs, ShardStatus};
 use crate::turn::{Outlet, ShardCore};
+
+/// A page of a shard's live keys: the next cursor (0 at the end) and each key with its type.
+pub type ScanPage = (u64, Vec<(Bytes, &'static str)>);
 
 /// What a shard is asked to do.
 #[derive(Debug)]
@@ -35,6 +39,29 @@ pub enum ShardInput {
     LinkBroken(NodeId),
     /// A snapshot of the shard's figures.
     Status(oneshot::Sender<ShardStatus>),
+    /// A page of the live keys of this replica's copy (see [`ShardCore::scan_live`]).
+    Scan {
+        /// Where to resume (0 starts).
+        cursor: u64,
+        /// How many registers to visit.
+        count: usize,
+        /// The next cursor (0 at the end) and the live keys with their types.
+        reply: oneshot::Sender<ScanPage>,
+    },
+    /// Switch thrifty reads and writes (CONFIG SET).
+    SetThrifty {
+        /// Thrifty reads.
+        reads: bool,
+        /// Thrifty fast writes.
+        writes: bool,
+    },
+    /// A live key of this replica's copy, from a place `seed` chooses (RANDOMKEY).
+    RandomKey {
+        /// Chooses where to look from.
+        seed: u64,
+        /// The key, if the shard has a live one.
+        reply: oneshot::Sender<Option<Bytes>>,
+    },
     /// Commit what is pending, flush and stop.
     Stop,
 }
@@ -204,6 +231,17 @@ impl Shard {
             ShardInput::LinkBroken(peer) => self.core.link_broken(peer),
             ShardInput::Status(reply) => {
                 let _ = reply.send(self.core.status());
+            }
+            ShardInput::Scan {
+                cursor,
+                count,
+                reply,
+            } => {
+                let _ = reply.send(self.core.scan_live(cursor, count));
+            }
+            ShardInput::SetThrifty { reads, writes } => self.core.set_thrifty(reads, writes),
+            ShardInput::RandomKey { seed, reply } => {
+                let _ = reply.send(self.core.random_live_key(seed));
             }
             ShardInput::Stop => return false,
         }

@@ -8,6 +8,7 @@
 //! reads a clock, spawns or touches a socket, so a simulator can drive it deterministically.
 use std::collections::{BTreeMap, VecDeque};
 
+use bytes::Bytes;
 use hdrhistogram::Histogram;
 use logless_commands::command::{Command, Reply};
 use logless_redis::session::{Answer, Failure};
@@ -407,6 +408,38 @@ impl<R, M: Media> ShardCore<R, M> {
     /// The store, mutably (the simulation arms crash points on its media).
     pub fn store_mut(&mut self) -> &mut ShardStore<M> {
         &mut self.store
+    }
+
+    /// Up to `count` registers of this replica's copy from `cursor` (see
+    /// [`Replica::scan_states`]), and the cursor of the next call (0 at the end): the key and
+    /// type of each that holds a value now (tombstones and expired values are left out, so a
+    /// call may find none).
+    pub fn scan_live(&self, cursor: u64, count: usize) -> (u64, Vec<(Bytes, &'static str)>) {
+        let (next, states) = self.replica.scan_states(cursor, count);
+        let live = states
+            .into_iter()
+            .filter(|(_, state)| state.value.is_live(self.now_ms))
+            .map(|(key, state)| {
+                (
+                    Bytes::copy_from_slice(key.as_bytes()),
+                    state.value.data.type_name(),
+                )
+            })
+            .collect();
+        (next, live)
+    }
+
+    /// Switches thrifty reads and writes (see `Replica::set_thrifty`).
+    pub fn set_thrifty(&mut self, reads: bool, writes: bool) {
+        self.replica.set_thrifty(reads, writes);
+    }
+
+    /// A key of this replica's copy that holds a value now, looked for from a place `seed`
+    /// chooses; `None` if there is none.
+    pub fn random_live_key(&self, seed: u64) -> Option<Bytes> {
+        self.replica
+            .find_state(seed, |state| state.value.is_live(self.now_ms))
+            .map(|(key, _)| Bytes::copy_from_slice(key.as_bytes()))
     }
 
     /// The shard's figures now.

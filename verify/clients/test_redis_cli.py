@@ -61,7 +61,7 @@ def test_errors_and_exit_codes(ports, ns):
     p = ports[1]
     proc = cli(p, "-e", "mset", ns + "a", "1", check=False)
     assert proc.returncode != 0
-    assert b"logless does not support 'mset'" in proc.stdout + proc.stderr
+    assert b"logless does not implement 'mset'" in proc.stdout + proc.stderr
     proc = cli(p, "-e", "nosuchcmd", check=False)
     assert proc.returncode != 0
     assert b"ERR unknown command 'nosuchcmd'" in proc.stdout + proc.stderr

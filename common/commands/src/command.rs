@@ -443,15 +443,7 @@ impl Command {
                     })
                 }
             },
-            Command::Type => Reply::Status(match data {
-                Data::Absent => "none",
-                Data::Str(_) | Data::Int(_) => "string",
-                Data::Set(_) => "set",
-                Data::Lock(_) => "lock",
-                Data::Hash(_) => "hash",
-                Data::List(_) => "list",
-                Data::ZSet(_) => "zset",
-            }),
+            Command::Type => Reply::Status(data.type_name()),
             Command::StrLen => match data {
                 Data::Absent => Reply::Int(0),
                 Data::Str(s) => Reply::Int(s.len() as i64),

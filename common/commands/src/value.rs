@@ -113,6 +113,21 @@ const TAG_HASH: u8 = 5;
 const TAG_LIST: u8 = 6;
 const TAG_ZSET: u8 = 7;
 
+impl Data {
+    /// The type's name as TYPE answers it (`none` for absent).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Data::Absent => "none",
+            Data::Str(_) | Data::Int(_) => "string",
+            Data::Set(_) => "set",
+            Data::Lock(_) => "lock",
+            Data::Hash(_) => "hash",
+            Data::List(_) => "list",
+            Data::ZSet(_) => "zset",
+        }
+    }
+}
+
 impl Register {
     /// Whether the key holds something at `now_ms` (not absent, not expired).
     pub fn is_live(&self, now_ms: u64) -> bool {

@@ -41,8 +41,10 @@
 //!   else 0).
 //!
 //! Connection and server commands the node answers itself: `PING`, `ECHO`, `HELLO`, `AUTH`,
-//! `QUIT`, `RESET`, `SELECT`, `CLIENT SETNAME|GETNAME|SETINFO|ID|INFO`,
-//! `COMMAND [COUNT|DOCS|INFO]`, `CONFIG GET|SET`, `INFO` and `DBSIZE`. There are no passwords:
+//! `QUIT`, `RESET`, `SELECT`, `CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|KILL`,
+//! `COMMAND [COUNT|DOCS|INFO]`, `CONFIG GET|SET|RESETSTAT`, `INFO`, `TIME` and `DBSIZE`, and
+//! over this replica's copy of the keyspace `SCAN cursor [MATCH p] [COUNT n] [TYPE t]`,
+//! `KEYS`, `RANDOMKEY`, `FLUSHALL` and `FLUSHDB` (see [`table::admin`]). There are no passwords:
 //! `AUTH` behaves like Redis's default configuration (`AUTH default <anything>` passes, other
 //! users fail with `WRONGPASS`, `AUTH password` answers Redis's "no password configured" error).
 //!
@@ -52,10 +54,18 @@
 //!   `UNLINK` and `EXISTS` with several keys and `MGET` run one independent linearizable
 //!   operation per key and combine the replies; they are not one atomic snapshot (another client
 //!   may observe some of the deletions of a `DEL k1 k2` before the others).
-//! * Commands whose meaning depends on atomicity across keys or on enumerating the keyspace
-//!   (`MSET`, `RENAME`, `SMOVE`, the `*STORE` set commands, `WATCH`, scripts and functions,
-//!   `KEYS`, `SCAN`, `FLUSHALL`, ...) are refused with an error naming the reason; so are
-//!   `LMOVE` and `RPOPLPUSH` between two keys.
+//! * Commands whose meaning depends on atomicity across keys (`MSET`, `RENAME`, `SMOVE`, the
+//!   `*STORE` set commands, `WATCH`, scripts and functions, ...) are refused with an error
+//!   naming the reason; so are `LMOVE` and `RPOPLPUSH` between two keys. Every Redis command
+//!   logless lacks answers `ERR logless does not implement 'name'`, with the reason where
+//!   there is one ([`table::redis_names`]); only a name Redis does not know is an
+//!   `unknown command`.
+//! * `SCAN`, `KEYS`, `RANDOMKEY` and `DBSIZE` read this replica's copy of the keyspace: not a
+//!   linearizable snapshot. `FLUSHALL` and `FLUSHDB` are not atomic: they delete each key of
+//!   this copy through consensus, one `DEL` each, and answer OK once every one is done.
+//! * `CONFIG SET` changes `proto-max-bulk-len` (within the replica's `value_bytes_max`),
+//!   `maxclients` and `logless-thrifty-reads`/`-writes` on the replica it is sent to; it accepts and ignores Redis's parameters that mean nothing here
+//!   ([`table::admin::IGNORED_CONFIG`]) and refuses unknown ones as Redis does.
 //! * A transaction runs only if its commands all name one key: `EXEC` of commands on several
 //!   keys runs nothing and answers `EXECABORT` saying that a transaction is not atomic across
 //!   keys in the per-key engine. Every queued command is parsed when it is queued, so a syntax
@@ -83,6 +93,10 @@
 //! * Integers are stored as integers; they read back as their decimal strings like in Redis.
 #![warn(missing_docs)]
 
+/// Redis's glob patterns (`stringmatchlen`): the MATCH of SCAN and its family, KEYS, CONFIG
+/// GET, and any other pattern a Redis command takes. They live with the register commands,
+/// whose *SCAN matches with them too.
+pub use logless_commands::glob;
 pub mod resp;
 pub mod session;
 pub mod table;

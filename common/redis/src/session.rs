@@ -70,10 +70,6 @@ pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
 /// The whole reply, RESP-encoded, to a connection refused because too many are open.
 pub const MAX_CLIENTS_REPLY: &[u8] = b"-ERR max number of clients reached\r\n";
 
-/// The error answered to `CONFIG SET`.
-pub const CONFIG_SET_REFUSED: &str =
-    "ERR logless is configured when a replica starts; CONFIG SET is not supported";
-
 /// Why an engine command got no result. The engine's own error types map onto these, and the
 /// client is told which one it was, since they differ in whether a retry is safe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +122,8 @@ pub enum NodeQuery {
     ConfigGet(Vec<Bytes>),
     /// `CONFIG SET parameter value [...]`.
     ConfigSet(Vec<(Bytes, Bytes)>),
+    /// An admin or inspection command (see [`table::admin`]).
+    Admin(table::admin::Admin),
 }
 
 /// The transaction state of a connection.
@@ -215,6 +213,11 @@ impl Session {
     pub fn with_value_bytes_max(mut self, value_bytes_max: usize) -> Session {
         self.value_bytes_max = value_bytes_max;
         self
+    }
+
+    /// Holds later arguments to `value_bytes_max` (CONFIG SET proto-max-bulk-len).
+    pub fn set_value_bytes_max(&mut self, value_bytes_max: usize) {
+        self.value_bytes_max = value_bytes_max;
     }
 
     /// The connection id.
@@ -504,6 +507,7 @@ impl Session {
             Local::ConfigSet(pairs) => return Step::Node(NodeQuery::ConfigSet(pairs)),
             Local::Info(sections) => return Step::Node(NodeQuery::Info(sections)),
             Local::DbSize => return Step::Node(NodeQuery::DbSize),
+            Local::Admin(admin) => return Step::Node(NodeQuery::Admin(admin)),
             Local::Multi => {
                 self.transaction = Transaction::Queued(Queue::default());
                 simple("OK")

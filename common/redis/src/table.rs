@@ -12,6 +12,8 @@ use logless_commands::command::{
 
 use crate::resp::{Protocol, Value};
 
+pub mod admin;
+pub mod redis_names;
 mod types;
 
 use types::RangeBy;
@@ -188,6 +190,8 @@ pub enum Local {
     Info(Vec<Bytes>),
     /// DBSIZE.
     DbSize,
+    /// An admin or inspection command (SCAN, KEYS, FLUSHALL, TIME, CLIENT LIST, ...).
+    Admin(admin::Admin),
     /// MULTI: open a transaction (the session keeps it).
     Multi,
     /// EXEC: run the open transaction.
@@ -629,6 +633,18 @@ static TABLE: &[Entry] = &[
     entry("dbsize", 1, READ_FAST, NO_KEYS, |_| {
         Parsed::Local(Local::DbSize)
     }),
+    entry("scan", -2, READ, NO_KEYS, admin::parse_scan),
+    entry("keys", 2, READ, NO_KEYS, admin::parse_keys),
+    entry("randomkey", 1, READ, NO_KEYS, admin::parse_randomkey),
+    entry("flushall", -1, WRITE, NO_KEYS, admin::parse_flush),
+    entry("flushdb", -1, WRITE, NO_KEYS, admin::parse_flush),
+    entry(
+        "time",
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+        admin::parse_time,
+    ),
     entry(
         "auth",
         -2,
@@ -773,34 +789,15 @@ fn unknown_subcommand(sub: &[u8], container: &str) -> Parsed {
     ))
 }
 
-/// Why logless refuses a Redis command it knows, if it does.
-fn refusal(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "mset" | "msetnx" | "rename" | "renamenx" | "smove" | "sunionstore" | "sinterstore"
-        | "sdiffstore" | "sunion" | "sinter" | "sdiff" | "sintercard" | "copy" | "swapdb"
-        | "move" | "msetex" => {
-            "every key is its own replicated register, so a command spanning several keys \
-             cannot be atomic"
-        }
-        "watch" => {
-            "every key is its own replicated register and a MULTI on one key runs as one \
-             register command, atomically, so it needs no WATCH; \
-             for a check-and-set use SET with IFEQ, or DELEX with IFEQ"
-        }
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "script"
-        | "function" => {
-            "every key is its own replicated register, so a script touching several keys \
-             cannot be atomic"
-        }
-        "keys" | "scan" | "randomkey" => {
-            "every key is its own replicated register and there is no index of them, so the \
-             keyspace cannot be enumerated"
-        }
-        "flushall" | "flushdb" => {
-            "every key is its own replicated register and there is no index of them, so the \
-             keyspace cannot be cleared"
-        }
-        _ => return None,
+/// The refusal of a command Redis has and logless does not, in lowercase `name`, with the
+/// reason where there is one; `None` for a name Redis does not know.
+fn refusal(name: &str) -> Option<String> {
+    if !redis_names::is_redis_command(name) {
+        return None;
+    }
+    Some(match redis_names::reason(name) {
+        Some(reason) => format!("ERR logless does not implement '{name}': {reason}"),
+        None => format!("ERR logless does not implement '{name}'"),
     })
 }
 
@@ -814,12 +811,7 @@ pub fn parse_command(args: &[Bytes]) -> Parsed {
     };
     let Some(entry) = find_entry(name) else {
         let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-        return match refusal(&lower) {
-            Some(reason) => {
-                Parsed::Error(format!("ERR logless does not support '{lower}': {reason}"))
-            }
-            None => unknown_command(args),
-        };
+        return refusal(&lower).map_or_else(|| unknown_command(args), Parsed::Error);
     };
     if !arity_ok(entry.spec.arity, args.len()) {
         return arity_error(entry.spec.name);
@@ -1159,6 +1151,11 @@ fn parse_client(args: &[Bytes]) -> Parsed {
         checked("id", 2, Local::ClientId)
     } else if is(sub, "info") {
         checked("info", 2, Local::ClientInfo)
+    } else if is(sub, "list") {
+        admin::parse_client_list(args)
+    } else if is(sub, "kill") {
+        sub_arity("client", "kill", -3, args.len())
+            .unwrap_or_else(|| admin::parse_client_kill(args))
     } else {
         unknown_subcommand(sub, "CLIENT")
     }
@@ -1194,6 +1191,13 @@ fn parse_config(args: &[Bytes]) -> Parsed {
                 .map(|pair| (pair[0].clone(), pair[1].clone()))
                 .collect(),
         ))
+    } else if is(sub, "resetstat") {
+        admin::parse_config_resetstat(args)
+    } else if is(sub, "rewrite") {
+        error(
+            "ERR logless has no configuration file of Redis's to rewrite: a replica's \
+             settings come from its TOML file and flags, and CONFIG SET lasts until it stops",
+        )
     } else {
         unknown_subcommand(sub, "CONFIG")
     }

@@ -418,7 +418,7 @@ fn multi_exec_and_discard_in_redis_words() {
     let Value::Error(watch) = reply(&mut session, &["WATCH", "a"]) else {
         panic!("WATCH is refused");
     };
-    assert!(watch.starts_with("ERR logless does not support 'watch'"));
+    assert!(watch.starts_with("ERR logless does not implement 'watch'"));
 }
 
 #[test]

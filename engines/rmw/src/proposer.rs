@@ -549,6 +549,22 @@ impl Proposer {
         &self.shared.config
     }
 
+    /// Switches thrifty reads and thrifty fast writes (see [`ProposerConfig::thrifty_reads`]
+    /// and [`ProposerConfig::thrifty_writes`]) while the proposer runs. Which acceptors a
+    /// phase asks first is a matter of cost, not of safety: every phase still decides on a
+    /// quorum's replies, and one that asked a quorum asks the rest when that quorum is slow.
+    /// Phases under way keep the acceptors they asked; the switch applies from the next
+    /// phase. Switching both off forgets the suspected acceptors, which only thrifty phases
+    /// keep.
+    pub fn set_thrifty(&mut self, reads: bool, writes: bool) {
+        let config = &mut self.shared.config;
+        config.thrifty_reads = reads;
+        config.thrifty_writes = writes;
+        if !reads && !writes {
+            self.shared.suspected = AcceptorSet::default();
+        }
+    }
+
     /// Takes everything produced since the last call. The next output starts with room for half
     /// as much again as this one held, so that a busy proposer does not grow (and copy) its
     /// vectors from nothing in every turn.

@@ -23,6 +23,7 @@ use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
+pub use crate::table::ScanCursor;
 use crate::table::{prefetch_line, KeyTable};
 
 /// The state of a register the acceptor never heard of (⊥), built once.
@@ -106,6 +107,17 @@ impl Replica {
         self.node
     }
 
+    /// Switches thrifty reads and writes while the replica runs (see
+    /// [`Proposer::set_thrifty`]).
+    pub fn set_thrifty(&mut self, reads: bool, writes: bool) {
+        self.proposer.set_thrifty(reads, writes);
+    }
+
+    /// The proposer's configuration.
+    pub fn proposer_config(&self) -> &ProposerConfig {
+        self.proposer.config()
+    }
+
     /// The proposer's counters.
     pub fn stats(&self) -> &ProposerStats {
         self.proposer.stats()
@@ -141,6 +153,26 @@ impl Replica {
     /// Every register this replica's acceptor holds a state for.
     pub fn acceptor_states(&self) -> impl Iterator<Item = (&Key, &AcceptorState)> {
         self.states.iter()
+    }
+
+    /// Up to `count` (at least one) acceptor states from where `cursor` points, and the
+    /// cursor of the next call (0 once every state was visited); cursor 0 starts. Every
+    /// register this replica holds a state for from a scan's first call to its last is
+    /// returned at least once; a cursor from before the table grew restarts the scan (see
+    /// [`ScanCursor`]). Tombstones and expired values are states
+    /// too: callers filter them.
+    pub fn scan_states(&self, cursor: u64, count: usize) -> (u64, Vec<(&Key, &AcceptorState)>) {
+        self.states.scan(cursor, count)
+    }
+
+    /// An acceptor state that `wanted` accepts, looked for from a position `seed` chooses (see
+    /// [`KeyTable::find_from`]); `None` if there is none.
+    pub fn find_state(
+        &self,
+        seed: u64,
+        wanted: impl FnMut(&AcceptorState) -> bool,
+    ) -> Option<(&Key, &AcceptorState)> {
+        self.states.find_from(seed, wanted)
     }
 
     /// A client command.

@@ -180,11 +180,86 @@ impl<V> KeyTable<V> {
             .map(|entry| (&entry.key, &mut entry.value))
     }
 
+    /// Up to `count` (at least one) entries from where `cursor` points, in slot order, and
+    /// the cursor of the next call (0 once the table is done); cursor 0 starts. See
+    /// [`ScanCursor`] for what a scan promises.
+    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<(&Key, &V)>) {
+        let buckets = self.entries.num_buckets();
+        let start = ScanCursor::decode(cursor, buckets);
+        let mut found = Vec::new();
+        let mut slot = start;
+        while slot < buckets && found.len() < count.max(1) {
+            if let Some(entry) = self.entries.get_bucket(slot) {
+                found.push((&entry.key, &entry.value));
+            }
+            slot += 1;
+        }
+        (ScanCursor::encode(slot, buckets), found)
+    }
+
+    /// The first entry at or after slot `from` (modulo the number of slots, wrapping around)
+    /// that `wanted` accepts: with `from` random, a random entry (slots after runs of empty
+    /// ones are likelier).
+    pub fn find_from(&self, from: u64, mut wanted: impl FnMut(&V) -> bool) -> Option<(&Key, &V)> {
+        let buckets = self.entries.num_buckets();
+        if buckets == 0 {
+            return None;
+        }
+        let start = (from % buckets as u64) as usize;
+        (start..buckets)
+            .chain(0..start)
+            .filter_map(|slot| self.entries.get_bucket(slot))
+            .find(|entry| wanted(&entry.value))
+            .map(|entry| (&entry.key, &entry.value))
+    }
+
     /// Every entry sorted by key: an order that does not depend on the table's history.
     fn sorted(&self) -> Vec<(&Key, &V)> {
         let mut entries: Vec<_> = self.iter().collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         entries
+    }
+}
+
+/// The cursor of a scan of a replica's table (`Replica::scan_states`): a slot of the table and
+/// the table's size when the cursor was made.
+///
+/// A scan walks the table's slots in order. Growing the table (doubling its slots; it never
+/// shrinks) moves entries to other slots, so a cursor made before the table grew starts the
+/// scan again from the first slot. For a table whose entries are never removed, like the
+/// acceptor's, every entry present from a scan's first call to its last is thus returned at
+/// least once (by the last pass, which saw no growth), some may be returned more than once,
+/// and a scan ends after at most one restart per doubling of the table. (A table that removes
+/// entries may also rehash them in place, without growing: a scan across that may miss
+/// entries.) Bits: the slot above the low [`ScanCursor::SIZE_BITS`], which hold log2 of the slots;
+/// 0 is the start (and, returned, the end). A cursor that names no slot of the table ends the
+/// scan.
+pub struct ScanCursor;
+
+impl ScanCursor {
+    /// The low bits holding log2 of the table's slots.
+    pub const SIZE_BITS: u32 = 6;
+
+    /// The largest cursor a table of fewer than 2^40 slots makes: callers may use the bits
+    /// above it for their own (the node puts a shard number there).
+    pub const MAX: u64 = (1 << (40 + Self::SIZE_BITS)) - 1;
+
+    fn encode(slot: usize, buckets: usize) -> u64 {
+        if slot >= buckets {
+            return 0;
+        }
+        ((slot as u64) << Self::SIZE_BITS) | u64::from(buckets.trailing_zeros())
+    }
+
+    /// The slot to start from: 0 for the start or a cursor from before the table grew, past
+    /// the end for a cursor no table of this size made.
+    fn decode(cursor: u64, buckets: usize) -> usize {
+        if cursor == 0
+            || cursor & ((1 << Self::SIZE_BITS) - 1) != u64::from(buckets.trailing_zeros())
+        {
+            return 0;
+        }
+        usize::try_from(cursor >> Self::SIZE_BITS).unwrap_or(usize::MAX)
     }
 }
 
@@ -271,6 +346,128 @@ mod tests {
         }
         let sorted: Vec<_> = table.sorted().into_iter().map(|(_, v)| *v).collect();
         assert_eq!(sorted, [4, 22, 10]);
+    }
+
+    /// Every key a whole scan returns, calling with `count` and letting `between` change the
+    /// table between calls.
+    fn scan_all(
+        table: &mut KeyTable<u32>,
+        count: usize,
+        mut between: impl FnMut(&mut KeyTable<u32>, usize),
+    ) -> Vec<Key> {
+        let mut seen = Vec::new();
+        let mut cursor = 0;
+        for call in 0.. {
+            let (next, found) = table.scan(cursor, count);
+            assert!(found.len() <= count.max(1));
+            seen.extend(found.into_iter().map(|(k, _)| k.clone()));
+            if next == 0 {
+                break;
+            }
+            assert!(next <= ScanCursor::MAX);
+            cursor = next;
+            between(table, call);
+            assert!(call < 100_000, "a scan ends");
+        }
+        seen
+    }
+
+    #[test]
+    fn a_scan_returns_every_entry_once_when_the_table_holds_still() {
+        let mut table: KeyTable<u32> = (0..1_000).map(|i| (key(&format!("k{i}")), i)).collect();
+        for count in [0, 1, 7, 100, 5_000] {
+            let mut seen = scan_all(&mut table, count, |_, _| {});
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen.len(), 1_000, "count {count}");
+        }
+        let empty = KeyTable::<u32>::new();
+        assert_eq!(empty.scan(0, 10).0, 0);
+        assert!(empty.scan(0, 10).1.is_empty());
+        assert!(
+            empty.scan(12345, 10).1.is_empty(),
+            "any cursor of an empty table ends"
+        );
+    }
+
+    #[test]
+    fn a_scan_across_growth_restarts_and_misses_nothing_present_throughout() {
+        let mut table: KeyTable<u32> = (0..100).map(|i| (key(&format!("old{i}")), i)).collect();
+        let mut added = 0;
+        // Inserts during the first calls only: a table that grows for ever restarts for ever.
+        let seen = scan_all(&mut table, 10, |table, call| {
+            for _ in 0..if call < 20 { 50 } else { 0 } {
+                table.insert(key(&format!("new{added}")), added);
+                added += 1;
+            }
+        });
+        for i in 0..100 {
+            assert!(
+                seen.contains(&key(&format!("old{i}"))),
+                "old{i} was returned"
+            );
+        }
+        assert!(added > 100, "the table grew during the scan");
+    }
+
+    proptest::proptest! {
+        /// Whatever the counts and however the table grows between calls, a scan ends and
+        /// returns every entry that was there from its first call to its last.
+        #[test]
+        fn a_scan_returns_every_entry_present_throughout(
+            initial in 0..300u32,
+            calls in proptest::collection::vec((0..40usize, 0..80u32), 0..60),
+        ) {
+            let mut table: KeyTable<u32> =
+                (0..initial).map(|i| (key(&format!("old{i}")), i)).collect();
+            let mut added = 0;
+            let seen = scan_all(&mut table, 1, |_, _| {});
+            proptest::prop_assert_eq!(seen.len(), initial as usize);
+            let mut calls = calls.into_iter();
+            let mut seen = Vec::new();
+            let mut cursor = 0;
+            loop {
+                let (count, inserts) = calls.next().unwrap_or((10, 0));
+                let (next, found) = table.scan(cursor, count);
+                seen.extend(found.into_iter().map(|(k, _)| k.clone()));
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+                for _ in 0..inserts {
+                    table.insert(key(&format!("new{added}")), added);
+                    added += 1;
+                }
+            }
+            for i in 0..initial {
+                let old = key(&format!("old{}", i));
+                proptest::prop_assert!(seen.contains(&old), "old{} was returned", i);
+            }
+        }
+    }
+
+    #[test]
+    fn a_cursor_no_table_made_ends_or_restarts_the_scan_without_panicking() {
+        let table: KeyTable<u32> = (0..10).map(|i| (key(&format!("k{i}")), i)).collect();
+        let size_bits = u64::from(table.entries.num_buckets().trailing_zeros());
+        let past_the_end = (1 << 40 << ScanCursor::SIZE_BITS) | size_bits;
+        assert_eq!(table.scan(past_the_end, 10), (0, Vec::new()));
+        assert_eq!(
+            table.scan(u64::MAX, 100).1.len(),
+            10,
+            "another size restarts"
+        );
+    }
+
+    #[test]
+    fn find_from_wraps_around_and_honours_the_filter() {
+        let table: KeyTable<u32> = (0..10).map(|i| (key(&format!("k{i}")), i)).collect();
+        for seed in [0, 1, 5, 1_000_000, u64::MAX] {
+            assert_eq!(table.find_from(seed, |v| *v == 7).map(|(_, v)| *v), Some(7));
+            assert!(table.find_from(seed, |_| true).is_some());
+            assert!(table.find_from(seed, |v| *v > 100).is_none());
+        }
+        assert!(KeyTable::<u32>::new().find_from(3, |_| true).is_none());
     }
 
     #[test]

@@ -589,6 +589,25 @@ fn reads_that_are_not_thrifty_ask_everyone() {
     );
 }
 
+#[test]
+fn thrifty_reads_switch_while_the_replicas_run() {
+    let mut net = Net::new(|_| {});
+    net.command(A, 1, Command::IncrBy(1));
+    net.run(every);
+    assert_eq!(read_and_asked(&mut net, B, 2).1, [B, C]);
+    net.replicas.get_mut(&B).unwrap().set_thrifty(false, false);
+    assert!(!net.replicas[&B].proposer_config().thrifty_reads);
+    assert_eq!(
+        read_and_asked(&mut net, B, 3),
+        (Reply::Bulk("1".into()), vec![A, B, C])
+    );
+    net.replicas.get_mut(&B).unwrap().set_thrifty(true, false);
+    assert_eq!(
+        read_and_asked(&mut net, B, 4),
+        (Reply::Bulk("1".into()), vec![B, C])
+    );
+}
+
 /// Where the VOTEs of A's messages since `since` went.
 fn votes_to(net: &Net, since: usize) -> Vec<NodeId> {
     net.log[since..]

@@ -64,7 +64,7 @@ fn done(result: Result<Parsed, String>) -> Parsed {
 }
 
 /// The cursor of the SCAN family: an unsigned 64-bit decimal, as `strtoull` reads it.
-fn cursor(arg: &[u8]) -> Result<u64, String> {
+pub(super) fn cursor(arg: &[u8]) -> Result<u64, String> {
     std::str::from_utf8(arg)
         .ok()
         .filter(|s| !s.starts_with('+'))
@@ -75,9 +75,26 @@ fn cursor(arg: &[u8]) -> Result<u64, String> {
 /// `key cursor [MATCH pattern] [COUNT count]` and, for HSCAN, `[NOVALUES]`: the scan
 /// arguments and whether NOVALUES was given.
 fn scan_args(args: &[Bytes], novalues_allowed: bool) -> Result<(ScanArgs, bool), String> {
-    let mut scan = ScanArgs::from_cursor(cursor(&args[2])?);
     let mut no_values = false;
-    let mut i = 3;
+    let scan = scan_options(args, 2, |option, _| {
+        let known = novalues_allowed && is(option, "novalues");
+        no_values |= known;
+        Ok(known.then_some(0))
+    })?;
+    Ok((scan, no_values))
+}
+
+/// The cursor at `args[at]` and the options after it: `MATCH pattern`, `COUNT count`, and
+/// those `other` takes. `other` is given each other option and the arguments after it, and
+/// answers how many of those it took, or `None` if it does not know the option (a syntax
+/// error).
+pub(super) fn scan_options(
+    args: &[Bytes],
+    at: usize,
+    mut other: impl FnMut(&[u8], &[Bytes]) -> Result<Option<usize>, String>,
+) -> Result<ScanArgs, String> {
+    let mut scan = ScanArgs::from_cursor(cursor(&args[at])?);
+    let mut i = at + 1;
     while i < args.len() {
         let more = args.len() - i - 1;
         if is(&args[i], "count") && more >= 1 {
@@ -90,14 +107,14 @@ fn scan_args(args: &[Bytes], novalues_allowed: bool) -> Result<(ScanArgs, bool),
         } else if is(&args[i], "match") && more >= 1 {
             scan.pattern = Some(args[i + 1].clone());
             i += 2;
-        } else if novalues_allowed && is(&args[i], "novalues") {
-            no_values = true;
-            i += 1;
         } else {
-            return Err(text(SYNTAX_ERROR));
+            match other(&args[i], &args[i + 1..])? {
+                Some(took) => i += 1 + took,
+                None => return Err(text(SYNTAX_ERROR)),
+            }
         }
     }
-    Ok((scan, no_values))
+    Ok(scan)
 }
 
 // Hashes.
