@@ -606,13 +606,11 @@ impl Session {
         setname: Option<Bytes>,
     ) -> Value {
         match auth {
-            Some((user, password)) => {
-                if !self.log_in(Some(&user), &password) {
-                    return Value::Error(acl::WRONGPASS.into());
-                }
+            Some((user, password)) if !self.log_in(Some(&user), &password) => {
+                return Value::Error(acl::WRONGPASS.into());
             }
             None if self.user.is_none() => return Value::Error(acl::NOAUTH_HELLO.into()),
-            None => {}
+            _ => {}
         }
         if let Some(protocol) = protocol {
             self.protocol = protocol;
