@@ -4,26 +4,29 @@
 //! [`Session`](logless_redis::session::Session), which decides what it asks for; every engine
 //! command is handed to the shard that owns its key at once (so a pipeline reaches the proposer
 //! as one batch), and the replies are written in request order. A client that breaks the
-//! protocol gets an error reply and loses its own connection only.
+//! protocol gets an error reply and loses its own connection only; one that goes over a limit
+//! of [`crate::limits`] (idle, a pending request's or its unread replies' bytes) loses it
+//! without one, and the closing is counted.
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use logless_commands::command::Command;
-use logless_redis::resp::{parse_request, write_value, ParseLimits, Protocol, Value};
+use logless_redis::resp::{parse_request, ParseLimits, Protocol, Value};
 use logless_redis::session::{Answer, Session, Step, MAX_CLIENTS_REPLY};
 use logless_redis::table::{Combine, ReplyShape};
 use logless_rmw::ids::Key;
 use logless_rmw::proposer::ProposeError;
 use rustc_hash::FxHashMap;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
 use crate::context::{shard_of, NodeContext};
 use crate::info;
+use crate::limits::{check_query, ClientLimits, Ended, IdleClock, Output};
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
 use crate::turn::answer_of;
 
@@ -57,10 +60,13 @@ pub async fn accept(
             let _ = stream.set_nodelay(true);
             tokio::select! {
                 _ = shutdown.changed() => {}
-                result = serve(stream, id, &context) => {
-                    if let Err(e) = result {
-                        debug!(client = id, error = %e, "client connection ended");
+                result = serve(stream, id, &context) => match result {
+                    Ok(()) => {}
+                    Err(Ended::Cut(cut)) => {
+                        cut.count(&context.clients);
+                        debug!(client = id, ?cut, "client connection closed over a limit");
                     }
+                    Err(Ended::Io(e)) => debug!(client = id, error = %e, "client connection ended"),
                 }
             }
             context.clients.connected.fetch_sub(1, Ordering::Relaxed);
@@ -160,28 +166,34 @@ impl Exchange {
     }
 }
 
-async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io::Result<()> {
-    let limits = ParseLimits {
+async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> Result<(), Ended> {
+    let parse_limits = ParseLimits {
         bulk_bytes_max: context.config.bulk_bytes_max(),
         ..ParseLimits::default()
     };
+    let limits = ClientLimits::of(&context.config);
     let counters = &context.clients;
-    let mut session = Session::new(id).with_value_bytes_max(context.config.value_bytes_max);
+    let mut session = Session::new(id)
+        .with_value_bytes_max(context.config.value_bytes_max)
+        .with_acl(context.acl.clone());
     let mut input = BytesMut::with_capacity(16 * 1024);
-    let mut output = BytesMut::with_capacity(16 * 1024);
+    let mut output = Output::new(limits.output_bytes_max);
+    let mut clock = IdleClock::new(limits.idle);
     let mut pending = VecDeque::new();
     let mut exchange = Exchange::new(context.shards.len());
     loop {
-        let n = stream.read_buf(&mut input).await?;
+        let n = clock.read(&mut stream, &mut input).await?;
         if n == 0 {
             return Ok(());
         }
         counters.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
         let mut broken = None;
+        let auth_failures = session.auth_failures();
         while !session.is_closing() {
-            match parse_request(&mut input, &limits) {
+            match parse_request(&mut input, &parse_limits) {
                 Ok(Some(args)) if args.is_empty() => {}
                 Ok(Some(args)) => {
+                    clock.restart();
                     counters.requests.fetch_add(1, Ordering::Relaxed);
                     let step = session.handle(&owned(&args));
                     let protocol = session.protocol();
@@ -194,28 +206,45 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io
                 }
             }
         }
+        counters
+            .rejected_auth
+            .fetch_add(session.auth_failures() - auth_failures, Ordering::Relaxed);
         exchange.send(context).await;
-        for p in pending.drain(..) {
-            let (value, protocol) = resolve(p, &mut exchange).await;
-            write_value(&mut output, &value, protocol);
+        let written = write_replies(&mut stream, &mut output, &mut pending, &mut exchange).await;
+        output.count_written(&counters.bytes_out);
+        written?;
+        if broken.is_none() && !session.is_closing() {
+            check_query(&input, &limits)?;
         }
         if let Some(e) = &broken {
             counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
-            write_value(&mut output, &Session::protocol_error(e), session.protocol());
+            output.push(&mut stream, &Session::protocol_error(e), session.protocol())?;
         }
-        stream.write_all(&output).await?;
-        counters
-            .bytes_out
-            .fetch_add(output.len() as u64, Ordering::Relaxed);
-        output.clear();
+        let flushed = output.flush(&mut stream, &mut clock).await;
+        output.count_written(&counters.bytes_out);
+        flushed?;
         if broken.is_some() || session.is_closing() {
-            return stream.shutdown().await;
+            return Ok(stream.shutdown().await?);
         }
         // Keep the buffer small when a big request has passed.
         if input.is_empty() && input.capacity() > 1 << 20 {
             input = BytesMut::with_capacity(16 * 1024);
         }
     }
+}
+
+/// Resolves the pending replies in order and hands them to `output`.
+async fn write_replies(
+    stream: &mut TcpStream,
+    output: &mut Output,
+    pending: &mut VecDeque<Pending>,
+    exchange: &mut Exchange,
+) -> Result<(), Ended> {
+    while let Some(p) = pending.pop_front() {
+        let (value, protocol) = resolve(p, exchange).await;
+        output.push(stream, &value, protocol)?;
+    }
+    Ok(())
 }
 
 /// The request's arguments in one buffer of their own. Registers keep keys and values for as

@@ -8,6 +8,7 @@
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
+//! * [`limits`] — what one client or peer connection may hold, and for how long;
 //! * [`front`] and [`info`] — the Redis front end: sockets and buffers around each
 //!   connection's `logless_redis::session::Session`, and the server commands it leaves to the
 //!   node;
@@ -21,6 +22,7 @@ pub mod front;
 pub mod hello;
 pub mod http;
 pub mod info;
+pub mod limits;
 pub mod node;
 pub mod peer;
 pub mod shard;
