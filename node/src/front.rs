@@ -218,7 +218,9 @@ async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> Result<
         }
         if let Some(e) = &broken {
             counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
-            output.push(&mut stream, &Session::protocol_error(e), session.protocol())?;
+            output
+                .push(&mut stream, &Session::protocol_error(e), session.protocol())
+                .await?;
         }
         let flushed = output.flush(&mut stream, &mut clock).await;
         output.count_written(&counters.bytes_out);
@@ -242,7 +244,7 @@ async fn write_replies(
 ) -> Result<(), Ended> {
     while let Some(p) = pending.pop_front() {
         let (value, protocol) = resolve(p, exchange).await;
-        output.push(stream, &value, protocol)?;
+        output.push(stream, &value, protocol).await?;
     }
     Ok(())
 }

@@ -8,9 +8,13 @@
 //!   (slowloris) is closed when the timeout runs out, however busy it keeps the socket;
 //! * the request it is sending grows past `client_query_buffer_limit` bytes before it is
 //!   complete (Redis's name);
-//! * the replies it has not taken grow past `client_output_buffer_limit` bytes: replies are
-//!   handed to the socket as they are made, and what the kernel does not take waits in the
-//!   connection's buffer; a client that sends requests and never reads its replies fills it.
+//! * the replies it has not taken grow past `client_output_buffer_limit` bytes and it takes
+//!   none of them for [`OUTPUT_STALL`]: replies are handed to the socket as they are made, and
+//!   what the kernel does not take waits in the connection's buffer; past the limit the
+//!   connection makes no more replies until the client takes some, so a client that sends
+//!   requests and never reads its replies holds at most the limit (and one reply) of the
+//!   replica's memory, and then loses the connection. A client that reads, however much it
+//!   pipelines, is only slowed down.
 //!
 //! Inbound peer connections are capped ([`PeerLimits::connections_max`], counted in their
 //! hello and after it; more are closed at once) and each must prove its hello within
@@ -33,6 +37,11 @@ use crate::context::ClientCounters;
 
 /// Replies are handed to the socket whenever this many bytes of them wait.
 const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
+
+/// How long a connection with more than its limit of replies waiting may take none of them.
+/// Generous, since the kernel wakes a writer only once a good part of the socket's buffer
+/// has drained, which takes a while on a slow link.
+pub const OUTPUT_STALL: Duration = Duration::from_secs(5);
 
 /// The bounds on each client connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,8 +184,9 @@ impl Output {
     }
 
     /// Appends a reply, handing what waits to the socket as far as it takes it without
-    /// waiting; a cut if the client leaves more than the limit waiting.
-    pub fn push(
+    /// waiting; past the limit, waits for the client to take some, and cuts the connection
+    /// if it takes none for [`OUTPUT_STALL`].
+    pub async fn push(
         &mut self,
         stream: &mut TcpStream,
         value: &Value,
@@ -196,19 +206,30 @@ impl Output {
                 Err(e) => return Err(Ended::Io(e)),
             }
         }
-        if self.buffer.len() > self.bytes_max {
-            return Err(Ended::Cut(Cut::OutputBuffer));
+        while self.buffer.len() > self.bytes_max {
+            let n = tokio::time::timeout(OUTPUT_STALL, stream.write(&self.buffer))
+                .await
+                .map_err(|_| Ended::Cut(Cut::OutputBuffer))??;
+            if n == 0 {
+                return Err(Ended::Io(io::ErrorKind::WriteZero.into()));
+            }
+            self.written += n as u64;
+            self.buffer.advance(n);
         }
         Ok(())
     }
 
     /// Writes everything that waits, giving up when the client takes nothing for as long as
-    /// `clock` allows; restarts the clock when done.
+    /// `clock` allows; restarts the clock when a reply was written (a client that is only
+    /// sending a request is not active until the request is complete).
     pub async fn flush(
         &mut self,
         stream: &mut TcpStream,
         clock: &mut IdleClock,
     ) -> Result<(), Ended> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
         let write = stream.write_all(&self.buffer);
         match clock.limit {
             None => write.await?,
