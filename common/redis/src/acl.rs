@@ -48,10 +48,6 @@ pub const DEFAULT_USER: &str = "default";
 /// The ACL categories `ACL CAT` lists: the two a user can be given.
 const CATEGORIES: [&str; 2] = ["read", "write"];
 
-/// Commands only a user with [`Access::All`] may run even though they write nothing: they
-/// show the node's configuration or its users.
-const ADMIN_COMMANDS: [&str; 2] = ["config", "acl"];
-
 /// The SHA-256 hash of `password`.
 pub fn hash_password(password: &[u8]) -> PasswordHash {
     Sha256::digest(password).into()
@@ -70,8 +66,9 @@ pub fn allowed_before_auth(name: &[u8]) -> bool {
 pub enum Access {
     /// Every command (`+@all`).
     All,
-    /// Commands that write nothing (`+@read` and the connection commands); not CONFIG nor
-    /// the ACL subcommands that show users.
+    /// Commands that only read (`+@read`) and the connection commands that change nothing but
+    /// the connection's own state; not CONFIG, nor the ACL subcommands that show users, nor any
+    /// command not known to be harmless (the session decides, failing closed).
     ReadOnly,
 }
 
@@ -182,8 +179,8 @@ pub enum AclCommand {
 }
 
 impl AclCommand {
-    /// Whether a read-only user may run it: WHOAMI and CAT, not the ones that show users.
-    fn is_admin(&self) -> bool {
+    /// Whether it shows the node's users (LIST, USERS), which a read-only user may not see.
+    pub fn shows_users(&self) -> bool {
         matches!(self, AclCommand::List | AclCommand::Users)
     }
 }
@@ -273,25 +270,21 @@ impl Acl {
         (matched && user.enabled).then_some(UserId(index))
     }
 
-    /// Whether `user` may run the command described by `spec` (as parsed: `acl` is the ACL
-    /// subcommand, if it is one) on `keys`; the NOPERM error if not.
+    /// Whether `user` may run the command `spec` describes on `keys`, given whether this
+    /// request of it only reads (see [`Access::ReadOnly`]); the NOPERM error if not.
     pub fn check<'k>(
         &self,
         user: UserId,
         spec: &CommandSpec,
-        acl: Option<&AclCommand>,
+        reads_only: bool,
         mut keys: impl Iterator<Item = &'k [u8]>,
     ) -> Result<(), String> {
         let user = self.user(user);
-        if user.access == Access::ReadOnly {
-            let admin = acl.map_or(ADMIN_COMMANDS.contains(&spec.name), AclCommand::is_admin);
-            let writes = spec.flags.iter().any(|f| matches!(*f, "write" | "admin"));
-            if admin || writes {
-                return Err(format!(
-                    "NOPERM User {} has no permissions to run the '{}' command",
-                    user.name, spec.name
-                ));
-            }
+        if user.access == Access::ReadOnly && !reads_only {
+            return Err(format!(
+                "NOPERM User {} has no permissions to run the '{}' command",
+                user.name, spec.name
+            ));
         }
         if keys.any(|key| !user.may_access(key)) {
             return Err(NOPERM_KEY.to_owned());

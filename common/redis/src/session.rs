@@ -30,6 +30,16 @@
 //! arguments at most `value_bytes_max` plus [`TRANSACTION_ROOM_BYTES`]. WATCH is refused (a
 //! transaction on one key needs none); UNWATCH answers OK.
 //!
+//! # Authentication
+//!
+//! A session checks every request against the node's users ([`crate::acl`], given with
+//! [`Session::with_acl`]). It starts logged in as `default` unless that user needs a password;
+//! until it logs in, every request but AUTH, HELLO, PING, QUIT and RESET is answered
+//! `NOAUTH` before it is even parsed. AUTH and `HELLO ... AUTH` log in (a failed one changes
+//! nothing and is counted, [`Session::auth_failures`]); RESET logs out to the initial user. A
+//! logged-in user's key patterns and access are checked on the parsed request: a refused one
+//! is answered `NOPERM`, and in a transaction it aborts EXEC like any refused command.
+//!
 //! # Seeds
 //!
 //! SPOP, SRANDMEMBER and HRANDFIELD choose at random, and every replica must choose the same:
@@ -56,7 +66,7 @@ use logless_commands::KEY_BYTES_MAX;
 use crate::acl::{self, Acl, UserId};
 use crate::resp::{Protocol, ProtocolError, Value};
 use crate::table::{
-    self, Combine, ExecShapes, Local, Parsed, ReplyShape, TRANSACTION_COMMANDS_MAX,
+    self, Combine, CommandSpec, ExecShapes, Local, Parsed, ReplyShape, TRANSACTION_COMMANDS_MAX,
 };
 
 /// The longest argument (and so value) a session accepts unless told otherwise
@@ -322,11 +332,10 @@ impl Session {
             Parsed::Multi { parts, .. } => parts.iter().map(|(key, _)| &key[..]).collect(),
             Parsed::Local(_) | Parsed::Error(_) => Vec::new(),
         };
-        let acl_command = match &parsed {
-            Parsed::Local(Local::Acl(command)) => Some(command),
-            _ => None,
-        };
-        match self.acl.check(user, spec, acl_command, keys.into_iter()) {
+        match self
+            .acl
+            .check(user, spec, reads_only(spec, &parsed), keys.into_iter())
+        {
             Ok(()) => parsed,
             Err(text) => Parsed::Error(text),
         }
@@ -635,6 +644,44 @@ impl Session {
             Protocol::Resp2 => 2,
             Protocol::Resp3 => 3,
         }
+    }
+}
+
+/// Whether a request only reads, so that a read-only user may send it: a register command
+/// flagged `readonly`, an error (which runs nothing), or a connection command that changes
+/// nothing but the connection's own state. Anything else — writes, CONFIG, the ACL
+/// subcommands that show users, and any command added later until it is listed here — needs
+/// a user with every command.
+fn reads_only(spec: &CommandSpec, parsed: &Parsed) -> bool {
+    match parsed {
+        Parsed::Single { .. } | Parsed::Multi { .. } => spec.flags.contains(&"readonly"),
+        Parsed::Error(_) => true,
+        Parsed::Local(Local::Acl(command)) => !command.shows_users(),
+        Parsed::Local(local) => matches!(
+            local,
+            Local::Ping(_)
+                | Local::Echo(_)
+                | Local::Hello { .. }
+                | Local::Auth { .. }
+                | Local::Quit
+                | Local::Reset
+                | Local::Select(_)
+                | Local::ClientSetName(_)
+                | Local::ClientGetName
+                | Local::ClientSetInfo
+                | Local::ClientId
+                | Local::ClientInfo
+                | Local::Command
+                | Local::CommandCount
+                | Local::CommandDocs(_)
+                | Local::CommandInfo(_)
+                | Local::Info(_)
+                | Local::DbSize
+                | Local::Multi
+                | Local::Exec
+                | Local::Discard
+                | Local::Unwatch
+        ),
     }
 }
 

@@ -245,6 +245,10 @@ fn a_read_only_user_reads_its_keys_only() {
     assert_eq!(reply(&mut session, &["ACL", "USERS"]), no_command("acl"));
     assert_eq!(reply(&mut session, &["ACL", "WHOAMI"]), bulk("reader"));
     assert_eq!(reply(&mut session, &["PING"]), Value::Simple("PONG".into()));
+    assert_eq!(reply(&mut session, &["CLIENT", "ID"]), Value::Int(7));
+    assert!(matches!(handle(&mut session, &["INFO"]), Step::Node(_)));
+    assert!(matches!(handle(&mut session, &["DBSIZE"]), Step::Node(_)));
+    assert!(submitted(&mut session, &["EXISTS", "app:1", "app:2"]));
     // A refused command aborts the transaction it was sent in.
     assert_eq!(reply(&mut session, &["MULTI"]), ok());
     assert_eq!(
