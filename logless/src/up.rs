@@ -423,4 +423,25 @@ mod tests {
         );
         assert_eq!(d.ready_timeout_s, 30);
     }
+
+    #[test]
+    fn the_password_file_is_private_and_replaced() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join(REQUIREPASS_FILE);
+        std::fs::write(&stale, "old password, world-readable\n").unwrap();
+        std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let path = write_requirepass(dir.path(), "pw-9f3k-secret").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "pw-9f3k-secret\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let spec = &specs(&UpArgs::defaults(), "up-x", Path::new("s"), Some(&path))[0];
+        let line: Vec<String> = spec
+            .command_line()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(line.contains(&"--requirepass-file".to_string()));
+        assert!(!line.iter().any(|a| a.contains("pw-9f3k")), "{line:?}");
+    }
 }

@@ -10,34 +10,11 @@ use logless_redis::acl::{
 use logless_redis::resp::{Protocol, Value};
 use logless_redis::session::{Session, Step};
 
-fn args(words: &[&str]) -> Vec<Bytes> {
-    words
-        .iter()
-        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-        .collect()
-}
-
-fn handle(session: &mut Session, words: &[&str]) -> Step {
-    session.handle(&args(words))
-}
-
-fn reply(session: &mut Session, words: &[&str]) -> Value {
-    match handle(session, words) {
-        Step::Reply(value) => value,
-        other => panic!("{words:?} gave {other:?}, not a reply"),
-    }
-}
-
-fn error(text: &str) -> Value {
-    Value::Error(text.to_owned())
-}
+mod common;
+use common::{bulk, error, handle, reply, simple};
 
 fn ok() -> Value {
-    Value::Simple("OK".into())
-}
-
-fn bulk(text: &str) -> Value {
-    Value::Bulk(Bytes::copy_from_slice(text.as_bytes()))
+    simple("OK")
 }
 
 /// Whether the request went to the engines (it was allowed).
@@ -148,13 +125,10 @@ fn before_logging_in_only_auth_hello_ping_quit_and_reset_answer() {
     ] {
         assert_eq!(reply(&mut session, request), error(NOAUTH), "{request:?}");
     }
-    assert_eq!(reply(&mut session, &["PING"]), Value::Simple("PONG".into()));
+    assert_eq!(reply(&mut session, &["PING"]), simple("PONG"));
     assert_eq!(reply(&mut session, &["HELLO", "3"]), error(NOAUTH_HELLO));
     assert_eq!(session.protocol(), Protocol::Resp2);
-    assert_eq!(
-        reply(&mut session, &["RESET"]),
-        Value::Simple("RESET".into())
-    );
+    assert_eq!(reply(&mut session, &["RESET"]), simple("RESET"));
     assert_eq!(reply(&mut session, &["QUIT"]), ok());
     assert!(session.is_closing());
 }
@@ -244,17 +218,14 @@ fn a_read_only_user_reads_its_keys_only() {
     assert_eq!(reply(&mut session, &["ACL", "LIST"]), no_command("acl"));
     assert_eq!(reply(&mut session, &["ACL", "USERS"]), no_command("acl"));
     assert_eq!(reply(&mut session, &["ACL", "WHOAMI"]), bulk("reader"));
-    assert_eq!(reply(&mut session, &["PING"]), Value::Simple("PONG".into()));
+    assert_eq!(reply(&mut session, &["PING"]), simple("PONG"));
     assert_eq!(reply(&mut session, &["CLIENT", "ID"]), Value::Int(7));
     assert!(matches!(handle(&mut session, &["INFO"]), Step::Node(_)));
     assert!(matches!(handle(&mut session, &["DBSIZE"]), Step::Node(_)));
     assert!(submitted(&mut session, &["EXISTS", "app:1", "app:2"]));
     // A refused command aborts the transaction it was sent in.
     assert_eq!(reply(&mut session, &["MULTI"]), ok());
-    assert_eq!(
-        reply(&mut session, &["GET", "app:1"]),
-        Value::Simple("QUEUED".into())
-    );
+    assert_eq!(reply(&mut session, &["GET", "app:1"]), simple("QUEUED"));
     assert_eq!(reply(&mut session, &["GET", "secret:1"]), error(NOPERM_KEY));
     assert_eq!(
         reply(&mut session, &["EXEC"]),
