@@ -230,15 +230,20 @@ impl Output {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let write = stream.write_all(&self.buffer);
-        match clock.limit {
-            None => write.await?,
-            Some(limit) => tokio::time::timeout(limit, write)
-                .await
-                .map_err(|_| Ended::Cut(Cut::Idle))??,
+        while !self.buffer.is_empty() {
+            let write = stream.write(&self.buffer);
+            let n = match clock.limit {
+                None => write.await?,
+                Some(limit) => tokio::time::timeout(limit, write)
+                    .await
+                    .map_err(|_| Ended::Cut(Cut::Idle))??,
+            };
+            if n == 0 {
+                return Err(Ended::Io(io::ErrorKind::WriteZero.into()));
+            }
+            self.written += n as u64;
+            self.buffer.advance(n);
         }
-        self.written += self.buffer.len() as u64;
-        self.buffer.clear();
         if self.buffer.capacity() > 1 << 20 {
             self.buffer = BytesMut::with_capacity(16 * 1024);
         }
