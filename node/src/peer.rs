@@ -16,6 +16,11 @@
 //! the cluster secret: a stranger that connects and claims a peer's node id can neither
 //! deliver a message nor make the real peer count as crashed. Messages sent while a peer is
 //! unreachable are dropped, which the protocol treats as loss.
+//!
+//! Inbound connections are bounded ([`crate::limits::PeerLimits`]): at most
+//! `peer_connections_max` are open at once (more are closed at once, counted in
+//! [`PeerCounters::over_cap`]), and each must prove its hello within
+//! `peer_handshake_timeout_ms`.
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
