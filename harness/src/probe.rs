@@ -51,10 +51,33 @@ pub fn resp_request(args: &[&str]) -> Vec<u8> {
 /// Sends the Redis command `args` to `addr` and returns the first line of the reply without
 /// its CRLF (`+PONG`, `$5`, `-ERR …`), waiting up to `timeout` for it.
 pub fn resp_ask(addr: SocketAddr, args: &[&str], timeout: Duration) -> std::io::Result<String> {
+    resp_ask_as(addr, None, args, timeout)
+}
+
+/// [`resp_ask`] on a connection that first logs in with `AUTH password` if one is given (the
+/// reply to the AUTH is skipped if it is `+OK`, else returned).
+pub fn resp_ask_as(
+    addr: SocketAddr,
+    password: Option<&str>,
+    args: &[&str],
+    timeout: Duration,
+) -> std::io::Result<String> {
     let mut stream = TcpStream::connect_timeout(&addr, timeout.min(CONNECT_TIMEOUT))?;
     stream.set_read_timeout(Some(timeout))?;
+    if let Some(password) = password {
+        stream.write_all(&resp_request(&["AUTH", password]))?;
+        let reply = read_line(&mut stream)?;
+        if reply != "+OK" {
+            return Ok(reply);
+        }
+    }
     stream.write_all(&resp_request(args))?;
-    // Byte by byte: the line is short, and nothing after it may be taken from the socket.
+    read_line(&mut stream)
+}
+
+/// One reply line without its CRLF, byte by byte: the line is short, and nothing after it may
+/// be taken from the socket.
+fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
     let mut reply = Vec::new();
     let mut byte = [0u8; 1];
     while !reply.ends_with(b"\r\n") {
@@ -70,13 +93,24 @@ pub fn resp_ask(addr: SocketAddr, args: &[&str], timeout: Duration) -> std::io::
 /// `probe_key` through the first one, which needs a quorum, is answered with a value or nil.
 /// Each question waits up to `timeout`.
 pub fn cluster_serves(clients: &[SocketAddr], probe_key: &str, timeout: Duration) -> bool {
+    cluster_serves_as(clients, None, probe_key, timeout)
+}
+
+/// [`cluster_serves`] for a cluster whose clients log in with `password`.
+pub fn cluster_serves_as(
+    clients: &[SocketAddr],
+    password: Option<&str>,
+    probe_key: &str,
+    timeout: Duration,
+) -> bool {
     let Some(first) = clients.first() else {
         return false;
     };
     clients
         .iter()
         .all(|&addr| resp_ask(addr, &["PING"], timeout).is_ok_and(|r| r == "+PONG"))
-        && resp_ask(*first, &["GET", probe_key], timeout).is_ok_and(|r| r.starts_with('$'))
+        && resp_ask_as(*first, password, &["GET", probe_key], timeout)
+            .is_ok_and(|r| r.starts_with('$'))
 }
 
 #[cfg(test)]

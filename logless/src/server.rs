@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use logless_node::config::{parse_peers, NodeConfig};
+use logless_node::config::{parse_peers, NodeConfig, Password};
 use logless_node::node::{self, Bugs};
 use tracing::{error, info};
 
@@ -67,6 +67,29 @@ pub struct ServerArgs {
     /// A file holding the cluster secret (at least 16 bytes) every peer proves in its hello.
     #[arg(long, env = "LOGLESS_CLUSTER_SECRET_FILE")]
     pub cluster_secret_file: Option<PathBuf>,
+    /// A file holding the default user's password: clients must AUTH first (Redis's
+    /// requirepass, kept off the command line).
+    #[arg(long, env = "LOGLESS_REQUIREPASS_FILE", conflicts_with = "requirepass")]
+    pub requirepass_file: Option<PathBuf>,
+    /// The default user's password. On a command line it shows in process listings: prefer
+    /// --requirepass-file or the LOGLESS_REQUIREPASS variable.
+    #[arg(long, env = "LOGLESS_REQUIREPASS", hide_env_values = true)]
+    pub requirepass: Option<Password>,
+    /// Close client connections idle this many seconds (0: never; Redis's timeout).
+    #[arg(long, env = "LOGLESS_TIMEOUT")]
+    pub timeout: Option<u64>,
+    /// The most bytes of one pending client request (Redis's client-query-buffer-limit).
+    #[arg(long, env = "LOGLESS_CLIENT_QUERY_BUFFER_LIMIT")]
+    pub client_query_buffer_limit: Option<usize>,
+    /// The most reply bytes a client may leave unread before it is disconnected.
+    #[arg(long, env = "LOGLESS_CLIENT_OUTPUT_BUFFER_LIMIT")]
+    pub client_output_buffer_limit: Option<usize>,
+    /// The most inbound peer connections at once (0: four per remote peer and shard, plus 16).
+    #[arg(long, env = "LOGLESS_PEER_CONNECTIONS_MAX")]
+    pub peer_connections_max: Option<usize>,
+    /// How long an inbound peer connection may take to prove its hello.
+    #[arg(long, env = "LOGLESS_PEER_HANDSHAKE_TIMEOUT_MS")]
+    pub peer_handshake_timeout_ms: Option<u64>,
     /// Log level: error, warn, info, debug or trace (or a tracing filter); without it,
     /// RUST_LOG, else info.
     #[arg(long, env = "LOGLESS_LOG_LEVEL")]
@@ -132,6 +155,29 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = &args.cluster_secret_file {
         c.cluster_secret_file = Some(v.clone());
+    }
+    if let Some(v) = &args.requirepass_file {
+        c.requirepass = None;
+        c.requirepass_file = Some(v.clone());
+    }
+    if let Some(v) = &args.requirepass {
+        c.requirepass_file = None;
+        c.requirepass = Some(v.clone());
+    }
+    if let Some(v) = args.timeout {
+        c.timeout = v;
+    }
+    if let Some(v) = args.client_query_buffer_limit {
+        c.client_query_buffer_limit = Some(v);
+    }
+    if let Some(v) = args.client_output_buffer_limit {
+        c.client_output_buffer_limit = v;
+    }
+    if let Some(v) = args.peer_connections_max {
+        c.peer_connections_max = v;
+    }
+    if let Some(v) = args.peer_handshake_timeout_ms {
+        c.peer_handshake_timeout_ms = v;
     }
     c.validate().map_err(|e| e.to_string())?;
     Ok(c)

@@ -36,6 +36,8 @@ pub const RESTART_STABLE: Duration = Duration::from_secs(60);
 pub const CLUSTER_ID_FILE: &str = "cluster-id";
 /// The cluster secret file in `logless up`'s directory.
 pub const CLUSTER_SECRET_FILE: &str = "cluster-secret";
+/// The file of `--requirepass` in `logless up`'s directory.
+pub const REQUIREPASS_FILE: &str = "requirepass";
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct UpArgs {
@@ -70,6 +72,10 @@ pub struct UpArgs {
     /// The replicas' log level.
     #[arg(long, default_value = "info")]
     pub log_level: String,
+    /// The password clients must give (AUTH) on every replica: written to DIR/requirepass,
+    /// readable by its owner only, so that it is on no replica's command line.
+    #[arg(long, env = "LOGLESS_REQUIREPASS", hide_env_values = true)]
+    pub requirepass: Option<String>,
     /// Seconds to wait for the cluster to serve.
     #[arg(long, default_value_t = 30)]
     pub ready_timeout_s: u64,
@@ -115,8 +121,29 @@ pub fn cluster_identity(dir: &Path) -> std::io::Result<(String, PathBuf)> {
     Ok((id, secret_path))
 }
 
+/// Writes `password` to `DIR/requirepass`, readable by its owner only, and returns the path.
+pub fn write_requirepass(dir: &Path, password: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let path = dir.join(REQUIREPASS_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)?;
+    // An older file keeps its mode through `open`: make sure of it.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    std::io::Write::write_all(&mut file, format!("{password}\n").as_bytes())?;
+    Ok(path)
+}
+
 /// The replicas' specs: `logless up`'s layout with its options as flags.
-fn specs(args: &UpArgs, cluster_id: &str, secret: &Path) -> Vec<ServerSpec> {
+fn specs(
+    args: &UpArgs,
+    cluster_id: &str,
+    secret: &Path,
+    requirepass: Option<&Path>,
+) -> Vec<ServerSpec> {
     server::loopback_cluster(args.replicas, args.port, &args.dir, &args.durability)
         .into_iter()
         .map(|spec| {
@@ -131,6 +158,10 @@ fn specs(args: &UpArgs, cluster_id: &str, secret: &Path) -> Vec<ServerSpec> {
             .flag("--log-level", &args.log_level)
             .flag("--cluster-id", cluster_id)
             .flag("--cluster-secret-file", secret.display())
+        })
+        .map(|spec| match requirepass {
+            Some(path) => spec.flag("--requirepass-file", path.display()),
+            None => spec,
         })
         .collect()
 }
@@ -264,7 +295,24 @@ pub fn up(args: &UpArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let specs = specs(args, &cluster_id, &secret);
+    if args.requirepass.as_deref() == Some("") {
+        eprintln!("error: --requirepass must not be empty");
+        return ExitCode::from(2);
+    }
+    let requirepass = match &args.requirepass {
+        None => None,
+        Some(password) => match write_requirepass(&args.dir, password) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                eprintln!(
+                    "error: cannot write the password file in {}: {e}",
+                    args.dir.display()
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let specs = specs(args, &cluster_id, &secret, requirepass.as_deref());
     let mut children: Vec<Option<Child>> = Vec::new();
     for spec in &specs {
         // Each `logless up` starts its replicas' logs afresh (the launcher appends).
@@ -295,7 +343,12 @@ pub fn up(args: &UpArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
-        if logless_harness::probe::cluster_serves(&clients, "logless:up:", PROBE_TIMEOUT) {
+        if logless_harness::probe::cluster_serves_as(
+            &clients,
+            args.requirepass.as_deref(),
+            "logless:up:",
+            PROBE_TIMEOUT,
+        ) {
             ready = true;
             break;
         }
@@ -326,8 +379,13 @@ pub fn up(args: &UpArgs) -> ExitCode {
         );
     }
     println!(
-        "connect with:  redis-cli -p {}   (any replica serves every key)",
-        args.port
+        "connect with:  redis-cli -p {}{}   (any replica serves every key)",
+        args.port,
+        if requirepass.is_some() {
+            " --askpass"
+        } else {
+            ""
+        }
     );
     println!(
         "cluster {cluster_id}; peers prove the secret in {}",
@@ -364,5 +422,26 @@ mod tests {
             logless_node::config::NodeConfig::default().proposer_registers_max
         );
         assert_eq!(d.ready_timeout_s, 30);
+    }
+
+    #[test]
+    fn the_password_file_is_private_and_replaced() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join(REQUIREPASS_FILE);
+        std::fs::write(&stale, "old password, world-readable\n").unwrap();
+        std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let path = write_requirepass(dir.path(), "pw-9f3k-secret").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "pw-9f3k-secret\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let spec = &specs(&UpArgs::defaults(), "up-x", Path::new("s"), Some(&path))[0];
+        let line: Vec<String> = spec
+            .command_line()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(line.contains(&"--requirepass-file".to_string()));
+        assert!(!line.iter().any(|a| a.contains("pw-9f3k")), "{line:?}");
     }
 }

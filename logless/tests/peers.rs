@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::Cluster;
+use common::{metric, Cluster};
 use logless_commands::value::{Data, Register};
 use logless_node::hello::{self, Hello, Side, CHALLENGE_BYTES, NONCE_BYTES};
 use logless_node::status::NodeStatus;
@@ -40,15 +40,6 @@ fn secured_cluster(cluster_id: &str, secret_file: &str) -> Cluster {
     let cluster = Cluster::start_with(3, "mmap", &args);
     let _: () = cluster.connect(0).set("kept", "safe").unwrap();
     cluster
-}
-
-/// A figure of a replica's `/metrics`.
-fn metric(addr: SocketAddr, name: &str) -> u64 {
-    let (_, body) =
-        logless_harness::probe::http_get(addr, "/metrics", Duration::from_secs(5)).unwrap();
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{body}"))
 }
 
 fn status(addr: SocketAddr) -> NodeStatus {

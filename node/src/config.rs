@@ -16,9 +16,23 @@
 //! cluster_id = "prod-eu"       # peers of another cluster id are refused
 //! cluster_secret_file = "/etc/logless/cluster-secret"  # proven in every peer hello
 //!
+//! requirepass_file = "/etc/logless/requirepass"  # the default user's password (or requirepass)
+//! timeout = 300                # close client connections idle this many seconds (0: never)
+//! client_query_buffer_limit = 134219776   # bytes of one pending request (default shown)
+//! client_output_buffer_limit = 268435456  # unwritten reply bytes of one connection
+//! peer_connections_max = 64    # inbound peer connections at once (0: derived from peers)
+//! peer_handshake_timeout_ms = 5000
+//!
 //! [[peers]]                    # every replica, this one included, the same list everywhere
 //! id = 1
 //! addr = "127.0.0.1:8379"      # HOST:PORT; HOST may be a DNS name, resolved at each connect
+//!
+//! [[users]]                    # ACL users besides `default`
+//! name = "app"
+//! passwords_sha256 = ["<hex of sha256(password)>"]  # `printf %s PASS | sha256sum`
+//! keys = ["app:*"]             # Redis glob patterns of the keys it may name
+//! commands = "all"             # all | read
+//! # on = false                 # disabled; nopass = true takes any password
 //! ```
 //!
 //! The cluster secret is read from a file (at least 16 bytes; a trailing newline is not part
@@ -34,6 +48,8 @@ use logless_rmw::ids::NodeId;
 use logless_storage::Durability;
 use serde::Deserialize;
 use thiserror::Error;
+
+use logless_redis::acl::{self, Access, Acl, User};
 
 use crate::hello::{ClusterAuth, CLUSTER_ID_BYTES_MAX, SECRET_BYTES_MIN};
 
@@ -70,6 +86,51 @@ pub struct PeerConfig {
     /// Its peer address, `HOST:PORT`; `HOST` may be a DNS name, resolved at every connection
     /// attempt.
     pub addr: String,
+}
+
+/// A password in the configuration: never shown in a debug line.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Password(pub String);
+
+impl std::str::FromStr for Password {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Password, Self::Err> {
+        Ok(Password(s.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(..)")
+    }
+}
+
+/// One ACL user besides `default` (see [`logless_redis::acl`]).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// The name it logs in with (`AUTH name password`).
+    pub name: String,
+    /// Whether it may log in.
+    #[serde(default = "enabled")]
+    pub on: bool,
+    /// Whether it takes any password.
+    #[serde(default)]
+    pub nopass: bool,
+    /// The SHA-256 hashes of its passwords, in hex.
+    #[serde(default)]
+    pub passwords_sha256: Vec<String>,
+    /// Glob patterns of the keys it may name (none by default, as in Redis: `["*"]` for all).
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// `all` or `read`.
+    pub commands: String,
+}
+
+fn enabled() -> bool {
+    true
 }
 
 /// Everything a replica needs to start.
@@ -122,6 +183,27 @@ pub struct NodeConfig {
     pub cluster_id: String,
     /// A file holding the cluster secret that every peer proves in its hello (none: no proof).
     pub cluster_secret_file: Option<PathBuf>,
+    /// The default user's password (Redis's `requirepass`): clients must `AUTH` first.
+    pub requirepass: Option<Password>,
+    /// A file holding the default user's password (a trailing newline is not part of it).
+    pub requirepass_file: Option<PathBuf>,
+    /// ACL users besides `default`.
+    pub users: Vec<UserConfig>,
+    /// Seconds a client connection may go without a complete request (or without taking a
+    /// reply) before it is closed; 0: never (Redis's `timeout`).
+    pub timeout: u64,
+    /// The most bytes one pending request may take before it is complete; a connection past
+    /// it is closed (Redis's `client-query-buffer-limit`). None: twice the wire parser's
+    /// longest argument ([`NodeConfig::bulk_bytes_max`]).
+    pub client_query_buffer_limit: Option<usize>,
+    /// The most reply bytes one connection may have waiting for the client to read them; a
+    /// connection past it is closed (like Redis's `client-output-buffer-limit`).
+    pub client_output_buffer_limit: usize,
+    /// The most inbound peer connections open at once, in their hello or after it; more are
+    /// closed at once. 0: four per remote peer and shard, plus 16.
+    pub peer_connections_max: usize,
+    /// How long an inbound peer connection may take to prove its hello.
+    pub peer_handshake_timeout_ms: u64,
 }
 
 impl Default for NodeConfig {
@@ -145,9 +227,21 @@ impl Default for NodeConfig {
             clients_max: 10_000,
             cluster_id: String::new(),
             cluster_secret_file: None,
+            requirepass: None,
+            requirepass_file: None,
+            users: Vec::new(),
+            timeout: 0,
+            client_query_buffer_limit: None,
+            client_output_buffer_limit: CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT,
+            peer_connections_max: 0,
+            peer_handshake_timeout_ms: 5_000,
         }
     }
 }
+
+/// The default `client_output_buffer_limit`: 256 MiB, room for replies of several values at
+/// the largest `value_bytes_max`.
+pub const CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT: usize = 256 << 20;
 
 /// Parses a durability mode name.
 pub fn parse_durability(name: &str) -> Result<Durability, ConfigError> {
@@ -287,8 +381,72 @@ impl NodeConfig {
                 "cluster_id must be at most {CLUSTER_ID_BYTES_MAX} bytes"
             ));
         }
+        if self.requirepass.is_some() && self.requirepass_file.is_some() {
+            return invalid("give requirepass or requirepass_file, not both".into());
+        }
+        if self.client_query_buffer_limit() < self.value_bytes_max + ARGUMENTS_BYTES_ROOM {
+            return invalid(format!(
+                "client_query_buffer_limit must be at least value_bytes_max + {ARGUMENTS_BYTES_ROOM}"
+            ));
+        }
+        if self.client_output_buffer_limit < self.value_bytes_max + ARGUMENTS_BYTES_ROOM {
+            return invalid(format!(
+                "client_output_buffer_limit must be at least value_bytes_max + {ARGUMENTS_BYTES_ROOM}"
+            ));
+        }
+        if self.peer_handshake_timeout_ms < 100 {
+            return invalid("peer_handshake_timeout_ms must be at least 100".into());
+        }
         self.durability()?;
         Ok(())
+    }
+
+    /// The most bytes of one pending request: [`NodeConfig::client_query_buffer_limit`] or its
+    /// default.
+    pub fn client_query_buffer_limit(&self) -> usize {
+        self.client_query_buffer_limit
+            .unwrap_or(2 * self.bulk_bytes_max())
+    }
+
+    /// The most inbound peer connections: [`NodeConfig::peer_connections_max`] or its default.
+    pub fn peer_connections_max(&self) -> usize {
+        match self.peer_connections_max {
+            0 => 4 * self.peers.len().saturating_sub(1) * usize::from(self.shards) + 16,
+            max => max,
+        }
+    }
+
+    /// The users clients log in as: `default` with [`NodeConfig::requirepass`] (or the
+    /// password in [`NodeConfig::requirepass_file`]) if set, and [`NodeConfig::users`].
+    pub fn acl(&self) -> Result<Acl, ConfigError> {
+        let invalid = |m: String| ConfigError::Invalid(m);
+        let requirepass = match (&self.requirepass, &self.requirepass_file) {
+            (Some(Password(password)), _) => Some(password.as_bytes().to_vec()),
+            (None, Some(path)) => Some(read_secret(path)?),
+            (None, None) => None,
+        };
+        let mut users = Vec::new();
+        if let Some(password) = requirepass {
+            if password.is_empty() {
+                return Err(invalid("requirepass must not be empty".into()));
+            }
+            if self.users.iter().any(|u| u.name == acl::DEFAULT_USER) {
+                return Err(invalid(
+                    "requirepass is the default user's password: configure the default user \
+                     in [[users]] or with requirepass, not both"
+                        .into(),
+                ));
+            }
+            users.push(User {
+                passwords: vec![acl::hash_password(&password)],
+                nopass: false,
+                ..User::open_default()
+            });
+        }
+        for user in &self.users {
+            users.push(user_of(user)?);
+        }
+        Acl::new(users).map_err(invalid)
     }
 
     /// The cluster id and the secret read from [`NodeConfig::cluster_secret_file`] (empty
@@ -297,13 +455,7 @@ impl NodeConfig {
         let secret = match &self.cluster_secret_file {
             None => Vec::new(),
             Some(path) => {
-                let mut secret = std::fs::read(path).map_err(|source| ConfigError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
-                while secret.last().is_some_and(u8::is_ascii_whitespace) {
-                    secret.pop();
-                }
+                let secret = read_secret(path)?;
                 if secret.len() < SECRET_BYTES_MIN {
                     return Err(ConfigError::Invalid(format!(
                         "the cluster secret in {} must be at least {SECRET_BYTES_MIN} bytes",
@@ -318,6 +470,59 @@ impl NodeConfig {
             secret,
         })
     }
+}
+
+/// A secret kept in a file, without the trailing whitespace an editor leaves.
+fn read_secret(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    let mut secret = std::fs::read(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    while secret.last().is_some_and(u8::is_ascii_whitespace) {
+        secret.pop();
+    }
+    Ok(secret)
+}
+
+/// The ACL user a `[[users]]` entry describes.
+fn user_of(config: &UserConfig) -> Result<User, ConfigError> {
+    let invalid = |m: String| ConfigError::Invalid(format!("user {:?}: {m}", config.name));
+    let access = match config.commands.as_str() {
+        "all" => Access::All,
+        "read" => Access::ReadOnly,
+        other => {
+            return Err(invalid(format!(
+                "commands must be all or read, not {other:?}"
+            )))
+        }
+    };
+    let passwords = config
+        .passwords_sha256
+        .iter()
+        .map(|hex| {
+            parse_sha256(hex).ok_or_else(|| invalid(format!("{hex:?} is not 64 hex digits")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(User {
+        name: config.name.clone(),
+        enabled: config.on,
+        nopass: config.nopass,
+        passwords,
+        keys: config.keys.iter().map(|k| k.clone().into()).collect(),
+        access,
+    })
+}
+
+/// A SHA-256 hash written as 64 hex digits.
+fn parse_sha256(hex: &str) -> Option<acl::PasswordHash> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut hash = [0u8; 32];
+    for (i, byte) in hash.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(hash)
 }
 
 #[cfg(test)]
@@ -421,5 +626,97 @@ mod tests {
         assert!(config.cluster_auth().is_err());
         let none = NodeConfig::default().cluster_auth().unwrap();
         assert!(none.secret.is_empty());
+    }
+
+    #[test]
+    fn requirepass_and_users_make_the_acl() {
+        let open = NodeConfig::default().acl().unwrap();
+        assert!(!open.requires_auth());
+        let hash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        let text = format!(
+            r#"
+            requirepass = "s3cret"
+            [[users]]
+            name = "app"
+            passwords_sha256 = ["{hash}"]
+            keys = ["app:*"]
+            commands = "read"
+            "#
+        );
+        let config: NodeConfig = toml::from_str(&text).unwrap();
+        assert!(!format!("{config:?}").contains("s3cret"));
+        let acl = config.acl().unwrap();
+        assert!(acl.requires_auth());
+        assert!(acl.authenticate(b"default", b"s3cret").is_some());
+        assert!(acl.authenticate(b"default", b"other").is_none());
+        let app = acl
+            .authenticate(b"app", b"")
+            .expect("the hash of the empty password");
+        assert_eq!(acl.user(app).access, Access::ReadOnly);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("requirepass");
+        std::fs::write(&path, "from-file\n").unwrap();
+        let from_file = NodeConfig {
+            requirepass_file: Some(path),
+            ..NodeConfig::default()
+        };
+        assert!(from_file
+            .acl()
+            .unwrap()
+            .authenticate(b"default", b"from-file")
+            .is_some());
+
+        for bad in [
+            r#"[[users]]
+               name = "x"
+               passwords_sha256 = ["abc"]
+               commands = "all""#,
+            r#"[[users]]
+               name = "x"
+               commands = "some""#,
+            r#"requirepass = ""
+            "#,
+            r#"requirepass = "a"
+               [[users]]
+               name = "default"
+               commands = "all""#,
+        ] {
+            let config: NodeConfig = toml::from_str(bad).unwrap();
+            assert!(config.acl().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn limits_have_sane_defaults_and_bounds() {
+        let peers = parse_peers("1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3").unwrap();
+        let good = NodeConfig {
+            node_id: 1,
+            peers,
+            ..NodeConfig::default()
+        };
+        assert_eq!(good.client_query_buffer_limit(), 2 * good.bulk_bytes_max());
+        assert_eq!(good.peer_connections_max(), 4 * 2 + 16);
+        for bad in [
+            NodeConfig {
+                client_query_buffer_limit: Some(1024),
+                ..good.clone()
+            },
+            NodeConfig {
+                client_output_buffer_limit: 1024,
+                ..good.clone()
+            },
+            NodeConfig {
+                peer_handshake_timeout_ms: 10,
+                ..good.clone()
+            },
+            NodeConfig {
+                requirepass: Some(Password("a".into())),
+                requirepass_file: Some("/nonexistent".into()),
+                ..good.clone()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
     }
 }

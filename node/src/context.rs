@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::Instant;
 
+use logless_redis::acl::Acl;
 use logless_rmw::ids::NodeId;
 use tokio::sync::mpsc;
 
@@ -19,6 +20,8 @@ use crate::shard::ShardInput;
 pub struct NodeContext {
     /// The configuration it started with.
     pub config: NodeConfig,
+    /// The users clients log in as.
+    pub acl: Arc<Acl>,
     /// This node.
     pub node: NodeId,
     /// This run's incarnation.
@@ -60,6 +63,14 @@ pub struct ClientCounters {
     pub bytes_in: AtomicU64,
     /// Bytes written to clients.
     pub bytes_out: AtomicU64,
+    /// Failed logins (AUTH or HELLO AUTH with a wrong password, an unknown or disabled user).
+    pub rejected_auth: AtomicU64,
+    /// Connections closed for being idle past `timeout`.
+    pub idle_disconnects: AtomicU64,
+    /// Connections closed for a pending request past `client_query_buffer_limit`.
+    pub query_buffer_disconnects: AtomicU64,
+    /// Connections closed for unread replies past `client_output_buffer_limit`.
+    pub output_buffer_disconnects: AtomicU64,
 }
 
 /// The settings CONFIG SET changes while a replica runs; each starts as the configuration

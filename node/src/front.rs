@@ -6,22 +6,23 @@
 //! as one batch), and the replies are written in request order. A command the node answers
 //! itself (INFO, CONFIG, SCAN, CLIENT LIST, ...) waits for the replies of the commands before
 //! it in the pipeline. A client that breaks the protocol gets an error reply and loses its own
-//! connection only. Every connection is in the node's registry ([`crate::clients`]) while it
-//! lasts, and ends at once when CLIENT KILL names it (after the replies it has read, when it
-//! named itself).
+//! connection only; one that goes over a limit of [`crate::limits`] (idle, a pending request's
+//! or its unread replies' bytes) loses it without one, and the closing is counted. Every
+//! connection is in the node's registry ([`crate::clients`]) while it lasts, and ends at once
+//! when CLIENT KILL names it (after the replies it has read, when it named itself).
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use logless_commands::command::Command;
-use logless_redis::resp::{parse_request, write_value, ParseLimits, Protocol, Value};
+use logless_redis::resp::{parse_request, ParseLimits, Protocol, Value};
 use logless_redis::session::{Answer, Session, Step, MAX_CLIENTS_REPLY};
 use logless_redis::table::{Combine, ReplyShape};
 use logless_rmw::ids::Key;
 use logless_rmw::proposer::ProposeError;
 use rustc_hash::FxHashMap;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
@@ -29,6 +30,7 @@ use tracing::debug;
 use crate::clients::Connection;
 use crate::context::{shard_of, NodeContext};
 use crate::info;
+use crate::limits::{check_query, ClientLimits, Ended, IdleClock, Output};
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
 use crate::turn::answer_of;
 
@@ -67,10 +69,13 @@ pub async fn accept(
             tokio::select! {
                 _ = shutdown.changed() => {}
                 () = connection.killed() => debug!(client = id, "client connection killed"),
-                result = serve(stream, connection, &context) => {
-                    if let Err(e) = result {
-                        debug!(client = id, error = %e, "client connection ended");
+                result = serve(stream, connection, &context) => match result {
+                    Ok(()) => {}
+                    Err(Ended::Cut(cut)) => {
+                        cut.count(&context.clients);
+                        debug!(client = id, ?cut, "client connection closed over a limit");
                     }
+                    Err(Ended::Io(e)) => debug!(client = id, error = %e, "client connection ended"),
                 }
             }
             drop(registration);
@@ -175,20 +180,24 @@ async fn serve(
     mut stream: TcpStream,
     connection: &Connection,
     context: &NodeContext,
-) -> std::io::Result<()> {
+) -> Result<(), Ended> {
     let id = connection.id();
-    let limits = ParseLimits {
+    let parse_limits = ParseLimits {
         bulk_bytes_max: context.config.bulk_bytes_max(),
         ..ParseLimits::default()
     };
+    let limits = ClientLimits::of(&context.config);
     let counters = &context.clients;
-    let mut session = Session::new(id).with_value_bytes_max(context.config.value_bytes_max);
+    let mut session = Session::new(id)
+        .with_value_bytes_max(context.config.value_bytes_max)
+        .with_acl(context.acl.clone());
     let mut input = BytesMut::with_capacity(16 * 1024);
-    let mut output = BytesMut::with_capacity(16 * 1024);
+    let mut output = Output::new(limits.output_bytes_max);
+    let mut clock = IdleClock::new(limits.idle);
     let mut pending = VecDeque::new();
     let mut exchange = Exchange::new(context.shards.len());
     loop {
-        let n = stream.read_buf(&mut input).await?;
+        let n = clock.read(&mut stream, &mut input).await?;
         if n == 0 {
             return Ok(());
         }
@@ -196,10 +205,12 @@ async fn serve(
         session.set_value_bytes_max(context.settings.value_bytes_max.load(Ordering::Relaxed));
         let mut broken = None;
         let mut last_command = None;
+        let auth_failures = session.auth_failures();
         while !session.is_closing() && !connection.is_closing() {
-            match parse_request(&mut input, &limits) {
+            match parse_request(&mut input, &parse_limits) {
                 Ok(Some(args)) if args.is_empty() => {}
                 Ok(Some(args)) => {
+                    clock.restart();
                     counters.requests.fetch_add(1, Ordering::Relaxed);
                     let mut args = owned(&args);
                     let step = session.handle(&args);
@@ -209,10 +220,11 @@ async fn serve(
                         // before a KEYS or DBSIZE shows in it), and CLIENT LIST shows this
                         // connection as it is now.
                         exchange.send(context).await;
-                        resolve_all(&mut pending, &mut exchange, &mut output).await;
+                        write_replies(&mut stream, &mut output, &mut pending, &mut exchange)
+                            .await?;
                         connection.note(&session, Some(&args[0]));
                         let value = info::answer(query, connection, context).await;
-                        write_value(&mut output, &value, protocol);
+                        output.push(&mut stream, &value, protocol).await?;
                     } else {
                         pending.push_back(dispatch(step, protocol, &mut exchange, context).await);
                     }
@@ -225,26 +237,48 @@ async fn serve(
                 }
             }
         }
+        counters
+            .rejected_auth
+            .fetch_add(session.auth_failures() - auth_failures, Ordering::Relaxed);
         connection.note(&session, last_command.as_ref());
         exchange.send(context).await;
-        resolve_all(&mut pending, &mut exchange, &mut output).await;
+        let written = write_replies(&mut stream, &mut output, &mut pending, &mut exchange).await;
+        output.count_written(&counters.bytes_out);
+        written?;
+        if broken.is_none() && !session.is_closing() {
+            check_query(&input, &limits)?;
+        }
         if let Some(e) = &broken {
             counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
-            write_value(&mut output, &Session::protocol_error(e), session.protocol());
+            output
+                .push(&mut stream, &Session::protocol_error(e), session.protocol())
+                .await?;
         }
-        stream.write_all(&output).await?;
-        counters
-            .bytes_out
-            .fetch_add(output.len() as u64, Ordering::Relaxed);
-        output.clear();
+        let flushed = output.flush(&mut stream, &mut clock).await;
+        output.count_written(&counters.bytes_out);
+        flushed?;
         if broken.is_some() || session.is_closing() || connection.is_closing() {
-            return stream.shutdown().await;
+            return Ok(stream.shutdown().await?);
         }
         // Keep the buffer small when a big request has passed.
         if input.is_empty() && input.capacity() > 1 << 20 {
             input = BytesMut::with_capacity(16 * 1024);
         }
     }
+}
+
+/// Resolves the pending replies in order and hands them to `output`.
+async fn write_replies(
+    stream: &mut TcpStream,
+    output: &mut Output,
+    pending: &mut VecDeque<Pending>,
+    exchange: &mut Exchange,
+) -> Result<(), Ended> {
+    while let Some(p) = pending.pop_front() {
+        let (value, protocol) = resolve(p, exchange).await;
+        output.push(stream, &value, protocol).await?;
+    }
+    Ok(())
 }
 
 /// The request's arguments in one buffer of their own. Registers keep keys and values for as
@@ -285,18 +319,6 @@ async fn dispatch(
             Pending::Many(seqs, combine, protocol)
         }
         Step::Node(_) => unreachable!("serve answers node queries itself"),
-    }
-}
-
-/// Waits for every pending reply, in order, and writes it to `output`.
-async fn resolve_all(
-    pending: &mut VecDeque<Pending>,
-    exchange: &mut Exchange,
-    output: &mut BytesMut,
-) {
-    for p in pending.drain(..) {
-        let (value, protocol) = resolve(p, exchange).await;
-        write_value(output, &value, protocol);
     }
 }
 

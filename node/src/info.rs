@@ -190,6 +190,11 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
             "proto-max-bulk-len",
             settings.value_bytes_max.load(Ordering::Relaxed).to_string(),
         ),
+        ("timeout", c.timeout.to_string()),
+        (
+            "client-query-buffer-limit",
+            c.client_query_buffer_limit().to_string(),
+        ),
         ("logless-durability", c.durability.clone()),
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),
@@ -287,6 +292,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             totals.flushes,
             context.clients.protocol_errors.load(Ordering::Relaxed),
         );
+        guard_stats(&mut out, context);
     }
     if wanted("replication") {
         let s = status::node_status(context, &totals);
@@ -311,6 +317,25 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
         out.push_str("\r\n");
     }
     out
+}
+
+/// The figures of authentication and [`crate::limits`], at the end of the Stats section
+/// (Redis's names where Redis has the figure).
+fn guard_stats(out: &mut String, context: &NodeContext) {
+    let clients = &context.clients;
+    let peers = &context.peers;
+    // Into the section: before the blank line that ends it.
+    debug_assert!(out.ends_with("\r\n\r\n"));
+    out.truncate(out.len() - 2);
+    let _ = write!(
+        out,
+        "acl_access_denied_auth:{}\r\nclient_idle_disconnections:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\nlogless_peer_connections_over_cap:{}\r\n\r\n",
+        clients.rejected_auth.load(Ordering::Relaxed),
+        clients.idle_disconnects.load(Ordering::Relaxed),
+        clients.query_buffer_disconnects.load(Ordering::Relaxed),
+        clients.output_buffer_disconnects.load(Ordering::Relaxed),
+        peers.over_cap.load(Ordering::Relaxed),
+    );
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
+//! * [`limits`] — what one client or peer connection may hold, and for how long;
 //! * [`front`], [`info`] and [`admin`] — the Redis front end: sockets and buffers around each
 //!   connection's `logless_redis::session::Session`, and the server and admin commands it
 //!   leaves to the node; [`clients`] — the registry of open connections;
@@ -25,6 +26,7 @@ pub mod front;
 pub mod hello;
 pub mod http;
 pub mod info;
+pub mod limits;
 pub mod node;
 pub mod peer;
 pub mod shard;

@@ -17,6 +17,7 @@ use tracing::{error, info, warn};
 
 use crate::config::{ConfigError, NodeConfig};
 use crate::context::{Bound, ClientCounters, NodeContext, Settings};
+use crate::limits::PeerLimits;
 use crate::peer::{self, PeerCounters};
 use crate::shard::{Shard, ShardBugs, ShardInput};
 use crate::store::{self, OpenError, ShardStore};
@@ -134,6 +135,14 @@ impl Bugs {
 pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNode, StartError> {
     config.validate()?;
     let auth = Arc::new(config.cluster_auth()?);
+    let acl = config.acl()?;
+    if !acl.requires_auth() && !config.client_addr.ip().is_loopback() {
+        warn!(
+            client_addr = %config.client_addr,
+            "no requirepass: any client that can reach the client port may read and write \
+             every key; see docs/security.md"
+        );
+    }
     if auth.secret.is_empty() {
         warn!(
             cluster_id = %auth.cluster_id,
@@ -229,6 +238,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
 
     let context = Arc::new(NodeContext {
         settings: Settings::new(&config),
+        acl: Arc::new(acl),
         config,
         node,
         incarnation: identity.incarnation,
@@ -265,6 +275,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         transport,
         shard_inputs,
         peer_counters,
+        PeerLimits::of(&context.config),
         shutdown_rx.clone(),
     ));
     tokio::spawn(front::accept(

@@ -16,6 +16,11 @@
 //! the cluster secret: a stranger that connects and claims a peer's node id can neither
 //! deliver a message nor make the real peer count as crashed. Messages sent while a peer is
 //! unreachable are dropped, which the protocol treats as loss.
+//!
+//! Inbound connections are bounded ([`crate::limits::PeerLimits`]): at most
+//! `peer_connections_max` are open at once (more are closed at once, counted in
+//! [`PeerCounters::over_cap`]), and each must prove its hello within
+//! `peer_handshake_timeout_ms`.
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,6 +38,7 @@ use tracing::{debug, info, warn};
 use crate::hello::{
     self, ClusterAuth, Hello, Side, CHALLENGE_BYTES, HELLO_HEAD_BYTES, PROOF_BYTES,
 };
+use crate::limits::{PeerLimits, PeerSlot};
 use crate::shard::ShardInput;
 
 /// The largest frame a node accepts from a peer.
@@ -62,6 +68,10 @@ pub struct PeerCounters {
     pub link_breaks: AtomicU64,
     /// Which outbound links (peer node, shard) are connected now.
     pub links_up: Mutex<BTreeMap<(u16, u16), bool>>,
+    /// Inbound connections open now, in their hello or after it.
+    pub inbound: Arc<AtomicU64>,
+    /// Inbound connections closed at once because `peer_connections_max` were open.
+    pub over_cap: AtomicU64,
 }
 
 impl PeerCounters {
@@ -299,12 +309,15 @@ pub async fn dial(
     }
 }
 
-/// Accepts peer connections and feeds each one's frames to its shard.
+/// Accepts peer connections, at most `limits.connections_max` at once, and feeds each one's
+/// frames to its shard once its hello has proven the secret within
+/// `limits.handshake_timeout`.
 pub async fn accept(
     listener: TcpListener,
     identity: Identity,
     shards: Vec<mpsc::Sender<ShardInput>>,
     counters: Arc<PeerCounters>,
+    limits: PeerLimits,
     shutdown: watch::Receiver<bool>,
 ) {
     let mut stop = shutdown.clone();
@@ -317,14 +330,20 @@ pub async fn accept(
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
+        let Some(slot) = PeerSlot::take(&counters.inbound, limits.connections_max) else {
+            counters.over_cap.fetch_add(1, Ordering::Relaxed);
+            debug!(%remote, "peer connection refused: peer_connections_max are open");
+            continue;
+        };
         let identity = identity.clone();
         let shards = shards.clone();
         let counters = counters.clone();
         let mut shutdown = shutdown.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             tokio::select! {
                 _ = shutdown.changed() => {}
-                result = serve_inbound(stream, &identity, &shards, &counters) => {
+                result = serve_inbound(stream, &identity, &shards, &counters, limits.handshake_timeout) => {
                     if let Err(reason) = result {
                         counters.rejected.fetch_add(1, Ordering::Relaxed);
                         warn!(%remote, %reason, "peer connection dropped");
@@ -340,10 +359,11 @@ async fn serve_inbound(
     identity: &Identity,
     shards: &[mpsc::Sender<ShardInput>],
     counters: &PeerCounters,
+    handshake_timeout: Duration,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
     let (from, shard) =
-        tokio::time::timeout(HELLO_TIMEOUT, hello_as_acceptor(&mut stream, identity))
+        tokio::time::timeout(handshake_timeout, hello_as_acceptor(&mut stream, identity))
             .await
             .map_err(|_| "no hello in time".to_string())??;
     let inputs = &shards[usize::from(shard)];

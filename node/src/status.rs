@@ -145,6 +145,31 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         c(&context.clients.protocol_errors),
     );
     counter(
+        "logless_client_auth_rejected_total",
+        "Failed logins (AUTH or HELLO AUTH).",
+        c(&context.clients.rejected_auth),
+    );
+    counter(
+        "logless_client_idle_disconnects_total",
+        "Client connections closed for being idle past timeout.",
+        c(&context.clients.idle_disconnects),
+    );
+    counter(
+        "logless_client_query_buffer_disconnects_total",
+        "Client connections closed for a pending request past client_query_buffer_limit.",
+        c(&context.clients.query_buffer_disconnects),
+    );
+    counter(
+        "logless_client_output_buffer_disconnects_total",
+        "Client connections closed for unread replies past client_output_buffer_limit.",
+        c(&context.clients.output_buffer_disconnects),
+    );
+    counter(
+        "logless_peer_connections_over_cap_total",
+        "Inbound peer connections closed at once because peer_connections_max were open.",
+        c(&context.peers.over_cap),
+    );
+    counter(
         "logless_peer_connections_rejected_total",
         "Peer connections rejected or broken by bad frames.",
         c(&context.peers.rejected),

@@ -1,4 +1,5 @@
-"""Shared fixtures: one local 3-replica logless cluster per pytest session.
+"""Shared fixtures: one local 3-replica logless cluster per pytest session, and one more with
+a password (`logless up --requirepass`) for the tests that ask for `secured`.
 
 The cluster is started with `logless up` on free loopback ports (probed by binding, never
 fixed), in a temporary data directory, and stopped with SIGTERM (SIGKILL after 10 s) when the
@@ -32,6 +33,8 @@ HTTP_OFFSET = 2000
 READY_TIMEOUT_S = 30
 STOP_GRACE_S = 10
 HOST = "127.0.0.1"
+# The password of the `secured` cluster.
+PASSWORD = "client-tests-pass"
 
 
 def logless_bin() -> Path:
@@ -101,7 +104,7 @@ class Cluster:
         return log_tails(self.data_dir)
 
 
-def _start(data_dir: Path) -> Cluster:
+def _start(data_dir: Path, password: str | None = None) -> Cluster:
     binary = logless_bin()
     if not os.access(binary, os.X_OK):
         pytest.exit(f"logless binary not found or not executable: {binary} (set LOGLESS_BIN)", 2)
@@ -115,6 +118,8 @@ def _start(data_dir: Path) -> Cluster:
             [str(binary), "up", "--port", str(base), "--dir", str(run_dir),
              "--replicas", str(REPLICAS), "--ready-timeout-s", str(READY_TIMEOUT_S)],
             stdin=subprocess.DEVNULL, stdout=up_log, stderr=subprocess.STDOUT,
+            # The password in the environment, not on the command line.
+            env=_environment(password),
             # Its own process group, so a SIGKILL fallback also reaches the replicas.
             start_new_session=True,
         )
@@ -137,6 +142,13 @@ def _start(data_dir: Path) -> Cluster:
     # Stop the session: every test needs the cluster, and pytest would retry the fixture
     # for each of them.
     pytest.exit(f"cannot start the cluster: {last_error}", returncode=3)
+
+
+def _environment(password: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "LOGLESS_REQUIREPASS"}
+    if password:
+        env["LOGLESS_REQUIREPASS"] = password
+    return env
 
 
 def _stop(cluster: Cluster) -> int | None:
@@ -182,16 +194,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.fixture(scope="session")
 def cluster(request):
     """The running cluster; `cluster.addresses` is [(host, port)] of the three replicas."""
+    yield from _session_cluster(request, None)
+
+
+@pytest.fixture(scope="session")
+def secured(request):
+    """A cluster whose clients must log in with `PASSWORD`."""
+    yield from _session_cluster(request, PASSWORD)
+
+
+def _session_cluster(request, password: str | None):
     data_dir = Path(tempfile.mkdtemp(prefix="logless-clients-"))
-    cluster = _start(data_dir)
+    cluster = _start(data_dir, password)
     yield cluster
     exited_early = cluster.process.poll()
     status = _stop(cluster)
     failures = request.config.stash.get(_FAILURES_KEY, 0)
     clean_stop = exited_early is None and status == 0
     if failures or not clean_stop or os.environ.get("LOGLESS_CLIENT_KEEP"):
-        request.config.stash[_TAILS_KEY] = (
-            f"data directory kept: {cluster.data_dir}\n{cluster.tails()}")
+        request.config.stash[_TAILS_KEY] = request.config.stash.get(_TAILS_KEY, "") + (
+            f"data directory kept: {cluster.data_dir}\n{cluster.tails()}\n")
     else:
         shutil.rmtree(data_dir, ignore_errors=True)
     assert exited_early is None, (

@@ -349,3 +349,101 @@ def test_fuzzed_requests(addresses, seeded):
     assert not failures, failures[:5]
     for i in range(3):
         assert_serves(addresses, seeded, attacked=i)
+
+
+# Authentication bypass attempts against the cluster with a password (`secured`): nothing
+# before AUTH runs, however it is sent, and nothing stored changes.
+
+NOAUTH = "-NOAUTH Authentication required."
+WRONGPASS = "-WRONGPASS invalid username-password pair or user is disabled."
+
+
+@pytest.fixture(scope="module")
+def guarded(secured):
+    """A key stored on the secured cluster before the attempts."""
+    from conftest import PASSWORD
+    key = f"bad-auth:{uuid.uuid4().hex}"
+    with Raw(secured.addresses[0]) as c:
+        assert c.command("AUTH", PASSWORD) == "OK"
+        assert c.command("SET", key, "kept") == "OK"
+    return {"key": key, "password": PASSWORD, "addresses": secured.addresses}
+
+
+def assert_guarded(guarded):
+    """Every replica still holds the key as it was, and serves a client that logs in."""
+    for addr in guarded["addresses"]:
+        with Raw(addr) as c:
+            assert c.command("GET", guarded["key"]) == NOAUTH
+            assert c.command("AUTH", guarded["password"]) == "OK"
+            assert c.command("GET", guarded["key"]) == b"kept"
+
+
+def test_commands_pipelined_before_auth_do_not_run(guarded):
+    key, password = guarded["key"], guarded["password"]
+    with Raw(guarded["addresses"][0]) as c:
+        c.send(encode("SET", key, "stolen") + encode("AUTH", password) + encode("GET", key))
+        assert c.reply() == NOAUTH
+        assert c.reply() == "OK"
+        assert c.reply() == b"kept"
+    assert_guarded(guarded)
+
+
+def test_inline_and_odd_auth_requests(guarded):
+    key, password = guarded["key"], guarded["password"]
+    with Raw(guarded["addresses"][1]) as c:
+        c.send(f"SET {key} stolen\r\n".encode())
+        assert c.reply() == NOAUTH
+        for attempt in [f'AUTH "{password} "\r\n', "AUTH \"\"\r\n", "auth default wrong\r\n",
+                        f"AUTH DEFAULT {password}\r\n", f"AUTH {password[:-1]}\r\n",
+                        f"AUTH {password}\x00\r\n"]:
+            c.send(attempt.encode())
+            assert c.reply() == WRONGPASS, attempt
+        assert c.command("AUTH", "x" * 100_000) == WRONGPASS
+        assert c.command("AUTH", "a", "b", "c").startswith("-ERR syntax error")
+        assert c.command("GET", key) == NOAUTH
+        c.send(f"aUtH {password}\r\n".encode())
+        assert c.reply() == "OK"
+        assert c.command("GET", key) == b"kept"
+    assert_guarded(guarded)
+
+
+def test_hello_with_wrong_credentials_changes_nothing(guarded):
+    key, password = guarded["key"], guarded["password"]
+    with Raw(guarded["addresses"][2]) as c:
+        assert c.command("HELLO", "3").startswith("-NOAUTH HELLO must be called")
+        assert c.command("HELLO", "3", "AUTH", "default", "wrong") == WRONGPASS
+        assert c.command("HELLO", "3", "AUTH", "nobody", password) == WRONGPASS
+        assert c.command("HELLO", "3", "SETNAME", "x", "AUTH", "default").startswith("-ERR")
+        c.send(encode("GET", key))
+        assert c.reply_bytes() == (NOAUTH + "\r\n").encode()  # still RESP2, still refused
+        reply = c.command("HELLO", "3", "AUTH", "default", password)
+        assert isinstance(reply, dict) and reply.get(b"proto") == 3, reply
+        assert c.command("GET", key) == b"kept"
+    assert_guarded(guarded)
+
+
+def test_multi_before_auth_queues_nothing(guarded):
+    key, password = guarded["key"], guarded["password"]
+    with Raw(guarded["addresses"][0]) as c:
+        assert c.command("MULTI") == NOAUTH
+        assert c.command("SET", key, "stolen") == NOAUTH
+        assert c.command("EXEC") == NOAUTH
+        assert c.command("AUTH", password) == "OK"
+        assert c.command("EXEC") == "-ERR EXEC without MULTI"
+        assert c.command("GET", key) == b"kept"
+    assert_guarded(guarded)
+
+
+def test_reset_logs_out_and_other_commands_stay_refused(guarded):
+    key, password = guarded["key"], guarded["password"]
+    with Raw(guarded["addresses"][1]) as c:
+        for args in [("CLIENT", "ID"), ("CONFIG", "GET", "*"), ("INFO",), ("ACL", "LIST"),
+                     ("ECHO", "x"), ("SELECT", "0"), ("NOSUCHCOMMAND",), ("DEL", key),
+                     ("COMMAND",), ("DBSIZE",)]:
+            assert c.command(*args) == NOAUTH, args
+        assert c.command("PING") == "PONG"
+        assert c.command("AUTH", password) == "OK"
+        assert c.command("RESET") == "RESET"
+        assert c.command("GET", key) == NOAUTH
+        assert c.command("QUIT") == "OK"
+    assert_guarded(guarded)

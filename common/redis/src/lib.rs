@@ -8,6 +8,7 @@
 //!   commands of `logless-commands` (or a command the node answers itself, or an error reply in
 //!   Redis's words), and [`table::reply_to_value`] maps register replies back to RESP values.
 //!   Each entry of the table owns its parser, so a command is described and parsed in one place.
+//! * [`acl`] is who a client is and what it may run: users, passwords, key patterns.
 //! * [`session`] is one connection's protocol state without I/O: it turns each request into a
 //!   reply, engine commands to submit, or a question for the node, and the engines' answers
 //!   into replies. Every error text logless answers is written here or in [`table`].
@@ -42,11 +43,18 @@
 //!
 //! Connection and server commands the node answers itself: `PING`, `ECHO`, `HELLO`, `AUTH`,
 //! `QUIT`, `RESET`, `SELECT`, `CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|KILL`,
-//! `COMMAND [COUNT|DOCS|INFO]`, `CONFIG GET|SET|RESETSTAT`, `INFO`, `TIME` and `DBSIZE`, and
-//! over this replica's copy of the keyspace `SCAN cursor [MATCH p] [COUNT n] [TYPE t]`,
-//! `KEYS`, `RANDOMKEY`, `FLUSHALL` and `FLUSHDB` (see [`table::admin`]). There are no passwords:
-//! `AUTH` behaves like Redis's default configuration (`AUTH default <anything>` passes, other
-//! users fail with `WRONGPASS`, `AUTH password` answers Redis's "no password configured" error).
+//! `COMMAND [COUNT|DOCS|INFO]`, `CONFIG GET|SET|RESETSTAT`, `INFO`, `TIME`, `DBSIZE` and
+//! `ACL WHOAMI|LIST|USERS|CAT`, and over this replica's copy of the keyspace
+//! `SCAN cursor [MATCH p] [COUNT n] [TYPE t]`, `KEYS`, `RANDOMKEY`, `FLUSHALL` and `FLUSHDB`
+//! (see [`table::admin`]).
+//!
+//! [`acl`] holds the node's users (`requirepass` is the default user's password): with a
+//! password set, a connection may run only `AUTH`, `HELLO`, `PING`, `QUIT` and `RESET` until
+//! `AUTH [user] password` or `HELLO 3 AUTH user password` logs it in; each user may be
+//! limited to key patterns and to commands that read. Without one, every connection is the
+//! default user, as in Redis's default configuration. Unlike Redis, `PING` answers before
+//! logging in (for health checks), and users are configured when a replica starts (no
+//! `ACL SETUSER`).
 //!
 //! # Differences from Redis
 //!
@@ -97,6 +105,7 @@
 /// GET, and any other pattern a Redis command takes. They live with the register commands,
 /// whose *SCAN matches with them too.
 pub use logless_commands::glob;
+pub mod acl;
 pub mod resp;
 pub mod session;
 pub mod table;

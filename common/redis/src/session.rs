@@ -30,6 +30,16 @@
 //! arguments at most `value_bytes_max` plus [`TRANSACTION_ROOM_BYTES`]. WATCH is refused (a
 //! transaction on one key needs none); UNWATCH answers OK.
 //!
+//! # Authentication
+//!
+//! A session checks every request against the node's users ([`crate::acl`], given with
+//! [`Session::with_acl`]). It starts logged in as `default` unless that user needs a password;
+//! until it logs in, every request but AUTH, HELLO, PING, QUIT and RESET is answered
+//! `NOAUTH` before it is even parsed. AUTH and `HELLO ... AUTH` log in (a failed one changes
+//! nothing and is counted, [`Session::auth_failures`]); RESET logs out to the initial user. A
+//! logged-in user's key patterns and access are checked on the parsed request: a refused one
+//! is answered `NOPERM`, and in a transaction it aborts EXEC like any refused command.
+//!
 //! # Seeds
 //!
 //! SPOP, SRANDMEMBER and HRANDFIELD choose at random, and every replica must choose the same:
@@ -47,13 +57,17 @@
 //! value over the limit (`ERR value exceeds the configured size limit`) and the connection
 //! goes on; only a bulk past the wire parser's own bound (which the node sets well
 //! above, see `ParseLimits`) breaks the protocol and closes the connection, as in Redis.
+use std::sync::{Arc, OnceLock};
+
 use bytes::Bytes;
 use logless_commands::command::{Command, CommandError, Reply};
 use logless_commands::KEY_BYTES_MAX;
 
+use crate::acl::{self, Acl, UserId};
 use crate::resp::{Protocol, ProtocolError, Value};
+use crate::table::admin::Admin;
 use crate::table::{
-    self, Combine, ExecShapes, Local, Parsed, ReplyShape, TRANSACTION_COMMANDS_MAX,
+    self, Combine, CommandSpec, ExecShapes, Local, Parsed, ReplyShape, TRANSACTION_COMMANDS_MAX,
 };
 
 /// The longest argument (and so value) a session accepts unless told otherwise
@@ -191,6 +205,12 @@ pub struct Session {
     value_bytes_max: usize,
     /// Requests handled so far; with the id, the seed of the next random choice.
     requests: u64,
+    /// The node's users.
+    acl: Arc<Acl>,
+    /// Who the connection is logged in as (none: it must log in first).
+    user: Option<UserId>,
+    /// Failed logins (AUTH or HELLO AUTH) so far.
+    auth_failures: u64,
 }
 
 impl Session {
@@ -205,7 +225,28 @@ impl Session {
             key_bytes_max: KEY_BYTES_MAX,
             value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
             requests: 0,
+            acl: open_acl(),
+            user: open_acl().initial_user(),
+            auth_failures: 0,
         }
+    }
+
+    /// The same session checking its commands against `acl`: it starts logged in as the
+    /// default user if that one takes any password, else it must log in (see [`crate::acl`]).
+    pub fn with_acl(mut self, acl: Arc<Acl>) -> Session {
+        self.user = acl.initial_user();
+        self.acl = acl;
+        self
+    }
+
+    /// The user the connection is logged in as, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.map(|id| self.acl.user(id).name.as_str())
+    }
+
+    /// How many logins (AUTH, HELLO AUTH) failed on this connection.
+    pub fn auth_failures(&self) -> u64 {
+        self.auth_failures
     }
 
     /// The same session with arguments held to `value_bytes_max` (the node's
@@ -248,9 +289,12 @@ impl Session {
     /// Decides what to do with one request (`args` non-empty, the command name first).
     pub fn handle(&mut self, args: &[Bytes]) -> Step {
         self.requests += 1;
+        if self.user.is_none() && !acl::allowed_before_auth(&args[0]) {
+            return Step::Reply(Value::Error(acl::NOAUTH.into()));
+        }
         let parsed = match self.argument_error(args) {
             Some(text) => Parsed::Error(text),
-            None => table::parse_command(args),
+            None => self.permitted(args, table::parse_command(args)),
         };
         if let Transaction::Queued(_) = self.transaction {
             return self.in_transaction(args, parsed);
@@ -279,6 +323,49 @@ impl Session {
             }
             Parsed::Local(local) => self.local(local),
             Parsed::Error(text) => Step::Reply(Value::Error(text)),
+        }
+    }
+
+    /// The parsed request, or NOPERM if the user may not run it on its keys.
+    fn permitted(&self, args: &[Bytes], parsed: Parsed) -> Parsed {
+        let (Some(user), Some(spec)) = (self.user, table::find_command(&args[0])) else {
+            return parsed;
+        };
+        let keys: Vec<&[u8]> = match &parsed {
+            Parsed::Single { key, .. } => vec![key],
+            Parsed::Multi { parts, .. } => parts.iter().map(|(key, _)| &key[..]).collect(),
+            // A command over the whole keyspace names every key: only a user who may access
+            // every key may run it (FLUSHALL would otherwise delete keys outside its patterns,
+            // and SCAN or KEYS show their names).
+            Parsed::Local(Local::Admin(
+                Admin::Scan(_) | Admin::Keys(_) | Admin::RandomKey | Admin::Flush,
+            )) if !self.acl.user(user).may_access_every_key() => {
+                return Parsed::Error(acl::NOPERM_KEY.to_owned());
+            }
+            Parsed::Local(_) | Parsed::Error(_) => Vec::new(),
+        };
+        match self
+            .acl
+            .check(user, spec, reads_only(spec, &parsed), keys.into_iter())
+        {
+            Ok(()) => parsed,
+            Err(text) => Parsed::Error(text),
+        }
+    }
+
+    /// Logs in as `user` (`default` if none) with `password`: whether it passed. A failed
+    /// login leaves the connection as it was, as in Redis.
+    fn log_in(&mut self, user: Option<&[u8]>, password: &[u8]) -> bool {
+        let name = user.unwrap_or(acl::DEFAULT_USER.as_bytes());
+        match self.acl.authenticate(name, password) {
+            Some(id) => {
+                self.user = Some(id);
+                true
+            }
+            None => {
+                self.auth_failures += 1;
+                false
+            }
         }
     }
 
@@ -456,8 +543,20 @@ impl Session {
                 auth,
                 setname,
             } => self.hello(protocol, auth, setname),
-            // There are no users: AUTH passes like Redis's default user without a password.
-            Local::Auth => simple("OK"),
+            Local::Auth { user: None, .. } if self.acl.default_takes_any_password() => {
+                Value::Error(acl::AUTH_WITHOUT_PASSWORD.into())
+            }
+            Local::Auth { user, password } => {
+                if self.log_in(user.as_deref(), &password) {
+                    simple("OK")
+                } else {
+                    Value::Error(acl::WRONGPASS.into())
+                }
+            }
+            Local::Acl(command) => match self.user {
+                Some(user) => self.acl.answer(user, &command),
+                None => Value::Error(acl::NOAUTH.into()),
+            },
             Local::Quit => {
                 self.closing = true;
                 simple("OK")
@@ -466,6 +565,7 @@ impl Session {
                 self.protocol = Protocol::Resp2;
                 self.name = None;
                 self.transaction = Transaction::None;
+                self.user = self.acl.initial_user();
                 simple("RESET")
             }
             Local::Select(0) => simple("OK"),
@@ -527,10 +627,12 @@ impl Session {
         auth: Option<(Bytes, Bytes)>,
         setname: Option<Bytes>,
     ) -> Value {
-        if auth.is_some_and(|(user, _)| &user[..] != b"default") {
-            return Value::Error(
-                "WRONGPASS invalid username-password pair or user is disabled.".into(),
-            );
+        match auth {
+            Some((user, password)) if !self.log_in(Some(&user), &password) => {
+                return Value::Error(acl::WRONGPASS.into());
+            }
+            None if self.user.is_none() => return Value::Error(acl::NOAUTH_HELLO.into()),
+            _ => {}
         }
         if let Some(protocol) = protocol {
             self.protocol = protocol;
@@ -556,6 +658,57 @@ impl Session {
             Protocol::Resp3 => 3,
         }
     }
+}
+
+/// Whether a request only reads, so that a read-only user may send it: a register command
+/// flagged `readonly`, an error (which runs nothing), or a connection command that changes
+/// nothing but the connection's own state. Anything else — writes, CONFIG, the ACL
+/// subcommands that show users, and any command added later until it is listed here — needs
+/// a user with every command.
+fn reads_only(spec: &CommandSpec, parsed: &Parsed) -> bool {
+    match parsed {
+        Parsed::Single { .. } | Parsed::Multi { .. } => spec.flags.contains(&"readonly"),
+        Parsed::Error(_) => true,
+        Parsed::Local(Local::Acl(command)) => !command.shows_users(),
+        Parsed::Local(local) => matches!(
+            local,
+            Local::Ping(_)
+                | Local::Echo(_)
+                | Local::Hello { .. }
+                | Local::Auth { .. }
+                | Local::Quit
+                | Local::Reset
+                | Local::Select(_)
+                | Local::ClientSetName(_)
+                | Local::ClientGetName
+                | Local::ClientSetInfo
+                | Local::ClientId
+                | Local::ClientInfo
+                | Local::Command
+                | Local::CommandCount
+                | Local::CommandDocs(_)
+                | Local::CommandInfo(_)
+                | Local::Info(_)
+                | Local::DbSize
+                | Local::Admin(
+                    Admin::Scan(_)
+                        | Admin::Keys(_)
+                        | Admin::RandomKey
+                        | Admin::Time
+                        | Admin::ClientList(_)
+                )
+                | Local::Multi
+                | Local::Exec
+                | Local::Discard
+                | Local::Unwatch
+        ),
+    }
+}
+
+/// The users of a node without passwords, shared by every session that is given no other.
+fn open_acl() -> Arc<Acl> {
+    static OPEN: OnceLock<Arc<Acl>> = OnceLock::new();
+    OPEN.get_or_init(|| Arc::new(Acl::open())).clone()
 }
 
 /// The error a client is told when its command got no result.

@@ -200,9 +200,15 @@ pub enum Local {
     Discard,
     /// UNWATCH: nothing is ever watched (WATCH is refused), so always OK.
     Unwatch,
-    /// `AUTH default <any password>`: there are no passwords, and the default user takes any
-    /// (answer OK). The other forms of AUTH are answered by the table with Redis's errors.
-    Auth,
+    /// `AUTH [username] password`: the session checks it against its users.
+    Auth {
+        /// The user name, if given (else `default`).
+        user: Option<Bytes>,
+        /// The password.
+        password: Bytes,
+    },
+    /// `ACL WHOAMI|LIST|USERS|CAT`, see [`crate::acl`].
+    Acl(crate::acl::AclCommand),
 }
 
 /// One command as `COMMAND INFO` describes it (Redis's conventions).
@@ -660,6 +666,16 @@ static TABLE: &[Entry] = &[
         NO_KEYS,
         parse_auth,
     ),
+    entry(
+        "acl",
+        -2,
+        &["sentinel"],
+        NO_KEYS,
+        |a| match crate::acl::parse_acl(a) {
+            Ok(command) => Parsed::Local(Local::Acl(command)),
+            Err(text) => Parsed::Error(text),
+        },
+    ),
 ];
 
 /// The longest command name in [`TABLE`], so that a name is lowercased on the stack.
@@ -1068,16 +1084,17 @@ fn parse_ping(args: &[Bytes]) -> Parsed {
     }
 }
 
-/// `AUTH [username] password` against Redis's default configuration: only the user `default`
-/// exists and it has no password.
+/// `AUTH [username] password`.
 fn parse_auth(args: &[Bytes]) -> Parsed {
-    match args.len() {
-        2 => error(
-            "ERR AUTH <password> called without any password configured for the default user. \
-             Are you sure your configuration is correct?",
-        ),
-        3 if &args[1][..] == b"default" => Parsed::Local(Local::Auth),
-        3 => error("WRONGPASS invalid username-password pair or user is disabled."),
+    match args {
+        [_, password] => Parsed::Local(Local::Auth {
+            user: None,
+            password: password.clone(),
+        }),
+        [_, user, password] => Parsed::Local(Local::Auth {
+            user: Some(user.clone()),
+            password: password.clone(),
+        }),
         _ => error(SYNTAX_ERROR),
     }
 }

@@ -10,35 +10,8 @@ use logless_redis::resp::{parse_request, write_value, ParseLimits, Protocol, Val
 use logless_redis::session::{Failure, NodeQuery, Queue, Session, Step, Transaction};
 use logless_redis::table::{Combine, ReplyShape, TRANSACTION_COMMANDS_MAX};
 
-fn args(words: &[&str]) -> Vec<Bytes> {
-    words
-        .iter()
-        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-        .collect()
-}
-
-fn handle(session: &mut Session, words: &[&str]) -> Step {
-    session.handle(&args(words))
-}
-
-fn reply(session: &mut Session, words: &[&str]) -> Value {
-    match handle(session, words) {
-        Step::Reply(value) => value,
-        other => panic!("{words:?} gave {other:?}, not a reply"),
-    }
-}
-
-fn error(text: &str) -> Value {
-    Value::Error(text.to_owned())
-}
-
-fn simple(text: &str) -> Value {
-    Value::Simple(text.to_owned())
-}
-
-fn bulk(text: &str) -> Value {
-    Value::Bulk(Bytes::copy_from_slice(text.as_bytes()))
-}
+mod common;
+use common::{args, bulk, error, handle, reply, simple};
 
 /// The bytes a value is written as in `protocol`.
 fn written(value: &Value, protocol: Protocol) -> Vec<u8> {

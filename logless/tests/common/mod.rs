@@ -1,6 +1,6 @@
 //! Real replica processes on free loopback ports, for the integration tests.
 #![allow(dead_code)]
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -21,6 +21,8 @@ pub struct Replica {
 /// A cluster of replica processes.
 pub struct Cluster {
     pub replicas: Vec<Replica>,
+    /// The password clients log in with, if the replicas require one.
+    pub password: Option<String>,
     _root: tempfile::TempDir,
 }
 
@@ -32,6 +34,16 @@ impl Cluster {
 
     /// The same with `extra_args` after the usual flags of every replica.
     pub fn start_with(n: usize, durability: &str, extra_args: &[&str]) -> Cluster {
+        Cluster::start_as(n, durability, extra_args, None)
+    }
+
+    /// The same for replicas whose clients log in with `password` (which `extra_args` set).
+    pub fn start_as(
+        n: usize,
+        durability: &str,
+        extra_args: &[&str],
+        password: Option<&str>,
+    ) -> Cluster {
         let root = tempfile::tempdir().expect("temp dir");
         let n = u16::try_from(n).expect("replicas");
         let base =
@@ -47,6 +59,7 @@ impl Cluster {
             .collect();
         let mut cluster = Cluster {
             replicas,
+            password: password.map(str::to_owned),
             _root: root,
         };
         for i in 0..usize::from(n) {
@@ -80,8 +93,7 @@ impl Cluster {
 
     /// A connection to replica `i` with bounded waits.
     pub fn connect(&self, i: usize) -> redis::Connection {
-        let client = redis::Client::open(format!("redis://{}/", self.replicas[i].spec.client))
-            .expect("client");
+        let client = redis::Client::open(self.url(self.replicas[i].spec.client)).expect("client");
         let con = client
             .get_connection_with_timeout(Duration::from_secs(5))
             .expect("connect");
@@ -102,7 +114,7 @@ impl Cluster {
             let client = r.spec.client;
             loop {
                 let ok = TcpStream::connect_timeout(&client, Duration::from_millis(200)).is_ok()
-                    && redis::Client::open(format!("redis://{client}/"))
+                    && redis::Client::open(self.url(client))
                         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
                         .and_then(|mut con| {
                             con.set_read_timeout(Some(Duration::from_secs(2)))?;
@@ -126,9 +138,26 @@ impl Cluster {
         }
     }
 
+    /// The client URL of the replica serving at `client`, with the password if any.
+    pub fn url(&self, client: SocketAddr) -> String {
+        match &self.password {
+            Some(password) => format!("redis://:{password}@{client}/"),
+            None => format!("redis://{client}/"),
+        }
+    }
+
     pub fn log_tail(&self, i: usize) -> String {
         log_tail(&self.replicas[i].spec.log)
     }
+}
+
+/// A figure of a replica's `/metrics`.
+pub fn metric(addr: SocketAddr, name: &str) -> u64 {
+    let (_, body) =
+        logless_harness::probe::http_get(addr, "/metrics", Duration::from_secs(5)).unwrap();
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{body}"))
 }
 
 pub fn log_tail(path: &Path) -> String {
