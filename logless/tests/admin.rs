@@ -171,8 +171,17 @@ fn config_time_client_and_refusals() {
         assert_eq!(config_get(&mut con, "logless-thrifty-reads"), shown);
         assert_eq!(con.get::<_, String>("big").unwrap().len(), 200);
     }
-    let err = config_set(&mut con, &["logless-shards", "4"]).unwrap_err();
-    assert!(err.to_string().contains("immutable"), "{err}");
+    for name in ["logless-shards", "timeout", "client-query-buffer-limit"] {
+        let err = config_set(&mut con, &[name, "4"]).unwrap_err();
+        assert!(err.to_string().contains("immutable"), "{name}: {err}");
+    }
+    // Each parameter is shown once, the client limits with their real values.
+    let timeouts: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("timeout")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(timeouts, ["timeout", "0"]);
     let ok: String = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query(&mut con)

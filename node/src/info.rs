@@ -128,6 +128,11 @@ fn config_change(name: &[u8], value: &[u8], context: &NodeContext) -> Result<Cha
         b"logless-thrifty-reads" => parse_bool(name, value).map(Change::ThriftyReads),
         b"logless-thrifty-writes" => parse_bool(name, value).map(Change::ThriftyWrites),
         b"databases" => Err(bad_config_value(name, "can't set immutable config")),
+        b"timeout" | b"client-query-buffer-limit" => Err(bad_config_value(
+            name,
+            "can't set immutable config (the client limits come from the configuration file \
+             and flags, and apply to connections from their start)",
+        )),
         n if n.starts_with(b"logless-")
             && config_values(context)
                 .iter()

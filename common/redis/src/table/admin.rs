@@ -196,7 +196,6 @@ pub const IGNORED_CONFIG: &[(&str, &str)] = &[
     ("stream-node-max-bytes", "4096"),
     ("stream-node-max-entries", "100"),
     ("tcp-keepalive", "300"),
-    ("timeout", "0"),
     ("zset-max-listpack-entries", "128"),
     ("zset-max-listpack-value", "64"),
     ("zset-max-ziplist-entries", "128"),
