@@ -1,40 +1,45 @@
-//! `logless bench compare`: the comparison with etcd and redis-server (bench/experiments, see its
-//! COMPARE.md). The harness lives in its own binary, `logless-compare`, so that the `logless`
-//! binary does not carry the plotting libraries; this command runs it from beside this
-//! executable, or builds and runs it with cargo in a source checkout.
+//! `logless bench compare` (the comparison with etcd and redis-server, bench/experiments, see its
+//! COMPARE.md) and `logless bench space` (memory per key, restart time, churn). Each harness
+//! lives in its own binary, `logless-compare` and `logless-space`, so that the `logless` binary
+//! does not carry the plotting libraries; this command runs it from beside this executable, or
+//! builds and runs it with cargo in a source checkout.
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// The benchmark: `compare`.
+    /// The benchmark: `compare` or `space`.
     pub which: String,
-    /// Its options (`--quick`, `--out DIR`, `--systems …`; `compare --help` lists them).
+    /// Its options (`--quick`, `--out DIR`, …; `compare --help` and `space --help` list them).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
 }
 
 pub fn bench(args: &BenchArgs) -> ExitCode {
-    if args.which != "compare" {
-        eprintln!("error: the only benchmark is `compare`");
-        return ExitCode::from(2);
-    }
+    let binary = match args.which.as_str() {
+        "compare" => "logless-compare",
+        "space" => "logless-space",
+        other => {
+            eprintln!("error: no benchmark {other:?}: the benchmarks are `compare` and `space`");
+            return ExitCode::from(2);
+        }
+    };
     let sibling = std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("logless-compare")));
+        .and_then(|exe| exe.parent().map(|dir| dir.join(binary)));
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let status = match sibling.filter(|p| p.exists()) {
-        Some(compare) => Command::new(compare).args(&args.args).status(),
+        Some(program) => Command::new(program).args(&args.args).status(),
         None if workspace.join("Cargo.toml").exists() => Command::new("cargo")
             .current_dir(&workspace)
             .args(["run", "--release", "--locked", "-p", "logless-bench"])
-            .args(["--bin", "logless-compare", "--"])
+            .args(["--bin", binary, "--"])
             .args(&args.args)
             .status(),
         None => {
             eprintln!(
-                "error: logless-compare is not installed beside logless; build it with \
-                 `cargo build --release -p logless-bench --bin logless-compare`"
+                "error: {binary} is not installed beside logless; build it with \
+                 `cargo build --release -p logless-bench --bin {binary}`"
             );
             return ExitCode::FAILURE;
         }
@@ -43,7 +48,7 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
         Ok(s) if s.success() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("error: cannot run the comparison: {e}");
+            eprintln!("error: cannot run {binary}: {e}");
             ExitCode::FAILURE
         }
     }

@@ -7,6 +7,10 @@
 //! * `logless bench compare` (module [`compare`], also the `compare` binary here): logless
 //!   against etcd and redis-server in the experiments of the RMWPaxos paper (§7, Figures 3–6),
 //!   driven by the Go load generator in `bench/loadgen`.
+//! * `logless bench space` (module [`space`], the `logless-space` binary): memory and store
+//!   bytes per key against redis-server, restart time, and whether expiring keys give their
+//!   space back round after round.
 pub mod compare;
 pub mod plot;
+pub mod space;
 pub mod storage;

@@ -75,6 +75,21 @@ pub fn tree_ticks(processes: &[ProcStat], roots: &[u32]) -> u64 {
     total
 }
 
+/// The processes descending from `root` now (not `root` itself), children before their own
+/// children.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let processes = all_processes();
+    let mut found = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for p in processes.iter().filter(|p| p.ppid == parent) {
+            found.push(p.pid);
+            frontier.push(p.pid);
+        }
+    }
+    found
+}
+
 /// The CPU seconds used so far by the running processes `roots` and their descendants.
 pub fn tree_seconds(roots: &[u32]) -> f64 {
     tree_ticks(&all_processes(), roots) as f64 / TICKS_PER_SECOND

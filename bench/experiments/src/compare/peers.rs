@@ -340,6 +340,11 @@ impl Running {
         super::cpu::tree_seconds(&roots)
     }
 
+    /// The process ids of the programs started (each under `timeout`, see [`Proc::pid`]).
+    pub fn pids(&self) -> Vec<u32> {
+        self.procs.iter().map(Proc::pid).collect()
+    }
+
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
         self.data.path()
