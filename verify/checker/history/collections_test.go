@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"sort"
 	"strings"
 	"testing"
 
@@ -254,12 +255,9 @@ func generateCollections(seed int64) []string {
 			now = ret + int64(rng.Intn(20))
 		}
 	}
+	// Apply in linearization order: by the chosen instant.
 	order := rng.Perm(len(ops))
-	for i := 1; i < len(order); i++ {
-		for j := i; j > 0 && ops[order[j]].at < ops[order[j-1]].at; j-- {
-			order[j], order[j-1] = order[j-1], order[j]
-		}
-	}
+	sort.SliceStable(order, func(a, b int) bool { return ops[order[a]].at < ops[order[b]].at })
 	state := map[string]State{}
 	lines := make([]string, len(ops))
 	for _, i := range order {
@@ -334,6 +332,19 @@ func TestGeneratedCollectionHistoryPassesAndCorruptedOnesFail(t *testing.T) {
 		}
 		if v := verdict(t, mutated...); v.Result != porcupine.Illegal {
 			t.Errorf("%s passed: %+v", what, v)
+		}
+	}
+}
+
+func TestBadTransactionRecordsAreRefused(t *testing.T) {
+	for _, line := range []string{
+		`{"client":1,"key":"k","cmd":["INCR","k"],"queued":[["INCR","k"]],"call":0,"return":1,"outcome":"unknown"}`,
+		`{"client":1,"key":"k","cmd":["MULTI","k"],"call":0,"return":1,"outcome":"unknown"}`,
+		`{"client":1,"key":"k","cmd":["MULTI","k"],"queued":[["INCR","j"]],"call":0,"return":1,"outcome":"unknown"}`,
+		`{"client":1,"key":"k","cmd":["MULTI","k"],"queued":[["INCR","k"]],"output":{"type":"items","value":[{"type":"float"}]},"call":0,"return":1,"outcome":"ok"}`,
+	} {
+		if _, _, err := Read(strings.NewReader(line), Clock{}); err == nil {
+			t.Errorf("accepted: %s", line)
 		}
 	}
 }
