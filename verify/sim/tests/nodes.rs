@@ -491,14 +491,23 @@ fn porcupine_bad_keys(text: &str, prefix: &str) -> BTreeSet<String> {
 /// the same keys, which must be some).
 #[test]
 fn the_two_checkers_agree_on_expiry_histories() {
+    let cases = (0..20).map(|seed| {
+        let legal = random_expiry_history(seed);
+        let bad = corrupted(legal.clone(), seed);
+        (seed, legal, bad)
+    });
+    assert_checkers_agree(cases, 10);
+}
+
+/// Both checkers accept every legal history of `cases` (seed, legal, bad) and reject the same
+/// keys of the bad ones, at least `min_bad` of them.
+fn assert_checkers_agree(cases: impl IntoIterator<Item = (u64, History, History)>, min_bad: usize) {
     let mut lines = String::new();
     let mut rust_bad = BTreeSet::new();
-    for seed in 0..20 {
-        let legal = random_expiry_history(seed);
+    for (seed, legal, bad) in cases {
         let verdict = check(&legal, 1_000_000);
         assert!(verdict.is_linearizable(), "seed {seed}: {verdict:?}");
         lines += &legal.to_checker_lines(&format!("legal{seed}/")).unwrap();
-        let bad = corrupted(legal, seed);
         let verdict = check(&bad, 1_000_000);
         assert!(verdict.inconclusive.is_empty(), "seed {seed}");
         for v in verdict.violations {
@@ -521,7 +530,7 @@ fn the_two_checkers_agree_on_expiry_histories() {
         "both checkers reject the same {} corrupted keys",
         rust_bad.len()
     );
-    assert!(rust_bad.len() >= 10);
+    assert!(rust_bad.len() >= min_bad, "{rust_bad:?}");
 }
 
 /// Runs the Porcupine checker (`verify/checker/`) on `lines` and returns its exit code and output.
@@ -739,60 +748,39 @@ fn wrong_collection_reply(reply: &Reply) -> Reply {
     }
 }
 
+/// `history` with one acknowledged reply per key made wrong ([`wrong_collection_reply`]).
+fn with_wrong_replies(mut history: History, seed: u64) -> History {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let keys: BTreeSet<Key> = history.operations.iter().map(|o| o.key.clone()).collect();
+    for key in keys {
+        let acknowledged: Vec<usize> = (0..history.operations.len())
+            .filter(|&i| history.operations[i].key == key)
+            .filter(|&i| matches!(history.operations[i].outcome, Outcome::Ok(_)))
+            .collect();
+        let i = acknowledged[rng.random_range(0..acknowledged.len())];
+        let Outcome::Ok(reply) = &history.operations[i].outcome else {
+            unreachable!("acknowledged")
+        };
+        history.operations[i].outcome = Outcome::Ok(wrong_collection_reply(reply));
+    }
+    history
+}
+
 /// Both checkers reject the same keys of collection histories with one acknowledged reply made
 /// wrong per key (a lost list element, a stale hash, a transaction half applied), and accept
 /// the histories as they were.
 #[test]
 fn both_checkers_catch_wrong_collection_replies() {
-    let mut lines = String::new();
-    let mut rust_bad = BTreeSet::new();
-    for seed in 0..6 {
+    let cases = (0..6).map(|seed| {
         let mut config = NodeSimConfig::new(3, seed, Durability::Mmap);
         config.keys = 0;
         config.expiring_keys = 0;
         config.collection_keys = 6;
         let mut cluster = NodeCluster::new(config);
         cluster.run();
-        let mut history = cluster.history().clone();
-        assert!(check(&history, 1_000_000).is_linearizable(), "seed {seed}");
-        lines += &history.to_checker_lines(&format!("legal{seed}/")).unwrap();
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let mut keys: Vec<Key> = history.operations.iter().map(|o| o.key.clone()).collect();
-        keys.dedup();
-        keys.sort();
-        keys.dedup();
-        for key in keys {
-            let acknowledged: Vec<usize> = (0..history.operations.len())
-                .filter(|&i| history.operations[i].key == key)
-                .filter(|&i| matches!(history.operations[i].outcome, Outcome::Ok(_)))
-                .collect();
-            let i = acknowledged[rng.random_range(0..acknowledged.len())];
-            let Outcome::Ok(reply) = &history.operations[i].outcome else {
-                unreachable!("acknowledged")
-            };
-            history.operations[i].outcome = Outcome::Ok(wrong_collection_reply(reply));
-        }
-        let verdict = check(&history, 1_000_000);
-        assert!(verdict.inconclusive.is_empty(), "seed {seed}");
-        for v in verdict.violations {
-            rust_bad.insert(format!(
-                "{seed}/{}",
-                String::from_utf8_lossy(v.key.as_bytes())
-            ));
-        }
-        lines += &history.to_checker_lines(&format!("bad{seed}/")).unwrap();
-    }
-    let (code, text) = porcupine(&lines);
-    assert_eq!(code, Some(1), "{text}");
-    assert_eq!(
-        porcupine_bad_keys(&text, "legal"),
-        BTreeSet::new(),
-        "{text}"
-    );
-    assert_eq!(porcupine_bad_keys(&text, "bad"), rust_bad);
-    println!(
-        "both checkers reject the same {} corrupted keys",
-        rust_bad.len()
-    );
-    assert!(rust_bad.len() >= 20, "{rust_bad:?}");
+        let legal = cluster.history().clone();
+        let bad = with_wrong_replies(legal.clone(), seed);
+        (seed, legal, bad)
+    });
+    assert_checkers_agree(cases, 20);
 }
