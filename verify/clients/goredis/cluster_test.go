@@ -129,7 +129,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	c, err := start(bin, dir)
+	// A port taken between the probe and the bind: try other ports.
+	var c *cluster
+	for attempt := 0; attempt < 3; attempt++ {
+		run := filepath.Join(dir, fmt.Sprintf("run-%d", attempt))
+		if err = os.Mkdir(run, 0o755); err == nil {
+			c, err = start(bin, run)
+		}
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "in use") {
+			break
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cannot start the cluster:", err)
 		os.Exit(3)
