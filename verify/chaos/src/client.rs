@@ -158,10 +158,45 @@ impl Connection {
     pub async fn request(&mut self, args: &[String]) -> Result<Reply, RequestError> {
         self.output.clear();
         encode_request(args, &mut self.output);
+        self.send().await?;
+        self.reply().await
+    }
+
+    /// Sends MULTI, the queued commands and EXEC in one write and returns EXEC's reply (no
+    /// timeout: wrap it in one). MULTI must answer OK and each command QUEUED.
+    pub async fn transaction(&mut self, queued: &[Vec<String>]) -> Result<Reply, RequestError> {
+        self.output.clear();
+        encode_request(&["MULTI".to_string()], &mut self.output);
+        for args in queued {
+            encode_request(args, &mut self.output);
+        }
+        encode_request(&["EXEC".to_string()], &mut self.output);
+        self.send().await?;
+        let mut unexpected = None;
+        for expected in std::iter::once("OK").chain(queued.iter().map(|_| "QUEUED")) {
+            match self.reply().await? {
+                Reply::Simple(s) if s == expected => {}
+                other => {
+                    unexpected.get_or_insert(format!("{other:?} where {expected} was due"));
+                }
+            }
+        }
+        let exec = self.reply().await?;
+        match unexpected {
+            None => Ok(exec),
+            Some(why) => Err(RequestError::Bad(BadReply(why))),
+        }
+    }
+
+    async fn send(&mut self) -> Result<(), RequestError> {
         self.stream
             .write_all(&self.output)
             .await
-            .map_err(RequestError::Io)?;
+            .map_err(RequestError::Io)
+    }
+
+    /// Waits for the next reply.
+    async fn reply(&mut self) -> Result<Reply, RequestError> {
         loop {
             if let Some((reply, used)) = parse_reply(&self.input).map_err(RequestError::Bad)? {
                 self.input.drain(..used);

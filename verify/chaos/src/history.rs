@@ -74,8 +74,11 @@ pub enum Output {
     Int(i64),
     /// A bulk string.
     Bulk(String),
-    /// An array of strings, sorted (the model's sets are sorted).
+    /// An array of strings, in the order the server sent them (SMEMBERS's sorted, as the
+    /// model's sets are).
     Array(Vec<String>),
+    /// A transaction's replies, one per queued command (EXEC).
+    Items(Vec<Output>),
     /// An error reply the model knows (WRONGTYPE, ERR not an integer, ...).
     Error(String),
 }
@@ -93,7 +96,30 @@ pub enum Outcome {
 
 /// How the runner classifies a reply.
 pub fn classify(reply: &Reply) -> Result<Outcome, String> {
-    let output = match reply {
+    match reply {
+        Reply::Error(e) if e.starts_with("TRYAGAIN") => Ok(Outcome::Fail),
+        Reply::Error(e) if e.starts_with("UNCERTAIN") => Ok(Outcome::Unknown),
+        _ => output(reply).map(Outcome::Ok),
+    }
+}
+
+/// How the runner classifies EXEC's reply: each queued command's reply in its place.
+pub fn classify_exec(reply: &Reply) -> Result<Outcome, String> {
+    match reply {
+        Reply::Array(items) => {
+            let items = items.iter().map(output).collect::<Result<_, _>>()?;
+            Ok(Outcome::Ok(Output::Items(items)))
+        }
+        other => match classify(other)? {
+            Outcome::Ok(o) => Err(format!("EXEC answered {o:?}")),
+            outcome => Ok(outcome),
+        },
+    }
+}
+
+/// A reply as the model's output.
+fn output(reply: &Reply) -> Result<Output, String> {
+    Ok(match reply {
         Reply::Simple(s) if s == "OK" => Output::Ok,
         Reply::Simple(s) => Output::Bulk(s.clone()),
         Reply::Nil => Output::Nil,
@@ -107,14 +133,11 @@ pub fn classify(reply: &Reply) -> Result<Outcome, String> {
                     other => return Err(format!("array element {other:?}")),
                 }
             }
-            members.sort();
             Output::Array(members)
         }
         Reply::Error(e) => {
             let word = e.split(' ').next().unwrap_or_default();
             match word {
-                "TRYAGAIN" => return Ok(Outcome::Fail),
-                "UNCERTAIN" => return Ok(Outcome::Unknown),
                 "WRONGTYPE" => Output::Error(e.clone()),
                 "ERR" if e.contains("not an integer") || e.contains("overflow") => {
                     Output::Error(e.clone())
@@ -122,8 +145,24 @@ pub fn classify(reply: &Reply) -> Result<Outcome, String> {
                 _ => return Err(format!("unexpected error reply {e:?}")),
             }
         }
-    };
-    Ok(Outcome::Ok(output))
+    })
+}
+
+impl Output {
+    /// The output in the checker's format.
+    fn to_json(&self) -> Value {
+        match self {
+            Output::Ok => json!({"type": "ok"}),
+            Output::Nil => json!({"type": "nil"}),
+            Output::Int(n) => json!({"type": "int", "value": n}),
+            Output::Bulk(s) => json!({"type": "bulk", "value": s}),
+            Output::Array(a) => json!({"type": "array", "value": a}),
+            Output::Items(items) => {
+                json!({"type": "items", "value": items.iter().map(Output::to_json).collect::<Vec<_>>()})
+            }
+            Output::Error(e) => json!({"type": "error", "value": e}),
+        }
+    }
 }
 
 /// One operation of one client.
@@ -131,8 +170,10 @@ pub fn classify(reply: &Reply) -> Result<Outcome, String> {
 pub struct Op {
     /// The client id (one operation in flight per id).
     pub client: u64,
-    /// The command, key at index 1.
+    /// The command, key at index 1; `["MULTI", key]` for a transaction.
     pub cmd: Vec<String>,
+    /// A transaction's commands, all on the key (empty for any other command).
+    pub queued: Vec<Vec<String>>,
     /// When it was sent.
     pub call: u64,
     /// When its reply arrived, or when the client gave up.
@@ -217,15 +258,11 @@ impl Op {
         if self.names_an_instant() {
             line["epoch_ms"] = json!(epoch_ms);
         }
+        if !self.queued.is_empty() {
+            line["queued"] = json!(self.queued);
+        }
         if let Outcome::Ok(output) = &self.outcome {
-            line["output"] = match output {
-                Output::Ok => json!({"type": "ok"}),
-                Output::Nil => json!({"type": "nil"}),
-                Output::Int(n) => json!({"type": "int", "value": n}),
-                Output::Bulk(s) => json!({"type": "bulk", "value": s}),
-                Output::Array(a) => json!({"type": "array", "value": a}),
-                Output::Error(e) => json!({"type": "error", "value": e}),
-            };
+            line["output"] = output.to_json();
         }
         line
     }
@@ -400,6 +437,7 @@ mod tests {
             outcome: Outcome::Ok(Output::Int(6)),
             final_read: false,
             stamp: None,
+            queued: Vec::new(),
         };
         assert_eq!(
             op.to_json(0),
@@ -408,10 +446,30 @@ mod tests {
         );
         let unknown = Op {
             outcome: Outcome::Unknown,
-            ..op
+            ..op.clone()
         };
         assert!(unknown.to_json(0).get("output").is_none());
         assert_eq!(unknown.to_json(0)["outcome"], "unknown");
+        let tx = Op {
+            cmd: vec!["MULTI".into(), "h1".into()],
+            queued: vec![
+                vec!["HINCRBY".into(), "h1".into(), "n".into(), "1".into()],
+                vec!["HGETALL".into(), "h1".into()],
+            ],
+            outcome: Outcome::Ok(Output::Items(vec![
+                Output::Int(1),
+                Output::Array(vec!["n".into(), "1".into()]),
+            ])),
+            ..op
+        };
+        assert_eq!(
+            tx.to_json(0),
+            json!({"client":3,"key":"h1","cmd":["MULTI","h1"],
+                   "queued":[["HINCRBY","h1","n","1"],["HGETALL","h1"]],
+                   "output":{"type":"items","value":[{"type":"int","value":1},
+                                                     {"type":"array","value":["n","1"]}]},
+                   "call":123456,"return":123789,"outcome":"ok"})
+        );
     }
 
     #[test]
@@ -427,6 +485,7 @@ mod tests {
             outcome: Outcome::Ok(Output::Nil),
             final_read,
             stamp: None,
+            queued: Vec::new(),
         };
         history.push(op(&["GET", "r1"], false));
         history.push(op(&["SET", "r1", "v"], false));
@@ -449,8 +508,30 @@ mod tests {
                 Reply::Bulk("b".into()),
                 Reply::Bulk("a".into())
             ])),
-            Outcome::Ok(Output::Array(vec!["a".into(), "b".into()]))
+            Outcome::Ok(Output::Array(vec!["b".into(), "a".into()]))
         );
+        let exec = Reply::Array(vec![
+            Reply::Int(1),
+            Reply::Error(
+                "WRONGTYPE Operation against a key holding the wrong kind of value".into(),
+            ),
+            Reply::Array(vec![Reply::Bulk("x".into())]),
+        ]);
+        assert_eq!(
+            classify_exec(&exec).unwrap(),
+            Outcome::Ok(Output::Items(vec![
+                Output::Int(1),
+                Output::Error(
+                    "WRONGTYPE Operation against a key holding the wrong kind of value".into()
+                ),
+                Output::Array(vec!["x".into()]),
+            ]))
+        );
+        assert_eq!(
+            classify_exec(&Reply::Error("UNCERTAIN x".into())).unwrap(),
+            Outcome::Unknown
+        );
+        assert!(classify_exec(&Reply::Error("EXECABORT x".into())).is_err());
         assert!(classify(&Reply::Error("ERR max number of clients".into())).is_err());
     }
 
@@ -462,6 +543,7 @@ mod tests {
             ret: 2,
             outcome,
             final_read: false,
+            queued: Vec::new(),
             stamp: Some(StampWindow {
                 lo_ms: call_ms - 5,
                 call_ms,

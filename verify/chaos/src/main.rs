@@ -78,8 +78,11 @@ struct RunArgs {
     #[arg(long, default_value_t = 16)]
     keys: usize,
     /// Key kinds, comma-separated: counter, register, set, expiring (registers with times to
-    /// live), lock (fencing locks with leases).
-    #[arg(long, default_value = "counter,register,set,expiring,lock")]
+    /// live), lock (fencing locks with leases), hash, list, zset (with single-key transactions).
+    #[arg(
+        long,
+        default_value = "counter,register,set,expiring,lock,hash,list,zset"
+    )]
     key_kinds: String,
     /// Operations per key before it is retired for a fresh one.
     #[arg(long, default_value_t = 200)]

@@ -4,9 +4,12 @@
 //! Keys come in five kinds, by the first letter of their name: counters (`c…`: INCR, INCRBY,
 //! GET), registers (`r…`: SET, SET NX, GET, DEL, DELEX IFEQ), sets (`s…`: SADD, SREM,
 //! SMEMBERS, SCARD), expiring registers (`e…`: SET with PX, PXAT, KEEPTTL or none, PEXPIRE,
-//! PERSIST, GET, EXISTS, PTTL) and fencing locks (`l…`: LOCK.ACQUIRE, LOCK.RELEASE). The last
-//! two carry times to live and leases of [`TTL_MS`], short enough that keys expire and leases
-//! run out while the run goes on. A key takes at most `ops_per_key` operations,
+//! PERSIST, GET, EXISTS, PTTL), fencing locks (`l…`: LOCK.ACQUIRE, LOCK.RELEASE), hashes
+//! (`h…`: HSET, HINCRBY, HGET, HGETALL, HDEL), lists (`q…`: LPUSH, RPUSH, LPOP, RPOP, LRANGE,
+//! LLEN) and sorted sets (`z…`: ZADD, ZINCRBY, ZSCORE, ZRANGE, ZREM); on the last three one
+//! operation in [`TRANSACTION_ONE_IN`] is a MULTI ... EXEC of two of the key's commands. Expiring
+//! registers and locks carry times to live and leases of [`TTL_MS`], short enough that keys
+//! expire and leases run out while the run goes on. A key takes at most `ops_per_key` operations,
 //! `unknowns_per_key` operations of unknown outcome and [`KEY_CLIENTS_MAX`] client ids, then it
 //! is retired and a fresh key takes its place, which keeps every key's history small enough for
 //! the checker.
@@ -22,7 +25,7 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
 use crate::client::{Connection, RequestError};
-use crate::history::{classify, unix_ms, Clock, History, Op, Outcome, Output};
+use crate::history::{classify, classify_exec, unix_ms, Clock, History, Op, Outcome, Output};
 use crate::stamps::Pauses;
 
 /// The most client ids that operate on one key.
@@ -32,6 +35,17 @@ pub const KEY_CLIENTS_MAX: usize = 16;
 /// that keys expire while clients still use them (a key takes some 50 operations a second),
 /// long enough that most are read back live first.
 pub const TTL_MS: (u64, u64) = (20, 300);
+
+/// One operation in this many on a hash, list or sorted set is a transaction.
+pub const TRANSACTION_ONE_IN: u32 = 8;
+
+/// The fields of a hash the workload writes strings to, and those it counts in: few, so that
+/// commands on one field meet.
+const HASH_TEXT_FIELDS: [&str; 2] = ["t0", "t1"];
+const HASH_COUNTER_FIELDS: [&str; 2] = ["n0", "n1"];
+
+/// The members of a sorted set.
+const ZSET_MEMBERS: [&str; 4] = ["m0", "m1", "m2", "m3"];
 
 /// The owners that compete for one lock: enough that a holder seldom renews its own lease
 /// before it runs out, few enough that it sometimes does.
@@ -57,7 +71,25 @@ pub enum KeyKind {
     Expiring,
     /// LOCK.ACQUIRE with short leases, LOCK.RELEASE.
     Lock,
+    /// HSET, HINCRBY, HGET, HGETALL, HDEL, and transactions of two of them.
+    Hash,
+    /// LPUSH, RPUSH, LPOP, RPOP, LRANGE, LLEN, and transactions of two of them.
+    List,
+    /// ZADD, ZINCRBY, ZSCORE, ZRANGE WITHSCORES, ZREM, and transactions of two of them.
+    ZSet,
 }
+
+/// Every kind, in the order the summary lists them.
+const KINDS: [KeyKind; 8] = [
+    KeyKind::Counter,
+    KeyKind::Register,
+    KeyKind::Set,
+    KeyKind::Expiring,
+    KeyKind::Lock,
+    KeyKind::Hash,
+    KeyKind::List,
+    KeyKind::ZSet,
+];
 
 impl KeyKind {
     /// The kind of key `name`.
@@ -68,6 +100,9 @@ impl KeyKind {
             b's' => Some(KeyKind::Set),
             b'e' => Some(KeyKind::Expiring),
             b'l' => Some(KeyKind::Lock),
+            b'h' => Some(KeyKind::Hash),
+            b'q' => Some(KeyKind::List),
+            b'z' => Some(KeyKind::ZSet),
             _ => None,
         }
     }
@@ -79,6 +114,9 @@ impl KeyKind {
             KeyKind::Set => 's',
             KeyKind::Expiring => 'e',
             KeyKind::Lock => 'l',
+            KeyKind::Hash => 'h',
+            KeyKind::List => 'q',
+            KeyKind::ZSet => 'z',
         }
     }
 
@@ -90,27 +128,29 @@ impl KeyKind {
             KeyKind::Set => "set",
             KeyKind::Expiring => "expiring",
             KeyKind::Lock => "lock",
+            KeyKind::Hash => "hash",
+            KeyKind::List => "list",
+            KeyKind::ZSet => "zset",
         }
     }
 
     /// Parses a kind's [`KeyKind::name`].
     pub fn parse(s: &str) -> Result<KeyKind, String> {
-        [
-            KeyKind::Counter,
-            KeyKind::Register,
-            KeyKind::Set,
-            KeyKind::Expiring,
-            KeyKind::Lock,
-        ]
-        .into_iter()
-        .find(|k| k.name() == s)
-        .ok_or_else(|| format!("unknown key kind {s:?} (counter, register, set, expiring, lock)"))
+        KINDS.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = KINDS.iter().map(|k| k.name()).collect();
+            format!("unknown key kind {s:?} ({})", names.join(", "))
+        })
     }
 
     /// Whether the key's commands look at the clock (times to live, leases): their operations
     /// carry stamp windows.
     pub fn is_timed(self) -> bool {
         matches!(self, KeyKind::Expiring | KeyKind::Lock)
+    }
+
+    /// Whether the key holds a hash, list or sorted set (whose operations may be transactions).
+    pub fn is_collection(self) -> bool {
+        matches!(self, KeyKind::Hash | KeyKind::List | KeyKind::ZSet)
     }
 }
 
@@ -356,6 +396,55 @@ fn command(
                 args(&["PTTL", key])
             }
         }
+        KeyKind::Hash => {
+            let text = *HASH_TEXT_FIELDS.choose(rng).expect("fields");
+            let counter = *HASH_COUNTER_FIELDS.choose(rng).expect("fields");
+            if roll < 0.25 {
+                args(&["HSET", key, text, unique])
+            } else if roll < 0.50 {
+                let by = rng.random_range(1..=3).to_string();
+                args(&["HINCRBY", key, counter, &by])
+            } else if roll < 0.70 {
+                args(&["HGET", key, if roll < 0.6 { text } else { counter }])
+            } else if roll < 0.92 {
+                args(&["HGETALL", key])
+            } else {
+                args(&["HDEL", key, if roll < 0.96 { text } else { counter }])
+            }
+        }
+        // Pops about as often as pushes, so that lists stay short and both ends are used.
+        KeyKind::List => {
+            if roll < 0.25 {
+                args(&["RPUSH", key, unique])
+            } else if roll < 0.40 {
+                args(&["LPUSH", key, unique])
+            } else if roll < 0.55 {
+                args(&["LPOP", key])
+            } else if roll < 0.70 {
+                args(&["RPOP", key])
+            } else if roll < 0.95 {
+                args(&["LRANGE", key, "0", "-1"])
+            } else {
+                args(&["LLEN", key])
+            }
+        }
+        // Whole-number scores, which the checker models exactly.
+        KeyKind::ZSet => {
+            let member = *ZSET_MEMBERS.choose(rng).expect("members");
+            if roll < 0.20 {
+                let score = rng.random_range(0..=20).to_string();
+                args(&["ZADD", key, &score, member])
+            } else if roll < 0.45 {
+                let by = rng.random_range(-3..=3).to_string();
+                args(&["ZINCRBY", key, &by, member])
+            } else if roll < 0.65 {
+                args(&["ZSCORE", key, member])
+            } else if roll < 0.92 {
+                args(&["ZRANGE", key, "0", "-1", "WITHSCORES"])
+            } else {
+                args(&["ZREM", key, member])
+            }
+        }
         // Many owners and few releases: a holder seldom renews or releases its lease before it
         // runs out, so leases are taken over as well as handed on.
         KeyKind::Lock => {
@@ -370,6 +459,27 @@ fn command(
             }
         }
     }
+}
+
+/// A transaction on `key`, one time in [`TRANSACTION_ONE_IN`] on a hash, list or sorted set:
+/// two of the key's commands, the first of them a write, so that a transaction seen half
+/// applied, or a read inside it that misses the write before it, shows.
+fn transaction(key: &str, unique: &str, rng: &mut SmallRng) -> Option<Vec<Vec<String>>> {
+    let kind = KeyKind::of(key).expect("a workload key");
+    if !kind.is_collection() || !rng.random_ratio(1, TRANSACTION_ONE_IN) {
+        return None;
+    }
+    let write = loop {
+        let cmd = command(key, None, unique, 0, rng);
+        if !matches!(
+            cmd[0].as_str(),
+            "HGET" | "HGETALL" | "LRANGE" | "LLEN" | "ZSCORE" | "ZRANGE"
+        ) {
+            break cmd;
+        }
+    };
+    let second = command(key, None, &format!("{unique}+"), 0, rng);
+    Some(vec![write, second])
 }
 
 /// What an answered operation teaches about its key's likely values or members.
@@ -507,34 +617,57 @@ impl Workload {
         self.addrs[i % self.addrs.len()]
     }
 
-    /// Runs one operation on `connection` and records it. Returns its outcome; `Unknown` means
-    /// the connection must not be used again.
+    /// Runs one operation on `connection` and records it: `cmd`, or with `queued` commands a
+    /// transaction of them (`cmd` is then `["MULTI", key]`). Returns its outcome; `Unknown`
+    /// means the connection must not be used again.
     pub async fn run_op(
         &self,
         connection: &mut Connection,
         client: u64,
         cmd: Vec<String>,
+        queued: Vec<Vec<String>>,
         final_read: bool,
     ) -> Outcome {
         let call = self.clock.now();
         // The wall clock just before the command leaves and just after its reply arrives: the
         // replicas stamp with this clock (see `crate::stamps`).
         let call_ms = self.clock.wall_ms();
-        let result = tokio::time::timeout(self.config.op_timeout, connection.request(&cmd)).await;
+        let result = if queued.is_empty() {
+            tokio::time::timeout(self.config.op_timeout, connection.request(&cmd)).await
+        } else {
+            tokio::time::timeout(self.config.op_timeout, connection.transaction(&queued)).await
+        };
         let ret_ms = self.clock.wall_ms();
         let ret = self.clock.now();
-        let outcome = match result {
+        let what = || {
+            if queued.is_empty() {
+                format!("{cmd:?}")
+            } else {
+                format!("MULTI {queued:?}")
+            }
+        };
+        let mut outcome = match result {
             Err(_) => Outcome::Unknown,
             Ok(Err(RequestError::Io(_) | RequestError::Closed)) => Outcome::Unknown,
             Ok(Err(e @ RequestError::Bad(_))) => {
-                self.odd(format!("{cmd:?}: {e}"));
+                self.odd(format!("{}: {e}", what()));
                 Outcome::Unknown
             }
-            Ok(Ok(reply)) => classify(&reply).unwrap_or_else(|why| {
-                self.odd(format!("{cmd:?}: {why}"));
+            Ok(Ok(reply)) => if queued.is_empty() {
+                classify(&reply)
+            } else {
+                classify_exec(&reply)
+            }
+            .unwrap_or_else(|why| {
+                self.odd(format!("{}: {why}", what()));
                 Outcome::Unknown
             }),
         };
+        // The model's sets are sorted; logless sends SMEMBERS in byte order already, Redis in
+        // any order.
+        if let (Outcome::Ok(Output::Array(members)), "SMEMBERS") = (&mut outcome, cmd[0].as_str()) {
+            members.sort();
+        }
         let timed = KeyKind::of(&cmd[1]).is_some_and(KeyKind::is_timed);
         let stamp = timed.then(|| {
             let node = self.node_of(connection.addr());
@@ -545,6 +678,7 @@ impl Workload {
         let op = Op {
             client,
             cmd,
+            queued,
             call,
             ret,
             outcome: outcome.clone(),
@@ -598,8 +732,14 @@ impl Workload {
             let (key, hint) = self.keys.choose(client, &mut rng);
             seq += 1;
             let unique = format!("{index}.{seq}");
-            let cmd = command(&key, hint.as_deref(), &unique, unix_ms(), &mut rng);
-            let outcome = self.run_op(conn, client, cmd.clone(), false).await;
+            let (cmd, queued) = match transaction(&key, &unique, &mut rng) {
+                Some(queued) => (args(&["MULTI", &key]), queued),
+                None => (
+                    command(&key, hint.as_deref(), &unique, unix_ms(), &mut rng),
+                    Vec::new(),
+                ),
+            };
+            let outcome = self.run_op(conn, client, cmd.clone(), queued, false).await;
             match &outcome {
                 Outcome::Ok(output) => self.keys.note(&key, false, hint_from(&cmd, output)),
                 Outcome::Fail => {
@@ -619,8 +759,8 @@ impl Workload {
         }
     }
 
-    /// Reads every key once more (GET, SMEMBERS, or for a lock an acquisition by a new owner,
-    /// which tells its fence; recorded in the history), through the replicas in turn,
+    /// Reads every key once more (GET, SMEMBERS, HGETALL, LRANGE, ZRANGE, or for a lock an
+    /// acquisition by a new owner, which tells its fence; recorded in the history), through the replicas in turn,
     /// retrying until an answer arrives or `timeout` passes. Returns the keys that could not be
     /// read.
     pub async fn final_reads(&self, timeout: Duration) -> Vec<String> {
@@ -633,6 +773,9 @@ impl Workload {
             let read = match KeyKind::of(&key) {
                 Some(KeyKind::Set) => args(&["SMEMBERS", &key]),
                 Some(KeyKind::Lock) => args(&["LOCK.ACQUIRE", &key, FINAL_OWNER, &lease]),
+                Some(KeyKind::Hash) => args(&["HGETALL", &key]),
+                Some(KeyKind::List) => args(&["LRANGE", &key, "0", "-1"]),
+                Some(KeyKind::ZSet) => args(&["ZRANGE", &key, "0", "-1", "WITHSCORES"]),
                 _ => args(&["GET", &key]),
             };
             let mut done = false;
@@ -644,7 +787,10 @@ impl Workload {
                     }
                     continue;
                 };
-                match self.run_op(conn, client, read.clone(), true).await {
+                match self
+                    .run_op(conn, client, read.clone(), Vec::new(), true)
+                    .await
+                {
                     Outcome::Ok(_) => done = true,
                     Outcome::Fail => tokio::time::sleep(Duration::from_millis(50)).await,
                     Outcome::Unknown => {
@@ -740,24 +886,18 @@ mod tests {
 
     #[test]
     fn key_kinds_parse_by_name() {
-        for kind in [
-            KeyKind::Counter,
-            KeyKind::Register,
-            KeyKind::Set,
-            KeyKind::Expiring,
-            KeyKind::Lock,
-        ] {
+        for kind in KINDS {
             assert_eq!(KeyKind::parse(kind.name()), Ok(kind));
             assert_eq!(KeyKind::of(&format!("{}7", kind.prefix())), Some(kind));
         }
-        assert!(KeyKind::parse("hash").is_err());
+        assert!(KeyKind::parse("stream").is_err());
     }
 
     #[test]
     fn commands_match_their_key_kind() {
         let mut rng = SmallRng::seed_from_u64(2);
         let mut names = BTreeSet::new();
-        for key in ["c1", "r2", "s3", "e4", "l5"] {
+        for key in ["c1", "r2", "s3", "e4", "l5", "h6", "q7", "z8"] {
             for _ in 0..1000 {
                 let cmd = command(key, Some("o2"), "u", 1_000_000, &mut rng);
                 assert_eq!(cmd[1], key);
@@ -767,6 +907,9 @@ mod tests {
                     KeyKind::Set => &["SADD", "SREM", "SMEMBERS", "SCARD"],
                     KeyKind::Expiring => &["SET", "PEXPIRE", "PERSIST", "GET", "EXISTS", "PTTL"],
                     KeyKind::Lock => &["LOCK.ACQUIRE", "LOCK.RELEASE"],
+                    KeyKind::Hash => &["HSET", "HINCRBY", "HGET", "HGETALL", "HDEL"],
+                    KeyKind::List => &["LPUSH", "RPUSH", "LPOP", "RPOP", "LRANGE", "LLEN"],
+                    KeyKind::ZSet => &["ZADD", "ZINCRBY", "ZSCORE", "ZRANGE", "ZREM"],
                 };
                 assert!(allowed.contains(&cmd[0].as_str()), "{cmd:?}");
                 names.insert(match cmd[0].as_str() {
@@ -793,9 +936,33 @@ mod tests {
         }
     }
 
+    #[test]
+    fn transactions_come_only_on_collections_and_start_with_a_write() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        for key in ["c1", "r2", "s3", "e4", "l5"] {
+            assert!((0..200).all(|_| transaction(key, "u", &mut rng).is_none()));
+        }
+        for key in ["h6", "q7", "z8"] {
+            let all: Vec<_> = (0..800)
+                .filter_map(|_| transaction(key, "u", &mut rng))
+                .collect();
+            assert!((50..150).contains(&all.len()), "{key}: {}", all.len());
+            for queued in all {
+                assert_eq!(queued.len(), 2);
+                assert!(queued.iter().all(|cmd| cmd[1] == key));
+                assert!(
+                    !["HGET", "HGETALL", "LRANGE", "LLEN", "ZSCORE", "ZRANGE"]
+                        .contains(&queued[0][0].as_str()),
+                    "{queued:?}"
+                );
+            }
+        }
+    }
+
     fn op(cmd: &[&str], call: u64, ret: u64, output: Output, final_read: bool) -> Op {
         Op {
             client: 1,
+            queued: Vec::new(),
             cmd: args(cmd),
             call,
             ret,

@@ -22,6 +22,7 @@ type Op struct {
 	after  int64  // ns: (P)EXPIRE's time or LOCK.ACQUIRE's lease, after the stamp
 	at     int64  // ns: SET EXAT/PXAT's instant in the history's time base
 	nx, xx bool   // (P)EXPIRE's options
+	queued []Op   // MULTI: the transaction's commands (transaction.go)
 
 	// What the record says about time, from which Check computes Stamp and Horizon.
 	skew             int64 // ns
@@ -91,6 +92,8 @@ func parseOp(args []string, epochMs *int64) (Op, error) {
 			return op, fmt.Errorf("LOCK.ACQUIRE lease %s is not modelled (1 to 2^39 ms)", op.rest[1])
 		}
 		op.owner, op.after = op.rest[0], lease*ms
+	case "MULTI":
+		return op, fmt.Errorf("a transaction's commands go in queued, and cannot hold MULTI")
 	default:
 		if _, _, err := apply(State{}, op.name, op.rest); err != nil {
 			return op, err
@@ -108,6 +111,9 @@ func Step(s State, op *Op, out *Output) []State {
 
 // appendStep appends Step's states, unmerged, to dst.
 func appendStep(dst []State, s State, op *Op, out *Output) []State {
+	if op.name == "MULTI" {
+		return appendTransaction(dst, s, op, out)
+	}
 	var all [4]branch
 	for _, b := range branches(&all, s, op) {
 		dst = b.take(dst, s, op, out)

@@ -32,6 +32,8 @@ type Record struct {
 	StampHi optional `json:"stamp_hi"`
 	SkewMs  optional `json:"skew_ms"`
 	EpochMs optional `json:"epoch_ms"`
+	// Queued is a transaction's commands (cmd is ["MULTI", key]).
+	Queued [][]string `json:"queued"`
 }
 
 // optional is an integer field that may be missing. Unlike a *int64 it costs no allocation
@@ -111,6 +113,18 @@ func parseOutput(raw json.RawMessage) (Output, error) {
 		if err := json.Unmarshal(o.Value, &out.Array); err != nil {
 			return Output{}, fmt.Errorf("array value: %w", err)
 		}
+	case "items":
+		var items []json.RawMessage
+		if err := json.Unmarshal(o.Value, &items); err != nil {
+			return Output{}, fmt.Errorf("items value: %w", err)
+		}
+		out.Items = make([]Output, len(items))
+		for i, item := range items {
+			var err error
+			if out.Items[i], err = parseOutput(item); err != nil {
+				return Output{}, fmt.Errorf("item %d: %w", i, err)
+			}
+		}
 	default:
 		return Output{}, fmt.Errorf("unknown output type %q", o.Type)
 	}
@@ -148,7 +162,16 @@ func Read(r io.Reader, clock Clock) ([]porcupine.Operation, Counts, error) {
 		if epoch == nil && clock.HasEpoch {
 			epoch = &clock.EpochMs
 		}
-		in, err := parseOp(rec.Cmd, epoch)
+		var in Op
+		var err error
+		switch {
+		case strings.EqualFold(rec.Cmd[0], "MULTI"):
+			in, err = parseTransaction(rec.Cmd, rec.Queued, epoch)
+		case rec.Queued != nil:
+			err = fmt.Errorf("queued belongs to a MULTI record")
+		default:
+			in, err = parseOp(rec.Cmd, epoch)
+		}
 		if err != nil {
 			return nil, counts, fmt.Errorf("line %d: %w", line, err)
 		}
@@ -310,7 +333,7 @@ var Model = porcupine.Model{
 	Hash:  func(state interface{}) uint64 { return state.(*alternatives).hash },
 	DescribeOperation: func(in, out interface{}) string {
 		op := in.(*Op)
-		args := strings.Join(op.Args, " ")
+		args := op.text()
 		stamp := fmt.Sprintf(" @[%s, %s]", millis(op.Stamp.Lo), millis(op.Stamp.Hi))
 		if _, any := out.(unknown); any {
 			return args + " -> ?" + stamp
@@ -334,6 +357,12 @@ func describe(s State) string {
 		text = fmt.Sprintf("%q", s.Str)
 	case Set:
 		text = fmt.Sprintf("set%q", members(s))
+	case Hash:
+		text = fmt.Sprintf("hash%q", unpack(s.Str))
+	case List:
+		text = fmt.Sprintf("list%q", unpack(s.Str))
+	case ZSet:
+		text = fmt.Sprintf("zset%q", unpack(s.Str))
 	case Lock:
 		text = fmt.Sprintf("lock(owner=%q, fence=%d", s.Owner, s.Fence)
 		if s.Owner != "" && s.LeaseLo != Beyond {

@@ -31,6 +31,9 @@ const (
 	String
 	Set
 	Lock
+	Hash
+	List
+	ZSet
 )
 
 // ms is a millisecond in the history's time unit (nanoseconds). Stamps and deadlines are whole
@@ -46,13 +49,14 @@ const Beyond = int64(math.MaxInt64)
 const timeMaxMs = int64(1) << 39
 
 // State is one key's value. It is a comparable struct so that Porcupine can compare states
-// with ==: a set is its sorted members joined by NUL, an integer is its decimal string.
+// with ==: a set is its sorted members joined by NUL, an integer is its decimal string, a
+// hash, list or sorted set is packed (collection.go).
 type State struct {
 	Kind    Kind
-	Str     string // String: the value; Set: sorted members joined by "\x00"
+	Str     string // String: the value; Set: sorted members joined by "\x00"; Hash, List, ZSet: packed
 	Owner   string // Lock: the holder ("" when free)
 	Fence   int64  // the token of the key's latest lock acquisition; DEL, SET and expiry keep it
-	Members int    // Set: the member count
+	Members int    // Set, Hash, List, ZSet: the member, field or element count
 	// HasTTL: the key has a time to live, and its deadline lies in [TTLLo, TTLHi] (ns, the
 	// history's time base).
 	HasTTL       bool
@@ -69,10 +73,11 @@ type Window struct {
 
 // Output is a reply as recorded in the history.
 type Output struct {
-	Type  string   `json:"type"` // ok, nil, int, bulk, array, error
+	Type  string   `json:"type"` // ok, nil, int, bulk, array, items, error
 	Int   int64    `json:"-"`
 	Str   string   `json:"-"`
 	Array []string `json:"-"`
+	Items []Output `json:"-"` // items: replies of any type (EXEC's, HMGET's)
 }
 
 func (o Output) String() string {
@@ -83,6 +88,12 @@ func (o Output) String() string {
 		return strconv.Quote(o.Str)
 	case "array":
 		return fmt.Sprintf("%q", o.Array)
+	case "items":
+		texts := make([]string, len(o.Items))
+		for i, item := range o.Items {
+			texts[i] = item.String()
+		}
+		return "[" + strings.Join(texts, ", ") + "]"
 	case "error":
 		return "(error) " + o.Str
 	default:
@@ -114,6 +125,16 @@ func Same(a, b Output) bool {
 		}
 		for i := range a.Array {
 			if a.Array[i] != b.Array[i] {
+				return false
+			}
+		}
+		return true
+	case "items":
+		if len(a.Items) != len(b.Items) {
+			return false
+		}
+		for i := range a.Items {
+			if !Same(a.Items[i], b.Items[i]) {
 				return false
 			}
 		}
@@ -264,6 +285,15 @@ func apply(s State, name string, rest []string) (Output, State, error) {
 			return intReply(1), State{Kind: Lock, Fence: s.Fence}, nil
 		}
 		return intReply(0), s, nil
+	case "HSET", "HSETNX", "HGET", "HMGET", "HDEL", "HEXISTS", "HSTRLEN", "HLEN", "HKEYS",
+		"HVALS", "HGETALL", "HINCRBY":
+		return hashCommand(s, name, rest)
+	case "LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "LPOP", "RPOP", "LLEN", "LRANGE", "LTRIM",
+		"LINDEX", "LSET", "LREM":
+		return listCommand(s, name, rest)
+	case "ZADD", "ZREM", "ZSCORE", "ZMSCORE", "ZINCRBY", "ZCARD", "ZRANK", "ZREVRANK", "ZRANGE",
+		"ZPOPMIN", "ZPOPMAX":
+		return zsetCommand(s, name, rest)
 	}
 	return Output{}, s, fmt.Errorf("command %s is not modelled", name)
 }

@@ -5,7 +5,11 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use logless_commands::command::{Command, Condition, ExpireKind, Expiry, Reply};
+use logless_commands::command::{
+    Command, Condition, ExpireKind, Expiry, HashCmd, ListCmd, ListEnd, Reply, ZRange, ZRangeBy,
+    ZSetCmd,
+};
+use logless_commands::float::Float;
 use logless_rmw::ids::Key;
 
 /// How an operation ended, as the client saw it.
@@ -94,7 +98,8 @@ impl History {
 }
 
 /// The Redis argument array of a command on `key`, for the commands the Porcupine checker
-/// models (`verify/checker/README.md`); `None` for the others.
+/// models (`verify/checker/README.md`); `None` for the others. A transaction's record is
+/// `["MULTI", key]` with its commands in `queued` ([`queued_args`]).
 pub fn redis_args(key: &str, command: &Command) -> Option<Vec<String>> {
     let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
     let mut args = vec![String::new(), key.to_string()];
@@ -179,10 +184,206 @@ pub fn redis_args(key: &str, command: &Command) -> Option<Vec<String>> {
             args.push(text(owner));
             "LOCK.RELEASE"
         }
+        Command::Hash(hash) => hash_args(&mut args, hash)?,
+        Command::List(list) => list_args(&mut args, list)?,
+        Command::ZSet(zset) => zset_args(&mut args, zset)?,
+        Command::Transaction(_) => "MULTI",
         _ => return None,
     };
     args[0] = name.into();
     Some(args)
+}
+
+/// A transaction's commands as the Porcupine checker's `queued`; `None` for any other command
+/// (or one holding a command the checker does not model).
+pub fn queued_args(key: &str, command: &Command) -> Option<Vec<Vec<String>>> {
+    match command {
+        Command::Transaction(queued) => queued.iter().map(|c| redis_args(key, c)).collect(),
+        _ => None,
+    }
+}
+
+fn lossy(b: &Bytes) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A score the checker models: a whole number within 2^53, as its decimal text.
+fn whole(score: Float) -> Option<String> {
+    let v = score.get();
+    (v.fract() == 0.0 && v.abs() <= 9_007_199_254_740_992.0).then(|| format!("{}", v as i64))
+}
+
+fn hash_args(args: &mut Vec<String>, command: &HashCmd) -> Option<&'static str> {
+    Some(match command {
+        HashCmd::HSet(pairs) => {
+            for (field, value) in pairs {
+                args.extend([lossy(field), lossy(value)]);
+            }
+            "HSET"
+        }
+        HashCmd::HIncrBy { field, delta } => {
+            args.extend([lossy(field), delta.to_string()]);
+            "HINCRBY"
+        }
+        HashCmd::HDel(fields) => {
+            args.extend(fields.iter().map(lossy));
+            "HDEL"
+        }
+        HashCmd::HGet(field) => {
+            args.push(lossy(field));
+            "HGET"
+        }
+        HashCmd::HMGet(fields) => {
+            args.extend(fields.iter().map(lossy));
+            "HMGET"
+        }
+        HashCmd::HExists(field) => {
+            args.push(lossy(field));
+            "HEXISTS"
+        }
+        HashCmd::HLen => "HLEN",
+        HashCmd::HKeys => "HKEYS",
+        HashCmd::HVals => "HVALS",
+        HashCmd::HGetAll => "HGETALL",
+        _ => return None,
+    })
+}
+
+fn list_args(args: &mut Vec<String>, command: &ListCmd) -> Option<&'static str> {
+    let left = |end: &ListEnd| matches!(end, ListEnd::Left);
+    Some(match command {
+        ListCmd::Push {
+            end,
+            values,
+            only_if_exists,
+        } => {
+            args.extend(values.iter().map(lossy));
+            match (left(end), only_if_exists) {
+                (true, false) => "LPUSH",
+                (false, false) => "RPUSH",
+                (true, true) => "LPUSHX",
+                (false, true) => "RPUSHX",
+            }
+        }
+        ListCmd::Pop { end, count } => {
+            args.extend(count.map(|c| c.to_string()));
+            if left(end) {
+                "LPOP"
+            } else {
+                "RPOP"
+            }
+        }
+        ListCmd::Len => "LLEN",
+        ListCmd::Range { start, stop } => {
+            args.extend([start.to_string(), stop.to_string()]);
+            "LRANGE"
+        }
+        ListCmd::Index(index) => {
+            args.push(index.to_string());
+            "LINDEX"
+        }
+        _ => return None,
+    })
+}
+
+fn zset_args(args: &mut Vec<String>, command: &ZSetCmd) -> Option<&'static str> {
+    Some(match command {
+        ZSetCmd::Add { members, flags } => {
+            for (flag, word) in [
+                (flags.nx, "NX"),
+                (flags.xx, "XX"),
+                (flags.gt, "GT"),
+                (flags.lt, "LT"),
+                (flags.ch, "CH"),
+                (flags.incr, "INCR"),
+            ] {
+                if flag {
+                    args.push(word.into());
+                }
+            }
+            for (score, member) in members {
+                args.extend([whole(*score)?, lossy(member)]);
+            }
+            "ZADD"
+        }
+        ZSetCmd::IncrBy { delta, member } => {
+            args.extend([whole(*delta)?, lossy(member)]);
+            "ZINCRBY"
+        }
+        ZSetCmd::Rem(members) => {
+            args.extend(members.iter().map(lossy));
+            "ZREM"
+        }
+        ZSetCmd::Score(member) => {
+            args.push(lossy(member));
+            "ZSCORE"
+        }
+        ZSetCmd::Card => "ZCARD",
+        ZSetCmd::Range(ZRange {
+            by: ZRangeBy::Index { start, stop },
+            rev,
+            limit: None,
+            with_scores,
+        }) => {
+            args.extend([start.to_string(), stop.to_string()]);
+            if *rev {
+                args.push("REV".into());
+            }
+            if *with_scores {
+                args.push("WITHSCORES".into());
+            }
+            "ZRANGE"
+        }
+        _ => return None,
+    })
+}
+
+/// A reply as the checker's output (JSON) to `command`: arrays in the order sent, except
+/// SMEMBERS's, sorted as the model's sets are; doubles as their text; RESP3's maps and pairs
+/// flattened as RESP2 sends them; a transaction's replies as `items`, each to its command.
+fn output_json(command: &Command, reply: &Reply) -> String {
+    let quoted = |text: &str| serde_json::to_string(text).expect("a string serialises");
+    let array = |items: Vec<String>| {
+        let items = serde_json::to_string(&items).expect("strings serialise");
+        format!(r#"{{"type":"array","value":{items}}}"#)
+    };
+    // An element of a flattened map or pairs: a string or a double.
+    let element = |r: &Reply| match r {
+        Reply::Bulk(b) => lossy(b),
+        Reply::Double(f) => lossy(&f.text()),
+        other => format!("{other:?}"),
+    };
+    match reply {
+        Reply::Ok => r#"{"type":"ok"}"#.to_string(),
+        Reply::Nil | Reply::NilArray => r#"{"type":"nil"}"#.to_string(),
+        Reply::Int(n) => format!(r#"{{"type":"int","value":{n}}}"#),
+        Reply::Bulk(b) => format!(r#"{{"type":"bulk","value":{}}}"#, quoted(&lossy(b))),
+        Reply::Double(f) => format!(r#"{{"type":"bulk","value":{}}}"#, quoted(&lossy(&f.text()))),
+        Reply::Status(s) => format!(r#"{{"type":"bulk","value":{}}}"#, quoted(s)),
+        Reply::Array(items) => {
+            let mut members: Vec<String> = items.iter().map(lossy).collect();
+            if matches!(command, Command::SMembers) {
+                members.sort();
+            }
+            array(members)
+        }
+        Reply::Map(pairs) | Reply::Pairs(pairs) => array(
+            pairs
+                .iter()
+                .flat_map(|(a, b)| [element(a), element(b)])
+                .collect(),
+        ),
+        Reply::Items(items) => {
+            let texts: Vec<String> = match command {
+                Command::Transaction(queued) => (queued.iter().zip(items))
+                    .map(|(c, r)| output_json(c, r))
+                    .collect(),
+                _ => items.iter().map(|r| output_json(command, r)).collect(),
+            };
+            format!(r#"{{"type":"items","value":[{}]}}"#, texts.join(","))
+        }
+        Reply::Error(e) => format!(r#"{{"type":"error","value":{}}}"#, quoted(&e.to_string())),
+    }
 }
 
 impl History {
@@ -210,9 +411,19 @@ impl History {
                 Outcome::Unknown => "unknown",
             };
             let cmd = serde_json::to_string(&cmd).expect("strings serialise");
+            let queued = match queued_args(&key, &op.command) {
+                Some(queued) => format!(
+                    r#","queued":{}"#,
+                    serde_json::to_string(&queued).expect("strings serialise")
+                ),
+                None if matches!(op.command, Command::Transaction(_)) => {
+                    return Err(format!("the checker does not model {:?}", op.command))
+                }
+                None => String::new(),
+            };
             let _ = write!(
                 lines,
-                r#"{{"client":{},"key":{},"cmd":{cmd},"call":{call_ns},"return":{return_ns},"outcome":"{outcome}""#,
+                r#"{{"client":{},"key":{},"cmd":{cmd}{queued},"call":{call_ns},"return":{return_ns},"outcome":"{outcome}""#,
                 op.client,
                 quoted(&key),
             );
@@ -229,33 +440,7 @@ impl History {
                 }
             }
             if let Outcome::Ok(reply) = &op.outcome {
-                let output = match reply {
-                    Reply::Ok => r#"{"type":"ok"}"#.to_string(),
-                    Reply::Nil => r#"{"type":"nil"}"#.to_string(),
-                    Reply::Int(n) => format!(r#"{{"type":"int","value":{n}}}"#),
-                    Reply::Bulk(b) => format!(
-                        r#"{{"type":"bulk","value":{}}}"#,
-                        quoted(&String::from_utf8_lossy(b))
-                    ),
-                    Reply::Status(s) => format!(r#"{{"type":"bulk","value":{}}}"#, quoted(s)),
-                    Reply::Array(items) => {
-                        let mut members: Vec<String> = items
-                            .iter()
-                            .map(|b| String::from_utf8_lossy(b).into_owned())
-                            .collect();
-                        members.sort();
-                        let members = serde_json::to_string(&members).expect("strings serialise");
-                        format!(r#"{{"type":"array","value":{members}}}"#)
-                    }
-                    Reply::Error(e) => {
-                        format!(r#"{{"type":"error","value":{}}}"#, quoted(&e.to_string()))
-                    }
-                    // The simulated workloads issue no data-type commands yet.
-                    other => format!(
-                        r#"{{"type":"other","value":{}}}"#,
-                        quoted(&format!("{other:?}"))
-                    ),
-                };
+                let output = output_json(&op.command, reply);
                 let _ = write!(lines, r#","output":{output}"#);
             }
             lines.push_str("}\n");

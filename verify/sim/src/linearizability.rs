@@ -156,6 +156,13 @@ pub fn modelled(command: &Command, epoch_ms: u64) -> Result<(), String> {
         Command::LockAcquire { lease_ms, .. } if !near(*lease_ms) => {
             return Err("the lease is out of the modelled range".into())
         }
+        // A transaction is one command on the register: the model applies it whole, as the
+        // replicas do, so it knows it if it knows each of its commands.
+        Command::Transaction(queued) => {
+            for command in queued {
+                modelled(command, epoch_ms)?;
+            }
+        }
         _ => {}
     }
     Ok(())

@@ -491,14 +491,23 @@ fn porcupine_bad_keys(text: &str, prefix: &str) -> BTreeSet<String> {
 /// the same keys, which must be some).
 #[test]
 fn the_two_checkers_agree_on_expiry_histories() {
+    let cases = (0..20).map(|seed| {
+        let legal = random_expiry_history(seed);
+        let bad = corrupted(legal.clone(), seed);
+        (seed, legal, bad)
+    });
+    assert_checkers_agree(cases, 10);
+}
+
+/// Both checkers accept every legal history of `cases` (seed, legal, bad) and reject the same
+/// keys of the bad ones, at least `min_bad` of them.
+fn assert_checkers_agree(cases: impl IntoIterator<Item = (u64, History, History)>, min_bad: usize) {
     let mut lines = String::new();
     let mut rust_bad = BTreeSet::new();
-    for seed in 0..20 {
-        let legal = random_expiry_history(seed);
+    for (seed, legal, bad) in cases {
         let verdict = check(&legal, 1_000_000);
         assert!(verdict.is_linearizable(), "seed {seed}: {verdict:?}");
         lines += &legal.to_checker_lines(&format!("legal{seed}/")).unwrap();
-        let bad = corrupted(legal, seed);
         let verdict = check(&bad, 1_000_000);
         assert!(verdict.inconclusive.is_empty(), "seed {seed}");
         for v in verdict.violations {
@@ -521,7 +530,7 @@ fn the_two_checkers_agree_on_expiry_histories() {
         "both checkers reject the same {} corrupted keys",
         rust_bad.len()
     );
-    assert!(rust_bad.len() >= 10);
+    assert!(rust_bad.len() >= min_bad, "{rust_bad:?}");
 }
 
 /// Runs the Porcupine checker (`verify/checker/`) on `lines` and returns its exit code and output.
@@ -655,4 +664,123 @@ fn proposers_that_drop_idle_registers_stay_linearizable() {
     println!("{dropped} registers dropped");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(dropped > 50_000, "{dropped}");
+}
+
+/// The many-seed test's configuration for `seed`, with six hashes, lists and sorted sets (and
+/// their transactions) beside the registers.
+fn with_collections(seed: u64) -> NodeSimConfig {
+    let mut config = NodeSimConfig::for_seed(seed);
+    config.collection_keys = 6;
+    config
+}
+
+/// Histories of hashes, lists, sorted sets and single-key transactions under every fault pass
+/// both checkers.
+#[test]
+fn hashes_lists_sorted_sets_and_transactions_stay_linearizable() {
+    let seeds: u64 = std::env::var("LOGLESS_COLLECTION_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let mut lines = String::new();
+    let mut failures = Vec::new();
+    for seed in 0..seeds {
+        match run_with_history(with_collections(seed)) {
+            Ok((_, more, _)) => lines += &more,
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for what in [
+        r#""cmd":["MULTI""#,
+        "HGETALL",
+        "HINCRBY",
+        "LRANGE",
+        "LPOP",
+        "ZRANGE",
+    ] {
+        assert!(lines.contains(what), "no {what} in the histories");
+    }
+    let transactions = lines.lines().filter(|l| l.contains(r#""queued""#)).count();
+    println!("{seeds} seeds, {transactions} transactions");
+    let (code, text) = porcupine(&lines);
+    assert_eq!(code, Some(0), "{text}");
+}
+
+#[test]
+fn inconsistent_quorums_are_caught_on_collections() {
+    let bugs = Bugs {
+        core: InjectedBugs {
+            accept_inconsistent_quorum: true,
+            ..InjectedBugs::default()
+        },
+        ..Bugs::default()
+    };
+    let only_collections = |c: &mut NodeSimConfig| {
+        c.keys = 0;
+        c.expiring_keys = 0;
+        c.collection_keys = 6;
+    };
+    assert!(caught(bugs, 40, only_collections) > 0);
+}
+
+/// `reply` made wrong in a way a client would notice: an element lost or invented, a value
+/// changed, one of a transaction's replies changed (the transaction seen half applied).
+fn wrong_collection_reply(reply: &Reply) -> Reply {
+    let bulk = |s: &'static str| Reply::Bulk(Bytes::from_static(s.as_bytes()));
+    match reply {
+        Reply::Array(items) if !items.is_empty() => Reply::Array(items[1..].to_vec()),
+        Reply::Array(_) => Reply::Array(vec![Bytes::from_static(b"nobody's")]),
+        Reply::Map(pairs) | Reply::Pairs(pairs) if !pairs.is_empty() => {
+            Reply::Map(pairs[1..].to_vec())
+        }
+        Reply::Map(_) | Reply::Pairs(_) => Reply::Map(vec![(bulk("nobody's"), bulk("1"))]),
+        Reply::Items(items) if !items.is_empty() => {
+            let mut items = items.clone();
+            let last = items.len() - 1;
+            items[last] = wrong_collection_reply(&items[last]);
+            Reply::Items(items)
+        }
+        Reply::Int(n) => Reply::Int(n + 7),
+        Reply::Nil | Reply::NilArray => bulk("nobody's"),
+        Reply::Double(_) => bulk("1000"),
+        _ => Reply::Nil,
+    }
+}
+
+/// `history` with one acknowledged reply per key made wrong ([`wrong_collection_reply`]).
+fn with_wrong_replies(mut history: History, seed: u64) -> History {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let keys: BTreeSet<Key> = history.operations.iter().map(|o| o.key.clone()).collect();
+    for key in keys {
+        let acknowledged: Vec<usize> = (0..history.operations.len())
+            .filter(|&i| history.operations[i].key == key)
+            .filter(|&i| matches!(history.operations[i].outcome, Outcome::Ok(_)))
+            .collect();
+        let i = acknowledged[rng.random_range(0..acknowledged.len())];
+        let Outcome::Ok(reply) = &history.operations[i].outcome else {
+            unreachable!("acknowledged")
+        };
+        history.operations[i].outcome = Outcome::Ok(wrong_collection_reply(reply));
+    }
+    history
+}
+
+/// Both checkers reject the same keys of collection histories with one acknowledged reply made
+/// wrong per key (a lost list element, a stale hash, a transaction half applied), and accept
+/// the histories as they were.
+#[test]
+fn both_checkers_catch_wrong_collection_replies() {
+    let cases = (0..6).map(|seed| {
+        let mut config = NodeSimConfig::new(3, seed, Durability::Mmap);
+        config.keys = 0;
+        config.expiring_keys = 0;
+        config.collection_keys = 6;
+        let mut cluster = NodeCluster::new(config);
+        cluster.run();
+        let legal = cluster.history().clone();
+        let bad = with_wrong_replies(legal.clone(), seed);
+        (seed, legal, bad)
+    });
+    assert_checkers_agree(cases, 20);
 }

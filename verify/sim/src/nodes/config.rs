@@ -88,6 +88,11 @@ pub struct NodeSimConfig {
     /// leases as short (`j` odd). With none, the workload draws exactly what it drew before
     /// they existed, so old schedules replay.
     pub expiring_keys: u32,
+    /// Hashes, lists and sorted sets, after the expiring registers: register
+    /// `keys + expiring_keys + j` is a hash, a list or a sorted set by `j % 3`, and some of its
+    /// commands are single-key transactions. None by default, so that the many-seed schedules
+    /// replay as they did before they existed.
+    pub collection_keys: u32,
     /// Client think time between commands (µs).
     pub think_us: u64,
     /// How long a client waits for an answer before it records the outcome as unknown (µs).
@@ -122,6 +127,7 @@ impl NodeSimConfig {
             commands_per_client: 30,
             keys: 8,
             expiring_keys: 4,
+            collection_keys: 0,
             think_us: 200,
             client_timeout_us: 600_000,
             flush_us: if durability == Durability::Sync {

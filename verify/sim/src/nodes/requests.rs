@@ -2,7 +2,9 @@
 //! whole-node run goes through the node's Redis session (`logless_redis::session`) and every
 //! answer comes back through it, as on a real connection.
 use bytes::Bytes;
-use logless_commands::command::{Command, Condition, Expiry, SetArgs};
+use logless_commands::command::{
+    Command, Condition, Expiry, HashCmd, ListCmd, ListEnd, SetArgs, ZRange, ZRangeBy, ZSetCmd,
+};
 use logless_node::turn::{answer_of, CommandResult};
 use logless_redis::resp::Value;
 use logless_redis::session::{Session, Step};
@@ -17,7 +19,6 @@ use crate::history::Outcome;
 /// For a command the workload never sends.
 pub fn request(key: &Key, command: &Command) -> Vec<Bytes> {
     let word = |w: &'static str| Bytes::from_static(w.as_bytes());
-    let number = |n: i64| Bytes::from(n.to_string());
     let mut args = vec![Bytes::new(), Bytes::copy_from_slice(key.as_bytes())];
     let name = match command {
         Command::Get => "GET",
@@ -91,10 +92,113 @@ pub fn request(key: &Key, command: &Command) -> Vec<Bytes> {
             }
             "SET"
         }
+        Command::Hash(hash) => hash_request(&mut args, hash),
+        Command::List(list) => list_request(&mut args, list),
+        Command::ZSet(zset) => zset_request(&mut args, zset),
         other => panic!("the workload does not send {other:?}"),
     };
     args[0] = Bytes::from(name.to_ascii_uppercase());
     args
+}
+
+fn number(n: i64) -> Bytes {
+    Bytes::from(n.to_string())
+}
+
+/// A hash command's arguments after the key, pushed on `args`; returns its name.
+fn hash_request(args: &mut Vec<Bytes>, command: &HashCmd) -> &'static str {
+    match command {
+        HashCmd::HSet(pairs) => {
+            for (field, value) in pairs {
+                args.extend([field.clone(), value.clone()]);
+            }
+            "HSET"
+        }
+        HashCmd::HIncrBy { field, delta } => {
+            args.extend([field.clone(), number(*delta)]);
+            "HINCRBY"
+        }
+        HashCmd::HDel(fields) => {
+            args.extend(fields.iter().cloned());
+            "HDEL"
+        }
+        HashCmd::HGet(field) => {
+            args.push(field.clone());
+            "HGET"
+        }
+        HashCmd::HGetAll => "HGETALL",
+        other => panic!("the workload does not send {other:?}"),
+    }
+}
+
+/// A list command's arguments after the key, pushed on `args`; returns its name.
+fn list_request(args: &mut Vec<Bytes>, command: &ListCmd) -> &'static str {
+    let left = |end: &ListEnd| matches!(end, ListEnd::Left);
+    match command {
+        ListCmd::Push {
+            end,
+            values,
+            only_if_exists: false,
+        } => {
+            args.extend(values.iter().cloned());
+            if left(end) {
+                "LPUSH"
+            } else {
+                "RPUSH"
+            }
+        }
+        ListCmd::Pop { end, count: None } => {
+            if left(end) {
+                "LPOP"
+            } else {
+                "RPOP"
+            }
+        }
+        ListCmd::Range { start, stop } => {
+            args.extend([number(*start), number(*stop)]);
+            "LRANGE"
+        }
+        ListCmd::Len => "LLEN",
+        other => panic!("the workload does not send {other:?}"),
+    }
+}
+
+/// A sorted-set command's arguments after the key, pushed on `args`; returns its name. Scores
+/// are written as Redis writes doubles.
+fn zset_request(args: &mut Vec<Bytes>, command: &ZSetCmd) -> &'static str {
+    match command {
+        ZSetCmd::Add { members, flags } if *flags == Default::default() => {
+            for (score, member) in members {
+                args.extend([score.text(), member.clone()]);
+            }
+            "ZADD"
+        }
+        ZSetCmd::IncrBy { delta, member } => {
+            args.extend([delta.text(), member.clone()]);
+            "ZINCRBY"
+        }
+        ZSetCmd::Rem(members) => {
+            args.extend(members.iter().cloned());
+            "ZREM"
+        }
+        ZSetCmd::Score(member) => {
+            args.push(member.clone());
+            "ZSCORE"
+        }
+        ZSetCmd::Range(ZRange {
+            by: ZRangeBy::Index { start, stop },
+            rev: false,
+            limit: None,
+            with_scores,
+        }) => {
+            args.extend([number(*start), number(*stop)]);
+            if *with_scores {
+                args.push(Bytes::from_static(b"WITHSCORES"));
+            }
+            "ZRANGE"
+        }
+        other => panic!("the workload does not send {other:?}"),
+    }
 }
 
 fn push_condition(args: &mut Vec<Bytes>, condition: &Condition) {
@@ -118,7 +222,17 @@ fn push_condition(args: &mut Vec<Bytes>, condition: &Condition) {
 /// If the session does not ask for exactly the command the workload meant: the table and the
 /// workload disagree, and the history would check something the client never asked.
 pub fn submit(session: &mut Session, key: &Key, command: &Command) -> (Command, ReplyShape) {
-    let args = request(key, command);
+    let args = match command {
+        // MULTI, each command (QUEUED), then EXEC, which the session makes the transaction.
+        Command::Transaction(queued) => {
+            expect_status(session, &[Bytes::from_static(b"MULTI")], "OK");
+            for command in queued {
+                expect_status(session, &request(key, command), "QUEUED");
+            }
+            vec![Bytes::from_static(b"EXEC")]
+        }
+        _ => request(key, command),
+    };
     match session.handle(&args) {
         Step::One {
             key: parsed_key,
@@ -134,6 +248,14 @@ pub fn submit(session: &mut Session, key: &Key, command: &Command) -> (Command, 
             (parsed, shape)
         }
         other => panic!("{args:?} should be one register command, the session gave {other:?}"),
+    }
+}
+
+/// Sends `args`, which the session must answer with the status `want` at once.
+fn expect_status(session: &mut Session, args: &[Bytes], want: &str) {
+    match session.handle(args) {
+        Step::Reply(Value::Simple(status)) if status == want => {}
+        other => panic!("{args:?} should answer {want}, the session gave {other:?}"),
     }
 }
 

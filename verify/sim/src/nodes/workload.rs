@@ -2,11 +2,14 @@
 //! the liveness phase that writes and reads every key through every node after the faults.
 //! Expiring registers get times to live and leases of tens to hundreds of ms, so that keys
 //! expire and leases run out while the clocks jump; each operation's stamp window is recorded
-//! for the checkers (see [`super`]).
+//! for the checkers (see [`super`]). Hashes, lists and sorted sets, when the configuration has
+//! them, get their commands and single-key transactions of two.
 use bytes::Bytes;
 use logless_commands::command::{
-    Command, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, Reply, SetArgs,
+    Command, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, HashCmd, ListCmd, ListEnd,
+    Reply, SetArgs, ZAddFlags, ZRange, ZRangeBy, ZSetCmd,
 };
+use logless_commands::float::Float;
 use logless_node::context::shard_of;
 use logless_node::turn::CommandResult;
 use logless_redis::session::Session;
@@ -27,6 +30,9 @@ const UNKNOWN_WRITES_PER_KEY: u32 = 6;
 /// The shortest and the longest time to live or lease the workload asks for (ms): short enough
 /// that keys expire while the workload runs, long enough to be read back before they do.
 const TTL_MS: (u64, u64) = (20, 300);
+
+/// One command in this many on a hash, list or sorted set is a transaction of two.
+const TRANSACTION_ONE_IN: u32 = 6;
 
 fn set_command(value: Bytes, condition: Condition, expiry: Expiry) -> Command {
     Command::Set(SetArgs {
@@ -49,6 +55,10 @@ impl NodeCluster {
     /// A command for key `k{key_index}`, by the key's kind. Every command is one the history
     /// checkers model.
     pub(super) fn command_for(&mut self, key_index: u32, client: u32, seq: u64) -> Command {
+        let registers = self.config.keys + self.config.expiring_keys;
+        if key_index >= registers {
+            return self.collection_command_for(key_index - registers, client, seq);
+        }
         if key_index >= self.config.keys {
             return self.expiring_command_for(key_index - self.config.keys, client, seq);
         }
@@ -149,12 +159,82 @@ impl NodeCluster {
         }
     }
 
+    /// A command for collection `j` (key `k{keys + expiring_keys + j}`): a hash, a list or a
+    /// sorted set by `j % 3`; one time in [`TRANSACTION_ONE_IN`] a transaction of a write and
+    /// another of the key's commands, so that a transaction seen half applied shows.
+    fn collection_command_for(&mut self, j: u32, client: u32, seq: u64) -> Command {
+        if self.rng.random_ratio(1, TRANSACTION_ONE_IN) {
+            let write = self.collection_single(j, client, seq, true);
+            let other = self.collection_single(j, client, seq + 500_000, false);
+            return Command::Transaction(vec![write, other]);
+        }
+        self.collection_single(j, client, seq, false)
+    }
+
+    /// One command on collection `j`; with `write`, one that may change it. Values are unique
+    /// per client and command; fields and members few, so that commands meet; scores whole,
+    /// as the Porcupine checker models them.
+    fn collection_single(&mut self, j: u32, client: u32, seq: u64, write: bool) -> Command {
+        let roll = self.rng.random_range(0..if write { 50 } else { 100 });
+        let value = Bytes::from(format!("c{client}-{seq}"));
+        let field = Bytes::from(format!("f{}", self.rng.random_range(0..3)));
+        let member = Bytes::from(format!("m{}", self.rng.random_range(0..4)));
+        let score = |n: i32| Float::new(f64::from(n)).expect("a whole number");
+        match j % 3 {
+            0 => Command::Hash(match roll {
+                0..20 => HashCmd::HSet(vec![(field, value)]),
+                20..40 => HashCmd::HIncrBy {
+                    field: Bytes::from_static(b"n"),
+                    delta: 1,
+                },
+                40..50 => HashCmd::HDel(vec![field]),
+                50..75 => HashCmd::HGet(field),
+                _ => HashCmd::HGetAll,
+            }),
+            1 => {
+                let end = if self.rng.random_bool(0.5) {
+                    ListEnd::Left
+                } else {
+                    ListEnd::Right
+                };
+                Command::List(match roll {
+                    0..28 => ListCmd::Push {
+                        end,
+                        values: vec![value],
+                        only_if_exists: false,
+                    },
+                    28..50 => ListCmd::Pop { end, count: None },
+                    50..90 => ListCmd::Range { start: 0, stop: -1 },
+                    _ => ListCmd::Len,
+                })
+            }
+            _ => Command::ZSet(match roll {
+                0..20 => ZSetCmd::Add {
+                    members: vec![(score(self.rng.random_range(0..10)), member)],
+                    flags: ZAddFlags::default(),
+                },
+                20..40 => ZSetCmd::IncrBy {
+                    delta: score(self.rng.random_range(-2..=2)),
+                    member,
+                },
+                40..50 => ZSetCmd::Rem(vec![member]),
+                50..70 => ZSetCmd::Score(member),
+                _ => ZSetCmd::Range(ZRange {
+                    by: ZRangeBy::Index { start: 0, stop: -1 },
+                    rev: false,
+                    limit: None,
+                    with_scores: true,
+                }),
+            }),
+        }
+    }
+
     pub(super) fn client_next(&mut self, client: u32) {
         let c = &self.clients[&client];
         if c.issued >= self.config.commands_per_client || c.in_flight.is_some() {
             return;
         }
-        let registers = self.config.keys + self.config.expiring_keys;
+        let registers = self.config.keys + self.config.expiring_keys + self.config.collection_keys;
         let key_index = self.rng.random_range(0..registers);
         let seq = c.seq + 1;
         let command = self.command_for(key_index, client, seq);
@@ -294,11 +374,14 @@ impl NodeCluster {
     /// Every key written, then read, through every node in turn, each within the liveness
     /// budget, with no faults.
     pub(super) fn liveness(&mut self) {
-        for key_index in 0..self.config.keys + self.config.expiring_keys {
+        let registers = self.config.keys + self.config.expiring_keys;
+        for key_index in 0..registers + self.config.collection_keys {
             for node in (1..=self.config.nodes).map(NodeId) {
                 let client = LIVENESS_CLIENT + key_index * 16 + u32::from(node.0);
                 let seq = 1_000_000 + u64::from(key_index);
-                let (write, read) = if key_index >= self.config.keys {
+                let (write, read) = if key_index >= registers {
+                    Self::collection_liveness(key_index - registers, node)
+                } else if key_index >= self.config.keys {
                     Self::expiring_liveness(key_index - self.config.keys, node)
                 } else {
                     Self::plain_liveness(key_index, node)
@@ -374,6 +457,38 @@ impl NodeCluster {
         (set, Command::PTtl)
     }
 
+    /// The liveness phase's write and read of collection `j` through `node`: a field, an
+    /// element or a member added, then the whole collection read.
+    fn collection_liveness(j: u32, node: NodeId) -> (Command, Command) {
+        let value = Bytes::from(format!("final-{}", node.0));
+        match j % 3 {
+            0 => (
+                Command::Hash(HashCmd::HSet(vec![(value.clone(), value)])),
+                Command::Hash(HashCmd::HGetAll),
+            ),
+            1 => (
+                Command::List(ListCmd::Push {
+                    end: ListEnd::Right,
+                    values: vec![value],
+                    only_if_exists: false,
+                }),
+                Command::List(ListCmd::Range { start: 0, stop: -1 }),
+            ),
+            _ => (
+                Command::ZSet(ZSetCmd::IncrBy {
+                    delta: Float::new(1.0).expect("a number"),
+                    member: value,
+                }),
+                Command::ZSet(ZSetCmd::Range(ZRange {
+                    by: ZRangeBy::Index { start: 0, stop: -1 },
+                    rev: false,
+                    limit: None,
+                    with_scores: true,
+                })),
+            ),
+        }
+    }
+
     /// Issues `command` from `client` until it is acknowledged, or `deadline` (µs) passes:
     /// while the cluster settles an attempt may end unknown or refused.
     fn acknowledged_by(
@@ -405,9 +520,9 @@ impl NodeCluster {
     /// be explained by a lease running out (a new token, while no release by the previous
     /// token's owner overlapped the time between the two acquisitions).
     pub(super) fn count_expiry(&mut self) {
-        let keys = self.config.keys;
+        let expiring = self.config.keys..self.config.keys + self.config.expiring_keys;
         let ops: Vec<&Operation> = (self.history.operations.iter())
-            .filter(|o| key_index_of(&o.key).is_some_and(|i| i >= keys))
+            .filter(|o| key_index_of(&o.key).is_some_and(|i| expiring.contains(&i)))
             .collect();
         let absent = |o: &&&Operation| {
             matches!(

@@ -1,0 +1,158 @@
+package goredis
+
+import (
+	"fmt"
+	"math/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The cluster every test shares: `logless up --replicas 3` on free loopback ports in a
+// temporary directory, started by TestMain and stopped (SIGTERM, SIGKILL after 10 s) when the
+// tests end, as verify/clients/conftest.py does for redis-py.
+const (
+	replicas     = 3
+	readyTimeout = 30 * time.Second
+	stopGrace    = 10 * time.Second
+	host         = "127.0.0.1"
+)
+
+// addresses are the replicas' client addresses.
+var addresses []string
+
+// portFree reports whether port binds on loopback now.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", host, port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// pickBasePort finds P such that P..P+2 (clients), P+1000.. (peers) and P+2000.. (HTTP) are
+// free, below the usual ephemeral range.
+func pickBasePort() (int, error) {
+	for i := 0; i < 500; i++ {
+		base := 10000 + rand.Intn(20000)
+		free := true
+		for _, offset := range []int{0, 1000, 2000} {
+			for r := 0; r < replicas; r++ {
+				free = free && portFree(base+offset+r)
+			}
+		}
+		if free {
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("no free base port for a %d-replica cluster", replicas)
+}
+
+type cluster struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when `logless up` has exited
+}
+
+// start runs `logless up` and waits for its "serving" line.
+func start(bin, dir string) (*cluster, error) {
+	base, err := pickBasePort()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(dir, "up.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd := exec.Command(bin, "up", "--port", fmt.Sprint(base), "--dir", dir,
+		"--replicas", fmt.Sprint(replicas), "--ready-timeout-s", fmt.Sprint(int(readyTimeout.Seconds())))
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own process group, so that the SIGKILL fallback reaches the replicas too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &cluster{cmd: cmd, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(c.exited) }()
+	deadline := time.Now().Add(readyTimeout + 5*time.Second)
+	for time.Now().Before(deadline) {
+		text, _ := os.ReadFile(logPath)
+		if strings.Contains(string(text), "serving") {
+			for r := 0; r < replicas; r++ {
+				addresses = append(addresses, fmt.Sprintf("%s:%d", host, base+r))
+			}
+			return c, nil
+		}
+		select {
+		case <-c.exited:
+			return nil, fmt.Errorf("`logless up` exited before serving:\n%s", text)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	c.stop()
+	text, _ := os.ReadFile(logPath)
+	return nil, fmt.Errorf("`logless up --port %d` did not become ready in %s:\n%s", base, readyTimeout, text)
+}
+
+// stop sends SIGTERM and waits for `logless up` to exit, then SIGKILLs its process group (the
+// replicas a killed `logless up` left behind, or all of it after the grace period). It
+// reports whether `logless up` stopped cleanly in time.
+func (c *cluster) stop() bool {
+	pid := c.cmd.Process.Pid
+	syscall.Kill(pid, syscall.SIGTERM)
+	clean := false
+	select {
+	case <-c.exited:
+		clean = c.cmd.ProcessState.Success()
+	case <-time.After(stopGrace):
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	<-c.exited
+	return clean
+}
+
+func TestMain(m *testing.M) {
+	bin := os.Getenv("LOGLESS_BIN")
+	if bin == "" {
+		fmt.Fprintln(os.Stderr, "LOGLESS_BIN must name the logless binary (verify/clients/run sets it)")
+		os.Exit(2)
+	}
+	dir, err := os.MkdirTemp("", "logless-goredis-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	// A port taken between the probe and the bind: try other ports.
+	var c *cluster
+	for attempt := 0; attempt < 3; attempt++ {
+		run := filepath.Join(dir, fmt.Sprintf("run-%d", attempt))
+		if err = os.Mkdir(run, 0o755); err == nil {
+			c, err = start(bin, run)
+		}
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "in use") {
+			break
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cannot start the cluster:", err)
+		os.Exit(3)
+	}
+	code := m.Run()
+	if !c.stop() {
+		fmt.Fprintln(os.Stderr, "`logless up` did not stop cleanly on SIGTERM")
+		code = max(code, 1)
+	}
+	if code == 0 && os.Getenv("LOGLESS_CLIENT_KEEP") == "" {
+		os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "data directory kept:", dir)
+	}
+	os.Exit(code)
+}
