@@ -273,18 +273,30 @@ fn write_keys(
                         .map_err(|e| e.to_string())?;
                     let mine: Vec<u64> = (c..count).step_by(CONNECTIONS as usize).collect();
                     for chunk in mine.chunks(PIPELINE as usize) {
-                        let mut out = Vec::new();
-                        for &i in chunk {
-                            let key = name(i);
-                            let px = px_ms.map(|ms| ms.to_string());
-                            let mut args: Vec<&[u8]> = vec![b"SET", key.as_bytes(), value];
-                            if let Some(px) = &px {
-                                args.extend([b"PX".as_slice(), px.as_bytes()]);
+                        // A command answered TRYAGAIN was not applied: send it again.
+                        let mut todo = chunk.to_vec();
+                        for attempt in 0.. {
+                            let mut out = Vec::new();
+                            for &i in &todo {
+                                let key = name(i);
+                                let px = px_ms.map(|ms| ms.to_string());
+                                let mut args: Vec<&[u8]> = vec![b"SET", key.as_bytes(), value];
+                                if let Some(px) = &px {
+                                    args.extend([b"PX".as_slice(), px.as_bytes()]);
+                                }
+                                encode(&mut out, &args);
                             }
-                            encode(&mut out, &args);
+                            stream.write_all(&out).map_err(|e| e.to_string())?;
+                            let again = read_simple_replies(&mut stream, todo.len())?;
+                            todo = again.into_iter().map(|k| todo[k]).collect();
+                            if todo.is_empty() {
+                                break;
+                            }
+                            if attempt == 100 {
+                                return Err("TRYAGAIN 100 times in a row".into());
+                            }
+                            std::thread::sleep(Duration::from_millis(10));
                         }
-                        stream.write_all(&out).map_err(|e| e.to_string())?;
-                        read_simple_replies(&mut stream, chunk.len())?;
                         bar.inc(chunk.len() as u64);
                     }
                     Ok(())
@@ -306,12 +318,14 @@ fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// Reads `n` one-line replies; an error reply fails.
-fn read_simple_replies(stream: &mut TcpStream, n: usize) -> Result<(), String> {
+/// Reads `n` one-line replies; returns the positions of those answered TRYAGAIN (not
+/// applied, to send again); any other error reply fails.
+fn read_simple_replies(stream: &mut TcpStream, n: usize) -> Result<Vec<usize>, String> {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     let mut lines = 0;
     let mut scanned = 0;
+    let mut again = Vec::new();
     while lines < n {
         let got = stream.read(&mut chunk).map_err(|e| e.to_string())?;
         if got == 0 {
@@ -320,14 +334,16 @@ fn read_simple_replies(stream: &mut TcpStream, n: usize) -> Result<(), String> {
         buffer.extend_from_slice(&chunk[..got]);
         while let Some(at) = buffer[scanned..].windows(2).position(|w| w == b"\r\n") {
             let line = &buffer[scanned..scanned + at];
-            if line.first() == Some(&b'-') {
+            if line.starts_with(b"-TRYAGAIN") {
+                again.push(lines);
+            } else if line.first() == Some(&b'-') {
                 return Err(format!("error reply: {}", String::from_utf8_lossy(line)));
             }
             scanned += at + 2;
             lines += 1;
         }
     }
-    Ok(())
+    Ok(again)
 }
 
 /// The resident memory of the processes under `root` (the program `timeout` started).
