@@ -67,6 +67,25 @@ pub struct ServerArgs {
     /// A file holding the cluster secret (at least 16 bytes) every peer proves in its hello.
     #[arg(long, env = "LOGLESS_CLUSTER_SECRET_FILE")]
     pub cluster_secret_file: Option<PathBuf>,
+    /// A second client port, on --client-addr's address, speaking TLS (0: none); with it,
+    /// --client-addr's port may be 0 for TLS only.
+    #[arg(long, env = "LOGLESS_TLS_PORT")]
+    pub tls_port: Option<u16>,
+    /// The PEM certificate this replica presents to clients and peers.
+    #[arg(long, env = "LOGLESS_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The PEM private key of --tls-cert-file.
+    #[arg(long, env = "LOGLESS_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
+    /// The PEM CA certificates that client and peer certificates must be signed by.
+    #[arg(long, env = "LOGLESS_TLS_CA_CERT_FILE")]
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// yes (TLS clients present a certificate signed by the CA), optional or no.
+    #[arg(long, env = "LOGLESS_TLS_AUTH_CLIENTS")]
+    pub tls_auth_clients: Option<String>,
+    /// Whether peers speak mutual TLS against --tls-ca-cert-file.
+    #[arg(long, env = "LOGLESS_TLS_CLUSTER")]
+    pub tls_cluster: Option<bool>,
     /// Log level: error, warn, info, debug or trace (or a tracing filter); without it,
     /// RUST_LOG, else info.
     #[arg(long, env = "LOGLESS_LOG_LEVEL")]
@@ -132,6 +151,24 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = &args.cluster_secret_file {
         c.cluster_secret_file = Some(v.clone());
+    }
+    if let Some(v) = args.tls_port {
+        c.tls_port = v;
+    }
+    if let Some(v) = &args.tls_cert_file {
+        c.tls_cert_file = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_key_file {
+        c.tls_key_file = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_ca_cert_file {
+        c.tls_ca_cert_file = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_auth_clients {
+        c.tls_auth_clients = v.clone();
+    }
+    if let Some(v) = args.tls_cluster {
+        c.tls_cluster = v;
     }
     c.validate().map_err(|e| e.to_string())?;
     Ok(c)

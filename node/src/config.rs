@@ -15,6 +15,12 @@
 //! value_bytes_max = 1048576
 //! cluster_id = "prod-eu"       # peers of another cluster id are refused
 //! cluster_secret_file = "/etc/logless/cluster-secret"  # proven in every peer hello
+//! tls_port = 7380              # clients over TLS (0: none); client_addr's port 0: TLS only
+//! tls_cert_file = "/etc/logless/tls/server.crt"
+//! tls_key_file = "/etc/logless/tls/server.key"
+//! tls_ca_cert_file = "/etc/logless/tls/ca.crt"
+//! tls_auth_clients = "yes"     # yes | optional | no: client certificates signed by the CA
+//! tls_cluster = true           # peers speak mutual TLS against tls_ca_cert_file
 //!
 //! [[peers]]                    # every replica, this one included, the same list everywhere
 //! id = 1
@@ -122,6 +128,19 @@ pub struct NodeConfig {
     pub cluster_id: String,
     /// A file holding the cluster secret that every peer proves in its hello (none: no proof).
     pub cluster_secret_file: Option<PathBuf>,
+    /// A second client port, on `client_addr`'s address, speaking TLS (0: none). With it,
+    /// `client_addr`'s port may be 0 to serve clients over TLS only, as in redis.
+    pub tls_port: u16,
+    /// The PEM certificate (chain) this replica presents to clients and peers.
+    pub tls_cert_file: Option<PathBuf>,
+    /// The PEM private key of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// The PEM CA certificates that client and peer certificates must be signed by.
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// `yes` (every TLS client presents a certificate signed by the CA), `optional` or `no`.
+    pub tls_auth_clients: String,
+    /// Whether peers speak mutual TLS against `tls_ca_cert_file`.
+    pub tls_cluster: bool,
 }
 
 impl Default for NodeConfig {
@@ -145,6 +164,12 @@ impl Default for NodeConfig {
             clients_max: 10_000,
             cluster_id: String::new(),
             cluster_secret_file: None,
+            tls_port: 0,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_ca_cert_file: None,
+            tls_auth_clients: "yes".to_string(),
+            tls_cluster: false,
         }
     }
 }
@@ -288,6 +313,7 @@ impl NodeConfig {
             ));
         }
         self.durability()?;
+        crate::tls::check_config(self)?;
         Ok(())
     }
 

@@ -55,6 +55,9 @@ pub struct ClientCounters {
     pub bytes_in: AtomicU64,
     /// Bytes written to clients.
     pub bytes_out: AtomicU64,
+    /// TLS client connections closed before or during their handshake (not TLS, a refused
+    /// certificate, too slow).
+    pub tls_handshake_failures: AtomicU64,
 }
 
 /// The addresses a replica listens on.
@@ -66,6 +69,8 @@ pub struct Bound {
     pub peer: SocketAddr,
     /// `/metrics`, `/health`, `/status`.
     pub http: Option<SocketAddr>,
+    /// Redis clients over TLS.
+    pub tls: Option<SocketAddr>,
 }
 
 /// The shard that owns `key`: the same on every replica.

@@ -4,7 +4,8 @@
 //! [`Session`](logless_redis::session::Session), which decides what it asks for; every engine
 //! command is handed to the shard that owns its key at once (so a pipeline reaches the proposer
 //! as one batch), and the replies are written in request order. A client that breaks the
-//! protocol gets an error reply and loses its own connection only.
+//! protocol gets an error reply and loses its own connection only. The TLS listener's
+//! connections are served the same way once their handshake is done ([`crate::tls`]).
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,21 +18,24 @@ use logless_redis::table::{Combine, ReplyShape};
 use logless_rmw::ids::Key;
 use logless_rmw::proposer::ProposeError;
 use rustc_hash::FxHashMap;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 use crate::context::{shard_of, NodeContext};
 use crate::info;
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
+use crate::tls;
 use crate::turn::answer_of;
 
-/// Accepts client connections until `shutdown`.
+/// Accepts client connections until `shutdown`; with `tls`, each one's TLS handshake first.
 pub async fn accept(
     listener: TcpListener,
     context: Arc<NodeContext>,
     shutdown: watch::Receiver<bool>,
+    tls: Option<TlsAcceptor>,
 ) {
     let mut stop = shutdown.clone();
     loop {
@@ -46,18 +50,21 @@ pub async fn accept(
         let clients = &context.clients;
         if clients.connected.load(Ordering::Relaxed) as usize >= context.config.clients_max {
             clients.refused.fetch_add(1, Ordering::Relaxed);
-            let _ = stream.write_all(MAX_CLIENTS_REPLY).await;
+            if tls.is_none() {
+                let _ = stream.write_all(MAX_CLIENTS_REPLY).await;
+            }
             continue;
         }
         let id = clients.accepted.fetch_add(1, Ordering::Relaxed) + 1;
         clients.connected.fetch_add(1, Ordering::Relaxed);
         let context = context.clone();
         let mut shutdown = shutdown.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
             tokio::select! {
                 _ = shutdown.changed() => {}
-                result = serve(stream, id, &context) => {
+                result = serve_tcp(stream, tls, id, &context) => {
                     if let Err(e) = result {
                         debug!(client = id, error = %e, "client connection ended");
                     }
@@ -160,7 +167,27 @@ impl Exchange {
     }
 }
 
-async fn serve(mut stream: TcpStream, id: u64, context: &NodeContext) -> std::io::Result<()> {
+/// Serves an accepted connection, after its TLS handshake with `tls`.
+async fn serve_tcp(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    id: u64,
+    context: &NodeContext,
+) -> std::io::Result<()> {
+    match tls {
+        None => serve(stream, id, context).await,
+        Some(acceptor) => {
+            let stream = tls::accept_client(&acceptor, stream, &context.clients).await?;
+            serve(stream, id, context).await
+        }
+    }
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    id: u64,
+    context: &NodeContext,
+) -> std::io::Result<()> {
     let limits = ParseLimits {
         bulk_bytes_max: context.config.bulk_bytes_max(),
         ..ParseLimits::default()

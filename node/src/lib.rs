@@ -9,6 +9,7 @@
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
+//! * [`tls`] — TLS for clients and peers: rustls configurations and handshakes;
 //! * [`front`] and [`info`] — the Redis front end: sockets and buffers around each
 //!   connection's `logless_redis::session::Session`, and the server commands it leaves to the
 //!   node;
@@ -28,4 +29,5 @@ pub mod peer;
 pub mod shard;
 pub mod status;
 pub mod store;
+pub mod tls;
 pub mod turn;

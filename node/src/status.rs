@@ -145,6 +145,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         c(&context.clients.protocol_errors),
     );
     counter(
+        "logless_client_tls_handshake_failures_total",
+        "TLS client connections closed in their handshake (not TLS, a refused certificate, too slow).",
+        c(&context.clients.tls_handshake_failures),
+    );
+    counter(
         "logless_peer_connections_rejected_total",
         "Peer connections rejected or broken by bad frames.",
         c(&context.peers.rejected),
