@@ -51,8 +51,19 @@ pub fn resp_request(args: &[&str]) -> Vec<u8> {
 /// Sends the Redis command `args` to `addr` and returns the first line of the reply without
 /// its CRLF (`+PONG`, `$5`, `-ERR …`), waiting up to `timeout` for it.
 pub fn resp_ask(addr: SocketAddr, args: &[&str], timeout: Duration) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout.min(CONNECT_TIMEOUT))?;
+    resp_ask_on(connect(addr, timeout)?, args)
+}
+
+/// A connection to `addr` whose reads and writes wait up to `timeout`.
+pub fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect_timeout(&addr, timeout.min(CONNECT_TIMEOUT))?;
     stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    Ok(stream)
+}
+
+/// [`resp_ask`] on an open connection (a TLS one, say), which bounds its own waits.
+pub fn resp_ask_on(mut stream: impl Read + Write, args: &[&str]) -> std::io::Result<String> {
     stream.write_all(&resp_request(args))?;
     // Byte by byte: the line is short, and nothing after it may be taken from the socket.
     let mut reply = Vec::new();
@@ -70,13 +81,25 @@ pub fn resp_ask(addr: SocketAddr, args: &[&str], timeout: Duration) -> std::io::
 /// `probe_key` through the first one, which needs a quorum, is answered with a value or nil.
 /// Each question waits up to `timeout`.
 pub fn cluster_serves(clients: &[SocketAddr], probe_key: &str, timeout: Duration) -> bool {
+    cluster_serves_by(clients, probe_key, |addr, args| {
+        resp_ask(addr, args, timeout)
+    })
+}
+
+/// [`cluster_serves`] asking each question with `ask` (a replica's address and the command),
+/// which answers as [`resp_ask`] does: over TLS, say.
+pub fn cluster_serves_by(
+    clients: &[SocketAddr],
+    probe_key: &str,
+    ask: impl Fn(SocketAddr, &[&str]) -> std::io::Result<String>,
+) -> bool {
     let Some(first) = clients.first() else {
         return false;
     };
     clients
         .iter()
-        .all(|&addr| resp_ask(addr, &["PING"], timeout).is_ok_and(|r| r == "+PONG"))
-        && resp_ask(*first, &["GET", probe_key], timeout).is_ok_and(|r| r.starts_with('$'))
+        .all(|&addr| ask(addr, &["PING"]).is_ok_and(|r| r == "+PONG"))
+        && ask(*first, &["GET", probe_key]).is_ok_and(|r| r.starts_with('$'))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod certs;
 mod server;
 mod status;
 mod up;
+mod up_tls;
 
 #[derive(Parser)]
 #[command(

@@ -191,6 +191,39 @@ fn server_config(
     Ok(Arc::new(config))
 }
 
+/// A client configuration trusting `roots` and presenting `identity` (certificate chain and
+/// key) when asked for one.
+fn build_client_config(
+    roots: Arc<RootCertStore>,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+) -> Result<Arc<ClientConfig>, ConfigError> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ConfigError::Invalid(format!("TLS: {e}")))?
+        .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| ConfigError::Invalid(format!("TLS client certificate: {e}")))?,
+    };
+    Ok(Arc::new(config))
+}
+
+/// The configuration of a client of a replica's TLS port: it trusts the CA certificates in
+/// `ca_file` and, given `identity` (a certificate file and its key file), presents that
+/// certificate. For tests and `logless up`'s readiness probe.
+pub fn client_config(
+    ca_file: &Path,
+    identity: Option<(&Path, &Path)>,
+) -> Result<Arc<ClientConfig>, ConfigError> {
+    let identity = match identity {
+        None => None,
+        Some((cert, key)) => Some((read_certificates(cert)?, read_key(key)?)),
+    };
+    build_client_config(read_roots(ca_file)?, identity)
+}
+
 /// Completes the TLS handshake of an accepted client connection within
 /// [`HANDSHAKE_TIMEOUT`], counting a failure (garbage, a refused or missing certificate, a
 /// timeout) in `counters`.
@@ -247,15 +280,9 @@ impl PeerTls {
             chain.clone(),
             key.clone_key(),
         )?;
-        let client = ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| ConfigError::Invalid(format!("TLS: {e}")))?
-            .with_root_certificates(roots)
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| ConfigError::Invalid(format!("TLS client certificate: {e}")))?;
         Ok(PeerTls {
             acceptor: TlsAcceptor::from(server),
-            connector: TlsConnector::from(Arc::new(client)),
+            connector: TlsConnector::from(build_client_config(roots, Some((chain, key)))?),
         })
     }
 
