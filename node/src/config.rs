@@ -426,6 +426,8 @@ mod tests {
         config.validate().unwrap();
         assert_eq!(config.peers[1].addr, "logless-2.internal:8379");
         assert_eq!(config.cluster_id, "prod-eu-1");
+        assert_eq!((config.client_addr.port(), config.tls_port), (0, 7379));
+        assert!(config.tls_cluster);
     }
 
     #[test]
