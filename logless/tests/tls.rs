@@ -73,7 +73,7 @@ fn client_config(certs: &Path, cert: bool) -> Arc<ClientConfig> {
     let identity = (certs.join("client.crt"), certs.join("client.key"));
     logless_node::tls::client_config(
         &certs.join("ca.crt"),
-        cert.then(|| (identity.0.as_path(), identity.1.as_path())),
+        cert.then_some((identity.0.as_path(), identity.1.as_path())),
     )
     .unwrap()
 }
