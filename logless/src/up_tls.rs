@@ -89,3 +89,41 @@ impl UpTls {
         options
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn makes_certificates_once_and_serves_redis_over_tls_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = UpTls::prepare(dir.path(), "yes").unwrap();
+        let ca = std::fs::read(dir.path().join("tls").join(CA_CERT)).unwrap();
+        let again = UpTls::prepare(dir.path(), "no").unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("tls").join(CA_CERT)).unwrap(),
+            ca,
+            "a second run keeps the CA its clients trust"
+        );
+        assert!(tls.redis_cli_options().contains("--cert "));
+        assert!(!again.redis_cli_options().contains("--cert "));
+
+        let spec =
+            logless_harness::server::loopback_cluster(1, 17000, dir.path(), "memory").remove(0);
+        let line: Vec<String> = tls
+            .apply(spec)
+            .command_line()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let value = |flag: &str| {
+            let at = line.iter().position(|a| a == flag).expect(flag);
+            line[at + 1].clone()
+        };
+        assert_eq!(value("--client-addr"), "127.0.0.1:0");
+        assert_eq!(value("--tls-port"), "17000");
+        assert_eq!(value("--tls-cluster"), "true");
+        assert_eq!(value("--tls-auth-clients"), "yes");
+        assert!(UpTls::prepare(dir.path(), "maybe").is_err());
+    }
+}
