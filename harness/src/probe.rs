@@ -14,8 +14,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// The request is HTTP/1.0 with `Connection: close`, so that any server (the replicas, etcd)
 /// answers with a plain body that ends where the connection does, never chunked.
 pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout.min(CONNECT_TIMEOUT))?;
-    stream.set_read_timeout(Some(timeout))?;
+    http_get_on(connect(addr, timeout)?, addr, path)
+}
+
+/// [`http_get`] on an open connection to `addr` (a TLS one, say), which bounds its own waits.
+pub fn http_get_on(
+    mut stream: impl Read + Write,
+    addr: SocketAddr,
+    path: &str,
+) -> std::io::Result<(u16, String)> {
     write!(
         stream,
         "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"

@@ -15,6 +15,7 @@ mod bench;
 mod certs;
 mod server;
 mod status;
+mod tls_client;
 mod up;
 mod up_tls;
 

@@ -86,6 +86,10 @@ pub struct ServerArgs {
     /// Whether peers speak mutual TLS against --tls-ca-cert-file.
     #[arg(long, env = "LOGLESS_TLS_CLUSTER")]
     pub tls_cluster: Option<bool>,
+    /// Whether /metrics, /health and /status are served over TLS (client certificates as
+    /// --tls-auth-clients says).
+    #[arg(long, env = "LOGLESS_TLS_HTTP")]
+    pub tls_http: Option<bool>,
     /// Log level: error, warn, info, debug or trace (or a tracing filter); without it,
     /// RUST_LOG, else info.
     #[arg(long, env = "LOGLESS_LOG_LEVEL")]
@@ -169,6 +173,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.tls_cluster {
         c.tls_cluster = v;
+    }
+    if let Some(v) = args.tls_http {
+        c.tls_http = v;
     }
     c.validate().map_err(|e| e.to_string())?;
     Ok(c)

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use logless_harness::probe;
 use logless_harness::server::ServerSpec;
-use rustls::pki_types::ServerName;
 
 use crate::certs::{self, CA_CERT, CLIENT_CERT, CLIENT_KEY, SERVER_CERT, SERVER_KEY};
+use crate::tls_client;
 
 /// The certificates' folder in `logless up`'s directory.
 pub const TLS_DIR: &str = "tls";
@@ -71,11 +71,7 @@ impl UpTls {
         args: &[&str],
         timeout: Duration,
     ) -> std::io::Result<String> {
-        let connection =
-            rustls::ClientConnection::new(self.client.clone(), ServerName::from(addr.ip()))
-                .map_err(std::io::Error::other)?;
-        let stream = rustls::StreamOwned::new(connection, probe::connect(addr, timeout)?);
-        probe::resp_ask_on(stream, args)
+        probe::resp_ask_on(tls_client::connect(&self.client, addr, timeout)?, args)
     }
 
     /// The `redis-cli` options that connect to a replica: the CA, and the client certificate

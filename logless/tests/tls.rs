@@ -2,7 +2,8 @@
 //! peers over mutual TLS serve a write through one replica and a read through another; a
 //! client without a certificate is refused when `tls-auth-clients` is yes (and let in when
 //! optional); garbage and plain RESP on the TLS port close only their own connection; a peer
-//! whose certificate another CA signed is refused, and so is a peer speaking plain TCP.
+//! whose certificate another CA signed is refused, and so is a peer speaking plain TCP; HTTP
+//! over TLS answers `logless status` with a client certificate only.
 mod common;
 
 use std::io::{Read, Write};
@@ -345,4 +346,51 @@ fn a_peer_with_a_certificate_of_another_ca_or_without_tls_is_refused() {
     );
     let kept: String = cluster.connect(1).get("kept").unwrap();
     assert_eq!(kept, "safe");
+}
+
+#[test]
+fn http_over_tls_answers_clients_with_a_certificate_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = make_certs(dir.path(), "ca");
+    let port = logless_harness::ports::free_ports(1).expect("free port")[0];
+    let cluster = Cluster::start_each(1, "memory", |_, spec| {
+        with_tls(spec, port, &certs, "yes").flag("--tls-http", true)
+    });
+    let http = cluster.replicas[0].spec.http;
+    let status = |tls_args: &[&Path]| {
+        let mut command = Command::new(common::binary());
+        command.args(["status", "--http", &http.to_string()]);
+        for (flag, path) in ["--tls-ca-cert-file", "--tls-cert-file", "--tls-key-file"]
+            .iter()
+            .zip(tls_args)
+        {
+            command.arg(flag).arg(path);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, out) = status(&[
+        &certs.join("ca.crt"),
+        &certs.join("client.crt"),
+        &certs.join("client.key"),
+    ]);
+    assert!(ok && out.contains("1 of 1 replicas healthy"), "{out}");
+    // Plain HTTP, and TLS without a client certificate, get no status.
+    let (ok, out) = status(&[]);
+    assert!(!ok && out.contains("0 of 1"), "{out}");
+    let (ok, out) = status(&[&certs.join("ca.crt")]);
+    assert!(!ok && out.contains("unreachable"), "{out}");
+    let plain = logless_harness::probe::http_get(http, "/metrics", WAIT);
+    assert!(
+        plain.map_or(true, |(code, _)| code == 0),
+        "plain HTTP was answered"
+    );
+    let value: String = {
+        let _: () = cluster.connect(0).set("still", "serving").unwrap();
+        cluster.connect(0).get("still").unwrap()
+    };
+    assert_eq!(value, "serving");
 }

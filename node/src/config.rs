@@ -21,6 +21,7 @@
 //! tls_ca_cert_file = "/etc/logless/tls/ca.crt"
 //! tls_auth_clients = "yes"     # yes | optional | no: client certificates signed by the CA
 //! tls_cluster = true           # peers speak mutual TLS against tls_ca_cert_file
+//! tls_http = true              # /metrics, /health, /status over TLS, clients as tls_auth_clients
 //!
 //! [[peers]]                    # every replica, this one included, the same list everywhere
 //! id = 1
@@ -141,6 +142,9 @@ pub struct NodeConfig {
     pub tls_auth_clients: String,
     /// Whether peers speak mutual TLS against `tls_ca_cert_file`.
     pub tls_cluster: bool,
+    /// Whether the HTTP listener speaks TLS, asking clients for certificates as
+    /// `tls_auth_clients` says.
+    pub tls_http: bool,
 }
 
 impl Default for NodeConfig {
@@ -170,6 +174,7 @@ impl Default for NodeConfig {
             tls_ca_cert_file: None,
             tls_auth_clients: "yes".to_string(),
             tls_cluster: false,
+            tls_http: false,
         }
     }
 }

@@ -55,7 +55,7 @@ pub struct ClientCounters {
     pub bytes_in: AtomicU64,
     /// Bytes written to clients.
     pub bytes_out: AtomicU64,
-    /// TLS client connections closed before or during their handshake (not TLS, a refused
+    /// TLS connections of Redis and HTTP clients closed in their handshake (not TLS, a refused
     /// certificate, too slow).
     pub tls_handshake_failures: AtomicU64,
 }

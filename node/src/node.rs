@@ -304,7 +304,12 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         ));
     }
     if let Some(listener) = http_listener {
-        tokio::spawn(http::serve(listener, context.clone(), shutdown_rx.clone()));
+        tokio::spawn(http::serve(
+            listener,
+            context.clone(),
+            shutdown_rx.clone(),
+            tls.http,
+        ));
     }
     info!(node = node.0, clients = %bound.client, tls_clients = ?bound.tls, peers = %bound.peer, "serving");
     Ok(RunningNode {

@@ -146,7 +146,7 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
     );
     counter(
         "logless_client_tls_handshake_failures_total",
-        "TLS client connections closed in their handshake (not TLS, a refused certificate, too slow).",
+        "TLS connections of clients (Redis and HTTP) closed in their handshake (not TLS, a refused certificate, too slow).",
         c(&context.clients.tls_handshake_failures),
     );
     counter(

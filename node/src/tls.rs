@@ -11,6 +11,8 @@
 //!   dialler checks that the acceptor's certificate names the host it dialled, and the
 //!   acceptor that the dialler's certificate was signed by the CA. The cluster hello (cluster
 //!   id and secret) then runs inside the encrypted stream as it does over plain TCP.
+//! * HTTP: with `tls_http`, the `/metrics`, `/health` and `/status` listener speaks TLS with
+//!   the same certificate and asks clients for theirs as `tls_auth_clients` says.
 //!
 //! The crypto provider is *ring*, given to each configuration rather than installed for the
 //! process.
@@ -70,12 +72,12 @@ pub fn check_config(config: &NodeConfig) -> Result<(), ConfigError> {
             "the client port is 0 (disabled) and no tls_port is set: no client could connect",
         );
     }
-    let clients = config.tls_port != 0;
+    let clients = config.tls_port != 0 || config.tls_http;
     if !clients && !config.tls_cluster {
         return Ok(());
     }
     if config.tls_cert_file.is_none() || config.tls_key_file.is_none() {
-        return invalid("tls_port and tls_cluster need tls_cert_file and tls_key_file");
+        return invalid("tls_port, tls_http and tls_cluster need tls_cert_file and tls_key_file");
     }
     let needs_ca = config.tls_cluster || auth != AuthClients::No;
     if needs_ca && config.tls_ca_cert_file.is_none() {
@@ -88,6 +90,8 @@ pub fn check_config(config: &NodeConfig) -> Result<(), ConfigError> {
 pub struct NodeTls {
     /// The TLS client listener's handshakes (none without `tls_port`).
     pub clients: Option<TlsAcceptor>,
+    /// The HTTP listener's handshakes (none without `tls_http`).
+    pub http: Option<TlsAcceptor>,
     /// Peer connections' handshakes (none without `tls_cluster`).
     pub peers: Option<Arc<PeerTls>>,
 }
@@ -96,9 +100,10 @@ impl NodeTls {
     /// Reads the certificate, key and CA files `config` names and builds its configurations.
     pub fn from_config(config: &NodeConfig) -> Result<NodeTls, ConfigError> {
         check_config(config)?;
-        if config.tls_port == 0 && !config.tls_cluster {
+        if config.tls_port == 0 && !config.tls_http && !config.tls_cluster {
             return Ok(NodeTls {
                 clients: None,
+                http: None,
                 peers: None,
             });
         }
@@ -109,20 +114,26 @@ impl NodeTls {
             Some(path) => Some(read_roots(path)?),
             None => None,
         };
-        let clients = if config.tls_port == 0 {
+        let acceptor = if config.tls_port == 0 && !config.tls_http {
             None
         } else {
             let auth = AuthClients::parse(&config.tls_auth_clients)?;
             let server = server_config(roots.clone(), auth, chain.clone(), key.clone_key())?;
             Some(TlsAcceptor::from(server))
         };
+        let clients = acceptor.clone().filter(|_| config.tls_port != 0);
+        let http = acceptor.filter(|_| config.tls_http);
         let peers = if config.tls_cluster {
             let roots = roots.expect("checked by check_config");
             Some(Arc::new(PeerTls::new(roots, chain, key)?))
         } else {
             None
         };
-        Ok(NodeTls { clients, peers })
+        Ok(NodeTls {
+            clients,
+            http,
+            peers,
+        })
     }
 }
 
@@ -340,6 +351,13 @@ mod tests {
     fn checks_which_files_each_setting_needs() {
         let plain = NodeConfig::default();
         check_config(&plain).unwrap();
+        let tls_http = NodeConfig {
+            tls_http: true,
+            tls_auth_clients: "no".into(),
+            ..plain.clone()
+        };
+        assert!(check_config(&tls_http).is_err(), "no certificate");
+        check_config(&with_tls(tls_http)).unwrap();
         let tls_port = NodeConfig {
             tls_port: 7380,
             ..plain.clone()
