@@ -1,7 +1,8 @@
 //! TLS on real processes and loopback sockets: a TLS client talks RESP to the TLS port and
 //! peers over mutual TLS serve a write through one replica and a read through another; a
 //! client without a certificate is refused when `tls-auth-clients` is yes (and let in when
-//! optional); garbage and plain RESP on the TLS port close only their own connection; a peer
+//! optional); garbage and plain RESP on the TLS port close only their own connection, and a
+//! silent one is closed after the handshake timeout; a peer
 //! whose certificate another CA signed is refused, and so is a peer speaking plain TCP; HTTP
 //! over TLS answers `logless status` with a client certificate only.
 mod common;
@@ -159,8 +160,13 @@ fn metric_reaches(cluster: &Cluster, i: usize, name: &str, at_least: u64) -> u64
 
 /// Whether the server closes `stream` (end of file or a reset) within [`WAIT`], reading and
 /// dropping whatever it sends first (a TLS alert, say).
-fn closed_by_server(mut stream: TcpStream) -> bool {
-    stream.set_read_timeout(Some(WAIT)).unwrap();
+fn closed_by_server(stream: TcpStream) -> bool {
+    closed_by_server_within(stream, WAIT)
+}
+
+/// [`closed_by_server`] waiting up to `within`.
+fn closed_by_server_within(mut stream: TcpStream, within: Duration) -> bool {
+    stream.set_read_timeout(Some(within)).unwrap();
     let mut buf = [0u8; 1024];
     loop {
         match stream.read(&mut buf) {
@@ -280,7 +286,8 @@ fn garbage_and_plain_resp_on_the_tls_port_close_only_their_own_connection() {
     }
     // A connection that opens and says nothing is closed only after the handshake timeout;
     // meanwhile the connection made before, and new ones, are served.
-    let _silent = TcpStream::connect(tls[0]).unwrap();
+    let silent = TcpStream::connect(tls[0]).unwrap();
+    let opened = Instant::now();
     rt.block_on(async {
         assert_eq!(
             ask(&mut open, &["GET", "kept"]).await.unwrap(),
@@ -295,6 +302,10 @@ fn garbage_and_plain_resp_on_the_tls_port_close_only_their_own_connection() {
     let value: String = cluster.connect(0).get("kept").unwrap();
     assert_eq!(value, "safe");
     assert_eq!(metric_reaches(&cluster, 0, HANDSHAKE_FAILURES, 3), 3);
+    let handshake_timeout = logless_node::tls::HANDSHAKE_TIMEOUT;
+    assert!(closed_by_server_within(silent, handshake_timeout + WAIT));
+    assert!(opened.elapsed() >= handshake_timeout - Duration::from_millis(100));
+    assert_eq!(metric_reaches(&cluster, 0, HANDSHAKE_FAILURES, 4), 4);
 }
 
 #[test]
