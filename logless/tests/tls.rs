@@ -2,9 +2,9 @@
 //! peers over mutual TLS serve a write through one replica and a read through another; a
 //! client without a certificate is refused when `tls-auth-clients` is yes (and let in when
 //! optional); garbage and plain RESP on the TLS port close only their own connection, and a
-//! silent one is closed after the handshake timeout; a peer
-//! whose certificate another CA signed is refused, and so is a peer speaking plain TCP; HTTP
-//! over TLS answers `logless status` with a client certificate only.
+//! silent one is closed after the handshake timeout; a peer whose certificate another CA
+//! signed is refused, and so is a peer speaking plain TCP; HTTP over TLS answers
+//! `logless status` with a client certificate only.
 mod common;
 
 use std::io::{Read, Write};
