@@ -14,8 +14,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// The request is HTTP/1.0 with `Connection: close`, so that any server (the replicas, etcd)
 /// answers with a plain body that ends where the connection does, never chunked.
 pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout.min(CONNECT_TIMEOUT))?;
-    stream.set_read_timeout(Some(timeout))?;
+    http_get_on(connect(addr, timeout)?, addr, path)
+}
+
+/// [`http_get`] on an open connection to `addr` (a TLS one, say), which bounds its own waits.
+pub fn http_get_on(
+    mut stream: impl Read + Write,
+    addr: SocketAddr,
+    path: &str,
+) -> std::io::Result<(u16, String)> {
     write!(
         stream,
         "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
@@ -54,6 +61,14 @@ pub fn resp_ask(addr: SocketAddr, args: &[&str], timeout: Duration) -> std::io::
     resp_ask_as(addr, None, args, timeout)
 }
 
+/// A connection to `addr` whose reads and writes wait up to `timeout`.
+pub fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect_timeout(&addr, timeout.min(CONNECT_TIMEOUT))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    Ok(stream)
+}
+
 /// [`resp_ask`] on a connection that first logs in with `AUTH password` if one is given (the
 /// reply to the AUTH is skipped if it is `+OK`, else returned).
 pub fn resp_ask_as(
@@ -62,8 +77,20 @@ pub fn resp_ask_as(
     args: &[&str],
     timeout: Duration,
 ) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout.min(CONNECT_TIMEOUT))?;
-    stream.set_read_timeout(Some(timeout))?;
+    resp_ask_on_as(connect(addr, timeout)?, password, args)
+}
+
+/// [`resp_ask`] on an open connection (a TLS one, say), which bounds its own waits.
+pub fn resp_ask_on(stream: impl Read + Write, args: &[&str]) -> std::io::Result<String> {
+    resp_ask_on_as(stream, None, args)
+}
+
+/// [`resp_ask_as`] on an open connection.
+pub fn resp_ask_on_as(
+    mut stream: impl Read + Write,
+    password: Option<&str>,
+    args: &[&str],
+) -> std::io::Result<String> {
     if let Some(password) = password {
         stream.write_all(&resp_request(&["AUTH", password]))?;
         let reply = read_line(&mut stream)?;
@@ -77,7 +104,7 @@ pub fn resp_ask_as(
 
 /// One reply line without its CRLF, byte by byte: the line is short, and nothing after it may
 /// be taken from the socket.
-fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
+fn read_line(stream: &mut impl Read) -> std::io::Result<String> {
     let mut reply = Vec::new();
     let mut byte = [0u8; 1];
     while !reply.ends_with(b"\r\n") {
@@ -103,14 +130,25 @@ pub fn cluster_serves_as(
     probe_key: &str,
     timeout: Duration,
 ) -> bool {
+    cluster_serves_by(clients, probe_key, |addr, args| {
+        resp_ask_as(addr, password, args, timeout)
+    })
+}
+
+/// [`cluster_serves`] asking each question with `ask` (a replica's address and the command),
+/// which answers as [`resp_ask`] does: over TLS, say.
+pub fn cluster_serves_by(
+    clients: &[SocketAddr],
+    probe_key: &str,
+    ask: impl Fn(SocketAddr, &[&str]) -> std::io::Result<String>,
+) -> bool {
     let Some(first) = clients.first() else {
         return false;
     };
     clients
         .iter()
-        .all(|&addr| resp_ask(addr, &["PING"], timeout).is_ok_and(|r| r == "+PONG"))
-        && resp_ask_as(*first, password, &["GET", probe_key], timeout)
-            .is_ok_and(|r| r.starts_with('$'))
+        .all(|&addr| ask(addr, &["PING"]).is_ok_and(|r| r == "+PONG"))
+        && ask(*first, &["GET", probe_key]).is_ok_and(|r| r.starts_with('$'))
 }
 
 #[cfg(test)]

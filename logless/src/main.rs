@@ -1,6 +1,6 @@
-//! The `logless` command: `up` (a local cluster), `server` (one replica), `status` and
-//! `bench compare`. The in-process simulated cluster is the simulation crate's `demo` example,
-//! so that this binary links no simulation code.
+//! The `logless` command: `up` (a local cluster), `server` (one replica), `status`,
+//! `certs` (throwaway TLS certificates) and `bench compare`. The in-process simulated cluster
+//! is the simulation crate's `demo` example, so that this binary links no simulation code.
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -12,9 +12,12 @@ use clap::{Parser, Subcommand};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
+mod certs;
 mod server;
 mod status;
+mod tls_client;
 mod up;
+mod up_tls;
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +38,8 @@ enum Command {
     Server(Box<server::ServerArgs>),
     /// Show the health of a cluster's replicas.
     Status(status::StatusArgs),
+    /// Write a throwaway CA and TLS certificates for replicas and clients (for trying TLS).
+    Certs(certs::CertsArgs),
     /// Benchmarks: `logless bench compare [--quick]` measures logless against etcd and
     /// redis-server on this machine.
     Bench(bench::BenchArgs),
@@ -46,6 +51,7 @@ fn main() -> ExitCode {
         Some(Command::Up(args)) => up::up(&args),
         Some(Command::Server(args)) => server::server(&args),
         Some(Command::Status(args)) => status::status(&args),
+        Some(Command::Certs(args)) => certs::certs(&args),
         Some(Command::Bench(args)) => bench::bench(&args),
     }
 }

@@ -90,6 +90,29 @@ pub struct ServerArgs {
     /// How long an inbound peer connection may take to prove its hello.
     #[arg(long, env = "LOGLESS_PEER_HANDSHAKE_TIMEOUT_MS")]
     pub peer_handshake_timeout_ms: Option<u64>,
+    /// A second client port, on --client-addr's address, speaking TLS (0: none); with it,
+    /// --client-addr's port may be 0 for TLS only.
+    #[arg(long, env = "LOGLESS_TLS_PORT")]
+    pub tls_port: Option<u16>,
+    /// The PEM certificate this replica presents to clients and peers.
+    #[arg(long, env = "LOGLESS_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The PEM private key of --tls-cert-file.
+    #[arg(long, env = "LOGLESS_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
+    /// The PEM CA certificates that client and peer certificates must be signed by.
+    #[arg(long, env = "LOGLESS_TLS_CA_CERT_FILE")]
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// yes (TLS clients present a certificate signed by the CA), optional or no.
+    #[arg(long, env = "LOGLESS_TLS_AUTH_CLIENTS")]
+    pub tls_auth_clients: Option<String>,
+    /// Whether peers speak mutual TLS against --tls-ca-cert-file.
+    #[arg(long, env = "LOGLESS_TLS_CLUSTER")]
+    pub tls_cluster: Option<bool>,
+    /// Whether /metrics, /health and /status are served over TLS (client certificates as
+    /// --tls-auth-clients says).
+    #[arg(long, env = "LOGLESS_TLS_HTTP")]
+    pub tls_http: Option<bool>,
     /// Log level: error, warn, info, debug or trace (or a tracing filter); without it,
     /// RUST_LOG, else info.
     #[arg(long, env = "LOGLESS_LOG_LEVEL")]
@@ -178,6 +201,27 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.peer_handshake_timeout_ms {
         c.peer_handshake_timeout_ms = v;
+    }
+    if let Some(v) = args.tls_port {
+        c.tls_port = v;
+    }
+    if let Some(v) = &args.tls_cert_file {
+        c.tls_cert_file = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_key_file {
+        c.tls_key_file = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_ca_cert_file {
+        c.tls_ca_cert_file = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_auth_clients {
+        c.tls_auth_clients = v.clone();
+    }
+    if let Some(v) = args.tls_cluster {
+        c.tls_cluster = v;
+    }
+    if let Some(v) = args.tls_http {
+        c.tls_http = v;
     }
     c.validate().map_err(|e| e.to_string())?;
     Ok(c)

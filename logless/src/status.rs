@@ -1,10 +1,14 @@
-//! `logless status`: the health of a cluster, from the `/status` endpoint of its replicas.
+//! `logless status`: the health of a cluster, from the `/status` endpoint of its replicas
+//! (over TLS with `--tls-ca-cert-file`, for replicas with `tls_http`).
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use logless_harness::probe::http_get;
+use logless_harness::probe::{http_get, http_get_on};
 use logless_node::status::NodeStatus;
+
+use crate::tls_client;
 
 /// How long each replica may take to answer: one that takes longer is reported unreachable.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
@@ -14,6 +18,15 @@ pub struct StatusArgs {
     /// The HTTP addresses of the replicas to ask (default: those of `logless up`'s defaults).
     #[arg(long, value_delimiter = ',')]
     pub http: Vec<SocketAddr>,
+    /// Ask over TLS (replicas with tls_http), trusting the CA certificates in this PEM file.
+    #[arg(long)]
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// The client certificate to present over TLS (with --tls-key-file).
+    #[arg(long, requires_all = ["tls_key_file", "tls_ca_cert_file"])]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The key of --tls-cert-file.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
 }
 
 pub fn status(args: &StatusArgs) -> ExitCode {
@@ -24,15 +37,34 @@ pub fn status(args: &StatusArgs) -> ExitCode {
     } else {
         args.http.clone()
     };
+    let tls = match &args.tls_ca_cert_file {
+        None => None,
+        Some(ca) => {
+            let identity = args
+                .tls_cert_file
+                .as_deref()
+                .zip(args.tls_key_file.as_deref());
+            match logless_node::tls::client_config(ca, identity) {
+                Ok(config) => Some(config),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    };
+    let get_status = |addr: SocketAddr| match &tls {
+        None => http_get(addr, "/status", ANSWER_TIMEOUT),
+        Some(config) => tls_client::connect(config, addr, ANSWER_TIMEOUT)
+            .and_then(|stream| http_get_on(stream, addr, "/status")),
+    };
     println!(
         "{:<22} {:>5} {:>5} {:>8} {:>10} {:>8} {:>12} {:>9}  durability",
         "replica (http)", "node", "inc", "healthy", "registers", "clients", "commands", "links up"
     );
     let mut healthy = 0;
     for addr in &addrs {
-        match http_get(*addr, "/status", ANSWER_TIMEOUT)
-            .map(|(_, body)| serde_json::from_str::<NodeStatus>(&body))
-        {
+        match get_status(*addr).map(|(_, body)| serde_json::from_str::<NodeStatus>(&body)) {
             Ok(Ok(s)) => {
                 healthy += usize::from(s.healthy);
                 println!(

@@ -12,12 +12,17 @@
 //! writes a cluster id (`DIR/cluster-id`) and a random cluster secret (`DIR/cluster-secret`,
 //! readable by its owner only), and every replica is started with them, so that a replica of
 //! another `logless up` on the same machine cannot join it.
+//!
+//! With `--tls` the Redis ports speak TLS only and peers mutual TLS, with throwaway
+//! certificates in `DIR/tls/` ([`crate::up_tls`]).
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
 use std::time::{Duration, Instant};
 
 use logless_harness::server::{self, ServerSpec, HTTP_PORT_OFFSET};
+
+use crate::up_tls::UpTls;
 
 /// The first replica's Redis port by default.
 pub const PORT_DEFAULT: u16 = 7379;
@@ -79,6 +84,14 @@ pub struct UpArgs {
     /// Seconds to wait for the cluster to serve.
     #[arg(long, default_value_t = 30)]
     pub ready_timeout_s: u64,
+    /// Serve Redis over TLS only and connect peers with mutual TLS, with a throwaway CA and
+    /// certificates in DIR/tls/ (made on first use).
+    #[arg(long)]
+    pub tls: bool,
+    /// With --tls: yes (clients present DIR/tls/client.crt or another certificate of the CA),
+    /// optional or no.
+    #[arg(long, default_value = "yes", requires = "tls")]
+    pub tls_auth_clients: String,
 }
 
 impl UpArgs {
@@ -312,7 +325,23 @@ pub fn up(args: &UpArgs) -> ExitCode {
             }
         },
     };
+    let tls = match args
+        .tls
+        .then(|| UpTls::prepare(&args.dir, &args.tls_auth_clients))
+    {
+        None => None,
+        Some(Ok(tls)) => Some(tls),
+        Some(Err(e)) => {
+            eprintln!("error: TLS: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let specs = specs(args, &cluster_id, &secret, requirepass.as_deref());
+    let clients: Vec<_> = specs.iter().map(|s| s.client).collect();
+    let specs: Vec<ServerSpec> = match &tls {
+        Some(tls) => specs.into_iter().map(|spec| tls.apply(spec)).collect(),
+        None => specs,
+    };
     let mut children: Vec<Option<Child>> = Vec::new();
     for spec in &specs {
         // Each `logless up` starts its replicas' logs afresh (the launcher appends).
@@ -328,7 +357,6 @@ pub fn up(args: &UpArgs) -> ExitCode {
     }
     // Ready when every replica answers PING and a read through the first one is answered,
     // which needs a quorum.
-    let clients: Vec<_> = specs.iter().map(|s| s.client).collect();
     let deadline = Instant::now() + Duration::from_secs(args.ready_timeout_s);
     let mut ready = false;
     while Instant::now() < deadline {
@@ -343,12 +371,21 @@ pub fn up(args: &UpArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
-        if logless_harness::probe::cluster_serves_as(
-            &clients,
-            args.requirepass.as_deref(),
-            "logless:up:",
-            PROBE_TIMEOUT,
-        ) {
+        let password = args.requirepass.as_deref();
+        let serves = match &tls {
+            None => logless_harness::probe::cluster_serves_as(
+                &clients,
+                password,
+                "logless:up:",
+                PROBE_TIMEOUT,
+            ),
+            Some(tls) => {
+                logless_harness::probe::cluster_serves_by(&clients, "logless:up:", |a, q| {
+                    tls.ask(a, password, q, PROBE_TIMEOUT)
+                })
+            }
+        };
+        if serves {
             ready = true;
             break;
         }
@@ -369,17 +406,19 @@ pub fn up(args: &UpArgs) -> ExitCode {
         args.shards,
         args.dir.display()
     );
-    for spec in &specs {
+    for (spec, client) in specs.iter().zip(&clients) {
         println!(
             "  replica {}: redis {}   metrics http://{}/metrics   log {}",
             spec.node_id,
-            spec.client,
+            client,
             spec.http,
             spec.log.display()
         );
     }
+    let tls_options = tls.as_ref().map(|t| t.redis_cli_options() + " ");
     println!(
-        "connect with:  redis-cli -p {}{}   (any replica serves every key)",
+        "connect with:  redis-cli {}-p {}{}   (any replica serves every key)",
+        tls_options.unwrap_or_default(),
         args.port,
         if requirepass.is_some() {
             " --askpass"
@@ -422,6 +461,8 @@ mod tests {
             logless_node::config::NodeConfig::default().proposer_registers_max
         );
         assert_eq!(d.ready_timeout_s, 30);
+        assert!(!d.tls);
+        assert_eq!(d.tls_auth_clients, "yes");
     }
 
     #[test]

@@ -15,6 +15,13 @@
 //! value_bytes_max = 1048576
 //! cluster_id = "prod-eu"       # peers of another cluster id are refused
 //! cluster_secret_file = "/etc/logless/cluster-secret"  # proven in every peer hello
+//! tls_port = 7380              # clients over TLS (0: none); client_addr's port 0: TLS only
+//! tls_cert_file = "/etc/logless/tls/server.crt"
+//! tls_key_file = "/etc/logless/tls/server.key"
+//! tls_ca_cert_file = "/etc/logless/tls/ca.crt"
+//! tls_auth_clients = "yes"     # yes | optional | no: client certificates signed by the CA
+//! tls_cluster = true           # peers speak mutual TLS against tls_ca_cert_file
+//! tls_http = true              # /metrics, /health, /status over TLS, clients as tls_auth_clients
 //!
 //! requirepass_file = "/etc/logless/requirepass"  # the default user's password (or requirepass)
 //! timeout = 300                # close client connections idle this many seconds (0: never)
@@ -204,6 +211,22 @@ pub struct NodeConfig {
     pub peer_connections_max: usize,
     /// How long an inbound peer connection may take to prove its hello.
     pub peer_handshake_timeout_ms: u64,
+    /// A second client port, on `client_addr`'s address, speaking TLS (0: none). With it,
+    /// `client_addr`'s port may be 0 to serve clients over TLS only, as in redis.
+    pub tls_port: u16,
+    /// The PEM certificate (chain) this replica presents to clients and peers.
+    pub tls_cert_file: Option<PathBuf>,
+    /// The PEM private key of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// The PEM CA certificates that client and peer certificates must be signed by.
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// `yes` (every TLS client presents a certificate signed by the CA), `optional` or `no`.
+    pub tls_auth_clients: String,
+    /// Whether peers speak mutual TLS against `tls_ca_cert_file`.
+    pub tls_cluster: bool,
+    /// Whether the HTTP listener speaks TLS, asking clients for certificates as
+    /// `tls_auth_clients` says.
+    pub tls_http: bool,
 }
 
 impl Default for NodeConfig {
@@ -235,6 +258,13 @@ impl Default for NodeConfig {
             client_output_buffer_limit: CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT,
             peer_connections_max: 0,
             peer_handshake_timeout_ms: 5_000,
+            tls_port: 0,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_ca_cert_file: None,
+            tls_auth_clients: "yes".to_string(),
+            tls_cluster: false,
+            tls_http: false,
         }
     }
 }
@@ -398,6 +428,7 @@ impl NodeConfig {
             return invalid("peer_handshake_timeout_ms must be at least 100".into());
         }
         self.durability()?;
+        crate::tls::check_config(self)?;
         Ok(())
     }
 
@@ -605,6 +636,8 @@ mod tests {
         config.validate().unwrap();
         assert_eq!(config.peers[1].addr, "logless-2.internal:8379");
         assert_eq!(config.cluster_id, "prod-eu-1");
+        assert_eq!((config.client_addr.port(), config.tls_port), (0, 7379));
+        assert!(config.tls_cluster);
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct ClientCounters {
     pub query_buffer_disconnects: AtomicU64,
     /// Connections closed for unread replies past `client_output_buffer_limit`.
     pub output_buffer_disconnects: AtomicU64,
+    /// TLS connections of Redis and HTTP clients closed in their handshake (not TLS, a refused
+    /// certificate, too slow).
+    pub tls_handshake_failures: AtomicU64,
 }
 
 /// The settings CONFIG SET changes while a replica runs; each starts as the configuration
@@ -114,6 +117,8 @@ pub struct Bound {
     pub peer: SocketAddr,
     /// `/metrics`, `/health`, `/status`.
     pub http: Option<SocketAddr>,
+    /// Redis clients over TLS.
+    pub tls: Option<SocketAddr>,
 }
 
 /// The shard that owns `key`: the same on every replica.

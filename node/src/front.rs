@@ -9,7 +9,9 @@
 //! connection only; one that goes over a limit of [`crate::limits`] (idle, a pending request's
 //! or its unread replies' bytes) loses it without one, and the closing is counted. Every
 //! connection is in the node's registry ([`crate::clients`]) while it lasts, and ends at once
-//! when CLIENT KILL names it (after the replies it has read, when it named itself).
+//! when CLIENT KILL names it (after the replies it has read, when it named itself). The TLS
+//! listener's connections are served the same way once their handshake is done
+//! ([`crate::tls`]).
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,9 +24,10 @@ use logless_redis::table::{Combine, ReplyShape};
 use logless_rmw::ids::Key;
 use logless_rmw::proposer::ProposeError;
 use rustc_hash::FxHashMap;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 use crate::clients::Connection;
@@ -32,13 +35,15 @@ use crate::context::{shard_of, NodeContext};
 use crate::info;
 use crate::limits::{check_query, ClientLimits, Ended, IdleClock, Output};
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
+use crate::tls;
 use crate::turn::answer_of;
 
-/// Accepts client connections until `shutdown`.
+/// Accepts client connections until `shutdown`; with `tls`, each one's TLS handshake first.
 pub async fn accept(
     listener: TcpListener,
     context: Arc<NodeContext>,
     shutdown: watch::Receiver<bool>,
+    tls: Option<TlsAcceptor>,
 ) {
     let mut stop = shutdown.clone();
     loop {
@@ -54,7 +59,9 @@ pub async fn accept(
         let clients_max = context.settings.clients_max.load(Ordering::Relaxed);
         if clients.connected.load(Ordering::Relaxed) as usize >= clients_max {
             clients.refused.fetch_add(1, Ordering::Relaxed);
-            let _ = stream.write_all(MAX_CLIENTS_REPLY).await;
+            if tls.is_none() {
+                let _ = stream.write_all(MAX_CLIENTS_REPLY).await;
+            }
             continue;
         }
         let id = clients.accepted.fetch_add(1, Ordering::Relaxed) + 1;
@@ -63,13 +70,14 @@ pub async fn accept(
         let registration = context.connections.register(id, addr, laddr);
         let context = context.clone();
         let mut shutdown = shutdown.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
             let connection = registration.connection();
             tokio::select! {
                 _ = shutdown.changed() => {}
                 () = connection.killed() => debug!(client = id, "client connection killed"),
-                result = serve(stream, connection, &context) => match result {
+                result = serve_tcp(stream, tls, connection, &context) => match result {
                     Ok(()) => {}
                     Err(Ended::Cut(cut)) => {
                         cut.count(&context.clients);
@@ -176,8 +184,24 @@ impl Exchange {
     }
 }
 
-async fn serve(
-    mut stream: TcpStream,
+/// Serves an accepted connection, after its TLS handshake with `tls`.
+async fn serve_tcp(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    connection: &Connection,
+    context: &NodeContext,
+) -> Result<(), Ended> {
+    match tls {
+        None => serve(stream, connection, context).await,
+        Some(acceptor) => {
+            let stream = tls::accept_client(&acceptor, stream, &context.clients).await?;
+            serve(stream, connection, context).await
+        }
+    }
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     connection: &Connection,
     context: &NodeContext,
 ) -> Result<(), Ended> {
@@ -268,8 +292,8 @@ async fn serve(
 }
 
 /// Resolves the pending replies in order and hands them to `output`.
-async fn write_replies(
-    stream: &mut TcpStream,
+async fn write_replies<S: AsyncWrite + Unpin>(
+    stream: &mut S,
     output: &mut Output,
     pending: &mut VecDeque<Pending>,
     exchange: &mut Exchange,

@@ -2,24 +2,27 @@
 //! node can serve, 503 otherwise) and `GET /status` (JSON, read by `logless status`).
 //!
 //! Three read-only routes over HTTP/1.1 with `Connection: close` need no web framework; a
-//! request head larger than 8 KiB or slower than 5 s is dropped.
+//! request head larger than 8 KiB or slower than 5 s is dropped. With `tls_http` the listener
+//! speaks TLS ([`crate::tls`]).
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 
 use crate::context::NodeContext;
-use crate::status;
+use crate::{status, tls};
 
 const HEAD_BYTES_MAX: usize = 8 * 1024;
 
-/// Serves until `shutdown`.
+/// Serves until `shutdown`; with `tls`, each connection's TLS handshake first.
 pub async fn serve(
     listener: TcpListener,
     context: Arc<NodeContext>,
     mut shutdown: watch::Receiver<bool>,
+    tls: Option<TlsAcceptor>,
 ) {
     loop {
         let accepted = tokio::select! {
@@ -28,13 +31,27 @@ pub async fn serve(
         };
         let Ok((stream, _)) = accepted else { continue };
         let context = context.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), answer(stream, &context)).await;
+            let answered = async {
+                match tls {
+                    None => answer(stream, &context).await,
+                    Some(acceptor) => {
+                        let stream =
+                            tls::accept_client(&acceptor, stream, &context.clients).await?;
+                        answer(stream, &context).await
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(5), answered).await;
         });
     }
 }
 
-async fn answer(mut stream: TcpStream, context: &NodeContext) -> std::io::Result<()> {
+async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    context: &NodeContext,
+) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {

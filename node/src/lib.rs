@@ -10,6 +10,7 @@
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
 //! * [`limits`] — what one client or peer connection may hold, and for how long;
+//! * [`tls`] — TLS for clients and peers: rustls configurations and handshakes;
 //! * [`front`], [`info`] and [`admin`] — the Redis front end: sockets and buffers around each
 //!   connection's `logless_redis::session::Session`, and the server and admin commands it
 //!   leaves to the node; [`clients`] — the registry of open connections;
@@ -32,4 +33,5 @@ pub mod peer;
 pub mod shard;
 pub mod status;
 pub mod store;
+pub mod tls;
 pub mod turn;

@@ -28,8 +28,7 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use logless_redis::resp::{write_value, Protocol, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
 use crate::config::NodeConfig;
@@ -145,7 +144,11 @@ impl IdleClock {
 
     /// Reads what has arrived into `input`, or gives up when the connection has been idle too
     /// long. Returns the bytes read (0: the client closed).
-    pub async fn read(&self, stream: &mut TcpStream, input: &mut BytesMut) -> Result<usize, Ended> {
+    pub async fn read<S: AsyncRead + Unpin>(
+        &self,
+        stream: &mut S,
+        input: &mut BytesMut,
+    ) -> Result<usize, Ended> {
         match self.limit {
             None => Ok(stream.read_buf(input).await?),
             Some(limit) => tokio::time::timeout_at(self.since + limit, stream.read_buf(input))
@@ -171,6 +174,8 @@ pub struct Output {
     bytes_max: usize,
     /// Bytes handed to the socket so far.
     written: u64,
+    /// Whether bytes were handed to the stream since its last flush.
+    unflushed: bool,
 }
 
 impl Output {
@@ -180,15 +185,16 @@ impl Output {
             buffer: BytesMut::with_capacity(16 * 1024),
             bytes_max,
             written: 0,
+            unflushed: false,
         }
     }
 
     /// Appends a reply, handing what waits to the socket as far as it takes it without
     /// waiting; past the limit, waits for the client to take some, and cuts the connection
     /// if it takes none for [`OUTPUT_STALL`].
-    pub async fn push(
+    pub async fn push<S: AsyncWrite + Unpin>(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut S,
         value: &Value,
         protocol: Protocol,
     ) -> Result<(), Ended> {
@@ -197,13 +203,17 @@ impl Output {
             return Ok(());
         }
         while !self.buffer.is_empty() {
-            match stream.try_write(&self.buffer) {
-                Ok(n) => {
+            // What the socket takes without waiting: a write polled once (a write that is not
+            // ready takes nothing, so giving it up loses nothing).
+            match tokio::time::timeout(Duration::ZERO, stream.write(&self.buffer)).await {
+                Ok(Ok(0)) => return Err(Ended::Io(io::ErrorKind::WriteZero.into())),
+                Ok(Ok(n)) => {
                     self.written += n as u64;
+                    self.unflushed = true;
                     self.buffer.advance(n);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(Ended::Io(e)),
+                Ok(Err(e)) => return Err(Ended::Io(e)),
+                Err(_) => break,
             }
         }
         while self.buffer.len() > self.bytes_max {
@@ -214,6 +224,7 @@ impl Output {
                 return Err(Ended::Io(io::ErrorKind::WriteZero.into()));
             }
             self.written += n as u64;
+            self.unflushed = true;
             self.buffer.advance(n);
         }
         Ok(())
@@ -222,12 +233,12 @@ impl Output {
     /// Writes everything that waits, giving up when the client takes nothing for as long as
     /// `clock` allows; restarts the clock when a reply was written (a client that is only
     /// sending a request is not active until the request is complete).
-    pub async fn flush(
+    pub async fn flush<S: AsyncWrite + Unpin>(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut S,
         clock: &mut IdleClock,
     ) -> Result<(), Ended> {
-        if self.buffer.is_empty() {
+        if self.buffer.is_empty() && !self.unflushed {
             return Ok(());
         }
         while !self.buffer.is_empty() {
@@ -244,6 +255,14 @@ impl Output {
             self.written += n as u64;
             self.buffer.advance(n);
         }
+        // A TLS stream holds encrypted records until flushed (a TCP stream's flush is free).
+        match clock.limit {
+            None => stream.flush().await?,
+            Some(limit) => tokio::time::timeout(limit, stream.flush())
+                .await
+                .map_err(|_| Ended::Cut(Cut::Idle))??,
+        }
+        self.unflushed = false;
         if self.buffer.capacity() > 1 << 20 {
             self.buffer = BytesMut::with_capacity(16 * 1024);
         }

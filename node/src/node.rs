@@ -21,6 +21,7 @@ use crate::limits::PeerLimits;
 use crate::peer::{self, PeerCounters};
 use crate::shard::{Shard, ShardBugs, ShardInput};
 use crate::store::{self, OpenError, ShardStore};
+use crate::tls::NodeTls;
 use crate::{front, http};
 
 /// Why a replica could not start.
@@ -143,6 +144,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
              every key; see docs/security.md"
         );
     }
+    let tls = NodeTls::from_config(&config)?;
     if auth.secret.is_empty() {
         warn!(
             cluster_id = %auth.cluster_id,
@@ -165,16 +167,35 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     acceptors.sort_unstable();
     let remote: Vec<_> = config.peers.iter().filter(|p| p.id != node.0).collect();
 
-    let client_listener = bind("clients", config.client_addr).await?;
+    // Port 0 leaves the plain client port out (clients over TLS only), as in redis.
+    let client_listener = match config.client_addr.port() {
+        0 => None,
+        _ => Some(bind("clients", config.client_addr).await?),
+    };
+    let tls_listener = match config.tls_port {
+        0 => None,
+        port => Some(
+            bind(
+                "tls clients",
+                SocketAddr::new(config.client_addr.ip(), port),
+            )
+            .await?,
+        ),
+    };
     let peer_listener = bind("peers", config.peer_addr).await?;
     let http_listener = match config.http_addr {
         Some(addr) => Some(bind("http", addr).await?),
         None => None,
     };
     let bound = Bound {
-        client: client_listener.local_addr().expect("bound"),
+        client: client_listener
+            .as_ref()
+            .map_or(config.client_addr, |l| l.local_addr().expect("bound")),
         peer: peer_listener.local_addr().expect("bound"),
         http: http_listener
+            .as_ref()
+            .map(|l| l.local_addr().expect("bound")),
+        tls: tls_listener
             .as_ref()
             .map(|l| l.local_addr().expect("bound")),
     };
@@ -186,6 +207,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         peers: remote.iter().map(|p| NodeId(p.id)).collect(),
         shards: config.shards,
         auth,
+        tls: tls.peers,
     };
     let options = store::store_options(durability, config.value_bytes_max);
     let mut shard_inputs = Vec::new();
@@ -278,15 +300,31 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         PeerLimits::of(&context.config),
         shutdown_rx.clone(),
     ));
-    tokio::spawn(front::accept(
-        client_listener,
-        context.clone(),
-        shutdown_rx.clone(),
-    ));
-    if let Some(listener) = http_listener {
-        tokio::spawn(http::serve(listener, context.clone(), shutdown_rx.clone()));
+    if let Some(listener) = client_listener {
+        tokio::spawn(front::accept(
+            listener,
+            context.clone(),
+            shutdown_rx.clone(),
+            None,
+        ));
     }
-    info!(node = node.0, clients = %bound.client, peers = %bound.peer, "serving");
+    if let Some(listener) = tls_listener {
+        tokio::spawn(front::accept(
+            listener,
+            context.clone(),
+            shutdown_rx.clone(),
+            tls.clients,
+        ));
+    }
+    if let Some(listener) = http_listener {
+        tokio::spawn(http::serve(
+            listener,
+            context.clone(),
+            shutdown_rx.clone(),
+            tls.http,
+        ));
+    }
+    info!(node = node.0, clients = %bound.client, tls_clients = ?bound.tls, peers = %bound.peer, "serving");
     Ok(RunningNode {
         context,
         shutdown,

@@ -6,7 +6,8 @@
 //! the cluster secret both ways), then carries frames of [`logless_rmw::wire`]: every write
 //! coalesces whatever the shard produced for that peer since the last one. A peer's address
 //! may be a DNS name: it is resolved at every connection attempt, so a peer that moved is
-//! found again on the next reconnect.
+//! found again on the next reconnect. With `tls_cluster`, each connection is mutual TLS
+//! ([`crate::tls::PeerTls`]) and the hello runs inside it.
 //!
 //! Whenever a connection breaks or a new one replaces it, the shard is told
 //! ([`ShardInput::LinkBroken`]): messages on the old connection may be lost, and Algorithm 3
@@ -30,7 +31,7 @@ use bytes::{Buf, BytesMut};
 use logless_rmw::ids::NodeId;
 use logless_rmw::message::Message;
 use logless_rmw::wire::{decode_frame, encode_frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -40,6 +41,7 @@ use crate::hello::{
 };
 use crate::limits::{PeerLimits, PeerSlot};
 use crate::shard::ShardInput;
+use crate::tls::{PeerStream, PeerTls};
 
 /// The largest frame a node accepts from a peer.
 pub const FRAME_BYTES_MAX: usize = 128 << 20;
@@ -100,12 +102,14 @@ pub struct Identity {
     pub shards: u16,
     /// The cluster id and secret proven in every hello.
     pub auth: Arc<ClusterAuth>,
+    /// Mutual TLS for every peer connection (none: plain TCP).
+    pub tls: Option<Arc<PeerTls>>,
 }
 
 /// The dialler's side of the hello on `stream`, a connection to `peer` for `shard`: sends the
 /// hello, checks the acceptor's proof and answers with its own.
-async fn hello_as_dialler(
-    stream: &mut TcpStream,
+async fn hello_as_dialler<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     identity: &Identity,
     shard: u16,
     peer: NodeId,
@@ -138,8 +142,8 @@ async fn hello_as_dialler(
 
 /// The acceptor's side of the hello: reads and checks the hello, challenges the dialler and
 /// checks its answer. Returns the dialler and its shard once it has proven the secret.
-async fn hello_as_acceptor(
-    stream: &mut TcpStream,
+async fn hello_as_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     identity: &Identity,
 ) -> Result<(NodeId, u16), String> {
     // The magic first, so that a stranger or a peer of an older version is told at once.
@@ -226,7 +230,7 @@ pub async fn dial(
             _ = shutdown.changed() => return,
             c = TcpStream::connect(addr.as_str()) => c,
         };
-        let mut stream = match connected {
+        let stream = match connected {
             Ok(stream) => stream,
             Err(e) => {
                 debug!(peer = peer.0, shard, %addr, error = %e, "peer unreachable");
@@ -241,22 +245,30 @@ pub async fn dial(
             }
         };
         let _ = stream.set_nodelay(true);
+        let greeting = async {
+            let mut stream = PeerTls::dial(identity.tls.as_deref(), stream, &addr).await?;
+            hello_as_dialler(&mut stream, &identity, shard, peer).await?;
+            Ok::<PeerStream, String>(stream)
+        };
         let greeted = tokio::select! {
             _ = shutdown.changed() => return,
-            g = tokio::time::timeout(HELLO_TIMEOUT, hello_as_dialler(&mut stream, &identity, shard, peer)) => {
+            g = tokio::time::timeout(HELLO_TIMEOUT, greeting) => {
                 g.unwrap_or_else(|_| Err("no challenge in time".into()))
             }
         };
-        if let Err(reason) = greeted {
-            warn!(peer = peer.0, shard, %addr, %reason, "peer hello failed");
-            while batches.try_recv().is_ok() {}
-            tokio::select! {
-                _ = shutdown.changed() => return,
-                () = tokio::time::sleep(backoff) => {}
+        let mut stream = match greeted {
+            Ok(stream) => stream,
+            Err(reason) => {
+                warn!(peer = peer.0, shard, %addr, %reason, "peer hello failed");
+                while batches.try_recv().is_ok() {}
+                tokio::select! {
+                    _ = shutdown.changed() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
             }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
-            continue;
-        }
+        };
         let connected_at = tokio::time::Instant::now();
         counters.connects.fetch_add(1, Ordering::Relaxed);
         counters.set_link(peer, shard, true);
@@ -355,17 +367,21 @@ pub async fn accept(
 }
 
 async fn serve_inbound(
-    mut stream: TcpStream,
+    stream: TcpStream,
     identity: &Identity,
     shards: &[mpsc::Sender<ShardInput>],
     counters: &PeerCounters,
     handshake_timeout: Duration,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
-    let (from, shard) =
-        tokio::time::timeout(handshake_timeout, hello_as_acceptor(&mut stream, identity))
-            .await
-            .map_err(|_| "no hello in time".to_string())??;
+    let greeting = async {
+        let mut stream = PeerTls::accept(identity.tls.as_deref(), stream).await?;
+        let (from, shard) = hello_as_acceptor(&mut stream, identity).await?;
+        Ok::<_, String>((stream, from, shard))
+    };
+    let (mut stream, from, shard) = tokio::time::timeout(handshake_timeout, greeting)
+        .await
+        .map_err(|_| "no hello in time".to_string())??;
     let inputs = &shards[usize::from(shard)];
     // A new connection from a peer that proved the secret means any earlier one from it is
     // gone, with what it carried. Nothing before this point may say so: a stranger's
@@ -377,7 +393,7 @@ async fn serve_inbound(
 }
 
 async fn read_frames(
-    stream: &mut TcpStream,
+    stream: &mut PeerStream,
     from: NodeId,
     inputs: &mpsc::Sender<ShardInput>,
     counters: &PeerCounters,

@@ -170,6 +170,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         c(&context.peers.over_cap),
     );
     counter(
+        "logless_client_tls_handshake_failures_total",
+        "TLS connections of clients (Redis and HTTP) closed in their handshake (not TLS, a refused certificate, too slow).",
+        c(&context.clients.tls_handshake_failures),
+    );
+    counter(
         "logless_peer_connections_rejected_total",
         "Peer connections rejected or broken by bad frames.",
         c(&context.peers.rejected),

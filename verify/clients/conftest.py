@@ -104,7 +104,10 @@ class Cluster:
         return log_tails(self.data_dir)
 
 
-def _start(data_dir: Path, password: str | None = None) -> Cluster:
+def _start(data_dir: Path, password: str | None = None,
+           extra_args: tuple[str, ...] = ()) -> Cluster:
+    """Starts `logless up` (with `extra_args`, and `password` in its environment) in
+    `data_dir` and waits until it serves."""
     binary = logless_bin()
     if not os.access(binary, os.X_OK):
         pytest.exit(f"logless binary not found or not executable: {binary} (set LOGLESS_BIN)", 2)
@@ -116,7 +119,8 @@ def _start(data_dir: Path, password: str | None = None) -> Cluster:
         up_log = open(run_dir / "up.log", "wb")
         process = subprocess.Popen(
             [str(binary), "up", "--port", str(base), "--dir", str(run_dir),
-             "--replicas", str(REPLICAS), "--ready-timeout-s", str(READY_TIMEOUT_S)],
+             "--replicas", str(REPLICAS), "--ready-timeout-s", str(READY_TIMEOUT_S),
+             *extra_args],
             stdin=subprocess.DEVNULL, stdout=up_log, stderr=subprocess.STDOUT,
             # The password in the environment, not on the command line.
             env=_environment(password),

@@ -1,4 +1,5 @@
-"""Bad input on raw sockets: malformed RESP, oversized requests, bad commands, random bytes.
+"""Bad input on raw sockets: malformed RESP, oversized requests, bad commands, random bytes,
+a TLS handshake on the plain port (TLS garbage on the TLS port is in test_tls.py).
 
 For each case: the error reply (a line starting with `-`), for protocol errors that the server
 closes that connection, and afterwards that the attacked replica still serves a fresh
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import random
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -261,6 +263,16 @@ def test_hello_errors(addresses, seeded):
         assert c.command("HELLO", "3", "BOGUS") == "-ERR Syntax error in HELLO option 'BOGUS'"
         assert c.command("PING") == "PONG"  # still RESP2
     assert_serves(addresses, seeded, attacked=2)
+
+
+def test_a_tls_handshake_on_the_plain_port(addresses, seeded):
+    """A client that speaks TLS to the plain port (its ClientHello is garbage to RESP) fails
+    its handshake without harming anyone else."""
+    context = ssl.create_default_context()
+    with socket.create_connection(addresses[1], timeout=3) as sock:
+        with pytest.raises((ssl.SSLError, OSError)):
+            context.wrap_socket(sock, server_hostname=addresses[1][0])
+    assert_serves(addresses, seeded, attacked=1)
 
 
 def test_many_connections_at_once(addresses, seeded):

@@ -44,16 +44,37 @@ impl Cluster {
         extra_args: &[&str],
         password: Option<&str>,
     ) -> Cluster {
+        Cluster::start_each_as(n, durability, password, |_, spec| {
+            spec.args(extra_args.iter().copied())
+        })
+    }
+
+    /// The same with each replica's spec (after the usual flags) given by `each`, which is told
+    /// the replica's index.
+    pub fn start_each(
+        n: usize,
+        durability: &str,
+        each: impl Fn(usize, ServerSpec) -> ServerSpec,
+    ) -> Cluster {
+        Cluster::start_each_as(n, durability, None, each)
+    }
+
+    /// [`Cluster::start_each`] for replicas whose clients log in with `password`.
+    pub fn start_each_as(
+        n: usize,
+        durability: &str,
+        password: Option<&str>,
+        each: impl Fn(usize, ServerSpec) -> ServerSpec,
+    ) -> Cluster {
         let root = tempfile::tempdir().expect("temp dir");
         let n = u16::try_from(n).expect("replicas");
         let base =
             logless_harness::ports::free_block(&server::PORT_OFFSETS, n).expect("free ports");
         let replicas = server::loopback_cluster(n, base, root.path(), durability)
             .into_iter()
-            .map(|spec| Replica {
-                spec: spec
-                    .flag("--log-level", "info")
-                    .args(extra_args.iter().copied()),
+            .enumerate()
+            .map(|(i, spec)| Replica {
+                spec: each(i, spec.flag("--log-level", "info")),
                 child: None,
             })
             .collect();
