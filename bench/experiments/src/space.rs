@@ -273,7 +273,7 @@ fn write_keys(
                         .map_err(|e| e.to_string())?;
                     let mine: Vec<u64> = (c..count).step_by(CONNECTIONS as usize).collect();
                     for chunk in mine.chunks(PIPELINE as usize) {
-                        // A command answered TRYAGAIN was not applied: send it again.
+                        // A command answered TRYAGAIN or UNCERTAIN: send it again.
                         let mut todo = chunk.to_vec();
                         for attempt in 0.. {
                             let mut out = Vec::new();
@@ -293,7 +293,7 @@ fn write_keys(
                                 break;
                             }
                             if attempt == 100 {
-                                return Err("TRYAGAIN 100 times in a row".into());
+                                return Err("TRYAGAIN or UNCERTAIN 100 times in a row".into());
                             }
                             std::thread::sleep(Duration::from_millis(10));
                         }
@@ -319,7 +319,8 @@ fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 /// Reads `n` one-line replies; returns the positions of those answered TRYAGAIN (not
-/// applied, to send again); any other error reply fails.
+/// applied) or UNCERTAIN (maybe applied: a SET of a fixed value may be sent again, it is
+/// idempotent), to send again; any other error reply fails.
 fn read_simple_replies(stream: &mut TcpStream, n: usize) -> Result<Vec<usize>, String> {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
@@ -334,7 +335,7 @@ fn read_simple_replies(stream: &mut TcpStream, n: usize) -> Result<Vec<usize>, S
         buffer.extend_from_slice(&chunk[..got]);
         while let Some(at) = buffer[scanned..].windows(2).position(|w| w == b"\r\n") {
             let line = &buffer[scanned..scanned + at];
-            if line.starts_with(b"-TRYAGAIN") {
+            if line.starts_with(b"-TRYAGAIN") || line.starts_with(b"-UNCERTAIN") {
                 again.push(lines);
             } else if line.first() == Some(&b'-') {
                 return Err(format!("error reply: {}", String::from_utf8_lossy(line)));
