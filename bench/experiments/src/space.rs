@@ -460,7 +460,8 @@ fn restart(
             Duration::from_millis(200),
         )
         .is_ok_and(|r| r.starts_with('$'))
-    })?;
+    })
+    .map_err(|e| format!("{e}; its log ends:\n{}", procs[i].log_tail()))?;
     Ok(started.elapsed())
 }
 
