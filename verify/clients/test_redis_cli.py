@@ -57,6 +57,33 @@ def test_set_get(ports, ns):
         assert out(q, "get", ns + "n") == "1\n"
 
 
+def test_hashes_lists_sorted_sets_and_a_transaction(ports, ns):
+    """Each new type through redis-cli as a user types it, read back through another replica."""
+    p, q = ports[0], ports[1]
+    h, lst, z, t = ns + "h", ns + "l", ns + "z", ns + "t"
+    assert out(p, "--no-raw", "hset", h, "f1", "v1", "f2", "v2") == "(integer) 2\n"
+    assert out(q, "--no-raw", "hget", h, "f1") == '"v1"\n'
+    assert out(q, "--no-raw", "hgetall", h) == '1) "f1"\n2) "v1"\n3) "f2"\n4) "v2"\n'
+    assert out(q, "-3", "--no-raw", "hgetall", h) == '1# "f1" => "v1"\n2# "f2" => "v2"\n'
+    assert out(p, "--no-raw", "hincrby", h, "n", "5") == "(integer) 5\n"
+    assert out(p, "--no-raw", "rpush", lst, "a", "b", "c") == "(integer) 3\n"
+    assert out(p, "--no-raw", "lpush", lst, "z") == "(integer) 4\n"
+    assert out(q, "--no-raw", "lrange", lst, "0", "-1") == '1) "z"\n2) "a"\n3) "b"\n4) "c"\n'
+    assert out(q, "--no-raw", "rpop", lst) == '"c"\n'
+    assert out(p, "--no-raw", "zadd", z, "2", "b", "1", "a", "3", "c") == "(integer) 3\n"
+    assert out(q, "--no-raw", "zrange", z, "0", "-1", "withscores") == \
+        '1) "a"\n2) "1"\n3) "b"\n4) "2"\n5) "c"\n6) "3"\n'
+    assert out(q, "-3", "--no-raw", "zscore", z, "b") == "(double) 2\n"
+    assert out(q, "--no-raw", "zrevrank", z, "a") == "(integer) 2\n"
+    # WRONGTYPE, as redis-cli shows an error reply.
+    assert "WRONGTYPE" in out(p, "--no-raw", "lpush", h, "x")
+    # MULTI ... EXEC on one key, typed on one connection (stdin), runs as one command.
+    script = f"MULTI\nINCR {t}\nEXPIRE {t} 100\nEXEC\n".encode()
+    assert out(p, "--no-raw", stdin=script).splitlines() == [
+        "OK", "QUEUED", "QUEUED", "1) (integer) 1", "2) (integer) 1"]
+    assert out(q, "get", t) == "1\n"
+
+
 def test_errors_and_exit_codes(ports, ns):
     p = ports[1]
     proc = cli(p, "-e", "mset", ns + "a", "1", check=False)
