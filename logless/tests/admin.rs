@@ -208,6 +208,13 @@ fn config_time_client_and_refusals() {
     assert!(line.contains(" name=victim "), "{line}");
     assert!(line.contains(" cmd=client"), "{line}");
     assert!(list.contains(" cmd=client user=default"), "{list}");
+    // CLIENT INFO is the same line, of the connection asking.
+    let info: String = redis::cmd("CLIENT").arg("INFO").query(&mut victim).unwrap();
+    assert!(info.starts_with(&format!("id={victim_id} ")), "{info}");
+    assert!(
+        info.contains(" name=victim ") && info.ends_with('\n'),
+        "{info}"
+    );
     let killed: i64 = redis::cmd("CLIENT")
         .arg("KILL")
         .arg("ID")

@@ -115,6 +115,16 @@ fn a_password_is_required_before_any_command() {
     assert_eq!(ask(&mut stream, &["GET", "kept"]), "$4");
     assert_eq!(read_line(&mut stream), "safe");
     assert_eq!(ask(&mut stream, &["ACL", "WHOAMI"]), "$7");
+    assert_eq!(read_line(&mut stream), "default");
+    // CLIENT LIST and INFO show who is logged in; CLIENT KILL USER finds them.
+    let info = ask(&mut stream, &["CLIENT", "INFO"]);
+    assert!(info.starts_with('$'), "{info}");
+    let line = read_line(&mut stream);
+    assert!(line.contains(" user=default "), "{line}");
+    assert_eq!(
+        ask(&mut stream, &["CLIENT", "KILL", "USER", "nobody"]),
+        ":0"
+    );
     assert_eq!(
         wait_metric(spec.http, "logless_client_auth_rejected_total", 2),
         2

@@ -71,6 +71,7 @@ pub async fn answer(query: Admin, caller: &Connection, context: &NodeContext) ->
                 Value::Bulk(Bytes::from(now.subsec_micros().to_string())),
             ])
         }
+        Admin::ClientInfo => Value::Bulk(Bytes::from(caller.view().line())),
         Admin::ClientList(filter) => {
             let mut text = String::new();
             for connection in context.connections.connections() {

@@ -5,6 +5,7 @@
 //! once per batch of requests it reads, so the hot path takes one uncontended lock per batch;
 //! the registry's own lock is taken only when a connection comes or goes and by CLIENT
 //! LIST/KILL.
+use logless_redis::acl::DEFAULT_USER;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,6 +51,8 @@ struct Noted {
     last: Instant,
     resp: u8,
     multi: Option<usize>,
+    /// The user it is logged in as.
+    user: String,
 }
 
 /// A connection's place in the registry: it leaves when this is dropped.
@@ -79,6 +82,7 @@ impl ClientRegistry {
                 last: now,
                 resp: 2,
                 multi: None,
+                user: DEFAULT_USER.to_owned(),
             }),
             killed: AtomicBool::new(false),
             closing: AtomicBool::new(false),
@@ -143,6 +147,11 @@ impl Connection {
             Protocol::Resp2 => 2,
             Protocol::Resp3 => 3,
         };
+        let user = session.user().unwrap_or(DEFAULT_USER);
+        if noted.user != user {
+            noted.user.clear();
+            noted.user.push_str(user);
+        }
         noted.multi = match session.transaction() {
             Transaction::None => None,
             Transaction::Queued(queue) => Some(queue.len()),
@@ -167,6 +176,7 @@ impl Connection {
             },
             resp: noted.resp,
             multi: noted.multi,
+            user: noted.user.clone(),
         }
     }
 

@@ -579,15 +579,6 @@ impl Session {
             Local::ClientGetName => self.name.clone().map_or(Value::Nil, Value::Bulk),
             Local::ClientSetInfo => simple("OK"),
             Local::ClientId => Value::Int(self.id as i64),
-            Local::ClientInfo => bulk(format!(
-                "id={} name={} db=0 resp={}\n",
-                self.id,
-                self.name
-                    .as_ref()
-                    .map(|n| String::from_utf8_lossy(n).into_owned())
-                    .unwrap_or_default(),
-                self.protocol_number()
-            )),
             Local::Command => Value::Array(
                 table::command_names()
                     .map(table::command_info_value)
@@ -683,7 +674,6 @@ fn reads_only(spec: &CommandSpec, parsed: &Parsed) -> bool {
                 | Local::ClientGetName
                 | Local::ClientSetInfo
                 | Local::ClientId
-                | Local::ClientInfo
                 | Local::Command
                 | Local::CommandCount
                 | Local::CommandDocs(_)
@@ -696,6 +686,7 @@ fn reads_only(spec: &CommandSpec, parsed: &Parsed) -> bool {
                         | Admin::RandomKey
                         | Admin::Time
                         | Admin::ClientList(_)
+                        | Admin::ClientInfo
                 )
                 | Local::Multi
                 | Local::Exec

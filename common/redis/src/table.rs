@@ -171,8 +171,6 @@ pub enum Local {
     ClientSetInfo,
     /// CLIENT ID.
     ClientId,
-    /// CLIENT INFO.
-    ClientInfo,
     /// COMMAND: the info of every command.
     Command,
     /// COMMAND COUNT.
@@ -1167,7 +1165,7 @@ fn parse_client(args: &[Bytes]) -> Parsed {
     } else if is(sub, "id") {
         checked("id", 2, Local::ClientId)
     } else if is(sub, "info") {
-        checked("info", 2, Local::ClientInfo)
+        checked("info", 2, Local::Admin(admin::Admin::ClientInfo))
     } else if is(sub, "list") {
         admin::parse_client_list(args)
     } else if is(sub, "kill") {

@@ -161,6 +161,7 @@ fn view(id: u64, addr: &str, age_s: u64) -> ClientView {
         cmd: "get".to_owned(),
         resp: 2,
         multi: None,
+        user: "default".to_owned(),
     }
 }
 
@@ -190,6 +191,12 @@ fn a_filter_matches_every_condition_it_names() {
         ..ClientFilter::default()
     };
     assert!(!other_user.matches(&a, 9));
+    let alice = ClientView {
+        user: "alice".to_owned(),
+        ..view(3, "127.0.0.1:5003", 1)
+    };
+    assert!(other_user.matches(&alice, 9));
+    assert!(alice.line().contains(" user=alice "), "{}", alice.line());
     let pubsub = ClientFilter {
         only_normal: Some(false),
         ..ClientFilter::default()

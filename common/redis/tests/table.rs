@@ -715,7 +715,10 @@ fn client_commands() {
         err("ERR Unrecognized option 'foo'")
     );
     assert_eq!(parse("CLIENT ID"), Parsed::Local(Local::ClientId));
-    assert_eq!(parse("CLIENT INFO"), Parsed::Local(Local::ClientInfo));
+    assert_eq!(
+        parse("CLIENT INFO"),
+        Parsed::Local(Local::Admin(logless_redis::table::admin::Admin::ClientInfo))
+    );
 }
 
 #[test]

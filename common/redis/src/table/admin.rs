@@ -27,6 +27,8 @@ pub enum Admin {
     Flush,
     /// TIME.
     Time,
+    /// CLIENT INFO: the line CLIENT LIST shows for the connection asking.
+    ClientInfo,
     /// `CLIENT LIST [TYPE type] [ID id ...]`.
     ClientList(ClientFilter),
     /// `CLIENT KILL addr:port` (`old_form`: answers OK or an error) or `CLIENT KILL filter
@@ -68,7 +70,7 @@ pub struct ClientFilter {
     pub addr: Option<Bytes>,
     /// `LADDR ip:port`: the address the client connected to.
     pub laddr: Option<Bytes>,
-    /// `USER name`: logless's connections are all `default`'s.
+    /// `USER name`: connections logged in as this user (`default` before any login).
     pub user: Option<Bytes>,
     /// `TYPE normal|master|replica|slave|pubsub`: logless's connections are all `normal`.
     pub only_normal: Option<bool>,
@@ -99,6 +101,8 @@ pub struct ClientView {
     pub resp: u8,
     /// Whether a MULTI is open, and how many commands it holds.
     pub multi: Option<usize>,
+    /// The user it is logged in as (`default` before any login, as in Redis).
+    pub user: String,
 }
 
 impl ClientFilter {
@@ -113,7 +117,10 @@ impl ClientFilter {
                 .laddr
                 .as_ref()
                 .is_none_or(|a| a[..] == *client.laddr.as_bytes())
-            && self.user.as_ref().is_none_or(|u| &u[..] == b"default")
+            && self
+                .user
+                .as_ref()
+                .is_none_or(|u| u[..] == *client.user.as_bytes())
             && self.only_normal.unwrap_or(true)
             && self.older_than_s.is_none_or(|max| client.age_s > max)
             && !(self.skip_me && client.id == caller)
@@ -128,7 +135,7 @@ impl ClientView {
         format!(
             "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 \
              ssub=0 multi={} watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 \
-             obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} \
+             obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} \
              lib-name= lib-ver=\n",
             self.id,
             self.addr,
@@ -139,6 +146,7 @@ impl ClientView {
             if self.multi.is_some() { "x" } else { "N" },
             self.multi.map_or(-1, |n| n as i64),
             self.cmd,
+            self.user,
             self.resp,
         )
     }
