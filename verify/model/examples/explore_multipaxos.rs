@@ -1,7 +1,7 @@
 //! Explores the model of the log engine (`logless_model::multipaxos`) with the settings given
 //! on the command line and prints the state count and what it found:
 //! `cargo run --release -p logless-model --example explore_multipaxos -- [clients=N]
-//! [retries=N] [instances=N] [views=N] [crashes=N] [catch_ups=N] [mid_step] [threads=N] [bfs] [depth=N]
+//! [retries=N] [instances=N] [views=N] [crashes=N] [catch_ups=N] [mid_step] [nogc] [threads=N] [bfs] [depth=N]
 //! [bug=accept_before_persist|skip_noop_fill|no_dedup|stale_proposals]`.
 use std::time::Instant;
 
@@ -22,6 +22,7 @@ fn main() {
             "crashes" => config.crashes_max = number() as u8,
             "catch_ups" => config.catch_ups_max = number(),
             "mid_step" => config.crash_mid_step = true,
+            "nogc" => config.collect_dead = false,
             "threads" => threads = number() as usize,
             "bfs" => bfs = true,
             "depth" => depth = Some(number() as usize),

@@ -29,16 +29,17 @@
 //! * **one answer per request**: every reply a client gets for its request is the same.
 //!
 //! Sometimes (so that the bounds are known to reach them): every request executed; with a view
-//! change, a no-op decided; with retries, a request decided in two instances; with a crash, a
-//! restarted replica executing.
+//! change and two instances, a no-op decided; with retries and two instances, a request decided
+//! in two instances; with a crash, a restarted replica executing.
 //!
 //! # The network
 //!
 //! What a replica sends joins a set of messages in flight, and any message of the set may be
 //! delivered at any time, any number of times: every loss (a message never delivered),
-//! duplication and reordering is a path of the model. Nothing is ever taken out of the set, so
-//! a state is the replicas, the clients and the messages sent so far, and a leader's
-//! retransmissions change nothing: the network already delivers again whatever it may.
+//! duplication and reordering is a path of the model. A delivery leaves the message in the set,
+//! so a leader's retransmissions change nothing (the network already delivers again whatever it
+//! may); only messages that can no longer change their receiver leave it ([`dead`], an exact
+//! reduction).
 //! Duplicates are unbounded, and every copy of a Forward that reaches the leader before its
 //! request is executed is proposed again in a new instance, so the instances are bounded
 //! ([`MultiPaxosConfig::instances_max`]).
@@ -62,6 +63,7 @@
 //! Within them the exploration is exhaustive. Snapshots are off (their size policy is never
 //! met), so the log is never truncated.
 mod checks;
+mod dead;
 mod process;
 
 use std::collections::BTreeSet;
@@ -103,6 +105,9 @@ pub struct MultiPaxosConfig {
     /// records are lost. Without a deliberate bug nothing leaves ahead, and such a crash
     /// reaches exactly the states of a crash before the delivery.
     pub crash_mid_step: bool,
+    /// Whether messages that can no longer change their receiver are taken out of the network
+    /// at once (an exact reduction, see [`dead`]; off only to check that it is one).
+    pub collect_dead: bool,
     /// Deliberate protocol bugs of the engine.
     pub bugs: InjectedBugs,
 }
@@ -118,6 +123,7 @@ impl MultiPaxosConfig {
             crashes_max: 0,
             catch_ups_max: 0,
             crash_mid_step: false,
+            collect_dead: true,
             bugs: InjectedBugs::default(),
         }
     }
@@ -187,6 +193,11 @@ pub struct State {
 }
 
 impl State {
+    /// The messages in flight.
+    pub fn network(&self) -> &BTreeSet<Packet> {
+        &self.network
+    }
+
     /// The replicas, in order.
     pub fn replicas(&self) -> impl Iterator<Item = &Replica<History>> + Clone {
         self.nodes.iter().map(|n| &n.process.replica)
@@ -244,12 +255,17 @@ impl MultiPaxosModel {
         output.messages.extend(committed.messages);
         output.replies.extend(committed.replies);
         state.nodes[index] = Node::sealed(process);
-        self.let_out(state, index, output);
+        let sent = self.let_out(state, index, output);
+        if self.config.collect_dead {
+            collect_dead(state, index, &sent);
+        }
     }
 
-    fn let_out(&self, state: &mut State, from: usize, output: Output) {
+    /// Puts the messages on the network and delivers the replies; gives the messages sent.
+    fn let_out(&self, state: &mut State, from: usize, output: Output) -> Vec<Packet> {
+        let mut sent = Vec::new();
         if output.messages.is_empty() && output.replies.is_empty() {
-            return;
+            return sent;
         }
         let network = Arc::make_mut(&mut state.network);
         for (envelope, durable) in output.messages {
@@ -258,15 +274,18 @@ impl MultiPaxosModel {
             assert_ne!(to, from, "a replica sends nothing to itself");
             let mut bytes = Vec::new();
             wire::encode(&envelope.message, &mut bytes);
-            network.insert(Packet {
+            let packet = Packet {
                 from: from as u8,
                 to: to as u8,
                 bytes: bytes.into(),
-            });
+            };
+            network.insert(packet.clone());
+            sent.push(packet);
         }
         for reply in output.replies {
             self.answer(state, reply);
         }
+        sent
     }
 
     fn answer(&self, state: &mut State, reply: ClientReply) {
@@ -290,6 +309,29 @@ impl MultiPaxosModel {
                 Output::default()
             }
         });
+    }
+}
+
+/// Takes the dead messages out of the network after a step of replica `changed` that sent
+/// `sent`: those to `changed`, whose state changed, and those just sent (a message is dead or
+/// not by its receiver's state only, and a dead one stays dead).
+fn collect_dead(state: &mut State, changed: usize, sent: &[Packet]) {
+    let dead: Vec<Packet> = state
+        .network
+        .iter()
+        .filter(|p| usize::from(p.to) == changed || sent.contains(p))
+        .filter(|p| {
+            let message = wire::decode(&p.bytes).expect("the engine decodes what it encodes");
+            let receiver = &state.nodes[usize::from(p.to)].process;
+            dead::is_dead(receiver, node_id(usize::from(p.from)), &message)
+        })
+        .cloned()
+        .collect();
+    if !dead.is_empty() {
+        let network = Arc::make_mut(&mut state.network);
+        for packet in &dead {
+            network.remove(packet);
+        }
     }
 }
 
@@ -398,13 +440,14 @@ impl Model for MultiPaxosModel {
                 })
             }),
         ];
-        if self.config.views_max > 0 {
+        let instances = self.config.instances_max > 1;
+        if self.config.views_max > 0 && instances {
             properties.push(Property::sometimes(
                 "a no-op decided",
                 |_, state: &State| state.replicas().any(checks::noop_decided),
             ));
         }
-        if self.config.retries_max > 0 {
+        if self.config.retries_max > 0 && instances {
             properties.push(Property::sometimes(
                 "a request decided twice",
                 |_, state: &State| state.replicas().any(checks::decided_twice),
