@@ -1,8 +1,9 @@
 //! Model checking the log engine's real replica code (`logless_model::multipaxos`; its network,
 //! time, bounds and reductions are in the module docs).
 //!
-//! * exhaustive: a view change (the first leader suspected) and a crash, with one request; one
-//!   request retried once (at any replica), so that it may be decided in two instances;
+//! * exhaustive: a view change (the first leader suspected), a crash and two catch-up queries,
+//!   with one request; one request retried once (at any replica), so that it may be decided in
+//!   two instances;
 //! * a view change, a request retried once and a crash in two instances: every behaviour of up
 //!   to [`VIEW_CHANGE_DEPTH`] steps (the whole space is too large for every CI run:
 //!   `examples/explore_multipaxos.rs` explores it by hand, see `verify/model/README.md`);
@@ -32,9 +33,10 @@ fn exhaustive_with_a_view_change_and_a_crash() {
     config.views_max = 1;
     config.crashes_max = 1;
     config.instances_max = 1;
+    config.catch_ups_max = 2;
     let checker = explore(config.into_model());
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 47_372);
+    assert_eq!(checker.unique_state_count(), 86_901);
 }
 
 #[test]
