@@ -68,6 +68,7 @@
 //!
 //! `examples/explore.rs` explores any configuration from the command line and prints the state
 //! count and what it found.
+pub mod explore;
 mod history;
 pub mod multipaxos;
 
