@@ -8,9 +8,9 @@
 //!   to [`VIEW_CHANGE_DEPTH`] steps (the whole space is too large for every CI run:
 //!   `examples/explore_multipaxos.rs` explores it by hand, see `verify/model/README.md`);
 //! * a crash in the middle of a step reaches no state a crash between steps does not;
-//! * each deliberate bug of the engine is found: an Accept sent before its vote is written, gaps
-//!   left empty by a view change, a request agreed twice and applied twice, a stale view's
-//!   proposal taken.
+//! * each deliberate bug of the engine is found: an Accept sent before its vote is written (and,
+//!   with a crash in the middle of that step, the disagreement it leads to), gaps left empty by
+//!   a view change, a request agreed twice and applied twice, a stale view's proposal taken.
 //!
 //! The state counts are pinned: a change of the engine or the model that changes them must say
 //! why, here and in the README. CI runs these in release (about 40 s on one 2.6 GHz core).
@@ -130,4 +130,18 @@ fn the_model_catches_a_proposal_of_a_stale_view_accepted() {
     config.views_max = 1;
     config.bugs.accept_stale_proposals = true;
     assert_eq!(finds_violation(config, "agreement"), 10);
+}
+
+/// The same bug with a crash in the middle of the step: the crash loses the vote whose Accept
+/// already left, the old leader decides on that Accept, and the new leader, which never saw the
+/// vote, decides another request there.
+#[test]
+fn an_accept_sent_before_its_vote_is_written_breaks_agreement_after_a_crash() {
+    let mut config = MultiPaxosConfig::new(2);
+    config.views_max = 1;
+    config.crashes_max = 1;
+    config.crash_mid_step = true;
+    config.instances_max = 1;
+    config.bugs.accept_before_persist = true;
+    assert_eq!(finds_violation(config, "agreement"), 11);
 }
