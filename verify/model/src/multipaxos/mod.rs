@@ -58,10 +58,12 @@
 //! # Bounds
 //!
 //! The views (ballots) reached are bounded ([`MultiPaxosConfig::views_max`]), as are the
-//! instances any replica holds, the client retries, the crashes, and the catch-up queries sent by all replicas of all
-//! incarnations (a tick gives up an outstanding query, and the next settle sends another).
-//! Within them the exploration is exhaustive. Snapshots are off (their size policy is never
-//! met), so the log is never truncated.
+//! instances any replica holds, the client retries, the crashes, and the catch-up queries sent
+//! by all replicas of all incarnations (a tick gives up an outstanding query, and the next
+//! settle sends another). A step beyond a bound is not taken: with no catch-up query allowed,
+//! for instance, a replica behind never hears the leader's Alive before it decides by itself.
+//! Within the bounds the exploration is exhaustive. Snapshots are off (their size policy is
+//! never met), so the log is never truncated and a catch-up response never carries a snapshot.
 mod checks;
 mod dead;
 mod process;
