@@ -13,7 +13,7 @@
 //!   a view change, a request agreed twice and applied twice, a stale view's proposal taken.
 //!
 //! The state counts are pinned: a change of the engine or the model that changes them must say
-//! why, here and in the README. CI runs these in release (about 40 s on one 2.6 GHz core).
+//! why, here and in the README. CI runs these in release (about a minute on this machine).
 
 use logless_model::multipaxos::{MultiPaxosConfig, MultiPaxosModel};
 use stateright::{Checker, HasDiscoveries, Model};
