@@ -3,7 +3,7 @@ use crate::ids::NodeId;
 
 /// Deliberate protocol bugs, each off by default. They exist so that every harness can prove it
 /// catches a broken protocol.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct InjectedBugs {
     /// A new leader re-proposes the values it found but leaves gaps empty instead of filling
     /// them with no-ops: execution stops at the first gap for good.
@@ -17,10 +17,14 @@ pub struct InjectedBugs {
     /// The state machine executes at the replica's own clock instead of the batches' stamps:
     /// replicas that execute a batch at different times disagree on expiry.
     pub execute_at_local_clock: bool,
+    /// A follower votes for a Propose of a view lower than the one it promised (the promise is
+    /// not kept): the old leader can still decide a value there, after the new leader's phase 1
+    /// counted on the promise and chose something else.
+    pub accept_stale_proposals: bool,
 }
 
 /// How a replica behaves. Times are in milliseconds of the clock the runtime passes in.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     /// Every replica, in a fixed order shared by all: view `v` is led by `nodes[v mod n]`.
     pub nodes: Vec<NodeId>,

@@ -69,7 +69,7 @@ pub struct Released {
 }
 
 /// Durable records and the messages and replies sealed behind them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[must_use = "messages and replies are released only by committing"]
 pub struct Ready {
     records: Vec<Record>,

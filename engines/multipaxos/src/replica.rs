@@ -67,7 +67,7 @@ use crate::persist::{Durable, Ready, Record};
 use crate::state_machine::StateMachine;
 
 /// Counters of what a replica did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stats {
     /// View changes started by this replica.
     pub view_changes_started: u64,
@@ -92,7 +92,7 @@ pub struct Stats {
 }
 
 /// What the replica knows of one instance.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Entry {
     /// Its last vote: the view and the batch proposed in it.
     vote: Option<(View, Batch)>,
@@ -104,14 +104,14 @@ struct Entry {
 }
 
 /// A Promise a candidate collected.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Promised {
     log_start: Instance,
     entries: Vec<(Instance, PromisedEntry)>,
 }
 
 /// A replica collecting promises for the view it leads.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Candidate {
     promises: BTreeMap<NodeId, Promised>,
     /// When the view change started; it is given up for the next view after a suspect timeout.
@@ -121,7 +121,7 @@ struct Candidate {
 }
 
 /// A replica leading its view.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Leader {
     /// The next instance to propose in.
     next_instance: Instance,
@@ -131,7 +131,7 @@ struct Leader {
     retransmit_due_ms: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Role {
     Follower,
     Candidate(Candidate),
@@ -139,14 +139,14 @@ enum Role {
 }
 
 /// A client request waiting to be proposed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Pending {
     arrived_ms: u64,
     request: Request,
 }
 
 /// The catch-up protocol's state.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct CatchUp {
     /// Every instance below this one is known to be decided somewhere.
     target: Instance,
@@ -157,7 +157,10 @@ struct CatchUp {
 }
 
 /// A Multi-Paxos replica over the state machine `S`.
-#[derive(Debug)]
+///
+/// It can be cloned, compared and hashed (when `S` can) so that a model checker can keep it
+/// in its states; nothing else needs that.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Replica<S> {
     config: Config,
     state_machine: S,
@@ -312,6 +315,27 @@ impl<S: StateMachine> Replica<S> {
     /// The batch `instance` decided, if this replica knows it and still holds it in its log.
     pub fn decided(&self, instance: Instance) -> Option<&Batch> {
         self.log.get(&instance)?.decided.as_ref()
+    }
+
+    /// This replica's last vote in `instance`, if it still holds the instance in its log: the
+    /// view and the batch (for harnesses that check invariants of the log).
+    pub fn vote(&self, instance: Instance) -> Option<(View, &Batch)> {
+        let (view, batch) = self.log.get(&instance)?.vote.as_ref()?;
+        Some((*view, batch))
+    }
+
+    /// The highest instance this replica holds anything about (a vote, Accepts or a decision).
+    pub fn last_instance(&self) -> Option<Instance> {
+        self.log.last_key_value().map(|(&instance, _)| instance)
+    }
+
+    /// While this replica leads its view, the next instance it will propose in: it proposed in
+    /// every undecided instance from [`Replica::executed_below`] up to this one.
+    pub fn proposing_from(&self) -> Option<Instance> {
+        match &self.role {
+            Role::Leader(leader) => Some(leader.next_instance),
+            Role::Follower | Role::Candidate(_) => None,
+        }
     }
 
     /// The state machine.
@@ -912,7 +936,10 @@ impl<S: StateMachine> Replica<S> {
         instance: Instance,
         batch: Batch,
     ) {
-        if !self.follow(now_ms, from, view) {
+        let stale_taken = self.config.bugs.accept_stale_proposals
+            && view < self.view
+            && view.leader(&self.config.nodes) == from;
+        if !stale_taken && !self.follow(now_ms, from, view) {
             return;
         }
         let accept = Message::Accept { view, instance };

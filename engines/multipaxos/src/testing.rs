@@ -80,7 +80,7 @@ pub fn durable_before_send(durable: &Durable, message: &Message) -> bool {
 /// A state machine that appends every request it executes to a history and answers with the
 /// history's length: two replicas agree exactly when their histories do, and a request executed
 /// twice shows twice.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct History {
     executed: Vec<(ClientId, RequestSeq, Bytes)>,
 }

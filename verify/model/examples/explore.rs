@@ -5,6 +5,7 @@
 //! [bug=quorum|learned|req_prev]`.
 use std::time::Instant;
 
+use logless_model::explore::report;
 use logless_model::{CounterOp, LocalDelivery, ModelConfig};
 use stateright::{Checker, Model};
 
@@ -60,28 +61,5 @@ fn main() {
         report(builder.spawn_bfs().join(), started);
     } else {
         report(builder.spawn_dfs().join(), started);
-    }
-}
-
-fn report<M: Model>(checker: impl Checker<M>, started: Instant)
-where
-    M::State: Clone + PartialEq,
-    M::Action: Clone + PartialEq + std::fmt::Debug,
-{
-    println!(
-        "unique states {}, generated {}, max depth {}, {:.1} s",
-        checker.unique_state_count(),
-        checker.state_count(),
-        checker.max_depth(),
-        started.elapsed().as_secs_f64()
-    );
-    for (name, path) in checker.discoveries() {
-        let actions = path.into_actions();
-        println!("discovery {name}: {} steps", actions.len());
-        if std::env::var_os("TRACE").is_some() {
-            for action in actions {
-                println!("  {action:?}");
-            }
-        }
     }
 }

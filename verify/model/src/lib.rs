@@ -68,7 +68,9 @@
 //!
 //! `examples/explore.rs` explores any configuration from the command line and prints the state
 //! count and what it found.
+pub mod explore;
 mod history;
+pub mod multipaxos;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
