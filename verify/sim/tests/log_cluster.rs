@@ -88,6 +88,17 @@ fn an_accept_before_its_vote_is_written_is_caught() {
 }
 
 #[test]
+fn a_proposal_of_a_stale_view_taken_is_caught() {
+    let failure = first_failure(|o| o.bugs.accept_stale_proposals = true);
+    assert!(
+        failure.contains("history refused")
+            || failure.contains("differ")
+            || failure.contains("contradicted"),
+        "{failure}"
+    );
+}
+
+#[test]
 fn gaps_left_without_a_noop_are_caught() {
     let failure = first_failure(|o| {
         o.bugs = InjectedBugs {
