@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use logless_rmw::acceptor::AcceptorState;
-use logless_rmw::ids::Key;
+use logless_rmw::ids::{Key, Round};
 use logless_rmw::persist::AcceptorStore;
 use logless_storage::media::{FileMedia, Media};
 use logless_storage::slot_store::RecoveryReport;
@@ -240,12 +240,23 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
         self.flush_micros += started.elapsed().as_micros() as u64;
         result
     }
+
+    fn write_round_floor(&mut self, _: Round) -> Result<(), StoreError> {
+        Err(StoreError::InvalidOptions(
+            "this store does not remove registers yet",
+        ))
+    }
+
+    fn remove(&mut self, _: &Key) -> Result<(), StoreError> {
+        Err(StoreError::InvalidOptions(
+            "this store does not remove registers yet",
+        ))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use logless_rmw::ids::Round;
 
     #[test]
     fn incarnations_grow_and_identity_is_checked() {

@@ -77,7 +77,7 @@ use std::sync::Arc;
 use logless_commands::command::{Command, Reply};
 use logless_rmw::acceptor::{self, AcceptorState};
 use logless_rmw::config::{InjectedBugs, ProposerConfig};
-use logless_rmw::ids::{ClientTag, Key, NodeId};
+use logless_rmw::ids::{ClientTag, Key, NodeId, Round};
 use logless_rmw::message::Message;
 use logless_rmw::persist::AcceptorStore;
 use logless_rmw::proposer::{ClientReply, ProposeError};
@@ -221,6 +221,7 @@ pub struct LoglessModel {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Store {
     state: Option<AcceptorState>,
+    round_floor: Round,
 }
 
 impl AcceptorStore for Store {
@@ -231,6 +232,15 @@ impl AcceptorStore for Store {
         Ok(())
     }
     fn flush(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn write_round_floor(&mut self, floor: Round) -> Result<(), Self::Error> {
+        self.round_floor = floor;
+        Ok(())
+    }
+    fn remove(&mut self, key: &Key) -> Result<(), Self::Error> {
+        assert_eq!(*key, the_key(), "the model has one register");
+        self.state = None;
         Ok(())
     }
 }
@@ -519,7 +529,8 @@ impl LoglessModel {
                 self.proposer.clone(),
                 0,
                 recovered,
-            ),
+            )
+            .with_round_floor(store.round_floor),
             store,
             incarnation,
             now_ms,
@@ -862,7 +873,10 @@ impl LoglessModel {
     fn is_dead(&self, state: &State, from: usize, to: usize, message: &Message) -> bool {
         let node = &state.nodes[to].state;
         match message {
-            Message::Ack { .. } | Message::Nack { .. } | Message::Voted { .. } => {
+            Message::Ack { .. }
+            | Message::Nack { .. }
+            | Message::Voted { .. }
+            | Message::Remove { .. } => {
                 let mut replica = node.replica.clone();
                 replica.handle_message(node.now_ms, node_id(from), message);
                 replica == node.replica
