@@ -141,6 +141,10 @@ pub struct Faults {
     /// registers, [`ProposerConfig::registers_max`]), at any point. Not a fault, but bounded
     /// as one.
     pub drops_max: u8,
+    /// The most times a replica asks to remove the register ([`Replica::remove_if_dead`]), at
+    /// any point; removal is on when this is above 0. A read that starts mints an attempt,
+    /// which counts as uncontended. Not a fault, but bounded as one.
+    pub removals_max: u8,
 }
 
 /// The model's configuration.
@@ -192,6 +196,7 @@ impl ModelConfig {
     pub fn into_model(self) -> LoglessModel {
         let mut proposer = ProposerConfig::new((0..REPLICAS).map(node_id).collect());
         proposer.bugs = self.bugs;
+        proposer.remove_dead_registers = self.faults.removals_max > 0;
         proposer.thrifty_reads = self.thrifty_reads;
         proposer.thrifty_writes = self.thrifty_writes;
         proposer.read_retries_max = 1;
@@ -377,6 +382,7 @@ pub struct State {
     breaks: u8,
     crashes: u8,
     drops: u8,
+    removals: u8,
     /// The attempts the invoked commands take without contention.
     uncontended: u64,
 }
@@ -460,6 +466,8 @@ pub enum Action {
     Crash(usize),
     /// The replica's proposer drops its register, idle (no operation in progress).
     DropIdle(usize),
+    /// The replica starts removing the register, if it may ([`Replica::remove_if_dead`]).
+    Remove(usize),
 }
 
 fn node_id(index: usize) -> NodeId {
@@ -657,7 +665,7 @@ impl LoglessModel {
         let tagged = tag(c, client.next);
         state.clients[c].waiting = true;
         state.uncontended += match op {
-            CounterOp::Incr => 2,
+            CounterOp::Incr | CounterOp::Del => 2,
             CounterOp::Get => 1,
         };
         Arc::make_mut(&mut state.history).record(Event::Invoke(c, op));
@@ -666,6 +674,7 @@ impl LoglessModel {
         let command = match op {
             CounterOp::Incr => Command::IncrBy(1),
             CounterOp::Get => Command::Get,
+            CounterOp::Del => Command::Del,
         };
         node.replica
             .handle_command(node.now_ms, tagged, the_key(), command);
@@ -839,6 +848,20 @@ impl LoglessModel {
         Some(())
     }
 
+    fn remove(&self, state: &mut State, index: usize) -> Option<()> {
+        if state.removals >= self.config.faults.removals_max {
+            return None;
+        }
+        let mut node = state.nodes[index].state.clone();
+        if !node.replica.remove_if_dead(node.now_ms, &the_key()) {
+            return None;
+        }
+        state.removals += 1;
+        state.uncontended += 1;
+        self.flush(state, index, node);
+        Some(())
+    }
+
     /// [`LoglessModel::is_dead`], remembered: the answer depends only on the message and the two
     /// replicas (by their fingerprints), and the same ones meet in many states.
     fn is_dead_cached(&self, state: &State, from: usize, to: usize, message: &Message) -> bool {
@@ -882,8 +905,12 @@ impl LoglessModel {
                 replica == node.replica
             }
             Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {
-                let bottom = AcceptorState::default();
-                let current = node.replica.acceptor_state(&the_key()).unwrap_or(&bottom);
+                // A register the acceptor does not hold is ⊥ at the round floor.
+                let fresh = AcceptorState {
+                    r_ack: node.replica.round_floor(),
+                    ..AcceptorState::default()
+                };
+                let current = node.replica.acceptor_state(&the_key()).unwrap_or(&fresh);
                 let step = acceptor::on_message(current, node_id(from), message)
                     .expect("an acceptor message");
                 step.next.is_none()
@@ -987,6 +1014,7 @@ impl Model for LoglessModel {
             breaks: 0,
             crashes: 0,
             drops: 0,
+            removals: 0,
             uncontended: 0,
         }]
     }
@@ -1025,6 +1053,9 @@ impl Model for LoglessModel {
         if state.drops < faults.drops_max {
             actions.extend((0..REPLICAS).map(Action::DropIdle));
         }
+        if state.removals < faults.removals_max {
+            actions.extend((0..REPLICAS).map(Action::Remove));
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -1045,6 +1076,7 @@ impl Model for LoglessModel {
             Action::FireLate(i) => self.fire(&mut state, i, true).map(|()| i)?,
             Action::Crash(i) => self.crash(&mut state, i).map(|()| i)?,
             Action::DropIdle(i) => self.drop_idle(&mut state, i).map(|()| i)?,
+            Action::Remove(i) => self.remove(&mut state, i).map(|()| i)?,
         };
         if self.config.collect_dead {
             self.collect_dead(&mut state, changed);
@@ -1059,6 +1091,18 @@ impl Model for LoglessModel {
             }),
             Property::sometimes("value chosen", |_, state: &State| state.history.incremented),
         ];
+        if self.config.faults.removals_max > 0 {
+            properties.push(Property::sometimes(
+                "register removed",
+                |_, state: &State| {
+                    state.nodes.iter().any(|n| {
+                        let replica = &n.state.replica;
+                        replica.acceptor_state(&the_key()).is_none()
+                            && replica.round_floor() != Round::BOTTOM
+                    })
+                },
+            ));
+        }
         if self.config.faults.crashes_max > 0 {
             properties.push(Property::sometimes(
                 "value chosen after a crash",

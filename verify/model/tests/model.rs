@@ -39,6 +39,7 @@ fn exhaustive_under_a_break_a_crash_and_time_outs_reading_from_everyone() {
         crashes_max: 1,
         timeouts: true,
         drops_max: 0,
+        removals_max: 0,
     };
     config.thrifty_reads = false;
     let checker = explore(config);
