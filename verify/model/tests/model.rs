@@ -25,7 +25,7 @@ use logless_model::{CounterOp, Faults, LocalDelivery, ModelConfig, Network};
 use logless_rmw::config::InjectedBugs;
 use stateright::{Checker, HasDiscoveries, Model};
 
-use CounterOp::{Get, Incr};
+use CounterOp::{Del, Get, Incr};
 
 fn explore(config: ModelConfig) -> impl Checker<logless_model::LoglessModel> {
     config.into_model().checker().threads(2).spawn_dfs().join()
@@ -191,4 +191,45 @@ fn the_model_catches_a_replica_that_forgets_its_store_in_a_crash() {
     config.faults.crashes_max = 1;
     config.crash_forgets_store = true;
     assert_eq!(finds_violation(config), 11);
+}
+
+// ----- removing dead registers (docs/removal.md) -----
+
+/// One client increments, deletes and increments again through replica 0, which may remove
+/// the dead register at any point: the last increment must find the key absent (1), whatever
+/// the removal left where.
+fn removal(retries: u64) -> ModelConfig {
+    let mut config = ModelConfig::new(vec![vec![Incr, Del, Incr]], retries);
+    config.faults.removals_max = 1;
+    config
+}
+
+#[test]
+fn exhaustive_with_a_removal_at_any_point_under_a_break_and_a_crash() {
+    let mut config = removal(0);
+    config.faults.breaks_max = 1;
+    config.faults.crashes_max = 1;
+    let checker = explore(config);
+    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), 5_305_004);
+}
+
+/// Removing once a quorum holds the tombstone: the break loses the delete's VOTE to the third
+/// acceptor, whose older value the last increment then writes through.
+#[test]
+fn the_model_catches_a_removal_before_every_acceptor_holds_the_tombstone() {
+    let mut config = removal(1);
+    config.faults.breaks_max = 1;
+    config.bugs.remove_before_all_hold_tombstone = true;
+    assert_eq!(finds_violation(config), 26);
+}
+
+/// Forgetting without the round floor: another replica's VOTE of an older round, delayed,
+/// brings the deleted value back at one acceptor, and an increment writes it through.
+#[test]
+fn the_model_catches_a_removal_without_the_round_floor() {
+    let mut config = ModelConfig::new(vec![vec![Del], vec![Incr, Incr]], 2);
+    config.faults.removals_max = 1;
+    config.bugs.skip_removal_fence = true;
+    assert_eq!(finds_violation(config), 0);
 }
