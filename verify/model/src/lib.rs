@@ -1,6 +1,7 @@
 //! A stateright model of logless built from the real replica code ([`Replica`]): three
-//! replicas, each a proposer and an acceptor, and two or three clients that increment and read
-//! one counter, on a network that loses, duplicates and reorders messages, with crashes that
+//! replicas, each a proposer and an acceptor, and two or three clients that increment, read and
+//! delete one counter (with [`Faults::removals_max`], a replica may remove the dead register
+//! at any point, `docs/removal.md`), on a network that loses, duplicates and reorders messages, with crashes that
 //! keep what a replica persisted. The checker explores every state within the bounds of
 //! [`ModelConfig`]; the properties are `Always` linearizable (stateright's linearizability
 //! tester on the clients' history) and `Sometimes` a value chosen (and, with crashes, chosen

@@ -20,7 +20,14 @@
 //! * dropping an idle register (the proposer's bound of registers) at any point, with fast
 //!   writes and a break, exhaustively;
 //! * each deliberate bug is found, also after a thrifty fast write, and so is a replica that
-//!   forgets its store in a crash.
+//!   forgets its store in a crash;
+//! * removal of dead registers: an increment, a delete and an increment of one client with a
+//!   removal at any point, under a break and a crash, exhaustively (about 100 s on 2 shared
+//!   cores); removing before every acceptor holds the tombstone and removing without the round
+//!   floor are found. Longer runs by hand: `cargo run --release -p logless-model --example
+//!   explore -- clients=incr+del,get removals=1 breaks=1 crashes=1 retries=0 threads=2` (a
+//!   second client reading; more than 5 minutes) and `clients=incr+del+incr removals=2
+//!   breaks=1 crashes=1 retries=1`.
 use logless_model::{CounterOp, Faults, LocalDelivery, ModelConfig, Network};
 use logless_rmw::config::InjectedBugs;
 use stateright::{Checker, HasDiscoveries, Model};
