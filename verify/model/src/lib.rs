@@ -897,10 +897,7 @@ impl LoglessModel {
     fn is_dead(&self, state: &State, from: usize, to: usize, message: &Message) -> bool {
         let node = &state.nodes[to].state;
         match message {
-            Message::Ack { .. }
-            | Message::Nack { .. }
-            | Message::Voted { .. }
-            | Message::Remove { .. } => {
+            Message::Ack { .. } | Message::Nack { .. } | Message::Voted { .. } => {
                 let mut replica = node.replica.clone();
                 replica.handle_message(node.now_ms, node_id(from), message);
                 replica == node.replica
@@ -921,7 +918,9 @@ impl LoglessModel {
                             && self.is_dead(state, to, from, &reply.message)
                     })
             }
-            Message::Learned { .. } => false,
+            // A REMOVE ignored now may apply later (its vote may still reach the acceptor
+            // through a write-through): never collected.
+            Message::Learned { .. } | Message::Remove { .. } => false,
         }
     }
 

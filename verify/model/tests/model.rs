@@ -22,9 +22,9 @@
 //! * each deliberate bug is found, also after a thrifty fast write, and so is a replica that
 //!   forgets its store in a crash;
 //! * removal of dead registers: an increment, a delete and an increment of one client with a
-//!   removal at any point, under a break and a crash, exhaustively (about 100 s on 2 shared
-//!   cores); removing before every acceptor holds the tombstone and removing without the round
-//!   floor are found. Longer runs by hand: `cargo run --release -p logless-model --example
+//!   removal at any point, under a break and a crash, exhaustively (about 120 s on 2 shared
+//!   cores); removing before every acceptor holds the tombstone is found; removing without the
+//!   round floor needs two clients and two retries, an ignored (long) test. Longer runs by hand: `cargo run --release -p logless-model --example
 //!   explore -- clients=incr+del,get removals=1 breaks=1 crashes=1 retries=0 threads=2` (a
 //!   second client reading; more than 5 minutes) and `clients=incr+del+incr removals=2
 //!   breaks=1 crashes=1 retries=1`.
@@ -218,7 +218,7 @@ fn exhaustive_with_a_removal_at_any_point_under_a_break_and_a_crash() {
     config.faults.crashes_max = 1;
     let checker = explore(config);
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 5_305_004);
+    assert_eq!(checker.unique_state_count(), 5_511_379);
 }
 
 /// Removing once a quorum holds the tombstone: the break loses the delete's VOTE to the third
@@ -231,12 +231,28 @@ fn the_model_catches_a_removal_before_every_acceptor_holds_the_tombstone() {
     assert_eq!(finds_violation(config), 26);
 }
 
-/// Forgetting without the round floor: another replica's VOTE of an older round, delayed,
-/// brings the deleted value back at one acceptor, and an increment writes it through.
+/// Forgetting without the round floor: another replica's increment, voted by its own acceptor
+/// and delayed to the others, is written through by the delete (two retries); once the
+/// register is removed, the delayed VOTEs of that older round bring the deleted value back at
+/// two acceptors, and the next increment builds on it. Too large for every CI run (a
+/// breadth-first search runs out of memory); the scenario test
+/// `a_removal_without_the_fence_lets_a_delayed_vote_resurrect_a_value` catches the same bug.
+/// Run by hand: `cargo test --release -p logless-model --test model -- --ignored`.
 #[test]
+#[ignore = "long: a depth-first search of two clients with two retries"]
 fn the_model_catches_a_removal_without_the_round_floor() {
-    let mut config = ModelConfig::new(vec![vec![Del], vec![Incr, Incr]], 2);
+    let mut config = ModelConfig::new(vec![vec![Del, Incr], vec![Incr]], 2);
     config.faults.removals_max = 1;
     config.bugs.skip_removal_fence = true;
-    assert_eq!(finds_violation(config), 0);
+    let checker = config
+        .into_model()
+        .checker()
+        .threads(2)
+        .finish_when(HasDiscoveries::AnyFailures)
+        .spawn_dfs()
+        .join();
+    assert!(
+        checker.discovery("linearizable").is_some(),
+        "the model checker must find the deliberate bug"
+    );
 }
