@@ -1129,14 +1129,26 @@ fn set(value: &str) -> Command {
     })
 }
 
-fn get(net: &mut Net, node: NodeId, tag: u64, keep: impl Fn(NodeId, &Envelope) -> bool) -> Reply {
-    net.command(node, tag, Command::Get);
+/// Runs `command` through `node` with messages delivered while `keep` says so, firing its
+/// timers until it is answered.
+fn applied(
+    net: &mut Net,
+    node: NodeId,
+    tag: u64,
+    command: Command,
+    keep: impl Fn(NodeId, &Envelope) -> bool,
+) -> Reply {
+    net.command(node, tag, command);
     net.run(&keep);
     while net.reply(tag).is_none() {
         net.fire_timer(node);
         net.run(&keep);
     }
     ok(net.reply(tag))
+}
+
+fn get(net: &mut Net, node: NodeId, tag: u64, keep: impl Fn(NodeId, &Envelope) -> bool) -> Reply {
+    applied(net, node, tag, Command::Get, keep)
 }
 
 fn bulk(value: &str) -> Reply {
@@ -1243,13 +1255,7 @@ fn lagging_acceptor_scenario(remove_before_all_hold_tombstone: bool) -> Reply {
         u64::from(remove_before_all_hold_tombstone)
     );
     let b_unreachable = |from: NodeId, e: &Envelope| from != B && e.to != B;
-    net.command(C, 3, Command::IncrBy(1));
-    net.run(b_unreachable);
-    while net.reply(3).is_none() {
-        net.fire_timer(C);
-        net.run(b_unreachable);
-    }
-    ok(net.reply(3))
+    applied(&mut net, C, 3, Command::IncrBy(1), b_unreachable)
 }
 
 #[test]
@@ -1336,13 +1342,10 @@ fn a_lost_remove_leaves_one_tombstone_and_the_key_stays_absent() {
     assert_eq!(net.replicas[&A].acceptor_state(&key()), None);
     let b_unreachable = |from: NodeId, e: &Envelope| from != B && e.to != B;
     assert_eq!(get(&mut net, C, 3, b_unreachable), Reply::Nil);
-    net.command(C, 4, Command::IncrBy(2));
-    net.run(b_unreachable);
-    while net.reply(4).is_none() {
-        net.fire_timer(C);
-        net.run(b_unreachable);
-    }
-    assert_eq!(ok(net.reply(4)), Reply::Int(2));
+    assert_eq!(
+        applied(&mut net, C, 4, Command::IncrBy(2), b_unreachable),
+        Reply::Int(2)
+    );
 }
 
 /// A crash of the removing node right after its own acceptor forgot the register: the others
@@ -1361,11 +1364,6 @@ fn a_removing_node_that_crashes_midway_recovers_its_floor() {
     assert_eq!(net.replicas[&A].acceptor_registers(), 0);
     // B and C still hold the tombstone; reads and writes go on.
     assert_eq!(get(&mut net, B, 3, every), Reply::Nil);
-    net.command(A, 4, set("w"));
-    net.run(every);
-    while net.reply(4).is_none() {
-        net.fire_timer(A);
-        net.run(every);
-    }
+    assert_eq!(applied(&mut net, A, 4, set("w"), every), Reply::Ok);
     assert_eq!(get(&mut net, C, 5, every), bulk("w"));
 }
