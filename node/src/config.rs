@@ -12,6 +12,7 @@
 //! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
 //! thrifty_writes = false       # fast writes too: for clients that send a key to one replica
 //! proposer_registers_max = 262144  # registers each shard's proposer keeps; idle ones beyond go
+//! remove_dead_registers = false  # deleted and expired keys leave every replica (docs/removal.md)
 //! value_bytes_max = 1048576
 //! cluster_id = "prod-eu"       # peers of another cluster id are refused
 //! cluster_secret_file = "/etc/logless/cluster-secret"  # proven in every peer hello
@@ -177,6 +178,10 @@ pub struct NodeConfig {
     /// memory (about 150 to 300 bytes a register, plus its value) where a replica has seen
     /// commands for many more keys than it uses at a time.
     pub proposer_registers_max: usize,
+    /// Whether this replica removes deleted and expired registers it wrote last from every
+    /// replica, freeing their slots (`docs/removal.md`). Replicas apply removals from peers
+    /// whatever this says.
+    pub remove_dead_registers: bool,
     /// The largest string value, or the largest sum of a collection's elements, in bytes:
     /// Redis's `proto-max-bulk-len` (a longer argument is answered with an error).
     pub value_bytes_max: usize,
@@ -244,6 +249,7 @@ impl Default for NodeConfig {
             thrifty_reads: true,
             thrifty_writes: false,
             proposer_registers_max: logless_rmw::config::REGISTERS_MAX_DEFAULT,
+            remove_dead_registers: false,
             value_bytes_max: logless_redis::session::VALUE_BYTES_MAX_DEFAULT,
             set_members_max: 100_000,
             request_timeout_ms: 5_000,
@@ -334,6 +340,7 @@ impl NodeConfig {
         proposer.thrifty_reads = self.thrifty_reads;
         proposer.thrifty_writes = self.thrifty_writes;
         proposer.registers_max = self.proposer_registers_max;
+        proposer.remove_dead_registers = self.remove_dead_registers;
         proposer.request_timeout_ms = self.request_timeout_ms;
         proposer.backoff_max_ms = BACKOFF_MAX_MS;
         proposer.limits = Limits {

@@ -226,7 +226,8 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             proposer,
             seed(node, shard, identity.incarnation),
             states,
-        );
+        )
+        .with_round_floor(store.round_floor());
         let (tx, rx) = mpsc::channel(SHARD_QUEUE);
         let mut links = FxHashMap::default();
         for p in &remote {

@@ -7,12 +7,15 @@
 //!   shard-0.slots      acceptor states of shard 0 (see docs/storage-format.md)
 //!   shard-1.slots      ...
 //! ```
+//!
+//! Besides the acceptor states, a shard's slot file holds its round floor (see
+//! `docs/removal.md`) under [`ROUND_FLOOR_KEY`], a key one byte longer than any client's.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use logless_rmw::acceptor::AcceptorState;
-use logless_rmw::ids::Key;
+use logless_rmw::ids::{AttemptId, Key, NodeId, ProposerId, Round};
 use logless_rmw::persist::AcceptorStore;
 use logless_storage::media::{FileMedia, Media};
 use logless_storage::slot_store::RecoveryReport;
@@ -130,10 +133,49 @@ pub fn next_incarnation(dir: &Path, node_id: u16, shards: u16) -> Result<Identit
     Ok(identity)
 }
 
+/// The key of the shard's round floor: longer than [`logless_commands::KEY_BYTES_MAX`], so no
+/// client key is it.
+pub const ROUND_FLOOR_KEY: [u8; logless_commands::KEY_BYTES_MAX + 1] =
+    [0xff; logless_commands::KEY_BYTES_MAX + 1];
+
+/// The format of the round floor record: version, then `n`, node, incarnation and sequence
+/// number of the round, little-endian.
+const ROUND_FLOOR_FORMAT: u8 = 1;
+const ROUND_FLOOR_BYTES: usize = 1 + 8 + 2 + 4 + 8;
+
+fn encode_round_floor(floor: Round) -> [u8; ROUND_FLOOR_BYTES] {
+    let mut out = [0; ROUND_FLOOR_BYTES];
+    out[0] = ROUND_FLOOR_FORMAT;
+    out[1..9].copy_from_slice(&floor.n.to_le_bytes());
+    out[9..11].copy_from_slice(&floor.id.proposer.node.0.to_le_bytes());
+    out[11..15].copy_from_slice(&floor.id.proposer.incarnation.to_le_bytes());
+    out[15..23].copy_from_slice(&floor.id.seq.to_le_bytes());
+    out
+}
+
+fn decode_round_floor(bytes: &[u8]) -> Option<Round> {
+    if bytes.len() != ROUND_FLOOR_BYTES || bytes[0] != ROUND_FLOOR_FORMAT {
+        return None;
+    }
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    Some(Round {
+        n: u64_at(1),
+        id: AttemptId {
+            proposer: ProposerId {
+                node: NodeId(u16::from_le_bytes([bytes[9], bytes[10]])),
+                incarnation: u32::from_le_bytes(bytes[11..15].try_into().expect("4 bytes")),
+            },
+            seq: u64_at(15),
+        },
+    })
+}
+
 /// The store of one shard, as the core's [`AcceptorStore`].
 pub struct ShardStore<M: Media = FileMedia> {
     slots: SlotStore<M>,
     record: Vec<u8>,
+    /// The round floor recovered at open and written since.
+    round_floor: Round,
     /// Flushes done, and their total time.
     pub flushes: u64,
     /// Total time spent in flushes.
@@ -148,7 +190,8 @@ pub fn store_options(durability: Durability, value_bytes_max: usize) -> StoreOpt
     let mut options = StoreOptions::new(durability);
     // The record holds the value plus rounds, request id and encoding overhead.
     options.record_bytes_max = (value_bytes_max + 4096).next_power_of_two();
-    options.key_bytes_max = logless_commands::KEY_BYTES_MAX;
+    // Room for the round floor's key, one byte longer than any client's.
+    options.key_bytes_max = ROUND_FLOOR_KEY.len();
     options
 }
 
@@ -189,7 +232,16 @@ impl<M: Media> ShardStore<M> {
             });
         }
         let mut states = Vec::with_capacity(slots.len());
+        let mut round_floor = Round::BOTTOM;
         for (key, record) in slots.iter() {
+            if key == ROUND_FLOOR_KEY {
+                round_floor = decode_round_floor(record).ok_or_else(|| OpenError::Undecodable {
+                    path: path.clone(),
+                    key: "(round floor)".into(),
+                    message: "not a round floor record".into(),
+                })?;
+                continue;
+            }
             let state = AcceptorState::decode(record).map_err(|e| OpenError::Undecodable {
                 path: path.clone(),
                 key: String::from_utf8_lossy(key).into_owned(),
@@ -201,6 +253,7 @@ impl<M: Media> ShardStore<M> {
             ShardStore {
                 slots,
                 record: Vec::new(),
+                round_floor,
                 flushes: 0,
                 flush_micros: 0,
             },
@@ -208,9 +261,26 @@ impl<M: Media> ShardStore<M> {
         ))
     }
 
-    /// The largest key the store accepts.
+    /// The largest key the store accepts for a register (one less than the slot store's: the
+    /// longest is the round floor's).
     pub fn key_bytes_max(&self) -> usize {
-        self.slots.options().key_bytes_max
+        self.slots.options().key_bytes_max - 1
+    }
+
+    /// The shard's round floor, as recovered or last written: the replica starts with it
+    /// ([`logless_rmw::replica::Replica::with_round_floor`]).
+    pub fn round_floor(&self) -> Round {
+        self.round_floor
+    }
+
+    /// How many registers the store holds.
+    pub fn registers(&self) -> usize {
+        self.slots.len() - usize::from(self.slots.get(&ROUND_FLOOR_KEY).is_some())
+    }
+
+    /// How many slots are free for reuse.
+    pub fn free_slots(&self) -> usize {
+        self.slots.free_slots()
     }
 
     /// The media under the store.
@@ -240,12 +310,22 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
         self.flush_micros += started.elapsed().as_micros() as u64;
         result
     }
+
+    fn write_round_floor(&mut self, floor: Round) -> Result<(), StoreError> {
+        self.slots
+            .put(&ROUND_FLOOR_KEY, &encode_round_floor(floor))?;
+        self.round_floor = floor;
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &Key) -> Result<(), StoreError> {
+        self.slots.remove(key.as_bytes()).map(|_| ())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use logless_rmw::ids::Round;
 
     #[test]
     fn incarnations_grow_and_identity_is_checked() {
@@ -282,5 +362,67 @@ mod tests {
         }
         let (_, states) = ShardStore::open(dir.path(), 0, options).unwrap();
         assert_eq!(states, vec![(Key::new("k"), state)]);
+    }
+
+    /// Removal by counts: a forgotten register leaves the store and frees its slot; the round
+    /// floor survives reopening and is not counted as a register.
+    #[test]
+    fn a_removed_register_frees_its_slot_and_the_floor_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = store_options(Durability::Mmap, 1024);
+        let floor = Round {
+            n: 9,
+            id: AttemptId {
+                proposer: ProposerId {
+                    node: NodeId(2),
+                    incarnation: 3,
+                },
+                seq: 4,
+            },
+        };
+        let keys: Vec<Key> = (0..4).map(|i| Key::new(format!("k{i}"))).collect();
+        {
+            let (mut store, _) = ShardStore::open(dir.path(), 0, options.clone()).unwrap();
+            for key in &keys {
+                store.write(key, &AcceptorState::default()).unwrap();
+            }
+            store.flush().unwrap();
+            assert_eq!(store.registers(), 4);
+            store.write_round_floor(floor).unwrap();
+            store.flush().unwrap();
+            assert_eq!(store.registers(), 4, "the floor is no register");
+            let free = store.free_slots();
+            store.remove(&keys[1]).unwrap();
+            store.remove(&keys[2]).unwrap();
+            store.flush().unwrap();
+            assert_eq!(store.registers(), 2);
+            assert_eq!(store.round_floor(), floor);
+            assert_eq!(store.free_slots(), free + 2);
+        }
+        let (store, states) = ShardStore::open(dir.path(), 0, options).unwrap();
+        assert_eq!(store.round_floor(), floor);
+        assert_eq!(store.registers(), 2);
+        let recovered: Vec<&Key> = states.iter().map(|(k, _)| k).collect();
+        assert_eq!(recovered, [&keys[0], &keys[3]]);
+    }
+
+    #[test]
+    fn round_floors_decode_to_themselves_and_damage_is_refused() {
+        let floor = Round {
+            n: u64::MAX - 1,
+            id: AttemptId {
+                proposer: ProposerId {
+                    node: NodeId(7),
+                    incarnation: u32::MAX,
+                },
+                seq: 1 << 40,
+            },
+        };
+        let bytes = encode_round_floor(floor);
+        assert_eq!(decode_round_floor(&bytes), Some(floor));
+        assert_eq!(decode_round_floor(&bytes[1..]), None);
+        let mut version = bytes;
+        version[0] = 9;
+        assert_eq!(decode_round_floor(&version), None);
     }
 }

@@ -400,6 +400,27 @@ impl<R, M: Media> ShardCore<R, M> {
         }
     }
 
+    /// Starts removing up to `keys_max` of the registers this replica holds dead and wrote
+    /// last (see `docs/removal.md`); returns how many it started. Finding them scans the
+    /// shard's acceptor table. Does nothing unless removal is on.
+    pub fn remove_dead_registers(&mut self, keys_max: usize) -> usize {
+        let now_ms = self.now_ms;
+        let keys: Vec<Key> = self
+            .replica
+            .removal_candidates(now_ms)
+            .take(keys_max)
+            .cloned()
+            .collect();
+        keys.iter()
+            .filter(|key| self.replica.remove_if_dead(now_ms, key))
+            .count()
+    }
+
+    /// How many registers the shard's acceptor holds in memory.
+    pub fn registers_held(&self) -> usize {
+        self.replica.acceptor_registers()
+    }
+
     /// The store (the simulation reads its media).
     pub fn store(&self) -> &ShardStore<M> {
         &self.store

@@ -227,6 +227,8 @@ pub struct SlotStore<M: Media = FileMedia> {
     /// key, found through a second pointer, cost a cache miss and 30 bytes or more per key.
     index: HashTable<u32>,
     entries: Vec<Entry>,
+    /// Ids of entries whose keys were removed, for reuse.
+    vacant: Vec<u32>,
     /// Per class, slots whose free header word is durable.
     free: Vec<Vec<usize>>,
     end: usize,
@@ -305,6 +307,7 @@ impl<M: Media> SlotStore<M> {
             class_max,
             index: HashTable::new(),
             entries: Vec::new(),
+            vacant: Vec::new(),
             free: vec![Vec::new(); usize::from(CLASSES_MAX)],
             end,
             dirty: Vec::new(),
@@ -537,9 +540,18 @@ impl<M: Media> SlotStore<M> {
 
     /// Appends `entry`, whose newest version holds its key, and indexes it; returns its id.
     fn add(&mut self, entry: Entry) -> u32 {
-        let id = u32::try_from(self.entries.len()).expect("fewer than 2^32 entries");
         let hash = entry.hash;
-        self.entries.push(entry);
+        let id = match self.vacant.pop() {
+            Some(id) => {
+                self.entries[id as usize] = entry;
+                id
+            }
+            None => {
+                let id = u32::try_from(self.entries.len()).expect("fewer than 2^32 entries");
+                self.entries.push(entry);
+                id
+            }
+        };
         let entries = &self.entries;
         self.index
             .insert_unique(hash, id, |&i| entries[i as usize].hash);
@@ -690,6 +702,43 @@ impl<M: Media> SlotStore<M> {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// Removes `key`: it is absent at once, and its slot's free header word is durable after
+    /// the next `flush` (in `memory` and `mmap` modes before this returns); only then is the
+    /// slot reused. Anything staged for the key is flushed first, so that the slot is freed
+    /// from a settled state. Returns whether the key was present.
+    pub fn remove(&mut self, key: &[u8]) -> Result<bool, StoreError> {
+        if self.poisoned {
+            return Err(StoreError::Poisoned);
+        }
+        if self.quarantine.contains_key(key) {
+            return Err(StoreError::Quarantined);
+        }
+        let Some(id) = self.find(key) else {
+            return Ok(false);
+        };
+        if self.entries[id as usize].staged.is_some() {
+            self.flush()?;
+        }
+        let id = self.unindex(key).expect("found");
+        let e = &mut self.entries[id as usize];
+        debug_assert!(e.staged.is_none() && e.moved_from.is_none(), "settled");
+        e.live = false;
+        let (slot, class) = (e.slot, e.class);
+        self.store_header(slot, SlotHeader::free(class));
+        self.pending_words.push((slot, 8));
+        self.pending_free.push((slot, class));
+        self.vacant.push(id);
+        if !self.options.durability.group_commit() {
+            self.flush()?;
+        }
+        Ok(true)
+    }
+
+    /// The slots free for reuse, including those freed since the last flush.
+    pub fn free_slots(&self) -> usize {
+        self.free.iter().map(Vec::len).sum::<usize>() + self.pending_free.len()
     }
 
     fn update_in_place(&mut self, id: u32, key: &[u8], record: &[u8]) {
@@ -1105,6 +1154,46 @@ mod tests {
         for key in &keys {
             assert_eq!(recovered.get(key), Some(&record(key, 2)[..]), "{key:?}");
         }
+    }
+
+    /// A removed key is absent at once and, once flushed, after recovery; its slot is reused
+    /// only after its free word is durable, and its entry by the next new key.
+    #[test]
+    fn a_removed_key_frees_its_slot_durably_before_the_slot_is_reused() {
+        let mut options = StoreOptions::new(Durability::Sync);
+        options.key_bytes_max = 64;
+        options.record_bytes_max = 256;
+        options.append_chunk_bytes = 0;
+        let (mut store, _) = SlotStore::open_on(SimMedia::new(), options.clone()).unwrap();
+        for key in [&b"a"[..], b"b", b"c"] {
+            store.put(key, b"record").unwrap();
+        }
+        store.flush().unwrap();
+        let (free_before, slot_b) = (store.free_slots(), store.slot_offset(b"b"));
+        assert!(store.remove(b"b").unwrap());
+        assert!(!store.remove(b"b").unwrap());
+        assert_eq!((store.len(), store.get(b"b")), (2, None));
+        assert_eq!(store.free_slots(), free_before + 1);
+        // Not durable yet: a crash now recovers it.
+        let image = store.media().now().durable_image();
+        let (crashed, _) =
+            SlotStore::open_on(SimMedia::from_image(image), options.clone()).unwrap();
+        assert_eq!(crashed.get(b"b"), Some(&b"record"[..]));
+        // A new key before the flush takes another slot.
+        store.put(b"d", b"record").unwrap();
+        assert_ne!(store.slot_offset(b"d"), slot_b);
+        store.flush().unwrap();
+        let image = store.media().now().durable_image();
+        let (recovered, report) =
+            SlotStore::open_on(SimMedia::from_image(image), options.clone()).unwrap();
+        assert_eq!(recovered.get(b"b"), None);
+        assert_eq!((recovered.len(), report.free_slots), (3, 1));
+        // After the flush the freed slot is reused.
+        store.put(b"e", b"record").unwrap();
+        assert_eq!(store.slot_offset(b"e"), slot_b);
+        let keys: Vec<&[u8]> = store.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys.len(), 4);
+        assert!(!keys.contains(&&b"b"[..]));
     }
 
     #[test]

@@ -145,6 +145,12 @@ impl logless_rmw::persist::AcceptorStore for NullStore {
     fn flush(&mut self) -> Result<(), Self::Error> {
         Ok(())
     }
+    fn write_round_floor(&mut self, _: logless_rmw::ids::Round) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn remove(&mut self, _: &Key) -> Result<(), Self::Error> {
+        Ok(())
+    }
 }
 
 criterion_group!(benches, acceptor_paths, fast_write_cycle);

@@ -145,7 +145,8 @@ pub(crate) fn decide<D: Decision>(
         Message::Ack { .. }
         | Message::Voted { .. }
         | Message::Nack { .. }
-        | Message::Learned { .. } => panic!("not a message for acceptors: {message:?}"),
+        | Message::Learned { .. }
+        | Message::Remove { .. } => panic!("not a message for acceptors: {message:?}"),
     }
 }
 

@@ -18,6 +18,12 @@ pub struct InjectedBugs {
     /// an earlier attempt was proposed, which a later write-through may then choose behind its
     /// answers (breaks linearizability when an expiry passes between the attempts).
     pub deny_over_earlier_attempt: bool,
+    /// A removal goes ahead once a quorum (not every acceptor) was seen holding the dead value:
+    /// a lagging acceptor's older value comes back.
+    pub remove_before_all_hold_tombstone: bool,
+    /// An acceptor forgets a register without raising its round floor: a delayed VOTE of an
+    /// earlier round is accepted on the forgotten register and brings an older value back.
+    pub skip_removal_fence: bool,
 }
 
 /// The default of [`ProposerConfig::registers_max`]: a quarter of a million registers, some
@@ -65,6 +71,10 @@ pub struct ProposerConfig {
     /// starts as on a register it never saw. Registers with operations in progress are never
     /// dropped, so the bound can be exceeded while that many are busy.
     pub registers_max: usize,
+    /// Whether this node removes dead registers (deleted or expired, without a fencing token)
+    /// whose latest request was its own, when asked to (see the `removal` module). Acceptors
+    /// apply REMOVE from any peer whatever this says.
+    pub remove_dead_registers: bool,
     /// Size limits applied to values.
     pub limits: Limits,
     /// Deliberate bugs for harness tests.
@@ -89,6 +99,7 @@ impl ProposerConfig {
             queue_commands_max: 100_000,
             fast_writes: true,
             registers_max: REGISTERS_MAX_DEFAULT,
+            remove_dead_registers: false,
             limits: Limits {
                 value_bytes_max: 16 * 1024 * 1024,
                 set_members_max: 1_000_000,

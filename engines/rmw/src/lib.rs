@@ -15,6 +15,7 @@
 //! * [`proposer`]: one state machine per register: reads, writes, write-through, retries,
 //!   fast writes, batching, exactly-once.
 //! * [`replica`]: proposer and acceptor of one node together, the unit the runtime drives.
+//! * [`removal`]: removing dead registers from every acceptor without resurrecting values.
 //! * [`timers`]: the wake-ups a runtime holds for a replica, fired in due order.
 //! * `armed`, `buffers` and `incidental` (internal): the proposer's table of armed timers,
 //!   the output vectors a replica reuses between steps, and state that equality ignores.
@@ -33,6 +34,7 @@ pub mod message;
 pub mod persist;
 pub mod proposer;
 pub mod quorum;
+pub mod removal;
 pub mod replica;
 mod table;
 pub mod timers;

@@ -100,6 +100,15 @@ pub enum Message {
         /// The chosen request.
         req: ReqId,
     },
+    /// Every acceptor was seen holding the dead value voted in `voted` (or nothing, above it):
+    /// an acceptor that still holds exactly that vote forgets the register, raising its round
+    /// floor first (see the `removal` module). No reply.
+    Remove {
+        /// The register.
+        key: Key,
+        /// The round of the dead value to forget.
+        voted: Round,
+    },
 }
 
 impl Message {
@@ -112,11 +121,13 @@ impl Message {
             | Message::Vote { key, .. }
             | Message::Voted { key, .. }
             | Message::Nack { key, .. }
-            | Message::Learned { key, .. } => key,
+            | Message::Learned { key, .. }
+            | Message::Remove { key, .. } => key,
         }
     }
 
-    /// Whether an acceptor handles it (the others go to the proposer).
+    /// Whether an acceptor decides on it and replies (the others go to the proposer, but for
+    /// REMOVE, which the replica applies to its acceptor table directly).
     pub fn is_for_acceptor(&self) -> bool {
         matches!(
             self,

@@ -7,9 +7,14 @@
 //! (group commit), and only then hands the replies back. Replies whose acceptor state did not
 //! change still wait for the batch: they may reveal state changed by an earlier message of the
 //! same batch, which is not durable before the flush either.
+//!
+//! A batch may also forget registers (see the `removal` module). Forgetting is only safe behind
+//! the shard's round floor, so a batch that forgets writes the floor and flushes it before it
+//! removes anything: a crash in between leaves a register that is still held, never one that is
+//! gone without its fence.
 use crate::acceptor::{self, AcceptorState, Decision};
 use crate::buffers::room_for_next;
-use crate::ids::{Key, NodeId};
+use crate::ids::{Key, NodeId, Round};
 use crate::message::{Envelope, Message};
 
 /// A batch taking one acceptor decision for `key` in; gives whether the state changed.
@@ -47,6 +52,12 @@ pub trait AcceptorStore {
     fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), Self::Error>;
     /// Makes every staged write durable (per the store's durability mode).
     fn flush(&mut self) -> Result<(), Self::Error>;
+    /// Stages the shard's round floor: the lowest `r_ack` of every register the acceptor does
+    /// not hold, read back at start-up with the states (see
+    /// [`Replica::with_round_floor`](crate::replica::Replica::with_round_floor)).
+    fn write_round_floor(&mut self, floor: Round) -> Result<(), Self::Error>;
+    /// Stages forgetting the state of one register, whose space the store may reuse.
+    fn remove(&mut self, key: &Key) -> Result<(), Self::Error>;
 }
 
 /// Acceptor state changes and the replies that must wait for them.
@@ -55,6 +66,11 @@ pub trait AcceptorStore {
 pub struct PersistBatch {
     writes: Vec<(Key, AcceptorState)>,
     sealed: Vec<Envelope>,
+    /// Registers to forget, before `writes` (a write after a removal in the batch is a later
+    /// state of a new register).
+    removals: Vec<Key>,
+    /// The round floor to make durable before any removal.
+    round_floor: Option<Round>,
 }
 
 impl PersistBatch {
@@ -81,6 +97,14 @@ impl PersistBatch {
         changed.then(|| &self.writes.last().expect("just added").1)
     }
 
+    /// Adds forgetting `key`, behind the round `floor` (the shard's, raised by the register's
+    /// `r_ack`). Writes of `key` earlier in the batch are dropped: they are superseded.
+    pub(crate) fn remove(&mut self, key: &Key, floor: Round) {
+        self.writes.retain(|(written, _)| written != key);
+        self.removals.push(key.clone());
+        self.round_floor = Some(floor);
+    }
+
     /// Takes the batch, leaving an empty one with room for half as much again as this one held.
     pub fn take(&mut self) -> PersistBatch {
         self.take_into(Vec::new())
@@ -94,13 +118,20 @@ impl PersistBatch {
         let next = PersistBatch {
             writes: Vec::with_capacity(room_for_next(self.writes.len())),
             sealed: spare,
+            removals: Vec::new(),
+            round_floor: None,
         };
         std::mem::replace(self, next)
     }
 
-    /// Whether there is nothing to write and nothing to release.
+    /// Whether there is nothing to write, forget or release.
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty() && self.sealed.is_empty()
+        self.writes.is_empty() && self.sealed.is_empty() && self.removals.is_empty()
+    }
+
+    /// The number of registers the batch forgets.
+    pub fn removals_len(&self) -> usize {
+        self.removals.len()
     }
 
     /// The number of state writes in the batch.
@@ -109,9 +140,18 @@ impl PersistBatch {
     }
 
     /// Writes every state, flushes once if anything was written, then releases the replies.
-    /// On an error nothing is released: the node must stop voting (fail-stop).
+    /// A batch that forgets registers first writes the round floor and flushes it, then forgets
+    /// them before the writes. On an error nothing is released: the node must stop voting
+    /// (fail-stop).
     pub fn commit<S: AcceptorStore>(self, store: &mut S) -> Result<Vec<Envelope>, S::Error> {
-        if !self.writes.is_empty() {
+        if let Some(floor) = self.round_floor {
+            store.write_round_floor(floor)?;
+            store.flush()?;
+            for key in &self.removals {
+                store.remove(key)?;
+            }
+        }
+        if !self.writes.is_empty() || !self.removals.is_empty() {
             for (key, state) in &self.writes {
                 store.write(key, state)?;
             }
@@ -135,7 +175,7 @@ impl PersistBatch {
     pub fn writes_only_for_fault_injection(writes: Vec<(Key, AcceptorState)>) -> PersistBatch {
         PersistBatch {
             writes,
-            sealed: Vec::new(),
+            ..PersistBatch::default()
         }
     }
 }
@@ -243,5 +283,68 @@ mod tests {
         // every message was answered, and the first of those votes told node 1 with a LEARNED.
         assert_eq!(batch.writes_len(), 4);
         assert_eq!(batch.sealed.len(), 8);
+    }
+
+    /// Records what a store is asked to do, in order.
+    #[derive(Default)]
+    struct Recorder(Vec<String>);
+
+    impl AcceptorStore for Recorder {
+        type Error = std::convert::Infallible;
+        fn write(&mut self, key: &Key, _: &AcceptorState) -> Result<(), Self::Error> {
+            self.0.push(format!("write {key:?}"));
+            Ok(())
+        }
+        fn flush(&mut self) -> Result<(), Self::Error> {
+            self.0.push("flush".into());
+            Ok(())
+        }
+        fn write_round_floor(&mut self, floor: Round) -> Result<(), Self::Error> {
+            self.0.push(format!("floor {}", floor.n));
+            Ok(())
+        }
+        fn remove(&mut self, key: &Key) -> Result<(), Self::Error> {
+            self.0.push(format!("remove {key:?}"));
+            Ok(())
+        }
+    }
+
+    /// A crash after any prefix of a commit leaves no register forgotten without its floor:
+    /// the floor is flushed before the first removal. A write of a register before its
+    /// removal in the batch is superseded; one after it is a new register's and stays.
+    #[test]
+    fn a_batch_flushes_the_round_floor_before_it_forgets_anything() {
+        let (gone, kept) = (Key::new("gone"), Key::new("kept"));
+        let state = AcceptorState::default();
+        let mut batch = PersistBatch::new();
+        let vote = |key: &Key| Message::Vote {
+            key: key.clone(),
+            round: Round::BOTTOM,
+            value: Arc::new(Register::default()),
+            req_cur: None,
+            req_prev: None,
+        };
+        let _ = batch.decide(&gone, &state, NodeId(1), &vote(&gone));
+        let floor = Round {
+            n: 9,
+            id: attempt(1, 1),
+        };
+        batch.remove(&gone, floor);
+        let _ = batch.decide(&kept, &state, NodeId(1), &vote(&kept));
+        assert_eq!(batch.removals_len(), 1);
+        assert_eq!(batch.writes_len(), 1);
+        let mut store = Recorder::default();
+        let Ok(released) = batch.commit(&mut store);
+        assert_eq!(released.len(), 2, "both VOTEDs, after everything");
+        assert_eq!(
+            store.0,
+            [
+                "floor 9",
+                "flush",
+                "remove \"gone\"",
+                "write \"kept\"",
+                "flush"
+            ]
+        );
     }
 }

@@ -604,6 +604,36 @@ impl Proposer {
         self.registers.len()
     }
 
+    /// Whether register `key` has an operation in progress (commands waiting on it).
+    pub fn is_busy(&self, key: &Key) -> bool {
+        self.registers.get(key).is_some_and(|reg| reg.op.is_some())
+    }
+
+    /// Drops register `key` if it has no operation in progress (see
+    /// [`Proposer::drop_idle_registers`] for why that is safe): its acceptors forgot it.
+    pub fn forget_idle(&mut self, key: &Key) {
+        if self.registers.get(key).is_some_and(|reg| reg.op.is_none()) {
+            self.registers.remove(key);
+            self.shared.stats.registers_dropped += 1;
+        }
+    }
+
+    /// Mints an attempt id for a phase this proposer does not drive itself (a removal's read).
+    pub(crate) fn mint_attempt(&mut self) -> AttemptId {
+        self.shared.mint()
+    }
+
+    /// Sends `message` to every acceptor, with this proposer's messages.
+    pub(crate) fn send_to_everyone(&mut self, message: Message) {
+        let out = &mut self.shared.out.sends;
+        for to in &self.shared.config.acceptors {
+            out.push(Envelope {
+                to: *to,
+                message: message.clone(),
+            });
+        }
+    }
+
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work
     /// and retries, used to bound model checking.
     pub fn attempts_minted(&self) -> u64 {
@@ -816,7 +846,10 @@ impl Proposer {
                     step.on_learned(now_ms, *req);
                 }
             }
-            Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {}
+            Message::Prepare { .. }
+            | Message::PaxosPrep { .. }
+            | Message::Vote { .. }
+            | Message::Remove { .. } => {}
         }
     }
 }

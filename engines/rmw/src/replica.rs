@@ -12,22 +12,21 @@
 //! also wait for persistence. Acceptor states live in DRAM here as well as in the store: the
 //! store is the durable copy, read back only at start-up.
 use std::hash::{Hash, Hasher};
-use std::sync::LazyLock;
 
 use logless_commands::command::Command;
 
 use crate::acceptor::AcceptorState;
 use crate::buffers::keep_spare;
 use crate::config::ProposerConfig;
+use crate::ids::Round;
 use crate::ids::{ClientTag, Key, NodeId, ProposerId};
+use crate::message::PrepareKind;
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
+use crate::removal::{self, Judge, ProbeReply, Removals};
 pub use crate::table::ScanCursor;
 use crate::table::{prefetch_line, KeyTable};
-
-/// The state of a register the acceptor never heard of (⊥), built once.
-static BOTTOM: LazyLock<AcceptorState> = LazyLock::new(AcceptorState::default);
 
 /// How many inputs ahead of the one being handled a batch asks the cache for the register
 /// that input needs. A register of a large replica is rarely cached, and handling an input
@@ -63,15 +62,35 @@ pub struct SpentOutput {
 }
 
 /// A replica's protocol state: proposer, acceptor states, and pending persistence.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Replica {
     node: NodeId,
     proposer: Proposer,
     states: KeyTable<AcceptorState>,
     persist: PersistBatch,
+    /// The state of every register the acceptor does not hold: ⊥ with `r_ack` at the shard's
+    /// round floor, the highest `r_ack` of any register it forgot (see [`removal`]).
+    fresh: AcceptorState,
+    /// Removals' reads in progress.
+    removals: Removals,
+    /// Registers the acceptor forgot (a counter, left out of equality).
+    registers_removed: u64,
     /// An emptied vector of released replies for the next batch (see [`Replica::recycle`]).
     spare_released: Vec<Envelope>,
 }
+
+impl PartialEq for Replica {
+    fn eq(&self, other: &Replica) -> bool {
+        self.node == other.node
+            && self.proposer == other.proposer
+            && self.states == other.states
+            && self.persist == other.persist
+            && self.fresh == other.fresh
+            && self.removals == other.removals
+    }
+}
+
+impl Eq for Replica {}
 
 impl Hash for Replica {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -79,6 +98,8 @@ impl Hash for Replica {
         self.proposer.hash(state);
         self.states.hash(state);
         self.persist.hash(state);
+        self.fresh.hash(state);
+        self.removals.hash(state);
     }
 }
 
@@ -98,8 +119,72 @@ impl Replica {
             proposer: Proposer::new(id, config, rng_seed),
             states: recovered.into_iter().collect(),
             persist: PersistBatch::new(),
+            fresh: AcceptorState::default(),
+            removals: Removals::default(),
+            registers_removed: 0,
             spare_released: Vec::new(),
         }
+    }
+
+    /// The replica with the shard's round floor recovered from its store (see
+    /// [`AcceptorStore::write_round_floor`](crate::persist::AcceptorStore::write_round_floor)):
+    /// every register it does not hold starts with that `r_ack`.
+    pub fn with_round_floor(mut self, floor: Round) -> Replica {
+        self.fresh.r_ack = floor;
+        self
+    }
+
+    /// The shard's round floor.
+    pub fn round_floor(&self) -> Round {
+        self.fresh.r_ack
+    }
+
+    /// How many registers the acceptor forgot since start.
+    pub fn registers_removed(&self) -> u64 {
+        self.registers_removed
+    }
+
+    /// How many registers the acceptor holds.
+    pub fn acceptor_registers(&self) -> usize {
+        self.states.len()
+    }
+
+    /// The registers this node's acceptor holds dead at `now_ms` whose latest request was this
+    /// node's: what [`Replica::remove_if_dead`] may remove.
+    pub fn removal_candidates(&self, now_ms: u64) -> impl Iterator<Item = &Key> {
+        self.states
+            .iter()
+            .filter(move |(_, state)| removal::removal_candidate(state, self.node, now_ms))
+            .map(|(key, _)| key)
+    }
+
+    /// Starts removing `key` if removal is on, its proposer has no operation on it in progress
+    /// and this node's acceptor holds it dead and last written by this node: reads every
+    /// acceptor, and if all hold the same dead vote (see [`removal`]), has them forget it.
+    /// Returns whether the read started. A read that another call restarts, or whose answers a
+    /// broken link lost, is abandoned.
+    pub fn remove_if_dead(&mut self, now_ms: u64, key: &Key) -> bool {
+        let config = self.proposer.config();
+        if !config.remove_dead_registers || self.proposer.is_busy(key) {
+            return false;
+        }
+        let candidate = self
+            .states
+            .get(key)
+            .is_some_and(|state| removal::removal_candidate(state, self.node, now_ms));
+        if !candidate {
+            return false;
+        }
+        let acceptors = config.acceptors.len();
+        let attempt = self.proposer.mint_attempt();
+        self.removals.start(key, attempt, acceptors);
+        self.proposer.send_to_everyone(Message::Prepare {
+            key: key.clone(),
+            kind: PrepareKind::Read,
+            attempt,
+            known_voted: Round::BOTTOM,
+        });
+        true
     }
 
     /// This replica's node id.
@@ -145,7 +230,7 @@ impl Replica {
         self.proposer.registers()
     }
 
-    /// The acceptor state of `key` (⊥ if it has none).
+    /// The acceptor state of `key` (`None` if it has none: see [`Replica::round_floor`]).
     pub fn acceptor_state(&self, key: &Key) -> Option<&AcceptorState> {
         self.states.get(key)
     }
@@ -249,14 +334,36 @@ impl Replica {
     /// A message from `from`.
     pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: &Message) {
         if !message.is_for_acceptor() {
-            self.proposer.handle_message(now_ms, from, message);
+            match message {
+                Message::Remove { key, voted } => self.forget(key, *voted),
+                Message::Ack {
+                    key,
+                    r_ack,
+                    r_voted,
+                    value,
+                    req,
+                    ..
+                } if !self.removals.is_empty() && self.removals.claims(key, r_ack.id) => {
+                    let reply = ProbeReply {
+                        r_ack: *r_ack,
+                        r_voted: *r_voted,
+                        value: value.as_ref(),
+                        req: *req,
+                    };
+                    self.on_removal_ack(now_ms, from, key, reply);
+                }
+                _ => self.proposer.handle_message(now_ms, from, message),
+            }
             return;
         }
         let key = message.key();
         let existing = self.states.get_mut(key);
-        let next = self
-            .persist
-            .decide(key, existing.as_deref().unwrap_or(&BOTTOM), from, message);
+        let next = self.persist.decide(
+            key,
+            existing.as_deref().unwrap_or(&self.fresh),
+            from,
+            message,
+        );
         match (existing, next) {
             (Some(state), Some(next)) => *state = next.clone(),
             (None, Some(next)) => {
@@ -266,6 +373,45 @@ impl Replica {
         }
     }
 
+    /// An acceptor's answer to this node's removal read of `key`.
+    fn on_removal_ack(&mut self, now_ms: u64, from: NodeId, key: &Key, reply: ProbeReply<'_>) {
+        let config = self.proposer.config();
+        let Some(index) = config.acceptors.iter().position(|a| *a == from) else {
+            return;
+        };
+        let judge = Judge {
+            node: self.node,
+            acceptors: config.acceptors.len(),
+            quorum: config.quorum(),
+            now_ms,
+            on_a_quorum: config.bugs.remove_before_all_hold_tombstone,
+        };
+        if let Some(voted) = self.removals.on_ack(key, index, reply, &judge) {
+            self.proposer.send_to_everyone(Message::Remove {
+                key: key.clone(),
+                voted,
+            });
+        }
+    }
+
+    /// REMOVE: forgets `key` if the acceptor still holds exactly the dead vote `voted`, behind
+    /// the round floor raised to its `r_ack`.
+    fn forget(&mut self, key: &Key, voted: Round) {
+        let Some(state) = self.states.get(key) else {
+            return;
+        };
+        if !removal::forgettable(state, voted) {
+            return;
+        }
+        if !self.proposer.config().bugs.skip_removal_fence {
+            self.fresh.r_ack = self.fresh.r_ack.max(state.r_ack);
+        }
+        self.states.remove(key);
+        self.persist.remove(key, self.fresh.r_ack);
+        self.proposer.forget_idle(key);
+        self.registers_removed += 1;
+    }
+
     /// A wake-up requested earlier.
     pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
         self.proposer.handle_timer(now_ms, key, token);
@@ -273,6 +419,7 @@ impl Replica {
 
     /// The link to `peer` broke; messages on it may have been lost.
     pub fn handle_link_broken(&mut self, peer: NodeId) {
+        self.removals.clear();
         self.proposer.handle_link_broken(peer);
     }
 

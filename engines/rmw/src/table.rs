@@ -162,6 +162,17 @@ impl<V> KeyTable<V> {
         }
     }
 
+    /// Removes `key`, returning its value.
+    pub(crate) fn remove(&mut self, key: &Key) -> Option<V> {
+        match self
+            .entries
+            .find_entry(hash_of(key), |entry| entry.key == *key)
+        {
+            Ok(occupied) => Some(occupied.remove().0.value),
+            Err(_) => None,
+        }
+    }
+
     /// Keeps only the registers for which `keep` says so; it may change the values it keeps.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Key, &mut V) -> bool) {
         self.entries
@@ -336,6 +347,9 @@ mod tests {
         *table.get_or_insert_with(&key("a"), || unreachable!()) += 1;
         table.insert(key("c"), 3);
         table.insert(key("c"), 4);
+        table.insert(key("d"), 9);
+        assert_eq!(table.remove(&key("d")), Some(9));
+        assert_eq!(table.remove(&key("d")), None);
         *table.get_mut(&key("c")).unwrap() += 1;
         assert_eq!(table.len(), 3);
         assert_eq!(table.get(&key("a")), Some(&2));

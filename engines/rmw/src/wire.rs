@@ -25,8 +25,8 @@ use crate::message::{Message, PrepareKind};
 
 /// The version this code writes and accepts.
 /// Version 2 added `req_prev` to ACK; version 3 dropped ACK's attempt id, which is always its
-/// `r_ack`'s. Nodes of different versions refuse each other.
-pub const WIRE_VERSION: u8 = 3;
+/// `r_ack`'s; version 4 added REMOVE. Nodes of different versions refuse each other.
+pub const WIRE_VERSION: u8 = 4;
 
 /// Bytes of the length field plus the fixed header.
 pub const FRAME_HEADER_BYTES: usize = 4 + 1 + 2 + 4 + 4;
@@ -65,6 +65,7 @@ const TAG_VOTE: u8 = 5;
 const TAG_VOTED: u8 = 6;
 const TAG_NACK: u8 = 7;
 const TAG_LEARNED: u8 = 8;
+const TAG_REMOVE: u8 = 9;
 
 /// Appends one frame with `messages` from `from` to `out`.
 pub fn encode_frame(from: NodeId, messages: &[Message], out: &mut Vec<u8>) {
@@ -222,6 +223,11 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
             put_key(out, key);
             put_req_id(out, *req);
         }
+        Message::Remove { key, voted } => {
+            out.push(TAG_REMOVE);
+            put_key(out, key);
+            put_round(out, *voted);
+        }
     }
 }
 
@@ -297,6 +303,10 @@ fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
             key,
             req: r.req_id()?,
         },
+        TAG_REMOVE => Message::Remove {
+            key,
+            voted: r.round()?,
+        },
         _ => return Err(WireError::Malformed("unknown message tag")),
     })
 }
@@ -365,8 +375,12 @@ mod tests {
                 r_ack: round(8),
             },
             Message::Learned {
-                key,
+                key: key.clone(),
                 req: ReqId::new(round(1).id).unwrap(),
+            },
+            Message::Remove {
+                key,
+                voted: round(5),
             },
         ]
     }

@@ -16,6 +16,7 @@ use logless_rmw::replica::Replica;
 #[derive(Default)]
 struct MemStore {
     states: BTreeMap<Key, AcceptorState>,
+    round_floor: Round,
     writes: usize,
     flushes: usize,
 }
@@ -29,6 +30,14 @@ impl AcceptorStore for MemStore {
     }
     fn flush(&mut self) -> Result<(), Self::Error> {
         self.flushes += 1;
+        Ok(())
+    }
+    fn write_round_floor(&mut self, floor: Round) -> Result<(), Self::Error> {
+        self.round_floor = floor;
+        Ok(())
+    }
+    fn remove(&mut self, key: &Key) -> Result<(), Self::Error> {
+        self.states.remove(key);
         Ok(())
     }
 }
@@ -275,6 +284,7 @@ fn kind(m: &Message) -> &'static str {
         Message::Voted { .. } => "VOTED",
         Message::Nack { .. } => "NACK",
         Message::Learned { .. } => "LEARNED",
+        Message::Remove { .. } => "REMOVE",
     }
 }
 
@@ -1076,4 +1086,303 @@ fn a_proposer_keeps_registers_with_operations_in_progress_past_its_bound() {
     assert_eq!(a(&net).stats().registers_dropped, 2);
     let (value, _) = increment_through_a(&mut net, 4, 0);
     assert_eq!(value, Reply::Int(2));
+}
+
+// ----- removing dead registers (docs/removal.md) -----
+
+/// A network whose replicas remove dead registers, with `bugs` on.
+fn removal_net(bugs: impl Fn(&mut logless_rmw::config::InjectedBugs)) -> Net {
+    Net::new(|c| {
+        c.remove_dead_registers = true;
+        bugs(&mut c.bugs);
+    })
+}
+
+impl Net {
+    /// Asks `node` to remove the register and delivers what follows while `keep` says so.
+    fn remove(&mut self, node: NodeId, keep: impl Fn(NodeId, &Envelope) -> bool) -> bool {
+        let now = self.now_ms;
+        let started = self
+            .replicas
+            .get_mut(&node)
+            .unwrap()
+            .remove_if_dead(now, &key());
+        self.collect(node);
+        self.run(keep);
+        started
+    }
+
+    /// Crashes `node` and restarts it from its store in its next incarnation, with removal on:
+    /// what was committed survives, nothing else.
+    fn restart(&mut self, node: NodeId) {
+        let store = &self.stores[&node];
+        let recovered: Vec<(Key, AcceptorState)> = store
+            .states
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        let mut config = ProposerConfig::new(vec![A, B, C]);
+        config.straggler_wait_ms = 0;
+        config.remove_dead_registers = true;
+        let replica =
+            Replica::new(node, 2, config, 99, recovered).with_round_floor(store.round_floor);
+        self.replicas.insert(node, replica);
+        self.timers.remove(&node);
+    }
+
+    /// Whether no acceptor holds the register, in memory or in its store.
+    fn forgotten_everywhere(&self) -> bool {
+        [A, B, C].iter().all(|n| {
+            self.replicas[n].acceptor_state(&key()).is_none()
+                && !self.stores[n].states.contains_key(&key())
+        })
+    }
+}
+
+fn set(value: &str) -> Command {
+    Command::Set(SetArgs {
+        value: value.to_string().into(),
+        condition: Condition::Always,
+        get: false,
+        expiry: Expiry::Clear,
+    })
+}
+
+/// Runs `command` through `node` with messages delivered while `keep` says so, firing its
+/// timers until it is answered.
+fn applied(
+    net: &mut Net,
+    node: NodeId,
+    tag: u64,
+    command: Command,
+    keep: impl Fn(NodeId, &Envelope) -> bool,
+) -> Reply {
+    net.command(node, tag, command);
+    net.run(&keep);
+    while net.reply(tag).is_none() {
+        net.fire_timer(node);
+        net.run(&keep);
+    }
+    ok(net.reply(tag))
+}
+
+fn get(net: &mut Net, node: NodeId, tag: u64, keep: impl Fn(NodeId, &Envelope) -> bool) -> Reply {
+    applied(net, node, tag, Command::Get, keep)
+}
+
+fn bulk(value: &str) -> Reply {
+    Reply::Bulk(value.to_string().into())
+}
+
+/// SET then DEL through A on a fault-free network: every acceptor holds A's tombstone.
+fn deleted_through_a(net: &mut Net) {
+    net.command(A, 1, set("v"));
+    net.run(every);
+    net.command(A, 2, Command::Del);
+    net.run(every);
+    assert_eq!(ok(net.reply(2)), Reply::Int(1));
+}
+
+#[test]
+fn a_deleted_register_leaves_every_acceptor_and_its_key_starts_above_every_earlier_round() {
+    let mut net = removal_net(|_| {});
+    deleted_through_a(&mut net);
+    let before = net.state(A);
+    assert!(net.remove(A, every));
+    assert!(net.forgotten_everywhere());
+    for node in [A, B, C] {
+        let replica = &net.replicas[&node];
+        assert_eq!(replica.registers_removed(), 1);
+        assert_eq!(replica.acceptor_registers(), 0);
+        assert!(
+            !replica.proposer_holds(&key()),
+            "{node:?} dropped its cache"
+        );
+        // The floor is durable and above every round the register used.
+        assert!(replica.round_floor() >= before.r_ack);
+        assert_eq!(net.stores[&node].round_floor, replica.round_floor());
+    }
+    // The key reads as absent, and is written again from there.
+    assert_eq!(get(&mut net, B, 3, every), Reply::Nil);
+    net.command(C, 4, Command::IncrBy(5));
+    net.run(every);
+    assert_eq!(ok(net.reply(4)), Reply::Int(5));
+    assert!(net.state(C).r_voted > before.r_voted);
+    assert_eq!(get(&mut net, A, 5, every), bulk("5"));
+}
+
+#[test]
+fn an_expiring_register_is_removed_only_once_expired_and_only_by_its_writer() {
+    let mut net = removal_net(|_| {});
+    net.command(
+        A,
+        1,
+        Command::Set(SetArgs {
+            value: "v".into(),
+            condition: Condition::Always,
+            get: false,
+            expiry: Expiry::AfterMs(100),
+        }),
+    );
+    net.run(every);
+    net.now_ms = 99;
+    assert!(!net.remove(A, every), "alive");
+    net.now_ms = 100;
+    assert!(!net.remove(B, every), "A's request: only A may remove it");
+    assert!(net.remove(A, every));
+    assert!(net.forgotten_everywhere());
+    assert_eq!(get(&mut net, C, 2, every), Reply::Nil);
+}
+
+#[test]
+fn a_removal_is_off_by_default_and_spares_live_and_fenced_registers() {
+    let mut net = Net::new(|_| {});
+    deleted_through_a(&mut net);
+    assert!(!net.remove(A, every), "off by default");
+    let mut net = removal_net(|_| {});
+    net.command(A, 1, set("v"));
+    net.run(every);
+    assert!(!net.remove(A, every), "live");
+    // A lock hands out fencing tokens, which must only grow: its key keeps its tombstone.
+    let mut fenced = net.state(A);
+    Arc::make_mut(&mut fenced.value).fence = 1;
+    Arc::make_mut(&mut fenced.value).data = Data::Absent;
+    let initial: BTreeMap<NodeId, AcceptorState> =
+        [A, B, C].iter().map(|n| (*n, fenced.clone())).collect();
+    let mut net = Net::with_states(|c| c.remove_dead_registers = true, initial);
+    assert!(!net.remove(A, every));
+}
+
+/// A's SET reaches every acceptor but its DEL only A and B: C lags with the value. A removal
+/// must wait for C; with the deliberate bug it goes ahead on A's and B's answers (C's is held
+/// back), and a later write through C and A, with B unreachable, writes C's old value through.
+fn lagging_acceptor_scenario(remove_before_all_hold_tombstone: bool) -> Reply {
+    let mut net =
+        removal_net(|b| b.remove_before_all_hold_tombstone = remove_before_all_hold_tombstone);
+    net.command(A, 1, Command::IncrBy(7));
+    net.run(every);
+    net.command(A, 2, Command::Del);
+    net.run(|from, e| !(from == A && e.to == C && matches!(e.message, Message::Vote { .. })));
+    assert_eq!(ok(net.reply(2)), Reply::Int(1));
+    net.slow_down_from(C, A, |m| matches!(m, Message::Ack { .. }));
+    let started = net.remove(A, every);
+    assert!(started);
+    net.release(C, A);
+    net.run(every);
+    assert_eq!(
+        net.replicas[&A].registers_removed(),
+        u64::from(remove_before_all_hold_tombstone)
+    );
+    let b_unreachable = |from: NodeId, e: &Envelope| from != B && e.to != B;
+    applied(&mut net, C, 3, Command::IncrBy(1), b_unreachable)
+}
+
+#[test]
+fn a_removal_waits_until_every_acceptor_holds_the_tombstone() {
+    assert_eq!(lagging_acceptor_scenario(false), Reply::Int(1));
+}
+
+#[test]
+fn a_removal_before_every_acceptor_holds_the_tombstone_resurrects_a_value() {
+    assert_eq!(
+        lagging_acceptor_scenario(true),
+        Reply::Int(8),
+        "the deliberate bug must show as the deleted 7 coming back"
+    );
+}
+
+/// B's increment is chosen by A and B while its VOTE to C is delayed; A deletes the key
+/// everywhere and removes it. Then the delayed VOTE reaches C (after C crashed and restarted
+/// from its store, with `crash`): behind the round floor C refuses it; without the fence C
+/// votes the old value in, and a read through B and C, with A unreachable, returns it.
+fn delayed_vote_scenario(skip_removal_fence: bool, crash: bool) -> Reply {
+    let mut net = removal_net(|b| b.skip_removal_fence = skip_removal_fence);
+    net.slow_down_from(B, C, |m| matches!(m, Message::Vote { .. }));
+    net.command(B, 1, Command::IncrBy(7));
+    net.run(every);
+    assert_eq!(ok(net.reply(1)), Reply::Int(7));
+    net.command(A, 2, Command::Del);
+    net.run(every);
+    assert_eq!(ok(net.reply(2)), Reply::Int(1));
+    assert!(net.remove(A, every));
+    assert!(net.forgotten_everywhere());
+    if crash {
+        net.restart(C);
+    }
+    net.release(B, C);
+    net.run(every);
+    assert_eq!(
+        net.replicas[&C].acceptor_state(&key()).is_some(),
+        skip_removal_fence,
+        "the delayed VOTE is refused only behind the fence"
+    );
+    let a_unreachable = |from: NodeId, e: &Envelope| from != A && e.to != A;
+    get(&mut net, B, 3, a_unreachable)
+}
+
+#[test]
+fn a_delayed_vote_is_refused_behind_the_round_floor_across_a_crash() {
+    assert_eq!(delayed_vote_scenario(false, false), Reply::Nil);
+    assert_eq!(delayed_vote_scenario(false, true), Reply::Nil);
+}
+
+#[test]
+fn a_removal_without_the_fence_lets_a_delayed_vote_resurrect_a_value() {
+    assert_eq!(
+        delayed_vote_scenario(true, false),
+        bulk("7"),
+        "the deliberate bug must show as the deleted 7 coming back"
+    );
+}
+
+/// A broken link loses a removal's answers: the read is abandoned, nothing is removed, and a
+/// later attempt removes the register.
+#[test]
+fn a_removal_whose_answers_a_broken_link_lost_is_abandoned_and_retried() {
+    let mut net = removal_net(|_| {});
+    deleted_through_a(&mut net);
+    assert!(net.remove(A, |from, e| !(from == C && e.to == A)));
+    net.replicas.get_mut(&A).unwrap().handle_link_broken(C);
+    assert_eq!(net.replicas[&A].registers_removed(), 0);
+    assert!(!net.forgotten_everywhere());
+    assert!(net.remove(A, every));
+    assert!(net.forgotten_everywhere());
+}
+
+/// A REMOVE lost on the way to one acceptor leaves its tombstone in place (space, not safety):
+/// reads through it see the tombstone or nothing, both absent, and the key is written anew.
+#[test]
+fn a_lost_remove_leaves_one_tombstone_and_the_key_stays_absent() {
+    let mut net = removal_net(|_| {});
+    deleted_through_a(&mut net);
+    assert!(net.remove(A, |_, e| !(e.to == C
+        && matches!(e.message, Message::Remove { .. }))));
+    assert!(net.state(C).r_voted != Round::BOTTOM);
+    assert_eq!(net.replicas[&A].acceptor_state(&key()), None);
+    let b_unreachable = |from: NodeId, e: &Envelope| from != B && e.to != B;
+    assert_eq!(get(&mut net, C, 3, b_unreachable), Reply::Nil);
+    assert_eq!(
+        applied(&mut net, C, 4, Command::IncrBy(2), b_unreachable),
+        Reply::Int(2)
+    );
+}
+
+/// A crash of the removing node right after its own acceptor forgot the register: the others
+/// still forget it, and the restarted node starts the key above its recovered floor.
+#[test]
+fn a_removing_node_that_crashes_midway_recovers_its_floor() {
+    let mut net = removal_net(|_| {});
+    deleted_through_a(&mut net);
+    let r_ack = net.state(A).r_ack;
+    assert!(net.remove(A, |from, e| !(from == A
+        && matches!(e.message, Message::Remove { .. })
+        && e.to != A)));
+    assert_eq!(net.replicas[&A].acceptor_state(&key()), None);
+    net.restart(A);
+    assert!(net.replicas[&A].round_floor() >= r_ack);
+    assert_eq!(net.replicas[&A].acceptor_registers(), 0);
+    // B and C still hold the tombstone; reads and writes go on.
+    assert_eq!(get(&mut net, B, 3, every), Reply::Nil);
+    assert_eq!(applied(&mut net, A, 4, set("w"), every), Reply::Ok);
+    assert_eq!(get(&mut net, C, 5, every), bulk("w"));
 }

@@ -1,8 +1,8 @@
 //! Explores the model with the settings given on the command line and prints the state count:
-//! `cargo run --release -p logless-model --example explore -- [clients=incr,incr+get]
+//! `cargo run --release -p logless-model --example explore -- [clients=incr,incr+get+del]
 //! [breaks=N] [crashes=N] [timeouts] [queued] [retries=N] [datagrams] [amnesia] [broadcast]
-//! [thrifty_writes] [drops=N] [threads=N] [bfs] [nogc]
-//! [bug=quorum|learned|req_prev]`.
+//! [thrifty_writes] [drops=N] [removals=N] [threads=N] [bfs] [nogc]
+//! [bug=quorum|learned|req_prev|remove_early|no_fence]`.
 use std::time::Instant;
 
 use logless_model::explore::report;
@@ -26,6 +26,7 @@ fn main() {
                             .map(|op| match op {
                                 "incr" => CounterOp::Incr,
                                 "get" => CounterOp::Get,
+                                "del" => CounterOp::Del,
                                 _ => panic!("unknown op {op}"),
                             })
                             .collect()
@@ -36,6 +37,7 @@ fn main() {
             "crashes" => config.faults.crashes_max = value.parse().expect("a number"),
             "timeouts" => config.faults.timeouts = true,
             "drops" => config.faults.drops_max = value.parse().expect("a number"),
+            "removals" => config.faults.removals_max = value.parse().expect("a number"),
             "nogc" => config.collect_dead = false,
             "broadcast" => config.thrifty_reads = false,
             "thrifty_writes" => config.thrifty_writes = true,
@@ -49,6 +51,8 @@ fn main() {
                 "quorum" => config.bugs.accept_inconsistent_quorum = true,
                 "learned" => config.bugs.ignore_learned = true,
                 "req_prev" => config.bugs.write_through_forgets_req_prev = true,
+                "remove_early" => config.bugs.remove_before_all_hold_tombstone = true,
+                "no_fence" => config.bugs.skip_removal_fence = true,
                 _ => panic!("unknown bug {value}"),
             },
             _ => panic!("unknown argument {arg}"),

@@ -12,6 +12,9 @@ pub enum CounterOp {
     Incr,
     /// GET, returning the value (0 when absent).
     Get,
+    /// DEL, returning 1 if the key existed (the counter was above 0) and 0 if not; the counter
+    /// is 0 (absent) after it.
+    Del,
 }
 
 /// The sequential specification of the counter.
@@ -22,10 +25,14 @@ impl SequentialSpec for Counter {
     type Op = CounterOp;
     type Ret = i64;
     fn invoke(&mut self, op: &CounterOp) -> i64 {
-        if *op == CounterOp::Incr {
-            self.0 += 1;
+        match op {
+            CounterOp::Incr => {
+                self.0 += 1;
+                self.0
+            }
+            CounterOp::Get => self.0,
+            CounterOp::Del => i64::from(std::mem::take(&mut self.0) > 0),
         }
-        self.0
     }
 }
 

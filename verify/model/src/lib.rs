@@ -1,6 +1,7 @@
 //! A stateright model of logless built from the real replica code ([`Replica`]): three
-//! replicas, each a proposer and an acceptor, and two or three clients that increment and read
-//! one counter, on a network that loses, duplicates and reorders messages, with crashes that
+//! replicas, each a proposer and an acceptor, and two or three clients that increment, read and
+//! delete one counter (with [`Faults::removals_max`], a replica may remove the dead register
+//! at any point, `docs/removal.md`), on a network that loses, duplicates and reorders messages, with crashes that
 //! keep what a replica persisted. The checker explores every state within the bounds of
 //! [`ModelConfig`]; the properties are `Always` linearizable (stateright's linearizability
 //! tester on the clients' history) and `Sometimes` a value chosen (and, with crashes, chosen
@@ -79,7 +80,7 @@ use std::sync::Arc;
 use logless_commands::command::{Command, Reply};
 use logless_rmw::acceptor::{self, AcceptorState};
 use logless_rmw::config::{InjectedBugs, ProposerConfig};
-use logless_rmw::ids::{ClientTag, Key, NodeId};
+use logless_rmw::ids::{ClientTag, Key, NodeId, Round};
 use logless_rmw::message::Message;
 use logless_rmw::persist::AcceptorStore;
 use logless_rmw::proposer::{ClientReply, ProposeError};
@@ -143,6 +144,10 @@ pub struct Faults {
     /// registers, [`ProposerConfig::registers_max`]), at any point. Not a fault, but bounded
     /// as one.
     pub drops_max: u8,
+    /// The most times a replica asks to remove the register ([`Replica::remove_if_dead`]), at
+    /// any point; removal is on when this is above 0. A read that starts mints an attempt,
+    /// which counts as uncontended. Not a fault, but bounded as one.
+    pub removals_max: u8,
 }
 
 /// The model's configuration.
@@ -194,6 +199,7 @@ impl ModelConfig {
     pub fn into_model(self) -> LoglessModel {
         let mut proposer = ProposerConfig::new((0..REPLICAS).map(node_id).collect());
         proposer.bugs = self.bugs;
+        proposer.remove_dead_registers = self.faults.removals_max > 0;
         proposer.thrifty_reads = self.thrifty_reads;
         proposer.thrifty_writes = self.thrifty_writes;
         proposer.read_retries_max = 1;
@@ -223,6 +229,7 @@ pub struct LoglessModel {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Store {
     state: Option<AcceptorState>,
+    round_floor: Round,
 }
 
 impl AcceptorStore for Store {
@@ -233,6 +240,15 @@ impl AcceptorStore for Store {
         Ok(())
     }
     fn flush(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn write_round_floor(&mut self, floor: Round) -> Result<(), Self::Error> {
+        self.round_floor = floor;
+        Ok(())
+    }
+    fn remove(&mut self, key: &Key) -> Result<(), Self::Error> {
+        assert_eq!(*key, the_key(), "the model has one register");
+        self.state = None;
         Ok(())
     }
 }
@@ -369,6 +385,7 @@ pub struct State {
     breaks: u8,
     crashes: u8,
     drops: u8,
+    removals: u8,
     /// The attempts the invoked commands take without contention.
     uncontended: u64,
 }
@@ -452,6 +469,8 @@ pub enum Action {
     Crash(usize),
     /// The replica's proposer drops its register, idle (no operation in progress).
     DropIdle(usize),
+    /// The replica starts removing the register, if it may ([`Replica::remove_if_dead`]).
+    Remove(usize),
 }
 
 fn node_id(index: usize) -> NodeId {
@@ -521,7 +540,8 @@ impl LoglessModel {
                 self.proposer.clone(),
                 0,
                 recovered,
-            ),
+            )
+            .with_round_floor(store.round_floor),
             store,
             incarnation,
             now_ms,
@@ -648,7 +668,7 @@ impl LoglessModel {
         let tagged = tag(c, client.next);
         state.clients[c].waiting = true;
         state.uncontended += match op {
-            CounterOp::Incr => 2,
+            CounterOp::Incr | CounterOp::Del => 2,
             CounterOp::Get => 1,
         };
         Arc::make_mut(&mut state.history).record(Event::Invoke(c, op));
@@ -657,6 +677,7 @@ impl LoglessModel {
         let command = match op {
             CounterOp::Incr => Command::IncrBy(1),
             CounterOp::Get => Command::Get,
+            CounterOp::Del => Command::Del,
         };
         node.replica
             .handle_command(node.now_ms, tagged, the_key(), command);
@@ -830,6 +851,20 @@ impl LoglessModel {
         Some(())
     }
 
+    fn remove(&self, state: &mut State, index: usize) -> Option<()> {
+        if state.removals >= self.config.faults.removals_max {
+            return None;
+        }
+        let mut node = state.nodes[index].state.clone();
+        if !node.replica.remove_if_dead(node.now_ms, &the_key()) {
+            return None;
+        }
+        state.removals += 1;
+        state.uncontended += 1;
+        self.flush(state, index, node);
+        Some(())
+    }
+
     /// [`LoglessModel::is_dead`], remembered: the answer depends only on the message and the two
     /// replicas (by their fingerprints), and the same ones meet in many states.
     fn is_dead_cached(&self, state: &State, from: usize, to: usize, message: &Message) -> bool {
@@ -870,8 +905,12 @@ impl LoglessModel {
                 replica == node.replica
             }
             Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {
-                let bottom = AcceptorState::default();
-                let current = node.replica.acceptor_state(&the_key()).unwrap_or(&bottom);
+                // A register the acceptor does not hold is ⊥ at the round floor.
+                let fresh = AcceptorState {
+                    r_ack: node.replica.round_floor(),
+                    ..AcceptorState::default()
+                };
+                let current = node.replica.acceptor_state(&the_key()).unwrap_or(&fresh);
                 let step = acceptor::on_message(current, node_id(from), message)
                     .expect("an acceptor message");
                 step.next.is_none()
@@ -881,7 +920,9 @@ impl LoglessModel {
                             && self.is_dead(state, to, from, &reply.message)
                     })
             }
-            Message::Learned { .. } => false,
+            // A REMOVE ignored now may apply later (its vote may still reach the acceptor
+            // through a write-through): never collected.
+            Message::Learned { .. } | Message::Remove { .. } => false,
         }
     }
 
@@ -975,6 +1016,7 @@ impl Model for LoglessModel {
             breaks: 0,
             crashes: 0,
             drops: 0,
+            removals: 0,
             uncontended: 0,
         }]
     }
@@ -1013,6 +1055,9 @@ impl Model for LoglessModel {
         if state.drops < faults.drops_max {
             actions.extend((0..REPLICAS).map(Action::DropIdle));
         }
+        if state.removals < faults.removals_max {
+            actions.extend((0..REPLICAS).map(Action::Remove));
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -1033,6 +1078,7 @@ impl Model for LoglessModel {
             Action::FireLate(i) => self.fire(&mut state, i, true).map(|()| i)?,
             Action::Crash(i) => self.crash(&mut state, i).map(|()| i)?,
             Action::DropIdle(i) => self.drop_idle(&mut state, i).map(|()| i)?,
+            Action::Remove(i) => self.remove(&mut state, i).map(|()| i)?,
         };
         if self.config.collect_dead {
             self.collect_dead(&mut state, changed);
@@ -1047,6 +1093,18 @@ impl Model for LoglessModel {
             }),
             Property::sometimes("value chosen", |_, state: &State| state.history.incremented),
         ];
+        if self.config.faults.removals_max > 0 {
+            properties.push(Property::sometimes(
+                "register removed",
+                |_, state: &State| {
+                    state.nodes.iter().any(|n| {
+                        let replica = &n.state.replica;
+                        replica.acceptor_state(&the_key()).is_none()
+                            && replica.round_floor() != Round::BOTTOM
+                    })
+                },
+            ));
+        }
         if self.config.faults.crashes_max > 0 {
             properties.push(Property::sometimes(
                 "value chosen after a crash",

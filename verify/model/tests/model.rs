@@ -20,12 +20,19 @@
 //! * dropping an idle register (the proposer's bound of registers) at any point, with fast
 //!   writes and a break, exhaustively;
 //! * each deliberate bug is found, also after a thrifty fast write, and so is a replica that
-//!   forgets its store in a crash.
+//!   forgets its store in a crash;
+//! * removal of dead registers: an increment, a delete and an increment of one client with a
+//!   removal at any point, under a break and a crash, exhaustively (about 120 s on 2 shared
+//!   cores); removing before every acceptor holds the tombstone is found; removing without the
+//!   round floor needs two clients and two retries, an ignored (long) test. Longer runs by hand: `cargo run --release -p logless-model --example
+//!   explore -- clients=incr+del,get removals=1 breaks=1 crashes=1 retries=0 threads=2` (a
+//!   second client reading; more than 5 minutes) and `clients=incr+del+incr removals=2
+//!   breaks=1 crashes=1 retries=1`.
 use logless_model::{CounterOp, Faults, LocalDelivery, ModelConfig, Network};
 use logless_rmw::config::InjectedBugs;
 use stateright::{Checker, HasDiscoveries, Model};
 
-use CounterOp::{Get, Incr};
+use CounterOp::{Del, Get, Incr};
 
 fn explore(config: ModelConfig) -> impl Checker<logless_model::LoglessModel> {
     config.into_model().checker().threads(2).spawn_dfs().join()
@@ -39,6 +46,7 @@ fn exhaustive_under_a_break_a_crash_and_time_outs_reading_from_everyone() {
         crashes_max: 1,
         timeouts: true,
         drops_max: 0,
+        removals_max: 0,
     };
     config.thrifty_reads = false;
     let checker = explore(config);
@@ -190,4 +198,61 @@ fn the_model_catches_a_replica_that_forgets_its_store_in_a_crash() {
     config.faults.crashes_max = 1;
     config.crash_forgets_store = true;
     assert_eq!(finds_violation(config), 11);
+}
+
+// ----- removing dead registers (docs/removal.md) -----
+
+/// One client increments, deletes and increments again through replica 0, which may remove
+/// the dead register at any point: the last increment must find the key absent (1), whatever
+/// the removal left where.
+fn removal(retries: u64) -> ModelConfig {
+    let mut config = ModelConfig::new(vec![vec![Incr, Del, Incr]], retries);
+    config.faults.removals_max = 1;
+    config
+}
+
+#[test]
+fn exhaustive_with_a_removal_at_any_point_under_a_break_and_a_crash() {
+    let mut config = removal(0);
+    config.faults.breaks_max = 1;
+    config.faults.crashes_max = 1;
+    let checker = explore(config);
+    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), 5_511_379);
+}
+
+/// Removing once a quorum holds the tombstone: the break loses the delete's VOTE to the third
+/// acceptor, whose older value the last increment then writes through.
+#[test]
+fn the_model_catches_a_removal_before_every_acceptor_holds_the_tombstone() {
+    let mut config = removal(1);
+    config.faults.breaks_max = 1;
+    config.bugs.remove_before_all_hold_tombstone = true;
+    assert_eq!(finds_violation(config), 26);
+}
+
+/// Forgetting without the round floor: another replica's increment, voted by its own acceptor
+/// and delayed to the others, is written through by the delete (two retries); once the
+/// register is removed, the delayed VOTEs of that older round bring the deleted value back at
+/// two acceptors, and the next increment builds on it. Too large for every CI run (a
+/// breadth-first search runs out of memory); the scenario test
+/// `a_removal_without_the_fence_lets_a_delayed_vote_resurrect_a_value` catches the same bug.
+/// Run by hand: `cargo test --release -p logless-model --test model -- --ignored`.
+#[test]
+#[ignore = "long: a depth-first search of two clients with two retries"]
+fn the_model_catches_a_removal_without_the_round_floor() {
+    let mut config = ModelConfig::new(vec![vec![Del, Incr], vec![Incr]], 2);
+    config.faults.removals_max = 1;
+    config.bugs.skip_removal_fence = true;
+    let checker = config
+        .into_model()
+        .checker()
+        .threads(2)
+        .finish_when(HasDiscoveries::AnyFailures)
+        .spawn_dfs()
+        .join();
+    assert!(
+        checker.discovery("linearizable").is_some(),
+        "the model checker must find the deliberate bug"
+    );
 }

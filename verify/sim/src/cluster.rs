@@ -211,6 +211,13 @@ impl logless_rmw::persist::AcceptorStore for DiskStore<'_> {
     fn flush(&mut self) -> Result<(), Self::Error> {
         Ok(())
     }
+    fn write_round_floor(&mut self, _: logless_rmw::ids::Round) -> Result<(), Self::Error> {
+        unreachable!("the simulation does not enable removing registers")
+    }
+    fn remove(&mut self, key: &Key) -> Result<(), Self::Error> {
+        self.0.remove(key);
+        Ok(())
+    }
 }
 
 struct Client {

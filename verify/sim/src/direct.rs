@@ -103,6 +103,12 @@ impl AcceptorStore for NullStore {
     fn flush(&mut self) -> Result<(), Self::Error> {
         Ok(())
     }
+    fn write_round_floor(&mut self, _: logless_rmw::ids::Round) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn remove(&mut self, _: &Key) -> Result<(), Self::Error> {
+        Ok(())
+    }
 }
 
 /// One replica with its timers.

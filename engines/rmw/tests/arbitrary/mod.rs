@@ -102,6 +102,7 @@ pub fn message() -> impl Strategy<Value = Message> {
             r_ack
         }),
         (key(), req_id()).prop_map(|(key, req)| Message::Learned { key, req }),
+        (key(), round()).prop_map(|(key, voted)| Message::Remove { key, voted }),
     ]
 }
 

@@ -1,0 +1,233 @@
+//! Removing dead registers through three replicas' shard runtimes and slot stores, asserted by
+//! counts (registers held in memory and in the store, slots free), never by timing: the
+//! replicas exchange messages in a loop until nothing is in flight.
+use std::collections::VecDeque;
+
+use logless_commands::command::{Command, Condition, Expiry, Reply, SetArgs};
+use logless_node::config::NodeConfig;
+use logless_node::store::{store_options, ShardStore};
+use logless_node::turn::{CommandResult, Outlet, ShardCore};
+use logless_rmw::ids::{Key, NodeId, Round};
+use logless_rmw::message::Message;
+use logless_rmw::replica::Replica;
+use logless_storage::Durability;
+
+const NODES: [NodeId; 3] = [NodeId(1), NodeId(2), NodeId(3)];
+
+/// What one turn produced: messages by destination and answers by tag.
+#[derive(Default)]
+struct Collect {
+    sent: Vec<(NodeId, Vec<Message>)>,
+    answers: Vec<(u64, CommandResult)>,
+}
+
+impl Outlet<u64> for Collect {
+    fn send(&mut self, to: NodeId, messages: Vec<Message>) {
+        self.sent.push((to, messages));
+    }
+    fn answer(&mut self, reply: u64, result: CommandResult) {
+        self.answers.push((reply, result));
+    }
+    fn mono_us(&self) -> u64 {
+        0
+    }
+}
+
+struct Cluster {
+    dirs: Vec<tempfile::TempDir>,
+    shards: Vec<ShardCore<u64>>,
+    in_flight: VecDeque<(NodeId, NodeId, Vec<Message>)>,
+    answers: Vec<(u64, CommandResult)>,
+    now_ms: u64,
+}
+
+fn index(node: NodeId) -> usize {
+    usize::from(node.0 - 1)
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let dirs: Vec<_> = NODES.iter().map(|_| tempfile::tempdir().unwrap()).collect();
+        let mut cluster = Cluster {
+            shards: Vec::new(),
+            dirs,
+            in_flight: VecDeque::new(),
+            answers: Vec::new(),
+            now_ms: 1,
+        };
+        for node in NODES {
+            cluster.start(node, 1);
+        }
+        cluster
+    }
+
+    /// Opens `node`'s store and starts its shard in `incarnation`.
+    fn start(&mut self, node: NodeId, incarnation: u32) {
+        if self.shards.len() > index(node) {
+            // The crashed process's store closes (unlocks) with it.
+            self.shards.remove(index(node));
+        }
+        let config = NodeConfig {
+            remove_dead_registers: true,
+            ..NodeConfig::default()
+        };
+        let options = store_options(Durability::Mmap, 1024);
+        let (store, states) = ShardStore::open(self.dirs[index(node)].path(), 0, options).unwrap();
+        let replica = Replica::new(
+            node,
+            incarnation,
+            config.proposer_config(NODES.to_vec()),
+            u64::from(node.0),
+            states,
+        )
+        .with_round_floor(store.round_floor());
+        self.shards
+            .insert(index(node), ShardCore::new(replica, store));
+    }
+
+    /// Ends a turn of `node` and queues what it sent.
+    fn finish(&mut self, node: NodeId) {
+        let mut out = Collect::default();
+        self.shards[index(node)].finish_turn(&mut out).unwrap();
+        for (to, messages) in out.sent {
+            self.in_flight.push_back((node, to, messages));
+        }
+        self.answers.extend(out.answers);
+    }
+
+    /// Runs turns until nothing is in flight (messages to itself included).
+    fn settle(&mut self) {
+        for _ in 0..10_000 {
+            for node in NODES {
+                self.shards[index(node)].start_turn(self.now_ms, self.now_ms * 1000);
+                self.finish(node);
+            }
+            let Some((from, to, messages)) = self.in_flight.pop_front() else {
+                if NODES
+                    .iter()
+                    .all(|n| !self.shards[index(*n)].has_local_work())
+                {
+                    return;
+                }
+                continue;
+            };
+            let shard = &mut self.shards[index(to)];
+            shard.start_turn(self.now_ms, self.now_ms * 1000);
+            shard.receive(from, messages);
+            self.finish(to);
+        }
+        panic!("the cluster does not settle");
+    }
+
+    fn command(&mut self, node: NodeId, tag: u64, key: &str, command: Command) -> Reply {
+        let shard = &mut self.shards[index(node)];
+        shard.start_turn(self.now_ms, self.now_ms * 1000);
+        shard.submit(Key::new(key.to_string()), command, tag);
+        self.finish(node);
+        self.settle();
+        let (_, result) = self
+            .answers
+            .iter()
+            .find(|(t, _)| *t == tag)
+            .expect("an answer")
+            .clone();
+        result.expect("applied")
+    }
+
+    fn remove_dead(&mut self, node: NodeId) -> usize {
+        let shard = &mut self.shards[index(node)];
+        shard.start_turn(self.now_ms, self.now_ms * 1000);
+        let started = shard.remove_dead_registers(usize::MAX);
+        self.finish(node);
+        self.settle();
+        started
+    }
+
+    /// Registers held by every replica: in memory and in its store.
+    fn held(&self) -> Vec<(usize, usize)> {
+        self.shards
+            .iter()
+            .map(|s| (s.registers_held(), s.store().registers()))
+            .collect()
+    }
+
+    fn free_slots(&self) -> Vec<usize> {
+        self.shards.iter().map(|s| s.store().free_slots()).collect()
+    }
+}
+
+fn set(value: &str, expiry: Expiry) -> Command {
+    Command::Set(SetArgs {
+        value: value.to_string().into(),
+        condition: Condition::Always,
+        get: false,
+        expiry,
+    })
+}
+
+#[test]
+fn deleted_and_expired_registers_leave_every_replica_and_free_their_slots() {
+    let mut cluster = Cluster::new();
+    for i in 0..10 {
+        cluster.command(NodeId(1), i, &format!("del:{i}"), set("v", Expiry::Clear));
+        cluster.command(
+            NodeId(1),
+            100 + i,
+            &format!("ttl:{i}"),
+            set("v", Expiry::AfterMs(50)),
+        );
+        cluster.command(
+            NodeId(1),
+            200 + i,
+            &format!("live:{i}"),
+            set("v", Expiry::Clear),
+        );
+    }
+    for i in 0..10 {
+        assert_eq!(
+            cluster.command(NodeId(1), 300 + i, &format!("del:{i}"), Command::Del),
+            Reply::Int(1)
+        );
+    }
+    assert_eq!(cluster.held(), vec![(30, 30); 3]);
+    // A replica removes only what it wrote last: node 2 finds nothing.
+    assert_eq!(cluster.remove_dead(NodeId(2)), 0);
+    // The deleted ones go; the expiring ones are still alive. (The first removal also stores
+    // the round floor, whose longer key takes a slot of a larger class.)
+    assert_eq!(cluster.remove_dead(NodeId(1)), 10);
+    assert_eq!(cluster.held(), vec![(20, 20); 3]);
+    let free_before = cluster.free_slots();
+    cluster.now_ms += 50;
+    assert_eq!(cluster.remove_dead(NodeId(1)), 10);
+    assert_eq!(cluster.held(), vec![(10, 10); 3]);
+    for (before, after) in free_before.iter().zip(cluster.free_slots()) {
+        assert_eq!(
+            after,
+            before + 10,
+            "every removed register gave its slot back"
+        );
+    }
+    // Nothing left to remove; the live keys stay, the removed ones read as absent.
+    assert_eq!(cluster.remove_dead(NodeId(1)), 0);
+    assert_eq!(
+        cluster.command(NodeId(3), 400, "del:0", Command::Get),
+        Reply::Nil
+    );
+    assert_eq!(
+        cluster.command(NodeId(2), 401, "live:3", Command::Get),
+        Reply::Bulk("v".into())
+    );
+    // A restarted replica keeps its floor and holds only the live registers; a removed key
+    // written again takes a freed slot.
+    let floor = cluster.shards[2].store().round_floor();
+    assert!(floor > Round::BOTTOM);
+    cluster.start(NodeId(3), 2);
+    assert_eq!(cluster.shards[2].store().round_floor(), floor);
+    assert_eq!(cluster.held()[2], (10, 10));
+    let free = cluster.free_slots();
+    cluster.command(NodeId(2), 402, "ttl:0", set("w", Expiry::Clear));
+    assert_eq!(cluster.held(), vec![(11, 11); 3]);
+    for (before, after) in free.iter().zip(cluster.free_slots()) {
+        assert_eq!(after + 1, *before);
+    }
+}
