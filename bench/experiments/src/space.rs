@@ -452,9 +452,14 @@ fn restart(
     limit_s: u64,
 ) -> Result<Duration, String> {
     procs[i].crash();
+    // The killed process may hold its ports for a moment after its parent has been reaped.
+    let addr = specs[i].client;
+    wait_until(Duration::from_secs(30), "the killed replica's port", || {
+        TcpStream::connect_timeout(&addr, Duration::from_millis(100))
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+    })?;
     let started = Instant::now();
     procs[i] = spawn(bin, &specs[i], limit_s)?;
-    let addr = specs[i].client;
     wait_until(Duration::from_secs(120), "the restarted replica", || {
         probe::resp_ask(
             addr,
