@@ -118,7 +118,7 @@ impl<D: Dir> DurableLog<D> {
             let (index, bytes) = item?;
             let record = wire::decode_record(bytes)
                 .map_err(|source| DurableLogError::Decode { index, source })?;
-            if let Some(what) = contradiction(&durable, &record) {
+            if let Some(what) = durable.contradiction(&record) {
                 return Err(DurableLogError::Inconsistent { index, what });
             }
             note_first_index(&mut first_index, &record, index);
@@ -150,32 +150,6 @@ impl<D: Dir> DurableLog<D> {
         let index = self.log.next_index();
         self.log.append(index, &self.scratch)?;
         Ok(index)
-    }
-}
-
-/// Why `record` cannot follow the state `durable` (the invariants [`Durable::apply`] asserts),
-/// if it cannot.
-fn contradiction(durable: &Durable, record: &Record) -> Option<&'static str> {
-    match record {
-        Record::View(view) if *view < durable.view => Some("a promised view goes down"),
-        Record::Accepted { instance, .. } if *instance < durable.log_start => {
-            Some("a vote below the log start")
-        }
-        Record::Decided { instance, batch } => {
-            if *instance < durable.log_start {
-                Some("a decision below the log start")
-            } else if durable
-                .log
-                .get(instance)
-                .and_then(|e| e.decided.as_ref())
-                .is_some_and(|decided| decided != batch)
-            {
-                Some("an instance decided twice, differently")
-            } else {
-                None
-            }
-        }
-        _ => None,
     }
 }
 

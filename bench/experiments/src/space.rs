@@ -427,11 +427,16 @@ fn complete(reply: &[u8]) -> bool {
     len < 0 || reply.len() >= end + 2 + len as usize + 2
 }
 
-fn sample(proc: &Proc, spec: &ServerSpec) -> Sample {
-    let dbsize = ask(spec.client, &["DBSIZE"])
+/// DBSIZE of the server at `addr` (0 if it does not answer).
+fn dbsize(addr: SocketAddr) -> u64 {
+    ask(addr, &["DBSIZE"])
         .ok()
         .and_then(|r| r.trim().strip_prefix(':')?.parse().ok())
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+fn sample(proc: &Proc, spec: &ServerSpec) -> Sample {
+    let dbsize = dbsize(spec.client);
     let registers = probe::http_get(spec.http, "/metrics", TIMEOUT)
         .ok()
         .and_then(|(_, page)| metric(&page, "logless_registers"));
@@ -493,10 +498,7 @@ fn measure_redis(args: &SpaceArgs, value: &[u8]) -> Result<Option<Sample>, Strin
     )?;
     bar.finish_and_clear();
     let rss = redis.pids().into_iter().map(rss_under).sum();
-    let dbsize = ask(addr, &["DBSIZE"])
-        .ok()
-        .and_then(|r| r.trim().strip_prefix(':')?.parse().ok())
-        .unwrap_or(0);
+    let dbsize = dbsize(addr);
     redis.stop();
     Ok(Some(Sample {
         rss_bytes: rss,

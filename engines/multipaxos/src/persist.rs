@@ -159,35 +159,48 @@ pub struct Durable {
 }
 
 impl Durable {
+    /// Why `record` cannot follow this state, if it cannot: a view lower than one promised, a
+    /// vote or decision below the log start, a second decision that differs from the first.
+    /// A writer never produces one; a reader of a log from elsewhere checks with this.
+    pub fn contradiction(&self, record: &Record) -> Option<&'static str> {
+        match record {
+            Record::View(view) if *view < self.view => Some("a promised view goes down"),
+            Record::Accepted { instance, .. } if *instance < self.log_start => {
+                Some("a vote below the log start")
+            }
+            Record::Decided { instance, .. } if *instance < self.log_start => {
+                Some("a decision below the log start")
+            }
+            Record::Decided { instance, batch } => self
+                .log
+                .get(instance)
+                .and_then(|e| e.decided.as_ref())
+                .is_some_and(|decided| decided != batch)
+                .then_some("an instance decided twice, differently"),
+            _ => None,
+        }
+    }
+
     /// Applies one record.
     ///
     /// # Panics
-    /// If the record breaks an invariant of the writer: a view lower than one promised, a vote
-    /// or decision below the log start, a second decision that differs from the first.
+    /// If the record breaks an invariant of the writer ([`Durable::contradiction`]).
     pub fn apply(&mut self, record: &Record) {
+        if let Some(what) = self.contradiction(record) {
+            panic!("{what}");
+        }
         match record {
-            Record::View(view) => {
-                assert!(*view >= self.view, "a promised view never goes down");
-                self.view = *view;
-            }
+            Record::View(view) => self.view = *view,
             Record::Accepted {
                 instance,
                 view,
                 batch,
             } => {
-                assert!(*instance >= self.log_start, "a vote below the log start");
                 let entry = self.log.entry(*instance).or_default();
                 entry.vote = Some((*view, batch.clone()));
             }
             Record::Decided { instance, batch } => {
-                assert!(
-                    *instance >= self.log_start,
-                    "a decision below the log start"
-                );
                 let entry = self.log.entry(*instance).or_default();
-                if let Some(decided) = &entry.decided {
-                    assert_eq!(decided, batch, "an instance decides one batch");
-                }
                 entry.decided = Some(batch.clone());
             }
             Record::Snapshot(snapshot) => self.snapshot = Some(snapshot.clone()),
