@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::Cluster;
+use common::{config_get, Cluster};
 use redis::{Commands, RedisError};
 
 /// Retries `check` until it holds (a replica's copy catches up with writes another replica's
@@ -116,17 +116,6 @@ fn scan_keys_randomkey_and_flushall_over_a_replicas_copy() {
 
 fn config_set(con: &mut redis::Connection, pairs: &[&str]) -> Result<String, RedisError> {
     redis::cmd("CONFIG").arg("SET").arg(pairs).query(con)
-}
-
-/// The value of one parameter.
-fn config_get(con: &mut redis::Connection, name: &str) -> String {
-    let got: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg(name)
-        .query(con)
-        .unwrap();
-    assert_eq!(got.len(), 2, "{got:?}");
-    got[1].clone()
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Cluster;
+use common::{config_get, Cluster};
 use logless_harness::server::{self, ServerSpec};
 
 /// Kills the process when the test ends, however it ends.
@@ -36,15 +36,6 @@ fn connect(addr: std::net::SocketAddr, within: Duration) -> redis::Connection {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn config_get(con: &mut redis::Connection, name: &str) -> String {
-    let got: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg(name)
-        .query(con)
-        .unwrap();
-    got[1].clone()
 }
 
 #[test]

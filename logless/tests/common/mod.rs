@@ -172,6 +172,17 @@ impl Cluster {
     }
 }
 
+/// The value of one CONFIG parameter, asked on `con`.
+pub fn config_get(con: &mut redis::Connection, name: &str) -> String {
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query(con)
+        .unwrap();
+    assert_eq!(got.len(), 2, "{got:?}");
+    got[1].clone()
+}
+
 /// A figure of a replica's `/metrics`.
 pub fn metric(addr: SocketAddr, name: &str) -> u64 {
     let (_, body) =
