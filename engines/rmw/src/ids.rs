@@ -338,3 +338,20 @@ mod tests {
         assert!(a.successor() > b, "same n: the id decides");
     }
 }
+
+/// Ids for unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{AttemptId, NodeId, ProposerId};
+
+    /// Attempt `seq` of node `node`'s first incarnation.
+    pub(crate) fn attempt(node: u16, seq: u64) -> AttemptId {
+        AttemptId {
+            proposer: ProposerId {
+                node: NodeId(node),
+                incarnation: 1,
+            },
+            seq,
+        }
+    }
+}

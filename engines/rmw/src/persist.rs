@@ -182,23 +182,14 @@ impl PersistBatch {
 
 #[cfg(test)]
 mod tests {
+    use crate::ids::testing::attempt;
     use std::sync::Arc;
 
     use logless_commands::value::{Data, Register};
 
     use super::*;
-    use crate::ids::{AttemptId, ProposerId, ReqId, Round};
+    use crate::ids::{ReqId, Round};
     use crate::message::PrepareKind;
-
-    fn attempt(node: u16, seq: u64) -> AttemptId {
-        AttemptId {
-            proposer: ProposerId {
-                node: NodeId(node),
-                incarnation: 1,
-            },
-            seq,
-        }
-    }
 
     /// Every kind of decision: reads and writes of phase 1, PAXOS_PREP above and below the
     /// acknowledged round, votes above and below it, with and without a LEARNED.

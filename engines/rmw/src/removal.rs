@@ -176,18 +176,8 @@ impl Removals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::ProposerId;
+    use crate::ids::testing::attempt;
     use logless_commands::value::Data;
-
-    fn attempt(node: u16, seq: u64) -> AttemptId {
-        AttemptId {
-            proposer: ProposerId {
-                node: NodeId(node),
-                incarnation: 1,
-            },
-            seq,
-        }
-    }
 
     fn judge(now_ms: u64) -> Judge {
         Judge {
