@@ -1,0 +1,92 @@
+//! A P-SMR replica's configuration, passed explicitly.
+use logless_multipaxos::config::Config as PaxosConfig;
+use logless_multipaxos::ids::NodeId;
+
+use crate::ids::Group;
+use crate::merge::MergeBugs;
+use crate::plan::PlanBugs;
+
+/// Deliberate bugs, each off by default, so that every harness can prove it catches them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct InjectedBugs {
+    /// Bugs of the merge of a worker's streams.
+    pub merge: MergeBugs,
+    /// Bugs of Algorithm 1's execution plan.
+    pub plan: PlanBugs,
+}
+
+/// How a P-SMR replica behaves. Times are in milliseconds of the clock the runtime passes in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// Worker threads per replica, `k` (the multiprogramming level of seed 004 §IV-C); the
+    /// replica runs `k + 1` groups.
+    pub workers: u16,
+    /// The Multi-Paxos configuration every group starts from: its `nodes` and `me` name the
+    /// cluster and this replica; each group rotates `nodes` by its index (see
+    /// [`Config::group_config`]).
+    pub paxos: PaxosConfig,
+    /// A group's leader that has seen no batch of its group decided for this long proposes a
+    /// skip, so that its stream does not stall the merges (see [`crate::merge`]).
+    pub skip_interval_ms: u64,
+    /// Deliberate bugs for harness tests.
+    pub bugs: InjectedBugs,
+}
+
+impl Config {
+    /// Defaults for replica `me` of the cluster `nodes`, with `workers` workers.
+    ///
+    /// # Panics
+    /// If `workers` is 0 or `u16::MAX` (the groups number `workers + 1`).
+    pub fn new(nodes: Vec<NodeId>, me: NodeId, workers: u16) -> Config {
+        assert!(
+            (1..u16::MAX).contains(&workers),
+            "between 1 and {} workers",
+            u16::MAX - 1
+        );
+        Config {
+            workers,
+            paxos: PaxosConfig::new(nodes, me),
+            skip_interval_ms: 5,
+            bugs: InjectedBugs::default(),
+        }
+    }
+
+    /// The Multi-Paxos configuration of `group`: the cluster's replicas rotated left by the
+    /// group's index, so that view `v` of group `g` is led by `nodes[(v + g) mod n]` and the
+    /// groups' first leaders are spread over the replicas. Every replica computes the same
+    /// order for a group, which is all Multi-Paxos needs. Snapshots are off (see
+    /// [`crate::stream::Stream`]).
+    pub fn group_config(&self, group: Group) -> PaxosConfig {
+        let mut config = self.paxos.clone();
+        let n = config.nodes.len();
+        config
+            .nodes
+            .rotate_left(group.index(self.workers) % n.max(1));
+        config.snapshot_log_bytes_min = u64::MAX;
+        config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::WorkerId;
+    use logless_multipaxos::ids::View;
+
+    #[test]
+    fn the_groups_first_leaders_are_spread_over_the_replicas() {
+        let nodes = vec![NodeId(1), NodeId(2), NodeId(3)];
+        let config = Config::new(nodes, NodeId(1), 4);
+        let leaders: Vec<u16> = Group::all(4)
+            .map(|g| View(0).leader(&config.group_config(g).nodes).0)
+            .collect();
+        assert_eq!(leaders, [1, 2, 3, 1, 2]);
+        let g1 = config.group_config(Group::Worker(WorkerId(1)));
+        assert_eq!(
+            View(1).leader(&g1.nodes),
+            NodeId(3),
+            "then the next in line"
+        );
+        assert_eq!(g1.me, NodeId(1));
+    }
+}

@@ -1,0 +1,319 @@
+//! The `k + 1` groups of a replica: one Multi-Paxos log per group, run side by side.
+//!
+//! Each group (`g_0 … g_{k-1}`, `g_all`) is an independent
+//! [`Replica`](logless_multipaxos::replica::Replica) of the log engine over a [`Stream`]: its
+//! own views, leader, instances, votes and messages. What the groups share is the replica's
+//! durable store and its network, so:
+//!
+//! * **Messages** travel in a [`GroupEnvelope`], which names the group; a message for a group
+//!   this replica does not run is dropped (network input never panics).
+//! * **Persist before send** holds across the groups: a step's [`Ready`] holds every group's
+//!   ready, and [`Ready::commit`] writes the records of all of them, flushes once (one group
+//!   commit for all the groups a step touched), and only then releases any message.
+//! * **Leaders are spread**: group `g` orders the replicas rotated by its index (see
+//!   [`Config::group_config`]), so with `n` replicas the first leaders of the groups cycle
+//!   over the replicas, and so do the leaders after a failure.
+//! * **Skips**: a group's leader that has seen nothing of its group decided for
+//!   [`Config::skip_interval_ms`] proposes a skip, a request of [`SKIP_CLIENT`] with no command:
+//!   its batch raises the stream's stamp and carries nothing to execute (see [`crate::merge`]
+//!   for why the merge needs it). The skip's sequence number follows the last skip the group's
+//!   client table holds, so a skip proposed twice (by two leaders) is executed once; proposing
+//!   at most one per interval bounds the traffic an idle group costs.
+//!
+//! Client replies of the groups' logs are dropped: in P-SMR a command is answered when a worker
+//! executes it, after the merge, not when its log decides it.
+use logless_multipaxos::ids::{NodeId, RequestSeq};
+use logless_multipaxos::message::{Message, Request};
+use logless_multipaxos::persist::{LogStore, Record};
+use logless_multipaxos::replica::Replica;
+use thiserror::Error;
+
+use crate::config::Config;
+use crate::ids::Group;
+use crate::stream::{DeliveredBatch, Stream, SKIP_CLIENT};
+
+/// A message of one group's log, with its destination.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GroupEnvelope {
+    /// The destination replica.
+    pub to: NodeId,
+    /// The group whose log the message belongs to.
+    pub group: Group,
+    /// The message.
+    pub message: Message,
+}
+
+/// A request the groups refuse.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RequestError {
+    /// The request names a worker this replica does not have.
+    #[error("no group {0:?} among {1} workers")]
+    NoSuchGroup(Group, u16),
+    /// The request claims the client reserved for skips.
+    #[error("client id {} is reserved for skips", SKIP_CLIENT.0)]
+    ReservedClient,
+}
+
+/// The durable home of every group's log: one store, written per group, flushed once.
+pub trait GroupStore {
+    /// The store's error; after one, the store refuses further work.
+    type Error: std::error::Error;
+    /// Stages one record of `group`'s log.
+    fn write(&mut self, group: Group, record: &Record) -> Result<(), Self::Error>;
+    /// Makes every staged record of every group durable.
+    fn flush(&mut self) -> Result<(), Self::Error>;
+}
+
+/// What a commit released: the messages to send, in the order produced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Released {
+    /// Messages, group by group in group order, each group's in the order produced.
+    pub messages: Vec<GroupEnvelope>,
+}
+
+/// Every group's durable records, and the messages sealed behind them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[must_use = "messages are released only by committing"]
+pub struct Ready {
+    groups: Vec<(Group, logless_multipaxos::persist::Ready)>,
+}
+
+impl Ready {
+    /// Whether there is nothing to write or send.
+    pub fn is_empty(&self) -> bool {
+        self.groups.iter().all(|(_, ready)| ready.is_empty())
+    }
+
+    /// The records to write, per group.
+    pub fn records(&self) -> impl Iterator<Item = (Group, &Record)> {
+        self.groups
+            .iter()
+            .flat_map(|(group, ready)| ready.records().iter().map(move |r| (*group, r)))
+    }
+
+    /// Writes every group's records, flushes once if anything was written, then releases the
+    /// messages. On an error nothing is released: the replica must stop (fail-stop).
+    pub fn commit<S: GroupStore>(self, store: &mut S) -> Result<Released, S::Error> {
+        let written = self.records().next().is_some();
+        let mut messages = Vec::new();
+        for (group, ready) in self.groups {
+            let mut writer = GroupWriter { store, group };
+            let released = ready.commit(&mut writer)?;
+            messages.extend(released.messages.into_iter().map(|envelope| GroupEnvelope {
+                to: envelope.to,
+                group,
+                message: envelope.message,
+            }));
+        }
+        if written {
+            store.flush()?;
+        }
+        Ok(Released { messages })
+    }
+
+    /// What a crash before the commit still let out (the log engine's deliberate bugs only).
+    pub fn abandon(self) -> Vec<GroupEnvelope> {
+        self.groups
+            .into_iter()
+            .flat_map(|(group, ready)| {
+                ready.abandon().into_iter().map(move |e| GroupEnvelope {
+                    to: e.to,
+                    group,
+                    message: e.message,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One group's view of the shared store. Its flush does nothing: [`Ready::commit`] flushes
+/// the shared store once every group's records are written, before it releases any message.
+struct GroupWriter<'a, S> {
+    store: &'a mut S,
+    group: Group,
+}
+
+impl<S: GroupStore> LogStore for GroupWriter<'_, S> {
+    type Error = S::Error;
+
+    fn write(&mut self, record: &Record) -> Result<(), Self::Error> {
+        self.store.write(self.group, record)
+    }
+
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// A group's log and when it last delivered.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct GroupLog {
+    group: Group,
+    replica: Replica<Stream>,
+    /// When the group last delivered a batch or this replica last proposed a skip in it.
+    active_ms: u64,
+}
+
+/// Counters of the groups.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Stats {
+    /// Skips this replica proposed as a group's leader.
+    pub skips_proposed: u64,
+    /// Messages dropped because they named a group this replica does not run.
+    pub unknown_group_messages: u64,
+}
+
+/// The `k + 1` groups of one replica.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Groups {
+    config: Config,
+    logs: Vec<GroupLog>,
+    delivered: Vec<(Group, DeliveredBatch)>,
+    stats: Stats,
+}
+
+impl Groups {
+    /// A replica's groups that have never run.
+    pub fn new(config: Config, now_ms: u64) -> Groups {
+        let logs = Group::all(config.workers)
+            .map(|group| GroupLog {
+                group,
+                replica: Replica::new(config.group_config(group), Stream::default(), now_ms),
+                active_ms: now_ms,
+            })
+            .collect();
+        Groups {
+            config,
+            logs,
+            delivered: Vec::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The log of `group`, to inspect.
+    ///
+    /// # Panics
+    /// If this replica does not run `group`.
+    pub fn replica(&self, group: Group) -> &Replica<Stream> {
+        &self.logs[group.index(self.config.workers)].replica
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// A client request C-G sent to `group`.
+    pub fn handle_request(
+        &mut self,
+        now_ms: u64,
+        group: Group,
+        request: Request,
+    ) -> Result<(), RequestError> {
+        if request.client == SKIP_CLIENT {
+            return Err(RequestError::ReservedClient);
+        }
+        let index = self
+            .index(group)
+            .ok_or(RequestError::NoSuchGroup(group, self.config.workers))?;
+        self.logs[index].replica.handle_request(now_ms, request);
+        self.collect(now_ms, index);
+        Ok(())
+    }
+
+    /// A message of `group`'s log from replica `from`; one for a group this replica does not
+    /// run is dropped.
+    pub fn handle_message(&mut self, now_ms: u64, from: NodeId, group: Group, message: Message) {
+        let Some(index) = self.index(group) else {
+            self.stats.unknown_group_messages += 1;
+            return;
+        };
+        self.logs[index]
+            .replica
+            .handle_message(now_ms, from, message);
+        self.collect(now_ms, index);
+    }
+
+    /// The passing of time for every group; a group's leader that has been idle for the skip
+    /// interval proposes a skip.
+    pub fn tick(&mut self, now_ms: u64) {
+        for index in 0..self.logs.len() {
+            self.logs[index].replica.tick(now_ms);
+            self.collect(now_ms, index);
+            let log = &self.logs[index];
+            if log.replica.is_leader() && now_ms >= log.active_ms + self.config.skip_interval_ms {
+                self.propose_skip(now_ms, index);
+            }
+        }
+    }
+
+    /// Has `group`'s log propose a skip now if this replica leads it, for a merge that waits on
+    /// the group (the idle interval is the fallback). Returns whether it did.
+    pub fn skip_now(&mut self, now_ms: u64, group: Group) -> bool {
+        match self.index(group) {
+            Some(index) if self.logs[index].replica.is_leader() => {
+                self.propose_skip(now_ms, index);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes the batches the groups delivered since the last call: each group's in log order.
+    pub fn take_delivered(&mut self) -> Vec<(Group, DeliveredBatch)> {
+        std::mem::take(&mut self.delivered)
+    }
+
+    /// Takes everything the groups produced since the last call: commit it before sending.
+    pub fn take_ready(&mut self) -> Ready {
+        Ready {
+            groups: self
+                .logs
+                .iter_mut()
+                .map(|log| (log.group, log.replica.take_ready()))
+                .filter(|(_, ready)| !ready.is_empty())
+                .collect(),
+        }
+    }
+
+    fn index(&self, group: Group) -> Option<usize> {
+        match group {
+            Group::Worker(worker) if worker.0 >= self.config.workers => None,
+            _ => Some(group.index(self.config.workers)),
+        }
+    }
+
+    fn propose_skip(&mut self, now_ms: u64, index: usize) {
+        let log = &mut self.logs[index];
+        let last = log
+            .replica
+            .client_table()
+            .get(&SKIP_CLIENT)
+            .map_or(0, |(seq, _)| seq.0);
+        let skip = Request {
+            client: SKIP_CLIENT,
+            seq: RequestSeq(last + 1),
+            payload: bytes::Bytes::new(),
+        };
+        log.replica.handle_request(now_ms, skip);
+        log.active_ms = now_ms;
+        self.stats.skips_proposed += 1;
+        self.collect(now_ms, index);
+    }
+
+    /// Moves what group `index`'s log delivered to the outbox.
+    fn collect(&mut self, now_ms: u64, index: usize) {
+        let log = &mut self.logs[index];
+        let batches = log.replica.state_machine_mut().take();
+        if !batches.is_empty() {
+            log.active_ms = now_ms;
+        }
+        self.delivered
+            .extend(batches.into_iter().map(|batch| (log.group, batch)));
+    }
+}
