@@ -252,18 +252,6 @@ impl Groups {
         }
     }
 
-    /// Has `group`'s log propose a skip now if this replica leads it, for a merge that waits on
-    /// the group (the idle interval is the fallback). Returns whether it did.
-    pub fn skip_now(&mut self, now_ms: u64, group: Group) -> bool {
-        match self.index(group) {
-            Some(index) if self.logs[index].replica.is_leader() => {
-                self.propose_skip(now_ms, index);
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// Takes the batches the groups delivered since the last call: each group's in log order.
     pub fn take_delivered(&mut self) -> Vec<(Group, DeliveredBatch)> {
         std::mem::take(&mut self.delivered)

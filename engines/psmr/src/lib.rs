@@ -8,5 +8,7 @@ pub mod groups;
 pub mod ids;
 pub mod merge;
 pub mod plan;
+pub mod replica;
 pub mod service;
 pub mod stream;
+pub mod testing;
