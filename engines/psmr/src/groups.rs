@@ -46,9 +46,9 @@ pub struct GroupEnvelope {
 /// A request the groups refuse.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum RequestError {
-    /// The request names a worker this replica does not have.
-    #[error("no group {0:?} among {1} workers")]
-    NoSuchGroup(Group, u16),
+    /// The request names a group this replica does not run.
+    #[error("no group {0:?} here")]
+    NoSuchGroup(Group),
     /// The request claims the client reserved for skips.
     #[error("client id {} is reserved for skips", SKIP_CLIENT.0)]
     ReservedClient,
@@ -173,9 +173,13 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// A replica's groups that have never run.
+    /// A replica's groups that have never run: `g_0 … g_{k-1}` and `g_all` under P-SMR, the
+    /// one stream `g_all` under sP-SMR and SMR, none without replication.
     pub fn new(config: Config, now_ms: u64) -> Groups {
-        let logs = Group::all(config.workers)
+        let logs = config
+            .mode
+            .groups(config.workers)
+            .into_iter()
             .map(|group| GroupLog {
                 group,
                 replica: Replica::new(config.group_config(group), Stream::default(), now_ms),
@@ -195,12 +199,9 @@ impl Groups {
         &self.config
     }
 
-    /// The log of `group`, to inspect.
-    ///
-    /// # Panics
-    /// If this replica does not run `group`.
-    pub fn replica(&self, group: Group) -> &Replica<Stream> {
-        &self.logs[group.index(self.config.workers)].replica
+    /// The log of `group`, to inspect, if this replica runs it.
+    pub fn replica(&self, group: Group) -> Option<&Replica<Stream>> {
+        Some(&self.logs[self.index(group)?].replica)
     }
 
     /// The counters.
@@ -218,9 +219,7 @@ impl Groups {
         if request.client == SKIP_CLIENT {
             return Err(RequestError::ReservedClient);
         }
-        let index = self
-            .index(group)
-            .ok_or(RequestError::NoSuchGroup(group, self.config.workers))?;
+        let index = self.index(group).ok_or(RequestError::NoSuchGroup(group))?;
         self.logs[index].replica.handle_request(now_ms, request);
         self.collect(now_ms, index);
         Ok(())
@@ -270,10 +269,7 @@ impl Groups {
     }
 
     fn index(&self, group: Group) -> Option<usize> {
-        match group {
-            Group::Worker(worker) if worker.0 >= self.config.workers => None,
-            _ => Some(group.index(self.config.workers)),
-        }
+        self.logs.iter().position(|log| log.group == group)
     }
 
     fn propose_skip(&mut self, now_ms: u64, index: usize) {

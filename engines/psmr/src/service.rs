@@ -29,18 +29,24 @@ impl Destination {
     }
 }
 
-/// A deterministic service replicated by P-SMR.
+/// C-G, the Command-to-Groups function of a service (seed 004 §IV-C): computed by the client
+/// proxy (here, the replica that receives the command) under P-SMR, and by the scheduler under
+/// sP-SMR and no replication.
+pub trait CommandGroups {
+    /// The destination of `command` on a replica with `workers` worker threads, from the
+    /// command alone (every replica must compute the same answer). A command that cannot be
+    /// decoded goes to [`Destination::All`], where it is executed alone and answered with the
+    /// service's error.
+    fn destination(&self, command: &Bytes, workers: u16) -> Destination;
+}
+
+/// A deterministic service replicated by P-SMR: what the workers execute.
 ///
 /// `execute` may run on several worker threads at once, each on commands C-G sent to its own
 /// group, so what one worker's commands touch must be disjoint from what every other worker's
 /// commands touch (or only read by all of them); a `g_all` command runs while every other
-/// worker waits at the barrier.
+/// worker waits at the barrier. How the threads share the service is the runtime's choice.
 pub trait Service {
-    /// C-G: the group of `command` for a replica with `workers` worker threads, from the
-    /// command alone (every replica and every client proxy must compute the same answer).
-    /// A command that cannot be decoded goes to [`Destination::All`], where it is executed
-    /// alone and answered with the service's error.
-    fn destination(&self, command: &Bytes, workers: u16) -> Destination;
     /// Executes `command` and gives its reply.
     fn execute(&mut self, command: &Bytes) -> Bytes;
 }

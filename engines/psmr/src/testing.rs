@@ -8,7 +8,7 @@ use logless_multipaxos::testing::MemStore;
 
 use crate::groups::GroupStore;
 use crate::ids::{Group, WorkerId};
-use crate::service::{Destination, Service};
+use crate::service::{CommandGroups, Destination, Service};
 
 /// Counters per key. `add K N` adds `N` to counter `K` and replies with its new value; it
 /// depends only on commands on `K`, so C-G sends it to worker `K mod k`. `double` doubles every
@@ -69,7 +69,11 @@ impl Counters {
     }
 }
 
-impl Service for Counters {
+/// C-G of [`Counters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CounterGroups;
+
+impl CommandGroups for CounterGroups {
     fn destination(&self, command: &Bytes, workers: u16) -> Destination {
         match CounterCommand::decode(command) {
             Some(CounterCommand::Add { key, .. }) => {
@@ -79,7 +83,9 @@ impl Service for Counters {
             Some(CounterCommand::Double | CounterCommand::Sum) | None => Destination::All,
         }
     }
+}
 
+impl Service for Counters {
     fn execute(&mut self, command: &Bytes) -> Bytes {
         let reply = match CounterCommand::decode(command) {
             Some(CounterCommand::Add { key, amount }) => {
@@ -151,7 +157,7 @@ mod tests {
             CounterCommand::Double,
             CounterCommand::Sum,
         ];
-        let counters = Counters::default();
+        let counters = CounterGroups;
         for command in commands {
             assert_eq!(CounterCommand::decode(&command.encode()), Some(command));
         }

@@ -11,13 +11,13 @@ use bytes::Bytes;
 use logless_multipaxos::ids::{ClientId, NodeId, RequestSeq};
 use logless_multipaxos::message::Request;
 use logless_multipaxos::testing::durable_before_send;
-use logless_psmr::config::Config;
+use logless_psmr::config::{Config, Mode};
 use logless_psmr::groups::GroupEnvelope;
 use logless_psmr::ids::{Group, WorkerId};
 use logless_psmr::plan::{Delivered, Step};
 use logless_psmr::replica::Replica;
 use logless_psmr::service::Service;
-use logless_psmr::testing::{CounterCommand, Counters, MemGroupStore};
+use logless_psmr::testing::{CounterCommand, CounterGroups, Counters, MemGroupStore};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -29,7 +29,7 @@ const RUN_MS_MAX: u64 = 5_000;
 const SEND_MS_MAX: u64 = 500;
 
 struct Node {
-    replica: Replica,
+    replica: Replica<CounterGroups>,
     store: MemGroupStore,
     service: Counters,
     executing: Vec<Option<Delivered>>,
@@ -57,7 +57,7 @@ impl Sim {
                 let mut config = Config::new(NODES.to_vec(), me, WORKERS);
                 configure(&mut config);
                 let node = Node {
-                    replica: Replica::new(config, 0),
+                    replica: Replica::new(config, CounterGroups, 0),
                     store: MemGroupStore::default(),
                     service: Counters::default(),
                     executing: vec![None; usize::from(WORKERS)],
@@ -107,16 +107,12 @@ impl Sim {
             .collect();
         for (index, to, command) in due {
             let node = self.nodes.get_mut(&to).unwrap();
-            let payload = command.encode();
-            let destination = node.service.destination(&payload, WORKERS);
             let request = Request {
                 client: ClientId(index as u64),
                 seq: RequestSeq(1),
-                payload,
+                payload: command.encode(),
             };
-            node.replica
-                .handle_request(self.now_ms, destination, request)
-                .unwrap();
+            node.replica.handle_request(self.now_ms, request).unwrap();
             self.sent += 1;
             self.commit(to);
         }
@@ -140,8 +136,9 @@ impl Sim {
     /// Some random steps of `me`'s workers: polls, and executions finishing.
     fn step_workers(&mut self, me: NodeId) {
         let node = self.nodes.get_mut(&me).unwrap();
+        let workers = node.replica.plan().workers();
         for _ in 0..8 {
-            let w = self.rng.random_range(0..WORKERS);
+            let w = self.rng.random_range(0..workers);
             let worker = WorkerId(w);
             match node.executing[usize::from(w)].take() {
                 Some(command) if self.rng.random_bool(0.5) => {
@@ -209,15 +206,72 @@ fn random_commands(rng: &mut SmallRng, count: usize) -> Vec<CounterCommand> {
         .collect()
 }
 
-#[test]
-fn every_replica_executes_random_commands_with_the_same_replies_and_state() {
+fn random_runs_agree(configure: fn(&mut Config)) {
     for seed in 0..20 {
         let mut rng = SmallRng::seed_from_u64(seed);
         let commands = random_commands(&mut rng, 60);
-        let mut sim = Sim::new(seed, &commands, |_| {});
+        let mut sim = Sim::new(seed, &commands, configure);
         sim.run().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         sim.check_agreement();
     }
+}
+
+#[test]
+fn every_replica_executes_random_commands_with_the_same_replies_and_state() {
+    random_runs_agree(|_| {});
+}
+
+#[test]
+fn sp_smr_replicas_agree() {
+    random_runs_agree(|c| c.mode = Mode::SpSmr);
+}
+
+#[test]
+fn smr_replicas_agree_and_run_one_stream() {
+    random_runs_agree(|c| c.mode = Mode::Smr);
+    let sim = Sim::new(0, &[], |c| c.mode = Mode::Smr);
+    let replica = &sim.nodes[&NODES[0]].replica;
+    assert_eq!(replica.plan().workers(), 1);
+    assert!(replica.groups().replica(Group::All).is_some());
+    assert!(replica
+        .groups()
+        .replica(Group::Worker(WorkerId(0)))
+        .is_none());
+}
+
+#[test]
+fn without_replication_every_command_runs_as_in_arrival_order() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    let commands = random_commands(&mut rng, 60);
+    let mut config = Config::new(NODES.to_vec(), NODES[0], WORKERS);
+    config.mode = Mode::NoRep;
+    let mut replica = Replica::new(config, CounterGroups, 0);
+    let mut sequential = Counters::default();
+    let mut expected = BTreeMap::new();
+    for (i, command) in commands.iter().enumerate() {
+        let payload = command.encode();
+        expected.insert(i as u64, sequential.execute(&payload));
+        let request = Request {
+            client: ClientId(i as u64),
+            seq: RequestSeq(1),
+            payload,
+        };
+        replica.handle_request(0, request).unwrap();
+    }
+    assert!(replica.take_ready().is_empty(), "nothing to replicate");
+    let mut service = Counters::default();
+    let mut replies = BTreeMap::new();
+    while !replica.plan().is_drained() {
+        for w in (0..WORKERS).rev() {
+            if let Step::Execute { command, .. } = replica.poll(WorkerId(w)) {
+                let reply = service.execute(&command.request.payload);
+                replies.insert(command.request.client.0, reply);
+                replica.executed(WorkerId(w));
+            }
+        }
+    }
+    assert_eq!(replies, expected);
+    assert_eq!(service, sequential);
 }
 
 #[test]
@@ -230,7 +284,14 @@ fn the_groups_first_leaders_are_spread_over_the_replicas() {
     for (index, group) in Group::all(WORKERS).enumerate() {
         let leaders: Vec<NodeId> = NODES
             .iter()
-            .filter(|me| sim.nodes[me].replica.groups().replica(group).is_leader())
+            .filter(|me| {
+                sim.nodes[me]
+                    .replica
+                    .groups()
+                    .replica(group)
+                    .unwrap()
+                    .is_leader()
+            })
             .copied()
             .collect();
         assert_eq!(leaders, [NODES[index % NODES.len()]], "{group:?}");

@@ -11,8 +11,8 @@ use logless_multipaxos::ids::{ClientId, RequestSeq};
 use logless_multipaxos::message::Request;
 use logless_psmr::ids::WorkerId;
 use logless_psmr::plan::{Delivered, Mode, Plan, PlanBugs, Step};
-use logless_psmr::service::{Destination, Service};
-use logless_psmr::testing::{CounterCommand, Counters};
+use logless_psmr::service::{CommandGroups, Destination, Service};
+use logless_psmr::testing::{CounterCommand, CounterGroups, Counters};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -55,7 +55,7 @@ fn sequential(commands: &[CounterCommand]) -> Outcome {
 
 /// Each worker's merged sequence: its own group's commands and every g_all command, in order.
 fn sequences(workers: u16, commands: &[CounterCommand]) -> Vec<Vec<Delivered>> {
-    let service = Counters::default();
+    let service = CounterGroups;
     let mut sequences = vec![Vec::new(); usize::from(workers)];
     for (i, command) in commands.iter().enumerate() {
         let payload = command.encode();
