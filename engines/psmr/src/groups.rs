@@ -1,7 +1,7 @@
 //! The `k + 1` groups of a replica: one Multi-Paxos log per group, run side by side.
 //!
 //! Each group (`g_0 … g_{k-1}`, `g_all`) is an independent
-//! [`Replica`](logless_multipaxos::replica::Replica) of the log engine over a [`Stream`]: its
+//! [`Replica`] of the log engine over a [`Stream`]: its
 //! own views, leader, instances, votes and messages. What the groups share is the replica's
 //! durable store and its network, so:
 //!

@@ -17,7 +17,7 @@
 //!   `g_all` sorted by the key, whatever the arrival order. To deliver a batch the merge must
 //!   know no batch with a lower key can still arrive: a stream whose next batch is not decided
 //!   yet can only bring batches of key at least `(floor, its index)`, where `floor` is the
-//!   stamp of the last batch taken from it (stamps do not go down). So the merge takes the
+//!   stamp of the last batch it brought (stamps do not go down). So the merge takes the
 //!   stream with the lowest key, counting an empty stream at its floor, and waits when that
 //!   stream is empty.
 //! * **One order for all workers.** Every worker's sequence is the restriction of the same total

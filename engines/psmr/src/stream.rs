@@ -5,7 +5,7 @@
 //! executes (with the batch's execution stamp) for the merge to take. The log's client table
 //! has already left out requests decided twice, so every request reaches the stream once.
 //! Skip requests (see [`crate::groups`]) advance the stream's position and carry no command;
-//! they are dropped here, so a skip arrives as a batch with no requests.
+//! they are dropped here, so a batch that held only a skip arrives with no requests.
 use std::collections::VecDeque;
 
 use bytes::Bytes;
