@@ -99,8 +99,9 @@ pub struct Config {
     /// cluster and this replica; each group rotates `nodes` by its index (see
     /// [`Config::group_config`]).
     pub paxos: PaxosConfig,
-    /// A group's leader that has seen no batch of its group decided for this long proposes a
-    /// skip, so that its stream does not stall the merges (see [`crate::merge`]).
+    /// The least time between two skips a group's leader proposes while a merge waits on its
+    /// group (see [`crate::merge`]): the first comes at once, the next only if the merge still
+    /// waits this much later.
     pub skip_interval_ms: u64,
     /// Deliberate bugs for harness tests.
     pub bugs: InjectedBugs,

@@ -13,12 +13,13 @@
 //! * **Leaders are spread**: group `g` orders the replicas rotated by its index (see
 //!   [`Config::group_config`]), so with `n` replicas the first leaders of the groups cycle
 //!   over the replicas, and so do the leaders after a failure.
-//! * **Skips**: a group's leader that has seen nothing of its group decided for
-//!   [`Config::skip_interval_ms`] proposes a skip, a request of [`SKIP_CLIENT`] with no command:
-//!   its batch raises the stream's stamp and carries nothing to execute (see [`crate::merge`]
-//!   for why the merge needs it). The skip's sequence number follows the last skip the group's
-//!   client table holds, so a skip proposed twice (by two leaders) is executed once; proposing
-//!   at most one per interval bounds the traffic an idle group costs.
+//! * **Skips**: the replica asks a group it leads for a skip ([`Groups::skip_if_due`]) when one
+//!   of its merges waits on that group; the skip is a request of [`SKIP_CLIENT`] with no
+//!   command, whose batch raises the stream's stamp and carries nothing to execute (see
+//!   [`crate::merge`] for why the merge needs it). The skip's sequence number follows the last
+//!   skip the group's client table holds, so a skip proposed twice (by two leaders) is executed
+//!   once. A group proposes at most one skip per [`Config::skip_interval_ms`], and none while
+//!   no merge waits on it, so an idle cluster sends nothing for skips.
 //!
 //! Client replies of the groups' logs are dropped: in P-SMR a command is answered when a worker
 //! executes it, after the merge, not when its log decides it.
@@ -150,8 +151,8 @@ impl<S: GroupStore> LogStore for GroupWriter<'_, S> {
 struct GroupLog {
     group: Group,
     replica: Replica<Stream>,
-    /// When the group last delivered a batch or this replica last proposed a skip in it.
-    active_ms: u64,
+    /// When this replica last proposed a skip in the group.
+    skipped_ms: Option<u64>,
 }
 
 /// Counters of the groups.
@@ -183,7 +184,7 @@ impl Groups {
             .map(|group| GroupLog {
                 group,
                 replica: Replica::new(config.group_config(group), Stream::default(), now_ms),
-                active_ms: now_ms,
+                skipped_ms: None,
             })
             .collect();
         Groups {
@@ -221,7 +222,7 @@ impl Groups {
         }
         let index = self.index(group).ok_or(RequestError::NoSuchGroup(group))?;
         self.logs[index].replica.handle_request(now_ms, request);
-        self.collect(now_ms, index);
+        self.collect(index);
         Ok(())
     }
 
@@ -235,20 +236,32 @@ impl Groups {
         self.logs[index]
             .replica
             .handle_message(now_ms, from, message);
-        self.collect(now_ms, index);
+        self.collect(index);
     }
 
-    /// The passing of time for every group; a group's leader that has been idle for the skip
-    /// interval proposes a skip.
+    /// The passing of time for every group.
     pub fn tick(&mut self, now_ms: u64) {
         for index in 0..self.logs.len() {
             self.logs[index].replica.tick(now_ms);
-            self.collect(now_ms, index);
-            let log = &self.logs[index];
-            if log.replica.is_leader() && now_ms >= log.active_ms + self.config.skip_interval_ms {
-                self.propose_skip(now_ms, index);
-            }
+            self.collect(index);
         }
+    }
+
+    /// Proposes a skip in `group`, for a merge that waits on it, if this replica leads the
+    /// group and proposed no skip there in the last skip interval. Returns whether it did.
+    pub fn skip_if_due(&mut self, now_ms: u64, group: Group) -> bool {
+        let Some(index) = self.index(group) else {
+            return false;
+        };
+        let log = &self.logs[index];
+        let due = log.skipped_ms.is_none_or(|skipped_ms| {
+            now_ms >= skipped_ms.saturating_add(self.config.skip_interval_ms)
+        });
+        if !(due && log.replica.is_leader()) {
+            return false;
+        }
+        self.propose_skip(now_ms, index);
+        true
     }
 
     /// Takes the batches the groups delivered since the last call: each group's in log order.
@@ -285,18 +298,15 @@ impl Groups {
             payload: bytes::Bytes::new(),
         };
         log.replica.handle_request(now_ms, skip);
-        log.active_ms = now_ms;
+        log.skipped_ms = Some(now_ms);
         self.stats.skips_proposed += 1;
-        self.collect(now_ms, index);
+        self.collect(index);
     }
 
     /// Moves what group `index`'s log delivered to the outbox.
-    fn collect(&mut self, now_ms: u64, index: usize) {
+    fn collect(&mut self, index: usize) {
         let log = &mut self.logs[index];
         let batches = log.replica.state_machine_mut().take();
-        if !batches.is_empty() {
-            log.active_ms = now_ms;
-        }
         self.delivered
             .extend(batches.into_iter().map(|batch| (log.group, batch)));
     }

@@ -27,13 +27,16 @@
 //!
 //! # Liveness: skips
 //! An idle stream holds its floor down and stalls every merge it is part of: worker `i` cannot
-//! take a `g_all` batch stamped `s` while `g_i`'s floor is below `s` and `g_i` has nothing
-//! decided. The leader of an idle group therefore proposes a *skip*: a batch with no command,
-//! stamped with its clock, which declares that the stream has nothing before that stamp and
-//! raises its floor there (see [`crate::groups`]). Once every group's leader proposes a skip
-//! after at most `skip_interval_ms` without a decision, and clocks move forward, every stream's
-//! floor passes any stamp `s` a bounded time after its leaders' clocks pass `s`, so a batch
-//! waits at most about the skip interval, one round of consensus and the leaders' clock skew.
+//! take a `g_all` batch stamped `s` while `g_i`'s floor is at most `s` and `g_i` has nothing
+//! decided. The leader of a group that a merge waits on ([`Merge::blocked_on`]) therefore
+//! proposes a *skip*: a batch with no command, stamped with its clock, which declares that the
+//! stream has nothing before that stamp and raises its floor there (see [`crate::groups`]).
+//! Every replica learns every decision of every group (Multi-Paxos followers decide, and catch
+//! up when behind), so the leader of the group a merge waits on sees its own merge wait too, and
+//! skips; leaders' clocks move forward, so a skip is stamped past `s` once the leader's clock
+//! passes it. A batch therefore waits about one consensus round for the skip, plus the skew
+//! between the leaders' clocks, plus at most one skip interval per skip that came too early.
+//! A merge that waits on nothing asks for no skip, so an idle cluster proposes none.
 //!
 //! The deliberate bug [`MergeBugs::by_arrival`] delivers batches in the order they reached this
 //! replica instead: each replica then orders `g_i` against `g_all` its own way.

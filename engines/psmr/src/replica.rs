@@ -18,6 +18,8 @@
 //!   the barrier) for a command C-G sends to all.
 //! * **SMR**: one stream, every command to worker 0 (the only one).
 //! * **No replication**: the scheduler of sP-SMR, fed in arrival order, with no log at all.
+use std::collections::BTreeSet;
+
 use logless_multipaxos::ids::NodeId;
 use logless_multipaxos::message::{Message, Request};
 
@@ -97,9 +99,15 @@ impl<C: CommandGroups> Replica<C> {
         self.route();
     }
 
-    /// The passing of time (heartbeats, timeouts, skips of idle groups).
+    /// The passing of time (heartbeats, timeouts), and skips in the groups this replica leads
+    /// that a merge waits on.
     pub fn tick(&mut self, now_ms: u64) {
         self.groups.tick(now_ms);
+        self.route();
+        let waited_on: BTreeSet<Group> = self.merges.iter().filter_map(Merge::blocked_on).collect();
+        for group in waited_on {
+            self.groups.skip_if_due(now_ms, group);
+        }
         self.route();
     }
 

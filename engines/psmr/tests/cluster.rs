@@ -275,7 +275,7 @@ fn without_replication_every_command_runs_as_in_arrival_order() {
 }
 
 #[test]
-fn the_groups_first_leaders_are_spread_over_the_replicas() {
+fn the_groups_first_leaders_are_spread_over_the_replicas_and_an_idle_cluster_skips_nothing() {
     let mut sim = Sim::new(1, &[], |_| {});
     for _ in 0..200 {
         sim.step();
@@ -295,6 +295,13 @@ fn the_groups_first_leaders_are_spread_over_the_replicas() {
             .copied()
             .collect();
         assert_eq!(leaders, [NODES[index % NODES.len()]], "{group:?}");
+    }
+    for node in sim.nodes.values() {
+        assert_eq!(
+            node.replica.groups().stats().skips_proposed,
+            0,
+            "no merge waited"
+        );
     }
 }
 
