@@ -311,3 +311,117 @@ impl Groups {
             .extend(batches.into_iter().map(|batch| (log.group, batch)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::WorkerId;
+    use crate::testing::MemGroupStore;
+    use logless_multipaxos::ids::{ClientId, View};
+    use logless_multipaxos::testing::durable_before_send;
+
+    const G0: Group = Group::Worker(WorkerId(0));
+    const G2: Group = Group::Worker(WorkerId(2));
+
+    /// Replica 1 of two, with three workers: it leads `g_0` and `g_2` (even indexes).
+    fn groups() -> Groups {
+        Groups::new(Config::new(vec![NodeId(1), NodeId(2)], NodeId(1), 3), 0)
+    }
+
+    /// A store whose flush fails.
+    struct BrokenDisk;
+
+    #[derive(Debug, Error)]
+    #[error("the disk is gone")]
+    struct Gone;
+
+    impl GroupStore for BrokenDisk {
+        type Error = Gone;
+        fn write(&mut self, _: Group, _: &Record) -> Result<(), Gone> {
+            Ok(())
+        }
+        fn flush(&mut self) -> Result<(), Gone> {
+            Err(Gone)
+        }
+    }
+
+    #[test]
+    fn one_commit_writes_every_groups_records_and_flushes_once_before_sending() {
+        let mut groups = groups();
+        let mut store = MemGroupStore::default();
+        groups.tick(0);
+        let Ok(prepares) = groups.take_ready().commit(&mut store);
+        let sent: Vec<(NodeId, Group)> =
+            prepares.messages.iter().map(|e| (e.to, e.group)).collect();
+        assert_eq!(
+            sent,
+            [(NodeId(2), G0), (NodeId(2), G2)],
+            "phase 1 of view 0"
+        );
+        assert_eq!(store.flushes(), 0, "view 0 needs no write");
+        for (group, client) in [(G0, 1), (G2, 2)] {
+            let promise = Message::Promise {
+                view: View(0),
+                log_start: logless_multipaxos::ids::Instance(0),
+                entries: Vec::new(),
+            };
+            groups.handle_message(0, NodeId(2), group, promise);
+            assert!(groups.replica(group).unwrap().is_leader());
+            let request = Request {
+                client: ClientId(client),
+                seq: RequestSeq(1),
+                payload: bytes::Bytes::from_static(b"x"),
+            };
+            groups.handle_request(0, group, request).unwrap();
+        }
+        groups.tick(1);
+        let ready = groups.take_ready();
+        let written: Vec<Group> = ready.records().map(|(group, _)| group).collect();
+        assert_eq!(written, [G0, G2], "a vote in each group");
+        let Ok(released) = ready.clone().commit(&mut store);
+        assert_eq!(store.flushes(), 1, "one flush for both groups");
+        let proposes: Vec<(NodeId, Group)> = (released.messages.iter())
+            .filter(|e| matches!(e.message, Message::Propose { .. }))
+            .map(|e| (e.to, e.group))
+            .collect();
+        assert_eq!(proposes, [(NodeId(2), G0), (NodeId(2), G2)]);
+        for envelope in &released.messages {
+            let durable = store.group(envelope.group).expect("written").durable();
+            assert!(durable_before_send(durable, &envelope.message));
+        }
+        assert!(
+            ready.commit(&mut BrokenDisk).is_err(),
+            "nothing leaves a failed flush"
+        );
+    }
+
+    #[test]
+    fn messages_for_groups_not_run_here_are_dropped() {
+        let mut groups = groups();
+        let alive = Message::Alive {
+            view: View(5),
+            first_undecided: logless_multipaxos::ids::Instance(0),
+        };
+        groups.handle_message(0, NodeId(2), Group::Worker(WorkerId(3)), alive);
+        assert_eq!(groups.stats().unknown_group_messages, 1);
+        assert!(groups.take_ready().is_empty());
+    }
+
+    #[test]
+    fn requests_for_unknown_groups_or_as_the_skip_client_are_refused() {
+        let mut groups = groups();
+        let request = |client| Request {
+            client,
+            seq: RequestSeq(1),
+            payload: bytes::Bytes::from_static(b"x"),
+        };
+        assert_eq!(
+            groups.handle_request(0, G0, request(SKIP_CLIENT)),
+            Err(RequestError::ReservedClient)
+        );
+        let nine = Group::Worker(WorkerId(9));
+        let refused = groups.handle_request(0, nine, request(ClientId(1)));
+        assert_eq!(refused, Err(RequestError::NoSuchGroup(nine)));
+        assert_eq!(refused.unwrap_err().to_string(), "no group g9 here");
+    }
+}
