@@ -25,7 +25,9 @@
 //! executes it, after the merge, not when its log decides it.
 use logless_multipaxos::ids::{NodeId, RequestSeq};
 use logless_multipaxos::message::{Message, Request};
-use logless_multipaxos::persist::{LogStore, Record};
+use std::collections::BTreeMap;
+
+use logless_multipaxos::persist::{Durable, LogStore, Record};
 use logless_multipaxos::replica::Replica;
 use thiserror::Error;
 
@@ -177,22 +179,39 @@ impl Groups {
     /// A replica's groups that have never run: `g_0 … g_{k-1}` and `g_all` under P-SMR, the
     /// one stream `g_all` under sP-SMR and SMR, none without replication.
     pub fn new(config: Config, now_ms: u64) -> Groups {
-        let logs = config
+        Groups::recover(config, &BTreeMap::new(), now_ms)
+    }
+
+    /// A replica's groups restarting from their durable logs (a group missing from `durable`
+    /// starts empty). Snapshots are off, so every group's log is whole, and the decided batches
+    /// are delivered again from instance 0: the service is rebuilt by executing them all.
+    pub fn recover(config: Config, durable: &BTreeMap<Group, Durable>, now_ms: u64) -> Groups {
+        let empty = Durable::default();
+        let logs: Vec<GroupLog> = config
             .mode
             .groups(config.workers)
             .into_iter()
-            .map(|group| GroupLog {
-                group,
-                replica: Replica::new(config.group_config(group), Stream::default(), now_ms),
-                skipped_ms: None,
+            .map(|group| {
+                let durable = durable.get(&group).unwrap_or(&empty);
+                assert!(durable.snapshot.is_none(), "groups take no snapshots");
+                let paxos = config.group_config(group);
+                GroupLog {
+                    group,
+                    replica: Replica::recover(paxos, Stream::default(), durable, now_ms),
+                    skipped_ms: None,
+                }
             })
             .collect();
-        Groups {
+        let mut groups = Groups {
             config,
             logs,
             delivered: Vec::new(),
             stats: Stats::default(),
+        };
+        for index in 0..groups.logs.len() {
+            groups.collect(index);
         }
+        groups
     }
 
     /// The configuration.

@@ -18,10 +18,11 @@
 //!   the barrier) for a command C-G sends to all.
 //! * **SMR**: one stream, every command to worker 0 (the only one).
 //! * **No replication**: the scheduler of sP-SMR, fed in arrival order, with no log at all.
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use logless_multipaxos::ids::NodeId;
 use logless_multipaxos::message::{Message, Request};
+use logless_multipaxos::persist::Durable;
 
 use crate::config::{Config, Mode};
 use crate::groups::{Groups, Ready, RequestError};
@@ -45,6 +46,18 @@ pub struct Replica<C> {
 impl<C: CommandGroups> Replica<C> {
     /// A replica that has never run.
     pub fn new(config: Config, command_groups: C, now_ms: u64) -> Replica<C> {
+        Replica::recover(config, command_groups, &BTreeMap::new(), now_ms)
+    }
+
+    /// A replica restarting from its groups' durable logs: every decided command is delivered
+    /// to the plan again, in the same order, for a service that starts empty (see
+    /// [`Groups::recover`]). Without replication nothing is durable: the replica starts empty.
+    pub fn recover(
+        config: Config,
+        command_groups: C,
+        durable: &BTreeMap<Group, Durable>,
+        now_ms: u64,
+    ) -> Replica<C> {
         let mode = config.mode;
         let workers = mode.executing_workers(config.workers);
         let merges = match mode {
@@ -57,14 +70,16 @@ impl<C: CommandGroups> Replica<C> {
             Mode::SpSmr | Mode::Smr | Mode::NoRep => Vec::new(),
         };
         let plan = Plan::new(workers, config.bugs.plan);
-        Replica {
+        let mut replica = Replica {
             mode,
             workers,
             command_groups,
-            groups: Groups::new(config, now_ms),
+            groups: Groups::recover(config, durable, now_ms),
             merges,
             plan,
-        }
+        };
+        replica.route();
+        replica
     }
 
     /// The groups' logs, to inspect.

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use logless_multipaxos::persist::{LogStore, Record};
+use logless_multipaxos::persist::{Durable, LogStore, Record};
 use logless_multipaxos::testing::MemStore;
 
 use crate::groups::GroupStore;
@@ -127,6 +127,18 @@ impl MemGroupStore {
     /// How many flushes made records durable.
     pub fn flushes(&self) -> u64 {
         self.flushes
+    }
+
+    /// Every group's durable log, to restart a replica from.
+    pub fn durable(&self) -> BTreeMap<Group, Durable> {
+        (self.groups.iter())
+            .map(|(group, store)| (*group, store.durable().clone()))
+            .collect()
+    }
+
+    /// Forgets what was written and not flushed, as a crash does.
+    pub fn crash(&mut self) {
+        self.groups.values_mut().for_each(MemStore::crash);
     }
 }
 
