@@ -1,6 +1,8 @@
 //! Whole replicas on a simulated network: three replicas with two workers each, clients that
-//! send counter commands to random replicas, messages delayed and reordered at random, workers
-//! stepped at random. Checked: every message leaves only once what it promises is durable in its
+//! send counter commands to random replicas (and again to the next one when not answered),
+//! messages delayed and reordered at random, workers stepped at random; in one test, messages
+//! also lost and duplicated and replicas crashed (so every group loses its leader now and then)
+//! and restarted from their stores, re-executing every decided command. Checked: every message leaves only once what it promises is durable in its
 //! group's log, the groups' first leaders are spread over the replicas, every replica executes
 //! every command with the same replies and ends in the same state, and an idle stream (only
 //! `g_all` busy, or only one worker's group) stalls nothing. With skips turned off the idle
@@ -27,6 +29,8 @@ const WORKERS: u16 = 2;
 const RUN_MS_MAX: u64 = 5_000;
 /// When the clients send their commands, spread from the start.
 const SEND_MS_MAX: u64 = 500;
+/// How long a client waits for its replica to execute its command before it sends it again.
+const CLIENT_RETRY_MS: u64 = 600;
 
 struct Node {
     replica: Replica<CounterGroups>,
@@ -37,49 +41,105 @@ struct Node {
     replies: BTreeMap<u64, Bytes>,
 }
 
+/// A client with one command: it sends it, and again to another replica if that one has not
+/// executed it in time.
+struct Client {
+    command: CounterCommand,
+    /// When it sends next.
+    send_ms: u64,
+    /// The replica it sends to, or sent to last.
+    to: NodeId,
+    /// How many times it sent.
+    sends: u32,
+}
+
+/// The replica after `me` in the cluster's order.
+fn next(me: NodeId) -> NodeId {
+    let index = NODES.iter().position(|n| *n == me).unwrap();
+    NODES[(index + 1) % NODES.len()]
+}
+
+impl Node {
+    fn new(config: Config, store: MemGroupStore, now_ms: u64) -> Node {
+        Node {
+            replica: Replica::recover(config, CounterGroups, &store.durable(), now_ms),
+            store,
+            service: Counters::default(),
+            executing: vec![None; usize::from(WORKERS)],
+            replies: BTreeMap::new(),
+        }
+    }
+}
+
+/// Faults, while the faulty period lasts.
+#[derive(Clone, Copy)]
+struct Faults {
+    /// Until when faults are injected.
+    until_ms: u64,
+    /// Chance that a message is lost, and that it is duplicated.
+    loss: f64,
+    duplication: f64,
+    /// Chance per millisecond that a replica crashes (one at a time), and how long it stays down.
+    crash: f64,
+    down_ms_max: u64,
+}
+
+const NO_FAULTS: Faults = Faults {
+    until_ms: 0,
+    loss: 0.0,
+    duplication: 0.0,
+    crash: 0.0,
+    down_ms_max: 0,
+};
+
 struct Sim {
     rng: SmallRng,
+    configs: BTreeMap<NodeId, Config>,
+    faults: Faults,
+    /// The replica that is down, and until when.
+    down: Option<(NodeId, u64)>,
+    crashes: u64,
     now_ms: u64,
     nodes: BTreeMap<NodeId, Node>,
     /// (delivery time, sender, message).
     in_flight: Vec<(u64, NodeId, GroupEnvelope)>,
-    /// (send time, replica, command), not sent yet.
-    commands: Vec<(u64, NodeId, CounterCommand)>,
-    sent: usize,
+    /// One client per command, numbered by the command's index.
+    commands: Vec<Client>,
 }
 
 impl Sim {
     fn new(seed: u64, commands: &[CounterCommand], configure: fn(&mut Config)) -> Sim {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let nodes = NODES
+        let configs: BTreeMap<NodeId, Config> = NODES
             .iter()
             .map(|&me| {
                 let mut config = Config::new(NODES.to_vec(), me, WORKERS);
                 configure(&mut config);
-                let node = Node {
-                    replica: Replica::new(config, CounterGroups, 0),
-                    store: MemGroupStore::default(),
-                    service: Counters::default(),
-                    executing: vec![None; usize::from(WORKERS)],
-                    replies: BTreeMap::new(),
-                };
-                (me, node)
+                (me, config)
             })
+            .collect();
+        let nodes = (configs.iter())
+            .map(|(me, config)| (*me, Node::new(config.clone(), MemGroupStore::default(), 0)))
             .collect();
         let commands = commands
             .iter()
-            .map(|&c| {
-                let at = rng.random_range(0..SEND_MS_MAX);
-                (at, NODES[rng.random_range(0..NODES.len())], c)
+            .map(|&command| Client {
+                command,
+                send_ms: rng.random_range(0..SEND_MS_MAX),
+                to: NODES[rng.random_range(0..NODES.len())],
+                sends: 0,
             })
             .collect();
         Sim {
             rng,
+            configs,
+            faults: NO_FAULTS,
+            down: None,
+            crashes: 0,
             now_ms: 0,
             nodes,
             in_flight: Vec::new(),
             commands,
-            sent: 0,
         }
     }
 
@@ -95,17 +155,42 @@ impl Sim {
                 durable_before_send(durable.unwrap_or(&default), &envelope.message),
                 "{me:?} sent {envelope:?} before persisting it"
             );
+            let faulty = self.now_ms < self.faults.until_ms;
+            if faulty && self.rng.random_bool(self.faults.loss) {
+                continue;
+            }
+            if faulty && self.rng.random_bool(self.faults.duplication) {
+                let at = self.now_ms + self.rng.random_range(0..10);
+                self.in_flight.push((at, me, envelope.clone()));
+            }
             let at = self.now_ms + self.rng.random_range(0..4);
             self.in_flight.push((at, me, envelope));
         }
     }
 
     fn step(&mut self) {
-        let due: Vec<(usize, NodeId, CounterCommand)> = (self.commands.iter().enumerate())
-            .filter(|(_, (at, _, _))| *at == self.now_ms)
-            .map(|(index, &(_, to, command))| (index, to, command))
+        self.crash_or_restart();
+        let due: Vec<usize> = (0..self.commands.len())
+            .filter(|&index| {
+                let client = &self.commands[index];
+                client.send_ms == self.now_ms
+                    && !self.nodes[&client.to].replies.contains_key(&(index as u64))
+            })
             .collect();
-        for (index, to, command) in due {
+        for index in due {
+            let client = &mut self.commands[index];
+            // A client sends again to the next replica; so does one whose replica is down.
+            let mut to = client.to;
+            if client.sends > 0 || self.down.is_some_and(|(down, _)| down == to) {
+                to = next(to);
+            }
+            if self.down.is_some_and(|(down, _)| down == to) {
+                to = next(to);
+            }
+            client.to = to;
+            client.send_ms = self.now_ms + CLIENT_RETRY_MS;
+            client.sends += 1;
+            let command = client.command;
             let node = self.nodes.get_mut(&to).unwrap();
             let request = Request {
                 client: ClientId(index as u64),
@@ -113,7 +198,6 @@ impl Sim {
                 payload: command.encode(),
             };
             node.replica.handle_request(self.now_ms, request).unwrap();
-            self.sent += 1;
             self.commit(to);
         }
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
@@ -121,15 +205,49 @@ impl Sim {
             .partition(|(at, _, _)| *at <= self.now_ms);
         self.in_flight = later;
         for (_, from, envelope) in due {
+            if self.is_down(envelope.to) {
+                continue;
+            }
             let node = self.nodes.get_mut(&envelope.to).unwrap();
             node.replica
                 .handle_message(self.now_ms, from, envelope.group, envelope.message);
             self.commit(envelope.to);
         }
         for me in NODES {
+            if self.is_down(me) {
+                continue;
+            }
             self.nodes.get_mut(&me).unwrap().replica.tick(self.now_ms);
             self.commit(me);
             self.step_workers(me);
+        }
+    }
+
+    fn is_down(&self, me: NodeId) -> bool {
+        self.down.is_some_and(|(down, _)| down == me)
+    }
+
+    /// Crashes a replica now and then while faults last (its unflushed writes are lost, its
+    /// service and plan are gone), and restarts it from its store when its time is up.
+    fn crash_or_restart(&mut self) {
+        match self.down {
+            Some((me, until_ms)) if self.now_ms >= until_ms => {
+                let mut store = self.nodes.remove(&me).unwrap().store;
+                store.crash();
+                let node = Node::new(self.configs[&me].clone(), store, self.now_ms);
+                self.nodes.insert(me, node);
+                self.down = None;
+            }
+            Some(_) => {}
+            None => {
+                let faulty = self.now_ms < self.faults.until_ms;
+                if faulty && self.rng.random_bool(self.faults.crash) {
+                    let me = NODES[self.rng.random_range(0..NODES.len())];
+                    let until_ms = self.now_ms + self.rng.random_range(1..=self.faults.down_ms_max);
+                    self.down = Some((me, until_ms));
+                    self.crashes += 1;
+                }
+            }
         }
     }
 
@@ -161,7 +279,8 @@ impl Sim {
         while self.now_ms < RUN_MS_MAX {
             self.step();
             let total = self.commands.len();
-            if self.sent == total && self.nodes.values().all(|n| n.replies.len() == total) {
+            let all_up = self.down.is_none();
+            if all_up && self.nodes.values().all(|n| n.replies.len() == total) {
                 return Ok(self.now_ms);
             }
             self.now_ms += 1;
@@ -219,6 +338,30 @@ fn random_runs_agree(configure: fn(&mut Config)) {
 #[test]
 fn every_replica_executes_random_commands_with_the_same_replies_and_state() {
     random_runs_agree(|_| {});
+}
+
+#[test]
+fn replicas_agree_under_loss_duplication_and_crashes() {
+    let mut crashes = 0;
+    for seed in 0..20 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let commands = random_commands(&mut rng, 60);
+        let mut sim = Sim::new(seed, &commands, |_| {});
+        sim.faults = Faults {
+            until_ms: 1_500,
+            loss: 0.05,
+            duplication: 0.03,
+            crash: 0.004,
+            down_ms_max: 600,
+        };
+        sim.run().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sim.check_agreement();
+        crashes += sim.crashes;
+    }
+    assert!(
+        crashes >= 20,
+        "{crashes} crashes: the faults barely happened"
+    );
 }
 
 #[test]
