@@ -36,11 +36,14 @@
 //!   idle group's leader proposes a skip (a batch with no command, stamped with its clock)
 //!   instead of a skip that declares a number of instances: a batch waits at most about the
 //!   skip interval, a consensus round and the clock skew between the groups' leaders.
-//! * Not yet: the node runtime (threads, sockets, a reply cache that answers a retried command
-//!   from what its execution replied: the groups' own client tables hold no replies), recovery
-//!   of a replica from its store (the streams restart at instance 0), and snapshots, which need
-//!   a cut consistent across every group and the service (the groups run with snapshots off, so
-//!   their logs grow without bound).
+//! * A replica restarts by replaying every group's whole log into an empty service
+//!   ([`replica::Replica::recover`]): there are no snapshots yet, which need a cut consistent
+//!   across every group and the service, so the groups run with snapshots off and their logs
+//!   grow without bound.
+//! * Not yet: the node runtime (threads, sockets, and a reply cache that answers a retried
+//!   command from what its execution replied: the groups' own client tables hold no replies),
+//!   and a limit on the commands delivered to a worker and not yet executed (the runtime must
+//!   hold back input while [`plan::Plan::backlog`] is high).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

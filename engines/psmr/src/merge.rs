@@ -126,7 +126,9 @@ impl Merge {
         source.next_instance = batch.instance.next();
         source.floor_ms = batch.stamp_ms;
         source.pending.push_back(batch);
-        self.arrivals.push_back(index);
+        if self.bugs.by_arrival {
+            self.arrivals.push_back(index);
+        }
     }
 
     /// The next batch in the merged order, with its group, if it can be known yet.
