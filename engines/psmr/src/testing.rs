@@ -71,13 +71,22 @@ impl Counters {
 
 /// C-G of [`Counters`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CounterGroups;
+pub struct CounterGroups {
+    /// A deliberate bug: an add goes to the worker of its key plus its amount, so two adds on
+    /// one key (dependent commands) can land in different groups and run concurrently.
+    pub split_dependent: bool,
+}
 
 impl CommandGroups for CounterGroups {
     fn destination(&self, command: &Bytes, workers: u16) -> Destination {
         match CounterCommand::decode(command) {
-            Some(CounterCommand::Add { key, .. }) => {
-                let worker = u16::try_from(key % u64::from(workers)).expect("below workers");
+            Some(CounterCommand::Add { key, amount }) => {
+                let spread = if self.split_dependent {
+                    key.wrapping_add(amount.unsigned_abs())
+                } else {
+                    key
+                };
+                let worker = u16::try_from(spread % u64::from(workers)).expect("below workers");
                 Destination::Worker(WorkerId(worker))
             }
             Some(CounterCommand::Double | CounterCommand::Sum) | None => Destination::All,
@@ -169,7 +178,7 @@ mod tests {
             CounterCommand::Double,
             CounterCommand::Sum,
         ];
-        let counters = CounterGroups;
+        let counters = CounterGroups::default();
         for command in commands {
             assert_eq!(CounterCommand::decode(&command.encode()), Some(command));
         }

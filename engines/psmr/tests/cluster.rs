@@ -60,9 +60,9 @@ fn next(me: NodeId) -> NodeId {
 }
 
 impl Node {
-    fn new(config: Config, store: MemGroupStore, now_ms: u64) -> Node {
+    fn new(config: Config, cg: CounterGroups, store: MemGroupStore, now_ms: u64) -> Node {
         Node {
-            replica: Replica::recover(config, CounterGroups, &store.durable(), now_ms),
+            replica: Replica::recover(config, cg, &store.durable(), now_ms),
             store,
             service: Counters::default(),
             executing: vec![None; usize::from(WORKERS)],
@@ -95,6 +95,7 @@ const NO_FAULTS: Faults = Faults {
 struct Sim {
     rng: SmallRng,
     configs: BTreeMap<NodeId, Config>,
+    cg: CounterGroups,
     faults: Faults,
     /// The replica that is down, and until when.
     down: Option<(NodeId, u64)>,
@@ -109,6 +110,15 @@ struct Sim {
 
 impl Sim {
     fn new(seed: u64, commands: &[CounterCommand], configure: fn(&mut Config)) -> Sim {
+        Sim::with_groups(seed, commands, configure, CounterGroups::default())
+    }
+
+    fn with_groups(
+        seed: u64,
+        commands: &[CounterCommand],
+        configure: fn(&mut Config),
+        cg: CounterGroups,
+    ) -> Sim {
         let mut rng = SmallRng::seed_from_u64(seed);
         let configs: BTreeMap<NodeId, Config> = NODES
             .iter()
@@ -119,7 +129,12 @@ impl Sim {
             })
             .collect();
         let nodes = (configs.iter())
-            .map(|(me, config)| (*me, Node::new(config.clone(), MemGroupStore::default(), 0)))
+            .map(|(me, config)| {
+                (
+                    *me,
+                    Node::new(config.clone(), cg, MemGroupStore::default(), 0),
+                )
+            })
             .collect();
         let commands = commands
             .iter()
@@ -133,6 +148,7 @@ impl Sim {
         Sim {
             rng,
             configs,
+            cg,
             faults: NO_FAULTS,
             down: None,
             crashes: 0,
@@ -234,7 +250,7 @@ impl Sim {
             Some((me, until_ms)) if self.now_ms >= until_ms => {
                 let mut store = self.nodes.remove(&me).unwrap().store;
                 store.crash();
-                let node = Node::new(self.configs[&me].clone(), store, self.now_ms);
+                let node = Node::new(self.configs[&me].clone(), self.cg, store, self.now_ms);
                 self.nodes.insert(me, node);
                 self.down = None;
             }
@@ -388,7 +404,7 @@ fn without_replication_every_command_runs_as_in_arrival_order() {
     let commands = random_commands(&mut rng, 60);
     let mut config = Config::new(NODES.to_vec(), NODES[0], WORKERS);
     config.mode = Mode::NoRep;
-    let mut replica = Replica::new(config, CounterGroups, 0);
+    let mut replica = Replica::new(config, CounterGroups::default(), 0);
     let mut sequential = Counters::default();
     let mut expected = BTreeMap::new();
     for (i, command) in commands.iter().enumerate() {
@@ -492,14 +508,26 @@ fn without_skips_an_idle_stream_stalls_the_merge() {
     }
 }
 
-/// Whether some seed's random run ends with replicas that disagree, under `configure`.
-fn some_run_diverges(configure: fn(&mut Config)) -> bool {
+/// Whether some seed's random run ends with replicas that disagree, under `configure` and `cg`.
+fn some_run_diverges_with(configure: fn(&mut Config), cg: CounterGroups) -> bool {
     (0..10).any(|seed| {
         let mut rng = SmallRng::seed_from_u64(seed);
         let commands = random_commands(&mut rng, 60);
-        let mut sim = Sim::new(seed, &commands, configure);
+        let mut sim = Sim::with_groups(seed, &commands, configure, cg);
         sim.run().is_err() || sim.agreement().is_err()
     })
+}
+
+fn some_run_diverges(configure: fn(&mut Config)) -> bool {
+    some_run_diverges_with(configure, CounterGroups::default())
+}
+
+#[test]
+fn a_c_g_that_splits_dependent_commands_makes_replicas_diverge() {
+    let broken = CounterGroups {
+        split_dependent: true,
+    };
+    assert!(some_run_diverges_with(|_| {}, broken));
 }
 
 #[test]

@@ -55,7 +55,7 @@ fn sequential(commands: &[CounterCommand]) -> Outcome {
 
 /// Each worker's merged sequence: its own group's commands and every g_all command, in order.
 fn sequences(workers: u16, commands: &[CounterCommand]) -> Vec<Vec<Delivered>> {
-    let service = CounterGroups;
+    let service = CounterGroups::default();
     let mut sequences = vec![Vec::new(); usize::from(workers)];
     for (i, command) in commands.iter().enumerate() {
         let payload = command.encode();
