@@ -25,6 +25,7 @@
 //!   a scheduler by C-G), SMR (one stream, one worker) and no replication.
 //! * [`config`]: workers, mode, the groups' Multi-Paxos configuration, skip interval and the
 //!   deliberate bugs (a merge by arrival, synchronous mode without the barrier).
+//! * [`wire`]: the groups' messages and records encoded behind their group.
 //! * [`testing`]: a toy counter service with a correct C-G, and a store per group in memory.
 //!
 //! The core reads no clock, socket, file, thread or random number generator: time comes in as
@@ -56,3 +57,4 @@ pub mod replica;
 pub mod service;
 pub mod stream;
 pub mod testing;
+pub mod wire;

@@ -20,6 +20,7 @@ use logless_psmr::plan::{Delivered, Step};
 use logless_psmr::replica::Replica;
 use logless_psmr::service::Service;
 use logless_psmr::testing::{CounterCommand, CounterGroups, Counters, MemGroupStore};
+use logless_psmr::wire;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -171,6 +172,10 @@ impl Sim {
                 durable_before_send(durable.unwrap_or(&default), &envelope.message),
                 "{me:?} sent {envelope:?} before persisting it"
             );
+            let mut bytes = Vec::new();
+            wire::encode(envelope.group, &envelope.message, &mut bytes);
+            let decoded = wire::decode(&bytes);
+            assert_eq!(decoded, Ok((envelope.group, envelope.message.clone())));
             let faulty = self.now_ms < self.faults.until_ms;
             if faulty && self.rng.random_bool(self.faults.loss) {
                 continue;
