@@ -2,11 +2,15 @@
 //! send counter commands to random replicas (and again to the next one when not answered),
 //! messages delayed and reordered at random, workers stepped at random; in one test, messages
 //! also lost and duplicated and replicas crashed (so every group loses its leader now and then)
-//! and restarted from their stores, re-executing every decided command. Checked: every message leaves only once what it promises is durable in its
-//! group's log, the groups' first leaders are spread over the replicas, every replica executes
-//! every command with the same replies and ends in the same state, and an idle stream (only
-//! `g_all` busy, or only one worker's group) stalls nothing. With skips turned off the idle
-//! case must stall, which shows the check can fail.
+//! and restarted from their stores, re-executing every decided command.
+//!
+//! Checked: every message leaves only once what it promises is durable in its group's log, and
+//! survives its wire encoding; the groups' first leaders are spread over the replicas; every
+//! replica executes every command with the same replies and ends in the same state, in every
+//! mode; an idle stream (only `g_all` busy, or only one worker's group) stalls nothing, and an
+//! idle cluster proposes no skips. With skips turned off the idle case must stall, and a merge
+//! by arrival, synchronous mode without the barrier, or a C-G that splits dependent commands
+//! must make replicas diverge: the checks can fail.
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
