@@ -58,6 +58,14 @@ struct Client {
     sends: u32,
 }
 
+/// The seeds to run: `LOGLESS_PSMR_SEEDS` if set, else `default`.
+fn seeds(default: u64) -> u64 {
+    std::env::var("LOGLESS_PSMR_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The replica after `me` in the cluster's order.
 fn next(me: NodeId) -> NodeId {
     let index = NODES.iter().position(|n| *n == me).unwrap();
@@ -358,7 +366,7 @@ fn random_commands(rng: &mut SmallRng, count: usize) -> Vec<CounterCommand> {
 }
 
 fn random_runs_agree(configure: fn(&mut Config)) {
-    for seed in 0..20 {
+    for seed in 0..seeds(20) {
         let mut rng = SmallRng::seed_from_u64(seed);
         let commands = random_commands(&mut rng, 60);
         let mut sim = Sim::new(seed, &commands, configure);
@@ -375,7 +383,7 @@ fn every_replica_executes_random_commands_with_the_same_replies_and_state() {
 #[test]
 fn replicas_agree_under_loss_duplication_and_crashes() {
     let mut crashes = 0;
-    for seed in 0..20 {
+    for seed in 0..seeds(20) {
         let mut rng = SmallRng::seed_from_u64(seed);
         let commands = random_commands(&mut rng, 60);
         let mut sim = Sim::new(seed, &commands, |_| {});
