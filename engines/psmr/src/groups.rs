@@ -148,7 +148,7 @@ impl<S: GroupStore> LogStore for GroupWriter<'_, S> {
     }
 }
 
-/// A group's log and when it last delivered.
+/// A group's log, and when this replica last proposed a skip in it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct GroupLog {
     group: Group,
@@ -166,7 +166,8 @@ pub struct Stats {
     pub unknown_group_messages: u64,
 }
 
-/// The `k + 1` groups of one replica.
+/// The groups of one replica: `k + 1` under P-SMR, one under sP-SMR and SMR, none without
+/// replication.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Groups {
     config: Config,
