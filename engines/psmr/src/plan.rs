@@ -205,7 +205,16 @@ impl Plan {
                         };
                     }
                     if bugs.no_barrier {
-                        return self.skip_barrier(worker);
+                        // The bug: worker 0 executes the g_all command at once, the others
+                        // drop it and go on.
+                        let command = state.delivered.pop_front().expect("a g_all command");
+                        state.passed_all += 1;
+                        if worker == SYNCHRONOUS_EXECUTOR {
+                            state.phase = Phase::Executing(Mode::Synchronous);
+                            let mode = Mode::Synchronous;
+                            return Step::Execute { mode, command };
+                        }
+                        continue;
                     }
                     // Arrive at the barrier (signal (a)); every earlier g_all command has been
                     // executed, and this one cannot be without this worker.
@@ -234,21 +243,6 @@ impl Plan {
             state.passed_all += 1;
             self.executed_all += 1;
             self.arrived.clear();
-        }
-    }
-
-    /// The bug `no_barrier`: worker 0 executes the `g_all` command at once, the others drop it.
-    fn skip_barrier(&mut self, worker: WorkerId) -> Step {
-        let state = self.worker(worker);
-        let command = state.delivered.pop_front().expect("a g_all command");
-        state.passed_all += 1;
-        if worker != SYNCHRONOUS_EXECUTOR {
-            return self.poll(worker);
-        }
-        state.phase = Phase::Executing(Mode::Synchronous);
-        Step::Execute {
-            mode: Mode::Synchronous,
-            command,
         }
     }
 
