@@ -343,6 +343,13 @@ impl<S: StateMachine> Replica<S> {
         &self.state_machine
     }
 
+    /// The state machine, to change: for a service that hands the requests it executes on
+    /// (P-SMR's streams drain what each group's log delivered). Its state must stay what
+    /// executing the log gives, or snapshots disagree.
+    pub fn state_machine_mut(&mut self) -> &mut S {
+        &mut self.state_machine
+    }
+
     /// The client table.
     pub fn client_table(&self) -> &ClientTable {
         &self.clients

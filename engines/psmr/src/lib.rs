@@ -1,0 +1,60 @@
+//! The sans-IO core of logless's third engine: parallel state-machine replication (P-SMR,
+//! seed 004), on the log engine's Multi-Paxos.
+//!
+//! Classic SMR has two bottlenecks: one ordered stream, and one thread executing it. P-SMR
+//! removes both. A replica runs `k` worker threads; each command goes, by the service's C-G
+//! function, either to one worker's group `g_i` (a command that depends only on commands of
+//! that group) or to `g_all` (anything wider). Every group is an independent ordered stream, and
+//! each worker delivers its own group and `g_all` merged in one order that every replica shares.
+//! A worker runs its own group's commands at once (parallel mode) and meets every other worker
+//! at a barrier for a `g_all` command, which the lowest-numbered worker runs alone
+//! (synchronous mode, Algorithm 1).
+//!
+//! * [`ids`]: workers and groups.
+//! * [`service`]: what P-SMR needs of a service: C-G ([`service::CommandGroups`]) and
+//!   execution ([`service::Service`]).
+//! * [`stream`]: a group's log as a stream of delivered batches, with their execution stamps.
+//! * [`groups`]: the `k + 1` Multi-Paxos logs side by side: the group in every message, one
+//!   commit (write all groups' records, flush once, then send) for persist before send, the
+//!   leaders spread over the replicas, and skips proposed by idle groups' leaders.
+//! * [`merge`]: the deterministic merge of a worker's streams, ordered by (execution stamp,
+//!   group, instance); its module docs argue determinism and, with skips, liveness.
+//! * [`plan`]: Algorithm 1's execution as worker steps (no threads); its module docs argue that
+//!   it equals sequential execution of the merged order and never deadlocks.
+//! * [`replica`]: the three put together for each [`config::Mode`]: P-SMR, sP-SMR (one stream,
+//!   a scheduler by C-G), SMR (one stream, one worker) and no replication.
+//! * [`config`]: workers, mode, the groups' Multi-Paxos configuration, skip interval and the
+//!   deliberate bugs (a merge by arrival, synchronous mode without the barrier).
+//! * [`wire`]: the groups' messages and records encoded behind their group.
+//! * [`testing`]: a toy counter service with a correct C-G, and a store per group in memory.
+//!
+//! The core reads no clock, socket, file, thread or random number generator: time comes in as
+//! an argument (milliseconds), effects leave as plain data, and the node drives the plan from
+//! its worker threads.
+//!
+//! # Where this differs from seed 004, and what is not here yet
+//! * The merge orders by the leaders' stamps instead of a round-robin over instances, and an
+//!   idle group's leader proposes a skip (a batch with no command, stamped with its clock)
+//!   instead of a skip that declares a number of instances: a batch waits at most about the
+//!   skip interval, a consensus round and the clock skew between the groups' leaders.
+//! * A replica restarts by replaying every group's whole log into an empty service
+//!   ([`replica::Replica::recover`]): there are no snapshots yet, which need a cut consistent
+//!   across every group and the service, so the groups run with snapshots off and their logs
+//!   grow without bound.
+//! * Not yet: the node runtime (threads, sockets, and a reply cache that answers a retried
+//!   command from what its execution replied: the groups' own client tables hold no replies),
+//!   and a limit on the commands delivered to a worker and not yet executed (the runtime must
+//!   hold back input while [`plan::Plan::backlog`] is high).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod groups;
+pub mod ids;
+pub mod merge;
+pub mod plan;
+pub mod replica;
+pub mod service;
+pub mod stream;
+pub mod testing;
+pub mod wire;

@@ -1,0 +1,590 @@
+//! Whole replicas on a simulated network: three replicas with two workers each, clients that
+//! send counter commands to random replicas (and again to the next one when not answered),
+//! messages delayed and reordered at random, workers stepped at random; in one test, messages
+//! also lost and duplicated and replicas crashed (so every group loses its leader now and then)
+//! and restarted from their stores, re-executing every decided command.
+//!
+//! Checked: every message leaves only once what it promises is durable in its group's log, and
+//! survives its wire encoding; the groups' first leaders are spread over the replicas; every
+//! replica executes every command with the same replies and ends in the same state, in every
+//! mode; an idle stream (only `g_all` busy, or only one worker's group) stalls nothing, and an
+//! idle cluster proposes no skips. With skips turned off the idle case must stall, and a merge
+//! by arrival, synchronous mode without the barrier, or a C-G that splits dependent commands
+//! must make replicas diverge: the checks can fail.
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use logless_multipaxos::ids::{ClientId, NodeId, RequestSeq};
+use logless_multipaxos::message::Request;
+use logless_multipaxos::testing::durable_before_send;
+use logless_psmr::config::{Config, Mode};
+use logless_psmr::groups::GroupEnvelope;
+use logless_psmr::ids::{Group, WorkerId};
+use logless_psmr::plan::{Delivered, Step};
+use logless_psmr::replica::Replica;
+use logless_psmr::service::Service;
+use logless_psmr::testing::{CounterCommand, CounterGroups, Counters, MemGroupStore};
+use logless_psmr::wire;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const NODES: [NodeId; 3] = [NodeId(1), NodeId(2), NodeId(3)];
+const WORKERS: u16 = 2;
+/// How long a run may take, in simulated milliseconds.
+const RUN_MS_MAX: u64 = 5_000;
+/// When the clients send their commands, spread from the start.
+const SEND_MS_MAX: u64 = 500;
+/// How long a client waits for its replica to execute its command before it sends it again.
+const CLIENT_RETRY_MS: u64 = 600;
+
+struct Node {
+    replica: Replica<CounterGroups>,
+    store: MemGroupStore,
+    service: Counters,
+    executing: Vec<Option<Delivered>>,
+    /// Replies by client, as this replica's workers executed them.
+    replies: BTreeMap<u64, Bytes>,
+}
+
+/// A client with one command: it sends it, and again to another replica if that one has not
+/// executed it in time.
+struct Client {
+    command: CounterCommand,
+    /// When it sends next.
+    send_ms: u64,
+    /// The replica it sends to, or sent to last.
+    to: NodeId,
+    /// How many times it sent.
+    sends: u32,
+}
+
+/// The seeds to run: `LOGLESS_PSMR_SEEDS` if set, else `default`.
+fn seeds(default: u64) -> u64 {
+    std::env::var("LOGLESS_PSMR_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The replica after `me` in the cluster's order.
+fn next(me: NodeId) -> NodeId {
+    let index = NODES.iter().position(|n| *n == me).unwrap();
+    NODES[(index + 1) % NODES.len()]
+}
+
+impl Node {
+    fn new(config: Config, cg: CounterGroups, store: MemGroupStore, now_ms: u64) -> Node {
+        Node {
+            replica: Replica::recover(config, cg, &store.durable(), now_ms),
+            store,
+            service: Counters::default(),
+            executing: vec![None; usize::from(WORKERS)],
+            replies: BTreeMap::new(),
+        }
+    }
+}
+
+/// Faults, while the faulty period lasts.
+#[derive(Clone, Copy)]
+struct Faults {
+    /// Until when faults are injected.
+    until_ms: u64,
+    /// Chance that a message is lost, and that it is duplicated.
+    loss: f64,
+    duplication: f64,
+    /// Chance per millisecond that a replica crashes (one at a time), and how long it stays down.
+    crash: f64,
+    down_ms_max: u64,
+}
+
+const NO_FAULTS: Faults = Faults {
+    until_ms: 0,
+    loss: 0.0,
+    duplication: 0.0,
+    crash: 0.0,
+    down_ms_max: 0,
+};
+
+struct Sim {
+    rng: SmallRng,
+    configs: BTreeMap<NodeId, Config>,
+    cg: CounterGroups,
+    faults: Faults,
+    /// The replica that is down, and until when.
+    down: Option<(NodeId, u64)>,
+    crashes: u64,
+    now_ms: u64,
+    nodes: BTreeMap<NodeId, Node>,
+    /// (delivery time, sender, message).
+    in_flight: Vec<(u64, NodeId, GroupEnvelope)>,
+    /// One client per command, numbered by the command's index.
+    commands: Vec<Client>,
+}
+
+impl Sim {
+    fn new(seed: u64, commands: &[CounterCommand], configure: fn(&mut Config)) -> Sim {
+        Sim::with_groups(seed, commands, configure, CounterGroups::default())
+    }
+
+    fn with_groups(
+        seed: u64,
+        commands: &[CounterCommand],
+        configure: fn(&mut Config),
+        cg: CounterGroups,
+    ) -> Sim {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let configs: BTreeMap<NodeId, Config> = NODES
+            .iter()
+            .map(|&me| {
+                let mut config = Config::new(NODES.to_vec(), me, WORKERS);
+                configure(&mut config);
+                (me, config)
+            })
+            .collect();
+        let nodes = (configs.iter())
+            .map(|(me, config)| {
+                (
+                    *me,
+                    Node::new(config.clone(), cg, MemGroupStore::default(), 0),
+                )
+            })
+            .collect();
+        let commands = commands
+            .iter()
+            .map(|&command| Client {
+                command,
+                send_ms: rng.random_range(0..SEND_MS_MAX),
+                to: NODES[rng.random_range(0..NODES.len())],
+                sends: 0,
+            })
+            .collect();
+        Sim {
+            rng,
+            configs,
+            cg,
+            faults: NO_FAULTS,
+            down: None,
+            crashes: 0,
+            now_ms: 0,
+            nodes,
+            in_flight: Vec::new(),
+            commands,
+        }
+    }
+
+    /// Commits what `me` produced and puts its messages on the network, checking each against
+    /// its group's durable log.
+    fn commit(&mut self, me: NodeId) {
+        let node = self.nodes.get_mut(&me).unwrap();
+        let Ok(released) = node.replica.take_ready().commit(&mut node.store);
+        for envelope in released.messages {
+            let durable = node.store.group(envelope.group).map(|s| s.durable());
+            let default = Default::default();
+            assert!(
+                durable_before_send(durable.unwrap_or(&default), &envelope.message),
+                "{me:?} sent {envelope:?} before persisting it"
+            );
+            let mut bytes = Vec::new();
+            wire::encode(envelope.group, &envelope.message, &mut bytes);
+            let decoded = wire::decode(&bytes);
+            assert_eq!(decoded, Ok((envelope.group, envelope.message.clone())));
+            let faulty = self.now_ms < self.faults.until_ms;
+            if faulty && self.rng.random_bool(self.faults.loss) {
+                continue;
+            }
+            if faulty && self.rng.random_bool(self.faults.duplication) {
+                let at = self.now_ms + self.rng.random_range(0..10);
+                self.in_flight.push((at, me, envelope.clone()));
+            }
+            let at = self.now_ms + self.rng.random_range(0..4);
+            self.in_flight.push((at, me, envelope));
+        }
+    }
+
+    fn step(&mut self) {
+        self.crash_or_restart();
+        let due: Vec<usize> = (0..self.commands.len())
+            .filter(|&index| {
+                let client = &self.commands[index];
+                client.send_ms == self.now_ms
+                    && !self.nodes[&client.to].replies.contains_key(&(index as u64))
+            })
+            .collect();
+        for index in due {
+            let client = &mut self.commands[index];
+            // A client sends again to the next replica; so does one whose replica is down.
+            let mut to = client.to;
+            if client.sends > 0 || self.down.is_some_and(|(down, _)| down == to) {
+                to = next(to);
+            }
+            if self.down.is_some_and(|(down, _)| down == to) {
+                to = next(to);
+            }
+            client.to = to;
+            client.send_ms = self.now_ms + CLIENT_RETRY_MS;
+            client.sends += 1;
+            let command = client.command;
+            let node = self.nodes.get_mut(&to).unwrap();
+            let request = Request {
+                client: ClientId(index as u64),
+                seq: RequestSeq(1),
+                payload: command.encode(),
+            };
+            node.replica.handle_request(self.now_ms, request).unwrap();
+            self.commit(to);
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
+            .into_iter()
+            .partition(|(at, _, _)| *at <= self.now_ms);
+        self.in_flight = later;
+        for (_, from, envelope) in due {
+            if self.is_down(envelope.to) {
+                continue;
+            }
+            let node = self.nodes.get_mut(&envelope.to).unwrap();
+            node.replica
+                .handle_message(self.now_ms, from, envelope.group, envelope.message);
+            self.commit(envelope.to);
+        }
+        for me in NODES {
+            if self.is_down(me) {
+                continue;
+            }
+            self.nodes.get_mut(&me).unwrap().replica.tick(self.now_ms);
+            self.commit(me);
+            self.step_workers(me);
+        }
+    }
+
+    fn is_down(&self, me: NodeId) -> bool {
+        self.down.is_some_and(|(down, _)| down == me)
+    }
+
+    /// Crashes a replica now and then while faults last (its unflushed writes are lost, its
+    /// service and plan are gone), and restarts it from its store when its time is up.
+    fn crash_or_restart(&mut self) {
+        match self.down {
+            Some((me, until_ms)) if self.now_ms >= until_ms => {
+                let mut store = self.nodes.remove(&me).unwrap().store;
+                store.crash();
+                let node = Node::new(self.configs[&me].clone(), self.cg, store, self.now_ms);
+                self.nodes.insert(me, node);
+                self.down = None;
+            }
+            Some(_) => {}
+            None => {
+                let faulty = self.now_ms < self.faults.until_ms;
+                if faulty && self.rng.random_bool(self.faults.crash) {
+                    let me = NODES[self.rng.random_range(0..NODES.len())];
+                    let until_ms = self.now_ms + self.rng.random_range(1..=self.faults.down_ms_max);
+                    self.down = Some((me, until_ms));
+                    self.crashes += 1;
+                }
+            }
+        }
+    }
+
+    /// Some random steps of `me`'s workers: polls, and executions finishing.
+    fn step_workers(&mut self, me: NodeId) {
+        let node = self.nodes.get_mut(&me).unwrap();
+        let workers = node.replica.plan().workers();
+        for _ in 0..8 {
+            let w = self.rng.random_range(0..workers);
+            let worker = WorkerId(w);
+            match node.executing[usize::from(w)].take() {
+                Some(command) if self.rng.random_bool(0.5) => {
+                    let reply = node.service.execute(&command.request.payload);
+                    node.replies.insert(command.request.client.0, reply);
+                    node.replica.executed(worker);
+                }
+                Some(command) => node.executing[usize::from(w)] = Some(command),
+                None => {
+                    if let Step::Execute { command, .. } = node.replica.poll(worker) {
+                        node.executing[usize::from(w)] = Some(command);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs until every replica executed every command, or the time limit.
+    fn run(&mut self) -> Result<u64, String> {
+        while self.now_ms < RUN_MS_MAX {
+            self.step();
+            let total = self.commands.len();
+            // A replica down for good is not waited for; one that restarts is.
+            let restarting = self.down.is_some_and(|(_, until_ms)| until_ms != u64::MAX);
+            if !restarting && self.live().all(|(_, n)| n.replies.len() == total) {
+                return Ok(self.now_ms);
+            }
+            self.now_ms += 1;
+        }
+        let executed: Vec<usize> = self.nodes.values().map(|n| n.replies.len()).collect();
+        Err(format!(
+            "stalled: {executed:?} of {} executed",
+            self.commands.len()
+        ))
+    }
+
+    /// The replicas that are up.
+    fn live(&self) -> impl Iterator<Item = (&NodeId, &Node)> {
+        self.nodes.iter().filter(|(me, _)| !self.is_down(**me))
+    }
+
+    /// Whether the live replicas agree on every reply and on their state.
+    fn agreement(&self) -> Result<(), String> {
+        let (_, first) = self.live().next().expect("a live replica");
+        for (me, node) in self.live() {
+            if node.service != first.service {
+                return Err(format!("{me:?}'s state {:?}", node.service));
+            }
+            if node.replies != first.replies {
+                return Err(format!("{me:?}'s replies {:?}", node.replies));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_agreement(&self) {
+        if let Err(e) = self.agreement() {
+            panic!("replicas disagree: {e}");
+        }
+    }
+}
+
+fn random_commands(rng: &mut SmallRng, count: usize) -> Vec<CounterCommand> {
+    (0..count)
+        .map(|_| match rng.random_range(0..10) {
+            0 => CounterCommand::Double,
+            1 => CounterCommand::Sum,
+            _ => CounterCommand::Add {
+                key: rng.random_range(0..6),
+                amount: rng.random_range(-5..6),
+            },
+        })
+        .collect()
+}
+
+fn random_runs_agree(configure: fn(&mut Config)) {
+    for seed in 0..seeds(20) {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let commands = random_commands(&mut rng, 60);
+        let mut sim = Sim::new(seed, &commands, configure);
+        sim.run().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sim.check_agreement();
+    }
+}
+
+#[test]
+fn every_replica_executes_random_commands_with_the_same_replies_and_state() {
+    random_runs_agree(|_| {});
+}
+
+#[test]
+fn replicas_agree_under_loss_duplication_and_crashes() {
+    let mut crashes = 0;
+    for seed in 0..seeds(20) {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let commands = random_commands(&mut rng, 60);
+        let mut sim = Sim::new(seed, &commands, |_| {});
+        sim.faults = Faults {
+            until_ms: 1_500,
+            loss: 0.05,
+            duplication: 0.03,
+            crash: 0.004,
+            down_ms_max: 600,
+        };
+        sim.run().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sim.check_agreement();
+        crashes += sim.crashes;
+    }
+    assert!(
+        crashes >= 20,
+        "{crashes} crashes: the faults barely happened"
+    );
+}
+
+#[test]
+fn when_g_alls_leader_dies_the_next_replica_leads_it_and_commands_keep_flowing() {
+    let mut rng = SmallRng::seed_from_u64(5);
+    let commands = random_commands(&mut rng, 60);
+    let mut sim = Sim::new(5, &commands, |_| {});
+    // g_all is group 2 of 3: its replicas in the order [3, 1, 2], so replica 3 leads view 0.
+    let leads_g_all = |sim: &Sim, me: NodeId| {
+        let log = sim.nodes[&me].replica.groups().replica(Group::All).unwrap();
+        log.is_leader()
+    };
+    while sim.now_ms < 100 {
+        sim.step();
+        sim.now_ms += 1;
+    }
+    assert!(leads_g_all(&sim, NODES[2]));
+    sim.down = Some((NODES[2], u64::MAX));
+    sim.run().unwrap();
+    sim.check_agreement();
+    assert!(
+        leads_g_all(&sim, NODES[0]),
+        "view 1 of g_all is replica 1's"
+    );
+    assert!(!leads_g_all(&sim, NODES[1]));
+}
+
+#[test]
+fn sp_smr_replicas_agree() {
+    random_runs_agree(|c| c.mode = Mode::SpSmr);
+}
+
+#[test]
+fn smr_replicas_agree_and_run_one_stream() {
+    random_runs_agree(|c| c.mode = Mode::Smr);
+    let sim = Sim::new(0, &[], |c| c.mode = Mode::Smr);
+    let replica = &sim.nodes[&NODES[0]].replica;
+    assert_eq!(replica.plan().workers(), 1);
+    assert!(replica.groups().replica(Group::All).is_some());
+    assert!(replica
+        .groups()
+        .replica(Group::Worker(WorkerId(0)))
+        .is_none());
+}
+
+#[test]
+fn without_replication_every_command_runs_as_in_arrival_order() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    let commands = random_commands(&mut rng, 60);
+    let mut config = Config::new(NODES.to_vec(), NODES[0], WORKERS);
+    config.mode = Mode::NoRep;
+    let mut replica = Replica::new(config, CounterGroups::default(), 0);
+    let mut sequential = Counters::default();
+    let mut expected = BTreeMap::new();
+    for (i, command) in commands.iter().enumerate() {
+        let payload = command.encode();
+        expected.insert(i as u64, sequential.execute(&payload));
+        let request = Request {
+            client: ClientId(i as u64),
+            seq: RequestSeq(1),
+            payload,
+        };
+        replica.handle_request(0, request).unwrap();
+    }
+    assert!(replica.take_ready().is_empty(), "nothing to replicate");
+    let mut service = Counters::default();
+    let mut replies = BTreeMap::new();
+    while !replica.plan().is_drained() {
+        for w in (0..WORKERS).rev() {
+            if let Step::Execute { command, .. } = replica.poll(WorkerId(w)) {
+                let reply = service.execute(&command.request.payload);
+                replies.insert(command.request.client.0, reply);
+                replica.executed(WorkerId(w));
+            }
+        }
+    }
+    assert_eq!(replies, expected);
+    assert_eq!(service, sequential);
+}
+
+#[test]
+fn the_groups_first_leaders_are_spread_over_the_replicas_and_an_idle_cluster_skips_nothing() {
+    let mut sim = Sim::new(1, &[], |_| {});
+    for _ in 0..200 {
+        sim.step();
+        sim.now_ms += 1;
+    }
+    for (index, group) in Group::all(WORKERS).enumerate() {
+        let leaders: Vec<NodeId> = NODES
+            .iter()
+            .filter(|me| {
+                sim.nodes[me]
+                    .replica
+                    .groups()
+                    .replica(group)
+                    .unwrap()
+                    .is_leader()
+            })
+            .copied()
+            .collect();
+        assert_eq!(leaders, [NODES[index % NODES.len()]], "{group:?}");
+    }
+    for node in sim.nodes.values() {
+        assert_eq!(
+            node.replica.groups().stats().skips_proposed,
+            0,
+            "no merge waited"
+        );
+    }
+}
+
+/// Only `g_all` commands: both workers' streams stay idle.
+fn all_only() -> Vec<CounterCommand> {
+    [CounterCommand::Double, CounterCommand::Sum].repeat(10)
+}
+
+/// Only worker 0's commands (even keys): `g_1` and `g_all` stay idle.
+fn worker_0_only() -> Vec<CounterCommand> {
+    (0..20i64)
+        .map(|i| CounterCommand::Add {
+            key: 2 * (i.unsigned_abs() % 3),
+            amount: i,
+        })
+        .collect()
+}
+
+#[test]
+fn idle_streams_do_not_stall_the_merge() {
+    for commands in [all_only(), worker_0_only()] {
+        let mut sim = Sim::new(3, &commands, |_| {});
+        let done_ms = sim.run().unwrap();
+        assert!(
+            done_ms < SEND_MS_MAX + 200,
+            "done at {done_ms} ms, long after the last command"
+        );
+        sim.check_agreement();
+        let skips: u64 = sim
+            .nodes
+            .values()
+            .map(|n| n.replica.groups().stats().skips_proposed)
+            .sum();
+        assert!(skips > 0, "idle leaders proposed skips");
+    }
+}
+
+#[test]
+fn without_skips_an_idle_stream_stalls_the_merge() {
+    for commands in [all_only(), worker_0_only()] {
+        let mut sim = Sim::new(3, &commands, |config| {
+            config.skip_interval_ms = u64::MAX / 2
+        });
+        assert!(sim.run().is_err(), "nothing moved the idle streams on");
+    }
+}
+
+/// Whether some seed's random run ends with replicas that disagree, under `configure` and `cg`.
+fn some_run_diverges_with(configure: fn(&mut Config), cg: CounterGroups) -> bool {
+    (0..10).any(|seed| {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let commands = random_commands(&mut rng, 60);
+        let mut sim = Sim::with_groups(seed, &commands, configure, cg);
+        sim.run().is_err() || sim.agreement().is_err()
+    })
+}
+
+fn some_run_diverges(configure: fn(&mut Config)) -> bool {
+    some_run_diverges_with(configure, CounterGroups::default())
+}
+
+#[test]
+fn a_c_g_that_splits_dependent_commands_makes_replicas_diverge() {
+    let broken = CounterGroups {
+        split_dependent: true,
+    };
+    assert!(some_run_diverges_with(|_| {}, broken));
+}
+
+#[test]
+fn a_merge_by_arrival_makes_replicas_diverge() {
+    assert!(some_run_diverges(|c| c.bugs.merge.by_arrival = true));
+}
+
+#[test]
+fn synchronous_mode_without_the_barrier_makes_replicas_diverge() {
+    assert!(some_run_diverges(|c| c.bugs.plan.no_barrier = true));
+}
