@@ -1,0 +1,518 @@
+//! The in-memory file system that executes NetFS calls, and its C-G.
+//!
+//! State: an inode table (by inode number), a handle table (by handle), and the next inode and
+//! handle numbers. Both counters advance only in calls that C-G sends to `g_all`, so every
+//! replica hands out the same numbers to the same calls. Nothing reads a clock: times come in
+//! the calls. Reads leave `atime` alone (as a `noatime` mount does), so a read changes nothing.
+//!
+//! C-G (seed 004 §V-B) and why dependent calls always share a group:
+//! * `create`, `mknod`, `mkdir`, `unlink`, `rmdir`, `open`, `release`, `opendir`, `releasedir`,
+//!   `utimens` and `rename` go to `g_all`. They change directories, the inode table or the
+//!   handle table, which calls of every group read (path resolution walks directories; `read`
+//!   and `write` look up their handle), so they depend on every call.
+//! * `access`, `lstat`, `read`, `write` and `readdir` go to the group of their path's hash. In
+//!   parallel mode they change only the data, size and mtime of the one file their path names
+//!   (`write`); everything else they only read. Two of them depend on each other only when one
+//!   writes what the other reads, that is when both name the same file: the same canonical
+//!   path, so the same group. A `read` or `write` must name the path its handle is open on
+//!   (else `EBADF`), so the file it touches is the one its path names, and the one its group
+//!   covers. `readdir` lists names, inode numbers and kinds, which only `g_all` calls change.
+//! * `rename` is `g_all` rather than the group of its directory: C-G sees only the call, not
+//!   the state, so it cannot tell a file from a directory, and renaming a directory moves every
+//!   path below it to other groups; a rename that replaces its target also frees an inode.
+use std::collections::BTreeMap;
+
+use logless_service::{DecodeError, Digest, Digester, Group, Service};
+
+use crate::command::{
+    Attr, DirEntry, Fh, FsCommand, FsReply, Ino, Kind, Mode, Time, DIR_ENTRIES_MAX,
+};
+use crate::errno::Errno;
+use crate::path::FsPath;
+
+/// The largest file, in bytes.
+pub const FILE_BYTES_MAX: u64 = 64 << 20;
+
+/// The root directory's permission bits.
+const ROOT_MODE: Mode = Mode(0o755);
+
+#[derive(Clone, Debug)]
+enum Content {
+    File(Vec<u8>),
+    Directory(BTreeMap<Vec<u8>, Ino>),
+}
+
+#[derive(Clone, Debug)]
+struct Inode {
+    content: Content,
+    mode: Mode,
+    atime: Time,
+    mtime: Time,
+    /// Open handles on this inode: an unlinked inode lives until the last one is released.
+    handles: u32,
+    /// Whether a directory entry names this inode.
+    linked: bool,
+}
+
+impl Inode {
+    fn kind(&self) -> Kind {
+        match self.content {
+            Content::File(_) => Kind::File,
+            Content::Directory(_) => Kind::Directory,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Handle {
+    ino: Ino,
+    kind: Kind,
+}
+
+/// NetFS's state machine.
+#[derive(Clone, Debug)]
+pub struct NetFs {
+    inodes: BTreeMap<Ino, Inode>,
+    handles: BTreeMap<Fh, Handle>,
+    next_ino: u64,
+    next_fh: u64,
+}
+
+impl Default for NetFs {
+    fn default() -> Self {
+        NetFs::new()
+    }
+}
+
+type Outcome = Result<FsReply, Errno>;
+
+impl NetFs {
+    /// A file system holding an empty root directory.
+    pub fn new() -> NetFs {
+        let root = Inode {
+            content: Content::Directory(BTreeMap::new()),
+            mode: ROOT_MODE,
+            atime: Time::default(),
+            mtime: Time::default(),
+            handles: 0,
+            linked: true,
+        };
+        NetFs {
+            inodes: BTreeMap::from([(Ino::ROOT, root)]),
+            handles: BTreeMap::new(),
+            next_ino: Ino::ROOT.0 + 1,
+            next_fh: 1,
+        }
+    }
+
+    /// The number of inodes, the root and unlinked-but-open ones included.
+    pub fn inode_count(&self) -> usize {
+        self.inodes.len()
+    }
+
+    /// The number of open handles.
+    pub fn handle_count(&self) -> usize {
+        self.handles.len()
+    }
+
+    fn inode(&self, ino: Ino) -> &Inode {
+        self.inodes
+            .get(&ino)
+            .expect("a linked or open inode is in the table")
+    }
+
+    fn inode_mut(&mut self, ino: Ino) -> &mut Inode {
+        self.inodes
+            .get_mut(&ino)
+            .expect("a linked or open inode is in the table")
+    }
+
+    fn resolve(&self, path: &FsPath) -> Result<Ino, Errno> {
+        let mut ino = Ino::ROOT;
+        for name in path.names() {
+            match &self.inode(ino).content {
+                Content::Directory(entries) => {
+                    ino = *entries.get(name).ok_or(Errno::Enoent)?;
+                }
+                Content::File(_) => return Err(Errno::Enotdir),
+            }
+        }
+        Ok(ino)
+    }
+
+    /// The directory that holds `path` and the name in it; `EEXIST`-free, so `path` need not
+    /// exist. The root has no parent: `root_error` is answered for it.
+    fn resolve_parent<'p>(
+        &self,
+        path: &'p FsPath,
+        root_error: Errno,
+    ) -> Result<(Ino, &'p [u8]), Errno> {
+        let (parent, name) = path.split_last().ok_or(root_error)?;
+        let parent = self.resolve(&parent)?;
+        match self.inode(parent).content {
+            Content::Directory(_) => Ok((parent, name)),
+            Content::File(_) => Err(Errno::Enotdir),
+        }
+    }
+
+    fn entries_mut(&mut self, dir: Ino) -> &mut BTreeMap<Vec<u8>, Ino> {
+        match &mut self.inode_mut(dir).content {
+            Content::Directory(entries) => entries,
+            Content::File(_) => unreachable!("resolve_parent gives directories"),
+        }
+    }
+
+    fn make(
+        &mut self,
+        path: &FsPath,
+        content: Content,
+        mode: Mode,
+        time: Time,
+    ) -> Result<Ino, Errno> {
+        let (parent, name) = self.resolve_parent(path, Errno::Eexist)?;
+        let entries = self.entries_mut(parent);
+        if entries.contains_key(name) {
+            return Err(Errno::Eexist);
+        }
+        if entries.len() as u64 >= DIR_ENTRIES_MAX {
+            return Err(Errno::Enospc);
+        }
+        let ino = Ino(self.next_ino);
+        self.next_ino += 1;
+        self.entries_mut(parent).insert(name.to_vec(), ino);
+        let inode = Inode {
+            content,
+            mode: Mode(mode.0 & Mode::MASK),
+            atime: time,
+            mtime: time,
+            handles: 0,
+            linked: true,
+        };
+        self.inodes.insert(ino, inode);
+        Ok(ino)
+    }
+
+    fn open_handle(&mut self, ino: Ino) -> Fh {
+        let fh = Fh(self.next_fh);
+        self.next_fh += 1;
+        let inode = self.inode_mut(ino);
+        inode.handles += 1;
+        let kind = inode.kind();
+        self.handles.insert(fh, Handle { ino, kind });
+        fh
+    }
+
+    fn release_handle(&mut self, fh: Fh, kind: Kind) -> Outcome {
+        match self.handles.get(&fh) {
+            Some(handle) if handle.kind == kind => {}
+            _ => return Err(Errno::Ebadf),
+        }
+        let handle = self.handles.remove(&fh).expect("just found");
+        let inode = self.inode_mut(handle.ino);
+        inode.handles -= 1;
+        self.forget_if_orphan(handle.ino);
+        Ok(FsReply::Done)
+    }
+
+    /// Drops an inode that no entry names and no handle holds.
+    fn forget_if_orphan(&mut self, ino: Ino) {
+        let inode = self.inode(ino);
+        if !inode.linked && inode.handles == 0 {
+            self.inodes.remove(&ino);
+        }
+    }
+
+    /// Removes `name` from `parent` and drops its inode unless a handle holds it.
+    fn unlink_entry(&mut self, parent: Ino, name: &[u8]) {
+        let ino = self
+            .entries_mut(parent)
+            .remove(name)
+            .expect("the caller found the entry");
+        self.inode_mut(ino).linked = false;
+        self.forget_if_orphan(ino);
+    }
+
+    fn create(&mut self, path: &FsPath, mode: Mode, time: Time) -> Outcome {
+        let ino = self.make(path, Content::File(Vec::new()), mode, time)?;
+        Ok(FsReply::Opened(self.open_handle(ino)))
+    }
+
+    fn remove(&mut self, path: &FsPath, kind: Kind) -> Outcome {
+        // Linux answers `unlink("/")` with EISDIR and `rmdir("/")` with EBUSY.
+        let root_error = match kind {
+            Kind::File => Errno::Eisdir,
+            Kind::Directory => Errno::Ebusy,
+        };
+        let (parent, name) = self.resolve_parent(path, root_error)?;
+        let ino = self.resolve(path)?;
+        match (&self.inode(ino).content, kind) {
+            (Content::Directory(_), Kind::File) => return Err(Errno::Eisdir),
+            (Content::File(_), Kind::Directory) => return Err(Errno::Enotdir),
+            (Content::Directory(entries), _) if !entries.is_empty() => {
+                return Err(Errno::Enotempty)
+            }
+            _ => {}
+        }
+        self.unlink_entry(parent, name);
+        Ok(FsReply::Done)
+    }
+
+    fn open(&mut self, path: &FsPath, truncate: bool, time: Time) -> Outcome {
+        let ino = self.resolve(path)?;
+        let inode = self.inode_mut(ino);
+        let Content::File(data) = &mut inode.content else {
+            return Err(Errno::Eisdir);
+        };
+        if truncate {
+            data.clear();
+            inode.mtime = time;
+        }
+        Ok(FsReply::Opened(self.open_handle(ino)))
+    }
+
+    fn opendir(&mut self, path: &FsPath) -> Outcome {
+        let ino = self.resolve(path)?;
+        if self.inode(ino).kind() != Kind::Directory {
+            return Err(Errno::Enotdir);
+        }
+        Ok(FsReply::Opened(self.open_handle(ino)))
+    }
+
+    fn utimens(&mut self, path: &FsPath, atime: Time, mtime: Time) -> Outcome {
+        let ino = self.resolve(path)?;
+        let inode = self.inode_mut(ino);
+        inode.atime = atime;
+        inode.mtime = mtime;
+        Ok(FsReply::Done)
+    }
+
+    fn access(&self, path: &FsPath, mask: u32) -> Outcome {
+        let ino = self.resolve(path)?;
+        if mask > 7 {
+            return Err(Errno::Einval);
+        }
+        let owner_bits = (self.inode(ino).mode.0 >> 6) & 7;
+        if owner_bits & mask == mask {
+            Ok(FsReply::Done)
+        } else {
+            Err(Errno::Eacces)
+        }
+    }
+
+    fn lstat(&self, path: &FsPath) -> Outcome {
+        let ino = self.resolve(path)?;
+        let inode = self.inode(ino);
+        let (size, nlink) = match &inode.content {
+            Content::File(data) => (data.len() as u64, 1),
+            Content::Directory(entries) => {
+                let subdirectories = entries
+                    .values()
+                    .filter(|&&child| self.inode(child).kind() == Kind::Directory)
+                    .count();
+                (entries.len() as u64, 2 + subdirectories as u64)
+            }
+        };
+        Ok(FsReply::Attr(Attr {
+            ino,
+            kind: inode.kind(),
+            mode: inode.mode,
+            size,
+            nlink,
+            atime: inode.atime,
+            mtime: inode.mtime,
+        }))
+    }
+
+    /// The file that `fh` is open on, which must be the one `path` names.
+    fn open_file(&self, path: &FsPath, fh: Fh) -> Result<Ino, Errno> {
+        let ino = self.resolve(path)?;
+        match self.handles.get(&fh) {
+            Some(handle) if handle.ino == ino && handle.kind == Kind::File => Ok(ino),
+            _ => Err(Errno::Ebadf),
+        }
+    }
+
+    fn read(&self, path: &FsPath, fh: Fh, offset: u64, size: u64) -> Outcome {
+        let ino = self.open_file(path, fh)?;
+        let Content::File(data) = &self.inode(ino).content else {
+            unreachable!("file handles are on files")
+        };
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        let end = start.saturating_add(usize::try_from(size).unwrap_or(usize::MAX));
+        Ok(FsReply::Data(data[start..end.min(data.len())].to_vec()))
+    }
+
+    fn write(&mut self, path: &FsPath, fh: Fh, offset: u64, bytes: &[u8], time: Time) -> Outcome {
+        let ino = self.open_file(path, fh)?;
+        let end = offset
+            .checked_add(bytes.len() as u64)
+            .filter(|&end| end <= FILE_BYTES_MAX)
+            .ok_or(Errno::Efbig)?;
+        let inode = self.inode_mut(ino);
+        let Content::File(data) = &mut inode.content else {
+            unreachable!("file handles are on files")
+        };
+        let (start, end) = (offset as usize, end as usize);
+        if data.len() < end {
+            data.resize(end, 0);
+        }
+        data[start..end].copy_from_slice(bytes);
+        inode.mtime = time;
+        Ok(FsReply::Written(bytes.len() as u64))
+    }
+
+    fn readdir(&self, path: &FsPath) -> Outcome {
+        let ino = self.resolve(path)?;
+        let Content::Directory(entries) = &self.inode(ino).content else {
+            return Err(Errno::Enotdir);
+        };
+        let listing = entries
+            .iter()
+            .map(|(name, &child)| DirEntry {
+                name: name.clone(),
+                ino: child,
+                kind: self.inode(child).kind(),
+            })
+            .collect();
+        Ok(FsReply::Entries(listing))
+    }
+
+    fn rename(&mut self, from: &FsPath, to: &FsPath) -> Outcome {
+        let (parent, from_name) = self.resolve_parent(from, Errno::Ebusy)?;
+        let ino = self.resolve(from)?;
+        let (to_parent_path, to_name) = to.split_last().ok_or(Errno::Ebusy)?;
+        if from.split_last().map(|(dir, _)| dir) != Some(to_parent_path) {
+            return Err(Errno::Exdev);
+        }
+        if from == to {
+            return Ok(FsReply::Done);
+        }
+        if let Ok(target) = self.resolve(to) {
+            match (self.inode(ino).kind(), &self.inode(target).content) {
+                (Kind::File, Content::Directory(_)) => return Err(Errno::Eisdir),
+                (Kind::Directory, Content::File(_)) => return Err(Errno::Enotdir),
+                (Kind::Directory, Content::Directory(entries)) if !entries.is_empty() => {
+                    return Err(Errno::Enotempty)
+                }
+                _ => {}
+            }
+            self.unlink_entry(parent, to_name);
+        }
+        let entries = self.entries_mut(parent);
+        entries.remove(from_name);
+        entries.insert(to_name.to_vec(), ino);
+        Ok(FsReply::Done)
+    }
+
+    fn outcome(&mut self, command: &FsCommand) -> Outcome {
+        match command {
+            FsCommand::Create { path, mode, time } => self.create(path, *mode, *time),
+            FsCommand::Mknod { path, mode, time } => self
+                .make(path, Content::File(Vec::new()), *mode, *time)
+                .map(|_| FsReply::Done),
+            FsCommand::Mkdir { path, mode, time } => self
+                .make(path, Content::Directory(BTreeMap::new()), *mode, *time)
+                .map(|_| FsReply::Done),
+            FsCommand::Unlink { path } => self.remove(path, Kind::File),
+            FsCommand::Rmdir { path } => self.remove(path, Kind::Directory),
+            FsCommand::Open {
+                path,
+                truncate,
+                time,
+            } => self.open(path, *truncate, *time),
+            FsCommand::Release { fh } => self.release_handle(*fh, Kind::File),
+            FsCommand::Opendir { path } => self.opendir(path),
+            FsCommand::Releasedir { fh } => self.release_handle(*fh, Kind::Directory),
+            FsCommand::Utimens { path, atime, mtime } => self.utimens(path, *atime, *mtime),
+            FsCommand::Access { path, mask } => self.access(path, *mask),
+            FsCommand::Lstat { path } => self.lstat(path),
+            FsCommand::Read {
+                path,
+                fh,
+                offset,
+                size,
+            } => self.read(path, *fh, *offset, *size),
+            FsCommand::Write {
+                path,
+                fh,
+                offset,
+                data,
+                time,
+            } => self.write(path, *fh, *offset, data, *time),
+            FsCommand::Readdir { path } => self.readdir(path),
+            FsCommand::Rename { from, to } => self.rename(from, to),
+        }
+    }
+}
+
+impl Service for NetFs {
+    type Command = FsCommand;
+    type Reply = FsReply;
+
+    fn group(&self, command: &FsCommand, workers: u16) -> Group {
+        match command {
+            FsCommand::Access { path, .. }
+            | FsCommand::Lstat { path }
+            | FsCommand::Read { path, .. }
+            | FsCommand::Write { path, .. }
+            | FsCommand::Readdir { path } => {
+                Group::of_hash(xxhash_rust::xxh3::xxh3_64(path.as_bytes()), workers)
+            }
+            FsCommand::Create { .. }
+            | FsCommand::Mknod { .. }
+            | FsCommand::Mkdir { .. }
+            | FsCommand::Unlink { .. }
+            | FsCommand::Rmdir { .. }
+            | FsCommand::Open { .. }
+            | FsCommand::Release { .. }
+            | FsCommand::Opendir { .. }
+            | FsCommand::Releasedir { .. }
+            | FsCommand::Utimens { .. }
+            | FsCommand::Rename { .. } => Group::All,
+        }
+    }
+
+    fn execute(&mut self, command: &FsCommand) -> FsReply {
+        self.outcome(command).unwrap_or_else(FsReply::Error)
+    }
+
+    /// The digest of the whole state in inode and handle order (both numbered the same on
+    /// every replica).
+    fn digest(&self) -> Digest {
+        let mut digester = Digester::new();
+        digester.u64(self.next_ino).u64(self.next_fh);
+        for (ino, inode) in &self.inodes {
+            digester
+                .u64(ino.0)
+                .u64(u64::from(inode.mode.0))
+                .u64(inode.atime.secs)
+                .u64(u64::from(inode.atime.nanos))
+                .u64(inode.mtime.secs)
+                .u64(u64::from(inode.mtime.nanos))
+                .u64(u64::from(inode.handles))
+                .u64(u64::from(inode.linked));
+            match &inode.content {
+                Content::File(data) => {
+                    digester.u64(0).bytes(data);
+                }
+                Content::Directory(entries) => {
+                    digester.u64(1).u64(entries.len() as u64);
+                    for (name, child) in entries {
+                        digester.bytes(name).u64(child.0);
+                    }
+                }
+            }
+        }
+        for (fh, handle) in &self.handles {
+            let kind = u64::from(handle.kind == Kind::Directory);
+            digester.u64(fh.0).u64(handle.ino.0).u64(kind);
+        }
+        digester.finish()
+    }
+
+    fn malformed(error: DecodeError) -> FsReply {
+        FsReply::Malformed(error.to_string())
+    }
+}
