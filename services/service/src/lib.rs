@@ -18,6 +18,7 @@
 //! and [`Service::execute_encoded`] / [`Service::group_of_encoded`] are the byte-level entry
 //! points an engine calls.
 pub mod digest;
+pub mod testing;
 pub mod wire;
 
 use std::fmt;
