@@ -25,10 +25,10 @@ pub fn interleaving(groups: &[Group], choices: &[u16]) -> Vec<usize> {
             .map_or(groups.len(), |offset| start + offset);
         // The worker groups' queues of this segment, each in merged order.
         let mut queues: Vec<(Group, Vec<usize>)> = Vec::new();
-        for index in start..end {
-            match queues.iter_mut().find(|(group, _)| *group == groups[index]) {
+        for (index, &group) in groups.iter().enumerate().take(end).skip(start) {
+            match queues.iter_mut().find(|(queued, _)| *queued == group) {
                 Some((_, queue)) => queue.push(index),
-                None => queues.push((groups[index], vec![index])),
+                None => queues.push((group, vec![index])),
             }
         }
         for queue in &mut queues {
