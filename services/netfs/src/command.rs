@@ -606,3 +606,131 @@ impl Wire for FsReply {
         frame::decompress(reader, FsReply::decode_plain)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_and_reply_round_trips_through_its_frame() {
+        let path = FsPath::new("/d/file").unwrap();
+        let time = Time { secs: 7, nanos: 9 };
+        let commands = [
+            FsCommand::Create {
+                path: path.clone(),
+                mode: Mode(0o644),
+                time,
+            },
+            FsCommand::Mknod {
+                path: path.clone(),
+                mode: Mode(0o600),
+                time,
+            },
+            FsCommand::Mkdir {
+                path: path.clone(),
+                mode: Mode(0o755),
+                time,
+            },
+            FsCommand::Unlink { path: path.clone() },
+            FsCommand::Rmdir { path: path.clone() },
+            FsCommand::Open {
+                path: path.clone(),
+                truncate: true,
+                time,
+            },
+            FsCommand::Release { fh: Fh(3) },
+            FsCommand::Opendir { path: path.clone() },
+            FsCommand::Releasedir { fh: Fh(4) },
+            FsCommand::Utimens {
+                path: path.clone(),
+                atime: time,
+                mtime: Time::default(),
+            },
+            FsCommand::Access {
+                path: path.clone(),
+                mask: 6,
+            },
+            FsCommand::Lstat { path: path.clone() },
+            FsCommand::Read {
+                path: path.clone(),
+                fh: Fh(1),
+                offset: 5,
+                size: 1024,
+            },
+            FsCommand::Write {
+                path: path.clone(),
+                fh: Fh(1),
+                offset: 0,
+                data: vec![7; 1000],
+                time,
+            },
+            FsCommand::Readdir { path: path.clone() },
+            FsCommand::Rename {
+                from: path.clone(),
+                to: FsPath::new("/d/other").unwrap(),
+            },
+        ];
+        for command in commands {
+            assert_eq!(FsCommand::decode(&command.encode_to_vec()), Ok(command));
+        }
+        let attr = Attr {
+            ino: Ino(9),
+            kind: Kind::Directory,
+            mode: Mode(0o755),
+            size: 3,
+            nlink: 2,
+            atime: time,
+            mtime: time,
+        };
+        let entry = DirEntry {
+            name: b"x".to_vec(),
+            ino: Ino(4),
+            kind: Kind::File,
+        };
+        let replies = [
+            FsReply::Done,
+            FsReply::Opened(Fh(2)),
+            FsReply::Attr(attr),
+            FsReply::Data(b"bytes".to_vec()),
+            FsReply::Written(5),
+            FsReply::Entries(vec![entry]),
+            FsReply::Error(Errno::Enotempty),
+            FsReply::Malformed("why".into()),
+        ];
+        for reply in replies {
+            assert_eq!(FsReply::decode(&reply.encode_to_vec()), Ok(reply));
+        }
+    }
+
+    #[test]
+    fn a_write_of_repetitive_data_travels_compressed() {
+        let command = FsCommand::Write {
+            path: FsPath::new("/f").unwrap(),
+            fh: Fh(1),
+            offset: 0,
+            data: vec![b'z'; 1024],
+            time: Time::default(),
+        };
+        assert!(command.encode_to_vec().len() < 100);
+    }
+
+    #[test]
+    fn out_of_range_fields_are_refused() {
+        let mut plain = vec![tag::ACCESS];
+        put_bytes(&mut plain, b"/f");
+        put_varint(&mut plain, 8);
+        assert!(matches!(
+            FsCommand::decode_plain(&mut Reader::new(&plain)),
+            Err(DecodeError::TooLarge {
+                what: "access mask",
+                ..
+            })
+        ));
+        let mut plain = vec![tag::ERROR];
+        put_varint(&mut plain, 1000);
+        assert_eq!(
+            FsReply::decode_plain(&mut Reader::new(&plain)),
+            Err(DecodeError::Invalid("errno"))
+        );
+    }
+}

@@ -516,3 +516,167 @@ impl Service for NetFs {
         FsReply::Malformed(error.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{CallError, Client};
+    use logless_service::Wire;
+
+    fn at(path: &str) -> FsPath {
+        FsPath::new(path).unwrap()
+    }
+
+    const T0: Time = Time { secs: 0, nanos: 0 };
+    const T1: Time = Time { secs: 1, nanos: 5 };
+    const RW: Mode = Mode(0o644);
+
+    fn fs_err(errno: Errno) -> Result<(), CallError> {
+        Err(CallError::Fs(errno))
+    }
+
+    #[test]
+    fn inode_and_handle_numbers_follow_the_calls() {
+        let mut client = Client::new(NetFs::new());
+        client.mkdir(&at("/d"), Mode(0o755), T0).unwrap();
+        let fh = client.create(&at("/d/f"), RW, T0).unwrap();
+        assert_eq!(fh, Fh(1));
+        assert_eq!(client.lstat(&at("/d")).unwrap().ino, Ino(2));
+        assert_eq!(client.lstat(&at("/d/f")).unwrap().ino, Ino(3));
+        assert_eq!(client.opendir(&at("/d")).unwrap(), Fh(2));
+        assert_eq!(client.lstat(&at("/")).unwrap().nlink, 3);
+    }
+
+    #[test]
+    fn an_unlinked_file_lives_until_its_last_handle_is_released() {
+        let mut client = Client::new(NetFs::new());
+        let fh = client.create(&at("/f"), RW, T0).unwrap();
+        client.write(&at("/f"), fh, 0, b"data", T1).unwrap();
+        client.unlink(&at("/f")).unwrap();
+        assert_eq!(client.transport().inode_count(), 2);
+        assert_eq!(
+            client.read(&at("/f"), fh, 0, 4),
+            Err(CallError::Fs(Errno::Enoent))
+        );
+        client.release(fh).unwrap();
+        assert_eq!(client.transport().inode_count(), 1);
+        assert_eq!(client.release(fh), fs_err(Errno::Ebadf));
+    }
+
+    #[test]
+    fn a_handle_serves_only_the_path_it_is_open_on() {
+        let mut client = Client::new(NetFs::new());
+        let fh = client.create(&at("/a"), RW, T0).unwrap();
+        client.mknod(&at("/b"), RW, T0).unwrap();
+        assert_eq!(
+            client.read(&at("/b"), fh, 0, 1),
+            Err(CallError::Fs(Errno::Ebadf))
+        );
+        let dir = client.opendir(&at("/")).unwrap();
+        assert_eq!(client.release(dir), fs_err(Errno::Ebadf));
+        assert_eq!(client.releasedir(fh), fs_err(Errno::Ebadf));
+        client.releasedir(dir).unwrap();
+        // A rename keeps the handle: it is open on the file, now at its new path.
+        client.rename(&at("/a"), &at("/c")).unwrap();
+        assert_eq!(client.write(&at("/c"), fh, 0, b"x", T1), Ok(1));
+    }
+
+    #[test]
+    fn access_checks_the_owner_bits_and_lstat_shows_utimens() {
+        let mut client = Client::new(NetFs::new());
+        client.mknod(&at("/r"), Mode(0o400), T0).unwrap();
+        client.access(&at("/r"), 0).unwrap();
+        client.access(&at("/r"), 4).unwrap();
+        assert_eq!(client.access(&at("/r"), 2), fs_err(Errno::Eacces));
+        // A mask beyond rwx does not even decode; executed directly it is EINVAL.
+        let refused = client.access(&at("/r"), 8);
+        assert_eq!(
+            refused,
+            Err(CallError::Malformed(
+                "access mask 8 is over its limit of 7".into()
+            ))
+        );
+        let mut fs = NetFs::new();
+        let wide = FsCommand::Access {
+            path: at("/"),
+            mask: 8,
+        };
+        assert_eq!(fs.execute(&wide), FsReply::Error(Errno::Einval));
+        assert_eq!(client.access(&at("/x"), 0), fs_err(Errno::Enoent));
+        client.utimens(&at("/r"), T1, T1).unwrap();
+        let attr = client.lstat(&at("/r")).unwrap();
+        assert_eq!((attr.atime, attr.mtime, attr.mode), (T1, T1, Mode(0o400)));
+    }
+
+    #[test]
+    fn limits_and_misuse_answer_their_errno() {
+        let mut client = Client::new(NetFs::new());
+        client.mkdir(&at("/d"), Mode(0o755), T0).unwrap();
+        client.mkdir(&at("/e"), Mode(0o755), T0).unwrap();
+        let fh = client.create(&at("/d/f"), RW, T0).unwrap();
+        assert_eq!(
+            client.write(&at("/d/f"), fh, FILE_BYTES_MAX, b"x", T1),
+            Err(CallError::Fs(Errno::Efbig))
+        );
+        assert_eq!(
+            client.write(&at("/d/f"), fh, u64::MAX, b"x", T1),
+            Err(CallError::Fs(Errno::Efbig))
+        );
+        assert_eq!(
+            client.rename(&at("/d/f"), &at("/e/f")),
+            fs_err(Errno::Exdev)
+        );
+        assert_eq!(
+            client.rename(&at("/d/g"), &at("/e/g")),
+            fs_err(Errno::Enoent)
+        );
+        assert_eq!(client.rename(&at("/"), &at("/x")), fs_err(Errno::Ebusy));
+        assert_eq!(client.rmdir(&at("/")), fs_err(Errno::Ebusy));
+        assert_eq!(client.unlink(&at("/")), fs_err(Errno::Eisdir));
+        assert_eq!(client.mkdir(&at("/"), RW, T0), fs_err(Errno::Eexist));
+        assert_eq!(
+            client.opendir(&at("/d/f")).map(|_| ()),
+            fs_err(Errno::Enotdir)
+        );
+        assert_eq!(
+            client.open(&at("/d"), false, T0).map(|_| ()),
+            fs_err(Errno::Eisdir)
+        );
+    }
+
+    #[test]
+    fn a_request_that_does_not_decode_is_answered_not_executed() {
+        let mut fs = NetFs::new();
+        let before = fs.digest();
+        let reply = FsReply::decode(&fs.execute_encoded(b"\x00garbage")).unwrap();
+        assert!(matches!(reply, FsReply::Malformed(_)), "{reply:?}");
+        // A path that is not canonical is refused by decoding, before C-G sees it.
+        let mut plain = vec![12];
+        logless_service::wire::put_bytes(&mut plain, b"/a//b");
+        let mut request = Vec::new();
+        crate::frame::compress(&plain, &mut request);
+        assert_eq!(fs.group_of_encoded(&request, 4), Group::All);
+        let reply = FsReply::decode(&fs.execute_encoded(&request)).unwrap();
+        assert_eq!(
+            reply,
+            FsReply::Malformed("invalid path: empty, . or .. component".into())
+        );
+        assert_eq!(fs.digest(), before);
+    }
+
+    #[test]
+    fn replicas_that_execute_the_same_calls_have_the_same_digest() {
+        let run = |extra: bool| {
+            let mut client = Client::new(NetFs::new());
+            client.mkdir(&at("/d"), Mode(0o755), T0).unwrap();
+            let fh = client.create(&at("/d/f"), RW, T0).unwrap();
+            client.write(&at("/d/f"), fh, 0, b"abc", T1).unwrap();
+            if extra {
+                client.write(&at("/d/f"), fh, 1, b"B", T1).unwrap();
+            }
+            client.transport().digest()
+        };
+        assert_eq!(run(false), run(false));
+        assert_ne!(run(false), run(true));
+    }
+}

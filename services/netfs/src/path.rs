@@ -29,7 +29,7 @@ impl FsPath {
         if bytes.len() > PATH_BYTES_MAX {
             return Err(DecodeError::TooLarge {
                 what: "path",
-                bytes: bytes.len() as u64,
+                size: bytes.len() as u64,
                 limit: PATH_BYTES_MAX as u64,
             });
         }
@@ -80,7 +80,7 @@ fn check_name(name: &[u8]) -> Result<(), DecodeError> {
     if name.len() > NAME_BYTES_MAX {
         return Err(DecodeError::TooLarge {
             what: "name",
-            bytes: name.len() as u64,
+            size: name.len() as u64,
             limit: NAME_BYTES_MAX as u64,
         });
     }

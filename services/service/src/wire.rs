@@ -21,13 +21,13 @@ pub enum DecodeError {
     /// A value outside what its field allows (named by the field).
     #[error("invalid {0}")]
     Invalid(&'static str),
-    /// A value larger than its limit allows.
-    #[error("{what} of {bytes} bytes is over the limit of {limit}")]
+    /// A value (a length, a count, a number) larger than its limit allows.
+    #[error("{what} {size} is over its limit of {limit}")]
     TooLarge {
         /// The field.
         what: &'static str,
-        /// Its size.
-        bytes: u64,
+        /// Its value.
+        size: u64,
         /// The limit.
         limit: u64,
     },
@@ -114,7 +114,7 @@ impl<'a> Reader<'a> {
         if value > limit {
             return Err(DecodeError::TooLarge {
                 what,
-                bytes: value,
+                size: value,
                 limit,
             });
         }
@@ -186,7 +186,7 @@ mod tests {
             Reader::new(&out).bytes("value", 16),
             Err(DecodeError::TooLarge {
                 what: "value",
-                bytes: 1 << 40,
+                size: 1 << 40,
                 limit: 16
             })
         );
