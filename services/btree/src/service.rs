@@ -21,13 +21,13 @@
 //! worker-group command does (they run in synchronous mode, after the barrier).
 use std::ops::Bound;
 
-use logless_service::wire::{put_bytes, put_varint};
+use logless_service::wire::{put_bytes, put_message, put_varint};
 use logless_service::{DecodeError, Digest, Digester, Group, Reader, Service, Wire, WorkerId};
 
 use crate::tree::BPlusTree;
 
-/// The longest key, in bytes (the Redis session's limit on keys).
-pub const KEY_BYTES_MAX: usize = 1024;
+/// The longest key, in bytes: the limit every logless key has.
+pub use logless_commands::KEY_BYTES_MAX;
 /// The longest value, in bytes.
 pub const VALUE_BYTES_MAX: usize = 1 << 20;
 /// The most entries one range read returns.
@@ -271,17 +271,6 @@ const DELETED: u8 = 3;
 const ENTRIES: u8 = 4;
 const MALFORMED: u8 = 5;
 
-/// The longest error text a reply carries.
-const MESSAGE_BYTES_MAX: usize = 4096;
-
-fn flag(reader: &mut Reader<'_>) -> Result<bool, DecodeError> {
-    match reader.u8()? {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(DecodeError::Invalid("flag")),
-    }
-}
-
 impl Wire for KvReply {
     fn encode(&self, out: &mut Vec<u8>) {
         match self {
@@ -302,16 +291,16 @@ impl Wire for KvReply {
             }
             KvReply::Malformed(message) => {
                 out.push(MALFORMED);
-                put_bytes(out, message.as_bytes());
+                put_message(out, message);
             }
         }
     }
 
     fn decode_from(reader: &mut Reader<'_>) -> Result<KvReply, DecodeError> {
         Ok(match reader.u8()? {
-            STORED => KvReply::Stored(flag(reader)?),
-            VALUE => KvReply::Value(flag(reader)?.then(|| value(reader)).transpose()?),
-            DELETED => KvReply::Deleted(flag(reader)?),
+            STORED => KvReply::Stored(reader.flag()?),
+            VALUE => KvReply::Value(reader.flag()?.then(|| value(reader)).transpose()?),
+            DELETED => KvReply::Deleted(reader.flag()?),
             ENTRIES => {
                 let count = reader.varint_at_most("range count", RANGE_COUNT_MAX)?;
                 let entries = (0..count)
@@ -320,9 +309,7 @@ impl Wire for KvReply {
                 KvReply::Entries(entries)
             }
             MALFORMED => {
-                let message = reader.bytes("message", MESSAGE_BYTES_MAX)?;
-                let message = String::from_utf8(message.to_vec())
-                    .map_err(|_| DecodeError::Invalid("message"))?;
+                let message = reader.message()?;
                 KvReply::Malformed(message)
             }
             tag => return Err(DecodeError::UnknownTag(tag)),

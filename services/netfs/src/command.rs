@@ -3,7 +3,7 @@
 //! Requests and replies cross the wire as lz4 frames (see [`crate::frame`]): the [`Wire`]
 //! forms of [`FsCommand`] and [`FsReply`] are the compressed frames, and their plain encodings
 //! (a tag byte, varints, length-prefixed byte strings) are what the frames carry.
-use logless_service::wire::{put_bytes, put_varint};
+use logless_service::wire::{put_bytes, put_message, put_varint};
 use logless_service::{DecodeError, Reader, Wire};
 
 use crate::errno::Errno;
@@ -231,8 +231,6 @@ pub enum FsReply {
 
 /// The most entries a directory holds (a listing must fit in one reply).
 pub const DIR_ENTRIES_MAX: u64 = 10_000;
-/// The longest error text a reply carries.
-const MESSAGE_BYTES_MAX: usize = 4096;
 
 mod tag {
     pub const CREATE: u8 = 1;
@@ -285,14 +283,6 @@ fn time(reader: &mut Reader<'_>) -> Result<Time, DecodeError> {
 fn mode(reader: &mut Reader<'_>) -> Result<Mode, DecodeError> {
     let bits = reader.varint_at_most("mode", u64::from(Mode::MASK))?;
     Ok(Mode(u32::try_from(bits).expect("below the mask")))
-}
-
-fn flag(reader: &mut Reader<'_>) -> Result<bool, DecodeError> {
-    match reader.u8()? {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(DecodeError::Invalid("flag")),
-    }
 }
 
 fn data(reader: &mut Reader<'_>) -> Result<Vec<u8>, DecodeError> {
@@ -419,7 +409,7 @@ impl FsCommand {
             },
             tag::OPEN => FsCommand::Open {
                 path: path(reader)?,
-                truncate: flag(reader)?,
+                truncate: reader.flag()?,
                 time: time(reader)?,
             },
             tag::RELEASE => FsCommand::Release {
@@ -541,7 +531,7 @@ impl FsReply {
             }
             FsReply::Malformed(message) => {
                 out.push(tag::MALFORMED);
-                put_bytes(out, message.as_bytes());
+                put_message(out, message);
             }
         }
     }
@@ -573,9 +563,7 @@ impl FsReply {
                 FsReply::Error(Errno::from_code(code).ok_or(DecodeError::Invalid("errno"))?)
             }
             tag::MALFORMED => {
-                let message = reader.bytes("message", MESSAGE_BYTES_MAX)?;
-                let message = String::from_utf8(message.to_vec())
-                    .map_err(|_| DecodeError::Invalid("message"))?;
+                let message = reader.message()?;
                 FsReply::Malformed(message)
             }
             tag => return Err(DecodeError::UnknownTag(tag)),

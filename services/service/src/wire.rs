@@ -72,6 +72,18 @@ pub fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+/// The longest error text a reply carries, in bytes.
+pub const MESSAGE_BYTES_MAX: usize = 4096;
+
+/// Appends the text of an error reply, cut at [`MESSAGE_BYTES_MAX`] (on a character boundary).
+pub fn put_message(out: &mut Vec<u8>, message: &str) {
+    let mut end = message.len().min(MESSAGE_BYTES_MAX);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    put_bytes(out, &message.as_bytes()[..end]);
+}
+
 /// A cursor over encoded bytes.
 #[derive(Debug)]
 pub struct Reader<'a> {
@@ -133,6 +145,21 @@ impl<'a> Reader<'a> {
         Ok(bytes)
     }
 
+    /// A boolean, one byte of 0 or 1.
+    pub fn flag(&mut self) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(DecodeError::Invalid("flag")),
+        }
+    }
+
+    /// The text of an error reply ([`put_message`]).
+    pub fn message(&mut self) -> Result<String, DecodeError> {
+        let bytes = self.bytes("message", MESSAGE_BYTES_MAX)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Invalid("message"))
+    }
+
     /// Checks that nothing is left.
     pub fn finish(self) -> Result<(), DecodeError> {
         match self.rest.len() {
@@ -190,6 +217,16 @@ mod tests {
                 limit: 16
             })
         );
+    }
+
+    #[test]
+    fn a_long_message_is_cut_on_a_character_boundary() {
+        let mut out = Vec::new();
+        let long = "é".repeat(MESSAGE_BYTES_MAX);
+        put_message(&mut out, &long);
+        let message = Reader::new(&out).message().unwrap();
+        assert_eq!(message.len(), MESSAGE_BYTES_MAX);
+        assert!(long.starts_with(&message));
     }
 
     #[test]
