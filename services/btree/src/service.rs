@@ -20,9 +20,12 @@
 //! in a leaf that already holds its key and moves no node, and no insert or delete runs while a
 //! worker-group command does (they run in synchronous mode, after the barrier).
 use std::ops::Bound;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use logless_service::wire::{put_bytes, put_message, put_varint};
-use logless_service::{DecodeError, Digest, Digester, Group, Reader, Service, Wire, WorkerId};
+use logless_service::{
+    DecodeError, Digest, Digester, Group, ParallelService, Reader, Service, Wire, WorkerId,
+};
 
 use crate::tree::BPlusTree;
 
@@ -84,10 +87,21 @@ pub enum KvReply {
     Malformed(String),
 }
 
+/// A stored value. Updates of different keys run at once on different workers (parallel
+/// mode) through a shared reference to the tree, so each value has its own lock; a key's
+/// commands all run on one worker, so the lock is never contended.
+pub type ValueCell = Mutex<Vec<u8>>;
+
+fn lock(cell: &ValueCell) -> MutexGuard<'_, Vec<u8>> {
+    // A worker that panicked while holding a value's lock was writing a whole `Vec` in one
+    // `clone_from`: the value is one of the two, never torn, so the poison is ignored.
+    cell.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The B⁺-tree key-value service.
 #[derive(Debug, Default)]
 pub struct KvService {
-    tree: BPlusTree<Vec<u8>, Vec<u8>>,
+    tree: BPlusTree<Vec<u8>, ValueCell>,
     /// The deliberate C-G bug (see [`KvService::split_dependent_commands`]).
     split_dependent: bool,
 }
@@ -107,7 +121,7 @@ impl KvService {
     }
 
     /// The tree, for inspection.
-    pub fn tree(&self) -> &BPlusTree<Vec<u8>, Vec<u8>> {
+    pub fn tree(&self) -> &BPlusTree<Vec<u8>, ValueCell> {
         &self.tree
     }
 
@@ -158,30 +172,28 @@ impl Service for KvService {
     }
 
     fn execute(&mut self, command: &KvCommand) -> KvReply {
+        if let Some(reply) = self.execute_shared(command) {
+            return reply;
+        }
         match command {
             KvCommand::Insert { key, value } => {
                 let absent = self.tree.get(key).is_none();
                 if absent {
-                    self.tree.insert(key.clone(), value.clone());
+                    self.tree.insert(key.clone(), Mutex::new(value.clone()));
                 }
                 KvReply::Stored(absent)
             }
-            KvCommand::Update { key, value } => match self.tree.get_mut(key) {
-                Some(stored) => {
-                    stored.clone_from(value);
-                    KvReply::Stored(true)
-                }
-                None => KvReply::Stored(false),
-            },
-            KvCommand::Read { key } => KvReply::Value(self.tree.get(key).cloned()),
             KvCommand::Delete { key } => KvReply::Deleted(self.tree.remove(key).is_some()),
             KvCommand::Range { start, count } => KvReply::Entries(
                 self.tree
                     .range_from(Bound::Included(start))
                     .take(usize::try_from(*count).unwrap_or(usize::MAX))
-                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .map(|(key, value)| (key.clone(), lock(value).clone()))
                     .collect(),
             ),
+            KvCommand::Read { .. } | KvCommand::Update { .. } => {
+                unreachable!("reads and updates run shared")
+            }
         }
     }
 
@@ -191,13 +203,32 @@ impl Service for KvService {
         let mut digester = Digester::new();
         digester.u64(self.tree.len() as u64);
         for (key, value) in self.tree.iter() {
-            digester.bytes(key).bytes(value);
+            digester.bytes(key).bytes(&lock(value));
         }
         digester.finish()
     }
 
     fn malformed(error: DecodeError) -> KvReply {
         KvReply::Malformed(error.to_string())
+    }
+}
+
+impl ParallelService for KvService {
+    /// Reads and updates run shared: they change at most the value of their key, in place.
+    /// Inserts, deletes and range reads need the whole tree.
+    fn execute_shared(&self, command: &KvCommand) -> Option<KvReply> {
+        match command {
+            KvCommand::Read { key } => {
+                Some(KvReply::Value(self.tree.get(key).map(|v| lock(v).clone())))
+            }
+            KvCommand::Update { key, value } => Some(KvReply::Stored(
+                self.tree
+                    .get(key)
+                    .map(|stored| lock(stored).clone_from(value))
+                    .is_some(),
+            )),
+            KvCommand::Insert { .. } | KvCommand::Delete { .. } | KvCommand::Range { .. } => None,
+        }
     }
 }
 

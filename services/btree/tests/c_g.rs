@@ -1,8 +1,9 @@
 //! The key-value service's C-G against P-SMR's freedom (seed 004 §IV): any interleaving of
 //! the worker groups' commands between two `g_all` commands must give the replies and the
-//! final tree of the merged order. And the deliberate C-G bug must be caught by the same check.
+//! final tree of the merged order, and so must running each worker group on a thread of its
+//! own. The deliberate C-G bug must be caught by the same check.
 use logless_btree::{KvCommand, KvService};
-use logless_service::testing::{check_interleaving, Divergence};
+use logless_service::testing::{check_interleaving, check_parallel, Divergence};
 use proptest::prelude::*;
 
 fn key(k: u8) -> Vec<u8> {
@@ -33,6 +34,20 @@ proptest! {
     ) {
         let make = || KvService::with_fanout(4);
         prop_assert_eq!(check_interleaving(make, &commands, workers, &choices), Ok(()));
+    }
+}
+
+proptest! {
+    // Threads are spawned per segment: fewer cases, longer runs of worker-group commands.
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn worker_groups_run_at_once_as_in_the_merged_order(
+        commands in prop::collection::vec(command(), 1..300),
+        workers in 2u16..5,
+    ) {
+        let make = || KvService::with_fanout(4);
+        prop_assert_eq!(check_parallel(make, &commands, workers), Ok(()));
     }
 }
 

@@ -16,7 +16,8 @@
 //!
 //! Commands and replies travel as bytes; [`wire`] holds the small encoding both services use,
 //! and [`Service::execute_encoded`] / [`Service::group_of_encoded`] are the byte-level entry
-//! points an engine calls.
+//! points an engine calls. [`ParallelService`] lets several workers of one replica execute their
+//! groups' commands at once.
 pub mod digest;
 pub mod testing;
 pub mod wire;
@@ -104,6 +105,22 @@ pub trait Service {
         };
         reply.encode_to_vec()
     }
+}
+
+/// A service whose worker-group commands can run at once on several worker threads of one
+/// replica (parallel mode), through a shared reference.
+///
+/// A runtime can keep the service in a `RwLock`: a worker runs a command of its own group with
+/// [`ParallelService::execute_shared`] under the read lock, and a command that answers `None`
+/// (every `g_all` command, and any that would reshape shared state) with [`Service::execute`]
+/// under the write lock, which it takes at the barrier.
+pub trait ParallelService: Service + Sync {
+    /// Executes `command` through a shared reference, or gives `None` if it needs exclusive
+    /// access ([`Service::execute`]). Commands that C-G sends to different worker groups may run
+    /// at once: the replies and the state are those of running them in some order, and with a
+    /// correct C-G every order gives the same. A command answered here gives the same reply and
+    /// state change as through [`Service::execute`].
+    fn execute_shared(&self, command: &Self::Command) -> Option<Self::Reply>;
 }
 
 #[cfg(test)]
