@@ -1,7 +1,8 @@
 //! The in-memory file system that executes NetFS calls, and its C-G.
 //!
 //! State: an inode table (by inode number), a handle table (by handle), and the next inode and
-//! handle numbers. Both counters advance only in calls that C-G sends to `g_all`, so every
+//! handle numbers. A file's bytes and mtime sit behind a lock of their own, so that workers can
+//! write different files at once through a shared reference ([`ParallelService`]). Both counters advance only in calls that C-G sends to `g_all`, so every
 //! replica hands out the same numbers to the same calls. Nothing reads a clock: times come in
 //! the calls. Reads leave `atime` alone (as a `noatime` mount does), so a read changes nothing.
 //!
@@ -21,8 +22,9 @@
 //!   the state, so it cannot tell a file from a directory, and renaming a directory moves every
 //!   path below it to other groups; a rename that replaces its target also frees an inode.
 use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use logless_service::{DecodeError, Digest, Digester, Group, Service};
+use logless_service::{DecodeError, Digest, Digester, Group, ParallelService, Service};
 
 use crate::command::{
     Attr, DirEntry, Fh, FsCommand, FsReply, Ino, Kind, Mode, Time, DIR_ENTRIES_MAX,
@@ -36,18 +38,51 @@ pub const FILE_BYTES_MAX: u64 = 64 << 20;
 /// The root directory's permission bits.
 const ROOT_MODE: Mode = Mode(0o755);
 
-#[derive(Clone, Debug)]
-enum Content {
-    File(Vec<u8>),
-    Directory(BTreeMap<Vec<u8>, Ino>),
+/// What parallel-mode writes change: a file's bytes and mtime. Writes to different files run
+/// at once on different workers through a shared reference, so each file has its own lock; a
+/// file's calls all run on one worker, so the lock is never contended.
+#[derive(Debug, Default)]
+struct FileBody {
+    data: Vec<u8>,
+    mtime: Time,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
+enum Content {
+    File(Mutex<FileBody>),
+    Directory {
+        entries: BTreeMap<Vec<u8>, Ino>,
+        mtime: Time,
+    },
+}
+
+fn lock(body: &Mutex<FileBody>) -> MutexGuard<'_, FileBody> {
+    // A worker that panicked while holding a file's lock leaves a state every replica's worker
+    // would leave too; the poison is ignored.
+    body.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Content {
+    fn file(time: Time) -> Content {
+        Content::File(Mutex::new(FileBody {
+            data: Vec::new(),
+            mtime: time,
+        }))
+    }
+
+    fn directory(time: Time) -> Content {
+        Content::Directory {
+            entries: BTreeMap::new(),
+            mtime: time,
+        }
+    }
+}
+
+#[derive(Debug)]
 struct Inode {
     content: Content,
     mode: Mode,
     atime: Time,
-    mtime: Time,
     /// Open handles on this inode: an unlinked inode lives until the last one is released.
     handles: u32,
     /// Whether a directory entry names this inode.
@@ -58,7 +93,16 @@ impl Inode {
     fn kind(&self) -> Kind {
         match self.content {
             Content::File(_) => Kind::File,
-            Content::Directory(_) => Kind::Directory,
+            Content::Directory { .. } => Kind::Directory,
+        }
+    }
+
+    fn set_mtime(&mut self, time: Time) {
+        match &mut self.content {
+            Content::File(body) => {
+                body.get_mut().unwrap_or_else(PoisonError::into_inner).mtime = time;
+            }
+            Content::Directory { mtime, .. } => *mtime = time,
         }
     }
 }
@@ -70,7 +114,7 @@ struct Handle {
 }
 
 /// NetFS's state machine.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct NetFs {
     inodes: BTreeMap<Ino, Inode>,
     handles: BTreeMap<Fh, Handle>,
@@ -90,10 +134,9 @@ impl NetFs {
     /// A file system holding an empty root directory.
     pub fn new() -> NetFs {
         let root = Inode {
-            content: Content::Directory(BTreeMap::new()),
+            content: Content::directory(Time::default()),
             mode: ROOT_MODE,
             atime: Time::default(),
-            mtime: Time::default(),
             handles: 0,
             linked: true,
         };
@@ -131,7 +174,7 @@ impl NetFs {
         let mut ino = Ino::ROOT;
         for name in path.names() {
             match &self.inode(ino).content {
-                Content::Directory(entries) => {
+                Content::Directory { entries, .. } => {
                     ino = *entries.get(name).ok_or(Errno::Enoent)?;
                 }
                 Content::File(_) => return Err(Errno::Enotdir),
@@ -150,14 +193,14 @@ impl NetFs {
         let (parent, name) = path.split_last().ok_or(root_error)?;
         let parent = self.resolve(&parent)?;
         match self.inode(parent).content {
-            Content::Directory(_) => Ok((parent, name)),
+            Content::Directory { .. } => Ok((parent, name)),
             Content::File(_) => Err(Errno::Enotdir),
         }
     }
 
     fn entries_mut(&mut self, dir: Ino) -> &mut BTreeMap<Vec<u8>, Ino> {
         match &mut self.inode_mut(dir).content {
-            Content::Directory(entries) => entries,
+            Content::Directory { entries, .. } => entries,
             Content::File(_) => unreachable!("resolve_parent gives directories"),
         }
     }
@@ -184,7 +227,6 @@ impl NetFs {
             content,
             mode: Mode(mode.0 & Mode::MASK),
             atime: time,
-            mtime: time,
             handles: 0,
             linked: true,
         };
@@ -233,7 +275,7 @@ impl NetFs {
     }
 
     fn create(&mut self, path: &FsPath, mode: Mode, time: Time) -> Outcome {
-        let ino = self.make(path, Content::File(Vec::new()), mode, time)?;
+        let ino = self.make(path, Content::file(time), mode, time)?;
         Ok(FsReply::Opened(self.open_handle(ino)))
     }
 
@@ -246,9 +288,9 @@ impl NetFs {
         let (parent, name) = self.resolve_parent(path, root_error)?;
         let ino = self.resolve(path)?;
         match (&self.inode(ino).content, kind) {
-            (Content::Directory(_), Kind::File) => return Err(Errno::Eisdir),
+            (Content::Directory { .. }, Kind::File) => return Err(Errno::Eisdir),
             (Content::File(_), Kind::Directory) => return Err(Errno::Enotdir),
-            (Content::Directory(entries), _) if !entries.is_empty() => {
+            (Content::Directory { entries, .. }, _) if !entries.is_empty() => {
                 return Err(Errno::Enotempty)
             }
             _ => {}
@@ -260,12 +302,13 @@ impl NetFs {
     fn open(&mut self, path: &FsPath, truncate: bool, time: Time) -> Outcome {
         let ino = self.resolve(path)?;
         let inode = self.inode_mut(ino);
-        let Content::File(data) = &mut inode.content else {
+        let Content::File(body) = &mut inode.content else {
             return Err(Errno::Eisdir);
         };
         if truncate {
-            data.clear();
-            inode.mtime = time;
+            let body = body.get_mut().unwrap_or_else(PoisonError::into_inner);
+            body.data.clear();
+            body.mtime = time;
         }
         Ok(FsReply::Opened(self.open_handle(ino)))
     }
@@ -282,7 +325,7 @@ impl NetFs {
         let ino = self.resolve(path)?;
         let inode = self.inode_mut(ino);
         inode.atime = atime;
-        inode.mtime = mtime;
+        inode.set_mtime(mtime);
         Ok(FsReply::Done)
     }
 
@@ -302,14 +345,17 @@ impl NetFs {
     fn lstat(&self, path: &FsPath) -> Outcome {
         let ino = self.resolve(path)?;
         let inode = self.inode(ino);
-        let (size, nlink) = match &inode.content {
-            Content::File(data) => (data.len() as u64, 1),
-            Content::Directory(entries) => {
+        let (size, nlink, mtime) = match &inode.content {
+            Content::File(body) => {
+                let body = lock(body);
+                (body.data.len() as u64, 1, body.mtime)
+            }
+            Content::Directory { entries, mtime } => {
                 let subdirectories = entries
                     .values()
                     .filter(|&&child| self.inode(child).kind() == Kind::Directory)
                     .count();
-                (entries.len() as u64, 2 + subdirectories as u64)
+                (entries.len() as u64, 2 + subdirectories as u64, *mtime)
             }
         };
         Ok(FsReply::Attr(Attr {
@@ -319,7 +365,7 @@ impl NetFs {
             size,
             nlink,
             atime: inode.atime,
-            mtime: inode.mtime,
+            mtime,
         }))
     }
 
@@ -334,9 +380,10 @@ impl NetFs {
 
     fn read(&self, path: &FsPath, fh: Fh, offset: u64, size: u64) -> Outcome {
         let ino = self.open_file(path, fh)?;
-        let Content::File(data) = &self.inode(ino).content else {
+        let Content::File(body) = &self.inode(ino).content else {
             unreachable!("file handles are on files")
         };
+        let data = &lock(body).data;
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(data.len());
@@ -344,28 +391,28 @@ impl NetFs {
         Ok(FsReply::Data(data[start..end.min(data.len())].to_vec()))
     }
 
-    fn write(&mut self, path: &FsPath, fh: Fh, offset: u64, bytes: &[u8], time: Time) -> Outcome {
+    fn write(&self, path: &FsPath, fh: Fh, offset: u64, bytes: &[u8], time: Time) -> Outcome {
         let ino = self.open_file(path, fh)?;
         let end = offset
             .checked_add(bytes.len() as u64)
             .filter(|&end| end <= FILE_BYTES_MAX)
             .ok_or(Errno::Efbig)?;
-        let inode = self.inode_mut(ino);
-        let Content::File(data) = &mut inode.content else {
+        let Content::File(body) = &self.inode(ino).content else {
             unreachable!("file handles are on files")
         };
+        let mut body = lock(body);
         let (start, end) = (offset as usize, end as usize);
-        if data.len() < end {
-            data.resize(end, 0);
+        if body.data.len() < end {
+            body.data.resize(end, 0);
         }
-        data[start..end].copy_from_slice(bytes);
-        inode.mtime = time;
+        body.data[start..end].copy_from_slice(bytes);
+        body.mtime = time;
         Ok(FsReply::Written(bytes.len() as u64))
     }
 
     fn readdir(&self, path: &FsPath) -> Outcome {
         let ino = self.resolve(path)?;
-        let Content::Directory(entries) = &self.inode(ino).content else {
+        let Content::Directory { entries, .. } = &self.inode(ino).content else {
             return Err(Errno::Enotdir);
         };
         let listing = entries
@@ -391,9 +438,9 @@ impl NetFs {
         }
         if let Ok(target) = self.resolve(to) {
             match (self.inode(ino).kind(), &self.inode(target).content) {
-                (Kind::File, Content::Directory(_)) => return Err(Errno::Eisdir),
+                (Kind::File, Content::Directory { .. }) => return Err(Errno::Eisdir),
                 (Kind::Directory, Content::File(_)) => return Err(Errno::Enotdir),
-                (Kind::Directory, Content::Directory(entries)) if !entries.is_empty() => {
+                (Kind::Directory, Content::Directory { entries, .. }) if !entries.is_empty() => {
                     return Err(Errno::Enotempty)
                 }
                 _ => {}
@@ -406,26 +453,9 @@ impl NetFs {
         Ok(FsReply::Done)
     }
 
-    fn outcome(&mut self, command: &FsCommand) -> Outcome {
-        match command {
-            FsCommand::Create { path, mode, time } => self.create(path, *mode, *time),
-            FsCommand::Mknod { path, mode, time } => self
-                .make(path, Content::File(Vec::new()), *mode, *time)
-                .map(|_| FsReply::Done),
-            FsCommand::Mkdir { path, mode, time } => self
-                .make(path, Content::Directory(BTreeMap::new()), *mode, *time)
-                .map(|_| FsReply::Done),
-            FsCommand::Unlink { path } => self.remove(path, Kind::File),
-            FsCommand::Rmdir { path } => self.remove(path, Kind::Directory),
-            FsCommand::Open {
-                path,
-                truncate,
-                time,
-            } => self.open(path, *truncate, *time),
-            FsCommand::Release { fh } => self.release_handle(*fh, Kind::File),
-            FsCommand::Opendir { path } => self.opendir(path),
-            FsCommand::Releasedir { fh } => self.release_handle(*fh, Kind::Directory),
-            FsCommand::Utimens { path, atime, mtime } => self.utimens(path, *atime, *mtime),
+    /// The outcome of a call that runs in parallel mode (see the module docs), or `None`.
+    fn shared_outcome(&self, command: &FsCommand) -> Option<Outcome> {
+        Some(match command {
             FsCommand::Access { path, mask } => self.access(path, *mask),
             FsCommand::Lstat { path } => self.lstat(path),
             FsCommand::Read {
@@ -442,7 +472,37 @@ impl NetFs {
                 time,
             } => self.write(path, *fh, *offset, data, *time),
             FsCommand::Readdir { path } => self.readdir(path),
+            _ => return None,
+        })
+    }
+
+    /// The outcome of a call that needs the whole state.
+    fn exclusive_outcome(&mut self, command: &FsCommand) -> Outcome {
+        match command {
+            FsCommand::Create { path, mode, time } => self.create(path, *mode, *time),
+            FsCommand::Mknod { path, mode, time } => self
+                .make(path, Content::file(*time), *mode, *time)
+                .map(|_| FsReply::Done),
+            FsCommand::Mkdir { path, mode, time } => self
+                .make(path, Content::directory(*time), *mode, *time)
+                .map(|_| FsReply::Done),
+            FsCommand::Unlink { path } => self.remove(path, Kind::File),
+            FsCommand::Rmdir { path } => self.remove(path, Kind::Directory),
+            FsCommand::Open {
+                path,
+                truncate,
+                time,
+            } => self.open(path, *truncate, *time),
+            FsCommand::Release { fh } => self.release_handle(*fh, Kind::File),
+            FsCommand::Opendir { path } => self.opendir(path),
+            FsCommand::Releasedir { fh } => self.release_handle(*fh, Kind::Directory),
+            FsCommand::Utimens { path, atime, mtime } => self.utimens(path, *atime, *mtime),
             FsCommand::Rename { from, to } => self.rename(from, to),
+            FsCommand::Access { .. }
+            | FsCommand::Lstat { .. }
+            | FsCommand::Read { .. }
+            | FsCommand::Write { .. }
+            | FsCommand::Readdir { .. } => unreachable!("path calls run shared"),
         }
     }
 }
@@ -475,7 +535,11 @@ impl Service for NetFs {
     }
 
     fn execute(&mut self, command: &FsCommand) -> FsReply {
-        self.outcome(command).unwrap_or_else(FsReply::Error)
+        let outcome = match self.shared_outcome(command) {
+            Some(outcome) => outcome,
+            None => self.exclusive_outcome(command),
+        };
+        outcome.unwrap_or_else(FsReply::Error)
     }
 
     /// The digest of the whole state in inode and handle order (both numbered the same on
@@ -489,16 +553,17 @@ impl Service for NetFs {
                 .u64(u64::from(inode.mode.0))
                 .u64(inode.atime.secs)
                 .u64(u64::from(inode.atime.nanos))
-                .u64(inode.mtime.secs)
-                .u64(u64::from(inode.mtime.nanos))
                 .u64(u64::from(inode.handles))
                 .u64(u64::from(inode.linked));
             match &inode.content {
-                Content::File(data) => {
-                    digester.u64(0).bytes(data);
+                Content::File(body) => {
+                    let body = lock(body);
+                    digester.u64(0).u64(body.mtime.secs);
+                    digester.u64(u64::from(body.mtime.nanos)).bytes(&body.data);
                 }
-                Content::Directory(entries) => {
-                    digester.u64(1).u64(entries.len() as u64);
+                Content::Directory { entries, mtime } => {
+                    digester.u64(1).u64(mtime.secs).u64(u64::from(mtime.nanos));
+                    digester.u64(entries.len() as u64);
                     for (name, child) in entries {
                         digester.bytes(name).u64(child.0);
                     }
@@ -514,6 +579,15 @@ impl Service for NetFs {
 
     fn malformed(error: DecodeError) -> FsReply {
         FsReply::Malformed(error.to_string())
+    }
+}
+
+impl ParallelService for NetFs {
+    /// `access`, `lstat`, `read`, `write` and `readdir` run shared: they change at most one
+    /// file's bytes and mtime, under that file's lock. Every other call needs the whole state.
+    fn execute_shared(&self, command: &FsCommand) -> Option<FsReply> {
+        let outcome = self.shared_outcome(command)?;
+        Some(outcome.unwrap_or_else(FsReply::Error))
     }
 }
 

@@ -1,8 +1,9 @@
 //! NetFS's C-G against P-SMR's freedom (seed 004 §IV, §V-B): any interleaving of the worker
 //! groups' calls between two `g_all` calls gives the replies and the final state of the merged
-//! order, on random call mixes over a few paths and handles.
+//! order, on random call mixes over a few paths and handles; and so must running each worker
+//! group's calls on a thread of its own.
 use logless_netfs::{Fh, FsCommand, FsPath, Mode, NetFs, Time};
-use logless_service::testing::check_interleaving;
+use logless_service::testing::{check_interleaving, check_parallel};
 use logless_service::{Group, Service};
 use proptest::prelude::*;
 
@@ -63,6 +64,19 @@ proptest! {
         choices in prop::collection::vec(any::<u16>(), 1..40),
     ) {
         prop_assert_eq!(check_interleaving(NetFs::new, &commands, workers, &choices), Ok(()));
+    }
+}
+
+proptest! {
+    // Threads are spawned per segment: fewer cases.
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn worker_groups_run_at_once_as_in_the_merged_order(
+        commands in prop::collection::vec(command(), 1..200),
+        workers in 2u16..5,
+    ) {
+        prop_assert_eq!(check_parallel(NetFs::new, &commands, workers), Ok(()));
     }
 }
 
