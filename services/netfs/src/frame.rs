@@ -12,9 +12,9 @@ pub const PLAIN_BYTES_MAX: usize = 4 << 20;
 /// 1/255 and a few bytes).
 const COMPRESSED_BYTES_MAX: usize = PLAIN_BYTES_MAX + PLAIN_BYTES_MAX / 255 + 16;
 
-/// Appends the frame of `plain` to `out`.
+/// Appends the frame of `plain` to `out`. A frame over [`PLAIN_BYTES_MAX`] is written all the
+/// same, and refused where it is decoded, with an error that names the limit.
 pub fn compress(plain: &[u8], out: &mut Vec<u8>) {
-    assert!(plain.len() <= PLAIN_BYTES_MAX, "a frame over its limit");
     put_varint(out, plain.len() as u64);
     put_bytes(out, &lz4_flex::block::compress(plain));
 }
@@ -63,6 +63,16 @@ mod tests {
         fn garbage_never_panics(bytes: Vec<u8>) {
             let _ = decompress(&mut Reader::new(&bytes), raw);
         }
+    }
+
+    #[test]
+    fn a_frame_over_the_limit_is_refused_where_it_is_decoded() {
+        let mut out = Vec::new();
+        compress(&vec![0; PLAIN_BYTES_MAX + 1], &mut out);
+        assert!(matches!(
+            decompress(&mut Reader::new(&out), raw),
+            Err(DecodeError::TooLarge { what: "frame", .. })
+        ));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use logless_service::{DecodeError, Digest, Digester, Group, ParallelService, Service};
 
 use crate::command::{
-    Attr, DirEntry, Fh, FsCommand, FsReply, Ino, Kind, Mode, Time, DIR_ENTRIES_MAX,
+    Attr, DirEntry, Fh, FsCommand, FsReply, Ino, Kind, Mode, Time, DIR_ENTRIES_MAX, IO_BYTES_MAX,
 };
 use crate::errno::Errno;
 use crate::path::FsPath;
@@ -387,7 +387,9 @@ impl NetFs {
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(data.len());
-        let end = start.saturating_add(usize::try_from(size).unwrap_or(usize::MAX));
+        // A decoded read asks for IO_BYTES_MAX at most; one built in process gets no more.
+        let size = size.min(IO_BYTES_MAX as u64) as usize;
+        let end = start.saturating_add(size);
         Ok(FsReply::Data(data[start..end.min(data.len())].to_vec()))
     }
 
@@ -680,6 +682,48 @@ mod tests {
         client.utimens(&at("/r"), T1, T1).unwrap();
         let attr = client.lstat(&at("/r")).unwrap();
         assert_eq!((attr.atime, attr.mtime, attr.mode), (T1, T1, Mode(0o400)));
+    }
+
+    #[test]
+    fn oversized_calls_are_refused_or_cut_not_panicked_on() {
+        let mut client = Client::new(NetFs::new());
+        let fh = client.create(&at("/f"), RW, T0).unwrap();
+        let big = vec![1; IO_BYTES_MAX + 1];
+        let refused = client.write(&at("/f"), fh, 0, &big, T1);
+        assert!(
+            matches!(refused, Err(CallError::Malformed(_))),
+            "{refused:?}"
+        );
+        let mut fs = NetFs::new();
+        let create = FsCommand::Create {
+            path: at("/f"),
+            mode: RW,
+            time: T0,
+        };
+        let FsReply::Opened(fh) = fs.execute(&create) else {
+            panic!("create opens");
+        };
+        let write = FsCommand::Write {
+            path: at("/f"),
+            fh,
+            offset: 0,
+            data: big,
+            time: T1,
+        };
+        assert_eq!(
+            fs.execute(&write),
+            FsReply::Written(IO_BYTES_MAX as u64 + 1)
+        );
+        let read = FsCommand::Read {
+            path: at("/f"),
+            fh,
+            offset: 0,
+            size: u64::MAX,
+        };
+        let FsReply::Data(data) = fs.execute(&read) else {
+            panic!("a read of an open file gives data");
+        };
+        assert_eq!(data.len(), IO_BYTES_MAX);
     }
 
     #[test]
