@@ -32,6 +32,9 @@ pub enum Errno {
     /// An invalid argument (an access mask beyond rwx).
     #[error("EINVAL: invalid argument")]
     Einval = 22,
+    /// Too many open handles ([`crate::fs::HANDLES_MAX`]).
+    #[error("EMFILE: too many open files")]
+    Emfile = 24,
     /// The file would grow beyond its limit.
     #[error("EFBIG: file too large")]
     Efbig = 27,
@@ -45,7 +48,7 @@ pub enum Errno {
 
 impl Errno {
     /// Every error, for decoding.
-    const ALL: [Errno; 12] = [
+    const ALL: [Errno; 13] = [
         Errno::Enoent,
         Errno::Ebadf,
         Errno::Eacces,
@@ -55,6 +58,7 @@ impl Errno {
         Errno::Enotdir,
         Errno::Eisdir,
         Errno::Einval,
+        Errno::Emfile,
         Errno::Efbig,
         Errno::Enospc,
         Errno::Enotempty,

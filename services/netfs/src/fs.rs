@@ -1,10 +1,11 @@
 //! The in-memory file system that executes NetFS calls, and its C-G.
 //!
 //! State: an inode table (by inode number), a handle table (by handle), and the next inode and
-//! handle numbers. A file's bytes and mtime sit behind a lock of their own, so that workers can
-//! write different files at once through a shared reference ([`ParallelService`]). Both counters advance only in calls that C-G sends to `g_all`, so every
+//! handle numbers. Both counters advance only in calls that C-G sends to `g_all`, so every
 //! replica hands out the same numbers to the same calls. Nothing reads a clock: times come in
 //! the calls. Reads leave `atime` alone (as a `noatime` mount does), so a read changes nothing.
+//! A file's bytes and mtime sit behind a lock of their own, so that workers can write different
+//! files at once through a shared reference ([`ParallelService`]).
 //!
 //! C-G (seed 004 §V-B) and why dependent calls always share a group:
 //! * `create`, `mknod`, `mkdir`, `unlink`, `rmdir`, `open`, `release`, `opendir`, `releasedir`,
@@ -35,13 +36,16 @@ use crate::path::FsPath;
 /// The largest file, in bytes.
 pub const FILE_BYTES_MAX: u64 = 64 << 20;
 
+/// The most handles open at once (over all clients): one more open is `EMFILE`.
+pub const HANDLES_MAX: usize = 1 << 16;
+
 /// The root directory's permission bits.
 const ROOT_MODE: Mode = Mode(0o755);
 
 /// What parallel-mode writes change: a file's bytes and mtime. Writes to different files run
 /// at once on different workers through a shared reference, so each file has its own lock; a
 /// file's calls all run on one worker, so the lock is never contended.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct FileBody {
     data: Vec<u8>,
     mtime: Time,
@@ -183,8 +187,8 @@ impl NetFs {
         Ok(ino)
     }
 
-    /// The directory that holds `path` and the name in it; `EEXIST`-free, so `path` need not
-    /// exist. The root has no parent: `root_error` is answered for it.
+    /// The directory that holds `path` and the name in it (`path` itself need not exist). The
+    /// root has no parent: `root_error` is answered for it.
     fn resolve_parent<'p>(
         &self,
         path: &'p FsPath,
@@ -234,6 +238,15 @@ impl NetFs {
         Ok(ino)
     }
 
+    /// `EMFILE` if no handle can be opened ([`HANDLES_MAX`]); checked before a call that opens
+    /// one changes anything.
+    fn room_for_a_handle(&self) -> Result<(), Errno> {
+        if self.handles.len() >= HANDLES_MAX {
+            return Err(Errno::Emfile);
+        }
+        Ok(())
+    }
+
     fn open_handle(&mut self, ino: Ino) -> Fh {
         let fh = Fh(self.next_fh);
         self.next_fh += 1;
@@ -275,6 +288,7 @@ impl NetFs {
     }
 
     fn create(&mut self, path: &FsPath, mode: Mode, time: Time) -> Outcome {
+        self.room_for_a_handle()?;
         let ino = self.make(path, Content::file(time), mode, time)?;
         Ok(FsReply::Opened(self.open_handle(ino)))
     }
@@ -301,6 +315,7 @@ impl NetFs {
 
     fn open(&mut self, path: &FsPath, truncate: bool, time: Time) -> Outcome {
         let ino = self.resolve(path)?;
+        self.room_for_a_handle()?;
         let inode = self.inode_mut(ino);
         let Content::File(body) = &mut inode.content else {
             return Err(Errno::Eisdir);
@@ -318,6 +333,7 @@ impl NetFs {
         if self.inode(ino).kind() != Kind::Directory {
             return Err(Errno::Enotdir);
         }
+        self.room_for_a_handle()?;
         Ok(FsReply::Opened(self.open_handle(ino)))
     }
 
@@ -724,6 +740,31 @@ mod tests {
             panic!("a read of an open file gives data");
         };
         assert_eq!(data.len(), IO_BYTES_MAX);
+    }
+
+    #[test]
+    fn handles_run_out_at_their_limit_and_come_back_on_release() {
+        let mut client = Client::new(NetFs::new());
+        client.mknod(&at("/f"), RW, T0).unwrap();
+        let handles: Vec<Fh> = (0..HANDLES_MAX)
+            .map(|_| client.opendir(&at("/")).unwrap())
+            .collect();
+        assert_eq!(
+            client.open(&at("/f"), true, T1),
+            Err(CallError::Fs(Errno::Emfile))
+        );
+        assert_eq!(
+            client.create(&at("/g"), RW, T1),
+            Err(CallError::Fs(Errno::Emfile))
+        );
+        assert_eq!(
+            client.lstat(&at("/f")).unwrap().mtime,
+            T0,
+            "a refused open truncates nothing"
+        );
+        assert_eq!(client.lstat(&at("/g")), Err(CallError::Fs(Errno::Enoent)));
+        client.releasedir(handles[0]).unwrap();
+        client.open(&at("/f"), false, T1).unwrap();
     }
 
     #[test]

@@ -303,6 +303,7 @@ fn errno_numbers_are_the_platform_s() {
         (Errno::Enotdir, libc::ENOTDIR),
         (Errno::Eisdir, libc::EISDIR),
         (Errno::Einval, libc::EINVAL),
+        (Errno::Emfile, libc::EMFILE),
         (Errno::Efbig, libc::EFBIG),
         (Errno::Enospc, libc::ENOSPC),
         (Errno::Enotempty, libc::ENOTEMPTY),
