@@ -157,6 +157,18 @@ impl Service for KvService {
     type Command = KvCommand;
     type Reply = KvReply;
 
+    fn depends(a: &KvCommand, b: &KvCommand) -> bool {
+        use KvCommand::{Delete, Insert, Range, Read, Update};
+        match (a, b) {
+            (Insert { .. } | Delete { .. }, _) | (_, Insert { .. } | Delete { .. }) => true,
+            // A range's extent depends on the tree (its count), so it meets every update.
+            (Range { .. }, Update { .. }) | (Update { .. }, Range { .. }) => true,
+            (Update { key: k, .. }, Update { key, .. } | Read { key })
+            | (Read { key: k }, Update { key, .. }) => k == key,
+            (Read { .. } | Range { .. }, Read { .. } | Range { .. }) => false,
+        }
+    }
+
     fn group(&self, command: &KvCommand, workers: u16) -> Group {
         if self.split_dependent {
             return Self::split_group(command, workers);

@@ -3,7 +3,7 @@
 //! final tree of the merged order, and so must running each worker group on a thread of its
 //! own. The deliberate C-G bug must be caught by the same check.
 use logless_btree::{KvCommand, KvService};
-use logless_service::testing::{check_interleaving, check_parallel, Divergence};
+use logless_service::testing::{check_c_dep, check_interleaving, check_parallel, Divergence};
 use proptest::prelude::*;
 
 fn key(k: u8) -> Vec<u8> {
@@ -33,6 +33,7 @@ proptest! {
         choices in prop::collection::vec(any::<u16>(), 1..40),
     ) {
         let make = || KvService::with_fanout(4);
+        prop_assert_eq!(check_c_dep(&make(), &commands, workers), Ok(()));
         prop_assert_eq!(check_interleaving(make, &commands, workers, &choices), Ok(()));
     }
 }
@@ -78,8 +79,14 @@ fn a_c_g_that_splits_dependent_commands_is_caught() {
         )
     });
     assert!(caught, "the split C-G went unnoticed");
+    assert_eq!(
+        check_c_dep(&make(), &commands, 2),
+        Err((0, 2)),
+        "insert, then read of key 1"
+    );
     let correct = || KvService::with_fanout(4);
     for choice in 0..4u16 {
         assert_eq!(check_interleaving(correct, &commands, 2, &[choice]), Ok(()));
     }
+    assert_eq!(check_c_dep(&correct(), &commands, 2), Ok(()));
 }

@@ -290,6 +290,29 @@ fn data(reader: &mut Reader<'_>) -> Result<Vec<u8>, DecodeError> {
 }
 
 impl FsCommand {
+    /// The path of a path call (`access`, `lstat`, `read`, `write`, `readdir`: the calls that
+    /// touch only what their path names); `None` for a structural call.
+    pub fn path_call(&self) -> Option<&FsPath> {
+        match self {
+            FsCommand::Access { path, .. }
+            | FsCommand::Lstat { path }
+            | FsCommand::Read { path, .. }
+            | FsCommand::Write { path, .. }
+            | FsCommand::Readdir { path } => Some(path),
+            FsCommand::Create { .. }
+            | FsCommand::Mknod { .. }
+            | FsCommand::Mkdir { .. }
+            | FsCommand::Unlink { .. }
+            | FsCommand::Rmdir { .. }
+            | FsCommand::Open { .. }
+            | FsCommand::Release { .. }
+            | FsCommand::Opendir { .. }
+            | FsCommand::Releasedir { .. }
+            | FsCommand::Utimens { .. }
+            | FsCommand::Rename { .. } => None,
+        }
+    }
+
     /// The plain (uncompressed) encoding.
     pub fn encode_plain(&self, out: &mut Vec<u8>) {
         match self {

@@ -529,26 +529,19 @@ impl Service for NetFs {
     type Command = FsCommand;
     type Reply = FsReply;
 
+    /// Seed 004 §V-B: the structural calls depend on every call; the path calls depend on each
+    /// other when they name the same path.
+    fn depends(a: &FsCommand, b: &FsCommand) -> bool {
+        match (a.path_call(), b.path_call()) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+    }
+
     fn group(&self, command: &FsCommand, workers: u16) -> Group {
-        match command {
-            FsCommand::Access { path, .. }
-            | FsCommand::Lstat { path }
-            | FsCommand::Read { path, .. }
-            | FsCommand::Write { path, .. }
-            | FsCommand::Readdir { path } => {
-                Group::of_hash(xxhash_rust::xxh3::xxh3_64(path.as_bytes()), workers)
-            }
-            FsCommand::Create { .. }
-            | FsCommand::Mknod { .. }
-            | FsCommand::Mkdir { .. }
-            | FsCommand::Unlink { .. }
-            | FsCommand::Rmdir { .. }
-            | FsCommand::Open { .. }
-            | FsCommand::Release { .. }
-            | FsCommand::Opendir { .. }
-            | FsCommand::Releasedir { .. }
-            | FsCommand::Utimens { .. }
-            | FsCommand::Rename { .. } => Group::All,
+        match command.path_call() {
+            Some(path) => Group::of_hash(xxhash_rust::xxh3::xxh3_64(path.as_bytes()), workers),
+            None => Group::All,
         }
     }
 

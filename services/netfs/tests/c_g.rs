@@ -3,7 +3,7 @@
 //! order, on random call mixes over a few paths and handles; and so must running each worker
 //! group's calls on a thread of its own.
 use logless_netfs::{Fh, FsCommand, FsPath, Mode, NetFs, Time};
-use logless_service::testing::{check_interleaving, check_parallel};
+use logless_service::testing::{check_c_dep, check_interleaving, check_parallel};
 use logless_service::{Group, Service};
 use proptest::prelude::*;
 
@@ -63,6 +63,7 @@ proptest! {
         workers in 1u16..5,
         choices in prop::collection::vec(any::<u16>(), 1..40),
     ) {
+        prop_assert_eq!(check_c_dep(&NetFs::new(), &commands, workers), Ok(()));
         prop_assert_eq!(check_interleaving(NetFs::new, &commands, workers, &choices), Ok(()));
     }
 }

@@ -47,6 +47,12 @@ pub enum Group {
 }
 
 impl Group {
+    /// Whether two commands sent to `self` and `other` are ordered with each other: they share
+    /// a worker's group, or one of them goes to `g_all`, which every worker delivers.
+    pub fn shares(self, other: Group) -> bool {
+        self == other || self == Group::All || other == Group::All
+    }
+
     /// The worker group that owns `hash` among `workers` worker groups: `hash mod workers`.
     /// Every service spreads its independent commands with this one rule, so that the same hash
     /// lands in the same group on every replica and in every client proxy.
@@ -72,6 +78,11 @@ pub trait Service {
     type Command: Wire;
     /// What a command answers.
     type Reply: Wire;
+
+    /// C-Dep: whether the order of `a` and `b` can change a reply or the state (seed 004 §III).
+    /// Symmetric; conservative answers (`true` where unsure) are safe. C-G must send every
+    /// dependent pair to a shared group ([`testing::check_c_dep`] checks it).
+    fn depends(a: &Self::Command, b: &Self::Command) -> bool;
 
     /// C-G: the group of `command` on a replica with `workers` worker threads. It depends only
     /// on the command, `workers` and the service's configuration (never on its state), so every
@@ -126,6 +137,13 @@ pub trait ParallelService: Service + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_share_with_themselves_and_with_g_all() {
+        let (a, b) = (Group::Worker(WorkerId(0)), Group::Worker(WorkerId(1)));
+        assert!(a.shares(a) && a.shares(Group::All) && Group::All.shares(b));
+        assert!(!a.shares(b));
+    }
 
     #[test]
     fn a_hash_lands_in_its_residue_group() {

@@ -8,7 +8,8 @@
 //! [`check_interleaving`] runs it; [`check_parallel`] runs each worker group's commands on a
 //! thread of its own through [`ParallelService::execute_shared`]. Both compare every reply and
 //! the final digest with the merged order's. A C-G that sends two dependent commands to
-//! different groups fails them.
+//! different groups fails them. [`check_c_dep`] checks C-G against the service's declared
+//! C-Dep directly.
 use std::fmt::Debug;
 
 use crate::{Group, ParallelService, Service};
@@ -121,6 +122,27 @@ where
     }
     if merged.1.digest() != other.1.digest() {
         return Err(Divergence::Digest);
+    }
+    Ok(())
+}
+
+/// Checks C-G against C-Dep on every pair of `commands`: two dependent commands must share a
+/// group ([`Group::shares`]). Gives the first pair (by index) that does not.
+pub fn check_c_dep<S: Service>(
+    service: &S,
+    commands: &[S::Command],
+    workers: u16,
+) -> Result<(), (usize, usize)> {
+    let groups: Vec<Group> = commands
+        .iter()
+        .map(|command| service.group(command, workers))
+        .collect();
+    for (i, a) in commands.iter().enumerate() {
+        for (j, b) in commands.iter().enumerate().skip(i + 1) {
+            if S::depends(a, b) && !groups[i].shares(groups[j]) {
+                return Err((i, j));
+            }
+        }
     }
     Ok(())
 }
