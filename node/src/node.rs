@@ -162,7 +162,12 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     }
     let durability = config.durability()?;
     let node = config.node();
-    let identity = store::next_incarnation(&config.data_dir, config.node_id, config.shards)?;
+    let identity = store::next_incarnation(
+        &config.data_dir,
+        config.node_id,
+        config.shards,
+        config.engine,
+    )?;
     let mut acceptors: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
     acceptors.sort_unstable();
     let remote: Vec<_> = config.peers.iter().filter(|p| p.id != node.0).collect();
