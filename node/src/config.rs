@@ -448,6 +448,12 @@ impl NodeConfig {
         if self.shards == 0 || self.shards > 256 {
             return invalid("shards must be between 1 and 256".into());
         }
+        if self.engine == Engine::Multipaxos && self.shards != 1 {
+            return invalid(format!(
+                "the multipaxos engine orders every key in one log: shards must be 1, not {}",
+                self.shards
+            ));
+        }
         if self.value_bytes_max == 0 || self.value_bytes_max > VALUE_BYTES_MAX_LIMIT {
             return invalid("value_bytes_max must be between 1 and 64 MiB".into());
         }
