@@ -7,6 +7,8 @@
 //! * [`turn`] — one shard's turn logic without a runtime: proposer, acceptors, timers,
 //!   group commit (shared with the whole-node simulation);
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
+//! * [`log_turn`] — the log engine's turn logic without a runtime: its replica of the log,
+//!   its durable log, and the client operations waiting for answers;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
 //! * [`limits`] — what one client or peer connection may hold, and for how long;
@@ -28,6 +30,7 @@ pub mod hello;
 pub mod http;
 pub mod info;
 pub mod limits;
+pub mod log_turn;
 pub mod node;
 pub mod peer;
 pub mod shard;
