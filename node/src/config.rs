@@ -387,11 +387,16 @@ impl NodeConfig {
         proposer.remove_dead_registers = self.remove_dead_registers;
         proposer.request_timeout_ms = self.request_timeout_ms;
         proposer.backoff_max_ms = BACKOFF_MAX_MS;
-        proposer.limits = Limits {
+        proposer.limits = self.command_limits();
+        proposer
+    }
+
+    /// The limits every command holds to, in either engine.
+    pub fn command_limits(&self) -> Limits {
+        Limits {
             value_bytes_max: self.value_bytes_max,
             set_members_max: self.set_members_max,
-        };
-        proposer
+        }
     }
 
     /// The longest bulk string the wire parser reads: the largest `value_bytes_max` allowed

@@ -10,7 +10,9 @@
 //! * [`log_turn`] — the log engine's turn logic without a runtime: its replica of the log,
 //!   its durable log, and the client operations waiting for answers;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
-//! * [`peer`] — the TCP transport between the same shard of every replica;
+//! * [`log_loop`] — the tokio event loop of the log engine's one replica of the log;
+//! * [`peer`] — the TCP transport between the same shard of every replica, and
+//!   [`peer_codec`] — its frames for each engine;
 //! * [`limits`] — what one client or peer connection may hold, and for how long;
 //! * [`tls`] — TLS for clients and peers: rustls configurations and handshakes;
 //! * [`front`], [`info`] and [`admin`] — the Redis front end: sockets and buffers around each
@@ -30,9 +32,11 @@ pub mod hello;
 pub mod http;
 pub mod info;
 pub mod limits;
+pub mod log_loop;
 pub mod log_turn;
 pub mod node;
 pub mod peer;
+pub mod peer_codec;
 pub mod shard;
 pub mod status;
 pub mod store;

@@ -15,10 +15,14 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use crate::config::{ConfigError, NodeConfig};
+use crate::config::{ConfigError, Engine, NodeConfig};
 use crate::context::{Bound, ClientCounters, NodeContext, Settings};
+use crate::durable_log::{DurableLog, DurableLogError};
 use crate::limits::PeerLimits;
+use crate::log_loop::{LogInput, LogLoop};
+use crate::log_turn::LogCore;
 use crate::peer::{self, PeerCounters};
+use crate::peer_codec::{LogCodec, RmwCodec};
 use crate::shard::{Shard, ShardBugs, ShardInput};
 use crate::store::{self, OpenError, ShardStore};
 use crate::tls::NodeTls;
@@ -33,6 +37,14 @@ pub enum StartError {
     /// The data directory or a store could not be opened.
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// The log engine's durable log could not be opened.
+    #[error("cannot open the log in {path}: {source}")]
+    Log {
+        /// Its directory.
+        path: std::path::PathBuf,
+        /// Why.
+        source: DurableLogError,
+    },
     /// A listen address could not be bound.
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
@@ -218,7 +230,11 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let mut shard_inputs = Vec::new();
     let mut shard_handles = Vec::new();
     let mut recovered_total = 0;
-    for shard in 0..config.shards {
+    let shard_count = match config.engine {
+        Engine::Rmw => config.shards,
+        Engine::Multipaxos => 0,
+    };
+    for shard in 0..shard_count {
         let (store, states) = ShardStore::open(&config.data_dir, shard, options.clone())?;
         recovered_total += states.len();
         let mut proposer = config.proposer_config(acceptors.clone());
@@ -238,7 +254,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         for p in &remote {
             let (link_tx, link_rx) = mpsc::unbounded_channel();
             links.insert(NodeId(p.id), link_tx);
-            tokio::spawn(peer::dial(
+            tokio::spawn(peer::dial::<RmwCodec>(
                 transport.clone(),
                 shard,
                 NodeId(p.id),
@@ -256,13 +272,27 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         }
         shard_handles.push((handle, shard));
     }
-    info!(
-        node = node.0,
-        incarnation = identity.incarnation,
-        shards = config.shards,
-        registers = recovered_total,
-        "recovered"
-    );
+    let log = match config.engine {
+        Engine::Rmw => {
+            info!(
+                node = node.0,
+                incarnation = identity.incarnation,
+                shards = config.shards,
+                registers = recovered_total,
+                "recovered"
+            );
+            None
+        }
+        Engine::Multipaxos => Some(start_log(
+            &config,
+            identity.incarnation,
+            durability,
+            &transport,
+            &peer_counters,
+            &shutdown_rx,
+        )?),
+    };
+    let log_input = log.as_ref().map(|(tx, _)| tx.clone());
 
     let context = Arc::new(NodeContext {
         settings: Settings::new(&config),
@@ -271,6 +301,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         node,
         incarnation: identity.incarnation,
         shards: shard_inputs.clone(),
+        log: log_input.clone(),
         started: Instant::now(),
         clients: ClientCounters::default(),
         connections: Arc::default(),
@@ -298,14 +329,42 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             }
         }));
     }
-    tokio::spawn(peer::accept(
-        peer_listener,
-        transport,
-        shard_inputs,
-        peer_counters,
-        PeerLimits::of(&context.config),
-        shutdown_rx.clone(),
-    ));
+    if let Some((_, log_loop)) = log {
+        let fail = shutdown.clone();
+        let context = context.clone();
+        shards.push(tokio::spawn(async move {
+            match log_loop.run().await {
+                Ok(()) => true,
+                Err(e) => {
+                    error!(error = %e, "log failed: this replica stops");
+                    context
+                        .failed
+                        .store(1, std::sync::atomic::Ordering::Relaxed);
+                    let _ = fail.send(true);
+                    false
+                }
+            }
+        }));
+    }
+    let peer_limits = PeerLimits::of(&context.config);
+    match log_input {
+        None => tokio::spawn(peer::accept::<RmwCodec>(
+            peer_listener,
+            transport,
+            shard_inputs,
+            peer_counters,
+            peer_limits,
+            shutdown_rx.clone(),
+        )),
+        Some(log_input) => tokio::spawn(peer::accept::<LogCodec>(
+            peer_listener,
+            transport,
+            vec![log_input],
+            peer_counters,
+            peer_limits,
+            shutdown_rx.clone(),
+        )),
+    };
     if let Some(listener) = client_listener {
         tokio::spawn(front::accept(
             listener,
@@ -339,6 +398,73 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     })
 }
 
+/// Opens the log engine's durable log in the data directory's `log` and builds its loop, with a
+/// link to every peer (the transport's shard 0 of 1).
+fn start_log(
+    config: &NodeConfig,
+    incarnation: u32,
+    durability: logless_storage::Durability,
+    transport: &peer::Identity,
+    counters: &Arc<PeerCounters>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(mpsc::Sender<LogInput>, LogLoop), StartError> {
+    use logless_multipaxos::ids::NodeId as LogNodeId;
+    let path = config.data_dir.join("log");
+    let mut options = logless_storage::SegmentLogOptions::new(durability);
+    // A batch closes past its byte bound with one request more, which may be a whole value.
+    options.record_bytes_max = options
+        .record_bytes_max
+        .max(2 * config.value_bytes_max + (1 << 20));
+    options.segment_bytes = options.segment_bytes.max(2 * options.record_bytes_max);
+    let opened = DurableLog::open(&path, options).map_err(|source| StartError::Log {
+        path: path.clone(),
+        source,
+    })?;
+    let mut nodes: Vec<LogNodeId> = config.peers.iter().map(|p| LogNodeId(p.id)).collect();
+    nodes.sort_unstable();
+    let me = LogNodeId(config.node_id);
+    let engine = logless_multipaxos::config::Config::new(nodes, me);
+    let machine = logless_multipaxos::kv::RegisterMachine::new(config.command_limits());
+    let started = Instant::now();
+    let core = LogCore::recover(
+        engine,
+        machine,
+        &opened.durable,
+        opened.log,
+        incarnation,
+        config.request_timeout_ms,
+        crate::log_loop::wall_ms(),
+        0,
+    );
+    let status = core.status();
+    info!(
+        node = config.node_id,
+        incarnation,
+        view = status.view,
+        first_instance = status.first_instance,
+        executed_below = status.executed_below,
+        keys = status.keys,
+        "recovered the log"
+    );
+    let (tx, rx) = mpsc::channel(SHARD_QUEUE);
+    let mut links = FxHashMap::default();
+    for p in config.peers.iter().filter(|p| p.id != config.node_id) {
+        let (link_tx, link_rx) = mpsc::unbounded_channel();
+        links.insert(LogNodeId(p.id), link_tx);
+        tokio::spawn(peer::dial::<LogCodec>(
+            transport.clone(),
+            0,
+            NodeId(p.id),
+            p.addr.clone(),
+            link_rx,
+            tx.clone(),
+            counters.clone(),
+            shutdown.clone(),
+        ));
+    }
+    Ok((tx.clone(), LogLoop::new(core, rx, links, started)))
+}
+
 impl RunningNode {
     /// Resolves when the node begins to stop on its own (a store failure).
     pub async fn stopping(&mut self) {
@@ -351,6 +477,9 @@ impl RunningNode {
         let _ = self.shutdown.send(true);
         for shard in &self.context.shards {
             let _ = shard.send(ShardInput::Stop).await;
+        }
+        if let Some(log) = &self.context.log {
+            let _ = log.send(LogInput::Stop).await;
         }
         let mut clean = true;
         for handle in self.shards {
