@@ -11,6 +11,7 @@
 //!   its durable log, and the client operations waiting for answers;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`log_loop`] — the tokio event loop of the log engine's one replica of the log;
+//! * [`log_ops`] — the Redis session's steps as operations of the log, and their replies;
 //! * [`peer`] — the TCP transport between the same shard of every replica, and
 //!   [`peer_codec`] — its frames for each engine;
 //! * [`limits`] — what one client or peer connection may hold, and for how long;
@@ -33,6 +34,7 @@ pub mod http;
 pub mod info;
 pub mod limits;
 pub mod log_loop;
+pub mod log_ops;
 pub mod log_turn;
 pub mod node;
 pub mod peer;
