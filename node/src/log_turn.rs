@@ -39,9 +39,10 @@ use logless_multipaxos::ids::{ClientId, Instance, NodeId, RequestSeq, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::{Message, Request};
 use logless_multipaxos::persist::Durable;
-use logless_multipaxos::replica::{Replica, Stats};
+use logless_multipaxos::replica::Replica;
 use logless_redis::session::Failure;
 use logless_storage::{Dir, FsDir, StoreError};
+use serde::{Deserialize, Serialize};
 
 use crate::durable_log::DurableLog;
 use crate::turn::ShardClock;
@@ -65,7 +66,7 @@ pub trait LogOutlet<R> {
 }
 
 /// The log's figures, for INFO, `/metrics` and `/status`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogStatus {
     /// The highest view this replica promised.
     pub view: u64,
@@ -83,8 +84,22 @@ pub struct LogStatus {
     pub executed_below: u64,
     /// Keys in the map (expired ones not yet swept included).
     pub keys: u64,
-    /// The replica's counters.
-    pub stats: Stats,
+    /// View changes this replica started.
+    pub view_changes: u64,
+    /// Views it came to lead.
+    pub views_led: u64,
+    /// Batches it proposed (re-proposals and no-ops included).
+    pub batches_proposed: u64,
+    /// Requests its state machine executed.
+    pub requests_executed: u64,
+    /// Decided requests not executed again (the client table showed them executed).
+    pub duplicates_skipped: u64,
+    /// Snapshots it took.
+    pub snapshots_taken: u64,
+    /// Snapshots it installed from another replica (catching up past a truncation).
+    pub snapshots_installed: u64,
+    /// Catch-up queries it sent.
+    pub catch_up_queries: u64,
     /// Operations answered with the map's response.
     pub answered: u64,
     /// Operations handed to the replica again after [`RETRY_MS`].
@@ -351,6 +366,7 @@ impl<R, D: Dir> LogCore<R, D> {
     /// The log's figures now.
     pub fn status(&self) -> LogStatus {
         let replica = &self.replica;
+        let stats = replica.stats();
         let executed_below = replica.executed_below();
         let last_instance = replica.last_instance();
         let decided_instance = last_instance
@@ -369,7 +385,14 @@ impl<R, D: Dir> LogCore<R, D> {
             decided_instance,
             executed_below: executed_below.0,
             keys: replica.state_machine().map().len() as u64,
-            stats: replica.stats().clone(),
+            view_changes: stats.view_changes_started,
+            views_led: stats.views_led,
+            batches_proposed: stats.batches_proposed,
+            requests_executed: stats.requests_executed,
+            duplicates_skipped: stats.duplicates_skipped,
+            snapshots_taken: stats.snapshots_taken,
+            snapshots_installed: stats.snapshots_installed,
+            catch_up_queries: stats.catch_up_queries,
             answered: self.answered,
             retried: self.retried,
             timed_out: self.timed_out,
