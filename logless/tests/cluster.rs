@@ -94,7 +94,17 @@ fn cpu_ticks(pid: u32) -> u64 {
 fn idle_replicas_do_not_spin() {
     // Every shard had timers that have all fired since: a shard loop whose sleep was left
     // elapsed once no timer remained woke itself without end, a core per replica.
-    let cluster = Cluster::start(3, "mmap");
+    idle_replicas_use_next_to_no_cpu("rmw");
+}
+
+#[test]
+fn idle_log_replicas_do_not_spin() {
+    // The log's loop ticks its replica every few milliseconds (heartbeats, suspicion).
+    idle_replicas_use_next_to_no_cpu("multipaxos");
+}
+
+fn idle_replicas_use_next_to_no_cpu(engine: &str) {
+    let cluster = Cluster::start_with(3, "mmap", &["--engine", engine]);
     let mut a = cluster.connect(0);
     for i in 0..20 {
         let _: () = a.set(format!("k{i}"), i).unwrap();
