@@ -22,7 +22,10 @@ fn every_replica_serves_every_key_through_the_log() {
     // Reads go through the log: a write through one replica is seen through any other.
     for (i, con) in cons.iter_mut().enumerate() {
         let j = (i + 1) % 3;
-        assert_eq!(con.get::<_, String>(format!("k{j}")).unwrap(), format!("v{j}"));
+        assert_eq!(
+            con.get::<_, String>(format!("k{j}")).unwrap(),
+            format!("v{j}")
+        );
     }
     assert_eq!(cons[2].incr::<_, _, i64>("n", 5).unwrap(), 5);
     assert_eq!(cons[0].incr::<_, _, i64>("n", 1).unwrap(), 6);
@@ -32,8 +35,15 @@ fn every_replica_serves_every_key_through_the_log() {
         .unwrap();
     assert!(info.contains("logless_engine:multipaxos"), "{info}");
     assert!(info.contains("log_leader:"), "{info}");
-    let info: String = redis::cmd("INFO").arg("server").query(&mut cons[1]).unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut cons[1])
+        .unwrap();
     assert!(info.contains("engine:multipaxos"), "{info}");
+    assert_eq!(
+        common::config_get(&mut cons[0], "logless-engine"),
+        "multipaxos"
+    );
 }
 
 #[test]
@@ -45,7 +55,10 @@ fn commands_over_several_keys_are_atomic_steps() {
         .arg(&["x", "1", "y", "2"])
         .query(&mut a)
         .unwrap();
-    let both: Vec<Option<String>> = redis::cmd("MGET").arg(&["x", "y", "z"]).query(&mut b).unwrap();
+    let both: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&["x", "y", "z"])
+        .query(&mut b)
+        .unwrap();
     assert_eq!(both, [Some("1".into()), Some("2".into()), None]);
     let set: i64 = redis::cmd("MSETNX")
         .arg(&["y", "9", "z", "9"])
@@ -88,7 +101,10 @@ fn an_mset_is_seen_whole_or_not_at_all() {
     });
     let mut reads = 0;
     while !writes.is_finished() {
-        let pair: Vec<i64> = redis::cmd("MGET").arg(&["p", "q"]).query(&mut reader).unwrap();
+        let pair: Vec<i64> = redis::cmd("MGET")
+            .arg(&["p", "q"])
+            .query(&mut reader)
+            .unwrap();
         assert_eq!(pair[0], pair[1], "an MSET seen half done");
         reads += 1;
     }
@@ -137,7 +153,11 @@ fn transfers_in_multi_exec_keep_the_sum() {
             .arg(&["alice", "bob"])
             .query(&mut reader)
             .unwrap();
-        assert_eq!(pair[0] + pair[1], 2000, "a transfer seen half done: {pair:?}");
+        assert_eq!(
+            pair[0] + pair[1],
+            2000,
+            "a transfer seen half done: {pair:?}"
+        );
         assert!(Instant::now() < deadline, "the transfers did not finish");
     }
     for w in workers {
@@ -166,7 +186,10 @@ fn a_data_directory_of_the_other_engine_is_refused() {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "the server did not refuse the directory");
+        assert!(
+            Instant::now() < deadline,
+            "the server did not refuse the directory"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(!status.success());

@@ -201,6 +201,7 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
             c.client_query_buffer_limit().to_string(),
         ),
         ("logless-durability", c.durability.clone()),
+        ("logless-engine", c.engine.to_string()),
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),
         (
