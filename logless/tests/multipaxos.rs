@@ -127,12 +127,12 @@ fn transfers_in_multi_exec_keep_the_sum() {
         let mut con = cluster.connect(w);
         workers.push(std::thread::spawn(move || {
             for i in 0..60i64 {
-                let (from, to) = if (w + i as usize) % 2 == 0 {
+                let (from, to) = if (w + i as usize).is_multiple_of(2) {
                     ("alice", "bob")
                 } else {
                     ("bob", "alice")
                 };
-                let replies: (i64, i64) = redis::pipe()
+                let _: (i64, i64) = redis::pipe()
                     .atomic()
                     .cmd("DECRBY")
                     .arg(from)
@@ -142,7 +142,6 @@ fn transfers_in_multi_exec_keep_the_sum() {
                     .arg(i)
                     .query(&mut con)
                     .unwrap();
-                let _ = replies;
             }
         }));
     }
