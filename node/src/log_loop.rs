@@ -6,7 +6,7 @@
 //! questions), and [`LogCore::finish_turn`] ticks the replica and commits before anything
 //! leaves. The replica needs the passing of time for heartbeats, suspicion, retransmission and
 //! batches closed by age, so the loop turns at least every [`TICK_MS`].
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use logless_multipaxos::ids::NodeId;
@@ -19,6 +19,7 @@ use tokio::time::MissedTickBehavior;
 
 pub use crate::log_turn::{LogAnswer, LogStatus};
 use crate::log_turn::{LogCore, LogOutlet};
+use crate::shard::wall_ms;
 
 /// How often the replica is ticked when nothing else wakes the loop.
 pub const TICK_MS: u64 = 5;
@@ -96,13 +97,6 @@ impl LogOutlet<LogReplyTo> for ChannelOutlet {
         // The client may have gone; its answer is then dropped.
         let _ = reply.tx.send((reply.seq, answer));
     }
-}
-
-/// The wall clock in milliseconds since the epoch.
-pub fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl LogLoop {

@@ -313,38 +313,16 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
 
     let mut shards = Vec::new();
     for (shard, index) in shard_handles {
-        let fail = shutdown.clone();
-        let context = context.clone();
-        shards.push(tokio::spawn(async move {
-            match shard.run().await {
-                Ok(()) => true,
-                Err(e) => {
-                    error!(shard = index, error = %e, "store failed: this replica stops voting");
-                    context
-                        .failed
-                        .store(1, std::sync::atomic::Ordering::Relaxed);
-                    let _ = fail.send(true);
-                    false
-                }
-            }
-        }));
+        let what = format!("shard {index}");
+        shards.push(spawn_loop(shard.run(), what, &context, &shutdown));
     }
     if let Some((_, log_loop)) = log {
-        let fail = shutdown.clone();
-        let context = context.clone();
-        shards.push(tokio::spawn(async move {
-            match log_loop.run().await {
-                Ok(()) => true,
-                Err(e) => {
-                    error!(error = %e, "log failed: this replica stops");
-                    context
-                        .failed
-                        .store(1, std::sync::atomic::Ordering::Relaxed);
-                    let _ = fail.send(true);
-                    false
-                }
-            }
-        }));
+        shards.push(spawn_loop(
+            log_loop.run(),
+            "log".into(),
+            &context,
+            &shutdown,
+        ));
     }
     let peer_limits = PeerLimits::of(&context.config);
     match log_input {
@@ -398,6 +376,31 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     })
 }
 
+/// Spawns an event loop (a shard's or the log's, named by `what`); if its store fails, the
+/// node is marked failed and starts stopping (fail-stop). The task ends true on a clean stop.
+fn spawn_loop(
+    run: impl std::future::Future<Output = Result<(), logless_storage::StoreError>> + Send + 'static,
+    what: String,
+    context: &Arc<NodeContext>,
+    shutdown: &watch::Sender<bool>,
+) -> JoinHandle<bool> {
+    let fail = shutdown.clone();
+    let context = context.clone();
+    tokio::spawn(async move {
+        match run.await {
+            Ok(()) => true,
+            Err(e) => {
+                error!(loop_ = %what, error = %e, "store failed: this replica stops voting");
+                context
+                    .failed
+                    .store(1, std::sync::atomic::Ordering::Relaxed);
+                let _ = fail.send(true);
+                false
+            }
+        }
+    })
+}
+
 /// Opens the log engine's durable log in the data directory's `log` and builds its loop, with a
 /// link to every peer (the transport's shard 0 of 1).
 fn start_log(
@@ -433,7 +436,7 @@ fn start_log(
         opened.log,
         incarnation,
         config.request_timeout_ms,
-        crate::log_loop::wall_ms(),
+        crate::shard::wall_ms(),
         0,
     );
     let status = core.status();
