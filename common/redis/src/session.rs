@@ -34,7 +34,8 @@
 //! EXEC of commands naming several keys is one [`Step::Cross`] of
 //! [`CrossKey::Transaction`], executed atomically as one log entry, and MSET, MSETNX, RENAME,
 //! RENAMENX, SMOVE and COPY are parsed into a [`Step::Cross`] of their own (outside a
-//! transaction; queued in one they are still refused).
+//! transaction; queued in one they are refused, as are DEL, EXISTS and MGET of several keys:
+//! queue one command per key instead).
 //!
 //! # Authentication
 //!
@@ -323,10 +324,15 @@ impl Session {
         if self.user.is_none() && !acl::allowed_before_auth(&args[0]) {
             return Step::Reply(Value::Error(acl::NOAUTH.into()));
         }
-        if self.total_order && self.transaction == Transaction::None {
-            if let Some(spec) = cross_key::find(&args[0]) {
+        if let (true, Some(spec)) = (self.total_order, cross_key::find(&args[0])) {
+            if self.transaction == Transaction::None {
                 return self.cross_key(spec, args);
             }
+            return self.refuse_queued(format!(
+                "ERR '{}' cannot be queued in a transaction: queue its single-key commands \
+                 instead (the transaction is one atomic step)",
+                spec.name
+            ));
         }
         let parsed = match self.argument_error(args) {
             Some(text) => Parsed::Error(text),
@@ -461,6 +467,11 @@ impl Session {
                 String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
             )),
             Parsed::Error(text) => self.refuse_queued(text),
+            Parsed::Multi { .. } if self.total_order => self.refuse_queued(format!(
+                "ERR '{}' on several keys cannot be queued: queue one command per key \
+                     instead (the transaction is one atomic step)",
+                String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+            )),
             Parsed::Multi { .. } => self.refuse_queued(format!(
                 "ERR '{}' on several keys cannot be queued: a transaction is not atomic \
                      across keys in the per-key engine",

@@ -613,6 +613,15 @@ fn under_one_log_order_commands_and_transactions_over_several_keys_are_one_step(
         ]
     );
     assert_eq!(shapes.len(), 2);
+    assert_eq!(handle(&mut session, &["MULTI"]), Step::Reply(simple("OK")));
+    let Step::Reply(Value::Error(text)) = handle(&mut session, &["MSET", "a", "1"]) else {
+        panic!("MSET is not queued");
+    };
+    assert!(text.contains("'mset' cannot be queued"), "{text}");
+    assert!(matches!(
+        handle(&mut session, &["EXEC"]),
+        Step::Reply(Value::Error(text)) if text.starts_with("EXECABORT")
+    ));
 }
 
 #[test]
