@@ -44,6 +44,27 @@ fn every_replica_serves_every_key_through_the_log() {
         common::config_get(&mut cons[0], "logless-engine"),
         "multipaxos"
     );
+    // /metrics and /status: one leader, which every replica names, and the log executed.
+    let https: Vec<_> = cluster.replicas.iter().map(|r| r.spec.http).collect();
+    let leaders: u64 = https
+        .iter()
+        .map(|&h| common::metric(h, "logless_log_is_leader"))
+        .sum();
+    assert_eq!(leaders, 1);
+    let named: Vec<u64> = https
+        .iter()
+        .map(|&h| common::metric(h, "logless_log_leader"))
+        .collect();
+    assert!(named.iter().all(|&l| l == named[0]), "{named:?}");
+    assert!(common::metric(https[0], "logless_log_requests_executed_total") >= 5);
+    let (_, body) =
+        logless_harness::probe::http_get(https[2], "/status", Duration::from_secs(5)).unwrap();
+    let status: logless_node::status::NodeStatus = serde_json::from_str(&body).unwrap();
+    assert_eq!(status.engine, "multipaxos");
+    assert_eq!(
+        status.log.expect("the log's figures").leader,
+        named[0] as u16
+    );
 }
 
 #[test]
