@@ -23,6 +23,12 @@
 //! goes back to the pool and its next number supersedes the unanswered one, which the replicas
 //! then never execute once the later one was.
 //!
+//! A connection's pipelined operations reach the replica in the order sent and, forwarded over
+//! one link, the leader in that order, so they are executed in it. A retry can change that: an
+//! operation lost on its way to a failed leader and retried may execute after a later one of
+//! the same pipeline that got through. Each operation is still linearizable (the client had not
+//! seen either answer), but Redis's stronger promise of pipeline order is not kept then.
+//!
 //! # Linearizability
 //! Every operation, reads included, is a request in the log: it is answered once the replica
 //! that took it has executed it in log order, and a request is executed only once its instance
