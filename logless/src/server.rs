@@ -125,7 +125,9 @@ pub struct ServerArgs {
     #[arg(long, env = "LOGLESS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
     /// Break the protocol on purpose (test builds only, the `fault-injection` feature):
-    /// accept-inconsistent-quorum, ignore-learned, reply-before-persist or persist-without-ttl.
+    /// accept-inconsistent-quorum, ignore-learned, reply-before-persist or persist-without-ttl;
+    /// for the log engine log-skip-noop-fill, log-no-dedup, log-accept-before-persist,
+    /// log-execute-at-local-clock or log-accept-stale-proposals.
     #[arg(long, hide = true)]
     pub inject_bug: Vec<String>,
 }

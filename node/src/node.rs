@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use logless_multipaxos::config::InjectedBugs as LogBugs;
 use logless_rmw::config::InjectedBugs;
 use logless_rmw::ids::NodeId;
 use logless_rmw::replica::Replica;
@@ -101,11 +102,15 @@ pub struct Bugs {
     pub core: InjectedBugs,
     /// The shard runtime's.
     pub shard: ShardBugs,
+    /// The log engine's protocol's.
+    pub log: LogBugs,
 }
 
 impl Bugs {
     /// The bugs named (`accept-inconsistent-quorum`, `ignore-learned`, `reply-before-persist`,
-    /// `persist-without-ttl`). Any name is refused by a build without fault injection.
+    /// `persist-without-ttl`; for the log engine `log-skip-noop-fill`, `log-no-dedup`,
+    /// `log-accept-before-persist`, `log-execute-at-local-clock`,
+    /// `log-accept-stale-proposals`). Any name is refused by a build without fault injection.
     pub fn parse(names: &[String]) -> Result<Bugs, String> {
         let mut bugs = Bugs::default();
         for name in names {
@@ -120,6 +125,11 @@ impl Bugs {
                 "ignore-learned" => bugs.core.ignore_learned = true,
                 "reply-before-persist" => bugs.shard.reply_before_persist = true,
                 "persist-without-ttl" => bugs.shard.persist_without_ttl = true,
+                "log-skip-noop-fill" => bugs.log.skip_noop_fill = true,
+                "log-no-dedup" => bugs.log.no_dedup = true,
+                "log-accept-before-persist" => bugs.log.accept_before_persist = true,
+                "log-execute-at-local-clock" => bugs.log.execute_at_local_clock = true,
+                "log-accept-stale-proposals" => bugs.log.accept_stale_proposals = true,
                 other => return Err(format!("unknown bug {other:?}")),
             }
         }
@@ -136,6 +146,17 @@ impl Bugs {
             ("ignore-learned", self.core.ignore_learned),
             ("reply-before-persist", self.shard.reply_before_persist),
             ("persist-without-ttl", self.shard.persist_without_ttl),
+            ("log-skip-noop-fill", self.log.skip_noop_fill),
+            ("log-no-dedup", self.log.no_dedup),
+            ("log-accept-before-persist", self.log.accept_before_persist),
+            (
+                "log-execute-at-local-clock",
+                self.log.execute_at_local_clock,
+            ),
+            (
+                "log-accept-stale-proposals",
+                self.log.accept_stale_proposals,
+            ),
         ]
         .into_iter()
         .filter(|&(_, on)| on)
@@ -285,6 +306,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         }
         Engine::Multipaxos => Some(start_log(
             &config,
+            bugs.log,
             identity.incarnation,
             durability,
             &transport,
@@ -403,8 +425,10 @@ fn spawn_loop(
 
 /// Opens the log engine's durable log in the data directory's `log` and builds its loop, with a
 /// link to every peer (the transport's shard 0 of 1).
+#[allow(clippy::too_many_arguments)]
 fn start_log(
     config: &NodeConfig,
+    bugs: LogBugs,
     incarnation: u32,
     durability: logless_storage::Durability,
     transport: &peer::Identity,
@@ -426,7 +450,10 @@ fn start_log(
     let mut nodes: Vec<LogNodeId> = config.peers.iter().map(|p| LogNodeId(p.id)).collect();
     nodes.sort_unstable();
     let me = LogNodeId(config.node_id);
-    let engine = logless_multipaxos::config::Config::new(nodes, me);
+    let mut engine = logless_multipaxos::config::Config::new(nodes, me);
+    if FAULT_INJECTION {
+        engine.bugs = bugs;
+    }
     let machine = logless_multipaxos::kv::RegisterMachine::new(config.command_limits());
     let started = Instant::now();
     let core = LogCore::recover(
@@ -510,6 +537,9 @@ mod tests {
             assert!(bugs.core.ignore_learned);
             assert_eq!(bugs.names(), ["ignore-learned"]);
             assert!(Bugs::parse(&["no-such-bug".to_string()]).is_err());
+            let log = Bugs::parse(&["log-no-dedup".to_string()]).unwrap();
+            assert!(log.log.no_dedup);
+            assert_eq!(log.names(), ["log-no-dedup"]);
         } else {
             let refused = named.unwrap_err();
             assert!(refused.contains("no fault injection"), "{refused}");
