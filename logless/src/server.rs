@@ -39,6 +39,10 @@ pub struct ServerArgs {
     /// memory, mmap, sync or pmem.
     #[arg(long, env = "LOGLESS_DURABILITY")]
     pub durability: Option<String>,
+    /// The replication engine, the same on every replica: rmw (per-key registers) or
+    /// multipaxos (one log; multi-key commands and MULTI/EXEC are atomic).
+    #[arg(long, env = "LOGLESS_ENGINE")]
+    pub engine: Option<logless_node::config::Engine>,
     /// Shards (event loops and store files); the same on every replica.
     #[arg(long, env = "LOGLESS_SHARDS")]
     pub shards: Option<u16>,
@@ -121,7 +125,9 @@ pub struct ServerArgs {
     #[arg(long, env = "LOGLESS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
     /// Break the protocol on purpose (test builds only, the `fault-injection` feature):
-    /// accept-inconsistent-quorum, ignore-learned, reply-before-persist or persist-without-ttl.
+    /// accept-inconsistent-quorum, ignore-learned, reply-before-persist or persist-without-ttl;
+    /// for the log engine log-skip-noop-fill, log-no-dedup, log-accept-before-persist,
+    /// log-execute-at-local-clock or log-accept-stale-proposals.
     #[arg(long, hide = true)]
     pub inject_bug: Vec<String>,
 }
@@ -151,6 +157,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = &args.durability {
         c.durability = v.clone();
+    }
+    if let Some(v) = args.engine {
+        c.engine = v;
     }
     if let Some(v) = args.shards {
         c.shards = v;

@@ -83,6 +83,25 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                     ),
                     s.durability
                 );
+                if let Some(log) = &s.log {
+                    let instance = |i: Option<u64>| i.map_or("-".to_string(), |i| i.to_string());
+                    println!(
+                        "{:<22} {} view {} (leader {}{}), instances {}..{} decided {} executed {}, \
+                         snapshots {} taken {} installed, {} catch-up queries",
+                        "",
+                        s.engine,
+                        log.view,
+                        log.leader,
+                        if log.is_leader { ", this one" } else { "" },
+                        log.first_instance,
+                        instance(log.last_instance),
+                        instance(log.decided_instance),
+                        instance(log.executed_below.checked_sub(1)),
+                        log.snapshots_taken,
+                        log.snapshots_installed,
+                        log.catch_up_queries,
+                    );
+                }
                 if let Some(bugs) = &s.injected_bugs {
                     // Only a test build reports this: it should never be seen in production.
                     println!(

@@ -58,7 +58,11 @@ pub struct UpArgs {
     /// memory, mmap, sync or pmem.
     #[arg(long, default_value = "mmap")]
     pub durability: String,
-    /// Shards per replica.
+    /// The replication engine: rmw (per-key registers) or multipaxos (one log; multi-key
+    /// commands and MULTI/EXEC are atomic).
+    #[arg(long, default_value_t = logless_node::config::Engine::Rmw)]
+    pub engine: logless_node::config::Engine,
+    /// Shards per replica (the per-key engine only: the log engine has one log).
     #[arg(long, default_value_t = 1)]
     pub shards: u16,
     /// Read retries before a read writes through (X).
@@ -164,6 +168,7 @@ fn specs(
                 shards: Some(args.shards),
                 ..spec
             }
+            .flag("--engine", args.engine)
             .flag("--read-retries", args.read_retries)
             .flag("--thrifty-reads", args.thrifty_reads)
             .flag("--thrifty-writes", args.thrifty_writes)
@@ -401,7 +406,8 @@ pub fn up(args: &UpArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     println!(
-        "logless: {n} replicas serving ({} mode, {} shard(s) each, data in {})",
+        "logless: {n} replicas serving ({} engine, {} mode, {} shard(s) each, data in {})",
+        args.engine,
         args.durability,
         args.shards,
         args.dir.display()

@@ -1,6 +1,7 @@
 //! The real `logless` binary as a 3-replica cluster on loopback, driven by a Redis client:
 //! service across replicas, kill -9 of one replica under load, kill -9 of all of them, clean
-//! shutdown, and the commands `logless up` and `logless status`.
+//! shutdown, and the commands `logless up` and `logless status`. The kill tests run against
+//! both engines (the log engine's with its leader as the one killed).
 mod common;
 
 use std::collections::HashMap;
@@ -93,7 +94,17 @@ fn cpu_ticks(pid: u32) -> u64 {
 fn idle_replicas_do_not_spin() {
     // Every shard had timers that have all fired since: a shard loop whose sleep was left
     // elapsed once no timer remained woke itself without end, a core per replica.
-    let cluster = Cluster::start(3, "mmap");
+    idle_replicas_use_next_to_no_cpu("rmw");
+}
+
+#[test]
+fn idle_log_replicas_do_not_spin() {
+    // The log's loop ticks its replica every few milliseconds (heartbeats, suspicion).
+    idle_replicas_use_next_to_no_cpu("multipaxos");
+}
+
+fn idle_replicas_use_next_to_no_cpu(engine: &str) {
+    let cluster = Cluster::start_with(3, "mmap", &["--engine", engine]);
     let mut a = cluster.connect(0);
     for i in 0..20 {
         let _: () = a.set(format!("k{i}"), i).unwrap();
@@ -123,7 +134,19 @@ fn is_not_applied(e: &RedisError) -> bool {
 
 #[test]
 fn one_replica_killed_and_restarted_under_load_loses_nothing() {
-    let mut cluster = Cluster::start(3, "mmap");
+    replica_killed_and_restarted_under_load_loses_nothing("rmw", 1);
+}
+
+/// The log engine's leader of view 0 is node 1: killing it makes the others change views.
+#[test]
+fn the_log_leader_killed_and_restarted_under_load_loses_nothing() {
+    replica_killed_and_restarted_under_load_loses_nothing("multipaxos", 0);
+}
+
+/// Increments through every replica while replica `victim` is killed with -9 and restarted:
+/// every key ends up within its acknowledged increments plus those of unknown outcome.
+fn replica_killed_and_restarted_under_load_loses_nothing(engine: &str, victim: usize) {
+    let mut cluster = Cluster::start_with(3, "mmap", &["--engine", engine]);
     let addrs: Vec<String> = cluster
         .replicas
         .iter()
@@ -185,10 +208,10 @@ fn one_replica_killed_and_restarted_under_load_loses_nothing() {
     }
     std::thread::sleep(Duration::from_secs(2));
     outage.store(true, Ordering::Relaxed);
-    cluster.kill(1);
+    cluster.kill(victim);
     std::thread::sleep(Duration::from_secs(3));
     outage.store(false, Ordering::Relaxed);
-    cluster.spawn(1);
+    cluster.spawn(victim);
     std::thread::sleep(Duration::from_secs(3));
     stop.store(true, Ordering::Relaxed);
     for w in workers {
@@ -200,7 +223,7 @@ fn one_replica_killed_and_restarted_under_load_loses_nothing() {
     );
     // The restarted replica is brought up to date by the next operation on each key.
     cluster.wait_serving(Duration::from_secs(20));
-    let mut restarted = cluster.connect(1);
+    let mut restarted = cluster.connect(victim);
     let tallies = tallies.lock().unwrap();
     for key in keys {
         let tally = &tallies[key];
@@ -214,8 +237,8 @@ fn one_replica_killed_and_restarted_under_load_loses_nothing() {
     }
 }
 
-fn writes_survive_killing_every_replica(durability: &str) {
-    let mut cluster = Cluster::start(3, durability);
+fn writes_survive_killing_every_replica(durability: &str, engine: &str) {
+    let mut cluster = Cluster::start_with(3, durability, &["--engine", engine]);
     let mut con = cluster.connect(0);
     for i in 0..300 {
         let _: () = con.set(format!("key:{i}"), format!("value:{i}")).unwrap();
@@ -243,12 +266,17 @@ fn writes_survive_killing_every_replica(durability: &str) {
 
 #[test]
 fn acknowledged_writes_survive_killing_every_replica_mmap() {
-    writes_survive_killing_every_replica("mmap");
+    writes_survive_killing_every_replica("mmap", "rmw");
 }
 
 #[test]
 fn acknowledged_writes_survive_killing_every_replica_sync() {
-    writes_survive_killing_every_replica("sync");
+    writes_survive_killing_every_replica("sync", "rmw");
+}
+
+#[test]
+fn acknowledged_writes_survive_killing_every_replica_multipaxos() {
+    writes_survive_killing_every_replica("sync", "multipaxos");
 }
 
 #[test]

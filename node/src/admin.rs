@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::clients::Connection;
 use crate::context::NodeContext;
+use crate::log_loop::{LogInput, LogReplyTo, LogSubmitted};
 use crate::shard::{ReplyTo, ScanPage, ShardInput, Submitted};
 
 /// Where a SCAN cursor keeps its shard number.
@@ -118,9 +119,19 @@ fn kill(filter: &ClientFilter, caller: &Connection, context: &NodeContext) -> us
     killed
 }
 
-/// One page of a shard's live keys, or `None` if the shard has stopped.
+/// One page of a shard's live keys, or `None` if the shard has stopped. The log engine's
+/// copy is its one shard.
 async fn page(context: &NodeContext, shard: usize, cursor: u64, count: usize) -> Option<ScanPage> {
     let (reply, answer) = oneshot::channel();
+    if let Some(log) = &context.log {
+        let ask = LogInput::Scan {
+            cursor,
+            count,
+            reply,
+        };
+        log.send(ask).await.ok()?;
+        return answer.await.ok();
+    }
     let ask = ShardInput::Scan {
         cursor,
         count,
@@ -130,11 +141,19 @@ async fn page(context: &NodeContext, shard: usize, cursor: u64, count: usize) ->
     answer.await.ok()
 }
 
+/// How many shards a scan walks: the per-key engine's, or the log engine's one copy.
+fn scanned_shards(context: &NodeContext) -> usize {
+    match context.log {
+        Some(_) => 1,
+        None => context.shards.len(),
+    }
+}
+
 /// SCAN: one page of COUNT registers (at most [`SCAN_COUNT_MAX`]) of the shard the cursor
 /// points into, from where it points; the cursor of the next call moves to the next shard once
 /// a shard is done.
 async fn scan_keys(scan: &KeyScan, context: &NodeContext) -> Value {
-    let shards = context.shards.len();
+    let shards = scanned_shards(context);
     let shard = usize::try_from(scan.cursor >> SHARD_SHIFT).unwrap_or(usize::MAX);
     if shard >= shards {
         return scan_reply(0, Vec::new());
@@ -172,7 +191,7 @@ fn scan_reply(next: u64, keys: Vec<Value>) -> Value {
 async fn live_keys(context: &NodeContext) -> Vec<Bytes> {
     let mut keys = Vec::new();
     let mut seen = FxHashSet::default();
-    for shard in 0..context.shards.len() {
+    for shard in 0..scanned_shards(context) {
         let mut cursor = 0;
         loop {
             let Some((next, found)) = page(context, shard, cursor, PAGE).await else {
@@ -198,6 +217,11 @@ async fn random_key(context: &NodeContext) -> Option<Bytes> {
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed).ok()?;
     let seed = u64::from_le_bytes(seed);
+    if context.log.is_some() {
+        let keys = live_keys(context).await;
+        let len = keys.len() as u64;
+        return (len > 0).then(|| keys[(seed % len.max(1)) as usize].clone());
+    }
     let shards = context.shards.len();
     let first = (seed % shards as u64) as usize;
     for shard in (first..shards).chain(0..first) {
@@ -220,6 +244,9 @@ async fn random_key(context: &NodeContext) -> Option<Bytes> {
 /// every one is done, else an error saying how many got no result.
 async fn flush(context: &NodeContext) -> Value {
     let keys = live_keys(context).await;
+    if let Some(log) = &context.log {
+        return flush_log(log, keys).await;
+    }
     let total = keys.len();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut batches: FxHashMap<usize, Vec<Submitted>> = FxHashMap::default();
@@ -268,5 +295,27 @@ async fn flush(context: &NodeContext) -> Value {
              result (not applied, or the outcome is unknown): run it again",
             total - failed
         ))
+    }
+}
+
+/// FLUSHALL under the log engine: one DEL of every live key of this replica's copy, as one
+/// operation of the log (atomic; keys written meanwhile through other replicas may remain).
+async fn flush_log(log: &mpsc::Sender<LogInput>, keys: Vec<Bytes>) -> Value {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let submitted = LogSubmitted {
+        operation: logless_multipaxos::kv::Operation::Del(keys),
+        reply: LogReplyTo { tx, seq: 0 },
+    };
+    if log.send(LogInput::Submit(vec![submitted])).await.is_err() {
+        return Value::Error("ERR the replica is stopping".into());
+    }
+    match rx.recv().await {
+        Some((_, Ok(logless_multipaxos::kv::Response::Int(_)))) => Value::Simple("OK".into()),
+        Some((_, Ok(other))) => Value::Error(format!("ERR FLUSHALL: unexpected answer {other:?}")),
+        Some((_, Err(failure))) => logless_redis::session::Session::reply(
+            logless_redis::table::ReplyShape::Plain,
+            &Err(failure),
+        ),
+        None => Value::Error("ERR the replica is stopping".into()),
     }
 }

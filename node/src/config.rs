@@ -7,6 +7,7 @@
 //! http_addr = "127.0.0.1:9379"
 //! data_dir = "./logless-data/node-1"
 //! durability = "mmap"          # memory | mmap | sync | pmem
+//! engine = "rmw"               # rmw (per-key registers) | multipaxos (one log, atomic multi-key)
 //! shards = 1
 //! read_retries = 1
 //! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
@@ -54,7 +55,7 @@ use logless_commands::command::Limits;
 use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::NodeId;
 use logless_storage::Durability;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use logless_redis::acl::{self, Access, Acl, User};
@@ -141,6 +142,46 @@ fn enabled() -> bool {
     true
 }
 
+/// The replication engine a replica runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// RMWPaxos: every key its own replicated register (the default).
+    #[default]
+    Rmw,
+    /// Multi-Paxos: one replicated log orders every command, so commands on several keys
+    /// (MSET, MULTI/EXEC, ...) are atomic.
+    Multipaxos,
+}
+
+impl Engine {
+    /// The engine's name, as the configuration and the flags spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Rmw => "rmw",
+            Engine::Multipaxos => "multipaxos",
+        }
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Engine, String> {
+        match name {
+            "rmw" => Ok(Engine::Rmw),
+            "multipaxos" => Ok(Engine::Multipaxos),
+            other => Err(format!("engine must be rmw or multipaxos, not {other:?}")),
+        }
+    }
+}
+
 /// Everything a replica needs to start.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -159,6 +200,8 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// `memory`, `mmap`, `sync` or `pmem`.
     pub durability: String,
+    /// The replication engine; the same on every replica, and fixed for a data directory.
+    pub engine: Engine,
     /// Shards (one event loop and one store file each); the same on every replica.
     pub shards: u16,
     /// Read retries before a read writes through (X of the paper).
@@ -244,6 +287,7 @@ impl Default for NodeConfig {
             http_addr: None,
             data_dir: PathBuf::from("logless-data"),
             durability: "mmap".to_string(),
+            engine: Engine::default(),
             shards: 1,
             read_retries: 1,
             thrifty_reads: true,
@@ -343,11 +387,16 @@ impl NodeConfig {
         proposer.remove_dead_registers = self.remove_dead_registers;
         proposer.request_timeout_ms = self.request_timeout_ms;
         proposer.backoff_max_ms = BACKOFF_MAX_MS;
-        proposer.limits = Limits {
+        proposer.limits = self.command_limits();
+        proposer
+    }
+
+    /// The limits every command holds to, in either engine.
+    pub fn command_limits(&self) -> Limits {
+        Limits {
             value_bytes_max: self.value_bytes_max,
             set_members_max: self.set_members_max,
-        };
-        proposer
+        }
     }
 
     /// The longest bulk string the wire parser reads: the largest `value_bytes_max` allowed
@@ -403,6 +452,12 @@ impl NodeConfig {
         }
         if self.shards == 0 || self.shards > 256 {
             return invalid("shards must be between 1 and 256".into());
+        }
+        if self.engine == Engine::Multipaxos && self.shards != 1 {
+            return invalid(format!(
+                "the multipaxos engine orders every key in one log: shards must be 1, not {}",
+                self.shards
+            ));
         }
         if self.value_bytes_max == 0 || self.value_bytes_max > VALUE_BYTES_MAX_LIMIT {
             return invalid("value_bytes_max must be between 1 and 64 MiB".into());

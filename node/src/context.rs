@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::clients::ClientRegistry;
 use crate::config::NodeConfig;
+use crate::log_loop::LogInput;
 use crate::peer::PeerCounters;
 use crate::shard::ShardInput;
 
@@ -26,8 +27,10 @@ pub struct NodeContext {
     pub node: NodeId,
     /// This run's incarnation.
     pub incarnation: u32,
-    /// The input channel of each shard.
+    /// The input channel of each shard (none under the log engine).
     pub shards: Vec<mpsc::Sender<ShardInput>>,
+    /// The log's input channel (the log engine only).
+    pub log: Option<mpsc::Sender<LogInput>>,
     /// When the node started.
     pub started: Instant,
     /// The client connections' counters.

@@ -11,15 +11,17 @@
 //! connection is in the node's registry ([`crate::clients`]) while it lasts, and ends at once
 //! when CLIENT KILL names it (after the replies it has read, when it named itself). The TLS
 //! listener's connections are served the same way once their handshake is done
-//! ([`crate::tls`]).
+//! ([`crate::tls`]). Under the log engine every engine step is one operation handed to the
+//! log's loop instead ([`crate::log_ops`]), and answered once executed in the log's order.
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use logless_commands::command::Command;
+use logless_multipaxos::kv::Operation;
 use logless_redis::resp::{parse_request, ParseLimits, Protocol, Value};
-use logless_redis::session::{Answer, Session, Step, MAX_CLIENTS_REPLY};
+use logless_redis::session::{Answer, Failure, Session, Step, MAX_CLIENTS_REPLY};
 use logless_redis::table::{Combine, ReplyShape};
 use logless_rmw::ids::Key;
 use logless_rmw::proposer::ProposeError;
@@ -34,6 +36,9 @@ use crate::clients::Connection;
 use crate::context::{shard_of, NodeContext};
 use crate::info;
 use crate::limits::{check_query, ClientLimits, Ended, IdleClock, Output};
+use crate::log_loop::{LogInput, LogReplyTo, LogSubmitted};
+use crate::log_ops::{self, Shown};
+use crate::log_turn::LogAnswer;
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
 use crate::tls;
 use crate::turn::answer_of;
@@ -97,6 +102,8 @@ enum Pending {
     Ready(Value, Protocol),
     One(u64, ReplyShape, Protocol),
     Many(Vec<u64>, Combine, Protocol),
+    /// One operation of the log engine.
+    Log(u64, Shown, Protocol),
 }
 
 /// Submits a connection's commands to the shards in batches and collects the answers, which
@@ -109,6 +116,11 @@ struct Exchange {
     outbox: Vec<Vec<Submitted>>,
     outbox_len: usize,
     arrived: FxHashMap<u64, CommandResult>,
+    /// The log engine's answers, and its operations waiting to be handed to the log.
+    log_tx: mpsc::UnboundedSender<(u64, LogAnswer)>,
+    log_rx: mpsc::UnboundedReceiver<(u64, LogAnswer)>,
+    log_outbox: Vec<LogSubmitted>,
+    log_arrived: FxHashMap<u64, LogAnswer>,
 }
 
 /// A connection hands its commands to the shards at least every this many commands.
@@ -117,6 +129,7 @@ const OUTBOX_MAX: usize = 1024;
 impl Exchange {
     fn new(shards: usize) -> Exchange {
         let (tx, rx) = mpsc::unbounded_channel();
+        let (log_tx, log_rx) = mpsc::unbounded_channel();
         Exchange {
             tx,
             rx,
@@ -124,6 +137,42 @@ impl Exchange {
             outbox: (0..shards).map(|_| Vec::new()).collect(),
             outbox_len: 0,
             arrived: FxHashMap::default(),
+            log_tx,
+            log_rx,
+            log_outbox: Vec::new(),
+            log_arrived: FxHashMap::default(),
+        }
+    }
+
+    /// Queues one operation for the log; returns its number.
+    async fn submit_log(&mut self, context: &NodeContext, operation: Operation) -> u64 {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        self.log_outbox.push(LogSubmitted {
+            operation,
+            reply: LogReplyTo {
+                tx: self.log_tx.clone(),
+                seq,
+            },
+        });
+        if self.log_outbox.len() >= OUTBOX_MAX {
+            self.send(context).await;
+        }
+        seq
+    }
+
+    /// The answer to the log operation numbered `seq`.
+    async fn take_log(&mut self, seq: u64) -> LogAnswer {
+        loop {
+            if let Some(answer) = self.log_arrived.remove(&seq) {
+                return answer;
+            }
+            match self.log_rx.recv().await {
+                Some((s, answer)) => {
+                    self.log_arrived.insert(s, answer);
+                }
+                None => return Err(Failure::NotApplied),
+            }
         }
     }
 
@@ -146,8 +195,20 @@ impl Exchange {
         seq
     }
 
-    /// Hands every waiting command to its shard.
+    /// Hands every waiting command to its shard, and every waiting operation to the log.
     async fn send(&mut self, context: &NodeContext) {
+        if let (Some(log), false) = (&context.log, self.log_outbox.is_empty()) {
+            let batch = std::mem::take(&mut self.log_outbox);
+            if let Err(refused) = log.send(LogInput::Submit(batch)).await {
+                // A stopped log: none of these operations ran.
+                if let LogInput::Submit(batch) = refused.0 {
+                    for submitted in batch {
+                        self.log_arrived
+                            .insert(submitted.reply.seq, Err(Failure::NotApplied));
+                    }
+                }
+            }
+        }
         for (shard, commands) in self.outbox.iter_mut().enumerate() {
             if commands.is_empty() {
                 continue;
@@ -214,7 +275,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let counters = &context.clients;
     let mut session = Session::new(id)
         .with_value_bytes_max(context.config.value_bytes_max)
-        .with_acl(context.acl.clone());
+        .with_acl(context.acl.clone())
+        .with_total_order(context.log.is_some());
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = Output::new(limits.output_bytes_max);
     let mut clock = IdleClock::new(limits.idle);
@@ -324,6 +386,9 @@ async fn dispatch(
     exchange: &mut Exchange,
     context: &NodeContext,
 ) -> Pending {
+    if context.log.is_some() {
+        return dispatch_log(step, protocol, exchange, context).await;
+    }
     match step {
         Step::Reply(value) => Pending::Ready(value, protocol),
         Step::One {
@@ -342,8 +407,38 @@ async fn dispatch(
             }
             Pending::Many(seqs, combine, protocol)
         }
+        Step::Cross { .. } => Pending::Ready(
+            Value::Error("ERR commands over several keys need the multipaxos engine".into()),
+            protocol,
+        ),
         Step::Node(_) => unreachable!("serve answers node queries itself"),
     }
+}
+
+/// Carries out what the session decided for one request, under the log engine: every step is
+/// one operation of the log ([`crate::log_ops`]).
+async fn dispatch_log(
+    step: Step,
+    protocol: Protocol,
+    exchange: &mut Exchange,
+    context: &NodeContext,
+) -> Pending {
+    let (operation, shown) = match step {
+        Step::Reply(value) => return Pending::Ready(value, protocol),
+        Step::One {
+            key,
+            command,
+            shape,
+        } => (log_ops::single(key, command), Shown::Shape(shape)),
+        Step::Many { parts, combine } => (log_ops::many(parts, combine), Shown::Combine(combine)),
+        Step::Cross { op, shape } => (log_ops::cross(op), Shown::Shape(shape)),
+        Step::Node(_) => unreachable!("serve answers node queries itself"),
+    };
+    Pending::Log(
+        exchange.submit_log(context, operation).await,
+        shown,
+        protocol,
+    )
 }
 
 async fn resolve(pending: Pending, exchange: &mut Exchange) -> (Value, Protocol) {
@@ -360,5 +455,9 @@ async fn resolve(pending: Pending, exchange: &mut Exchange) -> (Value, Protocol)
             }
             (Session::combine(combine, answers), protocol)
         }
+        Pending::Log(seq, shown, protocol) => (
+            log_ops::reply(exchange.take_log(seq).await, shown),
+            protocol,
+        ),
     }
 }

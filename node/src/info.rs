@@ -201,6 +201,7 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
             c.client_query_buffer_limit().to_string(),
         ),
         ("logless-durability", c.durability.clone()),
+        ("logless-engine", c.engine.to_string()),
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),
         (
@@ -240,7 +241,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
     if wanted("server") {
         let _ = write!(
             out,
-            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\nlogless_version:{}\r\nredis_mode:standalone\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nnode_id:{}\r\nincarnation:{}\r\nshards:{}\r\ndurability:{}\r\ncluster_id:{}\r\n",
+            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\nlogless_version:{}\r\nredis_mode:standalone\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nnode_id:{}\r\nincarnation:{}\r\nshards:{}\r\nengine:{}\r\ndurability:{}\r\ncluster_id:{}\r\n",
             env!("CARGO_PKG_VERSION"),
             std::process::id(),
             context.bound.client.port(),
@@ -248,6 +249,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             context.node.0,
             context.incarnation,
             c.shards,
+            c.engine,
             c.durability,
             c.cluster_id,
         );
@@ -309,6 +311,15 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             s.links.len(),
             u8::from(s.healthy),
         );
+        if let Some(log) = &totals.log {
+            // Into the section: before the blank line that ends it.
+            out.truncate(out.len() - 2);
+            let _ = write!(out, "logless_engine:multipaxos\r\n");
+            for figure in status::log_figures(log) {
+                let _ = write!(out, "log_{}:{}\r\n", figure.name, figure.value);
+            }
+            out.push_str("\r\n");
+        }
     }
     if wanted("keyspace") {
         let _ = write!(out, "# Keyspace\r\n");

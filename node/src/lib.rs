@@ -7,8 +7,13 @@
 //! * [`turn`] — one shard's turn logic without a runtime: proposer, acceptors, timers,
 //!   group commit (shared with the whole-node simulation);
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
+//! * [`log_turn`] — the log engine's turn logic without a runtime: its replica of the log,
+//!   its durable log, and the client operations waiting for answers;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
-//! * [`peer`] — the TCP transport between the same shard of every replica;
+//! * [`log_loop`] — the tokio event loop of the log engine's one replica of the log;
+//! * [`log_ops`] — the Redis session's steps as operations of the log, and their replies;
+//! * [`peer`] — the TCP transport between the same shard of every replica, and
+//!   [`peer_codec`] — its frames for each engine;
 //! * [`limits`] — what one client or peer connection may hold, and for how long;
 //! * [`tls`] — TLS for clients and peers: rustls configurations and handshakes;
 //! * [`front`], [`info`] and [`admin`] — the Redis front end: sockets and buffers around each
@@ -28,8 +33,12 @@ pub mod hello;
 pub mod http;
 pub mod info;
 pub mod limits;
+pub mod log_loop;
+pub mod log_ops;
+pub mod log_turn;
 pub mod node;
 pub mod peer;
+pub mod peer_codec;
 pub mod shard;
 pub mod status;
 pub mod store;

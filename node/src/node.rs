@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use logless_multipaxos::config::InjectedBugs as LogBugs;
 use logless_rmw::config::InjectedBugs;
 use logless_rmw::ids::NodeId;
 use logless_rmw::replica::Replica;
@@ -15,10 +16,14 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use crate::config::{ConfigError, NodeConfig};
+use crate::config::{ConfigError, Engine, NodeConfig};
 use crate::context::{Bound, ClientCounters, NodeContext, Settings};
+use crate::durable_log::{DurableLog, DurableLogError};
 use crate::limits::PeerLimits;
+use crate::log_loop::{LogInput, LogLoop};
+use crate::log_turn::LogCore;
 use crate::peer::{self, PeerCounters};
+use crate::peer_codec::{LogCodec, RmwCodec};
 use crate::shard::{Shard, ShardBugs, ShardInput};
 use crate::store::{self, OpenError, ShardStore};
 use crate::tls::NodeTls;
@@ -33,6 +38,14 @@ pub enum StartError {
     /// The data directory or a store could not be opened.
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// The log engine's durable log could not be opened.
+    #[error("cannot open the log in {path}: {source}")]
+    Log {
+        /// Its directory.
+        path: std::path::PathBuf,
+        /// Why.
+        source: DurableLogError,
+    },
     /// A listen address could not be bound.
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
@@ -89,11 +102,15 @@ pub struct Bugs {
     pub core: InjectedBugs,
     /// The shard runtime's.
     pub shard: ShardBugs,
+    /// The log engine's protocol's.
+    pub log: LogBugs,
 }
 
 impl Bugs {
     /// The bugs named (`accept-inconsistent-quorum`, `ignore-learned`, `reply-before-persist`,
-    /// `persist-without-ttl`). Any name is refused by a build without fault injection.
+    /// `persist-without-ttl`; for the log engine `log-skip-noop-fill`, `log-no-dedup`,
+    /// `log-accept-before-persist`, `log-execute-at-local-clock`,
+    /// `log-accept-stale-proposals`). Any name is refused by a build without fault injection.
     pub fn parse(names: &[String]) -> Result<Bugs, String> {
         let mut bugs = Bugs::default();
         for name in names {
@@ -108,6 +125,11 @@ impl Bugs {
                 "ignore-learned" => bugs.core.ignore_learned = true,
                 "reply-before-persist" => bugs.shard.reply_before_persist = true,
                 "persist-without-ttl" => bugs.shard.persist_without_ttl = true,
+                "log-skip-noop-fill" => bugs.log.skip_noop_fill = true,
+                "log-no-dedup" => bugs.log.no_dedup = true,
+                "log-accept-before-persist" => bugs.log.accept_before_persist = true,
+                "log-execute-at-local-clock" => bugs.log.execute_at_local_clock = true,
+                "log-accept-stale-proposals" => bugs.log.accept_stale_proposals = true,
                 other => return Err(format!("unknown bug {other:?}")),
             }
         }
@@ -124,6 +146,17 @@ impl Bugs {
             ("ignore-learned", self.core.ignore_learned),
             ("reply-before-persist", self.shard.reply_before_persist),
             ("persist-without-ttl", self.shard.persist_without_ttl),
+            ("log-skip-noop-fill", self.log.skip_noop_fill),
+            ("log-no-dedup", self.log.no_dedup),
+            ("log-accept-before-persist", self.log.accept_before_persist),
+            (
+                "log-execute-at-local-clock",
+                self.log.execute_at_local_clock,
+            ),
+            (
+                "log-accept-stale-proposals",
+                self.log.accept_stale_proposals,
+            ),
         ]
         .into_iter()
         .filter(|&(_, on)| on)
@@ -162,7 +195,12 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     }
     let durability = config.durability()?;
     let node = config.node();
-    let identity = store::next_incarnation(&config.data_dir, config.node_id, config.shards)?;
+    let identity = store::next_incarnation(
+        &config.data_dir,
+        config.node_id,
+        config.shards,
+        config.engine,
+    )?;
     let mut acceptors: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
     acceptors.sort_unstable();
     let remote: Vec<_> = config.peers.iter().filter(|p| p.id != node.0).collect();
@@ -213,7 +251,11 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let mut shard_inputs = Vec::new();
     let mut shard_handles = Vec::new();
     let mut recovered_total = 0;
-    for shard in 0..config.shards {
+    let shard_count = match config.engine {
+        Engine::Rmw => config.shards,
+        Engine::Multipaxos => 0,
+    };
+    for shard in 0..shard_count {
         let (store, states) = ShardStore::open(&config.data_dir, shard, options.clone())?;
         recovered_total += states.len();
         let mut proposer = config.proposer_config(acceptors.clone());
@@ -233,7 +275,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         for p in &remote {
             let (link_tx, link_rx) = mpsc::unbounded_channel();
             links.insert(NodeId(p.id), link_tx);
-            tokio::spawn(peer::dial(
+            tokio::spawn(peer::dial::<RmwCodec>(
                 transport.clone(),
                 shard,
                 NodeId(p.id),
@@ -251,13 +293,28 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         }
         shard_handles.push((handle, shard));
     }
-    info!(
-        node = node.0,
-        incarnation = identity.incarnation,
-        shards = config.shards,
-        registers = recovered_total,
-        "recovered"
-    );
+    let log = match config.engine {
+        Engine::Rmw => {
+            info!(
+                node = node.0,
+                incarnation = identity.incarnation,
+                shards = config.shards,
+                registers = recovered_total,
+                "recovered"
+            );
+            None
+        }
+        Engine::Multipaxos => Some(start_log(
+            &config,
+            bugs.log,
+            identity.incarnation,
+            durability,
+            &transport,
+            &peer_counters,
+            &shutdown_rx,
+        )?),
+    };
+    let log_input = log.as_ref().map(|(tx, _)| tx.clone());
 
     let context = Arc::new(NodeContext {
         settings: Settings::new(&config),
@@ -266,6 +323,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         node,
         incarnation: identity.incarnation,
         shards: shard_inputs.clone(),
+        log: log_input.clone(),
         started: Instant::now(),
         clients: ClientCounters::default(),
         connections: Arc::default(),
@@ -277,30 +335,36 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
 
     let mut shards = Vec::new();
     for (shard, index) in shard_handles {
-        let fail = shutdown.clone();
-        let context = context.clone();
-        shards.push(tokio::spawn(async move {
-            match shard.run().await {
-                Ok(()) => true,
-                Err(e) => {
-                    error!(shard = index, error = %e, "store failed: this replica stops voting");
-                    context
-                        .failed
-                        .store(1, std::sync::atomic::Ordering::Relaxed);
-                    let _ = fail.send(true);
-                    false
-                }
-            }
-        }));
+        let what = format!("shard {index}");
+        shards.push(spawn_loop(shard.run(), what, &context, &shutdown));
     }
-    tokio::spawn(peer::accept(
-        peer_listener,
-        transport,
-        shard_inputs,
-        peer_counters,
-        PeerLimits::of(&context.config),
-        shutdown_rx.clone(),
-    ));
+    if let Some((_, log_loop)) = log {
+        shards.push(spawn_loop(
+            log_loop.run(),
+            "log".into(),
+            &context,
+            &shutdown,
+        ));
+    }
+    let peer_limits = PeerLimits::of(&context.config);
+    match log_input {
+        None => tokio::spawn(peer::accept::<RmwCodec>(
+            peer_listener,
+            transport,
+            shard_inputs,
+            peer_counters,
+            peer_limits,
+            shutdown_rx.clone(),
+        )),
+        Some(log_input) => tokio::spawn(peer::accept::<LogCodec>(
+            peer_listener,
+            transport,
+            vec![log_input],
+            peer_counters,
+            peer_limits,
+            shutdown_rx.clone(),
+        )),
+    };
     if let Some(listener) = client_listener {
         tokio::spawn(front::accept(
             listener,
@@ -334,6 +398,103 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     })
 }
 
+/// Spawns an event loop (a shard's or the log's, named by `what`); if its store fails, the
+/// node is marked failed and starts stopping (fail-stop). The task ends true on a clean stop.
+fn spawn_loop(
+    run: impl std::future::Future<Output = Result<(), logless_storage::StoreError>> + Send + 'static,
+    what: String,
+    context: &Arc<NodeContext>,
+    shutdown: &watch::Sender<bool>,
+) -> JoinHandle<bool> {
+    let fail = shutdown.clone();
+    let context = context.clone();
+    tokio::spawn(async move {
+        match run.await {
+            Ok(()) => true,
+            Err(e) => {
+                error!(loop_ = %what, error = %e, "store failed: this replica stops voting");
+                context
+                    .failed
+                    .store(1, std::sync::atomic::Ordering::Relaxed);
+                let _ = fail.send(true);
+                false
+            }
+        }
+    })
+}
+
+/// Opens the log engine's durable log in the data directory's `log` and builds its loop, with a
+/// link to every peer (the transport's shard 0 of 1).
+#[allow(clippy::too_many_arguments)]
+fn start_log(
+    config: &NodeConfig,
+    bugs: LogBugs,
+    incarnation: u32,
+    durability: logless_storage::Durability,
+    transport: &peer::Identity,
+    counters: &Arc<PeerCounters>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(mpsc::Sender<LogInput>, LogLoop), StartError> {
+    use logless_multipaxos::ids::NodeId as LogNodeId;
+    let path = config.data_dir.join("log");
+    let mut options = logless_storage::SegmentLogOptions::new(durability);
+    // A batch closes past its byte bound with one request more, which may be a whole value.
+    options.record_bytes_max = options
+        .record_bytes_max
+        .max(2 * config.value_bytes_max + (1 << 20));
+    options.segment_bytes = options.segment_bytes.max(2 * options.record_bytes_max);
+    let opened = DurableLog::open(&path, options).map_err(|source| StartError::Log {
+        path: path.clone(),
+        source,
+    })?;
+    let mut nodes: Vec<LogNodeId> = config.peers.iter().map(|p| LogNodeId(p.id)).collect();
+    nodes.sort_unstable();
+    let me = LogNodeId(config.node_id);
+    let mut engine = logless_multipaxos::config::Config::new(nodes, me);
+    if FAULT_INJECTION {
+        engine.bugs = bugs;
+    }
+    let machine = logless_multipaxos::kv::RegisterMachine::new(config.command_limits());
+    let started = Instant::now();
+    let core = LogCore::recover(
+        engine,
+        machine,
+        &opened.durable,
+        opened.log,
+        incarnation,
+        config.request_timeout_ms,
+        crate::shard::wall_ms(),
+        0,
+    );
+    let status = core.status();
+    info!(
+        node = config.node_id,
+        incarnation,
+        view = status.view,
+        first_instance = status.first_instance,
+        executed_below = status.executed_below,
+        keys = status.keys,
+        "recovered the log"
+    );
+    let (tx, rx) = mpsc::channel(SHARD_QUEUE);
+    let mut links = FxHashMap::default();
+    for p in config.peers.iter().filter(|p| p.id != config.node_id) {
+        let (link_tx, link_rx) = mpsc::unbounded_channel();
+        links.insert(LogNodeId(p.id), link_tx);
+        tokio::spawn(peer::dial::<LogCodec>(
+            transport.clone(),
+            0,
+            NodeId(p.id),
+            p.addr.clone(),
+            link_rx,
+            tx.clone(),
+            counters.clone(),
+            shutdown.clone(),
+        ));
+    }
+    Ok((tx.clone(), LogLoop::new(core, rx, links, started)))
+}
+
 impl RunningNode {
     /// Resolves when the node begins to stop on its own (a store failure).
     pub async fn stopping(&mut self) {
@@ -346,6 +507,9 @@ impl RunningNode {
         let _ = self.shutdown.send(true);
         for shard in &self.context.shards {
             let _ = shard.send(ShardInput::Stop).await;
+        }
+        if let Some(log) = &self.context.log {
+            let _ = log.send(LogInput::Stop).await;
         }
         let mut clean = true;
         for handle in self.shards {
@@ -373,6 +537,9 @@ mod tests {
             assert!(bugs.core.ignore_learned);
             assert_eq!(bugs.names(), ["ignore-learned"]);
             assert!(Bugs::parse(&["no-such-bug".to_string()]).is_err());
+            let log = Bugs::parse(&["log-no-dedup".to_string()]).unwrap();
+            assert!(log.log.no_dedup);
+            assert_eq!(log.names(), ["log-no-dedup"]);
         } else {
             let refused = named.unwrap_err();
             assert!(refused.contains("no fault injection"), "{refused}");

@@ -1,17 +1,19 @@
-//! The peer transport: one TCP connection per (shard, peer) in each direction.
+//! The peer transport: one TCP connection per (shard, peer) in each direction. The log engine
+//! has one loop, which the transport sees as shard 0 of one.
 //!
 //! Shard `s` of a node dials shard `s` of every other node and writes its messages there; it
 //! receives theirs on the connections they dialled. A connection opens with the hello of
 //! [`crate::hello`] (sender, shard, shard count, cluster id, and a challenge–response proving
-//! the cluster secret both ways), then carries frames of [`logless_rmw::wire`]: every write
-//! coalesces whatever the shard produced for that peer since the last one. A peer's address
+//! the cluster secret both ways), then carries frames of the engine's [`PeerCodec`]: every
+//! write coalesces whatever the shard produced for that peer since the last one. A peer's address
 //! may be a DNS name: it is resolved at every connection attempt, so a peer that moved is
 //! found again on the next reconnect. With `tls_cluster`, each connection is mutual TLS
 //! ([`crate::tls::PeerTls`]) and the hello runs inside it.
 //!
-//! Whenever a connection breaks or a new one replaces it, the shard is told
-//! ([`ShardInput::LinkBroken`]): messages on the old connection may be lost, and Algorithm 3
-//! then counts the peer as crashed for the requests in flight. A new inbound connection
+//! Whenever a connection breaks or a new one replaces it, a per-key shard is told
+//! ([`crate::shard::ShardInput::LinkBroken`]): messages on the old connection may be lost, and
+//! Algorithm 3 then counts the peer as crashed for the requests in flight (the log engine
+//! retransmits instead, and is not told). A new inbound connection
 //! reports the break before any of its frames are delivered, so the proposer never sees
 //! replies from after a gap without knowing about the gap, but only once its hello has proven
 //! the cluster secret: a stranger that connects and claims a peer's node id can neither
@@ -29,8 +31,6 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use logless_rmw::ids::NodeId;
-use logless_rmw::message::Message;
-use logless_rmw::wire::{decode_frame, encode_frame};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -40,7 +40,7 @@ use crate::hello::{
     self, ClusterAuth, Hello, Side, CHALLENGE_BYTES, HELLO_HEAD_BYTES, PROOF_BYTES,
 };
 use crate::limits::{PeerLimits, PeerSlot};
-use crate::shard::ShardInput;
+use crate::peer_codec::PeerCodec;
 use crate::tls::{PeerStream, PeerTls};
 
 /// The largest frame a node accepts from a peer.
@@ -77,10 +77,18 @@ pub struct PeerCounters {
 }
 
 impl PeerCounters {
-    /// Tells the shard behind `inputs` that the link to `peer` broke, and counts it.
-    async fn report_break(&self, inputs: &mpsc::Sender<ShardInput>, peer: NodeId) -> bool {
+    /// Tells the shard behind `inputs` that the link to `peer` broke, and counts it, if its
+    /// engine wants to know; false if the shard is gone.
+    async fn report_break<C: PeerCodec>(
+        &self,
+        inputs: &mpsc::Sender<C::Input>,
+        peer: NodeId,
+    ) -> bool {
+        let Some(input) = C::link_broken(peer) else {
+            return !inputs.is_closed();
+        };
         self.link_breaks.fetch_add(1, Ordering::Relaxed);
-        inputs.send(ShardInput::LinkBroken(peer)).await.is_ok()
+        inputs.send(input).await.is_ok()
     }
 
     fn set_link(&self, peer: NodeId, shard: u16, up: bool) {
@@ -211,19 +219,19 @@ async fn hello_as_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
 /// batches the shard sends, reconnecting with backoff, until `shutdown` or until the shard is
 /// gone.
 #[allow(clippy::too_many_arguments)]
-pub async fn dial(
+pub async fn dial<C: PeerCodec>(
     identity: Identity,
     shard: u16,
     peer: NodeId,
     addr: String,
-    mut batches: mpsc::UnboundedReceiver<Vec<Message>>,
-    shard_inputs: mpsc::Sender<ShardInput>,
+    mut batches: mpsc::UnboundedReceiver<Vec<C::Message>>,
+    shard_inputs: mpsc::Sender<C::Input>,
     counters: Arc<PeerCounters>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut backoff = BACKOFF_MIN;
     let mut buf = Vec::with_capacity(64 * 1024);
-    let mut pending: Vec<Message> = Vec::new();
+    let mut pending: Vec<C::Message> = Vec::new();
     counters.set_link(peer, shard, false);
     loop {
         let connected = tokio::select! {
@@ -273,7 +281,7 @@ pub async fn dial(
         counters.connects.fetch_add(1, Ordering::Relaxed);
         counters.set_link(peer, shard, true);
         info!(peer = peer.0, shard, %addr, "connected to peer");
-        if !counters.report_break(&shard_inputs, peer).await {
+        if !counters.report_break::<C>(&shard_inputs, peer).await {
             return;
         }
         loop {
@@ -291,7 +299,7 @@ pub async fn dial(
                         break;
                     }
                 }
-                encode_frame(identity.node, &pending, &mut buf);
+                C::encode_frame(identity.node, &pending, &mut buf);
                 pending.clear();
                 if buf.len() >= FRAME_TARGET_BYTES || batches.is_empty() {
                     break;
@@ -300,7 +308,7 @@ pub async fn dial(
             if let Err(e) = stream.write_all(&buf).await {
                 warn!(peer = peer.0, shard, error = %e, "peer link broke");
                 counters.set_link(peer, shard, false);
-                counters.report_break(&shard_inputs, peer).await;
+                counters.report_break::<C>(&shard_inputs, peer).await;
                 // A peer that accepts and then drops connections must not be redialled for
                 // every batch: only a connection that lasted resets the backoff.
                 if connected_at.elapsed() >= STABLE_CONNECTION {
@@ -324,10 +332,10 @@ pub async fn dial(
 /// Accepts peer connections, at most `limits.connections_max` at once, and feeds each one's
 /// frames to its shard once its hello has proven the secret within
 /// `limits.handshake_timeout`.
-pub async fn accept(
+pub async fn accept<C: PeerCodec>(
     listener: TcpListener,
     identity: Identity,
-    shards: Vec<mpsc::Sender<ShardInput>>,
+    shards: Vec<mpsc::Sender<C::Input>>,
     counters: Arc<PeerCounters>,
     limits: PeerLimits,
     shutdown: watch::Receiver<bool>,
@@ -355,7 +363,7 @@ pub async fn accept(
             let _slot = slot;
             tokio::select! {
                 _ = shutdown.changed() => {}
-                result = serve_inbound(stream, &identity, &shards, &counters, limits.handshake_timeout) => {
+                result = serve_inbound::<C>(stream, &identity, &shards, &counters, limits.handshake_timeout) => {
                     if let Err(reason) = result {
                         counters.rejected.fetch_add(1, Ordering::Relaxed);
                         warn!(%remote, %reason, "peer connection dropped");
@@ -366,10 +374,10 @@ pub async fn accept(
     }
 }
 
-async fn serve_inbound(
+async fn serve_inbound<C: PeerCodec>(
     stream: TcpStream,
     identity: &Identity,
-    shards: &[mpsc::Sender<ShardInput>],
+    shards: &[mpsc::Sender<C::Input>],
     counters: &PeerCounters,
     handshake_timeout: Duration,
 ) -> Result<(), String> {
@@ -386,16 +394,16 @@ async fn serve_inbound(
     // A new connection from a peer that proved the secret means any earlier one from it is
     // gone, with what it carried. Nothing before this point may say so: a stranger's
     // connection must not make the real peer count as crashed.
-    counters.report_break(inputs, from).await;
-    let result = read_frames(&mut stream, from, inputs, counters).await;
-    counters.report_break(inputs, from).await;
+    counters.report_break::<C>(inputs, from).await;
+    let result = read_frames::<C>(&mut stream, from, inputs, counters).await;
+    counters.report_break::<C>(inputs, from).await;
     result
 }
 
-async fn read_frames(
+async fn read_frames<C: PeerCodec>(
     stream: &mut PeerStream,
     from: NodeId,
-    inputs: &mpsc::Sender<ShardInput>,
+    inputs: &mpsc::Sender<C::Input>,
     counters: &PeerCounters,
 ) -> Result<(), String> {
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -408,24 +416,17 @@ async fn read_frames(
             return Ok(());
         }
         counters.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
-        while let Some((frame, used)) =
-            decode_frame(&buf, FRAME_BYTES_MAX).map_err(|e| format!("node {}: {e}", from.0))?
+        while let Some((sender, messages, used)) =
+            C::decode_frame(&buf, FRAME_BYTES_MAX).map_err(|e| format!("node {}: {e}", from.0))?
         {
             buf.advance(used);
-            if frame.from != from {
+            if sender != from {
                 return Err(format!(
                     "frame claims node {} on node {}'s connection",
-                    frame.from.0, from.0
+                    sender.0, from.0
                 ));
             }
-            if inputs
-                .send(ShardInput::Messages {
-                    from,
-                    messages: frame.messages,
-                })
-                .await
-                .is_err()
-            {
+            if inputs.send(C::messages(from, messages)).await.is_err() {
                 return Ok(());
             }
         }

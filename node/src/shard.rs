@@ -124,7 +124,7 @@ impl Outlet<ReplyTo> for ChannelOutlet {
 }
 
 /// The wall clock in milliseconds since the epoch.
-fn wall_ms() -> u64 {
+pub fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

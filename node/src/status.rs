@@ -7,14 +7,26 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::context::NodeContext;
+use crate::log_loop::LogInput;
+use crate::log_turn::LogStatus;
 use crate::shard::{ShardInput, ShardStatus};
 
 /// Every shard's figures summed.
 pub type Totals = ShardStatus;
 
-/// Asks every shard for its figures and sums them.
+/// Asks every shard (or the log) for its figures and sums them.
 pub async fn gather(context: &NodeContext) -> Totals {
     let mut totals = Totals::default();
+    if let Some(log) = &context.log {
+        let (tx, rx) = oneshot::channel();
+        if log.send(LogInput::Status(tx)).await.is_ok() {
+            if let Ok(status) = rx.await {
+                totals.registers = status.keys;
+                totals.live_registers = status.keys;
+                totals.log = Some(status);
+            }
+        }
+    }
     for shard in &context.shards {
         let (tx, rx) = oneshot::channel();
         if shard.send(ShardInput::Status(tx)).await.is_err() {
@@ -259,7 +271,171 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
             h.len()
         );
     }
+    if let Some(log) = &t.log {
+        for figure in log_figures(log) {
+            let kind = if figure.counter { "counter" } else { "gauge" };
+            let name = figure.name;
+            let _ = writeln!(
+                out,
+                "# HELP logless_log_{name} {}\n# TYPE logless_log_{name} {kind}\nlogless_log_{name} {}",
+                figure.help, figure.value
+            );
+        }
+    }
     out
+}
+
+/// One figure of the log engine, as INFO (`log_<name>`) and `/metrics` (`logless_log_<name>`)
+/// show it.
+pub struct LogFigure {
+    /// The name, after its prefix.
+    pub name: &'static str,
+    /// What it counts.
+    pub help: &'static str,
+    /// Its value (-1 for an instance there is none of yet).
+    pub value: i64,
+    /// Whether it only grows (a counter) rather than goes up and down (a gauge).
+    pub counter: bool,
+}
+
+/// The log engine's figures, in the order shown.
+pub fn log_figures(log: &LogStatus) -> Vec<LogFigure> {
+    let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let instance = |i: Option<u64>| i.map_or(-1, int);
+    let figure = |name, help, value, counter| LogFigure {
+        name,
+        help,
+        value,
+        counter,
+    };
+    vec![
+        figure(
+            "view",
+            "The highest view this replica promised.",
+            int(log.view),
+            false,
+        ),
+        figure(
+            "leader",
+            "The node id of that view's leader.",
+            i64::from(log.leader),
+            false,
+        ),
+        figure(
+            "is_leader",
+            "1 if this replica leads the view.",
+            i64::from(log.is_leader),
+            false,
+        ),
+        figure(
+            "first_instance",
+            "The first instance still in the log.",
+            int(log.first_instance),
+            false,
+        ),
+        figure(
+            "last_instance",
+            "The highest instance this replica knows of (-1: none).",
+            instance(log.last_instance),
+            false,
+        ),
+        figure(
+            "decided_instance",
+            "The highest instance known decided (-1: none).",
+            instance(log.decided_instance),
+            false,
+        ),
+        figure(
+            "executed_instance",
+            "The last instance executed (-1: none).",
+            instance(log.executed_below.checked_sub(1)),
+            false,
+        ),
+        figure(
+            "in_flight",
+            "Client operations waiting for their answers.",
+            int(log.in_flight),
+            false,
+        ),
+        figure(
+            "view_changes_total",
+            "View changes this replica started.",
+            int(log.view_changes),
+            true,
+        ),
+        figure(
+            "views_led_total",
+            "Views this replica came to lead.",
+            int(log.views_led),
+            true,
+        ),
+        figure(
+            "batches_proposed_total",
+            "Batches proposed (re-proposals and no-ops included).",
+            int(log.batches_proposed),
+            true,
+        ),
+        figure(
+            "requests_executed_total",
+            "Requests executed by the state machine.",
+            int(log.requests_executed),
+            true,
+        ),
+        figure(
+            "duplicates_skipped_total",
+            "Decided requests not executed again.",
+            int(log.duplicates_skipped),
+            true,
+        ),
+        figure(
+            "snapshots_taken_total",
+            "Snapshots taken.",
+            int(log.snapshots_taken),
+            true,
+        ),
+        figure(
+            "snapshots_installed_total",
+            "Snapshots installed from another replica.",
+            int(log.snapshots_installed),
+            true,
+        ),
+        figure(
+            "catch_up_queries_total",
+            "Catch-up queries sent.",
+            int(log.catch_up_queries),
+            true,
+        ),
+        figure(
+            "operations_answered_total",
+            "Client operations answered after execution.",
+            int(log.answered),
+            true,
+        ),
+        figure(
+            "operations_retried_total",
+            "Client operations handed to the replica again.",
+            int(log.retried),
+            true,
+        ),
+        figure(
+            "operations_timed_out_total",
+            "Client operations answered outcome unknown.",
+            int(log.timed_out),
+            true,
+        ),
+        figure(
+            "operations_overloaded_total",
+            "Client operations refused as overloaded.",
+            int(log.overloaded),
+            true,
+        ),
+        figure(
+            "flushes_total",
+            "Turns whose records were written and flushed.",
+            int(log.flushes),
+            true,
+        ),
+    ]
 }
 
 /// The state of one outbound peer link.
@@ -288,6 +464,12 @@ pub struct NodeStatus {
     pub replicas: usize,
     /// Shards.
     pub shards: u16,
+    /// The replication engine (`rmw` or `multipaxos`).
+    #[serde(default)]
+    pub engine: String,
+    /// The log engine's figures: view, leader, instances, snapshots, catch-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogStatus>,
     /// The durability mode.
     pub durability: String,
     /// Registers held.
@@ -336,10 +518,12 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         client_addr: context.bound.client.to_string(),
         replicas,
         shards: context.config.shards,
+        engine: context.config.engine.to_string(),
+        log: t.log.clone(),
         durability: context.config.durability.clone(),
         registers: t.registers,
         clients: context.clients.connected.load(Ordering::Relaxed),
-        commands: t.commands.values().sum(),
+        commands: t.commands.values().sum::<u64>() + t.log.as_ref().map_or(0, |l| l.answered),
         timeouts: t.proposer.timeouts,
         links,
         healthy: !failed && reachable.len() + 1 > replicas / 2,

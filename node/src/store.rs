@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! data_dir/
-//!   identity.json      node id, shard count, incarnation (rewritten atomically at each start)
+//!   identity.json      node id, shard count, engine, incarnation (rewritten atomically at each start)
 //!   shard-0.slots      acceptor states of shard 0 (see docs/storage-format.md)
 //!   shard-1.slots      ...
 //! ```
@@ -22,6 +22,8 @@ use logless_storage::slot_store::RecoveryReport;
 use logless_storage::{Durability, SlotStore, StoreError, StoreOptions};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+use crate::config::Engine;
 
 /// Why a replica's state could not be opened.
 #[derive(Debug, Error)]
@@ -80,11 +82,21 @@ pub struct Identity {
     pub shards: u16,
     /// The incarnation of the current run (1 at the first start).
     pub incarnation: u32,
+    /// The engine whose state the directory holds (absent in directories written before
+    /// there was a choice: those are the per-key engine's).
+    #[serde(default)]
+    pub engine: Engine,
 }
 
-/// Claims `dir` for `node_id` with `shards` shards and returns the identity of this run, with
-/// the incarnation one above the last one (durably written before it is used).
-pub fn next_incarnation(dir: &Path, node_id: u16, shards: u16) -> Result<Identity, OpenError> {
+/// Claims `dir` for `node_id` with `shards` shards of `engine` and returns the identity of this
+/// run, with the incarnation one above the last one (durably written before it is used). A
+/// directory of another node, shard count or engine is refused.
+pub fn next_incarnation(
+    dir: &Path,
+    node_id: u16,
+    shards: u16,
+    engine: Engine,
+) -> Result<Identity, OpenError> {
     let io = |what: &'static str, path: &Path| {
         let path = path.to_path_buf();
         move |source| OpenError::Io { what, path, source }
@@ -106,6 +118,16 @@ pub fn next_incarnation(dir: &Path, node_id: u16, shards: u16) -> Result<Identit
                 p.node_id
             )));
         }
+        if p.engine != engine {
+            return Err(OpenError::Identity(format!(
+                "{} holds the {} engine's state, not the {engine} engine's: start it with \
+                 --engine {} (or engine = \"{}\"), or give this engine another data directory",
+                dir.display(),
+                p.engine,
+                p.engine,
+                p.engine
+            )));
+        }
         if p.shards != shards {
             return Err(OpenError::Identity(format!(
                 "{} was written with {} shards; keys are partitioned by the shard count, so it \
@@ -120,6 +142,7 @@ pub fn next_incarnation(dir: &Path, node_id: u16, shards: u16) -> Result<Identit
         node_id,
         shards,
         incarnation,
+        engine,
     };
     let tmp = dir.join("identity.json.tmp");
     let mut file = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
@@ -330,16 +353,42 @@ mod tests {
     #[test]
     fn incarnations_grow_and_identity_is_checked() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(next_incarnation(dir.path(), 2, 4).unwrap().incarnation, 1);
-        assert_eq!(next_incarnation(dir.path(), 2, 4).unwrap().incarnation, 2);
+        let rmw = Engine::Rmw;
+        assert_eq!(
+            next_incarnation(dir.path(), 2, 4, rmw).unwrap().incarnation,
+            1
+        );
+        assert_eq!(
+            next_incarnation(dir.path(), 2, 4, rmw).unwrap().incarnation,
+            2
+        );
         assert!(matches!(
-            next_incarnation(dir.path(), 3, 4),
+            next_incarnation(dir.path(), 3, 4, rmw),
             Err(OpenError::Identity(_))
         ));
         assert!(matches!(
-            next_incarnation(dir.path(), 2, 8),
+            next_incarnation(dir.path(), 2, 8, rmw),
             Err(OpenError::Identity(_))
         ));
+        let Err(OpenError::Identity(refused)) =
+            next_incarnation(dir.path(), 2, 4, Engine::Multipaxos)
+        else {
+            panic!("a directory of another engine is refused");
+        };
+        assert!(refused.contains("rmw engine's state"), "{refused}");
+    }
+
+    #[test]
+    fn a_directory_without_an_engine_is_the_per_key_engines() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("identity.json"),
+            r#"{"node_id": 1, "shards": 1, "incarnation": 7}"#,
+        )
+        .unwrap();
+        assert!(next_incarnation(dir.path(), 1, 1, Engine::Multipaxos).is_err());
+        let identity = next_incarnation(dir.path(), 1, 1, Engine::Rmw).unwrap();
+        assert_eq!((identity.incarnation, identity.engine), (8, Engine::Rmw));
     }
 
     #[test]

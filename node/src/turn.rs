@@ -23,6 +23,7 @@ use logless_storage::media::{FileMedia, Media};
 use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
 
+use crate::log_turn::LogStatus;
 use crate::store::ShardStore;
 
 /// The answer a client waits for.
@@ -85,6 +86,9 @@ pub struct ShardStatus {
     pub state_writes: u64,
     /// Peer links broken or replaced.
     pub links_broken: u64,
+    /// The log engine's figures (its one loop reports these, with `registers` and
+    /// `live_registers` its keys; the other figures stay empty).
+    pub log: Option<LogStatus>,
 }
 
 impl std::ops::AddAssign for ShardStatus {
@@ -109,6 +113,9 @@ impl std::ops::AddAssign for ShardStatus {
         self.flush_micros += s.flush_micros;
         self.state_writes += s.state_writes;
         self.links_broken += s.links_broken;
+        if s.log.is_some() {
+            self.log = s.log;
+        }
     }
 }
 
@@ -481,6 +488,7 @@ impl<R, M: Media> ShardCore<R, M> {
             flush_micros: self.store.flush_micros,
             state_writes: self.state_writes,
             links_broken: self.links_broken,
+            log: None,
         }
     }
 }

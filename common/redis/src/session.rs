@@ -30,6 +30,13 @@
 //! arguments at most `value_bytes_max` plus [`TRANSACTION_ROOM_BYTES`]. WATCH is refused (a
 //! transaction on one key needs none); UNWATCH answers OK.
 //!
+//! Under the log engine, which orders every key in one log ([`Session::with_total_order`]),
+//! EXEC of commands naming several keys is one [`Step::Cross`] of
+//! [`CrossKey::Transaction`], executed atomically as one log entry, and MSET, MSETNX, RENAME,
+//! RENAMENX, SMOVE and COPY are parsed into a [`Step::Cross`] of their own (outside a
+//! transaction; queued in one they are refused, as are DEL, EXISTS and MGET of several keys:
+//! queue one command per key instead).
+//!
 //! # Authentication
 //!
 //! A session checks every request against the node's users ([`crate::acl`], given with
@@ -66,6 +73,7 @@ use logless_commands::KEY_BYTES_MAX;
 use crate::acl::{self, Acl, UserId};
 use crate::resp::{Protocol, ProtocolError, Value};
 use crate::table::admin::Admin;
+use crate::table::cross_key::{self, CrossKey};
 use crate::table::{
     self, Combine, CommandSpec, ExecShapes, Local, Parsed, ReplyShape, TRANSACTION_COMMANDS_MAX,
 };
@@ -121,6 +129,14 @@ pub enum Step {
         /// How the replies combine.
         combine: Combine,
     },
+    /// Submit one step over several keys, executed atomically (only a session told that the
+    /// engine orders every key in one log, [`Session::with_total_order`], asks for one).
+    Cross {
+        /// The step.
+        op: CrossKey,
+        /// How its reply is shown (a transaction's: [`ReplyShape::Exec`]).
+        shape: ReplyShape,
+    },
     /// A server command the node answers from its own state.
     Node(NodeQuery),
 }
@@ -155,8 +171,11 @@ pub enum Transaction {
 pub struct Queue {
     /// The key of the first command, if any.
     key: Option<Bytes>,
-    /// Another key some command names, if any: then EXEC refuses.
+    /// Another key some command names, if any: then EXEC refuses, unless the engine orders
+    /// every key in one log.
     other_key: Option<Bytes>,
+    /// Each queued command's key.
+    keys: Vec<Bytes>,
     commands: Vec<Command>,
     shapes: ExecShapes,
     /// The bytes of the queued requests' arguments.
@@ -211,6 +230,9 @@ pub struct Session {
     user: Option<UserId>,
     /// Failed logins (AUTH or HELLO AUTH) so far.
     auth_failures: u64,
+    /// Whether the engine orders every key in one log, so that commands and transactions over
+    /// several keys run atomically.
+    total_order: bool,
 }
 
 impl Session {
@@ -228,7 +250,17 @@ impl Session {
             acl: open_acl(),
             user: open_acl().initial_user(),
             auth_failures: 0,
+            total_order: false,
         }
+    }
+
+    /// The same session for an engine that orders every key in one log (the log engine): MSET,
+    /// MSETNX, RENAME, RENAMENX, SMOVE and COPY are parsed into [`Step::Cross`], and EXEC of a
+    /// transaction naming several keys runs it as one [`CrossKey::Transaction`] instead of
+    /// refusing it.
+    pub fn with_total_order(mut self, total_order: bool) -> Session {
+        self.total_order = total_order;
+        self
     }
 
     /// The same session checking its commands against `acl`: it starts logged in as the
@@ -292,6 +324,16 @@ impl Session {
         if self.user.is_none() && !acl::allowed_before_auth(&args[0]) {
             return Step::Reply(Value::Error(acl::NOAUTH.into()));
         }
+        if let (true, Some(spec)) = (self.total_order, cross_key::find(&args[0])) {
+            if self.transaction == Transaction::None {
+                return self.cross_key(spec, args);
+            }
+            return self.refuse_queued(format!(
+                "ERR '{}' cannot be queued in a transaction: queue its single-key commands \
+                 instead (the transaction is one atomic step)",
+                spec.name
+            ));
+        }
         let parsed = match self.argument_error(args) {
             Some(text) => Parsed::Error(text),
             None => self.permitted(args, table::parse_command(args)),
@@ -323,6 +365,31 @@ impl Session {
             }
             Parsed::Local(local) => self.local(local),
             Parsed::Error(text) => Step::Reply(Value::Error(text)),
+        }
+    }
+
+    /// A command over several keys, for an engine with one order over all keys.
+    fn cross_key(&self, spec: &'static CommandSpec, args: &[Bytes]) -> Step {
+        if let Some(text) = self.argument_error(args) {
+            return Step::Reply(Value::Error(text));
+        }
+        let op = match cross_key::parse(spec, args) {
+            Ok(op) => op,
+            Err(text) => return Step::Reply(Value::Error(text)),
+        };
+        let keys = op.keys();
+        if let Some(e) = keys.iter().find_map(|k| self.key_error(k)) {
+            return Step::Reply(e);
+        }
+        if let Some(user) = self.user {
+            let keys = keys.iter().map(|k| &k[..]);
+            if let Err(text) = self.acl.check(user, spec, false, keys) {
+                return Step::Reply(Value::Error(text));
+            }
+        }
+        Step::Cross {
+            op,
+            shape: ReplyShape::Plain,
         }
     }
 
@@ -400,6 +467,11 @@ impl Session {
                 String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
             )),
             Parsed::Error(text) => self.refuse_queued(text),
+            Parsed::Multi { .. } if self.total_order => self.refuse_queued(format!(
+                "ERR '{}' on several keys cannot be queued: queue one command per key \
+                     instead (the transaction is one atomic step)",
+                String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+            )),
             Parsed::Multi { .. } => self.refuse_queued(format!(
                 "ERR '{}' on several keys cannot be queued: a transaction is not atomic \
                      across keys in the per-key engine",
@@ -432,6 +504,7 @@ impl Session {
                 }
                 queue.bytes = bytes;
                 queue.name_key(&key);
+                queue.keys.push(key);
                 queue.commands.push(command);
                 Step::Reply(simple("QUEUED"))
             }
@@ -463,6 +536,13 @@ impl Session {
         let Some(key) = queue.key else {
             return Step::Reply(Value::Array(Vec::new()));
         };
+        if queue.other_key.is_some() && self.total_order {
+            // No seeds: the log engine seeds random choices from the log position.
+            return Step::Cross {
+                op: CrossKey::Transaction(queue.keys.into_iter().zip(queue.commands).collect()),
+                shape: ReplyShape::Exec(queue.shapes),
+            };
+        }
         if let Some(other) = queue.other_key {
             return Step::Reply(Value::Error(format!(
                 "EXECABORT Transaction discarded: its commands name several keys ('{}', '{}', \

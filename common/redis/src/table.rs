@@ -13,6 +13,7 @@ use logless_commands::command::{
 use crate::resp::{Protocol, Value};
 
 pub mod admin;
+pub mod cross_key;
 pub mod redis_names;
 mod types;
 

@@ -570,3 +570,66 @@ fn a_protocol_error_is_answered_in_redis_words() {
         error("ERR Protocol error: invalid bulk length")
     );
 }
+
+#[test]
+fn under_one_log_order_commands_and_transactions_over_several_keys_are_one_step() {
+    use logless_redis::table::cross_key::CrossKey;
+    let mut session = Session::new(1).with_total_order(true);
+    assert_eq!(
+        handle(&mut session, &["MSET", "a", "1", "b", "2"]),
+        Step::Cross {
+            op: CrossKey::MSet(vec![
+                (Bytes::from_static(b"a"), Bytes::from_static(b"1")),
+                (Bytes::from_static(b"b"), Bytes::from_static(b"2")),
+            ]),
+            shape: ReplyShape::Plain,
+        }
+    );
+    assert_eq!(
+        handle(&mut session, &["rename", "a"]),
+        Step::Reply(error("ERR wrong number of arguments for 'rename' command"))
+    );
+    assert_eq!(handle(&mut session, &["MULTI"]), Step::Reply(simple("OK")));
+    assert_eq!(
+        handle(&mut session, &["DECRBY", "a", "5"]),
+        Step::Reply(simple("QUEUED"))
+    );
+    assert_eq!(
+        handle(&mut session, &["INCRBY", "b", "5"]),
+        Step::Reply(simple("QUEUED"))
+    );
+    let Step::Cross {
+        op: CrossKey::Transaction(parts),
+        shape: ReplyShape::Exec(shapes),
+    } = handle(&mut session, &["EXEC"])
+    else {
+        panic!("EXEC over two keys is one step");
+    };
+    assert_eq!(
+        parts,
+        [
+            (Bytes::from_static(b"a"), Command::IncrBy(-5)),
+            (Bytes::from_static(b"b"), Command::IncrBy(5)),
+        ]
+    );
+    assert_eq!(shapes.len(), 2);
+    assert_eq!(handle(&mut session, &["MULTI"]), Step::Reply(simple("OK")));
+    let Step::Reply(Value::Error(text)) = handle(&mut session, &["MSET", "a", "1"]) else {
+        panic!("MSET is not queued");
+    };
+    assert!(text.contains("'mset' cannot be queued"), "{text}");
+    assert!(matches!(
+        handle(&mut session, &["EXEC"]),
+        Step::Reply(Value::Error(text)) if text.starts_with("EXECABORT")
+    ));
+}
+
+#[test]
+fn without_one_log_order_commands_over_several_keys_are_still_refused() {
+    let mut session = Session::new(1);
+    let Step::Reply(Value::Error(text)) = handle(&mut session, &["MSET", "a", "1", "b", "2"])
+    else {
+        panic!("MSET is refused by the per-key engine");
+    };
+    assert!(text.contains("does not implement 'mset'"), "{text}");
+}

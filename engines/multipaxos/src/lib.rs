@@ -40,7 +40,7 @@
 //!   the recovery modes beyond replaying snapshot and log (seed 002 §V), are not.
 //! * Unbounded still: the client table (one entry per client ever seen), a Promise (every
 //!   vote from the first undecided instance on; truncation keeps it short in practice).
-//! * [`kv`] has no WATCH, and the Redis session does not speak to it yet. Its
+//! * [`kv`] has no WATCH (the node serves it: `node/src/log_turn.rs`). Its
 //!   `RegisterMachine::restore` panics on a snapshot that does not decode: the trait has no
 //!   error path for a restore.
 //! * A leader that lost its majority does not step down by itself; it learns the new view

@@ -1,0 +1,178 @@
+//! The log engine's event loop on tokio: the node's one [`LogCore`], fed from its input
+//! channel, with its links to every peer.
+//!
+//! Like a per-key shard ([`crate::shard`]) it owns its state alone and is spoken to only
+//! through its channel. Each turn takes everything waiting (client operations, peer messages,
+//! questions), and [`LogCore::finish_turn`] ticks the replica and commits before anything
+//! leaves. The replica needs the passing of time for heartbeats, suspicion, retransmission and
+//! batches closed by age, so the loop turns at least every [`TICK_MS`].
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use logless_multipaxos::ids::NodeId;
+use logless_multipaxos::kv::Operation;
+use logless_multipaxos::message::Message;
+use logless_storage::StoreError;
+use rustc_hash::FxHashMap;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::MissedTickBehavior;
+
+pub use crate::log_turn::{LogAnswer, LogStatus};
+use crate::log_turn::{LogCore, LogOutlet};
+use crate::shard::wall_ms;
+
+/// How often the replica is ticked when nothing else wakes the loop.
+pub const TICK_MS: u64 = 5;
+
+/// The most inputs taken in one turn before the turn is committed.
+const INPUTS_PER_TURN_MAX: usize = 4096;
+
+/// What the log's loop is asked to do.
+#[derive(Debug)]
+pub enum LogInput {
+    /// Client operations, in the order the clients sent them.
+    Submit(Vec<LogSubmitted>),
+    /// Protocol messages from a peer.
+    Messages {
+        /// The sender.
+        from: NodeId,
+        /// In the order sent.
+        messages: Vec<Message>,
+    },
+    /// A snapshot of the log's figures.
+    Status(oneshot::Sender<LogStatus>),
+    /// A page of the live keys of this replica's copy (see [`LogCore::scan_live`]).
+    Scan {
+        /// Where to resume (0 starts).
+        cursor: u64,
+        /// How many keys to visit.
+        count: usize,
+        /// The next cursor (0 at the end) and the live keys with their types.
+        reply: oneshot::Sender<(u64, Vec<(Bytes, &'static str)>)>,
+    },
+    /// Commit what is pending, flush and stop.
+    Stop,
+}
+
+/// Where the answer to one operation goes: the connection's channel and the operation's
+/// number on it.
+#[derive(Debug)]
+pub struct LogReplyTo {
+    /// The connection's channel.
+    pub tx: mpsc::UnboundedSender<(u64, LogAnswer)>,
+    /// The operation's number on that connection.
+    pub seq: u64,
+}
+
+/// One client operation handed to the log.
+#[derive(Debug)]
+pub struct LogSubmitted {
+    /// The operation.
+    pub operation: Operation,
+    /// Where the answer goes.
+    pub reply: LogReplyTo,
+}
+
+/// The log's loop and everything it owns.
+pub struct LogLoop {
+    core: LogCore<LogReplyTo>,
+    inputs: mpsc::Receiver<LogInput>,
+    outlet: ChannelOutlet,
+}
+
+struct ChannelOutlet {
+    peers: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<Message>>>,
+    started: Instant,
+}
+
+impl LogOutlet<LogReplyTo> for ChannelOutlet {
+    fn send(&mut self, to: NodeId, messages: Vec<Message>) {
+        if let Some(link) = self.peers.get(&to) {
+            // A closed link drops the batch, like a lost message.
+            let _ = link.send(messages);
+        }
+    }
+
+    fn answer(&mut self, reply: LogReplyTo, answer: LogAnswer) {
+        // The client may have gone; its answer is then dropped.
+        let _ = reply.tx.send((reply.seq, answer));
+    }
+}
+
+impl LogLoop {
+    /// The loop around `core`, reading `inputs` and sending to `peers` (the writer of each
+    /// remote node's link); `started` is the origin of the core's monotonic clock.
+    pub fn new(
+        core: LogCore<LogReplyTo>,
+        inputs: mpsc::Receiver<LogInput>,
+        peers: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<Message>>>,
+        started: Instant,
+    ) -> LogLoop {
+        LogLoop {
+            core,
+            inputs,
+            outlet: ChannelOutlet { peers, started },
+        }
+    }
+
+    /// Runs until [`LogInput::Stop`] or until every sender is gone. An error means the log
+    /// failed: the replica must stop (fail-stop), and the caller stops the node.
+    pub async fn run(mut self) -> Result<(), StoreError> {
+        let mut ticks = tokio::time::interval(Duration::from_millis(TICK_MS));
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut running = true;
+        while running {
+            tokio::select! {
+                biased;
+                input = self.inputs.recv() => {
+                    self.start_turn();
+                    match input {
+                        Some(input) => running = self.handle(input),
+                        None => running = false,
+                    }
+                }
+                _ = ticks.tick() => self.start_turn(),
+            }
+            for _ in 0..INPUTS_PER_TURN_MAX {
+                if !running {
+                    break;
+                }
+                match self.inputs.try_recv() {
+                    Ok(input) => running = self.handle(input),
+                    Err(_) => break,
+                }
+            }
+            self.core.finish_turn(&mut self.outlet)?;
+        }
+        Ok(())
+    }
+
+    fn start_turn(&mut self) {
+        let mono_us = self.outlet.started.elapsed().as_micros() as u64;
+        self.core.start_turn(wall_ms(), mono_us);
+    }
+
+    /// Takes one input; false once asked to stop.
+    fn handle(&mut self, input: LogInput) -> bool {
+        match input {
+            LogInput::Submit(operations) => {
+                for LogSubmitted { operation, reply } in operations {
+                    self.core.submit(&operation, reply);
+                }
+            }
+            LogInput::Messages { from, messages } => self.core.receive(from, messages),
+            LogInput::Status(reply) => {
+                let _ = reply.send(self.core.status());
+            }
+            LogInput::Scan {
+                cursor,
+                count,
+                reply,
+            } => {
+                let _ = reply.send(self.core.scan_live(cursor, count));
+            }
+            LogInput::Stop => return false,
+        }
+        true
+    }
+}

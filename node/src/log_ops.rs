@@ -1,0 +1,231 @@
+//! What the Redis session's steps become under the log engine, and how the log's answers are
+//! shown to the client.
+//!
+//! Every step is ONE operation of the replicated map, so one log entry: a single-key command
+//! as it is; DEL, EXISTS and MGET of several keys as the map's multi-key operations (one
+//! atomic snapshot, where the per-key engine answers each key on its own); MSET, RENAME, ...
+//! and MULTI/EXEC over several keys as the map's operations and transactions. The answers are
+//! the map's [`Response`]s, shown as the per-key engine's replies are shown
+//! (`logless_redis::table::reply_to_value`), so that a client cannot tell the engines apart by
+//! a reply.
+use bytes::Bytes;
+use logless_commands::command::{Command, CommandError};
+use logless_multipaxos::kv::{Operation, Response};
+use logless_redis::resp::Value;
+use logless_redis::session::{Failure, Session};
+use logless_redis::table::cross_key::CrossKey;
+use logless_redis::table::{Combine, ReplyShape};
+
+use crate::log_turn::LogAnswer;
+
+/// How a response is shown: as one command's reply, or combined as a multi-key command's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// One reply, in this shape.
+    Shape(ReplyShape),
+    /// The combined reply of DEL, EXISTS (a sum) or MGET (an array).
+    Combine(Combine),
+}
+
+/// The operation of a single-key command.
+pub fn single(key: Bytes, command: Command) -> Operation {
+    Operation::Command { key, command }
+}
+
+/// The one operation of a multi-key DEL, EXISTS or MGET (the session's `Step::Many`).
+pub fn many(parts: Vec<(Bytes, Command)>, combine: Combine) -> Operation {
+    let keys = || parts.iter().map(|(key, _)| key.clone()).collect();
+    let all = |wanted: &Command| parts.iter().all(|(_, command)| command == wanted);
+    match combine {
+        Combine::Sum if all(&Command::Del) => Operation::Del(keys()),
+        Combine::Sum if all(&Command::Exists) => Operation::Exists(keys()),
+        Combine::Array if all(&Command::Get) => Operation::MGet(keys()),
+        // Any other combination runs as a transaction; its items are combined below.
+        Combine::Sum | Combine::Array => Operation::Transaction(
+            parts
+                .into_iter()
+                .map(|(key, command)| single(key, command))
+                .collect(),
+        ),
+    }
+}
+
+/// The operation of a step over several keys.
+pub fn cross(op: CrossKey) -> Operation {
+    match op {
+        CrossKey::MSet(pairs) => Operation::MSet(pairs),
+        CrossKey::MSetNx(pairs) => Operation::MSetNx(pairs),
+        CrossKey::Rename { from, to } => Operation::Rename { from, to },
+        CrossKey::RenameNx { from, to } => Operation::RenameNx { from, to },
+        CrossKey::SMove { from, to, member } => Operation::SMove { from, to, member },
+        CrossKey::Copy { from, to, replace } => Operation::Copy { from, to, replace },
+        CrossKey::Transaction(parts) => Operation::Transaction(
+            parts
+                .into_iter()
+                .map(|(key, command)| single(key, command))
+                .collect(),
+        ),
+    }
+}
+
+/// The client's reply to an operation's answer.
+pub fn reply(answer: LogAnswer, shown: Shown) -> Value {
+    match answer {
+        Err(failure) => failure_value(failure, shown),
+        Ok(response) => match shown {
+            Shown::Shape(shape) => value(&response, shape),
+            Shown::Combine(combine) => combined(&response, combine),
+        },
+    }
+}
+
+/// A failure shown as the session shows the per-key engine's.
+fn failure_value(failure: Failure, shown: Shown) -> Value {
+    match shown {
+        Shown::Shape(shape) => Session::reply(shape, &Err(failure)),
+        Shown::Combine(combine) => Session::combine(combine, vec![Err(failure)]),
+    }
+}
+
+/// A response shown in `shape`, as `reply_to_value` shows a register reply.
+fn value(response: &Response, shape: ReplyShape) -> Value {
+    let plain = |r: &Response| value(r, ReplyShape::Plain);
+    match (response, shape) {
+        (Response::Ok, ReplyShape::SetNx) => Value::Int(1),
+        (Response::Nil, ReplyShape::SetNx) => Value::Int(0),
+        (Response::Error(text), ReplyShape::ExpireErrorsOf(name))
+            if *text == CommandError::InvalidExpireTime.to_string() =>
+        {
+            Value::Error(CommandError::InvalidExpireTimeIn(name).to_string())
+        }
+        (Response::Error(text), _) => Value::Error(text.clone()),
+        (_, ReplyShape::Ok) | (Response::Ok, _) => Value::Simple("OK".to_owned()),
+        (Response::Nil, _) => Value::Nil,
+        (Response::Int(i), _) => Value::Int(*i),
+        (Response::Bulk(b), _) => Value::Bulk(b.clone()),
+        (Response::Status(s), _) => Value::Simple(s.clone()),
+        (Response::Array(items), ReplyShape::Set) => {
+            Value::Set(items.iter().cloned().map(Value::Bulk).collect())
+        }
+        (Response::Array(items), _) => {
+            Value::Array(items.iter().cloned().map(Value::Bulk).collect())
+        }
+        (Response::Double(d), _) => Value::Double(d.get()),
+        (Response::NilArray, _) => Value::NilArray,
+        (Response::Items(items), ReplyShape::Exec(shapes)) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, r)| value(r, shapes.get(i)))
+                .collect(),
+        ),
+        (Response::Items(items), _) => Value::Array(items.iter().map(plain).collect()),
+        (Response::Map(pairs), _) => {
+            Value::Map(pairs.iter().map(|(k, v)| (plain(k), plain(v))).collect())
+        }
+        (Response::Pairs(pairs), _) => {
+            Value::Pairs(pairs.iter().map(|(k, v)| (plain(k), plain(v))).collect())
+        }
+    }
+}
+
+/// The combined reply of DEL, EXISTS or MGET: the map's count or items as they are, or a
+/// transaction's items combined as the per-key engine combines its parts' replies.
+fn combined(response: &Response, combine: Combine) -> Value {
+    match (response, combine) {
+        (Response::Error(text), _) => Value::Error(text.clone()),
+        (Response::Int(n), Combine::Sum) => Value::Int(*n),
+        (Response::Items(items), Combine::Sum) => {
+            let mut sum: i64 = 0;
+            for item in items {
+                match item {
+                    Response::Int(n) => sum = sum.saturating_add(*n),
+                    Response::Error(text) => return Value::Error(text.clone()),
+                    _ => return Value::Error(CommandError::WrongType.to_string()),
+                }
+            }
+            Value::Int(sum)
+        }
+        (Response::Items(items), Combine::Array) => Value::Array(
+            items
+                .iter()
+                .map(|item| match item {
+                    Response::Bulk(b) => Value::Bulk(b.clone()),
+                    _ => Value::Nil,
+                })
+                .collect(),
+        ),
+        (other, _) => value(other, ReplyShape::Plain),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: &str) -> Bytes {
+        Bytes::copy_from_slice(k.as_bytes())
+    }
+
+    #[test]
+    fn multi_key_commands_are_one_operation_of_the_map() {
+        let del = vec![(key("a"), Command::Del), (key("b"), Command::Del)];
+        assert_eq!(
+            many(del, Combine::Sum),
+            Operation::Del(vec![key("a"), key("b")])
+        );
+        let mget = vec![(key("a"), Command::Get), (key("b"), Command::Get)];
+        assert_eq!(
+            many(mget, Combine::Array),
+            Operation::MGet(vec![key("a"), key("b")])
+        );
+        assert_eq!(
+            cross(CrossKey::Rename {
+                from: key("a"),
+                to: key("b")
+            }),
+            Operation::Rename {
+                from: key("a"),
+                to: key("b")
+            }
+        );
+    }
+
+    #[test]
+    fn responses_are_shown_as_the_per_key_engines_replies() {
+        let shown = |r: Response, shape| reply(Ok(r), Shown::Shape(shape));
+        assert_eq!(shown(Response::Ok, ReplyShape::SetNx), Value::Int(1));
+        assert_eq!(
+            shown(Response::Ok, ReplyShape::Plain),
+            Value::Simple("OK".into())
+        );
+        assert_eq!(
+            shown(
+                Response::Error(CommandError::InvalidExpireTime.to_string()),
+                ReplyShape::ExpireErrorsOf("setex")
+            ),
+            Value::Error("ERR invalid expire time in 'setex' command".into())
+        );
+        assert_eq!(
+            reply(
+                Ok(Response::Items(vec![
+                    Response::Bulk(key("1")),
+                    Response::Int(3)
+                ])),
+                Shown::Combine(Combine::Array)
+            ),
+            Value::Array(vec![Value::Bulk(key("1")), Value::Nil])
+        );
+        assert_eq!(
+            reply(Ok(Response::Int(2)), Shown::Combine(Combine::Sum)),
+            Value::Int(2)
+        );
+        assert_eq!(
+            reply(
+                Err(Failure::OutcomeUnknown),
+                Shown::Shape(ReplyShape::Plain)
+            ),
+            Session::reply(ReplyShape::Plain, &Err(Failure::OutcomeUnknown))
+        );
+    }
+}

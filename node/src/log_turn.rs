@@ -1,0 +1,555 @@
+//! The log engine's turn logic without a runtime: what [`crate::log_loop`] runs on tokio, as
+//! [`crate::turn`] is for the per-key engine.
+//!
+//! One [`LogCore`] holds the node's whole replica of the log ([`Replica`] over the
+//! [`RegisterMachine`]) and its durable log ([`DurableLog`]). A turn takes everything that is
+//! waiting (client operations, peer messages), ticks the replica, then commits the turn's
+//! [`Ready`](logless_multipaxos::persist::Ready) once — records written, one flush — and only
+//! then sends the released messages and answers the released replies (persist before send).
+//!
+//! # Clients of the log
+//! The engine's client table keeps, per client, its last request number and reply, and a client
+//! has one request outstanding at a time. A Redis connection pipelines, so the core does not
+//! give each connection one client id: it keeps a pool of ids and lends one to each operation
+//! in flight, numbering that id's requests upwards, and takes it back once the operation is
+//! answered. The pool grows to the most operations ever in flight at once, so the client table
+//! holds that many entries per incarnation. Ids are unique across restarts: node id (16 bits),
+//! incarnation (24 bits) and the pool's counter (24 bits).
+//!
+//! An operation not answered within [`RETRY_MS`] is handed to the replica again with the same
+//! id and number (it forwards it to the leader it knows now, which may have changed); the
+//! client table makes a retry that was already executed answer from the table rather than run
+//! twice. One not answered within the request timeout is answered "outcome unknown"; its id
+//! goes back to the pool and its next number supersedes the unanswered one, which the replicas
+//! then never execute once the later one was.
+//!
+//! A connection's pipelined operations reach the replica in the order sent and, forwarded over
+//! one link, the leader in that order, so they are executed in it. A retry can change that: an
+//! operation lost on its way to a failed leader and retried may execute after a later one of
+//! the same pipeline that got through. Each operation is still linearizable (the client had not
+//! seen either answer), but Redis's stronger promise of pipeline order is not kept then.
+//!
+//! # Linearizability
+//! Every operation, reads included, is a request in the log: it is answered once the replica
+//! that took it has executed it in log order, and a request is executed only once its instance
+//! is decided by a majority. An operation is thus executed at a point of the single log order
+//! between its invocation (it entered the log after it was submitted) and its answer (it was
+//! executed before it was answered), and every replica executes the same log: the history is
+//! linearizable. No lease or read index is involved, so a deposed leader cannot answer a read
+//! from a stale state: its own reads need a majority in the current view too.
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use logless_multipaxos::config::Config;
+use logless_multipaxos::ids::{ClientId, Instance, NodeId, RequestSeq, View};
+use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
+use logless_multipaxos::message::{Message, Request};
+use logless_multipaxos::persist::Durable;
+use logless_multipaxos::replica::Replica;
+use logless_redis::session::Failure;
+use logless_storage::{Dir, FsDir, StoreError};
+use serde::{Deserialize, Serialize};
+
+use crate::durable_log::DurableLog;
+use crate::turn::ShardClock;
+
+/// What a client operation came to: the map's response, or why there is none.
+pub type LogAnswer = Result<Response, Failure>;
+
+/// How long an operation waits for its answer before it is handed to the replica again.
+pub const RETRY_MS: u64 = 500;
+
+/// The most operations in flight at once; more are answered "overloaded" at once. Below the
+/// 2^24 ids the pool can number per incarnation.
+pub const IN_FLIGHT_MAX: usize = 1 << 20;
+
+/// Where a turn's outputs go.
+pub trait LogOutlet<R> {
+    /// Messages for `to`, in order (after the turn's flush).
+    fn send(&mut self, to: NodeId, messages: Vec<Message>);
+    /// The answer to the operation submitted with `reply`.
+    fn answer(&mut self, reply: R, answer: LogAnswer);
+}
+
+/// The log's figures, for INFO, `/metrics` and `/status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogStatus {
+    /// The highest view this replica promised.
+    pub view: u64,
+    /// That view's leader.
+    pub leader: u16,
+    /// Whether this replica leads it (phase 1 done).
+    pub is_leader: bool,
+    /// The first instance still in the log.
+    pub first_instance: u64,
+    /// The highest instance the replica holds anything about (none: an empty log).
+    pub last_instance: Option<u64>,
+    /// The highest instance known decided (none: none yet).
+    pub decided_instance: Option<u64>,
+    /// The next instance to execute (every one below is executed).
+    pub executed_below: u64,
+    /// Keys in the map (expired ones not yet swept included).
+    pub keys: u64,
+    /// View changes this replica started.
+    pub view_changes: u64,
+    /// Views it came to lead.
+    pub views_led: u64,
+    /// Batches it proposed (re-proposals and no-ops included).
+    pub batches_proposed: u64,
+    /// Requests its state machine executed.
+    pub requests_executed: u64,
+    /// Decided requests not executed again (the client table showed them executed).
+    pub duplicates_skipped: u64,
+    /// Snapshots it took.
+    pub snapshots_taken: u64,
+    /// Snapshots it installed from another replica (catching up past a truncation).
+    pub snapshots_installed: u64,
+    /// Catch-up queries it sent.
+    pub catch_up_queries: u64,
+    /// Operations answered with the map's response.
+    pub answered: u64,
+    /// Operations handed to the replica again after [`RETRY_MS`].
+    pub retried: u64,
+    /// Operations answered "outcome unknown" after the request timeout.
+    pub timed_out: u64,
+    /// Operations refused because [`IN_FLIGHT_MAX`] were in flight.
+    pub overloaded: u64,
+    /// Operations in flight now.
+    pub in_flight: u64,
+    /// Turns whose records were flushed.
+    pub flushes: u64,
+}
+
+struct InFlight<R> {
+    reply: R,
+    request: Request,
+    deadline_ms: u64,
+}
+
+/// The pool of client ids lent to operations in flight (see the module documentation).
+struct ClientPool<R> {
+    /// Node id and incarnation, in the top 40 bits.
+    base: u64,
+    /// Ids created so far.
+    created: u64,
+    /// Ids free to lend, with the last request number each used.
+    idle: Vec<(ClientId, RequestSeq)>,
+    in_flight: BTreeMap<ClientId, InFlight<R>>,
+    /// When each request is next due for a retry or its deadline, in the order pushed (which is
+    /// the order due but for a retry whose deadline comes first: it may be seen up to
+    /// [`RETRY_MS`] late).
+    due: VecDeque<(u64, ClientId, RequestSeq)>,
+}
+
+impl<R> ClientPool<R> {
+    fn new(node: u16, incarnation: u32) -> ClientPool<R> {
+        ClientPool {
+            base: (u64::from(node) << 48) | (u64::from(incarnation & 0xFF_FFFF) << 24),
+            created: 0,
+            idle: Vec::new(),
+            in_flight: BTreeMap::new(),
+            due: VecDeque::new(),
+        }
+    }
+
+    /// Lends an id for a new request; its number is the id's next.
+    fn lend(&mut self) -> (ClientId, RequestSeq) {
+        let (client, last) = self.idle.pop().unwrap_or_else(|| {
+            self.created += 1;
+            (ClientId(self.base | self.created), RequestSeq(0))
+        });
+        (client, RequestSeq(last.0 + 1))
+    }
+
+    /// Takes the request in flight under `client` if it is `seq`, and puts the id back.
+    fn settle(&mut self, client: ClientId, seq: RequestSeq) -> Option<InFlight<R>> {
+        match self.in_flight.get(&client) {
+            Some(flight) if flight.request.seq == seq => {}
+            _ => return None,
+        }
+        let flight = self.in_flight.remove(&client)?;
+        self.idle.push((client, seq));
+        Some(flight)
+    }
+}
+
+/// The node's replica of the log, its durable log and the operations waiting for answers. `R`
+/// is how an answer finds its client.
+pub struct LogCore<R, D: Dir = FsDir> {
+    me: NodeId,
+    replica: Replica<RegisterMachine>,
+    log: DurableLog<D>,
+    clients: ClientPool<R>,
+    clock: ShardClock,
+    now_ms: u64,
+    request_timeout_ms: u64,
+    outgoing: BTreeMap<NodeId, Vec<Message>>,
+    /// Answers given without the replica (overload), delivered at the end of the turn.
+    refused: Vec<R>,
+    answered: u64,
+    retried: u64,
+    timed_out: u64,
+    overloaded: u64,
+    flushes: u64,
+}
+
+impl<R, D: Dir> LogCore<R, D> {
+    /// Restarts the replica of `config` from `durable` (what `log` held at open), executing
+    /// the log again over `machine`. `incarnation` makes this run's client ids new;
+    /// operations unanswered after `request_timeout_ms` are answered "outcome unknown".
+    #[allow(clippy::too_many_arguments)]
+    pub fn recover(
+        config: Config,
+        machine: RegisterMachine,
+        durable: &Durable,
+        log: DurableLog<D>,
+        incarnation: u32,
+        request_timeout_ms: u64,
+        wall_ms: u64,
+        mono_us: u64,
+    ) -> LogCore<R, D> {
+        let mut clock = ShardClock::default();
+        let now_ms = clock.read(wall_ms, mono_us);
+        let me = config.me;
+        LogCore {
+            me,
+            replica: Replica::recover(config, machine, durable, now_ms),
+            log,
+            clients: ClientPool::new(me.0, incarnation),
+            clock,
+            now_ms,
+            request_timeout_ms,
+            outgoing: BTreeMap::new(),
+            refused: Vec::new(),
+            answered: 0,
+            retried: 0,
+            timed_out: 0,
+            overloaded: 0,
+            flushes: 0,
+        }
+    }
+
+    /// Starts a turn at wall-clock `wall_ms` and monotonic `mono_us`.
+    pub fn start_turn(&mut self, wall_ms: u64, mono_us: u64) {
+        self.now_ms = self.clock.read(wall_ms, mono_us);
+    }
+
+    /// The turn's clock (ms).
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// The replica (for figures and tests).
+    pub fn replica(&self) -> &Replica<RegisterMachine> {
+        &self.replica
+    }
+
+    /// Takes a client operation; its answer goes to `reply`.
+    pub fn submit(&mut self, operation: &Operation, reply: R) {
+        if self.clients.in_flight.len() >= IN_FLIGHT_MAX {
+            self.overloaded += 1;
+            self.refused.push(reply);
+            return;
+        }
+        let (client, seq) = self.clients.lend();
+        let request = Request {
+            client,
+            seq,
+            payload: operation.encode(),
+        };
+        self.replica.handle_request(self.now_ms, request.clone());
+        let deadline_ms = self.now_ms.saturating_add(self.request_timeout_ms);
+        self.clients.in_flight.insert(
+            client,
+            InFlight {
+                reply,
+                request,
+                deadline_ms,
+            },
+        );
+        let due_ms = (self.now_ms + RETRY_MS).min(deadline_ms);
+        self.clients.due.push_back((due_ms, client, seq));
+    }
+
+    /// Takes protocol messages from `from`, in the order sent.
+    pub fn receive(&mut self, from: NodeId, messages: Vec<Message>) {
+        for message in messages {
+            self.replica.handle_message(self.now_ms, from, message);
+        }
+    }
+
+    /// Ends the turn: ticks the replica, retries or gives up on late operations, then writes
+    /// and flushes the turn's records, and only then sends and answers through `outlet`. An
+    /// error means the log failed: the replica must stop (fail-stop).
+    pub fn finish_turn(&mut self, outlet: &mut impl LogOutlet<R>) -> Result<(), StoreError> {
+        let now_ms = self.now_ms;
+        self.replica.tick(now_ms);
+        self.retry_late(outlet);
+        let ready = self.replica.take_ready();
+        if !ready.records().is_empty() {
+            self.flushes += 1;
+        }
+        let released = ready.commit(&mut self.log)?;
+        for envelope in released.messages {
+            if envelope.to != self.me {
+                self.outgoing
+                    .entry(envelope.to)
+                    .or_default()
+                    .push(envelope.message);
+            }
+        }
+        for (to, messages) in &mut self.outgoing {
+            if !messages.is_empty() {
+                outlet.send(*to, std::mem::take(messages));
+            }
+        }
+        for reply in released.replies {
+            let Some(flight) = self.clients.settle(reply.client, reply.seq) else {
+                continue;
+            };
+            self.answered += 1;
+            outlet.answer(flight.reply, Ok(decoded(&reply.reply)));
+        }
+        for reply in self.refused.drain(..) {
+            outlet.answer(reply, Err(Failure::Overloaded));
+        }
+        Ok(())
+    }
+
+    /// Hands the operations due for a retry to the replica again, and answers those past their
+    /// deadline "outcome unknown".
+    fn retry_late(&mut self, outlet: &mut impl LogOutlet<R>) {
+        let now_ms = self.now_ms;
+        while let Some(&(due_ms, client, seq)) = self.clients.due.front() {
+            if due_ms > now_ms {
+                break;
+            }
+            self.clients.due.pop_front();
+            let Some(flight) = self.clients.in_flight.get(&client) else {
+                continue;
+            };
+            if flight.request.seq != seq {
+                continue;
+            }
+            if now_ms >= flight.deadline_ms {
+                let flight = self.clients.settle(client, seq).expect("in flight");
+                self.timed_out += 1;
+                outlet.answer(flight.reply, Err(Failure::OutcomeUnknown));
+                continue;
+            }
+            self.retried += 1;
+            let due_ms = (now_ms + RETRY_MS).min(flight.deadline_ms);
+            let request = flight.request.clone();
+            self.replica.handle_request(now_ms, request);
+            self.clients.due.push_back((due_ms, client, seq));
+        }
+    }
+
+    /// A page of the keys of this replica's copy that hold a value now, from `cursor` (a
+    /// position in key order; 0 starts), with their types, and the next cursor (0 at the
+    /// end). The copy is this replica's executed prefix, so it may lag the leader's.
+    pub fn scan_live(&self, cursor: u64, count: usize) -> (u64, Vec<(Bytes, &'static str)>) {
+        let map = self.replica.state_machine().map();
+        let now_ms = self.replica.state_machine().now_ms();
+        let start = usize::try_from(cursor).unwrap_or(usize::MAX);
+        let mut keys = Vec::new();
+        let mut visited = 0;
+        for (key, register) in map.iter().skip(start).take(count.max(1)) {
+            visited += 1;
+            if register.is_live(now_ms) {
+                keys.push((key.clone(), register.data.type_name()));
+            }
+        }
+        let next = start + visited;
+        let next = if visited == 0 || next >= map.len() {
+            0
+        } else {
+            next as u64
+        };
+        (next, keys)
+    }
+
+    /// The log's figures now.
+    pub fn status(&self) -> LogStatus {
+        let replica = &self.replica;
+        let stats = replica.stats();
+        let executed_below = replica.executed_below();
+        let last_instance = replica.last_instance();
+        let decided_instance = last_instance
+            .and_then(|last| {
+                (executed_below.0..=last.0)
+                    .rev()
+                    .find(|&i| replica.decided(Instance(i)).is_some())
+            })
+            .or_else(|| executed_below.0.checked_sub(1));
+        LogStatus {
+            view: replica.view().0,
+            leader: replica.leader().0,
+            is_leader: replica.is_leader(),
+            first_instance: replica.log_start().0,
+            last_instance: last_instance.map(|i| i.0),
+            decided_instance,
+            executed_below: executed_below.0,
+            keys: replica.state_machine().map().len() as u64,
+            view_changes: stats.view_changes_started,
+            views_led: stats.views_led,
+            batches_proposed: stats.batches_proposed,
+            requests_executed: stats.requests_executed,
+            duplicates_skipped: stats.duplicates_skipped,
+            snapshots_taken: stats.snapshots_taken,
+            snapshots_installed: stats.snapshots_installed,
+            catch_up_queries: stats.catch_up_queries,
+            answered: self.answered,
+            retried: self.retried,
+            timed_out: self.timed_out,
+            overloaded: self.overloaded,
+            in_flight: self.clients.in_flight.len() as u64,
+            flushes: self.flushes,
+        }
+    }
+
+    /// The view this replica promised (for tests).
+    pub fn view(&self) -> View {
+        self.replica.view()
+    }
+}
+
+/// The map's response in a reply; one that does not decode (never, between replicas of one
+/// version) is answered as an error rather than dropped.
+fn decoded(reply: &Bytes) -> Response {
+    Response::decode(reply)
+        .unwrap_or_else(|e| Response::error(format!("ERR the log's reply does not decode: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use logless_multipaxos::kv::Command;
+    use logless_storage::{Durability, SegmentLogOptions, SimDir};
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Collected {
+        sent: Vec<(NodeId, Vec<Message>)>,
+        answers: Vec<(u32, LogAnswer)>,
+    }
+
+    impl LogOutlet<u32> for Collected {
+        fn send(&mut self, to: NodeId, messages: Vec<Message>) {
+            self.sent.push((to, messages));
+        }
+
+        fn answer(&mut self, reply: u32, answer: LogAnswer) {
+            self.answers.push((reply, answer));
+        }
+    }
+
+    fn single_replica_core() -> LogCore<u32, SimDir> {
+        let opened =
+            DurableLog::open_on(SimDir::new(), SegmentLogOptions::new(Durability::Sync)).unwrap();
+        let config = Config::new(vec![NodeId(1)], NodeId(1));
+        LogCore::recover(
+            config,
+            RegisterMachine::default(),
+            &opened.durable,
+            opened.log,
+            3,
+            1_000,
+            1_000_000,
+            0,
+        )
+    }
+
+    fn incr(key: &str) -> Operation {
+        Operation::Command {
+            key: Bytes::from(key.to_owned()),
+            command: Command::IncrBy(1),
+        }
+    }
+
+    /// Runs turns, 5 ms apart, until `done` or a simulated second passed.
+    fn run_until(
+        core: &mut LogCore<u32, SimDir>,
+        out: &mut Collected,
+        done: impl Fn(&Collected) -> bool,
+    ) {
+        for step in 0..200u64 {
+            core.start_turn(1_000_000 + step * 5, step * 5_000);
+            core.finish_turn(out).unwrap();
+            if done(out) {
+                return;
+            }
+        }
+        panic!("no answer in time");
+    }
+
+    #[test]
+    fn operations_are_answered_after_execution_in_submission_order() {
+        let mut core = single_replica_core();
+        let mut out = Collected::default();
+        for reply in 0..3 {
+            core.submit(&incr("k"), reply);
+        }
+        run_until(&mut core, &mut out, |o| o.answers.len() == 3);
+        let mut answers = out.answers.clone();
+        answers.sort_by_key(|(reply, _)| *reply);
+        let values: Vec<_> = answers.into_iter().map(|(_, a)| a.unwrap()).collect();
+        assert_eq!(
+            values,
+            [Response::Int(1), Response::Int(2), Response::Int(3)]
+        );
+        assert_eq!(core.status().answered, 3);
+        assert!(core.status().is_leader);
+    }
+
+    #[test]
+    fn client_ids_are_reused_with_growing_numbers_and_carry_node_and_incarnation() {
+        let mut pool: ClientPool<()> = ClientPool::new(2, 5);
+        let (a, seq_a) = pool.lend();
+        assert_eq!(a.0 >> 48, 2);
+        assert_eq!((a.0 >> 24) & 0xFF_FFFF, 5);
+        assert_eq!(seq_a, RequestSeq(1));
+        let request = Request {
+            client: a,
+            seq: seq_a,
+            payload: Bytes::new(),
+        };
+        pool.in_flight.insert(
+            a,
+            InFlight {
+                reply: (),
+                request,
+                deadline_ms: 0,
+            },
+        );
+        let (b, _) = pool.lend();
+        assert_ne!(a, b, "an id in flight is not lent twice");
+        assert!(pool.settle(a, RequestSeq(7)).is_none(), "another number");
+        assert!(pool.settle(a, seq_a).is_some());
+        assert_eq!(pool.lend(), (a, RequestSeq(2)));
+    }
+
+    #[test]
+    fn an_operation_without_a_majority_is_answered_outcome_unknown() {
+        let opened =
+            DurableLog::open_on(SimDir::new(), SegmentLogOptions::new(Durability::Sync)).unwrap();
+        // Three replicas, the other two never answer: nothing is decided.
+        let config = Config::new(vec![NodeId(1), NodeId(2), NodeId(3)], NodeId(1));
+        let mut core: LogCore<u32, SimDir> = LogCore::recover(
+            config,
+            RegisterMachine::default(),
+            &opened.durable,
+            opened.log,
+            1,
+            600,
+            1_000_000,
+            0,
+        );
+        let mut out = Collected::default();
+        core.submit(&incr("k"), 9);
+        run_until(&mut core, &mut out, |o| !o.answers.is_empty());
+        assert_eq!(out.answers, [(9, Err(Failure::OutcomeUnknown))]);
+        assert!(core.status().retried >= 1);
+        assert_eq!(core.status().timed_out, 1);
+    }
+}
