@@ -25,9 +25,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use logless_service::{
-    DecodeError, Digest, Digester, Group, ParallelService, Service, WorkerId,
-};
+use logless_service::{DecodeError, Digest, Digester, Group, ParallelService, Service, WorkerId};
 
 use crate::command::{
     Attr, DirEntry, Fh, FsCommand, FsReply, Ino, Kind, Mode, Time, DIR_ENTRIES_MAX, IO_BYTES_MAX,
