@@ -9,7 +9,8 @@
 //! survives its wire encoding; the groups' first leaders are spread over the replicas; every
 //! replica executes every command with the same replies and ends with the same state digest,
 //! in every mode (psmr, sp-smr, smr, no-rep); NetFS under every replicated mode (create, write,
-//! read, rename, unlink) answers as a file system does, with equal digests; an idle stream
+//! read, rename, unlink) answers as a file system does, with equal digests; a command that does
+//! not decode is ordered in `g_all` and answered with the service's error; an idle stream
 //! (only `g_all` busy, or only one worker's group) stalls nothing, and an idle cluster proposes
 //! no skips. With skips turned off the idle case must stall, and a merge by arrival, synchronous
 //! mode without the barrier, or the B⁺-tree's C-G that splits dependent commands
@@ -18,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use logless_btree::{KvCommand, KvService};
+use logless_btree::{KvCommand, KvReply, KvService};
 use logless_multipaxos::ids::{ClientId, NodeId, RequestSeq};
 use logless_multipaxos::message::Request;
 use logless_multipaxos::testing::durable_before_send;
@@ -26,7 +27,7 @@ use logless_netfs::{Fh, FsCommand, FsPath, FsReply, Mode as FsMode, NetFs, Time}
 use logless_psmr::config::{Config, Mode};
 use logless_psmr::groups::GroupEnvelope;
 use logless_psmr::ids::GroupIndex;
-use logless_psmr::plan::{Delivered, Step};
+use logless_psmr::plan::{Delivered, Mode as ExecutionMode, Step};
 use logless_psmr::replica::Replica;
 use logless_psmr::testing::MemGroupStore;
 use logless_psmr::wire;
@@ -753,4 +754,42 @@ fn netfs_creates_writes_reads_renames_and_unlinks_with_equal_digests_in_every_re
         }]);
         assert_eq!(listed, [FsReply::Entries(Vec::new())], "{mode}");
     }
+}
+
+#[test]
+fn a_command_that_does_not_decode_runs_alone_and_gets_the_service_s_error() {
+    let garbage = Bytes::from_static(&[0xff, 1, 2]);
+    let malformed = |reply: &[u8]| matches!(KvReply::decode(reply), Ok(KvReply::Malformed(_)));
+    // Replicated: ordered in g_all like any command C-G cannot place, answered alike everywhere.
+    let mut sim = Sim::with_service(4, &[garbage.clone()], |_| {}, kv);
+    sim.run().unwrap();
+    sim.check_agreement();
+    for node in sim.nodes.values() {
+        assert!(malformed(&node.replies[&0]));
+        for group in Group::all(WORKERS) {
+            let log = node.replica.groups().replica(group).unwrap();
+            let ordered = log.client_table().get(&ClientId(0)).is_some();
+            assert_eq!(ordered, group == Group::All, "{group:?}");
+        }
+    }
+    // Without replication: synchronous mode, worker 0 executes once worker 1 has arrived.
+    let mut config = Config::new(NODES.to_vec(), NODES[0], WORKERS);
+    config.mode = Mode::NoRep;
+    let mut replica = Replica::new(config, kv(), 0);
+    let request = Request {
+        client: ClientId(0),
+        seq: RequestSeq(1),
+        payload: garbage,
+    };
+    replica.handle_request(0, request).unwrap();
+    assert_eq!(replica.poll(WorkerId(0)), Step::Wait);
+    assert_eq!(replica.poll(WorkerId(1)), Step::Wait);
+    let Step::Execute { mode, command } = replica.poll(WorkerId(0)) else {
+        panic!("worker 0 executes once every worker arrived");
+    };
+    assert_eq!(
+        (mode, command.group),
+        (ExecutionMode::Synchronous, Group::All)
+    );
+    assert!(malformed(&kv().execute_encoded(&command.request.payload)));
 }

@@ -153,6 +153,10 @@ mod tests {
         let (a, b) = (Group::Worker(WorkerId(0)), Group::Worker(WorkerId(1)));
         assert!(a.shares(a) && a.shares(Group::All) && Group::All.shares(b));
         assert!(!a.shares(b));
+        assert_eq!(
+            format!("{a:?} {:?} {:?}", Group::All, WorkerId(3)),
+            "g0 g_all t3"
+        );
     }
 
     #[test]
