@@ -761,7 +761,7 @@ fn a_command_that_does_not_decode_runs_alone_and_gets_the_service_s_error() {
     let garbage = Bytes::from_static(&[0xff, 1, 2]);
     let malformed = |reply: &[u8]| matches!(KvReply::decode(reply), Ok(KvReply::Malformed(_)));
     // Replicated: ordered in g_all like any command C-G cannot place, answered alike everywhere.
-    let mut sim = Sim::with_service(4, &[garbage.clone()], |_| {}, kv);
+    let mut sim = Sim::with_service(4, std::slice::from_ref(&garbage), |_| {}, kv);
     sim.run().unwrap();
     sim.check_agreement();
     for node in sim.nodes.values() {
