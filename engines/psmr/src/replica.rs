@@ -7,9 +7,10 @@
 //! sends what was released. Decided commands flow into the [`Plan`], which the worker threads
 //! poll ([`Replica::poll`], [`Replica::executed`]) to execute commands against the service and
 //! answer clients. The service the workers execute, and which replica answers which client, are
-//! the runtime's: the core says which worker executes what, and when. It calls only the
-//! service's C-G, on the encoded command ([`Service::group_of_encoded`]), of its own copy of the
-//! service (C-G reads the configuration, never the state).
+//! the runtime's: the core says which worker executes what, and when. Of the service the core
+//! needs only C-G: it keeps a copy configured like the executing one and calls
+//! [`Service::group_of_encoded`] on each encoded command (C-G reads the configuration, never the
+//! state).
 //!
 //! How commands reach the plan, per mode:
 //!
