@@ -1,9 +1,10 @@
 //! A P-SMR replica's configuration, passed explicitly.
 use logless_multipaxos::config::Config as PaxosConfig;
 use logless_multipaxos::ids::NodeId;
+use logless_service::Group;
 use thiserror::Error;
 
-use crate::ids::Group;
+use crate::ids::GroupIndex;
 use crate::merge::MergeBugs;
 use crate::plan::PlanBugs;
 
@@ -146,8 +147,8 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::WorkerId;
     use logless_multipaxos::ids::View;
+    use logless_service::WorkerId;
 
     #[test]
     fn the_groups_first_leaders_are_spread_over_the_replicas() {

@@ -29,10 +29,10 @@ use std::collections::BTreeMap;
 
 use logless_multipaxos::persist::{Durable, LogStore, Record};
 use logless_multipaxos::replica::Replica;
+use logless_service::Group;
 use thiserror::Error;
 
 use crate::config::Config;
-use crate::ids::Group;
 use crate::stream::{DeliveredBatch, Stream, SKIP_CLIENT};
 
 /// A message of one group's log, with its destination.
@@ -335,10 +335,10 @@ impl Groups {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::WorkerId;
     use crate::testing::MemGroupStore;
     use logless_multipaxos::ids::{ClientId, View};
     use logless_multipaxos::testing::durable_before_send;
+    use logless_service::WorkerId;
 
     const G0: Group = Group::Worker(WorkerId(0));
     const G2: Group = Group::Worker(WorkerId(2));

@@ -1,37 +1,31 @@
-//! Workers and groups.
+//! The groups as the engine's streams.
 //!
-//! A replica runs `k` worker threads `t_0 … t_{k-1}` (seed 004 numbers them from 1; here they
-//! count from 0). Worker `i` belongs to its own group `g_i` and to `g_all`, the group every
-//! worker belongs to; each group is one ordered stream (one Multi-Paxos log).
-use std::fmt;
+//! Workers and groups are the service interface's ([`logless_service::WorkerId`],
+//! [`logless_service::Group`]): a replica runs `k` worker threads `t_0 … t_{k-1}`, worker `i`
+//! delivers its own group `g_i` and `g_all`. What only the engine needs is where each group sits
+//! among the replica's `k + 1` streams (one Multi-Paxos log each): [`GroupIndex`].
+use logless_service::{Group, WorkerId};
 
-/// A worker thread of a replica, `0..k`.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct WorkerId(pub u16);
-
-impl fmt::Debug for WorkerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "t{}", self.0)
-    }
-}
-
-/// A multicast group: one worker's own, or the one all workers share.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Group {
-    /// `g_i`: delivered by worker `i` alone.
-    Worker(WorkerId),
-    /// `g_all`: delivered by every worker.
-    All,
-}
-
-impl Group {
-    /// The group's index among the `workers + 1` streams: `g_i` is `i`, `g_all` is `workers`.
-    /// It places the group's leader (see [`crate::groups`]) and breaks ties in the merge
-    /// (see [`crate::merge`]); `Ord` on groups gives the same order.
+/// A group's place among the `workers + 1` streams of a replica with `workers` workers: `g_i` is
+/// stream `i`, `g_all` is stream `workers`. The index places the group's leader (see
+/// [`crate::config::Config::group_config`]) and breaks ties in the merge (see [`crate::merge`]);
+/// `Ord` on groups gives the same order.
+pub trait GroupIndex: Sized {
+    /// The group's stream index.
     ///
     /// # Panics
     /// If a worker's group names a worker at or beyond `workers`.
-    pub fn index(self, workers: u16) -> usize {
+    fn index(self, workers: u16) -> usize;
+
+    /// The group of stream `index`, if there is one.
+    fn from_index(index: usize, workers: u16) -> Option<Self>;
+
+    /// Every group of a replica with `workers` workers, in index order.
+    fn all(workers: u16) -> impl Iterator<Item = Self>;
+}
+
+impl GroupIndex for Group {
+    fn index(self, workers: u16) -> usize {
         match self {
             Group::Worker(WorkerId(i)) => {
                 assert!(i < workers, "worker {i} of {workers}");
@@ -41,8 +35,7 @@ impl Group {
         }
     }
 
-    /// The group of index `index` among the `workers + 1` streams, if there is one.
-    pub fn from_index(index: usize, workers: u16) -> Option<Group> {
+    fn from_index(index: usize, workers: u16) -> Option<Group> {
         let index = u16::try_from(index).ok()?;
         match index.cmp(&workers) {
             std::cmp::Ordering::Less => Some(Group::Worker(WorkerId(index))),
@@ -51,20 +44,10 @@ impl Group {
         }
     }
 
-    /// Every group of a replica with `workers` workers, in index order.
-    pub fn all(workers: u16) -> impl Iterator<Item = Group> {
+    fn all(workers: u16) -> impl Iterator<Item = Group> {
         (0..workers)
             .map(|i| Group::Worker(WorkerId(i)))
             .chain(std::iter::once(Group::All))
-    }
-}
-
-impl fmt::Debug for Group {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Group::Worker(WorkerId(i)) => write!(f, "g{i}"),
-            Group::All => write!(f, "g_all"),
-        }
     }
 }
 

@@ -10,9 +10,12 @@
 //! at a barrier for a `g_all` command, which the lowest-numbered worker runs alone
 //! (synchronous mode, Algorithm 1).
 //!
-//! * [`ids`]: workers and groups.
-//! * [`service`]: what P-SMR needs of a service: C-G ([`service::CommandGroups`]) and
-//!   execution ([`service::Service`]).
+//! * The service: what P-SMR needs of one is `logless-service`'s [`logless_service::Service`]
+//!   (C-G, C-Dep, execution, digest) and its workers and groups ([`logless_service::WorkerId`],
+//!   [`logless_service::Group`]). The engine calls only its byte-level entry points: C-G on an
+//!   encoded command ([`logless_service::Service::group_of_encoded`]) here, execution
+//!   ([`logless_service::Service::execute_encoded`]) in the runtime's workers.
+//! * [`ids`]: each group's place among the replica's streams.
 //! * [`stream`]: a group's log as a stream of delivered batches, with their execution stamps.
 //! * [`groups`]: the `k + 1` Multi-Paxos logs side by side: the group in every message, one
 //!   commit (write all groups' records, flush once, then send) for persist before send, the
@@ -26,7 +29,8 @@
 //! * [`config`]: workers, mode, the groups' Multi-Paxos configuration, skip interval and the
 //!   deliberate bugs (a merge by arrival, synchronous mode without the barrier).
 //! * [`wire`]: the groups' messages and records encoded behind their group.
-//! * [`testing`]: a toy counter service with a correct C-G, and a store per group in memory.
+//! * [`testing`]: a store per group in memory. The engine's tests replicate the real services,
+//!   the B⁺-tree key-value store (`logless-btree`) and NetFS (`logless-netfs`).
 //!
 //! The core reads no clock, socket, file, thread or random number generator: time comes in as
 //! an argument (milliseconds), effects leave as plain data, and the node drives the plan from
@@ -54,7 +58,6 @@ pub mod ids;
 pub mod merge;
 pub mod plan;
 pub mod replica;
-pub mod service;
 pub mod stream;
 pub mod testing;
 pub mod wire;

@@ -43,8 +43,8 @@
 use std::collections::VecDeque;
 
 use logless_multipaxos::ids::Instance;
+use logless_service::Group;
 
-use crate::ids::Group;
 use crate::stream::DeliveredBatch;
 
 /// Deliberate bugs of the merge, each off by default, for tests that must catch them.
@@ -173,7 +173,7 @@ impl Merge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::WorkerId;
+    use logless_service::WorkerId;
 
     const OWN: Group = Group::Worker(WorkerId(0));
 

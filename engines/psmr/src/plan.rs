@@ -37,8 +37,7 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use logless_multipaxos::message::Request;
-
-use crate::ids::{Group, WorkerId};
+use logless_service::{Group, WorkerId};
 
 /// Deliberate bugs of the plan, each off by default, for tests that must catch them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -6,8 +6,11 @@
 //! [`Replica::take_ready`] through its [`GroupStore`](crate::groups::GroupStore) and only then
 //! sends what was released. Decided commands flow into the [`Plan`], which the worker threads
 //! poll ([`Replica::poll`], [`Replica::executed`]) to execute commands against the service and
-//! answer clients. The service itself, and which replica answers which client, are the
-//! runtime's: the core says which worker executes what, and when.
+//! answer clients. The service the workers execute, and which replica answers which client, are
+//! the runtime's: the core says which worker executes what, and when. Of the service the core
+//! needs only C-G: it keeps a copy configured like the executing one and calls
+//! [`Service::group_of_encoded`] on each encoded command (C-G reads the configuration, never the
+//! state).
 //!
 //! How commands reach the plan, per mode:
 //!
@@ -23,29 +26,31 @@ use std::collections::{BTreeMap, BTreeSet};
 use logless_multipaxos::ids::NodeId;
 use logless_multipaxos::message::{Message, Request};
 use logless_multipaxos::persist::Durable;
+use logless_service::{Group, Service, WorkerId};
 
 use crate::config::{Config, Mode};
 use crate::groups::{Groups, Ready, RequestError};
-use crate::ids::{Group, WorkerId};
 use crate::merge::Merge;
 use crate::plan::{Delivered, Plan, Step};
-use crate::service::{CommandGroups, Destination};
 
-/// A replica's sans-IO core over the C-G function `C`.
+/// A replica's sans-IO core for the service `S`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Replica<C> {
+pub struct Replica<S> {
     mode: Mode,
     workers: u16,
-    command_groups: C,
+    /// A service configured like the one the workers execute, asked only for C-G: it is never
+    /// executed, so it stays as it was built.
+    command_groups: S,
     groups: Groups,
     /// Under P-SMR, worker `i`'s merge of `g_i` and `g_all`, at index `i`; empty otherwise.
     merges: Vec<Merge>,
     plan: Plan,
 }
 
-impl<C: CommandGroups> Replica<C> {
-    /// A replica that has never run.
-    pub fn new(config: Config, command_groups: C, now_ms: u64) -> Replica<C> {
+impl<S: Service> Replica<S> {
+    /// A replica that has never run. `command_groups` must be configured like the service the
+    /// workers execute (it gives C-G, see the module docs); a fresh one will do.
+    pub fn new(config: Config, command_groups: S, now_ms: u64) -> Replica<S> {
         Replica::recover(config, command_groups, &BTreeMap::new(), now_ms)
     }
 
@@ -54,10 +59,10 @@ impl<C: CommandGroups> Replica<C> {
     /// [`Groups::recover`]). Without replication nothing is durable: the replica starts empty.
     pub fn recover(
         config: Config,
-        command_groups: C,
+        command_groups: S,
         durable: &BTreeMap<Group, Durable>,
         now_ms: u64,
-    ) -> Replica<C> {
+    ) -> Replica<S> {
         let mode = config.mode;
         let workers = mode.executing_workers(config.workers);
         let merges = match mode {
@@ -96,7 +101,7 @@ impl<C: CommandGroups> Replica<C> {
     /// SMR), or scheduled at once (no replication).
     pub fn handle_request(&mut self, now_ms: u64, request: Request) -> Result<(), RequestError> {
         let group = match self.mode {
-            Mode::Psmr => self.destination(&request).group(),
+            Mode::Psmr => self.group_of(&request),
             Mode::SpSmr | Mode::Smr => Group::All,
             Mode::NoRep => {
                 self.schedule(request);
@@ -141,9 +146,11 @@ impl<C: CommandGroups> Replica<C> {
         self.plan.executed(worker);
     }
 
-    fn destination(&self, request: &Request) -> Destination {
+    /// C-G of `request`'s command: a command that does not decode goes to `g_all`, where the
+    /// service answers it with its error.
+    fn group_of(&self, request: &Request) -> Group {
         self.command_groups
-            .destination(&request.payload, self.workers)
+            .group_of_encoded(&request.payload, self.workers)
     }
 
     /// Hands what the groups delivered on towards the plan.
@@ -191,12 +198,11 @@ impl<C: CommandGroups> Replica<C> {
     /// The scheduler of sP-SMR and no replication: a command goes to the worker C-G names, or
     /// to every worker (to run in synchronous mode) when C-G sends it to all.
     fn schedule(&mut self, request: Request) {
-        match self.destination(&request) {
-            Destination::Worker(worker) => {
-                let group = Group::Worker(worker);
+        match self.group_of(&request) {
+            group @ Group::Worker(worker) => {
                 self.plan.deliver(worker, Delivered { group, request });
             }
-            Destination::All => {
+            Group::All => {
                 for w in 0..self.workers {
                     let command = Delivered {
                         group: Group::All,

@@ -11,9 +11,8 @@
 use logless_multipaxos::message::Message;
 use logless_multipaxos::persist::Record;
 use logless_multipaxos::wire::{self as paxos_wire, DecodeError};
+use logless_service::{Group, WorkerId};
 use thiserror::Error;
-
-use crate::ids::{Group, WorkerId};
 
 /// Bytes that do not decode to a group's message or record.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]

@@ -1,32 +1,42 @@
-//! Whole replicas on a simulated network: three replicas with two workers each, clients that
-//! send counter commands to random replicas (and again to the next one when not answered),
-//! messages delayed and reordered at random, workers stepped at random; in one test, messages
-//! also lost and duplicated and replicas crashed (so every group loses its leader now and then)
-//! and restarted from their stores, re-executing every decided command.
+//! Whole replicas on a simulated network, running the real services: three replicas with two
+//! workers each, clients that send key-value commands of the B⁺-tree service (or NetFS calls)
+//! to random replicas (and again to the next one when not answered), messages delayed and
+//! reordered at random, workers stepped at random; in one test, messages also lost and
+//! duplicated and replicas crashed (so every group loses its leader now and then) and restarted
+//! from their stores, re-executing every decided command into a fresh service.
 //!
 //! Checked: every message leaves only once what it promises is durable in its group's log, and
 //! survives its wire encoding; the groups' first leaders are spread over the replicas; every
-//! replica executes every command with the same replies and ends in the same state, in every
-//! mode; an idle stream (only `g_all` busy, or only one worker's group) stalls nothing, and an
-//! idle cluster proposes no skips. With skips turned off the idle case must stall, and a merge
-//! by arrival, synchronous mode without the barrier, or a C-G that splits dependent commands
-//! must make replicas diverge: the checks can fail.
+//! replica executes every command with the same replies and ends with the same state digest,
+//! in every mode (psmr, sp-smr, smr, no-rep); NetFS under every replicated mode (create, write,
+//! read, rename, unlink) answers as a file system does, with equal digests; a command that does
+//! not decode is ordered in `g_all` and answered with the service's error; an idle stream
+//! (only `g_all` busy, or only one worker's group) stalls nothing, and an idle cluster proposes
+//! no skips. With skips turned off the idle case must stall, and a merge by arrival, synchronous
+//! mode without the barrier, or the B⁺-tree's C-G that splits dependent commands
+//! (`KvService::split_dependent_commands`, caught by the digests) must make replicas diverge:
+//! the checks can fail.
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use logless_btree::{KvCommand, KvReply, KvService};
 use logless_multipaxos::ids::{ClientId, NodeId, RequestSeq};
 use logless_multipaxos::message::Request;
 use logless_multipaxos::testing::durable_before_send;
+use logless_netfs::{Fh, FsCommand, FsPath, FsReply, Mode as FsMode, NetFs, Time};
 use logless_psmr::config::{Config, Mode};
 use logless_psmr::groups::GroupEnvelope;
-use logless_psmr::ids::{Group, WorkerId};
-use logless_psmr::plan::{Delivered, Step};
+use logless_psmr::ids::GroupIndex;
+use logless_psmr::plan::{Delivered, Mode as ExecutionMode, Step};
 use logless_psmr::replica::Replica;
-use logless_psmr::service::Service;
-use logless_psmr::testing::{CounterCommand, CounterGroups, Counters, MemGroupStore};
+use logless_psmr::testing::MemGroupStore;
 use logless_psmr::wire;
+use logless_service::{Digest, Group, Service, Wire, WorkerId};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+
+mod kv_commands;
+use kv_commands::kv_command;
 
 const NODES: [NodeId; 3] = [NodeId(1), NodeId(2), NodeId(3)];
 const WORKERS: u16 = 2;
@@ -34,22 +44,26 @@ const WORKERS: u16 = 2;
 const RUN_MS_MAX: u64 = 5_000;
 /// When the clients send their commands, spread from the start.
 const SEND_MS_MAX: u64 = 500;
+/// When the clients of a burst send their commands, from the start.
+const SEND_BURST_MS: u64 = 10;
 /// How long a client waits for its replica to execute its command before it sends it again.
 const CLIENT_RETRY_MS: u64 = 600;
 
-struct Node {
-    replica: Replica<CounterGroups>,
+struct Node<S> {
+    replica: Replica<S>,
     store: MemGroupStore,
-    service: Counters,
+    /// The service the workers execute, through its byte-level entry point.
+    service: S,
     executing: Vec<Option<Delivered>>,
-    /// Replies by client, as this replica's workers executed them.
-    replies: BTreeMap<u64, Bytes>,
+    /// Encoded replies by client, as this replica's workers executed them.
+    replies: BTreeMap<u64, Vec<u8>>,
 }
 
 /// A client with one command: it sends it, and again to another replica if that one has not
 /// executed it in time.
 struct Client {
-    command: CounterCommand,
+    /// The encoded command.
+    command: Bytes,
     /// When it sends next.
     send_ms: u64,
     /// The replica it sends to, or sent to last.
@@ -72,12 +86,14 @@ fn next(me: NodeId) -> NodeId {
     NODES[(index + 1) % NODES.len()]
 }
 
-impl Node {
-    fn new(config: Config, cg: CounterGroups, store: MemGroupStore, now_ms: u64) -> Node {
+impl<S: Service> Node<S> {
+    /// A replica started from `store`, with services from `make`: one for C-G, and a fresh one
+    /// to execute every decided command into.
+    fn new(config: Config, make: fn() -> S, store: MemGroupStore, now_ms: u64) -> Node<S> {
         Node {
-            replica: Replica::recover(config, cg, &store.durable(), now_ms),
+            replica: Replica::recover(config, make(), &store.durable(), now_ms),
             store,
-            service: Counters::default(),
+            service: make(),
             executing: vec![None; usize::from(WORKERS)],
             replies: BTreeMap::new(),
         }
@@ -105,34 +121,57 @@ const NO_FAULTS: Faults = Faults {
     down_ms_max: 0,
 };
 
-struct Sim {
+struct Sim<S> {
     rng: SmallRng,
     configs: BTreeMap<NodeId, Config>,
-    cg: CounterGroups,
+    /// Builds the service, configured alike on every replica (C-G included).
+    make: fn() -> S,
     faults: Faults,
     /// The replica that is down, and until when.
     down: Option<(NodeId, u64)>,
     crashes: u64,
     now_ms: u64,
-    nodes: BTreeMap<NodeId, Node>,
+    nodes: BTreeMap<NodeId, Node<S>>,
     /// (delivery time, sender, message).
     in_flight: Vec<(u64, NodeId, GroupEnvelope)>,
     /// One client per command, numbered by the command's index.
     commands: Vec<Client>,
 }
 
-impl Sim {
-    fn new(seed: u64, commands: &[CounterCommand], configure: fn(&mut Config)) -> Sim {
-        Sim::with_groups(seed, commands, configure, CounterGroups::default())
-    }
+/// The key-value service the tests replicate, with small nodes so that the trees reshape often.
+fn kv() -> KvService {
+    KvService::with_fanout(4)
+}
 
-    fn with_groups(
+/// The key-value service with its deliberate C-G bug.
+fn kv_split() -> KvService {
+    let mut service = kv();
+    service.split_dependent_commands();
+    service
+}
+
+/// Encodes key-value commands.
+fn encoded(commands: &[KvCommand]) -> Vec<Bytes> {
+    (commands.iter())
+        .map(|command| Bytes::from(command.encode_to_vec()))
+        .collect()
+}
+
+impl Sim<KvService> {
+    /// A cluster of the key-value service whose clients send `commands`.
+    fn new(seed: u64, commands: &[KvCommand], configure: fn(&mut Config)) -> Sim<KvService> {
+        Sim::with_service(seed, &encoded(commands), configure, kv)
+    }
+}
+
+impl<S: Service> Sim<S> {
+    fn with_service(
         seed: u64,
-        commands: &[CounterCommand],
-        configure: fn(&mut Config),
-        cg: CounterGroups,
-    ) -> Sim {
-        let mut rng = SmallRng::seed_from_u64(seed);
+        commands: &[Bytes],
+        configure: impl Fn(&mut Config),
+        make: fn() -> S,
+    ) -> Sim<S> {
+        let rng = SmallRng::seed_from_u64(seed);
         let configs: BTreeMap<NodeId, Config> = NODES
             .iter()
             .map(|&me| {
@@ -145,30 +184,36 @@ impl Sim {
             .map(|(me, config)| {
                 (
                     *me,
-                    Node::new(config.clone(), cg, MemGroupStore::default(), 0),
+                    Node::new(config.clone(), make, MemGroupStore::default(), 0),
                 )
             })
             .collect();
-        let commands = commands
-            .iter()
-            .map(|&command| Client {
-                command,
-                send_ms: rng.random_range(0..SEND_MS_MAX),
-                to: NODES[rng.random_range(0..NODES.len())],
-                sends: 0,
-            })
-            .collect();
-        Sim {
+        let mut sim = Sim {
             rng,
             configs,
-            cg,
+            make,
             faults: NO_FAULTS,
             down: None,
             crashes: 0,
             now_ms: 0,
             nodes,
             in_flight: Vec::new(),
-            commands,
+            commands: Vec::new(),
+        };
+        sim.send(commands, SEND_MS_MAX);
+        sim
+    }
+
+    /// New clients, one per command, that send within `spread_ms` from now.
+    fn send(&mut self, commands: &[Bytes], spread_ms: u64) {
+        for command in commands {
+            let client = Client {
+                command: command.clone(),
+                send_ms: self.now_ms + self.rng.random_range(0..spread_ms),
+                to: NODES[self.rng.random_range(0..NODES.len())],
+                sends: 0,
+            };
+            self.commands.push(client);
         }
     }
 
@@ -223,13 +268,12 @@ impl Sim {
             client.to = to;
             client.send_ms = self.now_ms + CLIENT_RETRY_MS;
             client.sends += 1;
-            let command = client.command;
-            let node = self.nodes.get_mut(&to).unwrap();
             let request = Request {
                 client: ClientId(index as u64),
                 seq: RequestSeq(1),
-                payload: command.encode(),
+                payload: client.command.clone(),
             };
+            let node = self.nodes.get_mut(&to).unwrap();
             node.replica.handle_request(self.now_ms, request).unwrap();
             self.commit(to);
         }
@@ -267,7 +311,7 @@ impl Sim {
             Some((me, until_ms)) if self.now_ms >= until_ms => {
                 let mut store = self.nodes.remove(&me).unwrap().store;
                 store.crash();
-                let node = Node::new(self.configs[&me].clone(), self.cg, store, self.now_ms);
+                let node = Node::new(self.configs[&me].clone(), self.make, store, self.now_ms);
                 self.nodes.insert(me, node);
                 self.down = None;
             }
@@ -293,7 +337,7 @@ impl Sim {
             let worker = WorkerId(w);
             match node.executing[usize::from(w)].take() {
                 Some(command) if self.rng.random_bool(0.5) => {
-                    let reply = node.service.execute(&command.request.payload);
+                    let reply = node.service.execute_encoded(&command.request.payload);
                     node.replies.insert(command.request.client.0, reply);
                     node.replica.executed(worker);
                 }
@@ -327,17 +371,28 @@ impl Sim {
     }
 
     /// The replicas that are up.
-    fn live(&self) -> impl Iterator<Item = (&NodeId, &Node)> {
+    fn live(&self) -> impl Iterator<Item = (&NodeId, &Node<S>)> {
         self.nodes.iter().filter(|(me, _)| !self.is_down(**me))
     }
 
-    /// Whether the live replicas agree on every reply and on their state.
+    /// Whether the live replicas' states have equal digests.
+    fn digests_agree(&self) -> Result<(), String> {
+        let digests: BTreeMap<NodeId, Digest> = (self.live())
+            .map(|(me, node)| (*me, node.service.digest()))
+            .collect();
+        let first = digests.values().next().expect("a live replica");
+        if digests.values().all(|digest| digest == first) {
+            Ok(())
+        } else {
+            Err(format!("state digests {digests:?}"))
+        }
+    }
+
+    /// Whether the live replicas agree on their state and on every reply.
     fn agreement(&self) -> Result<(), String> {
+        self.digests_agree()?;
         let (_, first) = self.live().next().expect("a live replica");
         for (me, node) in self.live() {
-            if node.service != first.service {
-                return Err(format!("{me:?}'s state {:?}", node.service));
-            }
             if node.replies != first.replies {
                 return Err(format!("{me:?}'s replies {:?}", node.replies));
             }
@@ -350,18 +405,27 @@ impl Sim {
             panic!("replicas disagree: {e}");
         }
     }
+
+    /// New clients send `commands`; runs until every replica executed them, checks that the
+    /// replicas agree, and gives the commands' replies.
+    fn round(&mut self, commands: &[S::Command]) -> Vec<S::Reply> {
+        let first = self.commands.len() as u64;
+        let encoded: Vec<Bytes> = (commands.iter())
+            .map(|command| Bytes::from(command.encode_to_vec()))
+            .collect();
+        self.send(&encoded, SEND_MS_MAX);
+        self.run().unwrap_or_else(|e| panic!("{e}"));
+        self.check_agreement();
+        let (_, node) = self.live().next().expect("a live replica");
+        (first..self.commands.len() as u64)
+            .map(|client| S::Reply::decode(&node.replies[&client]).expect("a reply decodes"))
+            .collect()
+    }
 }
 
-fn random_commands(rng: &mut SmallRng, count: usize) -> Vec<CounterCommand> {
+fn random_commands(rng: &mut SmallRng, count: usize) -> Vec<KvCommand> {
     (0..count)
-        .map(|_| match rng.random_range(0..10) {
-            0 => CounterCommand::Double,
-            1 => CounterCommand::Sum,
-            _ => CounterCommand::Add {
-                key: rng.random_range(0..6),
-                amount: rng.random_range(-5..6),
-            },
-        })
+        .map(|_| kv_command(rng.random(), rng.random_range(0..6), rng.random()))
         .collect()
 }
 
@@ -410,7 +474,7 @@ fn when_g_alls_leader_dies_the_next_replica_leads_it_and_commands_keep_flowing()
     let commands = random_commands(&mut rng, 60);
     let mut sim = Sim::new(5, &commands, |_| {});
     // g_all is group 2 of 3: its replicas in the order [3, 1, 2], so replica 3 leads view 0.
-    let leads_g_all = |sim: &Sim, me: NodeId| {
+    let leads_g_all = |sim: &Sim<KvService>, me: NodeId| {
         let log = sim.nodes[&me].replica.groups().replica(Group::All).unwrap();
         log.is_leader()
     };
@@ -453,12 +517,11 @@ fn without_replication_every_command_runs_as_in_arrival_order() {
     let commands = random_commands(&mut rng, 60);
     let mut config = Config::new(NODES.to_vec(), NODES[0], WORKERS);
     config.mode = Mode::NoRep;
-    let mut replica = Replica::new(config, CounterGroups::default(), 0);
-    let mut sequential = Counters::default();
+    let mut replica = Replica::new(config, kv(), 0);
+    let mut sequential = kv();
     let mut expected = BTreeMap::new();
-    for (i, command) in commands.iter().enumerate() {
-        let payload = command.encode();
-        expected.insert(i as u64, sequential.execute(&payload));
+    for (i, payload) in encoded(&commands).into_iter().enumerate() {
+        expected.insert(i as u64, sequential.execute_encoded(&payload));
         let request = Request {
             client: ClientId(i as u64),
             seq: RequestSeq(1),
@@ -467,19 +530,19 @@ fn without_replication_every_command_runs_as_in_arrival_order() {
         replica.handle_request(0, request).unwrap();
     }
     assert!(replica.take_ready().is_empty(), "nothing to replicate");
-    let mut service = Counters::default();
+    let mut service = kv();
     let mut replies = BTreeMap::new();
     while !replica.plan().is_drained() {
         for w in (0..WORKERS).rev() {
             if let Step::Execute { command, .. } = replica.poll(WorkerId(w)) {
-                let reply = service.execute(&command.request.payload);
+                let reply = service.execute_encoded(&command.request.payload);
                 replies.insert(command.request.client.0, reply);
                 replica.executed(WorkerId(w));
             }
         }
     }
     assert_eq!(replies, expected);
-    assert_eq!(service, sequential);
+    assert_eq!(service.digest(), sequential.digest());
 }
 
 #[test]
@@ -513,18 +576,22 @@ fn the_groups_first_leaders_are_spread_over_the_replicas_and_an_idle_cluster_ski
     }
 }
 
-/// Only `g_all` commands: both workers' streams stay idle.
-fn all_only() -> Vec<CounterCommand> {
-    [CounterCommand::Double, CounterCommand::Sum].repeat(10)
+/// Only `g_all` commands (inserts, deletes, range reads): both workers' streams stay idle.
+fn all_only() -> Vec<KvCommand> {
+    (0..20u8)
+        .map(|i| kv_command([0, 2, 3][usize::from(i % 3)], i % 4, i))
+        .collect()
 }
 
-/// Only worker 0's commands (even keys): `g_1` and `g_all` stay idle.
-fn worker_0_only() -> Vec<CounterCommand> {
-    (0..20i64)
-        .map(|i| CounterCommand::Add {
-            key: 2 * (i.unsigned_abs() % 3),
-            amount: i,
-        })
+/// Only worker 0's commands (reads and updates of keys in `g_0`): `g_1` and `g_all` stay idle.
+fn worker_0_only() -> Vec<KvCommand> {
+    let in_g_0 = |k: &u8| {
+        let read = kv_command(7, *k, 0);
+        kv().group(&read, WORKERS) == Group::Worker(WorkerId(0))
+    };
+    let keys: Vec<u8> = (0..).filter(in_g_0).take(3).collect();
+    (0..20u8)
+        .map(|i| kv_command(4 + i % 4, keys[usize::from(i % 3)], i))
         .collect()
 }
 
@@ -557,26 +624,39 @@ fn without_skips_an_idle_stream_stalls_the_merge() {
     }
 }
 
-/// Whether some seed's random run ends with replicas that disagree, under `configure` and `cg`.
-fn some_run_diverges_with(configure: fn(&mut Config), cg: CounterGroups) -> bool {
+/// Whether some seed's random run ends with replicas that disagree, under `configure`.
+fn some_run_diverges(configure: fn(&mut Config)) -> bool {
     (0..10).any(|seed| {
         let mut rng = SmallRng::seed_from_u64(seed);
         let commands = random_commands(&mut rng, 60);
-        let mut sim = Sim::with_groups(seed, &commands, configure, cg);
+        let mut sim = Sim::new(seed, &commands, configure);
         sim.run().is_err() || sim.agreement().is_err()
     })
 }
 
-fn some_run_diverges(configure: fn(&mut Config)) -> bool {
-    some_run_diverges_with(configure, CounterGroups::default())
+/// Whether the replicas' digests differ at the end of a burst of random commands (seed
+/// `seed`) on the key-value service from `make`. The commands are sent at once, so that
+/// commands of different groups often reach the replicas close enough together to run in
+/// different orders on them.
+fn burst_diverges(seed: u64, make: fn() -> KvService) -> bool {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let commands = encoded(&random_commands(&mut rng, 60));
+    let mut sim = Sim::with_service(seed, &[], |_| {}, make);
+    sim.send(&commands, SEND_BURST_MS);
+    sim.run().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    sim.digests_agree().is_err()
 }
 
 #[test]
-fn a_c_g_that_splits_dependent_commands_makes_replicas_diverge() {
-    let broken = CounterGroups {
-        split_dependent: true,
-    };
-    assert!(some_run_diverges_with(|_| {}, broken));
+fn a_c_g_that_splits_dependent_commands_makes_the_replicas_digests_differ() {
+    assert!(
+        (0..10).any(|seed| burst_diverges(seed, kv_split)),
+        "no run showed the split C-G in the digests"
+    );
+    assert!(
+        (0..10).all(|seed| !burst_diverges(seed, kv)),
+        "the same bursts with the correct C-G agree"
+    );
 }
 
 #[test]
@@ -587,4 +667,129 @@ fn a_merge_by_arrival_makes_replicas_diverge() {
 #[test]
 fn synchronous_mode_without_the_barrier_makes_replicas_diverge() {
     assert!(some_run_diverges(|c| c.bugs.plan.no_barrier = true));
+}
+
+#[test]
+fn netfs_creates_writes_reads_renames_and_unlinks_with_equal_digests_in_every_replicated_mode() {
+    let at = |path: String| FsPath::new(path).unwrap();
+    let time = |secs| Time { secs, nanos: 0 };
+    let data = |i: usize| format!("file {i}").into_bytes();
+    for mode in [Mode::Psmr, Mode::SpSmr, Mode::Smr] {
+        let mut sim = Sim::with_service(9, &[], |c| c.mode = mode, NetFs::new);
+        let files: Vec<FsPath> = (0..6).map(|i| at(format!("/f{i}"))).collect();
+        let moved: Vec<FsPath> = (0..6).map(|i| at(format!("/moved{i}"))).collect();
+        let creates: Vec<FsCommand> = (files.iter())
+            .map(|path| FsCommand::Create {
+                path: path.clone(),
+                mode: FsMode(0o644),
+                time: time(1),
+            })
+            .collect();
+        let handles: Vec<Fh> = (sim.round(&creates).into_iter())
+            .map(|reply| match reply {
+                FsReply::Opened(fh) => fh,
+                other => panic!("{mode}: create answered {other:?}"),
+            })
+            .collect();
+        let open = || {
+            files
+                .iter()
+                .cloned()
+                .zip(handles.iter().copied())
+                .enumerate()
+        };
+        let writes: Vec<FsCommand> = (open())
+            .map(|(i, (path, fh))| FsCommand::Write {
+                path,
+                fh,
+                offset: 0,
+                data: data(i),
+                time: time(2),
+            })
+            .collect();
+        for (i, reply) in sim.round(&writes).into_iter().enumerate() {
+            assert_eq!(reply, FsReply::Written(data(i).len() as u64), "{mode}");
+        }
+        let reads: Vec<FsCommand> = (open())
+            .map(|(_, (path, fh))| FsCommand::Read {
+                path,
+                fh,
+                offset: 0,
+                size: 64,
+            })
+            .collect();
+        for (i, reply) in sim.round(&reads).into_iter().enumerate() {
+            assert_eq!(reply, FsReply::Data(data(i)), "{mode}");
+        }
+        let releases = handles.iter().map(|&fh| FsCommand::Release { fh });
+        let renames = (files.iter().zip(&moved)).map(|(from, to)| FsCommand::Rename {
+            from: from.clone(),
+            to: to.clone(),
+        });
+        let releases_and_renames: Vec<FsCommand> = releases.chain(renames).collect();
+        let replies = sim.round(&releases_and_renames);
+        assert!(
+            replies.iter().all(|r| *r == FsReply::Done),
+            "{mode}: {replies:?}"
+        );
+        let lstats: Vec<FsCommand> = (moved.iter())
+            .map(|path| FsCommand::Lstat { path: path.clone() })
+            .collect();
+        for (i, reply) in sim.round(&lstats).into_iter().enumerate() {
+            let FsReply::Attr(attr) = reply else {
+                panic!("{mode}: lstat answered {reply:?}");
+            };
+            assert_eq!(attr.size, data(i).len() as u64, "{mode}");
+        }
+        let unlinks: Vec<FsCommand> = (moved.iter())
+            .map(|path| FsCommand::Unlink { path: path.clone() })
+            .collect();
+        let replies = sim.round(&unlinks);
+        assert!(
+            replies.iter().all(|r| *r == FsReply::Done),
+            "{mode}: {replies:?}"
+        );
+        let listed = sim.round(&[FsCommand::Readdir {
+            path: at("/".into()),
+        }]);
+        assert_eq!(listed, [FsReply::Entries(Vec::new())], "{mode}");
+    }
+}
+
+#[test]
+fn a_command_that_does_not_decode_runs_alone_and_gets_the_service_s_error() {
+    let garbage = Bytes::from_static(&[0xff, 1, 2]);
+    let malformed = |reply: &[u8]| matches!(KvReply::decode(reply), Ok(KvReply::Malformed(_)));
+    // Replicated: ordered in g_all like any command C-G cannot place, answered alike everywhere.
+    let mut sim = Sim::with_service(4, std::slice::from_ref(&garbage), |_| {}, kv);
+    sim.run().unwrap();
+    sim.check_agreement();
+    for node in sim.nodes.values() {
+        assert!(malformed(&node.replies[&0]));
+        for group in Group::all(WORKERS) {
+            let log = node.replica.groups().replica(group).unwrap();
+            let ordered = log.client_table().get(&ClientId(0)).is_some();
+            assert_eq!(ordered, group == Group::All, "{group:?}");
+        }
+    }
+    // Without replication: synchronous mode, worker 0 executes once worker 1 has arrived.
+    let mut config = Config::new(NODES.to_vec(), NODES[0], WORKERS);
+    config.mode = Mode::NoRep;
+    let mut replica = Replica::new(config, kv(), 0);
+    let request = Request {
+        client: ClientId(0),
+        seq: RequestSeq(1),
+        payload: garbage,
+    };
+    replica.handle_request(0, request).unwrap();
+    assert_eq!(replica.poll(WorkerId(0)), Step::Wait);
+    assert_eq!(replica.poll(WorkerId(1)), Step::Wait);
+    let Step::Execute { mode, command } = replica.poll(WorkerId(0)) else {
+        panic!("worker 0 executes once every worker arrived");
+    };
+    assert_eq!(
+        (mode, command.group),
+        (ExecutionMode::Synchronous, Group::All)
+    );
+    assert!(malformed(&kv().execute_encoded(&command.request.payload)));
 }

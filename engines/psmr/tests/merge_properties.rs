@@ -5,9 +5,10 @@
 //! stream lets every batch out. Merging by arrival (the deliberate bug `by_arrival`) must be
 //! caught.
 use logless_multipaxos::ids::Instance;
-use logless_psmr::ids::{Group, WorkerId};
+use logless_psmr::ids::GroupIndex;
 use logless_psmr::merge::{Merge, MergeBugs};
 use logless_psmr::stream::DeliveredBatch;
+use logless_service::{Group, WorkerId};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;

@@ -7,70 +7,65 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use logless_btree::{KvCommand, KvService};
 use logless_multipaxos::ids::{ClientId, RequestSeq};
 use logless_multipaxos::message::Request;
-use logless_psmr::ids::WorkerId;
 use logless_psmr::plan::{Delivered, Mode, Plan, PlanBugs, Step};
-use logless_psmr::service::{CommandGroups, Destination, Service};
-use logless_psmr::testing::{CounterCommand, CounterGroups, Counters};
+use logless_service::{Digest, Group, Service, Wire, WorkerId};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+mod kv_commands;
+use kv_commands::{key, kv_command};
+
 /// The most steps a run may take: far more than any run needs (a few per command).
 const STEPS_MAX: usize = 100_000;
 
-fn command() -> impl Strategy<Value = CounterCommand> {
-    prop_oneof![
-        6 => (0u64..8, -3i64..4).prop_map(|(key, amount)| CounterCommand::Add { key, amount }),
-        1 => Just(CounterCommand::Double),
-        1 => Just(CounterCommand::Sum),
-    ]
+fn command() -> impl Strategy<Value = KvCommand> {
+    (any::<u8>(), 0u8..8, any::<u8>()).prop_map(|(kind, k, value)| kv_command(kind, k, value))
 }
 
-fn random_command(rng: &mut SmallRng) -> CounterCommand {
-    match rng.random_range(0..8) {
-        0 => CounterCommand::Double,
-        1 => CounterCommand::Sum,
-        _ => CounterCommand::Add {
-            key: rng.random_range(0..8),
-            amount: rng.random_range(-3..4),
-        },
-    }
+fn random_command(rng: &mut SmallRng) -> KvCommand {
+    kv_command(rng.random(), rng.random_range(0..8), rng.random())
 }
 
-/// Replies by command index, and the final state.
-type Outcome = (BTreeMap<u64, Bytes>, Counters);
+/// Replies by command index, and the digest of the final state.
+type Outcome = (BTreeMap<u64, Vec<u8>>, Digest);
+
+fn service() -> KvService {
+    KvService::with_fanout(4)
+}
 
 /// Executes `commands` in order on one thread.
-fn sequential(commands: &[CounterCommand]) -> Outcome {
-    let mut counters = Counters::default();
+fn sequential(commands: &[KvCommand]) -> Outcome {
+    let mut service = service();
     let replies = commands
         .iter()
         .enumerate()
-        .map(|(i, c)| (i as u64, counters.execute(&c.encode())))
+        .map(|(i, c)| (i as u64, service.execute_encoded(&c.encode_to_vec())))
         .collect();
-    (replies, counters)
+    (replies, service.digest())
 }
 
 /// Each worker's merged sequence: its own group's commands and every g_all command, in order.
-fn sequences(workers: u16, commands: &[CounterCommand]) -> Vec<Vec<Delivered>> {
-    let service = CounterGroups::default();
+fn sequences(workers: u16, commands: &[KvCommand]) -> Vec<Vec<Delivered>> {
+    let service = service();
     let mut sequences = vec![Vec::new(); usize::from(workers)];
     for (i, command) in commands.iter().enumerate() {
-        let payload = command.encode();
-        let destination = service.destination(&payload, workers);
+        let payload = Bytes::from(command.encode_to_vec());
+        let group = service.group_of_encoded(&payload, workers);
         let delivered = Delivered {
-            group: destination.group(),
+            group,
             request: Request {
                 client: ClientId(i as u64),
                 seq: RequestSeq(1),
                 payload,
             },
         };
-        match destination {
-            Destination::Worker(worker) => sequences[usize::from(worker.0)].push(delivered),
-            Destination::All => sequences.iter_mut().for_each(|s| s.push(delivered.clone())),
+        match group {
+            Group::Worker(worker) => sequences[usize::from(worker.0)].push(delivered),
+            Group::All => sequences.iter_mut().for_each(|s| s.push(delivered.clone())),
         }
     }
     sequences
@@ -79,7 +74,7 @@ fn sequences(workers: u16, commands: &[CounterCommand]) -> Vec<Vec<Delivered>> {
 /// Runs the plan with steps interleaved by `seed`; an error names a deadlock.
 fn parallel(
     workers: u16,
-    commands: &[CounterCommand],
+    commands: &[KvCommand],
     seed: u64,
     bugs: PlanBugs,
 ) -> Result<Outcome, String> {
@@ -88,14 +83,14 @@ fn parallel(
     let mut delivered = vec![0; usize::from(workers)];
     let mut executing: Vec<Option<Delivered>> = vec![None; usize::from(workers)];
     let mut plan = Plan::new(workers, bugs);
-    let mut counters = Counters::default();
+    let mut service = service();
     let mut replies = BTreeMap::new();
     let mut idle_rounds = 0;
     for _ in 0..STEPS_MAX {
         let all_delivered = (0..sequences.len()).all(|w| delivered[w] == sequences[w].len());
         if all_delivered && executing.iter().all(Option::is_none) {
             if plan.is_drained() {
-                return Ok((replies, counters));
+                return Ok((replies, service.digest()));
             }
             // Nothing more will come: every worker polls; two rounds without an execution
             // mean that no worker can ever move again.
@@ -121,17 +116,14 @@ fn parallel(
             }
             1 if executing[index].is_none() => match plan.poll(WorkerId(w)) {
                 Step::Execute { mode, command } => {
-                    assert_eq!(
-                        mode == Mode::Synchronous,
-                        command.group == logless_psmr::ids::Group::All
-                    );
+                    assert_eq!(mode == Mode::Synchronous, command.group == Group::All);
                     executing[index] = Some(command);
                 }
                 Step::Wait | Step::Idle => {}
             },
             2 => {
                 if let Some(command) = executing[index].take() {
-                    let reply = counters.execute(&command.request.payload);
+                    let reply = service.execute_encoded(&command.request.payload);
                     replies.insert(command.request.client.0, reply);
                     plan.executed(WorkerId(w));
                 }
@@ -161,7 +153,7 @@ fn synchronous_mode_without_the_barrier_is_caught() {
     let bugs = PlanBugs { no_barrier: true };
     let mut rng = SmallRng::seed_from_u64(4);
     let caught = (0..200).any(|seed| {
-        let commands: Vec<CounterCommand> = (0..30).map(|_| random_command(&mut rng)).collect();
+        let commands: Vec<KvCommand> = (0..30).map(|_| random_command(&mut rng)).collect();
         parallel(3, &commands, seed, bugs) != Ok(sequential(&commands))
     });
     assert!(caught, "no interleaving showed the missing barrier");
@@ -172,12 +164,14 @@ fn figure_2_synchronous_mode_waits_for_every_worker_then_worker_0_executes() {
     // Three workers, one command each in their own group, then a g_all command (seed 004's
     // Figure 2, middle): worker 0 arrives first and waits, the barrier opens once the last
     // worker has arrived, and the others go on only after worker 0 has executed.
-    let commands = [
-        CounterCommand::Add { key: 0, amount: 1 },
-        CounterCommand::Add { key: 1, amount: 1 },
-        CounterCommand::Add { key: 2, amount: 1 },
-        CounterCommand::Double,
-    ];
+    let read_in = |worker: u16| {
+        (0..)
+            .map(|k| KvCommand::Read { key: key(k) })
+            .find(|read| service().group(read, 3) == Group::Worker(WorkerId(worker)))
+            .expect("some key in every group")
+    };
+    let insert = kv_command(0, 0, 1);
+    let commands = [read_in(0), read_in(1), read_in(2), insert];
     let mut plan = Plan::new(3, PlanBugs::default());
     for (w, sequence) in sequences(3, &commands).into_iter().enumerate() {
         for command in sequence {

@@ -126,9 +126,11 @@ impl KvService {
     }
 
     /// Breaks C-G on purpose, for the engine's tests that must catch the divergence it causes:
-    /// a read of `k` goes to the group after `k`'s, and inserts and deletes go to their key's
-    /// group instead of `g_all`, so dependent commands no longer share a group (with more than
-    /// one worker).
+    /// reads and updates of `k` go to the group after `k`'s, and inserts and deletes go to `k`'s
+    /// group instead of `g_all`, so an insert or delete of `k` no longer shares a group with the
+    /// reads and updates of `k` (with more than one worker). An update that runs before the
+    /// insert of its key instead of after it stores nothing: the replicas' entries, not only
+    /// their replies, diverge.
     #[cfg(any(test, feature = "fault-injection"))]
     pub fn split_dependent_commands(&mut self) {
         self.split_dependent = true;
@@ -141,13 +143,15 @@ impl KvService {
     /// The buggy C-G of [`KvService::split_dependent_commands`].
     fn split_group(command: &KvCommand, workers: u16) -> Group {
         match command {
-            KvCommand::Read { key } => match Self::key_group(key, workers) {
-                Group::Worker(WorkerId(i)) => Group::Worker(WorkerId((i + 1) % workers)),
-                Group::All => Group::All,
-            },
-            KvCommand::Insert { key, .. }
-            | KvCommand::Update { key, .. }
-            | KvCommand::Delete { key } => Self::key_group(key, workers),
+            KvCommand::Read { key } | KvCommand::Update { key, .. } => {
+                match Self::key_group(key, workers) {
+                    Group::Worker(WorkerId(i)) => Group::Worker(WorkerId((i + 1) % workers)),
+                    Group::All => Group::All,
+                }
+            }
+            KvCommand::Insert { key, .. } | KvCommand::Delete { key } => {
+                Self::key_group(key, workers)
+            }
             KvCommand::Range { .. } => Group::All,
         }
     }
@@ -413,8 +417,10 @@ mod tests {
         let mut service = KvService::new();
         service.split_dependent_commands();
         for key in ["a", "b", "user:1"] {
-            assert_ne!(service.group(&read(key), 4), service.group(&update(key), 4));
-            assert_ne!(service.group(&insert(key, "v"), 4), Group::All);
+            let inserted = service.group(&insert(key, "v"), 4);
+            assert_ne!(inserted, Group::All);
+            assert_ne!(service.group(&read(key), 4), inserted);
+            assert_ne!(service.group(&update(key), 4), inserted);
         }
     }
 

@@ -70,8 +70,8 @@ fn a_c_g_that_splits_dependent_commands_is_caught() {
         },
         KvCommand::Read { key: key(1) },
     ];
-    // The bug sends the insert to key 1's group instead of g_all, and the read to the next
-    // group: some interleaving runs the read before the update or the insert.
+    // The bug sends the insert to key 1's group instead of g_all, and the update and the read
+    // to the next group: some interleaving runs them before the insert.
     let caught = (0..4u16).any(|choice| {
         matches!(
             check_interleaving(make, &commands, 2, &[choice]),
@@ -81,8 +81,8 @@ fn a_c_g_that_splits_dependent_commands_is_caught() {
     assert!(caught, "the split C-G went unnoticed");
     assert_eq!(
         check_c_dep(&make(), &commands, 2),
-        Err((0, 2)),
-        "insert, then read of key 1"
+        Err((0, 1)),
+        "insert, then update of key 1"
     );
     let correct = || KvService::with_fanout(4);
     for choice in 0..4u16 {

@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use logless_service::{DecodeError, Digest, Digester, Group, ParallelService, Service};
+use logless_service::{DecodeError, Digest, Digester, Group, ParallelService, Service, WorkerId};
 
 use crate::command::{
     Attr, DirEntry, Fh, FsCommand, FsReply, Ino, Kind, Mode, Time, DIR_ENTRIES_MAX, IO_BYTES_MAX,
@@ -124,6 +124,8 @@ pub struct NetFs {
     handles: BTreeMap<Fh, Handle>,
     next_ino: u64,
     next_fh: u64,
+    /// The deliberate C-G bug (see [`NetFs::split_writes_from_reads`]).
+    split_writes: bool,
 }
 
 impl Default for NetFs {
@@ -149,7 +151,16 @@ impl NetFs {
             handles: BTreeMap::new(),
             next_ino: Ino::ROOT.0 + 1,
             next_fh: 1,
+            split_writes: false,
         }
+    }
+
+    /// Breaks C-G on purpose, for tests that must catch the divergence it causes: a `write`
+    /// goes to the group after its path's, so it no longer shares a group with the `read`,
+    /// `lstat` and `access` of the same path (with more than one worker).
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn split_writes_from_reads(&mut self) {
+        self.split_writes = true;
     }
 
     /// The number of inodes, the root and unlinked-but-open ones included.
@@ -539,9 +550,17 @@ impl Service for NetFs {
     }
 
     fn group(&self, command: &FsCommand, workers: u16) -> Group {
-        match command.path_call() {
-            Some(path) => Group::of_hash(xxhash_rust::xxh3::xxh3_64(path.as_bytes()), workers),
-            None => Group::All,
+        let Some(path) = command.path_call() else {
+            return Group::All;
+        };
+        let group = Group::of_hash(xxhash_rust::xxh3::xxh3_64(path.as_bytes()), workers);
+        match group {
+            Group::Worker(WorkerId(i))
+                if self.split_writes && matches!(command, FsCommand::Write { .. }) =>
+            {
+                Group::Worker(WorkerId((i + 1) % workers))
+            }
+            group => group,
         }
     }
 

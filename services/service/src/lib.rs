@@ -37,8 +37,9 @@ impl fmt::Debug for WorkerId {
     }
 }
 
-/// Where C-G sends a command: one worker's group, or the group every worker shares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Where C-G sends a command: one worker's group, or the group every worker shares. Worker
+/// groups order before `g_all`, by worker.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Group {
     /// `g_i`: delivered by worker `i` alone, executed in parallel mode.
     Worker(WorkerId),
@@ -65,6 +66,15 @@ impl Group {
         Group::Worker(WorkerId(
             u16::try_from(index).expect("below a u16 worker count"),
         ))
+    }
+}
+
+impl fmt::Debug for Group {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Group::Worker(WorkerId(i)) => write!(f, "g{i}"),
+            Group::All => write!(f, "g_all"),
+        }
     }
 }
 
@@ -143,6 +153,10 @@ mod tests {
         let (a, b) = (Group::Worker(WorkerId(0)), Group::Worker(WorkerId(1)));
         assert!(a.shares(a) && a.shares(Group::All) && Group::All.shares(b));
         assert!(!a.shares(b));
+        assert_eq!(
+            format!("{a:?} {:?} {:?}", Group::All, WorkerId(3)),
+            "g0 g_all t3"
+        );
     }
 
     #[test]
