@@ -239,9 +239,9 @@ fn nodes_lines_follow_the_cluster_nodes_format() {
                 Some((a, b)) => (a.parse::<usize>().unwrap(), b.parse::<usize>().unwrap()),
                 None => (range.parse().unwrap(), range.parse().unwrap()),
             };
-            for slot in first..=last {
-                assert_eq!(owner[slot], None, "slot {slot} listed twice");
-                owner[slot] = Some(NodeId(id));
+            for (slot, owner) in owner.iter_mut().enumerate().take(last + 1).skip(first) {
+                assert_eq!(*owner, None, "slot {slot} listed twice");
+                *owner = Some(NodeId(id));
             }
         }
     }
