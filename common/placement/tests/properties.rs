@@ -165,6 +165,7 @@ fn each_node_holds_about_r_over_n_of_the_keys() {
         (3, 5),
         (3, 6),
         (3, 7),
+        (3, 8),
         (3, 9),
         (5, 7),
         (5, 9),
