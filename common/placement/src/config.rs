@@ -131,6 +131,11 @@ impl ReplicaSet {
     pub fn contains(&self, node: NodeId) -> bool {
         self.nodes().contains(&node)
     }
+
+    /// The replicas that are not in `other`, in order.
+    pub fn without<'a>(&'a self, other: &'a ReplicaSet) -> impl Iterator<Item = NodeId> + 'a {
+        self.nodes().iter().copied().filter(|&n| !other.contains(n))
+    }
 }
 
 impl fmt::Debug for ReplicaSet {

@@ -33,23 +33,13 @@ pub struct SlotChange {
 impl SlotChange {
     /// The nodes that become replicas of these slots (they must receive the registers).
     pub fn gained(&self) -> impl Iterator<Item = NodeId> + '_ {
-        let before = self.before;
-        self.after
-            .nodes()
-            .iter()
-            .copied()
-            .filter(move |&n| !before.contains(n))
+        self.after.without(&self.before)
     }
 
     /// The nodes that stop being replicas of these slots (they may drop the registers once
     /// the change is complete).
     pub fn lost(&self) -> impl Iterator<Item = NodeId> + '_ {
-        let after = self.after;
-        self.before
-            .nodes()
-            .iter()
-            .copied()
-            .filter(move |&n| !after.contains(n))
+        self.before.without(&self.after)
     }
 
     /// Whether the same nodes hold the slots and only their order changed (then nothing
