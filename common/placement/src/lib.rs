@@ -9,6 +9,8 @@
 //!   the replica set it gives each slot; the configurations after adding, removing or
 //!   replacing a node.
 //! * [`diff`]: what changing from one configuration to another moves.
+//! * [`stage`]: the acceptors of a slot while the ring changes (joint quorums of the old and
+//!   the new replicas), and when replies make a quorum.
 //!
 //! # Ring and slots together
 //!
@@ -30,7 +32,9 @@ pub mod config;
 pub mod diff;
 pub mod ring;
 pub mod slot;
+pub mod stage;
 
 pub use config::{Configuration, Epoch, NodeId, PlacementError, ReplicaSet, Replication};
 pub use diff::{ConfigDiff, SlotChange};
 pub use slot::{key_slot, Slot, SlotRange, SLOTS};
+pub use stage::{SlotAcceptors, Stage};
