@@ -9,6 +9,7 @@
 //!   the replica set it gives each slot; the configurations after adding, removing or
 //!   replacing a node.
 //! * [`diff`]: what changing from one configuration to another moves.
+//! * [`codec`]: the byte form of a configuration (for the register that will hold it).
 //! * [`stage`]: the acceptors of a slot while the ring changes (joint quorums of the old and
 //!   the new replicas), and when replies make a quorum.
 //!
@@ -28,6 +29,7 @@
 //! the same placement on every node.
 #![warn(missing_docs)]
 
+pub mod codec;
 pub mod config;
 pub mod diff;
 pub mod ring;
