@@ -1,6 +1,6 @@
 //! Redis Cluster's view of a logless ring: the replies of `CLUSTER SLOTS`, `CLUSTER SHARDS`,
-//! `CLUSTER NODES`, `CLUSTER KEYSLOT` and `CLUSTER INFO`, and the `MOVED`, `ASK`, `CROSSSLOT`
-//! and `CLUSTERDOWN` error texts, as pure functions of a ring configuration
+//! `CLUSTER NODES`, `CLUSTER KEYSLOT`, `CLUSTER MYID` and `CLUSTER INFO`, and the `MOVED`,
+//! `ASK`, `CROSSSLOT` and `CLUSTERDOWN` error texts, as pure functions of a ring configuration
 //! ([`logless_placement`]) and the nodes' client addresses.
 //!
 //! How the ring is shown to cluster-aware clients: every slot has `R` replicas, each of which
@@ -35,7 +35,9 @@ pub fn node_name(node: NodeId) -> String {
 /// Where clients reach one node of the ring, and whether it is up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterNode {
-    /// The address clients connect to, as it should appear in replies (an IP address).
+    /// The address clients connect to, as it should appear in replies (an IP address; an IPv6
+    /// address is written without brackets, as Redis writes it, and clients split at the last
+    /// colon).
     pub ip: String,
     /// The client port.
     pub port: u16,
@@ -111,6 +113,11 @@ pub fn moved(slot: Slot, to: &ClusterNode) -> Value {
 /// `-ASK slot ip:port`: this one request (after `ASKING`) is for `to`, while the slot moves.
 pub fn ask(slot: Slot, to: &ClusterNode) -> Value {
     Value::Error(format!("ASK {slot} {}", to.endpoint()))
+}
+
+/// `CLUSTER MYID`: the name of the node answering.
+pub fn cluster_myid(view: &ClusterView<'_>) -> Value {
+    bulk(&node_name(view.myself))
 }
 
 /// `CLUSTER KEYSLOT key`.

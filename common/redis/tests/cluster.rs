@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use bytes::{Bytes, BytesMut};
 use logless_placement::{Configuration, NodeId, Replication, Slot, SLOTS};
 use logless_redis::cluster::{
-    ask, cluster_info, cluster_keyslot, cluster_nodes, cluster_shards, cluster_slots, moved,
-    node_name, ClusterNode, ClusterView, ClusterViewError, CLUSTERDOWN, CROSSSLOT,
+    ask, cluster_info, cluster_keyslot, cluster_myid, cluster_nodes, cluster_shards, cluster_slots,
+    moved, node_name, ClusterNode, ClusterView, ClusterViewError, CLUSTERDOWN, CROSSSLOT,
 };
 use logless_redis::resp::{write_value, Protocol, Value};
 
@@ -105,6 +105,14 @@ fn redirections_and_errors_use_redis_words() {
 fn node_names_are_forty_hex_digits() {
     assert_eq!(node_name(NodeId(1)), format!("{}1", "0".repeat(39)));
     assert_eq!(node_name(NodeId(0xabc)).len(), 40);
+}
+
+#[test]
+fn myid_names_the_node_answering() {
+    let config = ring(3);
+    let nodes = addresses(3);
+    let view = ClusterView::new(&config, &nodes, NodeId(3)).unwrap();
+    assert_eq!(text(&cluster_myid(&view)), node_name(NodeId(3)));
 }
 
 #[test]
