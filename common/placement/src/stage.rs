@@ -10,7 +10,10 @@ use crate::config::{Configuration, Epoch, NodeId, ReplicaSet};
 use crate::slot::Slot;
 
 /// Where a ring is in its changes: settled in one configuration, or moving to the next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Stages are ordered by [`Stage::is_after`], not by a derived order (which would put every
+/// `Stable` before every `Joint`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// Serving with the configuration of this epoch alone.
     Stable(Epoch),
