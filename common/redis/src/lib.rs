@@ -9,6 +9,9 @@
 //!   Redis's words), and [`table::reply_to_value`] maps register replies back to RESP values.
 //!   Each entry of the table owns its parser, so a command is described and parsed in one place.
 //! * [`acl`] is who a client is and what it may run: users, passwords, key patterns.
+//! * [`cluster`] is the Redis Cluster view of a ring of nodes: the replies of `CLUSTER SLOTS`,
+//!   `SHARDS`, `NODES`, `KEYSLOT` and `INFO` and the `MOVED`/`ASK` redirections, computed
+//!   from a ring configuration and the nodes' addresses (not yet served by the node).
 //! * [`session`] is one connection's protocol state without I/O: it turns each request into a
 //!   reply, engine commands to submit, or a question for the node, and the engines' answers
 //!   into replies. Every error text logless answers is written here or in [`table`].
@@ -106,6 +109,7 @@
 /// whose *SCAN matches with them too.
 pub use logless_commands::glob;
 pub mod acl;
+pub mod cluster;
 pub mod resp;
 pub mod session;
 pub mod table;
