@@ -56,9 +56,9 @@ fn stat(path: &Path) -> io::Result<(bool, u64)> {
 fn workload(root: &Path) -> Vec<String> {
     let d = root.join("d");
     let (a, b, c) = (d.join("a"), d.join("b"), d.join("c"));
+    let mut out = Vec::new();
     // Larger than the kernel's largest single FUSE write (128 KiB), so it takes several.
     let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let mut out = Vec::new();
     out.push(seen("mkdir d", fs::create_dir(&d)));
     out.push(seen("mkdir d again", fs::create_dir(&d)));
     out.push(seen("write a", fs::write(&a, b"hello world")));
