@@ -22,8 +22,8 @@ use std::time::{Duration, SystemTime};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow, WriteFlags,
 };
 use logless_netfs::{Attr, Client, Fh, FsPath, Ino, Mode, Time, Transport};
 
@@ -556,6 +556,23 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
+    }
+
+    // NetFS keeps no extended attributes: answered as a file system without them is, rather
+    // than by fuser's defaults, which log a warning for every `ls -l`.
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOTSUP);
     }
 
     fn create(
