@@ -25,7 +25,7 @@ use fuser::{
     ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, ReplyXattr, Request,
     TimeOrNow, WriteFlags,
 };
-use logless_netfs::{Attr, Client, Fh, FsPath, Ino, Mode, Time, Transport};
+use logless_netfs::{Attr, CallError, Client, Fh, FsPath, Ino, Mode, Time, Transport};
 
 use crate::convert::{self, child, file_attr, file_type, netfs_time, now, Owner};
 use crate::inodes::InodePaths;
@@ -80,6 +80,27 @@ impl<T: Transport> NetFsFuse<T> {
     fn attr(&self, attr: &Attr) -> FileAttr {
         file_attr(attr, self.owner)
     }
+
+    fn reply_entry(&self, reply: ReplyEntry, outcome: Result<Attr, Errno>) {
+        match outcome {
+            Ok(attr) => reply.entry(&TTL, &self.attr(&attr), GENERATION),
+            Err(errno) => reply.error(errno),
+        }
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, outcome: Result<(), Errno>) {
+    match outcome {
+        Ok(()) => reply.ok(),
+        Err(errno) => reply.error(errno),
+    }
+}
+
+fn reply_opened(reply: ReplyOpen, outcome: Result<Fh, Errno>) {
+    match outcome {
+        Ok(handle) => reply.opened(FileHandle(handle.0), FopenFlags::empty()),
+        Err(errno) => reply.error(errno),
+    }
 }
 
 fn fh(handle: FileHandle) -> Fh {
@@ -121,6 +142,31 @@ impl<T: Transport> State<T> {
         Ok(attr)
     }
 
+    /// Makes `name` in the directory `parent` with `call` and gives its attributes.
+    fn make(
+        &mut self,
+        parent: INodeNo,
+        name: &OsStr,
+        call: impl FnOnce(&mut Client<T>, &FsPath) -> Result<(), CallError>,
+    ) -> Result<Attr, Errno> {
+        let path = self.child_path(parent, name)?;
+        call(&mut self.client, &path).map_err(convert::errno)?;
+        self.entry(path)
+    }
+
+    /// Removes `name` from the directory `parent` with `call`.
+    fn remove(
+        &mut self,
+        parent: INodeNo,
+        name: &OsStr,
+        call: impl FnOnce(&mut Client<T>, &FsPath) -> Result<(), CallError>,
+    ) -> Result<(), Errno> {
+        let path = self.child_path(parent, name)?;
+        call(&mut self.client, &path).map_err(convert::errno)?;
+        self.inodes.remove_path(&path);
+        Ok(())
+    }
+
     fn open(&mut self, path: &FsPath, truncate: bool) -> Result<Fh, Errno> {
         self.client
             .open(path, truncate, now())
@@ -136,9 +182,7 @@ impl<T: Transport> State<T> {
     fn create(&mut self, path: FsPath, mode: Mode, flags: i32) -> Result<(Attr, Fh), Errno> {
         let handle = match self.client.create(&path, mode, now()) {
             Ok(handle) => handle,
-            Err(logless_netfs::CallError::Fs(logless_netfs::Errno::Eexist))
-                if flags & libc::O_EXCL == 0 =>
-            {
+            Err(CallError::Fs(logless_netfs::Errno::Eexist)) if flags & libc::O_EXCL == 0 => {
                 self.open(&path, flags & libc::O_TRUNC != 0)?
             }
             Err(error) => return Err(convert::errno(error)),
@@ -230,13 +274,10 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let mut state = self.state();
-        match state
+        let outcome = state
             .child_path(parent, name)
-            .and_then(|path| state.entry(path))
-        {
-            Ok(attr) => reply.entry(&TTL, &self.attr(&attr), GENERATION),
-            Err(errno) => reply.error(errno),
-        }
+            .and_then(|path| state.entry(path));
+        self.reply_entry(reply, outcome);
     }
 
     fn getattr(&self, _req: &Request, inode: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -307,16 +348,10 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
             // Devices, pipes and sockets: NetFS keeps regular files and directories only.
             return reply.error(Errno::EPERM);
         }
-        let mut state = self.state();
-        let outcome = state.child_path(parent, name).and_then(|path| {
-            let made = state.client.mknod(&path, permissions(mode, umask), now());
-            made.map_err(convert::errno)?;
-            state.entry(path)
+        let outcome = self.state().make(parent, name, |client, path| {
+            client.mknod(path, permissions(mode, umask), now())
         });
-        match outcome {
-            Ok(attr) => reply.entry(&TTL, &self.attr(&attr), GENERATION),
-            Err(errno) => reply.error(errno),
-        }
+        self.reply_entry(reply, outcome);
     }
 
     fn mkdir(
@@ -328,42 +363,20 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let mut state = self.state();
-        let outcome = state.child_path(parent, name).and_then(|path| {
-            let made = state.client.mkdir(&path, permissions(mode, umask), now());
-            made.map_err(convert::errno)?;
-            state.entry(path)
+        let outcome = self.state().make(parent, name, |client, path| {
+            client.mkdir(path, permissions(mode, umask), now())
         });
-        match outcome {
-            Ok(attr) => reply.entry(&TTL, &self.attr(&attr), GENERATION),
-            Err(errno) => reply.error(errno),
-        }
+        self.reply_entry(reply, outcome);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut state = self.state();
-        let outcome = state.child_path(parent, name).and_then(|path| {
-            state.client.unlink(&path).map_err(convert::errno)?;
-            state.inodes.remove_path(&path);
-            Ok(())
-        });
-        match outcome {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        let outcome = self.state().remove(parent, name, Client::unlink);
+        reply_empty(reply, outcome);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut state = self.state();
-        let outcome = state.child_path(parent, name).and_then(|path| {
-            state.client.rmdir(&path).map_err(convert::errno)?;
-            state.inodes.remove_path(&path);
-            Ok(())
-        });
-        match outcome {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        let outcome = self.state().remove(parent, name, Client::rmdir);
+        reply_empty(reply, outcome);
     }
 
     fn rename(
@@ -387,10 +400,7 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
             state.inodes.rename(&from, &to);
             Ok(())
         })();
-        match outcome {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        reply_empty(reply, outcome);
     }
 
     fn open(&self, _req: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -399,10 +409,7 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
         let outcome = state
             .path(ino(inode))
             .and_then(|path| state.open(&path, truncate));
-        match outcome {
-            Ok(handle) => reply.opened(FileHandle(handle.0), FopenFlags::empty()),
-            Err(errno) => reply.error(errno),
-        }
+        reply_opened(reply, outcome);
     }
 
     fn read(
@@ -489,10 +496,7 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.state().release(fh(handle)) {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        reply_empty(reply, self.state().release(fh(handle)));
     }
 
     fn opendir(&self, _req: &Request, inode: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -500,10 +504,7 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
         let outcome = state
             .path(ino(inode))
             .and_then(|path| state.client.opendir(&path).map_err(convert::errno));
-        match outcome {
-            Ok(handle) => reply.opened(FileHandle(handle.0), FopenFlags::empty()),
-            Err(errno) => reply.error(errno),
-        }
+        reply_opened(reply, outcome);
     }
 
     fn readdir(
@@ -540,10 +541,8 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
     ) {
         let mut state = self.state();
         state.listings.remove(&fh(handle));
-        match state.client.releasedir(fh(handle)) {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(convert::errno(error)),
-        }
+        let outcome = state.client.releasedir(fh(handle));
+        reply_empty(reply, outcome.map_err(convert::errno));
     }
 
     fn access(&self, _req: &Request, inode: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
@@ -552,10 +551,7 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
             let mask = u32::try_from(mask.bits()).map_err(|_| Errno::EINVAL)?;
             state.client.access(&path, mask).map_err(convert::errno)
         });
-        match outcome {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        reply_empty(reply, outcome);
     }
 
     // NetFS keeps no extended attributes: answered as a file system without them is, rather
