@@ -597,3 +597,91 @@ impl<T: Transport + Send + 'static> Filesystem for NetFsFuse<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use logless_netfs::NetFs;
+
+    fn state() -> State<NetFs> {
+        State {
+            client: Client::new(NetFs::new()),
+            inodes: InodePaths::new(),
+            listings: HashMap::new(),
+        }
+    }
+
+    fn at(path: &str) -> FsPath {
+        FsPath::new(path).unwrap()
+    }
+
+    const RW: Mode = Mode(0o644);
+
+    #[test]
+    fn create_opens_a_file_that_appeared_meanwhile_unless_exclusive() {
+        let mut state = state();
+        state.client.mknod(&at("/f"), RW, Time::default()).unwrap();
+        let (attr, _) = state.create(at("/f"), RW, libc::O_WRONLY).unwrap();
+        assert_eq!(state.inodes.path(attr.ino), Some(&at("/f")));
+        let exclusive = state.create(at("/f"), RW, libc::O_WRONLY | libc::O_EXCL);
+        assert_eq!(exclusive.map(|_| ()), Err(Errno::EEXIST));
+    }
+
+    #[test]
+    fn a_file_grows_with_zeros_empties_and_refuses_to_shrink_otherwise() {
+        let mut state = state();
+        let (attr, handle) = state.create(at("/f"), RW, 0).unwrap();
+        state
+            .client
+            .write(&at("/f"), handle, 0, b"abc", now())
+            .unwrap();
+        let attr = state.attr_of(attr.ino).unwrap().1;
+        assert_eq!(state.resize(&at("/f"), 1, &attr), Err(Errno::EOPNOTSUPP));
+        state.resize(&at("/f"), 6, &attr).unwrap();
+        let read = state.client.read(&at("/f"), handle, 0, 100).unwrap();
+        assert_eq!(read, b"abc\0\0\0");
+        let attr = state.attr_of(attr.ino).unwrap().1;
+        state.resize(&at("/f"), 0, &attr).unwrap();
+        assert_eq!(state.attr_of(attr.ino).unwrap().1.size, 0);
+        assert_eq!(
+            state.client.transport().handle_count(),
+            1,
+            "resizing leaks no handle"
+        );
+    }
+
+    #[test]
+    fn a_listing_is_one_snapshot_per_handle_with_dot_entries_first() {
+        let mut state = state();
+        state.client.mkdir(&at("/d"), Mode(0o755), now()).unwrap();
+        state.client.mknod(&at("/d/f"), RW, now()).unwrap();
+        let dir = state.entry(at("/d")).unwrap().ino;
+        let handle = state.client.opendir(&at("/d")).unwrap();
+        let names = |listing: &[Listed]| -> Vec<Vec<u8>> {
+            listing.iter().map(|entry| entry.name.clone()).collect()
+        };
+        let first = names(state.listing(dir, handle, 0).unwrap());
+        assert_eq!(first, [&b"."[..], b"..", b"f"]);
+        state.client.mknod(&at("/d/g"), RW, now()).unwrap();
+        assert_eq!(names(state.listing(dir, handle, 2).unwrap()), first);
+        assert_eq!(names(state.listing(dir, handle, 0).unwrap()).len(), 4);
+        let f = state.lstat(&at("/d/f")).unwrap().ino;
+        assert_eq!(
+            state.inodes.path(f),
+            Some(&at("/d/f")),
+            "readdir records paths"
+        );
+    }
+
+    #[test]
+    fn an_inode_whose_path_now_names_another_is_gone() {
+        let mut state = state();
+        state.client.mknod(&at("/f"), RW, now()).unwrap();
+        let old = state.entry(at("/f")).unwrap().ino;
+        // Another client replaces it: the path now names a new inode.
+        state.client.unlink(&at("/f")).unwrap();
+        state.client.mknod(&at("/f"), RW, now()).unwrap();
+        assert_eq!(state.attr_of(old).map(|_| ()), Err(Errno::ENOENT));
+        assert_eq!(state.attr_of(Ino(99)).map(|_| ()), Err(Errno::ENOENT));
+    }
+}
