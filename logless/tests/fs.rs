@@ -1,5 +1,6 @@
 //! `logless fs mount DIR --foreground`: the mount serves files, and SIGTERM unmounts it
-//! cleanly and ends the process. (The file system's behaviour against a local directory is
+//! cleanly and ends the process; without `--foreground` a background process serves it, which
+//! an unmount from outside ends, and a mount point that does not exist is refused. (The file system's behaviour against a local directory is
 //! tested in `services/netfs-fuse/tests/mount.rs`.) Skipped, with a message saying why, where
 //! FUSE cannot be used.
 mod common;
@@ -46,10 +47,30 @@ impl Drop for Mount {
     }
 }
 
+/// Why FUSE cannot be used here, if it cannot.
+fn fuse_unusable() -> Option<String> {
+    let error = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .err()?;
+    Some(format!("/dev/fuse is not usable: {error}"))
+}
+
+/// Whether the process `pid` has ended (gone, or a zombie nobody reaped yet).
+fn ended(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
 #[test]
 fn fs_mount_serves_files_and_unmounts_on_sigterm() {
-    if let Err(error) = OpenOptions::new().read(true).write(true).open("/dev/fuse") {
-        println!("SKIPPED: logless fs mount test: /dev/fuse is not usable: {error}");
+    if let Some(why) = fuse_unusable() {
+        println!("SKIPPED: logless fs mount test: {why}");
         return;
     }
     let temp = tempfile::tempdir().unwrap();
@@ -111,4 +132,78 @@ fn fs_mount_serves_files_and_unmounts_on_sigterm() {
     assert!(status.success(), "{status}");
     assert!(!mounted(&mount.dir), "SIGTERM unmounted it");
     assert!(fs::read_dir(&mount.dir).unwrap().next().is_none());
+}
+
+/// Stops a background mount process and removes its mount if the test fails midway.
+struct Background {
+    pid: Option<u32>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid.filter(|&pid| !ended(pid)) {
+            logless_harness::server::signal(pid, "-KILL");
+        }
+        if mounted(&self.dir) {
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        }
+    }
+}
+
+#[test]
+fn fs_mount_in_the_background_serves_until_unmounted_from_outside() {
+    let missing = Command::new(common::binary())
+        .args(["fs", "mount", "/nonexistent/logless-mount-point"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let errors = String::from_utf8_lossy(&missing.stderr);
+    assert!(errors.contains("mount point"), "{errors}");
+    if let Some(why) = fuse_unusable() {
+        println!("SKIPPED: logless fs mount test: {why}");
+        return;
+    }
+    let temp = tempfile::tempdir().unwrap();
+    let mut background = Background {
+        pid: None,
+        dir: temp.path().canonicalize().unwrap(),
+    };
+    // The starting process returns once the mount serves (or failed); bounded by the
+    // background process's own mount, which fails rather than waits.
+    let started = Command::new(common::binary())
+        .args(["fs", "mount"])
+        .arg(&background.dir)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&started.stdout);
+    let errors = String::from_utf8_lossy(&started.stderr);
+    if errors.contains("Operation not permitted") || errors.contains("Permission denied") {
+        println!("SKIPPED: logless fs mount test: mounting is not permitted here: {errors}");
+        return;
+    }
+    assert!(started.status.success(), "{errors}");
+    let pid: u32 = printed
+        .split_once("(process ")
+        .and_then(|(_, rest)| rest.split(';').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("the process id in {printed:?}"));
+    background.pid = Some(pid);
+    assert!(mounted(&background.dir));
+    fs::write(background.dir.join("f"), b"data").unwrap();
+    assert_eq!(fs::read(background.dir.join("f")).unwrap(), b"data");
+
+    let umount = Command::new("umount")
+        .arg(&background.dir)
+        .status()
+        .unwrap();
+    assert!(umount.success());
+    let deadline = Instant::now() + PATIENCE;
+    while !ended(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "the mount process ends after an unmount"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
