@@ -13,6 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod certs;
+mod fs;
 mod server;
 mod status;
 mod tls_client;
@@ -43,6 +44,9 @@ enum Command {
     /// Benchmarks: `logless bench compare [--quick]` measures logless against etcd and
     /// redis-server on this machine.
     Bench(bench::BenchArgs),
+    /// NetFS, the file system of the P-SMR services: `logless fs mount DIR [--foreground]`
+    /// mounts an in-process (not yet replicated) NetFS there through FUSE.
+    Fs(fs::FsArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,5 +57,6 @@ fn main() -> ExitCode {
         Some(Command::Status(args)) => status::status(&args),
         Some(Command::Certs(args)) => certs::certs(&args),
         Some(Command::Bench(args)) => bench::bench(&args),
+        Some(Command::Fs(args)) => fs::fs(&args),
     }
 }

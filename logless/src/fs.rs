@@ -1,0 +1,184 @@
+//! `logless fs mount DIR`: NetFS (issue 26's file system) mounted through FUSE. For now the
+//! NetFS is in this process and not replicated: what is written there lives until the unmount.
+//! The front end reaches it through NetFS's direct-client transport, which a replicated NetFS
+//! will serve too.
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use logless_netfs::NetFs;
+use logless_netfs_fuse::{NetFsFuse, Owner, Unmounted};
+
+/// How often the foreground mount checks that nothing unmounted it from outside.
+const UNMOUNT_POLL: Duration = Duration::from_millis(200);
+
+/// The line the foreground mount prints once it serves; the background start waits for it.
+const MOUNTED: &str = "mounted";
+
+#[derive(clap::Args, Debug)]
+pub struct FsArgs {
+    #[command(subcommand)]
+    command: FsCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum FsCommand {
+    /// Mount NetFS on DIR through FUSE. The NetFS lives in this process, in memory and not
+    /// replicated (a replicated NetFS server does not exist yet): its files are gone after the
+    /// unmount. Needs /dev/fuse, and root or the fusermount3 helper. Unmount with Ctrl-C or
+    /// SIGTERM (`kill PID`), or `umount DIR`.
+    Mount(MountArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct MountArgs {
+    /// An existing directory to mount on.
+    dir: PathBuf,
+    /// Stay in the foreground until Ctrl-C or SIGTERM. Without it the mount is served by a
+    /// background process, whose id is printed.
+    #[arg(long)]
+    foreground: bool,
+    /// Serve as the background process of a mount without --foreground: no log, and a
+    /// failure to mount reported on stdout, which is all that the starting process reads
+    /// (writing to a closed stderr would fail once it is gone).
+    #[arg(long, hide = true, conflicts_with = "foreground")]
+    background_process: bool,
+}
+
+pub fn fs(args: &FsArgs) -> ExitCode {
+    match &args.command {
+        FsCommand::Mount(mount) if mount.foreground => serve(&mount.dir, Report::Terminal),
+        FsCommand::Mount(mount) if mount.background_process => serve(&mount.dir, Report::Starter),
+        FsCommand::Mount(mount) => start_in_background(&mount.dir),
+    }
+}
+
+/// Where the serving process reports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Report {
+    /// Logs and errors on stderr.
+    Terminal,
+    /// No log; a failure to mount on stdout, for the process that started this one.
+    Starter,
+}
+
+/// Mounts on `dir` and serves until a signal, or until something else unmounts it.
+fn serve(dir: &Path, report: Report) -> ExitCode {
+    if report == Report::Terminal {
+        crate::server::init_logging(Some("warn"), false);
+    }
+    let fail = |message: String| {
+        match report {
+            Report::Terminal => eprintln!("error: {message}"),
+            Report::Starter => {
+                let _ = writeln!(std::io::stdout(), "error: {message}");
+            }
+        }
+        ExitCode::FAILURE
+    };
+    let owner = match std::fs::metadata(dir) {
+        Ok(metadata) => Owner {
+            uid: metadata.uid(),
+            gid: metadata.gid(),
+        },
+        Err(error) => return fail(format!("mount point {}: {error}", dir.display())),
+    };
+    let mounted = match logless_netfs_fuse::mount(NetFsFuse::new(NetFs::new(), owner), dir) {
+        Ok(mounted) => mounted,
+        Err(error) => return fail(error.to_string()),
+    };
+    // The background start reads this line; it may be gone by the time the mount ends, so a
+    // failed write is no error.
+    let _ = writeln!(
+        std::io::stdout(),
+        "{MOUNTED} NetFS (in-process, not replicated) on {}",
+        mounted.dir().display()
+    );
+    let _ = std::io::stdout().flush();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        // Dropping `mounted` unmounts.
+        Err(error) => return fail(format!("cannot start the runtime: {error}")),
+    };
+    runtime.block_on(async {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("signal handler");
+        let unmounted_outside = async {
+            while mounted.is_serving() {
+                tokio::time::sleep(UNMOUNT_POLL).await;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+            () = unmounted_outside => {}
+        }
+    });
+    match mounted.unmount() {
+        Ok(Unmounted::Clean) => ExitCode::SUCCESS,
+        Ok(Unmounted::Detached) => {
+            if report == Report::Terminal {
+                eprintln!(
+                    "{} was busy: detached; what still used it fails from now on",
+                    dir.display()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error.to_string()),
+    }
+}
+
+/// Starts this program as the mount's background process, in a process group of its own (so
+/// the terminal's Ctrl-C does not reach it), and waits until it serves or fails.
+fn start_in_background(dir: &Path) -> ExitCode {
+    let binary = match std::env::current_exe() {
+        Ok(binary) => binary,
+        Err(error) => {
+            eprintln!("error: cannot find this program to start it in the background: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let child = Command::new(binary)
+        .args(["fs", "mount", "--background-process"])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(error) => {
+            eprintln!("error: cannot start the mount process: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("piped");
+    // The first line comes once the mount serves; end of file means the process failed.
+    let _ = BufReader::new(stdout).read_line(&mut line);
+    if line.starts_with(MOUNTED) {
+        println!(
+            "{} (process {}; `kill {}` or `umount {}` unmounts)",
+            line.trim_end(),
+            child.id(),
+            child.id(),
+            dir.display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let _ = child.wait();
+    match line.strip_prefix("error: ") {
+        Some(error) => eprint!("error: {error}"),
+        None => eprintln!("error: the mount process ended without mounting"),
+    }
+    ExitCode::FAILURE
+}
