@@ -39,8 +39,9 @@ pub struct CompareArgs {
     /// Where to write results.json, results.csv, summary.md and the PNG plots.
     #[arg(long, default_value = "bench-results/compare")]
     pub out: PathBuf,
-    /// The systems, comma-separated: logless-mmap, logless-sync, redis, redis-aof-always, etcd,
-    /// etcd-nofsync, or the groups logless, redis-all, etcd-all and all.
+    /// The systems, comma-separated: logless-mmap, logless-sync, logless-multipaxos-mmap,
+    /// logless-multipaxos-sync, redis, redis-aof-always, etcd, etcd-nofsync, or the groups
+    /// logless (both engines), logless-multipaxos, redis-all, etcd-all and all.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub systems: Vec<String>,
     /// The experiments, comma-separated letters a..f (counter, values, single writer,
@@ -65,8 +66,9 @@ pub struct CompareArgs {
 }
 
 /// Expands the `--systems` list into variants, in plotting order. A variant's own name
-/// (`logless-mmap`, `logless-sync`, `redis`, `redis-aof-always`, `etcd`, `etcd-nofsync`) chooses
-/// it alone; `logless`, `redis-all`, `etcd-all` and `all` choose groups.
+/// (`logless-mmap`, `logless-multipaxos-sync`, `redis`, `etcd-nofsync`, ...) chooses it alone;
+/// `logless` (both engines), `logless-multipaxos`, `redis-all`, `etcd-all` and `all` choose
+/// groups.
 pub fn parse_systems(names: &[String]) -> Result<Vec<Variant>, String> {
     let mut chosen = Vec::new();
     for name in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
@@ -79,13 +81,15 @@ pub fn parse_systems(names: &[String]) -> Result<Vec<Variant>, String> {
         };
         let matched: Vec<Variant> = match name {
             "all" => VARIANTS.to_vec(),
-            "logless" => family(Family::Logless),
+            "logless" => [family(Family::Logless), family(Family::LoglessLog)].concat(),
+            "logless-multipaxos" => family(Family::LoglessLog),
             "redis-all" => family(Family::Redis),
             "etcd-all" => family(Family::Etcd),
             other => vec![peers::variant(other).ok_or_else(|| {
                 let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
                 format!(
-                    "unknown system {other:?}: use {} or the groups logless, redis-all, etcd-all, all",
+                    "unknown system {other:?}: use {} or the groups logless, logless-multipaxos, \
+                     redis-all, etcd-all, all",
                     names.join(", ")
                 )
             })?],
@@ -226,11 +230,12 @@ impl Ctx {
         let limit = self.plan.server_limit_s;
         let name = v.name;
         let started = match v.family {
-            Family::Logless => {
+            Family::Logless | Family::LoglessLog => {
                 let opts = LoglessOpts {
                     bin: self.logless.clone()?,
                     replicas,
                     durability: if v.fsync { "sync" } else { "mmap" }.into(),
+                    engine: v.engine().into(),
                     read_retries,
                     limit_s: limit,
                 };
@@ -486,7 +491,8 @@ impl Ctx {
         }
     }
 
-    // (c) Figure 4: one writer and many readers on one register; logless with X read retries.
+    // (c) Figure 4: one writer and many readers on one register; logless's per-key engine with
+    // X read retries (the log engine reads through the log: X does not apply).
     fn single_writer(&mut self) {
         for v in self.representatives() {
             let xs: Vec<Option<u32>> = if v.family == Family::Logless {
@@ -586,7 +592,10 @@ impl Ctx {
 
     // (f) Figure 6b: latency over time while one replica after another is killed.
     fn failures(&mut self) {
-        let mut variants: Vec<Variant> = self.family(Family::Logless).into_iter().collect();
+        let mut variants: Vec<Variant> = [Family::Logless, Family::LoglessLog]
+            .into_iter()
+            .filter_map(|f| self.family(f))
+            .collect();
         if self.plan.failure_peers {
             variants.extend(self.family(Family::Etcd));
         }
@@ -727,7 +736,10 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     let mut notes = Vec::new();
     let mut versions = BTreeMap::new();
     let mut logless = None;
-    if variants.iter().any(|v| v.family == Family::Logless) {
+    if variants
+        .iter()
+        .any(|v| matches!(v.family, Family::Logless | Family::LoglessLog))
+    {
         match args.logless.clone().map(Ok).unwrap_or_else(default_logless) {
             Ok(bin) => {
                 versions.insert(
@@ -736,12 +748,16 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
                 );
                 logless = Some(bin);
             }
-            Err(e) => skip(
-                &mut variants,
-                Family::Logless,
-                format!("logless skipped: {e}"),
-                &mut notes,
-            ),
+            Err(e) => {
+                for family in [Family::Logless, Family::LoglessLog] {
+                    skip(
+                        &mut variants,
+                        family,
+                        format!("logless skipped: {e}"),
+                        &mut notes,
+                    );
+                }
+            }
         }
     }
     let mut redis = None;
@@ -875,7 +891,7 @@ mod tests {
         assert_eq!(a.loadgen, None);
         assert_eq!(a.logless, None);
         assert!(!a.replot && !a.no_install);
-        assert_eq!(parse_systems(&a.systems).unwrap().len(), 6);
+        assert_eq!(parse_systems(&a.systems).unwrap().len(), 8);
         assert_eq!(
             parse_experiments(&a.experiments).unwrap(),
             vec!['a', 'b', 'c', 'd', 'e', 'f']
@@ -925,7 +941,20 @@ mod tests {
         );
         assert_eq!(
             names(&["logless", "logless-mmap"]),
-            vec!["logless-mmap", "logless-sync"]
+            vec![
+                "logless-mmap",
+                "logless-sync",
+                "logless-multipaxos-mmap",
+                "logless-multipaxos-sync"
+            ]
+        );
+        assert_eq!(
+            names(&["logless-multipaxos", "logless-sync"]),
+            vec![
+                "logless-sync",
+                "logless-multipaxos-mmap",
+                "logless-multipaxos-sync"
+            ]
         );
         assert_eq!(names(&["etcd-nofsync"]), vec!["etcd-nofsync"]);
         assert_eq!(
