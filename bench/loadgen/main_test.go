@@ -95,3 +95,39 @@ func TestErrorKinds(t *testing.T) {
 		}
 	}
 }
+
+// The multi-key workloads: MSETs of 2..10 keys, transfers between two different counters.
+func TestMultiKeyOps(t *testing.T) {
+	for _, wl := range []string{"mset", "transfers"} {
+		if _, err := parseArgs([]string{"-workload", wl}); err != nil {
+			t.Fatalf("%s: %v", wl, err)
+		}
+	}
+	cfg := &Config{Workload: "mset", Keys: 5, Prefix: "p:", Dist: "uniform"}
+	w := &Workload{cfg: cfg, keyGen: NewKeyGen(cfg.Keys, cfg.Dist, 1.16)}
+	r := rand.New(rand.NewSource(1))
+	sizes := map[int]bool{}
+	for i := 0; i < 1000; i++ {
+		op := w.Next(0, r, "v")
+		if op.Kind != MSet || len(op.Keys) < msetMinKeys || len(op.Keys) > msetMaxKeys {
+			t.Fatalf("not an MSET of 2..10 keys: %+v", op)
+		}
+		sizes[len(op.Keys)] = true
+	}
+	if len(sizes) != msetMaxKeys-msetMinKeys+1 {
+		t.Fatalf("MSET sizes drawn: %v", sizes)
+	}
+	cfg.Workload = "transfers"
+	for i := 0; i < 1000; i++ {
+		op := w.Next(0, r, "v")
+		if op.Kind != Transfer || op.Key == op.To || op.Amount < 1 || op.Amount > maxTransfer {
+			t.Fatalf("not a transfer between two counters: %+v", op)
+		}
+	}
+	if n, err := parseCounter("k", nil, false); n != 0 || err != nil {
+		t.Fatalf("an absent counter is %d, %v", n, err)
+	}
+	if _, err := parseCounter("k", []byte("x"), true); err == nil {
+		t.Fatal("a counter holding x was read")
+	}
+}
