@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"math/rand"
 	"sort"
@@ -109,12 +110,19 @@ func TestMultiKeyOps(t *testing.T) {
 	sizes := map[int]bool{}
 	for i := 0; i < 1000; i++ {
 		op := w.Next(0, r, "v")
-		if op.Kind != MSet || len(op.Keys) < msetMinKeys || len(op.Keys) > msetMaxKeys {
-			t.Fatalf("not an MSET of 2..10 keys: %+v", op)
+		if op.Kind != MSet || len(op.Keys) < msetMinKeys || len(op.Keys) > cfg.Keys {
+			t.Fatalf("not an MSET of 2..5 keys: %+v", op)
+		}
+		distinct := map[string]bool{}
+		for _, k := range op.Keys {
+			distinct[k] = true
+		}
+		if len(distinct) != len(op.Keys) {
+			t.Fatalf("an MSET names a key twice: %v", op.Keys)
 		}
 		sizes[len(op.Keys)] = true
 	}
-	if len(sizes) != msetMaxKeys-msetMinKeys+1 {
+	if len(sizes) != cfg.Keys-msetMinKeys+1 {
 		t.Fatalf("MSET sizes drawn: %v", sizes)
 	}
 	cfg.Workload = "transfers"
@@ -129,5 +137,38 @@ func TestMultiKeyOps(t *testing.T) {
 	}
 	if _, err := parseCounter("k", []byte("x"), true); err == nil {
 		t.Fatal("a counter holding x was read")
+	}
+}
+
+// counterStore is an in-memory store of counters, for checkTotal.
+type counterStore struct{ m map[string]int64 }
+
+func (s *counterStore) Do(context.Context, []Op) (int, error) { return 0, nil }
+func (s *counterStore) Transport(error) bool                  { return false }
+func (s *counterStore) Close()                                {}
+func (s *counterStore) Sum(_ context.Context, keys []string) (int64, error) {
+	var total int64
+	for _, k := range keys {
+		total += s.m[k]
+	}
+	return total, nil
+}
+
+type counterDialer struct{ s *counterStore }
+
+func (d counterDialer) Dial(int, string) (Store, error)        { return d.s, nil }
+func (d counterDialer) Leader(context.Context) (string, error) { return "", nil }
+func (d counterDialer) Close()                                 {}
+
+// The transfers' total is read back over every counter; a changed one is reported.
+func TestCheckTotal(t *testing.T) {
+	cfg := &Config{Keys: 2500, Prefix: "t:", Endpoints: []string{"x"}}
+	s := &counterStore{m: map[string]int64{accountKey(cfg, 0): -5, accountKey(cfg, 2499): 5}}
+	if tc := checkTotal(cfg, counterDialer{s}); !tc.OK || tc.Total != 0 || tc.Error != "" {
+		t.Fatalf("a constant total was not seen: %+v", tc)
+	}
+	s.m[accountKey(cfg, 1700)] = 3 // half a transfer
+	if tc := checkTotal(cfg, counterDialer{s}); tc.OK || tc.Total != 3 {
+		t.Fatalf("a changed total was not seen: %+v", tc)
 	}
 }

@@ -27,11 +27,22 @@ const (
 
 func accountKey(cfg *Config, i int) string { return cfg.Prefix + "acct" + strconv.Itoa(i) }
 
+// msetOp writes 2..10 different keys (etcd refuses a transaction that names a key twice), fewer
+// when there are fewer keys.
 func (w *Workload) msetOp(r *rand.Rand, value string) Op {
-	n := msetMinKeys + r.Intn(msetMaxKeys-msetMinKeys+1)
-	keys := make([]string, n)
-	for j := range keys {
-		keys[j] = w.cfg.Prefix + "k" + strconv.Itoa(w.keyGen.Next(r))
+	n := min(msetMinKeys+r.Intn(msetMaxKeys-msetMinKeys+1), w.cfg.Keys)
+	seen := make(map[int]bool, n)
+	keys := make([]string, 0, n)
+	for len(keys) < n {
+		k := w.keyGen.Next(r)
+		if seen[k] {
+			// Popular Pareto keys repeat: the rest of the batch is drawn uniformly.
+			k = r.Intn(w.cfg.Keys)
+		}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, w.cfg.Prefix+"k"+strconv.Itoa(k))
+		}
 	}
 	return Op{Kind: MSet, Keys: keys, Value: value}
 }
