@@ -19,7 +19,7 @@ use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use logless_harness::probe;
@@ -331,13 +331,10 @@ pub fn run(args: &FailoverArgs) -> Result<(), String> {
     std::thread::sleep(Duration::from_secs_f64(args.after_s));
     let end_ms = start.elapsed().as_secs_f64() * 1000.0;
     stop.store(true, Ordering::Relaxed);
-    let outcomes: Arc<Mutex<Vec<Outcome>>> = Arc::default();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for t in threads {
         let mine = t.join().map_err(|_| "a client thread panicked")?;
-        outcomes
-            .lock()
-            .map_err(|_| "poisoned")?
-            .extend(mine.into_iter().filter(|o| o.done_ms <= end_ms));
+        outcomes.extend(mine.into_iter().filter(|o| o.done_ms <= end_ms));
     }
     let survivors: Vec<SocketAddr> = endpoints
         .iter()
@@ -349,7 +346,6 @@ pub fn run(args: &FailoverArgs) -> Result<(), String> {
         .ok()
         .map(|i| if i >= leader { i + 1 } else { i });
     sys.stop();
-    let outcomes = outcomes.lock().map_err(|_| "poisoned")?.clone();
     let buckets = timeline(&outcomes, kill_ms);
     let figs = figures(&outcomes, kill_ms, end_ms);
     let report = Report {
