@@ -120,6 +120,20 @@ func (s *etcdStore) Do(ctx context.Context, ops []Op) (int, error) {
 			if _, err := s.c.Put(ctx, op.Key, op.Value); err != nil {
 				return conflicts, err
 			}
+		case MSet:
+			puts := make([]clientv3.Op, len(op.Keys))
+			for i, k := range op.Keys {
+				puts[i] = clientv3.OpPut(k, op.Value)
+			}
+			if _, err := s.c.Txn(ctx).Then(puts...).Commit(); err != nil {
+				return conflicts, err
+			}
+		case Transfer:
+			n, err := s.transfer(ctx, op)
+			conflicts += n
+			if err != nil {
+				return conflicts, err
+			}
 		default:
 			n, err := s.incr(ctx, op.Key)
 			conflicts += n
@@ -158,6 +172,70 @@ func (s *etcdStore) incr(ctx context.Context, key string) (int, error) {
 		}
 		kvs = t.Responses[0].GetResponseRange().Kvs
 	}
+}
+
+// transfer reads both counters, then writes both in a transaction guarded by their
+// ModRevisions, retrying on a conflict with the values the Else branch read.
+func (s *etcdStore) transfer(ctx context.Context, op Op) (int, error) {
+	read := []clientv3.Op{clientv3.OpGet(op.Key), clientv3.OpGet(op.To)}
+	t, err := s.c.Txn(ctx).Then(read...).Commit()
+	for conflicts := 0; ; conflicts++ {
+		if err != nil {
+			return conflicts, err
+		}
+		var revs [2]int64
+		var vals [2]int64
+		for i, key := range []string{op.Key, op.To} {
+			kvs := t.Responses[i].GetResponseRange().Kvs
+			var v []byte
+			if len(kvs) > 0 {
+				revs[i], v = kvs[0].ModRevision, kvs[0].Value
+			}
+			if vals[i], err = parseCounter(key, v, len(kvs) > 0); err != nil {
+				return conflicts, err
+			}
+		}
+		t, err = s.c.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(op.Key), "=", revs[0]),
+				clientv3.Compare(clientv3.ModRevision(op.To), "=", revs[1])).
+			Then(clientv3.OpPut(op.Key, strconv.FormatInt(vals[0]-op.Amount, 10)),
+				clientv3.OpPut(op.To, strconv.FormatInt(vals[1]+op.Amount, 10))).
+			Else(read...).
+			Commit()
+		if err == nil && t.Succeeded {
+			return conflicts, nil
+		}
+	}
+}
+
+// Sum adds up the counters at keys (one linearizable transaction of Gets; absent is 0).
+func (s *etcdStore) Sum(ctx context.Context, keys []string) (int64, error) {
+	gets := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		gets[i] = clientv3.OpGet(k)
+	}
+	var total int64
+	// etcd limits the operations of one transaction (128 by default).
+	for start := 0; start < len(gets); start += 100 {
+		end := min(start+100, len(gets))
+		t, err := s.c.Txn(ctx).Then(gets[start:end]...).Commit()
+		if err != nil {
+			return 0, err
+		}
+		for i, r := range t.Responses {
+			kvs := r.GetResponseRange().Kvs
+			var v []byte
+			if len(kvs) > 0 {
+				v = kvs[0].Value
+			}
+			n, err := parseCounter(keys[start+i], v, len(kvs) > 0)
+			if err != nil {
+				return 0, err
+			}
+			total += n
+		}
+	}
+	return total, nil
 }
 
 // Transport: gRPC unavailability and timeouts (a dead or partitioned member).

@@ -2,7 +2,8 @@
 // for every system under test, so that logless, redis-server and etcd are measured by the same
 // client loop, the same histograms and the same clock.
 //
-//	loadgen -system redis|etcd -endpoints a,b,c -workload counter|values|readers|registers \
+//	loadgen -system redis|etcd -endpoints a,b,c \
+//	        -workload counter|values|readers|registers|mset|transfers \
 //	        -clients N -duration 10s -keys K -dist uniform|pareto -write-frac 0.05 \
 //	        -value-bytes 16 -pipeline 1 -pin 0|spread|leader -out result.json
 //
@@ -66,11 +67,11 @@ func parseArgs(args []string) (*Config, error) {
 	var endpoints string
 	fs.StringVar(&c.System, "system", "redis", "redis (any Redis-protocol server: logless, redis-server) or etcd")
 	fs.StringVar(&endpoints, "endpoints", "127.0.0.1:6379", "comma-separated host:port list")
-	fs.StringVar(&c.Workload, "workload", "registers", "counter, values, readers or registers")
+	fs.StringVar(&c.Workload, "workload", "registers", "counter, values, readers, registers, mset (2..10 keys per MSET) or transfers (MULTI/EXEC between counters)")
 	fs.IntVar(&c.Clients, "clients", 16, "closed-loop clients (for readers: the readers; one writer is added)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measured duration")
 	fs.DurationVar(&c.Warmup, "warmup", 0, "unmeasured warm-up before the measured duration")
-	fs.IntVar(&c.Keys, "keys", 1000, "keys of the registers workload")
+	fs.IntVar(&c.Keys, "keys", 1000, "keys of the registers and mset workloads, counters of transfers")
 	fs.StringVar(&c.Dist, "dist", "uniform", "key distribution of the registers workload: uniform or pareto")
 	fs.Float64Var(&c.Alpha, "pareto-alpha", 1.16, "shape of the Pareto distribution (1.16: 80% of requests on 20% of keys)")
 	fs.Float64Var(&c.WriteFrac, "write-frac", 0.05, "fraction of writes (counter: increments) for counter, values and registers")
@@ -101,8 +102,8 @@ func parseArgs(args []string) (*Config, error) {
 		return nil, fmt.Errorf("-system must be redis or etcd, not %q", c.System)
 	case len(c.Endpoints) == 0:
 		return nil, errors.New("-endpoints is empty")
-	case c.Workload != "counter" && c.Workload != "values" && c.Workload != "readers" && c.Workload != "registers":
-		return nil, fmt.Errorf("-workload must be counter, values, readers or registers, not %q", c.Workload)
+	case !map[string]bool{"counter": true, "values": true, "readers": true, "registers": true, "mset": true, "transfers": true}[c.Workload]:
+		return nil, fmt.Errorf("-workload must be counter, values, readers, registers, mset or transfers, not %q", c.Workload)
 	case c.Clients < 1:
 		return nil, errors.New("-clients must be at least 1")
 	case c.Duration <= 0:
@@ -134,6 +135,10 @@ const (
 	Read Kind = iota
 	Write
 	Incr
+	// MSet writes Keys (all to Value) in one command.
+	MSet
+	// Transfer moves Amount from Key to To atomically.
+	Transfer
 )
 
 func (k Kind) histName() string {
@@ -145,9 +150,12 @@ func (k Kind) histName() string {
 
 // Op is one request.
 type Op struct {
-	Kind  Kind
-	Key   string
-	Value string
+	Kind   Kind
+	Key    string
+	Value  string
+	Keys   []string
+	To     string
+	Amount int64
 }
 
 // Store is a connection of one client to a system.
@@ -236,6 +244,10 @@ func (w *Workload) Next(i int, r *rand.Rand, value string) Op {
 			return Op{Kind: Write, Key: c.Prefix + "register", Value: value}
 		}
 		return Op{Kind: Read, Key: c.Prefix + "register"}
+	case "mset":
+		return w.msetOp(r, value)
+	case "transfers":
+		return w.transferOp(r)
 	default:
 		key := c.Prefix + "k" + strconv.Itoa(w.keyGen.Next(r))
 		if write {
@@ -354,6 +366,7 @@ type Result struct {
 	Timeline    []Second         `json:"timeline"`
 	StartedUnix float64          `json:"started_unix"`
 	MeasureUnix float64          `json:"measure_start_unix"`
+	TotalCheck  *TotalCheck      `json:"total_check,omitempty"`
 }
 
 func run(cfg *Config, dialer Dialer, stop <-chan struct{}) (*Result, error) {
@@ -561,6 +574,9 @@ func run(cfg *Config, dialer Dialer, stop <-chan struct{}) (*Result, error) {
 	total.Merge(read)
 	total.Merge(write)
 	res.Read, res.Write, res.Total = stats(read, measured), stats(write, measured), stats(total, measured)
+	if cfg.Workload == "transfers" {
+		res.TotalCheck = checkTotal(cfg, dialer)
+	}
 	if interrupted {
 		return res, errors.New("interrupted")
 	}
@@ -640,5 +656,16 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
+	}
+	if tc := res.TotalCheck; tc != nil {
+		if tc.Error != "" {
+			fmt.Fprintln(os.Stderr, "loadgen:", tc.Error)
+			os.Exit(1)
+		}
+		if !tc.OK {
+			fmt.Fprintf(os.Stderr, "loadgen: ATOMICITY VIOLATED: the %d counters' total is %d after the transfers, not %d\n",
+				tc.Keys, tc.Total, tc.Expected)
+			os.Exit(ExitTotalChanged)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"math/rand"
 	"sort"
@@ -93,5 +94,81 @@ func TestErrorKinds(t *testing.T) {
 		if got := errorKind(errors.New(msg)); got != want {
 			t.Errorf("%q: got %q, want %q", msg, got, want)
 		}
+	}
+}
+
+// The multi-key workloads: MSETs of 2..10 keys, transfers between two different counters.
+func TestMultiKeyOps(t *testing.T) {
+	for _, wl := range []string{"mset", "transfers"} {
+		if _, err := parseArgs([]string{"-workload", wl}); err != nil {
+			t.Fatalf("%s: %v", wl, err)
+		}
+	}
+	cfg := &Config{Workload: "mset", Keys: 5, Prefix: "p:", Dist: "uniform"}
+	w := &Workload{cfg: cfg, keyGen: NewKeyGen(cfg.Keys, cfg.Dist, 1.16)}
+	r := rand.New(rand.NewSource(1))
+	sizes := map[int]bool{}
+	for i := 0; i < 1000; i++ {
+		op := w.Next(0, r, "v")
+		if op.Kind != MSet || len(op.Keys) < msetMinKeys || len(op.Keys) > cfg.Keys {
+			t.Fatalf("not an MSET of 2..5 keys: %+v", op)
+		}
+		distinct := map[string]bool{}
+		for _, k := range op.Keys {
+			distinct[k] = true
+		}
+		if len(distinct) != len(op.Keys) {
+			t.Fatalf("an MSET names a key twice: %v", op.Keys)
+		}
+		sizes[len(op.Keys)] = true
+	}
+	if len(sizes) != cfg.Keys-msetMinKeys+1 {
+		t.Fatalf("MSET sizes drawn: %v", sizes)
+	}
+	cfg.Workload = "transfers"
+	for i := 0; i < 1000; i++ {
+		op := w.Next(0, r, "v")
+		if op.Kind != Transfer || op.Key == op.To || op.Amount < 1 || op.Amount > maxTransfer {
+			t.Fatalf("not a transfer between two counters: %+v", op)
+		}
+	}
+	if n, err := parseCounter("k", nil, false); n != 0 || err != nil {
+		t.Fatalf("an absent counter is %d, %v", n, err)
+	}
+	if _, err := parseCounter("k", []byte("x"), true); err == nil {
+		t.Fatal("a counter holding x was read")
+	}
+}
+
+// counterStore is an in-memory store of counters, for checkTotal.
+type counterStore struct{ m map[string]int64 }
+
+func (s *counterStore) Do(context.Context, []Op) (int, error) { return 0, nil }
+func (s *counterStore) Transport(error) bool                  { return false }
+func (s *counterStore) Close()                                {}
+func (s *counterStore) Sum(_ context.Context, keys []string) (int64, error) {
+	var total int64
+	for _, k := range keys {
+		total += s.m[k]
+	}
+	return total, nil
+}
+
+type counterDialer struct{ s *counterStore }
+
+func (d counterDialer) Dial(int, string) (Store, error)        { return d.s, nil }
+func (d counterDialer) Leader(context.Context) (string, error) { return "", nil }
+func (d counterDialer) Close()                                 {}
+
+// The transfers' total is read back over every counter; a changed one is reported.
+func TestCheckTotal(t *testing.T) {
+	cfg := &Config{Keys: 2500, Prefix: "t:", Endpoints: []string{"x"}}
+	s := &counterStore{m: map[string]int64{accountKey(cfg, 0): -5, accountKey(cfg, 2499): 5}}
+	if tc := checkTotal(cfg, counterDialer{s}); !tc.OK || tc.Total != 0 || tc.Error != "" {
+		t.Fatalf("a constant total was not seen: %+v", tc)
+	}
+	s.m[accountKey(cfg, 1700)] = 3 // half a transfer
+	if tc := checkTotal(cfg, counterDialer{s}); tc.OK || tc.Total != 3 {
+		t.Fatalf("a changed total was not seen: %+v", tc)
 	}
 }

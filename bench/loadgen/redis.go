@@ -45,14 +45,35 @@ func (d *redisDialer) Close() {}
 
 type redisStore struct{ c *redis.Client }
 
-func command(ctx context.Context, c redis.Cmdable, op Op) redis.Cmder {
+// doer is a client or a pipeline: typed commands and generic ones.
+type doer interface {
+	redis.Cmdable
+	Do(ctx context.Context, args ...interface{}) *redis.Cmd
+}
+
+// commands queues op's commands on c; a transfer is MULTI, DECRBY, INCRBY, EXEC, sent as
+// generic commands (their replies inside MULTI are +QUEUED, not integers).
+func commands(ctx context.Context, c doer, op Op) []redis.Cmder {
 	switch op.Kind {
 	case Read:
-		return c.Get(ctx, op.Key)
+		return []redis.Cmder{c.Get(ctx, op.Key)}
 	case Write:
-		return c.Set(ctx, op.Key, op.Value, 0)
+		return []redis.Cmder{c.Set(ctx, op.Key, op.Value, 0)}
+	case MSet:
+		pairs := make([]interface{}, 0, 2*len(op.Keys))
+		for _, k := range op.Keys {
+			pairs = append(pairs, k, op.Value)
+		}
+		return []redis.Cmder{c.MSet(ctx, pairs...)}
+	case Transfer:
+		return []redis.Cmder{
+			c.Do(ctx, "MULTI"),
+			c.Do(ctx, "DECRBY", op.Key, op.Amount),
+			c.Do(ctx, "INCRBY", op.To, op.Amount),
+			c.Do(ctx, "EXEC"),
+		}
 	default:
-		return c.Incr(ctx, op.Key)
+		return []redis.Cmder{c.Incr(ctx, op.Key)}
 	}
 }
 
@@ -64,13 +85,13 @@ func cmdErr(cmd redis.Cmder) error {
 }
 
 func (s *redisStore) Do(ctx context.Context, ops []Op) (int, error) {
-	if len(ops) == 1 {
-		return 0, cmdErr(command(ctx, s.c, ops[0]))
+	if len(ops) == 1 && ops[0].Kind != Transfer {
+		return 0, cmdErr(commands(ctx, s.c, ops[0])[0])
 	}
 	pipe := s.c.Pipeline()
-	cmds := make([]redis.Cmder, len(ops))
-	for i, op := range ops {
-		cmds[i] = command(ctx, pipe, op)
+	var cmds []redis.Cmder
+	for _, op := range ops {
+		cmds = append(cmds, commands(ctx, pipe, op)...)
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, cmd := range cmds {
@@ -79,6 +100,24 @@ func (s *redisStore) Do(ctx context.Context, ops []Op) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// Sum adds up the counters at keys (MGET; an absent key is 0).
+func (s *redisStore) Sum(ctx context.Context, keys []string) (int64, error) {
+	vals, err := s.c.MGet(ctx, keys...).Result()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for i, v := range vals {
+		str, present := v.(string)
+		n, err := parseCounter(keys[i], []byte(str), present)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // Transport: anything but an error reply of the server (TRYAGAIN, UNCERTAIN, ERR ...).

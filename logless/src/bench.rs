@@ -1,6 +1,7 @@
 //! `logless bench compare` (the comparison with etcd and redis-server, bench/experiments, see its
-//! COMPARE.md) and `logless bench space` (memory per key, restart time, churn). Each harness
-//! lives in its own binary, `logless-compare` and `logless-space`, so that the `logless` binary
+//! COMPARE.md), `logless bench space` (memory per key, restart time, churn) and `logless bench
+//! failover` (the log engine's leader killed under load). Each harness lives in its own binary,
+//! `logless-compare`, `logless-space` and `logless-failover`, so that the `logless` binary
 //! does not carry the plotting libraries; this command runs it from beside this executable, or
 //! builds and runs it with cargo in a source checkout.
 use std::path::Path;
@@ -8,9 +9,10 @@ use std::process::{Command, ExitCode};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// The benchmark: `compare` or `space`.
+    /// The benchmark: `compare`, `space` or `failover`.
     pub which: String,
-    /// Its options (`--quick`, `--out DIR`, …; `compare --help` and `space --help` list them).
+    /// Its options (`--quick`, `--out DIR`, …; `compare --help`, `space --help` and
+    /// `failover --help` list them).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
 }
@@ -19,8 +21,11 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
     let binary = match args.which.as_str() {
         "compare" => "logless-compare",
         "space" => "logless-space",
+        "failover" => "logless-failover",
         other => {
-            eprintln!("error: no benchmark {other:?}: the benchmarks are `compare` and `space`");
+            eprintln!(
+                "error: no benchmark {other:?}: the benchmarks are `compare`, `space` and `failover`"
+            );
             return ExitCode::from(2);
         }
     };

@@ -10,7 +10,10 @@
 //! * `logless bench space` (module [`space`], the `logless-space` binary): memory and store
 //!   bytes per key against redis-server, restart time, and whether expiring keys give their
 //!   space back round after round.
+//! * `logless bench failover` (module [`failover`], the `logless-failover` binary): the time a
+//!   3-replica log-engine cluster takes to commit again after its leader is killed under load.
 pub mod compare;
+pub mod failover;
 pub mod plot;
 pub mod space;
 pub mod storage;

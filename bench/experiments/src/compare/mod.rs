@@ -6,7 +6,10 @@
 //! * (c) one writer and 1..1024 readers on one register, logless with X = 0..3 read retries (Fig. 4),
 //! * (d) 1..10⁶ registers with Pareto-distributed keys, 5% and 50% writes (Fig. 5),
 //! * (e) p99 latency with 3, 5 and 7 replicas, clients pinned to one replica or spread (Fig. 6a),
-//! * (f) latency over time while one replica after another is killed (Fig. 6b).
+//! * (f) latency over time while one replica after another is killed (Fig. 6b),
+//! * (g) commands over several keys: MSETs of 2–10 keys and MULTI/EXEC transfers between
+//!   counters whose total must stay 0 (a run that finds it changed fails),
+//! * (h) throughput at pipeline 16 with 50 clients, on one key and on 100,000 keys.
 //!
 //! Each system is started on free loopback ports with its data in a temporary directory
 //! ([`peers`]), loadgen is run once per point ([`workloads`]), and the results are written as
@@ -27,7 +30,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use peers::{Family, LoglessOpts, Running, Variant, VARIANTS};
-use report::{Event, Record, Results};
+use report::{Event, Record, Results, Skip};
 use workloads::{Load, Plan};
 
 /// The arguments of `logless bench compare`.
@@ -39,12 +42,13 @@ pub struct CompareArgs {
     /// Where to write results.json, results.csv, summary.md and the PNG plots.
     #[arg(long, default_value = "bench-results/compare")]
     pub out: PathBuf,
-    /// The systems, comma-separated: logless-mmap, logless-sync, redis, redis-aof-always, etcd,
-    /// etcd-nofsync, or the groups logless, redis-all, etcd-all and all.
+    /// The systems, comma-separated: logless-mmap, logless-sync, logless-multipaxos-mmap,
+    /// logless-multipaxos-sync, redis, redis-aof-always, etcd, etcd-nofsync, or the groups
+    /// logless (both engines), logless-multipaxos, redis-all, etcd-all and all.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub systems: Vec<String>,
-    /// The experiments, comma-separated letters a..f (counter, values, single writer,
-    /// registers, replicas, failures) or all.
+    /// The experiments, comma-separated letters a..h (counter, values, single writer,
+    /// registers, replicas, failures, multi-key, pipelined) or all.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub experiments: Vec<String>,
     /// The loadgen binary (default: build bench/loadgen with `go build` into the out directory).
@@ -65,8 +69,9 @@ pub struct CompareArgs {
 }
 
 /// Expands the `--systems` list into variants, in plotting order. A variant's own name
-/// (`logless-mmap`, `logless-sync`, `redis`, `redis-aof-always`, `etcd`, `etcd-nofsync`) chooses
-/// it alone; `logless`, `redis-all`, `etcd-all` and `all` choose groups.
+/// (`logless-mmap`, `logless-multipaxos-sync`, `redis`, `etcd-nofsync`, ...) chooses it alone;
+/// `logless` (both engines), `logless-multipaxos`, `redis-all`, `etcd-all` and `all` choose
+/// groups.
 pub fn parse_systems(names: &[String]) -> Result<Vec<Variant>, String> {
     let mut chosen = Vec::new();
     for name in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
@@ -79,13 +84,15 @@ pub fn parse_systems(names: &[String]) -> Result<Vec<Variant>, String> {
         };
         let matched: Vec<Variant> = match name {
             "all" => VARIANTS.to_vec(),
-            "logless" => family(Family::Logless),
+            "logless" => [family(Family::Logless), family(Family::LoglessLog)].concat(),
+            "logless-multipaxos" => family(Family::LoglessLog),
             "redis-all" => family(Family::Redis),
             "etcd-all" => family(Family::Etcd),
             other => vec![peers::variant(other).ok_or_else(|| {
                 let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
                 format!(
-                    "unknown system {other:?}: use {} or the groups logless, redis-all, etcd-all, all",
+                    "unknown system {other:?}: use {} or the groups logless, logless-multipaxos, \
+                     redis-all, etcd-all, all",
                     names.join(", ")
                 )
             })?],
@@ -102,7 +109,7 @@ pub fn parse_systems(names: &[String]) -> Result<Vec<Variant>, String> {
         .collect())
 }
 
-/// Expands the `--experiments` list into letters a..f.
+/// Expands the `--experiments` list into letters a..h.
 pub fn parse_experiments(names: &[String]) -> Result<Vec<char>, String> {
     let mut out = Vec::new();
     for name in names
@@ -111,7 +118,11 @@ pub fn parse_experiments(names: &[String]) -> Result<Vec<char>, String> {
         .filter(|s| !s.is_empty())
     {
         if name == "all" {
-            out.extend(['a', 'b', 'c', 'd', 'e', 'f']);
+            out.extend(
+                report::EXPERIMENTS
+                    .iter()
+                    .filter_map(|(l, _, _)| l.chars().next()),
+            );
             continue;
         }
         let letter = report::EXPERIMENTS
@@ -120,7 +131,7 @@ pub fn parse_experiments(names: &[String]) -> Result<Vec<char>, String> {
                 *l == name || *n == name || n.split_once('_').is_some_and(|(_, rest)| rest == name)
             })
             .map(|(l, _, _)| l.chars().next().unwrap_or('a'))
-            .ok_or_else(|| format!("unknown experiment {name:?}: use letters a..f or all"))?;
+            .ok_or_else(|| format!("unknown experiment {name:?}: use letters a..h or all"))?;
         out.push(letter);
     }
     out.sort_unstable();
@@ -187,6 +198,9 @@ struct Ctx {
     variants: Vec<Variant>,
     records: Vec<Record>,
     notes: Vec<String>,
+    skips: Vec<Skip>,
+    /// Broken invariants (experiment g's transfers): the run fails at its end.
+    violations: Vec<String>,
     point: usize,
     started: Instant,
 }
@@ -226,11 +240,12 @@ impl Ctx {
         let limit = self.plan.server_limit_s;
         let name = v.name;
         let started = match v.family {
-            Family::Logless => {
+            Family::Logless | Family::LoglessLog => {
                 let opts = LoglessOpts {
                     bin: self.logless.clone()?,
                     replicas,
                     durability: if v.fsync { "sync" } else { "mmap" }.into(),
+                    engine: v.engine().into(),
                     read_retries,
                     limit_s: limit,
                 };
@@ -290,6 +305,7 @@ impl Ctx {
             events: Vec::new(),
             cpu_s: None,
             wall_s: None,
+            total_check: r.total_check,
         }
     }
 
@@ -415,6 +431,7 @@ impl Ctx {
             machine,
             systems,
             notes: &self.notes,
+            skips: &self.skips,
             wall_s: self.started.elapsed().as_secs_f64(),
             records: &self.records,
         };
@@ -486,7 +503,8 @@ impl Ctx {
         }
     }
 
-    // (c) Figure 4: one writer and many readers on one register; logless with X read retries.
+    // (c) Figure 4: one writer and many readers on one register; logless's per-key engine with
+    // X read retries (the log engine reads through the log: X does not apply).
     fn single_writer(&mut self) {
         for v in self.representatives() {
             let xs: Vec<Option<u32>> = if v.family == Family::Logless {
@@ -584,9 +602,90 @@ impl Ctx {
         }
     }
 
+    // (g) Commands over several keys, on every system that runs them atomically: MSETs of 2–10
+    // keys, then MULTI/EXEC transfers between counters, whose total loadgen reads back.
+    fn multi_key(&mut self) {
+        for v in self.variants.clone() {
+            if let Some(why) = multi_key_refusal(v) {
+                println!("note: g: {} skipped: {why}", v.name);
+                self.skips.push(Skip {
+                    experiment: report::MULTI_KEY.into(),
+                    system: v.name.into(),
+                    why: why.into(),
+                });
+                continue;
+            }
+            let Some(mut sys) = self.start(v, 3, 1, false) else {
+                continue;
+            };
+            let mut load = Load::new(
+                "mset",
+                self.plan.multi_key_clients,
+                1.0,
+                "spread",
+                &self.plan,
+            );
+            load.keys = self.plan.mset_keys;
+            let mset = format!("{} MSET", v.name);
+            self.measure(report::MULTI_KEY, &mut sys, &mset, &load, None);
+            load.workload = "transfers".into();
+            load.keys = self.plan.transfer_counters;
+            let transfers = format!("{} transfers", v.name);
+            self.measure(report::MULTI_KEY, &mut sys, &transfers, &load, None);
+            sys.stop();
+            let Some(r) = self
+                .records
+                .iter()
+                .rev()
+                .find(|r| r.experiment == report::MULTI_KEY && r.series == transfers)
+            else {
+                continue;
+            };
+            match &r.total_check {
+                Some(c) if c.ok => println!("g: {transfers}: {}", c.describe()),
+                Some(c) => self
+                    .violations
+                    .push(format!("{transfers}: {}", c.describe())),
+                None => self.violations.push(format!(
+                    "{transfers}: loadgen did not check the counters' total"
+                )),
+            }
+        }
+        for v in &self.violations {
+            println!("error: {v}");
+        }
+    }
+
+    // (h) Throughput at pipeline 16 with 50 clients writing one key or many uniform keys. etcd's
+    // client does not pipeline: it gets as many clients as there are requests in flight.
+    fn pipelined(&mut self) {
+        let (clients, depth) = (self.plan.pipelined_clients, self.plan.pipeline_depth);
+        for v in self.variants.clone() {
+            let Some(mut sys) = self.start(v, 3, 1, false) else {
+                continue;
+            };
+            for keys in self.plan.pipelined_keys.clone() {
+                let mut load = Load::new("registers", clients, 1.0, "spread", &self.plan);
+                load.keys = keys;
+                let series = if v.family == Family::Etcd {
+                    load.clients = clients * depth;
+                    format!("{} ({} clients, no pipelining)", v.name, load.clients)
+                } else {
+                    load.pipeline = depth;
+                    format!("{} P{depth}", v.name)
+                };
+                self.measure(report::PIPELINED, &mut sys, &series, &load, None);
+            }
+            sys.stop();
+        }
+    }
+
     // (f) Figure 6b: latency over time while one replica after another is killed.
     fn failures(&mut self) {
-        let mut variants: Vec<Variant> = self.family(Family::Logless).into_iter().collect();
+        let mut variants: Vec<Variant> = [Family::Logless, Family::LoglessLog]
+            .into_iter()
+            .filter_map(|f| self.family(f))
+            .collect();
         if self.plan.failure_peers {
             variants.extend(self.family(Family::Etcd));
         }
@@ -727,7 +826,10 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     let mut notes = Vec::new();
     let mut versions = BTreeMap::new();
     let mut logless = None;
-    if variants.iter().any(|v| v.family == Family::Logless) {
+    if variants
+        .iter()
+        .any(|v| matches!(v.family, Family::Logless | Family::LoglessLog))
+    {
         match args.logless.clone().map(Ok).unwrap_or_else(default_logless) {
             Ok(bin) => {
                 versions.insert(
@@ -736,12 +838,16 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
                 );
                 logless = Some(bin);
             }
-            Err(e) => skip(
-                &mut variants,
-                Family::Logless,
-                format!("logless skipped: {e}"),
-                &mut notes,
-            ),
+            Err(e) => {
+                for family in [Family::Logless, Family::LoglessLog] {
+                    skip(
+                        &mut variants,
+                        family,
+                        format!("logless skipped: {e}"),
+                        &mut notes,
+                    );
+                }
+            }
         }
     }
     let mut redis = None;
@@ -816,6 +922,8 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
         variants,
         records: Vec::new(),
         notes,
+        skips: Vec::new(),
+        violations: Vec::new(),
         point: 0,
         started,
     };
@@ -826,7 +934,9 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
             'c' => ctx.single_writer(),
             'd' => ctx.registers(),
             'e' => ctx.replicas(),
-            _ => ctx.failures(),
+            'f' => ctx.failures(),
+            'g' => ctx.multi_key(),
+            _ => ctx.pipelined(),
         }
         ctx.save(&machine, started_unix)?;
     }
@@ -848,7 +958,18 @@ pub fn run(args: &CompareArgs) -> Result<(), String> {
     if !ctx.notes.is_empty() {
         println!("{} note(s) in summary.md", ctx.notes.len());
     }
+    if !ctx.violations.is_empty() {
+        return Err(ctx.violations.join("; "));
+    }
     Ok(())
+}
+
+/// Why `v` cannot run experiment g's commands over several keys atomically, if it cannot.
+fn multi_key_refusal(v: Variant) -> Option<&'static str> {
+    (v.family == Family::Logless).then_some(
+        "the per-key engine (RMWPaxos) makes every key its own register and refuses commands \
+         over several keys (MSET of several keys, MULTI/EXEC); `--engine multipaxos` runs them",
+    )
 }
 
 #[cfg(test)]
@@ -875,10 +996,10 @@ mod tests {
         assert_eq!(a.loadgen, None);
         assert_eq!(a.logless, None);
         assert!(!a.replot && !a.no_install);
-        assert_eq!(parse_systems(&a.systems).unwrap().len(), 6);
+        assert_eq!(parse_systems(&a.systems).unwrap().len(), 8);
         assert_eq!(
             parse_experiments(&a.experiments).unwrap(),
-            vec!['a', 'b', 'c', 'd', 'e', 'f']
+            vec!['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']
         );
     }
 
@@ -925,7 +1046,20 @@ mod tests {
         );
         assert_eq!(
             names(&["logless", "logless-mmap"]),
-            vec!["logless-mmap", "logless-sync"]
+            vec![
+                "logless-mmap",
+                "logless-sync",
+                "logless-multipaxos-mmap",
+                "logless-multipaxos-sync"
+            ]
+        );
+        assert_eq!(
+            names(&["logless-multipaxos", "logless-sync"]),
+            vec![
+                "logless-sync",
+                "logless-multipaxos-mmap",
+                "logless-multipaxos-sync"
+            ]
         );
         assert_eq!(names(&["etcd-nofsync"]), vec!["etcd-nofsync"]);
         assert_eq!(
@@ -940,6 +1074,7 @@ mod tests {
             e(&["f", "counter", "b_values"]).unwrap(),
             vec!['a', 'b', 'f']
         );
+        assert_eq!(e(&["multi_key", "h"]).unwrap(), vec!['g', 'h']);
         assert!(e(&["z"]).is_err());
     }
 

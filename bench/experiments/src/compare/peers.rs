@@ -162,8 +162,10 @@ impl Drop for Proc {
 /// The families of systems.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
-    /// logless, through `logless up`.
+    /// logless with the per-key engine (RMWPaxos), through `logless up`.
     Logless,
+    /// logless with the log engine (`--engine multipaxos`), through `logless up`.
+    LoglessLog,
     /// Debian's redis-server, one node.
     Redis,
     /// Debian's etcd-server, a cluster.
@@ -184,7 +186,7 @@ pub struct Variant {
 }
 
 /// Every variant, in plotting order.
-pub const VARIANTS: [Variant; 6] = [
+pub const VARIANTS: [Variant; 8] = [
     Variant {
         name: "logless-mmap",
         family: Family::Logless,
@@ -196,6 +198,18 @@ pub const VARIANTS: [Variant; 6] = [
         family: Family::Logless,
         fsync: true,
         about: "logless up --durability sync (group-committed msync/fsync before replying)",
+    },
+    Variant {
+        name: "logless-multipaxos-mmap",
+        family: Family::LoglessLog,
+        fsync: false,
+        about: "logless up --engine multipaxos --durability mmap (one Multi-Paxos log)",
+    },
+    Variant {
+        name: "logless-multipaxos-sync",
+        family: Family::LoglessLog,
+        fsync: true,
+        about: "logless up --engine multipaxos --durability sync (the log flushed before replying)",
     },
     Variant {
         name: "redis",
@@ -222,6 +236,16 @@ pub const VARIANTS: [Variant; 6] = [
         about: "etcd cluster, --unsafe-no-fsync",
     },
 ];
+
+impl Variant {
+    /// The `--engine` a logless variant runs (rmw for the other families, which ignore it).
+    pub fn engine(&self) -> &'static str {
+        match self.family {
+            Family::LoglessLog => "multipaxos",
+            _ => "rmw",
+        }
+    }
+}
 
 /// Looks a variant up by name.
 pub fn variant(name: &str) -> Option<Variant> {
@@ -420,6 +444,8 @@ pub struct LoglessOpts {
     pub replicas: u16,
     /// mmap or sync.
     pub durability: String,
+    /// rmw or multipaxos.
+    pub engine: String,
     /// X.
     pub read_retries: u32,
     /// Seconds after which the processes are killed in any case.
@@ -441,6 +467,8 @@ pub fn start_logless_up(name: &str, o: &LoglessOpts) -> Result<Running, String> 
         &data.path().join("cluster").to_string_lossy(),
         "--durability",
         &o.durability,
+        "--engine",
+        &o.engine,
         "--read-retries",
         &o.read_retries.to_string(),
         "--log-level",
@@ -483,6 +511,7 @@ pub fn start_logless_servers(name: &str, o: &LoglessOpts) -> Result<Running, Str
     let mut procs = Vec::new();
     for spec in specs.iter().cloned() {
         let spec = spec
+            .flag("--engine", &o.engine)
             .flag("--read-retries", o.read_retries)
             .flag("--log-level", "warn");
         procs.push(Proc::spawn(

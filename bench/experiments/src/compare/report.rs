@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::workloads::{Load, OpStats, Second};
+use super::workloads::{Load, OpStats, Second, TotalCheck};
 
 /// Experiment names, in order.
 pub const COUNTER: &str = "a_counter";
@@ -20,9 +20,13 @@ pub const REGISTERS: &str = "d_registers";
 pub const REPLICAS: &str = "e_replicas";
 /// (f)
 pub const FAILURES: &str = "f_failures";
+/// (g)
+pub const MULTI_KEY: &str = "g_multi_key";
+/// (h)
+pub const PIPELINED: &str = "h_pipelined";
 
 /// Every experiment with its letter and what it is.
-pub const EXPERIMENTS: [(&str, &str, &str); 6] = [
+pub const EXPERIMENTS: [(&str, &str, &str); 8] = [
     (
         "a",
         COUNTER,
@@ -49,7 +53,28 @@ pub const EXPERIMENTS: [(&str, &str, &str); 6] = [
         FAILURES,
         "latency over time while replicas are killed (Fig. 6b)",
     ),
+    (
+        "g",
+        MULTI_KEY,
+        "commands over several keys: MSET of 2–10 keys, MULTI/EXEC transfers between counters",
+    ),
+    (
+        "h",
+        PIPELINED,
+        "throughput at pipeline 16, one key and many keys",
+    ),
 ];
+
+/// A system that an experiment could not run, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Skip {
+    /// The experiment (one of the constants above).
+    pub experiment: String,
+    /// The system variant.
+    pub system: String,
+    /// Why.
+    pub why: String,
+}
 
 /// Something that happened during a run, at `t` seconds into its measured window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -105,6 +130,9 @@ pub struct Record {
     /// Wall-clock seconds of the whole point, warm-up included: the span of `cpu_s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_s: Option<f64>,
+    /// The transfers' total read back after the run (experiment g's transfers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_check: Option<TotalCheck>,
 }
 
 impl Record {
@@ -287,6 +315,8 @@ pub struct Results<'a> {
     pub systems: BTreeMap<&'static str, &'static str>,
     /// Skipped systems, failed points.
     pub notes: &'a [String],
+    /// Systems an experiment could not run.
+    pub skips: &'a [Skip],
     /// Seconds the comparison took so far.
     pub wall_s: f64,
     /// Every point.
@@ -698,11 +728,24 @@ pub fn summary(results: &Results<'_>, started_unix: u64) -> String {
     }
     s.push('\n');
     for (letter, name, about) in EXPERIMENTS {
-        if !results.records.iter().any(|r| r.experiment == name) {
+        let skips: Vec<&Skip> = results
+            .skips
+            .iter()
+            .filter(|k| k.experiment == name)
+            .collect();
+        if !results.records.iter().any(|r| r.experiment == name) && skips.is_empty() {
             continue;
         }
         let _ = writeln!(s, "## ({letter}) {about}\n");
         s.push_str(&experiment_table(results.records, name));
+        for k in skips {
+            let _ = writeln!(s, "\n**{}: skipped.** {}", k.system, k.why);
+        }
+        for r in results.records.iter().filter(|r| r.experiment == name) {
+            if let Some(c) = &r.total_check {
+                let _ = writeln!(s, "\n{}: {}.", r.series, c.describe());
+            }
+        }
         for r in results
             .records
             .iter()
@@ -796,6 +839,7 @@ mod tests {
             events: Vec::new(),
             cpu_s: None,
             wall_s: None,
+            total_check: None,
         }
     }
 
@@ -1043,11 +1087,17 @@ mod tests {
             versions: BTreeMap::new(),
         };
         let notes = vec!["etcd-nofsync skipped".to_string()];
+        let skips = vec![Skip {
+            experiment: MULTI_KEY.into(),
+            system: "logless-mmap".into(),
+            why: "no commands over several keys".into(),
+        }];
         let res = Results {
             plan: &plan,
             machine: &m,
             systems: BTreeMap::new(),
             notes: &notes,
+            skips: &skips,
             wall_s: 12.0,
             records: &rs,
         };
@@ -1057,6 +1107,11 @@ mod tests {
         assert!(s.contains("## (a)"));
         assert!(!s.contains("## (b)"));
         assert!(s.contains("etcd-nofsync skipped"));
+        assert!(
+            s.contains("## (g)"),
+            "a skipped system shows its experiment"
+        );
+        assert!(s.contains("**logless-mmap: skipped.** no commands over several keys"));
         assert!(s.contains("4.00×"));
         let dir = tempfile::tempdir().unwrap();
         write_all(dir.path(), &res, 0).unwrap();

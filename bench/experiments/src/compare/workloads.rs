@@ -11,11 +11,11 @@ use super::peers::Proc;
 /// One loadgen run's workload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Load {
-    /// counter, values, readers or registers.
+    /// counter, values, readers, registers, mset or transfers.
     pub workload: String,
     /// Closed-loop clients (readers: the readers; one writer is added).
     pub clients: u32,
-    /// Keys of the registers workload.
+    /// Keys of the registers and mset workloads, counters of transfers.
     pub keys: u64,
     /// uniform or pareto.
     pub dist: String,
@@ -158,7 +158,46 @@ pub struct LoadgenResult {
     /// Unix time when the measured window started.
     #[serde(default)]
     pub measure_start_unix: f64,
+    /// The transfers workload's counters read back after the run.
+    #[serde(default)]
+    pub total_check: Option<TotalCheck>,
 }
+
+/// The transfers workload's invariant as loadgen found it after the run: the counters' total.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TotalCheck {
+    /// Counters.
+    pub keys: u64,
+    /// Their total after the run.
+    pub total: i64,
+    /// The total every transfer keeps.
+    pub expected: i64,
+    /// Whether they are equal.
+    pub ok: bool,
+    /// Why the counters could not be read back.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl TotalCheck {
+    /// One sentence for the summary.
+    pub fn describe(&self) -> String {
+        match (&self.error, self.ok) {
+            (Some(e), _) => format!("the counters could not be checked: {e}"),
+            (None, true) => format!(
+                "the {} counters' total after the run is {}, as it must be",
+                self.keys, self.total
+            ),
+            (None, false) => format!(
+                "ATOMICITY VIOLATED: the {} counters' total after the run is {}, not {}",
+                self.keys, self.total, self.expected
+            ),
+        }
+    }
+}
+
+/// loadgen's exit status when the transfers' total changed (it writes its result first).
+pub const EXIT_TOTAL_CHANGED: i32 = 3;
 
 /// Parses loadgen's JSON.
 pub fn parse_result(text: &str) -> Result<LoadgenResult, String> {
@@ -201,6 +240,8 @@ impl LoadgenRun {
         let text = std::fs::read_to_string(&self.out);
         match (status, text) {
             (Some(s), Ok(text)) if s.success() => parse_result(&text),
+            // A broken invariant: the result says how; the caller fails the run.
+            (Some(s), Ok(text)) if s.code() == Some(EXIT_TOTAL_CHANGED) => parse_result(&text),
             (Some(s), _) => Err(format!(
                 "loadgen failed ({s}); its output ends:\n{}",
                 self.proc.log_tail()
@@ -290,6 +331,18 @@ pub struct Plan {
     pub failure_every_s: f64,
     /// (f) failures: also run etcd.
     pub failure_peers: bool,
+    /// (g) multi-key: clients.
+    pub multi_key_clients: u32,
+    /// (g) multi-key: registers the MSETs write.
+    pub mset_keys: u64,
+    /// (g) multi-key: counters of the transfers.
+    pub transfer_counters: u64,
+    /// (h) pipelined: clients.
+    pub pipelined_clients: u32,
+    /// (h) pipelined: requests per round trip.
+    pub pipeline_depth: u32,
+    /// (h) pipelined: key counts.
+    pub pipelined_keys: Vec<u64>,
     /// Seconds after which any server is killed in any case.
     pub server_limit_s: u64,
 }
@@ -316,6 +369,12 @@ impl Plan {
                 failure_duration_s: 20.0,
                 failure_every_s: 7.0,
                 failure_peers: false,
+                multi_key_clients: 64,
+                mset_keys: 10_000,
+                transfer_counters: 100,
+                pipelined_clients: 50,
+                pipeline_depth: 16,
+                pipelined_keys: vec![1, 100_000],
                 server_limit_s: 900,
             }
         } else {
@@ -337,6 +396,12 @@ impl Plan {
                 failure_duration_s: 90.0,
                 failure_every_s: 30.0,
                 failure_peers: true,
+                multi_key_clients: 256,
+                mset_keys: 100_000,
+                transfer_counters: 1000,
+                pipelined_clients: 50,
+                pipeline_depth: 16,
+                pipelined_keys: vec![1, 100_000],
                 server_limit_s: 4 * 3600,
             }
         }
@@ -401,6 +466,19 @@ mod tests {
         assert_eq!(r.timeline.len(), 1);
         assert_eq!(r.timeline[0].write.count, 200);
         assert!(parse_result("{").is_err());
+        assert_eq!(r.total_check, None);
+        let broken = text.replace(
+            r#""measure_start_unix""#,
+            r#""total_check":{"keys":100,"total":-7,"expected":0,"ok":false},"measure_start_unix""#,
+        );
+        let c = parse_result(&broken).unwrap().total_check.unwrap();
+        assert!(!c.ok);
+        assert!(
+            c.describe().contains("ATOMICITY VIOLATED"),
+            "{}",
+            c.describe()
+        );
+        assert!(c.describe().contains("is -7, not 0"), "{}", c.describe());
     }
 
     #[test]
