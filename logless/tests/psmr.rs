@@ -221,3 +221,37 @@ fn a_killed_replica_replays_its_groups_and_catches_up() {
         ["late:0", "x", "late:1", "x"]
     );
 }
+
+/// Waits for `spec`'s server to exit, refusing to start, and gives its log.
+fn refused_start(spec: &logless_harness::server::ServerSpec) -> String {
+    let mut child = spec.spawn(&common::binary()).expect("start logless server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the server did not refuse");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    common::log_tail(&spec.log)
+}
+
+/// A data directory holds one engine's state, and psmr's groups one mode's and thread
+/// count's: starting otherwise on it is refused with an error that says how to start.
+#[test]
+fn a_directory_of_another_engine_or_layout_is_refused() {
+    let mut cluster = psmr_cluster(1, "smr");
+    assert!(cluster.stop(0));
+    let spec = &cluster.replicas[0].spec;
+    let with = |flag: &str, value: &str| {
+        let mut changed = spec.clone();
+        let at = changed.extra.iter().position(|a| a == flag).expect("given");
+        changed.extra[at + 1] = value.into();
+        changed
+    };
+    let log = refused_start(&with("--engine", "multipaxos"));
+    assert!(log.contains("holds the psmr engine's state"), "{log}");
+    let log = refused_start(&with("--threads", "3"));
+    assert!(log.contains("--psmr-mode smr --threads 2"), "{log}");
+}

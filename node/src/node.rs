@@ -535,7 +535,8 @@ fn log_options(
 }
 
 /// Opens the psmr engine's group logs in the data directory's `psmr/<group>` (`g0`, `g1`, …,
-/// `g_all`), recovers the replica from them, starts its worker threads and builds its loop,
+/// `g_all`; the directory is claimed for the mode and threads first, see
+/// [`crate::psmr_turn::claim_layout`]), recovers the replica from them, starts its worker threads and builds its loop,
 /// with a link to every peer (the transport's shard 0 of 1).
 fn start_psmr(
     config: &NodeConfig,
@@ -554,10 +555,15 @@ fn start_psmr(
     let me = LogNodeId(config.node_id);
     let mut engine = logless_psmr::config::Config::new(nodes, me, threads);
     engine.mode = mode;
+    let dir = config.data_dir.join("psmr");
+    if mode != logless_psmr::config::Mode::NoRep {
+        crate::psmr_turn::claim_layout(&dir, mode, threads)
+            .map_err(|e| StartError::Config(ConfigError::Invalid(e)))?;
+    }
     let mut logs = BTreeMap::new();
     let mut durable = BTreeMap::new();
     for group in mode.groups(threads) {
-        let path = config.data_dir.join("psmr").join(format!("{group:?}"));
+        let path = dir.join(format!("{group:?}"));
         let opened = DurableLog::open(&path, log_options(config, durability))
             .map_err(|source| StartError::Log { path, source })?;
         durable.insert(group, opened.durable);

@@ -106,6 +106,49 @@ impl<D: Dir> GroupStore for GroupLogs<D> {
     }
 }
 
+/// The file in the psmr directory that records the mode and the threads its groups' logs were
+/// written with.
+pub const LAYOUT_FILE: &str = "layout";
+
+/// Claims the psmr directory `dir` for `mode` with `threads` workers: C-G, the groups and so
+/// every log depend on both, so a directory written with others is refused (the error says
+/// how to start on it) rather than replayed into another state.
+pub fn claim_layout(dir: &std::path::Path, mode: Mode, threads: u16) -> Result<(), String> {
+    let layout = format!("mode={mode} threads={threads}\n");
+    let path = dir.join(LAYOUT_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(found) if found == layout => return Ok(()),
+        Ok(found) => {
+            let found = found.trim();
+            let (mode, threads) = found
+                .split_once(' ')
+                .map(|(m, t)| {
+                    (
+                        m.trim_start_matches("mode="),
+                        t.trim_start_matches("threads="),
+                    )
+                })
+                .unwrap_or((found, "?"));
+            return Err(format!(
+                "{} holds psmr groups written with {found}: start it with --psmr-mode {mode} \
+                 --threads {threads}, or give this layout another data directory",
+                dir.display()
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    }
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let temporary = dir.join(format!("{LAYOUT_FILE}.tmp"));
+        std::fs::write(&temporary, &layout)?;
+        std::fs::File::open(&temporary)?.sync_all()?;
+        std::fs::rename(&temporary, &path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
 /// One group's figures.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupStatus {
@@ -394,5 +437,25 @@ impl<R, D: Dir> PsmrCore<R, D> {
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_keeps_the_mode_and_threads_it_was_written_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let psmr = dir.path().join("psmr");
+        claim_layout(&psmr, Mode::Psmr, 2).unwrap();
+        claim_layout(&psmr, Mode::Psmr, 2).unwrap();
+        let refused = claim_layout(&psmr, Mode::Psmr, 3).unwrap_err();
+        assert!(
+            refused.contains("written with mode=psmr threads=2")
+                && refused.contains("--psmr-mode psmr --threads 2"),
+            "{refused}"
+        );
+        assert!(claim_layout(&psmr, Mode::Smr, 2).is_err());
     }
 }
