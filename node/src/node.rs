@@ -502,22 +502,35 @@ fn start_log(
         "recovered the log"
     );
     let (tx, rx) = mpsc::channel(SHARD_QUEUE);
+    let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);
+    Ok((tx.clone(), LogLoop::new(core, rx, links, started)))
+}
+
+/// The links of an engine with one event loop (the log's, psmr's) to every peer: the
+/// transport's shard 0 of 1, delivering to `inputs`; gives each link's writer.
+fn dial_peers<C: crate::peer_codec::PeerCodec>(
+    config: &NodeConfig,
+    transport: &peer::Identity,
+    inputs: &mpsc::Sender<C::Input>,
+    counters: &Arc<PeerCounters>,
+    shutdown: &watch::Receiver<bool>,
+) -> FxHashMap<logless_multipaxos::ids::NodeId, mpsc::UnboundedSender<Vec<C::Message>>> {
     let mut links = FxHashMap::default();
     for p in config.peers.iter().filter(|p| p.id != config.node_id) {
         let (link_tx, link_rx) = mpsc::unbounded_channel();
-        links.insert(LogNodeId(p.id), link_tx);
-        tokio::spawn(peer::dial::<LogCodec>(
+        links.insert(logless_multipaxos::ids::NodeId(p.id), link_tx);
+        tokio::spawn(peer::dial::<C>(
             transport.clone(),
             0,
             NodeId(p.id),
             p.addr.clone(),
             link_rx,
-            tx.clone(),
+            inputs.clone(),
             counters.clone(),
             shutdown.clone(),
         ));
     }
-    Ok((tx.clone(), LogLoop::new(core, rx, links, started)))
+    links
 }
 
 /// The options of a Multi-Paxos log (the log engine's, each psmr group's).
@@ -608,21 +621,7 @@ fn start_psmr(
         "recovered the psmr groups"
     );
     let (tx, rx) = mpsc::channel(SHARD_QUEUE);
-    let mut links = FxHashMap::default();
-    for p in config.peers.iter().filter(|p| p.id != config.node_id) {
-        let (link_tx, link_rx) = mpsc::unbounded_channel();
-        links.insert(LogNodeId(p.id), link_tx);
-        tokio::spawn(peer::dial::<PsmrCodec>(
-            transport.clone(),
-            0,
-            NodeId(p.id),
-            p.addr.clone(),
-            link_rx,
-            tx.clone(),
-            counters.clone(),
-            shutdown.clone(),
-        ));
-    }
+    let links = dial_peers::<PsmrCodec>(config, transport, &tx, counters, shutdown);
     let wiring = crate::psmr_loop::PsmrWiring {
         inputs: rx,
         executed: executed_rx,

@@ -21,6 +21,8 @@
 //! core keeps its own reply cache: the last reply executed for each client id it lent. A retry
 //! due for a command whose reply is in the cache is answered from there, once, and not handed
 //! to the replica again. The cache holds one entry per id, so it is as large as the pool.
+//! Without replication (`no-rep`) nothing is retried: there is no log to lose a request on the
+//! way, and no client table to keep a command handed in twice from running twice.
 //!
 //! # Backlog
 //! The workers' plan takes what the groups deliver, however fast; while any worker has more
@@ -370,6 +372,9 @@ impl<R, D: Dir> PsmrCore<R, D> {
     fn retry_late(&mut self, outlet: &mut impl PsmrOutlet<R>) {
         for due in self.clients.take_due(self.now_ms) {
             match due {
+                // Without replication nothing is lost on the way: the command waits in the
+                // plan, and handing it in again would execute it twice.
+                Due::Retry(_) if self.mode == Mode::NoRep => {}
                 Due::Retry(request) => match self.replies.get(&request.client) {
                     Some((seq, reply)) if *seq == request.seq => {
                         let reply = reply.clone();
