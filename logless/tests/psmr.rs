@@ -161,26 +161,58 @@ fn check_refusals_and_info(con: &mut redis::Connection, mode: &str) {
     assert_eq!(common::config_get(con, "logless-engine"), "psmr");
 }
 
-fn every_mode_case(mode: &str) {
+/// Every replica's `/status`: the engine's figures.
+fn psmr_status(cluster: &Cluster, i: usize) -> logless_node::psmr_turn::PsmrStatus {
+    let http = cluster.replicas[i].spec.http;
+    let (_, body) =
+        logless_harness::probe::http_get(http, "/status", Duration::from_secs(5)).unwrap();
+    let status: logless_node::status::NodeStatus = serde_json::from_str(&body).unwrap();
+    assert_eq!(status.engine, "psmr");
+    status.psmr.expect("the psmr figures")
+}
+
+fn every_mode_case(mode: &str, groups: usize) {
     let cluster = psmr_cluster(3, mode);
     check_refusals_and_info(&mut cluster.connect(0), mode);
     serve_and_check(&cluster);
-    digests_agree(&cluster, Duration::from_secs(10));
+    let digest = digests_agree(&cluster, Duration::from_secs(10));
+    // Every replica executed every command, and names the same leader for each group; under
+    // P-SMR the groups' first leaders are spread over the replicas.
+    let statuses: Vec<_> = (0..3).map(|i| psmr_status(&cluster, i)).collect();
+    let leaders = |s: &logless_node::psmr_turn::PsmrStatus| -> Vec<u16> {
+        s.groups.iter().map(|g| g.leader).collect()
+    };
+    for status in &statuses {
+        assert_eq!((status.mode.as_str(), status.threads), (mode, 2));
+        assert_eq!(status.digest, digest);
+        assert_eq!(status.groups.len(), groups);
+        assert_eq!(leaders(status), leaders(&statuses[0]));
+    }
+    if mode == "psmr" {
+        assert_eq!(leaders(&statuses[0]), [1, 2, 3]);
+    }
+    let led: usize = statuses
+        .iter()
+        .map(|s| s.groups.iter().filter(|g| g.is_leader).count())
+        .sum();
+    assert_eq!(led, groups, "each group has one leader");
+    let http = cluster.replicas[1].spec.http;
+    assert!(common::metric(http, "logless_psmr_executed_total") > 0);
 }
 
 #[test]
 fn psmr_replicates_the_service_with_equal_digests() {
-    every_mode_case("psmr");
+    every_mode_case("psmr", 3);
 }
 
 #[test]
 fn sp_smr_replicates_the_service_with_equal_digests() {
-    every_mode_case("sp-smr");
+    every_mode_case("sp-smr", 1);
 }
 
 #[test]
 fn smr_replicates_the_service_with_equal_digests() {
-    every_mode_case("smr");
+    every_mode_case("smr", 1);
 }
 
 #[test]

@@ -90,6 +90,89 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
     out
 }
 
+/// The psmr engine's figures in the Prometheus text format (`logless_psmr_*`), each group's
+/// labelled with its group.
+fn psmr_prometheus(out: &mut String, s: &PsmrStatus) {
+    let figures = [
+        (
+            "executed_total",
+            "counter",
+            "Commands executed.",
+            s.executed,
+        ),
+        (
+            "executed_synchronous_total",
+            "counter",
+            "Commands executed in synchronous mode (g_all).",
+            s.executed_synchronous,
+        ),
+        (
+            "backlog",
+            "gauge",
+            "Commands delivered to a worker and not executed.",
+            s.backlog,
+        ),
+        (
+            "answered_total",
+            "counter",
+            "Commands answered with the service's reply.",
+            s.answered,
+        ),
+        (
+            "retried_total",
+            "counter",
+            "Commands handed to the replica again.",
+            s.retried,
+        ),
+        (
+            "timed_out_total",
+            "counter",
+            "Commands answered outcome unknown.",
+            s.timed_out,
+        ),
+        (
+            "overloaded_total",
+            "counter",
+            "Commands refused as overloaded.",
+            s.overloaded,
+        ),
+        ("in_flight", "gauge", "Commands in flight.", s.in_flight),
+        (
+            "threads",
+            "gauge",
+            "Worker threads configured.",
+            u64::from(s.threads),
+        ),
+    ];
+    for (name, kind, help, value) in figures {
+        let _ = writeln!(
+            out,
+            "# HELP logless_psmr_{name} {help}\n# TYPE logless_psmr_{name} {kind}\nlogless_psmr_{name} {value}"
+        );
+    }
+    for (name, help) in [
+        ("group_leader", "The leader of each group's view."),
+        ("group_is_leader", "Whether this replica leads the group."),
+        (
+            "group_executed_below",
+            "The group's next instance to deliver.",
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP logless_psmr_{name} {help}\n# TYPE logless_psmr_{name} gauge"
+        );
+        for g in &s.groups {
+            let value = match name {
+                "group_leader" => u64::from(g.leader),
+                "group_is_leader" => u64::from(g.is_leader),
+                _ => g.executed_below,
+            };
+            let _ = writeln!(out, "logless_psmr_{name}{{group=\"{}\"}} {value}", g.group);
+        }
+    }
+}
+
 /// Upper bounds of the latency histogram buckets, in seconds.
 const BUCKETS_S: [f64; 14] = [
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
@@ -321,6 +404,9 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
             "logless_command_latency_seconds_count{{command=\"{name}\"}} {}",
             h.len()
         );
+    }
+    if let Some(psmr) = &t.psmr {
+        psmr_prometheus(&mut out, psmr);
     }
     if let Some(log) = &t.log {
         for figure in log_figures(log) {
