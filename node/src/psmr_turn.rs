@@ -447,7 +447,102 @@ impl<R, D: Dir> PsmrCore<R, D> {
 
 #[cfg(test)]
 mod tests {
+    use logless_btree::{KvCommand, KvReply};
+    use logless_service::Wire;
+    use logless_storage::SimDir;
+
     use super::*;
+
+    #[derive(Default)]
+    struct Collected {
+        answers: Vec<(u32, PsmrAnswer)>,
+    }
+
+    impl PsmrOutlet<u32> for Collected {
+        fn send(&mut self, _: NodeId, _: Vec<(Group, Message)>) {}
+
+        fn answer(&mut self, reply: u32, answer: PsmrAnswer) {
+            self.answers.push((reply, answer));
+        }
+    }
+
+    /// A core without replication, one worker, and nothing started: the tests drive it.
+    fn no_rep_core() -> (PsmrCore<u32, SimDir>, Arc<Shared<KvService>>) {
+        let mut config = logless_psmr::config::Config::new(vec![NodeId(1)], NodeId(1), 1);
+        config.mode = Mode::NoRep;
+        let replica = logless_psmr::replica::Replica::new(config, KvService::new(), 0);
+        let shared = Arc::new(Shared::new(replica, KvService::new()));
+        let logs = GroupLogs::new(BTreeMap::new());
+        let core = PsmrCore::new(
+            NodeId(1),
+            shared.clone(),
+            logs,
+            1,
+            1_000,
+            Mode::NoRep,
+            1,
+            1_000_000,
+            0,
+        );
+        (core, shared)
+    }
+
+    fn insert(key: &str) -> Bytes {
+        let command = KvCommand::Insert {
+            key: key.as_bytes().to_vec(),
+            value: b"v".to_vec(),
+        };
+        Bytes::from(command.encode_to_vec())
+    }
+
+    #[test]
+    fn commands_are_answered_once_a_worker_executed_them() {
+        let (mut core, shared) = no_rep_core();
+        let mut out = Collected::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let workers = crate::psmr_workers::spawn(&shared, 1, 1, move |e| {
+            let _ = tx.send(e);
+        })
+        .unwrap();
+        core.submit(insert("a"), 7);
+        core.submit(insert("a"), 8);
+        core.finish_turn(&mut out).unwrap();
+        for _ in 0..2 {
+            let executed = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+            core.executed(executed, &mut out);
+        }
+        shared.stop();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        let replies: Vec<(u32, KvReply)> = (out.answers.into_iter())
+            .map(|(to, answer)| (to, KvReply::decode(&answer.unwrap()).unwrap()))
+            .collect();
+        assert_eq!(
+            replies,
+            [(7, KvReply::Stored(true)), (8, KvReply::Stored(false))]
+        );
+        let status = core.status();
+        assert_eq!(
+            (status.answered, status.executed, status.in_flight),
+            (2, 2, 0)
+        );
+        assert_eq!(status.digest, shared.digest().to_string());
+    }
+
+    #[test]
+    fn a_backlog_over_its_limit_refuses_new_commands() {
+        let (mut core, _shared) = no_rep_core();
+        let mut out = Collected::default();
+        for i in 0..=BACKLOG_MAX {
+            core.submit(insert(&i.to_string()), 0);
+        }
+        core.finish_turn(&mut out).unwrap();
+        assert!(out.answers.is_empty(), "all taken: nothing executes them");
+        core.submit(insert("late"), 1);
+        core.finish_turn(&mut out).unwrap();
+        assert_eq!(out.answers, [(1, Err(Failure::Overloaded))]);
+        assert_eq!(core.status().overloaded, 1);
+        assert_eq!(core.status().backlog, BACKLOG_MAX as u64 + 1);
+    }
 
     #[test]
     fn a_directory_keeps_the_mode_and_threads_it_was_written_with() {
