@@ -287,3 +287,46 @@ fn a_directory_of_another_engine_or_layout_is_refused() {
     let log = refused_start(&with("--threads", "3"));
     assert!(log.contains("--psmr-mode smr --threads 2"), "{log}");
 }
+
+/// Replica 2 leads `g1` (and replica 3 `g_all`): killed while clients write through the other
+/// two, its group elects another leader and the writes go on; restarted, it replays its logs
+/// and ends with the others' digest. Answers during the failover may be errors (TRYAGAIN,
+/// UNCERTAIN): what counts is that the replicas agree on whatever was executed.
+#[test]
+fn a_group_leader_killed_under_load_is_replaced_and_catches_up() {
+    let mut cluster = psmr_cluster(3, "psmr");
+    let writers = |cluster: &Cluster, round: usize| {
+        std::thread::scope(|scope| {
+            for (w, replica) in [0, 2].into_iter().enumerate() {
+                let mut con = cluster.connect(replica);
+                scope.spawn(move || {
+                    let mut ok = 0;
+                    for i in 0..40 {
+                        let k = format!("load:{round}:{w}:{i}");
+                        let insert = redis::cmd("SET").arg(&k).arg("a").arg("NX").query(&mut con);
+                        let update = redis::cmd("SET").arg(&k).arg("b").arg("XX").query(&mut con);
+                        let results: [redis::RedisResult<Option<String>>; 2] = [insert, update];
+                        ok += results.iter().filter(|r| r.is_ok()).count();
+                    }
+                    assert!(ok > 0, "writer {w} got no command through");
+                });
+            }
+        });
+    };
+    writers(&cluster, 0);
+    cluster.kill(1);
+    writers(&cluster, 1);
+    digests_agree(&cluster, Duration::from_secs(10));
+    cluster.spawn(1);
+    cluster.wait_serving(Duration::from_secs(30));
+    writers(&cluster, 2);
+    let digest = digests_agree(&cluster, Duration::from_secs(20));
+    let statuses: Vec<_> = (0..3).map(|i| psmr_status(&cluster, i)).collect();
+    assert!(statuses.iter().all(|s| s.digest == digest));
+    let g1_leaders: Vec<u16> = statuses.iter().map(|s| s.groups[1].leader).collect();
+    assert!(
+        g1_leaders.iter().all(|&l| l == g1_leaders[0]),
+        "{g1_leaders:?}"
+    );
+    assert_ne!(g1_leaders[0], 2, "g1 moved off the killed replica");
+}
