@@ -21,6 +21,9 @@
 //! core keeps its own reply cache: the last reply executed for each client id it lent. A retry
 //! due for a command whose reply is in the cache is answered from there, once, and not handed
 //! to the replica again. The cache holds one entry per id, so it is as large as the pool.
+//! Within one process the workers' report of an execution settles the operation at once (the
+//! loop takes reports before it retries), so today the cache is a backstop: it answers a retry
+//! only if a report arrived while the operation was still due, never twice.
 //! Without replication (`no-rep`) nothing is retried: there is no log to lose a request on the
 //! way, and no client table to keep a command handed in twice from running twice.
 //!
