@@ -39,10 +39,17 @@ pub struct ServerArgs {
     /// memory, mmap, sync or pmem.
     #[arg(long, env = "LOGLESS_DURABILITY")]
     pub durability: Option<String>,
-    /// The replication engine, the same on every replica: rmw (per-key registers) or
-    /// multipaxos (one log; multi-key commands and MULTI/EXEC are atomic).
+    /// The replication engine, the same on every replica: rmw (per-key registers),
+    /// multipaxos (one log; multi-key commands and MULTI/EXEC are atomic) or psmr (the
+    /// B+-tree key-value service on P-SMR's parallel streams).
     #[arg(long, env = "LOGLESS_ENGINE")]
     pub engine: Option<logless_node::config::Engine>,
+    /// The psmr engine's worker threads, the same on every replica (0: the cores available).
+    #[arg(long, env = "LOGLESS_THREADS")]
+    pub threads: Option<u16>,
+    /// The psmr engine's mode: psmr, sp-smr, smr or no-rep (one process, no peers).
+    #[arg(long, env = "LOGLESS_PSMR_MODE")]
+    pub psmr_mode: Option<String>,
     /// Shards (event loops and store files); the same on every replica.
     #[arg(long, env = "LOGLESS_SHARDS")]
     pub shards: Option<u16>,
@@ -163,6 +170,12 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.shards {
         c.shards = v;
+    }
+    if let Some(v) = args.threads {
+        c.threads = v;
+    }
+    if let Some(v) = &args.psmr_mode {
+        c.psmr_mode = v.clone();
     }
     if let Some(v) = args.read_retries {
         c.read_retries = v;

@@ -102,6 +102,32 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                         log.catch_up_queries,
                     );
                 }
+                if let Some(psmr) = &s.psmr {
+                    let groups: Vec<String> = psmr
+                        .groups
+                        .iter()
+                        .map(|g| {
+                            let mark = if g.is_leader { "*" } else { "" };
+                            format!(
+                                "{} leader {}{mark} at {}",
+                                g.group, g.leader, g.executed_below
+                            )
+                        })
+                        .collect();
+                    println!(
+                        "{:<22} psmr mode {}, {} threads, digest {}, backlog {}; {}",
+                        "",
+                        psmr.mode,
+                        psmr.threads,
+                        psmr.digest,
+                        psmr.backlog,
+                        if groups.is_empty() {
+                            "no groups".to_string()
+                        } else {
+                            groups.join(", ")
+                        }
+                    );
+                }
                 if let Some(bugs) = &s.injected_bugs {
                     // Only a test build reports this: it should never be seen in production.
                     println!(

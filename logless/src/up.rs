@@ -58,10 +58,17 @@ pub struct UpArgs {
     /// memory, mmap, sync or pmem.
     #[arg(long, default_value = "mmap")]
     pub durability: String,
-    /// The replication engine: rmw (per-key registers) or multipaxos (one log; multi-key
-    /// commands and MULTI/EXEC are atomic).
+    /// The replication engine: rmw (per-key registers), multipaxos (one log; multi-key
+    /// commands and MULTI/EXEC are atomic) or psmr (the B+-tree key-value service on P-SMR).
     #[arg(long, default_value_t = logless_node::config::Engine::Rmw)]
     pub engine: logless_node::config::Engine,
+    /// The psmr engine's worker threads per replica (0: the cores available).
+    #[arg(long, default_value_t = 0)]
+    pub threads: u16,
+    /// The psmr engine's mode: psmr, sp-smr, smr or no-rep (one replica, no replication:
+    /// --replicas must be 1).
+    #[arg(long, default_value = "psmr")]
+    pub psmr_mode: String,
     /// Shards per replica (the per-key engine only: the log engine has one log).
     #[arg(long, default_value_t = 1)]
     pub shards: u16,
@@ -169,6 +176,8 @@ fn specs(
                 ..spec
             }
             .flag("--engine", args.engine)
+            .flag("--threads", args.threads)
+            .flag("--psmr-mode", &args.psmr_mode)
             .flag("--read-retries", args.read_retries)
             .flag("--thrifty-reads", args.thrifty_reads)
             .flag("--thrifty-writes", args.thrifty_writes)
@@ -283,6 +292,15 @@ fn supervise(children: Vec<Option<Child>>, specs: &[ServerSpec], exe: &Path) -> 
 pub fn up(args: &UpArgs) -> ExitCode {
     if ![1, 3, 5, 7].contains(&args.replicas) {
         eprintln!("error: --replicas must be 1, 3, 5 or 7");
+        return ExitCode::from(2);
+    }
+    if args.engine == logless_node::config::Engine::Psmr
+        && args.psmr_mode == "no-rep"
+        && args.replicas != 1
+    {
+        eprintln!(
+            "error: --psmr-mode no-rep runs one process without replication: give --replicas 1"
+        );
         return ExitCode::from(2);
     }
     let n = args.replicas;

@@ -8,6 +8,9 @@
 //! data_dir = "./logless-data/node-1"
 //! durability = "mmap"          # memory | mmap | sync | pmem
 //! engine = "rmw"               # rmw (per-key registers) | multipaxos (one log, atomic multi-key)
+//!                              # | psmr (the B+-tree KV service on P-SMR's parallel streams)
+//! threads = 0                  # psmr: worker threads, k (0: the cores available)
+//! psmr_mode = "psmr"           # psmr: psmr | sp-smr | smr | no-rep (one process, no peers)
 //! shards = 1
 //! read_retries = 1
 //! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
@@ -152,6 +155,9 @@ pub enum Engine {
     /// Multi-Paxos: one replicated log orders every command, so commands on several keys
     /// (MSET, MULTI/EXEC, ...) are atomic.
     Multipaxos,
+    /// P-SMR (seed 004): the B⁺-tree key-value service, its commands multicast to the worker
+    /// threads that need them over `threads + 1` Multi-Paxos streams.
+    Psmr,
 }
 
 impl Engine {
@@ -160,6 +166,7 @@ impl Engine {
         match self {
             Engine::Rmw => "rmw",
             Engine::Multipaxos => "multipaxos",
+            Engine::Psmr => "psmr",
         }
     }
 }
@@ -177,7 +184,10 @@ impl std::str::FromStr for Engine {
         match name {
             "rmw" => Ok(Engine::Rmw),
             "multipaxos" => Ok(Engine::Multipaxos),
-            other => Err(format!("engine must be rmw or multipaxos, not {other:?}")),
+            "psmr" => Ok(Engine::Psmr),
+            other => Err(format!(
+                "engine must be rmw, multipaxos or psmr, not {other:?}"
+            )),
         }
     }
 }
@@ -204,6 +214,11 @@ pub struct NodeConfig {
     pub engine: Engine,
     /// Shards (one event loop and one store file each); the same on every replica.
     pub shards: u16,
+    /// The psmr engine's worker threads, `k` (it runs `k + 1` streams); the same on every
+    /// replica. 0: the cores available ([`NodeConfig::psmr_threads`]).
+    pub threads: u16,
+    /// The psmr engine's mode: `psmr`, `sp-smr`, `smr` or `no-rep` (one process, no peers).
+    pub psmr_mode: String,
     /// Read retries before a read writes through (X of the paper).
     pub read_retries: u32,
     /// Whether a read asks a quorum of replicas first (its own and the next) and the others
@@ -289,6 +304,8 @@ impl Default for NodeConfig {
             durability: "mmap".to_string(),
             engine: Engine::default(),
             shards: 1,
+            threads: 0,
+            psmr_mode: "psmr".to_string(),
             read_retries: 1,
             thrifty_reads: true,
             thrifty_writes: false,
@@ -372,6 +389,9 @@ pub const BACKOFF_MAX_MS: u64 = 20;
 /// such as `SET key value IFEQ old`.
 pub const ARGUMENTS_BYTES_ROOM: usize = 1024;
 
+/// The most worker threads of the psmr engine.
+pub const PSMR_THREADS_MAX: u16 = 256;
+
 /// The largest `value_bytes_max` a replica may be configured with.
 pub const VALUE_BYTES_MAX_LIMIT: usize = 64 << 20;
 
@@ -429,6 +449,24 @@ impl NodeConfig {
         parse_durability(&self.durability)
     }
 
+    /// The psmr engine's mode.
+    pub fn psmr_mode(&self) -> Result<logless_psmr::config::Mode, ConfigError> {
+        self.psmr_mode
+            .parse()
+            .map_err(|e: logless_psmr::config::UnknownMode| ConfigError::Invalid(e.to_string()))
+    }
+
+    /// The psmr engine's worker threads: [`NodeConfig::threads`], or the cores available (at
+    /// least one) if it is 0.
+    pub fn psmr_threads(&self) -> u16 {
+        match self.threads {
+            0 => std::thread::available_parallelism()
+                .map_or(1, |n| u16::try_from(n.get()).unwrap_or(PSMR_THREADS_MAX))
+                .min(PSMR_THREADS_MAX),
+            threads => threads,
+        }
+    }
+
     /// Checks everything that can be checked before starting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |m: String| Err(ConfigError::Invalid(m));
@@ -458,6 +496,9 @@ impl NodeConfig {
                 "the multipaxos engine orders every key in one log: shards must be 1, not {}",
                 self.shards
             ));
+        }
+        if self.engine == Engine::Psmr {
+            self.validate_psmr()?;
         }
         if self.value_bytes_max == 0 || self.value_bytes_max > VALUE_BYTES_MAX_LIMIT {
             return invalid("value_bytes_max must be between 1 and 64 MiB".into());
@@ -491,6 +532,32 @@ impl NodeConfig {
         }
         self.durability()?;
         crate::tls::check_config(self)?;
+        Ok(())
+    }
+
+    /// The psmr engine's settings: its shards, threads and mode.
+    fn validate_psmr(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        if self.shards != 1 {
+            return invalid(format!(
+                "the psmr engine runs one replica of the service: shards must be 1, not {}",
+                self.shards
+            ));
+        }
+        if self.threads > PSMR_THREADS_MAX {
+            return invalid(format!(
+                "threads must be at most {PSMR_THREADS_MAX}, not {}",
+                self.threads
+            ));
+        }
+        let mode = self.psmr_mode()?;
+        if mode == logless_psmr::config::Mode::NoRep && self.peers.len() != 1 {
+            return invalid(format!(
+                "psmr_mode no-rep runs one process without replication: peers must list only \
+                 this node, not {} nodes",
+                self.peers.len()
+            ));
+        }
         Ok(())
     }
 

@@ -15,6 +15,7 @@ use crate::clients::ClientRegistry;
 use crate::config::NodeConfig;
 use crate::log_loop::LogInput;
 use crate::peer::PeerCounters;
+use crate::psmr_loop::PsmrInput;
 use crate::shard::ShardInput;
 
 /// What every task of a running replica may look at.
@@ -31,6 +32,8 @@ pub struct NodeContext {
     pub shards: Vec<mpsc::Sender<ShardInput>>,
     /// The log's input channel (the log engine only).
     pub log: Option<mpsc::Sender<LogInput>>,
+    /// The psmr loop's input channel (the psmr engine only).
+    pub psmr: Option<mpsc::Sender<PsmrInput>>,
     /// When the node started.
     pub started: Instant,
     /// The client connections' counters.

@@ -13,6 +13,8 @@
 //! listener's connections are served the same way once their handshake is done
 //! ([`crate::tls`]). Under the log engine every engine step is one operation handed to the
 //! log's loop instead ([`crate::log_ops`]), and answered once executed in the log's order.
+//! Under the psmr engine the B⁺-tree service's commands ([`crate::psmr_ops`]) go to its loop,
+//! and are answered once a worker thread executed them.
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -39,6 +41,9 @@ use crate::limits::{check_query, ClientLimits, Ended, IdleClock, Output};
 use crate::log_loop::{LogInput, LogReplyTo, LogSubmitted};
 use crate::log_ops::{self, Shown};
 use crate::log_turn::LogAnswer;
+use crate::psmr_loop::{PsmrInput, PsmrReplyTo, PsmrSubmitted};
+use crate::psmr_ops::{self, PsmrStep};
+use crate::psmr_turn::PsmrAnswer;
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
 use crate::tls;
 use crate::turn::answer_of;
@@ -104,6 +109,8 @@ enum Pending {
     Many(Vec<u64>, Combine, Protocol),
     /// One operation of the log engine.
     Log(u64, Shown, Protocol),
+    /// One command of the psmr engine.
+    Psmr(u64, Protocol),
 }
 
 /// Submits a connection's commands to the shards in batches and collects the answers, which
@@ -117,10 +124,41 @@ struct Exchange {
     outbox_len: usize,
     arrived: FxHashMap<u64, CommandResult>,
     /// The log engine's answers, and its operations waiting to be handed to the log.
-    log_tx: mpsc::UnboundedSender<(u64, LogAnswer)>,
-    log_rx: mpsc::UnboundedReceiver<(u64, LogAnswer)>,
+    log: Answers<LogAnswer>,
     log_outbox: Vec<LogSubmitted>,
-    log_arrived: FxHashMap<u64, LogAnswer>,
+    /// The psmr engine's answers, and its commands waiting to be handed to its loop.
+    psmr: Answers<PsmrAnswer>,
+    psmr_outbox: Vec<PsmrSubmitted>,
+}
+
+/// The answers of an engine's one loop (the log's, psmr's) to a connection: they arrive on one
+/// channel in any order and are taken by number.
+struct Answers<A> {
+    tx: mpsc::UnboundedSender<(u64, A)>,
+    rx: mpsc::UnboundedReceiver<(u64, A)>,
+    arrived: FxHashMap<u64, A>,
+}
+
+impl<A> Answers<A> {
+    fn new() -> Answers<A> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Answers {
+            tx,
+            rx,
+            arrived: FxHashMap::default(),
+        }
+    }
+
+    /// The answer numbered `seq`, or `None` if the loop stopped without giving it.
+    async fn take(&mut self, seq: u64) -> Option<A> {
+        loop {
+            if let Some(answer) = self.arrived.remove(&seq) {
+                return Some(answer);
+            }
+            let (s, answer) = self.rx.recv().await?;
+            self.arrived.insert(s, answer);
+        }
+    }
 }
 
 /// A connection hands its commands to the shards at least every this many commands.
@@ -129,7 +167,6 @@ const OUTBOX_MAX: usize = 1024;
 impl Exchange {
     fn new(shards: usize) -> Exchange {
         let (tx, rx) = mpsc::unbounded_channel();
-        let (log_tx, log_rx) = mpsc::unbounded_channel();
         Exchange {
             tx,
             rx,
@@ -137,10 +174,10 @@ impl Exchange {
             outbox: (0..shards).map(|_| Vec::new()).collect(),
             outbox_len: 0,
             arrived: FxHashMap::default(),
-            log_tx,
-            log_rx,
+            log: Answers::new(),
             log_outbox: Vec::new(),
-            log_arrived: FxHashMap::default(),
+            psmr: Answers::new(),
+            psmr_outbox: Vec::new(),
         }
     }
 
@@ -151,7 +188,7 @@ impl Exchange {
         self.log_outbox.push(LogSubmitted {
             operation,
             reply: LogReplyTo {
-                tx: self.log_tx.clone(),
+                tx: self.log.tx.clone(),
                 seq,
             },
         });
@@ -161,19 +198,21 @@ impl Exchange {
         seq
     }
 
-    /// The answer to the log operation numbered `seq`.
-    async fn take_log(&mut self, seq: u64) -> LogAnswer {
-        loop {
-            if let Some(answer) = self.log_arrived.remove(&seq) {
-                return answer;
-            }
-            match self.log_rx.recv().await {
-                Some((s, answer)) => {
-                    self.log_arrived.insert(s, answer);
-                }
-                None => return Err(Failure::NotApplied),
-            }
+    /// Queues one command for the psmr loop; returns its number.
+    async fn submit_psmr(&mut self, context: &NodeContext, command: Bytes) -> u64 {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        self.psmr_outbox.push(PsmrSubmitted {
+            command,
+            reply: PsmrReplyTo {
+                tx: self.psmr.tx.clone(),
+                seq,
+            },
+        });
+        if self.psmr_outbox.len() >= OUTBOX_MAX {
+            self.send(context).await;
         }
+        seq
     }
 
     async fn submit(&mut self, context: &NodeContext, key: Bytes, command: Command) -> u64 {
@@ -203,7 +242,21 @@ impl Exchange {
                 // A stopped log: none of these operations ran.
                 if let LogInput::Submit(batch) = refused.0 {
                     for submitted in batch {
-                        self.log_arrived
+                        self.log
+                            .arrived
+                            .insert(submitted.reply.seq, Err(Failure::NotApplied));
+                    }
+                }
+            }
+        }
+        if let (Some(psmr), false) = (&context.psmr, self.psmr_outbox.is_empty()) {
+            let batch = std::mem::take(&mut self.psmr_outbox);
+            if let Err(refused) = psmr.send(PsmrInput::Submit(batch)).await {
+                // A stopped loop: none of these commands ran.
+                if let PsmrInput::Submit(batch) = refused.0 {
+                    for submitted in batch {
+                        self.psmr
+                            .arrived
                             .insert(submitted.reply.seq, Err(Failure::NotApplied));
                     }
                 }
@@ -276,7 +329,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let mut session = Session::new(id)
         .with_value_bytes_max(context.config.value_bytes_max)
         .with_acl(context.acl.clone())
-        .with_total_order(context.log.is_some());
+        // Under psmr, commands over several keys parse, to be refused as the engine's.
+        .with_total_order(context.log.is_some() || context.psmr.is_some());
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = Output::new(limits.output_bytes_max);
     let mut clock = IdleClock::new(limits.idle);
@@ -299,7 +353,34 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                     clock.restart();
                     counters.requests.fetch_add(1, Ordering::Relaxed);
                     let mut args = owned(&args);
-                    let step = session.handle(&args);
+                    let step = match context.psmr {
+                        None => session.handle(&args),
+                        Some(_) => match psmr_ops::handle(&mut session, &context.acl, &args) {
+                            PsmrStep::Session(step) => step,
+                            PsmrStep::Submit(command) => {
+                                let protocol = session.protocol();
+                                let command = psmr_ops::encode(&command);
+                                let seq = exchange.submit_psmr(context, command).await;
+                                pending.push_back(Pending::Psmr(seq, protocol));
+                                last_command = Some(args.swap_remove(0));
+                                continue;
+                            }
+                            PsmrStep::Digest => {
+                                exchange.send(context).await;
+                                write_replies(
+                                    &mut stream,
+                                    &mut output,
+                                    &mut pending,
+                                    &mut exchange,
+                                )
+                                .await?;
+                                let value = psmr_ops::digest(context).await;
+                                output.push(&mut stream, &value, session.protocol()).await?;
+                                last_command = Some(args.swap_remove(0));
+                                continue;
+                            }
+                        },
+                    };
                     let protocol = session.protocol();
                     if let Step::Node(query) = step {
                         // The commands before it in the pipeline take effect first (a SET
@@ -455,9 +536,15 @@ async fn resolve(pending: Pending, exchange: &mut Exchange) -> (Value, Protocol)
             }
             (Session::combine(combine, answers), protocol)
         }
-        Pending::Log(seq, shown, protocol) => (
-            log_ops::reply(exchange.take_log(seq).await, shown),
-            protocol,
-        ),
+        Pending::Log(seq, shown, protocol) => {
+            let answer = exchange.log.take(seq).await;
+            let answer = answer.unwrap_or(Err(Failure::NotApplied));
+            (log_ops::reply(answer, shown), protocol)
+        }
+        Pending::Psmr(seq, protocol) => {
+            let answer = exchange.psmr.take(seq).await;
+            let answer = answer.unwrap_or(Err(Failure::NotApplied));
+            (psmr_ops::reply(answer), protocol)
+        }
     }
 }

@@ -320,6 +320,12 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             }
             out.push_str("\r\n");
         }
+        if let Some(psmr) = &totals.psmr {
+            out.truncate(out.len() - 2);
+            out.push_str("logless_engine:psmr\r\n");
+            out.push_str(&status::psmr_info(psmr));
+            out.push_str("\r\n");
+        }
     }
     if wanted("keyspace") {
         let _ = write!(out, "# Keyspace\r\n");

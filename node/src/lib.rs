@@ -12,6 +12,9 @@
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`log_loop`] — the tokio event loop of the log engine's one replica of the log;
 //! * [`log_ops`] — the Redis session's steps as operations of the log, and their replies;
+//! * [`psmr_turn`], [`psmr_loop`], [`psmr_workers`] and [`psmr_ops`] — the psmr engine: its
+//!   groups' durable logs and clients, its event loop, its worker threads driving the
+//!   execution plan, and the Redis commands of the B⁺-tree key-value service it serves;
 //! * [`peer`] — the TCP transport between the same shard of every replica, and
 //!   [`peer_codec`] — its frames for each engine;
 //! * [`limits`] — what one client or peer connection may hold, and for how long;
@@ -24,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+mod client_pool;
 pub mod clients;
 pub mod config;
 pub mod context;
@@ -39,6 +43,10 @@ pub mod log_turn;
 pub mod node;
 pub mod peer;
 pub mod peer_codec;
+pub mod psmr_loop;
+pub mod psmr_ops;
+pub mod psmr_turn;
+pub mod psmr_workers;
 pub mod shard;
 pub mod status;
 pub mod store;

@@ -37,27 +37,27 @@
 //! executed before it was answered), and every replica executes the same log: the history is
 //! linearizable. No lease or read index is involved, so a deposed leader cannot answer a read
 //! from a stale state: its own reads need a majority in the current view too.
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use logless_multipaxos::config::Config;
-use logless_multipaxos::ids::{ClientId, Instance, NodeId, RequestSeq, View};
+use logless_multipaxos::ids::{Instance, NodeId, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
-use logless_multipaxos::message::{Message, Request};
+use logless_multipaxos::message::Message;
 use logless_multipaxos::persist::Durable;
 use logless_multipaxos::replica::Replica;
 use logless_redis::session::Failure;
 use logless_storage::{Dir, FsDir, StoreError};
 use serde::{Deserialize, Serialize};
 
+use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
 use crate::turn::ShardClock;
 
 /// What a client operation came to: the map's response, or why there is none.
 pub type LogAnswer = Result<Response, Failure>;
 
-/// How long an operation waits for its answer before it is handed to the replica again.
-pub const RETRY_MS: u64 = 500;
+pub use crate::client_pool::RETRY_MS;
 
 /// The most operations in flight at once; more are answered "overloaded" at once. Below the
 /// 2^24 ids the pool can number per incarnation.
@@ -118,59 +118,6 @@ pub struct LogStatus {
     pub in_flight: u64,
     /// Turns whose records were flushed.
     pub flushes: u64,
-}
-
-struct InFlight<R> {
-    reply: R,
-    request: Request,
-    deadline_ms: u64,
-}
-
-/// The pool of client ids lent to operations in flight (see the module documentation).
-struct ClientPool<R> {
-    /// Node id and incarnation, in the top 40 bits.
-    base: u64,
-    /// Ids created so far.
-    created: u64,
-    /// Ids free to lend, with the last request number each used.
-    idle: Vec<(ClientId, RequestSeq)>,
-    in_flight: BTreeMap<ClientId, InFlight<R>>,
-    /// When each request is next due for a retry or its deadline, in the order pushed (which is
-    /// the order due but for a retry whose deadline comes first: it may be seen up to
-    /// [`RETRY_MS`] late).
-    due: VecDeque<(u64, ClientId, RequestSeq)>,
-}
-
-impl<R> ClientPool<R> {
-    fn new(node: u16, incarnation: u32) -> ClientPool<R> {
-        ClientPool {
-            base: (u64::from(node) << 48) | (u64::from(incarnation & 0xFF_FFFF) << 24),
-            created: 0,
-            idle: Vec::new(),
-            in_flight: BTreeMap::new(),
-            due: VecDeque::new(),
-        }
-    }
-
-    /// Lends an id for a new request; its number is the id's next.
-    fn lend(&mut self) -> (ClientId, RequestSeq) {
-        let (client, last) = self.idle.pop().unwrap_or_else(|| {
-            self.created += 1;
-            (ClientId(self.base | self.created), RequestSeq(0))
-        });
-        (client, RequestSeq(last.0 + 1))
-    }
-
-    /// Takes the request in flight under `client` if it is `seq`, and puts the id back.
-    fn settle(&mut self, client: ClientId, seq: RequestSeq) -> Option<InFlight<R>> {
-        match self.in_flight.get(&client) {
-            Some(flight) if flight.request.seq == seq => {}
-            _ => return None,
-        }
-        let flight = self.in_flight.remove(&client)?;
-        self.idle.push((client, seq));
-        Some(flight)
-    }
 }
 
 /// The node's replica of the log, its durable log and the operations waiting for answers. `R`
@@ -246,29 +193,16 @@ impl<R, D: Dir> LogCore<R, D> {
 
     /// Takes a client operation; its answer goes to `reply`.
     pub fn submit(&mut self, operation: &Operation, reply: R) {
-        if self.clients.in_flight.len() >= IN_FLIGHT_MAX {
+        if self.clients.in_flight() >= IN_FLIGHT_MAX {
             self.overloaded += 1;
             self.refused.push(reply);
             return;
         }
-        let (client, seq) = self.clients.lend();
-        let request = Request {
-            client,
-            seq,
-            payload: operation.encode(),
-        };
-        self.replica.handle_request(self.now_ms, request.clone());
-        let deadline_ms = self.now_ms.saturating_add(self.request_timeout_ms);
-        self.clients.in_flight.insert(
-            client,
-            InFlight {
-                reply,
-                request,
-                deadline_ms,
-            },
-        );
-        let due_ms = (self.now_ms + RETRY_MS).min(deadline_ms);
-        self.clients.due.push_back((due_ms, client, seq));
+        let payload = operation.encode();
+        let request = self
+            .clients
+            .lend(payload, reply, self.now_ms, self.request_timeout_ms);
+        self.replica.handle_request(self.now_ms, request);
     }
 
     /// Takes protocol messages from `from`, in the order sent.
@@ -304,11 +238,11 @@ impl<R, D: Dir> LogCore<R, D> {
             }
         }
         for reply in released.replies {
-            let Some(flight) = self.clients.settle(reply.client, reply.seq) else {
+            let Some(to) = self.clients.settle(reply.client, reply.seq) else {
                 continue;
             };
             self.answered += 1;
-            outlet.answer(flight.reply, Ok(decoded(&reply.reply)));
+            outlet.answer(to, Ok(decoded(&reply.reply)));
         }
         for reply in self.refused.drain(..) {
             outlet.answer(reply, Err(Failure::Overloaded));
@@ -319,29 +253,17 @@ impl<R, D: Dir> LogCore<R, D> {
     /// Hands the operations due for a retry to the replica again, and answers those past their
     /// deadline "outcome unknown".
     fn retry_late(&mut self, outlet: &mut impl LogOutlet<R>) {
-        let now_ms = self.now_ms;
-        while let Some(&(due_ms, client, seq)) = self.clients.due.front() {
-            if due_ms > now_ms {
-                break;
+        for due in self.clients.take_due(self.now_ms) {
+            match due {
+                Due::Retry(request) => {
+                    self.retried += 1;
+                    self.replica.handle_request(self.now_ms, request);
+                }
+                Due::TimedOut(reply) => {
+                    self.timed_out += 1;
+                    outlet.answer(reply, Err(Failure::OutcomeUnknown));
+                }
             }
-            self.clients.due.pop_front();
-            let Some(flight) = self.clients.in_flight.get(&client) else {
-                continue;
-            };
-            if flight.request.seq != seq {
-                continue;
-            }
-            if now_ms >= flight.deadline_ms {
-                let flight = self.clients.settle(client, seq).expect("in flight");
-                self.timed_out += 1;
-                outlet.answer(flight.reply, Err(Failure::OutcomeUnknown));
-                continue;
-            }
-            self.retried += 1;
-            let due_ms = (now_ms + RETRY_MS).min(flight.deadline_ms);
-            let request = flight.request.clone();
-            self.replica.handle_request(now_ms, request);
-            self.clients.due.push_back((due_ms, client, seq));
         }
     }
 
@@ -403,7 +325,7 @@ impl<R, D: Dir> LogCore<R, D> {
             retried: self.retried,
             timed_out: self.timed_out,
             overloaded: self.overloaded,
-            in_flight: self.clients.in_flight.len() as u64,
+            in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
         }
     }
@@ -500,33 +422,6 @@ mod tests {
         );
         assert_eq!(core.status().answered, 3);
         assert!(core.status().is_leader);
-    }
-
-    #[test]
-    fn client_ids_are_reused_with_growing_numbers_and_carry_node_and_incarnation() {
-        let mut pool: ClientPool<()> = ClientPool::new(2, 5);
-        let (a, seq_a) = pool.lend();
-        assert_eq!(a.0 >> 48, 2);
-        assert_eq!((a.0 >> 24) & 0xFF_FFFF, 5);
-        assert_eq!(seq_a, RequestSeq(1));
-        let request = Request {
-            client: a,
-            seq: seq_a,
-            payload: Bytes::new(),
-        };
-        pool.in_flight.insert(
-            a,
-            InFlight {
-                reply: (),
-                request,
-                deadline_ms: 0,
-            },
-        );
-        let (b, _) = pool.lend();
-        assert_ne!(a, b, "an id in flight is not lent twice");
-        assert!(pool.settle(a, RequestSeq(7)).is_none(), "another number");
-        assert!(pool.settle(a, seq_a).is_some());
-        assert_eq!(pool.lend(), (a, RequestSeq(2)));
     }
 
     #[test]

@@ -23,7 +23,8 @@ use crate::limits::PeerLimits;
 use crate::log_loop::{LogInput, LogLoop};
 use crate::log_turn::LogCore;
 use crate::peer::{self, PeerCounters};
-use crate::peer_codec::{LogCodec, RmwCodec};
+use crate::peer_codec::{LogCodec, PsmrCodec, RmwCodec};
+use crate::psmr_loop::{PsmrInput, PsmrLoop};
 use crate::shard::{Shard, ShardBugs, ShardInput};
 use crate::store::{self, OpenError, ShardStore};
 use crate::tls::NodeTls;
@@ -253,7 +254,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let mut recovered_total = 0;
     let shard_count = match config.engine {
         Engine::Rmw => config.shards,
-        Engine::Multipaxos => 0,
+        Engine::Multipaxos | Engine::Psmr => 0,
     };
     for shard in 0..shard_count {
         let (store, states) = ShardStore::open(&config.data_dir, shard, options.clone())?;
@@ -294,7 +295,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         shard_handles.push((handle, shard));
     }
     let log = match config.engine {
-        Engine::Rmw => {
+        Engine::Rmw | Engine::Psmr => {
             info!(
                 node = node.0,
                 incarnation = identity.incarnation,
@@ -315,6 +316,18 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         )?),
     };
     let log_input = log.as_ref().map(|(tx, _)| tx.clone());
+    let psmr = match config.engine {
+        Engine::Psmr => Some(start_psmr(
+            &config,
+            identity.incarnation,
+            durability,
+            &transport,
+            &peer_counters,
+            &shutdown_rx,
+        )?),
+        Engine::Rmw | Engine::Multipaxos => None,
+    };
+    let psmr_input = psmr.as_ref().map(|(tx, _)| tx.clone());
 
     let context = Arc::new(NodeContext {
         settings: Settings::new(&config),
@@ -324,6 +337,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         incarnation: identity.incarnation,
         shards: shard_inputs.clone(),
         log: log_input.clone(),
+        psmr: psmr_input.clone(),
         started: Instant::now(),
         clients: ClientCounters::default(),
         connections: Arc::default(),
@@ -346,9 +360,25 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             &shutdown,
         ));
     }
+    if let Some((_, psmr_loop)) = psmr {
+        shards.push(spawn_loop(
+            psmr_loop.run(),
+            "psmr".into(),
+            &context,
+            &shutdown,
+        ));
+    }
     let peer_limits = PeerLimits::of(&context.config);
-    match log_input {
-        None => tokio::spawn(peer::accept::<RmwCodec>(
+    match (log_input, psmr_input) {
+        (_, Some(psmr_input)) => tokio::spawn(peer::accept::<PsmrCodec>(
+            peer_listener,
+            transport,
+            vec![psmr_input],
+            peer_counters,
+            peer_limits,
+            shutdown_rx.clone(),
+        )),
+        (None, None) => tokio::spawn(peer::accept::<RmwCodec>(
             peer_listener,
             transport,
             shard_inputs,
@@ -356,7 +386,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             peer_limits,
             shutdown_rx.clone(),
         )),
-        Some(log_input) => tokio::spawn(peer::accept::<LogCodec>(
+        (Some(log_input), None) => tokio::spawn(peer::accept::<LogCodec>(
             peer_listener,
             transport,
             vec![log_input],
@@ -437,12 +467,7 @@ fn start_log(
 ) -> Result<(mpsc::Sender<LogInput>, LogLoop), StartError> {
     use logless_multipaxos::ids::NodeId as LogNodeId;
     let path = config.data_dir.join("log");
-    let mut options = logless_storage::SegmentLogOptions::new(durability);
-    // A batch closes past its byte bound with one request more, which may be a whole value.
-    options.record_bytes_max = options
-        .record_bytes_max
-        .max(2 * config.value_bytes_max + (1 << 20));
-    options.segment_bytes = options.segment_bytes.max(2 * options.record_bytes_max);
+    let options = log_options(config, durability);
     let opened = DurableLog::open(&path, options).map_err(|source| StartError::Log {
         path: path.clone(),
         source,
@@ -477,22 +502,135 @@ fn start_log(
         "recovered the log"
     );
     let (tx, rx) = mpsc::channel(SHARD_QUEUE);
+    let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);
+    Ok((tx.clone(), LogLoop::new(core, rx, links, started)))
+}
+
+/// The links of an engine with one event loop (the log's, psmr's) to every peer: the
+/// transport's shard 0 of 1, delivering to `inputs`; gives each link's writer.
+fn dial_peers<C: crate::peer_codec::PeerCodec>(
+    config: &NodeConfig,
+    transport: &peer::Identity,
+    inputs: &mpsc::Sender<C::Input>,
+    counters: &Arc<PeerCounters>,
+    shutdown: &watch::Receiver<bool>,
+) -> FxHashMap<logless_multipaxos::ids::NodeId, mpsc::UnboundedSender<Vec<C::Message>>> {
     let mut links = FxHashMap::default();
     for p in config.peers.iter().filter(|p| p.id != config.node_id) {
         let (link_tx, link_rx) = mpsc::unbounded_channel();
-        links.insert(LogNodeId(p.id), link_tx);
-        tokio::spawn(peer::dial::<LogCodec>(
+        links.insert(logless_multipaxos::ids::NodeId(p.id), link_tx);
+        tokio::spawn(peer::dial::<C>(
             transport.clone(),
             0,
             NodeId(p.id),
             p.addr.clone(),
             link_rx,
-            tx.clone(),
+            inputs.clone(),
             counters.clone(),
             shutdown.clone(),
         ));
     }
-    Ok((tx.clone(), LogLoop::new(core, rx, links, started)))
+    links
+}
+
+/// The options of a Multi-Paxos log (the log engine's, each psmr group's).
+fn log_options(
+    config: &NodeConfig,
+    durability: logless_storage::Durability,
+) -> logless_storage::SegmentLogOptions {
+    let mut options = logless_storage::SegmentLogOptions::new(durability);
+    // A batch closes past its byte bound with one request more, which may be a whole value.
+    options.record_bytes_max = options
+        .record_bytes_max
+        .max(2 * config.value_bytes_max + (1 << 20));
+    options.segment_bytes = options.segment_bytes.max(2 * options.record_bytes_max);
+    options
+}
+
+/// Opens the psmr engine's group logs in the data directory's `psmr/<group>` (`g0`, `g1`, …,
+/// `g_all`; the directory is claimed for the mode and threads first, see
+/// [`crate::psmr_turn::claim_layout`]), recovers the replica from them, starts its worker threads and builds its loop,
+/// with a link to every peer (the transport's shard 0 of 1).
+fn start_psmr(
+    config: &NodeConfig,
+    incarnation: u32,
+    durability: logless_storage::Durability,
+    transport: &peer::Identity,
+    counters: &Arc<PeerCounters>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(mpsc::Sender<PsmrInput>, PsmrLoop), StartError> {
+    use logless_multipaxos::ids::NodeId as LogNodeId;
+    use std::collections::BTreeMap;
+    let mode = config.psmr_mode()?;
+    let threads = config.psmr_threads();
+    let mut nodes: Vec<LogNodeId> = config.peers.iter().map(|p| LogNodeId(p.id)).collect();
+    nodes.sort_unstable();
+    let me = LogNodeId(config.node_id);
+    let mut engine = logless_psmr::config::Config::new(nodes, me, threads);
+    engine.mode = mode;
+    let dir = config.data_dir.join("psmr");
+    if mode != logless_psmr::config::Mode::NoRep {
+        crate::psmr_turn::claim_layout(&dir, mode, threads)
+            .map_err(|e| StartError::Config(ConfigError::Invalid(e)))?;
+    }
+    let mut logs = BTreeMap::new();
+    let mut durable = BTreeMap::new();
+    for group in mode.groups(threads) {
+        let path = dir.join(format!("{group:?}"));
+        let opened = DurableLog::open(&path, log_options(config, durability))
+            .map_err(|source| StartError::Log { path, source })?;
+        durable.insert(group, opened.durable);
+        logs.insert(group, opened.log);
+    }
+    let started = Instant::now();
+    let now_ms = crate::shard::wall_ms();
+    let service = logless_btree::KvService::new();
+    let replica = logless_psmr::replica::Replica::recover(engine, service, &durable, now_ms);
+    let shared = Arc::new(crate::psmr_workers::Shared::new(
+        replica,
+        logless_btree::KvService::new(),
+    ));
+    let (executed_tx, executed_rx) = mpsc::unbounded_channel();
+    let report = move |executed| {
+        // A stopped loop: nobody waits for the reply.
+        let _ = executed_tx.send(executed);
+    };
+    let executing = mode.executing_workers(threads);
+    let workers =
+        crate::psmr_workers::spawn(&shared, executing, config.node_id, report).map_err(|e| {
+            StartError::Config(ConfigError::Invalid(format!(
+                "cannot start the psmr worker threads: {e}"
+            )))
+        })?;
+    let core = crate::psmr_turn::PsmrCore::new(
+        me,
+        shared.clone(),
+        crate::psmr_turn::GroupLogs::new(logs),
+        incarnation,
+        config.request_timeout_ms,
+        mode,
+        threads,
+        now_ms,
+        0,
+    );
+    info!(
+        node = config.node_id,
+        incarnation,
+        mode = %mode,
+        threads,
+        "recovered the psmr groups"
+    );
+    let (tx, rx) = mpsc::channel(SHARD_QUEUE);
+    let links = dial_peers::<PsmrCodec>(config, transport, &tx, counters, shutdown);
+    let wiring = crate::psmr_loop::PsmrWiring {
+        inputs: rx,
+        executed: executed_rx,
+        workers,
+        stop_workers: Box::new(move || shared.stop()),
+        peers: links,
+        started,
+    };
+    Ok((tx, PsmrLoop::new(core, wiring)))
 }
 
 impl RunningNode {
@@ -510,6 +648,9 @@ impl RunningNode {
         }
         if let Some(log) = &self.context.log {
             let _ = log.send(LogInput::Stop).await;
+        }
+        if let Some(psmr) = &self.context.psmr {
+            let _ = psmr.send(PsmrInput::Stop).await;
         }
         let mut clean = true;
         for handle in self.shards {

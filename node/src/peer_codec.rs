@@ -4,7 +4,9 @@
 //! The transport (connections, hello, TLS, reconnects, limits) is the same for both engines;
 //! only the frames differ:
 //! * [`RmwCodec`]: the per-key engine's frames, [`logless_rmw::wire`], as they always were;
-//! * [`LogCodec`]: the log engine's, below.
+//! * [`LogCodec`]: the log engine's, below;
+//! * [`PsmrCodec`]: the psmr engine's, the log engine's layout with version `'P'`, each message
+//!   behind its group.
 //!
 //! ```text
 //! length   u32 LE   bytes after this field (header + payload)
@@ -24,7 +26,11 @@ use logless_rmw::ids::NodeId;
 use logless_rmw::message::Message as RmwMessage;
 use logless_rmw::wire as rmw_wire;
 
+use logless_psmr::wire as psmr_wire;
+use logless_service::Group;
+
 use crate::log_loop::LogInput;
+use crate::psmr_loop::PsmrInput;
 use crate::shard::ShardInput;
 
 /// An engine's frames and the input its event loop takes.
@@ -95,78 +101,16 @@ impl PeerCodec for LogCodec {
     type Input = LogInput;
 
     fn encode_frame(from: NodeId, messages: &[LogMessage], out: &mut Vec<u8>) {
-        let start = out.len();
-        out.extend_from_slice(&[0; HEADER_BYTES]);
-        for message in messages {
-            let at = out.len();
-            out.extend_from_slice(&[0; 4]);
-            log_wire::encode(message, out);
-            let len = u32::try_from(out.len() - at - 4).expect("messages are bounded");
-            out[at..at + 4].copy_from_slice(&len.to_le_bytes());
-        }
-        let crc = crc32c::crc32c(&out[start + HEADER_BYTES..]);
-        let length = u32::try_from(out.len() - start - 4).expect("frames are bounded");
-        let count = u32::try_from(messages.len()).expect("frames are bounded");
-        let header = &mut out[start..start + HEADER_BYTES];
-        header[0..4].copy_from_slice(&length.to_le_bytes());
-        header[4] = LOG_FRAME_VERSION;
-        header[5..7].copy_from_slice(&from.0.to_le_bytes());
-        header[7..11].copy_from_slice(&count.to_le_bytes());
-        header[11..15].copy_from_slice(&crc.to_le_bytes());
+        encode_framed(LOG_FRAME_VERSION, from, messages, log_wire::encode, out);
     }
 
     fn decode_frame(
         buf: &[u8],
         frame_bytes_max: usize,
     ) -> Result<Option<(NodeId, Vec<LogMessage>, usize)>, String> {
-        if buf.len() < 4 {
-            return Ok(None);
-        }
-        let length = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        if length + 4 > frame_bytes_max {
-            return Err(format!("frame of {} bytes exceeds the limit", length + 4));
-        }
-        if length + 4 < HEADER_BYTES {
-            return Err("malformed frame: shorter than its header".into());
-        }
-        if buf.len() < length + 4 {
-            return Ok(None);
-        }
-        let frame = &buf[..length + 4];
-        if frame[4] != LOG_FRAME_VERSION {
-            return Err(format!(
-                "unknown wire version {} (a node of another engine or version?)",
-                frame[4]
-            ));
-        }
-        let from = NodeId(u16::from_le_bytes([frame[5], frame[6]]));
-        let count = u32::from_le_bytes([frame[7], frame[8], frame[9], frame[10]]) as usize;
-        let crc = u32::from_le_bytes([frame[11], frame[12], frame[13], frame[14]]);
-        let mut payload = &frame[HEADER_BYTES..];
-        if crc32c::crc32c(payload) != crc {
-            return Err("frame checksum mismatch".into());
-        }
-        // Every message takes at least its length field: do not trust `count` beyond that.
-        if count > payload.len() / 4 {
-            return Err("malformed frame: message count exceeds the payload".into());
-        }
-        let mut messages = Vec::with_capacity(count);
-        for _ in 0..count {
-            let Some((len, rest)) = payload.split_first_chunk::<4>() else {
-                return Err("malformed frame: a message length is cut".into());
-            };
-            let len = u32::from_le_bytes(*len) as usize;
-            if rest.len() < len {
-                return Err("malformed frame: a message is cut".into());
-            }
-            let (bytes, rest) = rest.split_at(len);
-            messages.push(log_wire::decode(bytes).map_err(|e| format!("bad message: {e}"))?);
-            payload = rest;
-        }
-        if !payload.is_empty() {
-            return Err("malformed frame: bytes after the last message".into());
-        }
-        Ok(Some((from, messages, length + 4)))
+        decode_framed(LOG_FRAME_VERSION, buf, frame_bytes_max, |bytes| {
+            log_wire::decode(bytes).map_err(|e| e.to_string())
+        })
     }
 
     fn messages(from: NodeId, messages: Vec<LogMessage>) -> LogInput {
@@ -180,6 +124,133 @@ impl PeerCodec for LogCodec {
         // Multi-Paxos retransmits what a broken link lost; nothing to tell.
         None
     }
+}
+
+/// The psmr engine's frames, for its one event loop: the log engine's frame layout with its
+/// own version byte, each message a group's ([`logless_psmr::wire`]).
+pub struct PsmrCodec;
+
+/// The psmr engine's frame version byte.
+pub const PSMR_FRAME_VERSION: u8 = b'P';
+
+impl PeerCodec for PsmrCodec {
+    type Message = (Group, LogMessage);
+    type Input = PsmrInput;
+
+    fn encode_frame(from: NodeId, messages: &[(Group, LogMessage)], out: &mut Vec<u8>) {
+        let encode = |(group, message): &(Group, LogMessage), out: &mut Vec<u8>| {
+            psmr_wire::encode(*group, message, out);
+        };
+        encode_framed(PSMR_FRAME_VERSION, from, messages, encode, out);
+    }
+
+    fn decode_frame(
+        buf: &[u8],
+        frame_bytes_max: usize,
+    ) -> Result<Option<(NodeId, Vec<(Group, LogMessage)>, usize)>, String> {
+        decode_framed(PSMR_FRAME_VERSION, buf, frame_bytes_max, |bytes| {
+            psmr_wire::decode(bytes).map_err(|e| e.to_string())
+        })
+    }
+
+    fn messages(from: NodeId, messages: Vec<(Group, LogMessage)>) -> PsmrInput {
+        PsmrInput::Messages {
+            from: logless_multipaxos::ids::NodeId(from.0),
+            messages,
+        }
+    }
+
+    fn link_broken(_peer: NodeId) -> Option<PsmrInput> {
+        // Every group's Multi-Paxos retransmits what a broken link lost.
+        None
+    }
+}
+
+/// Appends one frame of `version` with `messages` from `from`, each encoded by `encode`.
+fn encode_framed<M>(
+    version: u8,
+    from: NodeId,
+    messages: &[M],
+    encode: impl Fn(&M, &mut Vec<u8>),
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    out.extend_from_slice(&[0; HEADER_BYTES]);
+    for message in messages {
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        encode(message, out);
+        let len = u32::try_from(out.len() - at - 4).expect("messages are bounded");
+        out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    }
+    let crc = crc32c::crc32c(&out[start + HEADER_BYTES..]);
+    let length = u32::try_from(out.len() - start - 4).expect("frames are bounded");
+    let count = u32::try_from(messages.len()).expect("frames are bounded");
+    let header = &mut out[start..start + HEADER_BYTES];
+    header[0..4].copy_from_slice(&length.to_le_bytes());
+    header[4] = version;
+    header[5..7].copy_from_slice(&from.0.to_le_bytes());
+    header[7..11].copy_from_slice(&count.to_le_bytes());
+    header[11..15].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Decodes the frame of `version` at the start of `buf`, each message by `decode` (see
+/// [`PeerCodec::decode_frame`]).
+#[allow(clippy::type_complexity)]
+fn decode_framed<M>(
+    version: u8,
+    buf: &[u8],
+    frame_bytes_max: usize,
+    decode: impl Fn(&[u8]) -> Result<M, String>,
+) -> Result<Option<(NodeId, Vec<M>, usize)>, String> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let length = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    if length + 4 > frame_bytes_max {
+        return Err(format!("frame of {} bytes exceeds the limit", length + 4));
+    }
+    if length + 4 < HEADER_BYTES {
+        return Err("malformed frame: shorter than its header".into());
+    }
+    if buf.len() < length + 4 {
+        return Ok(None);
+    }
+    let frame = &buf[..length + 4];
+    if frame[4] != version {
+        return Err(format!(
+            "unknown wire version {} (a node of another engine or version?)",
+            frame[4]
+        ));
+    }
+    let from = NodeId(u16::from_le_bytes([frame[5], frame[6]]));
+    let count = u32::from_le_bytes([frame[7], frame[8], frame[9], frame[10]]) as usize;
+    let crc = u32::from_le_bytes([frame[11], frame[12], frame[13], frame[14]]);
+    let mut payload = &frame[HEADER_BYTES..];
+    if crc32c::crc32c(payload) != crc {
+        return Err("frame checksum mismatch".into());
+    }
+    // Every message takes at least its length field: do not trust `count` beyond that.
+    if count > payload.len() / 4 {
+        return Err("malformed frame: message count exceeds the payload".into());
+    }
+    let mut messages = Vec::with_capacity(count);
+    for _ in 0..count {
+        let Some((len, rest)) = payload.split_first_chunk::<4>() else {
+            return Err("malformed frame: a message length is cut".into());
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        if rest.len() < len {
+            return Err("malformed frame: a message is cut".into());
+        }
+        let (bytes, rest) = rest.split_at(len);
+        messages.push(decode(bytes).map_err(|e| format!("bad message: {e}"))?);
+        payload = rest;
+    }
+    if !payload.is_empty() {
+        return Err("malformed frame: bytes after the last message".into());
+    }
+    Ok(Some((from, messages, length + 4)))
 }
 
 #[cfg(test)]
@@ -231,5 +302,22 @@ mod tests {
         let refused = LogCodec::decode_frame(&rmw, 1 << 20).unwrap_err();
         assert!(refused.contains("unknown wire version"), "{refused}");
         assert!(RmwCodec::decode_frame(&out, 1 << 20).is_err());
+        let refused = PsmrCodec::decode_frame(&out, 1 << 20).unwrap_err();
+        assert!(refused.contains("unknown wire version"), "{refused}");
+    }
+
+    #[test]
+    fn psmr_frames_carry_each_message_with_its_group() {
+        use logless_service::WorkerId;
+        let grouped: Vec<(Group, LogMessage)> = messages()
+            .into_iter()
+            .zip([Group::All, Group::Worker(WorkerId(2))])
+            .map(|(message, group)| (group, message))
+            .collect();
+        let mut out = Vec::new();
+        PsmrCodec::encode_frame(NodeId(3), &grouped, &mut out);
+        let (from, decoded, used) = PsmrCodec::decode_frame(&out, 1 << 20).unwrap().unwrap();
+        assert_eq!((from, decoded, used), (NodeId(3), grouped, out.len()));
+        assert!(LogCodec::decode_frame(&out, 1 << 20).is_err());
     }
 }

@@ -9,6 +9,8 @@ use tokio::sync::oneshot;
 use crate::context::NodeContext;
 use crate::log_loop::LogInput;
 use crate::log_turn::LogStatus;
+use crate::psmr_loop::PsmrInput;
+use crate::psmr_turn::PsmrStatus;
 use crate::shard::{ShardInput, ShardStatus};
 
 /// Every shard's figures summed.
@@ -27,6 +29,7 @@ pub async fn gather(context: &NodeContext) -> Totals {
             }
         }
     }
+    totals.psmr = psmr_status(context).await;
     for shard in &context.shards {
         let (tx, rx) = oneshot::channel();
         if shard.send(ShardInput::Status(tx)).await.is_err() {
@@ -37,6 +40,137 @@ pub async fn gather(context: &NodeContext) -> Totals {
         }
     }
     totals
+}
+
+/// The psmr engine's figures, if it runs and has not stopped.
+pub async fn psmr_status(context: &NodeContext) -> Option<PsmrStatus> {
+    let psmr = context.psmr.as_ref()?;
+    let (tx, rx) = oneshot::channel();
+    psmr.send(PsmrInput::Status(tx)).await.ok()?;
+    rx.await.ok()
+}
+
+/// The psmr engine's figures as INFO lines (`psmr_<name>:<value>`), each group's as
+/// `psmr_group_<group>:view=…,leader=…,is_leader=…,executed_below=…,batches_proposed=…`.
+pub fn psmr_info(status: &PsmrStatus) -> String {
+    let mut out = String::new();
+    let s = status;
+    let figures: [(&str, &dyn std::fmt::Display); 15] = [
+        ("mode", &s.mode),
+        ("threads", &s.threads),
+        ("executing_threads", &s.executing_threads),
+        ("digest", &s.digest),
+        ("executed", &s.executed),
+        ("executed_synchronous", &s.executed_synchronous),
+        ("backlog", &s.backlog),
+        ("skips_proposed", &s.skips_proposed),
+        ("answered", &s.answered),
+        ("answered_from_cache", &s.answered_from_cache),
+        ("retried", &s.retried),
+        ("timed_out", &s.timed_out),
+        ("overloaded", &s.overloaded),
+        ("in_flight", &s.in_flight),
+        ("flushes", &s.flushes),
+    ];
+    for (name, value) in figures {
+        let _ = write!(out, "psmr_{name}:{value}\r\n");
+    }
+    for g in &s.groups {
+        let _ = write!(
+            out,
+            "psmr_group_{}:view={},leader={},is_leader={},executed_below={},batches_proposed={}\r\n",
+            g.group,
+            g.view,
+            g.leader,
+            u8::from(g.is_leader),
+            g.executed_below,
+            g.batches_proposed
+        );
+    }
+    out
+}
+
+/// The psmr engine's figures in the Prometheus text format (`logless_psmr_*`), each group's
+/// labelled with its group.
+fn psmr_prometheus(out: &mut String, s: &PsmrStatus) {
+    let figures = [
+        (
+            "executed_total",
+            "counter",
+            "Commands executed.",
+            s.executed,
+        ),
+        (
+            "executed_synchronous_total",
+            "counter",
+            "Commands executed in synchronous mode (g_all).",
+            s.executed_synchronous,
+        ),
+        (
+            "backlog",
+            "gauge",
+            "Commands delivered to a worker and not executed.",
+            s.backlog,
+        ),
+        (
+            "answered_total",
+            "counter",
+            "Commands answered with the service's reply.",
+            s.answered,
+        ),
+        (
+            "retried_total",
+            "counter",
+            "Commands handed to the replica again.",
+            s.retried,
+        ),
+        (
+            "timed_out_total",
+            "counter",
+            "Commands answered outcome unknown.",
+            s.timed_out,
+        ),
+        (
+            "overloaded_total",
+            "counter",
+            "Commands refused as overloaded.",
+            s.overloaded,
+        ),
+        ("in_flight", "gauge", "Commands in flight.", s.in_flight),
+        (
+            "threads",
+            "gauge",
+            "Worker threads configured.",
+            u64::from(s.threads),
+        ),
+    ];
+    for (name, kind, help, value) in figures {
+        let _ = writeln!(
+            out,
+            "# HELP logless_psmr_{name} {help}\n# TYPE logless_psmr_{name} {kind}\nlogless_psmr_{name} {value}"
+        );
+    }
+    for (name, help) in [
+        ("group_leader", "The leader of each group's view."),
+        ("group_is_leader", "Whether this replica leads the group."),
+        (
+            "group_executed_below",
+            "The group's next instance to deliver.",
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP logless_psmr_{name} {help}\n# TYPE logless_psmr_{name} gauge"
+        );
+        for g in &s.groups {
+            let value = match name {
+                "group_leader" => u64::from(g.leader),
+                "group_is_leader" => u64::from(g.is_leader),
+                _ => g.executed_below,
+            };
+            let _ = writeln!(out, "logless_psmr_{name}{{group=\"{}\"}} {value}", g.group);
+        }
+    }
 }
 
 /// Upper bounds of the latency histogram buckets, in seconds.
@@ -271,6 +405,9 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
             h.len()
         );
     }
+    if let Some(psmr) = &t.psmr {
+        psmr_prometheus(&mut out, psmr);
+    }
     if let Some(log) = &t.log {
         for figure in log_figures(log) {
             let kind = if figure.counter { "counter" } else { "gauge" };
@@ -464,12 +601,15 @@ pub struct NodeStatus {
     pub replicas: usize,
     /// Shards.
     pub shards: u16,
-    /// The replication engine (`rmw` or `multipaxos`).
+    /// The replication engine (`rmw`, `multipaxos` or `psmr`).
     #[serde(default)]
     pub engine: String,
     /// The log engine's figures: view, leader, instances, snapshots, catch-up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogStatus>,
+    /// The psmr engine's figures: mode, threads, digest, each group's leader and instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psmr: Option<PsmrStatus>,
     /// The durability mode.
     pub durability: String,
     /// Registers held.
@@ -520,10 +660,13 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         shards: context.config.shards,
         engine: context.config.engine.to_string(),
         log: t.log.clone(),
+        psmr: t.psmr.clone(),
         durability: context.config.durability.clone(),
         registers: t.registers,
         clients: context.clients.connected.load(Ordering::Relaxed),
-        commands: t.commands.values().sum::<u64>() + t.log.as_ref().map_or(0, |l| l.answered),
+        commands: t.commands.values().sum::<u64>()
+            + t.log.as_ref().map_or(0, |l| l.answered)
+            + t.psmr.as_ref().map_or(0, |p| p.answered),
         timeouts: t.proposer.timeouts,
         links,
         healthy: !failed && reachable.len() + 1 > replicas / 2,

@@ -89,6 +89,8 @@ pub struct ShardStatus {
     /// The log engine's figures (its one loop reports these, with `registers` and
     /// `live_registers` its keys; the other figures stay empty).
     pub log: Option<LogStatus>,
+    /// The psmr engine's figures (its one loop reports these; the other figures stay empty).
+    pub psmr: Option<crate::psmr_turn::PsmrStatus>,
 }
 
 impl std::ops::AddAssign for ShardStatus {
@@ -115,6 +117,9 @@ impl std::ops::AddAssign for ShardStatus {
         self.links_broken += s.links_broken;
         if s.log.is_some() {
             self.log = s.log;
+        }
+        if s.psmr.is_some() {
+            self.psmr = s.psmr;
         }
     }
 }
@@ -489,6 +494,7 @@ impl<R, M: Media> ShardCore<R, M> {
             state_writes: self.state_writes,
             links_broken: self.links_broken,
             log: None,
+            psmr: None,
         }
     }
 }

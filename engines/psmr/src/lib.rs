@@ -45,10 +45,11 @@
 //!   ([`replica::Replica::recover`]): there are no snapshots yet, which need a cut consistent
 //!   across every group and the service, so the groups run with snapshots off and their logs
 //!   grow without bound.
-//! * Not yet: the node runtime (threads, sockets, and a reply cache that answers a retried
-//!   command from what its execution replied: the groups' own client tables hold no replies),
-//!   and a limit on the commands delivered to a worker and not yet executed (the runtime must
-//!   hold back input while [`plan::Plan::backlog`] is high).
+//! * The node runtime (`logless-node`'s `psmr_turn`, `psmr_loop`, `psmr_workers`) adds what
+//!   the core leaves out: worker threads driving the plan, a reply cache that answers a
+//!   retried command from what its execution replied (the groups' own client tables hold no
+//!   replies), and a limit on the commands delivered to a worker and not yet executed (it
+//!   refuses new requests while [`plan::Plan::backlog`] is high).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -139,10 +139,7 @@ impl Cluster {
                         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
                         .and_then(|mut con| {
                             con.set_read_timeout(Some(Duration::from_secs(2)))?;
-                            redis::cmd("SET")
-                                .arg(format!("ready:{i}"))
-                                .arg(1)
-                                .query::<String>(&mut con)
+                            ready_probe(&mut con, i)
                         })
                         .is_ok();
                 if ok {
@@ -173,6 +170,21 @@ impl Cluster {
 }
 
 /// The value of one CONFIG parameter, asked on `con`.
+/// A write through the replica's engine: `SET ready:<i> 1`, or under the psmr engine (whose
+/// service has no plain SET) an update of that key, which changes nothing.
+fn ready_probe(con: &mut redis::Connection, i: usize) -> redis::RedisResult<()> {
+    let key = format!("ready:{i}");
+    match redis::cmd("SET").arg(&key).arg(1).query::<String>(con) {
+        Err(e) if e.to_string().contains("B+-tree service") => redis::cmd("SET")
+            .arg(&key)
+            .arg(1)
+            .arg("XX")
+            .query::<Option<String>>(con)
+            .map(|_| ()),
+        other => other.map(|_| ()),
+    }
+}
+
 pub fn config_get(con: &mut redis::Connection, name: &str) -> String {
     let got: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")

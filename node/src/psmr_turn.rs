@@ -1,0 +1,564 @@
+//! The psmr engine's turn logic without a runtime: what [`crate::psmr_loop`] runs on tokio, as
+//! [`crate::log_turn`] is for the log engine.
+//!
+//! One [`PsmrCore`] holds the replica's groups' durable logs ([`GroupLogs`], one
+//! [`DurableLog`] per group), its client pool and the operations waiting for answers; the
+//! replica's sans-IO core ([`logless_psmr::replica::Replica`]) and the service are in [`Shared`], with the worker
+//! threads ([`crate::psmr_workers`]).
+//!
+//! # A turn, and persist before send (and before execute)
+//! A turn queues everything that is waiting (client requests, peer messages); its end locks the
+//! core once, hands it the queued inputs, ticks it, takes its ready and commits it (every
+//! group's records written, each written log flushed), and only then unlocks the core and sends
+//! the released messages. The commands the groups decided in the turn enter the plan under that
+//! lock, so no worker can execute one before the turn's records are durable.
+//!
+//! # Clients, retries and the reply cache
+//! Requests carry ids lent by a [`ClientPool`] and are retried with the same id and number
+//! after [`crate::client_pool::RETRY_MS`] (forwarded to the group's leader as known then). A
+//! group's client table makes a retry that was decided already not run twice, but it holds no
+//! replies: in P-SMR a command is answered when a worker executes it, after the merge. So the
+//! core keeps its own reply cache: the last reply executed for each client id it lent. A retry
+//! due for a command whose reply is in the cache is answered from there, once, and not handed
+//! to the replica again. The cache holds one entry per id, so it is as large as the pool.
+//! Within one process the workers' report of an execution settles the operation at once (the
+//! loop takes reports before it retries), so today the cache is a backstop: it answers a retry
+//! only if a report arrived while the operation was still due, never twice.
+//! Without replication (`no-rep`) nothing is retried: there is no log to lose a request on the
+//! way, and no client table to keep a command handed in twice from running twice.
+//!
+//! # Backlog
+//! The workers' plan takes what the groups deliver, however fast; while any worker has more
+//! than [`BACKLOG_MAX`] commands delivered and not executed, new client requests are refused
+//! ("overloaded", not applied) instead of ordered, so that the backlog drains.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use logless_btree::KvService;
+use logless_multipaxos::ids::{ClientId, NodeId, RequestSeq};
+use logless_multipaxos::message::{Message, Request};
+use logless_multipaxos::persist::{LogStore, Record};
+use logless_psmr::config::Mode;
+use logless_psmr::groups::GroupStore;
+use logless_redis::session::Failure;
+use logless_service::{Group, WorkerId};
+use logless_storage::{Dir, FsDir, StoreError};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use crate::client_pool::{ClientPool, Due};
+use crate::durable_log::DurableLog;
+use crate::psmr_workers::{Executed, Shared};
+use crate::turn::ShardClock;
+
+/// What a client command came to: the service's encoded reply, or why there is none.
+pub type PsmrAnswer = Result<Bytes, Failure>;
+
+/// The most commands a worker may have delivered and not executed before client requests are
+/// refused.
+pub const BACKLOG_MAX: usize = 64 * 1024;
+
+/// The most operations in flight at once; more are answered "overloaded" at once.
+pub const IN_FLIGHT_MAX: usize = crate::log_turn::IN_FLIGHT_MAX;
+
+/// Where a turn's outputs go.
+pub trait PsmrOutlet<R> {
+    /// Group messages for `to`, in order (after the turn's flush).
+    fn send(&mut self, to: NodeId, messages: Vec<(Group, Message)>);
+    /// The answer to the operation submitted with `reply`.
+    fn answer(&mut self, reply: R, answer: PsmrAnswer);
+}
+
+/// Every group's durable log: the [`GroupStore`] the replica commits through.
+pub struct GroupLogs<D: Dir = FsDir> {
+    logs: BTreeMap<Group, DurableLog<D>>,
+    /// The groups written since the last flush.
+    written: Vec<Group>,
+}
+
+impl<D: Dir> GroupLogs<D> {
+    /// The groups' logs.
+    pub fn new(logs: BTreeMap<Group, DurableLog<D>>) -> GroupLogs<D> {
+        GroupLogs {
+            logs,
+            written: Vec::new(),
+        }
+    }
+}
+
+impl<D: Dir> GroupStore for GroupLogs<D> {
+    type Error = StoreError;
+
+    fn write(&mut self, group: Group, record: &Record) -> Result<(), StoreError> {
+        let log = self
+            .logs
+            .get_mut(&group)
+            .unwrap_or_else(|| panic!("a record of {group:?}, which has no log here"));
+        if !self.written.contains(&group) {
+            self.written.push(group);
+        }
+        LogStore::write(log, record)
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        for group in std::mem::take(&mut self.written) {
+            if let Some(log) = self.logs.get_mut(&group) {
+                LogStore::flush(log)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The file in the psmr directory that records the mode and the threads its groups' logs were
+/// written with.
+pub const LAYOUT_FILE: &str = "layout";
+
+/// Claims the psmr directory `dir` for `mode` with `threads` workers: C-G, the groups and so
+/// every log depend on both, so a directory written with others is refused (the error says
+/// how to start on it) rather than replayed into another state.
+pub fn claim_layout(dir: &std::path::Path, mode: Mode, threads: u16) -> Result<(), String> {
+    let layout = format!("mode={mode} threads={threads}\n");
+    let path = dir.join(LAYOUT_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(found) if found == layout => return Ok(()),
+        Ok(found) => {
+            let found = found.trim();
+            let (mode, threads) = found
+                .split_once(' ')
+                .map(|(m, t)| {
+                    (
+                        m.trim_start_matches("mode="),
+                        t.trim_start_matches("threads="),
+                    )
+                })
+                .unwrap_or((found, "?"));
+            return Err(format!(
+                "{} holds psmr groups written with {found}: start it with --psmr-mode {mode} \
+                 --threads {threads}, or give this layout another data directory",
+                dir.display()
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    }
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let temporary = dir.join(format!("{LAYOUT_FILE}.tmp"));
+        std::fs::write(&temporary, &layout)?;
+        std::fs::File::open(&temporary)?.sync_all()?;
+        std::fs::rename(&temporary, &path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// One group's figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupStatus {
+    /// `g0`, `g1`, ... or `g_all`.
+    pub group: String,
+    /// The highest view this replica promised in the group.
+    pub view: u64,
+    /// That view's leader.
+    pub leader: u16,
+    /// Whether this replica leads the group.
+    pub is_leader: bool,
+    /// The next instance to execute (every one below is delivered).
+    pub executed_below: u64,
+    /// Batches this replica proposed in the group.
+    pub batches_proposed: u64,
+}
+
+/// The psmr engine's figures, for INFO, `/metrics` and `/status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PsmrStatus {
+    /// `psmr`, `sp-smr`, `smr` or `no-rep`.
+    pub mode: String,
+    /// Worker threads configured (`k`).
+    pub threads: u16,
+    /// Worker threads executing (one under SMR).
+    pub executing_threads: u16,
+    /// Each group's figures (none without replication).
+    pub groups: Vec<GroupStatus>,
+    /// The service's state digest (hex).
+    pub digest: String,
+    /// Commands executed.
+    pub executed: u64,
+    /// Commands executed in synchronous mode.
+    pub executed_synchronous: u64,
+    /// Commands delivered to a worker and not executed, summed over the workers.
+    pub backlog: u64,
+    /// Skips proposed as an idle group's leader.
+    pub skips_proposed: u64,
+    /// Operations answered with the service's reply.
+    pub answered: u64,
+    /// Retries answered from the reply cache.
+    pub answered_from_cache: u64,
+    /// Operations handed to the replica again after the retry interval.
+    pub retried: u64,
+    /// Operations answered "outcome unknown" after the request timeout.
+    pub timed_out: u64,
+    /// Operations refused (in flight or backlog over its limit).
+    pub overloaded: u64,
+    /// Operations in flight now.
+    pub in_flight: u64,
+    /// Turns whose records were flushed.
+    pub flushes: u64,
+}
+
+/// An input queued for the end of the turn.
+enum Queued {
+    Request(Request),
+    Messages(NodeId, Vec<(Group, Message)>),
+}
+
+/// The node's psmr replica: its durable logs, its clients and what they wait for.
+pub struct PsmrCore<R, D: Dir = FsDir> {
+    me: NodeId,
+    shared: Arc<Shared<KvService>>,
+    logs: GroupLogs<D>,
+    clients: ClientPool<R>,
+    /// The last reply executed for each client id the pool lent.
+    replies: FxHashMap<ClientId, (RequestSeq, Bytes)>,
+    clock: ShardClock,
+    now_ms: u64,
+    request_timeout_ms: u64,
+    queued: Vec<Queued>,
+    /// Whether a worker's backlog was over [`BACKLOG_MAX`] at the end of the last turn.
+    backlogged: bool,
+    refused: Vec<R>,
+    mode: Mode,
+    threads: u16,
+    answered: u64,
+    answered_from_cache: u64,
+    retried: u64,
+    timed_out: u64,
+    overloaded: u64,
+    flushes: u64,
+}
+
+impl<R, D: Dir> PsmrCore<R, D> {
+    /// The core of replica `me` around `shared` (the replica recovered from `logs`), in run
+    /// `incarnation`; operations unanswered after `request_timeout_ms` are answered "outcome
+    /// unknown".
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        me: NodeId,
+        shared: Arc<Shared<KvService>>,
+        logs: GroupLogs<D>,
+        incarnation: u32,
+        request_timeout_ms: u64,
+        mode: Mode,
+        threads: u16,
+        wall_ms: u64,
+        mono_us: u64,
+    ) -> PsmrCore<R, D> {
+        let mut clock = ShardClock::default();
+        let now_ms = clock.read(wall_ms, mono_us);
+        PsmrCore {
+            me,
+            shared,
+            logs,
+            clients: ClientPool::new(me.0, incarnation),
+            replies: FxHashMap::default(),
+            clock,
+            now_ms,
+            request_timeout_ms,
+            queued: Vec::new(),
+            backlogged: false,
+            refused: Vec::new(),
+            mode,
+            threads,
+            answered: 0,
+            answered_from_cache: 0,
+            retried: 0,
+            timed_out: 0,
+            overloaded: 0,
+            flushes: 0,
+        }
+    }
+
+    /// Starts a turn at wall-clock `wall_ms` and monotonic `mono_us`.
+    pub fn start_turn(&mut self, wall_ms: u64, mono_us: u64) {
+        self.now_ms = self.clock.read(wall_ms, mono_us);
+    }
+
+    /// Takes a client command (the service's encoding); its answer goes to `reply`.
+    pub fn submit(&mut self, command: Bytes, reply: R) {
+        if self.backlogged || self.clients.in_flight() >= IN_FLIGHT_MAX {
+            self.overloaded += 1;
+            self.refused.push(reply);
+            return;
+        }
+        let request = self
+            .clients
+            .lend(command, reply, self.now_ms, self.request_timeout_ms);
+        self.queued.push(Queued::Request(request));
+    }
+
+    /// Takes group messages from `from`, in the order sent.
+    pub fn receive(&mut self, from: NodeId, messages: Vec<(Group, Message)>) {
+        self.queued.push(Queued::Messages(from, messages));
+    }
+
+    /// A worker executed a command of a client of this replica: remember its reply and answer
+    /// the client if it still waits.
+    pub fn executed(&mut self, executed: Executed, outlet: &mut impl PsmrOutlet<R>) {
+        let Executed { client, seq, reply } = executed;
+        if !self.clients.lent(client) {
+            // A command of an earlier run, executed again at recovery: nobody waits for it.
+            return;
+        }
+        self.replies.insert(client, (seq, reply.clone()));
+        if let Some(to) = self.clients.settle(client, seq) {
+            self.answered += 1;
+            outlet.answer(to, Ok(reply));
+        }
+    }
+
+    /// Ends the turn: retries or gives up on late operations, hands the replica the turn's
+    /// inputs and ticks it, commits its records, and only then lets the workers see what was
+    /// delivered and sends the released messages. An error means a log failed: the replica
+    /// must stop (fail-stop).
+    pub fn finish_turn(&mut self, outlet: &mut impl PsmrOutlet<R>) -> Result<(), StoreError> {
+        self.retry_late(outlet);
+        let now_ms = self.now_ms;
+        let released = {
+            let mut replica = self.shared.replica();
+            for input in self.queued.drain(..) {
+                match input {
+                    Queued::Request(request) => {
+                        // Ids from the pool are never the skip client, and C-G names a group
+                        // the replica runs: the replica takes every request.
+                        if let Err(e) = replica.handle_request(now_ms, request) {
+                            tracing::error!(error = %e, "a request the groups refuse");
+                        }
+                    }
+                    Queued::Messages(from, messages) => {
+                        for (group, message) in messages {
+                            replica.handle_message(now_ms, from, group, message);
+                        }
+                    }
+                }
+            }
+            replica.tick(now_ms);
+            let ready = replica.take_ready();
+            if ready.records().next().is_some() {
+                self.flushes += 1;
+            }
+            let released = ready.commit(&mut self.logs)?;
+            let plan = replica.plan();
+            self.backlogged = (0..plan.workers()).any(|w| plan.backlog(WorkerId(w)) > BACKLOG_MAX);
+            self.shared.wake();
+            released
+        };
+        let mut outgoing: BTreeMap<NodeId, Vec<(Group, Message)>> = BTreeMap::new();
+        for envelope in released.messages {
+            if envelope.to != self.me {
+                let messages = outgoing.entry(envelope.to).or_default();
+                messages.push((envelope.group, envelope.message));
+            }
+        }
+        for (to, messages) in outgoing {
+            outlet.send(to, messages);
+        }
+        for reply in self.refused.drain(..) {
+            outlet.answer(reply, Err(Failure::Overloaded));
+        }
+        Ok(())
+    }
+
+    /// Answers the retries due whose command executed from the reply cache, queues the others
+    /// for the replica, and answers those past their deadline "outcome unknown".
+    fn retry_late(&mut self, outlet: &mut impl PsmrOutlet<R>) {
+        for due in self.clients.take_due(self.now_ms) {
+            match due {
+                // Without replication nothing is lost on the way: the command waits in the
+                // plan, and handing it in again would execute it twice.
+                Due::Retry(_) if self.mode == Mode::NoRep => {}
+                Due::Retry(request) => match self.replies.get(&request.client) {
+                    Some((seq, reply)) if *seq == request.seq => {
+                        let reply = reply.clone();
+                        if let Some(to) = self.clients.settle(request.client, request.seq) {
+                            self.answered_from_cache += 1;
+                            outlet.answer(to, Ok(reply));
+                        }
+                    }
+                    _ => {
+                        self.retried += 1;
+                        self.queued.push(Queued::Request(request));
+                    }
+                },
+                Due::TimedOut(reply) => {
+                    self.timed_out += 1;
+                    outlet.answer(reply, Err(Failure::OutcomeUnknown));
+                }
+            }
+        }
+    }
+
+    /// The engine's figures now.
+    pub fn status(&self) -> PsmrStatus {
+        let (groups, backlog, skips_proposed) = {
+            let replica = self.shared.replica();
+            let groups = replica.groups();
+            let figures = self
+                .mode
+                .groups(self.threads)
+                .into_iter()
+                .filter_map(|group| {
+                    let log = groups.replica(group)?;
+                    Some(GroupStatus {
+                        group: format!("{group:?}"),
+                        view: log.view().0,
+                        leader: log.leader().0,
+                        is_leader: log.is_leader(),
+                        executed_below: log.executed_below().0,
+                        batches_proposed: log.stats().batches_proposed,
+                    })
+                })
+                .collect();
+            let plan = replica.plan();
+            let backlog = (0..plan.workers())
+                .map(|w| plan.backlog(WorkerId(w)) as u64)
+                .sum();
+            (figures, backlog, groups.stats().skips_proposed)
+        };
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        PsmrStatus {
+            mode: self.mode.name().to_string(),
+            threads: self.threads,
+            executing_threads: self.mode.executing_workers(self.threads),
+            groups,
+            digest: self.shared.digest().to_string(),
+            executed: self.shared.executed.load(relaxed),
+            executed_synchronous: self.shared.executed_synchronous.load(relaxed),
+            backlog,
+            skips_proposed,
+            answered: self.answered,
+            answered_from_cache: self.answered_from_cache,
+            retried: self.retried,
+            timed_out: self.timed_out,
+            overloaded: self.overloaded,
+            in_flight: self.clients.in_flight() as u64,
+            flushes: self.flushes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use logless_btree::{KvCommand, KvReply};
+    use logless_service::Wire;
+    use logless_storage::SimDir;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Collected {
+        answers: Vec<(u32, PsmrAnswer)>,
+    }
+
+    impl PsmrOutlet<u32> for Collected {
+        fn send(&mut self, _: NodeId, _: Vec<(Group, Message)>) {}
+
+        fn answer(&mut self, reply: u32, answer: PsmrAnswer) {
+            self.answers.push((reply, answer));
+        }
+    }
+
+    /// A core without replication, one worker, and nothing started: the tests drive it.
+    fn no_rep_core() -> (PsmrCore<u32, SimDir>, Arc<Shared<KvService>>) {
+        let mut config = logless_psmr::config::Config::new(vec![NodeId(1)], NodeId(1), 1);
+        config.mode = Mode::NoRep;
+        let replica = logless_psmr::replica::Replica::new(config, KvService::new(), 0);
+        let shared = Arc::new(Shared::new(replica, KvService::new()));
+        let logs = GroupLogs::new(BTreeMap::new());
+        let core = PsmrCore::new(
+            NodeId(1),
+            shared.clone(),
+            logs,
+            1,
+            1_000,
+            Mode::NoRep,
+            1,
+            1_000_000,
+            0,
+        );
+        (core, shared)
+    }
+
+    fn insert(key: &str) -> Bytes {
+        let command = KvCommand::Insert {
+            key: key.as_bytes().to_vec(),
+            value: b"v".to_vec(),
+        };
+        Bytes::from(command.encode_to_vec())
+    }
+
+    #[test]
+    fn commands_are_answered_once_a_worker_executed_them() {
+        let (mut core, shared) = no_rep_core();
+        let mut out = Collected::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let workers = crate::psmr_workers::spawn(&shared, 1, 1, move |e| {
+            let _ = tx.send(e);
+        })
+        .unwrap();
+        core.submit(insert("a"), 7);
+        core.submit(insert("a"), 8);
+        core.finish_turn(&mut out).unwrap();
+        for _ in 0..2 {
+            let executed = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+            core.executed(executed, &mut out);
+        }
+        shared.stop();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        let replies: Vec<(u32, KvReply)> = (out.answers.into_iter())
+            .map(|(to, answer)| (to, KvReply::decode(&answer.unwrap()).unwrap()))
+            .collect();
+        assert_eq!(
+            replies,
+            [(7, KvReply::Stored(true)), (8, KvReply::Stored(false))]
+        );
+        let status = core.status();
+        assert_eq!(
+            (status.answered, status.executed, status.in_flight),
+            (2, 2, 0)
+        );
+        assert_eq!(status.digest, shared.digest().to_string());
+    }
+
+    #[test]
+    fn a_backlog_over_its_limit_refuses_new_commands() {
+        let (mut core, _shared) = no_rep_core();
+        let mut out = Collected::default();
+        for i in 0..=BACKLOG_MAX {
+            core.submit(insert(&i.to_string()), 0);
+        }
+        core.finish_turn(&mut out).unwrap();
+        assert!(out.answers.is_empty(), "all taken: nothing executes them");
+        core.submit(insert("late"), 1);
+        core.finish_turn(&mut out).unwrap();
+        assert_eq!(out.answers, [(1, Err(Failure::Overloaded))]);
+        assert_eq!(core.status().overloaded, 1);
+        assert_eq!(core.status().backlog, BACKLOG_MAX as u64 + 1);
+    }
+
+    #[test]
+    fn a_directory_keeps_the_mode_and_threads_it_was_written_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let psmr = dir.path().join("psmr");
+        claim_layout(&psmr, Mode::Psmr, 2).unwrap();
+        claim_layout(&psmr, Mode::Psmr, 2).unwrap();
+        let refused = claim_layout(&psmr, Mode::Psmr, 3).unwrap_err();
+        assert!(
+            refused.contains("written with mode=psmr threads=2")
+                && refused.contains("--psmr-mode psmr --threads 2"),
+            "{refused}"
+        );
+        assert!(claim_layout(&psmr, Mode::Smr, 2).is_err());
+    }
+}

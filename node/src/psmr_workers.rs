@@ -1,0 +1,187 @@
+//! The psmr engine's worker threads: `k` real threads driving the engine's execution plan
+//! ([`logless_psmr::plan`], Algorithm 1 of seed 004) against the service.
+//!
+//! The replica's sans-IO core ([`Replica`]) sits behind one mutex that the event loop
+//! ([`crate::psmr_loop`]) and the workers share; the service sits behind a read-write lock. A
+//! worker locks the core only to ask the plan for its next step and to report a command done;
+//! it executes with the core unlocked:
+//!
+//! * **parallel mode** (a command of its own group): under the service's read lock, through
+//!   [`ParallelService::execute_shared`], at the same time as the other workers' own groups'
+//!   commands (C-G makes them independent);
+//! * **synchronous mode** (a `g_all` command, run by worker 0 once every worker has reached the
+//!   barrier): under the write lock, while the others wait at the barrier; a parallel command
+//!   the service cannot run shared takes the write lock too.
+//!
+//! A worker with nothing to do, or waiting at a barrier, sleeps on the core's condition
+//! variable; the loop wakes the workers after each turn that may have delivered commands, and a
+//! worker wakes the others when it arrives at a barrier or releases one. Every replica executes
+//! every command; the worker reports the reply of a command to the loop only if this replica's
+//! client pool lent its client id (the client's connection is here).
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use logless_multipaxos::ids::{ClientId, RequestSeq};
+use logless_psmr::plan::{Mode, Step};
+use logless_psmr::replica::Replica;
+use logless_service::{ParallelService, Wire, WorkerId};
+
+use crate::client_pool::ClientPool;
+
+/// How long a sleeping worker waits before it polls again on its own (a guard against a missed
+/// wake-up; every change that concerns it wakes it sooner).
+const IDLE_POLL_MS: u64 = 50;
+
+/// What the event loop and the workers share.
+pub struct Shared<S> {
+    replica: Mutex<Replica<S>>,
+    changed: Condvar,
+    service: RwLock<S>,
+    stopping: AtomicBool,
+    /// Commands executed, in either mode.
+    pub executed: AtomicU64,
+    /// Commands executed in synchronous mode.
+    pub executed_synchronous: AtomicU64,
+}
+
+/// A command executed for a client of this replica: its id, number and encoded reply.
+#[derive(Debug)]
+pub struct Executed {
+    /// The client id the pool lent.
+    pub client: ClientId,
+    /// Its request number.
+    pub seq: RequestSeq,
+    /// The service's reply, encoded.
+    pub reply: Bytes,
+}
+
+impl<S: ParallelService> Shared<S> {
+    /// The core and the service the workers execute, shared.
+    pub fn new(replica: Replica<S>, service: S) -> Shared<S> {
+        Shared {
+            replica: Mutex::new(replica),
+            changed: Condvar::new(),
+            service: RwLock::new(service),
+            stopping: AtomicBool::new(false),
+            executed: AtomicU64::new(0),
+            executed_synchronous: AtomicU64::new(0),
+        }
+    }
+
+    /// The core, locked. A worker that panicked holding it leaves the plan half-stepped: the
+    /// replica cannot go on, so neither does the caller.
+    pub fn replica(&self) -> MutexGuard<'_, Replica<S>> {
+        self.replica.lock().expect("a psmr worker panicked")
+    }
+
+    /// Wakes every worker: the plan may have work for them.
+    pub fn wake(&self) {
+        self.changed.notify_all();
+    }
+
+    /// The service's digest now (commands running meanwhile may or may not show in it).
+    pub fn digest(&self) -> logless_service::Digest {
+        self.service
+            .read()
+            .expect("a psmr worker panicked")
+            .digest()
+    }
+
+    /// Tells the workers to stop once they finish their current command.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let _guard = self.replica();
+        self.wake();
+    }
+
+    /// Executes an encoded command in `mode` (see the module docs).
+    fn execute(&self, mode: Mode, payload: &[u8]) -> Vec<u8> {
+        if mode == Mode::Parallel {
+            if let Ok(command) = S::Command::decode(payload) {
+                let service = self.service.read().expect("a psmr worker panicked");
+                if let Some(reply) = service.execute_shared(&command) {
+                    return reply.encode_to_vec();
+                }
+            }
+        }
+        let mut service = self.service.write().expect("a psmr worker panicked");
+        service.execute_encoded(payload)
+    }
+}
+
+/// Starts `workers` worker threads on `shared`; each reports the commands it executes for
+/// clients of node `me` through `report`.
+pub fn spawn<S, F>(
+    shared: &std::sync::Arc<Shared<S>>,
+    workers: u16,
+    me: u16,
+    report: F,
+) -> std::io::Result<Vec<JoinHandle<()>>>
+where
+    S: ParallelService + Send + Sync + 'static,
+    F: Fn(Executed) + Clone + Send + 'static,
+{
+    (0..workers)
+        .map(|w| {
+            let shared = shared.clone();
+            let report = report.clone();
+            std::thread::Builder::new()
+                .name(format!("psmr-worker-{w}"))
+                .spawn(move || run(&shared, WorkerId(w), me, &report))
+        })
+        .collect()
+}
+
+/// One worker's loop: poll the plan, execute, report, until stopped.
+fn run<S: ParallelService>(
+    shared: &Shared<S>,
+    worker: WorkerId,
+    me: u16,
+    report: &impl Fn(Executed),
+) {
+    let mut replica = shared.replica();
+    let mut waiting = false;
+    while !shared.stopping.load(Ordering::SeqCst) {
+        match replica.poll(worker) {
+            Step::Execute { mode, command } => {
+                drop(replica);
+                let reply = shared.execute(mode, &command.request.payload);
+                shared.executed.fetch_add(1, Ordering::Relaxed);
+                if mode == Mode::Synchronous {
+                    shared.executed_synchronous.fetch_add(1, Ordering::Relaxed);
+                }
+                let request = command.request;
+                if ClientPool::<()>::node_of(request.client) == me {
+                    report(Executed {
+                        client: request.client,
+                        seq: request.seq,
+                        reply: Bytes::from(reply),
+                    });
+                }
+                replica = shared.replica();
+                replica.executed(worker);
+                waiting = false;
+                if mode == Mode::Synchronous {
+                    // The barrier is released: the others move past it.
+                    shared.wake();
+                }
+            }
+            step @ (Step::Wait | Step::Idle) => {
+                if step == Step::Wait && !waiting {
+                    // Arrived at the barrier: worker 0 may now have everyone.
+                    shared.wake();
+                }
+                waiting = step == Step::Wait;
+                let timeout = Duration::from_millis(IDLE_POLL_MS);
+                replica = shared
+                    .changed
+                    .wait_timeout(replica, timeout)
+                    .expect("a psmr worker panicked")
+                    .0;
+            }
+        }
+    }
+}
