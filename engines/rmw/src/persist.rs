@@ -97,6 +97,11 @@ impl PersistBatch {
         changed.then(|| &self.writes.last().expect("just added").1)
     }
 
+    /// Adds writing `state` as the state of `key`, with no reply behind it.
+    pub(crate) fn write(&mut self, key: &Key, state: AcceptorState) {
+        self.writes.push((key.clone(), state));
+    }
+
     /// Adds forgetting `key`, behind the round `floor` (the shard's, raised by the register's
     /// `r_ack`). Writes of `key` earlier in the batch are dropped: they are superseded.
     pub(crate) fn remove(&mut self, key: &Key, floor: Round) {

@@ -623,6 +623,11 @@ impl Proposer {
         self.shared.mint()
     }
 
+    /// Sends `envelope` with this proposer's messages.
+    pub(crate) fn send(&mut self, envelope: Envelope) {
+        self.shared.out.sends.push(envelope);
+    }
+
     /// Sends `message` to every acceptor, with this proposer's messages.
     pub(crate) fn send_to_everyone(&mut self, message: Message) {
         let out = &mut self.shared.out.sends;
@@ -775,6 +780,25 @@ impl Proposer {
         }
     }
 
+    /// `peer` lost its acceptor state and rejoins (FENCE): no answer it gave before may count
+    /// any more. Every operation in progress starts again with a fresh attempt after a backoff
+    /// (its proposals stay remembered, as after a rejected VOTE), so that no phase 1 completes
+    /// and no fast path is taken on a promise the peer forgot (see the `rejoin` module).
+    pub fn handle_fence(&mut self, now_ms: u64) {
+        for (key, reg) in self.registers.iter_mut() {
+            reg.fast = None;
+            if reg.op.is_none() {
+                continue;
+            }
+            Step {
+                key,
+                reg,
+                shared: &mut self.shared,
+            }
+            .back_off(now_ms);
+        }
+    }
+
     /// A wake-up requested earlier.
     pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
         if !self.shared.armed.may_be_live(token) {
@@ -849,7 +873,9 @@ impl Proposer {
             Message::Prepare { .. }
             | Message::PaxosPrep { .. }
             | Message::Vote { .. }
-            | Message::Remove { .. } => {}
+            | Message::Remove { .. }
+            | Message::Fence { .. }
+            | Message::Fenced { .. } => {}
         }
     }
 }
