@@ -285,6 +285,8 @@ fn kind(m: &Message) -> &'static str {
         Message::Nack { .. } => "NACK",
         Message::Learned { .. } => "LEARNED",
         Message::Remove { .. } => "REMOVE",
+        Message::Fence { .. } => "FENCE",
+        Message::Fenced { .. } => "FENCED",
     }
 }
 
@@ -1385,4 +1387,140 @@ fn a_removing_node_that_crashes_midway_recovers_its_floor() {
     assert_eq!(get(&mut net, B, 3, every), Reply::Nil);
     assert_eq!(applied(&mut net, A, 4, set("w"), every), Reply::Ok);
     assert_eq!(get(&mut net, C, 5, every), bulk("w"));
+}
+
+// ----- a lost disk (docs/lost-disk.md) -----
+
+impl Net {
+    /// `node` loses its disk and comes back empty in incarnation 2, told to rejoin (unless the
+    /// deliberate bug makes it a fresh acceptor at once).
+    fn lose_disk(&mut self, node: NodeId, rejoin_without_fence: bool) {
+        let mut config = ProposerConfig::new(vec![A, B, C]);
+        config.straggler_wait_ms = 0;
+        config.request_timeout_ms = 1_000;
+        config.bugs.rejoin_without_fence = rejoin_without_fence;
+        let replica = Replica::new(node, 2, config, 77, Vec::new()).rejoining();
+        self.replicas.insert(node, replica);
+        self.stores.insert(node, MemStore::default());
+        self.timers.remove(&node);
+        self.queue.retain(|(from, e)| *from != node && e.to != node);
+        self.collect(node);
+    }
+
+    /// The result of `command` through `node` while `keep` says which messages arrive: the
+    /// reply, or `None` if the command was not applied.
+    fn outcome(
+        &mut self,
+        node: NodeId,
+        tag: u64,
+        command: Command,
+        keep: impl Fn(NodeId, &Envelope) -> bool,
+    ) -> Option<Reply> {
+        self.command(node, tag, command);
+        self.run(&keep);
+        while self.reply(tag).is_none() {
+            self.fire_timer(node);
+            self.run(&keep);
+        }
+        self.reply(tag).unwrap().result.clone().ok()
+    }
+}
+
+/// INCR chosen by A and B (C never hears of it); A loses its disk; with B unreachable, C
+/// increments through A and itself. Returns the two INCRs' answers (`None`: not applied) and
+/// the counter read at the end through B and C.
+fn lost_vote_scenario(rejoin_without_fence: bool) -> (Option<Reply>, Option<Reply>, i64) {
+    let mut net = Net::new(|c| c.request_timeout_ms = 1_000);
+    let c_unreachable = |from: NodeId, e: &Envelope| from != C && e.to != C;
+    let first = net.outcome(B, 1, Command::IncrBy(1), c_unreachable);
+    assert_eq!(
+        net.state(C),
+        AcceptorState::default(),
+        "C never heard of it"
+    );
+    net.lose_disk(A, rejoin_without_fence);
+    let b_unreachable = |from: NodeId, e: &Envelope| from != B && e.to != B;
+    let second = net.outcome(C, 2, Command::IncrBy(1), b_unreachable);
+    // The network heals; the links that dropped messages broke and were made again.
+    for (node, peer) in [(A, B), (B, A), (C, B), (B, C), (A, C), (C, A)] {
+        net.replicas
+            .get_mut(&node)
+            .unwrap()
+            .handle_link_broken(peer);
+        net.collect(node);
+    }
+    net.run(every);
+    let counter = |reply: Option<Reply>| match reply {
+        Some(Reply::Bulk(value)) => std::str::from_utf8(&value).unwrap().parse().unwrap(),
+        other => panic!("a counter, not {other:?}"),
+    };
+    let read = counter(net.outcome(B, 3, Command::Get, every));
+    assert_eq!(counter(net.outcome(C, 4, Command::Get, every)), read);
+    (first, second, read)
+}
+
+/// A lost disk with the rejoin rule: the rejoining acceptor answers nothing until its peers
+/// are fenced and it recovered the register, so C cannot write without B, and nothing chosen
+/// is lost.
+#[test]
+fn lost_disk_a_rejoining_acceptor_answers_for_no_register_it_has_not_recovered() {
+    let (first, second, read) = lost_vote_scenario(false);
+    assert_eq!(first, Some(Reply::Int(1)));
+    assert_eq!(second, None, "no quorum without B: A counts as crashed");
+    assert_eq!(read, 1);
+}
+
+/// The same run with the deliberate bug (the empty acceptor votes at once): the value A and B
+/// chose is overwritten by one C built on nothing, and the counter says 1 after two INCRs.
+#[test]
+fn lost_disk_without_the_rejoin_rule_loses_a_chosen_value() {
+    let (first, second, read) = lost_vote_scenario(true);
+    assert_eq!(first, Some(Reply::Int(1)));
+    assert_eq!(second, Some(Reply::Int(1)), "built on the forgotten state");
+    assert_eq!(read, 1, "two INCRs acknowledged, one visible");
+}
+
+/// After FENCED from every peer, the rejoining acceptor recovers a register at the first
+/// message about it and serves it again: A and C write without B.
+#[test]
+fn lost_disk_a_fenced_acceptor_recovers_a_register_and_votes_again() {
+    let mut net = Net::new(|c| c.request_timeout_ms = 1_000);
+    assert_eq!(
+        net.outcome(B, 1, Command::IncrBy(5), every),
+        Some(Reply::Int(5))
+    );
+    net.lose_disk(A, false);
+    net.run(every);
+    assert_eq!(net.replicas[&A].rejoin_progress(), Some((0, 0)));
+    let fenced = net
+        .log
+        .iter()
+        .filter(|(_, e)| kind(&e.message) == "FENCED")
+        .count();
+    assert_eq!(fenced, 2, "both peers answered FENCE");
+    // The first message about the register starts its recovery; B and C still serve it.
+    assert_eq!(
+        net.outcome(C, 2, Command::IncrBy(1), every),
+        Some(Reply::Int(6))
+    );
+    net.run(every);
+    assert_eq!(net.replicas[&A].rejoin_progress(), Some((0, 1)));
+    assert!(
+        net.state(A).r_voted != Round::BOTTOM,
+        "A took the quorum's state"
+    );
+    assert_eq!(
+        net.stores[&A].states.get(&key()),
+        Some(&net.state(A)),
+        "durably"
+    );
+    let b_unreachable = |from: NodeId, e: &Envelope| from != B && e.to != B;
+    assert_eq!(
+        net.outcome(A, 3, Command::IncrBy(1), b_unreachable),
+        Some(Reply::Int(7))
+    );
+    assert_eq!(
+        net.outcome(C, 4, Command::Get, b_unreachable),
+        Some(bulk("7"))
+    );
 }
