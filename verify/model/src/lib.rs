@@ -921,8 +921,11 @@ impl LoglessModel {
                     })
             }
             // A REMOVE ignored now may apply later (its vote may still reach the acceptor
-            // through a write-through): never collected.
-            Message::Learned { .. } | Message::Remove { .. } => false,
+            // through a write-through): never collected. The model sends no FENCE.
+            Message::Learned { .. }
+            | Message::Remove { .. }
+            | Message::Fence { .. }
+            | Message::Fenced { .. } => false,
         }
     }
 
