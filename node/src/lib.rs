@@ -8,6 +8,7 @@
 //!   group commit (shared with the whole-node simulation);
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
+//! * [`lives`] — the peers' lives this node welcomed, which tell a lost data directory;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
 //! * [`limits`] — what one client or peer connection may hold, and for how long;
 //! * [`tls`] — TLS for clients and peers: rustls configurations and handshakes;
@@ -28,6 +29,7 @@ pub mod hello;
 pub mod http;
 pub mod info;
 pub mod limits;
+pub mod lives;
 pub mod node;
 pub mod peer;
 pub mod shard;
