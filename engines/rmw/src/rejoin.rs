@@ -1,19 +1,23 @@
 //! Rejoining after a lost disk: a replica whose acceptor states are gone must not answer for
 //! rounds it may have promised before the loss (the argument is in `docs/lost-disk.md`).
 //!
-//! 1. **Fence.** The rejoining replica sends FENCE to every peer. A peer's proposer restarts
+//! 1. **Fence.** The rejoining replica sends FENCE to every peer (again when the link to a
+//!    peer that has not answered breaks, or when a message from it arrives a retry interval
+//!    after the last FENCE: a message may be lost without either end noticing). A peer's proposer restarts
 //!    every operation in progress with a fresh attempt and drops its fast paths (so that no
 //!    answer the replica gave before the loss completes a phase 1 or a fast write from then on),
 //!    and answers FENCED.
 //! 2. **Amnesia.** Until it recovers a register, the replica's acceptor answers nothing about
 //!    it: for that register it counts as crashed. A register it holds a state for (recovered,
 //!    or written since) is served as usual.
-//! 3. **Recovery.** Once every peer answered FENCED, an acceptor message about a register it
-//!    does not hold makes the replica mint an attempt and prepare a round (a write PREPARE, or
+//! 3. **Recovery.** Once every peer answered FENCED, a VOTE or a read PREPARE about a register
+//!    it does not hold (not a write's phase 1, whose VOTE the recovery would overtake and
+//!    reject) makes the replica mint an attempt and prepare a round (a write PREPARE, or
 //!    a PAXOS_PREP above the rounds seen when that did not agree) with every *other* acceptor.
 //!    When a quorum of them acknowledged the same round and holds the same vote, the replica
 //!    takes that state as its own: the vote is chosen, and no round at or below the prepared
-//!    one can collect a quorum of votes any more.
+//!    one can collect a quorum of votes any more. A recovery that got no decision within the
+//!    retry interval may start again.
 use std::sync::Arc;
 
 use logless_commands::value::Register;
@@ -26,8 +30,8 @@ use crate::table::KeyTable;
 /// What a rejoining replica still waits for, and what it recovered.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Rejoin {
-    /// Peers whose proposers have not answered FENCE yet.
-    unfenced: Vec<NodeId>,
+    /// Peers whose proposers have not answered FENCE yet, with when FENCE last went to each.
+    unfenced: Vec<(NodeId, u64)>,
     /// Recoveries in progress, by register.
     probes: KeyTable<Probe>,
     /// For a register whose last recovery did not agree, the highest round seen: the next one
@@ -50,6 +54,8 @@ enum Answer {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Probe {
     attempt: AttemptId,
+    /// When it started.
+    started_ms: u64,
     /// By acceptor index; this replica's own stays `None`.
     answers: Vec<Option<Answer>>,
 }
@@ -82,10 +88,10 @@ pub(crate) enum Reply<'a> {
 }
 
 impl Rejoin {
-    /// Waiting for FENCED from every one of `peers`.
-    pub(crate) fn new(peers: Vec<NodeId>) -> Rejoin {
+    /// Waiting for FENCED from every one of `peers`, to whom FENCE went at `now_ms`.
+    pub(crate) fn new(peers: Vec<NodeId>, now_ms: u64) -> Rejoin {
         Rejoin {
-            unfenced: peers,
+            unfenced: peers.into_iter().map(|p| (p, now_ms)).collect(),
             probes: KeyTable::new(),
             above: KeyTable::new(),
             recovered: 0,
@@ -94,12 +100,25 @@ impl Rejoin {
 
     /// `peer` answered FENCE.
     pub(crate) fn on_fenced(&mut self, peer: NodeId) {
-        self.unfenced.retain(|p| *p != peer);
+        self.unfenced.retain(|(p, _)| *p != peer);
     }
 
     /// Whether `peer` has not answered FENCE yet.
     pub(crate) fn awaits_fence_from(&self, peer: NodeId) -> bool {
-        self.unfenced.contains(&peer)
+        self.unfenced.iter().any(|(p, _)| *p == peer)
+    }
+
+    /// Whether FENCE should go to `peer` again at `now_ms`: it has not answered, and the last
+    /// one went `retry_ms` ago or more. If so, notes that it goes now.
+    pub(crate) fn fence_again(&mut self, peer: NodeId, now_ms: u64, retry_ms: u64) -> bool {
+        let Some((_, sent_ms)) = self.unfenced.iter_mut().find(|(p, _)| *p == peer) else {
+            return false;
+        };
+        if now_ms < sent_ms.saturating_add(retry_ms) {
+            return false;
+        }
+        *sent_ms = now_ms;
+        true
     }
 
     /// How many peers have not answered FENCE yet.
@@ -112,18 +131,30 @@ impl Rejoin {
         self.recovered
     }
 
-    /// Whether a recovery of `key` may start now: every peer is fenced and none is running.
-    pub(crate) fn may_start(&self, key: &Key) -> bool {
-        self.unfenced.is_empty() && self.probes.get(key).is_none()
+    /// Whether a recovery of `key` may start at `now_ms`: every peer is fenced, and none is
+    /// running that started less than `retry_ms` ago.
+    pub(crate) fn may_start(&self, key: &Key, now_ms: u64, retry_ms: u64) -> bool {
+        self.unfenced.is_empty()
+            && self
+                .probes
+                .get(key)
+                .is_none_or(|p| now_ms >= p.started_ms.saturating_add(retry_ms))
     }
 
-    /// Starts recovering `key` as `attempt` with `acceptors` acceptors; returns the phase 1
-    /// message to send to every other acceptor.
-    pub(crate) fn start(&mut self, key: &Key, attempt: AttemptId, acceptors: usize) -> Message {
+    /// Starts recovering `key` at `now_ms` as `attempt` with `acceptors` acceptors; returns
+    /// the phase 1 message to send to every other acceptor.
+    pub(crate) fn start(
+        &mut self,
+        key: &Key,
+        now_ms: u64,
+        attempt: AttemptId,
+        acceptors: usize,
+    ) -> Message {
         self.probes.insert(
             key.clone(),
             Probe {
                 attempt,
+                started_ms: now_ms,
                 answers: vec![None; acceptors],
             },
         );
@@ -216,7 +247,9 @@ impl Rejoin {
                 })
                 .max()
                 .unwrap_or(Round::BOTTOM);
-            self.probes.remove(key);
+            // Given up, but kept (claiming nothing) until the retry interval has passed, so
+            // that the next recovery does not follow at once on the next message.
+            probe.attempt = AttemptId::BOTTOM;
             self.above.insert(key.clone(), highest);
         }
         None
@@ -248,15 +281,19 @@ mod tests {
     #[test]
     fn a_recovery_needs_every_peer_fenced_and_a_quorum_agreeing() {
         let key = Key::new("k");
-        let mut rejoin = Rejoin::new(vec![NodeId(2), NodeId(3)]);
-        assert!(!rejoin.may_start(&key));
+        let mut rejoin = Rejoin::new(vec![NodeId(2), NodeId(3)], 0);
+        assert!(!rejoin.may_start(&key, 0, 20));
         rejoin.on_fenced(NodeId(2));
-        assert!(rejoin.awaits_fence_from(NodeId(3)) && !rejoin.may_start(&key));
+        assert!(rejoin.awaits_fence_from(NodeId(3)) && !rejoin.may_start(&key, 0, 20));
+        assert!(!rejoin.fence_again(NodeId(2), 50, 20), "answered");
+        assert!(!rejoin.fence_again(NodeId(3), 19, 20), "too soon");
+        assert!(rejoin.fence_again(NodeId(3), 20, 20));
+        assert!(!rejoin.fence_again(NodeId(3), 21, 20));
         rejoin.on_fenced(NodeId(3));
-        assert!(rejoin.may_start(&key));
+        assert!(rejoin.may_start(&key, 0, 20));
 
         let probe = attempt(1, 7);
-        let first = rejoin.start(&key, probe, 3);
+        let first = rejoin.start(&key, 0, probe, 3);
         assert!(matches!(
             first,
             Message::Prepare {
@@ -264,7 +301,11 @@ mod tests {
                 ..
             }
         ));
-        assert!(rejoin.claims(&key, probe) && !rejoin.may_start(&key));
+        assert!(rejoin.claims(&key, probe) && !rejoin.may_start(&key, 19, 20));
+        assert!(
+            rejoin.may_start(&key, 20, 20),
+            "a recovery with no decision is retried"
+        );
         // Two other acceptors at different rounds: no quorum agrees, the next recovery aims
         // above the highest.
         assert_eq!(
@@ -275,9 +316,10 @@ mod tests {
             rejoin.on_answer(&key, 2, ack(6, probe, Round::BOTTOM), &counting()),
             None
         );
-        assert!(rejoin.may_start(&key));
+        assert!(!rejoin.claims(&key, probe) && !rejoin.may_start(&key, 19, 20));
+        assert!(rejoin.may_start(&key, 20, 20));
         let again = attempt(1, 8);
-        let Message::PaxosPrep { round, .. } = rejoin.start(&key, again, 3) else {
+        let Message::PaxosPrep { round, .. } = rejoin.start(&key, 20, again, 3) else {
             panic!("a recovery that did not agree goes above the rounds seen");
         };
         assert_eq!(round, Round { n: 7, id: again });

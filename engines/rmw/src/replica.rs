@@ -151,7 +151,7 @@ impl Replica {
         for peer in &peers {
             self.send_fence(*peer);
         }
-        self.rejoin = Some(Rejoin::new(peers));
+        self.rejoin = Some(Rejoin::new(peers, 0));
         self
     }
 
@@ -377,6 +377,12 @@ impl Replica {
 
     /// A message from `from`.
     pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: &Message) {
+        if let Some(rejoin) = self.rejoin.as_mut() {
+            let retry_ms = self.proposer.config().phase_timeout_ms;
+            if rejoin.fence_again(from, now_ms, retry_ms) {
+                self.send_fence(from);
+            }
+        }
         if !message.is_for_acceptor() {
             match message {
                 Message::Remove { key, voted } => self.forget(key, *voted),
@@ -444,7 +450,19 @@ impl Replica {
         }
         let key = message.key();
         if self.rejoin.is_some() && self.states.get(key).is_none() {
-            self.recover(key);
+            // A recovery raises the other acceptors' rounds. Started at a write's phase 1 it
+            // would overtake that write's VOTE and reject it, every time; started at the VOTE
+            // (or at a read, which rounds do not disturb), it arrives after it.
+            let disturbs_a_write = matches!(
+                message,
+                Message::Prepare {
+                    kind: PrepareKind::Write,
+                    ..
+                } | Message::PaxosPrep { .. }
+            );
+            if !disturbs_a_write {
+                self.recover(now_ms, key);
+            }
             return;
         }
         let existing = self.states.get_mut(key);
@@ -463,16 +481,17 @@ impl Replica {
         }
     }
 
-    /// A message for the acceptor about `key`, which the rejoining replica does not hold: no
-    /// answer (it counts as crashed for the register), but its recovery starts if it may.
-    fn recover(&mut self, key: &Key) {
+    /// A VOTE or a read about `key`, which the rejoining replica does not hold: no answer (it
+    /// counts as crashed for the register), but its recovery starts if it may.
+    fn recover(&mut self, now_ms: u64, key: &Key) {
+        let retry_ms = self.proposer.config().phase_timeout_ms;
         let rejoin = self.rejoin.as_mut().expect("rejoining");
-        if !rejoin.may_start(key) {
+        if !rejoin.may_start(key, now_ms, retry_ms) {
             return;
         }
         let attempt = self.proposer.mint_attempt();
         let acceptors = self.proposer.config().acceptors.clone();
-        let prepare = rejoin.start(key, attempt, acceptors.len());
+        let prepare = rejoin.start(key, now_ms, attempt, acceptors.len());
         for to in acceptors.into_iter().filter(|a| *a != self.node) {
             self.proposer.send(Envelope {
                 to,

@@ -27,6 +27,10 @@ pub struct NodeFaults {
     pub clock_jump_every_us: u64,
     /// The largest jump, either way (ms).
     pub clock_jump_ms_max: u64,
+    /// The probability that a crash of one node also loses its disk (at most one per run: the
+    /// cluster tolerates one replica without its state): it restarts empty and rejoining
+    /// (`docs/lost-disk.md`). 0 draws nothing, so that old schedules replay.
+    pub lost_disk: f64,
 }
 
 impl NodeFaults {
@@ -43,6 +47,7 @@ impl NodeFaults {
             down_us: 0,
             clock_jump_every_us: 0,
             clock_jump_ms_max: 0,
+            lost_disk: 0.0,
         }
     }
 
@@ -59,6 +64,7 @@ impl NodeFaults {
             down_us: 20_000,
             clock_jump_every_us: 80_000,
             clock_jump_ms_max: 1_500,
+            lost_disk: 0.0,
         }
     }
 }
@@ -192,6 +198,8 @@ pub struct NodeSimReport {
     pub crashes_in_flush: u64,
     /// Sectors torn by power failures.
     pub torn_sectors: u64,
+    /// Disks lost (their nodes rejoined).
+    pub lost_disks: u64,
     /// Partition changes.
     pub partitions: u64,
     /// Wall-clock jumps.

@@ -16,6 +16,7 @@
 //!   power failure: any subset of the unpersisted sectors reaches the media, and one more may
 //!   be torn on a word boundary. In `mmap` mode it is a process crash. Sometimes every node
 //!   crashes at once. A restarted node opens its store from that image, as a new incarnation.
+//!   A crash may also lose the node's disk: it restarts from empty stores, rejoining.
 //! * **Clocks.** Each node reads a wall clock that may jump forwards or backwards; a shard's
 //!   clock never goes back (it slews, as the node's does). Expiry is decided from the stamps
 //!   these clocks give, so the run records, for each operation, the readings of its shard's
@@ -180,6 +181,8 @@ struct SimNode {
     clock_offset_ms: i64,
     /// A crash waits for this node's next flush, to land inside it.
     crash_in_next_flush: bool,
+    /// Whether it lost its disk and rejoins, at every start from then on.
+    rejoining: bool,
 }
 
 struct Client {
@@ -261,6 +264,7 @@ impl NodeCluster {
                     shards,
                     clock_offset_ms: 0,
                     crash_in_next_flush: false,
+                    rejoining: false,
                 },
             );
         }
@@ -424,6 +428,11 @@ impl NodeCluster {
                 Ok((store, states)) => {
                     let replica =
                         Replica::new(node, n.incarnation, proposer.clone(), seeds[s], states);
+                    let replica = if n.rejoining {
+                        replica.rejoining()
+                    } else {
+                        replica
+                    };
                     let mut core = ShardCore::new(replica, store);
                     core.inject_bugs(bugs);
                     shard.core = Some(core);
@@ -664,6 +673,7 @@ impl NodeCluster {
                 } else {
                     let power = self.power_failure();
                     self.crash_node(node, power);
+                    self.maybe_lose_disk(node);
                 }
             }
         }
@@ -753,6 +763,21 @@ impl NodeCluster {
         }
         let down_us = self.config.faults.down_us;
         self.events.schedule(down_us, Event::Restart { node });
+    }
+
+    /// With probability `faults.lost_disk`, and only once a run, empties the disk of `node`,
+    /// which is down: it restarts rejoining.
+    fn maybe_lose_disk(&mut self, node: NodeId) {
+        let lost_disk = self.config.faults.lost_disk;
+        if lost_disk == 0.0 || self.report.lost_disks > 0 || !self.rng.random_bool(lost_disk) {
+            return;
+        }
+        self.report.lost_disks += 1;
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.rejoining = true;
+        for s in &mut n.shards {
+            s.image = Vec::new();
+        }
     }
 
     fn restart(&mut self, node: NodeId) {
