@@ -71,6 +71,10 @@ pub enum ProposeError {
     /// Too many commands wait on this register.
     #[error("too many pending commands on this key")]
     Overloaded,
+    /// Definitely not applied: the replica's disk has no space for a register it does not
+    /// hold yet. Given by the runtime, which knows its store, never by the proposer.
+    #[error("no disk space for a new key")]
+    DiskFull,
 }
 
 /// The answer to one client command.

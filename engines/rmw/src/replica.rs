@@ -557,6 +557,20 @@ impl Replica {
         self.registers_removed += 1;
     }
 
+    /// The store refused the last write of `key` for lack of space, and holds `durable` for it
+    /// (`None`: nothing): the acceptor goes back to that state, as if the messages whose
+    /// replies were dropped had been lost (see [`PersistBatch::commit_or_refuse`]).
+    pub fn restore(&mut self, key: &Key, durable: Option<AcceptorState>) {
+        match durable {
+            Some(state) => {
+                self.states.insert(key.clone(), state);
+            }
+            None => {
+                self.states.remove(key);
+            }
+        }
+    }
+
     /// A wake-up requested earlier.
     pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
         self.proposer.handle_timer(now_ms, key, token);

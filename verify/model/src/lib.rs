@@ -652,7 +652,7 @@ impl LoglessModel {
             }
             // The command may still be chosen: it stays in flight in the history for ever.
             Err(ProposeError::OutcomeUnknown) => client.stopped = true,
-            Err(ProposeError::NotApplied | ProposeError::Overloaded) => {
+            Err(ProposeError::NotApplied | ProposeError::Overloaded | ProposeError::DiskFull) => {
                 history.record(Event::NotApplied(c));
                 client.stopped = true;
             }

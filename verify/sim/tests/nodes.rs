@@ -810,7 +810,10 @@ fn a_lost_disk_rejoins_and_schedules_stay_linearizable() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(lost_disks > seeds / 2, "{lost_disks} disks lost in {seeds} runs");
+    assert!(
+        lost_disks > seeds / 2,
+        "{lost_disks} disks lost in {seeds} runs"
+    );
 }
 
 /// The same runs with the deliberate bug (the empty node votes at once): caught.
