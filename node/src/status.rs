@@ -113,6 +113,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         "Peer links broken or replaced.",
         t.links_broken,
     );
+    counter(
+        "logless_writes_refused_for_space_total",
+        "Acceptor state writes the store refused because the disk was full.",
+        t.writes_refused_for_space,
+    );
     let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     counter(
         "logless_client_bytes_in_total",

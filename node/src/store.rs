@@ -354,6 +354,20 @@ impl<M: Media> ShardStore<M> {
         self.slots.free_slots()
     }
 
+    /// The durable state of `key` (as of the last flush), for a replica to go back to after
+    /// the store refused a write of it for lack of space.
+    pub fn durable_state(&self, key: &Key) -> Result<Option<AcceptorState>, StoreError> {
+        let Some(record) = self.slots.get(key.as_bytes()) else {
+            return Ok(None);
+        };
+        AcceptorState::decode(record)
+            .map(Some)
+            .map_err(|_| StoreError::Corrupt {
+                what: "an acceptor state that does not decode",
+                offset_bytes: 0,
+            })
+    }
+
     /// The media under the store.
     pub fn media(&self) -> &M {
         self.slots.media()
@@ -391,6 +405,21 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
 
     fn remove(&mut self, key: &Key) -> Result<(), StoreError> {
         self.slots.remove(key.as_bytes()).map(|_| ())
+    }
+
+    /// A full disk (or quota, or file size limit) when the slot file had to grow, or the
+    /// file at its configured limit: the store changed nothing and goes on.
+    fn is_full(error: &StoreError) -> bool {
+        match error {
+            StoreError::Io { source, .. } => matches!(
+                source.kind(),
+                std::io::ErrorKind::StorageFull
+                    | std::io::ErrorKind::QuotaExceeded
+                    | std::io::ErrorKind::FileTooLarge
+            ),
+            StoreError::FileFull { .. } => true,
+            _ => false,
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::ids::{ClientTag, Key, NodeId};
 use logless_rmw::message::{Envelope, Message};
 use logless_rmw::persist::{AcceptorStore, PersistBatch};
-use logless_rmw::proposer::{ProposeError, ProposerStats};
+use logless_rmw::proposer::{ClientReply, ProposeError, ProposerStats};
 use logless_rmw::replica::{Replica, SpentOutput};
 use logless_rmw::timers::Timers;
 use logless_storage::media::{FileMedia, Media};
@@ -34,6 +34,7 @@ pub fn answer_of(result: CommandResult) -> Answer {
         ProposeError::NotApplied => Failure::NotApplied,
         ProposeError::OutcomeUnknown => Failure::OutcomeUnknown,
         ProposeError::Overloaded => Failure::Overloaded,
+        ProposeError::DiskFull => Failure::DiskFull,
     })
 }
 
@@ -63,6 +64,12 @@ pub struct ShardBugs {
 /// How long [`ShardBugs::reply_before_persist`] holds back the states whose replies it sent.
 pub const DEFERRED_WRITE_US: u64 = 50_000;
 
+/// How long after the store refused a write for lack of space a write of a register the
+/// replica does not hold is answered "disk full" at once, without a proposal (ms). After it,
+/// such writes are proposed again, and the store tries to grow again: a replica notices that
+/// space came back within this time.
+pub const DISK_FULL_RECHECK_MS: u64 = 1_000;
+
 /// A shard's figures, for INFO, `/metrics` and `/status`; the node's are its shards' summed.
 #[derive(Clone, Debug, Default)]
 pub struct ShardStatus {
@@ -85,6 +92,8 @@ pub struct ShardStatus {
     pub state_writes: u64,
     /// Peer links broken or replaced.
     pub links_broken: u64,
+    /// Acceptor state writes the store refused for lack of space.
+    pub writes_refused_for_space: u64,
 }
 
 impl std::ops::AddAssign for ShardStatus {
@@ -109,6 +118,7 @@ impl std::ops::AddAssign for ShardStatus {
         self.flush_micros += s.flush_micros;
         self.state_writes += s.state_writes;
         self.links_broken += s.links_broken;
+        self.writes_refused_for_space += s.writes_refused_for_space;
     }
 }
 
@@ -175,6 +185,12 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     latency_us: FxHashMap<&'static str, Histogram<u64>>,
     state_writes: u64,
     links_broken: u64,
+    writes_refused_for_space: u64,
+    /// Until when (turn clock, ms) writes of registers the replica does not hold are answered
+    /// "disk full" at once (see [`DISK_FULL_RECHECK_MS`]).
+    disk_full_until_ms: u64,
+    /// Answers decided at submission, given with the turn's others.
+    early_replies: Vec<ClientReply>,
 }
 
 impl<R, M: Media> ShardCore<R, M> {
@@ -199,6 +215,9 @@ impl<R, M: Media> ShardCore<R, M> {
             latency_us: FxHashMap::default(),
             state_writes: 0,
             links_broken: 0,
+            writes_refused_for_space: 0,
+            disk_full_until_ms: 0,
+            early_replies: Vec::new(),
         }
     }
 
@@ -244,6 +263,18 @@ impl<R, M: Media> ShardCore<R, M> {
                 started_us: self.turn_started_us,
             },
         );
+        // The store refused a write lately: a register this replica does not hold would need
+        // new space here, so its write is refused at once rather than after a timeout.
+        if self.now_ms < self.disk_full_until_ms
+            && !command.is_read_only()
+            && self.replica.acceptor_state(&key).is_none()
+        {
+            self.early_replies.push(ClientReply {
+                client: ClientTag(tag),
+                result: Err(ProposeError::DiskFull),
+            });
+            return;
+        }
         self.submitted.push((ClientTag(tag), key, command));
     }
 
@@ -304,7 +335,8 @@ impl<R, M: Media> ShardCore<R, M> {
         } else {
             outlet.mono_us()
         };
-        for reply in output.replies.drain(..) {
+        let early = std::mem::take(&mut self.early_replies);
+        for reply in output.replies.drain(..).chain(early) {
             let Some(waiting) = self.waiting.remove(&reply.client.0) else {
                 continue;
             };
@@ -313,6 +345,7 @@ impl<R, M: Media> ShardCore<R, M> {
                 Err(ProposeError::NotApplied) => "not_applied",
                 Err(ProposeError::OutcomeUnknown) => "unknown",
                 Err(ProposeError::Overloaded) => "overloaded",
+                Err(ProposeError::DiskFull) => "disk_full",
             };
             *self.commands.entry((waiting.name, outcome)).or_default() += 1;
             let micros = answered_us.saturating_sub(waiting.started_us);
@@ -339,7 +372,16 @@ impl<R, M: Media> ShardCore<R, M> {
             return self.commit_without_ttl(persist);
         }
         if !self.bugs.reply_before_persist {
-            return persist.commit(&mut self.store);
+            let committed = persist.commit_or_refuse(&mut self.store)?;
+            if !committed.refused.is_empty() {
+                self.writes_refused_for_space += committed.refused.len() as u64;
+                self.disk_full_until_ms = self.now_ms + DISK_FULL_RECHECK_MS;
+                for key in &committed.refused {
+                    let durable = self.store.durable_state(key)?;
+                    self.replica.restore(key, durable);
+                }
+            }
+            return Ok(committed.released);
         }
         let (writes, replies) = persist.release_unpersisted_for_fault_injection();
         let due = self.turn_started_us + DEFERRED_WRITE_US;
@@ -481,6 +523,7 @@ impl<R, M: Media> ShardCore<R, M> {
             flush_micros: self.store.flush_micros,
             state_writes: self.state_writes,
             links_broken: self.links_broken,
+            writes_refused_for_space: self.writes_refused_for_space,
         }
     }
 }
