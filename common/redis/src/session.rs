@@ -715,8 +715,8 @@ pub fn failure_value(failure: Failure) -> Value {
             }
             Failure::Overloaded => "TRYAGAIN too many commands wait on this key; not applied",
             Failure::DiskFull => {
-                "ERR disk full: no space left on this replica's disk for a new key; not applied \
-                 (reads and writes of existing keys go on)"
+                "MISCONF disk full: no space left on this replica's disk for a new key; not \
+                 applied (reads and writes of existing keys go on)"
             }
         }
         .to_owned(),

@@ -828,3 +828,25 @@ fn a_lost_disk_rejoining_without_the_fence_is_caught() {
     };
     assert!(caught(bugs, 40, |c| c.faults.lost_disk = 1.0) > 0);
 }
+
+/// Full disks while the faults last (every store stops growing at 80 KiB): writes that need
+/// new space are refused (`MISCONF disk full`, not applied) or time out, nothing acknowledged is
+/// lost, no replica stops, and once space returns every key is written and read again through
+/// every node (the liveness phase).
+#[test]
+fn full_disks_refuse_new_space_lose_nothing_and_resume_when_space_returns() {
+    let mut refused = 0;
+    let mut failures = Vec::new();
+    for seed in 0..20 {
+        let mut config = NodeSimConfig::for_seed(seed);
+        config.faults.disk_full = true;
+        config.keys = 40;
+        match run(config) {
+            Ok(report) => refused += report.writes_refused_for_space,
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    println!("{refused} writes refused for space");
+    assert!(refused > 0, "no write was refused for space");
+}

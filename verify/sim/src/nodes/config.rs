@@ -31,6 +31,10 @@ pub struct NodeFaults {
     /// cluster tolerates one replica without its state): it restarts empty and rejoining
     /// (`docs/lost-disk.md`). 0 draws nothing, so that old schedules replay.
     pub lost_disk: f64,
+    /// Whether every node's disk is full while the faults last: each store may not grow past
+    /// the size it had at start, so new keys are refused once its free slots are used; space
+    /// returns when the faults end.
+    pub disk_full: bool,
 }
 
 impl NodeFaults {
@@ -48,6 +52,7 @@ impl NodeFaults {
             clock_jump_every_us: 0,
             clock_jump_ms_max: 0,
             lost_disk: 0.0,
+            disk_full: false,
         }
     }
 
@@ -65,6 +70,7 @@ impl NodeFaults {
             clock_jump_every_us: 80_000,
             clock_jump_ms_max: 1_500,
             lost_disk: 0.0,
+            disk_full: false,
         }
     }
 }
@@ -200,6 +206,9 @@ pub struct NodeSimReport {
     pub torn_sectors: u64,
     /// Disks lost (their nodes rejoined).
     pub lost_disks: u64,
+    /// Acceptor state writes refused for lack of space, counted when space returned (writes
+    /// refused in a life that crashed before are not counted).
+    pub writes_refused_for_space: u64,
     /// Partition changes.
     pub partitions: u64,
     /// Wall-clock jumps.
