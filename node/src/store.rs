@@ -368,6 +368,18 @@ impl<M: Media> ShardStore<M> {
             })
     }
 
+    /// Whether the disk has room again after it was full: grows the slot file by one append
+    /// chunk if it can (later appends use that room). An error other than a full disk is
+    /// returned: the store failed.
+    pub fn space_returned(&mut self) -> Result<bool, StoreError> {
+        let chunk = self.slots.options().append_chunk_bytes;
+        match self.slots.try_grow(chunk) {
+            Ok(()) => Ok(true),
+            Err(e) if <Self as AcceptorStore>::is_full(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The media under the store.
     pub fn media(&self) -> &M {
         self.slots.media()
@@ -410,16 +422,7 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
     /// A full disk (or quota, or file size limit) when the slot file had to grow, or the
     /// file at its configured limit: the store changed nothing and goes on.
     fn is_full(error: &StoreError) -> bool {
-        match error {
-            StoreError::Io { source, .. } => matches!(
-                source.kind(),
-                std::io::ErrorKind::StorageFull
-                    | std::io::ErrorKind::QuotaExceeded
-                    | std::io::ErrorKind::FileTooLarge
-            ),
-            StoreError::FileFull { .. } => true,
-            _ => false,
-        }
+        error.is_no_space() || matches!(error, StoreError::FileFull { .. })
     }
 }
 

@@ -64,10 +64,10 @@ pub struct ShardBugs {
 /// How long [`ShardBugs::reply_before_persist`] holds back the states whose replies it sent.
 pub const DEFERRED_WRITE_US: u64 = 50_000;
 
-/// How long after the store refused a write for lack of space a write of a register the
-/// replica does not hold is answered "disk full" at once, without a proposal (ms). After it,
-/// such writes are proposed again, and the store tries to grow again: a replica notices that
-/// space came back within this time.
+/// After the store refused a write for lack of space, writes of registers the replica does not
+/// hold are answered "disk full" at once, without a proposal; at most this often (ms) such a
+/// write first checks whether space came back (the store tries to grow by one chunk), and if
+/// it did, goes ahead.
 pub const DISK_FULL_RECHECK_MS: u64 = 1_000;
 
 /// A shard's figures, for INFO, `/metrics` and `/status`; the node's are its shards' summed.
@@ -186,9 +186,12 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     state_writes: u64,
     links_broken: u64,
     writes_refused_for_space: u64,
-    /// Until when (turn clock, ms) writes of registers the replica does not hold are answered
-    /// "disk full" at once (see [`DISK_FULL_RECHECK_MS`]).
-    disk_full_until_ms: u64,
+    /// Whether the store refused a write for lack of space and no check found space since:
+    /// writes of registers the replica does not hold are answered "disk full" at once.
+    disk_full: bool,
+    /// When (turn clock, ms) the next such write checks for space (see
+    /// [`DISK_FULL_RECHECK_MS`]).
+    disk_recheck_ms: u64,
     /// Answers decided at submission, given with the turn's others.
     early_replies: Vec<ClientReply>,
 }
@@ -216,7 +219,8 @@ impl<R, M: Media> ShardCore<R, M> {
             state_writes: 0,
             links_broken: 0,
             writes_refused_for_space: 0,
-            disk_full_until_ms: 0,
+            disk_full: false,
+            disk_recheck_ms: 0,
             early_replies: Vec::new(),
         }
     }
@@ -263,11 +267,13 @@ impl<R, M: Media> ShardCore<R, M> {
                 started_us: self.turn_started_us,
             },
         );
-        // The store refused a write lately: a register this replica does not hold would need
-        // new space here, so its write is refused at once rather than after a timeout.
-        if self.now_ms < self.disk_full_until_ms
+        // The store refused a write for space: a register this replica does not hold would
+        // need new space here, so its write is refused at once rather than after a timeout,
+        // unless a check finds that space came back.
+        if self.disk_full
             && !command.is_read_only()
             && self.replica.acceptor_state(&key).is_none()
+            && !self.space_returned()
         {
             self.early_replies.push(ClientReply {
                 client: ClientTag(tag),
@@ -366,6 +372,20 @@ impl<R, M: Media> ShardCore<R, M> {
         Ok(())
     }
 
+    /// Whether space came back since the store was full, checked at most once per
+    /// [`DISK_FULL_RECHECK_MS`]. A store that fails otherwise is left for the next commit to
+    /// report.
+    fn space_returned(&mut self) -> bool {
+        if self.now_ms < self.disk_recheck_ms {
+            return false;
+        }
+        self.disk_recheck_ms = self.now_ms + DISK_FULL_RECHECK_MS;
+        if matches!(self.store.space_returned(), Ok(true) | Err(_)) {
+            self.disk_full = false;
+        }
+        !self.disk_full
+    }
+
     /// Persists a batch and returns the replies it releases.
     fn commit(&mut self, persist: PersistBatch) -> Result<Vec<Envelope>, StoreError> {
         if self.bugs.persist_without_ttl {
@@ -375,7 +395,8 @@ impl<R, M: Media> ShardCore<R, M> {
             let committed = persist.commit_or_refuse(&mut self.store)?;
             if !committed.refused.is_empty() {
                 self.writes_refused_for_space += committed.refused.len() as u64;
-                self.disk_full_until_ms = self.now_ms + DISK_FULL_RECHECK_MS;
+                self.disk_full = true;
+                self.disk_recheck_ms = self.now_ms + DISK_FULL_RECHECK_MS;
                 for key in &committed.refused {
                     let durable = self.store.durable_state(key)?;
                     self.replica.restore(key, durable);
