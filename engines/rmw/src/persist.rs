@@ -459,7 +459,7 @@ mod tests {
             written: Vec::new(),
         };
         let committed = batch.commit_or_refuse(&mut store).unwrap();
-        assert_eq!(committed.refused, [new.clone()]);
+        assert_eq!(committed.refused, vec![new]);
         assert_eq!(store.written.len(), 4, "the old register's writes");
         assert_eq!(committed.released.len(), 8, "the old register's replies");
         assert!(committed.released.iter().all(|e| e.message.key() == &old));

@@ -222,6 +222,18 @@ pub fn metric(addr: SocketAddr, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in\n{body}"))
 }
 
+/// The incarnation and life of `node` that the replica with data directory `dir` welcomed
+/// last (its `peers.json`): what a test must claim to speak for that node's current life.
+pub fn known_life(dir: &Path, node: u16) -> (u32, u64) {
+    let text = std::fs::read_to_string(dir.join("peers.json")).expect("peers.json");
+    let lives: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let life = &lives[node.to_string()];
+    (
+        life["incarnation"].as_u64().expect("incarnation") as u32,
+        life["life"].as_u64().expect("life"),
+    )
+}
+
 pub fn log_tail(path: &Path) -> String {
     logless_harness::log_tail(path, 30)
 }
