@@ -16,6 +16,7 @@
 //! value_bytes_max = 1048576
 //! cluster_id = "prod-eu"       # peers of another cluster id are refused
 //! cluster_secret_file = "/etc/logless/cluster-secret"  # proven in every peer hello
+//! rejoin = false               # true once after a lost data directory (docs/lost-disk.md)
 //! tls_port = 7380              # clients over TLS (0: none); client_addr's port 0: TLS only
 //! tls_cert_file = "/etc/logless/tls/server.crt"
 //! tls_key_file = "/etc/logless/tls/server.key"
