@@ -110,6 +110,9 @@ fn a_full_disk_refuses_new_keys_keeps_serving_and_resumes_when_space_returns() {
         assert!(again.to_string().contains("disk full"), "{again}");
         assert!(started.elapsed() < Duration::from_secs(2));
     }
+    for r in &cluster.replicas {
+        assert!(common::metric(r.spec.http, "logless_writes_refused_for_space_total") > 0);
+    }
     // No replica stopped; reads and overwrites of existing keys go on.
     for r in &mut cluster.replicas {
         assert!(r.child.as_mut().unwrap().try_wait().unwrap().is_none());

@@ -91,6 +91,14 @@ fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
     // Every key was touched through the rejoined replica: it recovered them, and serves them
     // with replica 2 when replica 1 dies.
     check_all(&mut cluster.connect(2), "w");
+    let http = cluster.replicas[2].spec.http;
+    assert_eq!(common::metric(http, "logless_rejoining"), 1);
+    assert_eq!(common::metric(http, "logless_rejoin_peers_unfenced"), 0);
+    assert!(common::metric(http, "logless_registers_recovered_total") >= KEYS as u64);
+    assert_eq!(
+        common::metric(cluster.replicas[0].spec.http, "logless_rejoining"),
+        0
+    );
     std::thread::sleep(Duration::from_millis(500));
     cluster.kill(0);
     check_all(&mut cluster.connect(1), "w");

@@ -94,6 +94,12 @@ pub struct ShardStatus {
     pub links_broken: u64,
     /// Acceptor state writes the store refused for lack of space.
     pub writes_refused_for_space: u64,
+    /// Whether the replica rejoins after a lost disk (docs/lost-disk.md).
+    pub rejoining: bool,
+    /// While it rejoins: peers that have not answered FENCE yet (summed over shards).
+    pub rejoin_peers_unfenced: u64,
+    /// While it rejoins: registers recovered from the other replicas since start.
+    pub registers_recovered: u64,
 }
 
 impl std::ops::AddAssign for ShardStatus {
@@ -119,6 +125,9 @@ impl std::ops::AddAssign for ShardStatus {
         self.state_writes += s.state_writes;
         self.links_broken += s.links_broken;
         self.writes_refused_for_space += s.writes_refused_for_space;
+        self.rejoining |= s.rejoining;
+        self.rejoin_peers_unfenced += s.rejoin_peers_unfenced;
+        self.registers_recovered += s.registers_recovered;
     }
 }
 
@@ -528,6 +537,7 @@ impl<R, M: Media> ShardCore<R, M> {
 
     /// The shard's figures now.
     pub fn status(&self) -> ShardStatus {
+        let rejoin = self.replica.rejoin_progress();
         let mut registers = 0;
         let mut live_registers = 0;
         for (_, state) in self.replica.acceptor_states() {
@@ -545,6 +555,9 @@ impl<R, M: Media> ShardCore<R, M> {
             state_writes: self.state_writes,
             links_broken: self.links_broken,
             writes_refused_for_space: self.writes_refused_for_space,
+            rejoining: rejoin.is_some(),
+            rejoin_peers_unfenced: rejoin.map_or(0, |(unfenced, _)| unfenced as u64),
+            registers_recovered: rejoin.map_or(0, |(_, recovered)| recovered),
         }
     }
 }
