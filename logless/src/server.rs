@@ -13,6 +13,10 @@ use logless_node::config::{parse_peers, NodeConfig, Password};
 use logless_node::node::{self, Bugs};
 use tracing::{error, info};
 
+/// The exit status of a replica its peers refused because its data directory was lost or is
+/// another's (docs/lost-disk.md): restarting it as it is cannot help.
+pub const EXIT_LOST_IDENTITY: u8 = 3;
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct ServerArgs {
     /// A TOML configuration file; flags given as well override it.
@@ -304,7 +308,7 @@ pub fn server(args: &ServerArgs) -> ExitCode {
         if let Some(refusal) = running.refusal() {
             eprintln!("error: {refusal}");
             running.shutdown().await;
-            return ExitCode::from(3);
+            return ExitCode::from(EXIT_LOST_IDENTITY);
         }
         if running.shutdown().await {
             info!("stopped cleanly");
