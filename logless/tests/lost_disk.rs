@@ -51,15 +51,7 @@ fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
     std::fs::remove_dir_all(&dir).unwrap();
 
     // Without --rejoin: the peers refuse it and it stops, saying what to do.
-    let binary = common::binary();
-    let output = cluster.replicas[2]
-        .spec
-        .command(&binary)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let finished = wait_with_timeout(output, Duration::from_secs(30));
+    let finished = run_refused(&cluster.replicas[2].spec);
     assert_eq!(finished.status.code(), Some(3), "exits with code 3");
     let stderr = String::from_utf8_lossy(&finished.stderr);
     assert!(stderr.contains("--rejoin"), "{stderr}");
@@ -68,17 +60,8 @@ fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
         "{stderr}"
     );
     // A restart of the refused directory is refused the same way: it did not climb.
-    let again = cluster.replicas[2]
-        .spec
-        .command(&binary)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     assert_eq!(
-        wait_with_timeout(again, Duration::from_secs(30))
-            .status
-            .code(),
+        run_refused(&cluster.replicas[2].spec).status.code(),
         Some(3)
     );
 
@@ -112,6 +95,17 @@ fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
     check_all(&mut cluster.connect(2), "w");
     let identity = std::fs::read_to_string(dir.join("identity.json")).unwrap();
     assert!(identity.contains("\"rejoining\": true"), "{identity}");
+}
+
+/// Runs the replica of `spec` until it exits (at most 30 s), its stderr captured.
+fn run_refused(spec: &common::ServerSpec) -> std::process::Output {
+    let child = spec
+        .command(&common::binary())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_with_timeout(child, Duration::from_secs(30))
 }
 
 /// Waits for `child` at most `within`, killing it if it runs longer.
