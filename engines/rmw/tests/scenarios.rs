@@ -1524,3 +1524,81 @@ fn lost_disk_a_fenced_acceptor_recovers_a_register_and_votes_again() {
         Some(bulk("7"))
     );
 }
+
+/// A lost *promise*: C's PREPARE reaches A, which acknowledges round R, and C's own acceptor
+/// only late; then A loses its disk. B increments with C cut off, then C completes phase 1
+/// with A's earlier acknowledgement and its own, and proposes. Returns the answers of B's and
+/// C's increments (after a first INCR of 1 through B) and the counter read at the end.
+fn lost_promise_scenario(rejoin_without_fence: bool) -> (Option<Reply>, Option<Reply>, i64) {
+    let mut net = Net::new(|c| c.request_timeout_ms = 1_000);
+    assert_eq!(
+        net.outcome(B, 1, Command::IncrBy(1), every),
+        Some(Reply::Int(1))
+    );
+    net.slow_down_from(C, C, |m| matches!(m, Message::Prepare { .. }));
+    net.command(C, 2, Command::IncrBy(1));
+    net.run(|from, e| !(from == C && e.to == B));
+    assert!(
+        net.state(A).r_ack.id.proposer.node == C,
+        "A promised C's round"
+    );
+    net.lose_disk(A, rejoin_without_fence);
+    let c_cut_off = |from: NodeId, e: &Envelope| from != C && e.to != C;
+    let b_incr = net.outcome(B, 3, Command::IncrBy(1), c_cut_off);
+    net.release(C, C);
+    net.run(every);
+    while net.reply(2).is_none() {
+        net.fire_timer(C);
+        net.run(every);
+    }
+    let c_incr = net.reply(2).unwrap().result.clone().ok();
+    let Some(Reply::Bulk(read)) = net.outcome(A, 4, Command::Get, every) else {
+        panic!("a counter")
+    };
+    let read = std::str::from_utf8(&read).unwrap().parse().unwrap();
+    (b_incr, c_incr, read)
+}
+
+/// Whether increments of 1 from 0 whose answers were `answers` (`None`: not applied or
+/// unknown) and a final read `read` are consistent: every acknowledged increment saw its own
+/// value, and the counter holds at least the highest.
+fn increments_consistent(answers: &[Option<Reply>], read: i64) -> bool {
+    let mut seen: Vec<i64> = answers
+        .iter()
+        .flatten()
+        .map(|r| match r {
+            Reply::Int(v) => *v,
+            other => panic!("an INCR answer, not {other:?}"),
+        })
+        .collect();
+    seen.sort_unstable();
+    let distinct = seen.windows(2).all(|w| w[0] < w[1]);
+    distinct && seen.last().is_none_or(|&highest| read >= highest)
+}
+
+/// With the rejoin rule the forgotten promise cannot be contradicted: A answers nothing for
+/// the register until it is fenced and recovered, so B cannot increment without C, and every
+/// acknowledged increment counts.
+#[test]
+fn lost_disk_a_forgotten_promise_is_never_contradicted() {
+    let (b_incr, c_incr, read) = lost_promise_scenario(false);
+    assert_eq!(b_incr, None, "no quorum without C");
+    assert!(
+        increments_consistent(&[Some(Reply::Int(1)), b_incr, c_incr.clone()], read),
+        "{c_incr:?}, read {read}"
+    );
+}
+
+/// The same run with the deliberate bug: the empty A votes for B's increment, which is chosen;
+/// C's phase 1 counted A's forgotten promise, so its increment is built on the value before and
+/// chosen too. Two increments answer 2: one is lost.
+#[test]
+fn lost_disk_without_the_rejoin_rule_contradicts_a_forgotten_promise() {
+    let (b_incr, c_incr, read) = lost_promise_scenario(true);
+    assert_eq!(b_incr, Some(Reply::Int(2)));
+    assert_eq!(c_incr, Some(Reply::Int(2)), "built on the value before B's");
+    assert!(!increments_consistent(
+        &[Some(Reply::Int(1)), b_incr, c_incr],
+        read
+    ));
+}
