@@ -187,6 +187,14 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     }
     let durability = config.durability()?;
     let node = config.node();
+    if config.rejoin && config.peers.len() < 2 {
+        return Err(OpenError::Identity(
+            "--rejoin recovers a replica's state from the other replicas, and a cluster of one \
+             has none"
+                .into(),
+        )
+        .into());
+    }
     let claim = if config.rejoin {
         store::Claim::Rejoin {
             incarnation_min: rejoin_incarnation_min(),
