@@ -13,6 +13,10 @@ use logless_node::config::{parse_peers, NodeConfig, Password};
 use logless_node::node::{self, Bugs};
 use tracing::{error, info};
 
+/// The exit status of a replica its peers refused because its data directory was lost or is
+/// another's (docs/lost-disk.md): restarting it as it is cannot help.
+pub const EXIT_LOST_IDENTITY: u8 = 3;
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct ServerArgs {
     /// A TOML configuration file; flags given as well override it.
@@ -128,6 +132,11 @@ pub struct ServerArgs {
     /// RUST_LOG, else info.
     #[arg(long, env = "LOGLESS_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// Rejoin after losing the data directory: take a new incarnation and answer for a key only
+    /// once its state was recovered from the other replicas (docs/lost-disk.md). Without it, a
+    /// replica the others know from an earlier directory is refused and stops.
+    #[arg(long, env = "LOGLESS_REJOIN")]
+    pub rejoin: bool,
     /// Log lines as text or as JSON objects, one a line.
     #[arg(long, env = "LOGLESS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -146,6 +155,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     };
     if let Some(v) = args.node_id {
         c.node_id = v;
+    }
+    if args.rejoin {
+        c.rejoin = true;
     }
     if let Some(v) = &args.peers {
         c.peers = parse_peers(v).map_err(|e| e.to_string())?;
@@ -313,7 +325,12 @@ pub fn server(args: &ServerArgs) -> ExitCode {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => info!("interrupted: stopping"),
             _ = terminate.recv() => info!("terminated: stopping"),
-            () = running.stopping() => error!("a store failed: stopping"),
+            () = running.stopping() => error!("stopping on a failure"),
+        }
+        if let Some(refusal) = running.refusal() {
+            eprintln!("error: {refusal}");
+            running.shutdown().await;
+            return ExitCode::from(EXIT_LOST_IDENTITY);
         }
         if running.shutdown().await {
             info!("stopped cleanly");

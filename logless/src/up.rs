@@ -220,6 +220,18 @@ impl Supervised {
                 return;
             };
             self.child = None;
+            if status.code() == Some(i32::from(crate::server::EXIT_LOST_IDENTITY)) {
+                eprintln!(
+                    "replica {} was refused by its peers: its data directory {} is not the one \
+                     they know (lost or replaced). It is not restarted; the others keep serving. \
+                     Bring it back with `logless server --rejoin` and its flags (docs/lost-disk.md; \
+                     its log: {})",
+                    spec.node_id,
+                    spec.dir.display(),
+                    spec.log.display()
+                );
+                return;
+            }
             if now.duration_since(self.started) >= RESTART_STABLE {
                 self.backoff = RESTART_BACKOFF_MIN;
             }

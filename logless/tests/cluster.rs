@@ -367,11 +367,15 @@ fn bad_clients_and_bad_peers_lose_only_their_connection() {
 
     // Peers: a wrong magic, an unknown node id and an unknown version are each refused.
     let peer = cluster.replicas[0].spec.peer;
+    // Node 2's life as node 1 knows it: a hello claiming another would be refused as lost.
+    let (incarnation, life) = common::known_life(&cluster.replicas[0].spec.dir, 2);
     let hello_from = |node: u16| logless_node::hello::Hello {
         from: logless_rmw::ids::NodeId(node),
         shard: 0,
         shards: 1,
         cluster_id: Vec::new(),
+        incarnation,
+        life,
         nonce: [1; logless_node::hello::NONCE_BYTES],
     };
     let mut old_version = hello_from(2).encode();
@@ -405,7 +409,14 @@ fn bad_clients_and_bad_peers_lose_only_their_connection() {
         logless_rmw::ids::NodeId(1),
         &nonce,
     );
-    let mut frame = answer.to_vec();
+    s.write_all(&answer).unwrap();
+    let mut verdict = [0u8; logless_node::hello::VERDICT_BYTES];
+    s.read_exact(&mut verdict).unwrap();
+    assert_eq!(
+        logless_node::hello::Verdict::decode(&verdict),
+        Ok(logless_node::hello::Verdict::Welcome)
+    );
+    let mut frame = Vec::new();
     frame.extend_from_slice(&[20, 0, 0, 0, 3, 2, 0, 1, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef]);
     frame.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
     s.write_all(&frame).unwrap();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{metric, Cluster};
+use common::{metric, Cluster, ServerSpec};
 use logless_commands::value::{Data, Register};
 use logless_node::hello::{self, Hello, Side, CHALLENGE_BYTES, NONCE_BYTES};
 use logless_node::status::NodeStatus;
@@ -91,24 +91,32 @@ fn forged_prepare(key: &str, from: u16) -> Message {
     }
 }
 
-/// Dials `addr` as node `from` of cluster `cluster_id` with `secret`, answers whatever
-/// challenge comes (with a proof under `secret`, which the acceptor checks), then sends
-/// `messages` in a frame. Returns whether a challenge came back.
+/// Dials `target` as node `from` of cluster `cluster_id` with `secret`, in the life of `from`
+/// that the target knows, answers whatever challenge comes (with a proof under `secret`,
+/// which the acceptor checks), then sends `messages` in a frame. Returns whether a challenge
+/// came back.
 fn forge(
-    addr: SocketAddr,
+    target: &ServerSpec,
     to: u16,
     from: u16,
     cluster_id: &str,
     secret: &str,
     messages: &[Message],
 ) -> bool {
-    let mut s = TcpStream::connect(addr).unwrap();
+    let mut s = TcpStream::connect(target.peer).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let (incarnation, life) = if from == to || from > 3 {
+        (1, 0)
+    } else {
+        common::known_life(&target.dir, from)
+    };
     let sent = Hello {
         from: NodeId(from),
         shard: 0,
         shards: 1,
         cluster_id: cluster_id.as_bytes().to_vec(),
+        incarnation,
+        life,
         nonce: [42; NONCE_BYTES],
     };
     s.write_all(&sent.encode()).unwrap();
@@ -164,7 +172,7 @@ fn forged_hellos_and_frames_change_nothing_and_break_no_real_link() {
         ] {
             for _ in 0..5 {
                 assert_eq!(
-                    forge(target.peer, to, from, cluster_id, secret, &frames),
+                    forge(target, to, from, cluster_id, secret, &frames),
                     challenged,
                     "node {from} of {cluster_id} to node {to}"
                 );
@@ -191,7 +199,7 @@ fn forged_hellos_and_frames_change_nothing_and_break_no_real_link() {
     // earlier link broken. Without the secret check the strangers above would have done this.
     for (to, target) in (1..).zip(targets) {
         assert!(forge(
-            target.peer,
+            target,
             to,
             3,
             "alpha",

@@ -20,6 +20,7 @@
 //! value_bytes_max = 1048576
 //! cluster_id = "prod-eu"       # peers of another cluster id are refused
 //! cluster_secret_file = "/etc/logless/cluster-secret"  # proven in every peer hello
+//! rejoin = false               # true once after a lost data directory (docs/lost-disk.md)
 //! tls_port = 7380              # clients over TLS (0: none); client_addr's port 0: TLS only
 //! tls_cert_file = "/etc/logless/tls/server.crt"
 //! tls_key_file = "/etc/logless/tls/server.key"
@@ -253,6 +254,11 @@ pub struct NodeConfig {
     pub cluster_id: String,
     /// A file holding the cluster secret that every peer proves in its hello (none: no proof).
     pub cluster_secret_file: Option<PathBuf>,
+    /// Whether this replica rejoins after losing its data directory (`--rejoin`): it takes a
+    /// new incarnation and answers for a register only once it recovered that register's
+    /// state from the other replicas (`docs/lost-disk.md`). Without it, a replica whose peers
+    /// know it from an earlier directory is refused by them and stops.
+    pub rejoin: bool,
     /// The default user's password (Redis's `requirepass`): clients must `AUTH` first.
     pub requirepass: Option<Password>,
     /// A file holding the default user's password (a trailing newline is not part of it).
@@ -317,6 +323,7 @@ impl Default for NodeConfig {
             clients_max: 10_000,
             cluster_id: String::new(),
             cluster_secret_file: None,
+            rejoin: false,
             requirepass: None,
             requirepass_file: None,
             users: Vec::new(),

@@ -4,10 +4,18 @@
 //! ```text
 //! dialler → acceptor  hello:     magic "LLPA" | wire version u8 | from u16 LE | shard u16 LE
 //!                                | shards u16 LE | cluster id length u8 | cluster id
-//!                                | dialler's nonce [16]
+//!                                | incarnation u32 LE | life u64 LE | dialler's nonce [16]
 //! acceptor → dialler  challenge: magic "LLPC" | acceptor's nonce [16] | acceptor's proof [32]
 //! dialler → acceptor  answer:    dialler's proof [32]
+//! acceptor → dialler  verdict:   magic "LLPW" (welcome) or "LLPL" (lost) | incarnation u32 LE
 //! ```
+//!
+//! The verdict is about the dialler's identity: every node remembers the highest incarnation
+//! of each peer it welcomed and the life (a random number drawn at each start) that spoke for
+//! it (see [`crate::lives`]). A hello with a lower incarnation, or the same incarnation from
+//! another life, comes from a node that lost its data directory, or runs on another's: it is
+//! refused with "lost" and the incarnation known, and the dialler must not go on (see
+//! `docs/lost-disk.md`).
 //!
 //! A proof is HMAC-SHA-256 under the cluster secret of a label (`acceptor` or `dialler`, so
 //! one side's proof is never the other's) and the transcript: wire version, cluster id, the
@@ -44,6 +52,14 @@ pub const SECRET_BYTES_MIN: usize = 16;
 pub const HELLO_HEAD_BYTES: usize = 4 + 1 + 2 + 2 + 2 + 1;
 /// Bytes of a challenge.
 pub const CHALLENGE_BYTES: usize = 4 + NONCE_BYTES + PROOF_BYTES;
+/// Bytes of a verdict.
+pub const VERDICT_BYTES: usize = 4 + 4;
+/// The magic of a welcoming verdict.
+pub const WELCOME_MAGIC: &[u8; 4] = b"LLPW";
+/// The magic of a verdict refusing a node that lost its identity.
+pub const LOST_MAGIC: &[u8; 4] = b"LLPL";
+/// Bytes of the hello's incarnation and life.
+const LIFE_BYTES: usize = 4 + 8;
 
 /// A fresh random nonce.
 pub type Nonce = [u8; NONCE_BYTES];
@@ -80,6 +96,10 @@ pub struct Hello {
     pub shards: u16,
     /// Its cluster id.
     pub cluster_id: Vec<u8>,
+    /// Its incarnation.
+    pub incarnation: u32,
+    /// Its life: a random number drawn at its start.
+    pub life: u64,
     /// Its nonce.
     pub nonce: Nonce,
 }
@@ -88,7 +108,8 @@ impl Hello {
     /// The bytes on the wire. The cluster id must be at most [`CLUSTER_ID_BYTES_MAX`] bytes.
     pub fn encode(&self) -> Vec<u8> {
         assert!(self.cluster_id.len() <= CLUSTER_ID_BYTES_MAX);
-        let mut h = Vec::with_capacity(HELLO_HEAD_BYTES + self.cluster_id.len() + NONCE_BYTES);
+        let mut h =
+            Vec::with_capacity(HELLO_HEAD_BYTES + self.cluster_id.len() + LIFE_BYTES + NONCE_BYTES);
         h.extend_from_slice(HELLO_MAGIC);
         h.push(WIRE_VERSION);
         h.extend_from_slice(&self.from.0.to_le_bytes());
@@ -96,12 +117,14 @@ impl Hello {
         h.extend_from_slice(&self.shards.to_le_bytes());
         h.push(self.cluster_id.len() as u8);
         h.extend_from_slice(&self.cluster_id);
+        h.extend_from_slice(&self.incarnation.to_le_bytes());
+        h.extend_from_slice(&self.life.to_le_bytes());
         h.extend_from_slice(&self.nonce);
         h
     }
 
     /// Reads the fixed head: checks magic and version and returns how many bytes follow it
-    /// (cluster id and nonce).
+    /// (cluster id, incarnation, life and nonce).
     pub fn rest_bytes(head: &[u8; HELLO_HEAD_BYTES]) -> Result<usize, String> {
         if &head[..4] != HELLO_MAGIC {
             return Err("not a logless peer hello (bad magic)".into());
@@ -116,19 +139,22 @@ impl Hello {
         if id_bytes > CLUSTER_ID_BYTES_MAX {
             return Err(format!("cluster id of {id_bytes} bytes"));
         }
-        Ok(id_bytes + NONCE_BYTES)
+        Ok(id_bytes + LIFE_BYTES + NONCE_BYTES)
     }
 
     /// Decodes a head checked by [`Hello::rest_bytes`] and the bytes that follow it.
     pub fn decode(head: &[u8; HELLO_HEAD_BYTES], rest: &[u8]) -> Hello {
         let id_bytes = usize::from(head[11]);
-        assert_eq!(rest.len(), id_bytes + NONCE_BYTES);
+        assert_eq!(rest.len(), id_bytes + LIFE_BYTES + NONCE_BYTES);
+        let life_at = id_bytes + 4;
         Hello {
             from: NodeId(u16::from_le_bytes([head[5], head[6]])),
             shard: u16::from_le_bytes([head[7], head[8]]),
             shards: u16::from_le_bytes([head[9], head[10]]),
             cluster_id: rest[..id_bytes].to_vec(),
-            nonce: rest[id_bytes..].try_into().expect("nonce bytes"),
+            incarnation: u32::from_le_bytes(rest[id_bytes..life_at].try_into().expect("4 bytes")),
+            life: u64::from_le_bytes(rest[life_at..life_at + 8].try_into().expect("8 bytes")),
+            nonce: rest[life_at + 8..].try_into().expect("nonce bytes"),
         }
     }
 
@@ -195,6 +221,8 @@ fn mac(
     mac.update(&acceptor.0.to_le_bytes());
     mac.update(&hello.shard.to_le_bytes());
     mac.update(&hello.shards.to_le_bytes());
+    mac.update(&hello.incarnation.to_le_bytes());
+    mac.update(&hello.life.to_le_bytes());
     mac.update(&hello.nonce);
     mac.update(nonce);
     mac
@@ -249,6 +277,43 @@ pub fn decode_challenge(c: &[u8; CHALLENGE_BYTES]) -> Result<(Nonce, Proof), Str
     ))
 }
 
+/// The acceptor's verdict on the dialler's identity, sent after the dialler proved the secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Frames may follow.
+    Welcome,
+    /// The dialler's identity is lost: the acceptor knows its node from incarnation `known`
+    /// (or from another life of that incarnation).
+    Lost {
+        /// The highest incarnation of the dialler's node the acceptor welcomed.
+        known: u32,
+    },
+}
+
+impl Verdict {
+    /// The bytes on the wire.
+    pub fn encode(&self) -> [u8; VERDICT_BYTES] {
+        let (magic, known) = match self {
+            Verdict::Welcome => (WELCOME_MAGIC, 0),
+            Verdict::Lost { known } => (LOST_MAGIC, *known),
+        };
+        let mut v = [0; VERDICT_BYTES];
+        v[..4].copy_from_slice(magic);
+        v[4..].copy_from_slice(&known.to_le_bytes());
+        v
+    }
+
+    /// Decodes a verdict.
+    pub fn decode(v: &[u8; VERDICT_BYTES]) -> Result<Verdict, String> {
+        let known = u32::from_le_bytes(v[4..].try_into().expect("4 bytes"));
+        match &v[..4] {
+            m if m == WELCOME_MAGIC => Ok(Verdict::Welcome),
+            m if m == LOST_MAGIC => Ok(Verdict::Lost { known }),
+            _ => Err("not a logless peer verdict (bad magic)".into()),
+        }
+    }
+}
+
 /// A fresh nonce from the operating system's generator.
 pub fn nonce() -> Nonce {
     let mut n = [0; NONCE_BYTES];
@@ -273,6 +338,8 @@ mod tests {
             shard: 1,
             shards: 2,
             cluster_id: id.as_bytes().to_vec(),
+            incarnation: 3,
+            life: 0x0123_4567_89ab_cdef,
             nonce: [7; NONCE_BYTES],
         }
     }
@@ -283,7 +350,7 @@ mod tests {
         let h = hello_from(2, "prod");
         let bytes = h.encode();
         let head: [u8; HELLO_HEAD_BYTES] = bytes[..HELLO_HEAD_BYTES].try_into().unwrap();
-        assert_eq!(Hello::rest_bytes(&head), Ok(4 + NONCE_BYTES));
+        assert_eq!(Hello::rest_bytes(&head), Ok(4 + LIFE_BYTES + NONCE_BYTES));
         assert_eq!(Hello::decode(&head, &bytes[HELLO_HEAD_BYTES..]), h);
         let me = NodeId(1);
         let peers = [NodeId(2), NodeId(3)];
@@ -328,9 +395,22 @@ mod tests {
             ..h.clone()
         };
         assert!(!verify(&a, Side::Dialler, &other, me, &n, &p));
+        let other_life = Hello {
+            life: 1,
+            ..h.clone()
+        };
+        assert!(!verify(&a, Side::Dialler, &other_life, me, &n, &p));
         let (nonce, proof) = decode_challenge(&encode_challenge(&n, &p)).unwrap();
         assert_eq!((nonce, proof), (n, p));
         assert_ne!(super::nonce(), super::nonce());
+    }
+
+    #[test]
+    fn verdicts_round_trip() {
+        for verdict in [Verdict::Welcome, Verdict::Lost { known: 9 }] {
+            assert_eq!(Verdict::decode(&verdict.encode()), Ok(verdict));
+        }
+        assert!(Verdict::decode(b"LLPXabcd").is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! * [`log_turn`] — the log engine's turn logic without a runtime: its replica of the log,
 //!   its durable log, and the client operations waiting for answers;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
+//! * [`lives`] — the peers' lives this node welcomed, which tell a lost data directory;
 //! * [`log_loop`] — the tokio event loop of the log engine's one replica of the log;
 //! * [`log_ops`] — the Redis session's steps as operations of the log, and their replies;
 //! * [`psmr_turn`], [`psmr_loop`], [`psmr_workers`] and [`psmr_ops`] — the psmr engine: its
@@ -37,6 +38,7 @@ pub mod hello;
 pub mod http;
 pub mod info;
 pub mod limits;
+pub mod lives;
 pub mod log_loop;
 pub mod log_ops;
 pub mod log_turn;

@@ -22,6 +22,7 @@ use crate::durable_log::{DurableLog, DurableLogError};
 use crate::limits::PeerLimits;
 use crate::log_loop::{LogInput, LogLoop};
 use crate::log_turn::LogCore;
+use crate::lives::{Admission, Life, Lives};
 use crate::peer::{self, PeerCounters};
 use crate::peer_codec::{LogCodec, PsmrCodec, RmwCodec};
 use crate::psmr_loop::{PsmrInput, PsmrLoop};
@@ -69,6 +70,30 @@ pub struct RunningNode {
     shutdown: watch::Sender<bool>,
     shards: Vec<JoinHandle<bool>>,
     stopping: watch::Receiver<bool>,
+    admission: Arc<Admission>,
+}
+
+/// The first second of 2026 (UTC), in Unix seconds.
+const REJOIN_EPOCH_SECS: u64 = 1_767_225_600;
+
+/// The lowest incarnation of a rejoin: the seconds since [`REJOIN_EPOCH_SECS`]. Ordinary
+/// incarnations grow by one a start, so this is above every incarnation an earlier directory
+/// of the node reached unless it restarted more than once a second on average; if it did, a
+/// peer refuses the rejoin (see [`crate::lives`]) and it may be tried again later.
+fn rejoin_incarnation_min() -> u32 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    u32::try_from(now.saturating_sub(REJOIN_EPOCH_SECS))
+        .unwrap_or(u32::MAX)
+        .max(2)
+}
+
+/// A random number for this run's life (see [`crate::lives`]).
+fn new_life() -> u64 {
+    let mut bytes = [0; 8];
+    getrandom::fill(&mut bytes).expect("the operating system's random generator");
+    u64::from_le_bytes(bytes)
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
@@ -196,12 +221,44 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     }
     let durability = config.durability()?;
     let node = config.node();
+    if config.rejoin && config.peers.len() < 2 {
+        return Err(OpenError::Identity(
+            "--rejoin recovers a replica's state from the other replicas, and a cluster of one \
+             has none"
+                .into(),
+        )
+        .into());
+    }
+    if config.rejoin && config.engine != Engine::Rmw {
+        return Err(OpenError::Identity(format!(
+            "--rejoin recovers the per-key engine's registers; the {} engine cannot rejoin \
+             after a lost disk yet (start it on a fresh cluster, or restore its directory)",
+            config.engine
+        ))
+        .into());
+    }
+    let claim = if config.rejoin {
+        store::Claim::Rejoin {
+            incarnation_min: rejoin_incarnation_min(),
+        }
+    } else {
+        store::Claim::Start
+    };
     let identity = store::next_incarnation(
         &config.data_dir,
         config.node_id,
         config.shards,
         config.engine,
+        claim,
     )?;
+    let lives = Arc::new(Lives::open(&config.data_dir)?);
+    if identity.rejoining {
+        warn!(
+            incarnation = identity.incarnation,
+            "rejoining after a lost disk: this replica answers for a register only once it \
+             recovered it from the others (docs/lost-disk.md)"
+        );
+    }
     let mut acceptors: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
     acceptors.sort_unstable();
     let remote: Vec<_> = config.peers.iter().filter(|p| p.id != node.0).collect();
@@ -240,6 +297,15 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     };
 
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let admission = Arc::new(Admission::new(
+        &config.data_dir,
+        &identity,
+        shutdown.clone(),
+    ));
+    if remote.is_empty() {
+        // A cluster of one: nobody else to welcome it.
+        admission.welcomed().map_err(OpenError::Identity)?;
+    }
     let peer_counters = Arc::new(PeerCounters::default());
     let transport = peer::Identity {
         node,
@@ -247,6 +313,12 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         shards: config.shards,
         auth,
         tls: tls.peers,
+        life: Life {
+            incarnation: identity.incarnation,
+            life: new_life(),
+        },
+        lives,
+        admission: admission.clone(),
     };
     let options = store::store_options(durability, config.value_bytes_max);
     let mut shard_inputs = Vec::new();
@@ -271,6 +343,11 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             states,
         )
         .with_round_floor(store.round_floor());
+        let replica = if identity.rejoining {
+            replica.rejoining()
+        } else {
+            replica
+        };
         let (tx, rx) = mpsc::channel(SHARD_QUEUE);
         let mut links = FxHashMap::default();
         for p in &remote {
@@ -425,6 +502,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         shutdown,
         shards,
         stopping: shutdown_rx,
+        admission,
     })
 }
 
@@ -634,7 +712,13 @@ fn start_psmr(
 }
 
 impl RunningNode {
-    /// Resolves when the node begins to stop on its own (a store failure).
+    /// Why a peer refused this node as one whose data directory was lost, if one did (the node
+    /// then stops on its own).
+    pub fn refusal(&self) -> Option<String> {
+        self.admission.refusal()
+    }
+
+    /// Resolves when the node begins to stop on its own (a store failure, or a peer's refusal).
     pub async fn stopping(&mut self) {
         let _ = self.stopping.wait_for(|s| *s).await;
     }

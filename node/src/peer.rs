@@ -3,9 +3,11 @@
 //!
 //! Shard `s` of a node dials shard `s` of every other node and writes its messages there; it
 //! receives theirs on the connections they dialled. A connection opens with the hello of
-//! [`crate::hello`] (sender, shard, shard count, cluster id, and a challenge–response proving
-//! the cluster secret both ways), then carries frames of the engine's [`PeerCodec`]: every
-//! write coalesces whatever the shard produced for that peer since the last one. A peer's address
+//! [`crate::hello`] (sender, shard, shard count, cluster id, the sender's incarnation and life,
+//! a challenge–response proving the cluster secret both ways, and the acceptor's verdict on the
+//! sender's identity: a node whose data directory was lost is refused, and stops, see
+//! [`crate::lives`]), then carries frames of the engine's [`PeerCodec`]:
+//! every write coalesces whatever the shard produced for that peer since the last one. A peer's address
 //! may be a DNS name: it is resolved at every connection attempt, so a peer that moved is
 //! found again on the next reconnect. With `tls_cluster`, each connection is mutual TLS
 //! ([`crate::tls::PeerTls`]) and the hello runs inside it.
@@ -37,10 +39,12 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use crate::hello::{
-    self, ClusterAuth, Hello, Side, CHALLENGE_BYTES, HELLO_HEAD_BYTES, PROOF_BYTES,
+    self, ClusterAuth, Hello, Side, Verdict, CHALLENGE_BYTES, HELLO_HEAD_BYTES, PROOF_BYTES,
+    VERDICT_BYTES,
 };
 use crate::limits::{PeerLimits, PeerSlot};
 use crate::peer_codec::PeerCodec;
+use crate::lives::{Admission, Life, Lives, Refusal};
 use crate::tls::{PeerStream, PeerTls};
 
 /// The largest frame a node accepts from a peer.
@@ -112,21 +116,46 @@ pub struct Identity {
     pub auth: Arc<ClusterAuth>,
     /// Mutual TLS for every peer connection (none: plain TCP).
     pub tls: Option<Arc<PeerTls>>,
+    /// This run's incarnation and life, told in every hello.
+    pub life: Life,
+    /// The peers' lives this node welcomed.
+    pub lives: Arc<Lives>,
+    /// This node's admission by its peers.
+    pub admission: Arc<Admission>,
+}
+
+/// Why a hello did not open a connection.
+enum HelloFailure {
+    /// Try again later.
+    Retry(String),
+    /// The peer refused this node as lost: it must not go on.
+    Lost {
+        /// The incarnation the peer knows this node from.
+        known: u32,
+    },
+}
+
+impl From<String> for HelloFailure {
+    fn from(reason: String) -> HelloFailure {
+        HelloFailure::Retry(reason)
+    }
 }
 
 /// The dialler's side of the hello on `stream`, a connection to `peer` for `shard`: sends the
-/// hello, checks the acceptor's proof and answers with its own.
+/// hello, checks the acceptor's proof, answers with its own and reads the verdict.
 async fn hello_as_dialler<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     identity: &Identity,
     shard: u16,
     peer: NodeId,
-) -> Result<(), String> {
+) -> Result<(), HelloFailure> {
     let sent = Hello {
         from: identity.node,
         shard,
         shards: identity.shards,
         cluster_id: identity.auth.cluster_id.as_bytes().to_vec(),
+        incarnation: identity.life.incarnation,
+        life: identity.life.life,
         nonce: hello::nonce(),
     };
     stream
@@ -139,13 +168,24 @@ async fn hello_as_dialler<S: AsyncRead + AsyncWrite + Unpin>(
     })?;
     let (nonce, proof) = hello::decode_challenge(&challenge)?;
     if !hello::verify(&identity.auth, Side::Acceptor, &sent, peer, &nonce, &proof) {
-        return Err("the peer does not know the cluster secret".into());
+        return Err(HelloFailure::Retry(
+            "the peer does not know the cluster secret".into(),
+        ));
     }
     let answer = hello::prove(&identity.auth, Side::Dialler, &sent, peer, &nonce);
     stream
         .write_all(&answer)
         .await
-        .map_err(|e| format!("sending the answer: {e}"))
+        .map_err(|e| format!("sending the answer: {e}"))?;
+    let mut verdict = [0u8; VERDICT_BYTES];
+    stream
+        .read_exact(&mut verdict)
+        .await
+        .map_err(|e| format!("no verdict ({e})"))?;
+    match Verdict::decode(&verdict)? {
+        Verdict::Welcome => Ok(identity.admission.welcomed()?),
+        Verdict::Lost { known } => Err(HelloFailure::Lost { known }),
+    }
 }
 
 /// The acceptor's side of the hello: reads and checks the hello, challenges the dialler and
@@ -212,7 +252,30 @@ async fn hello_as_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
             received.from.0
         ));
     }
-    Ok((received.from, received.shard))
+    let life = Life {
+        incarnation: received.incarnation,
+        life: received.life,
+    };
+    let (verdict, refused) = match identity.lives.welcome(received.from, life) {
+        Ok(()) => (Verdict::Welcome, None),
+        Err(Refusal::Lost { known }) => (
+            Verdict::Lost { known },
+            Some(format!(
+                "node {} in incarnation {} lost its identity: this node knows it from \
+                 incarnation {known}; refused until it rejoins",
+                received.from.0, received.incarnation
+            )),
+        ),
+        Err(Refusal::Io(reason)) => return Err(reason),
+    };
+    stream
+        .write_all(&verdict.encode())
+        .await
+        .map_err(|e| format!("sending the verdict: {e}"))?;
+    match refused {
+        Some(reason) => Err(reason),
+        None => Ok((received.from, received.shard)),
+    }
 }
 
 /// Dials `peer` at `addr` (`HOST:PORT`, resolved at every attempt) for `shard` and writes the
@@ -256,17 +319,23 @@ pub async fn dial<C: PeerCodec>(
         let greeting = async {
             let mut stream = PeerTls::dial(identity.tls.as_deref(), stream, &addr).await?;
             hello_as_dialler(&mut stream, &identity, shard, peer).await?;
-            Ok::<PeerStream, String>(stream)
+            Ok::<PeerStream, HelloFailure>(stream)
         };
         let greeted = tokio::select! {
             _ = shutdown.changed() => return,
             g = tokio::time::timeout(HELLO_TIMEOUT, greeting) => {
-                g.unwrap_or_else(|_| Err("no challenge in time".into()))
+                g.unwrap_or_else(|_| Err(HelloFailure::Retry("no challenge in time".into())))
             }
         };
         let mut stream = match greeted {
             Ok(stream) => stream,
-            Err(reason) => {
+            Err(HelloFailure::Lost { known }) => {
+                identity
+                    .admission
+                    .refused(peer, identity.life.incarnation, known);
+                return;
+            }
+            Err(HelloFailure::Retry(reason)) => {
                 warn!(peer = peer.0, shard, %addr, %reason, "peer hello failed");
                 while batches.try_recv().is_ok() {}
                 tokio::select! {

@@ -259,6 +259,16 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         "Peer links broken or replaced.",
         t.links_broken,
     );
+    counter(
+        "logless_registers_recovered_total",
+        "Registers this rejoining replica recovered from the others since start.",
+        t.registers_recovered,
+    );
+    counter(
+        "logless_writes_refused_for_space_total",
+        "Acceptor state writes the store refused because the disk was full.",
+        t.writes_refused_for_space,
+    );
     let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     counter(
         "logless_client_bytes_in_total",
@@ -365,6 +375,16 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         "logless_uptime_seconds",
         "Seconds since start.",
         context.started.elapsed().as_secs(),
+    );
+    gauge(
+        "logless_rejoining",
+        "1 if this replica rejoined after a lost disk (docs/lost-disk.md).",
+        u64::from(t.rejoining),
+    );
+    gauge(
+        "logless_rejoin_peers_unfenced",
+        "Peer shards that have not answered this rejoining replica's FENCE yet.",
+        t.rejoin_peers_unfenced,
     );
 
     let mut commands: Vec<_> = t.commands.iter().collect();

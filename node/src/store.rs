@@ -3,7 +3,10 @@
 //!
 //! ```text
 //! data_dir/
-//!   identity.json      node id, shard count, engine, incarnation (rewritten atomically at each start)
+//!   identity.json      node id, shard count, engine, incarnation, whether a peer has welcomed
+//!                      this directory's node and whether it rejoined after a lost disk
+//!                      (rewritten atomically at each start and at the first welcome)
+//!   peers.json         the peers' lives this node welcomed (see crate::lives)
 //!   shard-0.slots      acceptor states of shard 0 (see docs/storage-format.md)
 //!   shard-1.slots      ...
 //! ```
@@ -86,16 +89,45 @@ pub struct Identity {
     /// there was a choice: those are the per-key engine's).
     #[serde(default)]
     pub engine: Engine,
+    /// Whether a peer has welcomed this directory's node (a directory of a cluster of one is
+    /// welcomed at once). Until then a restart keeps the incarnation: no peer knows it, and a
+    /// directory that is refused as lost must not climb past the peers' record by restarting.
+    /// Directories written before this field existed were welcomed.
+    #[serde(default = "welcomed_before")]
+    pub admitted: bool,
+    /// Whether the directory's node rejoined after losing its state: its acceptor then answers
+    /// for a register only once it recovered it (see `docs/lost-disk.md`), at every start.
+    #[serde(default)]
+    pub rejoining: bool,
+}
+
+fn welcomed_before() -> bool {
+    true
+}
+
+/// How a start claims its data directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// An ordinary start: a new directory is a new node's.
+    Start,
+    /// The node lost its state and rejoins (`--rejoin`), in an incarnation at least this one
+    /// (from the clock: above every ordinary incarnation of the node's earlier directories).
+    Rejoin {
+        /// The lowest incarnation to take.
+        incarnation_min: u32,
+    },
 }
 
 /// Claims `dir` for `node_id` with `shards` shards of `engine` and returns the identity of this
-/// run, with the incarnation one above the last one (durably written before it is used). A
-/// directory of another node, shard count or engine is refused.
+/// run, with the incarnation one above the last one if a peer welcomed it (durably written
+/// before it is used; see [`Claim`] for a rejoin). A directory of another node, shard count or
+/// engine is refused.
 pub fn next_incarnation(
     dir: &Path,
     node_id: u16,
     shards: u16,
     engine: Engine,
+    claim: Claim,
 ) -> Result<Identity, OpenError> {
     let io = |what: &'static str, path: &Path| {
         let path = path.to_path_buf();
@@ -137,13 +169,50 @@ pub fn next_incarnation(
             )));
         }
     }
-    let incarnation = previous.map_or(1, |p| p.incarnation + 1);
-    let identity = Identity {
-        node_id,
-        shards,
-        incarnation,
-        engine,
+    let next = match &previous {
+        None => 1,
+        Some(p) if p.admitted => p.incarnation.saturating_add(1),
+        Some(p) => p.incarnation,
     };
+    let identity = match claim {
+        Claim::Start => Identity {
+            node_id,
+            shards,
+            engine,
+            incarnation: next,
+            admitted: previous.as_ref().is_some_and(|p| p.admitted),
+            rejoining: previous.as_ref().is_some_and(|p| p.rejoining),
+        },
+        Claim::Rejoin { incarnation_min } => Identity {
+            node_id,
+            shards,
+            engine,
+            incarnation: next.max(incarnation_min),
+            admitted: false,
+            rejoining: true,
+        },
+    };
+    write_identity(dir, &identity)?;
+    Ok(identity)
+}
+
+/// Records that a peer welcomed this directory's node (see [`Identity::admitted`]).
+pub fn admit(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
+    write_identity(
+        dir,
+        &Identity {
+            admitted: true,
+            ..identity.clone()
+        },
+    )
+}
+
+fn write_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OpenError::Io { what, path, source }
+    };
+    let path = dir.join("identity.json");
     let tmp = dir.join("identity.json.tmp");
     let mut file = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
     file.write_all(&serde_json::to_vec_pretty(&identity).expect("serialisable"))
@@ -152,8 +221,7 @@ pub fn next_incarnation(
     std::fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(io("sync", dir))?;
-    Ok(identity)
+        .map_err(io("sync", dir))
 }
 
 /// The key of the shard's round floor: longer than [`logless_commands::KEY_BYTES_MAX`], so no
@@ -306,6 +374,32 @@ impl<M: Media> ShardStore<M> {
         self.slots.free_slots()
     }
 
+    /// The durable state of `key` (as of the last flush), for a replica to go back to after
+    /// the store refused a write of it for lack of space.
+    pub fn durable_state(&self, key: &Key) -> Result<Option<AcceptorState>, StoreError> {
+        let Some(record) = self.slots.get(key.as_bytes()) else {
+            return Ok(None);
+        };
+        AcceptorState::decode(record)
+            .map(Some)
+            .map_err(|_| StoreError::Corrupt {
+                what: "an acceptor state that does not decode",
+                offset_bytes: 0,
+            })
+    }
+
+    /// Whether the disk has room again after it was full: grows the slot file by one append
+    /// chunk if it can (later appends use that room). An error other than a full disk is
+    /// returned: the store failed.
+    pub fn space_returned(&mut self) -> Result<bool, StoreError> {
+        let chunk = self.slots.options().append_chunk_bytes;
+        match self.slots.try_grow(chunk) {
+            Ok(()) => Ok(true),
+            Err(e) if <Self as AcceptorStore>::is_full(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The media under the store.
     pub fn media(&self) -> &M {
         self.slots.media()
@@ -344,6 +438,12 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
     fn remove(&mut self, key: &Key) -> Result<(), StoreError> {
         self.slots.remove(key.as_bytes()).map(|_| ())
     }
+
+    /// A full disk (or quota, or file size limit) when the slot file had to grow, or the
+    /// file at its configured limit: the store changed nothing and goes on.
+    fn is_full(error: &StoreError) -> bool {
+        error.is_no_space() || matches!(error, StoreError::FileFull { .. })
+    }
 }
 
 #[cfg(test)]
@@ -351,31 +451,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn incarnations_grow_and_identity_is_checked() {
+    fn incarnations_grow_once_welcomed_and_identity_is_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let rmw = Engine::Rmw;
-        assert_eq!(
-            next_incarnation(dir.path(), 2, 4, rmw).unwrap().incarnation,
-            1
-        );
-        assert_eq!(
-            next_incarnation(dir.path(), 2, 4, rmw).unwrap().incarnation,
-            2
-        );
-        assert!(matches!(
-            next_incarnation(dir.path(), 3, 4, rmw),
-            Err(OpenError::Identity(_))
-        ));
-        assert!(matches!(
-            next_incarnation(dir.path(), 2, 8, rmw),
-            Err(OpenError::Identity(_))
-        ));
+        let start = |node, shards| next_incarnation(dir.path(), node, shards, Engine::Rmw, Claim::Start);
+        let first = start(2, 4).unwrap();
+        assert_eq!((first.incarnation, first.admitted), (1, false));
+        // No peer welcomed it: a restart keeps the incarnation.
+        assert_eq!(start(2, 4).unwrap().incarnation, 1);
+        admit(dir.path(), &first).unwrap();
+        let second = start(2, 4).unwrap();
+        assert_eq!((second.incarnation, second.admitted), (2, true));
+        assert_eq!(start(2, 4).unwrap().incarnation, 3);
+        assert!(matches!(start(3, 4), Err(OpenError::Identity(_))));
+        assert!(matches!(start(2, 8), Err(OpenError::Identity(_))));
+        // A directory written before `admitted` existed was welcomed.
+        std::fs::write(
+            dir.path().join("identity.json"),
+            br#"{"node_id": 2, "shards": 4, "incarnation": 7}"#,
+        )
+        .unwrap();
+        assert_eq!(start(2, 4).unwrap().incarnation, 8);
         let Err(OpenError::Identity(refused)) =
-            next_incarnation(dir.path(), 2, 4, Engine::Multipaxos)
+            next_incarnation(dir.path(), 2, 4, Engine::Multipaxos, Claim::Start)
         else {
             panic!("a directory of another engine is refused");
         };
         assert!(refused.contains("rmw engine's state"), "{refused}");
+    }
+
+    #[test]
+    fn a_rejoin_takes_an_incarnation_from_the_clock_and_stays_rejoining() {
+        let dir = tempfile::tempdir().unwrap();
+        let claim = Claim::Rejoin {
+            incarnation_min: 5_000,
+        };
+        let rejoined = next_incarnation(dir.path(), 2, 4, Engine::Rmw, claim).unwrap();
+        assert_eq!(
+            (rejoined.incarnation, rejoined.admitted, rejoined.rejoining),
+            (5_000, false, true)
+        );
+        admit(dir.path(), &rejoined).unwrap();
+        let restarted = next_incarnation(dir.path(), 2, 4, Engine::Rmw, Claim::Start).unwrap();
+        assert_eq!((restarted.incarnation, restarted.rejoining), (5_001, true));
     }
 
     #[test]
@@ -386,8 +503,8 @@ mod tests {
             r#"{"node_id": 1, "shards": 1, "incarnation": 7}"#,
         )
         .unwrap();
-        assert!(next_incarnation(dir.path(), 1, 1, Engine::Multipaxos).is_err());
-        let identity = next_incarnation(dir.path(), 1, 1, Engine::Rmw).unwrap();
+        assert!(next_incarnation(dir.path(), 1, 1, Engine::Multipaxos, Claim::Start).is_err());
+        let identity = next_incarnation(dir.path(), 1, 1, Engine::Rmw, Claim::Start).unwrap();
         assert_eq!((identity.incarnation, identity.engine), (8, Engine::Rmw));
     }
 

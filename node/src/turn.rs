@@ -16,7 +16,7 @@ use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::ids::{ClientTag, Key, NodeId};
 use logless_rmw::message::{Envelope, Message};
 use logless_rmw::persist::{AcceptorStore, PersistBatch};
-use logless_rmw::proposer::{ProposeError, ProposerStats};
+use logless_rmw::proposer::{ClientReply, ProposeError, ProposerStats};
 use logless_rmw::replica::{Replica, SpentOutput};
 use logless_rmw::timers::Timers;
 use logless_storage::media::{FileMedia, Media};
@@ -35,6 +35,7 @@ pub fn answer_of(result: CommandResult) -> Answer {
         ProposeError::NotApplied => Failure::NotApplied,
         ProposeError::OutcomeUnknown => Failure::OutcomeUnknown,
         ProposeError::Overloaded => Failure::Overloaded,
+        ProposeError::DiskFull => Failure::DiskFull,
     })
 }
 
@@ -64,6 +65,12 @@ pub struct ShardBugs {
 /// How long [`ShardBugs::reply_before_persist`] holds back the states whose replies it sent.
 pub const DEFERRED_WRITE_US: u64 = 50_000;
 
+/// After the store refused a write for lack of space, writes of registers the replica does not
+/// hold are answered "disk full" at once, without a proposal; at most this often (ms) such a
+/// write first checks whether space came back (the store tries to grow by one chunk), and if
+/// it did, goes ahead.
+pub const DISK_FULL_RECHECK_MS: u64 = 1_000;
+
 /// A shard's figures, for INFO, `/metrics` and `/status`; the node's are its shards' summed.
 #[derive(Clone, Debug, Default)]
 pub struct ShardStatus {
@@ -91,6 +98,14 @@ pub struct ShardStatus {
     pub log: Option<LogStatus>,
     /// The psmr engine's figures (its one loop reports these; the other figures stay empty).
     pub psmr: Option<crate::psmr_turn::PsmrStatus>,
+    /// Acceptor state writes the store refused for lack of space.
+    pub writes_refused_for_space: u64,
+    /// Whether the replica rejoins after a lost disk (docs/lost-disk.md).
+    pub rejoining: bool,
+    /// While it rejoins: peers that have not answered FENCE yet (summed over shards).
+    pub rejoin_peers_unfenced: u64,
+    /// While it rejoins: registers recovered from the other replicas since start.
+    pub registers_recovered: u64,
 }
 
 impl std::ops::AddAssign for ShardStatus {
@@ -121,6 +136,10 @@ impl std::ops::AddAssign for ShardStatus {
         if s.psmr.is_some() {
             self.psmr = s.psmr;
         }
+        self.writes_refused_for_space += s.writes_refused_for_space;
+        self.rejoining |= s.rejoining;
+        self.rejoin_peers_unfenced += s.rejoin_peers_unfenced;
+        self.registers_recovered += s.registers_recovered;
     }
 }
 
@@ -187,6 +206,15 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     latency_us: FxHashMap<&'static str, Histogram<u64>>,
     state_writes: u64,
     links_broken: u64,
+    writes_refused_for_space: u64,
+    /// Whether the store refused a write for lack of space and no check found space since:
+    /// writes of registers the replica does not hold are answered "disk full" at once.
+    disk_full: bool,
+    /// When (turn clock, ms) the next such write checks for space (see
+    /// [`DISK_FULL_RECHECK_MS`]).
+    disk_recheck_ms: u64,
+    /// Answers decided at submission, given with the turn's others.
+    early_replies: Vec<ClientReply>,
 }
 
 impl<R, M: Media> ShardCore<R, M> {
@@ -211,6 +239,10 @@ impl<R, M: Media> ShardCore<R, M> {
             latency_us: FxHashMap::default(),
             state_writes: 0,
             links_broken: 0,
+            writes_refused_for_space: 0,
+            disk_full: false,
+            disk_recheck_ms: 0,
+            early_replies: Vec::new(),
         }
     }
 
@@ -256,6 +288,20 @@ impl<R, M: Media> ShardCore<R, M> {
                 started_us: self.turn_started_us,
             },
         );
+        // The store refused a write for space: a register this replica does not hold would
+        // need new space here, so its write is refused at once rather than after a timeout,
+        // unless a check finds that space came back.
+        if self.disk_full
+            && !command.is_read_only()
+            && self.replica.acceptor_state(&key).is_none()
+            && !self.space_returned()
+        {
+            self.early_replies.push(ClientReply {
+                client: ClientTag(tag),
+                result: Err(ProposeError::DiskFull),
+            });
+            return;
+        }
         self.submitted.push((ClientTag(tag), key, command));
     }
 
@@ -316,7 +362,8 @@ impl<R, M: Media> ShardCore<R, M> {
         } else {
             outlet.mono_us()
         };
-        for reply in output.replies.drain(..) {
+        let early = std::mem::take(&mut self.early_replies);
+        for reply in output.replies.drain(..).chain(early) {
             let Some(waiting) = self.waiting.remove(&reply.client.0) else {
                 continue;
             };
@@ -325,6 +372,7 @@ impl<R, M: Media> ShardCore<R, M> {
                 Err(ProposeError::NotApplied) => "not_applied",
                 Err(ProposeError::OutcomeUnknown) => "unknown",
                 Err(ProposeError::Overloaded) => "overloaded",
+                Err(ProposeError::DiskFull) => "disk_full",
             };
             *self.commands.entry((waiting.name, outcome)).or_default() += 1;
             let micros = answered_us.saturating_sub(waiting.started_us);
@@ -345,13 +393,37 @@ impl<R, M: Media> ShardCore<R, M> {
         Ok(())
     }
 
+    /// Whether space came back since the store was full, checked at most once per
+    /// [`DISK_FULL_RECHECK_MS`]. A store that fails otherwise is left for the next commit to
+    /// report.
+    fn space_returned(&mut self) -> bool {
+        if self.now_ms < self.disk_recheck_ms {
+            return false;
+        }
+        self.disk_recheck_ms = self.now_ms + DISK_FULL_RECHECK_MS;
+        if matches!(self.store.space_returned(), Ok(true) | Err(_)) {
+            self.disk_full = false;
+        }
+        !self.disk_full
+    }
+
     /// Persists a batch and returns the replies it releases.
     fn commit(&mut self, persist: PersistBatch) -> Result<Vec<Envelope>, StoreError> {
         if self.bugs.persist_without_ttl {
             return self.commit_without_ttl(persist);
         }
         if !self.bugs.reply_before_persist {
-            return persist.commit(&mut self.store);
+            let committed = persist.commit_or_refuse(&mut self.store)?;
+            if !committed.refused.is_empty() {
+                self.writes_refused_for_space += committed.refused.len() as u64;
+                self.disk_full = true;
+                self.disk_recheck_ms = self.now_ms + DISK_FULL_RECHECK_MS;
+                for key in &committed.refused {
+                    let durable = self.store.durable_state(key)?;
+                    self.replica.restore(key, durable);
+                }
+            }
+            return Ok(committed.released);
         }
         let (writes, replies) = persist.release_unpersisted_for_fault_injection();
         let due = self.turn_started_us + DEFERRED_WRITE_US;
@@ -477,6 +549,7 @@ impl<R, M: Media> ShardCore<R, M> {
 
     /// The shard's figures now.
     pub fn status(&self) -> ShardStatus {
+        let rejoin = self.replica.rejoin_progress();
         let mut registers = 0;
         let mut live_registers = 0;
         for (_, state) in self.replica.acceptor_states() {
@@ -495,6 +568,10 @@ impl<R, M: Media> ShardCore<R, M> {
             links_broken: self.links_broken,
             log: None,
             psmr: None,
+            writes_refused_for_space: self.writes_refused_for_space,
+            rejoining: rejoin.is_some(),
+            rejoin_peers_unfenced: rejoin.map_or(0, |(unfenced, _)| unfenced as u64),
+            registers_recovered: rejoin.map_or(0, |(_, recovered)| recovered),
         }
     }
 }

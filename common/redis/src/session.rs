@@ -102,6 +102,8 @@ pub enum Failure {
     OutcomeUnknown,
     /// Too many commands wait on the key; the command was not applied.
     Overloaded,
+    /// The replica's disk has no space for a new key; the command was not applied.
+    DiskFull,
 }
 
 /// What became of a submitted command.
@@ -792,6 +794,10 @@ pub fn failure_value(failure: Failure) -> Value {
                  applied"
             }
             Failure::Overloaded => "TRYAGAIN too many commands wait on this key; not applied",
+            Failure::DiskFull => {
+                "MISCONF disk full: no space left on this replica's disk for a new key; not \
+                 applied (reads and writes of existing keys go on)"
+            }
         }
         .to_owned(),
     )

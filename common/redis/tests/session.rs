@@ -501,6 +501,13 @@ fn failures_say_whether_a_retry_is_safe() {
         Session::reply(ReplyShape::Plain, &Err(Failure::Overloaded)),
         error("TRYAGAIN too many commands wait on this key; not applied")
     );
+    assert_eq!(
+        Session::reply(ReplyShape::Plain, &Err(Failure::DiskFull)),
+        error(
+            "MISCONF disk full: no space left on this replica's disk for a new key; not \
+             applied (reads and writes of existing keys go on)"
+        )
+    );
 }
 
 #[test]

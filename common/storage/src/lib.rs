@@ -198,4 +198,17 @@ impl StoreError {
     pub fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> StoreError {
         move |source| StoreError::Io { what, source }
     }
+
+    /// Whether this is a full disk, quota or file size limit met while growing a file: a
+    /// refusal that changed nothing, after which the store goes on.
+    pub fn is_no_space(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Io { source, .. }
+                if matches!(
+                    source.raw_os_error(),
+                    Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+                )
+        )
+    }
 }

@@ -489,6 +489,9 @@ pub struct SimMedia {
     pub ops: usize,
     /// Persist calls so far (each is one system call on a real file).
     pub persist_calls: usize,
+    /// The most bytes the media may grow to, as a full disk would allow (`None`: no limit).
+    /// A grow beyond fails with `ENOSPC` and changes nothing.
+    pub capacity_bytes: Option<usize>,
 }
 
 impl SimMedia {
@@ -570,6 +573,15 @@ impl Media for SimMedia {
 
     fn grow(&mut self, len_bytes: usize) -> Result<(), StoreError> {
         self.tick();
+        if self
+            .capacity_bytes
+            .is_some_and(|capacity| len_bytes > capacity)
+        {
+            return Err(StoreError::Io {
+                what: "grow file",
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            });
+        }
         // Growing is durable at once: the real media syncs the file length before returning.
         self.now.live.resize(len_bytes, 0);
         self.now.durable.resize(len_bytes, 0);

@@ -835,6 +835,23 @@ impl<M: Media> SlotStore<M> {
             .write(at + VERSION_HEADER_BYTES + key.len(), record);
     }
 
+    /// Grows the file by `bytes` beyond its length, if the disk has room: after a full disk,
+    /// whether space came back. Changes nothing but the file's length, which later appends
+    /// use. Errors other than a full disk poison the store.
+    pub fn try_grow(&mut self, bytes: usize) -> Result<(), StoreError> {
+        if self.poisoned {
+            return Err(StoreError::Poisoned);
+        }
+        let file_bytes_max = usize::try_from(self.options.file_bytes_max).unwrap_or(usize::MAX);
+        let grown = (self.media.len() + bytes).min(file_bytes_max);
+        if grown <= self.media.len() {
+            return Err(StoreError::FileFull {
+                file_bytes_max: self.options.file_bytes_max,
+            });
+        }
+        self.media.grow(grown).map_err(|e| self.on_grow_error(e))
+    }
+
     /// A free slot of `class`: reused, or appended (growing the file). Changes nothing if it
     /// fails with a limit or a full disk.
     fn allocate(&mut self, class: u8) -> Result<usize, StoreError> {
@@ -856,7 +873,15 @@ impl<M: Media> SlotStore<M> {
         let new_end = first + count * size;
         if new_end > self.media.len() {
             let grown = (self.media.len() * 2).max(new_end).min(file_bytes_max);
-            self.media.grow(grown).map_err(|e| self.on_grow_error(e))?;
+            if let Err(e) = self.media.grow(grown) {
+                // A nearly full disk may still have room for what this append needs.
+                if grown == new_end || !e.is_no_space() {
+                    return Err(self.on_grow_error(e));
+                }
+                self.media
+                    .grow(new_end)
+                    .map_err(|e| self.on_grow_error(e))?;
+            }
         }
         // The new slots' header words are durable before the end word covers them, so a scan
         // never reads a slot size from bytes that were never a header.
@@ -882,20 +907,10 @@ impl<M: Media> SlotStore<M> {
 
     /// A failed grow changed nothing; a full disk is a refusal, anything else is fail-stop.
     fn on_grow_error(&mut self, error: StoreError) -> StoreError {
-        match error {
-            StoreError::Io { ref source, .. }
-                if matches!(
-                    source.raw_os_error(),
-                    Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
-                ) =>
-            {
-                error
-            }
-            other => {
-                self.poisoned = true;
-                other
-            }
+        if !error.is_no_space() {
+            self.poisoned = true;
         }
+        error
     }
 
     fn persist_ranges(&mut self, ranges: &[(usize, usize)]) -> Result<(), StoreError> {

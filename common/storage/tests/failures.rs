@@ -401,3 +401,30 @@ fn a_file_with_other_parameters_or_garbage_is_refused() {
         })
     ));
 }
+
+/// A disk with room for what an append needs, but not for doubling the file: the append
+/// takes what it needs; once even that does not fit, a refusal; room that comes back is found
+/// by `try_grow`.
+#[test]
+fn a_nearly_full_disk_still_takes_what_an_append_needs() {
+    let mut options = sim_options();
+    options.append_chunk_bytes = 16 * 1024;
+    let (mut store, _) = SlotStore::open_on(SimMedia::new(), options).unwrap();
+    store.put(b"small", b"v").unwrap();
+    store.flush().unwrap();
+    let len = store.media().len();
+    // Room for one more chunk of another size class, far less than twice the file.
+    store.media_mut().capacity_bytes = Some(len + 16 * 1024 + 1024);
+    store.put(b"large", &[7; 900]).unwrap();
+    store.flush().unwrap();
+    assert_eq!(store.get(b"large"), Some(&[7; 900][..]));
+    let error = store.put(b"medium", &[1; 300]).unwrap_err();
+    assert!(error.is_no_space(), "{error}");
+    assert!(!store.is_poisoned());
+    assert!(store.try_grow(16 * 1024).unwrap_err().is_no_space());
+    store.media_mut().capacity_bytes = None;
+    store.try_grow(16 * 1024).unwrap();
+    store.put(b"medium", &[1; 300]).unwrap();
+    store.flush().unwrap();
+    assert_eq!(store.get(b"small"), Some(&b"v"[..]));
+}

@@ -146,7 +146,9 @@ pub(crate) fn decide<D: Decision>(
         | Message::Voted { .. }
         | Message::Nack { .. }
         | Message::Learned { .. }
-        | Message::Remove { .. } => panic!("not a message for acceptors: {message:?}"),
+        | Message::Remove { .. }
+        | Message::Fence { .. }
+        | Message::Fenced { .. } => panic!("not a message for acceptors: {message:?}"),
     }
 }
 

@@ -24,6 +24,10 @@ pub struct InjectedBugs {
     /// An acceptor forgets a register without raising its round floor: a delayed VOTE of an
     /// earlier round is accepted on the forgotten register and brings an older value back.
     pub skip_removal_fence: bool,
+    /// A replica that rejoins after losing its state acts as an acceptor at once, from empty
+    /// registers, instead of fencing its peers and recovering each register first: promises
+    /// it made before the loss are broken, and two values can be chosen.
+    pub rejoin_without_fence: bool,
 }
 
 /// The default of [`ProposerConfig::registers_max`]: a quarter of a million registers, some

@@ -16,6 +16,8 @@
 //!   fast writes, batching, exactly-once.
 //! * [`replica`]: proposer and acceptor of one node together, the unit the runtime drives.
 //! * [`removal`]: removing dead registers from every acceptor without resurrecting values.
+//! * `rejoin` (internal): how a replica that lost its acceptor states fences its peers and
+//!   recovers each register before it answers for it again (see [`Replica::rejoining`](replica::Replica::rejoining)).
 //! * [`timers`]: the wake-ups a runtime holds for a replica, fired in due order.
 //! * `armed`, `buffers` and `incidental` (internal): the proposer's table of armed timers,
 //!   the output vectors a replica reuses between steps, and state that equality ignores.
@@ -34,6 +36,7 @@ pub mod message;
 pub mod persist;
 pub mod proposer;
 pub mod quorum;
+mod rejoin;
 pub mod removal;
 pub mod replica;
 mod table;

@@ -109,6 +109,19 @@ pub enum Message {
         /// The round of the dead value to forget.
         voted: Round,
     },
+    /// The sender lost its acceptor state (a lost disk) and rejoins: the receiver's proposer
+    /// stops counting any answer the sender gave before (see the `rejoin` module) and answers
+    /// FENCED. About every register; it names the empty key.
+    Fence {
+        /// The empty key.
+        key: Key,
+    },
+    /// The answer to FENCE: no answer from the rejoining node's earlier life counts any more at
+    /// the sender's proposer. Names the empty key.
+    Fenced {
+        /// The empty key.
+        key: Key,
+    },
 }
 
 impl Message {
@@ -122,7 +135,9 @@ impl Message {
             | Message::Voted { key, .. }
             | Message::Nack { key, .. }
             | Message::Learned { key, .. }
-            | Message::Remove { key, .. } => key,
+            | Message::Remove { key, .. }
+            | Message::Fence { key }
+            | Message::Fenced { key } => key,
         }
     }
 

@@ -8,6 +8,14 @@
 //! change still wait for the batch: they may reveal state changed by an earlier message of the
 //! same batch, which is not durable before the flush either.
 //!
+//! A store may refuse a write for lack of space ([`AcceptorStore::is_full`]): then
+//! [`PersistBatch::commit_or_refuse`] drops every reply about that register (as if the message
+//! had been lost: the acceptor counts as crashed for it) and says which registers were
+//! refused, so that the replica goes back to their durable states ([`Replica::restore`]).
+//! Every other write of the batch is flushed and its replies leave.
+//!
+//! [`Replica::restore`]: crate::replica::Replica::restore
+//!
 //! A batch may also forget registers (see the `removal` module). Forgetting is only safe behind
 //! the shard's round floor, so a batch that forgets writes the floor and flushes it before it
 //! removes anything: a crash in between leaves a register that is still held, never one that is
@@ -58,6 +66,20 @@ pub trait AcceptorStore {
     fn write_round_floor(&mut self, floor: Round) -> Result<(), Self::Error>;
     /// Stages forgetting the state of one register, whose space the store may reuse.
     fn remove(&mut self, key: &Key) -> Result<(), Self::Error>;
+    /// Whether `error` refused one write for lack of space and changed nothing (the store
+    /// goes on; writes that need no new space still succeed). None by default.
+    fn is_full(_error: &Self::Error) -> bool {
+        false
+    }
+}
+
+/// What [`PersistBatch::commit_or_refuse`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// The replies released: every reply but those about a refused register.
+    pub released: Vec<Envelope>,
+    /// The registers whose writes the store refused for lack of space, each once.
+    pub refused: Vec<Key>,
 }
 
 /// Acceptor state changes and the replies that must wait for them.
@@ -95,6 +117,11 @@ impl PersistBatch {
     ) -> Option<&AcceptorState> {
         let changed = acceptor::decide(state, from, message, Sealing { batch: self, key });
         changed.then(|| &self.writes.last().expect("just added").1)
+    }
+
+    /// Adds writing `state` as the state of `key`, with no reply behind it.
+    pub(crate) fn write(&mut self, key: &Key, state: AcceptorState) {
+        self.writes.push((key.clone(), state));
     }
 
     /// Adds forgetting `key`, behind the round `floor` (the shard's, raised by the register's
@@ -143,21 +170,53 @@ impl PersistBatch {
     /// A batch that forgets registers first writes the round floor and flushes it, then forgets
     /// them before the writes. On an error nothing is released: the node must stop voting
     /// (fail-stop).
+    ///
+    /// # Panics
+    /// If the store refuses a write for lack of space: a store that can be full is committed
+    /// to with [`PersistBatch::commit_or_refuse`].
     pub fn commit<S: AcceptorStore>(self, store: &mut S) -> Result<Vec<Envelope>, S::Error> {
+        let committed = self.commit_or_refuse(store)?;
+        assert!(
+            committed.refused.is_empty(),
+            "a full store, committed to with commit()"
+        );
+        Ok(committed.released)
+    }
+
+    /// [`PersistBatch::commit`], except that a write the store refuses for lack of space
+    /// ([`AcceptorStore::is_full`]) does not fail the batch: the register's replies are
+    /// dropped and the register is named in [`Committed::refused`]. A refused round floor
+    /// leaves the removals out of the store (their registers keep their dead votes there,
+    /// which is safe: the removal did not happen). Any other error fails the batch, and
+    /// nothing is released.
+    pub fn commit_or_refuse<S: AcceptorStore>(self, store: &mut S) -> Result<Committed, S::Error> {
+        let full = |result: Result<(), S::Error>| match result {
+            Ok(()) => Ok(false),
+            Err(e) if S::is_full(&e) => Ok(true),
+            Err(e) => Err(e),
+        };
         if let Some(floor) = self.round_floor {
-            store.write_round_floor(floor)?;
-            store.flush()?;
-            for key in &self.removals {
-                store.remove(key)?;
+            if !full(store.write_round_floor(floor))? {
+                store.flush()?;
+                for key in &self.removals {
+                    store.remove(key)?;
+                }
             }
         }
+        let mut refused: Vec<Key> = Vec::new();
         if !self.writes.is_empty() || !self.removals.is_empty() {
             for (key, state) in &self.writes {
-                store.write(key, state)?;
+                if full(store.write(key, state))? && !refused.contains(key) {
+                    refused.push(key.clone());
+                }
             }
             store.flush()?;
         }
-        Ok(self.sealed)
+        let mut released = self.sealed;
+        if !refused.is_empty() {
+            released.retain(|e| !refused.contains(e.message.key()));
+        }
+        Ok(Committed { released, refused })
     }
 
     /// Releases the replies without persisting anything. Only for the harness tests that must
@@ -337,5 +396,72 @@ mod tests {
                 "flush"
             ]
         );
+    }
+
+    /// A store with room for the registers in `room` only.
+    struct Cramped {
+        room: Vec<Key>,
+        written: Vec<Key>,
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum CrampedError {
+        Full,
+    }
+
+    impl std::fmt::Display for CrampedError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("full")
+        }
+    }
+
+    impl std::error::Error for CrampedError {}
+
+    impl AcceptorStore for Cramped {
+        type Error = CrampedError;
+        fn write(&mut self, key: &Key, _: &AcceptorState) -> Result<(), CrampedError> {
+            if !self.room.contains(key) {
+                return Err(CrampedError::Full);
+            }
+            self.written.push(key.clone());
+            Ok(())
+        }
+        fn flush(&mut self) -> Result<(), CrampedError> {
+            Ok(())
+        }
+        fn write_round_floor(&mut self, _: Round) -> Result<(), CrampedError> {
+            Err(CrampedError::Full)
+        }
+        fn remove(&mut self, _: &Key) -> Result<(), CrampedError> {
+            panic!("no removal without its floor")
+        }
+        fn is_full(error: &CrampedError) -> bool {
+            *error == CrampedError::Full
+        }
+    }
+
+    /// A write refused for space drops every reply about its register, and only those; the
+    /// others are flushed and released. A refused floor leaves the removals out.
+    #[test]
+    fn a_write_refused_for_space_drops_its_registers_replies_only() {
+        let (old, new) = (Key::new("old"), Key::new("new"));
+        let mut batch = PersistBatch::new();
+        let mut states = [AcceptorState::default(), AcceptorState::default()];
+        for message in messages(&old).iter().chain(&messages(&new)) {
+            let slot = usize::from(message.key() == &new);
+            if let Some(next) = batch.decide(message.key(), &states[slot], NodeId(1), message) {
+                states[slot] = next.clone();
+            }
+        }
+        batch.remove(&Key::new("gone"), Round::BOTTOM);
+        let mut store = Cramped {
+            room: vec![old.clone()],
+            written: Vec::new(),
+        };
+        let committed = batch.commit_or_refuse(&mut store).unwrap();
+        assert_eq!(committed.refused, vec![new]);
+        assert_eq!(store.written.len(), 4, "the old register's writes");
+        assert_eq!(committed.released.len(), 8, "the old register's replies");
+        assert!(committed.released.iter().all(|e| e.message.key() == &old));
     }
 }

@@ -71,6 +71,10 @@ pub enum ProposeError {
     /// Too many commands wait on this register.
     #[error("too many pending commands on this key")]
     Overloaded,
+    /// Definitely not applied: the replica's disk has no space for a register it does not
+    /// hold yet. Given by the runtime, which knows its store, never by the proposer.
+    #[error("no disk space for a new key")]
+    DiskFull,
 }
 
 /// The answer to one client command.
@@ -623,6 +627,11 @@ impl Proposer {
         self.shared.mint()
     }
 
+    /// Sends `envelope` with this proposer's messages.
+    pub(crate) fn send(&mut self, envelope: Envelope) {
+        self.shared.out.sends.push(envelope);
+    }
+
     /// Sends `message` to every acceptor, with this proposer's messages.
     pub(crate) fn send_to_everyone(&mut self, message: Message) {
         let out = &mut self.shared.out.sends;
@@ -775,6 +784,25 @@ impl Proposer {
         }
     }
 
+    /// `peer` lost its acceptor state and rejoins (FENCE): no answer it gave before may count
+    /// any more. Every operation in progress starts again with a fresh attempt after a backoff
+    /// (its proposals stay remembered, as after a rejected VOTE), so that no phase 1 completes
+    /// and no fast path is taken on a promise the peer forgot (see the `rejoin` module).
+    pub fn handle_fence(&mut self, now_ms: u64) {
+        for (key, reg) in self.registers.iter_mut() {
+            reg.fast = None;
+            if reg.op.is_none() {
+                continue;
+            }
+            Step {
+                key,
+                reg,
+                shared: &mut self.shared,
+            }
+            .back_off(now_ms);
+        }
+    }
+
     /// A wake-up requested earlier.
     pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
         if !self.shared.armed.may_be_live(token) {
@@ -849,7 +877,9 @@ impl Proposer {
             Message::Prepare { .. }
             | Message::PaxosPrep { .. }
             | Message::Vote { .. }
-            | Message::Remove { .. } => {}
+            | Message::Remove { .. }
+            | Message::Fence { .. }
+            | Message::Fenced { .. } => {}
         }
     }
 }

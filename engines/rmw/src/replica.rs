@@ -24,6 +24,7 @@ use crate::message::PrepareKind;
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
+use crate::rejoin::{self, Counting, Rejoin};
 use crate::removal::{self, Judge, ProbeReply, Removals};
 pub use crate::table::ScanCursor;
 use crate::table::{prefetch_line, KeyTable};
@@ -75,6 +76,9 @@ pub struct Replica {
     removals: Removals,
     /// Registers the acceptor forgot (a counter, left out of equality).
     registers_removed: u64,
+    /// While the replica rejoins after losing its acceptor states: the peers it waits for and
+    /// the registers it recovers (see [`Replica::rejoining`]).
+    rejoin: Option<Rejoin>,
     /// An emptied vector of released replies for the next batch (see [`Replica::recycle`]).
     spare_released: Vec<Envelope>,
 }
@@ -87,6 +91,7 @@ impl PartialEq for Replica {
             && self.persist == other.persist
             && self.fresh == other.fresh
             && self.removals == other.removals
+            && self.rejoin == other.rejoin
     }
 }
 
@@ -100,6 +105,7 @@ impl Hash for Replica {
         self.persist.hash(state);
         self.fresh.hash(state);
         self.removals.hash(state);
+        self.rejoin.hash(state);
     }
 }
 
@@ -122,8 +128,46 @@ impl Replica {
             fresh: AcceptorState::default(),
             removals: Removals::default(),
             registers_removed: 0,
+            rejoin: None,
             spare_released: Vec::new(),
         }
+    }
+
+    /// The replica rejoining the cluster after losing its acceptor states (a lost or foreign
+    /// disk; see the `rejoin` module and `docs/lost-disk.md`): it sends FENCE to every peer,
+    /// and its acceptor answers nothing about a register it does not hold until, every peer
+    /// having answered FENCED, it recovered that register's state from a quorum of the others.
+    /// Registers it holds (from its store) are served as usual: every state it wrote since it
+    /// first rejoined was recovered or built on a recovered one. Must be called before any
+    /// other input; the incarnation must be above every earlier one of this node.
+    pub fn rejoining(mut self) -> Replica {
+        if self.proposer.config().bugs.rejoin_without_fence {
+            return self;
+        }
+        let peers: Vec<NodeId> = (self.proposer.config().acceptors.iter())
+            .filter(|a| **a != self.node)
+            .copied()
+            .collect();
+        for peer in &peers {
+            self.send_fence(*peer);
+        }
+        self.rejoin = Some(Rejoin::new(peers, 0));
+        self
+    }
+
+    fn send_fence(&mut self, peer: NodeId) {
+        self.proposer.send(Envelope {
+            to: peer,
+            message: Message::Fence { key: Key::new("") },
+        });
+    }
+
+    /// While the replica rejoins (see [`Replica::rejoining`]): how many peers have not answered
+    /// FENCE yet, and how many registers it recovered since start. `None` once it is a full
+    /// acceptor (it never stops rejoining while it runs: a register it does not hold may be
+    /// one it forgot).
+    pub fn rejoin_progress(&self) -> Option<(usize, u64)> {
+        self.rejoin.as_ref().map(|r| (r.unfenced(), r.recovered()))
     }
 
     /// The replica with the shard's round floor recovered from its store (see
@@ -333,9 +377,57 @@ impl Replica {
 
     /// A message from `from`.
     pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: &Message) {
+        if let Some(rejoin) = self.rejoin.as_mut() {
+            let retry_ms = self.proposer.config().phase_timeout_ms;
+            if rejoin.fence_again(from, now_ms, retry_ms) {
+                self.send_fence(from);
+            }
+        }
         if !message.is_for_acceptor() {
             match message {
                 Message::Remove { key, voted } => self.forget(key, *voted),
+                Message::Fence { key } => {
+                    self.proposer.handle_fence(now_ms);
+                    self.proposer.send(Envelope {
+                        to: from,
+                        message: Message::Fenced { key: key.clone() },
+                    });
+                }
+                Message::Fenced { .. } => {
+                    if let Some(rejoin) = self.rejoin.as_mut() {
+                        rejoin.on_fenced(from);
+                    }
+                }
+                Message::Ack {
+                    key,
+                    r_ack,
+                    r_voted,
+                    value,
+                    req,
+                    req_prev,
+                    ..
+                } if self
+                    .rejoin
+                    .as_ref()
+                    .is_some_and(|r| r.claims(key, r_ack.id)) =>
+                {
+                    let reply = rejoin::Reply::Ack {
+                        r_ack: *r_ack,
+                        r_voted: *r_voted,
+                        value: value.as_ref(),
+                        req: *req,
+                        req_prev: *req_prev,
+                    };
+                    self.on_recovery_answer(from, key, reply);
+                }
+                Message::Nack { key, round, r_ack }
+                    if self
+                        .rejoin
+                        .as_ref()
+                        .is_some_and(|r| r.claims(key, round.id)) =>
+                {
+                    self.on_recovery_answer(from, key, rejoin::Reply::Nack(*r_ack));
+                }
                 Message::Ack {
                     key,
                     r_ack,
@@ -357,6 +449,22 @@ impl Replica {
             return;
         }
         let key = message.key();
+        if self.rejoin.is_some() && self.states.get(key).is_none() {
+            // A recovery raises the other acceptors' rounds. Started at a write's phase 1 it
+            // would overtake that write's VOTE and reject it, every time; started at the VOTE
+            // (or at a read, which rounds do not disturb), it arrives after it.
+            let disturbs_a_write = matches!(
+                message,
+                Message::Prepare {
+                    kind: PrepareKind::Write,
+                    ..
+                } | Message::PaxosPrep { .. }
+            );
+            if !disturbs_a_write {
+                self.recover(now_ms, key);
+            }
+            return;
+        }
         let existing = self.states.get_mut(key);
         let next = self.persist.decide(
             key,
@@ -370,6 +478,43 @@ impl Replica {
                 self.states.insert(key.clone(), next.clone());
             }
             (_, None) => {}
+        }
+    }
+
+    /// A VOTE or a read about `key`, which the rejoining replica does not hold: no answer (it
+    /// counts as crashed for the register), but its recovery starts if it may.
+    fn recover(&mut self, now_ms: u64, key: &Key) {
+        let retry_ms = self.proposer.config().phase_timeout_ms;
+        let rejoin = self.rejoin.as_mut().expect("rejoining");
+        if !rejoin.may_start(key, now_ms, retry_ms) {
+            return;
+        }
+        let attempt = self.proposer.mint_attempt();
+        let acceptors = self.proposer.config().acceptors.clone();
+        let prepare = rejoin.start(key, now_ms, attempt, acceptors.len());
+        for to in acceptors.into_iter().filter(|a| *a != self.node) {
+            self.proposer.send(Envelope {
+                to,
+                message: prepare.clone(),
+            });
+        }
+    }
+
+    /// Another acceptor's answer to the recovery of `key`: once a quorum agrees, the acceptor
+    /// takes the state they hold, durably, and serves the register from then on.
+    fn on_recovery_answer(&mut self, from: NodeId, key: &Key, reply: rejoin::Reply<'_>) {
+        let config = self.proposer.config();
+        let Some(index) = config.acceptors.iter().position(|a| *a == from) else {
+            return;
+        };
+        let counting = Counting {
+            acceptors: config.acceptors.len(),
+            quorum: config.quorum(),
+        };
+        let rejoin = self.rejoin.as_mut().expect("rejoining");
+        if let Some(state) = rejoin.on_answer(key, index, reply, &counting) {
+            self.states.insert(key.clone(), state.clone());
+            self.persist.write(key, state);
         }
     }
 
@@ -412,6 +557,20 @@ impl Replica {
         self.registers_removed += 1;
     }
 
+    /// The store refused the last write of `key` for lack of space, and holds `durable` for it
+    /// (`None`: nothing): the acceptor goes back to that state, as if the messages whose
+    /// replies were dropped had been lost (see [`PersistBatch::commit_or_refuse`]).
+    pub fn restore(&mut self, key: &Key, durable: Option<AcceptorState>) {
+        match durable {
+            Some(state) => {
+                self.states.insert(key.clone(), state);
+            }
+            None => {
+                self.states.remove(key);
+            }
+        }
+    }
+
     /// A wake-up requested earlier.
     pub fn handle_timer(&mut self, now_ms: u64, key: &Key, token: u64) {
         self.proposer.handle_timer(now_ms, key, token);
@@ -420,6 +579,12 @@ impl Replica {
     /// The link to `peer` broke; messages on it may have been lost.
     pub fn handle_link_broken(&mut self, peer: NodeId) {
         self.removals.clear();
+        if let Some(rejoin) = self.rejoin.as_mut() {
+            rejoin.clear_probes();
+            if rejoin.awaits_fence_from(peer) {
+                self.send_fence(peer);
+            }
+        }
         self.proposer.handle_link_broken(peer);
     }
 

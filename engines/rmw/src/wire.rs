@@ -25,8 +25,9 @@ use crate::message::{Message, PrepareKind};
 
 /// The version this code writes and accepts.
 /// Version 2 added `req_prev` to ACK; version 3 dropped ACK's attempt id, which is always its
-/// `r_ack`'s; version 4 added REMOVE. Nodes of different versions refuse each other.
-pub const WIRE_VERSION: u8 = 4;
+/// `r_ack`'s; version 4 added REMOVE; version 5 added FENCE and FENCED, and the sender's
+/// incarnation and life to the peer hello. Nodes of different versions refuse each other.
+pub const WIRE_VERSION: u8 = 5;
 
 /// Bytes of the length field plus the fixed header.
 pub const FRAME_HEADER_BYTES: usize = 4 + 1 + 2 + 4 + 4;
@@ -66,6 +67,8 @@ const TAG_VOTED: u8 = 6;
 const TAG_NACK: u8 = 7;
 const TAG_LEARNED: u8 = 8;
 const TAG_REMOVE: u8 = 9;
+const TAG_FENCE: u8 = 10;
+const TAG_FENCED: u8 = 11;
 
 /// Appends one frame with `messages` from `from` to `out`.
 pub fn encode_frame(from: NodeId, messages: &[Message], out: &mut Vec<u8>) {
@@ -228,6 +231,14 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
             put_key(out, key);
             put_round(out, *voted);
         }
+        Message::Fence { key } => {
+            out.push(TAG_FENCE);
+            put_key(out, key);
+        }
+        Message::Fenced { key } => {
+            out.push(TAG_FENCED);
+            put_key(out, key);
+        }
     }
 }
 
@@ -307,6 +318,8 @@ fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
             key,
             voted: r.round()?,
         },
+        TAG_FENCE => Message::Fence { key },
+        TAG_FENCED => Message::Fenced { key },
         _ => return Err(WireError::Malformed("unknown message tag")),
     })
 }
@@ -379,9 +392,11 @@ mod tests {
                 req: ReqId::new(round(1).id).unwrap(),
             },
             Message::Remove {
-                key,
+                key: key.clone(),
                 voted: round(5),
             },
+            Message::Fence { key: key.clone() },
+            Message::Fenced { key },
         ]
     }
 

@@ -285,6 +285,8 @@ fn kind(m: &Message) -> &'static str {
         Message::Nack { .. } => "NACK",
         Message::Learned { .. } => "LEARNED",
         Message::Remove { .. } => "REMOVE",
+        Message::Fence { .. } => "FENCE",
+        Message::Fenced { .. } => "FENCED",
     }
 }
 
@@ -1385,4 +1387,218 @@ fn a_removing_node_that_crashes_midway_recovers_its_floor() {
     assert_eq!(get(&mut net, B, 3, every), Reply::Nil);
     assert_eq!(applied(&mut net, A, 4, set("w"), every), Reply::Ok);
     assert_eq!(get(&mut net, C, 5, every), bulk("w"));
+}
+
+// ----- a lost disk (docs/lost-disk.md) -----
+
+impl Net {
+    /// `node` loses its disk and comes back empty in incarnation 2, told to rejoin (unless the
+    /// deliberate bug makes it a fresh acceptor at once).
+    fn lose_disk(&mut self, node: NodeId, rejoin_without_fence: bool) {
+        let mut config = ProposerConfig::new(vec![A, B, C]);
+        config.straggler_wait_ms = 0;
+        config.request_timeout_ms = 1_000;
+        config.bugs.rejoin_without_fence = rejoin_without_fence;
+        let replica = Replica::new(node, 2, config, 77, Vec::new()).rejoining();
+        self.replicas.insert(node, replica);
+        self.stores.insert(node, MemStore::default());
+        self.timers.remove(&node);
+        self.queue.retain(|(from, e)| *from != node && e.to != node);
+        self.collect(node);
+    }
+
+    /// The result of `command` through `node` while `keep` says which messages arrive: the
+    /// reply, or `None` if the command was not applied.
+    fn outcome(
+        &mut self,
+        node: NodeId,
+        tag: u64,
+        command: Command,
+        keep: impl Fn(NodeId, &Envelope) -> bool,
+    ) -> Option<Reply> {
+        self.command(node, tag, command);
+        self.run(&keep);
+        while self.reply(tag).is_none() {
+            self.fire_timer(node);
+            self.run(&keep);
+        }
+        self.reply(tag).unwrap().result.clone().ok()
+    }
+}
+
+/// INCR chosen by A and B (C never hears of it); A loses its disk; with B unreachable, C
+/// increments through A and itself. Returns the two INCRs' answers (`None`: not applied) and
+/// the counter read at the end through B and C.
+fn lost_vote_scenario(rejoin_without_fence: bool) -> (Option<Reply>, Option<Reply>, i64) {
+    let mut net = Net::new(|c| c.request_timeout_ms = 1_000);
+    let c_unreachable = |from: NodeId, e: &Envelope| from != C && e.to != C;
+    let first = net.outcome(B, 1, Command::IncrBy(1), c_unreachable);
+    assert_eq!(
+        net.state(C),
+        AcceptorState::default(),
+        "C never heard of it"
+    );
+    net.lose_disk(A, rejoin_without_fence);
+    let b_unreachable = |from: NodeId, e: &Envelope| from != B && e.to != B;
+    let second = net.outcome(C, 2, Command::IncrBy(1), b_unreachable);
+    // The network heals; the links that dropped messages broke and were made again.
+    for (node, peer) in [(A, B), (B, A), (C, B), (B, C), (A, C), (C, A)] {
+        net.replicas
+            .get_mut(&node)
+            .unwrap()
+            .handle_link_broken(peer);
+        net.collect(node);
+    }
+    net.run(every);
+    let counter = |reply: Option<Reply>| match reply {
+        Some(Reply::Bulk(value)) => std::str::from_utf8(&value).unwrap().parse().unwrap(),
+        other => panic!("a counter, not {other:?}"),
+    };
+    let read = counter(net.outcome(B, 3, Command::Get, every));
+    assert_eq!(counter(net.outcome(C, 4, Command::Get, every)), read);
+    (first, second, read)
+}
+
+/// A lost disk with the rejoin rule: the rejoining acceptor answers nothing until its peers
+/// are fenced and it recovered the register, so C cannot write without B, and nothing chosen
+/// is lost.
+#[test]
+fn lost_disk_a_rejoining_acceptor_answers_for_no_register_it_has_not_recovered() {
+    let (first, second, read) = lost_vote_scenario(false);
+    assert_eq!(first, Some(Reply::Int(1)));
+    assert_eq!(second, None, "no quorum without B: A counts as crashed");
+    assert_eq!(read, 1);
+}
+
+/// The same run with the deliberate bug (the empty acceptor votes at once): the value A and B
+/// chose is overwritten by one C built on nothing, and the counter says 1 after two INCRs.
+#[test]
+fn lost_disk_without_the_rejoin_rule_loses_a_chosen_value() {
+    let (first, second, read) = lost_vote_scenario(true);
+    assert_eq!(first, Some(Reply::Int(1)));
+    assert_eq!(second, Some(Reply::Int(1)), "built on the forgotten state");
+    assert_eq!(read, 1, "two INCRs acknowledged, one visible");
+}
+
+/// After FENCED from every peer, the rejoining acceptor recovers a register at the first
+/// message about it and serves it again: A and C write without B.
+#[test]
+fn lost_disk_a_fenced_acceptor_recovers_a_register_and_votes_again() {
+    let mut net = Net::new(|c| c.request_timeout_ms = 1_000);
+    assert_eq!(
+        net.outcome(B, 1, Command::IncrBy(5), every),
+        Some(Reply::Int(5))
+    );
+    net.lose_disk(A, false);
+    net.run(every);
+    assert_eq!(net.replicas[&A].rejoin_progress(), Some((0, 0)));
+    let fenced = net
+        .log
+        .iter()
+        .filter(|(_, e)| kind(&e.message) == "FENCED")
+        .count();
+    assert_eq!(fenced, 2, "both peers answered FENCE");
+    // The first message about the register starts its recovery; B and C still serve it.
+    assert_eq!(
+        net.outcome(C, 2, Command::IncrBy(1), every),
+        Some(Reply::Int(6))
+    );
+    net.run(every);
+    assert_eq!(net.replicas[&A].rejoin_progress(), Some((0, 1)));
+    assert!(
+        net.state(A).r_voted != Round::BOTTOM,
+        "A took the quorum's state"
+    );
+    assert_eq!(
+        net.stores[&A].states.get(&key()),
+        Some(&net.state(A)),
+        "durably"
+    );
+    let b_unreachable = |from: NodeId, e: &Envelope| from != B && e.to != B;
+    assert_eq!(
+        net.outcome(A, 3, Command::IncrBy(1), b_unreachable),
+        Some(Reply::Int(7))
+    );
+    assert_eq!(
+        net.outcome(C, 4, Command::Get, b_unreachable),
+        Some(bulk("7"))
+    );
+}
+
+/// A lost *promise*: C's PREPARE reaches A, which acknowledges round R, and C's own acceptor
+/// only late; then A loses its disk. B increments with C cut off, then C completes phase 1
+/// with A's earlier acknowledgement and its own, and proposes. Returns the answers of B's and
+/// C's increments (after a first INCR of 1 through B) and the counter read at the end.
+fn lost_promise_scenario(rejoin_without_fence: bool) -> (Option<Reply>, Option<Reply>, i64) {
+    let mut net = Net::new(|c| c.request_timeout_ms = 1_000);
+    assert_eq!(
+        net.outcome(B, 1, Command::IncrBy(1), every),
+        Some(Reply::Int(1))
+    );
+    net.slow_down_from(C, C, |m| matches!(m, Message::Prepare { .. }));
+    net.command(C, 2, Command::IncrBy(1));
+    net.run(|from, e| !(from == C && e.to == B));
+    assert!(
+        net.state(A).r_ack.id.proposer.node == C,
+        "A promised C's round"
+    );
+    net.lose_disk(A, rejoin_without_fence);
+    let c_cut_off = |from: NodeId, e: &Envelope| from != C && e.to != C;
+    let b_incr = net.outcome(B, 3, Command::IncrBy(1), c_cut_off);
+    net.release(C, C);
+    net.run(every);
+    while net.reply(2).is_none() {
+        net.fire_timer(C);
+        net.run(every);
+    }
+    let c_incr = net.reply(2).unwrap().result.clone().ok();
+    let Some(Reply::Bulk(read)) = net.outcome(A, 4, Command::Get, every) else {
+        panic!("a counter")
+    };
+    let read = std::str::from_utf8(&read).unwrap().parse().unwrap();
+    (b_incr, c_incr, read)
+}
+
+/// Whether increments of 1 from 0 whose answers were `answers` (`None`: not applied or
+/// unknown) and a final read `read` are consistent: every acknowledged increment saw its own
+/// value, and the counter holds at least the highest.
+fn increments_consistent(answers: &[Option<Reply>], read: i64) -> bool {
+    let mut seen: Vec<i64> = answers
+        .iter()
+        .flatten()
+        .map(|r| match r {
+            Reply::Int(v) => *v,
+            other => panic!("an INCR answer, not {other:?}"),
+        })
+        .collect();
+    seen.sort_unstable();
+    let distinct = seen.windows(2).all(|w| w[0] < w[1]);
+    distinct && seen.last().is_none_or(|&highest| read >= highest)
+}
+
+/// With the rejoin rule the forgotten promise cannot be contradicted: A answers nothing for
+/// the register until it is fenced and recovered, so B cannot increment without C, and every
+/// acknowledged increment counts.
+#[test]
+fn lost_disk_a_forgotten_promise_is_never_contradicted() {
+    let (b_incr, c_incr, read) = lost_promise_scenario(false);
+    assert_eq!(b_incr, None, "no quorum without C");
+    assert!(
+        increments_consistent(&[Some(Reply::Int(1)), b_incr, c_incr.clone()], read),
+        "{c_incr:?}, read {read}"
+    );
+}
+
+/// The same run with the deliberate bug: the empty A votes for B's increment, which is chosen;
+/// C's phase 1 counted A's forgotten promise, so its increment is built on the value before and
+/// chosen too. Two increments answer 2: one is lost.
+#[test]
+fn lost_disk_without_the_rejoin_rule_contradicts_a_forgotten_promise() {
+    let (b_incr, c_incr, read) = lost_promise_scenario(true);
+    assert_eq!(b_incr, Some(Reply::Int(2)));
+    assert_eq!(c_incr, Some(Reply::Int(2)), "built on the value before B's");
+    assert!(!increments_consistent(
+        &[Some(Reply::Int(1)), b_incr, c_incr],
+        read
+    ));
 }

@@ -2,10 +2,10 @@
 #![allow(dead_code)]
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use logless_harness::server::{self, ServerSpec};
+pub use logless_harness::server::{self, ServerSpec};
 
 /// The `logless` binary under test.
 pub fn binary() -> PathBuf {
@@ -23,8 +23,13 @@ pub struct Cluster {
     pub replicas: Vec<Replica>,
     /// The password clients log in with, if the replicas require one.
     pub password: Option<String>,
+    /// How a replica's command is made from its spec (`None`: the spec's own command).
+    wrap: Option<Wrap>,
     _root: tempfile::TempDir,
 }
+
+/// Makes the command that starts a replica from its spec and the binary.
+pub type Wrap = Box<dyn Fn(&ServerSpec, &Path) -> Command>;
 
 impl Cluster {
     /// Starts `n` replicas in `durability` mode and waits until a write through each succeeds.
@@ -66,6 +71,18 @@ impl Cluster {
         password: Option<&str>,
         each: impl Fn(usize, ServerSpec) -> ServerSpec,
     ) -> Cluster {
+        Cluster::start_wrapped(n, durability, password, each, None)
+    }
+
+    /// [`Cluster::start_each_as`], each replica started by the command `wrap` makes (for
+    /// example inside a namespace with its own file system).
+    pub fn start_wrapped(
+        n: usize,
+        durability: &str,
+        password: Option<&str>,
+        each: impl Fn(usize, ServerSpec) -> ServerSpec,
+        wrap: Option<Wrap>,
+    ) -> Cluster {
         let root = tempfile::tempdir().expect("temp dir");
         let n = u16::try_from(n).expect("replicas");
         let base =
@@ -81,6 +98,7 @@ impl Cluster {
         let mut cluster = Cluster {
             replicas,
             password: password.map(str::to_owned),
+            wrap,
             _root: root,
         };
         for i in 0..usize::from(n) {
@@ -93,7 +111,19 @@ impl Cluster {
     /// Starts replica `i` (again).
     pub fn spawn(&mut self, i: usize) {
         let r = &mut self.replicas[i];
-        r.child = Some(r.spec.spawn(&binary()).expect("start logless server"));
+        let child = match &self.wrap {
+            None => r.spec.spawn(&binary()),
+            Some(wrap) => {
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&r.spec.log)
+                    .expect("log file");
+                let err = log.try_clone().expect("log file");
+                wrap(&r.spec, &binary()).stdout(log).stderr(err).spawn()
+            }
+        };
+        r.child = Some(child.expect("start logless server"));
     }
 
     /// kill -9.
@@ -202,6 +232,18 @@ pub fn metric(addr: SocketAddr, name: &str) -> u64 {
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no {name} in\n{body}"))
+}
+
+/// The incarnation and life of `node` that the replica with data directory `dir` welcomed
+/// last (its `peers.json`): what a test must claim to speak for that node's current life.
+pub fn known_life(dir: &Path, node: u16) -> (u32, u64) {
+    let text = std::fs::read_to_string(dir.join("peers.json")).expect("peers.json");
+    let lives: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let life = &lives[node.to_string()];
+    (
+        life["incarnation"].as_u64().expect("incarnation") as u32,
+        life["life"].as_u64().expect("life"),
+    )
 }
 
 pub fn log_tail(path: &Path) -> String {

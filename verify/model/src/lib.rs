@@ -652,7 +652,7 @@ impl LoglessModel {
             }
             // The command may still be chosen: it stays in flight in the history for ever.
             Err(ProposeError::OutcomeUnknown) => client.stopped = true,
-            Err(ProposeError::NotApplied | ProposeError::Overloaded) => {
+            Err(ProposeError::NotApplied | ProposeError::Overloaded | ProposeError::DiskFull) => {
                 history.record(Event::NotApplied(c));
                 client.stopped = true;
             }
@@ -921,8 +921,11 @@ impl LoglessModel {
                     })
             }
             // A REMOVE ignored now may apply later (its vote may still reach the acceptor
-            // through a write-through): never collected.
-            Message::Learned { .. } | Message::Remove { .. } => false,
+            // through a write-through): never collected. The model sends no FENCE.
+            Message::Learned { .. }
+            | Message::Remove { .. }
+            | Message::Fence { .. }
+            | Message::Fenced { .. } => false,
         }
     }
 

@@ -703,7 +703,7 @@ impl Cluster {
         match reply.result {
             Ok(r) => self.client_done(client, command_seq, Some(Some(r))),
             Err(ProposeError::OutcomeUnknown) => self.client_done(client, command_seq, None),
-            Err(ProposeError::NotApplied | ProposeError::Overloaded) => {
+            Err(ProposeError::NotApplied | ProposeError::Overloaded | ProposeError::DiskFull) => {
                 self.client_done(client, command_seq, Some(None))
             }
         }

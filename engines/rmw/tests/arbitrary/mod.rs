@@ -103,6 +103,8 @@ pub fn message() -> impl Strategy<Value = Message> {
         }),
         (key(), req_id()).prop_map(|(key, req)| Message::Learned { key, req }),
         (key(), round()).prop_map(|(key, voted)| Message::Remove { key, voted }),
+        key().prop_map(|key| Message::Fence { key }),
+        key().prop_map(|key| Message::Fenced { key }),
     ]
 }
 

@@ -27,6 +27,14 @@ pub struct NodeFaults {
     pub clock_jump_every_us: u64,
     /// The largest jump, either way (ms).
     pub clock_jump_ms_max: u64,
+    /// The probability that a crash of one node also loses its disk (at most one per run: the
+    /// cluster tolerates one replica without its state): it restarts empty and rejoining
+    /// (`docs/lost-disk.md`). 0 draws nothing, so that old schedules replay.
+    pub lost_disk: f64,
+    /// Whether every node's disk is full while the faults last: each store may not grow past
+    /// the size it had at start, so new keys are refused once its free slots are used; space
+    /// returns when the faults end.
+    pub disk_full: bool,
 }
 
 impl NodeFaults {
@@ -43,6 +51,8 @@ impl NodeFaults {
             down_us: 0,
             clock_jump_every_us: 0,
             clock_jump_ms_max: 0,
+            lost_disk: 0.0,
+            disk_full: false,
         }
     }
 
@@ -59,6 +69,8 @@ impl NodeFaults {
             down_us: 20_000,
             clock_jump_every_us: 80_000,
             clock_jump_ms_max: 1_500,
+            lost_disk: 0.0,
+            disk_full: false,
         }
     }
 }
@@ -192,6 +204,11 @@ pub struct NodeSimReport {
     pub crashes_in_flush: u64,
     /// Sectors torn by power failures.
     pub torn_sectors: u64,
+    /// Disks lost (their nodes rejoined).
+    pub lost_disks: u64,
+    /// Acceptor state writes refused for lack of space, counted when space returned (writes
+    /// refused in a life that crashed before are not counted).
+    pub writes_refused_for_space: u64,
     /// Partition changes.
     pub partitions: u64,
     /// Wall-clock jumps.

@@ -16,6 +16,8 @@
 //!   power failure: any subset of the unpersisted sectors reaches the media, and one more may
 //!   be torn on a word boundary. In `mmap` mode it is a process crash. Sometimes every node
 //!   crashes at once. A restarted node opens its store from that image, as a new incarnation.
+//!   A crash may also lose the node's disk: it restarts from empty stores, rejoining. Disks may
+//!   be full while the faults last: stores cannot grow, and space returns at the end.
 //! * **Clocks.** Each node reads a wall clock that may jump forwards or backwards; a shard's
 //!   clock never goes back (it slews, as the node's does). Expiry is decided from the stamps
 //!   these clocks give, so the run records, for each operation, the readings of its shard's
@@ -38,7 +40,7 @@ use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{Key, NodeId};
 use logless_rmw::message::Message;
 use logless_rmw::replica::Replica;
-use logless_storage::media::SECTOR_BYTES;
+use logless_storage::media::{Media, SECTOR_BYTES};
 use logless_storage::{Durability, SimMedia};
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
@@ -53,6 +55,11 @@ mod requests;
 mod workload;
 
 pub use config::{NodeFaults, NodeSimConfig, NodeSimReport};
+
+/// The size a slot file may reach while disks are full ([`NodeFaults::disk_full`]): its
+/// header and one 64 KiB chunk of slots, so that the first size class of records finds room
+/// and the next ones do not.
+const FULL_DISK_BYTES: usize = 80 * 1024;
 
 /// Where a shard's answer goes: a client and its command number.
 #[derive(Clone, Copy, Debug)]
@@ -180,6 +187,8 @@ struct SimNode {
     clock_offset_ms: i64,
     /// A crash waits for this node's next flush, to land inside it.
     crash_in_next_flush: bool,
+    /// Whether it lost its disk and rejoins, at every start from then on.
+    rejoining: bool,
 }
 
 struct Client {
@@ -261,6 +270,7 @@ impl NodeCluster {
                     shards,
                     clock_offset_ms: 0,
                     crash_in_next_flush: false,
+                    rejoining: false,
                 },
             );
         }
@@ -418,12 +428,21 @@ impl NodeCluster {
         n.incarnation += 1;
         let mut failures = Vec::new();
         for (s, shard) in n.shards.iter_mut().enumerate() {
-            let media = SimMedia::from_image(std::mem::take(&mut shard.image));
+            let mut media = SimMedia::from_image(std::mem::take(&mut shard.image));
+            if self.config.faults.disk_full && self.faults_active {
+                // Full from the start: the slot file cannot grow past what it has.
+                media.capacity_bytes = Some(media.len().max(FULL_DISK_BYTES));
+            }
             let path = format!("node-{}/shard-{s}", node.0).into();
             match ShardStore::open_on(media, options.clone(), path) {
                 Ok((store, states)) => {
                     let replica =
                         Replica::new(node, n.incarnation, proposer.clone(), seeds[s], states);
+                    let replica = if n.rejoining {
+                        replica.rejoining()
+                    } else {
+                        replica
+                    };
                     let mut core = ShardCore::new(replica, store);
                     core.inject_bugs(bugs);
                     shard.core = Some(core);
@@ -664,6 +683,7 @@ impl NodeCluster {
                 } else {
                     let power = self.power_failure();
                     self.crash_node(node, power);
+                    self.maybe_lose_disk(node);
                 }
             }
         }
@@ -755,6 +775,21 @@ impl NodeCluster {
         self.events.schedule(down_us, Event::Restart { node });
     }
 
+    /// With probability `faults.lost_disk`, and only once a run, empties the disk of `node`,
+    /// which is down: it restarts rejoining.
+    fn maybe_lose_disk(&mut self, node: NodeId) {
+        let lost_disk = self.config.faults.lost_disk;
+        if lost_disk == 0.0 || self.report.lost_disks > 0 || !self.rng.random_bool(lost_disk) {
+            return;
+        }
+        self.report.lost_disks += 1;
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.rejoining = true;
+        for s in &mut n.shards {
+            s.image = Vec::new();
+        }
+    }
+
     fn restart(&mut self, node: NodeId) {
         if !self.nodes[&node].up {
             self.start_node(node);
@@ -799,9 +834,18 @@ impl NodeCluster {
         self.events.schedule(next, Event::ClockJump);
     }
 
-    /// Ends the faults: the network heals, clocks stay where they are, down nodes restart.
+    /// Ends the faults: the network heals, clocks stay where they are, down nodes restart, and
+    /// full disks get space again.
     fn heal(&mut self) {
         self.faults_active = false;
+        for n in self.nodes.values_mut() {
+            for s in &mut n.shards {
+                if let Some(core) = s.core.as_mut() {
+                    self.report.writes_refused_for_space += core.status().writes_refused_for_space;
+                    core.store_mut().media_mut().capacity_bytes = None;
+                }
+            }
+        }
         self.cut.clear();
         for node in (1..=self.config.nodes).map(NodeId) {
             self.nodes.get_mut(&node).expect("node").crash_in_next_flush = false;

@@ -271,6 +271,9 @@ pub fn outcome(shape: ReplyShape, result: Option<CommandResult>) -> Outcome {
     let value = Session::reply(shape, &answer);
     match (&value, answer) {
         (Value::Error(text), Err(_)) if text.starts_with("TRYAGAIN ") => Outcome::NotApplied,
+        (Value::Error(text), Err(_)) if text.starts_with("MISCONF disk full") => {
+            Outcome::NotApplied
+        }
         (Value::Error(text), Err(_)) if text.starts_with("UNCERTAIN ") => Outcome::Unknown,
         (_, Ok(reply)) => Outcome::Ok(reply),
         (value, Err(failure)) => {

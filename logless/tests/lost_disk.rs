@@ -1,0 +1,122 @@
+//! A lost disk on real processes: a replica whose data directory was emptied is refused by its
+//! peers and stops with an error that names `--rejoin`; with `--rejoin` it serves again,
+//! nothing acknowledged is lost, and once it recovered a key it stands in for a dead peer.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Cluster;
+
+const KEYS: usize = 20;
+
+fn set_all(con: &mut redis::Connection, prefix: &str) {
+    for i in 0..KEYS {
+        let _: () = redis::cmd("SET")
+            .arg(format!("key:{i}"))
+            .arg(format!("{prefix}{i}"))
+            .query(con)
+            .unwrap();
+    }
+}
+
+/// Reads every key through `con`, retrying each for up to ten seconds (a rejoined replica
+/// answers for a key only once it recovered it); panics on a wrong value.
+fn check_all(con: &mut redis::Connection, prefix: &str) {
+    for i in 0..KEYS {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match redis::cmd("GET")
+                .arg(format!("key:{i}"))
+                .query::<Option<String>>(con)
+            {
+                Ok(value) => {
+                    assert_eq!(value, Some(format!("{prefix}{i}")), "key:{i}");
+                    break;
+                }
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "key:{i} not served: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
+    let mut cluster = Cluster::start(3, "mmap");
+    set_all(&mut cluster.connect(0), "v");
+    cluster.kill(2);
+    let dir = cluster.replicas[2].spec.dir.clone();
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // Without --rejoin: the peers refuse it and it stops, saying what to do.
+    let finished = run_refused(&cluster.replicas[2].spec);
+    assert_eq!(finished.status.code(), Some(3), "exits with code 3");
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    assert!(stderr.contains("--rejoin"), "{stderr}");
+    assert!(
+        stderr.contains("knows this node from incarnation"),
+        "{stderr}"
+    );
+    // A restart of the refused directory is refused the same way: it did not climb.
+    assert_eq!(
+        run_refused(&cluster.replicas[2].spec).status.code(),
+        Some(3)
+    );
+
+    // With --rejoin it serves; what was acknowledged is all there, through every replica.
+    cluster.replicas[2].spec = cluster.replicas[2].spec.clone().args(["--rejoin"]);
+    cluster.spawn(2);
+    cluster.wait_serving(Duration::from_secs(30));
+    check_all(&mut cluster.connect(2), "v");
+    set_all(&mut cluster.connect(2), "w");
+    // Every key was touched through the rejoined replica: it recovered them, and serves them
+    // with replica 2 when replica 1 dies.
+    check_all(&mut cluster.connect(2), "w");
+    let http = cluster.replicas[2].spec.http;
+    assert_eq!(common::metric(http, "logless_rejoining"), 1);
+    assert_eq!(common::metric(http, "logless_rejoin_peers_unfenced"), 0);
+    assert!(common::metric(http, "logless_registers_recovered_total") >= KEYS as u64);
+    assert_eq!(
+        common::metric(cluster.replicas[0].spec.http, "logless_rejoining"),
+        0
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.kill(0);
+    check_all(&mut cluster.connect(1), "w");
+    check_all(&mut cluster.connect(2), "w");
+    // It stays a rejoining replica across restarts (a key it never recovered is still one it
+    // may have forgotten), and it is welcomed again.
+    assert!(cluster.stop(2));
+    cluster.spawn(2);
+    cluster.spawn(0);
+    cluster.wait_serving(Duration::from_secs(30));
+    check_all(&mut cluster.connect(2), "w");
+    let identity = std::fs::read_to_string(dir.join("identity.json")).unwrap();
+    assert!(identity.contains("\"rejoining\": true"), "{identity}");
+}
+
+/// Runs the replica of `spec` until it exits (at most 30 s), its stderr captured.
+fn run_refused(spec: &common::ServerSpec) -> std::process::Output {
+    let child = spec
+        .command(&common::binary())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_with_timeout(child, Duration::from_secs(30))
+}
+
+/// Waits for `child` at most `within`, killing it if it runs longer.
+fn wait_with_timeout(mut child: std::process::Child, within: Duration) -> std::process::Output {
+    let deadline = Instant::now() + within;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running after {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
