@@ -63,11 +63,17 @@ struct RunArgs {
     /// The replicas' durability: mmap or sync.
     #[arg(long, default_value = "mmap")]
     durability: String,
-    /// Fault kinds, comma-separated: kill, pause, partition, kill-all; or none.
+    /// The replication engine: rmw (per-key registers) or multipaxos (one log, with a leader).
+    #[arg(long, default_value = "rmw")]
+    engine: String,
+    /// Fault kinds, comma-separated: kill, pause, partition, kill-all, kill-leader (multipaxos
+    /// only); or none.
     #[arg(long, default_value = "kill,pause,partition,kill-all")]
     nemesis: String,
     /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned,
-    /// reply-before-persist, persist-without-ttl); repeatable.
+    /// reply-before-persist, persist-without-ttl; for multipaxos log-skip-noop-fill,
+    /// log-no-dedup, log-accept-before-persist, log-execute-at-local-clock,
+    /// log-accept-stale-proposals); repeatable.
     #[arg(long)]
     inject_bug: Vec<String>,
     /// Where history.jsonl, faults.jsonl, replica logs, data and html go (default: a new
@@ -175,12 +181,22 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     if args.clients == 0 || args.keys == 0 || args.ops_per_key == 0 {
         return Err("--clients, --keys and --ops-per-key must be positive".into());
     }
+    let multipaxos = match args.engine.as_str() {
+        "rmw" => false,
+        "multipaxos" => true,
+        other => return Err(format!("--engine must be rmw or multipaxos, not {other:?}")),
+    };
     for bug in &args.inject_bug {
         if ![
             "accept-inconsistent-quorum",
             "ignore-learned",
             "reply-before-persist",
             "persist-without-ttl",
+            "log-skip-noop-fill",
+            "log-no-dedup",
+            "log-accept-before-persist",
+            "log-execute-at-local-clock",
+            "log-accept-stale-proposals",
         ]
         .contains(&bug.as_str())
         {
@@ -188,6 +204,13 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
         }
     }
     let kinds: Vec<FaultKind> = list(&args.nemesis, |s| s.parse())?;
+    if kinds.contains(&FaultKind::KillLeader) && !multipaxos {
+        return Err(
+            "the kill-leader fault needs --engine multipaxos: under rmw no replica \
+                    leads (use kill)"
+                .into(),
+        );
+    }
     let key_kinds = list(&args.key_kinds, KeyKind::parse)?;
     if key_kinds.is_empty() {
         return Err("--key-kinds names no kind".into());
@@ -225,6 +248,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
         cluster: cluster::ClusterConfig {
             bin: logless_bin(args.logless_bin)?,
             durability: args.durability,
+            engine: args.engine,
             bugs: args.inject_bug,
             request_timeout_ms: args.request_timeout_ms,
             log_level: args.log_level,

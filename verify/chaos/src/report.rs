@@ -30,9 +30,10 @@ pub struct Limits {
 pub fn print_header(config: &RunConfig) {
     let kinds: Vec<&str> = config.schedule.kinds.iter().map(|k| k.name()).collect();
     println!(
-        "logless-chaos: {} replicas ({}), {} s, {} clients on {} keys at a time, seed {}, \
+        "logless-chaos: {} replicas ({}, {}), {} s, {} clients on {} keys at a time, seed {}, \
          faults [{}]{}",
         config.replicas,
+        config.cluster.engine,
         config.cluster.durability,
         config.duration.as_secs(),
         config.workload.clients,
