@@ -15,6 +15,7 @@ mod client;
 mod cluster;
 mod history;
 mod lost;
+mod multikey;
 mod nemesis;
 mod proxy;
 mod report;
@@ -90,6 +91,13 @@ struct RunArgs {
         default_value = "counter,register,set,expiring,lock,hash,list,zset"
     )]
     key_kinds: String,
+    /// Clients of the multi-key workload (multipaxos only): MULTI/EXEC transfers between the
+    /// counters of a group, MSET and MGET of all of them, checked for atomicity.
+    #[arg(long, default_value_t = 0)]
+    multi_key_clients: usize,
+    /// Operations per group of the multi-key workload before it is retired for a fresh one.
+    #[arg(long, default_value_t = 100)]
+    ops_per_group: usize,
     /// Operations per key before it is retired for a fresh one.
     #[arg(long, default_value_t = 200)]
     ops_per_key: usize,
@@ -178,8 +186,11 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     if ![3, 5].contains(&args.replicas) {
         return Err("--replicas must be 3 or 5".into());
     }
-    if args.clients == 0 || args.keys == 0 || args.ops_per_key == 0 {
-        return Err("--clients, --keys and --ops-per-key must be positive".into());
+    if args.clients + args.multi_key_clients == 0 {
+        return Err("--clients and --multi-key-clients are both 0: no workload".into());
+    }
+    if args.keys == 0 || args.ops_per_key == 0 || args.ops_per_group == 0 {
+        return Err("--keys, --ops-per-key and --ops-per-group must be positive".into());
     }
     let multipaxos = match args.engine.as_str() {
         "rmw" => false,
@@ -202,6 +213,13 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
         {
             return Err(format!("unknown bug {bug:?}"));
         }
+    }
+    if args.multi_key_clients > 0 && !multipaxos {
+        return Err(
+            "the multi-key workload needs --engine multipaxos: under rmw commands on \
+                    several keys are not atomic"
+                .into(),
+        );
     }
     let kinds: Vec<FaultKind> = list(&args.nemesis, |s| s.parse())?;
     if kinds.contains(&FaultKind::KillLeader) && !multipaxos {
@@ -243,6 +261,13 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             op_timeout: Duration::from_millis(args.op_timeout_ms),
             think: Duration::from_millis(think_ms),
             stamp_slack_ms: args.stamp_slack_ms,
+            seed,
+        },
+        multi_key: multikey::MultiKeyConfig {
+            clients: args.multi_key_clients,
+            ops_per_group: args.ops_per_group,
+            op_timeout: Duration::from_millis(args.op_timeout_ms),
+            think: Duration::from_millis(think_ms),
             seed,
         },
         cluster: cluster::ClusterConfig {
