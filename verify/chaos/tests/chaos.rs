@@ -217,7 +217,12 @@ fn hashes_lists_sorted_sets_and_their_transactions_pass_under_faults() {
 /// The numbers of the summary's `expiry:` line: operations on expiring keys and locks, reads
 /// that found a key expired, final reads that did, leases taken over, acquisitions refused.
 fn expiry_figures(stdout: &str) -> Option<[u64; 5]> {
-    let line = stdout.lines().find(|l| l.starts_with("expiry:"))?;
+    summary_numbers(stdout, "expiry:")
+}
+
+/// The numbers of the summary's line that starts with `heading`, if it has `N` of them.
+fn summary_numbers<const N: usize>(stdout: &str, heading: &str) -> Option<[u64; N]> {
+    let line = stdout.lines().find(|l| l.starts_with(heading))?;
     let numbers: Vec<u64> = line
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|w| w.parse().ok())
@@ -304,4 +309,64 @@ fn a_store_that_drops_times_to_live_is_caught() {
         "kill-all,kill",
     ];
     mutation_is_caught("persist-without-ttl", "7", &args);
+}
+
+/// A multipaxos cluster whose leader is killed again and again, with per-key clients on
+/// counters, registers and sets and multi-key clients on groups of counters.
+const MULTIPAXOS: &[&str] = &[
+    "--engine",
+    "multipaxos",
+    "--duration-s",
+    "20",
+    "--nemesis",
+    "kill-leader,kill,partition,pause",
+    "--fault-gap-ms",
+    "800",
+    "--fault-ms",
+    "1500",
+    "--think-ms",
+    "1",
+    "--checker-timeout-s",
+    "60",
+];
+
+#[test]
+fn a_multipaxos_cluster_passes_leader_kills_with_atomic_multi_key_commands() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = out_dir();
+    let mut args = MULTIPAXOS.to_vec();
+    args.extend([
+        "--seed",
+        "5",
+        "--clients",
+        "8",
+        "--key-kinds",
+        "counter,register,set",
+        "--multi-key-clients",
+        "6",
+    ]);
+    let run = chaos(&args, dir.path(), Duration::from_secs(90));
+    eprintln!("multipaxos run: {:.1} s", run.elapsed.as_secs_f64());
+    let ok = run.code == Some(0) && run.stdout.contains("verdict:     PASS");
+    let leader_kills = std::fs::read_to_string(dir.path().join("faults.jsonl")).map_or(0, |f| {
+        f.lines()
+            .filter(|l| l.contains(r#""kind":"kill-leader""#) && l.contains("kill -9 leader"))
+            .count()
+    });
+    let multi_key = multi_key_figures(&run.stdout);
+    keep_on_failure(dir, ok);
+    assert!(ok, "exit {:?}", run.code);
+    assert!(leader_kills >= 2, "{leader_kills} leaders killed");
+    let [groups, transfers, msets, mgets, ..] = multi_key.expect("the summary's multi-key line");
+    assert!(groups >= 5, "{groups} groups");
+    assert!(
+        transfers > 300 && msets > 50 && mgets > 200,
+        "{transfers} transfers, {msets} MSETs, {mgets} MGETs"
+    );
+}
+
+/// The numbers of the summary's `multi-key:` line: groups, transfers, MSETs and MGETs
+/// answered, unknown, refused.
+fn multi_key_figures(stdout: &str) -> Option<[u64; 6]> {
+    summary_numbers(stdout, "multi-key:")
 }
