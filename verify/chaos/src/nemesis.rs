@@ -260,6 +260,10 @@ fn partition_links(rng: &mut SmallRng, ids: &[u16]) -> (String, Vec<u16>, Vec<Li
     }
 }
 
+/// How many times `kill-leader` asks every replica for the leader (0.1 s apart) before it
+/// kills a random replica instead.
+const LEADER_ATTEMPTS: usize = 20;
+
 /// The replica that leads the highest view, with that view, from every replica's INFO
 /// (`log_is_leader`, `log_view`); None if no replica that answers within half a second claims
 /// to lead. A deposed leader that has not heard of the new view yet may still claim its old
@@ -324,7 +328,17 @@ pub async fn run(
         let leader = match kind {
             FaultKind::KillLeader => {
                 let addrs = cluster.lock().expect("not poisoned").client_addrs();
-                find_leader(&ids, &addrs).await
+                // A view change after the last fault may still be under way: ask again for a
+                // while before giving up.
+                let mut leader = None;
+                for _ in 0..LEADER_ATTEMPTS {
+                    leader = find_leader(&ids, &addrs).await;
+                    if leader.is_some() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                leader
             }
             _ => None,
         };

@@ -319,7 +319,7 @@ const MULTIPAXOS: &[&str] = &[
     "--duration-s",
     "20",
     "--nemesis",
-    "kill-leader,kill,partition,pause",
+    "kill-leader,partition,pause",
     "--fault-gap-ms",
     "800",
     "--fault-ms",
