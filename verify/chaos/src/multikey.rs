@@ -443,4 +443,55 @@ mod tests {
         assert_eq!(wrong_total(&values([Some(90), Some(4), Some(6)])), None);
         assert_eq!(wrong_total(&values([Some(90), Some(4), None])), Some(94));
     }
+
+    fn done(op: CounterOp, call: u64, ret: u64, result: CounterResult) -> Event {
+        Event {
+            client: call,
+            op,
+            call_ms: call,
+            returned: Some((ret, result)),
+        }
+    }
+
+    fn workload_with(events: Vec<Event>) -> Arc<MultiKey> {
+        let config = MultiKeyConfig {
+            clients: 1,
+            ops_per_group: 10,
+            op_timeout: Duration::from_secs(1),
+            think: Duration::ZERO,
+            seed: 1,
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        let workload = MultiKey::new(config, vec![addr], Clock::start());
+        workload.groups.lock().unwrap()[0].events = events;
+        workload
+    }
+
+    #[test]
+    fn a_transfer_seen_half_applied_is_a_violation() {
+        let mset = CounterOp::MSet {
+            values: [40, 60, 0],
+        };
+        let transfer = CounterOp::Transfer {
+            from: 0,
+            to: 1,
+            amount: 5,
+        };
+        let whole = [Some(35), Some(65), Some(0)];
+        let half = [Some(35), Some(60), Some(0)];
+        let history = |seen| {
+            vec![
+                done(mset, 0, 1, CounterResult::Ok),
+                done(transfer, 2, 3, CounterResult::Pair(35, 65)),
+                done(CounterOp::MGet, 4, 5, CounterResult::Values(seen)),
+            ]
+        };
+        let report = workload_with(history(whole)).check();
+        assert_eq!(report.groups, 1);
+        assert!(!report.violated(), "{:?}", report.violations);
+        let report = workload_with(history(half)).check();
+        assert_eq!(report.violations.len(), 2, "{:?}", report.violations);
+        assert!(report.violations[0].contains("total is 95"));
+        assert!(report.violations[1].contains("not linearizable"));
+    }
 }

@@ -370,3 +370,24 @@ fn a_multipaxos_cluster_passes_leader_kills_with_atomic_multi_key_commands() {
 fn multi_key_figures(stdout: &str) -> Option<[u64; 6]> {
     summary_numbers(stdout, "multi-key:")
 }
+
+#[test]
+fn a_log_executed_at_each_replicas_own_clock_is_caught() {
+    // The replicas of the log engine execute each batch at their own clock instead of the
+    // leader's stamp: one paused, or restarted after kill -9 and replaying its log, executes
+    // late and finds keys expired that were live when the others executed the same commands,
+    // and then answers from a state the others do not have.
+    let args = [
+        "--engine",
+        "multipaxos",
+        "--keys",
+        "4",
+        "--key-kinds",
+        "expiring",
+        "--ops-per-key",
+        "50",
+        "--nemesis",
+        "kill,pause",
+    ];
+    mutation_is_caught("log-execute-at-local-clock", "7", &args);
+}
