@@ -186,11 +186,8 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     if ![3, 5].contains(&args.replicas) {
         return Err("--replicas must be 3 or 5".into());
     }
-    if args.clients + args.multi_key_clients == 0 {
-        return Err("--clients and --multi-key-clients are both 0: no workload".into());
-    }
-    if args.keys == 0 || args.ops_per_key == 0 || args.ops_per_group == 0 {
-        return Err("--keys, --ops-per-key and --ops-per-group must be positive".into());
+    if args.clients == 0 || args.keys == 0 || args.ops_per_key == 0 || args.ops_per_group == 0 {
+        return Err("--clients, --keys, --ops-per-key and --ops-per-group must be positive".into());
     }
     let multipaxos = match args.engine.as_str() {
         "rmw" => false,

@@ -279,11 +279,11 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         tokio::task::spawn_blocking(move || checker::run(&dir, &hp, &html, timeout))
             .await
             .map_err(|e| format!("checker task: {e}"))?;
+    let checker_secs = checker_started.elapsed().as_secs_f64();
     let multi = multi_key.clone();
     let multi_key = tokio::task::spawn_blocking(move || multi.check())
         .await
         .map_err(|e| format!("multi-key checker task: {e}"))?;
-    let checker_secs = checker_started.elapsed().as_secs_f64();
     std::fs::write(config.out.join("checker.txt"), &checker_output)
         .map_err(|e| format!("writing checker.txt: {e}"))?;
 
