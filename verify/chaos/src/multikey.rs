@@ -318,15 +318,7 @@ impl MultiKey {
             let Some(conn) = connection.as_mut() else {
                 let i = self.next_replica.fetch_add(1, Ordering::Relaxed);
                 let addr = self.addrs[i % self.addrs.len()];
-                match Connection::connect(addr, Duration::from_millis(500)).await {
-                    Ok(c) => connection = Some(c),
-                    Err(_) => {
-                        tokio::select! {
-                            () = tokio::time::sleep(Duration::from_millis(50)) => {}
-                            _ = stop.changed() => {}
-                        }
-                    }
-                }
+                connection = Connection::connect_or_pause(addr, &mut stop).await;
                 continue;
             };
             let group = self.choose_group();

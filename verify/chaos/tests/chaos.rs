@@ -233,18 +233,23 @@ fn summary_numbers<const N: usize>(stdout: &str, heading: &str) -> Option<[u64; 
 /// Two counters at a time: every bug of the protocol core shows as lost or doubled increments.
 const TWO_COUNTERS: &[&str] = &["--keys", "2", "--key-kinds", "counter"];
 
-fn mutation_is_caught(bug: &str, seed: &str, extra: &[&str]) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = out_dir();
-    let mut args = CONTENDED.to_vec();
-    args.extend(["--inject-bug", bug, "--seed", seed]);
-    // `extra` is options with their values; those CONTENDED has take the place of its own.
+/// `args` with `extra`, options with their values: those `args` has take the place of its own.
+fn with_options<'a>(mut args: Vec<&'a str>, extra: &[&'a str]) -> Vec<&'a str> {
     for option in extra.chunks(2) {
         match args.iter().position(|a| *a == option[0]) {
             Some(i) => args[i + 1] = option[1],
             None => args.extend(option),
         }
     }
+    args
+}
+
+fn mutation_is_caught(bug: &str, seed: &str, extra: &[&str]) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = out_dir();
+    let mut args = CONTENDED.to_vec();
+    args.extend(["--inject-bug", bug, "--seed", seed]);
+    let args = with_options(args, extra);
     let run = chaos(&args, dir.path(), Duration::from_secs(90));
     eprintln!("{bug}: {:.1} s", run.elapsed.as_secs_f64());
     let ok = run.code == Some(1) && run.stdout.contains("verdict:     VIOLATION");
@@ -292,50 +297,37 @@ fn replying_before_persisting_is_caught() {
     mutation_is_caught("reply-before-persist", "7", &args);
 }
 
+/// Four expiring registers at a time, each short-lived.
+const SHORT_LIVED_EXPIRING: &[&str] = &[
+    "--keys",
+    "4",
+    "--key-kinds",
+    "expiring",
+    "--ops-per-key",
+    "50",
+];
+
 #[test]
 fn a_store_that_drops_times_to_live_is_caught() {
     // The replicas keep every time to live in memory but write acceptor states without it: only
     // a replica restarted from its store, after kill -9, brings expired keys back to life, and
     // the checker sees a key read live after a read found it expired or its deadline passed.
     // Short-lived keys keep each key's history small enough for the checker's time limit.
-    let args = [
-        "--keys",
-        "4",
-        "--key-kinds",
-        "expiring",
-        "--ops-per-key",
-        "50",
-        "--nemesis",
-        "kill-all,kill",
-    ];
+    let args = [SHORT_LIVED_EXPIRING, &["--nemesis", "kill-all,kill"]].concat();
     mutation_is_caught("persist-without-ttl", "7", &args);
 }
-
-/// A multipaxos cluster whose leader is killed again and again, with per-key clients on
-/// counters, registers and sets and multi-key clients on groups of counters.
-const MULTIPAXOS: &[&str] = &[
-    "--engine",
-    "multipaxos",
-    "--duration-s",
-    "20",
-    "--nemesis",
-    "kill-leader,partition,pause",
-    "--fault-gap-ms",
-    "800",
-    "--fault-ms",
-    "1500",
-    "--think-ms",
-    "1",
-    "--checker-timeout-s",
-    "60",
-];
 
 #[test]
 fn a_multipaxos_cluster_passes_leader_kills_with_atomic_multi_key_commands() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = out_dir();
-    let mut args = MULTIPAXOS.to_vec();
-    args.extend([
+    // A multipaxos cluster whose leader is killed again and again, with per-key clients on
+    // counters, registers and sets and multi-key clients on groups of counters.
+    let multipaxos = [
+        "--engine",
+        "multipaxos",
+        "--nemesis",
+        "kill-leader,partition,pause",
         "--seed",
         "5",
         "--clients",
@@ -344,7 +336,8 @@ fn a_multipaxos_cluster_passes_leader_kills_with_atomic_multi_key_commands() {
         "counter,register,set",
         "--multi-key-clients",
         "6",
-    ]);
+    ];
+    let args = with_options(CONTENDED.to_vec(), &multipaxos);
     let run = chaos(&args, dir.path(), Duration::from_secs(90));
     eprintln!("multipaxos run: {:.1} s", run.elapsed.as_secs_f64());
     let ok = run.code == Some(0) && run.stdout.contains("verdict:     PASS");
@@ -378,16 +371,9 @@ fn a_log_executed_at_each_replicas_own_clock_is_caught() {
     // late and finds keys expired that were live when the others executed the same commands,
     // and then answers from a state the others do not have.
     let args = [
-        "--engine",
-        "multipaxos",
-        "--keys",
-        "4",
-        "--key-kinds",
-        "expiring",
-        "--ops-per-key",
-        "50",
-        "--nemesis",
-        "kill,pause",
-    ];
+        SHORT_LIVED_EXPIRING,
+        &["--engine", "multipaxos", "--nemesis", "kill,pause"],
+    ]
+    .concat();
     mutation_is_caught("log-execute-at-local-clock", "7", &args);
 }
