@@ -213,8 +213,8 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     }
     if args.multi_key_clients > 0 && !multipaxos {
         return Err(
-            "the multi-key workload needs --engine multipaxos: under rmw commands on \
-                    several keys are not atomic"
+            "the multi-key workload needs --engine multipaxos: rmw refuses MULTI/EXEC and \
+             MSET over several keys (EXECABORT), as it cannot make them atomic"
                 .into(),
         );
     }
