@@ -214,7 +214,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     if args.multi_key_clients > 0 && !multipaxos {
         return Err(
             "the multi-key workload needs --engine multipaxos: rmw refuses MULTI/EXEC and \
-             MSET over several keys (EXECABORT), as it cannot make them atomic"
+             MSET over several keys, as it cannot make them atomic"
                 .into(),
         );
     }
