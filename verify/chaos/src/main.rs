@@ -21,6 +21,7 @@ mod proxy;
 mod report;
 mod run;
 mod stamps;
+mod wide;
 mod workload;
 
 use nemesis::{FaultKind, Schedule};
@@ -92,7 +93,8 @@ struct RunArgs {
     )]
     key_kinds: String,
     /// Clients of the multi-key workload (multipaxos only): MULTI/EXEC transfers between the
-    /// counters of a group, MSET and MGET of all of them, checked for atomicity.
+    /// counters of a group, MSET and MGET of all of them, checked for atomicity; and MSET of 2
+    /// to 10 keys read by MGET.
     #[arg(long, default_value_t = 0)]
     multi_key_clients: usize,
     /// Operations per group of the multi-key workload before it is retired for a fresh one.

@@ -9,6 +9,9 @@
 //! group's counters are one model, so a transfer or an MSET seen half applied, or a transaction
 //! applied twice, has no place in any order. MGET is also checked directly: the counters' total
 //! (absent ones count 0) is 0 before the first MSET and [`TOTAL`] after it, whatever transfers ran.
+//!
+//! One operation in [`WIDE_ONE_IN`] is on a wide group instead ([`crate::wide`]): an MSET of 2 to
+//! 10 keys, or an MGET of them, which must never see an MSET half applied.
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +24,7 @@ use tokio::sync::watch;
 
 use crate::client::{Connection, Reply, RequestError};
 use crate::history::Clock;
+use crate::wide::{torn_read, WideGroups, WideOp, WIDTH_MAX};
 
 /// The total an MSET gives a group's counters (transfers keep it).
 pub const TOTAL: i64 = 100;
@@ -28,6 +32,9 @@ pub const TOTAL: i64 = 100;
 /// Operations of unknown outcome a group takes before it is retired: each one leaves the
 /// checker the choice of placing it anywhere after its call, or nowhere.
 pub const UNKNOWNS_PER_GROUP: usize = 3;
+
+/// One operation in this many is on a wide group.
+pub const WIDE_ONE_IN: u32 = 4;
 
 /// The most states the checker visits per group before it gives no verdict.
 const CHECK_STATES_MAX: usize = 2_000_000;
@@ -65,6 +72,12 @@ pub struct MultiKeyReport {
     pub msets: usize,
     /// MGETs answered.
     pub mgets: usize,
+    /// Wide groups used.
+    pub wide_groups: usize,
+    /// MSETs of a wide group answered.
+    pub wide_msets: usize,
+    /// MGETs of a wide group answered.
+    pub wide_mgets: usize,
     /// Operations of unknown outcome.
     pub unknown: usize,
     /// Operations the store refused (TRYAGAIN: not applied).
@@ -90,6 +103,7 @@ pub struct MultiKey {
     clock: Clock,
     addrs: Vec<SocketAddr>,
     groups: Mutex<Vec<Group>>,
+    wide: WideGroups,
     next_client: AtomicU64,
     next_replica: AtomicUsize,
     counts: Mutex<MultiKeyReport>,
@@ -215,11 +229,13 @@ fn wrong_total(result: &CounterResult) -> Option<i64> {
 impl MultiKey {
     /// A workload on the replicas at `addrs`.
     pub fn new(config: MultiKeyConfig, addrs: Vec<SocketAddr>, clock: Clock) -> Arc<MultiKey> {
+        let ops_per_group = config.ops_per_group;
         Arc::new(MultiKey {
             config,
             clock,
             addrs,
             groups: Mutex::new(vec![Group::default()]),
+            wide: WideGroups::new(ops_per_group, WIDTH_MAX),
             next_client: AtomicU64::new(1),
             next_replica: AtomicUsize::new(0),
             counts: Mutex::new(MultiKeyReport::default()),
@@ -308,12 +324,54 @@ impl MultiKey {
         unknown
     }
 
+    /// Runs one operation on the wide group in use; returns whether its outcome is unknown.
+    async fn run_wide(
+        &self,
+        connection: &mut Connection,
+        unique: &str,
+        rng: &mut SmallRng,
+    ) -> bool {
+        let (op, cmd) = self.wide.next(unique, rng);
+        let reply = tokio::time::timeout(self.config.op_timeout, connection.request(&cmd)).await;
+        let reply = match reply {
+            Err(_) | Ok(Err(RequestError::Io(_) | RequestError::Closed)) => None,
+            Ok(Err(e @ RequestError::Bad(_))) => {
+                self.count(|c| c.odd_replies.push(format!("{cmd:?}: {e}")));
+                None
+            }
+            Ok(Ok(reply)) => Some(reply),
+        };
+        let Some(reply) = reply else {
+            self.count(|c| c.unknown += 1);
+            return true;
+        };
+        self.count(|c| match (&op, &reply) {
+            (_, Reply::Error(e)) if e.starts_with("TRYAGAIN") => c.failed += 1,
+            (_, Reply::Error(e)) if e.starts_with("UNCERTAIN") => c.unknown += 1,
+            (WideOp::MSet(_), Reply::Simple(ok)) if ok == "OK" => c.wide_msets += 1,
+            (WideOp::MGet, reply) => match torn_read(reply) {
+                Ok(None) => c.wide_mgets += 1,
+                Ok(Some(values)) => {
+                    c.wide_mgets += 1;
+                    c.violations
+                        .push(format!("{cmd:?} read {values}: an MSET half applied"));
+                }
+                Err(why) => c.odd_replies.push(format!("{cmd:?}: {why}")),
+            },
+            (_, reply) => c
+                .odd_replies
+                .push(format!("{cmd:?}: unexpected reply {reply:?}")),
+        });
+        matches!(&reply, Reply::Error(e) if e.starts_with("UNCERTAIN"))
+    }
+
     /// One client: operations until `stop`; after an operation of unknown outcome it takes a
     /// new connection and client id.
     pub async fn client(self: Arc<Self>, index: usize, mut stop: watch::Receiver<bool>) {
         let mut rng = SmallRng::seed_from_u64(self.config.seed ^ 0x6d6b_0000 ^ index as u64);
         let mut connection: Option<Connection> = None;
         let mut client = self.next_client.fetch_add(1, Ordering::Relaxed);
+        let mut seq = 0u64;
         while !*stop.borrow() {
             let Some(conn) = connection.as_mut() else {
                 let i = self.next_replica.fetch_add(1, Ordering::Relaxed);
@@ -321,8 +379,15 @@ impl MultiKey {
                 connection = Connection::connect_or_pause(addr, &mut stop).await;
                 continue;
             };
-            let group = self.choose_group();
-            if self.run_op(conn, client, group, next_op(&mut rng)).await {
+            seq += 1;
+            let unknown = if rng.random_ratio(1, WIDE_ONE_IN) {
+                self.run_wide(conn, &format!("{index}.{seq}"), &mut rng)
+                    .await
+            } else {
+                let group = self.choose_group();
+                self.run_op(conn, client, group, next_op(&mut rng)).await
+            };
+            if unknown {
                 connection = None;
                 client = self.next_client.fetch_add(1, Ordering::Relaxed);
             }
@@ -337,6 +402,7 @@ impl MultiKey {
         let groups = std::mem::take(&mut *self.groups.lock().expect("not poisoned"));
         let mut report = self.counts.lock().expect("not poisoned").clone();
         report.groups = groups.iter().filter(|g| !g.events.is_empty()).count();
+        report.wide_groups = self.wide.groups();
         for (index, group) in groups.iter().enumerate() {
             let totals = group
                 .events

@@ -177,7 +177,7 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
         ));
     }
     let m = &report.multi_key;
-    let acknowledged = w.ok + m.transfers + m.msets + m.mgets;
+    let acknowledged = w.ok + m.transfers + m.msets + m.mgets + m.wide_msets + m.wide_mgets;
     if acknowledged < limits.min_ok {
         reasons.push(format!(
             "only {acknowledged} operations were acknowledged (at least {} needed)",
@@ -244,12 +244,15 @@ fn print_multi_key(m: &MultiKeyReport) {
         return;
     }
     println!(
-        "multi-key:   {} groups; transfers {}, MSETs {}, MGETs {} answered, {} unknown, {} \
-         refused; atomicity {}",
+        "multi-key:   {} groups; transfers {}, MSETs {}, MGETs {} answered; {} wide groups, \
+         MSETs {}, MGETs {} answered; {} unknown, {} refused; atomicity {}",
         m.groups,
         m.transfers,
         m.msets,
         m.mgets,
+        m.wide_groups,
+        m.wide_msets,
+        m.wide_mgets,
         m.unknown,
         m.failed,
         if m.violated() {

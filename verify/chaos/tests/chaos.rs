@@ -350,17 +350,25 @@ fn a_multipaxos_cluster_passes_leader_kills_with_atomic_multi_key_commands() {
     keep_on_failure(dir, ok);
     assert!(ok, "exit {:?}", run.code);
     assert!(leader_kills >= 2, "{leader_kills} leaders killed");
-    let [groups, transfers, msets, mgets, ..] = multi_key.expect("the summary's multi-key line");
-    assert!(groups >= 5, "{groups} groups");
+    let [groups, transfers, msets, mgets, wide_groups, wide_msets, wide_mgets, ..] =
+        multi_key.expect("the summary's multi-key line");
+    assert!(
+        groups >= 5 && wide_groups >= 5,
+        "{groups} and {wide_groups} groups"
+    );
     assert!(
         transfers > 300 && msets > 50 && mgets > 200,
         "{transfers} transfers, {msets} MSETs, {mgets} MGETs"
     );
+    assert!(
+        wide_msets > 100 && wide_mgets > 200,
+        "{wide_msets} wide MSETs, {wide_mgets} wide MGETs"
+    );
 }
 
 /// The numbers of the summary's `multi-key:` line: groups, transfers, MSETs and MGETs
-/// answered, unknown, refused.
-fn multi_key_figures(stdout: &str) -> Option<[u64; 6]> {
+/// answered, wide groups, their MSETs and MGETs answered, unknown, refused.
+fn multi_key_figures(stdout: &str) -> Option<[u64; 9]> {
     summary_numbers(stdout, "multi-key:")
 }
 
