@@ -133,6 +133,24 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// A connection to `addr`, or None after waiting a little (50 ms, less if `stop` changes)
+    /// when it cannot be made: for clients that try again until told to stop.
+    pub async fn connect_or_pause(
+        addr: SocketAddr,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Connection> {
+        match Connection::connect(addr, Duration::from_millis(500)).await {
+            Ok(c) => Some(c),
+            Err(_) => {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    _ = stop.changed() => {}
+                }
+                None
+            }
+        }
+    }
+
     /// Connects within `timeout`.
     pub async fn connect(addr: SocketAddr, timeout: Duration) -> std::io::Result<Connection> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))

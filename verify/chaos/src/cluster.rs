@@ -18,6 +18,8 @@ pub struct ClusterConfig {
     pub bin: PathBuf,
     /// `mmap` or `sync` (any mode `logless server --durability` takes).
     pub durability: String,
+    /// `rmw` or `multipaxos` (`logless server --engine`).
+    pub engine: String,
     /// Deliberate protocol bugs (`--inject-bug`), for the harness's own tests.
     pub bugs: Vec<String>,
     /// The replicas' `--request-timeout-ms`.
@@ -30,6 +32,7 @@ impl ClusterConfig {
     /// `spec` with this configuration's flags (its durability is the spec's own).
     fn flags(&self, spec: ServerSpec) -> ServerSpec {
         let spec = spec
+            .flag("--engine", &self.engine)
             .flag("--request-timeout-ms", self.request_timeout_ms)
             .flag("--log-level", &self.log_level);
         self.bugs

@@ -15,11 +15,13 @@ mod client;
 mod cluster;
 mod history;
 mod lost;
+mod multikey;
 mod nemesis;
 mod proxy;
 mod report;
 mod run;
 mod stamps;
+mod wide;
 mod workload;
 
 use nemesis::{FaultKind, Schedule};
@@ -63,11 +65,17 @@ struct RunArgs {
     /// The replicas' durability: mmap or sync.
     #[arg(long, default_value = "mmap")]
     durability: String,
-    /// Fault kinds, comma-separated: kill, pause, partition, kill-all; or none.
+    /// The replication engine: rmw (per-key registers) or multipaxos (one log, with a leader).
+    #[arg(long, default_value = "rmw")]
+    engine: String,
+    /// Fault kinds, comma-separated: kill, pause, partition, kill-all, kill-leader (multipaxos
+    /// only); or none.
     #[arg(long, default_value = "kill,pause,partition,kill-all")]
     nemesis: String,
     /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned,
-    /// reply-before-persist, persist-without-ttl); repeatable.
+    /// reply-before-persist, persist-without-ttl; for multipaxos log-skip-noop-fill,
+    /// log-no-dedup, log-accept-before-persist, log-execute-at-local-clock,
+    /// log-accept-stale-proposals); repeatable.
     #[arg(long)]
     inject_bug: Vec<String>,
     /// Where history.jsonl, faults.jsonl, replica logs, data and html go (default: a new
@@ -84,6 +92,14 @@ struct RunArgs {
         default_value = "counter,register,set,expiring,lock,hash,list,zset"
     )]
     key_kinds: String,
+    /// Clients of the multi-key workload (multipaxos only): MULTI/EXEC transfers between the
+    /// counters of a group, MSET and MGET of all of them, checked for atomicity; and MSET of 2
+    /// to 10 keys read by MGET.
+    #[arg(long, default_value_t = 0)]
+    multi_key_clients: usize,
+    /// Operations per group of the multi-key workload before it is retired for a fresh one.
+    #[arg(long, default_value_t = 100)]
+    ops_per_group: usize,
     /// Operations per key before it is retired for a fresh one.
     #[arg(long, default_value_t = 200)]
     ops_per_key: usize,
@@ -172,22 +188,46 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     if ![3, 5].contains(&args.replicas) {
         return Err("--replicas must be 3 or 5".into());
     }
-    if args.clients == 0 || args.keys == 0 || args.ops_per_key == 0 {
-        return Err("--clients, --keys and --ops-per-key must be positive".into());
+    if args.clients == 0 || args.keys == 0 || args.ops_per_key == 0 || args.ops_per_group == 0 {
+        return Err("--clients, --keys, --ops-per-key and --ops-per-group must be positive".into());
     }
+    let multipaxos = match args.engine.as_str() {
+        "rmw" => false,
+        "multipaxos" => true,
+        other => return Err(format!("--engine must be rmw or multipaxos, not {other:?}")),
+    };
     for bug in &args.inject_bug {
         if ![
             "accept-inconsistent-quorum",
             "ignore-learned",
             "reply-before-persist",
             "persist-without-ttl",
+            "log-skip-noop-fill",
+            "log-no-dedup",
+            "log-accept-before-persist",
+            "log-execute-at-local-clock",
+            "log-accept-stale-proposals",
         ]
         .contains(&bug.as_str())
         {
             return Err(format!("unknown bug {bug:?}"));
         }
     }
+    if args.multi_key_clients > 0 && !multipaxos {
+        return Err(
+            "the multi-key workload needs --engine multipaxos: rmw refuses MULTI/EXEC and \
+             MSET over several keys, as it cannot make them atomic"
+                .into(),
+        );
+    }
     let kinds: Vec<FaultKind> = list(&args.nemesis, |s| s.parse())?;
+    if kinds.contains(&FaultKind::KillLeader) && !multipaxos {
+        return Err(
+            "the kill-leader fault needs --engine multipaxos: under rmw no replica \
+                    leads (use kill)"
+                .into(),
+        );
+    }
     let key_kinds = list(&args.key_kinds, KeyKind::parse)?;
     if key_kinds.is_empty() {
         return Err("--key-kinds names no kind".into());
@@ -222,9 +262,17 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             stamp_slack_ms: args.stamp_slack_ms,
             seed,
         },
+        multi_key: multikey::MultiKeyConfig {
+            clients: args.multi_key_clients,
+            ops_per_group: args.ops_per_group,
+            op_timeout: Duration::from_millis(args.op_timeout_ms),
+            think: Duration::from_millis(think_ms),
+            seed,
+        },
         cluster: cluster::ClusterConfig {
             bin: logless_bin(args.logless_bin)?,
             durability: args.durability,
+            engine: args.engine,
             bugs: args.inject_bug,
             request_timeout_ms: args.request_timeout_ms,
             log_level: args.log_level,

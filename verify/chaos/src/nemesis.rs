@@ -3,6 +3,8 @@
 //!
 //! * `kill`: SIGKILL one replica or a minority, restart them after the fault's duration;
 //! * `kill-all`: SIGKILL every replica, restart them all shortly after;
+//! * `kill-leader` (multipaxos only): SIGKILL the replica that leads the highest view (asked
+//!   with INFO), restart it after the fault's duration;
 //! * `pause`: SIGSTOP one replica, SIGCONT it after the fault's duration;
 //! * `partition`: isolate a minority (both directions), cut one way only (a node cannot send, a
 //!   node cannot hear, or a single directed link), or stall a node's links or a single link
@@ -10,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -21,6 +24,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::client::{Connection, Reply};
 use crate::cluster::Cluster;
 use crate::history::Clock;
 use crate::proxy::{Link, LinkMode, Proxy};
@@ -33,6 +37,8 @@ pub enum FaultKind {
     Kill,
     /// SIGKILL every replica, then restart.
     KillAll,
+    /// SIGKILL the log engine's leader, then restart.
+    KillLeader,
     /// SIGSTOP one replica, then SIGCONT.
     Pause,
     /// Cut links through the proxy, then heal.
@@ -47,6 +53,7 @@ impl FaultKind {
         match self {
             FaultKind::Kill => "kill",
             FaultKind::KillAll => "kill-all",
+            FaultKind::KillLeader => "kill-leader",
             FaultKind::Pause => "pause",
             FaultKind::Partition => "partition",
             FaultKind::Crash => "crash",
@@ -60,10 +67,11 @@ impl FromStr for FaultKind {
         match s {
             "kill" => Ok(FaultKind::Kill),
             "kill-all" => Ok(FaultKind::KillAll),
+            "kill-leader" => Ok(FaultKind::KillLeader),
             "pause" => Ok(FaultKind::Pause),
             "partition" => Ok(FaultKind::Partition),
             other => Err(format!(
-                "unknown fault {other:?} (kill, kill-all, pause, partition)"
+                "unknown fault {other:?} (kill, kill-all, kill-leader, pause, partition)"
             )),
         }
     }
@@ -252,6 +260,43 @@ fn partition_links(rng: &mut SmallRng, ids: &[u16]) -> (String, Vec<u16>, Vec<Li
     }
 }
 
+/// How many times `kill-leader` asks every replica for the leader (0.1 s apart) before it
+/// kills a random replica instead.
+const LEADER_ATTEMPTS: usize = 20;
+
+/// The replica that leads the highest view, with that view, from every replica's INFO
+/// (`log_is_leader`, `log_view`); None if no replica that answers within half a second claims
+/// to lead. A deposed leader that has not heard of the new view yet may still claim its old
+/// one: the highest view wins.
+async fn find_leader(ids: &[u16], addrs: &[SocketAddr]) -> Option<(u16, u64)> {
+    let mut best: Option<(u16, u64)> = None;
+    for (&id, &addr) in ids.iter().zip(addrs) {
+        let info = async {
+            let mut c = Connection::connect(addr, Duration::from_millis(500))
+                .await
+                .ok()?;
+            match c.request(&["INFO".to_string()]).await.ok()? {
+                Reply::Bulk(text) => Some(text),
+                _ => None,
+            }
+        };
+        let Ok(Some(text)) = tokio::time::timeout(Duration::from_millis(500), info).await else {
+            continue;
+        };
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        if let (Some(1), Some(view)) = (field("log_is_leader"), field("log_view")) {
+            if best.is_none_or(|(_, v)| view > v) {
+                best = Some((id, view));
+            }
+        }
+    }
+    best
+}
+
 /// Injects faults until `stop` turns true, healing the current one before returning. Every
 /// pause is noted in `pauses` (on the wall clock), for the bounds of the replicas' stamps.
 pub async fn run(
@@ -280,6 +325,23 @@ pub async fn run(
         let Some(kind) = cycle.pop() else { return };
         let mut hold = around(&mut rng, schedule.hold);
         let start = clock.now();
+        let leader = match kind {
+            FaultKind::KillLeader => {
+                let addrs = cluster.lock().expect("not poisoned").client_addrs();
+                // A view change after the last fault may still be under way: ask again for a
+                // while before giving up.
+                let mut leader = None;
+                for _ in 0..LEADER_ATTEMPTS {
+                    leader = find_leader(&ids, &addrs).await;
+                    if leader.is_some() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                leader
+            }
+            _ => None,
+        };
         let (detail, nodes, links) = match kind {
             FaultKind::Kill => {
                 let count = rng.random_range(1..=minority.max(1));
@@ -289,6 +351,19 @@ pub async fn run(
                     c.kill(id);
                 }
                 (format!("kill -9 {nodes:?}"), nodes, Vec::new())
+            }
+            FaultKind::KillLeader => {
+                // No replica claims to lead (a view change under way, or the leader is
+                // paused): a random replica is killed instead, and the fault says so.
+                let (id, detail) = match leader {
+                    Some((id, view)) => (id, format!("kill -9 leader {id} of view {view}")),
+                    None => {
+                        let id = *ids.choose(&mut rng).expect("nodes");
+                        (id, format!("kill -9 {id} (no leader found)"))
+                    }
+                };
+                cluster.lock().expect("not poisoned").kill(id);
+                (detail, vec![id], Vec::new())
             }
             FaultKind::KillAll => {
                 hold = hold.min(Duration::from_millis(rng.random_range(200..=1500)));
@@ -317,7 +392,7 @@ pub async fn run(
         // The fault is healed even when the run is told to stop meanwhile.
         pause_for(hold, &mut stop).await;
         match kind {
-            FaultKind::Kill | FaultKind::KillAll => {
+            FaultKind::Kill | FaultKind::KillAll | FaultKind::KillLeader => {
                 let mut c = cluster.lock().expect("not poisoned");
                 for &id in &nodes {
                     if let Err(e) = c.start(id) {
@@ -371,6 +446,7 @@ mod tests {
         for kind in [
             FaultKind::Kill,
             FaultKind::KillAll,
+            FaultKind::KillLeader,
             FaultKind::Pause,
             FaultKind::Partition,
         ] {

@@ -2,6 +2,7 @@
 use std::path::Path;
 
 use crate::checker::Verdict;
+use crate::multikey::MultiKeyReport;
 use crate::run::{Report, RunConfig};
 use crate::workload::KeyKind;
 
@@ -30,9 +31,10 @@ pub struct Limits {
 pub fn print_header(config: &RunConfig) {
     let kinds: Vec<&str> = config.schedule.kinds.iter().map(|k| k.name()).collect();
     println!(
-        "logless-chaos: {} replicas ({}), {} s, {} clients on {} keys at a time, seed {}, \
+        "logless-chaos: {} replicas ({}, {}), {} s, {} clients on {} keys at a time, seed {}, \
          faults [{}]{}",
         config.replicas,
+        config.cluster.engine,
         config.cluster.durability,
         config.duration.as_secs(),
         config.workload.clients,
@@ -134,6 +136,7 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
     for line in report.checker_output.lines() {
         println!("             {}", shortened(line));
     }
+    print_multi_key(&report.multi_key);
     if report.lost.is_empty() {
         println!("lost writes: none");
     } else {
@@ -156,9 +159,14 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
         out.display()
     );
 
-    let violation = report.verdict == Verdict::NotLinearizable || !report.lost.is_empty();
+    let violation = report.verdict == Verdict::NotLinearizable
+        || !report.lost.is_empty()
+        || report.multi_key.violated();
     if violation {
-        println!("verdict:     VIOLATION (see the checker's html/ and the lost writes above)");
+        println!(
+            "verdict:     VIOLATION (see the checker's html/, the lost writes and the multi-key \
+             groups above)"
+        );
         return EXIT_VIOLATION;
     }
     let mut reasons = Vec::new();
@@ -168,10 +176,18 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
             report.verdict.describe()
         ));
     }
-    if w.ok < limits.min_ok {
+    let m = &report.multi_key;
+    let acknowledged = w.ok + m.transfers + m.msets + m.mgets + m.wide_msets + m.wide_mgets;
+    if acknowledged < limits.min_ok {
         reasons.push(format!(
-            "only {} operations were acknowledged (at least {} needed)",
-            w.ok, limits.min_ok
+            "only {acknowledged} operations were acknowledged (at least {} needed)",
+            limits.min_ok
+        ));
+    }
+    if m.inconclusive > 0 {
+        reasons.push(format!(
+            "the atomicity checker gave no verdict on {} multi-key group(s)",
+            m.inconclusive
         ));
     }
     let injected = report
@@ -222,6 +238,43 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
 
 /// The checker's list of keys not linearizable can name thousands of keys; the summary shows the
 /// first 20 (the whole output is in the run's `checker.txt`).
+/// The multi-key workload's line (nothing when it did not run) and its violations.
+fn print_multi_key(m: &MultiKeyReport) {
+    if m.groups == 0 {
+        return;
+    }
+    println!(
+        "multi-key:   {} groups; transfers {}, MSETs {}, MGETs {} answered; {} wide groups, \
+         MSETs {}, MGETs {} answered; {} unknown, {} refused; atomicity {}",
+        m.groups,
+        m.transfers,
+        m.msets,
+        m.mgets,
+        m.wide_groups,
+        m.wide_msets,
+        m.wide_mgets,
+        m.unknown,
+        m.failed,
+        if m.violated() {
+            format!("VIOLATED in {} group(s)", m.violations.len())
+        } else if m.inconclusive > 0 {
+            format!("no verdict on {} group(s)", m.inconclusive)
+        } else {
+            "ok".to_string()
+        }
+    );
+    for v in m.violations.iter().take(10) {
+        println!("             {v}");
+    }
+    if !m.odd_replies.is_empty() {
+        println!(
+            "             {} odd replies (recorded as unknown), e.g. {}",
+            m.odd_replies.len(),
+            m.odd_replies[0]
+        );
+    }
+}
+
 fn shortened(line: &str) -> String {
     const KEYS_SHOWN: usize = 20;
     let Some(list) = line.strip_prefix("not linearizable: [") else {

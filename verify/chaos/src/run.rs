@@ -13,6 +13,7 @@ use crate::checker::{self, Verdict};
 use crate::cluster::{self, Cluster, ClusterConfig};
 use crate::history::{Clock, Counts, History};
 use crate::lost::{self, LostWrite};
+use crate::multikey::{MultiKey, MultiKeyConfig, MultiKeyReport};
 use crate::nemesis::{self, FaultKind, FaultLog, Schedule};
 use crate::proxy::Proxy;
 use crate::stamps::Pauses;
@@ -27,6 +28,8 @@ pub struct RunConfig {
     pub duration: Duration,
     /// The workload.
     pub workload: WorkloadConfig,
+    /// The multi-key workload (no clients: none).
+    pub multi_key: MultiKeyConfig,
     /// The replicas.
     pub cluster: ClusterConfig,
     /// The nemesis (no kinds: no faults).
@@ -66,6 +69,8 @@ pub struct Report {
     pub unread: Vec<String>,
     /// How long the cluster took to serve after the final heal (None: it did not in time).
     pub recovered: Option<Duration>,
+    /// The multi-key workload's operations and its atomicity check.
+    pub multi_key: MultiKeyReport,
     /// The checker's verdict and output.
     pub verdict: Verdict,
     /// What the checker printed.
@@ -207,6 +212,10 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
     let clients: Vec<_> = (0..config.workload.clients)
         .map(|i| tokio::spawn(workload.clone().client(i, stop_rx.clone())))
         .collect();
+    let multi_key = MultiKey::new(config.multi_key.clone(), addrs.clone(), clock);
+    let multi_clients: Vec<_> = (0..config.multi_key.clients)
+        .map(|i| tokio::spawn(multi_key.clone().client(i, stop_rx.clone())))
+        .collect();
     let (stop_nemesis, nemesis_rx) = watch::channel(false);
     let nemesis = (!config.schedule.kinds.is_empty()).then(|| {
         tokio::spawn(nemesis::run(
@@ -246,7 +255,7 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         .heal()
         .map_err(|e| format!("cannot restart a replica: {e}"))?;
     stop_clients.send_replace(true);
-    for c in clients {
+    for c in clients.into_iter().chain(multi_clients) {
         let _ = c.await;
     }
     let workload_secs = started.elapsed().as_secs_f64();
@@ -271,6 +280,10 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
             .await
             .map_err(|e| format!("checker task: {e}"))?;
     let checker_secs = checker_started.elapsed().as_secs_f64();
+    let multi = multi_key.clone();
+    let multi_key = tokio::task::spawn_blocking(move || multi.check())
+        .await
+        .map_err(|e| format!("multi-key checker task: {e}"))?;
     std::fs::write(config.out.join("checker.txt"), &checker_output)
         .map_err(|e| format!("writing checker.txt: {e}"))?;
 
@@ -281,7 +294,7 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
             .shutdown(Duration::from_secs(5))
     })
     .await;
-    let passed = verdict == Verdict::Linearizable && lost.is_empty();
+    let passed = verdict == Verdict::Linearizable && lost.is_empty() && !multi_key.violated();
     if passed && !config.keep_data {
         let _ = std::fs::remove_dir_all(&data);
     }
@@ -304,6 +317,7 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         keys,
         unread,
         recovered,
+        multi_key,
         verdict,
         checker_output,
         checker_secs,

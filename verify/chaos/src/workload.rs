@@ -718,15 +718,7 @@ impl Workload {
         let mut seq = 0u64;
         while !*stop.borrow() {
             let Some(conn) = connection.as_mut() else {
-                match Connection::connect(self.next_addr(), Duration::from_millis(500)).await {
-                    Ok(c) => connection = Some(c),
-                    Err(_) => {
-                        tokio::select! {
-                            () = tokio::time::sleep(Duration::from_millis(50)) => {}
-                            _ = stop.changed() => {}
-                        }
-                    }
-                }
+                connection = Connection::connect_or_pause(self.next_addr(), &mut stop).await;
                 continue;
             };
             let (key, hint) = self.keys.choose(client, &mut rng);

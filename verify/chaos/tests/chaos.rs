@@ -217,7 +217,12 @@ fn hashes_lists_sorted_sets_and_their_transactions_pass_under_faults() {
 /// The numbers of the summary's `expiry:` line: operations on expiring keys and locks, reads
 /// that found a key expired, final reads that did, leases taken over, acquisitions refused.
 fn expiry_figures(stdout: &str) -> Option<[u64; 5]> {
-    let line = stdout.lines().find(|l| l.starts_with("expiry:"))?;
+    summary_numbers(stdout, "expiry:")
+}
+
+/// The numbers of the summary's line that starts with `heading`, if it has `N` of them.
+fn summary_numbers<const N: usize>(stdout: &str, heading: &str) -> Option<[u64; N]> {
+    let line = stdout.lines().find(|l| l.starts_with(heading))?;
     let numbers: Vec<u64> = line
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|w| w.parse().ok())
@@ -228,18 +233,23 @@ fn expiry_figures(stdout: &str) -> Option<[u64; 5]> {
 /// Two counters at a time: every bug of the protocol core shows as lost or doubled increments.
 const TWO_COUNTERS: &[&str] = &["--keys", "2", "--key-kinds", "counter"];
 
-fn mutation_is_caught(bug: &str, seed: &str, extra: &[&str]) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = out_dir();
-    let mut args = CONTENDED.to_vec();
-    args.extend(["--inject-bug", bug, "--seed", seed]);
-    // `extra` is options with their values; those CONTENDED has take the place of its own.
+/// `args` with `extra`, options with their values: those `args` has take the place of its own.
+fn with_options<'a>(mut args: Vec<&'a str>, extra: &[&'a str]) -> Vec<&'a str> {
     for option in extra.chunks(2) {
         match args.iter().position(|a| *a == option[0]) {
             Some(i) => args[i + 1] = option[1],
             None => args.extend(option),
         }
     }
+    args
+}
+
+fn mutation_is_caught(bug: &str, seed: &str, extra: &[&str]) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = out_dir();
+    let mut args = CONTENDED.to_vec();
+    args.extend(["--inject-bug", bug, "--seed", seed]);
+    let args = with_options(args, extra);
     let run = chaos(&args, dir.path(), Duration::from_secs(90));
     eprintln!("{bug}: {:.1} s", run.elapsed.as_secs_f64());
     let ok = run.code == Some(1) && run.stdout.contains("verdict:     VIOLATION");
@@ -287,21 +297,91 @@ fn replying_before_persisting_is_caught() {
     mutation_is_caught("reply-before-persist", "7", &args);
 }
 
+/// Four expiring registers at a time, each short-lived.
+const SHORT_LIVED_EXPIRING: &[&str] = &[
+    "--keys",
+    "4",
+    "--key-kinds",
+    "expiring",
+    "--ops-per-key",
+    "50",
+];
+
 #[test]
 fn a_store_that_drops_times_to_live_is_caught() {
     // The replicas keep every time to live in memory but write acceptor states without it: only
     // a replica restarted from its store, after kill -9, brings expired keys back to life, and
     // the checker sees a key read live after a read found it expired or its deadline passed.
     // Short-lived keys keep each key's history small enough for the checker's time limit.
-    let args = [
-        "--keys",
-        "4",
-        "--key-kinds",
-        "expiring",
-        "--ops-per-key",
-        "50",
-        "--nemesis",
-        "kill-all,kill",
-    ];
+    let args = [SHORT_LIVED_EXPIRING, &["--nemesis", "kill-all,kill"]].concat();
     mutation_is_caught("persist-without-ttl", "7", &args);
+}
+
+#[test]
+fn a_multipaxos_cluster_passes_leader_kills_with_atomic_multi_key_commands() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = out_dir();
+    // A multipaxos cluster whose leader is killed again and again, with per-key clients on
+    // counters, registers and sets and multi-key clients on groups of counters.
+    let multipaxos = [
+        "--engine",
+        "multipaxos",
+        "--nemesis",
+        "kill-leader,partition,pause",
+        "--seed",
+        "5",
+        "--clients",
+        "8",
+        "--key-kinds",
+        "counter,register,set",
+        "--multi-key-clients",
+        "6",
+    ];
+    let args = with_options(CONTENDED.to_vec(), &multipaxos);
+    let run = chaos(&args, dir.path(), Duration::from_secs(90));
+    eprintln!("multipaxos run: {:.1} s", run.elapsed.as_secs_f64());
+    let ok = run.code == Some(0) && run.stdout.contains("verdict:     PASS");
+    let leader_kills = std::fs::read_to_string(dir.path().join("faults.jsonl")).map_or(0, |f| {
+        f.lines()
+            .filter(|l| l.contains(r#""kind":"kill-leader""#) && l.contains("kill -9 leader"))
+            .count()
+    });
+    let multi_key = multi_key_figures(&run.stdout);
+    keep_on_failure(dir, ok);
+    assert!(ok, "exit {:?}", run.code);
+    assert!(leader_kills >= 2, "{leader_kills} leaders killed");
+    let [groups, transfers, msets, mgets, wide_groups, wide_msets, wide_mgets, ..] =
+        multi_key.expect("the summary's multi-key line");
+    assert!(
+        groups >= 5 && wide_groups >= 5,
+        "{groups} and {wide_groups} groups"
+    );
+    assert!(
+        transfers > 300 && msets > 50 && mgets > 200,
+        "{transfers} transfers, {msets} MSETs, {mgets} MGETs"
+    );
+    assert!(
+        wide_msets > 100 && wide_mgets > 200,
+        "{wide_msets} wide MSETs, {wide_mgets} wide MGETs"
+    );
+}
+
+/// The numbers of the summary's `multi-key:` line: groups, transfers, MSETs and MGETs
+/// answered, wide groups, their MSETs and MGETs answered, unknown, refused.
+fn multi_key_figures(stdout: &str) -> Option<[u64; 9]> {
+    summary_numbers(stdout, "multi-key:")
+}
+
+#[test]
+fn a_log_executed_at_each_replicas_own_clock_is_caught() {
+    // The replicas of the log engine execute each batch at their own clock instead of the
+    // leader's stamp: one paused, or restarted after kill -9 and replaying its log, executes
+    // late and finds keys expired that were live when the others executed the same commands,
+    // and then answers from a state the others do not have.
+    let args = [
+        SHORT_LIVED_EXPIRING,
+        &["--engine", "multipaxos", "--nemesis", "kill,pause"],
+    ]
+    .concat();
+    mutation_is_caught("log-execute-at-local-clock", "7", &args);
 }
