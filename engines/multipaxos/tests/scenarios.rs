@@ -55,6 +55,8 @@ fn kind(m: &Message) -> &'static str {
         Message::CatchUpQuery { .. } => "CatchUpQuery",
         Message::CatchUpResponse { .. } => "CatchUpResponse",
         Message::Forward { .. } => "Forward",
+        Message::Recovery { .. } => "Recovery",
+        Message::RecoveryAnswer { .. } => "RecoveryAnswer",
     }
 }
 

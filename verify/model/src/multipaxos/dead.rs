@@ -44,7 +44,9 @@ pub fn is_dead(process: &Process, from: NodeId, message: &Message) -> bool {
         } => *view <= durable.view && instances.iter().all(|(i, _)| decided(i)),
         Message::CatchUpResponse { .. }
         | Message::CatchUpQuery { .. }
-        | Message::Forward { .. } => false,
+        | Message::Forward { .. }
+        | Message::Recovery { .. }
+        | Message::RecoveryAnswer { .. } => false,
     };
     stays_dead && {
         let mut replica = process.replica.clone();
