@@ -1655,21 +1655,13 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    /// Sends Recovery again to the replicas that have not answered, or keeps catching up.
+    /// Sends Recovery again to every other replica (an answer may be stale: a candidate
+    /// that has since come to lead, a view since replaced), or keeps catching up.
     fn tick_recovering(&mut self, now_ms: u64) {
-        if let Some(Recovering::Answers { answers, sent_ms }) = &mut self.recovering {
+        if let Some(Recovering::Answers { sent_ms, .. }) = &mut self.recovering {
             if now_ms >= *sent_ms + self.config.retransmit_interval_ms {
                 *sent_ms = now_ms;
-                let silent: Vec<NodeId> = self
-                    .config
-                    .nodes
-                    .iter()
-                    .copied()
-                    .filter(|n| *n != self.config.me && !answers.contains_key(n))
-                    .collect();
-                for node in silent {
-                    self.send(node, Message::Recovery { epoch: self.epoch });
-                }
+                self.broadcast(&Message::Recovery { epoch: self.epoch });
             }
         }
         if let Some((_, asked_ms)) = self.catch_up.asked {

@@ -851,7 +851,7 @@ fn section_5c_a_restarted_follower_recovers_from_a_majority_with_the_leader_then
     net.run(c_cut);
     assert!(net.history(B).is_empty());
     assert_eq!(net.replica(B).last_instance(), None);
-    // C is back: Recovery goes again to it alone, and B catches up from C (not the leader).
+    // C is back: Recovery goes again, and B catches up from C (not the leader).
     let since = net.sent.len();
     net.advance(100, every);
     let recovery: Vec<(NodeId, NodeId, &str)> = net
@@ -862,7 +862,9 @@ fn section_5c_a_restarted_follower_recovers_from_a_majority_with_the_leader_then
     assert_eq!(
         recovery,
         [
+            (B, A, "Recovery"),
             (B, C, "Recovery"),
+            (A, B, "RecoveryAnswer"),
             (C, B, "RecoveryAnswer"),
             (B, C, "CatchUpQuery"),
             (C, B, "CatchUpResponse"),
