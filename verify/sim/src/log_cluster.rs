@@ -90,6 +90,8 @@ pub struct LogSimReport {
     pub power_failures: u64,
     /// Kills in the middle of a step, before its records were written.
     pub mid_step_kills: u64,
+    /// Messages delivered after their sender restarted (EpochSS's stray messages).
+    pub strays_delivered: u64,
     /// Replicas cut off from the others for a while.
     pub partitions: u64,
     /// The replicas' counters, summed over every life.
@@ -247,7 +249,6 @@ pub fn add_stats(total: &mut Stats, s: &Stats) {
     total.snapshots_installed += s.snapshots_installed;
     total.catch_up_queries += s.catch_up_queries;
     total.conflicting_decisions += s.conflicting_decisions;
-    total.stale_epoch_messages += s.stale_epoch_messages;
     total.recoveries += s.recoveries;
 }
 
@@ -619,6 +620,9 @@ impl Sim {
             let to = envelope.to;
             if self.isolated.is_some_and(|(n, _)| n == to || n == from) {
                 continue;
+            }
+            if self.nodes[&from].epochs.epoch() > Some(epoch) {
+                self.report.strays_delivered += 1;
             }
             let Some(replica) = self.nodes.get_mut(&to).unwrap().replica.as_mut() else {
                 continue;
