@@ -124,17 +124,3 @@ fn gaps_left_without_a_noop_are_caught() {
         "{failure}"
     );
 }
-
-#[test]
-fn epoch_ss_with_its_epochs_ignored_is_caught() {
-    let failure = first_failure(|o| {
-        o.recovery = Recovery::Epoch;
-        o.bugs.ignore_epochs = true;
-    });
-    assert!(
-        failure.contains("history refused")
-            || failure.contains("differ")
-            || failure.contains("contradicted"),
-        "{failure}"
-    );
-}
