@@ -21,6 +21,27 @@ pub struct InjectedBugs {
     /// not kept): the old leader can still decide a value there, after the new leader's phase 1
     /// counted on the promise and chose something else.
     pub accept_stale_proposals: bool,
+    /// Under [`Recovery::Epoch`], messages are taken whatever the sender's epoch: a stray
+    /// message a replica sent before it crashed (an Accept of a vote it forgot) still counts
+    /// after it recovered, and two values can be decided in one instance (seed 002 Fig. 2).
+    pub ignore_epochs: bool,
+}
+
+/// How a replica comes back after a crash (seed 002 §V).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Recovery {
+    /// FullSS: every vote, view, decision and snapshot is written to stable storage before it
+    /// is acted on, and a restarted replica replays them ([`Replica::recover`]).
+    ///
+    /// [`Replica::recover`]: crate::replica::Replica::recover
+    #[default]
+    FullSs,
+    /// EpochSS: the state lives in memory only, and the one stable write is an epoch counter
+    /// raised at every start ([`Replica::start_epoch`]). A restarted replica recovers its
+    /// state from its peers, which needs a majority of replicas that never lost theirs.
+    ///
+    /// [`Replica::start_epoch`]: crate::replica::Replica::start_epoch
+    Epoch,
 }
 
 /// How a replica behaves. Times are in milliseconds of the clock the runtime passes in.
@@ -61,6 +82,8 @@ pub struct Config {
     /// A snapshot is taken once the log has grown since the last by this percentage of the last
     /// snapshot's size (seed 002's ratio of log size to snapshot size).
     pub snapshot_ratio_percent: u64,
+    /// How the replica recovers after a crash.
+    pub recovery: Recovery,
     /// Deliberate bugs for harness tests.
     pub bugs: InjectedBugs,
 }
@@ -84,6 +107,7 @@ impl Config {
             pending_requests_max: 100_000,
             snapshot_log_bytes_min: 1024 * 1024,
             snapshot_ratio_percent: 100,
+            recovery: Recovery::FullSs,
             bugs: InjectedBugs::default(),
         }
     }

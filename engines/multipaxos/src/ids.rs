@@ -70,6 +70,20 @@ impl fmt::Debug for Instance {
     }
 }
 
+/// A replica's *epoch* under EpochSS (seed 002 §V-C): a counter kept on stable storage and
+/// raised at every start, which every message carries so that messages a replica sent before it
+/// crashed (stray ones) can be told from those it sends after. Replicas under FullSS stay in
+/// epoch 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Epoch(pub u64);
+
+impl Epoch {
+    /// The epoch of the start after one in this epoch.
+    pub fn next(self) -> Epoch {
+        Epoch(self.0.checked_add(1).expect("epochs do not overflow"))
+    }
+}
+
 /// A client of the replicated service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ClientId(pub u64);

@@ -36,8 +36,10 @@
 //! * A catch-up query names a range of instances, not a list; its response carries the
 //!   responder's snapshot when the range starts below its log (no separate snapshot request).
 //! * Snapshots are taken between instances, not after any operation.
-//! * Only the records are defined here ([`persist::Record`]); their encoding on disk, and
-//!   the recovery modes beyond replaying snapshot and log (seed 002 §V), are not.
+//! * Two recovery modes of seed 002 §V ([`config::Recovery`]): FullSS, replaying snapshot and
+//!   log, and EpochSS, recovering from peers with epochs (see [`replica`]). The persistent
+//!   memory modes (mPaxos, mPaxosSM) are not here. Only the records are defined here
+//!   ([`persist::Record`]), not their encoding on disk.
 //! * Unbounded still: the client table (one entry per client ever seen), a Promise (every
 //!   vote from the first undecided instance on; truncation keeps it short in practice).
 //! * [`kv`] has no WATCH (the node serves it: `node/src/log_turn.rs`). Its

@@ -6,13 +6,15 @@
 //! Alive, the leader's heartbeat, which also names the leader's first undecided instance so a
 //! lagging replica learns that it is behind; CatchUpQuery and CatchUpResponse for catching up
 //! (a response carries a snapshot when the instances asked for were truncated); and Forward,
-//! which hands client requests that reached a follower to the leader.
+//! which hands client requests that reached a follower to the leader; Recovery and
+//! RecoveryAnswer, with which a replica restarted under EpochSS learns from its peers how far
+//! the log has come (seed 002 §V-C).
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::ids::{ClientId, Instance, NodeId, RequestSeq, View};
+use crate::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, View};
 
 /// Bytes a request adds to a batch beyond its payload (client id, sequence number, length), for
 /// the batch size limit.
@@ -211,6 +213,26 @@ pub enum Message {
     Forward {
         /// The requests.
         requests: Vec<Request>,
+    },
+    /// EpochSS (seed 002 §V-C): the sender restarted in `epoch` without its state and asks
+    /// every replica to note that epoch (and to drop its messages from earlier ones) and to
+    /// say how far the log has come. It is sent again until enough replicas answered.
+    Recovery {
+        /// The sender's new epoch.
+        epoch: Epoch,
+    },
+    /// The answer to a [`Message::Recovery`].
+    RecoveryAnswer {
+        /// The epoch answered: the responder drops the recovering replica's messages from
+        /// every earlier one.
+        epoch: Epoch,
+        /// The responder's view.
+        view: View,
+        /// Whether the responder leads that view (its phase 1 is done).
+        leading: bool,
+        /// The instance after the highest one the responder knows decided: the recovering
+        /// replica catches up at least to here before it takes part.
+        decided_below: Instance,
     },
 }
 

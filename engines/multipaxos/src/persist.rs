@@ -15,7 +15,7 @@
 //! may rest on this replica's own vote, written in the same step.
 use std::collections::BTreeMap;
 
-use crate::ids::{Instance, View};
+use crate::ids::{Epoch, Instance, View};
 use crate::message::{Batch, ClientReply, Envelope, Snapshot};
 
 /// One durable write.
@@ -57,6 +57,19 @@ pub trait LogStore {
     fn write(&mut self, record: &Record) -> Result<(), Self::Error>;
     /// Makes every staged record durable.
     fn flush(&mut self) -> Result<(), Self::Error>;
+    /// Makes `epoch` durable at once (written and flushed), in place of the last one: the one
+    /// stable write of a replica under [`Recovery::Epoch`], at its start.
+    ///
+    /// # Panics
+    /// The default panics: a store that keeps no epoch cannot serve a replica under EpochSS
+    /// (a configuration error of the runtime).
+    ///
+    /// [`Recovery::Epoch`]: crate::config::Recovery::Epoch
+    fn write_epoch(&mut self, epoch: Epoch) -> Result<(), Self::Error> {
+        panic!(
+            "this log store keeps no epoch, so it cannot serve EpochSS (asked to write {epoch:?})"
+        )
+    }
 }
 
 /// What a commit released: messages to send and replies to deliver.
@@ -72,6 +85,8 @@ pub struct Released {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[must_use = "messages and replies are released only by committing"]
 pub struct Ready {
+    /// The epoch to write before anything else, in the first ready of a replica under EpochSS.
+    epoch: Option<Epoch>,
     records: Vec<Record>,
     sealed: Vec<Envelope>,
     replies: Vec<ClientReply>,
@@ -81,6 +96,10 @@ pub struct Ready {
 }
 
 impl Ready {
+    pub(crate) fn raise_epoch(&mut self, epoch: Epoch) {
+        self.epoch = Some(epoch);
+    }
+
     pub(crate) fn record(&mut self, record: Record) {
         self.records.push(record);
     }
@@ -99,7 +118,8 @@ impl Ready {
 
     /// Whether there is nothing to write, send or deliver.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.epoch.is_none()
+            && self.records.is_empty()
             && self.sealed.is_empty()
             && self.replies.is_empty()
             && self.leaked.is_empty()
@@ -110,9 +130,18 @@ impl Ready {
         &self.records
     }
 
-    /// Writes every record, flushes once if anything was written, then releases the messages
-    /// and replies. On an error nothing is released: the replica must stop (fail-stop).
+    /// The epoch to write, if this is the first ready of a replica under EpochSS.
+    pub fn epoch(&self) -> Option<Epoch> {
+        self.epoch
+    }
+
+    /// Writes the epoch if there is one ([`LogStore::write_epoch`]), then every record,
+    /// flushes once if a record was written, then releases the messages and replies. On an
+    /// error nothing is released: the replica must stop (fail-stop).
     pub fn commit<S: LogStore>(self, store: &mut S) -> Result<Released, S::Error> {
+        if let Some(epoch) = self.epoch {
+            store.write_epoch(epoch)?;
+        }
         if !self.records.is_empty() {
             for record in &self.records {
                 store.write(record)?;

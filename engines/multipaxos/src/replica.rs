@@ -36,6 +36,33 @@
 //! asks a replica other than the leader first for the decided instances, and gets the
 //! responder's snapshot with them when some were truncated.
 //!
+//! # EpochSS: recovery from peers (seed 002 §V-C)
+//! Under [`Recovery::Epoch`] a replica writes nothing but its epoch, raised at every start
+//! ([`Replica::start_epoch`]); its log, votes, views and snapshots live in memory. The runtime
+//! sends every message with the sender's epoch, and a replica drops a message from a peer
+//! whose epoch is older than the newest it has heard from that peer: a message a replica sent
+//! before it crashed (a *stray* one) cannot count once it has restarted. On a newer epoch it
+//! also stops counting that peer's Accepts in undecided instances, its Propose as its vote and
+//! its Promise, all of which the peer forgot.
+//!
+//! A restarted replica sends Recovery(epoch) until a majority of the *other* replicas answered,
+//! among them the leader of the highest view they name, leading it. It adopts that view and
+//! catches up until it has executed every instance below the highest decision any of them
+//! knew; only then does it vote, promise, lead or take client requests. Until then its
+//! [`Status`] is `Recovering`. Seed 002's Fig. 2 shows why the epochs are needed: without them
+//! a restarted follower's stray Accept lets the old leader decide a value the follower no
+//! longer reports, and a new leader decides another one in the same instance.
+//!
+//! A majority must keep its state: once more replicas are known to be recovering than the
+//! cluster can lose, nobody can recover (each needs answers from a majority that kept its
+//! state), and [`Replica::status`] says `StateLost` rather than let anyone serve a forgotten
+//! state. A replica learns that a peer is recovering from its Recovery messages.
+//!
+//! Not covered: a Promise a replica sent before crashing to a candidate that is not among the
+//! replicas answering its Recovery still counts there; the replica, once recovered, follows
+//! the highest view it was told about and may vote in a lower view than it promised. Closing
+//! that window would take more than a majority's answers; it is left open here.
+//!
 //! # Stamps: one clock for expiry, monotonic across view changes
 //! A leader stamps each batch it closes with `max(now, highest stamp seen)`, where a replica
 //! has *seen* the stamp of every batch it proposed, voted for, learned decided, found in a
@@ -58,8 +85,8 @@
 //!   each left a vote in a different instance); the raise at execution absorbs that.
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::config::Config;
-use crate::ids::{ClientId, Instance, NodeId, RequestSeq, View};
+use crate::config::{Config, Recovery};
+use crate::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, View};
 use crate::message::{
     Batch, ClientReply, ClientTable, Envelope, Message, PromisedEntry, Request, Snapshot,
 };
@@ -89,6 +116,22 @@ pub struct Stats {
     pub catch_up_queries: u64,
     /// Decisions from the network that contradicted one already known (and were ignored).
     pub conflicting_decisions: u64,
+    /// Recoveries from peers completed (EpochSS).
+    pub recoveries: u64,
+}
+
+/// Whether a replica takes part in the protocol (see "EpochSS" above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// It takes part: votes, leads, executes and answers clients.
+    Serving,
+    /// It restarted under EpochSS without its state and recovers it from its peers: it votes
+    /// for nothing and drops client requests until it has caught up.
+    Recovering,
+    /// More replicas restarted under EpochSS without their state than the cluster can lose
+    /// (a majority must keep it): nobody can recover, and the cluster must not serve, since it
+    /// would serve a forgotten state. An operator has to restore it from elsewhere.
+    StateLost,
 }
 
 /// What the replica knows of one instance.
@@ -101,6 +144,9 @@ struct Entry {
     accepts: Option<(View, BTreeSet<NodeId>)>,
     /// The decided batch.
     decided: Option<Batch>,
+    /// The leader of the vote's view restarted since (EpochSS) and forgot its own vote, so its
+    /// Propose no longer counts as one.
+    proposer_forgot: bool,
 }
 
 /// A Promise a candidate collected.
@@ -156,6 +202,37 @@ struct CatchUp {
     attempts: u64,
 }
 
+/// What a replica under EpochSS knows of a peer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Peer {
+    /// The newest epoch heard from it: its messages from earlier epochs are dropped.
+    epoch: Epoch,
+    /// Its last message was a Recovery: it restarted and has no state.
+    recovering: bool,
+}
+
+/// An answer to this replica's Recovery.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct RecoveryAnswer {
+    view: View,
+    leading: bool,
+    decided_below: Instance,
+}
+
+/// A replica restarted under EpochSS, named after what it waits for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Recovering {
+    /// Answers to its Recovery from a majority of the other replicas, among them the leader
+    /// of the highest view they name, leading it.
+    Answers {
+        answers: BTreeMap<NodeId, RecoveryAnswer>,
+        /// When Recovery was last sent.
+        sent_ms: u64,
+    },
+    /// Every instance below `target` decided and executed here.
+    CatchingUp { target: Instance },
+}
+
 /// A Multi-Paxos replica over the state machine `S`.
 ///
 /// It can be cloned, compared and hashed (when `S` can) so that a model checker can keep it
@@ -191,22 +268,78 @@ pub struct Replica<S> {
     /// The clock of the latest input, for the deliberate bug `execute_at_local_clock` only.
     clock_ms: u64,
     catch_up: CatchUp,
+    /// This replica's epoch (EpochSS; 0 under FullSS).
+    epoch: Epoch,
+    /// What this replica knows of its peers' epochs (EpochSS).
+    peers: BTreeMap<NodeId, Peer>,
+    /// Set while this replica recovers its state from its peers (EpochSS).
+    recovering: Option<Recovering>,
     ready: Ready,
     stats: Stats,
 }
 
 impl<S: StateMachine> Replica<S> {
-    /// A replica that has never run, with an empty log.
+    /// A replica that has never run, with an empty log (under EpochSS, in its first epoch:
+    /// [`Replica::start_epoch`] with no epoch before).
     pub fn new(config: Config, state_machine: S, now_ms: u64) -> Replica<S> {
-        Replica::recover(config, state_machine, &Durable::default(), now_ms)
+        match config.recovery {
+            Recovery::FullSs => {
+                Replica::recover(config, state_machine, &Durable::default(), now_ms)
+            }
+            Recovery::Epoch => Replica::start_epoch(config, state_machine, None, now_ms),
+        }
     }
 
-    /// A replica restarting from its durable state: the snapshot is restored, the decided
-    /// instances after it are executed again, and the replica follows the view it promised.
+    /// A replica restarting from its durable state (FullSS): the snapshot is restored, the
+    /// decided instances after it are executed again, and the replica follows the view it
+    /// promised.
     ///
     /// # Panics
-    /// If the configuration does not name this replica or allows no instance in flight.
-    pub fn recover(
+    /// If the configuration does not name this replica, allows no instance in flight, or asks
+    /// for EpochSS (which restarts with [`Replica::start_epoch`]).
+    pub fn recover(config: Config, state_machine: S, durable: &Durable, now_ms: u64) -> Replica<S> {
+        assert_eq!(
+            config.recovery,
+            Recovery::FullSs,
+            "an EpochSS replica starts with start_epoch"
+        );
+        Replica::from_durable(config, state_machine, durable, now_ms)
+    }
+
+    /// A replica under EpochSS starting in the epoch after `last`, the last one its stable
+    /// storage holds (`None` at the very first start). The new epoch is the first thing its
+    /// first [`Ready`] writes, before any message leaves.
+    ///
+    /// At the first start there is nothing to recover: the replica serves at once. After a
+    /// restart its memory is empty, and it recovers from its peers (see "EpochSS" above)
+    /// before it takes part.
+    ///
+    /// # Panics
+    /// If the configuration does not name this replica, allows no instance in flight, or does
+    /// not ask for EpochSS.
+    pub fn start_epoch(
+        config: Config,
+        state_machine: S,
+        last: Option<Epoch>,
+        now_ms: u64,
+    ) -> Replica<S> {
+        assert_eq!(config.recovery, Recovery::Epoch, "start_epoch is EpochSS");
+        let mut replica = Replica::from_durable(config, state_machine, &Durable::default(), now_ms);
+        replica.epoch = last.map_or(Epoch(1), Epoch::next);
+        replica.ready.raise_epoch(replica.epoch);
+        if last.is_some() {
+            replica.recovering = Some(Recovering::Answers {
+                answers: BTreeMap::new(),
+                sent_ms: now_ms,
+            });
+            replica.broadcast(&Message::Recovery {
+                epoch: replica.epoch,
+            });
+        }
+        replica
+    }
+
+    fn from_durable(
         config: Config,
         mut state_machine: S,
         durable: &Durable,
@@ -241,6 +374,7 @@ impl<S: StateMachine> Replica<S> {
                     vote: e.vote.clone(),
                     accepts: None,
                     decided: e.decided.clone(),
+                    proposer_forgot: false,
                 };
                 (i, entry)
             })
@@ -265,6 +399,9 @@ impl<S: StateMachine> Replica<S> {
             stamp_executed_ms,
             clock_ms: now_ms,
             catch_up: CatchUp::default(),
+            epoch: Epoch(0),
+            peers: BTreeMap::new(),
+            recovering: None,
             ready: Ready::default(),
             stats: Stats::default(),
         };
@@ -275,6 +412,27 @@ impl<S: StateMachine> Replica<S> {
     /// This replica's id.
     pub fn me(&self) -> NodeId {
         self.config.me
+    }
+
+    /// This replica's epoch (EpochSS; 0 under FullSS): the runtime sends every message of this
+    /// replica with it ([`wire::encode_in_epoch`](crate::wire::encode_in_epoch)).
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// Whether this replica takes part in the protocol, and if not, why.
+    pub fn status(&self) -> Status {
+        if self.config.recovery == Recovery::Epoch {
+            let peers_lost = self.peers.values().filter(|p| p.recovering).count();
+            let lost = peers_lost + usize::from(self.recovering.is_some());
+            if lost > self.config.nodes.len() - self.config.quorum() {
+                return Status::StateLost;
+            }
+        }
+        match self.recovering {
+            Some(_) => Status::Recovering,
+            None => Status::Serving,
+        }
     }
 
     /// The highest view this replica promised.
@@ -378,8 +536,14 @@ impl<S: StateMachine> Replica<S> {
     /// A request from a client. A request the client table shows executed is answered from it
     /// at once; an older one is ignored (its client has moved on). Others are batched by the
     /// leader, forwarded to it by a follower, and answered by this replica once executed.
+    ///
+    /// A replica recovering its state (EpochSS) drops requests: the runtime should refuse them
+    /// itself, saying why from [`Replica::status`].
     pub fn handle_request(&mut self, now_ms: u64, request: Request) {
         self.clock_ms = now_ms;
+        if self.recovering.is_some() {
+            return;
+        }
         if let Some((seq, reply)) = self.clients.get(&request.client) {
             if request.seq <= *seq {
                 if request.seq == *seq {
@@ -407,13 +571,38 @@ impl<S: StateMachine> Replica<S> {
         self.settle(now_ms);
     }
 
-    /// A message from replica `from`. Messages from unknown replicas, from this replica itself,
-    /// from lower views, or that contradict the cluster's shape (a Propose from a replica that
-    /// does not lead its view) are ignored.
+    /// A message from replica `from`, sent in epoch 0: under FullSS, where epochs play no
+    /// part. Under EpochSS use [`Replica::handle_epoch_message`] (a message in epoch 0 is
+    /// older than any other there, and dropped once the sender's epoch is known).
     pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: Message) {
+        self.handle_epoch_message(now_ms, from, Epoch(0), message);
+    }
+
+    /// A message from replica `from`, which sent it in its epoch `epoch`. Messages from unknown
+    /// replicas, from this replica itself, from lower views, that contradict the cluster's shape
+    /// (a Propose from a replica that does not lead its view) or, under EpochSS, that their
+    /// sender sent before it restarted, are ignored.
+    pub fn handle_epoch_message(
+        &mut self,
+        now_ms: u64,
+        from: NodeId,
+        epoch: Epoch,
+        message: Message,
+    ) {
         self.clock_ms = now_ms;
         if from == self.config.me || !self.config.nodes.contains(&from) {
             return;
+        }
+        if self.config.recovery == Recovery::Epoch {
+            // Not counted: a counter of drops would grow with every duplicate, and a model
+            // checker, which keeps the replica in its states, would never run out of states.
+            if !self.note_epoch(from, epoch, &message) {
+                return;
+            }
+            if self.recovering.is_some() {
+                self.handle_while_recovering(now_ms, from, message);
+                return;
+            }
         }
         match message {
             Message::Prepare {
@@ -442,6 +631,8 @@ impl<S: StateMachine> Replica<S> {
                 decided,
             } => self.on_catch_up_response(now_ms, from, view, snapshot, decided),
             Message::Forward { requests } => self.on_forward(now_ms, requests),
+            Message::Recovery { epoch } => self.on_recovery(from, epoch),
+            Message::RecoveryAnswer { .. } => {}
         }
         self.settle(now_ms);
     }
@@ -451,6 +642,10 @@ impl<S: StateMachine> Replica<S> {
     /// the configuration).
     pub fn tick(&mut self, now_ms: u64) {
         self.clock_ms = now_ms;
+        if self.recovering.is_some() {
+            self.tick_recovering(now_ms);
+            return;
+        }
         match &self.role {
             Role::Leader(_) => self.tick_leader(now_ms),
             Role::Candidate(candidate) => {
@@ -698,7 +893,8 @@ impl<S: StateMachine> Replica<S> {
         let entry = self.log.entry(instance).or_default();
         entry.vote = Some((view, batch.clone()));
         entry.accepts = Some((view, BTreeSet::new()));
-        self.ready.record(Record::Accepted {
+        entry.proposer_forgot = false;
+        self.write(Record::Accepted {
             instance,
             view,
             batch: batch.clone(),
@@ -719,7 +915,7 @@ impl<S: StateMachine> Replica<S> {
     fn adopt_view(&mut self, now_ms: u64, view: View) {
         assert!(view > self.view, "views only go up");
         self.view = view;
-        self.ready.record(Record::View(view));
+        self.write(Record::View(view));
         self.role = Role::Follower;
         self.leader_heard_ms = now_ms;
         let leader = self.leader();
@@ -762,7 +958,7 @@ impl<S: StateMachine> Replica<S> {
         );
         if view > self.view {
             self.view = view;
-            self.ready.record(Record::View(view));
+            self.write(Record::View(view));
         }
         self.role = Role::Candidate(Candidate {
             promises: BTreeMap::new(),
@@ -997,13 +1193,16 @@ impl<S: StateMachine> Replica<S> {
         if !voted {
             self.stamp_seen_ms = self.stamp_seen_ms.max(batch.stamp_ms());
             entry.vote = Some((view, batch.clone()));
-            self.ready.record(Record::Accepted {
+            entry.proposer_forgot = false;
+        }
+        Self::add_accept(entry, view, from);
+        if !voted {
+            self.write(Record::Accepted {
                 instance,
                 view,
                 batch,
             });
         }
-        Self::add_accept(entry, view, from);
         if !voted && self.config.bugs.accept_before_persist {
             for i in 0..self.config.nodes.len() {
                 let node = self.config.nodes[i];
@@ -1058,7 +1257,9 @@ impl<S: StateMachine> Replica<S> {
         }
         let mut voters = accepts.clone();
         voters.insert(self.config.me);
-        voters.insert(view.leader(&self.config.nodes));
+        if !entry.proposer_forgot {
+            voters.insert(view.leader(&self.config.nodes));
+        }
         if voters.len() >= self.config.quorum() {
             let batch = batch.clone();
             self.decide(instance, batch);
@@ -1079,7 +1280,15 @@ impl<S: StateMachine> Replica<S> {
         }
         entry.decided = Some(batch.clone());
         self.see_stamp(batch.stamp_ms());
-        self.ready.record(Record::Decided { instance, batch });
+        self.write(Record::Decided { instance, batch });
+    }
+
+    /// Writes `record` to stable storage, under FullSS; under EpochSS nothing but the epoch is
+    /// written.
+    fn write(&mut self, record: Record) {
+        if self.config.recovery == Recovery::FullSs {
+            self.ready.record(record);
+        }
     }
 
     fn see_stamp(&mut self, stamp_ms: u64) {
@@ -1173,7 +1382,7 @@ impl<S: StateMachine> Replica<S> {
             .snapshot
             .as_ref()
             .map_or(self.log_start, |s| s.next_instance);
-        self.ready.record(Record::Snapshot(snapshot.clone()));
+        self.write(Record::Snapshot(snapshot.clone()));
         self.truncate(below);
         self.snapshot = Some(snapshot);
         self.log_bytes_since_snapshot = 0;
@@ -1182,7 +1391,7 @@ impl<S: StateMachine> Replica<S> {
 
     fn truncate(&mut self, below: Instance) {
         if below > self.log_start {
-            self.ready.record(Record::Truncate { below });
+            self.write(Record::Truncate { below });
             self.log = self.log.split_off(&below);
             self.log_start = below;
         }
@@ -1198,7 +1407,7 @@ impl<S: StateMachine> Replica<S> {
         self.next_execute = snapshot.next_instance;
         self.stamp_executed_ms = snapshot.stamp_ms;
         self.see_stamp(snapshot.stamp_ms);
-        self.ready.record(Record::Snapshot(snapshot.clone()));
+        self.write(Record::Snapshot(snapshot.clone()));
         self.truncate(snapshot.next_instance);
         self.snapshot = Some(snapshot);
         self.log_bytes_since_snapshot = 0;
@@ -1306,5 +1515,167 @@ impl<S: StateMachine> Replica<S> {
             // waits for the timeout, which moves on to the next replica.
             self.catch_up.asked = None;
         }
+    }
+
+    // ---- EpochSS ----
+
+    /// Notes that `from` sent `message` in `epoch`; false if the message is stale: `from` has
+    /// restarted since it sent it. A newer epoch means `from` restarted and forgot every vote
+    /// and promise it sent before: they stop counting here.
+    fn note_epoch(&mut self, from: NodeId, epoch: Epoch, message: &Message) -> bool {
+        let ignore_epochs = self.config.bugs.ignore_epochs;
+        let peer = self.peers.entry(from).or_default();
+        if epoch < peer.epoch && !ignore_epochs {
+            return false;
+        }
+        let restarted = epoch > peer.epoch;
+        peer.epoch = peer.epoch.max(epoch);
+        peer.recovering = matches!(message, Message::Recovery { .. });
+        if restarted && !ignore_epochs {
+            self.forget_votes_of(from);
+        }
+        true
+    }
+
+    /// Stops counting what `node` sent before it restarted without its state: its Accepts in
+    /// undecided instances, its Propose as its own vote, its Promise to this candidate.
+    fn forget_votes_of(&mut self, node: NodeId) {
+        let nodes = &self.config.nodes;
+        for entry in self.log.values_mut().filter(|e| e.decided.is_none()) {
+            if let Some((_, accepts)) = &mut entry.accepts {
+                accepts.remove(&node);
+            }
+            if entry
+                .vote
+                .as_ref()
+                .is_some_and(|(v, _)| v.leader(nodes) == node)
+            {
+                entry.proposer_forgot = true;
+            }
+        }
+        if let Role::Candidate(candidate) = &mut self.role {
+            candidate.promises.remove(&node);
+        }
+    }
+
+    /// A peer restarted without its state: tell it how far the log has come here.
+    fn on_recovery(&mut self, from: NodeId, epoch: Epoch) {
+        let decided_below = self
+            .log
+            .iter()
+            .rev()
+            .find(|(_, e)| e.decided.is_some())
+            .map_or(self.next_execute, |(&i, _)| i.next().max(self.next_execute));
+        let answer = Message::RecoveryAnswer {
+            epoch,
+            view: self.view,
+            leading: self.is_leader(),
+            decided_below,
+        };
+        self.send(from, answer);
+    }
+
+    /// While recovering, only the answers to its Recovery and the catch-up responses matter:
+    /// the replica has no state to vote, promise or answer with.
+    fn handle_while_recovering(&mut self, now_ms: u64, from: NodeId, message: Message) {
+        match (&mut self.recovering, message) {
+            (
+                Some(Recovering::Answers { answers, .. }),
+                Message::RecoveryAnswer {
+                    epoch,
+                    view,
+                    leading,
+                    decided_below,
+                },
+            ) if epoch == self.epoch => {
+                let answer = RecoveryAnswer {
+                    view,
+                    leading,
+                    decided_below,
+                };
+                answers.insert(from, answer);
+                self.try_end_answers(now_ms);
+            }
+            (
+                Some(Recovering::CatchingUp { .. }),
+                Message::CatchUpResponse {
+                    view,
+                    snapshot,
+                    decided,
+                },
+            ) => self.on_catch_up_response(now_ms, from, view, snapshot, decided),
+            _ => {}
+        }
+        self.settle(now_ms);
+        self.try_end_catching_up(now_ms);
+    }
+
+    /// Once a majority of the other replicas answered, the leader of the highest view they name
+    /// among them and leading it: that view is adopted, and the replica catches up to the
+    /// highest decision they know before it takes part.
+    ///
+    /// Why a majority of the *others*: any view whose phase 1 completed was promised by a
+    /// majority, and a majority of the others meets it outside this replica (whose promise is
+    /// forgotten), so the highest view answered is at least that view. Why its leader, leading:
+    /// its phase 1 saw every vote a majority holds, and it now knows this replica's new epoch
+    /// and drops what this replica sent before it crashed.
+    fn try_end_answers(&mut self, now_ms: u64) {
+        let Some(Recovering::Answers { answers, .. }) = &self.recovering else {
+            return;
+        };
+        if answers.len() < self.config.quorum() {
+            return;
+        }
+        let Some(view) = answers.values().map(|a| a.view).max() else {
+            return;
+        };
+        let leader = view.leader(&self.config.nodes);
+        let led = answers
+            .get(&leader)
+            .is_some_and(|a| a.view == view && a.leading);
+        if !led {
+            return;
+        }
+        let target = answers
+            .values()
+            .map(|a| a.decided_below)
+            .fold(self.next_execute, Instance::max);
+        if view > self.view {
+            self.view = view;
+        }
+        self.role = Role::Follower;
+        self.leader_heard_ms = now_ms;
+        self.recovering = Some(Recovering::CatchingUp { target });
+        self.want_decided_below(now_ms, target, None);
+    }
+
+    /// Ends the recovery once every instance below the target is executed here.
+    fn try_end_catching_up(&mut self, now_ms: u64) {
+        let Some(Recovering::CatchingUp { target }) = self.recovering else {
+            return;
+        };
+        if self.next_execute >= target {
+            self.recovering = None;
+            self.leader_heard_ms = now_ms;
+            self.stats.recoveries += 1;
+        }
+    }
+
+    /// Sends Recovery again to every other replica (an answer may be stale: a candidate
+    /// that has since come to lead, a view since replaced), or keeps catching up.
+    fn tick_recovering(&mut self, now_ms: u64) {
+        if let Some(Recovering::Answers { sent_ms, .. }) = &mut self.recovering {
+            if now_ms >= *sent_ms + self.config.retransmit_interval_ms {
+                *sent_ms = now_ms;
+                self.broadcast(&Message::Recovery { epoch: self.epoch });
+            }
+        }
+        if let Some((_, asked_ms)) = self.catch_up.asked {
+            if now_ms >= asked_ms + self.config.catch_up_timeout_ms {
+                self.catch_up.asked = None;
+            }
+        }
+        self.settle(now_ms);
+        self.try_end_catching_up(now_ms);
     }
 }

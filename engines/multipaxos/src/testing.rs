@@ -2,7 +2,7 @@
 //! machine that remembers every request it executed.
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::ids::{ClientId, RequestSeq};
+use crate::ids::{ClientId, Epoch, RequestSeq};
 use crate::message::{Message, Request};
 use crate::persist::{Durable, LogStore, Record};
 use crate::state_machine::StateMachine;
@@ -14,6 +14,7 @@ pub struct MemStore {
     staged: Vec<Record>,
     durable: Durable,
     flushes: u64,
+    epoch: Option<Epoch>,
 }
 
 impl MemStore {
@@ -31,6 +32,11 @@ impl MemStore {
     pub fn flushes(&self) -> u64 {
         self.flushes
     }
+
+    /// The last epoch written (EpochSS), which a crash keeps.
+    pub fn epoch(&self) -> Option<Epoch> {
+        self.epoch
+    }
 }
 
 impl LogStore for MemStore {
@@ -46,6 +52,11 @@ impl LogStore for MemStore {
             self.durable.apply(&record);
         }
         self.flushes += 1;
+        Ok(())
+    }
+
+    fn write_epoch(&mut self, epoch: Epoch) -> Result<(), Self::Error> {
+        self.epoch = Some(epoch);
         Ok(())
     }
 }
@@ -73,7 +84,9 @@ pub fn durable_before_send(durable: &Durable, message: &Message) -> bool {
         Message::Alive { .. }
         | Message::CatchUpQuery { .. }
         | Message::CatchUpResponse { .. }
-        | Message::Forward { .. } => true,
+        | Message::Forward { .. }
+        | Message::Recovery { .. }
+        | Message::RecoveryAnswer { .. } => true,
     }
 }
 

@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! version  u8      WIRE_VERSION
+//! epoch    u64 LE  the sender's epoch (0 under FullSS; absent in version 2, read as 0)
 //! tag      u8      which message (TAG_* below)
 //! fields           per message, in declaration order:
 //!   view, instance, client, seq   u64 LE
@@ -21,13 +22,18 @@
 use bytes::Bytes;
 use thiserror::Error;
 
-use crate::ids::{ClientId, Instance, RequestSeq, View};
+use crate::ids::{ClientId, Epoch, Instance, RequestSeq, View};
 use crate::message::{Batch, ClientTable, Message, PromisedEntry, Request, Snapshot};
 use crate::persist::Record;
 
-/// The version this code writes and accepts.
-/// Version 2 added the leader's stamp to batches and the execution stamp to snapshots.
-pub const WIRE_VERSION: u8 = 2;
+/// The version this code writes.
+/// Version 2 added the leader's stamp to batches and the execution stamp to snapshots;
+/// version 3 the sender's epoch after the version byte, and the Recovery messages.
+pub const WIRE_VERSION: u8 = 3;
+
+/// The older version this code still reads: version 3 without the epoch (read as epoch 0)
+/// and without the Recovery messages.
+pub const WIRE_VERSION_WITHOUT_EPOCH: u8 = 2;
 
 const TAG_PREPARE: u8 = 1;
 const TAG_PROMISE: u8 = 2;
@@ -37,6 +43,8 @@ const TAG_ALIVE: u8 = 5;
 const TAG_CATCH_UP_QUERY: u8 = 6;
 const TAG_CATCH_UP_RESPONSE: u8 = 7;
 const TAG_FORWARD: u8 = 8;
+const TAG_RECOVERY: u8 = 9;
+const TAG_RECOVERY_ANSWER: u8 = 10;
 
 /// The version of the durable encoding of [`Record`]s and snapshots that this code writes and
 /// reads: a replica's own log on disk, so it changes independently of [`WIRE_VERSION`].
@@ -88,9 +96,17 @@ pub enum DecodeError {
     Register,
 }
 
-/// Appends `message`, encoded, to `out`.
+/// Appends `message`, encoded as sent in epoch 0 (FullSS), to `out`.
 pub fn encode(message: &Message, out: &mut Vec<u8>) {
+    encode_in_epoch(Epoch(0), message, out);
+}
+
+/// Appends `message`, encoded as sent by a replica in `epoch` ([`Replica::epoch`]), to `out`.
+///
+/// [`Replica::epoch`]: crate::replica::Replica::epoch
+pub fn encode_in_epoch(epoch: Epoch, message: &Message, out: &mut Vec<u8>) {
     out.push(WIRE_VERSION);
+    put_u64(out, epoch.0);
     match message {
         Message::Prepare {
             view,
@@ -179,17 +195,47 @@ pub fn encode(message: &Message, out: &mut Vec<u8>) {
                 put_request(out, request);
             }
         }
+        Message::Recovery { epoch } => {
+            out.push(TAG_RECOVERY);
+            put_u64(out, epoch.0);
+        }
+        Message::RecoveryAnswer {
+            epoch,
+            view,
+            leading,
+            decided_below,
+        } => {
+            out.push(TAG_RECOVERY_ANSWER);
+            put_u64(out, epoch.0);
+            put_u64(out, view.0);
+            out.push(u8::from(*leading));
+            put_u64(out, decided_below.0);
+        }
     }
 }
 
-/// Decodes one message that fills `bytes` exactly.
+/// Decodes one message that fills `bytes` exactly, dropping the sender's epoch (for FullSS).
 pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
+    decode_in_epoch(bytes).map(|(_, message)| message)
+}
+
+/// Decodes one message that fills `bytes` exactly, with the epoch of its sender (to hand to
+/// [`Replica::handle_epoch_message`]). Version 2 messages decode as sent in epoch 0.
+///
+/// [`Replica::handle_epoch_message`]: crate::replica::Replica::handle_epoch_message
+pub fn decode_in_epoch(bytes: &[u8]) -> Result<(Epoch, Message), DecodeError> {
     let mut r = Reader::new(bytes);
     let version = r.u8()?;
-    if version != WIRE_VERSION {
-        return Err(DecodeError::UnknownVersion(version));
+    let epoch = match version {
+        WIRE_VERSION => Epoch(r.u64()?),
+        WIRE_VERSION_WITHOUT_EPOCH => Epoch(0),
+        other => return Err(DecodeError::UnknownVersion(other)),
+    };
+    let tag = r.u8()?;
+    if version == WIRE_VERSION_WITHOUT_EPOCH && tag >= TAG_RECOVERY {
+        return Err(DecodeError::UnknownTag(tag));
     }
-    let message = match r.u8()? {
+    let message = match tag {
         TAG_PREPARE => Message::Prepare {
             view: View(r.u64()?),
             first_undecided: Instance(r.u64()?),
@@ -261,10 +307,19 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
             }
             Message::Forward { requests }
         }
+        TAG_RECOVERY => Message::Recovery {
+            epoch: Epoch(r.u64()?),
+        },
+        TAG_RECOVERY_ANSWER => Message::RecoveryAnswer {
+            epoch: Epoch(r.u64()?),
+            view: View(r.u64()?),
+            leading: r.bool()?,
+            decided_below: Instance(r.u64()?),
+        },
         other => return Err(DecodeError::UnknownTag(other)),
     };
     r.finish()?;
-    Ok(message)
+    Ok((epoch, message))
 }
 
 /// Appends `record`, encoded for a replica's durable log, to `out`:
@@ -492,13 +547,41 @@ mod tests {
             },
             &mut out,
         );
-        assert_eq!(out.len(), 18);
-        assert_eq!(&out[..2], &[WIRE_VERSION, TAG_ACCEPT]);
+        assert_eq!(out.len(), 26);
+        assert_eq!(out[0], WIRE_VERSION);
+        assert_eq!(out[9], TAG_ACCEPT);
+    }
+
+    #[test]
+    fn the_epoch_travels_with_the_message_and_version_2_reads_as_epoch_0() {
+        let accept = Message::Accept {
+            view: View(1),
+            instance: Instance(2),
+        };
+        let mut out = Vec::new();
+        encode_in_epoch(Epoch(7), &accept, &mut out);
+        assert_eq!(decode_in_epoch(&out), Ok((Epoch(7), accept.clone())));
+        assert_eq!(decode(&out), Ok(accept.clone()));
+        // Version 2: the same message without the epoch.
+        let mut old = vec![WIRE_VERSION_WITHOUT_EPOCH];
+        old.extend_from_slice(&out[9..]);
+        assert_eq!(decode_in_epoch(&old), Ok((Epoch(0), accept)));
+        // Version 2 has no Recovery messages.
+        let mut recovery = Vec::new();
+        encode(&Message::Recovery { epoch: Epoch(3) }, &mut recovery);
+        let mut old = vec![WIRE_VERSION_WITHOUT_EPOCH];
+        old.extend_from_slice(&recovery[9..]);
+        assert_eq!(
+            decode_in_epoch(&old),
+            Err(DecodeError::UnknownTag(TAG_RECOVERY))
+        );
     }
 
     #[test]
     fn a_count_beyond_the_message_is_refused_before_allocating() {
-        let mut out = vec![WIRE_VERSION, TAG_FORWARD];
+        let mut out = vec![WIRE_VERSION];
+        out.extend_from_slice(&0u64.to_le_bytes());
+        out.push(TAG_FORWARD);
         out.extend_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(decode(&out), Err(DecodeError::Count(u32::MAX)));
     }
@@ -555,10 +638,11 @@ mod tests {
     fn versions_tags_and_trailing_bytes_are_checked() {
         assert_eq!(decode(&[]), Err(DecodeError::Truncated));
         assert_eq!(decode(&[9, 1]), Err(DecodeError::UnknownVersion(9)));
-        assert_eq!(
-            decode(&[WIRE_VERSION, 99]),
-            Err(DecodeError::UnknownTag(99))
-        );
+        let mut unknown = vec![WIRE_VERSION];
+        unknown.extend_from_slice(&0u64.to_le_bytes());
+        unknown.push(99);
+        assert_eq!(decode(&unknown), Err(DecodeError::UnknownTag(99)));
+        assert_eq!(decode(&unknown[..5]), Err(DecodeError::Truncated));
         let mut out = Vec::new();
         encode(
             &Message::CatchUpQuery {

@@ -4,10 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
-use logless_multipaxos::config::Config;
-use logless_multipaxos::ids::{ClientId, Instance, NodeId, RequestSeq, View};
+use logless_multipaxos::config::{Config, Recovery};
+use logless_multipaxos::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, View};
 use logless_multipaxos::message::{Batch, ClientReply, Envelope, Message, Request};
-use logless_multipaxos::replica::Replica;
+use logless_multipaxos::replica::{Replica, Status};
 use logless_multipaxos::testing::{durable_before_send, History, MemStore};
 
 const A: NodeId = NodeId(1);
@@ -24,7 +24,8 @@ struct Net {
     stores: BTreeMap<NodeId, MemStore>,
     /// Crashed replicas: messages to them are lost.
     down: BTreeSet<NodeId>,
-    queue: VecDeque<(NodeId, Envelope)>,
+    /// Messages in flight, each with its sender and the sender's epoch when it sent it.
+    queue: VecDeque<(NodeId, Epoch, Envelope)>,
     /// Every message released, in order, with its sender.
     sent: Vec<(NodeId, Envelope)>,
     replies: Vec<(NodeId, ClientReply)>,
@@ -55,6 +56,8 @@ fn kind(m: &Message) -> &'static str {
         Message::CatchUpQuery { .. } => "CatchUpQuery",
         Message::CatchUpResponse { .. } => "CatchUpResponse",
         Message::Forward { .. } => "Forward",
+        Message::Recovery { .. } => "Recovery",
+        Message::RecoveryAnswer { .. } => "RecoveryAnswer",
     }
 }
 
@@ -117,16 +120,21 @@ impl Net {
 
     /// Commits what `node` produced and queues its messages.
     fn collect(&mut self, node: NodeId) {
-        let ready = self.replicas.get_mut(&node).unwrap().take_ready();
+        let replica = self.replicas.get_mut(&node).unwrap();
+        let (epoch, full_ss) = (
+            replica.epoch(),
+            replica.config().recovery == Recovery::FullSs,
+        );
+        let ready = replica.take_ready();
         let Ok(released) = ready.commit(self.stores.get_mut(&node).unwrap());
         for envelope in released.messages {
             let durable = self.stores[&node].durable();
             assert!(
-                durable_before_send(durable, &envelope.message),
+                !full_ss || durable_before_send(durable, &envelope.message),
                 "{node:?} sent {envelope:?} before persisting it"
             );
             self.sent.push((node, envelope.clone()));
-            self.queue.push_back((node, envelope));
+            self.queue.push_back((node, epoch, envelope));
         }
         self.replies
             .extend(released.replies.into_iter().map(|r| (node, r)));
@@ -150,20 +158,27 @@ impl Net {
     /// Delivers queued messages while `keep` says so (it drops the others), until none is left.
     fn run(&mut self, keep: impl Fn(NodeId, &Envelope) -> bool) {
         let mut budget = 10_000;
-        while let Some((from, envelope)) = self.queue.pop_front() {
+        while let Some((from, epoch, envelope)) = self.queue.pop_front() {
             budget -= 1;
             assert!(budget > 0, "the scenario does not quiesce");
             if self.down.contains(&envelope.to) || !keep(from, &envelope) {
                 continue;
             }
-            let to = envelope.to;
-            let now = self.now(to);
-            self.replicas
-                .get_mut(&to)
-                .unwrap()
-                .handle_message(now, from, envelope.message);
-            self.collect(to);
+            self.deliver(from, epoch, envelope);
         }
+    }
+
+    /// Delivers one message that `from` sent in `epoch`, and queues what it causes.
+    fn deliver(&mut self, from: NodeId, epoch: Epoch, envelope: Envelope) {
+        let to = envelope.to;
+        let now = self.now(to);
+        self.replicas.get_mut(&to).unwrap().handle_epoch_message(
+            now,
+            from,
+            epoch,
+            envelope.message,
+        );
+        self.collect(to);
     }
 
     /// Lets time pass to `until_ms`, ticking every live replica every [`TICK_MS`] and
@@ -197,18 +212,24 @@ impl Net {
         let now = self.now(node);
         let replica = self.replicas.get_mut(&node).unwrap();
         replica.handle_message(now, from, message);
+        let epoch = replica.epoch();
         for envelope in replica.take_ready().abandon() {
             self.sent.push((node, envelope.clone()));
-            self.queue.push_back((node, envelope));
+            self.queue.push_back((node, epoch, envelope));
         }
         self.crash(node);
     }
 
-    /// Restarts `node` from its store.
+    /// Restarts `node` from its store: from its log under FullSS, in the epoch after the one
+    /// stored under EpochSS.
     fn restart(&mut self, node: NodeId) {
-        let durable = self.stores[&node].durable().clone();
+        let store = &self.stores[&node];
         let now = self.now(node);
-        let replica = Replica::recover(self.config(node), History::default(), &durable, now);
+        let config = self.config(node);
+        let replica = match config.recovery {
+            Recovery::FullSs => Replica::recover(config, History::default(), store.durable(), now),
+            Recovery::Epoch => Replica::start_epoch(config, History::default(), store.epoch(), now),
+        };
         self.replicas.insert(node, replica);
         self.down.remove(&node);
         self.collect(node);
@@ -507,8 +528,8 @@ fn follower_crash_before_its_vote_is_written(configure: fn(&mut Config)) -> Net 
     let propose = net
         .queue
         .iter()
-        .find(|(_, e)| e.to == B && is_propose(e))
-        .map(|(_, e)| e.message.clone())
+        .find(|(_, _, e)| e.to == B && is_propose(e))
+        .map(|(_, _, e)| e.message.clone())
         .unwrap();
     net.queue.clear();
     net.crash_handling(B, A, propose);
@@ -651,16 +672,16 @@ fn section_3c_a_leader_proposing_a_decided_instance_again_learns_the_decision() 
         .find(|(f, e)| b_accept_to_a(*f, e))
         .cloned()
         .unwrap();
-    net.queue.push_back(accept);
+    net.queue.push_back((accept.0, Epoch(0), accept.1));
     net.run(every);
     assert!(net.replica(A).decided(Instance(0)).is_some());
     // C's Proposes of view 2 arrive: A and B answer with the decision.
     let since = net.sent.len();
-    let proposes: Vec<(NodeId, Envelope)> = net
+    let proposes: Vec<(NodeId, Epoch, Envelope)> = net
         .sent
         .iter()
         .filter(|(f, e)| *f == C && is_propose(e))
-        .cloned()
+        .map(|(f, e)| (*f, Epoch(0), e.clone()))
         .collect();
     net.queue.extend(proposes);
     net.run(every);
@@ -771,4 +792,214 @@ fn stamps_a_new_leader_with_a_slower_clock_never_stamps_below_a_decided_batch() 
     net.advance(10_600, every);
     let third = net.replica(C).decided(Instance(2)).unwrap().stamp_ms();
     assert!(third > first && third <= net.now(B), "{third}");
+}
+
+fn epoch_ss(config: &mut Config) {
+    config.recovery = Recovery::Epoch;
+}
+
+fn epoch_ss_without_epochs(config: &mut Config) {
+    config.recovery = Recovery::Epoch;
+    config.bugs.ignore_epochs = true;
+}
+
+fn is_recovery(e: &Envelope) -> bool {
+    matches!(
+        e.message,
+        Message::Recovery { .. } | Message::RecoveryAnswer { .. }
+    )
+}
+
+/// §V-C (EpochSS): a follower restarts without its state. It sends Recovery in its new epoch,
+/// takes part in nothing until a majority of the others, the leader among them, answered and
+/// it caught up to the highest decision they know, and then votes again.
+#[test]
+fn section_5c_a_restarted_follower_recovers_from_a_majority_with_the_leader_then_votes() {
+    let mut net = Net::started(epoch_ss);
+    for node in [A, B, C] {
+        assert_eq!(net.replica(node).epoch(), Epoch(1), "{node:?}");
+        assert_eq!(net.stores[&node].epoch(), Some(Epoch(1)), "{node:?}");
+        assert_eq!(net.stores[&node].flushes(), 0, "nothing else is written");
+    }
+    for seq in 1..=3 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    net.crash(B);
+    // Decided while B is down: B must catch up past it.
+    net.submit(A, request(1, 4));
+    net.run(every);
+    // B restarts with C unreachable: A's answer alone is not a majority of the others.
+    let since = net.sent.len();
+    net.restart(B);
+    assert_eq!(net.stores[&B].epoch(), Some(Epoch(2)));
+    assert_eq!(net.replica(B).status(), Status::Recovering);
+    let c_cut = |from: NodeId, e: &Envelope| from != C && e.to != C;
+    net.run(c_cut);
+    assert_eq!(
+        net.sent_since(since),
+        [
+            (B, A, "Recovery"),
+            (B, C, "Recovery"),
+            (A, B, "RecoveryAnswer")
+        ]
+    );
+    assert_eq!(net.replica(B).status(), Status::Recovering);
+    // Recovering, B drops client requests and votes for nothing.
+    net.submit(B, request(2, 1));
+    net.submit(A, request(1, 5));
+    net.run(c_cut);
+    assert!(net.history(B).is_empty());
+    assert_eq!(net.replica(B).last_instance(), None);
+    // C is back: Recovery goes again, and B catches up from C (not the leader).
+    let since = net.sent.len();
+    net.advance(100, every);
+    let recovery: Vec<(NodeId, NodeId, &str)> = net
+        .sent_since(since)
+        .into_iter()
+        .filter(|(_, _, kind)| kind.starts_with("Recovery") || kind.starts_with("CatchUp"))
+        .collect();
+    assert_eq!(
+        recovery,
+        [
+            (B, A, "Recovery"),
+            (B, C, "Recovery"),
+            (A, B, "RecoveryAnswer"),
+            (C, B, "RecoveryAnswer"),
+            (B, C, "CatchUpQuery"),
+            (C, B, "CatchUpResponse"),
+        ]
+    );
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert_eq!(net.replica(B).stats().recoveries, 1);
+    assert_eq!(net.history(B), net.history(A));
+    assert_eq!(net.history(B).len(), 5);
+    // B votes again: with C cut off, A decides with B's vote.
+    let since = net.sent.len();
+    net.submit(A, request(3, 1));
+    net.run(c_cut);
+    assert_eq!(
+        net.sent_since(since),
+        [
+            (A, B, "Propose"),
+            (A, C, "Propose"),
+            (B, A, "Accept"),
+            (B, C, "Accept")
+        ]
+    );
+    assert_eq!(net.reply(3, 1), Some(&Bytes::from("6")));
+    assert_eq!(net.history(B), net.history(A));
+}
+
+/// §V-C: every replica restarts under EpochSS. Nobody holds the state, nobody can answer a
+/// Recovery, and each replica says why it does not serve instead of serving an empty map.
+#[test]
+fn section_5c_when_every_replica_restarts_the_cluster_refuses_service() {
+    let mut net = Net::started(epoch_ss);
+    net.submit(A, request(1, 1));
+    net.run(every);
+    for node in [A, B, C] {
+        net.crash(node);
+    }
+    for node in [A, B, C] {
+        net.restart(node);
+    }
+    net.advance(1_000, every);
+    for node in [A, B, C] {
+        assert_eq!(net.replica(node).status(), Status::StateLost, "{node:?}");
+        assert!(net.history(node).is_empty(), "{node:?}");
+    }
+    let since = net.sent.len();
+    net.submit(B, request(1, 2));
+    net.advance(1_200, every);
+    assert!(net.replies.iter().all(|(_, r)| r.seq != RequestSeq(2)));
+    assert!(net.sent[since..].iter().all(|(_, e)| is_recovery(e)));
+}
+
+/// §V-C: with two replicas restarted, the one that kept its state knows that the cluster
+/// cannot recover and says so too; with one, everything is served again.
+#[test]
+fn section_5c_a_replica_that_kept_its_state_knows_when_a_majority_lost_theirs() {
+    let mut net = Net::started(epoch_ss);
+    net.crash(B);
+    net.crash(C);
+    net.restart(B);
+    net.restart(C);
+    net.advance(200, every);
+    for node in [A, B, C] {
+        assert_eq!(net.replica(node).status(), Status::StateLost, "{node:?}");
+    }
+}
+
+/// Seed 002 Fig. 2 in this cluster: A leads view 0 and proposes X = c1#1 in instance 0;
+/// only B gets the Propose, votes and broadcasts its Accept, and crashes; the Accepts are
+/// still in transit. B restarts and asks for the state, but nothing is decided yet, so it
+/// learns nothing and serves at once. A is then cut off; B leads view 1 with C's promise,
+/// finds no vote in instance 0 and decides Y = c2#1 there. Finally B's stray Accept reaches A.
+/// Returns the network and the stray Accept's fate: whether A decided with it.
+fn figure_2_stray_accept(configure: fn(&mut Config)) -> Net {
+    let mut net = Net::started(configure);
+    net.submit(A, request(1, 1));
+    let queued: Vec<(NodeId, Epoch, Envelope)> = net.queue.drain(..).collect();
+    let (from, epoch, propose) = queued
+        .into_iter()
+        .find(|(_, _, e)| e.to == B && is_propose(e))
+        .unwrap();
+    net.deliver(from, epoch, propose);
+    let stray: Vec<(NodeId, Epoch, Envelope)> = net.queue.drain(..).collect();
+    assert_eq!(
+        stray
+            .iter()
+            .map(|(f, ep, e)| (*f, *ep, e.to, kind(&e.message)))
+            .collect::<Vec<_>>(),
+        [(B, Epoch(1), A, "Accept"), (B, Epoch(1), C, "Accept")]
+    );
+    net.crash(B);
+    net.restart(B);
+    net.run(every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert_eq!(net.replica(B).last_instance(), None, "B forgot its vote");
+    // A is cut off; B, next in line, suspects it and leads view 1 with C.
+    let cut_a = |from: NodeId, e: &Envelope| from != A && e.to != A;
+    net.advance(700, cut_a);
+    assert!(net.replica(B).is_leader());
+    net.submit(B, request(2, 1));
+    net.run(cut_a);
+    for node in [B, C] {
+        assert_eq!(net.history(node), ["c2#1"], "{node:?}");
+    }
+    // The stray Accept (epoch 1) reaches A, which heard B's Recovery in epoch 2.
+    let to_a = stray.into_iter().find(|(_, _, e)| e.to == A).unwrap();
+    net.queue.push_back(to_a);
+    net.run(every);
+    net
+}
+
+#[test]
+fn section_5c_figure_2_a_stray_accept_from_an_earlier_epoch_is_dropped() {
+    let mut net = figure_2_stray_accept(epoch_ss);
+    assert_eq!(net.replica(A).decided(Instance(0)), None);
+    assert!(net.history(A).is_empty());
+    // Healed, A learns the one decision.
+    net.advance(1_500, every);
+    for node in [A, B, C] {
+        assert_eq!(net.history(node), ["c2#1"], "{node:?}");
+        assert_eq!(net.replica(node).stats().conflicting_decisions, 0);
+    }
+}
+
+#[test]
+fn section_5c_figure_2_without_epochs_two_values_are_decided_in_one_instance() {
+    let mut net = figure_2_stray_accept(epoch_ss_without_epochs);
+    let x = net.replica(A).decided(Instance(0)).cloned();
+    let y = net.replica(C).decided(Instance(0)).cloned();
+    assert_eq!(x.map(|b| b.requests().to_vec()), Some(vec![request(1, 1)]));
+    assert_eq!(y.map(|b| b.requests().to_vec()), Some(vec![request(2, 1)]));
+    assert_eq!(net.reply(1, 1), Some(&Bytes::from("1")), "X was answered");
+    assert_eq!(net.history(A), ["c1#1"]);
+    assert_eq!(net.history(C), ["c2#1"]);
+    // For good: healing does not bring A back in line.
+    net.advance(1_500, every);
+    assert_eq!(net.history(A), ["c1#1"]);
+    assert_eq!(net.history(B), ["c2#1"]);
 }

@@ -2,7 +2,8 @@
 mod arbitrary;
 
 use arbitrary::message;
-use logless_multipaxos::wire::{decode, encode};
+use logless_multipaxos::ids::Epoch;
+use logless_multipaxos::wire::{decode, decode_in_epoch, encode, encode_in_epoch};
 use proptest::prelude::*;
 
 proptest! {
@@ -13,6 +14,13 @@ proptest! {
         let mut out = Vec::new();
         encode(&message, &mut out);
         prop_assert_eq!(decode(&out), Ok(message));
+    }
+
+    #[test]
+    fn every_message_round_trips_with_its_epoch(message in message(), epoch in any::<u64>()) {
+        let mut out = Vec::new();
+        encode_in_epoch(Epoch(epoch), &message, &mut out);
+        prop_assert_eq!(decode_in_epoch(&out), Ok((Epoch(epoch), message)));
     }
 
     #[test]
@@ -31,7 +39,7 @@ proptest! {
         encode(&message, &mut out);
         let i = flip.index(out.len());
         out[i] ^= 1 << bit;
-        let _ = decode(&out);
-        let _ = decode(&out[..cut.index(out.len())]);
+        let _ = decode_in_epoch(&out);
+        let _ = decode_in_epoch(&out[..cut.index(out.len())]);
     }
 }

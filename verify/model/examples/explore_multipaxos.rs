@@ -1,12 +1,14 @@
 //! Explores the model of the log engine (`logless_model::multipaxos`) with the settings given
 //! on the command line and prints the state count and what it found:
 //! `cargo run --release -p logless-model --example explore_multipaxos -- [clients=N]
-//! [retries=N] [instances=N] [views=N] [crashes=N] [catch_ups=N] [mid_step] [nogc] [threads=N] [bfs] [depth=N]
-//! [bug=accept_before_persist|skip_noop_fill|no_dedup|stale_proposals]`.
+//! [retries=N] [instances=N] [views=N] [crashes=N] [catch_ups=N] [mid_step] [nogc] [epoch] [threads=N] [bfs] [depth=N]
+//! [bug=accept_before_persist|skip_noop_fill|no_dedup|stale_proposals|ignore_epochs]`
+//! (`epoch`: crashed replicas recover with EpochSS).
 use std::time::Instant;
 
 use logless_model::explore::report;
 use logless_model::multipaxos::MultiPaxosConfig;
+use logless_multipaxos::config::Recovery;
 use stateright::{Checker, Model};
 
 fn main() {
@@ -24,6 +26,7 @@ fn main() {
             "catch_ups" => config.catch_ups_max = number(),
             "mid_step" => config.crash_mid_step = true,
             "nogc" => config.collect_dead = false,
+            "epoch" => config.recovery = Recovery::Epoch,
             "threads" => threads = number() as usize,
             "bfs" => bfs = true,
             "depth" => depth = Some(number() as usize),
@@ -32,6 +35,7 @@ fn main() {
                 "skip_noop_fill" => config.bugs.skip_noop_fill = true,
                 "no_dedup" => config.bugs.no_dedup = true,
                 "stale_proposals" => config.bugs.accept_stale_proposals = true,
+                "ignore_epochs" => config.bugs.ignore_epochs = true,
                 _ => panic!("unknown bug {value}"),
             },
             _ => panic!("unknown argument {arg}"),

@@ -5,7 +5,9 @@
 //!
 //! One seed drives everything: a network that loses, delays, duplicates and reorders messages;
 //! a replica cut off for a while; replicas killed (often the leader), sometimes in the middle
-//! of a step, restarting from what their directory kept; clients that retry at any replica
+//! of a step, restarting from what their directory kept (FullSS), or, under EpochSS, process
+//! crashes that lose everything but the epoch, with messages sometimes delayed long enough to
+//! arrive after their sender restarted (seed 002's stray messages); clients that retry at any replica
 //! with the same request number. The clients run the counter workload of [`atomicity`] —
 //! INCRBY, GET, transfers between counters as one MULTI/EXEC, MSET and MGET of every counter —
 //! and their history is checked as one whole-state model, which sees a transaction that another
@@ -16,13 +18,13 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use logless_multipaxos::config::{Config, InjectedBugs};
-use logless_multipaxos::ids::{ClientId, NodeId, RequestSeq};
+use logless_multipaxos::config::{Config, InjectedBugs, Recovery};
+use logless_multipaxos::ids::{ClientId, Epoch, NodeId, RequestSeq};
 use logless_multipaxos::kv::{Command, Operation, RegisterMachine, Response};
 use logless_multipaxos::message::{ClientReply, Envelope, Request};
 use logless_multipaxos::persist::Durable;
-use logless_multipaxos::replica::{Replica, Stats};
-use logless_multipaxos::testing::durable_before_send;
+use logless_multipaxos::replica::{Replica, Stats, Status};
+use logless_multipaxos::testing::{durable_before_send, MemStore};
 use logless_node::durable_log::DurableLog;
 use logless_storage::{Durability, SegmentLogOptions, SimDir};
 use rand::rngs::SmallRng;
@@ -50,6 +52,9 @@ pub struct LogSimOptions {
     pub faulty_ms: u64,
     /// How long the healed cluster then has to finish.
     pub healed_ms: u64,
+    /// How replicas recover: FullSS from their logs (kills are process crashes or power
+    /// failures), or EpochSS from their peers (kills are process crashes).
+    pub recovery: Recovery,
     /// Deliberate protocol bugs in every replica.
     pub bugs: InjectedBugs,
     /// A deliberate client bug: a transfer is sent as two requests (DECRBY, then INCRBY), so
@@ -65,6 +70,7 @@ impl LogSimOptions {
             replicas,
             faulty_ms: 2_000,
             healed_ms: 3_000,
+            recovery: Recovery::FullSs,
             bugs: InjectedBugs::default(),
             split_transfers: false,
         }
@@ -84,6 +90,8 @@ pub struct LogSimReport {
     pub power_failures: u64,
     /// Kills in the middle of a step, before its records were written.
     pub mid_step_kills: u64,
+    /// Messages delivered after their sender restarted (EpochSS's stray messages).
+    pub strays_delivered: u64,
     /// Replicas cut off from the others for a while.
     pub partitions: u64,
     /// The replicas' counters, summed over every life.
@@ -92,11 +100,14 @@ pub struct LogSimReport {
 
 struct Node {
     replica: Option<Replica<RegisterMachine>>,
+    /// The durable log (FullSS).
     log: Option<DurableLog<SimDir>>,
     /// What the log holds durably, for the persist-before-send check.
     durable: Durable,
-    /// The directory a crashed replica restarts from, and when.
-    restart: Option<(SimDir, u64)>,
+    /// Where the epoch is kept (EpochSS), which crashes keep.
+    epochs: MemStore,
+    /// When a crashed replica restarts, and from which directory (FullSS).
+    restart: Option<(Option<SimDir>, u64)>,
 }
 
 /// An operation in progress: its requests (one, or two for a split transfer), the answers so
@@ -122,8 +133,8 @@ struct Sim {
     rng: SmallRng,
     ids: Vec<NodeId>,
     nodes: BTreeMap<NodeId, Node>,
-    /// Messages in flight: (delivery time, sender, message).
-    in_flight: Vec<(u64, NodeId, Envelope)>,
+    /// Messages in flight: (delivery time, sender, its epoch, message).
+    in_flight: Vec<(u64, NodeId, Epoch, Envelope)>,
     /// Client requests on their way: (delivery time, replica, request).
     requests: Vec<(u64, NodeId, Request)>,
     clients: Vec<Client>,
@@ -238,6 +249,7 @@ pub fn add_stats(total: &mut Stats, s: &Stats) {
     total.snapshots_installed += s.snapshots_installed;
     total.catch_up_queries += s.catch_up_queries;
     total.conflicting_decisions += s.conflicting_decisions;
+    total.recoveries += s.recoveries;
 }
 
 /// Runs one seed: faults, then a healed network; returns what happened, or the first check
@@ -283,24 +295,23 @@ impl Sim {
             options,
         };
         for id in ids {
-            let opened = DurableLog::open_on(SimDir::new(), log_options()).expect("a new log");
-            let replica = Replica::recover(
-                sim.config(id),
-                RegisterMachine::default(),
-                &opened.durable,
-                0,
-            );
             sim.nodes.insert(
                 id,
                 Node {
-                    replica: Some(replica),
-                    log: Some(opened.log),
-                    durable: opened.durable,
+                    replica: None,
+                    log: None,
+                    durable: Durable::default(),
+                    epochs: MemStore::default(),
                     restart: None,
                 },
             );
+            sim.start(id, Some(SimDir::new()));
         }
         sim
+    }
+
+    fn epoch_ss(&self) -> bool {
+        self.options.recovery == Recovery::Epoch
     }
 
     fn config(&self, node: NodeId) -> Config {
@@ -310,6 +321,7 @@ impl Sim {
         config.window_instances = 3;
         config.snapshot_log_bytes_min = 300;
         config.catch_up_instances_max = 5;
+        config.recovery = self.options.recovery;
         config.bugs = self.options.bugs;
         config
     }
@@ -322,6 +334,14 @@ impl Sim {
             .collect()
     }
 
+    /// The live replicas that hold their state (under EpochSS, not recovering it).
+    fn serving(&self) -> Vec<NodeId> {
+        self.live()
+            .into_iter()
+            .filter(|n| self.nodes[n].replica.as_ref().unwrap().status() == Status::Serving)
+            .collect()
+    }
+
     fn fail(&mut self, why: String) {
         if self.failure.is_none() {
             self.failure = Some(format!("at {} ms: {why}", self.now_ms));
@@ -331,10 +351,16 @@ impl Sim {
     /// Commits what `node` produced (or, if it crashes now, lets out only what leaked) and
     /// puts its messages on the network and its replies to the clients.
     fn collect(&mut self, node: NodeId, crash: bool) {
+        let epoch_ss = self.epoch_ss();
         let entry = self.nodes.get_mut(&node).unwrap();
-        let ready = entry.replica.as_mut().unwrap().take_ready();
+        let replica = entry.replica.as_mut().unwrap();
+        let epoch = replica.epoch();
+        let ready = replica.take_ready();
         let (messages, replies) = if crash {
             (ready.abandon(), Vec::new())
+        } else if epoch_ss {
+            let Ok(released) = ready.commit(&mut entry.epochs);
+            (released.messages, released.replies)
         } else {
             let records = ready.records().to_vec();
             let log = entry.log.as_mut().unwrap();
@@ -347,10 +373,10 @@ impl Sim {
             (released.messages, released.replies)
         };
         for envelope in messages {
-            if !durable_before_send(&self.nodes[&node].durable, &envelope.message) {
+            if !epoch_ss && !durable_before_send(&self.nodes[&node].durable, &envelope.message) {
                 self.fail(format!("{node:?} sent {envelope:?} before persisting it"));
             }
-            self.send(node, envelope);
+            self.send(node, epoch, envelope);
         }
         for reply in replies {
             self.deliver(reply);
@@ -360,19 +386,33 @@ impl Sim {
         }
     }
 
-    /// Kills `node`: a process crash or a power failure, as its directory's crash model allows.
+    /// Kills `node`: under FullSS a process crash or a power failure, as its directory's crash
+    /// model allows; under EpochSS a process crash, which keeps only the epoch.
     fn crash(&mut self, node: NodeId) {
-        let power = self.rng.random_bool(0.5);
         let leader = self.nodes[&node]
             .replica
             .as_ref()
             .is_some_and(|r| r.is_leader());
+        if leader {
+            self.report.leader_kills += 1;
+        } else {
+            self.report.follower_kills += 1;
+        }
         let entry = self.nodes.get_mut(&node).unwrap();
         let replica = entry.replica.take().unwrap();
         self.past.push(replica.stats().clone());
-        let log = entry.log.take().unwrap();
+        let log = entry.log.take();
+        let image = log.map(|log| self.crash_image(&log));
+        let down_ms = self.rng.random_range(50..400);
+        let entry = self.nodes.get_mut(&node).unwrap();
+        entry.restart = Some((image, self.now_ms + down_ms));
+    }
+
+    /// What `log`'s directory keeps at a process crash or a power failure.
+    fn crash_image(&mut self, log: &DurableLog<SimDir>) -> SimDir {
+        let power = self.rng.random_bool(0.5);
         let crash = log.segment_log().dir().at_crash();
-        let image = if power {
+        if power {
             self.report.power_failures += 1;
             let dirty = crash.dirty_sectors();
             let kept: Vec<_> = dirty
@@ -383,33 +423,33 @@ impl Sim {
             crash.crash_image(dir_ops, &kept, None)
         } else {
             crash.process_crash()
-        };
-        if leader {
-            self.report.leader_kills += 1;
-        } else {
-            self.report.follower_kills += 1;
         }
-        let down_ms = self.rng.random_range(50..400);
-        entry.restart = Some((image, self.now_ms + down_ms));
     }
 
-    fn restart(&mut self, node: NodeId, image: SimDir) {
-        let opened = DurableLog::open_on(image, log_options())
-            .unwrap_or_else(|e| panic!("{node:?} cannot reopen its log: {e}"));
-        let replica = Replica::recover(
-            self.config(node),
-            RegisterMachine::default(),
-            &opened.durable,
-            self.now_ms,
-        );
+    /// Starts `node`: under FullSS from what `image` kept, under EpochSS in its next epoch.
+    fn start(&mut self, node: NodeId, image: Option<SimDir>) {
+        let config = self.config(node);
+        let now_ms = self.now_ms;
         let entry = self.nodes.get_mut(&node).unwrap();
+        let replica = match (config.recovery, image) {
+            (Recovery::FullSs, Some(image)) => {
+                let opened = DurableLog::open_on(image, log_options())
+                    .unwrap_or_else(|e| panic!("{node:?} cannot open its log: {e}"));
+                entry.log = Some(opened.log);
+                entry.durable = opened.durable;
+                Replica::recover(config, RegisterMachine::default(), &entry.durable, now_ms)
+            }
+            (Recovery::FullSs, None) => unreachable!("a FullSS replica restarts from its log"),
+            (Recovery::Epoch, _) => {
+                let last = entry.epochs.epoch();
+                Replica::start_epoch(config, RegisterMachine::default(), last, now_ms)
+            }
+        };
         entry.replica = Some(replica);
-        entry.log = Some(opened.log);
-        entry.durable = opened.durable;
         self.collect(node, false);
     }
 
-    fn send(&mut self, from: NodeId, envelope: Envelope) {
+    fn send(&mut self, from: NodeId, epoch: Epoch, envelope: Envelope) {
         let (loss, duplicate) = if self.faulty {
             (0.05, 0.03)
         } else {
@@ -424,9 +464,14 @@ impl Sim {
             1
         };
         for _ in 0..copies {
-            let delay = self.rng.random_range(1..15);
+            let stray = self.faulty && self.epoch_ss() && self.rng.random_bool(0.02);
+            let delay = if stray {
+                self.rng.random_range(50..800)
+            } else {
+                self.rng.random_range(1..15)
+            };
             self.in_flight
-                .push((self.now_ms + delay, from, envelope.clone()));
+                .push((self.now_ms + delay, from, epoch, envelope.clone()));
         }
     }
 
@@ -571,15 +616,18 @@ impl Sim {
             }
         });
         while !due.is_empty() {
-            let (_, from, envelope) = due.swap_remove(self.rng.random_range(0..due.len()));
+            let (_, from, epoch, envelope) = due.swap_remove(self.rng.random_range(0..due.len()));
             let to = envelope.to;
             if self.isolated.is_some_and(|(n, _)| n == to || n == from) {
                 continue;
             }
+            if self.nodes[&from].epochs.epoch() > Some(epoch) {
+                self.report.strays_delivered += 1;
+            }
             let Some(replica) = self.nodes.get_mut(&to).unwrap().replica.as_mut() else {
                 continue;
             };
-            replica.handle_message(now_ms, from, envelope.message);
+            replica.handle_epoch_message(now_ms, from, epoch, envelope.message);
             self.after_step(to);
         }
         let mut arrived = Vec::new();
@@ -633,14 +681,15 @@ impl Sim {
             .collect();
         for node in restarts {
             let (image, _) = self.nodes.get_mut(&node).unwrap().restart.take().unwrap();
-            self.restart(node, image);
+            self.start(node, image);
         }
         if !self.faulty {
             self.isolated = None;
             return;
         }
-        // At most a minority down at once (a replica cut off may come on top).
-        let down = self.ids.len() - self.live().len();
+        // At most a minority down at once (a replica cut off may come on top); under EpochSS a
+        // replica recovering its state counts as down.
+        let down = self.ids.len() - self.serving().len();
         let may_crash = down < (self.ids.len() - 1) / 2;
         if may_crash && self.crash_next.is_none() && self.rng.random_bool(0.002) {
             let live = self.live();
@@ -683,6 +732,9 @@ impl Sim {
             .values()
             .map(|n| n.replica.as_ref().expect("every replica restarted"))
             .collect();
+        if let Some(r) = replicas.iter().find(|r| r.status() != Status::Serving) {
+            return Err(format!("{:?} is {:?} after healing", r.me(), r.status()));
+        }
         let first = replicas[0];
         for other in &replicas[1..] {
             if other.executed_below() != first.executed_below()

@@ -1,6 +1,6 @@
 //! The log engine's cluster under every fault the simulation has: many seeds pass every check,
-//! and each deliberate bug is caught.
-use logless_multipaxos::config::InjectedBugs;
+//! under FullSS and (every fourth seed) EpochSS, and each deliberate bug is caught.
+use logless_multipaxos::config::{InjectedBugs, Recovery};
 use logless_sim::log_cluster::{add_stats, run, LogSimOptions, LogSimReport};
 
 /// The seeds to run: `LOGLESS_LOG_SIM_SEEDS` if set, else `default`.
@@ -11,17 +11,27 @@ fn seeds(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The options of `seed`: every fourth seed recovers with EpochSS, the others with FullSS.
+fn options(seed: u64, replicas: u16) -> LogSimOptions {
+    let mut options = LogSimOptions::new(seed, replicas);
+    if seed % 4 == 3 {
+        options.recovery = Recovery::Epoch;
+    }
+    options
+}
+
 /// Runs `count` seeds from `first`; panics at the first failure; sums the reports.
 fn run_seeds(first: u64, count: u64, replicas: u16) -> LogSimReport {
     let mut total = LogSimReport::default();
     for seed in first..first + count {
-        let report = run(LogSimOptions::new(seed, replicas))
+        let report = run(options(seed, replicas))
             .unwrap_or_else(|e| panic!("seed {seed} with {replicas} replicas: {e}"));
         total.operations += report.operations;
         total.leader_kills += report.leader_kills;
         total.follower_kills += report.follower_kills;
         total.power_failures += report.power_failures;
         total.mid_step_kills += report.mid_step_kills;
+        total.strays_delivered += report.strays_delivered;
         total.partitions += report.partitions;
         add_stats(&mut total.stats, &report.stats);
     }
@@ -43,6 +53,9 @@ fn three_replicas_pass_every_check_under_leader_kills_power_failures_and_partiti
     );
     assert!(total.stats.snapshots_installed > 0, "{total:?}");
     assert!(total.stats.duplicates_skipped > 0, "{total:?}");
+    // EpochSS recovered replicas from their peers, and stray messages arrived.
+    assert!(total.stats.recoveries > count / 8, "{total:?}");
+    assert!(total.strays_delivered > 0, "{total:?}");
 }
 
 #[test]
@@ -58,7 +71,7 @@ fn five_replicas_pass_every_check() {
 /// Runs seeds with `change` applied until one fails; returns its failure.
 fn first_failure(change: impl Fn(&mut LogSimOptions)) -> String {
     for seed in 0..300 {
-        let mut options = LogSimOptions::new(seed, 3);
+        let mut options = options(seed, 3);
         change(&mut options);
         if let Err(e) = run(options) {
             let failure = format!("seed {seed}: {e}");

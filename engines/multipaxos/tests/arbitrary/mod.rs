@@ -1,6 +1,6 @@
 //! Strategies for arbitrary messages and requests, shared by the property tests.
 use bytes::Bytes;
-use logless_multipaxos::ids::{ClientId, Instance, RequestSeq, View};
+use logless_multipaxos::ids::{ClientId, Epoch, Instance, RequestSeq, View};
 use logless_multipaxos::message::{Batch, ClientTable, Message, PromisedEntry, Request, Snapshot};
 use proptest::prelude::*;
 
@@ -92,5 +92,14 @@ pub fn message() -> impl Strategy<Value = Message> {
             }),
         proptest::collection::vec(request(), 0..4)
             .prop_map(|requests| Message::Forward { requests }),
+        number().prop_map(|e| Message::Recovery { epoch: Epoch(e) }),
+        (number(), view(), any::<bool>(), instance()).prop_map(
+            |(e, view, leading, decided_below)| Message::RecoveryAnswer {
+                epoch: Epoch(e),
+                view,
+                leading,
+                decided_below,
+            }
+        ),
     ]
 }

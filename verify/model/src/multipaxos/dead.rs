@@ -15,14 +15,19 @@
 //! Taking such a message out is the same as never delivering it, which the network may do
 //! anyway, so no behaviour is lost.
 //!
+//! Under EpochSS the durable state holds nothing but the epoch, so only empty catch-up
+//! responses of view 0 can be dead. A message from an earlier epoch of its sender is not: the
+//! receiver drops it, but forgets the sender's epoch when it crashes itself.
+//!
 //! [`MultiPaxosConfig::collect_dead`]: super::MultiPaxosConfig::collect_dead
-use logless_multipaxos::ids::{Instance, NodeId};
+use logless_multipaxos::ids::{Epoch, Instance, NodeId};
 use logless_multipaxos::message::Message;
 
 use super::process::Process;
 
-/// Whether `message` from `from` can no longer change `process` (see the module docs).
-pub fn is_dead(process: &Process, from: NodeId, message: &Message) -> bool {
+/// Whether `message` from `from`, sent in `epoch`, can no longer change `process` (see the
+/// module docs).
+pub fn is_dead(process: &Process, from: NodeId, epoch: Epoch, message: &Message) -> bool {
     let durable = process.store.durable();
     let decided = |instance: &Instance| {
         *instance < durable.log_start
@@ -44,11 +49,13 @@ pub fn is_dead(process: &Process, from: NodeId, message: &Message) -> bool {
         } => *view <= durable.view && instances.iter().all(|(i, _)| decided(i)),
         Message::CatchUpResponse { .. }
         | Message::CatchUpQuery { .. }
-        | Message::Forward { .. } => false,
+        | Message::Forward { .. }
+        | Message::Recovery { .. }
+        | Message::RecoveryAnswer { .. } => false,
     };
     stays_dead && {
         let mut replica = process.replica.clone();
-        replica.handle_message(0, from, message.clone());
+        replica.handle_epoch_message(0, from, epoch, message.clone());
         replica.take_ready().is_empty() && replica == process.replica
     }
 }

@@ -72,7 +72,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use logless_multipaxos::config::{Config, InjectedBugs};
+use logless_multipaxos::config::{Config, InjectedBugs, Recovery};
 use logless_multipaxos::ids::{ClientId, NodeId, RequestSeq, View};
 use logless_multipaxos::message::{ClientReply, Request};
 use logless_multipaxos::replica::Replica;
@@ -110,6 +110,9 @@ pub struct MultiPaxosConfig {
     /// Whether messages that can no longer change their receiver are taken out of the network
     /// at once (an exact reduction, see [`dead`]; off only to check that it is one).
     pub collect_dead: bool,
+    /// How a crashed replica recovers: from its store (FullSS), or from its peers, keeping
+    /// only its epoch (EpochSS).
+    pub recovery: Recovery,
     /// Deliberate protocol bugs of the engine.
     pub bugs: InjectedBugs,
 }
@@ -126,6 +129,7 @@ impl MultiPaxosConfig {
             catch_ups_max: 0,
             crash_mid_step: false,
             collect_dead: true,
+            recovery: Recovery::FullSs,
             bugs: InjectedBugs::default(),
         }
     }
@@ -140,6 +144,7 @@ impl MultiPaxosConfig {
         config.retransmit_interval_ms = 0;
         config.catch_up_timeout_ms = 0;
         config.snapshot_log_bytes_min = u64::MAX;
+        config.recovery = self.recovery;
         config.bugs = self.bugs;
         config
     }
@@ -156,7 +161,7 @@ pub struct MultiPaxosModel {
     config: MultiPaxosConfig,
 }
 
-/// A message in flight, encoded: sender, receiver, bytes.
+/// A message in flight, encoded with its sender's epoch: sender, receiver, bytes.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Packet {
     from: u8,
@@ -166,8 +171,8 @@ pub struct Packet {
 
 impl std::fmt::Debug for Packet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let message = wire::decode(&self.bytes).map_err(|_| std::fmt::Error)?;
-        write!(f, "{} → {}: {message:?}", self.from, self.to)
+        let (epoch, message) = wire::decode_in_epoch(&self.bytes).map_err(|_| std::fmt::Error)?;
+        write!(f, "{} → {} ({epoch:?}): {message:?}", self.from, self.to)
     }
 }
 
@@ -270,12 +275,12 @@ impl MultiPaxosModel {
             return sent;
         }
         let network = Arc::make_mut(&mut state.network);
-        for (envelope, durable) in output.messages {
+        for (envelope, epoch, durable) in output.messages {
             state.sent_unpersisted |= !durable;
             let to = index_of(envelope.to);
             assert_ne!(to, from, "a replica sends nothing to itself");
             let mut bytes = Vec::new();
-            wire::encode(&envelope.message, &mut bytes);
+            wire::encode_in_epoch(epoch, &envelope.message, &mut bytes);
             let packet = Packet {
                 from: from as u8,
                 to: to as u8,
@@ -301,10 +306,13 @@ impl MultiPaxosModel {
     }
 
     fn deliver(&self, state: &mut State, packet: &Packet, crash: bool) {
-        let message = wire::decode(&packet.bytes).expect("the engine decodes what it encodes");
+        let (epoch, message) =
+            wire::decode_in_epoch(&packet.bytes).expect("the engine decodes what it encodes");
         let from = node_id(usize::from(packet.from));
         self.step(state, usize::from(packet.to), |process| {
-            process.replica.handle_message(0, from, message);
+            process
+                .replica
+                .handle_epoch_message(0, from, epoch, message);
             if crash {
                 process.crash_mid_step()
             } else {
@@ -323,9 +331,10 @@ fn collect_dead(state: &mut State, changed: usize, sent: &[Packet]) {
         .iter()
         .filter(|p| usize::from(p.to) == changed || sent.contains(p))
         .filter(|p| {
-            let message = wire::decode(&p.bytes).expect("the engine decodes what it encodes");
+            let (epoch, message) =
+                wire::decode_in_epoch(&p.bytes).expect("the engine decodes what it encodes");
             let receiver = &state.nodes[usize::from(p.to)].process;
-            dead::is_dead(receiver, node_id(usize::from(p.from)), &message)
+            dead::is_dead(receiver, node_id(usize::from(p.from)), epoch, &message)
         })
         .cloned()
         .collect();

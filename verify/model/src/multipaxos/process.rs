@@ -3,7 +3,8 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use logless_multipaxos::config::Config;
+use logless_multipaxos::config::{Config, Recovery};
+use logless_multipaxos::ids::Epoch;
 use logless_multipaxos::message::{ClientReply, Envelope};
 use logless_multipaxos::replica::Replica;
 use logless_multipaxos::testing::{durable_before_send, History, MemStore};
@@ -13,8 +14,8 @@ use logless_multipaxos::testing::{durable_before_send, History, MemStore};
 pub struct Process {
     /// The replica.
     pub replica: Replica<History>,
-    /// Its store. Only the durable state takes part in comparisons: the store's flush count
-    /// would tell apart states that are the same.
+    /// Its store. Only the durable state and the epoch take part in comparisons: the store's
+    /// flush count would tell apart states that are the same.
     pub store: MemStore,
     /// How many times the process started (1 before any crash).
     pub incarnation: u32,
@@ -26,6 +27,7 @@ impl PartialEq for Process {
     fn eq(&self, other: &Process) -> bool {
         self.replica == other.replica
             && self.store.durable() == other.store.durable()
+            && self.store.epoch() == other.store.epoch()
             && self.incarnation == other.incarnation
             && self.catch_ups_before == other.catch_ups_before
     }
@@ -37,6 +39,7 @@ impl Hash for Process {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.replica.hash(state);
         self.store.durable().hash(state);
+        self.store.epoch().hash(state);
         self.incarnation.hash(state);
         self.catch_ups_before.hash(state);
     }
@@ -45,8 +48,9 @@ impl Hash for Process {
 /// What a step of a replica let out, in the order a runtime lets it out.
 #[derive(Debug, Default)]
 pub struct Output {
-    /// The messages sent, with whether each left only once what it promises was durable.
-    pub messages: Vec<(Envelope, bool)>,
+    /// The messages sent, each with its sender's epoch and whether it left only once what it
+    /// promises was durable (under EpochSS, where nothing but the epoch is, always).
+    pub messages: Vec<(Envelope, Epoch, bool)>,
     /// The client replies released.
     pub replies: Vec<ClientReply>,
 }
@@ -76,16 +80,21 @@ impl Process {
         let leaked = ready.clone().abandon();
         let early = leaked.len();
         for envelope in leaked {
-            let durable = durable_before_send(self.store.durable(), &envelope.message);
-            output.messages.push((envelope, durable));
+            output.messages.push(self.sent(envelope));
         }
         let Ok(released) = ready.commit(&mut self.store);
         for envelope in released.messages.into_iter().skip(early) {
-            let durable = durable_before_send(self.store.durable(), &envelope.message);
-            output.messages.push((envelope, durable));
+            output.messages.push(self.sent(envelope));
         }
         output.replies = released.replies;
         output
+    }
+
+    /// `envelope` as it leaves now: with the epoch, and whether what it promises is durable.
+    fn sent(&self, envelope: Envelope) -> (Envelope, Epoch, bool) {
+        let durable = self.replica.config().recovery == Recovery::Epoch
+            || durable_before_send(self.store.durable(), &envelope.message);
+        (envelope, self.replica.epoch(), durable)
     }
 
     /// Crashes in the middle of a step: only what the replica let out ahead of its records
@@ -93,13 +102,7 @@ impl Process {
     /// restarts from its store.
     pub fn crash_mid_step(&mut self) -> Output {
         let leaked = self.replica.take_ready().abandon();
-        let messages = leaked
-            .into_iter()
-            .map(|envelope| {
-                let durable = durable_before_send(self.store.durable(), &envelope.message);
-                (envelope, durable)
-            })
-            .collect();
+        let messages = leaked.into_iter().map(|e| self.sent(e)).collect();
         self.restart();
         Output {
             messages,
@@ -107,13 +110,21 @@ impl Process {
         }
     }
 
-    /// Crashes between steps and restarts at once from what the store made durable.
+    /// Crashes between steps and restarts at once: from what the store made durable under
+    /// FullSS, in the next epoch (and recovering from the peers) under EpochSS.
     pub fn restart(&mut self) {
         self.store.crash();
         self.catch_ups_before = self.catch_ups();
         self.incarnation += 1;
         let config = self.replica.config().clone();
-        self.replica = Replica::recover(config, History::default(), self.store.durable(), 0);
+        self.replica = match config.recovery {
+            Recovery::FullSs => {
+                Replica::recover(config, History::default(), self.store.durable(), 0)
+            }
+            Recovery::Epoch => {
+                Replica::start_epoch(config, History::default(), self.store.epoch(), 0)
+            }
+        };
     }
 }
 
