@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use logless_commands::command::{Command, Condition, Expiry, Reply, SetArgs};
 use logless_node::config::NodeConfig;
 use logless_node::store::{store_options, ShardStore};
-use logless_node::turn::{CommandResult, Outlet, ShardCore};
+use logless_node::turn::{CommandResult, Outlet, ShardCore, Sweep};
 use logless_rmw::ids::{Key, NodeId, Round};
 use logless_rmw::message::Message;
 use logless_rmw::replica::Replica;
@@ -39,6 +39,7 @@ struct Cluster {
     in_flight: VecDeque<(NodeId, NodeId, Vec<Message>)>,
     answers: Vec<(u64, CommandResult)>,
     now_ms: u64,
+    sweep: Option<Sweep>,
 }
 
 fn index(node: NodeId) -> usize {
@@ -46,7 +47,9 @@ fn index(node: NodeId) -> usize {
 }
 
 impl Cluster {
-    fn new() -> Cluster {
+    /// Three replicas with removal on, whose shards sweep with `sweep` (`None`: removal only
+    /// when a test asks).
+    fn new(sweep: Option<Sweep>) -> Cluster {
         let dirs: Vec<_> = NODES.iter().map(|_| tempfile::tempdir().unwrap()).collect();
         let mut cluster = Cluster {
             shards: Vec::new(),
@@ -54,6 +57,7 @@ impl Cluster {
             in_flight: VecDeque::new(),
             answers: Vec::new(),
             now_ms: 1,
+            sweep,
         };
         for node in NODES {
             cluster.start(node, 1);
@@ -81,8 +85,9 @@ impl Cluster {
             states,
         )
         .with_round_floor(store.round_floor());
-        self.shards
-            .insert(index(node), ShardCore::new(replica, store));
+        let mut shard = ShardCore::new(replica, store);
+        shard.set_sweep(self.sweep);
+        self.shards.insert(index(node), shard);
     }
 
     /// Ends a turn of `node` and queues what it sent.
@@ -167,7 +172,7 @@ fn set(value: &str, expiry: Expiry) -> Command {
 
 #[test]
 fn deleted_and_expired_registers_leave_every_replica_and_free_their_slots() {
-    let mut cluster = Cluster::new();
+    let mut cluster = Cluster::new(None);
     for i in 0..10 {
         cluster.command(NodeId(1), i, &format!("del:{i}"), set("v", Expiry::Clear));
         cluster.command(
@@ -230,4 +235,72 @@ fn deleted_and_expired_registers_leave_every_replica_and_free_their_slots() {
     for (before, after) in free.iter().zip(cluster.free_slots()) {
         assert_eq!(after + 1, *before);
     }
+}
+
+#[test]
+fn the_sweep_removes_expired_and_deleted_registers_within_its_bounds_per_tick() {
+    let sweep = Sweep {
+        interval_ms: 10,
+        batch: 4,
+        registers_per_tick: 8,
+        removals_per_tick: 3,
+    };
+    let mut cluster = Cluster::new(Some(sweep));
+    for i in 0..20 {
+        cluster.command(
+            NodeId(1),
+            i,
+            &format!("ttl:{i}"),
+            set("v", Expiry::AfterMs(50)),
+        );
+    }
+    for i in 0..5 {
+        cluster.command(
+            NodeId(1),
+            100 + i,
+            &format!("del:{i}"),
+            set("v", Expiry::Clear),
+        );
+        cluster.command(NodeId(1), 200 + i, &format!("del:{i}"), Command::Del);
+        cluster.command(
+            NodeId(2),
+            300 + i,
+            &format!("live:{i}"),
+            set("v", Expiry::Clear),
+        );
+    }
+    assert_eq!(cluster.held(), vec![(30, 30); 3]);
+    // Time stands still: the tick at the start found nothing, and the next is not due.
+    cluster.settle();
+    assert_eq!(cluster.held(), vec![(30, 30); 3]);
+    cluster.now_ms += 50;
+    let mut before = cluster.shards[0].sweep_stats();
+    for _ in 0..100 {
+        cluster.settle();
+        let after = cluster.shards[0].sweep_stats();
+        assert_eq!(after.ticks, before.ticks + 1, "one tick per interval");
+        assert!(after.visited - before.visited <= 8);
+        assert!(after.removals_started - before.removals_started <= 3);
+        before = after;
+        if cluster.held() == vec![(5, 5); 3] {
+            break;
+        }
+        cluster.now_ms += sweep.interval_ms;
+    }
+    // Every dead register left every replica; only node 1 removed (it wrote them last), and at
+    // least the 25 removals that took 9 ticks of 3.
+    assert_eq!(cluster.held(), vec![(5, 5); 3]);
+    assert!(before.ticks >= 1 + 9);
+    assert_eq!(before.removals_started, 25);
+    for shard in &cluster.shards[1..] {
+        assert_eq!(shard.sweep_stats().removals_started, 0);
+    }
+    assert_eq!(
+        cluster.command(NodeId(3), 400, "live:4", Command::Get),
+        Reply::Bulk("v".into())
+    );
+    assert_eq!(
+        cluster.command(NodeId(3), 401, "ttl:4", Command::Get),
+        Reply::Nil
+    );
 }
