@@ -55,6 +55,9 @@ pub struct ServerArgs {
     /// The most registers each shard's proposer keeps; beyond it, idle ones are dropped.
     #[arg(long, env = "LOGLESS_PROPOSER_REGISTERS_MAX")]
     pub proposer_registers_max: Option<usize>,
+    /// Whether deleted and expired keys are removed from every replica (docs/removal.md).
+    #[arg(long, env = "LOGLESS_REMOVE_DEAD_REGISTERS")]
+    pub remove_dead_registers: Option<bool>,
     /// The largest value in bytes.
     #[arg(long, env = "LOGLESS_VALUE_BYTES_MAX")]
     pub value_bytes_max: Option<usize>,
@@ -166,6 +169,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.proposer_registers_max {
         c.proposer_registers_max = v;
+    }
+    if let Some(v) = args.remove_dead_registers {
+        c.remove_dead_registers = v;
     }
     if let Some(v) = args.value_bytes_max {
         c.value_bytes_max = v;

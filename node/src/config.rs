@@ -12,7 +12,8 @@
 //! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
 //! thrifty_writes = false       # fast writes too: for clients that send a key to one replica
 //! proposer_registers_max = 262144  # registers each shard's proposer keeps; idle ones beyond go
-//! remove_dead_registers = false  # deleted and expired keys leave every replica (docs/removal.md)
+//! remove_dead_registers = true  # deleted and expired keys leave every replica (docs/removal.md)
+//! removal_grace_ms = 1000      # an expired value is removed once expired this long
 //! value_bytes_max = 1048576
 //! cluster_id = "prod-eu"       # peers of another cluster id are refused
 //! cluster_secret_file = "/etc/logless/cluster-secret"  # proven in every peer hello
@@ -179,9 +180,13 @@ pub struct NodeConfig {
     /// commands for many more keys than it uses at a time.
     pub proposer_registers_max: usize,
     /// Whether this replica removes deleted and expired registers it wrote last from every
-    /// replica, freeing their slots (`docs/removal.md`). Replicas apply removals from peers
-    /// whatever this says.
+    /// replica, freeing their slots, with a background sweep (`docs/removal.md`); on by
+    /// default. Replicas apply removals from peers whatever this says.
     pub remove_dead_registers: bool,
+    /// How long a value must have been expired, by this replica's clock, before it removes it
+    /// (deleted ones go at once): a replica whose clock is behind by less than this would read
+    /// the value expired too, so removal adds nothing to the clock-skew window of expiry.
+    pub removal_grace_ms: u64,
     /// The largest string value, or the largest sum of a collection's elements, in bytes:
     /// Redis's `proto-max-bulk-len` (a longer argument is answered with an error).
     pub value_bytes_max: usize,
@@ -249,7 +254,8 @@ impl Default for NodeConfig {
             thrifty_reads: true,
             thrifty_writes: false,
             proposer_registers_max: logless_rmw::config::REGISTERS_MAX_DEFAULT,
-            remove_dead_registers: false,
+            remove_dead_registers: true,
+            removal_grace_ms: 1_000,
             value_bytes_max: logless_redis::session::VALUE_BYTES_MAX_DEFAULT,
             set_members_max: 100_000,
             request_timeout_ms: 5_000,
@@ -341,6 +347,7 @@ impl NodeConfig {
         proposer.thrifty_writes = self.thrifty_writes;
         proposer.registers_max = self.proposer_registers_max;
         proposer.remove_dead_registers = self.remove_dead_registers;
+        proposer.removal_grace_ms = self.removal_grace_ms;
         proposer.request_timeout_ms = self.request_timeout_ms;
         proposer.backoff_max_ms = BACKOFF_MAX_MS;
         proposer.limits = Limits {

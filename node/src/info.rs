@@ -278,7 +278,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
         let p = &totals.proposer;
         let _ = write!(
             out,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nlogless_reads:{}\r\nlogless_writes:{}\r\nlogless_fast_writes:{}\r\nlogless_denied:{}\r\nlogless_reads_widened:{}\r\nlogless_writes_widened:{}\r\nlogless_retries:{}\r\nlogless_write_throughs:{}\r\nlogless_conflicts:{}\r\nlogless_timeouts:{}\r\nlogless_registers_dropped:{}\r\nlogless_flushes:{}\r\nlogless_protocol_errors:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nlogless_reads:{}\r\nlogless_writes:{}\r\nlogless_fast_writes:{}\r\nlogless_denied:{}\r\nlogless_reads_widened:{}\r\nlogless_writes_widened:{}\r\nlogless_retries:{}\r\nlogless_write_throughs:{}\r\nlogless_conflicts:{}\r\nlogless_timeouts:{}\r\nlogless_registers_dropped:{}\r\nlogless_registers_removed:{}\r\nlogless_flushes:{}\r\nlogless_protocol_errors:{}\r\n\r\n",
             context.clients.accepted.load(Ordering::Relaxed),
             context.clients.requests.load(Ordering::Relaxed),
             context.clients.bytes_in.load(Ordering::Relaxed),
@@ -294,6 +294,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             p.nacks,
             p.timeouts,
             p.registers_dropped,
+            totals.registers_removed,
             totals.flushes,
             context.clients.protocol_errors.load(Ordering::Relaxed),
         );
@@ -313,10 +314,15 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
     if wanted("keyspace") {
         let _ = write!(out, "# Keyspace\r\n");
         if totals.live_registers > 0 {
+            // Exact for this replica's copy, where redis estimates `avg_ttl` from samples.
+            let avg_ttl = totals
+                .ttl_ms_sum
+                .checked_div(totals.expiring_registers)
+                .unwrap_or(0);
             let _ = write!(
                 out,
-                "db0:keys={},expires=0,avg_ttl=0\r\n",
-                totals.live_registers
+                "db0:keys={},expires={},avg_ttl={avg_ttl}\r\n",
+                totals.live_registers, totals.expiring_registers
             );
         }
         out.push_str("\r\n");

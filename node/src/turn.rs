@@ -17,7 +17,6 @@ use logless_rmw::ids::{ClientTag, Key, NodeId};
 use logless_rmw::message::{Envelope, Message};
 use logless_rmw::persist::{AcceptorStore, PersistBatch};
 use logless_rmw::proposer::{ProposeError, ProposerStats};
-use logless_rmw::removal::removal_candidate;
 use logless_rmw::replica::{Replica, SpentOutput};
 use logless_rmw::timers::Timers;
 use logless_storage::media::{FileMedia, Media};
@@ -514,7 +513,7 @@ impl<R, M: Media> ShardCore<R, M> {
         }
         self.next_sweep_ms = self.now_ms.saturating_add(sweep.interval_ms);
         self.sweep_stats.ticks += 1;
-        let (node, now_ms) = (self.node, self.now_ms);
+        let now_ms = self.now_ms;
         let mut visited = 0;
         let mut started = 0;
         let mut dead = Vec::new();
@@ -527,7 +526,7 @@ impl<R, M: Media> ShardCore<R, M> {
             dead.extend(
                 states
                     .into_iter()
-                    .filter(|(_, state)| removal_candidate(state, node, now_ms))
+                    .filter(|(_, state)| self.replica.removal_candidate(state, now_ms))
                     .map(|(key, _)| key.clone()),
             );
             let candidates = dead.len();

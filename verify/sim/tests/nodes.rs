@@ -135,6 +135,7 @@ fn faulty_whole_node_schedules_stay_linearizable() {
                 t.clock_skew_ms_max = t.clock_skew_ms_max.max(r.clock_skew_ms_max);
                 t.batches += r.batches;
                 t.link_breaks += r.link_breaks;
+                t.registers_removed += r.registers_removed;
             }
             Err(e) => failures.push(e),
         }
@@ -152,7 +153,7 @@ fn faulty_whole_node_schedules_stay_linearizable() {
          {}, inside a flush {}, torn sectors {}), partition changes {}, clock jumps {} (shard \
          clocks up to {} ms from simulated time), message batches {} (link breaks {}); on \
          expiring keys {} operations, {} reads of an absent or expired key, {} leases taken \
-         over; porcupine checked {porcupine_ops} lines, deciding {undecided:?} where the Rust \
+         over; {} dead registers removed; porcupine checked {porcupine_ops} lines, deciding {undecided:?} where the Rust \
          checker's search gave up",
         failures.len(),
         t.operations,
@@ -172,6 +173,7 @@ fn faulty_whole_node_schedules_stay_linearizable() {
         t.expiring_ops,
         t.expiring_absent_reads,
         t.leases_taken_over,
+        t.registers_removed,
     );
     assert!(
         failures.is_empty(),
@@ -182,6 +184,7 @@ fn faulty_whole_node_schedules_stay_linearizable() {
     assert!(t.power_failures > 0 && t.crashes_all > 0 && t.torn_sectors > 0);
     assert!(t.crashes_in_flush > 0 && t.clock_jumps > 0 && t.partitions > 0);
     assert!(t.expiring_absent_reads > 0 && t.leases_taken_over > 0);
+    assert!(t.registers_removed > 0);
 }
 
 /// Runs `seeds` seeds with `bugs` and returns how many were caught.
