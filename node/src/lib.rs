@@ -9,6 +9,7 @@
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
 //! * [`hello`] — the peer hello: cluster id and a challenge–response proving the secret;
 //! * [`peer`] — the TCP transport between the same shard of every replica;
+//! * [`memory`] — `maxmemory`: the used memory sampled, and which commands go over it;
 //! * [`limits`] — what one client or peer connection may hold, and for how long;
 //! * [`tls`] — TLS for clients and peers: rustls configurations and handshakes;
 //! * [`front`], [`info`] and [`admin`] — the Redis front end: sockets and buffers around each
@@ -28,6 +29,7 @@ pub mod hello;
 pub mod http;
 pub mod info;
 pub mod limits;
+pub mod memory;
 pub mod node;
 pub mod peer;
 pub mod shard;

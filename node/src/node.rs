@@ -18,6 +18,7 @@ use tracing::{error, info, warn};
 use crate::config::{ConfigError, NodeConfig};
 use crate::context::{Bound, ClientCounters, NodeContext, Settings};
 use crate::limits::PeerLimits;
+use crate::memory::{self, Memory};
 use crate::peer::{self, PeerCounters};
 use crate::shard::{Shard, ShardBugs, ShardInput};
 use crate::store::{self, OpenError, ShardStore};
@@ -210,6 +211,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         tls: tls.peers,
     };
     let options = store::store_options(durability, config.value_bytes_max);
+    let memory = Arc::new(Memory::new(config.maxmemory));
     let mut shard_inputs = Vec::new();
     let mut shard_handles = Vec::new();
     let mut recovered_total = 0;
@@ -246,6 +248,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         }
         shard_inputs.push(tx);
         let mut handle = Shard::new(replica, store, rx, links);
+        handle.watch_memory(memory.clone());
         if FAULT_INJECTION {
             handle.inject_bugs(bugs.shard);
         }
@@ -261,6 +264,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
 
     let context = Arc::new(NodeContext {
         settings: Settings::new(&config),
+        memory: memory.clone(),
         acl: Arc::new(acl),
         config,
         node,
@@ -293,6 +297,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             }
         }));
     }
+    tokio::spawn(memory::sample_until(memory, shutdown_rx.clone()));
     tokio::spawn(peer::accept(
         peer_listener,
         transport,

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use logless_commands::command::{Command, Reply};
+use logless_commands::command::{Command, CommandError, Reply};
 use logless_redis::session::{Answer, Failure};
 use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::ids::{ClientTag, Key, NodeId};
@@ -23,6 +23,7 @@ use logless_storage::media::{FileMedia, Media};
 use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
 
+use crate::memory::needs_space;
 use crate::store::ShardStore;
 
 /// The answer a client waits for.
@@ -127,7 +128,7 @@ pub struct ShardStatus {
     /// The proposer's counters.
     pub proposer: ProposerStats,
     /// Commands answered, by command name and outcome (`ok`, `not_applied`, `unknown`,
-    /// `overloaded`).
+    /// `overloaded`, `oom`: refused over `maxmemory`).
     pub commands: FxHashMap<(&'static str, &'static str), u64>,
     /// Command latency in microseconds, by command name.
     pub latency_us: FxHashMap<&'static str, Histogram<u64>>,
@@ -242,6 +243,12 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     /// Where the sweep goes on (a [`Replica::scan_states`] cursor).
     sweep_cursor: u64,
     sweep_stats: SweepStats,
+    /// Whether the replica is over `maxmemory` this turn (see [`crate::memory`]).
+    memory_full: bool,
+    /// Commands refused this turn for want of memory, answered at its end.
+    refused: Vec<(R, &'static str)>,
+    /// Commands refused for want of memory since start.
+    refused_oom: u64,
 }
 
 impl<R, M: Media> ShardCore<R, M> {
@@ -270,7 +277,16 @@ impl<R, M: Media> ShardCore<R, M> {
             next_sweep_ms: 0,
             sweep_cursor: 0,
             sweep_stats: SweepStats::default(),
+            memory_full: false,
+            refused: Vec::new(),
+            refused_oom: 0,
         }
+    }
+
+    /// Whether the replica is over `maxmemory`: from now on, commands that may need new space
+    /// are refused ([`crate::memory::needs_space`]).
+    pub fn set_memory_full(&mut self, full: bool) {
+        self.memory_full = full;
     }
 
     /// Sets the background sweep's bounds (`None`: no sweep). It runs only while removal is on.
@@ -320,6 +336,13 @@ impl<R, M: Media> ShardCore<R, M> {
     /// replica together, in the order submitted, before the turn's next peer messages or at its
     /// end, so that it prefetches their registers ahead (`Replica::handle_commands`).
     pub fn submit(&mut self, key: Key, command: Command, reply: R) {
+        if self.memory_full {
+            let held = self.replica.acceptor_state(&key).map(|s| &*s.value);
+            if needs_space(&command, held, self.now_ms) {
+                self.refused.push((reply, command.name()));
+                return;
+            }
+        }
         self.next_tag += 1;
         let tag = self.next_tag;
         self.waiting.insert(
@@ -391,6 +414,11 @@ impl<R, M: Media> ShardCore<R, M> {
         } else {
             outlet.mono_us()
         };
+        for (reply, name) in self.refused.drain(..) {
+            self.refused_oom += 1;
+            *self.commands.entry((name, "oom")).or_default() += 1;
+            outlet.answer(reply, Ok(Reply::Error(CommandError::OutOfMemory)));
+        }
         for reply in output.replies.drain(..) {
             let Some(waiting) = self.waiting.remove(&reply.client.0) else {
                 continue;
