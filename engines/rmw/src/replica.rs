@@ -256,7 +256,8 @@ impl Replica {
     /// Up to `count` (at least one) acceptor states from where `cursor` points, and the
     /// cursor of the next call (0 once every state was visited); cursor 0 starts. Every
     /// register this replica holds a state for from a scan's first call to its last is
-    /// returned at least once; a cursor from before the table grew restarts the scan (see
+    /// returned at least once, unless registers were removed meanwhile (the table may then
+    /// rehash in place); a cursor from before the table grew restarts the scan (see
     /// [`ScanCursor`]). Tombstones and expired values are states
     /// too: callers filter them.
     pub fn scan_states(&self, cursor: u64, count: usize) -> (u64, Vec<(&Key, &AcceptorState)>) {

@@ -246,6 +246,41 @@ fn ignoring_learned_is_caught() {
     assert!(caught(bugs, 60, |_| {}) > 0);
 }
 
+/// Removal on every seed, expired values removed as soon as they expire, and no clock jumps
+/// (the checkers judge expiry at each command's stamp, exact within one clock).
+fn removing_at_once(config: &mut NodeSimConfig) {
+    config.node.remove_dead_registers = true;
+    config.node.removal_grace_ms = 0;
+    config.faults.clock_jump_every_us = 0;
+}
+
+#[test]
+fn removal_before_every_replica_holds_the_tombstone_is_caught() {
+    let bugs = Bugs {
+        core: InjectedBugs {
+            remove_before_all_hold_tombstone: true,
+            ..InjectedBugs::default()
+        },
+        ..Bugs::default()
+    };
+    assert!(caught(bugs, REMOVAL_BUG_SEEDS, removing_at_once) > 0);
+}
+
+#[test]
+fn removal_without_the_round_floor_is_caught() {
+    let bugs = Bugs {
+        core: InjectedBugs {
+            skip_removal_fence: true,
+            ..InjectedBugs::default()
+        },
+        ..Bugs::default()
+    };
+    assert!(caught(bugs, REMOVAL_BUG_SEEDS, removing_at_once) > 0);
+}
+
+/// The seeds each removal bug runs on.
+const REMOVAL_BUG_SEEDS: u64 = 200;
+
 #[test]
 fn no_faults_means_no_failures_and_the_harness_sees_faults() {
     // A run without faults must not count crashes, and a run with them must.
