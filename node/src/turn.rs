@@ -247,8 +247,6 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     memory_full: bool,
     /// Commands refused this turn for want of memory, answered at its end.
     refused: Vec<(R, &'static str)>,
-    /// Commands refused for want of memory since start.
-    refused_oom: u64,
 }
 
 impl<R, M: Media> ShardCore<R, M> {
@@ -279,7 +277,6 @@ impl<R, M: Media> ShardCore<R, M> {
             sweep_stats: SweepStats::default(),
             memory_full: false,
             refused: Vec::new(),
-            refused_oom: 0,
         }
     }
 
@@ -415,7 +412,6 @@ impl<R, M: Media> ShardCore<R, M> {
             outlet.mono_us()
         };
         for (reply, name) in self.refused.drain(..) {
-            self.refused_oom += 1;
             *self.commands.entry((name, "oom")).or_default() += 1;
             outlet.answer(reply, Ok(Reply::Error(CommandError::OutOfMemory)));
         }

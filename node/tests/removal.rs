@@ -40,6 +40,7 @@ struct Cluster {
     answers: Vec<(u64, CommandResult)>,
     now_ms: u64,
     sweep: Option<Sweep>,
+    removal_grace_ms: u64,
 }
 
 fn index(node: NodeId) -> usize {
@@ -48,8 +49,13 @@ fn index(node: NodeId) -> usize {
 
 impl Cluster {
     /// Three replicas with removal on, whose shards sweep with `sweep` (`None`: removal only
-    /// when a test asks).
+    /// when a test asks), removing expired values at once.
     fn new(sweep: Option<Sweep>) -> Cluster {
+        Cluster::with_grace(sweep, 0)
+    }
+
+    /// [`Cluster::new`] removing expired values once expired for `removal_grace_ms`.
+    fn with_grace(sweep: Option<Sweep>, removal_grace_ms: u64) -> Cluster {
         let dirs: Vec<_> = NODES.iter().map(|_| tempfile::tempdir().unwrap()).collect();
         let mut cluster = Cluster {
             shards: Vec::new(),
@@ -58,6 +64,7 @@ impl Cluster {
             answers: Vec::new(),
             now_ms: 1,
             sweep,
+            removal_grace_ms,
         };
         for node in NODES {
             cluster.start(node, 1);
@@ -73,6 +80,7 @@ impl Cluster {
         }
         let config = NodeConfig {
             remove_dead_registers: true,
+            removal_grace_ms: self.removal_grace_ms,
             ..NodeConfig::default()
         };
         let options = store_options(Durability::Mmap, 1024);
@@ -303,4 +311,21 @@ fn the_sweep_removes_expired_and_deleted_registers_within_its_bounds_per_tick() 
         cluster.command(NodeId(3), 401, "ttl:4", Command::Get),
         Reply::Nil
     );
+}
+
+#[test]
+fn an_expired_value_is_removed_only_after_the_grace_and_a_deleted_one_at_once() {
+    let mut cluster = Cluster::with_grace(None, 1_000);
+    cluster.command(NodeId(1), 1, "ttl", set("v", Expiry::AfterMs(50)));
+    cluster.command(NodeId(1), 2, "del", set("v", Expiry::Clear));
+    cluster.command(NodeId(1), 3, "del", Command::Del);
+    cluster.now_ms += 60;
+    // Expired (at 51) 10 ms ago: only the deleted one goes.
+    assert_eq!(cluster.remove_dead(NodeId(1)), 1);
+    assert_eq!(cluster.held(), vec![(1, 1); 3]);
+    cluster.now_ms += 989;
+    assert_eq!(cluster.remove_dead(NodeId(1)), 0, "999 ms after its expiry");
+    cluster.now_ms += 1;
+    assert_eq!(cluster.remove_dead(NodeId(1)), 1);
+    assert_eq!(cluster.held(), vec![(0, 0); 3]);
 }
