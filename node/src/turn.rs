@@ -243,6 +243,8 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     /// Where the sweep goes on (a [`Replica::scan_states`] cursor).
     sweep_cursor: u64,
     sweep_stats: SweepStats,
+    /// The registers whose removal the sweep started, and when (turn clock, ms).
+    removing: FxHashMap<Key, u64>,
     /// Whether the replica is over `maxmemory` this turn (see [`crate::memory`]).
     memory_full: bool,
     /// Commands refused this turn for want of memory, answered at its end.
@@ -275,6 +277,7 @@ impl<R, M: Media> ShardCore<R, M> {
             next_sweep_ms: 0,
             sweep_cursor: 0,
             sweep_stats: SweepStats::default(),
+            removing: FxHashMap::default(),
             memory_full: false,
             refused: Vec::new(),
         }
@@ -538,6 +541,12 @@ impl<R, M: Media> ShardCore<R, M> {
         self.next_sweep_ms = self.now_ms.saturating_add(sweep.interval_ms);
         self.sweep_stats.ticks += 1;
         let now_ms = self.now_ms;
+        // A removal's read is given the request timeout to end before the sweep asks again:
+        // asking again restarts it, and on a slow network one restarted every tick would
+        // never end.
+        let patience_ms = self.replica.proposer_config().request_timeout_ms;
+        self.removing
+            .retain(|_, started_ms| now_ms < started_ms.saturating_add(patience_ms));
         let mut visited = 0;
         let mut started = 0;
         let mut dead = Vec::new();
@@ -550,12 +559,18 @@ impl<R, M: Media> ShardCore<R, M> {
             dead.extend(
                 states
                     .into_iter()
-                    .filter(|(_, state)| self.replica.removal_candidate(state, now_ms))
+                    .filter(|(key, state)| {
+                        !self.removing.contains_key(*key)
+                            && self.replica.removal_candidate(state, now_ms)
+                    })
                     .map(|(key, _)| key.clone()),
             );
             let candidates = dead.len();
-            for key in dead.iter().take(sweep.removals_per_tick - started) {
-                started += usize::from(self.replica.remove_if_dead(now_ms, key));
+            for key in dead.drain(..).take(sweep.removals_per_tick - started) {
+                if self.replica.remove_if_dead(now_ms, &key) {
+                    self.removing.insert(key, now_ms);
+                    started += 1;
+                }
             }
             // Go on while more than a tenth of the batch was dead, and not past the table's
             // end (the next tick starts it again).

@@ -1,5 +1,6 @@
 //! What a whole-node run is told (nodes, faults, workload, bugs) and what it reports.
 use logless_node::config::NodeConfig;
+use logless_node::turn::Sweep;
 use logless_node::node::Bugs;
 use logless_storage::Durability;
 
@@ -110,6 +111,8 @@ pub struct NodeSimConfig {
     /// vote with everyone by default, and the proposer's register bound is never reached by
     /// the few keys here. Requests time out after 400 ms.
     pub node: NodeConfig,
+    /// The shards' background sweep (it runs while `node` has removal on).
+    pub sweep: Sweep,
     /// Deliberate bugs (harness tests only), the same switches a node starts with.
     pub bugs: Bugs,
 }
@@ -142,6 +145,7 @@ impl NodeSimConfig {
                 request_timeout_ms: 400,
                 ..NodeConfig::default()
             },
+            sweep: Sweep::default(),
             bugs: Bugs::default(),
         }
     }

@@ -430,6 +430,7 @@ impl NodeCluster {
                             .with_round_floor(store.round_floor());
                     let mut core = ShardCore::new(replica, store);
                     core.inject_bugs(bugs);
+                    core.set_sweep(Some(self.config.sweep));
                     shard.core = Some(core);
                 }
                 Err(e) => failures.push(format!(
