@@ -1,7 +1,7 @@
 //! What a whole-node run is told (nodes, faults, workload, bugs) and what it reports.
 use logless_node::config::NodeConfig;
-use logless_node::turn::Sweep;
 use logless_node::node::Bugs;
+use logless_node::turn::Sweep;
 use logless_storage::Durability;
 
 /// Faults of a whole-node run.
