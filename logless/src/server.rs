@@ -70,6 +70,13 @@ pub struct ServerArgs {
     /// The most registers each shard's proposer keeps; beyond it, idle ones are dropped.
     #[arg(long, env = "LOGLESS_PROPOSER_REGISTERS_MAX")]
     pub proposer_registers_max: Option<usize>,
+    /// Whether deleted and expired keys are removed from every replica (docs/removal.md).
+    #[arg(long, env = "LOGLESS_REMOVE_DEAD_REGISTERS")]
+    pub remove_dead_registers: Option<bool>,
+    /// The most memory (resident set) the replica may use, in bytes or with redis's units
+    /// (512mb, 4gb); above it, commands that need new space are refused (0: no limit).
+    #[arg(long, env = "LOGLESS_MAXMEMORY", value_parser = parse_maxmemory)]
+    pub maxmemory: Option<u64>,
     /// The largest value in bytes.
     #[arg(long, env = "LOGLESS_VALUE_BYTES_MAX")]
     pub value_bytes_max: Option<usize>,
@@ -200,6 +207,12 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.proposer_registers_max {
         c.proposer_registers_max = v;
+    }
+    if let Some(v) = args.remove_dead_registers {
+        c.remove_dead_registers = v;
+    }
+    if let Some(v) = args.maxmemory {
+        c.maxmemory = v;
     }
     if let Some(v) = args.value_bytes_max {
         c.value_bytes_max = v;
@@ -338,5 +351,12 @@ pub fn server(args: &ServerArgs) -> ExitCode {
         } else {
             ExitCode::FAILURE
         }
+    })
+}
+
+/// Reads `--maxmemory`: bytes, or digits with redis's units.
+fn parse_maxmemory(text: &str) -> Result<u64, String> {
+    logless_node::config::parse_memory(text).ok_or_else(|| {
+        format!("{text:?} is not a memory size (bytes, or digits with k, kb, m, mb, g or gb)")
     })
 }

@@ -16,8 +16,10 @@
 //! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
 //! thrifty_writes = false       # fast writes too: for clients that send a key to one replica
 //! proposer_registers_max = 262144  # registers each shard's proposer keeps; idle ones beyond go
-//! remove_dead_registers = false  # deleted and expired keys leave every replica (docs/removal.md)
+//! remove_dead_registers = true  # deleted and expired keys leave every replica (docs/removal.md)
+//! removal_grace_ms = 1000      # an expired value is removed once expired this long
 //! value_bytes_max = 1048576
+//! maxmemory = "4gb"            # refuse commands needing new space above this RSS (0: no limit)
 //! cluster_id = "prod-eu"       # peers of another cluster id are refused
 //! cluster_secret_file = "/etc/logless/cluster-secret"  # proven in every peer hello
 //! rejoin = false               # true once after a lost data directory (docs/lost-disk.md)
@@ -238,9 +240,18 @@ pub struct NodeConfig {
     /// commands for many more keys than it uses at a time.
     pub proposer_registers_max: usize,
     /// Whether this replica removes deleted and expired registers it wrote last from every
-    /// replica, freeing their slots (`docs/removal.md`). Replicas apply removals from peers
-    /// whatever this says.
+    /// replica, freeing their slots, with a background sweep (`docs/removal.md`); on by
+    /// default. Replicas apply removals from peers whatever this says.
     pub remove_dead_registers: bool,
+    /// How long a value must have been expired, by this replica's clock, before it removes it
+    /// (deleted ones go at once): a replica whose clock is behind by less than this would read
+    /// the value expired too, so removal adds nothing to the clock-skew window of expiry.
+    pub removal_grace_ms: u64,
+    /// The most memory the replica may use, in bytes (0: no limit): above it, commands that
+    /// may need new space are refused with redis's OOM error (see [`crate::memory`]). In the
+    /// file an integer, or text with redis's units (`"512mb"`, `"4gb"`).
+    #[serde(deserialize_with = "memory_size")]
+    pub maxmemory: u64,
     /// The largest string value, or the largest sum of a collection's elements, in bytes:
     /// Redis's `proto-max-bulk-len` (a longer argument is answered with an error).
     pub value_bytes_max: usize,
@@ -316,7 +327,9 @@ impl Default for NodeConfig {
             thrifty_reads: true,
             thrifty_writes: false,
             proposer_registers_max: logless_rmw::config::REGISTERS_MAX_DEFAULT,
-            remove_dead_registers: false,
+            remove_dead_registers: true,
+            removal_grace_ms: 1_000,
+            maxmemory: 0,
             value_bytes_max: logless_redis::session::VALUE_BYTES_MAX_DEFAULT,
             set_members_max: 100_000,
             request_timeout_ms: 5_000,
@@ -346,6 +359,45 @@ impl Default for NodeConfig {
 /// The default `client_output_buffer_limit`: 256 MiB, room for replies of several values at
 /// the largest `value_bytes_max`.
 pub const CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT: usize = 256 << 20;
+
+/// A memory size as redis's configuration writes it: digits, then optionally `k`, `kb`, `m`,
+/// `mb`, `g` or `gb` (any case; `k` is 1000 and `kb` 1024).
+pub fn parse_memory(text: &str) -> Option<u64> {
+    let text = text.to_ascii_lowercase();
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: u64 = match &text[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(unit)
+}
+
+/// Reads a memory size from the file: an integer, or text [`parse_memory`] takes.
+fn memory_size<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    match Size::deserialize(deserializer)? {
+        Size::Bytes(n) => Ok(n),
+        Size::Text(text) => parse_memory(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not a memory size (bytes, or digits with k, kb, m, mb, g or gb)"
+            ))
+        }),
+    }
+}
 
 /// Parses a durability mode name.
 pub fn parse_durability(name: &str) -> Result<Durability, ConfigError> {
@@ -412,6 +464,7 @@ impl NodeConfig {
         proposer.thrifty_writes = self.thrifty_writes;
         proposer.registers_max = self.proposer_registers_max;
         proposer.remove_dead_registers = self.remove_dead_registers;
+        proposer.removal_grace_ms = self.removal_grace_ms;
         proposer.request_timeout_ms = self.request_timeout_ms;
         proposer.backoff_max_ms = BACKOFF_MAX_MS;
         proposer.limits = self.command_limits();
@@ -479,6 +532,11 @@ impl NodeConfig {
         let invalid = |m: String| Err(ConfigError::Invalid(m));
         if self.node_id == 0 {
             return invalid("node_id must be between 1 and 65535".into());
+        }
+        if self.maxmemory > 0 && crate::memory::resident_bytes().is_none() {
+            return invalid(
+                "maxmemory needs the resident set size from /proc/self/status (Linux)".into(),
+            );
         }
         if ![1, 3, 5, 7].contains(&self.peers.len()) {
             return invalid(format!(

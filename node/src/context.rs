@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use crate::clients::ClientRegistry;
 use crate::config::NodeConfig;
 use crate::log_loop::LogInput;
+use crate::memory::Memory;
 use crate::peer::PeerCounters;
 use crate::psmr_loop::PsmrInput;
 use crate::shard::ShardInput;
@@ -42,6 +43,8 @@ pub struct NodeContext {
     pub connections: Arc<ClientRegistry>,
     /// The settings CONFIG SET changes while the replica runs.
     pub settings: Settings,
+    /// The used memory and `maxmemory` (which CONFIG SET changes).
+    pub memory: Arc<Memory>,
     /// The peer transport's counters.
     pub peers: Arc<PeerCounters>,
     /// The addresses actually bound.

@@ -22,7 +22,7 @@ use logless_redis::table::admin::{
 };
 
 use crate::clients::Connection;
-use crate::config::VALUE_BYTES_MAX_LIMIT;
+use crate::config::{self, VALUE_BYTES_MAX_LIMIT};
 use crate::context::NodeContext;
 use crate::shard::ShardInput;
 use crate::{admin, status};
@@ -56,6 +56,7 @@ enum Change {
     ClientsMax(usize),
     ThriftyReads(bool),
     ThriftyWrites(bool),
+    MaxMemory(u64),
     Ignored,
 }
 
@@ -83,6 +84,7 @@ async fn config_set(pairs: &[(Bytes, Bytes)], context: &NodeContext) -> Value {
                 settings.thrifty_writes.store(on, Ordering::Relaxed);
                 thrifty_changed = true;
             }
+            Change::MaxMemory(n) => context.memory.set_limit(n),
             Change::Ignored => {}
         }
     }
@@ -125,6 +127,9 @@ fn config_change(name: &[u8], value: &[u8], context: &NodeContext) -> Result<Cha
                 "argument couldn't be parsed into an integer",
             )),
         },
+        b"maxmemory" => parse_memory(value)
+            .map(Change::MaxMemory)
+            .ok_or_else(|| bad_config_value(name, "argument must be a memory value")),
         b"logless-thrifty-reads" => parse_bool(name, value).map(Change::ThriftyReads),
         b"logless-thrifty-writes" => parse_bool(name, value).map(Change::ThriftyWrites),
         b"databases" => Err(bad_config_value(name, "can't set immutable config")),
@@ -159,25 +164,9 @@ fn parse_bool(name: &[u8], value: &[u8]) -> Result<bool, String> {
     }
 }
 
-/// A memory size as Redis's configuration reads it: digits, then optionally `k`, `kb`, `m`,
-/// `mb`, `g` or `gb` (any case; `k` is 1000 and `kb` 1024).
+/// A memory size as redis's configuration reads it (see [`config::parse_memory`]).
 fn parse_memory(value: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(value).ok()?.to_ascii_lowercase();
-    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit: u64 = match &text[digits.len()..] {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<u64>().ok()?.checked_mul(unit)
+    config::parse_memory(std::str::from_utf8(value).ok()?)
 }
 
 /// Every parameter CONFIG GET shows: logless's runtime settings and configuration, then the
@@ -195,6 +184,7 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
             "proto-max-bulk-len",
             settings.value_bytes_max.load(Ordering::Relaxed).to_string(),
         ),
+        ("maxmemory", context.memory.limit().to_string()),
         ("timeout", c.timeout.to_string()),
         (
             "client-query-buffer-limit",
@@ -216,6 +206,11 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
             "logless-proposer-registers-max",
             c.proposer_registers_max.to_string(),
         ),
+        (
+            "logless-remove-dead-registers",
+            c.remove_dead_registers.to_string(),
+        ),
+        ("logless-removal-grace-ms", c.removal_grace_ms.to_string()),
     ];
     values.extend(
         IGNORED_CONFIG
@@ -276,11 +271,21 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             context.clients.refused.load(Ordering::Relaxed),
         );
     }
+    if wanted("memory") {
+        let memory = &context.memory;
+        let _ = write!(
+            out,
+            "# Memory\r\nused_memory:{}\r\nused_memory_rss:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:noeviction\r\nlogless_used_memory_is:rss\r\n\r\n",
+            memory.used(),
+            memory.used(),
+            memory.limit(),
+        );
+    }
     if wanted("stats") {
         let p = &totals.proposer;
         let _ = write!(
             out,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nlogless_reads:{}\r\nlogless_writes:{}\r\nlogless_fast_writes:{}\r\nlogless_denied:{}\r\nlogless_reads_widened:{}\r\nlogless_writes_widened:{}\r\nlogless_retries:{}\r\nlogless_write_throughs:{}\r\nlogless_conflicts:{}\r\nlogless_timeouts:{}\r\nlogless_registers_dropped:{}\r\nlogless_flushes:{}\r\nlogless_protocol_errors:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nlogless_reads:{}\r\nlogless_writes:{}\r\nlogless_fast_writes:{}\r\nlogless_denied:{}\r\nlogless_reads_widened:{}\r\nlogless_writes_widened:{}\r\nlogless_retries:{}\r\nlogless_write_throughs:{}\r\nlogless_conflicts:{}\r\nlogless_timeouts:{}\r\nlogless_registers_dropped:{}\r\nlogless_registers_removed:{}\r\nlogless_flushes:{}\r\nlogless_protocol_errors:{}\r\n\r\n",
             context.clients.accepted.load(Ordering::Relaxed),
             context.clients.requests.load(Ordering::Relaxed),
             context.clients.bytes_in.load(Ordering::Relaxed),
@@ -296,6 +301,7 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             p.nacks,
             p.timeouts,
             p.registers_dropped,
+            totals.registers_removed,
             totals.flushes,
             context.clients.protocol_errors.load(Ordering::Relaxed),
         );
@@ -330,10 +336,15 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
     if wanted("keyspace") {
         let _ = write!(out, "# Keyspace\r\n");
         if totals.live_registers > 0 {
+            // Exact for this replica's copy, where redis estimates `avg_ttl` from samples.
+            let avg_ttl = totals
+                .ttl_ms_sum
+                .checked_div(totals.expiring_registers)
+                .unwrap_or(0);
             let _ = write!(
                 out,
-                "db0:keys={},expires=0,avg_ttl=0\r\n",
-                totals.live_registers
+                "db0:keys={},expires={},avg_ttl={avg_ttl}\r\n",
+                totals.live_registers, totals.expiring_registers
             );
         }
         out.push_str("\r\n");

@@ -18,6 +18,7 @@
 //!   execution plan, and the Redis commands of the B⁺-tree key-value service it serves;
 //! * [`peer`] — the TCP transport between the same shard of every replica, and
 //!   [`peer_codec`] — its frames for each engine;
+//! * [`memory`] — `maxmemory`: the used memory sampled, and which commands go over it;
 //! * [`limits`] — what one client or peer connection may hold, and for how long;
 //! * [`tls`] — TLS for clients and peers: rustls configurations and handshakes;
 //! * [`front`], [`info`] and [`admin`] — the Redis front end: sockets and buffers around each
@@ -42,6 +43,7 @@ pub mod lives;
 pub mod log_loop;
 pub mod log_ops;
 pub mod log_turn;
+pub mod memory;
 pub mod node;
 pub mod peer;
 pub mod peer_codec;

@@ -23,6 +23,7 @@ use crate::limits::PeerLimits;
 use crate::log_loop::{LogInput, LogLoop};
 use crate::log_turn::LogCore;
 use crate::lives::{Admission, Life, Lives};
+use crate::memory::{self, Memory};
 use crate::peer::{self, PeerCounters};
 use crate::peer_codec::{LogCodec, PsmrCodec, RmwCodec};
 use crate::psmr_loop::{PsmrInput, PsmrLoop};
@@ -321,6 +322,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         admission: admission.clone(),
     };
     let options = store::store_options(durability, config.value_bytes_max);
+    let memory = Arc::new(Memory::new(config.maxmemory));
     let mut shard_inputs = Vec::new();
     let mut shard_handles = Vec::new();
     let mut recovered_total = 0;
@@ -366,6 +368,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         }
         shard_inputs.push(tx);
         let mut handle = Shard::new(replica, store, rx, links);
+        handle.watch_memory(memory.clone());
         if FAULT_INJECTION {
             handle.inject_bugs(bugs.shard);
         }
@@ -408,6 +411,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
 
     let context = Arc::new(NodeContext {
         settings: Settings::new(&config),
+        memory: memory.clone(),
         acl: Arc::new(acl),
         config,
         node,
@@ -429,6 +433,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         let what = format!("shard {index}");
         shards.push(spawn_loop(shard.run(), what, &context, &shutdown));
     }
+    tokio::spawn(memory::sample_until(memory, shutdown_rx.clone()));
     if let Some((_, log_loop)) = log {
         shards.push(spawn_loop(
             log_loop.run(),

@@ -5,6 +5,7 @@
 //! nothing on the hot path takes a lock. Each turn takes everything that is waiting (client
 //! commands, peer messages, link failures, due timers) and hands it to the core's turn logic
 //! ([`crate::turn`]), which persists and flushes once before anything leaves.
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -16,6 +17,7 @@ use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::memory::Memory;
 use crate::store::ShardStore;
 pub use crate::turn::{CommandResult, ShardBugs, ShardStatus};
 use crate::turn::{Outlet, ShardCore};
@@ -96,6 +98,8 @@ pub struct Shard {
     core: ShardCore<ReplyTo>,
     inputs: mpsc::Receiver<ShardInput>,
     outlet: ChannelOutlet,
+    /// Whether the replica is over `maxmemory`, read at every turn.
+    memory: Arc<Memory>,
 }
 
 /// Carries a turn's outputs to the peer writers and the client connections.
@@ -146,7 +150,13 @@ impl Shard {
                 peers,
                 started: Instant::now(),
             },
+            memory: Arc::default(),
         }
+    }
+
+    /// Refuses commands that need new space while `memory` is over its limit.
+    pub fn watch_memory(&mut self, memory: Arc<Memory>) {
+        self.memory = memory;
     }
 
     /// Switches deliberate runtime bugs on (harness tests only).
@@ -212,6 +222,7 @@ impl Shard {
 
     fn start_turn(&mut self) {
         self.core.start_turn(wall_ms(), self.outlet.mono_us());
+        self.core.set_memory_full(self.memory.full());
     }
 
     /// Takes one input; false once asked to stop.

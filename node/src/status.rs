@@ -224,6 +224,16 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         p.registers_dropped,
     );
     counter(
+        "logless_registers_removed_total",
+        "Dead registers this replica forgot (docs/removal.md).",
+        t.registers_removed,
+    );
+    counter(
+        "logless_sweep_removals_started_total",
+        "Removals the background sweep started (each reads every replica).",
+        t.sweep.removals_started,
+    );
+    counter(
         "logless_retries_total",
         "Phase retries (PAXOS_PREP or read retries).",
         p.retries,
@@ -360,6 +370,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         "logless_live_registers",
         "Registers with a live value.",
         t.live_registers,
+    );
+    gauge(
+        "logless_expiring_registers",
+        "Registers with a live value and a time to live.",
+        t.expiring_registers,
     );
     gauge(
         "logless_client_connections",

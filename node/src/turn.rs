@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use logless_commands::command::{Command, Reply};
+use logless_commands::command::{Command, CommandError, Reply};
 use logless_redis::session::{Answer, Failure};
 use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::ids::{ClientTag, Key, NodeId};
@@ -24,6 +24,7 @@ use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
 
 use crate::log_turn::LogStatus;
+use crate::memory::needs_space;
 use crate::store::ShardStore;
 
 /// The answer a client waits for.
@@ -62,6 +63,52 @@ pub struct ShardBugs {
     pub persist_without_ttl: bool,
 }
 
+/// How a shard looks for dead registers in the background (active expiry), when removal is on.
+///
+/// Like redis's active expiry cycle, it runs on a timer and does a bounded amount of work per
+/// tick: it walks the acceptor table from where the last tick stopped, in batches of
+/// [`Sweep::batch`] registers, and starts removing those it may remove (see
+/// `docs/removal.md`). It goes on to another batch while more than a tenth of the last one was
+/// dead, up to [`Sweep::registers_per_tick`] registers visited and [`Sweep::removals_per_tick`]
+/// removals started in one tick. The bounds are counts, not time: a visit is a table read and
+/// a check, and a removal a handful of messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sweep {
+    /// Between two ticks (ms).
+    pub interval_ms: u64,
+    /// Registers visited before the dead share is judged.
+    pub batch: usize,
+    /// The most registers visited in one tick.
+    pub registers_per_tick: usize,
+    /// The most removals started in one tick.
+    pub removals_per_tick: usize,
+}
+
+impl Default for Sweep {
+    /// Ten ticks a second (redis's `hz`), at least 1,024 registers each: a table of a million
+    /// registers is walked in under two minutes when little is dead, and up to 16 times faster
+    /// while much is.
+    fn default() -> Sweep {
+        Sweep {
+            interval_ms: 100,
+            batch: 1024,
+            registers_per_tick: 16 * 1024,
+            removals_per_tick: 4096,
+        }
+    }
+}
+
+/// What a shard's sweep did since start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SweepStats {
+    /// Ticks run.
+    pub ticks: u64,
+    /// Registers visited.
+    pub visited: u64,
+    /// Removals started (each reads every replica; see `Replica::remove_if_dead`).
+    pub removals_started: u64,
+}
+
 /// How long [`ShardBugs::reply_before_persist`] holds back the states whose replies it sent.
 pub const DEFERRED_WRITE_US: u64 = 50_000;
 
@@ -78,10 +125,18 @@ pub struct ShardStatus {
     pub registers: u64,
     /// Registers whose value is live now.
     pub live_registers: u64,
+    /// Live registers with a time to live.
+    pub expiring_registers: u64,
+    /// The sum of the remaining times to live of those (ms).
+    pub ttl_ms_sum: u64,
+    /// Registers the acceptor forgot since start (see `docs/removal.md`).
+    pub registers_removed: u64,
+    /// The background sweep's figures.
+    pub sweep: SweepStats,
     /// The proposer's counters.
     pub proposer: ProposerStats,
     /// Commands answered, by command name and outcome (`ok`, `not_applied`, `unknown`,
-    /// `overloaded`).
+    /// `overloaded`, `oom`: refused over `maxmemory`).
     pub commands: FxHashMap<(&'static str, &'static str), u64>,
     /// Command latency in microseconds, by command name.
     pub latency_us: FxHashMap<&'static str, Histogram<u64>>,
@@ -112,6 +167,12 @@ impl std::ops::AddAssign for ShardStatus {
     fn add_assign(&mut self, s: ShardStatus) {
         self.registers += s.registers;
         self.live_registers += s.live_registers;
+        self.expiring_registers += s.expiring_registers;
+        self.ttl_ms_sum = self.ttl_ms_sum.saturating_add(s.ttl_ms_sum);
+        self.registers_removed += s.registers_removed;
+        self.sweep.ticks += s.sweep.ticks;
+        self.sweep.visited += s.sweep.visited;
+        self.sweep.removals_started += s.sweep.removals_started;
         self.proposer += &s.proposer;
         for (k, v) in s.commands {
             *self.commands.entry(k).or_default() += v;
@@ -215,6 +276,19 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     disk_recheck_ms: u64,
     /// Answers decided at submission, given with the turn's others.
     early_replies: Vec<ClientReply>,
+    /// The background sweep's bounds; `None`: no sweep.
+    sweep: Option<Sweep>,
+    /// When the sweep runs next (turn clock, ms).
+    next_sweep_ms: u64,
+    /// Where the sweep goes on (a [`Replica::scan_states`] cursor).
+    sweep_cursor: u64,
+    sweep_stats: SweepStats,
+    /// The registers whose removal the sweep started, and when (turn clock, ms).
+    removing: FxHashMap<Key, u64>,
+    /// Whether the replica is over `maxmemory` this turn (see [`crate::memory`]).
+    memory_full: bool,
+    /// Commands refused this turn for want of memory, answered at its end.
+    refused: Vec<(R, &'static str)>,
 }
 
 impl<R, M: Media> ShardCore<R, M> {
@@ -243,7 +317,31 @@ impl<R, M: Media> ShardCore<R, M> {
             disk_full: false,
             disk_recheck_ms: 0,
             early_replies: Vec::new(),
+            sweep: Some(Sweep::default()),
+            next_sweep_ms: 0,
+            sweep_cursor: 0,
+            sweep_stats: SweepStats::default(),
+            removing: FxHashMap::default(),
+            memory_full: false,
+            refused: Vec::new(),
         }
+    }
+
+    /// Whether the replica is over `maxmemory`: from now on, commands that may need new space
+    /// are refused ([`crate::memory::needs_space`]).
+    pub fn set_memory_full(&mut self, full: bool) {
+        self.memory_full = full;
+    }
+
+    /// Sets the background sweep's bounds (`None`: no sweep). It runs only while removal is on.
+    pub fn set_sweep(&mut self, sweep: Option<Sweep>) {
+        self.sweep = sweep;
+    }
+
+    /// The sweep's bounds, if it runs (removal on).
+    fn sweep_running(&self) -> Option<Sweep> {
+        self.sweep
+            .filter(|_| self.replica.proposer_config().remove_dead_registers)
     }
 
     /// Switches deliberate bugs on (harness tests only).
@@ -271,13 +369,24 @@ impl<R, M: Media> ShardCore<R, M> {
 
     /// When the earliest timer is due (ms on the turn clock).
     pub fn next_timer_ms(&self) -> Option<u64> {
-        self.timers.next_due_ms()
+        let sweep = self.sweep_running().map(|_| self.next_sweep_ms);
+        match (self.timers.next_due_ms(), sweep) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Takes a client command; its answer goes to `reply`. The commands of a turn reach the
     /// replica together, in the order submitted, before the turn's next peer messages or at its
     /// end, so that it prefetches their registers ahead (`Replica::handle_commands`).
     pub fn submit(&mut self, key: Key, command: Command, reply: R) {
+        if self.memory_full {
+            let held = self.replica.acceptor_state(&key).map(|s| &*s.value);
+            if needs_space(&command, held, self.now_ms) {
+                self.refused.push((reply, command.name()));
+                return;
+            }
+        }
         self.next_tag += 1;
         let tag = self.next_tag;
         self.waiting.insert(
@@ -337,6 +446,7 @@ impl<R, M: Media> ShardCore<R, M> {
             .handle_messages(now_ms, self.node, self.local.iter());
         self.local.clear();
         self.timers.fire_due(now_ms, &mut self.replica);
+        self.sweep_if_due();
         let mut output = self.replica.take_output();
         for envelope in output.sends.drain(..) {
             self.route(envelope);
@@ -362,6 +472,10 @@ impl<R, M: Media> ShardCore<R, M> {
         } else {
             outlet.mono_us()
         };
+        for (reply, name) in self.refused.drain(..) {
+            *self.commands.entry((name, "oom")).or_default() += 1;
+            outlet.answer(reply, Ok(Reply::Error(CommandError::OutOfMemory)));
+        }
         let early = std::mem::take(&mut self.early_replies);
         for reply in output.replies.drain(..).chain(early) {
             let Some(waiting) = self.waiting.remove(&reply.client.0) else {
@@ -500,6 +614,63 @@ impl<R, M: Media> ShardCore<R, M> {
             .count()
     }
 
+    /// Runs a tick of the background sweep (see [`Sweep`]) if one is due.
+    fn sweep_if_due(&mut self) {
+        let Some(sweep) = self.sweep_running() else {
+            return;
+        };
+        if self.now_ms < self.next_sweep_ms {
+            return;
+        }
+        self.next_sweep_ms = self.now_ms.saturating_add(sweep.interval_ms);
+        self.sweep_stats.ticks += 1;
+        let now_ms = self.now_ms;
+        // A removal's read is given the request timeout to end before the sweep asks again:
+        // asking again restarts it, and on a slow network one restarted every tick would
+        // never end.
+        let patience_ms = self.replica.proposer_config().request_timeout_ms;
+        self.removing
+            .retain(|_, started_ms| now_ms < started_ms.saturating_add(patience_ms));
+        let mut visited = 0;
+        let mut started = 0;
+        let mut dead = Vec::new();
+        while visited < sweep.registers_per_tick && started < sweep.removals_per_tick {
+            let batch = sweep.batch.min(sweep.registers_per_tick - visited);
+            let (next, states) = self.replica.scan_states(self.sweep_cursor, batch);
+            self.sweep_cursor = next;
+            visited += states.len();
+            dead.clear();
+            dead.extend(
+                states
+                    .into_iter()
+                    .filter(|(key, state)| {
+                        !self.removing.contains_key(*key)
+                            && self.replica.removal_candidate(state, now_ms)
+                    })
+                    .map(|(key, _)| key.clone()),
+            );
+            let candidates = dead.len();
+            for key in dead.drain(..).take(sweep.removals_per_tick - started) {
+                if self.replica.remove_if_dead(now_ms, &key) {
+                    self.removing.insert(key, now_ms);
+                    started += 1;
+                }
+            }
+            // Go on while more than a tenth of the batch was dead, and not past the table's
+            // end (the next tick starts it again).
+            if next == 0 || candidates * 10 <= batch {
+                break;
+            }
+        }
+        self.sweep_stats.visited += visited as u64;
+        self.sweep_stats.removals_started += started as u64;
+    }
+
+    /// The background sweep's figures since start.
+    pub fn sweep_stats(&self) -> SweepStats {
+        self.sweep_stats
+    }
+
     /// How many registers the shard's acceptor holds in memory.
     pub fn registers_held(&self) -> usize {
         self.replica.acceptor_registers()
@@ -552,13 +723,25 @@ impl<R, M: Media> ShardCore<R, M> {
         let rejoin = self.replica.rejoin_progress();
         let mut registers = 0;
         let mut live_registers = 0;
+        let mut expiring_registers = 0;
+        let mut ttl_ms_sum = 0u64;
         for (_, state) in self.replica.acceptor_states() {
             registers += 1;
-            live_registers += u64::from(state.value.is_live(self.now_ms));
+            if state.value.is_live(self.now_ms) {
+                live_registers += 1;
+                if let Some(at) = state.value.expires_at_ms {
+                    expiring_registers += 1;
+                    ttl_ms_sum = ttl_ms_sum.saturating_add(at - self.now_ms);
+                }
+            }
         }
         ShardStatus {
             registers,
             live_registers,
+            expiring_registers,
+            ttl_ms_sum,
+            registers_removed: self.replica.registers_removed(),
+            sweep: self.sweep_stats,
             proposer: self.replica.stats().clone(),
             commands: self.commands.clone(),
             latency_us: self.latency_us.clone(),

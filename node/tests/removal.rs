@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use logless_commands::command::{Command, Condition, Expiry, Reply, SetArgs};
 use logless_node::config::NodeConfig;
 use logless_node::store::{store_options, ShardStore};
-use logless_node::turn::{CommandResult, Outlet, ShardCore};
+use logless_node::turn::{CommandResult, Outlet, ShardCore, Sweep};
 use logless_rmw::ids::{Key, NodeId, Round};
 use logless_rmw::message::Message;
 use logless_rmw::replica::Replica;
@@ -39,6 +39,8 @@ struct Cluster {
     in_flight: VecDeque<(NodeId, NodeId, Vec<Message>)>,
     answers: Vec<(u64, CommandResult)>,
     now_ms: u64,
+    sweep: Option<Sweep>,
+    removal_grace_ms: u64,
 }
 
 fn index(node: NodeId) -> usize {
@@ -46,7 +48,14 @@ fn index(node: NodeId) -> usize {
 }
 
 impl Cluster {
-    fn new() -> Cluster {
+    /// Three replicas with removal on, whose shards sweep with `sweep` (`None`: removal only
+    /// when a test asks), removing expired values at once.
+    fn new(sweep: Option<Sweep>) -> Cluster {
+        Cluster::with_grace(sweep, 0)
+    }
+
+    /// [`Cluster::new`] removing expired values once expired for `removal_grace_ms`.
+    fn with_grace(sweep: Option<Sweep>, removal_grace_ms: u64) -> Cluster {
         let dirs: Vec<_> = NODES.iter().map(|_| tempfile::tempdir().unwrap()).collect();
         let mut cluster = Cluster {
             shards: Vec::new(),
@@ -54,6 +63,8 @@ impl Cluster {
             in_flight: VecDeque::new(),
             answers: Vec::new(),
             now_ms: 1,
+            sweep,
+            removal_grace_ms,
         };
         for node in NODES {
             cluster.start(node, 1);
@@ -69,6 +80,7 @@ impl Cluster {
         }
         let config = NodeConfig {
             remove_dead_registers: true,
+            removal_grace_ms: self.removal_grace_ms,
             ..NodeConfig::default()
         };
         let options = store_options(Durability::Mmap, 1024);
@@ -81,8 +93,9 @@ impl Cluster {
             states,
         )
         .with_round_floor(store.round_floor());
-        self.shards
-            .insert(index(node), ShardCore::new(replica, store));
+        let mut shard = ShardCore::new(replica, store);
+        shard.set_sweep(self.sweep);
+        self.shards.insert(index(node), shard);
     }
 
     /// Ends a turn of `node` and queues what it sent.
@@ -167,7 +180,7 @@ fn set(value: &str, expiry: Expiry) -> Command {
 
 #[test]
 fn deleted_and_expired_registers_leave_every_replica_and_free_their_slots() {
-    let mut cluster = Cluster::new();
+    let mut cluster = Cluster::new(None);
     for i in 0..10 {
         cluster.command(NodeId(1), i, &format!("del:{i}"), set("v", Expiry::Clear));
         cluster.command(
@@ -230,4 +243,92 @@ fn deleted_and_expired_registers_leave_every_replica_and_free_their_slots() {
     for (before, after) in free.iter().zip(cluster.free_slots()) {
         assert_eq!(after + 1, *before);
     }
+}
+
+#[test]
+fn the_sweep_removes_expired_and_deleted_registers_within_its_bounds_per_tick() {
+    let sweep = Sweep {
+        interval_ms: 10,
+        batch: 4,
+        registers_per_tick: 8,
+        removals_per_tick: 3,
+    };
+    let mut cluster = Cluster::new(Some(sweep));
+    for i in 0..20 {
+        cluster.command(
+            NodeId(1),
+            i,
+            &format!("ttl:{i}"),
+            set("v", Expiry::AfterMs(50)),
+        );
+    }
+    for i in 0..5 {
+        cluster.command(
+            NodeId(1),
+            100 + i,
+            &format!("del:{i}"),
+            set("v", Expiry::Clear),
+        );
+        cluster.command(NodeId(1), 200 + i, &format!("del:{i}"), Command::Del);
+        cluster.command(
+            NodeId(2),
+            300 + i,
+            &format!("live:{i}"),
+            set("v", Expiry::Clear),
+        );
+    }
+    assert_eq!(cluster.held(), vec![(30, 30); 3]);
+    // Time stands still: the tick at the start found nothing, and the next is not due.
+    cluster.settle();
+    assert_eq!(cluster.held(), vec![(30, 30); 3]);
+    cluster.now_ms += 50;
+    let mut before = cluster.shards[0].sweep_stats();
+    for _ in 0..100 {
+        cluster.settle();
+        let after = cluster.shards[0].sweep_stats();
+        assert_eq!(after.ticks, before.ticks + 1, "one tick per interval");
+        assert!(after.visited - before.visited <= 8);
+        assert!(after.removals_started - before.removals_started <= 3);
+        before = after;
+        if cluster.held() == vec![(5, 5); 3] {
+            break;
+        }
+        cluster.now_ms += sweep.interval_ms;
+    }
+    // Every dead register left every replica; only node 1 removed (it wrote them last), and at
+    // least the 25 removals that took 9 ticks of 3.
+    assert_eq!(cluster.held(), vec![(5, 5); 3]);
+    assert!(
+        before.ticks > 9,
+        "the tick at the start and at least nine of three removals"
+    );
+    assert_eq!(before.removals_started, 25);
+    for shard in &cluster.shards[1..] {
+        assert_eq!(shard.sweep_stats().removals_started, 0);
+    }
+    assert_eq!(
+        cluster.command(NodeId(3), 400, "live:4", Command::Get),
+        Reply::Bulk("v".into())
+    );
+    assert_eq!(
+        cluster.command(NodeId(3), 401, "ttl:4", Command::Get),
+        Reply::Nil
+    );
+}
+
+#[test]
+fn an_expired_value_is_removed_only_after_the_grace_and_a_deleted_one_at_once() {
+    let mut cluster = Cluster::with_grace(None, 1_000);
+    cluster.command(NodeId(1), 1, "ttl", set("v", Expiry::AfterMs(50)));
+    cluster.command(NodeId(1), 2, "del", set("v", Expiry::Clear));
+    cluster.command(NodeId(1), 3, "del", Command::Del);
+    cluster.now_ms += 60;
+    // Expired (at 51) 10 ms ago: only the deleted one goes.
+    assert_eq!(cluster.remove_dead(NodeId(1)), 1);
+    assert_eq!(cluster.held(), vec![(1, 1); 3]);
+    cluster.now_ms += 989;
+    assert_eq!(cluster.remove_dead(NodeId(1)), 0, "999 ms after its expiry");
+    cluster.now_ms += 1;
+    assert_eq!(cluster.remove_dead(NodeId(1)), 1);
+    assert_eq!(cluster.held(), vec![(0, 0); 3]);
 }

@@ -79,6 +79,11 @@ pub struct ProposerConfig {
     /// whose latest request was its own, when asked to (see the `removal` module). Acceptors
     /// apply REMOVE from any peer whatever this says.
     pub remove_dead_registers: bool,
+    /// How long a value must have been expired, by this node's clock, before this node removes
+    /// it (a deleted one goes at once). Removal makes a key read as expired on every replica,
+    /// whatever its clock; with this margin, no replica whose clock is behind this node's by
+    /// less than it would still have read the value as live.
+    pub removal_grace_ms: u64,
     /// Size limits applied to values.
     pub limits: Limits,
     /// Deliberate bugs for harness tests.
@@ -104,6 +109,7 @@ impl ProposerConfig {
             fast_writes: true,
             registers_max: REGISTERS_MAX_DEFAULT,
             remove_dead_registers: false,
+            removal_grace_ms: 0,
             limits: Limits {
                 value_bytes_max: 16 * 1024 * 1024,
                 set_members_max: 1_000_000,

@@ -198,8 +198,21 @@ impl Replica {
     pub fn removal_candidates(&self, now_ms: u64) -> impl Iterator<Item = &Key> {
         self.states
             .iter()
-            .filter(move |(_, state)| removal::removal_candidate(state, self.node, now_ms))
+            .filter(move |(_, state)| self.removal_candidate(state, now_ms))
             .map(|(key, _)| key)
+    }
+
+    /// Whether this node's acceptor state `state` is one [`Replica::remove_if_dead`] may remove
+    /// at `now_ms`: dead for at least the grace (see
+    /// [`ProposerConfig::removal_grace_ms`]) and last written by this node.
+    pub fn removal_candidate(&self, state: &AcceptorState, now_ms: u64) -> bool {
+        removal::removal_candidate(state, self.node, self.removal_clock(now_ms))
+    }
+
+    /// The time a removal judges deadness at: `now_ms` less the grace, so that a value counts
+    /// as dead only once it has been expired for that long.
+    fn removal_clock(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.proposer.config().removal_grace_ms)
     }
 
     /// Starts removing `key` if removal is on, its proposer has no operation on it in progress
@@ -215,7 +228,7 @@ impl Replica {
         let candidate = self
             .states
             .get(key)
-            .is_some_and(|state| removal::removal_candidate(state, self.node, now_ms));
+            .is_some_and(|state| self.removal_candidate(state, now_ms));
         if !candidate {
             return false;
         }
@@ -287,7 +300,8 @@ impl Replica {
     /// Up to `count` (at least one) acceptor states from where `cursor` points, and the
     /// cursor of the next call (0 once every state was visited); cursor 0 starts. Every
     /// register this replica holds a state for from a scan's first call to its last is
-    /// returned at least once; a cursor from before the table grew restarts the scan (see
+    /// returned at least once, unless registers were removed meanwhile (the table may then
+    /// rehash in place); a cursor from before the table grew restarts the scan (see
     /// [`ScanCursor`]). Tombstones and expired values are states
     /// too: callers filter them.
     pub fn scan_states(&self, cursor: u64, count: usize) -> (u64, Vec<(&Key, &AcceptorState)>) {
@@ -528,7 +542,7 @@ impl Replica {
             node: self.node,
             acceptors: config.acceptors.len(),
             quorum: config.quorum(),
-            now_ms,
+            now_ms: self.removal_clock(now_ms),
             on_a_quorum: config.bugs.remove_before_all_hold_tombstone,
         };
         if let Some(voted) = self.removals.on_ack(key, index, reply, &judge) {

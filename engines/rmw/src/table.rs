@@ -237,12 +237,15 @@ impl<V> KeyTable<V> {
 ///
 /// A scan walks the table's slots in order. Growing the table (doubling its slots; it never
 /// shrinks) moves entries to other slots, so a cursor made before the table grew starts the
-/// scan again from the first slot. For a table whose entries are never removed, like the
-/// acceptor's, every entry present from a scan's first call to its last is thus returned at
-/// least once (by the last pass, which saw no growth), some may be returned more than once,
-/// and a scan ends after at most one restart per doubling of the table. (A table that removes
-/// entries may also rehash them in place, without growing: a scan across that may miss
-/// entries.) Bits: the slot above the low [`ScanCursor::SIZE_BITS`], which hold log2 of the slots;
+/// scan again from the first slot. For a table whose entries are never removed, every entry
+/// present from a scan's first call to its last is thus returned at least once (by the last
+/// pass, which saw no growth), some may be returned more than once, and a scan ends after at
+/// most one restart per doubling of the table. A table that removes entries, like the
+/// acceptor's with removal of dead registers on, may also rehash them in place, without
+/// growing, when an insertion finds no free slot left among the removed ones: a scan across
+/// that may miss entries. (Restarting there too would keep the guarantee but could keep a scan
+/// under steady churn from ever ending; redis's reverse-binary cursor relies on chained
+/// buckets indexed by the hash's low bits, which an open-addressing table does not have.) Bits: the slot above the low [`ScanCursor::SIZE_BITS`], which hold log2 of the slots;
 /// 0 is the start (and, returned, the end). A cursor that names no slot of the table ends the
 /// scan.
 pub struct ScanCursor;

@@ -90,6 +90,8 @@ pub enum CommandError {
     MinMaxNotFloat,
     /// A ZRANGE BYLEX bound that does not start with `[` or `(` and is not `-` or `+`.
     MinMaxNotLex,
+    /// The replica is over `maxmemory` and the command may need new space.
+    OutOfMemory,
 }
 
 impl fmt::Display for CommandError {
@@ -124,6 +126,7 @@ impl fmt::Display for CommandError {
             }
             CommandError::MinMaxNotFloat => "ERR min or max is not a float",
             CommandError::MinMaxNotLex => "ERR min or max not valid string range item",
+            CommandError::OutOfMemory => "OOM command not allowed when used memory > 'maxmemory'.",
         })
     }
 }

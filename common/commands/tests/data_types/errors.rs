@@ -42,6 +42,10 @@ fn error_texts_are_redis_texts() {
             "ERR min or max not valid string range item",
         ),
         (
+            CommandError::OutOfMemory,
+            "OOM command not allowed when used memory > 'maxmemory'.",
+        ),
+        (
             CommandError::InvalidExpireTimeIn("getex"),
             "ERR invalid expire time in 'getex' command",
         ),

@@ -188,7 +188,6 @@ pub const IGNORED_CONFIG: &[(&str, &str)] = &[
     ("list-max-listpack-size", "-2"),
     ("list-max-ziplist-size", "-2"),
     ("lua-time-limit", "5000"),
-    ("maxmemory", "0"),
     ("maxmemory-policy", "noeviction"),
     ("maxmemory-samples", "5"),
     ("notify-keyspace-events", ""),

@@ -1,6 +1,7 @@
 //! What a whole-node run is told (nodes, faults, workload, bugs) and what it reports.
 use logless_node::config::NodeConfig;
 use logless_node::node::Bugs;
+use logless_node::turn::Sweep;
 use logless_storage::Durability;
 
 /// Faults of a whole-node run.
@@ -122,6 +123,8 @@ pub struct NodeSimConfig {
     /// vote with everyone by default, and the proposer's register bound is never reached by
     /// the few keys here. Requests time out after 400 ms.
     pub node: NodeConfig,
+    /// The shards' background sweep (it runs while `node` has removal on).
+    pub sweep: Sweep,
     /// Deliberate bugs (harness tests only), the same switches a node starts with.
     pub bugs: Bugs,
 }
@@ -154,6 +157,7 @@ impl NodeSimConfig {
                 request_timeout_ms: 400,
                 ..NodeConfig::default()
             },
+            sweep: Sweep::default(),
             bugs: Bugs::default(),
         }
     }
@@ -163,7 +167,9 @@ impl NodeSimConfig {
     /// The configuration the many-seed test runs for `seed`: every fault, `sync` mode on
     /// even seeds and `mmap` on odd ones, 5 nodes on every fifth seed and 3 otherwise, thrifty
     /// fast writes on every third seed (those 2 modulo 3; clients send a key to any node, so
-    /// reads through the node a fast write left out find it behind). The
+    /// reads through the node a fast write left out find it behind), removal of dead registers
+    /// on all but every fourth seed (those 3 modulo 4; of expired values only on those 0
+    /// modulo 4, which have no clock jumps). The
     /// replay command rebuilds a failing run from its seed alone with this.
     pub fn for_seed(seed: u64) -> NodeSimConfig {
         let durability = if seed.is_multiple_of(2) {
@@ -175,6 +181,19 @@ impl NodeSimConfig {
         let mut config = NodeSimConfig::new(nodes, seed, durability);
         config.faults = NodeFaults::all();
         config.node.thrifty_writes = seed % 3 == 2;
+        // Removal of dead registers (on by default, as on a node) is off on every fourth seed.
+        // The checkers judge expiry at each command's own stamp, while a removal makes a value
+        // read as expired at the remover's: exact within one clock. So expired values are
+        // removed at once on the seeds without clock jumps (0 modulo 4), and only deleted
+        // ones where clocks jump (1 and 2), as a grace above any skew keeps expired ones.
+        match seed % 4 {
+            0 => {
+                config.faults.clock_jump_every_us = 0;
+                config.node.removal_grace_ms = 0;
+            }
+            1 | 2 => config.node.removal_grace_ms = 3_600_000,
+            _ => config.node.remove_dead_registers = false,
+        }
         config
     }
 }
@@ -222,6 +241,8 @@ pub struct NodeSimReport {
     pub leases_taken_over: u64,
     /// Idle registers the proposers dropped to keep within their bound.
     pub registers_dropped: u64,
+    /// Dead registers the acceptors forgot (removal, `docs/removal.md`), summed over nodes.
+    pub registers_removed: u64,
     /// The farthest any shard clock was from simulated time when it stamped a turn (ms): the
     /// skew bound the checkers are given.
     pub clock_skew_ms_max: u64,
@@ -241,7 +262,7 @@ impl std::fmt::Display for NodeSimReport {
             "ops {} (ok {}, not applied {}, unknown {}), crashes {} (all-node {}, power {}, \
              in flush {}, torn sectors {}), partitions {}, clock jumps {} (skew up to {} ms), \
              expiring ops {} (absent reads {}, leases taken over {}), batches {}, link breaks {}, \
-             sim time {} ms, trace {:016x}",
+             registers removed {}, sim time {} ms, trace {:016x}",
             self.operations,
             self.acknowledged,
             self.not_applied,
@@ -259,6 +280,7 @@ impl std::fmt::Display for NodeSimReport {
             self.leases_taken_over,
             self.batches,
             self.link_breaks,
+            self.registers_removed,
             self.sim_time_us / 1000,
             self.trace
         )

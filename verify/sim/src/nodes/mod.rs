@@ -333,7 +333,9 @@ impl NodeCluster {
         self.liveness();
         for n in self.nodes.values() {
             for core in n.shards.iter().filter_map(|s| s.core.as_ref()) {
-                self.report.registers_dropped += core.status().proposer.registers_dropped;
+                let status = core.status();
+                self.report.registers_dropped += status.proposer.registers_dropped;
+                self.report.registers_removed += status.registers_removed;
             }
         }
         self.report.sim_time_us = self.events.now_us();
@@ -436,8 +438,10 @@ impl NodeCluster {
             let path = format!("node-{}/shard-{s}", node.0).into();
             match ShardStore::open_on(media, options.clone(), path) {
                 Ok((store, states)) => {
+                    // The shard's round floor comes back from the store, as a node's does.
                     let replica =
-                        Replica::new(node, n.incarnation, proposer.clone(), seeds[s], states);
+                        Replica::new(node, n.incarnation, proposer.clone(), seeds[s], states)
+                            .with_round_floor(store.round_floor());
                     let replica = if n.rejoining {
                         replica.rejoining()
                     } else {
@@ -445,6 +449,7 @@ impl NodeCluster {
                     };
                     let mut core = ShardCore::new(replica, store);
                     core.inject_bugs(bugs);
+                    core.set_sweep(Some(self.config.sweep));
                     shard.core = Some(core);
                 }
                 Err(e) => failures.push(format!(
@@ -713,11 +718,14 @@ impl NodeCluster {
         n.up = false;
         n.crash_in_next_flush = false;
         let mut registers_dropped = 0;
+        let mut registers_removed = 0;
         for s in &mut n.shards {
             let Some(core) = s.core.take() else {
                 continue;
             };
-            registers_dropped += core.status().proposer.registers_dropped;
+            let status = core.status();
+            registers_dropped += status.proposer.registers_dropped;
+            registers_removed += status.registers_removed;
             let media = core.store().media();
             in_flush |= s.busy;
             let snapshot = if s.busy && s.crash_point_armed {
@@ -752,6 +760,7 @@ impl NodeCluster {
         }
         self.report.torn_sectors += torn_total;
         self.report.registers_dropped += registers_dropped;
+        self.report.registers_removed += registers_removed;
         self.report.crashes_in_flush += u64::from(in_flush);
         // Clients connected to it lose their connection: their outcome is unknown.
         let lost: Vec<(u32, u64)> = self
