@@ -5,8 +5,12 @@
 //! request outstanding at a time. A Redis connection pipelines, so a replica does not give each
 //! connection one client id: it keeps a pool of ids and lends one to each operation in flight,
 //! numbering that id's requests upwards, and takes it back once the operation is answered. Ids
-//! are unique across restarts: node id (16 bits), incarnation (24 bits) and the pool's counter
-//! (24 bits).
+//! are node id (16 bits), incarnation (24 bits) and the pool's counter (24 bits). An id can
+//! come back in a later run: the incarnation stays the same over restarts until a peer has
+//! welcomed the directory (`store::Identity::admitted`), and it wraps at 2^24. So a new id's
+//! numbers start from the turn clock at its first use, times [`SEQS_PER_MS`]: a later run (its
+//! clock at least a millisecond on) numbers above every request of an earlier one, and the log's
+//! client table never takes a new request for the retry of an old one.
 //!
 //! An operation not answered within [`RETRY_MS`] is due for a retry: the same id and number,
 //! handed to the replica again. One not answered within its timeout is due as timed out; its id
@@ -16,6 +20,10 @@ use std::collections::{BTreeMap, VecDeque};
 use bytes::Bytes;
 use logless_multipaxos::ids::{ClientId, RequestSeq};
 use logless_multipaxos::message::Request;
+
+/// Request numbers an id may use per millisecond of its run before it could reach the numbers
+/// a later run starts from: far above one request at a time.
+pub const SEQS_PER_MS: u64 = 1 << 20;
 
 /// How long an operation waits for its answer before it is handed to the replica again.
 pub const RETRY_MS: u64 = 500;
@@ -85,7 +93,7 @@ impl<R> ClientPool<R> {
         now_ms: u64,
         timeout_ms: u64,
     ) -> Request {
-        let (client, seq) = self.next_id();
+        let (client, seq) = self.next_id(now_ms);
         let request = Request {
             client,
             seq,
@@ -103,11 +111,12 @@ impl<R> ClientPool<R> {
         request
     }
 
-    /// An idle id (or a new one) and its next number.
-    fn next_id(&mut self) -> (ClientId, RequestSeq) {
+    /// An idle id (or a new one, numbered from the clock `now_ms`) and its next number.
+    fn next_id(&mut self, now_ms: u64) -> (ClientId, RequestSeq) {
         let (client, last) = self.idle.pop().unwrap_or_else(|| {
             self.created += 1;
-            (ClientId(self.base | self.created), RequestSeq(0))
+            let first = now_ms.saturating_mul(SEQS_PER_MS);
+            (ClientId(self.base | self.created), RequestSeq(first))
         });
         (client, RequestSeq(last.0 + 1))
     }
@@ -175,6 +184,22 @@ mod tests {
         assert!(pool.lent(c.client));
         let other_run: ClientPool<u8> = ClientPool::new(2, 6);
         assert!(!other_run.lent(c.client));
+    }
+
+    #[test]
+    fn a_later_run_in_the_same_incarnation_numbers_above_an_earlier_one() {
+        // The incarnation stays until a peer welcomes the directory: the ids repeat.
+        let mut earlier: ClientPool<u8> = ClientPool::new(2, 1);
+        let mut later: ClientPool<u8> = ClientPool::new(2, 1);
+        let start_ms = 1_764_000_000_000;
+        let mut last = earlier.lend(Bytes::new(), 0, start_ms, 1_000);
+        for _ in 0..10_000 {
+            earlier.settle(last.client, last.seq);
+            last = earlier.lend(Bytes::new(), 0, start_ms, 1_000);
+        }
+        let first = later.lend(Bytes::new(), 0, start_ms + 1, 1_000);
+        assert_eq!(first.client, last.client);
+        assert!(first.seq > last.seq, "{:?} after {:?}", first.seq, last.seq);
     }
 
     #[test]

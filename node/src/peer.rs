@@ -43,8 +43,8 @@ use crate::hello::{
     VERDICT_BYTES,
 };
 use crate::limits::{PeerLimits, PeerSlot};
-use crate::peer_codec::PeerCodec;
 use crate::lives::{Admission, Life, Lives, Refusal};
+use crate::peer_codec::PeerCodec;
 use crate::tls::{PeerStream, PeerTls};
 
 /// The largest frame a node accepts from a peer.

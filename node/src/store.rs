@@ -453,7 +453,8 @@ mod tests {
     #[test]
     fn incarnations_grow_once_welcomed_and_identity_is_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let start = |node, shards| next_incarnation(dir.path(), node, shards, Engine::Rmw, Claim::Start);
+        let start =
+            |node, shards| next_incarnation(dir.path(), node, shards, Engine::Rmw, Claim::Start);
         let first = start(2, 4).unwrap();
         assert_eq!((first.incarnation, first.admitted), (1, false));
         // No peer welcomed it: a restart keeps the incarnation.
