@@ -377,12 +377,16 @@ fn describe(w: &Workload) -> String {
     }
 }
 
-/// Runs every stage of `s` with `bin` and returns the records, checking the replicas' digests
-/// after every workload.
-pub fn measure_all(bin: &PathBuf, s: &Settings, bar: &ProgressBar) -> Result<Vec<Record>, String> {
-    let stages = plan(&s.threads, &s.mixes);
+/// Runs `stages` with `bin` and the settings `s` and returns the records, checking the
+/// replicas' digests after every workload.
+pub fn measure_all(
+    bin: &PathBuf,
+    s: &Settings,
+    stages: &[Stage],
+    bar: &ProgressBar,
+) -> Result<Vec<Record>, String> {
     let mut records = Vec::new();
-    for stage in &stages {
+    for stage in stages {
         let per_run = s.warmup_s + s.duration_s + 30.0;
         let limit_s = 120 + (per_run * stage.workloads.len() as f64) as u64 + s.keys / 100;
         bar.set_message(format!(
@@ -463,7 +467,7 @@ pub fn run(args: &PsmrArgs) -> Result<(), String> {
             .expect("a valid template")
             .progress_chars("=> "),
     );
-    let records = measure_all(&bin, &settings, &bar);
+    let records = measure_all(&bin, &settings, &stages, &bar);
     bar.finish_and_clear();
     let records = records?;
     let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
