@@ -200,13 +200,10 @@ pub fn preload(
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .map_err(|_| "a preloading thread panicked".to_string())?
-            })
-            .collect()
+        workers.into_iter().try_for_each(|w| {
+            w.join()
+                .map_err(|_| "a preloading thread panicked".to_string())?
+        })
     })
 }
 

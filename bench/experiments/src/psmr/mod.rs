@@ -26,7 +26,7 @@ pub mod load;
 pub mod report;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -281,9 +281,9 @@ fn logless_binary(given: Option<&PathBuf>) -> Result<PathBuf, String> {
 }
 
 /// Starts the cluster of `stage`.
-fn start(bin: &PathBuf, s: &Settings, stage: &Stage, limit_s: u64) -> Result<Running, String> {
+fn start(bin: &Path, s: &Settings, stage: &Stage, limit_s: u64) -> Result<Running, String> {
     let opts = LoglessOpts {
-        bin: bin.clone(),
+        bin: bin.to_path_buf(),
         replicas: if stage.mode == Mode::NoRep {
             1
         } else {
@@ -371,8 +371,8 @@ fn measure(
 fn describe(w: &Workload) -> String {
     match (w.keys, w.dependent) {
         (Keys::Zipf, _) => "zipf reads".into(),
-        (_, d) if d == 0.0 => "reads".into(),
-        (_, d) if d == 1.0 => "inserts/deletes".into(),
+        (_, 0.0) => "reads".into(),
+        (_, 1.0) => "inserts/deletes".into(),
         (_, d) => format!("{:.0}% dependent", d * 100.0),
     }
 }
@@ -380,7 +380,7 @@ fn describe(w: &Workload) -> String {
 /// Runs `stages` with `bin` and the settings `s` and returns the records, checking the
 /// replicas' digests after every workload.
 pub fn measure_all(
-    bin: &PathBuf,
+    bin: &Path,
     s: &Settings,
     stages: &[Stage],
     bar: &ProgressBar,

@@ -11,6 +11,9 @@ pub const INDEPENDENT_GOAL: f64 = 0.9;
 /// The goal for dependent-only commands: P-SMR ≥ this × SMR.
 pub const DEPENDENT_GOAL: f64 = 0.9;
 
+/// A value drawn for a record with `threads` threads, given the first record of its line.
+type Value = dyn Fn(u32, &Record, Option<&Record>) -> f64;
+
 /// Which records a line shows.
 #[derive(Clone, Copy)]
 struct Select {
@@ -69,7 +72,7 @@ fn against_threads(
     threads: &[u32],
     dependent_pct: f64,
     keys: &'static str,
-    panels: &[(&str, &dyn Fn(u32, &Record, Option<&Record>) -> f64)],
+    panels: &[(&str, &Value)],
 ) -> Vec<Panel> {
     panels
         .iter()
@@ -141,7 +144,7 @@ fn draw(
 
 fn figures(out: &Path, s: &Settings, records: &[Record]) -> Result<(), String> {
     let t = &s.threads;
-    let three: [(&str, &dyn Fn(u32, &Record, Option<&Record>) -> f64); 3] = [
+    let three: [(&str, &Value); 3] = [
         ("throughput (Kcps)", &kcps),
         ("server CPU per command (µs)", &cpu),
         ("mean latency (ms)", &latency),
@@ -162,7 +165,7 @@ fn figures(out: &Path, s: &Settings, records: &[Record]) -> Result<(), String> {
         "",
         &against_threads(records, t, 100.0, "uniform", &three),
     )?;
-    let scaling: [(&str, &dyn Fn(u32, &Record, Option<&Record>) -> f64); 2] = [
+    let scaling: [(&str, &Value); 2] = [
         ("throughput (Kcps)", &kcps),
         ("per-thread throughput, normalised", &per_thread),
     ];
