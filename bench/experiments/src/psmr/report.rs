@@ -114,13 +114,14 @@ fn latency(_: u32, r: &Record, _: Option<&Record>) -> f64 {
     r.latency_ms
 }
 
-/// Throughput per thread, relative to the line's first point (1 = perfect scaling).
+/// Throughput per thread as a percentage of the line's first point's (100 = perfect scaling);
+/// not drawn (NaN) for SMR's one record repeated at other thread counts.
 fn per_thread(t: u32, r: &Record, first: Option<&Record>) -> f64 {
     match first {
-        Some(f) if f.ops_per_s > 0.0 => {
-            r.ops_per_s / f64::from(t) / (f.ops_per_s / f64::from(f.threads.max(1)))
+        Some(f) if f.ops_per_s > 0.0 && r.threads == t => {
+            100.0 * r.ops_per_s / f64::from(t) / (f.ops_per_s / f64::from(f.threads.max(1)))
         }
-        _ => 0.0,
+        _ => f64::NAN,
     }
 }
 
@@ -167,7 +168,7 @@ fn figures(out: &Path, s: &Settings, records: &[Record]) -> Result<(), String> {
     )?;
     let scaling: [(&str, &Value); 2] = [
         ("throughput (Kcps)", &kcps),
-        ("per-thread throughput, normalised", &per_thread),
+        ("per-thread throughput, % of the first", &per_thread),
     ];
     let mut fig5 = against_threads(records, t, 0.0, "uniform", &scaling);
     fig5.extend(against_threads(records, t, 100.0, "uniform", &scaling));
@@ -486,7 +487,8 @@ mod tests {
         );
         let psmr = by_threads(&records, &[1, 2], sel(Mode::Psmr));
         assert_eq!(psmr[0].0, 1);
-        assert_eq!(per_thread(2, psmr[1].1, Some(psmr[0].1)), 0.75);
+        assert_eq!(per_thread(2, psmr[1].1, Some(psmr[0].1)), 75.0);
+        assert!(per_thread(2, smr[1].1, Some(smr[0].1)).is_nan());
         assert!(csv(&records)
             .lines()
             .nth(1)
