@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use indicatif::ProgressBar;
 use logless_bench::psmr::load::{Keys, Workload};
-use logless_bench::psmr::{measure_all, report, Mode, Settings, Stage};
+use logless_bench::psmr::{measure_all, report, Mode, Settings, Stage, BASIC};
 
 /// `logless` in the target directory this test was built into (`target/debug/deps/..`).
 fn logless() -> PathBuf {
@@ -37,24 +37,11 @@ fn a_tiny_plan_measures_every_workload_and_writes_the_results() {
         mixes: vec![0.0, 0.5, 1.0],
         cores: 2,
     };
-    let workloads = vec![
-        Workload {
-            dependent: 0.0,
-            keys: Keys::Uniform,
-        },
-        Workload {
-            dependent: 1.0,
-            keys: Keys::Uniform,
-        },
-        Workload {
-            dependent: 0.0,
-            keys: Keys::Zipf,
-        },
-        Workload {
-            dependent: 0.5,
-            keys: Keys::Uniform,
-        },
-    ];
+    let mut workloads = BASIC.to_vec();
+    workloads.push(Workload {
+        dependent: 0.5,
+        keys: Keys::Uniform,
+    });
     let stages: Vec<Stage> = [Mode::NoRep, Mode::Psmr]
         .into_iter()
         .map(|mode| Stage {

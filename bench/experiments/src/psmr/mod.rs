@@ -129,24 +129,28 @@ pub fn default_threads(cores: u32) -> Vec<u32> {
     out
 }
 
+/// The workloads every stage runs: reads of uniform keys, inserts and deletes, reads of
+/// Zipf keys.
+pub const BASIC: [Workload; 3] = [
+    Workload {
+        dependent: 0.0,
+        keys: Keys::Uniform,
+    },
+    Workload {
+        dependent: 1.0,
+        keys: Keys::Uniform,
+    },
+    Workload {
+        dependent: 0.0,
+        keys: Keys::Zipf,
+    },
+];
+
 /// The stages of a run over `threads` (sorted, no repeats): every mode but SMR at every
-/// thread count with reads, inserts/deletes and skewed reads, SMR once with one thread, and
-/// the mixes on SMR and on P-SMR at the most threads.
+/// thread count with the [`BASIC`] workloads, SMR once with one thread, and the mixes on SMR
+/// and on P-SMR at the most threads.
 pub fn plan(threads: &[u32], mixes: &[f64]) -> Vec<Stage> {
-    let basic = [
-        Workload {
-            dependent: 0.0,
-            keys: Keys::Uniform,
-        },
-        Workload {
-            dependent: 1.0,
-            keys: Keys::Uniform,
-        },
-        Workload {
-            dependent: 0.0,
-            keys: Keys::Zipf,
-        },
-    ];
+    let basic = BASIC;
     let with_mixes = || {
         let mut w = basic.to_vec();
         w.extend(
