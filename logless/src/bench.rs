@@ -1,7 +1,8 @@
 //! `logless bench compare` (the comparison with etcd and redis-server, bench/experiments, see its
 //! COMPARE.md), `logless bench space` (memory per key, restart time, churn) and `logless bench
-//! failover` (the log engine's leader killed under load). Each harness lives in its own binary,
-//! `logless-compare`, `logless-space` and `logless-failover`, so that the `logless` binary
+//! failover` (the log engine's leader killed under load) and `logless bench psmr` (P-SMR against
+//! sP-SMR, SMR and no replication). Each harness lives in its own binary, `logless-compare`,
+//! `logless-space`, `logless-failover` and `logless-psmr`, so that the `logless` binary
 //! does not carry the plotting libraries; this command runs it from beside this executable, or
 //! builds and runs it with cargo in a source checkout.
 use std::path::Path;
@@ -9,10 +10,10 @@ use std::process::{Command, ExitCode};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// The benchmark: `compare`, `space` or `failover`.
+    /// The benchmark: `compare`, `space`, `failover` or `psmr`.
     pub which: String,
-    /// Its options (`--quick`, `--out DIR`, …; `compare --help`, `space --help` and
-    /// `failover --help` list them).
+    /// Its options (`--quick`, `--out DIR`, …; `compare --help`, `space --help`,
+    /// `failover --help` and `psmr --help` list them).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
 }
@@ -22,9 +23,11 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
         "compare" => "logless-compare",
         "space" => "logless-space",
         "failover" => "logless-failover",
+        "psmr" => "logless-psmr",
         other => {
             eprintln!(
-                "error: no benchmark {other:?}: the benchmarks are `compare`, `space` and `failover`"
+                "error: no benchmark {other:?}: the benchmarks are `compare`, `space`, `failover` and \
+                 `psmr`"
             );
             return ExitCode::from(2);
         }

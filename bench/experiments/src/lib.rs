@@ -12,8 +12,11 @@
 //!   space back round after round.
 //! * `logless bench failover` (module [`failover`], the `logless-failover` binary): the time a
 //!   3-replica log-engine cluster takes to commit again after its leader is killed under load.
+//! * `logless bench psmr` (module [`psmr`], the `logless-psmr` binary): P-SMR against sP-SMR,
+//!   SMR and no replication on the B⁺-tree service (seed 004, §VI, Figures 3–7).
 pub mod compare;
 pub mod failover;
 pub mod plot;
+pub mod psmr;
 pub mod space;
 pub mod storage;

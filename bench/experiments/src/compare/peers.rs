@@ -454,10 +454,20 @@ pub struct LoglessOpts {
 
 /// Starts `logless up` on free ports and waits for its "stop with Ctrl-C".
 pub fn start_logless_up(name: &str, o: &LoglessOpts) -> Result<Running, String> {
+    start_logless_up_with(name, o, &[])
+}
+
+/// [`start_logless_up`] with `extra` arguments after the usual ones (such as the psmr
+/// engine's `--threads` and `--psmr-mode`).
+pub fn start_logless_up_with(
+    name: &str,
+    o: &LoglessOpts,
+    extra: &[String],
+) -> Result<Running, String> {
     let data = data_dir(name)?;
     let port = free_ports(&server::PORT_OFFSETS, o.replicas)?;
     let log = data.path().join("up.log");
-    let args: Vec<String> = [
+    let mut args: Vec<String> = [
         "up",
         "--replicas",
         &o.replicas.to_string(),
@@ -477,6 +487,7 @@ pub fn start_logless_up(name: &str, o: &LoglessOpts) -> Result<Running, String> 
     .iter()
     .map(|s| s.to_string())
     .collect();
+    args.extend_from_slice(extra);
     let proc = Proc::spawn(
         &format!("{name} (logless up)"),
         &o.bin,

@@ -1,0 +1,78 @@
+//! The `logless bench psmr` harness end to end on a tiny plan: one no-rep process and one
+//! single-replica P-SMR cluster of the debug `logless` binary, each through reads, inserts and
+//! deletes, skewed reads and a mix, with the digests checked and the results written. It needs
+//! the debug `logless` binary of the same target directory (`cargo build -p logless`).
+use std::path::PathBuf;
+
+use indicatif::ProgressBar;
+use logless_bench::psmr::load::{Keys, Workload};
+use logless_bench::psmr::{measure_all, report, Mode, Settings, Stage, BASIC};
+
+/// `logless` in the target directory this test was built into (`target/debug/deps/..`).
+fn logless() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("a target directory")
+        .join("logless");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first with `cargo build -p logless`",
+        bin.display()
+    );
+    bin
+}
+
+#[test]
+fn a_tiny_plan_measures_every_workload_and_writes_the_results() {
+    let settings = Settings {
+        threads: vec![2],
+        duration_s: 0.3,
+        warmup_s: 0.1,
+        keys: 40,
+        clients: 2,
+        pipeline: 2,
+        replicas: 1,
+        mixes: vec![0.0, 0.5, 1.0],
+        cores: 2,
+    };
+    let mut workloads = BASIC.to_vec();
+    workloads.push(Workload {
+        dependent: 0.5,
+        keys: Keys::Uniform,
+    });
+    let stages: Vec<Stage> = [Mode::NoRep, Mode::Psmr]
+        .into_iter()
+        .map(|mode| Stage {
+            mode,
+            threads: 2,
+            workloads: workloads.clone(),
+        })
+        .collect();
+    let records = measure_all(&logless(), &settings, &stages, &ProgressBar::hidden())
+        .expect("the tiny plan runs with equal digests");
+    assert_eq!(records.len(), 8);
+    for r in &records {
+        assert!(r.ops_per_s > 0.0, "{r:?}");
+        assert!(r.cpu_us_per_op >= 0.0 && r.latency_ms > 0.0, "{r:?}");
+    }
+    assert_eq!(
+        records.iter().map(|r| r.dependent_pct).collect::<Vec<_>>(),
+        vec![0.0, 100.0, 0.0, 50.0, 0.0, 100.0, 0.0, 50.0]
+    );
+    let out = tempfile::tempdir().expect("a temporary directory");
+    let summary = report::write(out.path(), &settings, &records, "(test)").expect("results");
+    assert!(summary.contains("NetFS"), "{summary}");
+    for file in [
+        "results.csv",
+        "summary.md",
+        "fig3-independent.png",
+        "fig4-dependent.png",
+        "fig5-threads.png",
+        "fig6-mixes.png",
+        "fig7-skew.png",
+    ] {
+        assert!(out.path().join(file).is_file(), "{file} is missing");
+    }
+}
