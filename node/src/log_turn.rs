@@ -19,7 +19,12 @@
 //! An operation not answered within [`RETRY_MS`] is handed to the replica again with the same
 //! id and number (it forwards it to the leader it knows now, which may have changed); the
 //! client table makes a retry that was already executed answer from the table rather than run
-//! twice. One not answered within the request timeout is answered "outcome unknown"; its id
+//! twice. A follower forwards an operation to the leader it knows, and one forwarded to a
+//! leader that has failed would wait for that timer; so as soon as a turn ends with the replica
+//! in a view it was not in at the turn before (it learnt of a new leader, or became the
+//! candidate itself), every operation in flight is handed to it again at once, the timer
+//! restarting from there. A failover then takes the failure detector's time plus the view
+//! change, not [`RETRY_MS`] more. One not answered within the request timeout is answered "outcome unknown"; its id
 //! goes back to the pool and its next number supersedes the unanswered one, which the replicas
 //! then never execute once the later one was.
 //!
@@ -110,6 +115,8 @@ pub struct LogStatus {
     pub answered: u64,
     /// Operations handed to the replica again after [`RETRY_MS`].
     pub retried: u64,
+    /// Operations handed to the replica again because it moved to a new view.
+    pub resent_on_view_change: u64,
     /// Operations answered "outcome unknown" after the request timeout.
     pub timed_out: u64,
     /// Operations refused because [`IN_FLIGHT_MAX`] were in flight.
@@ -124,6 +131,9 @@ struct InFlight<R> {
     reply: R,
     request: Request,
     deadline_ms: u64,
+    /// When it is next due for a retry (or its deadline): the one entry of the pool's `due`
+    /// queue that counts for it (a re-send on a view change leaves an earlier one behind).
+    due_ms: u64,
 }
 
 /// The pool of client ids lent to operations in flight (see the module documentation).
@@ -186,8 +196,11 @@ pub struct LogCore<R, D: Dir = FsDir> {
     outgoing: BTreeMap<NodeId, Vec<Message>>,
     /// Answers given without the replica (overload), delivered at the end of the turn.
     refused: Vec<R>,
+    /// The replica's view at the end of the last turn (a new one re-sends what is in flight).
+    view_seen: View,
     answered: u64,
     retried: u64,
+    resent_on_view_change: u64,
     timed_out: u64,
     overloaded: u64,
     flushes: u64,
@@ -211,9 +224,11 @@ impl<R, D: Dir> LogCore<R, D> {
         let mut clock = ShardClock::default();
         let now_ms = clock.read(wall_ms, mono_us);
         let me = config.me;
+        let replica = Replica::recover(config, machine, durable, now_ms);
         LogCore {
             me,
-            replica: Replica::recover(config, machine, durable, now_ms),
+            view_seen: replica.view(),
+            replica,
             log,
             clients: ClientPool::new(me.0, incarnation),
             clock,
@@ -223,6 +238,7 @@ impl<R, D: Dir> LogCore<R, D> {
             refused: Vec::new(),
             answered: 0,
             retried: 0,
+            resent_on_view_change: 0,
             timed_out: 0,
             overloaded: 0,
             flushes: 0,
@@ -259,15 +275,16 @@ impl<R, D: Dir> LogCore<R, D> {
         };
         self.replica.handle_request(self.now_ms, request.clone());
         let deadline_ms = self.now_ms.saturating_add(self.request_timeout_ms);
+        let due_ms = (self.now_ms + RETRY_MS).min(deadline_ms);
         self.clients.in_flight.insert(
             client,
             InFlight {
                 reply,
                 request,
                 deadline_ms,
+                due_ms,
             },
         );
-        let due_ms = (self.now_ms + RETRY_MS).min(deadline_ms);
         self.clients.due.push_back((due_ms, client, seq));
     }
 
@@ -284,6 +301,7 @@ impl<R, D: Dir> LogCore<R, D> {
     pub fn finish_turn(&mut self, outlet: &mut impl LogOutlet<R>) -> Result<(), StoreError> {
         let now_ms = self.now_ms;
         self.replica.tick(now_ms);
+        self.resend_on_view_change();
         self.retry_late(outlet);
         let ready = self.replica.take_ready();
         if !ready.records().is_empty() {
@@ -316,6 +334,30 @@ impl<R, D: Dir> LogCore<R, D> {
         Ok(())
     }
 
+    /// Hands every operation in flight to the replica again if it is in a view it was not in
+    /// at the end of the last turn: one a follower forwarded to the leader of the old view may
+    /// be lost with it, and the replica sends it to the new view's leader (or proposes it, if
+    /// that is itself). Their retry timers start again from now.
+    fn resend_on_view_change(&mut self) {
+        let view = self.replica.view();
+        if view == self.view_seen {
+            return;
+        }
+        self.view_seen = view;
+        let now_ms = self.now_ms;
+        for (&client, flight) in &mut self.clients.in_flight {
+            if now_ms >= flight.deadline_ms {
+                continue; // answered "outcome unknown" below
+            }
+            flight.due_ms = (now_ms + RETRY_MS).min(flight.deadline_ms);
+            self.clients
+                .due
+                .push_back((flight.due_ms, client, flight.request.seq));
+            self.replica.handle_request(now_ms, flight.request.clone());
+            self.resent_on_view_change += 1;
+        }
+    }
+
     /// Hands the operations due for a retry to the replica again, and answers those past their
     /// deadline "outcome unknown".
     fn retry_late(&mut self, outlet: &mut impl LogOutlet<R>) {
@@ -325,11 +367,11 @@ impl<R, D: Dir> LogCore<R, D> {
                 break;
             }
             self.clients.due.pop_front();
-            let Some(flight) = self.clients.in_flight.get(&client) else {
+            let Some(flight) = self.clients.in_flight.get_mut(&client) else {
                 continue;
             };
-            if flight.request.seq != seq {
-                continue;
+            if flight.request.seq != seq || flight.due_ms != due_ms {
+                continue; // settled, or due later since a re-send
             }
             if now_ms >= flight.deadline_ms {
                 let flight = self.clients.settle(client, seq).expect("in flight");
@@ -338,10 +380,9 @@ impl<R, D: Dir> LogCore<R, D> {
                 continue;
             }
             self.retried += 1;
-            let due_ms = (now_ms + RETRY_MS).min(flight.deadline_ms);
-            let request = flight.request.clone();
-            self.replica.handle_request(now_ms, request);
-            self.clients.due.push_back((due_ms, client, seq));
+            flight.due_ms = (now_ms + RETRY_MS).min(flight.deadline_ms);
+            self.clients.due.push_back((flight.due_ms, client, seq));
+            self.replica.handle_request(now_ms, flight.request.clone());
         }
     }
 
@@ -401,6 +442,7 @@ impl<R, D: Dir> LogCore<R, D> {
             catch_up_queries: stats.catch_up_queries,
             answered: self.answered,
             retried: self.retried,
+            resent_on_view_change: self.resent_on_view_change,
             timed_out: self.timed_out,
             overloaded: self.overloaded,
             in_flight: self.clients.in_flight.len() as u64,
@@ -520,6 +562,7 @@ mod tests {
                 reply: (),
                 request,
                 deadline_ms: 0,
+                due_ms: 0,
             },
         );
         let (b, _) = pool.lend();
@@ -527,6 +570,84 @@ mod tests {
         assert!(pool.settle(a, RequestSeq(7)).is_none(), "another number");
         assert!(pool.settle(a, seq_a).is_some());
         assert_eq!(pool.lend(), (a, RequestSeq(2)));
+    }
+
+    /// The forwards of `request` in what was sent to `to`.
+    fn forwards_of(out: &Collected, to: NodeId, request: &Request) -> usize {
+        out.sent
+            .iter()
+            .filter(|(node, _)| *node == to)
+            .flat_map(|(_, messages)| messages)
+            .filter(|m| matches!(m, Message::Forward { requests } if requests.contains(request)))
+            .count()
+    }
+
+    #[test]
+    fn a_new_view_resends_the_operations_in_flight_without_waiting_for_the_retry() {
+        let opened =
+            DurableLog::open_on(SimDir::new(), SegmentLogOptions::new(Durability::Sync)).unwrap();
+        // Replica 2 of three follows replica 1, the leader of view 0.
+        let nodes = vec![NodeId(1), NodeId(2), NodeId(3)];
+        let config = Config::new(nodes.clone(), NodeId(2));
+        let mut core: LogCore<u32, SimDir> = LogCore::recover(
+            config,
+            RegisterMachine::default(),
+            &opened.durable,
+            opened.log,
+            1,
+            5_000,
+            1_000_000,
+            0,
+        );
+        let mut out = Collected::default();
+        core.submit(&incr("k"), 7);
+        core.finish_turn(&mut out).unwrap();
+        let request = core
+            .clients
+            .in_flight
+            .values()
+            .next()
+            .unwrap()
+            .request
+            .clone();
+        assert_eq!(forwards_of(&out, NodeId(1), &request), 1, "to the leader");
+
+        // 20 ms later (far from RETRY_MS and the suspicion timeout), replica 3 starts view 2,
+        // which it leads: replica 2 learns of it from its Prepare.
+        core.start_turn(1_000_020, 20_000);
+        let view = View(2);
+        assert_eq!(view.leader(&nodes), NodeId(3));
+        core.receive(
+            NodeId(3),
+            vec![Message::Prepare {
+                view,
+                first_undecided: Instance(0),
+            }],
+        );
+        core.finish_turn(&mut out).unwrap();
+        assert_eq!(core.view(), view);
+        assert_eq!(
+            forwards_of(&out, NodeId(3), &request),
+            1,
+            "re-sent to the new leader at once"
+        );
+        let status = core.status();
+        assert_eq!((status.resent_on_view_change, status.retried), (1, 0));
+
+        // The retry timer starts again from the re-send: nothing more before it is due.
+        for step in 1..=4 {
+            core.start_turn(1_000_020 + step * 100, (20 + step * 100) * 1_000);
+            core.finish_turn(&mut out).unwrap();
+        }
+        assert_eq!(forwards_of(&out, NodeId(3), &request), 1);
+        core.start_turn(1_000_020 + RETRY_MS, (20 + RETRY_MS) * 1_000);
+        core.finish_turn(&mut out).unwrap();
+        assert_eq!(
+            forwards_of(&out, NodeId(3), &request),
+            2,
+            "the fallback timer"
+        );
+        assert_eq!(core.status().retried, 1);
     }
 
     #[test]
@@ -549,7 +670,9 @@ mod tests {
         core.submit(&incr("k"), 9);
         run_until(&mut core, &mut out, |o| !o.answers.is_empty());
         assert_eq!(out.answers, [(9, Err(Failure::OutcomeUnknown))]);
-        assert!(core.status().retried >= 1);
-        assert_eq!(core.status().timed_out, 1);
+        // Handed to the replica again meanwhile: on the timer, or as it started view changes.
+        let status = core.status();
+        assert!(status.retried + status.resent_on_view_change >= 1);
+        assert_eq!(status.timed_out, 1);
     }
 }

@@ -413,8 +413,14 @@ pub fn log_figures(log: &LogStatus) -> Vec<LogFigure> {
         ),
         figure(
             "operations_retried_total",
-            "Client operations handed to the replica again.",
+            "Client operations handed to the replica again after the retry timer.",
             int(log.retried),
+            true,
+        ),
+        figure(
+            "operations_resent_on_view_change_total",
+            "Client operations handed to the replica again as it moved to a new view.",
+            int(log.resent_on_view_change),
             true,
         ),
         figure(
