@@ -45,6 +45,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
+use hdrhistogram::Histogram;
 use logless_multipaxos::config::Config;
 use logless_multipaxos::ids::{ClientId, Instance, NodeId, RequestSeq, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
@@ -53,10 +54,11 @@ use logless_multipaxos::persist::Durable;
 use logless_multipaxos::replica::Replica;
 use logless_redis::session::Failure;
 use logless_storage::{Dir, FsDir, StoreError};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::durable_log::DurableLog;
-use crate::turn::ShardClock;
+use crate::turn::{ShardClock, ShardStatus};
 
 /// What a client operation came to: the map's response, or why there is none.
 pub type LogAnswer = Result<Response, Failure>;
@@ -74,6 +76,8 @@ pub trait LogOutlet<R> {
     fn send(&mut self, to: NodeId, messages: Vec<Message>);
     /// The answer to the operation submitted with `reply`.
     fn answer(&mut self, reply: R, answer: LogAnswer);
+    /// The monotonic clock now (µs, the origin of the turns' `mono_us`), for latencies.
+    fn mono_us(&self) -> u64;
 }
 
 /// The log's figures, for INFO, `/metrics` and `/status`.
@@ -95,6 +99,8 @@ pub struct LogStatus {
     pub executed_below: u64,
     /// Keys in the map (expired ones not yet swept included).
     pub keys: u64,
+    /// Keys that hold a value now (the map's less those expired by this replica's clock).
+    pub live_keys: u64,
     /// View changes this replica started.
     pub view_changes: u64,
     /// Views it came to lead.
@@ -129,6 +135,10 @@ pub struct LogStatus {
 
 struct InFlight<R> {
     reply: R,
+    /// Its command's name, for the per-command figures.
+    name: &'static str,
+    /// When it was submitted (the turn's monotonic µs).
+    started_us: u64,
     request: Request,
     deadline_ms: u64,
     /// When it is next due for a retry (or its deadline): the one entry of the pool's `due`
@@ -194,8 +204,15 @@ pub struct LogCore<R, D: Dir = FsDir> {
     now_ms: u64,
     request_timeout_ms: u64,
     outgoing: BTreeMap<NodeId, Vec<Message>>,
-    /// Answers given without the replica (overload), delivered at the end of the turn.
-    refused: Vec<R>,
+    /// Answers given without the replica (overload), delivered at the end of the turn, with
+    /// their commands' names.
+    refused: Vec<(R, &'static str)>,
+    /// The turn's monotonic clock at its start (µs).
+    turn_mono_us: u64,
+    /// Operations answered, by command name and outcome (`ok`, `unknown`, `overloaded`).
+    commands: FxHashMap<(&'static str, &'static str), u64>,
+    /// Their latency in µs, by command name.
+    latency_us: FxHashMap<&'static str, Histogram<u64>>,
     /// The replica's view at the end of the last turn (a new one re-sends what is in flight).
     view_seen: View,
     answered: u64,
@@ -236,6 +253,9 @@ impl<R, D: Dir> LogCore<R, D> {
             request_timeout_ms,
             outgoing: BTreeMap::new(),
             refused: Vec::new(),
+            turn_mono_us: mono_us,
+            commands: FxHashMap::default(),
+            latency_us: FxHashMap::default(),
             answered: 0,
             retried: 0,
             resent_on_view_change: 0,
@@ -248,6 +268,7 @@ impl<R, D: Dir> LogCore<R, D> {
     /// Starts a turn at wall-clock `wall_ms` and monotonic `mono_us`.
     pub fn start_turn(&mut self, wall_ms: u64, mono_us: u64) {
         self.now_ms = self.clock.read(wall_ms, mono_us);
+        self.turn_mono_us = mono_us;
     }
 
     /// The turn's clock (ms).
@@ -262,9 +283,10 @@ impl<R, D: Dir> LogCore<R, D> {
 
     /// Takes a client operation; its answer goes to `reply`.
     pub fn submit(&mut self, operation: &Operation, reply: R) {
+        let name = operation.name();
         if self.clients.in_flight.len() >= IN_FLIGHT_MAX {
             self.overloaded += 1;
-            self.refused.push(reply);
+            self.refused.push((reply, name));
             return;
         }
         let (client, seq) = self.clients.lend();
@@ -280,6 +302,8 @@ impl<R, D: Dir> LogCore<R, D> {
             client,
             InFlight {
                 reply,
+                name,
+                started_us: self.turn_mono_us,
                 request,
                 deadline_ms,
                 due_ms,
@@ -321,17 +345,33 @@ impl<R, D: Dir> LogCore<R, D> {
                 outlet.send(*to, std::mem::take(messages));
             }
         }
+        let answered_us = outlet.mono_us();
         for reply in released.replies {
             let Some(flight) = self.clients.settle(reply.client, reply.seq) else {
                 continue;
             };
             self.answered += 1;
+            self.count(
+                flight.name,
+                "ok",
+                answered_us.saturating_sub(flight.started_us),
+            );
             outlet.answer(flight.reply, Ok(decoded(&reply.reply)));
         }
-        for reply in self.refused.drain(..) {
+        for (reply, name) in std::mem::take(&mut self.refused) {
+            self.count(name, "overloaded", 0);
             outlet.answer(reply, Err(Failure::Overloaded));
         }
         Ok(())
+    }
+
+    /// Counts an answer to a `name` command with `outcome`, `micros` after it was submitted.
+    fn count(&mut self, name: &'static str, outcome: &'static str, micros: u64) {
+        *self.commands.entry((name, outcome)).or_default() += 1;
+        self.latency_us
+            .entry(name)
+            .or_insert_with(|| Histogram::new(3).expect("valid histogram"))
+            .saturating_record(micros.max(1));
     }
 
     /// Hands every operation in flight to the replica again if it is in a view it was not in
@@ -376,6 +416,8 @@ impl<R, D: Dir> LogCore<R, D> {
             if now_ms >= flight.deadline_ms {
                 let flight = self.clients.settle(client, seq).expect("in flight");
                 self.timed_out += 1;
+                let micros = self.turn_mono_us.saturating_sub(flight.started_us);
+                self.count(flight.name, "unknown", micros);
                 outlet.answer(flight.reply, Err(Failure::OutcomeUnknown));
                 continue;
             }
@@ -410,9 +452,25 @@ impl<R, D: Dir> LogCore<R, D> {
         (next, keys)
     }
 
+    /// The node's figures as the per-key engine's shards report theirs: the keys, the
+    /// per-command counts and latencies, and the log's own ([`LogCore::status`]).
+    pub fn figures(&self) -> ShardStatus {
+        let status = self.status();
+        ShardStatus {
+            registers: status.keys,
+            live_registers: status.live_keys,
+            commands: self.commands.clone(),
+            latency_us: self.latency_us.clone(),
+            flushes: status.flushes,
+            log: Some(status),
+            ..ShardStatus::default()
+        }
+    }
+
     /// The log's figures now.
     pub fn status(&self) -> LogStatus {
         let replica = &self.replica;
+        let machine = replica.state_machine();
         let stats = replica.stats();
         let executed_below = replica.executed_below();
         let last_instance = replica.last_instance();
@@ -431,7 +489,11 @@ impl<R, D: Dir> LogCore<R, D> {
             last_instance: last_instance.map(|i| i.0),
             decided_instance,
             executed_below: executed_below.0,
-            keys: replica.state_machine().map().len() as u64,
+            keys: machine.map().len() as u64,
+            live_keys: machine
+                .map()
+                .len()
+                .saturating_sub(machine.expired_keys(self.now_ms)) as u64,
             view_changes: stats.view_changes_started,
             views_led: stats.views_led,
             batches_proposed: stats.batches_proposed,
@@ -483,6 +545,10 @@ mod tests {
 
         fn answer(&mut self, reply: u32, answer: LogAnswer) {
             self.answers.push((reply, answer));
+        }
+
+        fn mono_us(&self) -> u64 {
+            0
         }
     }
 
@@ -560,6 +626,8 @@ mod tests {
             a,
             InFlight {
                 reply: (),
+                name: "get",
+                started_us: 0,
                 request,
                 deadline_ms: 0,
                 due_ms: 0,

@@ -20,10 +20,8 @@ pub async fn gather(context: &NodeContext) -> Totals {
     if let Some(log) = &context.log {
         let (tx, rx) = oneshot::channel();
         if log.send(LogInput::Status(tx)).await.is_ok() {
-            if let Ok(status) = rx.await {
-                totals.registers = status.keys;
-                totals.live_registers = status.keys;
-                totals.log = Some(status);
+            if let Ok(figures) = rx.await {
+                totals += figures;
             }
         }
     }
@@ -529,7 +527,7 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         durability: context.config.durability.clone(),
         registers: t.registers,
         clients: context.clients.connected.load(Ordering::Relaxed),
-        commands: t.commands.values().sum::<u64>() + t.log.as_ref().map_or(0, |l| l.answered),
+        commands: t.commands.values().sum::<u64>(),
         timeouts: t.proposer.timeouts,
         links,
         healthy: !failed && reachable.len() + 1 > replicas / 2,

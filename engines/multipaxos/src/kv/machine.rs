@@ -80,6 +80,15 @@ impl RegisterMachine {
         &self.map
     }
 
+    /// The keys in the map whose expiry has passed at `now_ms` (not yet swept): the map's
+    /// size less these is the number of keys that hold a value then, but for deleted lock keys
+    /// kept for their fencing tokens.
+    pub fn expired_keys(&self, now_ms: u64) -> usize {
+        self.expiring
+            .range(..(now_ms.saturating_add(1), Bytes::new()))
+            .count()
+    }
+
     /// The register of `key` as stored (absent if not in the map; it may have expired since
     /// the last batch).
     pub fn get(&self, key: &[u8]) -> &Register {
