@@ -62,6 +62,10 @@ pub struct UpArgs {
     /// commands and MULTI/EXEC are atomic).
     #[arg(long, default_value_t = logless_node::config::Engine::Rmw)]
     pub engine: logless_node::config::Engine,
+    /// A setting of the log engine for every replica, NAME=VALUE (see `logless server
+    /// --multipaxos`); repeat it for several.
+    #[arg(long = "multipaxos", value_name = "NAME=VALUE")]
+    pub multipaxos: Vec<String>,
     /// Shards per replica (the per-key engine only: the log engine has one log).
     #[arg(long, default_value_t = 1)]
     pub shards: u16,
@@ -176,6 +180,10 @@ fn specs(
             .flag("--log-level", &args.log_level)
             .flag("--cluster-id", cluster_id)
             .flag("--cluster-secret-file", secret.display())
+        })
+        .map(|spec| {
+            let settings = args.multipaxos.iter();
+            settings.fold(spec, |spec, setting| spec.flag("--multipaxos", setting))
         })
         .map(|spec| match requirepass {
             Some(path) => spec.flag("--requirepass-file", path.display()),

@@ -32,6 +32,9 @@
 //! peer_connections_max = 64    # inbound peer connections at once (0: derived from peers)
 //! peer_handshake_timeout_ms = 5000
 //!
+//! [multipaxos]                 # the log engine's timeouts, batches, window and snapshots
+//! suspect_timeout_ms = 300     # (every setting and its default: crate::log_config)
+//!
 //! [[peers]]                    # every replica, this one included, the same list everywhere
 //! id = 1
 //! addr = "127.0.0.1:8379"      # HOST:PORT; HOST may be a DNS name, resolved at each connect
@@ -61,6 +64,7 @@ use thiserror::Error;
 use logless_redis::acl::{self, Access, Acl, User};
 
 use crate::hello::{ClusterAuth, CLUSTER_ID_BYTES_MAX, SECRET_BYTES_MIN};
+use crate::log_config::LogTuning;
 
 /// A configuration that cannot be used.
 #[derive(Debug, Error)]
@@ -202,6 +206,9 @@ pub struct NodeConfig {
     pub durability: String,
     /// The replication engine; the same on every replica, and fixed for a data directory.
     pub engine: Engine,
+    /// The log engine's timeouts, batches, window and snapshot policy (the `[multipaxos]`
+    /// table; used only by that engine, checked whatever the engine).
+    pub multipaxos: LogTuning,
     /// Shards (one event loop and one store file each); the same on every replica.
     pub shards: u16,
     /// Read retries before a read writes through (X of the paper).
@@ -288,6 +295,7 @@ impl Default for NodeConfig {
             data_dir: PathBuf::from("logless-data"),
             durability: "mmap".to_string(),
             engine: Engine::default(),
+            multipaxos: LogTuning::default(),
             shards: 1,
             read_retries: 1,
             thrifty_reads: true,
@@ -465,6 +473,7 @@ impl NodeConfig {
         if self.request_timeout_ms < 100 {
             return invalid("request_timeout_ms must be at least 100".into());
         }
+        self.multipaxos.validate(self.request_timeout_ms)?;
         for peer in &self.peers {
             check_peer_addr(&peer.addr)?;
         }

@@ -33,6 +33,7 @@ pub mod hello;
 pub mod http;
 pub mod info;
 pub mod limits;
+pub mod log_config;
 pub mod log_loop;
 pub mod log_ops;
 pub mod log_turn;
