@@ -198,6 +198,46 @@ mod tests {
     }
 
     #[test]
+    fn a_transaction_holds_commands_over_several_keys_as_their_own_operations() {
+        let queued = CrossKey::Transaction(vec![
+            Queued::One(key("a"), Command::IncrBy(1)),
+            Queued::Many(
+                vec![(key("a"), Command::Get), (key("b"), Command::Get)],
+                Combine::Array,
+            ),
+            Queued::Cross(CrossKey::MSet(vec![(key("c"), key("1"))])),
+        ]);
+        assert_eq!(
+            cross(queued),
+            Operation::Transaction(vec![
+                single(key("a"), Command::IncrBy(1)),
+                Operation::MGet(vec![key("a"), key("b")]),
+                Operation::MSet(vec![(key("c"), key("1"))]),
+            ])
+        );
+        // In EXEC's array each shows as it would alone.
+        let mut shapes = logless_redis::table::ExecShapes::default();
+        for _ in 0..3 {
+            shapes.push(ReplyShape::Plain);
+        }
+        assert_eq!(
+            reply(
+                Ok(Response::Items(vec![
+                    Response::Int(1),
+                    Response::Items(vec![Response::Bulk(key("1")), Response::Nil]),
+                    Response::Ok,
+                ])),
+                Shown::Shape(ReplyShape::Exec(shapes))
+            ),
+            Value::Array(vec![
+                Value::Int(1),
+                Value::Array(vec![Value::Bulk(key("1")), Value::Nil]),
+                Value::Simple("OK".into()),
+            ])
+        );
+    }
+
+    #[test]
     fn responses_are_shown_as_the_per_key_engines_replies() {
         let shown = |r: Response, shape| reply(Ok(r), Shown::Shape(shape));
         assert_eq!(shown(Response::Ok, ReplyShape::SetNx), Value::Int(1));

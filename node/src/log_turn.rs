@@ -611,6 +611,36 @@ mod tests {
     }
 
     #[test]
+    fn answers_are_counted_by_command_and_expired_keys_are_not_live() {
+        use logless_commands::command::{Condition, Expiry, SetArgs};
+        let mut core = single_replica_core();
+        let mut out = Collected::default();
+        core.submit(&incr("k"), 0);
+        core.submit(&incr("k"), 1);
+        let set_px = Operation::Command {
+            key: Bytes::from_static(b"short"),
+            command: Command::Set(SetArgs {
+                value: Bytes::from_static(b"v"),
+                condition: Condition::Always,
+                get: false,
+                expiry: Expiry::AfterMs(20),
+            }),
+        };
+        core.submit(&set_px, 2);
+        run_until(&mut core, &mut out, |o| o.answers.len() == 3);
+        let figures = core.figures();
+        assert_eq!(figures.commands.get(&("incrby", "ok")), Some(&2));
+        assert_eq!(figures.commands.get(&("set", "ok")), Some(&1));
+        assert_eq!(figures.latency_us["incrby"].len(), 2);
+        assert_eq!((figures.registers, figures.live_registers), (2, 2));
+        // Past its expiry (nothing executed since, so it is not swept yet): still in the map,
+        // no longer live.
+        core.start_turn(1_100_000, 100_000_000);
+        let figures = core.figures();
+        assert_eq!((figures.registers, figures.live_registers), (2, 1));
+    }
+
+    #[test]
     fn client_ids_are_reused_with_growing_numbers_and_carry_node_and_incarnation() {
         let mut pool: ClientPool<()> = ClientPool::new(2, 5);
         let (a, seq_a) = pool.lend();
