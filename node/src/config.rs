@@ -473,7 +473,9 @@ impl NodeConfig {
         if self.request_timeout_ms < 100 {
             return invalid("request_timeout_ms must be at least 100".into());
         }
-        self.multipaxos.validate(self.request_timeout_ms)?;
+        let log_engine = self.engine == Engine::Multipaxos;
+        self.multipaxos
+            .validate(log_engine.then_some(self.request_timeout_ms))?;
         for peer in &self.peers {
             check_peer_addr(&peer.addr)?;
         }

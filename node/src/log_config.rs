@@ -123,8 +123,9 @@ impl LogTuning {
         }
     }
 
-    /// Checks the settings, with `request_timeout_ms` the node's: a failover must fit in it.
-    pub fn validate(&self, request_timeout_ms: u64) -> Result<(), ConfigError> {
+    /// Checks the settings; with `request_timeout_ms`, the node's when it runs the log engine,
+    /// also that a failover fits in it.
+    pub fn validate(&self, request_timeout_ms: Option<u64>) -> Result<(), ConfigError> {
         let check = |ok: bool, message: String| {
             if ok {
                 Ok(())
@@ -178,14 +179,17 @@ impl LogTuning {
                 self.suspect_timeout_ms, self.heartbeat_interval_ms
             ),
         )?;
-        check(
-            self.suspect_timeout_ms < request_timeout_ms,
-            format!(
-                "suspect_timeout_ms ({}) must be below request_timeout_ms ({request_timeout_ms}): \
-                 else every command in flight at a leader's failure times out",
-                self.suspect_timeout_ms
-            ),
-        )?;
+        if let Some(request_timeout_ms) = request_timeout_ms {
+            check(
+                self.suspect_timeout_ms < request_timeout_ms,
+                format!(
+                    "suspect_timeout_ms ({}) must be below request_timeout_ms \
+                     ({request_timeout_ms}): else every command in flight at a leader's \
+                     failure times out",
+                    self.suspect_timeout_ms
+                ),
+            )?;
+        }
         check(
             self.snapshot_ratio_percent >= 1,
             "snapshot_ratio_percent must be at least 1".into(),
@@ -215,7 +219,7 @@ mod tests {
     #[test]
     fn the_defaults_are_the_engines_and_valid() {
         let tuning = LogTuning::default();
-        tuning.validate(5_000).unwrap();
+        tuning.validate(Some(5_000)).unwrap();
         let mut engine = Config::new(vec![NodeId(1)], NodeId(1));
         let before = engine.clone();
         tuning.apply(&mut engine);
@@ -251,7 +255,7 @@ mod tests {
         let invalid = |edit: fn(&mut LogTuning)| {
             let mut tuning = LogTuning::default();
             edit(&mut tuning);
-            tuning.validate(5_000).unwrap_err().to_string()
+            tuning.validate(Some(5_000)).unwrap_err().to_string()
         };
         assert!(invalid(|t| t.window_instances = 0).contains("multipaxos.window_instances"));
         assert!(invalid(|t| t.batch_bytes_max = 10).contains("batch_bytes_max"));
@@ -261,6 +265,12 @@ mod tests {
         assert!(invalid(|t| t.suspect_timeout_ms = 60).contains("twice heartbeat_interval_ms"));
         assert!(invalid(|t| t.suspect_timeout_ms = 9_000).contains("below request_timeout_ms"));
         assert!(invalid(|t| t.snapshot_ratio_percent = 0).contains("snapshot_ratio_percent"));
+        // Another engine's request timeout is not held against the suspicion timeout.
+        let slow = LogTuning {
+            suspect_timeout_ms: 9_000,
+            ..LogTuning::default()
+        };
+        slow.validate(None).unwrap();
     }
 
     #[test]
