@@ -490,10 +490,7 @@ impl<R, D: Dir> LogCore<R, D> {
             decided_instance,
             executed_below: executed_below.0,
             keys: machine.map().len() as u64,
-            live_keys: machine
-                .map()
-                .len()
-                .saturating_sub(machine.expired_keys(self.now_ms)) as u64,
+            live_keys: machine.live_keys(self.now_ms) as u64,
             view_changes: stats.view_changes_started,
             views_led: stats.views_led,
             batches_proposed: stats.batches_proposed,
