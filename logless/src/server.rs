@@ -54,6 +54,16 @@ pub struct ServerArgs {
     /// The psmr engine's mode: psmr, sp-smr, smr or no-rep (one process, no peers).
     #[arg(long, env = "LOGLESS_PSMR_MODE")]
     pub psmr_mode: Option<String>,
+    /// A setting of the log engine, NAME=VALUE with a name of the file's [multipaxos] table
+    /// (suspect_timeout_ms=300, window_instances=10, ...); repeat it for several (the variable
+    /// takes them comma-separated).
+    #[arg(
+        long = "multipaxos",
+        value_name = "NAME=VALUE",
+        env = "LOGLESS_MULTIPAXOS",
+        value_delimiter = ','
+    )]
+    pub multipaxos: Vec<String>,
     /// Shards (event loops and store files); the same on every replica.
     #[arg(long, env = "LOGLESS_SHARDS")]
     pub shards: Option<u16>,
@@ -186,6 +196,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.engine {
         c.engine = v;
+    }
+    for assignment in &args.multipaxos {
+        c.multipaxos.set(assignment).map_err(|e| e.to_string())?;
     }
     if let Some(v) = args.shards {
         c.shards = v;

@@ -69,6 +69,10 @@ pub struct UpArgs {
     /// --replicas must be 1).
     #[arg(long, default_value = "psmr")]
     pub psmr_mode: String,
+    /// A setting of the log engine for every replica, NAME=VALUE (see `logless server
+    /// --multipaxos`); repeat it for several.
+    #[arg(long = "multipaxos", value_name = "NAME=VALUE")]
+    pub multipaxos: Vec<String>,
     /// Shards per replica (the per-key engine only: the log engine has one log).
     #[arg(long, default_value_t = 1)]
     pub shards: u16,
@@ -185,6 +189,10 @@ fn specs(
             .flag("--log-level", &args.log_level)
             .flag("--cluster-id", cluster_id)
             .flag("--cluster-secret-file", secret.display())
+        })
+        .map(|spec| {
+            let settings = args.multipaxos.iter();
+            settings.fold(spec, |spec, setting| spec.flag("--multipaxos", setting))
         })
         .map(|spec| match requirepass {
             Some(path) => spec.flag("--requirepass-file", path.display()),

@@ -32,6 +32,9 @@ struct InFlight<R> {
     reply: R,
     request: Request,
     deadline_ms: u64,
+    /// When it is next due for a retry (or its deadline): the one entry of the pool's `due`
+    /// queue that counts for it (a re-send leaves an earlier one behind).
+    due_ms: u64,
 }
 
 /// What came due in [`ClientPool::take_due`].
@@ -100,15 +103,39 @@ impl<R> ClientPool<R> {
             payload,
         };
         let deadline_ms = now_ms.saturating_add(timeout_ms);
+        let due_ms = (now_ms + RETRY_MS).min(deadline_ms);
         let flight = InFlight {
             reply,
             request: request.clone(),
             deadline_ms,
+            due_ms,
         };
         self.in_flight.insert(client, flight);
-        let due_ms = (now_ms + RETRY_MS).min(deadline_ms);
         self.due.push_back((due_ms, client, seq));
         request
+    }
+
+    /// The requests in flight and not past their deadline at `now_ms`, to hand to the replica
+    /// again at once (it moved to a new view: one forwarded to the old leader may be lost with
+    /// it); their retry timers start again from `now_ms`.
+    pub(crate) fn resend_all(&mut self, now_ms: u64) -> Vec<Request> {
+        let mut resent = Vec::new();
+        for (&client, flight) in &mut self.in_flight {
+            if now_ms >= flight.deadline_ms {
+                continue; // answered "outcome unknown" by take_due
+            }
+            flight.due_ms = (now_ms + RETRY_MS).min(flight.deadline_ms);
+            self.due
+                .push_back((flight.due_ms, client, flight.request.seq));
+            resent.push(flight.request.clone());
+        }
+        resent
+    }
+
+    /// The requests in flight (for tests).
+    #[cfg(test)]
+    pub(crate) fn requests(&self) -> impl Iterator<Item = &Request> {
+        self.in_flight.values().map(|flight| &flight.request)
     }
 
     /// An idle id (or a new one, numbered from the clock `now_ms`) and its next number.
@@ -142,20 +169,20 @@ impl<R> ClientPool<R> {
                 break;
             }
             self.due.pop_front();
-            let Some(flight) = self.in_flight.get(&client) else {
+            let Some(flight) = self.in_flight.get_mut(&client) else {
                 continue;
             };
-            if flight.request.seq != seq {
-                continue;
+            if flight.request.seq != seq || flight.due_ms != due_ms {
+                continue; // settled, or due later since a re-send
             }
             if now_ms >= flight.deadline_ms {
                 let reply = self.settle(client, seq).expect("in flight");
                 due.push(Due::TimedOut(reply));
                 continue;
             }
-            let next_ms = (now_ms + RETRY_MS).min(flight.deadline_ms);
+            flight.due_ms = (now_ms + RETRY_MS).min(flight.deadline_ms);
             due.push(Due::Retry(flight.request.clone()));
-            self.due.push_back((next_ms, client, seq));
+            self.due.push_back((flight.due_ms, client, seq));
         }
         due
     }

@@ -38,6 +38,9 @@
 //! peer_connections_max = 64    # inbound peer connections at once (0: derived from peers)
 //! peer_handshake_timeout_ms = 5000
 //!
+//! [multipaxos]                 # the log engine's timeouts, batches, window and snapshots
+//! suspect_timeout_ms = 300     # (every setting and its default: crate::log_config)
+//!
 //! [[peers]]                    # every replica, this one included, the same list everywhere
 //! id = 1
 //! addr = "127.0.0.1:8379"      # HOST:PORT; HOST may be a DNS name, resolved at each connect
@@ -67,6 +70,7 @@ use thiserror::Error;
 use logless_redis::acl::{self, Access, Acl, User};
 
 use crate::hello::{ClusterAuth, CLUSTER_ID_BYTES_MAX, SECRET_BYTES_MIN};
+use crate::log_config::LogTuning;
 
 /// A configuration that cannot be used.
 #[derive(Debug, Error)]
@@ -215,6 +219,9 @@ pub struct NodeConfig {
     pub durability: String,
     /// The replication engine; the same on every replica, and fixed for a data directory.
     pub engine: Engine,
+    /// The log engine's timeouts, batches, window and snapshot policy (the `[multipaxos]`
+    /// table; used only by that engine, checked whatever the engine).
+    pub multipaxos: LogTuning,
     /// Shards (one event loop and one store file each); the same on every replica.
     pub shards: u16,
     /// The psmr engine's worker threads, `k` (it runs `k + 1` streams); the same on every
@@ -320,6 +327,7 @@ impl Default for NodeConfig {
             data_dir: PathBuf::from("logless-data"),
             durability: "mmap".to_string(),
             engine: Engine::default(),
+            multipaxos: LogTuning::default(),
             shards: 1,
             threads: 0,
             psmr_mode: "psmr".to_string(),
@@ -571,6 +579,9 @@ impl NodeConfig {
         if self.request_timeout_ms < 100 {
             return invalid("request_timeout_ms must be at least 100".into());
         }
+        let log_engine = self.engine == Engine::Multipaxos;
+        self.multipaxos
+            .validate(log_engine.then_some(self.request_timeout_ms))?;
         for peer in &self.peers {
             check_peer_addr(&peer.addr)?;
         }

@@ -333,6 +333,16 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             out.push_str("\r\n");
         }
     }
+    let named = |name: &str| {
+        sections.iter().any(|s| {
+            s.eq_ignore_ascii_case(name.as_bytes())
+                || s.eq_ignore_ascii_case(b"all")
+                || s.eq_ignore_ascii_case(b"everything")
+        })
+    };
+    if named("commandstats") {
+        command_stats(&mut out, &totals);
+    }
     if wanted("keyspace") {
         let _ = write!(out, "# Keyspace\r\n");
         if totals.live_registers > 0 {
@@ -350,6 +360,40 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
         out.push_str("\r\n");
     }
     out
+}
+
+/// Redis's `# Commandstats` section (asked for by name, `all` or `everything`, as in Redis): per
+/// command, the answers this replica gave (`calls`), their total and mean latency in µs, and
+/// those that were not a result (`failed_calls`: not applied, outcome unknown, overloaded).
+fn command_stats(out: &mut String, totals: &status::Totals) {
+    let _ = write!(out, "# Commandstats\r\n");
+    let mut names: Vec<&str> = totals.latency_us.keys().copied().collect();
+    names.sort_unstable();
+    for name in names {
+        let (mut calls, mut failed) = (0, 0);
+        for (&(command, outcome), &n) in &totals.commands {
+            if command == name {
+                calls += n;
+                if outcome != "ok" {
+                    failed += n;
+                }
+            }
+        }
+        let usec: u64 = totals.latency_us[name]
+            .iter_recorded()
+            .map(|v| v.value_iterated_to() * v.count_at_value())
+            .sum();
+        let per_call = if calls == 0 {
+            0.0
+        } else {
+            usec as f64 / calls as f64
+        };
+        let _ = write!(
+            out,
+            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls=0,failed_calls={failed}\r\n"
+        );
+    }
+    out.push_str("\r\n");
 }
 
 /// The figures of authentication and [`crate::limits`], at the end of the Stats section

@@ -40,6 +40,7 @@ pub mod http;
 pub mod info;
 pub mod limits;
 pub mod lives;
+pub mod log_config;
 pub mod log_loop;
 pub mod log_ops;
 pub mod log_turn;

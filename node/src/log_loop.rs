@@ -20,6 +20,7 @@ use tokio::time::MissedTickBehavior;
 pub use crate::log_turn::{LogAnswer, LogStatus};
 use crate::log_turn::{LogCore, LogOutlet};
 use crate::shard::wall_ms;
+use crate::turn::ShardStatus;
 
 /// How often the replica is ticked when nothing else wakes the loop.
 pub const TICK_MS: u64 = 5;
@@ -39,8 +40,8 @@ pub enum LogInput {
         /// In the order sent.
         messages: Vec<Message>,
     },
-    /// A snapshot of the log's figures.
-    Status(oneshot::Sender<LogStatus>),
+    /// A snapshot of the node's figures ([`LogCore::figures`]).
+    Status(oneshot::Sender<ShardStatus>),
     /// A page of the live keys of this replica's copy (see [`LogCore::scan_live`]).
     Scan {
         /// Where to resume (0 starts).
@@ -96,6 +97,10 @@ impl LogOutlet<LogReplyTo> for ChannelOutlet {
     fn answer(&mut self, reply: LogReplyTo, answer: LogAnswer) {
         // The client may have gone; its answer is then dropped.
         let _ = reply.tx.send((reply.seq, answer));
+    }
+
+    fn mono_us(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
     }
 }
 
@@ -162,7 +167,7 @@ impl LogLoop {
             }
             LogInput::Messages { from, messages } => self.core.receive(from, messages),
             LogInput::Status(reply) => {
-                let _ = reply.send(self.core.status());
+                let _ = reply.send(self.core.figures());
             }
             LogInput::Scan {
                 cursor,

@@ -4,7 +4,9 @@
 //! Every step is ONE operation of the replicated map, so one log entry: a single-key command
 //! as it is; DEL, EXISTS and MGET of several keys as the map's multi-key operations (one
 //! atomic snapshot, where the per-key engine answers each key on its own); MSET, RENAME, ...
-//! and MULTI/EXEC over several keys as the map's operations and transactions. The answers are
+//! and MULTI/EXEC over several keys as the map's operations and transactions (a transaction may
+//! hold any of these but another transaction; in EXEC's array each answers as it would alone:
+//! DEL and EXISTS their count, MGET its array, MSET OK). The answers are
 //! the map's [`Response`]s, shown as the per-key engine's replies are shown
 //! (`logless_redis::table::reply_to_value`), so that a client cannot tell the engines apart by
 //! a reply.
@@ -13,7 +15,7 @@ use logless_commands::command::{Command, CommandError};
 use logless_multipaxos::kv::{Operation, Response};
 use logless_redis::resp::Value;
 use logless_redis::session::{Failure, Session};
-use logless_redis::table::cross_key::CrossKey;
+use logless_redis::table::cross_key::{CrossKey, Queued};
 use logless_redis::table::{Combine, ReplyShape};
 
 use crate::log_turn::LogAnswer;
@@ -59,10 +61,14 @@ pub fn cross(op: CrossKey) -> Operation {
         CrossKey::RenameNx { from, to } => Operation::RenameNx { from, to },
         CrossKey::SMove { from, to, member } => Operation::SMove { from, to, member },
         CrossKey::Copy { from, to, replace } => Operation::Copy { from, to, replace },
-        CrossKey::Transaction(parts) => Operation::Transaction(
-            parts
+        CrossKey::Transaction(items) => Operation::Transaction(
+            items
                 .into_iter()
-                .map(|(key, command)| single(key, command))
+                .map(|item| match item {
+                    Queued::One(key, command) => single(key, command),
+                    Queued::Many(parts, combine) => many(parts, combine),
+                    Queued::Cross(op) => cross(op),
+                })
                 .collect(),
         ),
     }
@@ -188,6 +194,46 @@ mod tests {
                 from: key("a"),
                 to: key("b")
             }
+        );
+    }
+
+    #[test]
+    fn a_transaction_holds_commands_over_several_keys_as_their_own_operations() {
+        let queued = CrossKey::Transaction(vec![
+            Queued::One(key("a"), Command::IncrBy(1)),
+            Queued::Many(
+                vec![(key("a"), Command::Get), (key("b"), Command::Get)],
+                Combine::Array,
+            ),
+            Queued::Cross(CrossKey::MSet(vec![(key("c"), key("1"))])),
+        ]);
+        assert_eq!(
+            cross(queued),
+            Operation::Transaction(vec![
+                single(key("a"), Command::IncrBy(1)),
+                Operation::MGet(vec![key("a"), key("b")]),
+                Operation::MSet(vec![(key("c"), key("1"))]),
+            ])
+        );
+        // In EXEC's array each shows as it would alone.
+        let mut shapes = logless_redis::table::ExecShapes::default();
+        for _ in 0..3 {
+            shapes.push(ReplyShape::Plain);
+        }
+        assert_eq!(
+            reply(
+                Ok(Response::Items(vec![
+                    Response::Int(1),
+                    Response::Items(vec![Response::Bulk(key("1")), Response::Nil]),
+                    Response::Ok,
+                ])),
+                Shown::Shape(ReplyShape::Exec(shapes))
+            ),
+            Value::Array(vec![
+                Value::Int(1),
+                Value::Array(vec![Value::Bulk(key("1")), Value::Nil]),
+                Value::Simple("OK".into()),
+            ])
         );
     }
 

@@ -19,7 +19,13 @@
 //! An operation not answered within [`RETRY_MS`] is handed to the replica again with the same
 //! id and number (it forwards it to the leader it knows now, which may have changed); the
 //! client table makes a retry that was already executed answer from the table rather than run
-//! twice. One not answered within the request timeout is answered "outcome unknown"; its id
+//! twice. A follower forwards an operation to the leader it knows, and one forwarded to a
+//! leader that has failed would wait for that timer; so as soon as a turn ends with the replica
+//! in a view it was not in at the turn before (it learnt of a new leader, or became the
+//! candidate itself), every operation in flight is handed to it again at once, the timer
+//! restarting from there. A failover then takes the failure detector's time plus the view
+//! change, not [`RETRY_MS`] more. One not answered within the request timeout is answered
+//! "outcome unknown"; its id
 //! goes back to the pool and its next number supersedes the unanswered one, which the replicas
 //! then never execute once the later one was.
 //!
@@ -40,6 +46,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use hdrhistogram::Histogram;
 use logless_multipaxos::config::Config;
 use logless_multipaxos::ids::{Instance, NodeId, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
@@ -48,11 +55,12 @@ use logless_multipaxos::persist::Durable;
 use logless_multipaxos::replica::Replica;
 use logless_redis::session::Failure;
 use logless_storage::{Dir, FsDir, StoreError};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
-use crate::turn::ShardClock;
+use crate::turn::{ShardClock, ShardStatus};
 
 /// What a client operation came to: the map's response, or why there is none.
 pub type LogAnswer = Result<Response, Failure>;
@@ -69,6 +77,8 @@ pub trait LogOutlet<R> {
     fn send(&mut self, to: NodeId, messages: Vec<Message>);
     /// The answer to the operation submitted with `reply`.
     fn answer(&mut self, reply: R, answer: LogAnswer);
+    /// The monotonic clock now (µs, the origin of the turns' `mono_us`), for latencies.
+    fn mono_us(&self) -> u64;
 }
 
 /// The log's figures, for INFO, `/metrics` and `/status`.
@@ -90,6 +100,8 @@ pub struct LogStatus {
     pub executed_below: u64,
     /// Keys in the map (expired ones not yet swept included).
     pub keys: u64,
+    /// Keys that hold a value now (the map's less those expired by this replica's clock).
+    pub live_keys: u64,
     /// View changes this replica started.
     pub view_changes: u64,
     /// Views it came to lead.
@@ -110,6 +122,8 @@ pub struct LogStatus {
     pub answered: u64,
     /// Operations handed to the replica again after [`RETRY_MS`].
     pub retried: u64,
+    /// Operations handed to the replica again because it moved to a new view.
+    pub resent_on_view_change: u64,
     /// Operations answered "outcome unknown" after the request timeout.
     pub timed_out: u64,
     /// Operations refused because [`IN_FLIGHT_MAX`] were in flight.
@@ -120,21 +134,40 @@ pub struct LogStatus {
     pub flushes: u64,
 }
 
+/// An operation waiting for its answer: where the answer goes, and what the figures need.
+struct Waiting<R> {
+    reply: R,
+    /// Its command's name, for the per-command figures.
+    name: &'static str,
+    /// When it was submitted (the turn's monotonic µs).
+    started_us: u64,
+}
+
 /// The node's replica of the log, its durable log and the operations waiting for answers. `R`
 /// is how an answer finds its client.
 pub struct LogCore<R, D: Dir = FsDir> {
     me: NodeId,
     replica: Replica<RegisterMachine>,
     log: DurableLog<D>,
-    clients: ClientPool<R>,
+    clients: ClientPool<Waiting<R>>,
     clock: ShardClock,
     now_ms: u64,
     request_timeout_ms: u64,
     outgoing: BTreeMap<NodeId, Vec<Message>>,
-    /// Answers given without the replica (overload), delivered at the end of the turn.
-    refused: Vec<R>,
+    /// Answers given without the replica (overload), delivered at the end of the turn, with
+    /// their commands' names.
+    refused: Vec<(R, &'static str)>,
+    /// The turn's monotonic clock at its start (µs).
+    turn_mono_us: u64,
+    /// Operations answered, by command name and outcome (`ok`, `unknown`, `overloaded`).
+    commands: FxHashMap<(&'static str, &'static str), u64>,
+    /// Their latency in µs, by command name.
+    latency_us: FxHashMap<&'static str, Histogram<u64>>,
+    /// The replica's view at the end of the last turn (a new one re-sends what is in flight).
+    view_seen: View,
     answered: u64,
     retried: u64,
+    resent_on_view_change: u64,
     timed_out: u64,
     overloaded: u64,
     flushes: u64,
@@ -158,9 +191,11 @@ impl<R, D: Dir> LogCore<R, D> {
         let mut clock = ShardClock::default();
         let now_ms = clock.read(wall_ms, mono_us);
         let me = config.me;
+        let replica = Replica::recover(config, machine, durable, now_ms);
         LogCore {
             me,
-            replica: Replica::recover(config, machine, durable, now_ms),
+            view_seen: replica.view(),
+            replica,
             log,
             clients: ClientPool::new(me.0, incarnation),
             clock,
@@ -168,8 +203,12 @@ impl<R, D: Dir> LogCore<R, D> {
             request_timeout_ms,
             outgoing: BTreeMap::new(),
             refused: Vec::new(),
+            turn_mono_us: mono_us,
+            commands: FxHashMap::default(),
+            latency_us: FxHashMap::default(),
             answered: 0,
             retried: 0,
+            resent_on_view_change: 0,
             timed_out: 0,
             overloaded: 0,
             flushes: 0,
@@ -179,6 +218,7 @@ impl<R, D: Dir> LogCore<R, D> {
     /// Starts a turn at wall-clock `wall_ms` and monotonic `mono_us`.
     pub fn start_turn(&mut self, wall_ms: u64, mono_us: u64) {
         self.now_ms = self.clock.read(wall_ms, mono_us);
+        self.turn_mono_us = mono_us;
     }
 
     /// The turn's clock (ms).
@@ -193,15 +233,21 @@ impl<R, D: Dir> LogCore<R, D> {
 
     /// Takes a client operation; its answer goes to `reply`.
     pub fn submit(&mut self, operation: &Operation, reply: R) {
+        let name = operation.name();
         if self.clients.in_flight() >= IN_FLIGHT_MAX {
             self.overloaded += 1;
-            self.refused.push(reply);
+            self.refused.push((reply, name));
             return;
         }
         let payload = operation.encode();
+        let waiting = Waiting {
+            reply,
+            name,
+            started_us: self.turn_mono_us,
+        };
         let request = self
             .clients
-            .lend(payload, reply, self.now_ms, self.request_timeout_ms);
+            .lend(payload, waiting, self.now_ms, self.request_timeout_ms);
         self.replica.handle_request(self.now_ms, request);
     }
 
@@ -219,6 +265,7 @@ impl<R, D: Dir> LogCore<R, D> {
         let now_ms = self.now_ms;
         self.replica.tick(now_ms);
         self.retry_late(outlet);
+        self.resend_on_view_change();
         let ready = self.replica.take_ready();
         if !ready.records().is_empty() {
             self.flushes += 1;
@@ -237,17 +284,46 @@ impl<R, D: Dir> LogCore<R, D> {
                 outlet.send(*to, std::mem::take(messages));
             }
         }
+        let answered_us = outlet.mono_us();
         for reply in released.replies {
-            let Some(to) = self.clients.settle(reply.client, reply.seq) else {
+            let Some(waiting) = self.clients.settle(reply.client, reply.seq) else {
                 continue;
             };
             self.answered += 1;
-            outlet.answer(to, Ok(decoded(&reply.reply)));
+            let micros = answered_us.saturating_sub(waiting.started_us);
+            self.count(waiting.name, "ok", micros);
+            outlet.answer(waiting.reply, Ok(decoded(&reply.reply)));
         }
-        for reply in self.refused.drain(..) {
+        for (reply, name) in std::mem::take(&mut self.refused) {
+            self.count(name, "overloaded", 0);
             outlet.answer(reply, Err(Failure::Overloaded));
         }
         Ok(())
+    }
+
+    /// Counts an answer to a `name` command with `outcome`, `micros` after it was submitted.
+    fn count(&mut self, name: &'static str, outcome: &'static str, micros: u64) {
+        *self.commands.entry((name, outcome)).or_default() += 1;
+        self.latency_us
+            .entry(name)
+            .or_insert_with(|| Histogram::new(3).expect("valid histogram"))
+            .saturating_record(micros.max(1));
+    }
+
+    /// Hands every operation in flight to the replica again if it is in a view it was not in
+    /// at the end of the last turn: one a follower forwarded to the leader of the old view may
+    /// be lost with it, and the replica sends it to the new view's leader (or proposes it, if
+    /// that is itself). Their retry timers start again from now.
+    fn resend_on_view_change(&mut self) {
+        let view = self.replica.view();
+        if view == self.view_seen {
+            return;
+        }
+        self.view_seen = view;
+        for request in self.clients.resend_all(self.now_ms) {
+            self.replica.handle_request(self.now_ms, request);
+            self.resent_on_view_change += 1;
+        }
     }
 
     /// Hands the operations due for a retry to the replica again, and answers those past their
@@ -259,9 +335,11 @@ impl<R, D: Dir> LogCore<R, D> {
                     self.retried += 1;
                     self.replica.handle_request(self.now_ms, request);
                 }
-                Due::TimedOut(reply) => {
+                Due::TimedOut(waiting) => {
                     self.timed_out += 1;
-                    outlet.answer(reply, Err(Failure::OutcomeUnknown));
+                    let micros = self.turn_mono_us.saturating_sub(waiting.started_us);
+                    self.count(waiting.name, "unknown", micros);
+                    outlet.answer(waiting.reply, Err(Failure::OutcomeUnknown));
                 }
             }
         }
@@ -291,9 +369,25 @@ impl<R, D: Dir> LogCore<R, D> {
         (next, keys)
     }
 
+    /// The node's figures as the per-key engine's shards report theirs: the keys, the
+    /// per-command counts and latencies, and the log's own ([`LogCore::status`]).
+    pub fn figures(&self) -> ShardStatus {
+        let status = self.status();
+        ShardStatus {
+            registers: status.keys,
+            live_registers: status.live_keys,
+            commands: self.commands.clone(),
+            latency_us: self.latency_us.clone(),
+            flushes: status.flushes,
+            log: Some(status),
+            ..ShardStatus::default()
+        }
+    }
+
     /// The log's figures now.
     pub fn status(&self) -> LogStatus {
         let replica = &self.replica;
+        let machine = replica.state_machine();
         let stats = replica.stats();
         let executed_below = replica.executed_below();
         let last_instance = replica.last_instance();
@@ -312,7 +406,8 @@ impl<R, D: Dir> LogCore<R, D> {
             last_instance: last_instance.map(|i| i.0),
             decided_instance,
             executed_below: executed_below.0,
-            keys: replica.state_machine().map().len() as u64,
+            keys: machine.map().len() as u64,
+            live_keys: machine.live_keys(self.now_ms) as u64,
             view_changes: stats.view_changes_started,
             views_led: stats.views_led,
             batches_proposed: stats.batches_proposed,
@@ -323,6 +418,7 @@ impl<R, D: Dir> LogCore<R, D> {
             catch_up_queries: stats.catch_up_queries,
             answered: self.answered,
             retried: self.retried,
+            resent_on_view_change: self.resent_on_view_change,
             timed_out: self.timed_out,
             overloaded: self.overloaded,
             in_flight: self.clients.in_flight() as u64,
@@ -346,6 +442,7 @@ fn decoded(reply: &Bytes) -> Response {
 #[cfg(test)]
 mod tests {
     use logless_multipaxos::kv::Command;
+    use logless_multipaxos::message::Request;
     use logless_storage::{Durability, SegmentLogOptions, SimDir};
 
     use super::*;
@@ -363,6 +460,10 @@ mod tests {
 
         fn answer(&mut self, reply: u32, answer: LogAnswer) {
             self.answers.push((reply, answer));
+        }
+
+        fn mono_us(&self) -> u64 {
+            0
         }
     }
 
@@ -425,6 +526,107 @@ mod tests {
     }
 
     #[test]
+    fn answers_are_counted_by_command_and_expired_keys_are_not_live() {
+        use logless_commands::command::{Condition, Expiry, SetArgs};
+        let mut core = single_replica_core();
+        let mut out = Collected::default();
+        core.submit(&incr("k"), 0);
+        core.submit(&incr("k"), 1);
+        let set_px = Operation::Command {
+            key: Bytes::from_static(b"short"),
+            command: Command::Set(SetArgs {
+                value: Bytes::from_static(b"v"),
+                condition: Condition::Always,
+                get: false,
+                expiry: Expiry::AfterMs(20),
+            }),
+        };
+        core.submit(&set_px, 2);
+        run_until(&mut core, &mut out, |o| o.answers.len() == 3);
+        let figures = core.figures();
+        assert_eq!(figures.commands.get(&("incrby", "ok")), Some(&2));
+        assert_eq!(figures.commands.get(&("set", "ok")), Some(&1));
+        assert_eq!(figures.latency_us["incrby"].len(), 2);
+        assert_eq!((figures.registers, figures.live_registers), (2, 2));
+        // Past its expiry (nothing executed since, so it is not swept yet): still in the map,
+        // no longer live.
+        core.start_turn(1_100_000, 100_000_000);
+        let figures = core.figures();
+        assert_eq!((figures.registers, figures.live_registers), (2, 1));
+    }
+
+    /// The forwards of `request` in what was sent to `to`.
+    fn forwards_of(out: &Collected, to: NodeId, request: &Request) -> usize {
+        out.sent
+            .iter()
+            .filter(|(node, _)| *node == to)
+            .flat_map(|(_, messages)| messages)
+            .filter(|m| matches!(m, Message::Forward { requests } if requests.contains(request)))
+            .count()
+    }
+
+    #[test]
+    fn a_new_view_resends_the_operations_in_flight_without_waiting_for_the_retry() {
+        let opened =
+            DurableLog::open_on(SimDir::new(), SegmentLogOptions::new(Durability::Sync)).unwrap();
+        // Replica 2 of three follows replica 1, the leader of view 0.
+        let nodes = vec![NodeId(1), NodeId(2), NodeId(3)];
+        let config = Config::new(nodes.clone(), NodeId(2));
+        let mut core: LogCore<u32, SimDir> = LogCore::recover(
+            config,
+            RegisterMachine::default(),
+            &opened.durable,
+            opened.log,
+            1,
+            5_000,
+            1_000_000,
+            0,
+        );
+        let mut out = Collected::default();
+        core.submit(&incr("k"), 7);
+        core.finish_turn(&mut out).unwrap();
+        let request = core.clients.requests().next().unwrap().clone();
+        assert_eq!(forwards_of(&out, NodeId(1), &request), 1, "to the leader");
+
+        // 20 ms later (far from RETRY_MS and the suspicion timeout), replica 3 starts view 2,
+        // which it leads: replica 2 learns of it from its Prepare.
+        core.start_turn(1_000_020, 20_000);
+        let view = View(2);
+        assert_eq!(view.leader(&nodes), NodeId(3));
+        core.receive(
+            NodeId(3),
+            vec![Message::Prepare {
+                view,
+                first_undecided: Instance(0),
+            }],
+        );
+        core.finish_turn(&mut out).unwrap();
+        assert_eq!(core.view(), view);
+        assert_eq!(
+            forwards_of(&out, NodeId(3), &request),
+            1,
+            "re-sent to the new leader at once"
+        );
+        let status = core.status();
+        assert_eq!((status.resent_on_view_change, status.retried), (1, 0));
+
+        // The retry timer starts again from the re-send: nothing more before it is due.
+        for step in 1..=4 {
+            core.start_turn(1_000_020 + step * 100, (20 + step * 100) * 1_000);
+            core.finish_turn(&mut out).unwrap();
+        }
+        assert_eq!(forwards_of(&out, NodeId(3), &request), 1);
+        core.start_turn(1_000_020 + RETRY_MS, (20 + RETRY_MS) * 1_000);
+        core.finish_turn(&mut out).unwrap();
+        assert_eq!(
+            forwards_of(&out, NodeId(3), &request),
+            2,
+            "the fallback timer"
+        );
+        assert_eq!(core.status().retried, 1);
+    }
+
+    #[test]
     fn an_operation_without_a_majority_is_answered_outcome_unknown() {
         let opened =
             DurableLog::open_on(SimDir::new(), SegmentLogOptions::new(Durability::Sync)).unwrap();
@@ -444,7 +646,9 @@ mod tests {
         core.submit(&incr("k"), 9);
         run_until(&mut core, &mut out, |o| !o.answers.is_empty());
         assert_eq!(out.answers, [(9, Err(Failure::OutcomeUnknown))]);
-        assert!(core.status().retried >= 1);
-        assert_eq!(core.status().timed_out, 1);
+        // Handed to the replica again meanwhile: on the timer, or as it started view changes.
+        let status = core.status();
+        assert!(status.retried + status.resent_on_view_change >= 1);
+        assert_eq!(status.timed_out, 1);
     }
 }

@@ -559,6 +559,7 @@ fn start_log(
     nodes.sort_unstable();
     let me = LogNodeId(config.node_id);
     let mut engine = logless_multipaxos::config::Config::new(nodes, me);
+    config.multipaxos.apply(&mut engine);
     if FAULT_INJECTION {
         engine.bugs = bugs;
     }
@@ -623,9 +624,10 @@ fn log_options(
 ) -> logless_storage::SegmentLogOptions {
     let mut options = logless_storage::SegmentLogOptions::new(durability);
     // A batch closes past its byte bound with one request more, which may be a whole value.
+    let batch_bytes_max = usize::try_from(config.multipaxos.batch_bytes_max).unwrap_or(usize::MAX);
     options.record_bytes_max = options
         .record_bytes_max
-        .max(2 * config.value_bytes_max + (1 << 20));
+        .max(batch_bytes_max + 2 * config.value_bytes_max + (1 << 20));
     options.segment_bytes = options.segment_bytes.max(2 * options.record_bytes_max);
     options
 }

@@ -22,10 +22,8 @@ pub async fn gather(context: &NodeContext) -> Totals {
     if let Some(log) = &context.log {
         let (tx, rx) = oneshot::channel();
         if log.send(LogInput::Status(tx)).await.is_ok() {
-            if let Ok(status) = rx.await {
-                totals.registers = status.keys;
-                totals.live_registers = status.keys;
-                totals.log = Some(status);
+            if let Ok(figures) = rx.await {
+                totals += figures;
             }
         }
     }
@@ -585,8 +583,14 @@ pub fn log_figures(log: &LogStatus) -> Vec<LogFigure> {
         ),
         figure(
             "operations_retried_total",
-            "Client operations handed to the replica again.",
+            "Client operations handed to the replica again after the retry timer.",
             int(log.retried),
+            true,
+        ),
+        figure(
+            "operations_resent_on_view_change_total",
+            "Client operations handed to the replica again as it moved to a new view.",
+            int(log.resent_on_view_change),
             true,
         ),
         figure(
@@ -699,9 +703,7 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         durability: context.config.durability.clone(),
         registers: t.registers,
         clients: context.clients.connected.load(Ordering::Relaxed),
-        commands: t.commands.values().sum::<u64>()
-            + t.log.as_ref().map_or(0, |l| l.answered)
-            + t.psmr.as_ref().map_or(0, |p| p.answered),
+        commands: t.commands.values().sum::<u64>() + t.psmr.as_ref().map_or(0, |p| p.answered),
         timeouts: t.proposer.timeouts,
         links,
         healthy: !failed && reachable.len() + 1 > replicas / 2,

@@ -7,7 +7,12 @@ session ends. Every test shares it, so tests use unique keys (see the `ns` fixtu
 
 Environment:
   LOGLESS_BIN            the logless binary (default: <repo>/target/release/logless)
+  LOGLESS_CLIENT_ENGINE  the clusters' engine, rmw (default) or multipaxos
   LOGLESS_CLIENT_KEEP=1  keep the data directory (and replica logs) even when everything passed
+
+A test whose expectations hold under one engine only is marked
+`@pytest.mark.engine("rmw", reason="...")`: under the other engine it is skipped with that
+reason, which `-ra` prints in the summary.
 """
 from __future__ import annotations
 
@@ -35,6 +40,31 @@ STOP_GRACE_S = 10
 HOST = "127.0.0.1"
 # The password of the `secured` cluster.
 PASSWORD = "client-tests-pass"
+ENGINE = os.environ.get("LOGLESS_CLIENT_ENGINE") or "rmw"
+ENGINES = ("rmw", "multipaxos")
+
+
+def pytest_configure(config):
+    if ENGINE not in ENGINES:
+        raise pytest.UsageError(
+            f"LOGLESS_CLIENT_ENGINE must be one of {', '.join(ENGINES)}, not {ENGINE!r}")
+    config.addinivalue_line(
+        "markers", "engine(*names, reason): expectations that hold under these engines only")
+
+
+def pytest_report_header(config):
+    return f"logless engine: {ENGINE}"
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers(name="engine"):
+        unknown = set(mark.args) - set(ENGINES)
+        reason = mark.kwargs.get("reason")
+        if unknown or not mark.args or not reason:
+            raise pytest.UsageError(
+                f"{item.nodeid}: engine marks name engines of {ENGINES} and give a reason")
+        if ENGINE not in mark.args:
+            pytest.skip(f"not under the {ENGINE} engine: {reason}")
 
 
 def logless_bin() -> Path:
@@ -120,7 +150,7 @@ def _start(data_dir: Path, password: str | None = None,
         process = subprocess.Popen(
             [str(binary), "up", "--port", str(base), "--dir", str(run_dir),
              "--replicas", str(REPLICAS), "--ready-timeout-s", str(READY_TIMEOUT_S),
-             *extra_args],
+             "--engine", ENGINE, *extra_args],
             stdin=subprocess.DEVNULL, stdout=up_log, stderr=subprocess.STDOUT,
             # The password in the environment, not on the command line.
             env=_environment(password),

@@ -31,11 +31,11 @@
 //! transaction on one key needs none); UNWATCH answers OK.
 //!
 //! Under the log engine, which orders every key in one log ([`Session::with_total_order`]),
-//! EXEC of commands naming several keys is one [`Step::Cross`] of
-//! [`CrossKey::Transaction`], executed atomically as one log entry, and MSET, MSETNX, RENAME,
-//! RENAMENX, SMOVE and COPY are parsed into a [`Step::Cross`] of their own (outside a
-//! transaction; queued in one they are refused, as are DEL, EXISTS and MGET of several keys:
-//! queue one command per key instead).
+//! MSET, MSETNX, RENAME, RENAMENX, SMOVE and COPY are parsed into a [`Step::Cross`] of their
+//! own, and EXEC of commands naming several keys is one [`Step::Cross`] of
+//! [`CrossKey::Transaction`], executed atomically as one log entry. Such a transaction may
+//! queue those commands and DEL, EXISTS and MGET of several keys too ([`Queued`]): each
+//! answers in EXEC's array as it would alone.
 //!
 //! # Authentication
 //!
@@ -73,7 +73,7 @@ use logless_commands::KEY_BYTES_MAX;
 use crate::acl::{self, Acl, UserId};
 use crate::resp::{Protocol, ProtocolError, Value};
 use crate::table::admin::Admin;
-use crate::table::cross_key::{self, CrossKey};
+use crate::table::cross_key::{self, CrossKey, Queued};
 use crate::table::{
     self, Combine, CommandSpec, ExecShapes, Local, Parsed, ReplyShape, TRANSACTION_COMMANDS_MAX,
 };
@@ -176,9 +176,9 @@ pub struct Queue {
     /// Another key some command names, if any: then EXEC refuses, unless the engine orders
     /// every key in one log.
     other_key: Option<Bytes>,
-    /// Each queued command's key.
-    keys: Vec<Bytes>,
-    commands: Vec<Command>,
+    /// The queued commands: each on one key, but for those over several keys that only a
+    /// session with one order over all keys queues.
+    items: Vec<Queued>,
     shapes: ExecShapes,
     /// The bytes of the queued requests' arguments.
     bytes: usize,
@@ -189,12 +189,12 @@ pub struct Queue {
 impl Queue {
     /// The number of queued commands.
     pub fn len(&self) -> usize {
-        self.commands.len()
+        self.items.len()
     }
 
     /// Whether no command is queued.
     pub fn is_empty(&self) -> bool {
-        self.commands.is_empty()
+        self.items.is_empty()
     }
 
     /// Whether a command was refused while queueing, so that EXEC will run nothing.
@@ -327,14 +327,20 @@ impl Session {
             return Step::Reply(Value::Error(acl::NOAUTH.into()));
         }
         if let (true, Some(spec)) = (self.total_order, cross_key::find(&args[0])) {
+            let op = match self.cross_key(spec, args) {
+                Ok(op) => op,
+                Err(text) if self.transaction == Transaction::None => {
+                    return Step::Reply(Value::Error(text))
+                }
+                Err(text) => return self.refuse_queued(text),
+            };
             if self.transaction == Transaction::None {
-                return self.cross_key(spec, args);
+                return Step::Cross {
+                    op,
+                    shape: ReplyShape::Plain,
+                };
             }
-            return self.refuse_queued(format!(
-                "ERR '{}' cannot be queued in a transaction: queue its single-key commands \
-                 instead (the transaction is one atomic step)",
-                spec.name
-            ));
+            return self.queue(args, Queued::Cross(op), ReplyShape::Plain);
         }
         let parsed = match self.argument_error(args) {
             Some(text) => Parsed::Error(text),
@@ -370,29 +376,22 @@ impl Session {
         }
     }
 
-    /// A command over several keys, for an engine with one order over all keys.
-    fn cross_key(&self, spec: &'static CommandSpec, args: &[Bytes]) -> Step {
+    /// A command over several keys, for an engine with one order over all keys: the step, or
+    /// the error reply (a key or an argument over its limit, a syntax error, NOPERM).
+    fn cross_key(&self, spec: &'static CommandSpec, args: &[Bytes]) -> Result<CrossKey, String> {
         if let Some(text) = self.argument_error(args) {
-            return Step::Reply(Value::Error(text));
+            return Err(text);
         }
-        let op = match cross_key::parse(spec, args) {
-            Ok(op) => op,
-            Err(text) => return Step::Reply(Value::Error(text)),
-        };
+        let op = cross_key::parse(spec, args)?;
         let keys = op.keys();
-        if let Some(e) = keys.iter().find_map(|k| self.key_error(k)) {
-            return Step::Reply(e);
+        if let Some(Value::Error(text)) = keys.iter().find_map(|k| self.key_error(k)) {
+            return Err(text);
         }
         if let Some(user) = self.user {
             let keys = keys.iter().map(|k| &k[..]);
-            if let Err(text) = self.acl.check(user, spec, false, keys) {
-                return Step::Reply(Value::Error(text));
-            }
+            self.acl.check(user, spec, false, keys)?;
         }
-        Step::Cross {
-            op,
-            shape: ReplyShape::Plain,
-        }
+        Ok(op)
     }
 
     /// The parsed request, or NOPERM if the user may not run it on its keys.
@@ -469,11 +468,13 @@ impl Session {
                 String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
             )),
             Parsed::Error(text) => self.refuse_queued(text),
-            Parsed::Multi { .. } if self.total_order => self.refuse_queued(format!(
-                "ERR '{}' on several keys cannot be queued: queue one command per key \
-                     instead (the transaction is one atomic step)",
-                String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
-            )),
+            Parsed::Multi { parts, combine } if self.total_order => {
+                if let Some(Value::Error(text)) = parts.iter().find_map(|(k, _)| self.key_error(k))
+                {
+                    return self.refuse_queued(text);
+                }
+                self.queue(args, Queued::Many(parts, combine), ReplyShape::Plain)
+            }
             Parsed::Multi { .. } => self.refuse_queued(format!(
                 "ERR '{}' on several keys cannot be queued: a transaction is not atomic \
                      across keys in the per-key engine",
@@ -487,30 +488,37 @@ impl Session {
                 if let Some(Value::Error(text)) = self.key_error(&key) {
                     return self.refuse_queued(text);
                 }
-                let bytes_max = self.value_bytes_max + TRANSACTION_ROOM_BYTES;
-                let Transaction::Queued(queue) = &mut self.transaction else {
-                    unreachable!("called with a transaction open");
-                };
-                let bytes = queue.bytes + args.iter().map(Bytes::len).sum::<usize>();
-                if bytes > bytes_max {
-                    return self.refuse_queued(format!(
-                        "ERR a transaction's arguments may take at most {bytes_max} bytes: it \
-                             travels in every vote as one register command"
-                    ));
-                }
-                if !queue.shapes.push(shape) {
-                    return self.refuse_queued(format!(
-                        "ERR a transaction may queue at most {TRANSACTION_COMMANDS_MAX} \
-                             commands: it travels in every vote as one register command"
-                    ));
-                }
-                queue.bytes = bytes;
-                queue.name_key(&key);
-                queue.keys.push(key);
-                queue.commands.push(command);
-                Step::Reply(simple("QUEUED"))
+                self.queue(args, Queued::One(key, command), shape)
             }
         }
+    }
+
+    /// Queues `item` (the request `args`), answered `QUEUED`, unless the transaction would
+    /// go over its bounds.
+    fn queue(&mut self, args: &[Bytes], item: Queued, shape: ReplyShape) -> Step {
+        let bytes_max = self.value_bytes_max + TRANSACTION_ROOM_BYTES;
+        let Transaction::Queued(queue) = &mut self.transaction else {
+            unreachable!("called with a transaction open");
+        };
+        let bytes = queue.bytes + args.iter().map(Bytes::len).sum::<usize>();
+        if bytes > bytes_max {
+            return self.refuse_queued(format!(
+                "ERR a transaction's arguments may take at most {bytes_max} bytes: it \
+                     travels in every vote as one register command"
+            ));
+        }
+        if !queue.shapes.push(shape) {
+            return self.refuse_queued(format!(
+                "ERR a transaction may queue at most {TRANSACTION_COMMANDS_MAX} \
+                     commands: it travels in every vote as one register command"
+            ));
+        }
+        queue.bytes = bytes;
+        for key in item.keys() {
+            queue.name_key(key);
+        }
+        queue.items.push(item);
+        Step::Reply(simple("QUEUED"))
     }
 
     fn refuse_queued(&mut self, text: String) -> Step {
@@ -526,7 +534,7 @@ impl Session {
             unreachable!("called with a transaction open");
         };
         assert_eq!(
-            queue.commands.len(),
+            queue.items.len(),
             queue.shapes.len(),
             "one reply shape per queued command"
         );
@@ -538,10 +546,15 @@ impl Session {
         let Some(key) = queue.key else {
             return Step::Reply(Value::Array(Vec::new()));
         };
-        if queue.other_key.is_some() && self.total_order {
+        let over_several_keys = queue.other_key.is_some()
+            || queue
+                .items
+                .iter()
+                .any(|item| !matches!(item, Queued::One(..)));
+        if over_several_keys && self.total_order {
             // No seeds: the log engine seeds random choices from the log position.
             return Step::Cross {
-                op: CrossKey::Transaction(queue.keys.into_iter().zip(queue.commands).collect()),
+                op: CrossKey::Transaction(queue.items),
                 shape: ReplyShape::Exec(queue.shapes),
             };
         }
@@ -555,7 +568,12 @@ impl Session {
                 shown(&other)
             )));
         }
-        let mut command = Command::Transaction(queue.commands);
+        let commands = queue.items.into_iter().map(|item| match item {
+            Queued::One(_, command) => command,
+            // Only a session with one order over all keys queues these (above).
+            Queued::Many(..) | Queued::Cross(_) => unreachable!("one key, one command each"),
+        });
+        let mut command = Command::Transaction(commands.collect());
         command.seed(self.seed());
         Step::One {
             key,

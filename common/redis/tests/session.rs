@@ -580,7 +580,7 @@ fn a_protocol_error_is_answered_in_redis_words() {
 
 #[test]
 fn under_one_log_order_commands_and_transactions_over_several_keys_are_one_step() {
-    use logless_redis::table::cross_key::CrossKey;
+    use logless_redis::table::cross_key::{CrossKey, Queued};
     let mut session = Session::new(1).with_total_order(true);
     assert_eq!(
         handle(&mut session, &["MSET", "a", "1", "b", "2"]),
@@ -615,16 +615,82 @@ fn under_one_log_order_commands_and_transactions_over_several_keys_are_one_step(
     assert_eq!(
         parts,
         [
-            (Bytes::from_static(b"a"), Command::IncrBy(-5)),
-            (Bytes::from_static(b"b"), Command::IncrBy(5)),
+            Queued::One(Bytes::from_static(b"a"), Command::IncrBy(-5)),
+            Queued::One(Bytes::from_static(b"b"), Command::IncrBy(5)),
         ]
     );
     assert_eq!(shapes.len(), 2);
+}
+
+#[test]
+fn under_one_log_order_a_transaction_queues_commands_over_several_keys() {
+    use logless_redis::table::cross_key::{CrossKey, Queued};
+    use logless_redis::table::Combine;
+    let mut session = Session::new(1).with_total_order(true);
+    let key = |k: &'static str| Bytes::from_static(k.as_bytes());
     assert_eq!(handle(&mut session, &["MULTI"]), Step::Reply(simple("OK")));
-    let Step::Reply(Value::Error(text)) = handle(&mut session, &["MSET", "a", "1"]) else {
-        panic!("MSET is not queued");
+    for request in [
+        &["MSET", "a", "1", "b", "2"][..],
+        &["DEL", "a", "c"],
+        &["MGET", "a", "a"],
+        &["EXISTS", "b", "c"],
+    ] {
+        assert_eq!(
+            handle(&mut session, request),
+            Step::Reply(simple("QUEUED")),
+            "{request:?}"
+        );
+    }
+    let Step::Cross {
+        op: CrossKey::Transaction(items),
+        shape: ReplyShape::Exec(shapes),
+    } = handle(&mut session, &["EXEC"])
+    else {
+        panic!("EXEC is one step");
     };
-    assert!(text.contains("'mset' cannot be queued"), "{text}");
+    assert_eq!(
+        items,
+        [
+            Queued::Cross(CrossKey::MSet(vec![
+                (key("a"), key("1")),
+                (key("b"), key("2"))
+            ])),
+            Queued::Many(
+                vec![(key("a"), Command::Del), (key("c"), Command::Del)],
+                Combine::Sum
+            ),
+            Queued::Many(
+                vec![(key("a"), Command::Get), (key("a"), Command::Get)],
+                Combine::Array
+            ),
+            Queued::Many(
+                vec![(key("b"), Command::Exists), (key("c"), Command::Exists)],
+                Combine::Sum
+            ),
+        ]
+    );
+    assert_eq!(shapes.len(), 4);
+
+    // Even on one key, a command over several keys makes the transaction one log step.
+    assert_eq!(handle(&mut session, &["MULTI"]), Step::Reply(simple("OK")));
+    handle(&mut session, &["MGET", "a", "a"]);
+    assert!(matches!(
+        handle(&mut session, &["EXEC"]),
+        Step::Cross {
+            op: CrossKey::Transaction(_),
+            ..
+        }
+    ));
+
+    // A queued command over several keys that does not parse discards the transaction.
+    assert_eq!(handle(&mut session, &["MULTI"]), Step::Reply(simple("OK")));
+    let Step::Reply(Value::Error(text)) = handle(&mut session, &["MSET", "a", "1", "b"]) else {
+        panic!("a bad MSET is refused");
+    };
+    assert!(
+        text.contains("wrong number of arguments for 'mset'"),
+        "{text}"
+    );
     assert!(matches!(
         handle(&mut session, &["EXEC"]),
         Step::Reply(Value::Error(text)) if text.starts_with("EXECABORT")

@@ -491,3 +491,32 @@ fn an_undecodable_payload_is_answered_with_an_error_and_changes_nothing() {
     assert!(text.starts_with("ERR undecodable operation"), "{text}");
     assert!(m.map().is_empty());
 }
+
+#[test]
+fn live_keys_leave_out_expired_keys_and_deleted_lock_keys() {
+    let mut m = machine();
+    m.apply(set("a", "1"));
+    m.apply(set_px("short", "v", 10));
+    m.apply(cmd(
+        "lock",
+        Command::LockAcquire {
+            owner: b("me"),
+            lease_ms: 60_000,
+        },
+    ));
+    assert_eq!((m.map().len(), m.live_keys(T0)), (3, 3));
+    // The lock key, deleted, stays in the map for its fencing token, holding nothing.
+    assert_eq!(m.apply(cmd("lock", Command::Del)), Response::Int(1));
+    assert_eq!((m.map().len(), m.live_keys(T0)), (3, 2));
+    // Past its expiry, before a batch sweeps it.
+    assert_eq!(m.live_keys(T0 + 10), 1);
+    // The lock taken again holds a value again.
+    m.apply(cmd(
+        "lock",
+        Command::LockAcquire {
+            owner: b("me"),
+            lease_ms: 60_000,
+        },
+    ));
+    assert_eq!(m.live_keys(T0), 3);
+}

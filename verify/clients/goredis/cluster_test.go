@@ -26,6 +26,17 @@ const (
 // addresses are the replicas' client addresses.
 var addresses []string
 
+// engine is the cluster's engine: $LOGLESS_CLIENT_ENGINE, rmw by default.
+var engine = "rmw"
+
+// onlyUnder skips a test whose expectations hold under the engine `want` only, saying why.
+func onlyUnder(t *testing.T, want, reason string) {
+	t.Helper()
+	if engine != want {
+		t.Skipf("not under the %s engine: %s", engine, reason)
+	}
+}
+
 // portFree reports whether port binds on loopback now.
 func portFree(port int) bool {
 	l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", host, port))
@@ -72,7 +83,8 @@ func start(bin, dir string) (*cluster, error) {
 	}
 	defer log.Close()
 	cmd := exec.Command(bin, "up", "--port", fmt.Sprint(base), "--dir", dir,
-		"--replicas", fmt.Sprint(replicas), "--ready-timeout-s", fmt.Sprint(int(readyTimeout.Seconds())))
+		"--replicas", fmt.Sprint(replicas), "--ready-timeout-s", fmt.Sprint(int(readyTimeout.Seconds())),
+		"--engine", engine)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group, so that the SIGKILL fallback reaches the replicas too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -122,6 +134,13 @@ func TestMain(m *testing.M) {
 	bin := os.Getenv("LOGLESS_BIN")
 	if bin == "" {
 		fmt.Fprintln(os.Stderr, "LOGLESS_BIN must name the logless binary (verify/clients/run sets it)")
+		os.Exit(2)
+	}
+	if e := os.Getenv("LOGLESS_CLIENT_ENGINE"); e != "" {
+		engine = e
+	}
+	if engine != "rmw" && engine != "multipaxos" {
+		fmt.Fprintf(os.Stderr, "LOGLESS_CLIENT_ENGINE must be rmw or multipaxos, not %q\n", engine)
 		os.Exit(2)
 	}
 	dir, err := os.MkdirTemp("", "logless-goredis-")

@@ -278,6 +278,7 @@ func TestTxPipelinedOnOneKey(t *testing.T) {
 }
 
 func TestTxPipelinedOnSeveralKeysIsRefused(t *testing.T) {
+	onlyUnder(t, "rmw", "the log engine runs a transaction over several keys as one atomic step (TestTxPipelinedOnSeveralKeysIsAtomic)")
 	ctx := context.Background()
 	r := client(t, 2)
 	p := ns(t)
@@ -295,6 +296,29 @@ func TestTxPipelinedOnSeveralKeysIsRefused(t *testing.T) {
 	check(t, "nothing applied", n, err, int64(0))
 	pong, err := r.Ping(ctx).Result()
 	check(t, "the connection goes on", pong, err, "PONG")
+}
+
+func TestTxPipelinedOnSeveralKeysIsAtomic(t *testing.T) {
+	onlyUnder(t, "multipaxos", "the per-key engine refuses a transaction over several keys (TestTxPipelinedOnSeveralKeysIsRefused)")
+	ctx := context.Background()
+	r := client(t, 2)
+	p := ns(t)
+	if err := r.Set(ctx, p+"src", 10, 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	var mget *redis.SliceCmd
+	_, err := r.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.DecrBy(ctx, p+"src", 4)
+		pipe.IncrBy(ctx, p+"dst", 4)
+		pipe.MSet(ctx, p+"x", "1", p+"y", "2")
+		mget = pipe.MGet(ctx, p+"src", p+"dst", p+"x")
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("a transaction on several keys: %v", err)
+	}
+	values, err := mget.Result()
+	check(t, "MGET inside EXEC", values, err, []any{"6", "4", "1"})
 }
 
 func TestPipelines(t *testing.T) {

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use logless_commands::command::Command;
 
-use super::{spec, CommandSpec, TWO_KEYS, WRITE, WRITE_DENYOOM};
+use super::{spec, Combine, CommandSpec, TWO_KEYS, WRITE, WRITE_DENYOOM};
 
 /// One atomic step over several keys, for an engine with one order over all keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,8 +46,31 @@ pub enum CrossKey {
         /// REPLACE.
         replace: bool,
     },
-    /// MULTI ... EXEC naming several keys: the queued commands, in order, run as one step.
-    Transaction(Vec<(Bytes, Command)>),
+    /// MULTI ... EXEC naming several keys (or queueing a command over several): the queued
+    /// commands, in order, run as one step.
+    Transaction(Vec<Queued>),
+}
+
+/// One command queued in a transaction of an engine with one order over all keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Queued {
+    /// A command on one key.
+    One(Bytes, Command),
+    /// DEL, EXISTS or MGET of several keys: their parts, and how their replies combine.
+    Many(Vec<(Bytes, Command)>, Combine),
+    /// A command over several keys (MSET, RENAME, ...; never a transaction).
+    Cross(CrossKey),
+}
+
+impl Queued {
+    /// The keys it names, in order.
+    pub fn keys(&self) -> Vec<&Bytes> {
+        match self {
+            Queued::One(key, _) => vec![key],
+            Queued::Many(parts, _) => parts.iter().map(|(k, _)| k).collect(),
+            Queued::Cross(op) => op.keys(),
+        }
+    }
 }
 
 impl CrossKey {
@@ -61,7 +84,7 @@ impl CrossKey {
             | CrossKey::RenameNx { from, to }
             | CrossKey::SMove { from, to, .. }
             | CrossKey::Copy { from, to, .. } => vec![from, to],
-            CrossKey::Transaction(parts) => parts.iter().map(|(k, _)| k).collect(),
+            CrossKey::Transaction(items) => items.iter().flat_map(Queued::keys).collect(),
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct RegisterMachine {
     map: BTreeMap<Bytes, Register>,
     /// Every key in `map` with an expiry, by expiry: the sweep's order.
     expiring: BTreeSet<(u64, Bytes)>,
+    /// The absent registers in `map` (deleted keys kept for their fencing tokens).
+    absent: usize,
     limits: Limits,
     /// The execution stamp of the current batch.
     now_ms: u64,
@@ -68,6 +70,7 @@ impl RegisterMachine {
         RegisterMachine {
             map: BTreeMap::new(),
             expiring: BTreeSet::new(),
+            absent: 0,
             limits,
             now_ms: 0,
             instance: Instance(0),
@@ -78,6 +81,17 @@ impl RegisterMachine {
     /// The keys and their registers, in key order.
     pub fn map(&self) -> &BTreeMap<Bytes, Register> {
         &self.map
+    }
+
+    /// The keys that hold a value at `now_ms`: the map's, less the deleted ones kept for their
+    /// fencing tokens and those whose expiry has passed (not yet swept). Takes time in the
+    /// number of expired keys, not in the map's size.
+    pub fn live_keys(&self, now_ms: u64) -> usize {
+        let expired = self
+            .expiring
+            .range(..(now_ms.saturating_add(1), Bytes::new()))
+            .count();
+        self.map.len() - self.absent - expired
     }
 
     /// The register of `key` as stored (absent if not in the map; it may have expired since
@@ -161,9 +175,14 @@ impl RegisterMachine {
 
     /// Takes `key`'s register out of the map (absent if missing).
     fn take(&mut self, key: &Bytes) -> Register {
-        let reg = self.map.remove(key).unwrap_or_default();
+        let Some(reg) = self.map.remove(key) else {
+            return Register::default();
+        };
         if let Some(at) = reg.expires_at_ms {
             self.expiring.remove(&(at, key.clone()));
+        }
+        if reg.data == Data::Absent {
+            self.absent -= 1;
         }
         reg
     }
@@ -181,7 +200,11 @@ impl RegisterMachine {
         if let Some(at) = reg.expires_at_ms {
             self.expiring.insert((at, key.clone()));
         }
-        self.map.insert(key, reg);
+        if reg.data == Data::Absent {
+            self.absent += 1;
+        }
+        let replaced = self.map.insert(key, reg);
+        debug_assert!(replaced.is_none(), "a key is put back only once taken out");
     }
 
     /// One command on one key, as the per-key engine applies it.
@@ -376,6 +399,7 @@ impl StateMachine for RegisterMachine {
             .iter()
             .filter_map(|(k, r)| r.expires_at_ms.map(|at| (at, k.clone())))
             .collect();
+        self.absent = map.values().filter(|r| r.data == Data::Absent).count();
         self.map = map;
         // The next batch names its stamp; the snapshot's own is the engine's (a restore may
         // go back to an older state, whose stamp is lower).

@@ -98,6 +98,24 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Its Redis command's name, lowercase (for metrics): a single-key command's own name,
+    /// the multi-key command's, and `exec` for a transaction.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Operation::Command { command, .. } => command.name(),
+            Operation::MSet(_) => "mset",
+            Operation::MSetNx(_) => "msetnx",
+            Operation::Rename { .. } => "rename",
+            Operation::RenameNx { .. } => "renamenx",
+            Operation::SMove { .. } => "smove",
+            Operation::Copy { .. } => "copy",
+            Operation::Del(_) => "del",
+            Operation::Exists(_) => "exists",
+            Operation::MGet(_) => "mget",
+            Operation::Transaction(_) => "exec",
+        }
+    }
+
     /// The operation, encoded as a request payload.
     pub fn encode(&self) -> Bytes {
         let mut out = vec![OP_VERSION];
