@@ -239,6 +239,28 @@ impl SimDir {
         self.ops = ops + 1;
     }
 
+    /// Arms a crash point `ops_from_now` operations ahead (of every file and the directory),
+    /// forgetting any earlier one.
+    pub fn arm_crash_point(&mut self, ops_from_now: usize) {
+        let at = self.ops() + ops_from_now;
+        self.forget_crash_point();
+        self.crash_after_ops = Some(at);
+    }
+
+    /// Forgets the crash point and any state kept at it: a crash now leaves what is there now.
+    pub fn disarm_crash_point(&mut self) {
+        self.forget_crash_point();
+        self.crash_after_ops = None;
+    }
+
+    fn forget_crash_point(&mut self) {
+        self.crash = None;
+        for media in &mut self.inodes {
+            media.arm_crash_point(0);
+            media.crash_after_ops = None;
+        }
+    }
+
     /// What a crash at the crash point (or now, if it was not reached) can leave.
     pub fn at_crash(&self) -> DirCrash {
         let state = self.crash.clone().unwrap_or_else(|| self.state.clone());
