@@ -2,22 +2,53 @@
 //! core over its durable log on simulated directories, with network faults, leader kills,
 //! crashes inside flushes, power failures with torn sectors, crashes of every node, partitions
 //! and clock jumps; single-key histories checked per key, the counters' (transfers, MSET, MGET)
-//! as one state, every key available again after the faults heal, every run replayable.
+//! as one state, every key available again after the faults heal, every run replayable, and
+//! the engine's deliberate bugs caught.
+use logless_multipaxos::config::InjectedBugs;
 use logless_sim::log_nodes::{LogNodeCluster, LogNodeSimConfig, LogNodeSimReport};
 use logless_storage::Durability;
 
 /// Runs one configuration and checks its histories; `Err` says what went wrong.
 fn run(config: LogNodeSimConfig) -> Result<LogNodeSimReport, String> {
-    let seed = config.seed;
+    let (nodes, seed) = (config.nodes, config.seed);
     let mut cluster = LogNodeCluster::new(config);
     let report = cluster.run().clone();
-    if !report.failures.is_empty() {
-        return Err(format!("seed {seed}: {:?}\n{report}", report.failures));
-    }
-    cluster
-        .check()
-        .map_err(|e| format!("seed {seed}: {e}\n{report}"))?;
+    let failed = if report.failures.is_empty() {
+        cluster.check()
+    } else {
+        Err(format!("{:?}", report.failures))
+    };
+    failed.map_err(|e| format!("seed {seed} with {nodes} nodes: {e}\n{report}"))?;
     Ok(report)
+}
+
+/// The seeds of the many-seed tests, in total: `LOGLESS_LOG_NODES_SEEDS` if set, else 2,000.
+fn seeds() -> u64 {
+    std::env::var("LOGLESS_LOG_NODES_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000)
+}
+
+/// Runs `count` seeds from `first` with `nodes` nodes; every failure is listed; sums the
+/// reports.
+fn run_seeds(nodes: u16, first: u64, count: u64) -> LogNodeSimReport {
+    let started = std::time::Instant::now();
+    let mut total = LogNodeSimReport::default();
+    let mut failures = Vec::new();
+    for seed in first..first + count {
+        match run(LogNodeSimConfig::for_seed(nodes, seed)) {
+            Ok(report) => total.add(&report),
+            Err(e) => failures.push(e),
+        }
+    }
+    println!(
+        "{count} seeds with {nodes} nodes in {:.1?}, {} failed: {total}",
+        started.elapsed(),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    total
 }
 
 #[test]
@@ -25,22 +56,100 @@ fn a_perfect_network_acknowledges_everything() {
     for durability in [Durability::Sync, Durability::Mmap] {
         let config = LogNodeSimConfig::new(3, 7, durability);
         let commands = u64::from(config.clients * config.commands_per_client);
+        // Through each node: an increment, an MGET, a write and a read of every register.
         let liveness = 3 * (2 + 2 * u64::from(config.registers));
         let report = run(config).unwrap();
         println!("{report}");
         assert_eq!(report.acknowledged, commands + liveness, "{report}");
         assert_eq!(report.unknown + report.not_applied, 0, "{report}");
         assert!(report.multi_key_operations > 0, "{report}");
+        assert_eq!(report.crashes + report.partitions + report.clock_jumps, 0);
     }
 }
 
 #[test]
-fn smoke_faulty() {
-    let mut total = LogNodeSimReport::default();
-    let start = std::time::Instant::now();
-    for seed in 0..20 {
-        let report = run(LogNodeSimConfig::for_seed(seed)).unwrap();
-        total.add(&report);
+fn the_same_seed_gives_the_same_trace() {
+    for seed in [3, 4] {
+        let a = run(LogNodeSimConfig::for_seed(3, seed)).unwrap();
+        let b = run(LogNodeSimConfig::for_seed(3, seed)).unwrap();
+        assert_eq!(a.trace, b.trace, "seed {seed}");
+        assert_eq!(format!("{a}"), format!("{b}"));
     }
-    println!("{:?} {total}", start.elapsed());
+    let a = run(LogNodeSimConfig::for_seed(3, 5)).unwrap();
+    let b = run(LogNodeSimConfig::for_seed(3, 7)).unwrap();
+    assert_ne!(a.trace, b.trace);
+}
+
+#[test]
+fn three_nodes_pass_both_checkers_under_leader_kills_power_failures_and_partitions() {
+    let count = seeds() * 3 / 4;
+    let total = run_seeds(3, 0, count);
+    // The runs went through what the faults are there for.
+    assert!(total.multi_key_operations > count * 5, "{total}");
+    assert!(total.leader_kills > count / 4, "{total}");
+    assert!(total.power_failures > count / 4, "{total}");
+    assert!(total.crashes_in_flush > 0 && total.crashes_all > 0, "{total}");
+    assert!(total.partitions > 0 && total.clock_jumps > 0, "{total}");
+    assert!(total.duplicates_skipped > 0 && total.retried > 0, "{total}");
+}
+
+#[test]
+fn five_nodes_pass_both_checkers() {
+    let count = seeds() / 4;
+    let total = run_seeds(5, 1_000_000, count);
+    assert!(total.leader_kills > 0 && total.power_failures > 0, "{total}");
+}
+
+/// Runs seeds with `bugs` until one fails; returns its failure.
+fn first_failure(bugs: InjectedBugs, seeds: u64) -> String {
+    for seed in 0..seeds {
+        let mut config = LogNodeSimConfig::for_seed(3, seed);
+        config.bugs = bugs;
+        if let Err(e) = run(config) {
+            println!("caught: {}", &e[..e.len().min(400)]);
+            return e;
+        }
+    }
+    panic!("{seeds} seeds and {bugs:?} was not caught");
+}
+
+#[test]
+fn executing_a_request_agreed_twice_twice_is_caught() {
+    let bugs = InjectedBugs {
+        no_dedup: true,
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 200);
+    assert!(
+        failure.contains("not linearizable") || failure.contains("refused"),
+        "{failure}"
+    );
+}
+
+#[test]
+fn gaps_left_without_a_noop_are_caught() {
+    let bugs = InjectedBugs {
+        skip_noop_fill: true,
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 200);
+    assert!(
+        failure.contains("liveness") || failure.contains("differ"),
+        "{failure}"
+    );
+}
+
+#[test]
+fn a_proposal_of_a_stale_view_taken_is_caught() {
+    let bugs = InjectedBugs {
+        accept_stale_proposals: true,
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 200);
+    assert!(
+        failure.contains("not linearizable")
+            || failure.contains("refused")
+            || failure.contains("differ"),
+        "{failure}"
+    );
 }

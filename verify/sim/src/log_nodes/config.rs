@@ -36,7 +36,7 @@ pub struct LogNodeSimConfig {
     pub request_timeout_ms: u64,
     /// How long a flush takes (µs).
     pub flush_us: u64,
-    /// When the faults stop (µs).
+    /// When the faults stop if the workload has not finished by then (µs).
     pub faults_until_us: u64,
     /// When the workload is cut off if it has not finished (µs).
     pub until_us: u64,
@@ -57,7 +57,7 @@ impl LogNodeSimConfig {
             clients: 4,
             commands_per_client: 25,
             registers: 6,
-            think_us: 2_000,
+            think_us: 20_000,
             client_timeout_us: 3_000_000,
             request_timeout_ms: 1_000,
             flush_us: if durability == Durability::Sync {
@@ -65,7 +65,7 @@ impl LogNodeSimConfig {
             } else {
                 5
             },
-            faults_until_us: 3_000_000,
+            faults_until_us: 2_000_000,
             until_us: 30_000_000,
             liveness_us: 5_000_000,
             bugs: InjectedBugs::default(),
@@ -85,15 +85,14 @@ impl LogNodeSimConfig {
         }
     }
 
-    /// The configuration the many-seed tests run for `seed`: every fault, `sync` on even
-    /// seeds and `mmap` on odd ones, 5 nodes on every fifth seed and 3 otherwise.
-    pub fn for_seed(seed: u64) -> LogNodeSimConfig {
+    /// The configuration the many-seed tests run for `seed` with `nodes` nodes: every fault,
+    /// `sync` on even seeds and `mmap` on odd ones.
+    pub fn for_seed(nodes: u16, seed: u64) -> LogNodeSimConfig {
         let durability = if seed.is_multiple_of(2) {
             Durability::Sync
         } else {
             Durability::Mmap
         };
-        let nodes = if seed % 5 == 4 { 5 } else { 3 };
         let mut config = LogNodeSimConfig::new(nodes, seed, durability);
         config.faults = LogNodeSimConfig::faults();
         config

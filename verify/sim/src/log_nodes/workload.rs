@@ -351,12 +351,12 @@ impl LogNodeCluster {
             Event::Arrive {
                 node,
                 incarnation: n.incarnation,
-                input: Input::Submit { operation, to },
+                input: Box::new(Input::Submit { operation, to }),
             }
         } else {
             Event::Answer {
                 to,
-                answer: Err(Failure::NotApplied),
+                answer: Box::new(Err(Failure::NotApplied)),
             }
         };
         self.events.schedule(CLIENT_DELAY_US, event);
