@@ -280,9 +280,9 @@ impl LogNodeCluster {
         }
         self.compare_replicas();
         for node in self.ids() {
-            if let Some(core) = &self.nodes[&node].core {
-                let status = core.status();
-                self.add_status(&status);
+            if let Some(core) = self.nodes.get_mut(&node).expect("node").core.take() {
+                self.add_figures(node, &core);
+                self.nodes.get_mut(&node).expect("node").core = Some(core);
             }
         }
         self.report.sim_time_us = self.events.now_us();
@@ -310,8 +310,13 @@ impl LogNodeCluster {
                 verdict.inconclusive
             ));
         }
-        atomicity::check(&self.counters, CHECK_STATES_MAX)
-            .map_err(|refusal| format!("counters' history refused: {refusal:?}"))
+        match atomicity::check(&self.counters, CHECK_STATES_MAX) {
+            Ok(()) => Ok(()),
+            Err(atomicity::Refusal::Inconclusive { states }) => Err(format!(
+                "counters' search budget exhausted after {states} states"
+            )),
+            Err(refusal) => Err(format!("counters' history not linearizable: {refusal:?}")),
+        }
     }
 
     /// The single-key registers' history.
@@ -374,6 +379,19 @@ impl LogNodeCluster {
                 None => self.report.unknown += 1,
             }
         }
+    }
+
+    /// Adds a node's figures to the report, when it crashes or at the end; a decision that
+    /// contradicted one the node already knew (two values chosen in one instance) is a failure.
+    fn add_figures(&mut self, node: NodeId, core: &LogCore<AnswerTo, SimDir>) {
+        let conflicts = core.replica().stats().conflicting_decisions;
+        if conflicts > 0 {
+            self.report.failures.push(format!(
+                "node {}: {conflicts} decisions contradicted one already known",
+                node.0
+            ));
+        }
+        self.add_status(&core.status());
     }
 
     fn add_status(&mut self, status: &LogStatus) {
@@ -666,8 +684,7 @@ impl LogNodeCluster {
         n.wake_at_us = None;
         n.crash_point_armed = false;
         n.crash_in_next_flush = false;
-        let status = core.status();
-        self.add_status(&status);
+        self.add_figures(node, &core);
         self.report.crashes += 1;
         self.report.leader_kills += u64::from(leader);
         self.report.power_failures += u64::from(power);

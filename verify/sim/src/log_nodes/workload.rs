@@ -6,8 +6,8 @@
 //! ([`log_ops`]), and the answer comes back as the node shows it. Half the commands work on
 //! [`KEYS`] counters — INCRBY, GET, transfers between two counters as one MULTI/EXEC, MSET and
 //! MGET of every counter — and go to the atomicity checker, which sees the counters as one
-//! state. The others work on single-key registers (strings, sets, locks; single-key
-//! transactions too) and go to the per-key linearizability checker.
+//! state. The others work on single-key registers (strings, some written with short times to
+//! live; sets; locks; single-key transactions too) and go to the per-key linearizability checker.
 use bytes::Bytes;
 use logless_commands::command::Reply;
 use logless_multipaxos::ids::NodeId;
@@ -31,6 +31,10 @@ const LIVENESS_CLIENT: u32 = 1 << 20;
 /// Writes with unknown outcome after which a register moves to a fresh key (each multiplies
 /// the orders the checker must try).
 const UNKNOWN_WRITES_PER_KEY: u32 = 6;
+
+/// The shortest and the longest time to live of the strings' SET PX (ms): keys expire while
+/// the workload runs, under the clock jumps.
+const TTL_MS: (u64, u64) = (20, 300);
 
 /// A client's connection and its command in flight.
 pub(super) struct Client {
@@ -207,13 +211,15 @@ impl LogNodeCluster {
         let member = format!("m{}", self.rng.random_range(0..4));
         let owner = format!("o{}", client % 3);
         let roll = self.rng.random_range(0..100);
+        let ttl_ms = self.rng.random_range(TTL_MS.0..=TTL_MS.1);
         let transaction = |first: Vec<Bytes>, second: Vec<Bytes>| {
             vec![args(&["MULTI"]), first, second, args(&["EXEC"])]
         };
         let one = |words: &[&str]| vec![args(words)];
         match register % 3 {
             0 => match roll {
-                0..30 => one(&["SET", &key, &value]),
+                0..20 => one(&["SET", &key, &value]),
+                20..30 => one(&["SET", &key, &value, "PX", &ttl_ms.to_string()]),
                 30..38 => one(&["SET", &key, &value, "NX"]),
                 38..46 => one(&["SET", &key, &value, "XX"]),
                 46..74 => one(&["GET", &key]),
