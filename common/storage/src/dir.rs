@@ -510,4 +510,25 @@ mod tests {
         assert_eq!(at(6), (Some(b"1".to_vec()), Some(b"2".to_vec())));
         assert_eq!(at(7), (Some(b"3".to_vec()), Some(b"2".to_vec())));
     }
+
+    /// A crash point armed between operations freezes what follows it; once disarmed, a crash
+    /// leaves what is there now, and arming again forgets the state kept at the earlier point.
+    #[test]
+    fn crash_points_are_armed_and_disarmed_between_operations() {
+        let mut dir = SimDir::new();
+        let a = dir.open("a").unwrap();
+        dir.file_mut(a).write(0, b"1");
+        let read = |dir: &SimDir| dir.at_crash().live_image().file(FileId(0)).read(0, 1)[0];
+        dir.arm_crash_point(0);
+        dir.file_mut(a).write(0, b"2");
+        assert_eq!(read(&dir), b'1', "frozen before the write");
+        dir.disarm_crash_point();
+        assert_eq!(read(&dir), b'2');
+        dir.arm_crash_point(1);
+        dir.file_mut(a).write(0, b"3");
+        dir.file_mut(a).write(0, b"4");
+        assert_eq!(read(&dir), b'3', "frozen after one write");
+        dir.arm_crash_point(5);
+        assert_eq!(read(&dir), b'4', "the earlier point is forgotten");
+    }
 }
