@@ -67,6 +67,13 @@ fn a_perfect_network_acknowledges_everything() {
     }
 }
 
+/// Seeds that once failed: a replica that lagged when the liveness phase ended and had not
+/// caught up 300 ms later (the replicas were compared too soon).
+#[test]
+fn seeds_that_once_failed_pass() {
+    run(LogNodeSimConfig::for_seed(3, 1225)).unwrap();
+}
+
 #[test]
 fn the_same_seed_gives_the_same_trace() {
     for seed in [3, 4] {

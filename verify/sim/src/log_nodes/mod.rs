@@ -179,8 +179,9 @@ const CLIENT_DELAY_US: u64 = 20;
 const TICK_MS: u64 = logless_node::log_loop::TICK_MS;
 /// The most inputs one turn takes (the node's limit).
 const INPUTS_PER_TURN_MAX: usize = 4096;
-/// How long the healed cluster runs after the liveness phase before the replicas are compared.
-const SETTLE_US: u64 = 300_000;
+/// How long the healed cluster may take after the liveness phase until every replica has
+/// executed as far as the others (a lagging one catches up from a heartbeat's news).
+const SETTLE_US_MAX: u64 = 3_000_000;
 /// The states each checker may visit for one key (per-key) or one history (atomicity).
 const CHECK_STATES_MAX: usize = 2_000_000;
 
@@ -274,10 +275,7 @@ impl LogNodeCluster {
                 .push("the workload did not finish after healing".into());
         }
         self.liveness();
-        let settled = self.events.now_us() + SETTLE_US;
-        while self.events.next_due_us().is_some_and(|at| at <= settled) {
-            self.step_next();
-        }
+        self.settle();
         self.compare_replicas();
         for node in self.ids() {
             if let Some(core) = self.nodes.get_mut(&node).expect("node").core.take() {
@@ -742,8 +740,24 @@ impl LogNodeCluster {
         }
     }
 
-    /// After the liveness phase and a settling time, every replica must have executed the same
-    /// log and hold the same map.
+    /// Runs the healed cluster until every replica has executed the same prefix of the log,
+    /// or for [`SETTLE_US_MAX`].
+    fn settle(&mut self) {
+        let deadline = self.events.now_us() + SETTLE_US_MAX;
+        while self.events.next_due_us().is_some_and(|at| at <= deadline) {
+            self.step_next();
+            let mut executed = (self.nodes.values())
+                .filter_map(|n| n.core.as_ref())
+                .map(|core| core.replica().executed_below());
+            let first = executed.next();
+            if executed.all(|e| Some(e) == first) {
+                return;
+            }
+        }
+    }
+
+    /// After the liveness phase and settling, every replica must have executed the same log
+    /// and hold the same map.
     fn compare_replicas(&mut self) {
         let cores: Vec<_> = (self.nodes.values())
             .filter_map(|n| n.core.as_ref())
