@@ -144,6 +144,11 @@ impl<D: Dir> DurableLog<D> {
         &self.log
     }
 
+    /// The directory underneath, to arm its crash points (for crash tests and simulations).
+    pub fn dir_mut(&mut self) -> &mut D {
+        self.log.dir_mut()
+    }
+
     fn append(&mut self, record: &Record) -> Result<u64, StoreError> {
         self.scratch.clear();
         wire::encode_record(record, &mut self.scratch);

@@ -231,6 +231,16 @@ impl<R, D: Dir> LogCore<R, D> {
         &self.replica
     }
 
+    /// The durable log (for simulations, which crash its directory).
+    pub fn log(&self) -> &DurableLog<D> {
+        &self.log
+    }
+
+    /// The durable log, to arm its directory's crash points (for simulations).
+    pub fn log_mut(&mut self) -> &mut DurableLog<D> {
+        &mut self.log
+    }
+
     /// Takes a client operation; its answer goes to `reply`.
     pub fn submit(&mut self, operation: &Operation, reply: R) {
         let name = operation.name();

@@ -239,6 +239,28 @@ impl SimDir {
         self.ops = ops + 1;
     }
 
+    /// Arms a crash point `ops_from_now` operations ahead (of every file and the directory),
+    /// forgetting any earlier one.
+    pub fn arm_crash_point(&mut self, ops_from_now: usize) {
+        let at = self.ops() + ops_from_now;
+        self.forget_crash_point();
+        self.crash_after_ops = Some(at);
+    }
+
+    /// Forgets the crash point and any state kept at it: a crash now leaves what is there now.
+    pub fn disarm_crash_point(&mut self) {
+        self.forget_crash_point();
+        self.crash_after_ops = None;
+    }
+
+    fn forget_crash_point(&mut self) {
+        self.crash = None;
+        for media in &mut self.inodes {
+            media.arm_crash_point(0);
+            media.crash_after_ops = None;
+        }
+    }
+
     /// What a crash at the crash point (or now, if it was not reached) can leave.
     pub fn at_crash(&self) -> DirCrash {
         let state = self.crash.clone().unwrap_or_else(|| self.state.clone());
@@ -487,5 +509,26 @@ mod tests {
         assert_eq!(at(5), (Some(b"1".to_vec()), Some(vec![0])));
         assert_eq!(at(6), (Some(b"1".to_vec()), Some(b"2".to_vec())));
         assert_eq!(at(7), (Some(b"3".to_vec()), Some(b"2".to_vec())));
+    }
+
+    /// A crash point armed between operations freezes what follows it; once disarmed, a crash
+    /// leaves what is there now, and arming again forgets the state kept at the earlier point.
+    #[test]
+    fn crash_points_are_armed_and_disarmed_between_operations() {
+        let mut dir = SimDir::new();
+        let a = dir.open("a").unwrap();
+        dir.file_mut(a).write(0, b"1");
+        let read = |dir: &SimDir| dir.at_crash().live_image().file(FileId(0)).read(0, 1)[0];
+        dir.arm_crash_point(0);
+        dir.file_mut(a).write(0, b"2");
+        assert_eq!(read(&dir), b'1', "frozen before the write");
+        dir.disarm_crash_point();
+        assert_eq!(read(&dir), b'2');
+        dir.arm_crash_point(1);
+        dir.file_mut(a).write(0, b"3");
+        dir.file_mut(a).write(0, b"4");
+        assert_eq!(read(&dir), b'3', "frozen after one write");
+        dir.arm_crash_point(5);
+        assert_eq!(read(&dir), b'4', "the earlier point is forgotten");
     }
 }

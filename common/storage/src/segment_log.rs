@@ -887,4 +887,9 @@ impl<D: Dir> SegmentLog<D> {
     pub fn dir(&self) -> &D {
         &self.dir
     }
+
+    /// The directory, to arm its crash points (for crash tests and simulations).
+    pub fn dir_mut(&mut self) -> &mut D {
+        &mut self.dir
+    }
 }

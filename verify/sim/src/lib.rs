@@ -8,6 +8,8 @@
 //! * [`log_cluster`] — the log engine's replicas ([`logless_multipaxos`]) over their real
 //!   durable logs on simulated directories, with kills of the leader, power failures and
 //!   partitions, checked by [`atomicity`];
+//! * [`log_nodes`] — whole nodes of the log engine: the node's log turn core over its durable
+//!   log on simulated directories, with power failures, leader kills and partitions;
 //! * [`direct`] — core replicas handing messages straight to each other, no network: the CPU
 //!   benchmark of the protocol;
 //! * [`history`] — client histories, with expiry's clock bounds, and their form for Porcupine;
@@ -22,6 +24,7 @@ pub mod history;
 pub mod linearizability;
 pub mod link;
 pub mod log_cluster;
+pub mod log_nodes;
 pub mod nodes;
 pub mod queue;
 pub mod stats;

@@ -215,7 +215,7 @@ fn value(response: &Response) -> Result<Option<i64>, String> {
 }
 
 /// What the answers to `op`'s requests mean in the model's terms.
-fn result(op: &CounterOp, answers: &[Response]) -> Result<CounterResult, String> {
+pub fn result(op: &CounterOp, answers: &[Response]) -> Result<CounterResult, String> {
     Ok(match (op, answers) {
         (CounterOp::Incr { .. }, [a]) => CounterResult::Int(int(a)?),
         (CounterOp::Get { .. }, [a]) => CounterResult::Value(value(a)?),

@@ -1,0 +1,218 @@
+//! What a whole-node run of the log engine is told (nodes, faults, workload, bugs) and what it
+//! reports.
+use logless_multipaxos::config::InjectedBugs;
+use logless_storage::Durability;
+
+use crate::nodes::NodeFaults;
+
+/// One whole-node run of the log engine.
+#[derive(Clone, Debug)]
+pub struct LogNodeSimConfig {
+    /// Nodes (replicas of the log).
+    pub nodes: u16,
+    /// The seed of everything random.
+    pub seed: u64,
+    /// `Sync` (power failures possible) or `Mmap` (process crashes only, as a node in `mmap`
+    /// mode promises no more).
+    pub durability: Durability,
+    /// Faults of the safety phase (the per-key engine's kinds; clock jumps move a node's wall
+    /// clock, which its log core slews).
+    pub faults: NodeFaults,
+    /// Closed-loop clients, each connected to one node (another while that one is down).
+    pub clients: u32,
+    /// Commands per client.
+    pub commands_per_client: u32,
+    /// Single-key registers besides the counters: register `i` is a string, a set or a lock
+    /// by `i % 3`, under key `k{i}.{generation}` (a fresh generation after a few writes of
+    /// unknown outcome, as in the per-key engine's run).
+    pub registers: u32,
+    /// Client think time between commands (µs).
+    pub think_us: u64,
+    /// How long a client waits for an answer before it records the outcome as unknown (µs);
+    /// the node answers "outcome unknown" itself after `request_timeout_ms`.
+    pub client_timeout_us: u64,
+    /// The node's request timeout (ms): its core retries an operation every
+    /// [`RETRY_MS`](logless_node::log_turn::RETRY_MS) until then.
+    pub request_timeout_ms: u64,
+    /// How long a flush takes (µs).
+    pub flush_us: u64,
+    /// When the faults stop if the workload has not finished by then (µs).
+    pub faults_until_us: u64,
+    /// When the workload is cut off if it has not finished (µs).
+    pub until_us: u64,
+    /// How long each liveness operation may take after healing (µs).
+    pub liveness_us: u64,
+    /// Deliberate engine bugs in every node (the node's `--inject-bug log-*`).
+    pub bugs: InjectedBugs,
+}
+
+impl LogNodeSimConfig {
+    /// Defaults for `nodes` nodes, `seed`, `durability` and no faults.
+    pub fn new(nodes: u16, seed: u64, durability: Durability) -> LogNodeSimConfig {
+        LogNodeSimConfig {
+            nodes,
+            seed,
+            durability,
+            faults: NodeFaults::none(),
+            clients: 4,
+            commands_per_client: 25,
+            registers: 6,
+            think_us: 20_000,
+            client_timeout_us: 3_000_000,
+            request_timeout_ms: 1_000,
+            flush_us: if durability == Durability::Sync {
+                60
+            } else {
+                5
+            },
+            faults_until_us: 2_000_000,
+            until_us: 30_000_000,
+            liveness_us: 5_000_000,
+            bugs: InjectedBugs::default(),
+        }
+    }
+
+    /// The faults of the many-seed runs: the per-key engine's, with crashes and partitions
+    /// spaced to let a leader be suspected (300 ms) and replaced between them.
+    pub fn faults() -> NodeFaults {
+        NodeFaults {
+            crash_every_us: 250_000,
+            down_us: 150_000,
+            partition_every_us: 300_000,
+            clock_jump_every_us: 400_000,
+            clock_jump_ms_max: 1_000,
+            ..NodeFaults::all()
+        }
+    }
+
+    /// The configuration the many-seed tests run for `seed` with `nodes` nodes: every fault,
+    /// `sync` on even seeds and `mmap` on odd ones.
+    pub fn for_seed(nodes: u16, seed: u64) -> LogNodeSimConfig {
+        let durability = if seed.is_multiple_of(2) {
+            Durability::Sync
+        } else {
+            Durability::Mmap
+        };
+        let mut config = LogNodeSimConfig::new(nodes, seed, durability);
+        config.faults = LogNodeSimConfig::faults();
+        config
+    }
+}
+
+/// What a run did and found.
+#[derive(Clone, Debug, Default)]
+pub struct LogNodeSimReport {
+    /// Client operations (liveness ones included).
+    pub operations: u64,
+    /// Of those, on the counters (checked whole by the atomicity checker).
+    pub counter_operations: u64,
+    /// Of those, transfers (MULTI/EXEC over two counters) and MSETs.
+    pub multi_key_operations: u64,
+    /// Operations acknowledged.
+    pub acknowledged: u64,
+    /// Operations refused as not applied.
+    pub not_applied: u64,
+    /// Operations with unknown outcome.
+    pub unknown: u64,
+    /// Message batches sent between nodes.
+    pub batches: u64,
+    /// Node crashes (each node of a crash of all counts).
+    pub crashes: u64,
+    /// Crashes of the leader of the moment.
+    pub leader_kills: u64,
+    /// Crashes of every node at once.
+    pub crashes_all: u64,
+    /// Crashes that were power failures.
+    pub power_failures: u64,
+    /// Crashes that landed inside a flush.
+    pub crashes_in_flush: u64,
+    /// Sectors torn by power failures.
+    pub torn_sectors: u64,
+    /// Partition changes.
+    pub partitions: u64,
+    /// Wall-clock jumps.
+    pub clock_jumps: u64,
+    /// View changes the nodes started.
+    pub view_changes: u64,
+    /// Decided requests not executed again (retries agreed twice).
+    pub duplicates_skipped: u64,
+    /// Snapshots installed from another node (catching up past a truncation).
+    pub snapshots_installed: u64,
+    /// Operations the nodes handed to their replica again (their front end's retry).
+    pub retried: u64,
+    /// Operations the nodes answered "outcome unknown".
+    pub timed_out: u64,
+    /// The farthest a node's log clock was from simulated time at a turn (ms).
+    pub clock_skew_ms_max: u64,
+    /// Simulated time at the end (µs).
+    pub sim_time_us: u64,
+    /// A hash of every event processed: equal for equal seeds.
+    pub trace: u64,
+    /// Failures of the run itself: a log that does not reopen, a store error, a reply the
+    /// workload cannot read, an operation not acknowledged after healing, replicas that differ.
+    pub failures: Vec<String>,
+}
+
+impl LogNodeSimReport {
+    /// Adds the counts of `other` (failures and trace excepted; the skew is the larger).
+    pub fn add(&mut self, other: &LogNodeSimReport) {
+        self.operations += other.operations;
+        self.counter_operations += other.counter_operations;
+        self.multi_key_operations += other.multi_key_operations;
+        self.acknowledged += other.acknowledged;
+        self.not_applied += other.not_applied;
+        self.unknown += other.unknown;
+        self.batches += other.batches;
+        self.crashes += other.crashes;
+        self.leader_kills += other.leader_kills;
+        self.crashes_all += other.crashes_all;
+        self.power_failures += other.power_failures;
+        self.crashes_in_flush += other.crashes_in_flush;
+        self.torn_sectors += other.torn_sectors;
+        self.partitions += other.partitions;
+        self.clock_jumps += other.clock_jumps;
+        self.view_changes += other.view_changes;
+        self.duplicates_skipped += other.duplicates_skipped;
+        self.snapshots_installed += other.snapshots_installed;
+        self.retried += other.retried;
+        self.timed_out += other.timed_out;
+        self.clock_skew_ms_max = self.clock_skew_ms_max.max(other.clock_skew_ms_max);
+        self.sim_time_us += other.sim_time_us;
+    }
+}
+
+impl std::fmt::Display for LogNodeSimReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ops {} (on counters {}, multi-key {}; ok {}, not applied {}, unknown {}), crashes {} \
+             (leader {}, all-node {}, power {}, in flush {}, torn sectors {}), partitions {}, \
+             clock jumps {} (skew up to {} ms), view changes {}, duplicates skipped {}, \
+             snapshots installed {}, node retries {}, node timeouts {}, batches {}, sim time {} \
+             ms, trace {:016x}",
+            self.operations,
+            self.counter_operations,
+            self.multi_key_operations,
+            self.acknowledged,
+            self.not_applied,
+            self.unknown,
+            self.crashes,
+            self.leader_kills,
+            self.crashes_all,
+            self.power_failures,
+            self.crashes_in_flush,
+            self.torn_sectors,
+            self.partitions,
+            self.clock_jumps,
+            self.clock_skew_ms_max,
+            self.view_changes,
+            self.duplicates_skipped,
+            self.snapshots_installed,
+            self.retried,
+            self.timed_out,
+            self.batches,
+            self.sim_time_us / 1000,
+            self.trace
+        )
+    }
+}

@@ -1,0 +1,850 @@
+//! Whole nodes of the log engine in simulation: every node runs the node's own log turn core
+//! ([`LogCore`]: the Multi-Paxos replica of the register map, its client table, the front
+//! end's retries and request timeout, one commit per turn) over its real durable log
+//! ([`DurableLog`]) on a simulated directory, on a simulated network and clock driven by one
+//! seed — what [`crate::nodes`] is for the per-key engine's shards.
+//!
+//! What is simulated, and how it matches the running node ([`logless_node::log_loop`]):
+//! * **Turns.** A node takes everything queued when its turn starts, ticks its replica at
+//!   least every [`TICK_MS`] ms, and is busy for the flush time after a turn that wrote:
+//!   inputs arriving meanwhile wait, and the turn's messages and answers leave when the flush
+//!   ends (persist before send).
+//! * **Network.** One TCP-like [`Link`] per directed pair of nodes; batches are lost,
+//!   duplicated, delayed and reordered; partitions cut a node off one way or both ways.
+//! * **Crashes.** A crash (half the time of the leader of the moment, sometimes of every node)
+//!   may land inside a flush, at a crash point among the directory's operations. In `sync`
+//!   mode it is a process crash or a power failure: the unsynced directory operations kept up
+//!   to some point, any subset of the unpersisted sectors, one more torn on a word boundary.
+//!   In `mmap` mode it is a process crash. A node restarts from that image as a new
+//!   incarnation (new client ids), replaying its log.
+//! * **Clients.** Each speaks Redis to one node through the node's session (MULTI/EXEC
+//!   included) and the node's mapping of its steps to log operations
+//!   ([`logless_node::log_ops`]); its answers come back as the node shows them, and TRYAGAIN
+//!   and UNCERTAIN are read as a client reads them. The commands and the
+//!   two histories they make (module `workload`).
+//! * **Phases.** Faults run while the clients work, until `faults_until_us` at the latest;
+//!   then everything heals, every node must
+//!   answer a write and a read of every key (the liveness phase), and once the cluster has
+//!   settled every replica must hold the same map.
+//!
+//! The run records the histories for the per-key linearizability checker and the whole-state
+//! atomicity checker ([`LogNodeCluster::check`]) and a trace hash: the same seed gives the same
+//! trace.
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::Hasher;
+
+use logless_multipaxos::config::Config;
+use logless_multipaxos::ids::NodeId;
+use logless_multipaxos::kv::{Operation, RegisterMachine};
+use logless_multipaxos::message::Message;
+use logless_node::durable_log::DurableLog;
+use logless_node::log_turn::{LogAnswer, LogCore, LogOutlet, LogStatus};
+use logless_storage::media::SECTOR_BYTES;
+use logless_storage::{Durability, SegmentLogOptions, SimDir};
+use rand::rngs::SmallRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+
+use crate::atomicity;
+use crate::history::{Clocks, History};
+use crate::linearizability;
+use crate::link::{Arrival, Connection, Link};
+use crate::queue::EventQueue;
+
+mod config;
+mod workload;
+
+pub use config::{LogNodeSimConfig, LogNodeSimReport};
+use workload::Client;
+
+/// Where a node's answer goes: a client and its command number.
+#[derive(Clone, Copy, Debug)]
+struct AnswerTo {
+    client: u32,
+    seq: u64,
+}
+
+#[derive(Debug)]
+enum Input {
+    Submit {
+        operation: Operation,
+        to: AnswerTo,
+    },
+    Messages {
+        from: NodeId,
+        messages: Vec<Message>,
+    },
+}
+
+#[derive(Debug)]
+enum Event {
+    /// A batch arrives on the link `from -> to`.
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+        connection: Connection,
+        seq: u64,
+        messages: Vec<Message>,
+    },
+    /// A client's operation reaches its node (boxed, as the answer below: events move
+    /// through the queue by value, so the largest sets the cost of every one).
+    Arrive {
+        node: NodeId,
+        incarnation: u32,
+        input: Box<Input>,
+    },
+    /// A node's turn (new input or its tick).
+    Turn {
+        node: NodeId,
+        incarnation: u32,
+    },
+    /// A node's flush ends: its held outputs leave.
+    TurnDone {
+        node: NodeId,
+        incarnation: u32,
+    },
+    /// An answer reaches its client.
+    Answer {
+        to: AnswerTo,
+        answer: Box<LogAnswer>,
+    },
+    ClientNext {
+        client: u32,
+    },
+    ClientTimeout {
+        client: u32,
+        seq: u64,
+    },
+    Crash,
+    /// A crash inside the flush that `incarnation` of `node` is doing.
+    CrashInFlush {
+        node: NodeId,
+        incarnation: u32,
+    },
+    Restart {
+        node: NodeId,
+    },
+    Partition,
+    ClockJump,
+}
+
+/// A turn's outputs, held until its flush ends.
+#[derive(Default)]
+struct Held {
+    sends: Vec<(NodeId, Vec<Message>)>,
+    answers: Vec<(AnswerTo, LogAnswer)>,
+}
+
+impl LogOutlet<AnswerTo> for Held {
+    fn send(&mut self, to: NodeId, messages: Vec<Message>) {
+        self.sends.push((to, messages));
+    }
+
+    fn answer(&mut self, reply: AnswerTo, answer: LogAnswer) {
+        self.answers.push((reply, answer));
+    }
+}
+
+#[derive(Default)]
+struct SimNode {
+    core: Option<LogCore<AnswerTo, SimDir>>,
+    incarnation: u32,
+    queue: VecDeque<Input>,
+    busy: bool,
+    held: Held,
+    /// The earliest turn already scheduled.
+    wake_at_us: Option<u64>,
+    /// Whether the turn being flushed froze its directory at a crash point.
+    crash_point_armed: bool,
+    /// A crash waits for this node's next flush, to land inside it.
+    crash_in_next_flush: bool,
+    /// The directory the node restarts from.
+    image: SimDir,
+    /// The wall clock's offset from simulated time (ms).
+    clock_offset_ms: i64,
+}
+
+impl SimNode {
+    fn up(&self) -> bool {
+        self.core.is_some()
+    }
+}
+
+/// The wall clock of simulated time 0 (ms since the epoch).
+const WALL_START_MS: u64 = 1_800_000_000_000;
+/// A client's network delay to its node, either way (µs).
+const CLIENT_DELAY_US: u64 = 20;
+/// How often a node's loop turns when nothing else wakes it (the node's tick).
+const TICK_MS: u64 = logless_node::log_loop::TICK_MS;
+/// The most inputs one turn takes (the node's limit).
+const INPUTS_PER_TURN_MAX: usize = 4096;
+/// How long the healed cluster may take after the liveness phase until every replica has
+/// executed as far as the others (a lagging one catches up from a heartbeat's news).
+const SETTLE_US_MAX: u64 = 3_000_000;
+/// The states each checker may visit for one key (per-key) or one history (atomicity).
+const CHECK_STATES_MAX: usize = 2_000_000;
+
+/// A simulated cluster of whole log-engine nodes.
+pub struct LogNodeCluster {
+    config: LogNodeSimConfig,
+    events: EventQueue<Event>,
+    rng: SmallRng,
+    nodes: BTreeMap<NodeId, SimNode>,
+    links: BTreeMap<(NodeId, NodeId), Link>,
+    cut: Vec<(NodeId, NodeId)>,
+    clients: BTreeMap<u32, Client>,
+    /// The single-key registers' history, for the per-key checker.
+    history: History,
+    /// The counters' history, for the atomicity checker (times in µs).
+    counters: Vec<atomicity::Event>,
+    /// The generation of each register's key.
+    generation: BTreeMap<u32, u32>,
+    /// Writes with unknown outcome, by register and generation.
+    unknown_writes: BTreeMap<(u32, u32), u32>,
+    /// The farthest a node's log clock was from simulated time at a turn (µs).
+    skew_us_max: u64,
+    faults_active: bool,
+    trace: DefaultHasher,
+    report: LogNodeSimReport,
+}
+
+impl LogNodeCluster {
+    /// A cluster ready to run: every node up with an empty log.
+    pub fn new(config: LogNodeSimConfig) -> LogNodeCluster {
+        let mut cluster = LogNodeCluster {
+            events: EventQueue::default(),
+            rng: SmallRng::seed_from_u64(config.seed),
+            nodes: BTreeMap::new(),
+            links: BTreeMap::new(),
+            cut: Vec::new(),
+            clients: BTreeMap::new(),
+            history: History::default(),
+            counters: Vec::new(),
+            generation: BTreeMap::new(),
+            unknown_writes: BTreeMap::new(),
+            skew_us_max: 0,
+            faults_active: true,
+            trace: DefaultHasher::new(),
+            report: LogNodeSimReport::default(),
+            config,
+        };
+        for node in cluster.ids() {
+            cluster.nodes.insert(node, SimNode::default());
+            cluster.start_node(node);
+        }
+        cluster.start_clients();
+        let f = cluster.config.faults.clone();
+        for (every_us, event) in [
+            (f.crash_every_us, Event::Crash),
+            (f.partition_every_us, Event::Partition),
+            (f.clock_jump_every_us, Event::ClockJump),
+        ] {
+            if every_us > 0 {
+                let at = cluster.exp(every_us);
+                cluster.events.schedule(at, event);
+            }
+        }
+        cluster
+    }
+
+    /// Runs the workload with faults until it is done (or, at `faults_until_us`, heals and
+    /// lets it finish), runs the liveness phase, lets the cluster settle and compares the replicas. Returns the
+    /// report; the histories are checked by [`LogNodeCluster::check`].
+    pub fn run(&mut self) -> &LogNodeSimReport {
+        let faults_until = self.config.faults_until_us;
+        while let Some(at) = self.events.next_due_us() {
+            if at > self.config.until_us {
+                break;
+            }
+            if self.workload_done() {
+                break;
+            }
+            if self.faults_active && at >= faults_until {
+                self.heal();
+                continue;
+            }
+            self.step_next();
+        }
+        if self.faults_active {
+            self.heal();
+        }
+        if !self.workload_done() {
+            self.report
+                .failures
+                .push("the workload did not finish after healing".into());
+        }
+        self.liveness();
+        self.settle();
+        self.compare_replicas();
+        for node in self.ids() {
+            if let Some(core) = self.nodes.get_mut(&node).expect("node").core.take() {
+                self.add_figures(node, &core);
+                self.nodes.get_mut(&node).expect("node").core = Some(core);
+            }
+        }
+        self.report.sim_time_us = self.events.now_us();
+        self.report.clock_skew_ms_max = self.skew_us_max.div_ceil(1000);
+        self.history.clocks = self.clocks();
+        self.report.trace = self.trace.finish();
+        self.count_outcomes();
+        &self.report
+    }
+
+    /// Checks both histories: every single-key register's on its own with the per-key checker,
+    /// the counters' as one whole state with the atomicity checker, which sees a transfer or
+    /// an MSET taken apart. An undecided search is an error too.
+    pub fn check(&self) -> Result<(), String> {
+        let verdict = linearizability::check(&self.history, CHECK_STATES_MAX);
+        if !verdict.violations.is_empty() {
+            let described: Vec<String> = (verdict.violations.iter())
+                .map(|v| format!("{v:?}:\n{}", self.history.describe_key(&v.key)))
+                .collect();
+            return Err(format!("not linearizable: {}", described.join("\n")));
+        }
+        if !verdict.inconclusive.is_empty() {
+            return Err(format!(
+                "per-key search budget exhausted on {:?}",
+                verdict.inconclusive
+            ));
+        }
+        match atomicity::check(&self.counters, CHECK_STATES_MAX) {
+            Ok(()) => Ok(()),
+            Err(atomicity::Refusal::Inconclusive { states }) => Err(format!(
+                "counters' search budget exhausted after {states} states"
+            )),
+            Err(refusal) => Err(format!("counters' history not linearizable: {refusal:?}")),
+        }
+    }
+
+    /// The single-key registers' history.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// The counters' history (times in simulated µs).
+    pub fn counter_history(&self) -> &[atomicity::Event] {
+        &self.counters
+    }
+
+    fn ids(&self) -> Vec<NodeId> {
+        (1..=self.config.nodes).map(NodeId).collect()
+    }
+
+    fn exp(&mut self, mean_us: u64) -> u64 {
+        let u: f64 = self.rng.random_range(0.0001..1.0);
+        (-(u.ln()) * mean_us as f64) as u64 + 1
+    }
+
+    fn wall_ms(&self, node: NodeId) -> u64 {
+        let offset = self.nodes[&node].clock_offset_ms;
+        (WALL_START_MS + self.events.now_us() / 1000).saturating_add_signed(offset)
+    }
+
+    /// What bounds the stamps, for the per-key checker: a leader stamps a batch with its
+    /// clock (never below an earlier stamp) between the call and the return of each operation
+    /// in it, and no clock was farther than the skew from simulated time.
+    fn clocks(&self) -> Clocks {
+        Clocks {
+            epoch_ms: WALL_START_MS,
+            // Stamps are whole milliseconds of clocks read at µs instants: one more.
+            skew_ms: self.skew_us_max.div_ceil(1000) + 1,
+            stamps_us: BTreeMap::new(),
+        }
+    }
+
+    fn count_outcomes(&mut self) {
+        use crate::history::Outcome;
+        for op in &self.history.operations {
+            self.report.operations += 1;
+            match op.outcome {
+                Outcome::Ok(_) => self.report.acknowledged += 1,
+                Outcome::NotApplied => self.report.not_applied += 1,
+                Outcome::Unknown => self.report.unknown += 1,
+            }
+        }
+        for event in &self.counters {
+            self.report.operations += 1;
+            self.report.counter_operations += 1;
+            if matches!(
+                event.op,
+                atomicity::CounterOp::Transfer { .. } | atomicity::CounterOp::MSet { .. }
+            ) {
+                self.report.multi_key_operations += 1;
+            }
+            match event.returned {
+                Some(_) => self.report.acknowledged += 1,
+                None => self.report.unknown += 1,
+            }
+        }
+    }
+
+    /// Adds a node's figures to the report, when it crashes or at the end; a decision that
+    /// contradicted one the node already knew (two values chosen in one instance) is a failure.
+    fn add_figures(&mut self, node: NodeId, core: &LogCore<AnswerTo, SimDir>) {
+        let conflicts = core.replica().stats().conflicting_decisions;
+        if conflicts > 0 {
+            self.report.failures.push(format!(
+                "node {}: {conflicts} decisions contradicted one already known",
+                node.0
+            ));
+        }
+        self.add_status(&core.status());
+    }
+
+    fn add_status(&mut self, status: &LogStatus) {
+        self.report.view_changes += status.view_changes;
+        self.report.duplicates_skipped += status.duplicates_skipped;
+        self.report.snapshots_installed += status.snapshots_installed;
+        self.report.retried += status.retried;
+        self.report.timed_out += status.timed_out;
+    }
+
+    // ---- nodes -------------------------------------------------------------------------
+
+    /// The engine's configuration on a node: the node's defaults, with snapshots taken
+    /// after 16 KiB of log (not 1 MiB), so that short runs truncate and catch up by snapshot.
+    fn engine_config(&self, me: NodeId) -> Config {
+        let mut config = Config::new(self.ids(), me);
+        config.snapshot_log_bytes_min = 16 * 1024;
+        config.bugs = self.config.bugs;
+        config
+    }
+
+    /// Small segments, so that truncations remove files and rolls happen often.
+    fn log_options(&self) -> SegmentLogOptions {
+        SegmentLogOptions {
+            segment_bytes: 64 * 1024,
+            record_bytes_max: 16 * 1024,
+            snapshot_bytes_max: 1 << 20,
+            ..SegmentLogOptions::new(self.config.durability)
+        }
+    }
+
+    /// Opens the node's log from its last image and starts a new incarnation.
+    fn start_node(&mut self, node: NodeId) {
+        let config = self.engine_config(node);
+        let options = self.log_options();
+        let (wall_ms, now_us) = (self.wall_ms(node), self.events.now_us());
+        let timeout_ms = self.config.request_timeout_ms;
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.incarnation += 1;
+        match DurableLog::open_on(std::mem::take(&mut n.image), options) {
+            Ok(opened) => {
+                n.core = Some(LogCore::recover(
+                    config,
+                    RegisterMachine::default(),
+                    &opened.durable,
+                    opened.log,
+                    n.incarnation,
+                    timeout_ms,
+                    wall_ms,
+                    now_us,
+                ));
+                self.wake(node, 0);
+            }
+            Err(e) => {
+                let failure = format!("node {} cannot reopen its log: {e}", node.0);
+                self.report.failures.push(failure);
+            }
+        }
+    }
+
+    fn enqueue(&mut self, node: NodeId, input: Input) {
+        let n = self.nodes.get_mut(&node).expect("node");
+        if !n.up() {
+            return;
+        }
+        n.queue.push_back(input);
+        self.wake(node, 0);
+    }
+
+    /// Schedules a turn of `node` in `delay_us`, unless one comes sooner or it is flushing.
+    fn wake(&mut self, node: NodeId, delay_us: u64) {
+        let at = self.events.now_us() + delay_us;
+        let n = self.nodes.get_mut(&node).expect("node");
+        if n.busy || matches!(n.wake_at_us, Some(w) if w <= at) {
+            return;
+        }
+        n.wake_at_us = Some(at);
+        let incarnation = n.incarnation;
+        self.events
+            .schedule(delay_us, Event::Turn { node, incarnation });
+    }
+
+    fn turn(&mut self, node: NodeId) {
+        let now_us = self.events.now_us();
+        let wall_ms = self.wall_ms(node);
+        let flush_us = self.config.flush_us;
+        // A turn that writes does a few operations: its records, their persist, a roll.
+        let crash_at_op = self.rng.random_range(0..4usize);
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.wake_at_us = None;
+        let Some(core) = n.core.as_mut() else {
+            return;
+        };
+        core.start_turn(wall_ms, now_us);
+        let skew_us = (core.now_ms() * 1000).abs_diff(WALL_START_MS * 1000 + now_us);
+        self.skew_us_max = self.skew_us_max.max(skew_us);
+        let crash_in_flush = n.crash_in_next_flush;
+        if crash_in_flush {
+            core.log_mut().dir_mut().arm_crash_point(crash_at_op);
+        }
+        for _ in 0..INPUTS_PER_TURN_MAX {
+            match n.queue.pop_front() {
+                Some(Input::Submit { operation, to }) => core.submit(&operation, to),
+                Some(Input::Messages { from, messages }) => core.receive(from, messages),
+                None => break,
+            }
+        }
+        let ops = core.log().segment_log().dir().ops();
+        if let Err(e) = core.finish_turn(&mut n.held) {
+            let failure = format!("node {}: its log failed: {e}", node.0);
+            self.report.failures.push(failure);
+            self.crash_node(node, false);
+            return;
+        }
+        let wrote = core.log().segment_log().dir().ops() > ops;
+        n.busy = true;
+        n.crash_point_armed = crash_in_flush && wrote;
+        let incarnation = n.incarnation;
+        if crash_in_flush && wrote {
+            n.crash_in_next_flush = false;
+            let at = self.rng.random_range(0..flush_us);
+            self.events
+                .schedule(at, Event::CrashInFlush { node, incarnation });
+        } else if crash_in_flush {
+            core.log_mut().dir_mut().disarm_crash_point();
+        }
+        let done = Event::TurnDone { node, incarnation };
+        self.events.schedule(if wrote { flush_us } else { 0 }, done);
+    }
+
+    fn turn_done(&mut self, node: NodeId) {
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.busy = false;
+        if std::mem::take(&mut n.crash_point_armed) {
+            // The flush ended before the crash came: a later crash leaves what is there then.
+            if let Some(core) = n.core.as_mut() {
+                core.log_mut().dir_mut().disarm_crash_point();
+            }
+        }
+        let held = std::mem::take(&mut n.held);
+        let next_us = if n.queue.is_empty() {
+            TICK_MS * 1000
+        } else {
+            0
+        };
+        for (to, messages) in held.sends {
+            self.send(node, to, messages);
+        }
+        for (to, answer) in held.answers {
+            let answer = Box::new(answer);
+            self.events
+                .schedule(CLIENT_DELAY_US, Event::Answer { to, answer });
+        }
+        self.wake(node, next_us);
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, messages: Vec<Message>) {
+        self.report.batches += 1;
+        let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
+        let seq = self.links.entry((from, to)).or_default().send(connection);
+        let f = &self.config.faults;
+        if self.faults_active && (self.cut.contains(&(from, to)) || self.rng.random_bool(f.loss)) {
+            return;
+        }
+        let copies = if self.faults_active && self.rng.random_bool(f.duplicate) {
+            2
+        } else {
+            1
+        };
+        let (lo, hi) = f.delay_us;
+        for _ in 0..copies {
+            let delay = self.rng.random_range(lo..=hi);
+            let messages = messages.clone();
+            self.events.schedule(
+                delay,
+                Event::Deliver {
+                    from,
+                    to,
+                    connection,
+                    seq,
+                    messages,
+                },
+            );
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        connection: Connection,
+        seq: u64,
+        messages: Vec<Message>,
+    ) {
+        if !self.nodes[&to].up() {
+            return;
+        }
+        let current = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
+        let arrival = (self.links.entry((from, to)).or_default()).receive(connection, current, seq);
+        // The node's transport reconnects and carries on: the engine retransmits what a
+        // broken connection lost.
+        if arrival != Arrival::Drop {
+            self.enqueue(to, Input::Messages { from, messages });
+        }
+    }
+
+    // ---- faults ------------------------------------------------------------------------
+
+    /// Crashes a node, the leader of the moment half the time, now or inside its next flush
+    /// (half the time each), or every node now.
+    fn crash(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let next = self.exp(self.config.faults.crash_every_us);
+        self.events.schedule(next, Event::Crash);
+        if self.rng.random_bool(self.config.faults.crash_all) {
+            self.report.crashes_all += 1;
+            for node in self.ids() {
+                if self.nodes[&node].up() {
+                    let power = self.power_failure();
+                    self.crash_node(node, power);
+                }
+            }
+            return;
+        }
+        let up: Vec<NodeId> = (self.ids().into_iter())
+            .filter(|n| self.nodes[n].up())
+            .collect();
+        let leader = up.iter().copied().find(|n| self.is_leader(*n));
+        let node = match leader {
+            Some(leader) if self.rng.random_bool(0.5) => leader,
+            _ => match up.choose(&mut self.rng) {
+                Some(&node) => node,
+                None => return,
+            },
+        };
+        if !self.one_more_may_crash() {
+            return;
+        }
+        if self.rng.random_bool(0.5) {
+            self.nodes.get_mut(&node).expect("node").crash_in_next_flush = true;
+        } else {
+            let power = self.power_failure();
+            self.crash_node(node, power);
+        }
+    }
+
+    fn is_leader(&self, node: NodeId) -> bool {
+        (self.nodes[&node].core.as_ref()).is_some_and(|core| core.replica().is_leader())
+    }
+
+    /// Whether one more node may go down and leave a majority up.
+    fn one_more_may_crash(&self) -> bool {
+        let down = self.nodes.values().filter(|n| !n.up()).count();
+        down < (usize::from(self.config.nodes) - 1) / 2
+    }
+
+    fn power_failure(&mut self) -> bool {
+        self.config.durability == Durability::Sync
+            && self.rng.random_bool(self.config.faults.power_failure)
+    }
+
+    /// Stops a node, keeping what its directory would hold after the crash.
+    fn crash_node(&mut self, node: NodeId, power: bool) {
+        let leader = self.is_leader(node);
+        let mut rng = SmallRng::seed_from_u64(self.rng.random());
+        let n = self.nodes.get_mut(&node).expect("node");
+        let Some(core) = n.core.take() else {
+            return;
+        };
+        let in_flush = n.busy;
+        let crash = core.log().segment_log().dir().at_crash();
+        n.image = if power {
+            let dirty = crash.dirty_sectors();
+            let (kept, rest): (Vec<_>, Vec<_>) =
+                dirty.into_iter().partition(|_| rng.random_bool(0.5));
+            let torn = (rest.choose(&mut rng)).map(|&sector| {
+                self.report.torn_sectors += 1;
+                (sector, rng.random_range(1..SECTOR_BYTES / 8) * 8)
+            });
+            let dir_ops = rng.random_range(0..=crash.pending_dir_ops());
+            crash.crash_image(dir_ops, &kept, torn)
+        } else {
+            crash.process_crash()
+        };
+        n.queue.clear();
+        n.busy = false;
+        n.held = Held::default();
+        n.wake_at_us = None;
+        n.crash_point_armed = false;
+        n.crash_in_next_flush = false;
+        self.add_figures(node, &core);
+        self.report.crashes += 1;
+        self.report.leader_kills += u64::from(leader);
+        self.report.power_failures += u64::from(power);
+        self.report.crashes_in_flush += u64::from(in_flush);
+        self.connections_lost(node);
+        let down_us = self.config.faults.down_us;
+        self.events.schedule(down_us, Event::Restart { node });
+    }
+
+    fn partition(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let next = self.exp(self.config.faults.partition_every_us);
+        self.events.schedule(next, Event::Partition);
+        self.cut.clear();
+        self.report.partitions += 1;
+        // A quarter of the changes heal; the others cut one node off from the rest: from what
+        // it sends, from what it receives, or both.
+        let kind = self.rng.random_range(0..4);
+        let isolated = NodeId(self.rng.random_range(1..=self.config.nodes));
+        for peer in self.ids().into_iter().filter(|&p| p != isolated) {
+            if kind == 1 || kind == 3 {
+                self.cut.push((isolated, peer));
+            }
+            if kind == 2 || kind == 3 {
+                self.cut.push((peer, isolated));
+            }
+        }
+    }
+
+    fn clock_jump(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let next = self.exp(self.config.faults.clock_jump_every_us);
+        self.events.schedule(next, Event::ClockJump);
+        let max = self.config.faults.clock_jump_ms_max as i64;
+        let node = NodeId(self.rng.random_range(1..=self.config.nodes));
+        let jump = self.rng.random_range(-max..=max);
+        self.nodes.get_mut(&node).expect("node").clock_offset_ms += jump;
+        self.report.clock_jumps += 1;
+    }
+
+    /// Ends the faults: the network heals, clocks stay where they are, down nodes restart.
+    fn heal(&mut self) {
+        self.faults_active = false;
+        self.cut.clear();
+        for node in self.ids() {
+            let n = self.nodes.get_mut(&node).expect("node");
+            n.crash_in_next_flush = false;
+            if !n.up() {
+                self.start_node(node);
+            }
+        }
+    }
+
+    /// Runs the healed cluster until every replica has executed the same prefix of the log,
+    /// or for [`SETTLE_US_MAX`].
+    fn settle(&mut self) {
+        let deadline = self.events.now_us() + SETTLE_US_MAX;
+        while self.events.next_due_us().is_some_and(|at| at <= deadline) {
+            self.step_next();
+            let mut executed = (self.nodes.values())
+                .filter_map(|n| n.core.as_ref())
+                .map(|core| core.replica().executed_below());
+            let first = executed.next();
+            if executed.all(|e| Some(e) == first) {
+                return;
+            }
+        }
+    }
+
+    /// After the liveness phase and settling, every replica must have executed the same log
+    /// and hold the same map.
+    fn compare_replicas(&mut self) {
+        let cores: Vec<_> = (self.nodes.values())
+            .filter_map(|n| n.core.as_ref())
+            .collect();
+        let Some(first) = cores.first() else {
+            return;
+        };
+        let (a, a_executed) = (first.replica(), first.status().executed_below);
+        for other in &cores[1..] {
+            let b = other.replica();
+            let b_executed = other.status().executed_below;
+            if a_executed != b_executed || a.state_machine().map() != b.state_machine().map() {
+                self.report.failures.push(format!(
+                    "replicas differ after settling: {:?} executed below {a_executed} holds \
+                     {:?}; {:?} executed below {b_executed} holds {:?}",
+                    a.me(),
+                    a.state_machine().map(),
+                    b.me(),
+                    b.state_machine().map()
+                ));
+                return;
+            }
+        }
+    }
+
+    /// Takes the next event, adds it to the trace and handles it.
+    fn step_next(&mut self) {
+        let (at, event) = self.events.pop().expect("an event is due");
+        self.trace.write_u64(at);
+        self.step(event);
+    }
+
+    fn step(&mut self, event: Event) {
+        let current = |cluster: &Self, node: NodeId, incarnation: u32| {
+            let n = &cluster.nodes[&node];
+            n.up() && n.incarnation == incarnation
+        };
+        match event {
+            Event::Deliver {
+                from,
+                to,
+                connection,
+                seq,
+                messages,
+            } => {
+                self.trace.write_u64(seq);
+                self.deliver(from, to, connection, seq, messages);
+            }
+            Event::Arrive {
+                node,
+                incarnation,
+                input,
+            } => {
+                if current(self, node, incarnation) {
+                    self.enqueue(node, *input);
+                }
+            }
+            Event::Turn { node, incarnation } => {
+                if current(self, node, incarnation) && !self.nodes[&node].busy {
+                    self.turn(node);
+                }
+            }
+            Event::TurnDone { node, incarnation } => {
+                if current(self, node, incarnation) {
+                    self.turn_done(node);
+                }
+            }
+            Event::Answer { to, answer } => self.client_done(to.client, to.seq, Some(*answer)),
+            Event::ClientNext { client } => self.client_next(client),
+            Event::ClientTimeout { client, seq } => self.client_done(client, seq, None),
+            Event::Crash => self.crash(),
+            Event::CrashInFlush { node, incarnation } => {
+                if self.faults_active
+                    && current(self, node, incarnation)
+                    && self.one_more_may_crash()
+                {
+                    let power = self.power_failure();
+                    self.crash_node(node, power);
+                }
+            }
+            Event::Restart { node } => {
+                if !self.nodes[&node].up() {
+                    self.start_node(node);
+                }
+            }
+            Event::Partition => self.partition(),
+            Event::ClockJump => self.clock_jump(),
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! Whole nodes of the log engine in simulation (`logless_sim::log_nodes`): the node's log turn
+//! core over its durable log on simulated directories, with network faults, leader kills,
+//! crashes inside flushes, power failures with torn sectors, crashes of every node, partitions
+//! and clock jumps; single-key histories checked per key, the counters' (transfers, MSET, MGET)
+//! as one state, every key available again after the faults heal, every run replayable, and
+//! the engine's deliberate bugs caught.
+use logless_multipaxos::config::InjectedBugs;
+use logless_sim::log_nodes::{LogNodeCluster, LogNodeSimConfig, LogNodeSimReport};
+use logless_storage::Durability;
+
+/// Runs one configuration and checks its histories; `Err` says what went wrong.
+fn run(config: LogNodeSimConfig) -> Result<LogNodeSimReport, String> {
+    let (nodes, seed) = (config.nodes, config.seed);
+    let mut cluster = LogNodeCluster::new(config);
+    let report = cluster.run().clone();
+    let failed = if report.failures.is_empty() {
+        cluster.check()
+    } else {
+        Err(format!("{:?}", report.failures))
+    };
+    failed.map_err(|e| format!("seed {seed} with {nodes} nodes: {e}\n{report}"))?;
+    Ok(report)
+}
+
+/// The seeds of the many-seed tests, in total: `LOGLESS_LOG_NODES_SEEDS` if set, else 2,000.
+fn seeds() -> u64 {
+    std::env::var("LOGLESS_LOG_NODES_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000)
+}
+
+/// Runs `count` seeds from `first` with `nodes` nodes; every failure is listed; sums the
+/// reports.
+fn run_seeds(nodes: u16, first: u64, count: u64) -> LogNodeSimReport {
+    let started = std::time::Instant::now();
+    let mut total = LogNodeSimReport::default();
+    let mut failures = Vec::new();
+    for seed in first..first + count {
+        match run(LogNodeSimConfig::for_seed(nodes, seed)) {
+            Ok(report) => total.add(&report),
+            Err(e) => failures.push(e),
+        }
+    }
+    println!(
+        "{count} seeds with {nodes} nodes in {:.1?}, {} failed: {total}",
+        started.elapsed(),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    total
+}
+
+#[test]
+fn a_perfect_network_acknowledges_everything() {
+    for durability in [Durability::Sync, Durability::Mmap] {
+        let config = LogNodeSimConfig::new(3, 7, durability);
+        let commands = u64::from(config.clients * config.commands_per_client);
+        // Through each node: an increment, an MGET, a write and a read of every register.
+        let liveness = 3 * (2 + 2 * u64::from(config.registers));
+        let report = run(config).unwrap();
+        println!("{report}");
+        assert_eq!(report.acknowledged, commands + liveness, "{report}");
+        assert_eq!(report.unknown + report.not_applied, 0, "{report}");
+        assert!(report.multi_key_operations > 0, "{report}");
+        assert_eq!(report.crashes + report.partitions + report.clock_jumps, 0);
+    }
+}
+
+/// Seeds that once failed: a replica that lagged when the liveness phase ended and had not
+/// caught up 300 ms later (the replicas were compared too soon).
+#[test]
+fn seeds_that_once_failed_pass() {
+    run(LogNodeSimConfig::for_seed(3, 1225)).unwrap();
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    for seed in [3, 4] {
+        let a = run(LogNodeSimConfig::for_seed(3, seed)).unwrap();
+        let b = run(LogNodeSimConfig::for_seed(3, seed)).unwrap();
+        assert_eq!(a.trace, b.trace, "seed {seed}");
+        assert_eq!(format!("{a}"), format!("{b}"));
+    }
+    let a = run(LogNodeSimConfig::for_seed(3, 5)).unwrap();
+    let b = run(LogNodeSimConfig::for_seed(3, 7)).unwrap();
+    assert_ne!(a.trace, b.trace);
+}
+
+#[test]
+fn three_nodes_pass_both_checkers_under_leader_kills_power_failures_and_partitions() {
+    let count = seeds() * 3 / 4;
+    let total = run_seeds(3, 0, count);
+    // The runs went through what the faults are there for.
+    assert!(total.multi_key_operations > count * 5, "{total}");
+    assert!(total.leader_kills > count / 4, "{total}");
+    assert!(total.power_failures > count / 4, "{total}");
+    assert!(
+        total.crashes_in_flush > 0 && total.crashes_all > 0,
+        "{total}"
+    );
+    assert!(total.partitions > 0 && total.clock_jumps > 0, "{total}");
+    assert!(total.duplicates_skipped > 0 && total.retried > 0, "{total}");
+}
+
+#[test]
+fn five_nodes_pass_both_checkers() {
+    let count = seeds() / 4;
+    let total = run_seeds(5, 1_000_000, count);
+    assert!(
+        total.leader_kills > 0 && total.power_failures > 0,
+        "{total}"
+    );
+}
+
+/// Runs seeds with `bugs` (and `tune` applied) until one fails, checks that the same seed
+/// passes without them, and returns its failure.
+fn first_failure(bugs: InjectedBugs, seeds: u64, tune: impl Fn(&mut LogNodeSimConfig)) -> String {
+    for seed in 0..seeds {
+        let mut config = LogNodeSimConfig::for_seed(3, seed);
+        tune(&mut config);
+        let clean = config.clone();
+        config.bugs = bugs;
+        if let Err(e) = run(config) {
+            println!("caught: {}", &e[..e.len().min(400)]);
+            if let Err(clean) = run(clean) {
+                panic!("seed {seed} fails without {bugs:?} too: {clean}");
+            }
+            return e;
+        }
+    }
+    panic!("{seeds} seeds and {bugs:?} was not caught");
+}
+
+#[test]
+fn executing_a_request_agreed_twice_twice_is_caught() {
+    let bugs = InjectedBugs {
+        no_dedup: true,
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 200, |_| {});
+    assert!(failure.contains("not linearizable"), "{failure}");
+}
+
+#[test]
+fn a_proposal_of_a_stale_view_taken_is_caught() {
+    let bugs = InjectedBugs {
+        accept_stale_proposals: true,
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 200, busy_and_lossy);
+    assert!(
+        failure.contains("not linearizable")
+            || failure.contains("differ")
+            || failure.contains("contradicted"),
+        "{failure}"
+    );
+}
+
+#[test]
+fn executing_at_the_local_clock_instead_of_the_batch_stamp_is_caught() {
+    let bugs = InjectedBugs {
+        execute_at_local_clock: true,
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 200, |_| {});
+    assert!(
+        failure.contains("not linearizable") || failure.contains("differ"),
+        "{failure}"
+    );
+}
+
+/// Many clients without think time on a lossier network, leaders killed more often.
+fn busy_and_lossy(config: &mut LogNodeSimConfig) {
+    config.clients = 12;
+    config.commands_per_client = 15;
+    config.think_us = 500;
+    config.faults.loss = 0.1;
+    config.faults.crash_every_us = 100_000;
+}
