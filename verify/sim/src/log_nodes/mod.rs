@@ -134,6 +134,8 @@ enum Event {
 struct Held {
     sends: Vec<(NodeId, Vec<Message>)>,
     answers: Vec<(AnswerTo, LogAnswer)>,
+    /// Simulated time of the turn (µs), for the core's latency figures.
+    now_us: u64,
 }
 
 impl LogOutlet<AnswerTo> for Held {
@@ -143,6 +145,10 @@ impl LogOutlet<AnswerTo> for Held {
 
     fn answer(&mut self, reply: AnswerTo, answer: LogAnswer) {
         self.answers.push((reply, answer));
+    }
+
+    fn mono_us(&self) -> u64 {
+        self.now_us
     }
 }
 
@@ -484,6 +490,7 @@ impl LogNodeCluster {
             return;
         };
         core.start_turn(wall_ms, now_us);
+        n.held.now_us = now_us;
         let skew_us = (core.now_ms() * 1000).abs_diff(WALL_START_MS * 1000 + now_us);
         self.skew_us_max = self.skew_us_max.max(skew_us);
         let crash_in_flush = n.crash_in_next_flush;
