@@ -20,3 +20,14 @@ pub mod plot;
 pub mod psmr;
 pub mod space;
 pub mod storage;
+
+/// A harness binary's exit: success, or the error printed on stderr and a failure status.
+pub fn exit_code(result: Result<(), String>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -13,11 +13,5 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    match run(&Cli::parse().args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    logless_bench::exit_code(run(&Cli::parse().args))
 }
