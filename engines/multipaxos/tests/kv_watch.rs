@@ -100,7 +100,10 @@ fn exec_after_any_change_of_a_watched_key_runs_nothing() {
         ("SET", vec![set("a", "2")]),
         ("SET of the same value", vec![set("a", "1")]),
         ("DEL", vec![cmd("a", Command::Del)]),
-        ("DEL and SET back", vec![cmd("a", Command::Del), set("a", "1")]),
+        (
+            "DEL and SET back",
+            vec![cmd("a", Command::Del), set("a", "1")],
+        ),
         (
             "EXPIRE",
             vec![cmd(
@@ -112,11 +115,45 @@ fn exec_after_any_change_of_a_watched_key_runs_nothing() {
                 }),
             )],
         ),
-        ("MSET", vec![Operation::MSet(vec![(b("z"), b("1")), (b("a"), b("3"))])]),
-        ("RENAME onto it", vec![set("s", "x"), Operation::Rename { from: b("s"), to: b("a") }]),
-        ("RENAME away", vec![Operation::Rename { from: b("a"), to: b("t") }]),
-        ("COPY onto it", vec![set("s", "1"), Operation::Copy { from: b("s"), to: b("a"), replace: true }]),
-        ("a transaction", vec![Operation::Transaction(vec![set("z", "1"), cmd("a", Command::IncrBy(1))])]),
+        (
+            "MSET",
+            vec![Operation::MSet(vec![(b("z"), b("1")), (b("a"), b("3"))])],
+        ),
+        (
+            "RENAME onto it",
+            vec![
+                set("s", "x"),
+                Operation::Rename {
+                    from: b("s"),
+                    to: b("a"),
+                },
+            ],
+        ),
+        (
+            "RENAME away",
+            vec![Operation::Rename {
+                from: b("a"),
+                to: b("t"),
+            }],
+        ),
+        (
+            "COPY onto it",
+            vec![
+                set("s", "1"),
+                Operation::Copy {
+                    from: b("s"),
+                    to: b("a"),
+                    replace: true,
+                },
+            ],
+        ),
+        (
+            "a transaction",
+            vec![Operation::Transaction(vec![
+                set("z", "1"),
+                cmd("a", Command::IncrBy(1)),
+            ])],
+        ),
         ("a creation of the absent key", vec![set("absent", "1")]),
     ];
     for (what, change) in changes {
@@ -126,8 +163,16 @@ fn exec_after_any_change_of_a_watched_key_runs_nothing() {
         for op in change {
             m.apply(op);
         }
-        assert_eq!(m.apply(exec_incr(&watched, "n")), Response::NilArray, "after {what}");
-        assert_eq!(m.apply(cmd("n", Command::Get)), Response::Nil, "after {what}");
+        assert_eq!(
+            m.apply(exec_incr(&watched, "n")),
+            Response::NilArray,
+            "after {what}"
+        );
+        assert_eq!(
+            m.apply(cmd("n", Command::Get)),
+            Response::Nil,
+            "after {what}"
+        );
     }
 }
 
@@ -193,7 +238,10 @@ fn watch_operations_round_trip_their_encoding() {
         assert_eq!(Operation::decode(&op.encode()), Ok(op.clone()));
         let bytes = op.encode();
         for cut in 1..bytes.len() {
-            assert!(Operation::decode(&bytes[..cut]).is_err(), "{op:?} cut at {cut}");
+            assert!(
+                Operation::decode(&bytes[..cut]).is_err(),
+                "{op:?} cut at {cut}"
+            );
         }
     }
 }
@@ -249,7 +297,10 @@ fn every_replica_decides_a_watched_exec_alike_whatever_snapshot_it_restored() {
         ],
         T0,
     ));
-    log.push(batch(vec![Operation::Watch(vec![b("a"), b("e"), b("c"), b("x")])], T0 + 1));
+    log.push(batch(
+        vec![Operation::Watch(vec![b("a"), b("e"), b("c"), b("x")])],
+        T0 + 1,
+    ));
     log.push(batch(vec![set("c", "2")], T0 + 2));
     // Many other keys change: more than the versions keep.
     let others: Vec<Operation> = (0..VERSIONS_MAX + 100)
@@ -258,7 +309,10 @@ fn every_replica_decides_a_watched_exec_alike_whatever_snapshot_it_restored() {
     for (i, chunk) in others.chunks(4096).enumerate() {
         log.push(batch(chunk.to_vec(), T0 + 3 + i as u64));
     }
-    log.push(batch(vec![Operation::Watch(vec![b("a"), b("x")])], T0 + 100));
+    log.push(batch(
+        vec![Operation::Watch(vec![b("a"), b("x")])],
+        T0 + 100,
+    ));
     let last_watch = log.len() - 1;
     log.push(batch(vec![set("other0", "w")], T0 + 101));
     log.push(batch(vec![Operation::Watch(vec![b("e")])], T0 + 102));
@@ -303,7 +357,10 @@ fn every_replica_decides_a_watched_exec_alike_whatever_snapshot_it_restored() {
     // The EXECs: after the first WATCH, "c" changed; after the second, nothing it watched
     // changed; after the third, "e" expired.
     let execs = batch(
-        stamps.iter().map(|watched| exec_incr(watched, "n")).collect(),
+        stamps
+            .iter()
+            .map(|watched| exec_incr(watched, "n"))
+            .collect(),
         T0 + 1001,
     );
     first.run(&execs);
@@ -330,6 +387,10 @@ fn every_replica_decides_a_watched_exec_alike_whatever_snapshot_it_restored() {
         replica.run(&execs);
         let theirs = &replica.responses[replica.responses.len() - 3..];
         assert_eq!(theirs, decisions, "restored after batch {restored_after}");
-        assert_eq!(replica.map.snapshot(), state, "restored after batch {restored_after}");
+        assert_eq!(
+            replica.map.snapshot(),
+            state,
+            "restored after batch {restored_after}"
+        );
     }
 }

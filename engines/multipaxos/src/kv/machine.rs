@@ -393,9 +393,7 @@ impl RegisterMachine {
     }
 
     /// Decodes a snapshot: the map and the keys' versions.
-    fn decode_snapshot(
-        bytes: &[u8],
-    ) -> Result<(BTreeMap<Bytes, Register>, Versions), DecodeError> {
+    fn decode_snapshot(bytes: &[u8]) -> Result<(BTreeMap<Bytes, Register>, Versions), DecodeError> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
         if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_UNVERSIONED {

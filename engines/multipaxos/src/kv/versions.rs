@@ -115,7 +115,10 @@ impl Versions {
                 version: r.u64()?,
                 used: r.u64()?,
             };
-            let in_order = versions.kept.last_key_value().is_none_or(|(last, _)| *last < key);
+            let in_order = versions
+                .kept
+                .last_key_value()
+                .is_none_or(|(last, _)| *last < key);
             if !in_order
                 || kept.version > versions.clock
                 || kept.used > versions.clock
