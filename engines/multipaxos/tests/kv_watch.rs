@@ -3,50 +3,17 @@
 //! behaviour (redis.io/docs/latest/develop/interact/transactions: EXEC answers a null array if a
 //! watched key was modified, by any client or by expiry, between WATCH and EXEC), and the same
 //! decision on every replica, whatever snapshot it restored.
+mod kv_ops;
+
 use bytes::Bytes;
-use logless_commands::command::{
-    Command, Condition, ExpireArgs, ExpireFlags, ExpireKind, Expiry, SetArgs,
-};
+use logless_commands::command::{Command, ExpireArgs, ExpireFlags, ExpireKind, Expiry};
 use logless_multipaxos::ids::{ClientId, Instance, RequestSeq};
 use logless_multipaxos::kv::versions::VERSIONS_MAX;
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Request;
 use logless_multipaxos::state_machine::StateMachine;
 
-const T0: u64 = 1_000;
-
-fn b(s: &str) -> Bytes {
-    Bytes::copy_from_slice(s.as_bytes())
-}
-
-fn machine() -> RegisterMachine {
-    let mut m = RegisterMachine::default();
-    m.begin_batch(Instance(1), T0);
-    m
-}
-
-fn cmd(key: &str, command: Command) -> Operation {
-    Operation::Command {
-        key: b(key),
-        command,
-    }
-}
-
-fn set_with(key: &str, value: &str, expiry: Expiry) -> Operation {
-    cmd(
-        key,
-        Command::Set(SetArgs {
-            value: b(value),
-            condition: Condition::Always,
-            get: false,
-            expiry,
-        }),
-    )
-}
-
-fn set(key: &str, value: &str) -> Operation {
-    set_with(key, value, Expiry::Clear)
-}
+use kv_ops::{b, cmd, machine, set, set_with, T0};
 
 /// WATCH of `keys`: their stamps.
 fn watch(m: &mut RegisterMachine, keys: &[&str]) -> Vec<(Bytes, u64)> {
