@@ -272,6 +272,35 @@ mod tests {
     }
 
     #[test]
+    fn watch_keeps_the_stamps_only_of_an_answer_with_one_per_key() {
+        let mut session = Session::new(1).with_total_order(true);
+        let keys = || vec![key("a"), key("b")];
+        let stamps = Ok(Response::Items(vec![Response::Int(4), Response::Int(9)]));
+        assert_eq!(
+            watched(&mut session, keys(), stamps),
+            Value::Simple("OK".into())
+        );
+        assert_eq!(session.watched_keys(), [(key("a"), 4), (key("b"), 9)]);
+        // A failure, an error or a malformed answer watches nothing more.
+        let refused = watched(&mut session, keys(), Err(Failure::NotApplied));
+        assert_eq!(
+            refused,
+            Session::reply(ReplyShape::Plain, &Err(Failure::NotApplied))
+        );
+        let error = Ok(Response::Error("ERR boom".into()));
+        assert_eq!(
+            watched(&mut session, keys(), error),
+            Value::Error("ERR boom".into())
+        );
+        let short = Ok(Response::Items(vec![Response::Int(4)]));
+        assert!(matches!(
+            watched(&mut session, keys(), short),
+            Value::Error(_)
+        ));
+        assert_eq!(session.watched_keys().len(), 2);
+    }
+
+    #[test]
     fn responses_are_shown_as_the_per_key_engines_replies() {
         let shown = |r: Response, shape| reply(Ok(r), Shown::Shape(shape));
         assert_eq!(shown(Response::Ok, ReplyShape::SetNx), Value::Int(1));
