@@ -112,13 +112,14 @@ def test_mset_is_refused_under_the_per_key_engine(ports, ns):
 @pytest.mark.engine("multipaxos", reason="the per-key engine refuses MSET "
                     "(test_mset_is_refused_under_the_per_key_engine)")
 def test_mset_is_atomic_under_the_log_engine(ports, ns):
-    """MSET through one replica, MGET through the others; then MSETs of two keys to the same
-    value while MGETs through another replica never see the two keys differ."""
+    """MSET through one replica, MGET through the others; then 2,000 MSETs of two keys to the
+    same value while MGETs through another replica never see the two keys differ."""
     a, b = ns + "a", ns + "b"
     assert out(ports[0], "mset", a, "1", b, "2") == "OK\n"
     for q in ports[1:]:
         assert out(q, "--no-raw", "mget", a, b, ns + "c") == '1) "1"\n2) "2"\n3) (nil)\n'
-    writes = 300
+    assert out(ports[0], "mset", a, "0", b, "0") == "OK\n"
+    writes = 2000
     data = "".join(f"MSET {a} {i} {b} {i}\r\n" for i in range(writes)).encode()
     writer = threading.Thread(target=cli, args=(ports[0], "--pipe"), kwargs={"stdin": data})
     writer.start()
