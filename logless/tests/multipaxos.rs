@@ -1,6 +1,6 @@
 //! The log engine served by real `logless` processes: a 3-replica `--engine multipaxos`
 //! cluster answering a Redis client through every replica, commands over several keys and
-//! MULTI/EXEC as atomic steps, and a data directory of the other engine refused.
+//! MULTI/EXEC as atomic steps, WATCH, and a data directory of the other engine refused.
 mod common;
 
 use std::time::{Duration, Instant};
@@ -188,6 +188,82 @@ fn transfers_in_multi_exec_keep_the_sum() {
         .query(&mut reader)
         .unwrap();
     assert_eq!(pair[0] + pair[1], 2000);
+}
+
+/// WATCH k, then MULTI ... EXEC: EXEC runs nothing (a null array) if k was changed in
+/// between, by another client through another replica or by this connection, and runs the
+/// transaction if nothing watched changed; UNWATCH and EXEC forget the watched keys.
+#[test]
+fn exec_after_watch_runs_only_if_no_watched_key_changed() {
+    let cluster = log_cluster();
+    let mut a = cluster.connect(0);
+    let mut other = cluster.connect(1);
+    let run = |con: &mut redis::Connection, words: &[&str]| -> redis::Value {
+        redis::cmd(words[0]).arg(&words[1..]).query(con).unwrap()
+    };
+    let ok = || redis::Value::Okay;
+    let _: () = a.set("k", "1").unwrap();
+    let exec_set_x = |con: &mut redis::Connection, value: &str| -> redis::Value {
+        assert_eq!(run(con, &["MULTI"]), ok());
+        assert_eq!(
+            run(con, &["SET", "x", value]),
+            redis::Value::SimpleString("QUEUED".into())
+        );
+        run(con, &["EXEC"])
+    };
+
+    // Another client changes k through another replica: EXEC is a null array, x unset.
+    assert_eq!(run(&mut a, &["WATCH", "k", "unrelated"]), ok());
+    let _: () = other.set("k", "2").unwrap();
+    assert_eq!(exec_set_x(&mut a, "1"), redis::Value::Nil);
+    assert_eq!(other.get::<_, Option<String>>("x").unwrap(), None);
+    // EXEC forgot the watch: the next transaction runs.
+    assert_eq!(exec_set_x(&mut a, "2"), redis::Value::Array(vec![ok()]));
+    assert_eq!(other.get::<_, String>("x").unwrap(), "2");
+
+    // Nothing watched changes (another key does): the transaction runs.
+    assert_eq!(run(&mut a, &["WATCH", "k"]), ok());
+    let _: () = other.set("unrelated", "y").unwrap();
+    let _: String = a.get("k").unwrap();
+    assert_eq!(exec_set_x(&mut a, "3"), redis::Value::Array(vec![ok()]));
+
+    // The watching connection changes k itself: aborted too, as in Redis.
+    assert_eq!(run(&mut a, &["WATCH", "k"]), ok());
+    let _: () = a.set("k", "2").unwrap();
+    assert_eq!(exec_set_x(&mut a, "4"), redis::Value::Nil);
+
+    // UNWATCH forgets: a change after it aborts nothing.
+    assert_eq!(run(&mut a, &["WATCH", "k"]), ok());
+    assert_eq!(run(&mut a, &["UNWATCH"]), ok());
+    let _: () = other.set("k", "3").unwrap();
+    assert_eq!(exec_set_x(&mut a, "5"), redis::Value::Array(vec![ok()]));
+    assert_eq!(other.get::<_, String>("x").unwrap(), "5");
+
+    // A key that expires between WATCH and EXEC counts as changed.
+    let _: () = a.pset_ex("short", "v", 300).unwrap();
+    assert_eq!(run(&mut a, &["WATCH", "short"]), ok());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(exec_set_x(&mut a, "6"), redis::Value::Nil);
+
+    // WATCH inside MULTI is refused and discards the transaction.
+    assert_eq!(run(&mut a, &["MULTI"]), ok());
+    let refused = redis::cmd("WATCH")
+        .arg("k")
+        .query::<()>(&mut a)
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("WATCH inside MULTI is not allowed"),
+        "{refused}"
+    );
+    let aborted = redis::cmd("EXEC").query::<()>(&mut a).unwrap_err();
+    assert_eq!(
+        aborted.kind(),
+        redis::ErrorKind::ExecAbortError,
+        "{aborted}"
+    );
+    assert_eq!(other.get::<_, String>("x").unwrap(), "5");
 }
 
 /// A data directory holds one engine's state: starting the other engine on it is refused with

@@ -382,7 +382,22 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                         },
                     };
                     let protocol = session.protocol();
-                    if let Step::Node(query) = step {
+                    if let (Step::Watch(keys), Some(_)) = (&step, &context.log) {
+                        // The commands before it in the pipeline run first, and the next
+                        // request is handled only with the stamps kept: an EXEC must carry
+                        // them, and must enter the log after the WATCH.
+                        exchange.send(context).await;
+                        write_replies(&mut stream, &mut output, &mut pending, &mut exchange)
+                            .await?;
+                        let seq = exchange
+                            .submit_log(context, Operation::Watch(keys.clone()))
+                            .await;
+                        exchange.send(context).await;
+                        let answer = exchange.log.take(seq).await;
+                        let answer = answer.unwrap_or(Err(Failure::NotApplied));
+                        let value = log_ops::watched(&mut session, keys.clone(), answer);
+                        output.push(&mut stream, &value, protocol).await?;
+                    } else if let Step::Node(query) = step {
                         // The commands before it in the pipeline take effect first (a SET
                         // before a KEYS or DBSIZE shows in it), and CLIENT LIST shows this
                         // connection as it is now.
@@ -492,6 +507,9 @@ async fn dispatch(
             Value::Error("ERR commands over several keys need the multipaxos engine".into()),
             protocol,
         ),
+        // Only a session with one order over all keys watches; under psmr, WATCH is refused
+        // as the engine's.
+        Step::Watch(_) => Pending::Ready(Value::Error(psmr_ops::refusal(b"watch")), protocol),
         Step::Node(_) => unreachable!("serve answers node queries itself"),
     }
 }
@@ -513,7 +531,7 @@ async fn dispatch_log(
         } => (log_ops::single(key, command), Shown::Shape(shape)),
         Step::Many { parts, combine } => (log_ops::many(parts, combine), Shown::Combine(combine)),
         Step::Cross { op, shape } => (log_ops::cross(op), Shown::Shape(shape)),
-        Step::Node(_) => unreachable!("serve answers node queries itself"),
+        Step::Node(_) | Step::Watch(_) => unreachable!("serve runs these itself"),
     };
     Pending::Log(
         exchange.submit_log(context, operation).await,

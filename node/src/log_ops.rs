@@ -6,7 +6,9 @@
 //! atomic snapshot, where the per-key engine answers each key on its own); MSET, RENAME, ...
 //! and MULTI/EXEC over several keys as the map's operations and transactions (a transaction may
 //! hold any of these but another transaction; in EXEC's array each answers as it would alone:
-//! DEL and EXISTS their count, MGET its array, MSET OK). The answers are
+//! DEL and EXISTS their count, MGET its array, MSET OK); WATCH as the map's stamps of its keys,
+//! which the session keeps, and EXEC after it as a transaction the map checks against them.
+//! The answers are
 //! the map's [`Response`]s, shown as the per-key engine's replies are shown
 //! (`logless_redis::table::reply_to_value`), so that a client cannot tell the engines apart by
 //! a reply.
@@ -61,16 +63,48 @@ pub fn cross(op: CrossKey) -> Operation {
         CrossKey::RenameNx { from, to } => Operation::RenameNx { from, to },
         CrossKey::SMove { from, to, member } => Operation::SMove { from, to, member },
         CrossKey::Copy { from, to, replace } => Operation::Copy { from, to, replace },
-        CrossKey::Transaction(items) => Operation::Transaction(
-            items
-                .into_iter()
-                .map(|item| match item {
-                    Queued::One(key, command) => single(key, command),
-                    Queued::Many(parts, combine) => many(parts, combine),
-                    Queued::Cross(op) => cross(op),
-                })
-                .collect(),
-        ),
+        CrossKey::Transaction(items) => Operation::Transaction(queued(items)),
+        CrossKey::WatchedTransaction { watched, items } => Operation::WatchedTransaction {
+            watched,
+            operations: queued(items),
+        },
+    }
+}
+
+/// A transaction's queued commands as operations.
+fn queued(items: Vec<Queued>) -> Vec<Operation> {
+    items
+        .into_iter()
+        .map(|item| match item {
+            Queued::One(key, command) => single(key, command),
+            Queued::Many(parts, combine) => many(parts, combine),
+            Queued::Cross(op) => cross(op),
+        })
+        .collect()
+}
+
+/// The client's reply to WATCH of `keys` (the session's `Step::Watch`), whose operation got
+/// `answer`: the session keeps the stamps and answers OK, or the failure is shown and nothing
+/// is watched.
+pub fn watched(session: &mut Session, keys: Vec<Bytes>, answer: LogAnswer) -> Value {
+    let response = match answer {
+        Err(failure) => return Session::reply(ReplyShape::Plain, &Err(failure)),
+        Ok(response) => response,
+    };
+    let stamps: Option<Vec<u64>> = match &response {
+        Response::Items(items) if items.len() == keys.len() => items
+            .iter()
+            .map(|item| match item {
+                Response::Int(stamp) => u64::try_from(*stamp).ok(),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    };
+    match (stamps, response) {
+        (Some(stamps), _) => session.watched(keys, stamps),
+        (None, Response::Error(text)) => Value::Error(text),
+        (None, other) => Value::Error(format!("ERR WATCH got an unexpected answer: {other:?}")),
     }
 }
 
@@ -235,6 +269,35 @@ mod tests {
                 Value::Simple("OK".into()),
             ])
         );
+    }
+
+    #[test]
+    fn watch_keeps_the_stamps_only_of_an_answer_with_one_per_key() {
+        let mut session = Session::new(1).with_total_order(true);
+        let keys = || vec![key("a"), key("b")];
+        let stamps = Ok(Response::Items(vec![Response::Int(4), Response::Int(9)]));
+        assert_eq!(
+            watched(&mut session, keys(), stamps),
+            Value::Simple("OK".into())
+        );
+        assert_eq!(session.watched_keys(), [(key("a"), 4), (key("b"), 9)]);
+        // A failure, an error or a malformed answer watches nothing more.
+        let refused = watched(&mut session, keys(), Err(Failure::NotApplied));
+        assert_eq!(
+            refused,
+            Session::reply(ReplyShape::Plain, &Err(Failure::NotApplied))
+        );
+        let error = Ok(Response::Error("ERR boom".into()));
+        assert_eq!(
+            watched(&mut session, keys(), error),
+            Value::Error("ERR boom".into())
+        );
+        let short = Ok(Response::Items(vec![Response::Int(4)]));
+        assert!(matches!(
+            watched(&mut session, keys(), short),
+            Value::Error(_)
+        ));
+        assert_eq!(session.watched_keys().len(), 2);
     }
 
     #[test]

@@ -43,6 +43,21 @@
 //! executed before it was answered), and every replica executes the same log: the history is
 //! linearizable. No lease or read index is involved, so a deposed leader cannot answer a read
 //! from a stale state: its own reads need a majority in the current view too.
+//!
+//! # WATCH
+//! WATCH is an operation of the log too: executed at its place in the log order, it answers
+//! each key's stamp there (when the key last changed, and whether it is live; see
+//! `logless_multipaxos::kv::versions`), and the front end takes the connection's next request
+//! only once it has the stamps, so the EXEC that carries them enters the log after the WATCH.
+//! The map executes that EXEC's entry only if every watched key's stamp is still the same at
+//! the EXEC's place in the log; else it changes nothing and answers a null array. Stamps are
+//! replicated state (every replica derives them from the same log prefix, a snapshot carries
+//! them), so every replica takes the same decision, whichever replica gave the stamps. A
+//! committed transaction thus ran as if at the WATCH's point with nothing in between touching
+//! what it watched: reads made between WATCH and MULTI (each its own log operation) still hold
+//! when it executes, which is Redis's check-and-set. The check may abort spuriously, never
+//! wrongly commit: a key's version only goes up, and the bounded version table reports a
+//! forgotten key at a floor at least as high as anything it forgot.
 use std::collections::BTreeMap;
 
 use bytes::Bytes;

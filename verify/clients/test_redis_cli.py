@@ -1,9 +1,14 @@
-"""redis-cli and redis-benchmark (Debian's redis-tools) against the cluster."""
+"""redis-cli and redis-benchmark (Debian's redis-tools) against the cluster.
+
+Every test runs under both engines but those marked `engine(...)` (see conftest.py): MSET and
+MULTI/EXEC over several keys are refused by the per-key engine and atomic under the log engine.
+"""
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
+import threading
 
 import pytest
 
@@ -86,13 +91,66 @@ def test_hashes_lists_sorted_sets_and_a_transaction(ports, ns):
 
 def test_errors_and_exit_codes(ports, ns):
     p = ports[1]
-    proc = cli(p, "-e", "mset", ns + "a", "1", check=False)
+    proc = cli(p, "-e", "sunionstore", ns + "a", ns + "b", check=False)
     assert proc.returncode != 0
-    assert b"logless does not implement 'mset'" in proc.stdout + proc.stderr
+    assert b"logless does not implement 'sunionstore'" in proc.stdout + proc.stderr
     proc = cli(p, "-e", "nosuchcmd", check=False)
     assert proc.returncode != 0
     assert b"ERR unknown command 'nosuchcmd'" in proc.stdout + proc.stderr
     assert out(p, "-e", "ping") == "PONG\n"
+
+
+@pytest.mark.engine("rmw", reason="the log engine runs MSET atomically "
+                    "(test_mset_is_atomic_under_the_log_engine)")
+def test_mset_is_refused_under_the_per_key_engine(ports, ns):
+    proc = cli(ports[1], "-e", "mset", ns + "a", "1", ns + "b", "2", check=False)
+    assert proc.returncode != 0
+    assert b"logless does not implement 'mset'" in proc.stdout + proc.stderr
+    assert out(ports[2], "exists", ns + "a", ns + "b") == "0\n"
+
+
+@pytest.mark.engine("multipaxos", reason="the per-key engine refuses MSET "
+                    "(test_mset_is_refused_under_the_per_key_engine)")
+def test_mset_is_atomic_under_the_log_engine(ports, ns):
+    """MSET through one replica, MGET through the others; then 2,000 MSETs of two keys to the
+    same value while MGETs through another replica never see the two keys differ."""
+    a, b = ns + "a", ns + "b"
+    assert out(ports[0], "mset", a, "1", b, "2") == "OK\n"
+    for q in ports[1:]:
+        assert out(q, "--no-raw", "mget", a, b, ns + "c") == '1) "1"\n2) "2"\n3) (nil)\n'
+    assert out(ports[0], "mset", a, "0", b, "0") == "OK\n"
+    writes = 2000
+    data = "".join(f"MSET {a} {i} {b} {i}\r\n" for i in range(writes)).encode()
+    writer = threading.Thread(target=cli, args=(ports[0], "--pipe"), kwargs={"stdin": data})
+    writer.start()
+    seen = []
+    while writer.is_alive() or not seen:
+        seen += out(ports[1], "-r", "20", "mget", a, b).split("\n")[:-1]
+    writer.join()
+    pairs = list(zip(seen[::2], seen[1::2]))
+    assert pairs and all(x == y for x, y in pairs), [p for p in pairs if p[0] != p[1]][:5]
+    assert out(ports[2], "mget", a, b) == f"{writes - 1}\n{writes - 1}\n"
+
+
+@pytest.mark.engine("multipaxos", reason="the per-key engine refuses a transaction over several "
+                    "keys (test_redis_py.py's test_transaction_on_several_keys_is_refused_...)")
+def test_multi_exec_over_several_keys_under_the_log_engine(ports, ns):
+    """MULTI ... EXEC typed on one connection (stdin) moving 3 from one counter to another and
+    setting and reading other keys, all in one atomic step, read back through the others."""
+    src, dst, x, y = ns + "src", ns + "dst", ns + "x", ns + "y"
+    assert out(ports[0], "set", src, "10") == "OK\n"
+    script = (f"MULTI\nDECRBY {src} 3\nINCRBY {dst} 3\nMSET {x} 1 {y} 2\n"
+              f"MGET {src} {dst} {x} {y}\nEXEC\n").encode()
+    assert out(ports[0], "--no-raw", stdin=script).splitlines() == [
+        "OK", "QUEUED", "QUEUED", "QUEUED", "QUEUED",
+        "1) (integer) 7", "2) (integer) 3", "3) OK",
+        '4) 1) "7"', '   2) "3"', '   3) "1"', '   4) "2"']
+    for q in ports[1:]:
+        assert out(q, "mget", src, dst, x, y) == "7\n3\n1\n2\n"
+    # DISCARD runs nothing.
+    script = f"MULTI\nINCRBY {src} 100\nDEL {dst} {x}\nDISCARD\n".encode()
+    assert out(ports[1], stdin=script).splitlines() == ["OK", "QUEUED", "QUEUED", "OK"]
+    assert out(ports[2], "mget", src, dst, x) == "7\n3\n1\n"
 
 
 def test_commands_from_stdin_and_options(ports, ns):

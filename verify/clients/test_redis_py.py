@@ -517,7 +517,8 @@ def test_wrongtype(r, ns):
 
 
 @pytest.mark.engine("rmw", reason="the log engine runs MSET, MSETNX, RENAME and SMOVE atomically "
-                    "(test_commands_over_several_keys_are_atomic_under_the_log_engine)")
+                    "(test_commands_over_several_keys_are_atomic_under_the_log_engine) and "
+                    "serves WATCH (test_watch_aborts_exec_after_a_change_under_the_log_engine)")
 def test_refused_multi_key_commands_name_the_reason(r, ns):
     a, b = ns + "a", ns + "b"
     with pytest.raises(redis.ResponseError) as e:
@@ -589,6 +590,68 @@ def test_transaction_over_several_keys_is_one_atomic_step_under_the_log_engine(r
     results = pipe.execute(raise_on_error=False)
     assert results[0] is True and isinstance(results[1], redis.ResponseError)
     assert results[2] == 4
+
+
+@pytest.mark.engine("multipaxos", reason="the per-key engine refuses WATCH "
+                    "(test_refused_multi_key_commands_name_the_reason)")
+def test_watch_aborts_exec_after_a_change_under_the_log_engine(r, rs, ns):
+    k, x = ns + "k", ns + "x"
+    r.set(k, "1")
+    with r.pipeline() as pipe:
+        pipe.watch(k)
+        assert pipe.get(k) == "1"  # immediate mode between WATCH and MULTI
+        rs[1].set(k, "2")  # another client, through another replica
+        pipe.multi()
+        pipe.set(x, "1")
+        with pytest.raises(redis.WatchError):
+            pipe.execute()
+    assert r.exists(x) == 0
+    with r.pipeline() as pipe:
+        pipe.watch(k)
+        rs[2].set(x, "other key")
+        pipe.multi()
+        pipe.incr(k)
+        assert pipe.execute() == [3]
+
+
+@pytest.mark.engine("multipaxos", reason="the per-key engine refuses WATCH "
+                    "(test_refused_multi_key_commands_name_the_reason)")
+def test_watch_check_and_set_retry_loop_under_the_log_engine(rs, ns):
+    """redis-py's classic optimistic increment (WATCH, GET, MULTI, SET, EXEC, retry on
+    WatchError) from threads through every replica: no increment is lost, so the counter ends
+    at the number of transactions that committed."""
+    counter = ns + "counter"
+    rs[0].set(counter, 0)
+    per_thread, threads = 15, 6
+    committed, aborted, failures = [], [], []
+
+    def worker(client):
+        done = retries = 0
+        try:
+            with client.pipeline() as pipe:
+                while done < per_thread:
+                    try:
+                        pipe.watch(counter)
+                        value = int(pipe.get(counter))
+                        pipe.multi()
+                        pipe.set(counter, value + 1)
+                        pipe.execute()
+                        done += 1
+                    except redis.WatchError:
+                        retries += 1
+        except Exception as e:  # reported below, not lost in the thread
+            failures.append(e)
+        committed.append(done)
+        aborted.append(retries)
+
+    pool = [threading.Thread(target=worker, args=(rs[i % len(rs)],)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=120)
+    assert not failures, failures
+    assert sum(committed) == per_thread * threads
+    assert int(rs[1].get(counter)) == sum(committed), (committed, aborted)
 
 
 def test_transaction_pipeline_on_one_key(r, ns):

@@ -67,7 +67,10 @@
 //!   may observe some of the deletions of a `DEL k1 k2` before the others).
 //! * Commands whose meaning depends on atomicity across keys (`MSET`, `RENAME`, `SMOVE`, the
 //!   `*STORE` set commands, `WATCH`, scripts and functions, ...) are refused with an error
-//!   naming the reason; so are `LMOVE` and `RPOPLPUSH` between two keys. Every Redis command
+//!   naming the reason (a session with one order over all keys,
+//!   [`session::Session::with_total_order`], serves MSET, MSETNX, RENAME, RENAMENX, SMOVE,
+//!   COPY, transactions over several keys and `WATCH` instead); so are `LMOVE` and
+//!   `RPOPLPUSH` between two keys. Every Redis command
 //!   logless lacks answers `ERR logless does not implement 'name'`, with the reason where
 //!   there is one ([`table::redis_names`]); only a name Redis does not know is an
 //!   `unknown command`.

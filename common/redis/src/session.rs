@@ -30,6 +30,17 @@
 //! arguments at most `value_bytes_max` plus [`TRANSACTION_ROOM_BYTES`]. WATCH is refused (a
 //! transaction on one key needs none); UNWATCH answers OK.
 //!
+//! # WATCH under the log engine
+//!
+//! A session with one order over all keys serves WATCH as Redis does: `WATCH key ...` is a
+//! [`Step::Watch`], which the node runs through the log (after every request before it has been
+//! answered, and before it takes the next) and whose stamps it gives back with
+//! [`Session::watched`]. EXEC then carries the watched keys and their stamps
+//! ([`CrossKey::WatchedTransaction`]): the engine runs the transaction only if no watched key
+//! changed or expired since, else EXEC answers a null array. EXEC (even one answering
+//! EXECABORT), DISCARD, UNWATCH and RESET forget the watched keys; WATCH inside MULTI is an
+//! error that aborts the transaction; a connection watches at most [`WATCHED_KEYS_MAX`] keys.
+//!
 //! Under the log engine, which orders every key in one log ([`Session::with_total_order`]),
 //! MSET, MSETNX, RENAME, RENAMENX, SMOVE and COPY are parsed into a [`Step::Cross`] of their
 //! own, and EXEC of commands naming several keys is one [`Step::Cross`] of
@@ -86,6 +97,9 @@ pub const VALUE_BYTES_MAX_DEFAULT: usize = 1 << 20;
 /// small arguments of the other commands.
 pub const TRANSACTION_ROOM_BYTES: usize = 64 * 1024;
 
+/// The most keys one connection watches at once (they travel in the EXEC's log entry).
+pub const WATCHED_KEYS_MAX: usize = 1024;
+
 /// The Redis version logless reports to clients that ask: the command set it follows.
 pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
 
@@ -141,6 +155,10 @@ pub enum Step {
     },
     /// A server command the node answers from its own state.
     Node(NodeQuery),
+    /// WATCH of these keys (only a session with one order over all keys asks for one): read
+    /// their stamps through the log, in order, after every earlier request was answered, and
+    /// give them to [`Session::watched`] before handling the next request.
+    Watch(Vec<Bytes>),
 }
 
 /// A server command that needs the node's state or configuration.
@@ -235,6 +253,8 @@ pub struct Session {
     /// Whether the engine orders every key in one log, so that commands and transactions over
     /// several keys run atomically.
     total_order: bool,
+    /// The watched keys, each with the stamp WATCH got for it.
+    watched: Vec<(Bytes, u64)>,
 }
 
 impl Session {
@@ -253,6 +273,7 @@ impl Session {
             user: open_acl().initial_user(),
             auth_failures: 0,
             total_order: false,
+            watched: Vec::new(),
         }
     }
 
@@ -320,11 +341,30 @@ impl Session {
         &self.transaction
     }
 
+    /// The watched keys, each with the stamp WATCH got for it, in the order watched.
+    pub fn watched_keys(&self) -> &[(Bytes, u64)] {
+        &self.watched
+    }
+
+    /// Records the stamps the engine gave the keys of a [`Step::Watch`] (one per key, in
+    /// order); the client's reply to WATCH is then OK.
+    ///
+    /// # Panics
+    /// If there are not as many stamps as keys.
+    pub fn watched(&mut self, keys: Vec<Bytes>, stamps: Vec<u64>) -> Value {
+        assert_eq!(keys.len(), stamps.len(), "one stamp per watched key");
+        self.watched.extend(keys.into_iter().zip(stamps));
+        simple("OK")
+    }
+
     /// Decides what to do with one request (`args` non-empty, the command name first).
     pub fn handle(&mut self, args: &[Bytes]) -> Step {
         self.requests += 1;
         if self.user.is_none() && !acl::allowed_before_auth(&args[0]) {
             return Step::Reply(Value::Error(acl::NOAUTH.into()));
+        }
+        if self.total_order && args[0].eq_ignore_ascii_case(b"watch") {
+            return self.watch(args);
         }
         if let (true, Some(spec)) = (self.total_order, cross_key::find(&args[0])) {
             let op = match self.cross_key(spec, args) {
@@ -394,6 +434,39 @@ impl Session {
         Ok(op)
     }
 
+    /// WATCH, for an engine with one order over all keys: the keys to read stamps of, or the
+    /// error reply.
+    fn watch(&mut self, args: &[Bytes]) -> Step {
+        if let Transaction::Queued(_) = self.transaction {
+            return self.refuse_queued("ERR WATCH inside MULTI is not allowed".into());
+        }
+        if args.len() < 2 {
+            return Step::Reply(Value::Error(
+                "ERR wrong number of arguments for 'watch' command".into(),
+            ));
+        }
+        let keys = &args[1..];
+        if let Some(text) = self.argument_error(args) {
+            return Step::Reply(Value::Error(text));
+        }
+        if let Some(e) = keys.iter().find_map(|k| self.key_error(k)) {
+            return Step::Reply(e);
+        }
+        if let Some(user) = self.user {
+            let keys = keys.iter().map(|k| &k[..]);
+            if let Err(text) = self.acl.check(user, &cross_key::WATCH, true, keys) {
+                return Step::Reply(Value::Error(text));
+            }
+        }
+        if self.watched.len() + keys.len() > WATCHED_KEYS_MAX {
+            return Step::Reply(Value::Error(format!(
+                "ERR a connection may watch at most {WATCHED_KEYS_MAX} keys: they travel in \
+                 the EXEC's log entry (UNWATCH forgets them)"
+            )));
+        }
+        Step::Watch(keys.to_vec())
+    }
+
     /// The parsed request, or NOPERM if the user may not run it on its keys.
     fn permitted(&self, args: &[Bytes], parsed: Parsed) -> Parsed {
         let (Some(user), Some(spec)) = (self.user, table::find_command(&args[0])) else {
@@ -459,6 +532,7 @@ impl Session {
             Parsed::Local(Local::Exec) => self.exec(),
             Parsed::Local(Local::Discard) => {
                 self.transaction = Transaction::None;
+                self.watched.clear();
                 Step::Reply(simple("OK"))
             }
             Parsed::Local(local @ (Local::Reset | Local::Quit)) => self.local(local),
@@ -533,6 +607,7 @@ impl Session {
         let Transaction::Queued(queue) = std::mem::take(&mut self.transaction) else {
             unreachable!("called with a transaction open");
         };
+        let watched = std::mem::take(&mut self.watched);
         assert_eq!(
             queue.items.len(),
             queue.shapes.len(),
@@ -542,6 +617,16 @@ impl Session {
             return Step::Reply(Value::Error(
                 "EXECABORT Transaction discarded because of previous errors.".into(),
             ));
+        }
+        if !watched.is_empty() {
+            // Only a session with one order over all keys watches: the log checks the stamps.
+            return Step::Cross {
+                op: CrossKey::WatchedTransaction {
+                    watched,
+                    items: queue.items,
+                },
+                shape: ReplyShape::Exec(queue.shapes),
+            };
         }
         let Some(key) = queue.key else {
             return Step::Reply(Value::Array(Vec::new()));
@@ -665,6 +750,7 @@ impl Session {
                 self.protocol = Protocol::Resp2;
                 self.name = None;
                 self.transaction = Transaction::None;
+                self.watched.clear();
                 self.user = self.acl.initial_user();
                 simple("RESET")
             }
@@ -705,8 +791,11 @@ impl Session {
             }
             Local::Exec => Value::Error("ERR EXEC without MULTI".into()),
             Local::Discard => Value::Error("ERR DISCARD without MULTI".into()),
-            // Nothing is ever watched: WATCH is refused.
-            Local::Unwatch => simple("OK"),
+            // Under the per-key engine nothing is ever watched: WATCH is refused.
+            Local::Unwatch => {
+                self.watched.clear();
+                simple("OK")
+            }
         })
     }
 

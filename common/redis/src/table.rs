@@ -197,7 +197,7 @@ pub enum Local {
     Exec,
     /// DISCARD: drop the open transaction.
     Discard,
-    /// UNWATCH: nothing is ever watched (WATCH is refused), so always OK.
+    /// UNWATCH: forgets the watched keys (under the per-key engine, which refuses WATCH, none).
     Unwatch,
     /// `AUTH [username] password`: the session checks it against its users.
     Auth {

@@ -706,3 +706,100 @@ fn without_one_log_order_commands_over_several_keys_are_still_refused() {
     };
     assert!(text.contains("does not implement 'mset'"), "{text}");
 }
+
+#[test]
+fn under_one_log_order_watch_reads_stamps_that_exec_carries() {
+    use logless_redis::session::WATCHED_KEYS_MAX;
+    use logless_redis::table::cross_key::{CrossKey, Queued};
+    let mut session = Session::new(1).with_total_order(true);
+    let key = |k: &'static str| Bytes::from_static(k.as_bytes());
+    assert_eq!(
+        handle(&mut session, &["watch", "a", "b"]),
+        Step::Watch(vec![key("a"), key("b")])
+    );
+    // The node reads the stamps through the log and gives them back.
+    assert_eq!(
+        session.watched(vec![key("a"), key("b")], vec![3, 8]),
+        simple("OK")
+    );
+    assert_eq!(handle(&mut session, &["MULTI"]), Step::Reply(simple("OK")));
+    // WATCH inside MULTI is an error that aborts the transaction.
+    assert_eq!(
+        handle(&mut session, &["WATCH", "c"]),
+        Step::Reply(error("ERR WATCH inside MULTI is not allowed"))
+    );
+    assert!(matches!(
+        handle(&mut session, &["EXEC"]),
+        Step::Reply(Value::Error(text)) if text.starts_with("EXECABORT")
+    ));
+    // That EXEC forgot the watched keys: the next one is not checked.
+    assert!(session.watched_keys().is_empty());
+
+    let watch = |session: &mut Session, k: &'static str, stamp: u64| {
+        assert_eq!(handle(session, &["WATCH", k]), Step::Watch(vec![key(k)]));
+        session.watched(vec![key(k)], vec![stamp]);
+    };
+    watch(&mut session, "a", 3);
+    watch(&mut session, "b", 8);
+    handle(&mut session, &["MULTI"]);
+    handle(&mut session, &["INCR", "a"]);
+    // EXEC carries the watched keys with their stamps, even for a transaction on one key.
+    let Step::Cross {
+        op: CrossKey::WatchedTransaction { watched, items },
+        shape: ReplyShape::Exec(shapes),
+    } = handle(&mut session, &["EXEC"])
+    else {
+        panic!("EXEC after WATCH is one checked step");
+    };
+    assert_eq!(watched, [(key("a"), 3), (key("b"), 8)]);
+    assert_eq!(items, [Queued::One(key("a"), Command::IncrBy(1))]);
+    assert_eq!(shapes.len(), 1);
+    assert!(session.watched_keys().is_empty(), "EXEC forgets them");
+
+    // Even an empty transaction is checked; without watches it answers at once.
+    watch(&mut session, "a", 3);
+    handle(&mut session, &["MULTI"]);
+    assert!(matches!(
+        handle(&mut session, &["EXEC"]),
+        Step::Cross {
+            op: CrossKey::WatchedTransaction { .. },
+            ..
+        }
+    ));
+    handle(&mut session, &["MULTI"]);
+    assert_eq!(
+        handle(&mut session, &["EXEC"]),
+        Step::Reply(Value::Array(Vec::new()))
+    );
+
+    // UNWATCH, DISCARD and RESET forget the watched keys.
+    for forget in [&["UNWATCH"][..], &["MULTI"], &["RESET"]] {
+        watch(&mut session, "a", 3);
+        handle(&mut session, forget);
+        if forget == ["MULTI"] {
+            assert_eq!(
+                handle(&mut session, &["DISCARD"]),
+                Step::Reply(simple("OK"))
+            );
+        }
+        assert!(session.watched_keys().is_empty(), "{forget:?}");
+    }
+
+    // Arity, key size and the bound on watched keys.
+    assert_eq!(
+        handle(&mut session, &["WATCH"]),
+        Step::Reply(error("ERR wrong number of arguments for 'watch' command"))
+    );
+    let long = "k".repeat(KEY_BYTES_MAX + 1);
+    assert!(matches!(
+        session.handle(&args(&["WATCH", &long])),
+        Step::Reply(Value::Error(text)) if text.contains("exceeds the limit")
+    ));
+    let many: Vec<String> = (0..=WATCHED_KEYS_MAX).map(|i| format!("k{i}")).collect();
+    let mut request = vec!["WATCH"];
+    request.extend(many.iter().map(String::as_str));
+    assert!(matches!(
+        session.handle(&args(&request)),
+        Step::Reply(Value::Error(text)) if text.contains("watch at most")
+    ));
+}

@@ -1,22 +1,16 @@
 //! The register map's operations, reply by reply, against Redis's documented behaviour
 //! (redis.io/commands: MSET, MSETNX, RENAME, RENAMENX, SMOVE, COPY, DEL, EXISTS, MGET, EXEC),
 //! and how the map keeps (or drops) keys.
+mod kv_ops;
+
 use bytes::Bytes;
-use logless_commands::command::{Command, Condition, Expiry, Limits, SetArgs};
+use logless_commands::command::{Command, Expiry, Limits};
 use logless_multipaxos::ids::{ClientId, Instance, RequestSeq};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Request;
 use logless_multipaxos::state_machine::StateMachine;
 
-const T0: u64 = 1_000;
-
-fn b(s: &str) -> Bytes {
-    Bytes::copy_from_slice(s.as_bytes())
-}
-
-fn machine() -> RegisterMachine {
-    limited(Limits::UNLIMITED)
-}
+use kv_ops::{b, cmd, machine, set, set_with, T0};
 
 /// A machine whose values may take `value_bytes_max` bytes and `set_members_max` members.
 fn limited(limits: Limits) -> RegisterMachine {
@@ -25,34 +19,9 @@ fn limited(limits: Limits) -> RegisterMachine {
     m
 }
 
-fn cmd(key: &str, command: Command) -> Operation {
-    Operation::Command {
-        key: b(key),
-        command,
-    }
-}
-
-/// SET key value, with `expiry`.
-fn set_with(key: &str, value: &str, expiry: Expiry) -> Operation {
-    cmd(
-        key,
-        Command::Set(SetArgs {
-            value: b(value),
-            condition: Condition::Always,
-            get: false,
-            expiry,
-        }),
-    )
-}
-
 /// SET key value PX ms.
 fn set_px(key: &str, value: &str, ms: u64) -> Operation {
     set_with(key, value, Expiry::AfterMs(ms))
-}
-
-/// SET key value.
-fn set(key: &str, value: &str) -> Operation {
-    set_with(key, value, Expiry::Clear)
 }
 
 fn get(m: &mut RegisterMachine, key: &str) -> Response {

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use logless_commands::command::Command;
 
-use super::{spec, Combine, CommandSpec, TWO_KEYS, WRITE, WRITE_DENYOOM};
+use super::{spec, Combine, CommandSpec, TRANSACTION, TWO_KEYS, WRITE, WRITE_DENYOOM};
 
 /// One atomic step over several keys, for an engine with one order over all keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +49,14 @@ pub enum CrossKey {
     /// MULTI ... EXEC naming several keys (or queueing a command over several): the queued
     /// commands, in order, run as one step.
     Transaction(Vec<Queued>),
+    /// EXEC after WATCH: the transaction runs if no watched key changed since its WATCH; else
+    /// nothing runs and EXEC answers a null array.
+    WatchedTransaction {
+        /// The watched keys, each with the stamp the engine gave it at WATCH.
+        watched: Vec<(Bytes, u64)>,
+        /// The queued commands (possibly none).
+        items: Vec<Queued>,
+    },
 }
 
 /// One command queued in a transaction of an engine with one order over all keys.
@@ -84,7 +92,9 @@ impl CrossKey {
             | CrossKey::RenameNx { from, to }
             | CrossKey::SMove { from, to, .. }
             | CrossKey::Copy { from, to, .. } => vec![from, to],
-            CrossKey::Transaction(items) => items.iter().flat_map(Queued::keys).collect(),
+            CrossKey::Transaction(items) | CrossKey::WatchedTransaction { items, .. } => {
+                items.iter().flat_map(Queued::keys).collect()
+            }
         }
     }
 }
@@ -97,6 +107,10 @@ const SPECS: [CommandSpec; 6] = [
     spec("smove", 4, WRITE, TWO_KEYS),
     spec("copy", -3, WRITE, TWO_KEYS),
 ];
+
+/// WATCH, which only an engine with one order over all keys serves (the session parses it
+/// itself: it is a step of its own, not one over the keys' values).
+pub const WATCH: CommandSpec = spec("watch", -2, TRANSACTION, (1, -1, 1));
 
 /// The spec of the cross-key command `name` (any case), if it is one.
 pub fn find(name: &[u8]) -> Option<&'static CommandSpec> {

@@ -8,6 +8,7 @@ use logless_commands::value::{Data, Register};
 use super::codec::{put_bytes, put_count, DecodeError, Reader};
 use super::op::Operation;
 use super::response::Response;
+use super::versions::Versions;
 use crate::ids::Instance;
 use crate::message::Request;
 use crate::state_machine::StateMachine;
@@ -17,8 +18,14 @@ use crate::state_machine::StateMachine;
 pub const EXPIRED_SWEEP_MAX: usize = 64;
 
 /// The version of the snapshot encoding: `version u8 | count u32 | (key, register)*` in
-/// strictly increasing key order, each register as a u32 length and `Register::encode`.
-const SNAPSHOT_VERSION: u8 = 1;
+/// strictly increasing key order, each register as a u32 length and `Register::encode`, then
+/// the keys' versions (`Versions::encode`).
+const SNAPSHOT_VERSION: u8 = 2;
+/// The encoding from before WATCH, without the versions: read as no key's version kept.
+/// (Replicas that restore such snapshots taken at different instances keep different
+/// versions, so they could judge a WATCH differently until every key WATCH names has changed
+/// since; data directories of the log engine from before WATCH are development ones.)
+const SNAPSHOT_VERSION_UNVERSIONED: u8 = 1;
 
 /// COPY of a key onto itself (Redis's text; the commands crate has no such error).
 const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
@@ -42,6 +49,8 @@ pub struct RegisterMachine {
     expiring: BTreeSet<(u64, Bytes)>,
     /// The absent registers in `map` (deleted keys kept for their fencing tokens).
     absent: usize,
+    /// When keys last changed, for WATCH.
+    versions: Versions,
     limits: Limits,
     /// The execution stamp of the current batch.
     now_ms: u64,
@@ -71,6 +80,7 @@ impl RegisterMachine {
             map: BTreeMap::new(),
             expiring: BTreeSet::new(),
             absent: 0,
+            versions: Versions::default(),
             limits,
             now_ms: 0,
             instance: Instance(0),
@@ -110,19 +120,51 @@ impl RegisterMachine {
         let seed = mix(mix(self.instance.0) ^ self.position);
         self.position += 1;
         match operation {
-            Operation::Transaction(operations) => {
-                let replies = operations
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, op)| match op {
-                        Operation::Transaction(_) => Response::error(ERR_NESTED),
-                        op => self.apply_one(op, mix(seed ^ i as u64)),
+            Operation::Transaction(operations) => self.transaction(operations, seed),
+            Operation::Watch(keys) => Response::Items(
+                keys.iter()
+                    .map(|key| {
+                        let version = self.versions.watched(key);
+                        Response::Int(self.stamp_of(key, version) as i64)
                     })
-                    .collect();
-                Response::Items(replies)
+                    .collect(),
+            ),
+            Operation::WatchedTransaction {
+                watched,
+                operations,
+            } => {
+                let unchanged = watched
+                    .iter()
+                    .all(|(key, stamp)| self.stamp_of(key, self.versions.of(key)) == *stamp);
+                if unchanged {
+                    self.transaction(operations, seed)
+                } else {
+                    Response::NilArray
+                }
             }
             op => self.apply_one(op, seed),
         }
+    }
+
+    /// The stamp WATCH gives `key` at `version` now: the version, and whether the key is live
+    /// (see [`super::versions`]). Below 2^63: the versions count changes.
+    fn stamp_of(&self, key: &[u8], version: u64) -> u64 {
+        version << 1 | u64::from(self.is_live(key))
+    }
+
+    /// The version of `key` WATCH compares (see [`super::versions`]).
+    pub fn version(&self, key: &[u8]) -> u64 {
+        self.versions.of(key)
+    }
+
+    /// A transaction's operations in order, one reply each.
+    fn transaction(&mut self, operations: Vec<Operation>, seed: u64) -> Response {
+        let replies = operations
+            .into_iter()
+            .enumerate()
+            .map(|(i, op)| self.apply_one(op, mix(seed ^ i as u64)))
+            .collect();
+        Response::Items(replies)
     }
 
     /// Executes an operation other than a transaction.
@@ -165,7 +207,9 @@ impl RegisterMachine {
                     })
                     .collect(),
             ),
-            Operation::Transaction(_) => Response::error(ERR_NESTED),
+            Operation::Transaction(_)
+            | Operation::Watch(_)
+            | Operation::WatchedTransaction { .. } => Response::error(ERR_NESTED),
         }
     }
 
@@ -211,6 +255,19 @@ impl RegisterMachine {
     fn command(&mut self, key: Bytes, command: &Command) -> Reply {
         let mut reg = self.take(&key);
         let outcome = command.apply(&mut reg, self.now_ms, &self.limits);
+        // Redis counts a SET that applied as a change even if the value was already that one;
+        // other writes that leave the register as it was (SADD of a member already there)
+        // change nothing, in Redis as here.
+        let set = matches!(
+            command,
+            Command::Set(SetArgs {
+                condition: Condition::Always,
+                ..
+            })
+        ) && !matches!(outcome.reply, Reply::Error(_));
+        if outcome.changed || set {
+            self.versions.changed(&key);
+        }
         self.put(key, reg);
         outcome.reply
     }
@@ -252,6 +309,8 @@ impl RegisterMachine {
         }
         let source = self.take(&from);
         let destination = self.take(&to);
+        self.versions.changed(&from);
+        self.versions.changed(&to);
         self.put(from, source.cleared());
         let moved = Register {
             fence: source.fence.max(destination.fence),
@@ -288,6 +347,9 @@ impl RegisterMachine {
         let mut destination = self.take(&to);
         let added =
             Command::SAdd(vec![member.clone()]).apply(&mut destination, self.now_ms, &self.limits);
+        if added.changed {
+            self.versions.changed(&to);
+        }
         self.put(to, destination);
         if let Reply::Error(e) = added.reply {
             return Reply::Error(e).into();
@@ -307,6 +369,7 @@ impl RegisterMachine {
         }
         let source = self.get(&from).clone();
         let destination = self.take(&to);
+        self.versions.changed(&to);
         let copied = Register {
             fence: destination.fence,
             ..source
@@ -329,11 +392,11 @@ impl RegisterMachine {
         }
     }
 
-    /// Decodes a snapshot's map.
-    fn decode_map(bytes: &[u8]) -> Result<BTreeMap<Bytes, Register>, DecodeError> {
+    /// Decodes a snapshot: the map and the keys' versions.
+    fn decode_snapshot(bytes: &[u8]) -> Result<(BTreeMap<Bytes, Register>, Versions), DecodeError> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
-        if version != SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_UNVERSIONED {
             return Err(DecodeError::UnknownVersion(version));
         }
         let count = r.count(8)?;
@@ -346,8 +409,12 @@ impl RegisterMachine {
             }
             map.insert(key, reg);
         }
+        let versions = match version {
+            SNAPSHOT_VERSION => Versions::decode(&mut r)?,
+            _ => Versions::default(),
+        };
         r.finish()?;
-        Ok(map)
+        Ok((map, versions))
     }
 }
 
@@ -383,6 +450,7 @@ impl StateMachine for RegisterMachine {
             reg.encode(&mut reg_bytes);
             put_bytes(&mut out, &reg_bytes);
         }
+        self.versions.encode(&mut out);
         Bytes::from(out)
     }
 
@@ -391,8 +459,8 @@ impl StateMachine for RegisterMachine {
     /// through the store's or the transport's checksums, so a bad one is a broken invariant
     /// (and going on with a partial map would let replicas diverge silently).
     fn restore(&mut self, snapshot: &Bytes) {
-        let map = match RegisterMachine::decode_map(snapshot) {
-            Ok(map) => map,
+        let (map, versions) = match RegisterMachine::decode_snapshot(snapshot) {
+            Ok(decoded) => decoded,
             Err(e) => panic!("a register map snapshot that does not decode: {e}"),
         };
         self.expiring = map
@@ -401,6 +469,7 @@ impl StateMachine for RegisterMachine {
             .collect();
         self.absent = map.values().filter(|r| r.data == Data::Absent).count();
         self.map = map;
+        self.versions = versions;
         // The next batch names its stamp; the snapshot's own is the engine's (a restore may
         // go back to an older state, whose stamp is lower).
         self.now_ms = 0;

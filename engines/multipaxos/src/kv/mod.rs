@@ -4,7 +4,8 @@
 //! A request's payload is an encoded [`Operation`]: one `logless_commands` [`Command`] on one
 //! key (executed with exactly the semantics the per-key engine gives it), a multi-key command
 //! (MSET, MSETNX, RENAME, RENAMENX, SMOVE, COPY, DEL/EXISTS/MGET of several keys), or a
-//! transaction of operations on any keys (MULTI ... EXEC). The reply is an encoded
+//! transaction of operations on any keys (MULTI ... EXEC), possibly checked against WATCH's
+//! stamps ([`versions`]). The reply is an encoded
 //! [`Response`]. The log orders every operation, and one operation executes entirely before
 //! the next begins, so each is atomic without locks or rollback.
 //!
@@ -37,6 +38,7 @@ pub mod codec;
 mod machine;
 pub mod op;
 pub mod response;
+pub mod versions;
 
 pub use logless_commands::command::Command;
 pub use logless_commands::value::Register;

@@ -15,12 +15,18 @@
 //!   8 Exists       u32 count, key*
 //!   9 MGet         u32 count, key*
 //!  10 Transaction  u32 count, operation* (none of them a transaction)
+//!  11 Watch        u32 count, key*
+//!  12 WatchedTransaction
+//!                  u32 count, (key, stamp u64)*, u32 count, operation* (as Transaction)
 //! ```
+//! Watch and WatchedTransaction are never inside a transaction.
 //! Byte strings are a u32 length then the bytes, integers little-endian.
 use bytes::Bytes;
 use logless_commands::command::Command;
 
-use super::codec::{put_bool, put_bytes, put_command, put_count, put_list, DecodeError, Reader};
+use super::codec::{
+    put_bool, put_bytes, put_command, put_count, put_list, put_u64, DecodeError, Reader,
+};
 
 /// The version of the operation encoding this code writes and reads.
 pub const OP_VERSION: u8 = 1;
@@ -36,6 +42,8 @@ const TAG_DEL: u8 = 7;
 const TAG_EXISTS: u8 = 8;
 const TAG_MGET: u8 = 9;
 const TAG_TRANSACTION: u8 = 10;
+const TAG_WATCH: u8 = 11;
+const TAG_WATCHED_TRANSACTION: u8 = 12;
 
 /// One step of the replicated map: a command on one key, a command on several keys, or a
 /// transaction. Each executes atomically: nothing else happens between its parts.
@@ -95,6 +103,17 @@ pub enum Operation {
     /// that fails answers its error in its place and the others still take effect (Redis runs
     /// the rest of a transaction after a runtime error and rolls nothing back).
     Transaction(Vec<Operation>),
+    /// WATCH: each key's stamp now (its version and whether it is live, see
+    /// [`super::versions`]), as the items of the response, in order.
+    Watch(Vec<Bytes>),
+    /// EXEC after WATCH: the transaction, if every watched key's stamp is still the one WATCH
+    /// gave; else nothing runs and the response is a null array.
+    WatchedTransaction {
+        /// The watched keys and the stamps WATCH gave them.
+        watched: Vec<(Bytes, u64)>,
+        /// The queued operations (none of them a transaction), as in `Transaction`.
+        operations: Vec<Operation>,
+    },
 }
 
 impl Operation {
@@ -112,7 +131,8 @@ impl Operation {
             Operation::Del(_) => "del",
             Operation::Exists(_) => "exists",
             Operation::MGet(_) => "mget",
-            Operation::Transaction(_) => "exec",
+            Operation::Transaction(_) | Operation::WatchedTransaction { .. } => "exec",
+            Operation::Watch(_) => "watch",
         }
     }
 
@@ -195,11 +215,31 @@ fn put_operation(out: &mut Vec<u8>, operation: &Operation) {
         }
         Operation::Transaction(operations) => {
             out.push(TAG_TRANSACTION);
-            put_count(out, operations.len());
-            for operation in operations {
-                put_operation(out, operation);
-            }
+            put_operations(out, operations);
         }
+        Operation::Watch(keys) => {
+            out.push(TAG_WATCH);
+            put_list(out, keys);
+        }
+        Operation::WatchedTransaction {
+            watched,
+            operations,
+        } => {
+            out.push(TAG_WATCHED_TRANSACTION);
+            put_count(out, watched.len());
+            for (key, stamp) in watched {
+                put_bytes(out, key);
+                put_u64(out, *stamp);
+            }
+            put_operations(out, operations);
+        }
+    }
+}
+
+fn put_operations(out: &mut Vec<u8>, operations: &[Operation]) {
+    put_count(out, operations.len());
+    for operation in operations {
+        put_operation(out, operation);
     }
 }
 
@@ -239,16 +279,27 @@ fn read_operation(r: &mut Reader<'_>, nested: bool) -> Result<Operation, DecodeE
         TAG_DEL => Operation::Del(r.list()?),
         TAG_EXISTS => Operation::Exists(r.list()?),
         TAG_MGET => Operation::MGet(r.list()?),
-        TAG_TRANSACTION => {
-            if nested {
-                return Err(DecodeError::Nested);
-            }
-            let count = r.count(1)?;
-            let operations = (0..count)
-                .map(|_| read_operation(r, true))
+        TAG_TRANSACTION | TAG_WATCH | TAG_WATCHED_TRANSACTION if nested => {
+            return Err(DecodeError::Nested)
+        }
+        TAG_TRANSACTION => Operation::Transaction(read_operations(r)?),
+        TAG_WATCH => Operation::Watch(r.list()?),
+        TAG_WATCHED_TRANSACTION => {
+            let count = r.count(12)?;
+            let watched = (0..count)
+                .map(|_| Ok((r.bytes()?, r.u64()?)))
                 .collect::<Result<_, _>>()?;
-            Operation::Transaction(operations)
+            Operation::WatchedTransaction {
+                watched,
+                operations: read_operations(r)?,
+            }
         }
         other => return Err(DecodeError::UnknownTag(other)),
     })
+}
+
+/// A transaction's operations (none of them a transaction).
+fn read_operations(r: &mut Reader<'_>) -> Result<Vec<Operation>, DecodeError> {
+    let count = r.count(1)?;
+    (0..count).map(|_| read_operation(r, true)).collect()
 }
