@@ -192,6 +192,7 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
         ),
         ("logless-durability", c.durability.clone()),
         ("logless-engine", c.engine.to_string()),
+        ("logless-recovery", c.recovery.to_string()),
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),
         (
@@ -321,6 +322,12 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             // Into the section: before the blank line that ends it.
             out.truncate(out.len() - 2);
             let _ = write!(out, "logless_engine:multipaxos\r\n");
+            let recovery = context.config.recovery;
+            let _ = write!(
+                out,
+                "log_recovery:{recovery}\r\nlog_state:{}\r\n",
+                log.state
+            );
             for figure in status::log_figures(log) {
                 let _ = write!(out, "log_{}:{}\r\n", figure.name, figure.value);
             }

@@ -168,6 +168,14 @@ pub struct LogStatus {
     pub recoveries: u64,
 }
 
+impl LogStatus {
+    /// Whether the replica serves clients ([`LogStatus::state`] is `serving`; a status from a
+    /// version without states always did).
+    pub fn serves(&self) -> bool {
+        self.state.is_empty() || self.state == "serving"
+    }
+}
+
 /// An operation waiting for its answer: where the answer goes, and what the figures need.
 struct Waiting<R> {
     reply: R,
