@@ -189,3 +189,33 @@ impl LogLoop {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use logless_multipaxos::ids::{Instance, View};
+
+    use super::*;
+
+    #[test]
+    fn every_message_leaves_with_the_replicas_epoch() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut outlet = ChannelOutlet {
+            peers: [(NodeId(2), tx)].into_iter().collect(),
+            started: Instant::now(),
+            epoch: Epoch(3),
+        };
+        let alive = Message::Alive {
+            view: View(1),
+            first_undecided: Instance(4),
+        };
+        let recovery = Message::Recovery { epoch: Epoch(3) };
+        outlet.send(NodeId(2), vec![alive.clone(), recovery.clone()]);
+        // A peer without a link: the messages are lost, like on a broken link.
+        outlet.send(NodeId(9), vec![alive.clone()]);
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            [(Epoch(3), alive), (Epoch(3), recovery)]
+        );
+        assert!(rx.try_recv().is_err());
+    }
+}
