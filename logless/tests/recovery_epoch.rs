@@ -236,3 +236,34 @@ fn a_directory_is_not_reopened_under_the_other_mode_and_epoch_is_the_log_engines
     let log = refused_start(&alone);
     assert!(log.contains("a cluster of 1 has none"), "{log}");
 }
+
+#[test]
+fn logless_up_refuses_epoch_recovery_without_the_log_engine_or_peers() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = |args: &[&str]| {
+        let output = std::process::Command::new(common::binary())
+            .arg("up")
+            .arg("--dir")
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .expect("run logless up");
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let refused = up(&["--recovery", "epoch"]);
+    assert!(refused.contains("is the multipaxos engine's"), "{refused}");
+    let refused = up(&[
+        "--recovery",
+        "epoch",
+        "--engine",
+        "multipaxos",
+        "--replicas",
+        "1",
+    ]);
+    assert!(refused.contains("a cluster of 1 has none"), "{refused}");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "nothing started"
+    );
+}
