@@ -183,24 +183,6 @@ fn every_replica_killed_leaves_a_cluster_that_refuses_service_and_says_why() {
     }
 }
 
-/// Waits for `spec`'s server to exit (it must refuse to start) and returns its log.
-fn refused_start(spec: &common::ServerSpec) -> String {
-    let mut child = spec.spawn(&common::binary()).expect("start logless server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server did not refuse to start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(!status.success());
-    common::log_tail(&spec.log)
-}
-
 #[test]
 fn a_directory_is_not_reopened_under_the_other_mode_and_epoch_is_the_log_engines() {
     let mut cluster = epoch_cluster();
@@ -211,7 +193,7 @@ fn a_directory_is_not_reopened_under_the_other_mode_and_epoch_is_the_log_engines
             *arg = "fullss".into();
         }
     }
-    let log = refused_start(&spec);
+    let log = common::refused_start(&spec);
     assert!(
         log.contains("was written under --recovery epoch, not fullss")
             && log.contains("Start it with --recovery epoch"),
@@ -225,7 +207,7 @@ fn a_directory_is_not_reopened_under_the_other_mode_and_epoch_is_the_log_engines
         .retain(|arg| arg != "--engine" && arg != "multipaxos");
     rmw.dir = rmw.dir.with_file_name("rmw");
     rmw.log = rmw.log.with_file_name("rmw.log");
-    let log = refused_start(&rmw);
+    let log = common::refused_start(&rmw);
     assert!(log.contains("is the multipaxos engine's"), "{log}");
     let alone = common::ServerSpec {
         peers: vec![(rmw.node_id, rmw.peer)],
@@ -233,7 +215,7 @@ fn a_directory_is_not_reopened_under_the_other_mode_and_epoch_is_the_log_engines
         log: rmw.log.with_file_name("alone.log"),
         ..cluster.replicas[1].spec.clone()
     };
-    let log = refused_start(&alone);
+    let log = common::refused_start(&alone);
     assert!(log.contains("a cluster of 1 has none"), "{log}");
 }
 

@@ -234,17 +234,13 @@ impl<R, D: Dir> LogCore<R, D> {
         wall_ms: u64,
         mono_us: u64,
     ) -> LogCore<R, D> {
-        let mut clock = ShardClock::default();
-        let now_ms = clock.read(wall_ms, mono_us);
-        let replica = Replica::recover(config, machine, durable, now_ms);
-        let clients = ClientPool::new(replica.me().0, incarnation);
+        let start = |now_ms| Replica::recover(config, machine, durable, now_ms);
         LogCore::around(
-            replica,
+            start,
             log,
-            clients,
+            incarnation,
             request_timeout_ms,
-            clock,
-            now_ms,
+            wall_ms,
             mono_us,
         )
     }
@@ -265,37 +261,36 @@ impl<R, D: Dir> LogCore<R, D> {
         wall_ms: u64,
         mono_us: u64,
     ) -> LogCore<R, D> {
-        let mut clock = ShardClock::default();
-        let now_ms = clock.read(wall_ms, mono_us);
-        let replica = Replica::start_epoch(config, machine, last, now_ms);
-        let clients = ClientPool::new(replica.me().0, incarnation);
+        let start = |now_ms| Replica::start_epoch(config, machine, last, now_ms);
         LogCore::around(
-            replica,
+            start,
             log,
-            clients,
+            incarnation,
             request_timeout_ms,
-            clock,
-            now_ms,
+            wall_ms,
             mono_us,
         )
     }
 
-    /// The core around a started `replica`, its clock reading `now_ms` at `mono_us`.
+    /// The core around the replica `start` makes at the first clock reading.
     fn around(
-        replica: Replica<RegisterMachine>,
+        start: impl FnOnce(u64) -> Replica<RegisterMachine>,
         log: DurableLog<D>,
-        clients: ClientPool<Waiting<R>>,
+        incarnation: u32,
         request_timeout_ms: u64,
-        clock: ShardClock,
-        now_ms: u64,
+        wall_ms: u64,
         mono_us: u64,
     ) -> LogCore<R, D> {
+        let mut clock = ShardClock::default();
+        let now_ms = clock.read(wall_ms, mono_us);
+        let replica = start(now_ms);
+        let me = replica.me();
         LogCore {
-            me: replica.me(),
+            me,
             view_seen: replica.view(),
             replica,
             log,
-            clients,
+            clients: ClientPool::new(me.0, incarnation),
             clock,
             now_ms,
             request_timeout_ms,
