@@ -1,7 +1,8 @@
 //! The log engine under `--recovery epoch` (EpochSS, seed 002 §V-C) served by real `logless`
 //! processes: a replica killed with kill -9 under concurrent INCRs comes back with an empty
 //! memory, recovers the state from its peers and loses no acknowledged increment; once every
-//! replica was killed the cluster refuses service and says why; a data directory is not
+//! replica was killed the cluster refuses service (DBSIZE and KEYS included) and says why in
+//! INFO, `/status`, `/health` and `/metrics`; a data directory is not
 //! reopened under the other mode, and EpochSS is refused for the other engines.
 mod common;
 
@@ -167,6 +168,13 @@ fn every_replica_killed_leaves_a_cluster_that_refuses_service_and_says_why() {
         let mut con = cluster.connect(i);
         let error = con.set::<_, _, ()>("k", "w").unwrap_err();
         assert_eq!(error.code(), Some("CLUSTERDOWN"), "{error}");
+        // Nor does the replica's own copy pass for the store.
+        let mut keys = redis::cmd("KEYS");
+        keys.arg("*");
+        for command in [redis::cmd("DBSIZE"), keys] {
+            let error = command.query::<redis::Value>(&mut con).unwrap_err();
+            assert_eq!(error.code(), Some("CLUSTERDOWN"), "{error}");
+        }
         assert_eq!(
             info_field(&mut con, "replication", "log_state"),
             "state_lost"

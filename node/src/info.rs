@@ -24,6 +24,7 @@ use logless_redis::table::admin::{
 use crate::clients::Connection;
 use crate::config::{self, VALUE_BYTES_MAX_LIMIT};
 use crate::context::NodeContext;
+use crate::log_turn::LogStatus;
 use crate::shard::ShardInput;
 use crate::{admin, status};
 
@@ -46,7 +47,13 @@ pub async fn answer(query: NodeQuery, caller: &Connection, context: &NodeContext
         NodeQuery::ConfigSet(pairs) => config_set(&pairs, context).await,
         NodeQuery::Admin(query) => admin::answer(query, caller, context).await,
         NodeQuery::Info(sections) => bulk(info_text(context, &sections).await),
-        NodeQuery::DbSize => Value::Int(status::gather(context).await.live_registers as i64),
+        NodeQuery::DbSize => {
+            let totals = status::gather(context).await;
+            match totals.log.as_ref().and_then(LogStatus::refusal) {
+                Some(refusal) => Value::Error(refusal.to_owned()),
+                None => Value::Int(totals.live_registers as i64),
+            }
+        }
     }
 }
 

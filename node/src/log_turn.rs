@@ -172,7 +172,18 @@ impl LogStatus {
     /// Whether the replica serves clients ([`LogStatus::state`] is `serving`; a status from a
     /// version without states always did).
     pub fn serves(&self) -> bool {
-        self.state.is_empty() || self.state == "serving"
+        self.refusal().is_none()
+    }
+
+    /// The error a replica that does not serve answers with: [`RECOVERING_ERROR`] or
+    /// [`STATE_LOST_ERROR`]. The commands it answers from its own copy (SCAN, KEYS, DBSIZE, ...)
+    /// answer it too: that copy is empty or behind.
+    pub fn refusal(&self) -> Option<&'static str> {
+        match self.state.as_str() {
+            "recovering" => Some(RECOVERING_ERROR),
+            "state_lost" => Some(STATE_LOST_ERROR),
+            _ => None,
+        }
     }
 }
 
