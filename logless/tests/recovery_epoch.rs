@@ -208,6 +208,13 @@ fn a_directory_is_not_reopened_under_the_other_mode_and_epoch_is_the_log_engines
         "{log}"
     );
 
+    // Nor is a directory whose replica has run but whose epoch is gone: in epoch 1 again, its
+    // peers would take it for a replica that kept its state.
+    let original = &cluster.replicas[0].spec;
+    std::fs::remove_file(original.dir.join("epoch")).unwrap();
+    let log = common::refused_start(original);
+    assert!(log.contains("has no epoch file"), "{log}");
+
     // EpochSS with the per-key engine, or on a cluster of one, is refused before anything
     // starts.
     let mut rmw = cluster.replicas[1].spec.clone();

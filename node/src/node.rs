@@ -596,6 +596,17 @@ fn start_log(
         Recovery::Epoch => {
             let (epoch_file, last) = EpochFile::open(&config.data_dir)
                 .map_err(|e| log_error(&config.data_dir)(e.into()))?;
+            if last.is_none() && incarnation > 1 {
+                // A welcomed replica wrote its epoch before it sent anything: starting over in
+                // epoch 1 would let its peers take it for a replica that kept its state.
+                return Err(OpenError::Identity(format!(
+                    "{} has run before (incarnation {incarnation}) but has no epoch file: it \
+                     was removed or lost. Started in epoch 1 again, it could not tell its peers \
+                     that it lost its state: treat it as a lost disk (docs/lost-disk.md)",
+                    config.data_dir.display()
+                ))
+                .into());
+            }
             // The engine writes no record under EpochSS: the log lives in memory only.
             let options = log_options(config, logless_storage::Durability::Memory);
             let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
