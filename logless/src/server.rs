@@ -48,6 +48,11 @@ pub struct ServerArgs {
     /// B+-tree key-value service on P-SMR's parallel streams).
     #[arg(long, env = "LOGLESS_ENGINE")]
     pub engine: Option<logless_node::config::Engine>,
+    /// How a replica of the multipaxos engine recovers after a crash, the same on every
+    /// replica: fullss (log and snapshots on disk, replayed) or epoch (EpochSS: state in memory
+    /// only, recovered from the peers; needs a majority up, see docs/recovery.md).
+    #[arg(long, env = "LOGLESS_RECOVERY")]
+    pub recovery: Option<logless_node::config::Recovery>,
     /// The psmr engine's worker threads, the same on every replica (0: the cores available).
     #[arg(long, env = "LOGLESS_THREADS")]
     pub threads: Option<u16>,
@@ -196,6 +201,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.engine {
         c.engine = v;
+    }
+    if let Some(v) = args.recovery {
+        c.recovery = v;
     }
     for assignment in &args.multipaxos {
         c.multipaxos.set(assignment).map_err(|e| e.to_string())?;

@@ -101,6 +101,20 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                         log.snapshots_installed,
                         log.catch_up_queries,
                     );
+                    if !log.serves() {
+                        println!(
+                            "{:<22} {} (epoch {}): {}",
+                            "",
+                            log.state.replace('_', " ").to_uppercase(),
+                            log.epoch,
+                            match log.state.as_str() {
+                                "recovering" => "recovering its state from its peers",
+                                _ =>
+                                    "more replicas lost their state than the cluster can \
+                                      lose; it refuses service (docs/recovery.md)",
+                            }
+                        );
+                    }
                 }
                 if let Some(psmr) = &s.psmr {
                     let groups: Vec<String> = psmr

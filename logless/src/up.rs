@@ -62,6 +62,10 @@ pub struct UpArgs {
     /// commands and MULTI/EXEC are atomic) or psmr (the B+-tree key-value service on P-SMR).
     #[arg(long, default_value_t = logless_node::config::Engine::Rmw)]
     pub engine: logless_node::config::Engine,
+    /// How a replica of the multipaxos engine recovers after a crash: fullss (log and
+    /// snapshots on disk) or epoch (EpochSS: state in memory, recovered from the peers).
+    #[arg(long, default_value_t = logless_node::config::Recovery::Fullss)]
+    pub recovery: logless_node::config::Recovery,
     /// The psmr engine's worker threads per replica (0: the cores available).
     #[arg(long, default_value_t = 0)]
     pub threads: u16,
@@ -180,6 +184,7 @@ fn specs(
                 ..spec
             }
             .flag("--engine", args.engine)
+            .flag("--recovery", args.recovery)
             .flag("--threads", args.threads)
             .flag("--psmr-mode", &args.psmr_mode)
             .flag("--read-retries", args.read_retries)
@@ -321,6 +326,10 @@ pub fn up(args: &UpArgs) -> ExitCode {
         eprintln!(
             "error: --psmr-mode no-rep runs one process without replication: give --replicas 1"
         );
+        return ExitCode::from(2);
+    }
+    if let Err(e) = args.recovery.check(args.engine, usize::from(args.replicas)) {
+        eprintln!("error: {e}");
         return ExitCode::from(2);
     }
     let n = args.replicas;

@@ -276,20 +276,7 @@ fn a_data_directory_of_the_other_engine_is_refused() {
         .spec
         .clone()
         .flag("--engine", "multipaxos");
-    let mut child = spec.spawn(&common::binary()).expect("start logless server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server did not refuse the directory"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(!status.success());
-    let log = common::log_tail(&spec.log);
+    let log = common::refused_start(&spec);
     assert!(
         log.contains("holds the rmw engine's state") && log.contains("--engine rmw"),
         "{log}"

@@ -8,6 +8,8 @@
 //! be missing until this replica next votes on it, and a deletion may show late the same way.
 //! FLUSHALL lists the keys the same way and deletes each through consensus, one DEL each:
 //! another client may see some deleted before others, and a key written meanwhile may stay.
+//! Under the log engine's EpochSS, a replica that does not serve (recovering, or its cluster's
+//! state lost) answers them with its refusal rather than list an empty or stale copy.
 //!
 //! # SCAN cursors
 //!
@@ -34,6 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clients::Connection;
 use crate::context::NodeContext;
 use crate::log_loop::{LogInput, LogReplyTo, LogSubmitted};
+use crate::log_turn::LogStatus;
 use crate::shard::{ReplyTo, ScanPage, ShardInput, Submitted};
 
 /// Where a SCAN cursor keeps its shard number.
@@ -50,6 +53,17 @@ const SCAN_COUNT_MAX: usize = 64 * PAGE;
 
 /// Answers one admin command from connection `caller`.
 pub async fn answer(query: Admin, caller: &Connection, context: &NodeContext) -> Value {
+    let over_the_copy = matches!(
+        query,
+        Admin::Scan(_) | Admin::Keys(_) | Admin::RandomKey | Admin::Flush
+    );
+    if over_the_copy && context.log.is_some() {
+        // The log engine's copy is empty or behind while it does not serve (EpochSS).
+        let totals = crate::status::gather(context).await;
+        if let Some(refusal) = totals.log.as_ref().and_then(LogStatus::refusal) {
+            return Value::Error(refusal.to_owned());
+        }
+    }
     match query {
         Admin::Scan(scan) => scan_keys(&scan, context).await,
         Admin::Keys(pattern) => {

@@ -9,6 +9,8 @@
 //! durability = "mmap"          # memory | mmap | sync | pmem
 //! engine = "rmw"               # rmw (per-key registers) | multipaxos (one log, atomic multi-key)
 //!                              # | psmr (the B+-tree KV service on P-SMR's parallel streams)
+//! recovery = "fullss"          # multipaxos: fullss (log and snapshots on disk) | epoch (EpochSS:
+//!                              # state in memory, recovered from the peers; docs/recovery.md)
 //! threads = 0                  # psmr: worker threads, k (0: the cores available)
 //! psmr_mode = "psmr"           # psmr: psmr | sp-smr | smr | no-rep (one process, no peers)
 //! shards = 1
@@ -199,6 +201,79 @@ impl std::str::FromStr for Engine {
     }
 }
 
+/// How a replica of the log engine comes back after a crash (seed 002 §V): the node's name
+/// for [`logless_multipaxos::config::Recovery`], as the configuration and the flags spell it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recovery {
+    /// FullSS: the log, the votes, the views and the snapshots on disk, replayed at start (the
+    /// default, and the only mode of the other engines).
+    #[default]
+    Fullss,
+    /// EpochSS: the state in memory only; the one stable write is an epoch counter raised at
+    /// every start, and a restarted replica recovers the state from its peers, which needs a
+    /// majority that kept it.
+    Epoch,
+}
+
+impl Recovery {
+    /// The mode's name, as the configuration and the flags spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Recovery::Fullss => "fullss",
+            Recovery::Epoch => "epoch",
+        }
+    }
+
+    /// The engine's mode.
+    pub fn engine(self) -> logless_multipaxos::config::Recovery {
+        match self {
+            Recovery::Fullss => logless_multipaxos::config::Recovery::FullSs,
+            Recovery::Epoch => logless_multipaxos::config::Recovery::Epoch,
+        }
+    }
+
+    /// Checks that `engine` on a cluster of `replicas` can recover this way: EpochSS is the
+    /// log engine's, and needs peers to recover from.
+    pub fn check(self, engine: Engine, replicas: usize) -> Result<(), ConfigError> {
+        if self == Recovery::Fullss {
+            return Ok(());
+        }
+        if engine != Engine::Multipaxos {
+            return Err(ConfigError::Invalid(format!(
+                "recovery {self} is the multipaxos engine's (the {engine} engine keeps its state \
+                 on disk): give --engine multipaxos, or --recovery fullss"
+            )));
+        }
+        if replicas < 3 {
+            return Err(ConfigError::Invalid(format!(
+                "recovery {self} recovers a restarted replica's state from its peers, and a \
+                 cluster of {replicas} has none: it would lose everything at each restart \
+                 (give 3, 5 or 7 replicas, or --recovery fullss)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Recovery {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Recovery, String> {
+        match name {
+            "fullss" => Ok(Recovery::Fullss),
+            "epoch" => Ok(Recovery::Epoch),
+            other => Err(format!("recovery must be fullss or epoch, not {other:?}")),
+        }
+    }
+}
+
 /// Everything a replica needs to start.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -219,6 +294,9 @@ pub struct NodeConfig {
     pub durability: String,
     /// The replication engine; the same on every replica, and fixed for a data directory.
     pub engine: Engine,
+    /// How a replica of the log engine recovers after a crash (`fullss` or `epoch`); the same
+    /// on every replica, and fixed for a data directory.
+    pub recovery: Recovery,
     /// The log engine's timeouts, batches, window and snapshot policy (the `[multipaxos]`
     /// table; used only by that engine, checked whatever the engine).
     pub multipaxos: LogTuning,
@@ -327,6 +405,7 @@ impl Default for NodeConfig {
             data_dir: PathBuf::from("logless-data"),
             durability: "mmap".to_string(),
             engine: Engine::default(),
+            recovery: Recovery::default(),
             multipaxos: LogTuning::default(),
             shards: 1,
             threads: 0,
@@ -573,6 +652,7 @@ impl NodeConfig {
         if self.engine == Engine::Psmr {
             self.validate_psmr()?;
         }
+        self.recovery.check(self.engine, self.peers.len())?;
         if self.value_bytes_max == 0 || self.value_bytes_max > VALUE_BYTES_MAX_LIMIT {
             return invalid("value_bytes_max must be between 1 and 64 MiB".into());
         }

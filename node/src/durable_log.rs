@@ -23,14 +23,19 @@
 //!
 //! The prefix deletion happens in [`LogStore::flush`], after the records that replace what it
 //! deletes (the view, the `Truncate`) are durable.
+//!
+//! Under EpochSS the log is opened in memory and never written (the engine writes no record
+//! then); the epoch goes to an [`EpochFile`] ([`DurableLog::with_epoch_file`]).
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use logless_multipaxos::ids::{Instance, View};
+use logless_multipaxos::ids::{Epoch, Instance, View};
 use logless_multipaxos::persist::{Durable, LogStore, Record};
 use logless_multipaxos::wire::{self, DecodeError};
 use logless_storage::{Dir, FsDir, LogRecovery, SegmentLog, SegmentLogOptions, StoreError};
 use thiserror::Error;
+
+use crate::epoch_file::EpochFile;
 
 /// Why a durable log could not be opened or written.
 #[derive(Debug, Error)]
@@ -71,6 +76,8 @@ pub struct DurableLog<D: Dir = FsDir> {
     /// The prefix deletion the next flush makes, after the records written with it.
     pending_cut: Option<u64>,
     scratch: Vec<u8>,
+    /// Where the epoch goes, under EpochSS.
+    epoch_file: Option<EpochFile>,
 }
 
 /// An opened durable log and what it held.
@@ -131,12 +138,22 @@ impl<D: Dir> DurableLog<D> {
             first_index,
             pending_cut: None,
             scratch: Vec::new(),
+            epoch_file: None,
         };
         Ok(OpenedLog {
             log: opened,
             durable,
             recovery,
         })
+    }
+
+    /// This log, writing the epoch of a replica under EpochSS to `file`
+    /// ([`LogStore::write_epoch`]).
+    pub fn with_epoch_file(self, file: EpochFile) -> DurableLog<D> {
+        DurableLog {
+            epoch_file: Some(file),
+            ..self
+        }
     }
 
     /// The storage underneath (for tests and figures).
@@ -211,5 +228,14 @@ impl<D: Dir> LogStore for DurableLog<D> {
             self.log.truncate_prefix(cut)?;
         }
         Ok(())
+    }
+
+    /// Writes the epoch to the epoch file. Without one (the node opens one under EpochSS
+    /// only), this panics as the trait's default does: a configuration error of the node.
+    fn write_epoch(&mut self, epoch: Epoch) -> Result<(), StoreError> {
+        match &mut self.epoch_file {
+            Some(file) => file.write(epoch),
+            None => panic!("a log without an epoch file cannot serve EpochSS ({epoch:?})"),
+        }
     }
 }

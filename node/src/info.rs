@@ -24,6 +24,7 @@ use logless_redis::table::admin::{
 use crate::clients::Connection;
 use crate::config::{self, VALUE_BYTES_MAX_LIMIT};
 use crate::context::NodeContext;
+use crate::log_turn::LogStatus;
 use crate::shard::ShardInput;
 use crate::{admin, status};
 
@@ -46,7 +47,13 @@ pub async fn answer(query: NodeQuery, caller: &Connection, context: &NodeContext
         NodeQuery::ConfigSet(pairs) => config_set(&pairs, context).await,
         NodeQuery::Admin(query) => admin::answer(query, caller, context).await,
         NodeQuery::Info(sections) => bulk(info_text(context, &sections).await),
-        NodeQuery::DbSize => Value::Int(status::gather(context).await.live_registers as i64),
+        NodeQuery::DbSize => {
+            let totals = status::gather(context).await;
+            match totals.log.as_ref().and_then(LogStatus::refusal) {
+                Some(refusal) => Value::Error(refusal.to_owned()),
+                None => Value::Int(totals.live_registers as i64),
+            }
+        }
     }
 }
 
@@ -192,6 +199,7 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
         ),
         ("logless-durability", c.durability.clone()),
         ("logless-engine", c.engine.to_string()),
+        ("logless-recovery", c.recovery.to_string()),
         ("logless-shards", c.shards.to_string()),
         ("logless-read-retries", c.read_retries.to_string()),
         (
@@ -321,6 +329,12 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
             // Into the section: before the blank line that ends it.
             out.truncate(out.len() - 2);
             let _ = write!(out, "logless_engine:multipaxos\r\n");
+            let recovery = context.config.recovery;
+            let _ = write!(
+                out,
+                "log_recovery:{recovery}\r\nlog_state:{}\r\n",
+                log.state
+            );
             for figure in status::log_figures(log) {
                 let _ = write!(out, "log_{}:{}\r\n", figure.name, figure.value);
             }

@@ -4,6 +4,7 @@
 //! * [`context`] — what every task may look at: configuration, shard channels, counters;
 //! * [`store`] — its durable state: one slot file per shard and the incarnation;
 //! * [`durable_log`] — the log engine's durable state: its records on a segmented log;
+//! * [`epoch_file`] — the log engine's one stable write under EpochSS, its epoch;
 //! * [`turn`] — one shard's turn logic without a runtime: proposer, acceptors, timers,
 //!   group commit (shared with the whole-node simulation);
 //! * [`shard`] — the tokio event loop that feeds a shard's turns;
@@ -34,6 +35,7 @@ pub mod clients;
 pub mod config;
 pub mod context;
 pub mod durable_log;
+pub mod epoch_file;
 pub mod front;
 pub mod hello;
 pub mod http;

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use logless_multipaxos::ids::NodeId;
+use logless_multipaxos::ids::{Epoch, NodeId};
 use logless_multipaxos::kv::Operation;
 use logless_multipaxos::message::Message;
 use logless_storage::StoreError;
@@ -37,8 +37,8 @@ pub enum LogInput {
     Messages {
         /// The sender.
         from: NodeId,
-        /// In the order sent.
-        messages: Vec<Message>,
+        /// In the order sent, each with the sender's epoch (EpochSS; 0 under FullSS).
+        messages: Vec<(Epoch, Message)>,
     },
     /// A snapshot of the node's figures ([`LogCore::figures`]).
     Status(oneshot::Sender<ShardStatus>),
@@ -82,15 +82,18 @@ pub struct LogLoop {
 }
 
 struct ChannelOutlet {
-    peers: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<Message>>>,
+    peers: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<(Epoch, Message)>>>,
     started: Instant,
+    /// The replica's epoch, sent with every message (it does not change while it runs).
+    epoch: Epoch,
 }
 
 impl LogOutlet<LogReplyTo> for ChannelOutlet {
     fn send(&mut self, to: NodeId, messages: Vec<Message>) {
         if let Some(link) = self.peers.get(&to) {
+            let epoch = self.epoch;
             // A closed link drops the batch, like a lost message.
-            let _ = link.send(messages);
+            let _ = link.send(messages.into_iter().map(|m| (epoch, m)).collect());
         }
     }
 
@@ -110,13 +113,18 @@ impl LogLoop {
     pub fn new(
         core: LogCore<LogReplyTo>,
         inputs: mpsc::Receiver<LogInput>,
-        peers: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<Message>>>,
+        peers: FxHashMap<NodeId, mpsc::UnboundedSender<Vec<(Epoch, Message)>>>,
         started: Instant,
     ) -> LogLoop {
+        let epoch = core.epoch();
         LogLoop {
             core,
             inputs,
-            outlet: ChannelOutlet { peers, started },
+            outlet: ChannelOutlet {
+                peers,
+                started,
+                epoch,
+            },
         }
     }
 
@@ -165,7 +173,7 @@ impl LogLoop {
                     self.core.submit(&operation, reply);
                 }
             }
-            LogInput::Messages { from, messages } => self.core.receive(from, messages),
+            LogInput::Messages { from, messages } => self.core.receive_in_epochs(from, messages),
             LogInput::Status(reply) => {
                 let _ = reply.send(self.core.figures());
             }
@@ -179,5 +187,35 @@ impl LogLoop {
             LogInput::Stop => return false,
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use logless_multipaxos::ids::{Instance, View};
+
+    use super::*;
+
+    #[test]
+    fn every_message_leaves_with_the_replicas_epoch() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut outlet = ChannelOutlet {
+            peers: [(NodeId(2), tx)].into_iter().collect(),
+            started: Instant::now(),
+            epoch: Epoch(3),
+        };
+        let alive = Message::Alive {
+            view: View(1),
+            first_undecided: Instance(4),
+        };
+        let recovery = Message::Recovery { epoch: Epoch(3) };
+        outlet.send(NodeId(2), vec![alive.clone(), recovery.clone()]);
+        // A peer without a link: the messages are lost, like on a broken link.
+        outlet.send(NodeId(9), vec![alive.clone()]);
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            [(Epoch(3), alive), (Epoch(3), recovery)]
+        );
+        assert!(rx.try_recv().is_err());
     }
 }

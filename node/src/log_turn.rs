@@ -35,6 +35,15 @@
 //! the same pipeline that got through. Each operation is still linearizable (the client had not
 //! seen either answer), but Redis's stronger promise of pipeline order is not kept then.
 //!
+//! # Recovery from peers (EpochSS)
+//! Under `--recovery epoch` the core starts with [`LogCore::start_epoch`]: the durable log is
+//! in memory and never written, and the replica's first ready writes the new epoch to the
+//! epoch file before any message leaves. Every message carries its sender's epoch
+//! ([`LogCore::receive_in_epochs`], [`LogCore::epoch`]). While the replica recovers its state
+//! from its peers, client operations are refused at once with [`RECOVERING_ERROR`]; once the
+//! replica knows that more replicas lost their state than the cluster can lose, with
+//! [`STATE_LOST_ERROR`], for good: serving would serve a forgotten (empty) state.
+//!
 //! # Linearizability
 //! Every operation, reads included, is a request in the log: it is answered once the replica
 //! that took it has executed it in log order, and a request is executed only once its instance
@@ -63,11 +72,11 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use logless_multipaxos::config::Config;
-use logless_multipaxos::ids::{Instance, NodeId, View};
+use logless_multipaxos::ids::{Epoch, Instance, NodeId, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Message;
 use logless_multipaxos::persist::Durable;
-use logless_multipaxos::replica::Replica;
+use logless_multipaxos::replica::{Replica, Status};
 use logless_redis::session::Failure;
 use logless_storage::{Dir, FsDir, StoreError};
 use rustc_hash::FxHashMap;
@@ -85,6 +94,20 @@ pub use crate::client_pool::RETRY_MS;
 /// The most operations in flight at once; more are answered "overloaded" at once. Below the
 /// 2^24 ids the pool can number per incarnation.
 pub const IN_FLIGHT_MAX: usize = 1 << 20;
+
+/// The answer to an operation while the replica recovers its state from its peers (EpochSS):
+/// not applied, and served again once it caught up (Redis says LOADING while it loads its
+/// dataset).
+pub const RECOVERING_ERROR: &str = "LOADING this replica restarted under --recovery epoch and \
+     is recovering its state from its peers; not applied, retry shortly";
+
+/// The answer to every operation once more replicas restarted under EpochSS than the cluster
+/// can lose: the state lived in their memory only and is gone, so the cluster refuses service
+/// rather than serve a forgotten state.
+pub const STATE_LOST_ERROR: &str = "CLUSTERDOWN state lost: more replicas restarted under \
+     --recovery epoch (EpochSS) than the cluster can lose, and the state they kept in memory is \
+     gone; the cluster refuses service rather than serve a forgotten state. Restore the data \
+     into a new cluster (docs/recovery.md); not applied";
 
 /// Where a turn's outputs go.
 pub trait LogOutlet<R> {
@@ -147,6 +170,36 @@ pub struct LogStatus {
     pub in_flight: u64,
     /// Turns whose records were flushed.
     pub flushes: u64,
+    /// Whether the replica takes part in the protocol: `serving`, `recovering` (EpochSS: it
+    /// recovers its state from its peers) or `state_lost` (EpochSS: more replicas lost their
+    /// state than the cluster can lose; it refuses service).
+    #[serde(default)]
+    pub state: String,
+    /// This replica's epoch (EpochSS; 0 under FullSS).
+    #[serde(default)]
+    pub epoch: u64,
+    /// Recoveries from its peers it completed (EpochSS).
+    #[serde(default)]
+    pub recoveries: u64,
+}
+
+impl LogStatus {
+    /// Whether the replica serves clients ([`LogStatus::state`] is `serving`; a status from a
+    /// version without states always did).
+    pub fn serves(&self) -> bool {
+        self.refusal().is_none()
+    }
+
+    /// The error a replica that does not serve answers with: [`RECOVERING_ERROR`] or
+    /// [`STATE_LOST_ERROR`]. The commands it answers from its own copy (SCAN, KEYS, DBSIZE, ...)
+    /// answer it too: that copy is empty or behind.
+    pub fn refusal(&self) -> Option<&'static str> {
+        match self.state.as_str() {
+            "recovering" => Some(RECOVERING_ERROR),
+            "state_lost" => Some(STATE_LOST_ERROR),
+            _ => None,
+        }
+    }
 }
 
 /// An operation waiting for its answer: where the answer goes, and what the figures need.
@@ -172,9 +225,13 @@ pub struct LogCore<R, D: Dir = FsDir> {
     /// Answers given without the replica (overload), delivered at the end of the turn, with
     /// their commands' names.
     refused: Vec<(R, &'static str)>,
+    /// Operations refused because the replica does not serve (EpochSS), with their commands'
+    /// names and the refusal, delivered at the end of the turn.
+    not_serving: Vec<(R, &'static str, Response)>,
     /// The turn's monotonic clock at its start (µs).
     turn_mono_us: u64,
-    /// Operations answered, by command name and outcome (`ok`, `unknown`, `overloaded`).
+    /// Operations answered, by command name and outcome (`ok`, `unknown`, `overloaded`,
+    /// `refused` while not serving).
     commands: FxHashMap<(&'static str, &'static str), u64>,
     /// Their latency in µs, by command name.
     latency_us: FxHashMap<&'static str, Histogram<u64>>,
@@ -203,10 +260,57 @@ impl<R, D: Dir> LogCore<R, D> {
         wall_ms: u64,
         mono_us: u64,
     ) -> LogCore<R, D> {
+        let start = |now_ms| Replica::recover(config, machine, durable, now_ms);
+        LogCore::around(
+            start,
+            log,
+            incarnation,
+            request_timeout_ms,
+            wall_ms,
+            mono_us,
+        )
+    }
+
+    /// Starts the replica of `config` under EpochSS (`config.recovery` must say so) in the epoch
+    /// after `last`, the one `log`'s epoch file held (`None`: the first start here, which
+    /// serves at once; after a restart the replica recovers its state from its peers first).
+    /// The new epoch is written by the first turn, before anything is sent. The other
+    /// arguments are [`LogCore::recover`]'s.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_epoch(
+        config: Config,
+        machine: RegisterMachine,
+        last: Option<Epoch>,
+        log: DurableLog<D>,
+        incarnation: u32,
+        request_timeout_ms: u64,
+        wall_ms: u64,
+        mono_us: u64,
+    ) -> LogCore<R, D> {
+        let start = |now_ms| Replica::start_epoch(config, machine, last, now_ms);
+        LogCore::around(
+            start,
+            log,
+            incarnation,
+            request_timeout_ms,
+            wall_ms,
+            mono_us,
+        )
+    }
+
+    /// The core around the replica `start` makes at the first clock reading.
+    fn around(
+        start: impl FnOnce(u64) -> Replica<RegisterMachine>,
+        log: DurableLog<D>,
+        incarnation: u32,
+        request_timeout_ms: u64,
+        wall_ms: u64,
+        mono_us: u64,
+    ) -> LogCore<R, D> {
         let mut clock = ShardClock::default();
         let now_ms = clock.read(wall_ms, mono_us);
-        let me = config.me;
-        let replica = Replica::recover(config, machine, durable, now_ms);
+        let replica = start(now_ms);
+        let me = replica.me();
         LogCore {
             me,
             view_seen: replica.view(),
@@ -218,6 +322,7 @@ impl<R, D: Dir> LogCore<R, D> {
             request_timeout_ms,
             outgoing: BTreeMap::new(),
             refused: Vec::new(),
+            not_serving: Vec::new(),
             turn_mono_us: mono_us,
             commands: FxHashMap::default(),
             latency_us: FxHashMap::default(),
@@ -259,6 +364,11 @@ impl<R, D: Dir> LogCore<R, D> {
     /// Takes a client operation; its answer goes to `reply`.
     pub fn submit(&mut self, operation: &Operation, reply: R) {
         let name = operation.name();
+        if let Some(refusal) = refusal(self.replica.status()) {
+            self.not_serving
+                .push((reply, name, Response::error(refusal.to_owned())));
+            return;
+        }
         if self.clients.in_flight() >= IN_FLIGHT_MAX {
             self.overloaded += 1;
             self.refused.push((reply, name));
@@ -281,6 +391,20 @@ impl<R, D: Dir> LogCore<R, D> {
         for message in messages {
             self.replica.handle_message(self.now_ms, from, message);
         }
+    }
+
+    /// Takes protocol messages from `from`, in the order sent, each with the epoch its sender
+    /// sent it in (EpochSS; 0 under FullSS, where this is [`LogCore::receive`]).
+    pub fn receive_in_epochs(&mut self, from: NodeId, messages: Vec<(Epoch, Message)>) {
+        for (epoch, message) in messages {
+            self.replica
+                .handle_epoch_message(self.now_ms, from, epoch, message);
+        }
+    }
+
+    /// This replica's epoch, which every message it sends carries (EpochSS; 0 under FullSS).
+    pub fn epoch(&self) -> Epoch {
+        self.replica.epoch()
     }
 
     /// Ends the turn: ticks the replica, retries or gives up on late operations, then writes
@@ -322,6 +446,10 @@ impl<R, D: Dir> LogCore<R, D> {
         for (reply, name) in std::mem::take(&mut self.refused) {
             self.count(name, "overloaded", 0);
             outlet.answer(reply, Err(Failure::Overloaded));
+        }
+        for (reply, name, refusal) in std::mem::take(&mut self.not_serving) {
+            self.count(name, "refused", 0);
+            outlet.answer(reply, Ok(refusal));
         }
         Ok(())
     }
@@ -448,12 +576,33 @@ impl<R, D: Dir> LogCore<R, D> {
             overloaded: self.overloaded,
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
+            state: state_name(replica.status()).to_owned(),
+            epoch: replica.epoch().0,
+            recoveries: stats.recoveries,
         }
     }
 
     /// The view this replica promised (for tests).
     pub fn view(&self) -> View {
         self.replica.view()
+    }
+}
+
+/// Why a replica in `status` refuses client operations, if it does.
+fn refusal(status: Status) -> Option<&'static str> {
+    match status {
+        Status::Serving => None,
+        Status::Recovering => Some(RECOVERING_ERROR),
+        Status::StateLost => Some(STATE_LOST_ERROR),
+    }
+}
+
+/// `status` as [`LogStatus::state`] names it.
+fn state_name(status: Status) -> &'static str {
+    match status {
+        Status::Serving => "serving",
+        Status::Recovering => "recovering",
+        Status::StateLost => "state_lost",
     }
 }
 

@@ -16,9 +16,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use crate::config::{ConfigError, Engine, NodeConfig};
+use crate::config::{ConfigError, Engine, NodeConfig, Recovery};
 use crate::context::{Bound, ClientCounters, NodeContext, Settings};
 use crate::durable_log::{DurableLog, DurableLogError};
+use crate::epoch_file::EpochFile;
 use crate::limits::PeerLimits;
 use crate::lives::{Admission, Life, Lives};
 use crate::log_loop::{LogInput, LogLoop};
@@ -249,7 +250,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         &config.data_dir,
         config.node_id,
         config.shards,
-        config.engine,
+        (config.engine, config.recovery),
         claim,
     )?;
     let lives = Arc::new(Lives::open(&config.data_dir)?);
@@ -536,8 +537,9 @@ fn spawn_loop(
     })
 }
 
-/// Opens the log engine's durable log in the data directory's `log` and builds its loop, with a
-/// link to every peer (the transport's shard 0 of 1).
+/// Opens the log engine's durable log in the data directory's `log` (under EpochSS: its epoch
+/// file, the log in memory) and builds its loop, with a link to every peer (the transport's
+/// shard 0 of 1).
 #[allow(clippy::too_many_arguments)]
 fn start_log(
     config: &NodeConfig,
@@ -550,41 +552,90 @@ fn start_log(
 ) -> Result<(mpsc::Sender<LogInput>, LogLoop), StartError> {
     use logless_multipaxos::ids::NodeId as LogNodeId;
     let path = config.data_dir.join("log");
-    let options = log_options(config, durability);
-    let opened = DurableLog::open(&path, options).map_err(|source| StartError::Log {
-        path: path.clone(),
-        source,
-    })?;
     let mut nodes: Vec<LogNodeId> = config.peers.iter().map(|p| LogNodeId(p.id)).collect();
     nodes.sort_unstable();
     let me = LogNodeId(config.node_id);
     let mut engine = logless_multipaxos::config::Config::new(nodes, me);
     config.multipaxos.apply(&mut engine);
+    engine.recovery = config.recovery.engine();
     if FAULT_INJECTION {
         engine.bugs = bugs;
     }
     let machine = logless_multipaxos::kv::RegisterMachine::new(config.command_limits());
     let started = Instant::now();
-    let core = LogCore::recover(
-        engine,
-        machine,
-        &opened.durable,
-        opened.log,
-        incarnation,
-        config.request_timeout_ms,
-        crate::shard::wall_ms(),
-        0,
-    );
-    let status = core.status();
-    info!(
-        node = config.node_id,
-        incarnation,
-        view = status.view,
-        first_instance = status.first_instance,
-        executed_below = status.executed_below,
-        keys = status.keys,
-        "recovered the log"
-    );
+    let log_error = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| StartError::Log { path, source }
+    };
+    let core = match config.recovery {
+        Recovery::Fullss => {
+            let options = log_options(config, durability);
+            let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
+            let core = LogCore::recover(
+                engine,
+                machine,
+                &opened.durable,
+                opened.log,
+                incarnation,
+                config.request_timeout_ms,
+                crate::shard::wall_ms(),
+                0,
+            );
+            let status = core.status();
+            info!(
+                node = config.node_id,
+                incarnation,
+                view = status.view,
+                first_instance = status.first_instance,
+                executed_below = status.executed_below,
+                keys = status.keys,
+                "recovered the log"
+            );
+            core
+        }
+        Recovery::Epoch => {
+            let (epoch_file, last) = EpochFile::open(&config.data_dir)
+                .map_err(|e| log_error(&config.data_dir)(e.into()))?;
+            if last.is_none() && incarnation > 1 {
+                // A welcomed replica wrote its epoch before it sent anything: starting over in
+                // epoch 1 would let its peers take it for a replica that kept its state.
+                return Err(OpenError::Identity(format!(
+                    "{} has run before (incarnation {incarnation}) but has no epoch file: it \
+                     was removed or lost. Started in epoch 1 again, it could not tell its peers \
+                     that it lost its state: treat it as a lost disk (docs/lost-disk.md)",
+                    config.data_dir.display()
+                ))
+                .into());
+            }
+            // The engine writes no record under EpochSS: the log lives in memory only.
+            let options = log_options(config, logless_storage::Durability::Memory);
+            let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
+            let core = LogCore::start_epoch(
+                engine,
+                machine,
+                last,
+                opened.log.with_epoch_file(epoch_file),
+                incarnation,
+                config.request_timeout_ms,
+                crate::shard::wall_ms(),
+                0,
+            );
+            match last {
+                None => info!(
+                    node = config.node_id,
+                    epoch = core.epoch().0,
+                    "first start under EpochSS: serving from an empty state"
+                ),
+                Some(_) => warn!(
+                    node = config.node_id,
+                    epoch = core.epoch().0,
+                    "restarted under EpochSS: recovering the state from the peers before \
+                     voting or serving (docs/recovery.md)"
+                ),
+            }
+            core
+        }
+    };
     let (tx, rx) = mpsc::channel(SHARD_QUEUE);
     let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);
     Ok((tx.clone(), LogLoop::new(core, rx, links, started)))

@@ -15,11 +15,13 @@
 //! count    u32 LE   messages in the payload
 //! crc32c   u32 LE   of the payload
 //! payload           the messages, each: u32 LE length, then `logless_multipaxos::wire`'s bytes
+//!                   (with the sender's epoch: 0 under FullSS)
 //! ```
 //!
 //! The header has the per-key engine's layout with a version byte neither engine shares, so a
 //! node of one engine that reaches a node of the other is refused at its first frame with
 //! "unknown wire version" rather than misreading it.
+use logless_multipaxos::ids::Epoch;
 use logless_multipaxos::message::Message as LogMessage;
 use logless_multipaxos::wire as log_wire;
 use logless_rmw::ids::NodeId;
@@ -97,23 +99,27 @@ pub const LOG_FRAME_VERSION: u8 = b'M';
 const HEADER_BYTES: usize = 4 + 1 + 2 + 4 + 4;
 
 impl PeerCodec for LogCodec {
-    type Message = LogMessage;
+    /// A message with the epoch its sender sent it in.
+    type Message = (Epoch, LogMessage);
     type Input = LogInput;
 
-    fn encode_frame(from: NodeId, messages: &[LogMessage], out: &mut Vec<u8>) {
-        encode_framed(LOG_FRAME_VERSION, from, messages, log_wire::encode, out);
+    fn encode_frame(from: NodeId, messages: &[(Epoch, LogMessage)], out: &mut Vec<u8>) {
+        let encode = |(epoch, message): &(Epoch, LogMessage), out: &mut Vec<u8>| {
+            log_wire::encode_in_epoch(*epoch, message, out);
+        };
+        encode_framed(LOG_FRAME_VERSION, from, messages, encode, out);
     }
 
     fn decode_frame(
         buf: &[u8],
         frame_bytes_max: usize,
-    ) -> Result<Option<(NodeId, Vec<LogMessage>, usize)>, String> {
+    ) -> Result<Option<(NodeId, Vec<(Epoch, LogMessage)>, usize)>, String> {
         decode_framed(LOG_FRAME_VERSION, buf, frame_bytes_max, |bytes| {
-            log_wire::decode(bytes).map_err(|e| e.to_string())
+            log_wire::decode_in_epoch(bytes).map_err(|e| e.to_string())
         })
     }
 
-    fn messages(from: NodeId, messages: Vec<LogMessage>) -> LogInput {
+    fn messages(from: NodeId, messages: Vec<(Epoch, LogMessage)>) -> LogInput {
         LogInput::Messages {
             from: logless_multipaxos::ids::NodeId(from.0),
             messages,
@@ -272,13 +278,22 @@ mod tests {
         ]
     }
 
+    /// [`messages`] as sent in `epoch`.
+    fn in_epoch(epoch: u64) -> Vec<(Epoch, LogMessage)> {
+        messages().into_iter().map(|m| (Epoch(epoch), m)).collect()
+    }
+
     #[test]
     fn log_frames_decode_to_what_was_encoded_and_wait_for_their_end() {
         let mut out = Vec::new();
-        LogCodec::encode_frame(NodeId(4), &messages(), &mut out);
+        LogCodec::encode_frame(NodeId(4), &in_epoch(5), &mut out);
         LogCodec::encode_frame(NodeId(4), &[], &mut out);
         let (from, decoded, used) = LogCodec::decode_frame(&out, 1 << 20).unwrap().unwrap();
-        assert_eq!((from, decoded), (NodeId(4), messages()));
+        assert_eq!(
+            (from, decoded),
+            (NodeId(4), in_epoch(5)),
+            "with their epoch"
+        );
         let (_, empty, rest) = LogCodec::decode_frame(&out[used..], 1 << 20)
             .unwrap()
             .unwrap();
@@ -292,7 +307,7 @@ mod tests {
     #[test]
     fn damaged_frames_and_the_other_engines_frames_are_refused() {
         let mut out = Vec::new();
-        LogCodec::encode_frame(NodeId(1), &messages(), &mut out);
+        LogCodec::encode_frame(NodeId(1), &in_epoch(0), &mut out);
         let mut flipped = out.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert!(LogCodec::decode_frame(&flipped, 1 << 20).is_err());

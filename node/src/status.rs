@@ -611,6 +611,31 @@ pub fn log_figures(log: &LogStatus) -> Vec<LogFigure> {
             int(log.flushes),
             true,
         ),
+        figure(
+            "epoch",
+            "This replica's epoch (--recovery epoch; 0 under fullss).",
+            int(log.epoch),
+            false,
+        ),
+        figure(
+            "recovering",
+            "1 while this replica recovers its state from its peers (--recovery epoch).",
+            i64::from(log.state == "recovering"),
+            false,
+        ),
+        figure(
+            "state_lost",
+            "1 once more replicas lost their state than the cluster can lose (--recovery \
+             epoch): the cluster refuses service.",
+            i64::from(log.state == "state_lost"),
+            false,
+        ),
+        figure(
+            "recoveries_total",
+            "Recoveries of this replica's state from its peers completed (--recovery epoch).",
+            int(log.recoveries),
+            true,
+        ),
     ]
 }
 
@@ -661,7 +686,8 @@ pub struct NodeStatus {
     pub timeouts: u64,
     /// Outbound peer links.
     pub links: Vec<LinkStatus>,
-    /// Whether the node can serve: no store failure and a quorum of replicas reachable.
+    /// Whether the node can serve: no store failure, a quorum of replicas reachable, and
+    /// (the log engine under EpochSS) its state recovered and not lost.
     pub healthy: bool,
     /// The cluster id its peers must present.
     #[serde(default)]
@@ -706,7 +732,9 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         commands: t.commands.values().sum::<u64>() + t.psmr.as_ref().map_or(0, |p| p.answered),
         timeouts: t.proposer.timeouts,
         links,
-        healthy: !failed && reachable.len() + 1 > replicas / 2,
+        healthy: !failed
+            && reachable.len() + 1 > replicas / 2
+            && t.log.as_ref().is_none_or(LogStatus::serves),
         cluster_id: context.config.cluster_id.clone(),
         cluster_secret: context.config.cluster_secret_file.is_some(),
         injected_bugs: crate::node::FAULT_INJECTION.then(|| context.injected_bugs.clone()),

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! data_dir/
-//!   identity.json      node id, shard count, engine, incarnation, whether a peer has welcomed
+//!   identity.json      node id, shard count, engine, recovery mode, incarnation, whether a peer has welcomed
 //!                      this directory's node and whether it rejoined after a lost disk
 //!                      (rewritten atomically at each start and at the first welcome)
 //!   peers.json         the peers' lives this node welcomed (see crate::lives)
@@ -26,7 +26,7 @@ use logless_storage::{Durability, SlotStore, StoreError, StoreOptions};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::Engine;
+use crate::config::{Engine, Recovery};
 
 /// Why a replica's state could not be opened.
 #[derive(Debug, Error)]
@@ -89,6 +89,11 @@ pub struct Identity {
     /// there was a choice: those are the per-key engine's).
     #[serde(default)]
     pub engine: Engine,
+    /// How the log engine's replica recovers (absent in directories written before there was
+    /// a choice: those recover by FullSS). A directory of one mode holds nothing the other can
+    /// use: FullSS's log and snapshots, or EpochSS's epoch.
+    #[serde(default)]
+    pub recovery: Recovery,
     /// Whether a peer has welcomed this directory's node (a directory of a cluster of one is
     /// welcomed at once). Until then a restart keeps the incarnation: no peer knows it, and a
     /// directory that is refused as lost must not climb past the peers' record by restarting.
@@ -118,15 +123,15 @@ pub enum Claim {
     },
 }
 
-/// Claims `dir` for `node_id` with `shards` shards of `engine` and returns the identity of this
-/// run, with the incarnation one above the last one if a peer welcomed it (durably written
-/// before it is used; see [`Claim`] for a rejoin). A directory of another node, shard count or
-/// engine is refused.
+/// Claims `dir` for `node_id` with `shards` shards of `engine` recovering by `recovery` and
+/// returns the identity of this run, with the incarnation one above the last one if a peer
+/// welcomed it (durably written before it is used; see [`Claim`] for a rejoin). A directory of
+/// another node, shard count, engine or recovery mode is refused.
 pub fn next_incarnation(
     dir: &Path,
     node_id: u16,
     shards: u16,
-    engine: Engine,
+    (engine, recovery): (Engine, Recovery),
     claim: Claim,
 ) -> Result<Identity, OpenError> {
     let io = |what: &'static str, path: &Path| {
@@ -160,6 +165,17 @@ pub fn next_incarnation(
                 p.engine
             )));
         }
+        if p.recovery != recovery {
+            return Err(OpenError::Identity(format!(
+                "{} was written under --recovery {}, not {recovery}: the other mode cannot use \
+                 what it holds. Start it with --recovery {} (or recovery = \"{}\"), or give \
+                 this mode another data directory",
+                dir.display(),
+                p.recovery,
+                p.recovery,
+                p.recovery
+            )));
+        }
         if p.shards != shards {
             return Err(OpenError::Identity(format!(
                 "{} was written with {} shards; keys are partitioned by the shard count, so it \
@@ -179,6 +195,7 @@ pub fn next_incarnation(
             node_id,
             shards,
             engine,
+            recovery,
             incarnation: next,
             admitted: previous.as_ref().is_some_and(|p| p.admitted),
             rejoining: previous.as_ref().is_some_and(|p| p.rejoining),
@@ -187,6 +204,7 @@ pub fn next_incarnation(
             node_id,
             shards,
             engine,
+            recovery,
             incarnation: next.max(incarnation_min),
             admitted: false,
             rejoining: true,
@@ -450,11 +468,40 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
 mod tests {
     use super::*;
 
+    const RMW: (Engine, Recovery) = (Engine::Rmw, Recovery::Fullss);
+    const LOG: (Engine, Recovery) = (Engine::Multipaxos, Recovery::Fullss);
+    const LOG_EPOCH: (Engine, Recovery) = (Engine::Multipaxos, Recovery::Epoch);
+
+    #[test]
+    fn a_directory_keeps_its_recovery_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = |mode| next_incarnation(dir.path(), 1, 1, mode, Claim::Start);
+        assert_eq!(start(LOG_EPOCH).unwrap().recovery, Recovery::Epoch);
+        let Err(OpenError::Identity(refused)) = start(LOG) else {
+            panic!("an EpochSS directory is refused under FullSS");
+        };
+        assert!(
+            refused.contains("under --recovery epoch, not fullss")
+                && refused.contains("Start it with --recovery epoch"),
+            "{refused}"
+        );
+        start(LOG_EPOCH).unwrap();
+        // A directory written before the choice existed recovers by FullSS.
+        let old = tempfile::tempdir().unwrap();
+        std::fs::write(
+            old.path().join("identity.json"),
+            r#"{"node_id": 1, "shards": 1, "incarnation": 3, "engine": "multipaxos"}"#,
+        )
+        .unwrap();
+        assert!(next_incarnation(old.path(), 1, 1, LOG_EPOCH, Claim::Start).is_err());
+        let identity = next_incarnation(old.path(), 1, 1, LOG, Claim::Start).unwrap();
+        assert_eq!(identity.recovery, Recovery::Fullss);
+    }
+
     #[test]
     fn incarnations_grow_once_welcomed_and_identity_is_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let start =
-            |node, shards| next_incarnation(dir.path(), node, shards, Engine::Rmw, Claim::Start);
+        let start = |node, shards| next_incarnation(dir.path(), node, shards, RMW, Claim::Start);
         let first = start(2, 4).unwrap();
         assert_eq!((first.incarnation, first.admitted), (1, false));
         // No peer welcomed it: a restart keeps the incarnation.
@@ -473,7 +520,7 @@ mod tests {
         .unwrap();
         assert_eq!(start(2, 4).unwrap().incarnation, 8);
         let Err(OpenError::Identity(refused)) =
-            next_incarnation(dir.path(), 2, 4, Engine::Multipaxos, Claim::Start)
+            next_incarnation(dir.path(), 2, 4, LOG, Claim::Start)
         else {
             panic!("a directory of another engine is refused");
         };
@@ -486,13 +533,13 @@ mod tests {
         let claim = Claim::Rejoin {
             incarnation_min: 5_000,
         };
-        let rejoined = next_incarnation(dir.path(), 2, 4, Engine::Rmw, claim).unwrap();
+        let rejoined = next_incarnation(dir.path(), 2, 4, RMW, claim).unwrap();
         assert_eq!(
             (rejoined.incarnation, rejoined.admitted, rejoined.rejoining),
             (5_000, false, true)
         );
         admit(dir.path(), &rejoined).unwrap();
-        let restarted = next_incarnation(dir.path(), 2, 4, Engine::Rmw, Claim::Start).unwrap();
+        let restarted = next_incarnation(dir.path(), 2, 4, RMW, Claim::Start).unwrap();
         assert_eq!((restarted.incarnation, restarted.rejoining), (5_001, true));
     }
 
@@ -504,8 +551,8 @@ mod tests {
             r#"{"node_id": 1, "shards": 1, "incarnation": 7}"#,
         )
         .unwrap();
-        assert!(next_incarnation(dir.path(), 1, 1, Engine::Multipaxos, Claim::Start).is_err());
-        let identity = next_incarnation(dir.path(), 1, 1, Engine::Rmw, Claim::Start).unwrap();
+        assert!(next_incarnation(dir.path(), 1, 1, LOG, Claim::Start).is_err());
+        let identity = next_incarnation(dir.path(), 1, 1, RMW, Claim::Start).unwrap();
         assert_eq!((identity.incarnation, identity.engine), (8, Engine::Rmw));
     }
 

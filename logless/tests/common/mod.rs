@@ -250,6 +250,25 @@ pub fn log_tail(path: &Path) -> String {
     logless_harness::log_tail(path, 30)
 }
 
+/// Starts `spec`'s server, which must refuse to start: waits for it to exit unsuccessfully
+/// (20 s at most) and returns the tail of its log.
+pub fn refused_start(spec: &ServerSpec) -> String {
+    let mut child = spec.spawn(&binary()).expect("start logless server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not refuse to start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    log_tail(&spec.log)
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for i in 0..self.replicas.len() {
