@@ -351,7 +351,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
             let released = ready.commit(&mut self.logs)?;
             let plan = replica.plan();
             self.backlogged = (0..plan.workers()).any(|w| plan.backlog(WorkerId(w)) > BACKLOG_MAX);
-            self.shared.wake();
+            self.shared.wake(&replica);
             released
         };
         let mut outgoing: BTreeMap<NodeId, Vec<(Group, Message)>> = BTreeMap::new();
