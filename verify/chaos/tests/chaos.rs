@@ -424,3 +424,11 @@ fn psmr_synchronous_mode_without_the_barrier_is_caught() {
     // replicas contradict each other.
     mutation_is_caught("psmr-no-barrier", "3", PSMR_ENTRIES);
 }
+
+#[test]
+fn a_psmr_merge_by_arrival_order_is_caught() {
+    // Each worker merges its group's stream and g_all's in the order their batches reached its
+    // replica, not by their stamps: the replicas order inserts and deletes differently against
+    // reads and updates of the same keys, and their states diverge.
+    mutation_is_caught("psmr-merge-by-arrival", "3", PSMR_ENTRIES);
+}
