@@ -165,7 +165,8 @@ pub struct ServerArgs {
     /// Break the protocol on purpose (test builds only, the `fault-injection` feature):
     /// accept-inconsistent-quorum, ignore-learned, reply-before-persist or persist-without-ttl;
     /// for the log engine log-skip-noop-fill, log-no-dedup, log-accept-before-persist,
-    /// log-execute-at-local-clock or log-accept-stale-proposals.
+    /// log-execute-at-local-clock or log-accept-stale-proposals; for the psmr engine
+    /// psmr-merge-by-arrival or psmr-no-barrier.
     #[arg(long, hide = true)]
     pub inject_bug: Vec<String>,
 }

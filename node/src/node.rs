@@ -132,13 +132,16 @@ pub struct Bugs {
     pub shard: ShardBugs,
     /// The log engine's protocol's.
     pub log: LogBugs,
+    /// The psmr engine's (its merge's and its execution plan's).
+    pub psmr: logless_psmr::config::InjectedBugs,
 }
 
 impl Bugs {
     /// The bugs named (`accept-inconsistent-quorum`, `ignore-learned`, `reply-before-persist`,
     /// `persist-without-ttl`; for the log engine `log-skip-noop-fill`, `log-no-dedup`,
     /// `log-accept-before-persist`, `log-execute-at-local-clock`,
-    /// `log-accept-stale-proposals`). Any name is refused by a build without fault injection.
+    /// `log-accept-stale-proposals`; for the psmr engine `psmr-merge-by-arrival`,
+    /// `psmr-no-barrier`). Any name is refused by a build without fault injection.
     pub fn parse(names: &[String]) -> Result<Bugs, String> {
         let mut bugs = Bugs::default();
         for name in names {
@@ -158,6 +161,8 @@ impl Bugs {
                 "log-accept-before-persist" => bugs.log.accept_before_persist = true,
                 "log-execute-at-local-clock" => bugs.log.execute_at_local_clock = true,
                 "log-accept-stale-proposals" => bugs.log.accept_stale_proposals = true,
+                "psmr-merge-by-arrival" => bugs.psmr.merge.by_arrival = true,
+                "psmr-no-barrier" => bugs.psmr.plan.no_barrier = true,
                 other => return Err(format!("unknown bug {other:?}")),
             }
         }
@@ -185,6 +190,8 @@ impl Bugs {
                 "log-accept-stale-proposals",
                 self.log.accept_stale_proposals,
             ),
+            ("psmr-merge-by-arrival", self.psmr.merge.by_arrival),
+            ("psmr-no-barrier", self.psmr.plan.no_barrier),
         ]
         .into_iter()
         .filter(|&(_, on)| on)
@@ -405,6 +412,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             &transport,
             &peer_counters,
             &shutdown_rx,
+            bugs.psmr,
         )?),
         Engine::Rmw | Engine::Multipaxos => None,
     };
@@ -686,7 +694,7 @@ fn log_options(
 /// Opens the psmr engine's group logs in the data directory's `psmr/<group>` (`g0`, `g1`, …,
 /// `g_all`; the directory is claimed for the mode and threads first, see
 /// [`crate::psmr_turn::claim_layout`]), recovers the replica from them, starts its worker threads and builds its loop,
-/// with a link to every peer (the transport's shard 0 of 1).
+/// with a link to every peer (the transport's shard 0 of 1), with the deliberate bugs `bugs`.
 fn start_psmr(
     config: &NodeConfig,
     incarnation: u32,
@@ -694,6 +702,7 @@ fn start_psmr(
     transport: &peer::Identity,
     counters: &Arc<PeerCounters>,
     shutdown: &watch::Receiver<bool>,
+    bugs: logless_psmr::config::InjectedBugs,
 ) -> Result<(mpsc::Sender<PsmrInput>, PsmrLoop), StartError> {
     use logless_multipaxos::ids::NodeId as LogNodeId;
     use std::collections::BTreeMap;
@@ -704,6 +713,7 @@ fn start_psmr(
     let me = LogNodeId(config.node_id);
     let mut engine = logless_psmr::config::Config::new(nodes, me, threads);
     engine.mode = mode;
+    engine.bugs = bugs;
     let dir = config.data_dir.join("psmr");
     if mode != logless_psmr::config::Mode::NoRep {
         crate::psmr_turn::claim_layout(&dir, mode, threads)

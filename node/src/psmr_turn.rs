@@ -351,7 +351,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
             let released = ready.commit(&mut self.logs)?;
             let plan = replica.plan();
             self.backlogged = (0..plan.workers()).any(|w| plan.backlog(WorkerId(w)) > BACKLOG_MAX);
-            self.shared.wake();
+            self.shared.wake(&replica);
             released
         };
         let mut outgoing: BTreeMap<NodeId, Vec<(Group, Message)>> = BTreeMap::new();
@@ -471,7 +471,12 @@ mod tests {
 
     /// A core without replication, one worker, and nothing started: the tests drive it.
     fn no_rep_core() -> (PsmrCore<u32, SimDir>, Arc<Shared<KvService>>) {
-        let mut config = logless_psmr::config::Config::new(vec![NodeId(1)], NodeId(1), 1);
+        no_rep_core_of(1)
+    }
+
+    /// [`no_rep_core`] with `workers` workers.
+    fn no_rep_core_of(workers: u16) -> (PsmrCore<u32, SimDir>, Arc<Shared<KvService>>) {
+        let mut config = logless_psmr::config::Config::new(vec![NodeId(1)], NodeId(1), workers);
         config.mode = Mode::NoRep;
         let replica = logless_psmr::replica::Replica::new(config, KvService::new(), 0);
         let shared = Arc::new(Shared::new(replica, KvService::new()));
@@ -483,7 +488,7 @@ mod tests {
             1,
             1_000,
             Mode::NoRep,
-            1,
+            workers,
             1_000_000,
             0,
         );
@@ -529,6 +534,54 @@ mod tests {
             (2, 2, 0)
         );
         assert_eq!(status.digest, shared.digest().to_string());
+    }
+
+    #[test]
+    fn dependent_commands_need_no_idle_poll() {
+        // 300 commands handed over in one turn and then left to the workers alone: runs of
+        // inserts (g_all: both workers reach each one's barrier, worker 0 executes) between
+        // reads that worker 1 executes, so that worker 1 is released into work of its own and
+        // worker 0 must be woken by its arrival. A wake-up lost anywhere would cost the idle
+        // poll (50 ms), and the run seconds.
+        use logless_service::Service;
+        let service = KvService::new();
+        let in_worker_1 = (0..)
+            .map(|i| KvCommand::Read {
+                key: format!("r{i}").into_bytes(),
+            })
+            .find(|read| service.group(read, 2) == Group::Worker(WorkerId(1)))
+            .expect("a key in worker 1's group");
+        let (mut core, shared) = no_rep_core_of(2);
+        let mut out = Collected::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let workers = crate::psmr_workers::spawn(&shared, 2, 1, move |e| {
+            let _ = tx.send(e);
+        })
+        .unwrap();
+        let started = std::time::Instant::now();
+        for i in 0..300 {
+            let command = if i % 3 == 2 {
+                Bytes::from(in_worker_1.encode_to_vec())
+            } else {
+                insert(&format!("k{i}"))
+            };
+            core.submit(command, i);
+        }
+        core.finish_turn(&mut out).unwrap();
+        for _ in 0..300 {
+            let executed = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+            core.executed(executed, &mut out);
+        }
+        let elapsed = started.elapsed();
+        shared.stop();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        assert_eq!(out.answers.len(), 300);
+        assert!(
+            elapsed < std::time::Duration::from_secs(3),
+            "300 commands took {elapsed:?}"
+        );
+        let status = core.status();
+        assert_eq!((status.executed, status.executed_synchronous), (300, 200));
     }
 
     #[test]

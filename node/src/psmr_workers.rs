@@ -13,11 +13,18 @@
 //!   barrier): under the write lock, while the others wait at the barrier; a parallel command
 //!   the service cannot run shared takes the write lock too.
 //!
-//! A worker with nothing to do, or waiting at a barrier, sleeps on the core's condition
-//! variable; the loop wakes the workers after each turn that may have delivered commands, and a
-//! worker wakes the others when it arrives at a barrier or releases one. Every replica executes
-//! every command; the worker reports the reply of a command to the loop only if this replica's
-//! client pool lent its client id (the client's connection is here).
+//! A worker with nothing to do, or waiting at a barrier, sleeps on a condition variable of its
+//! own (paired with the core's mutex), and is woken only once the plan has something for it
+//! ([`logless_psmr::plan::Plan::is_runnable`]): by the loop after a turn that delivered
+//! commands, by the last worker to arrive at a barrier (which wakes worker 0), or by worker 0
+//! after a synchronous command (which wakes the workers it released into commands of their
+//! own). Whether a worker sleeps is read and written under the core's mutex, and a worker
+//! marks itself asleep in the same critical section in which it found nothing to do, so no
+//! wake-up is lost; one that would change nothing is not sent. Worker 0 runs a sequence of
+//! `g_all` commands delivered to every worker alone: the plan moves the waiting workers from
+//! one barrier to the next without waking them. Every replica executes every command; the
+//! worker reports the reply of a command to the loop only if this replica's client pool lent
+//! its client id (the client's connection is here).
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
@@ -31,14 +38,18 @@ use logless_service::{ParallelService, Wire, WorkerId};
 
 use crate::client_pool::ClientPool;
 
-/// How long a sleeping worker waits before it polls again on its own (a guard against a missed
-/// wake-up; every change that concerns it wakes it sooner).
+/// How long a sleeping worker waits before it polls again on its own (a guard; every change
+/// that concerns it wakes it sooner).
 const IDLE_POLL_MS: u64 = 50;
 
 /// What the event loop and the workers share.
 pub struct Shared<S> {
     replica: Mutex<Replica<S>>,
-    changed: Condvar,
+    /// Each worker's condition variable, on `replica`'s mutex.
+    wakers: Vec<Condvar>,
+    /// Whether each worker sleeps on its condition variable; read and written only with
+    /// `replica` locked.
+    sleeping: Vec<AtomicBool>,
     service: RwLock<S>,
     stopping: AtomicBool,
     /// Commands executed, in either mode.
@@ -61,9 +72,11 @@ pub struct Executed {
 impl<S: ParallelService> Shared<S> {
     /// The core and the service the workers execute, shared.
     pub fn new(replica: Replica<S>, service: S) -> Shared<S> {
+        let workers = usize::from(replica.plan().workers());
         Shared {
             replica: Mutex::new(replica),
-            changed: Condvar::new(),
+            wakers: (0..workers).map(|_| Condvar::new()).collect(),
+            sleeping: (0..workers).map(|_| AtomicBool::new(false)).collect(),
             service: RwLock::new(service),
             stopping: AtomicBool::new(false),
             executed: AtomicU64::new(0),
@@ -77,9 +90,32 @@ impl<S: ParallelService> Shared<S> {
         self.replica.lock().expect("a psmr worker panicked")
     }
 
-    /// Wakes every worker: the plan may have work for them.
-    pub fn wake(&self) {
-        self.changed.notify_all();
+    /// Wakes the sleeping workers the plan has something for; `replica` is the core, locked.
+    pub fn wake(&self, replica: &Replica<S>) {
+        let plan = replica.plan();
+        for (w, sleeping) in self.sleeping.iter().enumerate() {
+            let worker = WorkerId(u16::try_from(w).expect("workers counted in u16"));
+            if sleeping.load(Ordering::Relaxed) && plan.is_runnable(worker) {
+                sleeping.store(false, Ordering::Relaxed);
+                self.wakers[w].notify_one();
+            }
+        }
+    }
+
+    /// Sleeps `worker` until woken (or [`IDLE_POLL_MS`] passed), the core unlocked meanwhile.
+    fn sleep<'a>(
+        &self,
+        replica: MutexGuard<'a, Replica<S>>,
+        worker: WorkerId,
+    ) -> MutexGuard<'a, Replica<S>> {
+        let w = usize::from(worker.0);
+        self.sleeping[w].store(true, Ordering::Relaxed);
+        let timeout = Duration::from_millis(IDLE_POLL_MS);
+        let replica = (self.wakers[w].wait_timeout(replica, timeout))
+            .expect("a psmr worker panicked")
+            .0;
+        self.sleeping[w].store(false, Ordering::Relaxed);
+        replica
     }
 
     /// The service's digest now (commands running meanwhile may or may not show in it).
@@ -94,7 +130,7 @@ impl<S: ParallelService> Shared<S> {
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let _guard = self.replica();
-        self.wake();
+        self.wakers.iter().for_each(Condvar::notify_one);
     }
 
     /// Executes an encoded command in `mode` (see the module docs).
@@ -143,7 +179,6 @@ fn run<S: ParallelService>(
     report: &impl Fn(Executed),
 ) {
     let mut replica = shared.replica();
-    let mut waiting = false;
     while !shared.stopping.load(Ordering::SeqCst) {
         match replica.poll(worker) {
             Step::Execute { mode, command } => {
@@ -163,25 +198,17 @@ fn run<S: ParallelService>(
                 }
                 replica = shared.replica();
                 replica.executed(worker);
-                waiting = false;
                 if mode == Mode::Synchronous {
-                    // The barrier is released: the others move past it.
-                    shared.wake();
+                    // The barrier is released: those with commands of their own go on.
+                    shared.wake(&replica);
                 }
             }
-            step @ (Step::Wait | Step::Idle) => {
-                if step == Step::Wait && !waiting {
-                    // Arrived at the barrier: worker 0 may now have everyone.
-                    shared.wake();
-                }
-                waiting = step == Step::Wait;
-                let timeout = Duration::from_millis(IDLE_POLL_MS);
-                replica = shared
-                    .changed
-                    .wait_timeout(replica, timeout)
-                    .expect("a psmr worker panicked")
-                    .0;
+            Step::Wait => {
+                // Arrived at the barrier (or still there): worker 0 may now have everyone.
+                shared.wake(&replica);
+                replica = shared.sleep(replica, worker);
             }
+            Step::Idle => replica = shared.sleep(replica, worker),
         }
     }
 }

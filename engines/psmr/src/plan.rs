@@ -11,7 +11,12 @@
 //!   seed's Figure 2) and waits ([`Step::Wait`]) until released. Worker 0, the lowest of
 //!   `g_all`'s members and so Algorithm 1's designated thread, gets [`Step::Execute`] in
 //!   [`Mode::Synchronous`] once every worker has arrived; its [`Plan::executed`] releases the
-//!   others (signal (b)), who move past the command on their next poll.
+//!   others (signal (b)): it moves each of them past the command and, if that worker's next
+//!   command is `g_all`'s too, up to that command's barrier, exactly as the worker's own next
+//!   poll would. A run of `g_all` commands so needs no other worker to wake between them.
+//!
+//! [`Plan::is_runnable`] tells a runtime which workers a poll would move, so that it wakes only
+//! those.
 //!
 //! # Why this equals sequential execution, and never deadlocks
 //! Let the merged order be the total order of [`crate::merge`], restricted per worker to its
@@ -215,11 +220,7 @@ impl Plan {
                         }
                         continue;
                     }
-                    // Arrive at the barrier (signal (a)); every earlier g_all command has been
-                    // executed, and this one cannot be without this worker.
-                    assert_eq!(state.passed_all, executed_all, "one barrier open at a time");
-                    state.phase = Phase::AtBarrier;
-                    self.arrived.insert(worker);
+                    self.arrive(worker);
                 }
             }
         }
@@ -241,8 +242,55 @@ impl Plan {
             state.delivered.pop_front().expect("the barrier's command");
             state.passed_all += 1;
             self.executed_all += 1;
-            self.arrived.clear();
+            // Signal (b), and the next barrier at once: each worker waiting here goes past the
+            // command and, if its next command is `g_all`'s too, arrives at that one's barrier,
+            // as its own next poll would do without executing anything. A run of `g_all`
+            // commands delivered to every worker so runs on worker 0 alone, with no other
+            // worker woken in between.
+            let waiting = std::mem::take(&mut self.arrived);
+            for other in waiting.into_iter().filter(|&w| w != worker) {
+                let state = self.worker(other);
+                state.delivered.pop_front().expect("the barrier's command");
+                state.passed_all += 1;
+                state.phase = Phase::Free;
+                if state
+                    .delivered
+                    .front()
+                    .is_some_and(|c| c.group == Group::All)
+                {
+                    self.arrive(other);
+                }
+            }
         }
+    }
+
+    /// Whether a poll of `worker` now would do something: execute, or move (past a barrier it
+    /// was released from, or up to the barrier of the `g_all` command at its front). A worker
+    /// for which this is false would get [`Step::Wait`] or [`Step::Idle`] and change nothing,
+    /// so a runtime lets it sleep until this turns true (after a delivery, an arrival, or the
+    /// execution of a synchronous command).
+    pub fn is_runnable(&self, worker: WorkerId) -> bool {
+        let all_arrived = self.arrived.len() == self.workers.len();
+        let state = &self.workers[usize::from(worker.0)];
+        match state.phase {
+            Phase::Executing(_) => false,
+            Phase::AtBarrier => {
+                self.executed_all > state.passed_all
+                    || (worker == SYNCHRONOUS_EXECUTOR && all_arrived)
+            }
+            Phase::Free => !state.delivered.is_empty(),
+        }
+    }
+
+    /// `worker`, free with a `g_all` command at its front, arrives at that command's barrier
+    /// (signal (a)). Every earlier `g_all` command has been executed, and this one cannot be
+    /// without this worker.
+    fn arrive(&mut self, worker: WorkerId) {
+        let executed_all = self.executed_all;
+        let state = self.worker(worker);
+        assert_eq!(state.passed_all, executed_all, "one barrier open at a time");
+        state.phase = Phase::AtBarrier;
+        self.arrived.insert(worker);
     }
 
     fn worker(&mut self, worker: WorkerId) -> &mut Worker {

@@ -114,13 +114,21 @@ fn parallel(
                 plan.deliver(WorkerId(w), sequences[index][delivered[index]].clone());
                 delivered[index] += 1;
             }
-            1 if executing[index].is_none() => match plan.poll(WorkerId(w)) {
-                Step::Execute { mode, command } => {
-                    assert_eq!(mode == Mode::Synchronous, command.group == Group::All);
-                    executing[index] = Some(command);
+            1 if executing[index].is_none() => {
+                // A worker the plan says is not runnable would change nothing by polling (so a
+                // runtime may let it sleep), and one it says is runnable would.
+                let runnable = plan.is_runnable(WorkerId(w));
+                let before = plan.clone();
+                let step = plan.poll(WorkerId(w));
+                assert_eq!(runnable, plan != before, "{step:?} of {before:?}");
+                match step {
+                    Step::Execute { mode, command } => {
+                        assert_eq!(mode == Mode::Synchronous, command.group == Group::All);
+                        executing[index] = Some(command);
+                    }
+                    Step::Wait | Step::Idle => {}
                 }
-                Step::Wait | Step::Idle => {}
-            },
+            }
             2 => {
                 if let Some(command) = executing[index].take() {
                     let reply = service.execute_encoded(&command.request.payload);
@@ -210,5 +218,41 @@ fn figure_2_synchronous_mode_waits_for_every_worker_then_worker_0_executes() {
     for w in 0..3 {
         assert_eq!(plan.poll(WorkerId(w)), Step::Idle, "t{w} released");
     }
+    assert!(plan.is_drained());
+}
+
+#[test]
+fn a_run_of_g_all_commands_runs_on_worker_0_alone() {
+    // Three inserts (g_all) delivered to two workers: once worker 1 has arrived at the first
+    // barrier, worker 0 executes all three, and worker 1 is moved from barrier to barrier
+    // without ever having anything to poll for (a runtime leaves it asleep).
+    let commands = [
+        kv_command(0, 0, 1),
+        kv_command(0, 1, 1),
+        kv_command(0, 2, 1),
+    ];
+    let mut plan = Plan::new(2, PlanBugs::default());
+    for (w, sequence) in sequences(2, &commands).into_iter().enumerate() {
+        assert_eq!(sequence.len(), 3, "every insert goes to g_all");
+        for command in sequence {
+            plan.deliver(WorkerId(w as u16), command);
+        }
+    }
+    assert_eq!(plan.poll(WorkerId(1)), Step::Wait);
+    for i in 0..3 {
+        assert!(!plan.is_runnable(WorkerId(1)));
+        match plan.poll(WorkerId(0)) {
+            Step::Execute { mode, command } => {
+                assert_eq!((mode, command.request.client.0), (Mode::Synchronous, i));
+            }
+            step => panic!("insert {i}: {step:?}"),
+        }
+        assert!(
+            !plan.is_runnable(WorkerId(1)),
+            "not released before t0 is done"
+        );
+        plan.executed(WorkerId(0));
+    }
+    assert!(!plan.is_runnable(WorkerId(1)));
     assert!(plan.is_drained());
 }

@@ -18,8 +18,10 @@ pub struct ClusterConfig {
     pub bin: PathBuf,
     /// `mmap` or `sync` (any mode `logless server --durability` takes).
     pub durability: String,
-    /// `rmw` or `multipaxos` (`logless server --engine`).
+    /// `rmw`, `multipaxos` or `psmr` (`logless server --engine`).
     pub engine: String,
+    /// The psmr engine's mode and threads (under `--engine psmr`).
+    pub psmr: Option<PsmrLayout>,
     /// Deliberate protocol bugs (`--inject-bug`), for the harness's own tests.
     pub bugs: Vec<String>,
     /// The replicas' `--request-timeout-ms`.
@@ -28,13 +30,27 @@ pub struct ClusterConfig {
     pub log_level: String,
 }
 
+/// How the psmr engine runs: `logless server --psmr-mode` and `--threads`.
+#[derive(Clone, Debug)]
+pub struct PsmrLayout {
+    /// `psmr`, `sp-smr` or `smr`.
+    pub mode: String,
+    /// Worker threads, `k`.
+    pub threads: u16,
+}
+
 impl ClusterConfig {
     /// `spec` with this configuration's flags (its durability is the spec's own).
     fn flags(&self, spec: ServerSpec) -> ServerSpec {
-        let spec = spec
+        let mut spec = spec
             .flag("--engine", &self.engine)
             .flag("--request-timeout-ms", self.request_timeout_ms)
             .flag("--log-level", &self.log_level);
+        if let Some(psmr) = &self.psmr {
+            spec = spec
+                .flag("--psmr-mode", &psmr.mode)
+                .flag("--threads", psmr.threads);
+        }
         self.bugs
             .iter()
             .fold(spec, |spec, bug| spec.flag("--inject-bug", bug))

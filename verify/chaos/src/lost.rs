@@ -7,9 +7,10 @@
 //!   that plus the increments of unknown outcome;
 //! * sets: every acknowledged SADD member is present unless an SREM of it or a DEL (answered or
 //!   of unknown outcome) may come after the SADD; every member present was added by some SADD;
-//! * registers: take the acknowledged write `W` that certainly applied with the latest call;
-//!   the final value is `W`'s or that of a write that certainly or possibly applied and may
-//!   come after `W` (it did not return before `W` was called);
+//! * registers (and entries, whose SET NX and SET XX count as SETs where they applied): take
+//!   the acknowledged write `W` that certainly applied with the latest call; the final value is
+//!   `W`'s or that of a write that certainly or possibly applied and may come after `W` (it did
+//!   not return before `W` was called);
 //! * expiring registers: as registers, except that the key may also read back absent if any
 //!   command that sets a time to live (SET PX/PXAT, PEXPIRE) may have applied, since it may
 //!   have expired. Whether it should have expired depends on the stamps, which only the
@@ -54,7 +55,7 @@ pub fn check(ops: &[Op]) -> Vec<LostWrite> {
         let why = match KeyKind::of(key) {
             Some(KeyKind::Counter) => counter(&writes, final_output),
             Some(KeyKind::Set) => set(&writes, final_output),
-            Some(KeyKind::Register) => register(&writes, final_output),
+            Some(KeyKind::Register | KeyKind::Entry) => register(&writes, final_output),
             Some(KeyKind::Expiring) => expiring(&writes, final_output),
             Some(KeyKind::Lock) => lock(&writes, final_output),
             Some(KeyKind::Hash | KeyKind::List | KeyKind::ZSet) | None => None,

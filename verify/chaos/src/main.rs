@@ -65,9 +65,16 @@ struct RunArgs {
     /// The replicas' durability: mmap or sync.
     #[arg(long, default_value = "mmap")]
     durability: String,
-    /// The replication engine: rmw (per-key registers) or multipaxos (one log, with a leader).
+    /// The replication engine: rmw (per-key registers), multipaxos (one log, with a leader) or
+    /// psmr (the B+-tree service on P-SMR's k + 1 streams; entry keys only).
     #[arg(long, default_value = "rmw")]
     engine: String,
+    /// The psmr engine's mode: psmr, sp-smr or smr (no-rep has no replicas to fault).
+    #[arg(long, default_value = "psmr")]
+    psmr_mode: String,
+    /// The psmr engine's worker threads (k).
+    #[arg(long, default_value_t = 2)]
+    psmr_threads: u16,
     /// Fault kinds, comma-separated: kill, pause, partition, kill-all, kill-leader (multipaxos
     /// only); or none.
     #[arg(long, default_value = "kill,pause,partition,kill-all")]
@@ -75,7 +82,8 @@ struct RunArgs {
     /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned,
     /// reply-before-persist, persist-without-ttl; for multipaxos log-skip-noop-fill,
     /// log-no-dedup, log-accept-before-persist, log-execute-at-local-clock,
-    /// log-accept-stale-proposals); repeatable.
+    /// log-accept-stale-proposals; for psmr psmr-merge-by-arrival, psmr-no-barrier);
+    /// repeatable.
     #[arg(long)]
     inject_bug: Vec<String>,
     /// Where history.jsonl, faults.jsonl, replica logs, data and html go (default: a new
@@ -86,12 +94,11 @@ struct RunArgs {
     #[arg(long, default_value_t = 16)]
     keys: usize,
     /// Key kinds, comma-separated: counter, register, set, expiring (registers with times to
-    /// live), lock (fencing locks with leases), hash, list, zset (with single-key transactions).
-    #[arg(
-        long,
-        default_value = "counter,register,set,expiring,lock,hash,list,zset"
-    )]
-    key_kinds: String,
+    /// live), lock (fencing locks with leases), hash, list, zset (with single-key
+    /// transactions), entry (SET NX/XX, GET, DEL; the only kind psmr serves). Default: every
+    /// kind but entry; under psmr, entry.
+    #[arg(long)]
+    key_kinds: Option<String>,
     /// Clients of the multi-key workload (multipaxos only): MULTI/EXEC transfers between the
     /// counters of a group, MSET and MGET of all of them, checked for atomicity; and MSET of 2
     /// to 10 keys read by MGET.
@@ -191,10 +198,15 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     if args.clients == 0 || args.keys == 0 || args.ops_per_key == 0 || args.ops_per_group == 0 {
         return Err("--clients, --keys, --ops-per-key and --ops-per-group must be positive".into());
     }
-    let multipaxos = match args.engine.as_str() {
-        "rmw" => false,
-        "multipaxos" => true,
-        other => return Err(format!("--engine must be rmw or multipaxos, not {other:?}")),
+    let (multipaxos, psmr) = match args.engine.as_str() {
+        "rmw" => (false, false),
+        "multipaxos" => (true, false),
+        "psmr" => (false, true),
+        other => {
+            return Err(format!(
+                "--engine must be rmw, multipaxos or psmr, not {other:?}"
+            ))
+        }
     };
     for bug in &args.inject_bug {
         if ![
@@ -207,6 +219,8 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             "log-accept-before-persist",
             "log-execute-at-local-clock",
             "log-accept-stale-proposals",
+            "psmr-merge-by-arrival",
+            "psmr-no-barrier",
         ]
         .contains(&bug.as_str())
         {
@@ -223,15 +237,48 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     let kinds: Vec<FaultKind> = list(&args.nemesis, |s| s.parse())?;
     if kinds.contains(&FaultKind::KillLeader) && !multipaxos {
         return Err(
-            "the kill-leader fault needs --engine multipaxos: under rmw no replica \
-                    leads (use kill)"
+            "the kill-leader fault needs --engine multipaxos: under rmw no replica leads, and \
+             under psmr each of the k + 1 streams has its own leader (use kill)"
                 .into(),
         );
     }
-    let key_kinds = list(&args.key_kinds, KeyKind::parse)?;
+    let default_kinds = if psmr {
+        "entry"
+    } else {
+        "counter,register,set,expiring,lock,hash,list,zset"
+    };
+    let key_kinds = list(
+        args.key_kinds.as_deref().unwrap_or(default_kinds),
+        KeyKind::parse,
+    )?;
     if key_kinds.is_empty() {
         return Err("--key-kinds names no kind".into());
     }
+    let psmr = if psmr {
+        if key_kinds.iter().any(|&k| k != KeyKind::Entry) {
+            return Err(
+                "--engine psmr serves the B+-tree service's SET NX, SET XX, GET and DEL only: \
+                 --key-kinds must be entry"
+                    .into(),
+            );
+        }
+        if !["psmr", "sp-smr", "smr"].contains(&args.psmr_mode.as_str()) {
+            return Err(format!(
+                "--psmr-mode must be psmr, sp-smr or smr (no-rep has no replicas to fault), \
+                 not {:?}",
+                args.psmr_mode
+            ));
+        }
+        if args.psmr_threads == 0 {
+            return Err("--psmr-threads must be positive".into());
+        }
+        Some(cluster::PsmrLayout {
+            mode: args.psmr_mode,
+            threads: args.psmr_threads,
+        })
+    } else {
+        None
+    };
     let duration_s = args.duration_s.unwrap_or(if args.long { 1800 } else { 60 });
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -273,6 +320,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             bin: logless_bin(args.logless_bin)?,
             durability: args.durability,
             engine: args.engine,
+            psmr,
             bugs: args.inject_bug,
             request_timeout_ms: args.request_timeout_ms,
             log_level: args.log_level,

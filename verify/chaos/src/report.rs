@@ -30,11 +30,18 @@ pub struct Limits {
 /// Prints what is about to run.
 pub fn print_header(config: &RunConfig) {
     let kinds: Vec<&str> = config.schedule.kinds.iter().map(|k| k.name()).collect();
+    let engine = match &config.cluster.psmr {
+        Some(psmr) => format!(
+            "{} {} with {} threads",
+            config.cluster.engine, psmr.mode, psmr.threads
+        ),
+        None => config.cluster.engine.clone(),
+    };
     println!(
         "logless-chaos: {} replicas ({}, {}), {} s, {} clients on {} keys at a time, seed {}, \
          faults [{}]{}",
         config.replicas,
-        config.cluster.engine,
+        engine,
         config.cluster.durability,
         config.duration.as_secs(),
         config.workload.clients,

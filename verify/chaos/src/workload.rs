@@ -6,7 +6,8 @@
 //! SMEMBERS, SCARD), expiring registers (`e…`: SET with PX, PXAT, KEEPTTL or none, PEXPIRE,
 //! PERSIST, GET, EXISTS, PTTL), fencing locks (`l…`: LOCK.ACQUIRE, LOCK.RELEASE), hashes
 //! (`h…`: HSET, HINCRBY, HGET, HGETALL, HDEL), lists (`q…`: LPUSH, RPUSH, LPOP, RPOP, LRANGE,
-//! LLEN) and sorted sets (`z…`: ZADD, ZINCRBY, ZSCORE, ZRANGE, ZREM); on the last three one
+//! LLEN), sorted sets (`z…`: ZADD, ZINCRBY, ZSCORE, ZRANGE, ZREM) and entries of the psmr
+//! engine's B⁺-tree service (`b…`: SET NX, SET XX, GET, DEL); on hashes, lists and sorted sets one
 //! operation in [`TRANSACTION_ONE_IN`] is a MULTI ... EXEC of two of the key's commands. Expiring
 //! registers and locks carry times to live and leases of [`TTL_MS`], short enough that keys
 //! expire and leases run out while the run goes on. A key takes at most `ops_per_key` operations,
@@ -77,10 +78,14 @@ pub enum KeyKind {
     List,
     /// ZADD, ZINCRBY, ZSCORE, ZRANGE WITHSCORES, ZREM, and transactions of two of them.
     ZSet,
+    /// SET NX (insert), SET XX (update), GET (read), DEL (delete): the commands the psmr
+    /// engine's B⁺-tree service serves. Under P-SMR an insert or a delete is ordered in `g_all`
+    /// and runs in synchronous mode, a read or an update in its key's worker group.
+    Entry,
 }
 
 /// Every kind, in the order the summary lists them.
-const KINDS: [KeyKind; 8] = [
+const KINDS: [KeyKind; 9] = [
     KeyKind::Counter,
     KeyKind::Register,
     KeyKind::Set,
@@ -89,6 +94,7 @@ const KINDS: [KeyKind; 8] = [
     KeyKind::Hash,
     KeyKind::List,
     KeyKind::ZSet,
+    KeyKind::Entry,
 ];
 
 impl KeyKind {
@@ -103,6 +109,7 @@ impl KeyKind {
             b'h' => Some(KeyKind::Hash),
             b'q' => Some(KeyKind::List),
             b'z' => Some(KeyKind::ZSet),
+            b'b' => Some(KeyKind::Entry),
             _ => None,
         }
     }
@@ -117,6 +124,7 @@ impl KeyKind {
             KeyKind::Hash => 'h',
             KeyKind::List => 'q',
             KeyKind::ZSet => 'z',
+            KeyKind::Entry => 'b',
         }
     }
 
@@ -131,6 +139,7 @@ impl KeyKind {
             KeyKind::Hash => "hash",
             KeyKind::List => "list",
             KeyKind::ZSet => "zset",
+            KeyKind::Entry => "entry",
         }
     }
 
@@ -443,6 +452,19 @@ fn command(
                 args(&["ZRANGE", key, "0", "-1", "WITHSCORES"])
             } else {
                 args(&["ZREM", key, member])
+            }
+        }
+        // As many inserts as deletes, so that an entry is present about half the time and
+        // both conditions of SET (NX, XX) meet keys that fail them.
+        KeyKind::Entry => {
+            if roll < 0.25 {
+                args(&["SET", key, unique, "NX"])
+            } else if roll < 0.45 {
+                args(&["SET", key, unique, "XX"])
+            } else if roll < 0.80 {
+                args(&["GET", key])
+            } else {
+                args(&["DEL", key])
             }
         }
         // Many owners and few releases: a holder seldom renews or releases its lease before it
@@ -889,7 +911,7 @@ mod tests {
     fn commands_match_their_key_kind() {
         let mut rng = SmallRng::seed_from_u64(2);
         let mut names = BTreeSet::new();
-        for key in ["c1", "r2", "s3", "e4", "l5", "h6", "q7", "z8"] {
+        for key in ["c1", "r2", "s3", "e4", "l5", "h6", "q7", "z8", "b9"] {
             for _ in 0..1000 {
                 let cmd = command(key, Some("o2"), "u", 1_000_000, &mut rng);
                 assert_eq!(cmd[1], key);
@@ -902,8 +924,14 @@ mod tests {
                     KeyKind::Hash => &["HSET", "HINCRBY", "HGET", "HGETALL", "HDEL"],
                     KeyKind::List => &["LPUSH", "RPUSH", "LPOP", "RPOP", "LRANGE", "LLEN"],
                     KeyKind::ZSet => &["ZADD", "ZINCRBY", "ZSCORE", "ZRANGE", "ZREM"],
+                    KeyKind::Entry => &["SET", "GET", "DEL"],
                 };
                 assert!(allowed.contains(&cmd[0].as_str()), "{cmd:?}");
+                if key == "b9" && cmd[0] == "SET" {
+                    // Only what the B+-tree service serves: an insert or an update.
+                    assert_eq!(cmd.len(), 4, "{cmd:?}");
+                    names.insert(format!("entry {}", cmd[3]));
+                }
                 names.insert(match cmd[0].as_str() {
                     "SET" => format!("SET {}", cmd.get(3).map_or("", String::as_str)),
                     name => name.to_string(),
@@ -915,8 +943,10 @@ mod tests {
                 }
             }
         }
-        // Every form of the expiring kinds comes up.
+        // Every form of the expiring kinds and of entries comes up.
         for form in [
+            "entry NX",
+            "entry XX",
             "SET PX",
             "SET PXAT",
             "SET KEEPTTL",
