@@ -295,7 +295,6 @@ impl<V> KeyTable<V> {
             let hash = hash_of(&entry.key);
             self.index
                 .find_entry(hash, |&p| p == position)
-                .ok()
                 .expect("every entry is indexed")
                 .remove();
             // The last entry, moved here, is looked at next.
