@@ -15,10 +15,10 @@
 //!
 //! A cursor is a shard number (the top 16 bits) and that shard's engine cursor (see
 //! `logless_rmw::replica::ScanCursor`): a scan walks the shards in order. A key present for
-//! the whole scan is returned at least once; when a shard's table grows during the scan, that
-//! shard's part restarts, so some keys may be returned twice (as Redis allows). With removal of
-//! dead registers on (the default), a shard's table may also rehash in place after removals
-//! without growing; a scan across that may miss keys of that shard (see `ScanCursor`).
+//! the whole scan is returned exactly once while nothing is removed (a shard's table keeps its
+//! entries in place as it grows). With removal of dead registers on (the default), removing
+//! one moves another entry of its shard into its place; a scan across that may miss that
+//! entry (see `ScanCursor`).
 use std::collections::hash_map::Entry;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};

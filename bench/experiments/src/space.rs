@@ -71,6 +71,9 @@ pub struct SpaceArgs {
 pub struct Sample {
     /// Resident memory, bytes.
     pub rss_bytes: u64,
+    /// The anonymous part of it (`RssAnon`: the heap, without the store's mapped pages),
+    /// bytes.
+    pub anon_bytes: u64,
     /// Bytes its data directory takes on disk (allocated blocks).
     pub store_bytes: u64,
     /// DBSIZE.
@@ -351,16 +354,31 @@ fn read_simple_replies(stream: &mut TcpStream, n: usize) -> Result<Vec<usize>, S
 
 /// The resident memory of the processes under `root` (the program `timeout` started).
 fn rss_under(root: u32) -> u64 {
+    status_bytes_under(root, vm_rss_bytes)
+}
+
+/// The anonymous resident memory of process `root` and its descendants.
+fn anon_under(root: u32) -> u64 {
+    status_bytes_under(root, |status| status_bytes(status, "RssAnon:"))
+}
+
+/// The sum of `field` of the `/proc/<pid>/status` of process `root` and its descendants.
+fn status_bytes_under(root: u32, field: impl Fn(&str) -> Option<u64>) -> u64 {
     descendants(root)
         .into_iter()
         .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|status| vm_rss_bytes(&status))
+        .filter_map(|status| field(&status))
         .sum()
 }
 
 /// `VmRSS` of a `/proc/<pid>/status` text, in bytes.
 pub fn vm_rss_bytes(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    status_bytes(status, "VmRSS:")
+}
+
+/// The field named `name` (with its colon) of a `/proc/<pid>/status` text, in bytes.
+fn status_bytes(status: &str, name: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(name))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
@@ -442,6 +460,7 @@ fn sample(proc: &Proc, spec: &ServerSpec) -> Sample {
         .and_then(|(_, page)| metric(&page, "logless_registers"));
     Sample {
         rss_bytes: rss_under(proc.pid()),
+        anon_bytes: anon_under(proc.pid()),
         store_bytes: disk_bytes(&spec.dir),
         dbsize,
         registers,
@@ -498,10 +517,12 @@ fn measure_redis(args: &SpaceArgs, value: &[u8]) -> Result<Option<Sample>, Strin
     )?;
     bar.finish_and_clear();
     let rss = redis.pids().into_iter().map(rss_under).sum();
+    let anon = redis.pids().into_iter().map(anon_under).sum();
     let dbsize = dbsize(addr);
     redis.stop();
     Ok(Some(Sample {
         rss_bytes: rss,
+        anon_bytes: anon,
         store_bytes: 0,
         dbsize,
         registers: None,
@@ -514,18 +535,19 @@ fn mb(bytes: u64) -> f64 {
 
 fn memory_report(args: &SpaceArgs, filled: &[Sample], redis: Option<&Sample>) -> String {
     let mut out = String::from(
-        "\n## Memory per key\n\n| replica | RSS MB | store MB | store B/key | DBSIZE | RSS / redis |\n\
-         | --- | --- | --- | --- | --- | --- |\n",
+        "\n## Memory per key\n\n| replica | RSS MB | anonymous MB | store MB | store B/key | DBSIZE \
+         | RSS / redis |\n| --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for (i, s) in filled.iter().enumerate() {
         let ratio = redis.map_or("–".to_string(), |r| {
             format!("{:.2}", s.rss_bytes as f64 / r.rss_bytes.max(1) as f64)
         });
         out.push_str(&format!(
-            "| {}{} | {:.0} | {:.0} | {:.0} | {} | {ratio} |\n",
+            "| {}{} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {ratio} |\n",
             i + 1,
             if i == 0 { " (proposing)" } else { "" },
             mb(s.rss_bytes),
+            mb(s.anon_bytes),
             mb(s.store_bytes),
             s.store_bytes as f64 / args.keys.max(1) as f64,
             s.dbsize
@@ -533,9 +555,10 @@ fn memory_report(args: &SpaceArgs, filled: &[Sample], redis: Option<&Sample>) ->
     }
     if let Some(r) = redis {
         out.push_str(&format!(
-            "| redis-server | {:.0} | – | – | {} | 1 |\n\nGoal: each replica's RSS ≤ 1.5 × \
+            "| redis-server | {:.0} | {:.0} | – | – | {} | 1 |\n\nGoal: each replica's RSS ≤ 1.5 × \
              redis-server's.\n",
             mb(r.rss_bytes),
+            mb(r.anon_bytes),
             r.dbsize
         ));
     }
@@ -576,9 +599,10 @@ fn churn_report(args: &SpaceArgs, rounds: &[Vec<Sample>]) -> String {
 
 fn row(phase: &str, replica: usize, s: &Sample) -> String {
     format!(
-        "{phase},{},{},{},{},{}",
+        "{phase},{},{},{},{},{},{}",
         replica + 1,
         s.rss_bytes,
+        s.anon_bytes,
         s.store_bytes,
         s.dbsize,
         s.registers.map_or(String::new(), |v| v.to_string())
@@ -586,7 +610,8 @@ fn row(phase: &str, replica: usize, s: &Sample) -> String {
 }
 
 fn write_csv(path: &Path, rows: &[String]) -> Result<(), String> {
-    let mut text = String::from("phase,replica,rss_bytes,store_bytes,dbsize,registers\n");
+    let mut text =
+        String::from("phase,replica,rss_bytes,anon_bytes,store_bytes,dbsize,registers\n");
     for r in rows {
         text.push_str(r);
         text.push('\n');
@@ -640,8 +665,9 @@ mod tests {
 
     #[test]
     fn figures_are_read_from_proc_and_info() {
-        let status = "Name:\tlogless\nVmPeak:\t  200 kB\nVmRSS:\t  1234 kB\n";
+        let status = "Name:\tlogless\nVmPeak:\t  200 kB\nVmRSS:\t  1234 kB\nRssAnon:\t  99 kB\n";
         assert_eq!(vm_rss_bytes(status), Some(1234 * 1024));
+        assert_eq!(status_bytes(status, "RssAnon:"), Some(99 * 1024));
         assert_eq!(vm_rss_bytes("Name: x\n"), None);
         let page = "# HELP logless_registers Registers.\nlogless_registers 42\n\
                     logless_registers_removed 7\n";

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
-use rustc_hash::FxBuildHasher;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::path::Path;
 
 use crate::media::{DramMedia, FileMedia, Media, MmapMedia, PersistBy};
@@ -163,8 +163,6 @@ struct Entry {
     seq: u64,
     key_bytes: u32,
     record_bytes: u32,
-    /// A slot this key moved from, freed once the move is durable.
-    moved_from: Option<(usize, u8)>,
     /// False once the key is quarantined (found damaged at recovery).
     live: bool,
 }
@@ -234,6 +232,10 @@ pub struct SlotStore<M: Media = FileMedia> {
     end: usize,
     /// Entries staged since the last flush, in put order.
     dirty: Vec<u32>,
+    /// The slot each entry that moved since the last flush moved from, freed once the move is
+    /// durable. Kept beside the entries, not in them: a move is rare and brief, and a field
+    /// of every entry for it cost 16 bytes per key.
+    moved_from: FxHashMap<u32, (usize, u8)>,
     /// Ranges of words (end of slots) to persist in the next flush's first round.
     pending_words: Vec<(usize, usize)>,
     /// Slots whose free word is stored but not yet persisted: reusable after the next first
@@ -311,6 +313,7 @@ impl<M: Media> SlotStore<M> {
             free: vec![Vec::new(); usize::from(CLASSES_MAX)],
             end,
             dirty: Vec::new(),
+            moved_from: FxHashMap::default(),
             pending_words: Vec::new(),
             pending_free: Vec::new(),
             quarantine: BTreeMap::new(),
@@ -390,7 +393,6 @@ impl<M: Media> SlotStore<M> {
                         seq: v.seq,
                         key_bytes: v.key.len() as u32,
                         record_bytes: v.record.len() as u32,
-                        moved_from: None,
                         live: true,
                     };
                     let key = v.key.to_vec();
@@ -723,7 +725,10 @@ impl<M: Media> SlotStore<M> {
         }
         let id = self.unindex(key).expect("found");
         let e = &mut self.entries[id as usize];
-        debug_assert!(e.staged.is_none() && e.moved_from.is_none(), "settled");
+        debug_assert!(
+            e.staged.is_none() && !self.moved_from.contains_key(&id),
+            "settled"
+        );
         e.live = false;
         let (slot, class) = (e.slot, e.class);
         self.store_header(slot, SlotHeader::free(class));
@@ -772,15 +777,17 @@ impl<M: Media> SlotStore<M> {
         let old = existing.map(|id| self.entries[id as usize]);
         let seq = old.map_or(1, |e| e.seq + 1);
         self.write_version(slot, class, 0, seq, key, record);
-        let moved_from = match old {
-            Some(e) if e.media_current.is_some() => Some((e.slot, e.class)),
-            Some(e) => {
-                // The old slot never became in use on the media: reusable at once.
-                self.free[usize::from(e.class)].push(e.slot);
-                e.moved_from
+        match (existing, old) {
+            (Some(id), Some(e)) if e.media_current.is_some() => {
+                self.moved_from.insert(id, (e.slot, e.class));
             }
-            None => None,
-        };
+            (_, Some(e)) => {
+                // The old slot never became in use on the media: reusable at once (the slot
+                // it moved from, if any, stays to be freed).
+                self.free[usize::from(e.class)].push(e.slot);
+            }
+            _ => {}
+        }
         let entry = Entry {
             hash: key_hash(key),
             short_key: short_key(key),
@@ -791,7 +798,6 @@ impl<M: Media> SlotStore<M> {
             seq,
             key_bytes: key.len() as u32,
             record_bytes: record.len() as u32,
-            moved_from,
             live: true,
         };
         match existing {
@@ -980,7 +986,7 @@ impl<M: Media> SlotStore<M> {
         for &id in &dirty {
             let e = &mut self.entries[id as usize];
             e.media_current = e.staged.take();
-            if let Some((slot, class)) = e.moved_from.take() {
+            if let Some((slot, class)) = self.moved_from.remove(&id) {
                 self.store_header(slot, SlotHeader::free(class));
                 self.pending_words.push((slot, 8));
                 self.pending_free.push((slot, class));
@@ -1111,6 +1117,12 @@ mod tests {
         /// Files every key under one hash, so that only the comparison of keys tells them
         /// apart.
         pub(super) static ALL_KEYS_COLLIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    #[test]
+    fn an_index_entry_takes_56_bytes() {
+        // What the DRAM index costs per key, besides its 4-byte bucket.
+        assert_eq!(std::mem::size_of::<Entry>(), 56);
     }
 
     /// Keys of every length from empty to well past [`SHORT_KEY_BYTES`], many sharing their

@@ -608,6 +608,11 @@ impl Proposer {
         self.registers.len()
     }
 
+    /// The bytes its table of registers has allocated (see [`KeyTable::allocated_bytes`]).
+    pub fn table_bytes(&self) -> usize {
+        self.registers.allocated_bytes()
+    }
+
     /// Whether register `key` has an operation in progress (commands waiting on it).
     pub fn is_busy(&self, key: &Key) -> bool {
         self.registers.get(key).is_some_and(|reg| reg.op.is_some())

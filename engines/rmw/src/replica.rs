@@ -282,6 +282,12 @@ impl Replica {
         self.proposer.drop_idle_registers();
     }
 
+    /// The bytes the acceptor's and the proposer's tables of registers have allocated, in
+    /// that order: their entries and indexes, not the values the entries point to.
+    pub fn table_bytes(&self) -> (usize, usize) {
+        (self.states.allocated_bytes(), self.proposer.table_bytes())
+    }
+
     /// How many registers the proposer holds.
     pub fn proposer_registers(&self) -> usize {
         self.proposer.registers()
