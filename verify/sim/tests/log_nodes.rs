@@ -1,9 +1,11 @@
 //! Whole nodes of the log engine in simulation (`logless_sim::log_nodes`): the node's log turn
 //! core over its durable log on simulated directories, with network faults, leader kills,
 //! crashes inside flushes, power failures with torn sectors, crashes of every node, partitions
-//! and clock jumps; single-key histories checked per key, the counters' (transfers, MSET, MGET)
-//! as one state, every key available again after the faults heal, every run replayable, and
-//! the engine's deliberate bugs caught.
+//! and clock jumps, on a third of the seeds snapshots taken often (logs truncated, replicas
+//! caught up from a snapshot, restarts from one, crashes while one is written); single-key
+//! histories checked per key, the counters' (transfers, MSET, MGET) as one state, every key
+//! available again after the faults heal, every run replayable, and the engine's deliberate
+//! bugs caught.
 use logless_multipaxos::config::InjectedBugs;
 use logless_sim::log_nodes::{LogNodeCluster, LogNodeSimConfig, LogNodeSimReport};
 use logless_storage::Durability;
@@ -101,6 +103,17 @@ fn three_nodes_pass_both_checkers_under_leader_kills_power_failures_and_partitio
     );
     assert!(total.partitions > 0 && total.clock_jumps > 0, "{total}");
     assert!(total.duplicates_skipped > 0 && total.retried > 0, "{total}");
+    // A third of the seeds take snapshots every few hundred bytes of log: logs truncated,
+    // replicas caught up from a snapshot, restarts from one, power failures while one was
+    // being written.
+    assert!(
+        total.snapshots_taken > count && total.snapshots_installed > 0,
+        "{total}"
+    );
+    assert!(
+        total.restarts_from_snapshot > 0 && total.power_failures_in_snapshot_flush > 0,
+        "{total}"
+    );
 }
 
 #[test]

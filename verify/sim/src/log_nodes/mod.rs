@@ -12,11 +12,15 @@
 //! * **Network.** One TCP-like [`Link`] per directed pair of nodes; batches are lost,
 //!   duplicated, delayed and reordered; partitions cut a node off one way or both ways.
 //! * **Crashes.** A crash (half the time of the leader of the moment, sometimes of every node)
-//!   may land inside a flush, at a crash point among the directory's operations. In `sync`
+//!   may land inside a flush (with a run's small snapshot policy, sometimes one that writes a
+//!   snapshot file), at a crash point among the directory's operations. In `sync`
 //!   mode it is a process crash or a power failure: the unsynced directory operations kept up
 //!   to some point, any subset of the unpersisted sectors, one more torn on a word boundary.
 //!   In `mmap` mode it is a process crash. A node restarts from that image as a new
-//!   incarnation (new client ids), replaying its log.
+//!   incarnation (new client ids), loading its newest snapshot and replaying its log.
+//! * **Snapshots.** The engine's snapshot policy is the run's: a few hundred bytes of log
+//!   between snapshots on a third of the seeds, so that logs are truncated and a replica back
+//!   from a crash or a partition catches up from another's snapshot.
 //! * **Clients.** Each speaks Redis to one node through the node's session (MULTI/EXEC
 //!   included) and the node's mapping of its steps to log operations
 //!   ([`logless_node::log_ops`]); its answers come back as the node shows them, and TRYAGAIN
@@ -152,6 +156,15 @@ impl LogOutlet<AnswerTo> for Held {
     }
 }
 
+/// Which flush of a node a crash waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FlushCrash {
+    /// The next that writes anything.
+    Any,
+    /// The next that writes a snapshot file.
+    Snapshot,
+}
+
 #[derive(Default)]
 struct SimNode {
     core: Option<LogCore<AnswerTo, SimDir>>,
@@ -163,8 +176,11 @@ struct SimNode {
     wake_at_us: Option<u64>,
     /// Whether the turn being flushed froze its directory at a crash point.
     crash_point_armed: bool,
-    /// A crash waits for this node's next flush, to land inside it.
-    crash_in_next_flush: bool,
+    /// A crash waits for this node's next flush (or the next that writes a snapshot), to land
+    /// inside it.
+    flush_crash: Option<FlushCrash>,
+    /// Whether the turn being flushed wrote a snapshot file.
+    flush_writes_snapshot: bool,
     /// The directory the node restarts from.
     image: SimDir,
     /// The wall clock's offset from simulated time (ms).
@@ -188,6 +204,10 @@ const INPUTS_PER_TURN_MAX: usize = 4096;
 /// How long the healed cluster may take after the liveness phase until every replica has
 /// executed as far as the others (a lagging one catches up from a heartbeat's news).
 const SETTLE_US_MAX: u64 = 3_000_000;
+/// The most directory operations of a turn that writes a snapshot (its records, their persist,
+/// the snapshot file's creation, writes, persist, rename and sync, the truncation): a crash
+/// waiting for such a turn lands among the first this many.
+const SNAPSHOT_TURN_OPS: usize = 32;
 /// The states each checker may visit for one key (per-key) or one history (atomicity).
 const CHECK_STATES_MAX: usize = 2_000_000;
 
@@ -401,6 +421,7 @@ impl LogNodeCluster {
     fn add_status(&mut self, status: &LogStatus) {
         self.report.view_changes += status.view_changes;
         self.report.duplicates_skipped += status.duplicates_skipped;
+        self.report.snapshots_taken += status.snapshots_taken;
         self.report.snapshots_installed += status.snapshots_installed;
         self.report.retried += status.retried;
         self.report.timed_out += status.timed_out;
@@ -408,11 +429,12 @@ impl LogNodeCluster {
 
     // ---- nodes -------------------------------------------------------------------------
 
-    /// The engine's configuration on a node: the node's defaults, with snapshots taken
-    /// after 16 KiB of log (not 1 MiB), so that short runs truncate and catch up by snapshot.
+    /// The engine's configuration on a node: the node's defaults, with the run's snapshot
+    /// policy.
     fn engine_config(&self, me: NodeId) -> Config {
         let mut config = Config::new(self.ids(), me);
-        config.snapshot_log_bytes_min = 16 * 1024;
+        config.snapshot_log_bytes_min = self.config.snapshot_log_bytes_min;
+        config.snapshot_ratio_percent = self.config.snapshot_ratio_percent;
         config.bugs = self.config.bugs;
         config
     }
@@ -437,6 +459,8 @@ impl LogNodeCluster {
         n.incarnation += 1;
         match DurableLog::open_on(std::mem::take(&mut n.image), options) {
             Ok(opened) => {
+                let from_snapshot = opened.durable.snapshot.is_some();
+                self.report.restarts_from_snapshot += u64::from(from_snapshot);
                 n.core = Some(LogCore::recover(
                     config,
                     RegisterMachine::default(),
@@ -482,19 +506,25 @@ impl LogNodeCluster {
         let now_us = self.events.now_us();
         let wall_ms = self.wall_ms(node);
         let flush_us = self.config.flush_us;
-        // A turn that writes does a few operations: its records, their persist, a roll.
-        let crash_at_op = self.rng.random_range(0..4usize);
+        // A turn that writes does a few operations: its records, their persist, a roll; one
+        // that writes a snapshot many more.
+        let flush_crash = self.nodes[&node].flush_crash;
+        let crash_at_op = if flush_crash == Some(FlushCrash::Snapshot) {
+            self.rng.random_range(0..SNAPSHOT_TURN_OPS)
+        } else {
+            self.rng.random_range(0..4usize)
+        };
         let n = self.nodes.get_mut(&node).expect("node");
         n.wake_at_us = None;
         let Some(core) = n.core.as_mut() else {
             return;
         };
         core.start_turn(wall_ms, now_us);
+        let snapshots = snapshots_written(core);
         n.held.now_us = now_us;
         let skew_us = (core.now_ms() * 1000).abs_diff(WALL_START_MS * 1000 + now_us);
         self.skew_us_max = self.skew_us_max.max(skew_us);
-        let crash_in_flush = n.crash_in_next_flush;
-        if crash_in_flush {
+        if flush_crash.is_some() {
             core.log_mut().dir_mut().arm_crash_point(crash_at_op);
         }
         for _ in 0..INPUTS_PER_TURN_MAX {
@@ -513,14 +543,20 @@ impl LogNodeCluster {
         }
         let wrote = core.log().segment_log().dir().ops() > ops;
         n.busy = true;
-        n.crash_point_armed = crash_in_flush && wrote;
+        n.flush_writes_snapshot = snapshots_written(core) > snapshots;
+        let crashes = match flush_crash {
+            Some(FlushCrash::Any) => wrote,
+            Some(FlushCrash::Snapshot) => n.flush_writes_snapshot,
+            None => false,
+        };
+        n.crash_point_armed = crashes;
         let incarnation = n.incarnation;
-        if crash_in_flush && wrote {
-            n.crash_in_next_flush = false;
+        if crashes {
+            n.flush_crash = None;
             let at = self.rng.random_range(0..flush_us);
             self.events
                 .schedule(at, Event::CrashInFlush { node, incarnation });
-        } else if crash_in_flush {
+        } else if flush_crash.is_some() {
             core.log_mut().dir_mut().disarm_crash_point();
         }
         let done = Event::TurnDone { node, incarnation };
@@ -638,7 +674,13 @@ impl LogNodeCluster {
             return;
         }
         if self.rng.random_bool(0.5) {
-            self.nodes.get_mut(&node).expect("node").crash_in_next_flush = true;
+            let share = self.config.snapshot_flush_crash_share;
+            let flush_crash = if share > 0.0 && self.rng.random_bool(share) {
+                FlushCrash::Snapshot
+            } else {
+                FlushCrash::Any
+            };
+            self.nodes.get_mut(&node).expect("node").flush_crash = Some(flush_crash);
         } else {
             let power = self.power_failure();
             self.crash_node(node, power);
@@ -669,6 +711,7 @@ impl LogNodeCluster {
             return;
         };
         let in_flush = n.busy;
+        let in_snapshot_flush = in_flush && n.flush_writes_snapshot;
         let crash = core.log().segment_log().dir().at_crash();
         n.image = if power {
             let dirty = crash.dirty_sectors();
@@ -688,12 +731,14 @@ impl LogNodeCluster {
         n.held = Held::default();
         n.wake_at_us = None;
         n.crash_point_armed = false;
-        n.crash_in_next_flush = false;
+        n.flush_crash = None;
         self.add_figures(node, &core);
         self.report.crashes += 1;
         self.report.leader_kills += u64::from(leader);
         self.report.power_failures += u64::from(power);
         self.report.crashes_in_flush += u64::from(in_flush);
+        self.report.crashes_in_snapshot_flush += u64::from(in_snapshot_flush);
+        self.report.power_failures_in_snapshot_flush += u64::from(in_snapshot_flush && power);
         self.connections_lost(node);
         let down_us = self.config.faults.down_us;
         self.events.schedule(down_us, Event::Restart { node });
@@ -740,7 +785,7 @@ impl LogNodeCluster {
         self.cut.clear();
         for node in self.ids() {
             let n = self.nodes.get_mut(&node).expect("node");
-            n.crash_in_next_flush = false;
+            n.flush_crash = None;
             if !n.up() {
                 self.start_node(node);
             }
@@ -854,4 +899,10 @@ impl LogNodeCluster {
             Event::ClockJump => self.clock_jump(),
         }
     }
+}
+
+/// Snapshots a node's replica has written (taken or installed).
+fn snapshots_written(core: &LogCore<AnswerTo, SimDir>) -> u64 {
+    let stats = core.replica().stats();
+    stats.snapshots_taken + stats.snapshots_installed
 }
