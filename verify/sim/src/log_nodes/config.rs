@@ -49,6 +49,17 @@ pub struct LogNodeSimConfig {
     pub snapshot_log_bytes_min: u64,
     /// ... and by this share of the last snapshot's size ([`Config::snapshot_ratio_percent`]).
     pub snapshot_ratio_percent: u64,
+    /// How often (mean, µs; 0: never) a leader's cut starts: the leader of the moment loses
+    /// everything its next turn that sends a Propose sends (its connections break), then is
+    /// cut off from sending for `leader_cut_off_us` right after its next turn that sends a
+    /// Propose. When that one proposes a later instance (the usual case: new requests come
+    /// before the lost one is sent again), the followers voted above an instance none of them
+    /// saw: a gap, which the next leader's phase 1 sees without the old leader's vote, and
+    /// must fill with a no-op.
+    pub leader_cut_every_us: u64,
+    /// How long a leader stays cut off (µs): longer than a follower's suspect timeout, so that
+    /// another node takes over.
+    pub leader_cut_off_us: u64,
     /// Of the crashes that wait for a node's next flush, the share that wait for its next
     /// flush that writes a snapshot file instead.
     pub snapshot_flush_crash_share: f64,
@@ -83,6 +94,8 @@ impl LogNodeSimConfig {
             snapshot_log_bytes_min: 16 * 1024,
             snapshot_ratio_percent: 100,
             snapshot_flush_crash_share: 0.0,
+            leader_cut_every_us: 0,
+            leader_cut_off_us: 600_000,
             bugs: InjectedBugs::default(),
         }
     }
@@ -109,10 +122,23 @@ impl LogNodeSimConfig {
         }
     }
 
+    /// Leaders cut off after a lost Propose (see [`LogNodeSimConfig::leader_cut_every_us`]),
+    /// a few times a run, and the other faults rarer than usual: the view change that follows
+    /// a cut then sees a gap, and few later view changes bring the old leader's vote for the
+    /// gap back (as a new leader's phase 1 would if the old leader were among its quorum). A
+    /// leader that left the gap empty stops execution for good.
+    pub fn leader_cuts(&mut self) {
+        self.leader_cut_every_us = 800_000;
+        self.faults.crash_every_us = 4_000_000;
+        self.faults.partition_every_us = 2_000_000;
+    }
+
     /// The configuration the many-seed tests run for `seed` with `nodes` nodes: every fault,
-    /// `sync` on even seeds and `mmap` on odd ones, [small snapshots] on every third.
+    /// `sync` on even seeds and `mmap` on odd ones, [small snapshots] on every third, [leader
+    /// cuts] on every fifth.
     ///
     /// [small snapshots]: LogNodeSimConfig::small_snapshots
+    /// [leader cuts]: LogNodeSimConfig::leader_cuts
     pub fn for_seed(nodes: u16, seed: u64) -> LogNodeSimConfig {
         let durability = if seed.is_multiple_of(2) {
             Durability::Sync
@@ -123,6 +149,9 @@ impl LogNodeSimConfig {
         config.faults = LogNodeSimConfig::faults();
         if seed.is_multiple_of(3) {
             config.small_snapshots();
+        }
+        if seed % 5 == 2 {
+            config.leader_cuts();
         }
         config
     }
@@ -164,8 +193,13 @@ pub struct LogNodeSimReport {
     pub partitions: u64,
     /// Wall-clock jumps.
     pub clock_jumps: u64,
+    /// Leaders' cuts (a turn's Proposes lost, a cut-off after the next).
+    pub leader_cuts: u64,
     /// View changes the nodes started.
     pub view_changes: u64,
+    /// Gaps new leaders filled with a no-op (instances no vote of their phase 1 showed, below
+    /// one that did).
+    pub gaps_filled: u64,
     /// Decided requests not executed again (retries agreed twice).
     pub duplicates_skipped: u64,
     /// Snapshots the nodes took (each followed by a truncation of the log).
@@ -212,7 +246,9 @@ impl LogNodeSimReport {
         self.torn_sectors += other.torn_sectors;
         self.partitions += other.partitions;
         self.clock_jumps += other.clock_jumps;
+        self.leader_cuts += other.leader_cuts;
         self.view_changes += other.view_changes;
+        self.gaps_filled += other.gaps_filled;
         self.duplicates_skipped += other.duplicates_skipped;
         self.snapshots_taken += other.snapshots_taken;
         self.snapshots_installed += other.snapshots_installed;
@@ -232,7 +268,7 @@ impl std::fmt::Display for LogNodeSimReport {
             f,
             "ops {} (on counters {}, multi-key {}; ok {}, not applied {}, unknown {}), crashes {} \
              (leader {}, all-node {}, power {}, in flush {}, torn sectors {}), partitions {}, \
-             clock jumps {} (skew up to {} ms), view changes {}, duplicates skipped {}, \
+             clock jumps {} (skew up to {} ms), leader cuts {}, view changes {}, gaps filled {}, duplicates skipped {}, \
              snapshots taken {} (installed {}, restarts from one {}, crashes in a flush \
              writing one {}, power {}), node retries {}, node timeouts {}, batches {}, sim time {} \
              ms, trace {:016x}",
@@ -251,7 +287,9 @@ impl std::fmt::Display for LogNodeSimReport {
             self.partitions,
             self.clock_jumps,
             self.clock_skew_ms_max,
+            self.leader_cuts,
             self.view_changes,
+            self.gaps_filled,
             self.duplicates_skipped,
             self.snapshots_taken,
             self.snapshots_installed,

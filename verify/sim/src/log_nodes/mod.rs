@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hasher;
 
 use logless_multipaxos::config::Config;
-use logless_multipaxos::ids::NodeId;
+use logless_multipaxos::ids::{Instance, NodeId};
 use logless_multipaxos::kv::{Operation, RegisterMachine};
 use logless_multipaxos::message::Message;
 use logless_node::durable_log::DurableLog;
@@ -131,6 +131,9 @@ enum Event {
     },
     Partition,
     ClockJump,
+    /// The leader of the moment is about to lose a Propose and be cut off (see
+    /// [`LogNodeSimConfig::leader_cut_every_us`]).
+    LeaderCut,
 }
 
 /// A turn's outputs, held until its flush ends.
@@ -185,6 +188,23 @@ struct SimNode {
     image: SimDir,
     /// The wall clock's offset from simulated time (ms).
     clock_offset_ms: i64,
+    /// A leader's fault under way: a Propose to lose, or a cut-off to make.
+    leader_cut: Option<LeaderCut>,
+    /// What the node sends is lost until then (simulated µs): a leader's cut-off.
+    sends_cut_until_us: u64,
+}
+
+/// The steps of a leader's cut (see [`LogNodeSimConfig::leader_cut_every_us`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeaderCut {
+    /// The next turn that sends a Propose loses everything it sends.
+    LoseNextPropose,
+    /// Proposes of instances up to `lost` are lost, until a turn proposes a higher instance:
+    /// its other messages are the last that leave for a while.
+    CutOffAfterLaterPropose {
+        /// The highest instance whose Propose was lost.
+        lost: Instance,
+    },
 }
 
 impl SimNode {
@@ -265,6 +285,7 @@ impl LogNodeCluster {
             (f.crash_every_us, Event::Crash),
             (f.partition_every_us, Event::Partition),
             (f.clock_jump_every_us, Event::ClockJump),
+            (cluster.config.leader_cut_every_us, Event::LeaderCut),
         ] {
             if every_us > 0 {
                 let at = cluster.exp(every_us);
@@ -408,7 +429,9 @@ impl LogNodeCluster {
     /// Adds a node's figures to the report, when it crashes or at the end; a decision that
     /// contradicted one the node already knew (two values chosen in one instance) is a failure.
     fn add_figures(&mut self, node: NodeId, core: &LogCore<AnswerTo, SimDir>) {
-        let conflicts = core.replica().stats().conflicting_decisions;
+        let stats = core.replica().stats();
+        self.report.gaps_filled += stats.noops_proposed;
+        let conflicts = stats.conflicting_decisions;
         if conflicts > 0 {
             self.report.failures.push(format!(
                 "node {}: {conflicts} decisions contradicted one already known",
@@ -578,8 +601,16 @@ impl LogNodeCluster {
         } else {
             0
         };
-        for (to, messages) in held.sends {
+        let mut sends = held.sends;
+        let cut_off = self.faults_active
+            && self.nodes[&node].leader_cut.is_some()
+            && self.leader_cut_step(node, &mut sends);
+        for (to, messages) in sends {
             self.send(node, to, messages);
+        }
+        if cut_off {
+            let until = self.events.now_us() + self.config.leader_cut_off_us;
+            self.nodes.get_mut(&node).expect("node").sends_cut_until_us = until;
         }
         for (to, answer) in held.answers {
             let answer = Box::new(answer);
@@ -594,7 +625,9 @@ impl LogNodeCluster {
         let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
         let seq = self.links.entry((from, to)).or_default().send(connection);
         let f = &self.config.faults;
-        if self.faults_active && (self.cut.contains(&(from, to)) || self.rng.random_bool(f.loss)) {
+        let cut = self.cut.contains(&(from, to))
+            || self.events.now_us() < self.nodes[&from].sends_cut_until_us;
+        if self.faults_active && (cut || self.rng.random_bool(f.loss)) {
             return;
         }
         let copies = if self.faults_active && self.rng.random_bool(f.duplicate) {
@@ -732,6 +765,7 @@ impl LogNodeCluster {
         n.wake_at_us = None;
         n.crash_point_armed = false;
         n.flush_crash = None;
+        n.leader_cut = None;
         self.add_figures(node, &core);
         self.report.crashes += 1;
         self.report.leader_kills += u64::from(leader);
@@ -766,6 +800,56 @@ impl LogNodeCluster {
         }
     }
 
+    /// Starts a leader's cut on the leader of the moment.
+    fn leader_cut(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let next = self.exp(self.config.leader_cut_every_us);
+        self.events.schedule(next, Event::LeaderCut);
+        if let Some(node) = self.ids().into_iter().find(|&n| self.is_leader(n)) {
+            let n = self.nodes.get_mut(&node).expect("node");
+            n.leader_cut.get_or_insert(LeaderCut::LoseNextPropose);
+        }
+    }
+
+    /// Moves a leader's cut on by one turn of `node` that sends `sends`, removing what is lost;
+    /// whether the node is cut off once they have left.
+    fn leader_cut_step(&mut self, node: NodeId, sends: &mut Vec<(NodeId, Vec<Message>)>) -> bool {
+        let proposed = (sends.iter().flat_map(|(_, messages)| messages)).filter_map(|m| match m {
+            Message::Propose { instance, .. } => Some(*instance),
+            _ => None,
+        });
+        let Some(highest) = proposed.max() else {
+            return false;
+        };
+        let n = self.nodes.get_mut(&node).expect("node");
+        match n.leader_cut {
+            Some(LeaderCut::LoseNextPropose) => {
+                n.leader_cut = Some(LeaderCut::CutOffAfterLaterPropose { lost: highest });
+                self.report.leader_cuts += 1;
+                sends.clear();
+                false
+            }
+            Some(LeaderCut::CutOffAfterLaterPropose { lost }) => {
+                // Proposes of the lost instances sent again are lost again (a connection that
+                // breaks before them): what the others leave with is what they saw.
+                for (_, messages) in sends.iter_mut() {
+                    messages.retain(
+                        |m| !matches!(m, Message::Propose { instance, .. } if *instance <= lost),
+                    );
+                }
+                sends.retain(|(_, messages)| !messages.is_empty());
+                let later = highest > lost;
+                if later {
+                    n.leader_cut = None;
+                }
+                later
+            }
+            None => false,
+        }
+    }
+
     fn clock_jump(&mut self) {
         if !self.faults_active {
             return;
@@ -786,6 +870,8 @@ impl LogNodeCluster {
         for node in self.ids() {
             let n = self.nodes.get_mut(&node).expect("node");
             n.flush_crash = None;
+            n.sends_cut_until_us = 0;
+            n.leader_cut = None;
             if !n.up() {
                 self.start_node(node);
             }
@@ -897,6 +983,7 @@ impl LogNodeCluster {
             }
             Event::Partition => self.partition(),
             Event::ClockJump => self.clock_jump(),
+            Event::LeaderCut => self.leader_cut(),
         }
     }
 }
