@@ -10,7 +10,10 @@
 //!   inputs arriving meanwhile wait, and the turn's messages and answers leave when the flush
 //!   ends (persist before send).
 //! * **Network.** One TCP-like [`Link`] per directed pair of nodes; batches are lost,
-//!   duplicated, delayed and reordered; partitions cut a node off one way or both ways.
+//!   duplicated, delayed and reordered; partitions cut a node off one way or both ways. In
+//!   some runs a leader's cut: the leader loses one turn's Proposes and is cut off just after
+//!   a later Propose left (see [`LogNodeSimConfig::leader_cut_every_us`]), so that the next
+//!   leader's phase 1 finds a gap to fill.
 //! * **Crashes.** A crash (half the time of the leader of the moment, sometimes of every node)
 //!   may land inside a flush (with a run's small snapshot policy, sometimes one that writes a
 //!   snapshot file), at a crash point among the directory's operations. In `sync`
