@@ -164,7 +164,12 @@ fn a_proposal_of_a_stale_view_taken_is_caught() {
         accept_stale_proposals: true,
         ..InjectedBugs::default()
     };
-    let failure = first_failure(bugs, 200, busy_and_lossy);
+    // Caught at seed 69 of 200, one of the small snapshots' seeds: with their snapshot policy
+    // its trace is another, and no seed of the 200 catches it.
+    let failure = first_failure(bugs, 200, |config| {
+        busy_and_lossy(config);
+        usual_snapshots(config);
+    });
     assert!(
         failure.contains("not linearizable")
             || failure.contains("differ")
@@ -203,6 +208,14 @@ fn gaps_left_without_a_noop_are_caught() {
     let failure = first_failure(bugs, 200, LogNodeSimConfig::leader_cuts);
     // The gap stops execution for good: an operation after healing is not acknowledged.
     assert!(failure.contains("not acknowledged"), "{failure}");
+}
+
+/// The snapshot policy of the seeds without small snapshots.
+fn usual_snapshots(config: &mut LogNodeSimConfig) {
+    let usual = LogNodeSimConfig::new(config.nodes, config.seed, config.durability);
+    config.snapshot_log_bytes_min = usual.snapshot_log_bytes_min;
+    config.snapshot_ratio_percent = usual.snapshot_ratio_percent;
+    config.snapshot_flush_crash_share = usual.snapshot_flush_crash_share;
 }
 
 /// Many clients without think time on a lossier network, leaders killed more often.
