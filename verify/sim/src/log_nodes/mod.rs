@@ -10,13 +10,20 @@
 //!   inputs arriving meanwhile wait, and the turn's messages and answers leave when the flush
 //!   ends (persist before send).
 //! * **Network.** One TCP-like [`Link`] per directed pair of nodes; batches are lost,
-//!   duplicated, delayed and reordered; partitions cut a node off one way or both ways.
+//!   duplicated, delayed and reordered; partitions cut a node off one way or both ways. In
+//!   some runs a leader's cut: the leader loses one turn's Proposes and is cut off just after
+//!   a later Propose left (see [`LogNodeSimConfig::leader_cut_every_us`]), so that the next
+//!   leader's phase 1 finds a gap to fill.
 //! * **Crashes.** A crash (half the time of the leader of the moment, sometimes of every node)
-//!   may land inside a flush, at a crash point among the directory's operations. In `sync`
+//!   may land inside a flush (with a run's small snapshot policy, sometimes one that writes a
+//!   snapshot file), at a crash point among the directory's operations. In `sync`
 //!   mode it is a process crash or a power failure: the unsynced directory operations kept up
 //!   to some point, any subset of the unpersisted sectors, one more torn on a word boundary.
 //!   In `mmap` mode it is a process crash. A node restarts from that image as a new
-//!   incarnation (new client ids), replaying its log.
+//!   incarnation (new client ids), loading its newest snapshot and replaying its log.
+//! * **Snapshots.** The engine's snapshot policy is the run's: a few hundred bytes of log
+//!   between snapshots on a third of the seeds, so that logs are truncated and a replica back
+//!   from a crash or a partition catches up from another's snapshot.
 //! * **Clients.** Each speaks Redis to one node through the node's session (MULTI/EXEC
 //!   included) and the node's mapping of its steps to log operations
 //!   ([`logless_node::log_ops`]); its answers come back as the node shows them, and TRYAGAIN
@@ -35,7 +42,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hasher;
 
 use logless_multipaxos::config::Config;
-use logless_multipaxos::ids::NodeId;
+use logless_multipaxos::ids::{Instance, NodeId};
 use logless_multipaxos::kv::{Operation, RegisterMachine};
 use logless_multipaxos::message::Message;
 use logless_node::durable_log::DurableLog;
@@ -127,6 +134,9 @@ enum Event {
     },
     Partition,
     ClockJump,
+    /// The leader of the moment is about to lose a Propose and be cut off (see
+    /// [`LogNodeSimConfig::leader_cut_every_us`]).
+    LeaderCut,
 }
 
 /// A turn's outputs, held until its flush ends.
@@ -152,6 +162,15 @@ impl LogOutlet<AnswerTo> for Held {
     }
 }
 
+/// Which flush of a node a crash waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FlushCrash {
+    /// The next that writes anything.
+    Any,
+    /// The next that writes a snapshot file.
+    Snapshot,
+}
+
 #[derive(Default)]
 struct SimNode {
     core: Option<LogCore<AnswerTo, SimDir>>,
@@ -163,12 +182,32 @@ struct SimNode {
     wake_at_us: Option<u64>,
     /// Whether the turn being flushed froze its directory at a crash point.
     crash_point_armed: bool,
-    /// A crash waits for this node's next flush, to land inside it.
-    crash_in_next_flush: bool,
+    /// A crash waits for this node's next flush (or the next that writes a snapshot), to land
+    /// inside it.
+    flush_crash: Option<FlushCrash>,
+    /// Whether the turn being flushed wrote a snapshot file.
+    flush_writes_snapshot: bool,
     /// The directory the node restarts from.
     image: SimDir,
     /// The wall clock's offset from simulated time (ms).
     clock_offset_ms: i64,
+    /// A leader's fault under way: a Propose to lose, or a cut-off to make.
+    leader_cut: Option<LeaderCut>,
+    /// What the node sends is lost until then (simulated µs): a leader's cut-off.
+    sends_cut_until_us: u64,
+}
+
+/// The steps of a leader's cut (see [`LogNodeSimConfig::leader_cut_every_us`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeaderCut {
+    /// The next turn that sends a Propose loses everything it sends.
+    LoseNextPropose,
+    /// Proposes of instances up to `lost` are lost, until a turn proposes a higher instance:
+    /// its other messages are the last that leave for a while.
+    CutOffAfterLaterPropose {
+        /// The highest instance whose Propose was lost.
+        lost: Instance,
+    },
 }
 
 impl SimNode {
@@ -188,6 +227,10 @@ const INPUTS_PER_TURN_MAX: usize = 4096;
 /// How long the healed cluster may take after the liveness phase until every replica has
 /// executed as far as the others (a lagging one catches up from a heartbeat's news).
 const SETTLE_US_MAX: u64 = 3_000_000;
+/// The most directory operations of a turn that writes a snapshot (its records, their persist,
+/// the snapshot file's creation, writes, persist, rename and sync, the truncation): a crash
+/// waiting for such a turn lands among the first this many.
+const SNAPSHOT_TURN_OPS: usize = 32;
 /// The states each checker may visit for one key (per-key) or one history (atomicity).
 const CHECK_STATES_MAX: usize = 2_000_000;
 
@@ -245,6 +288,7 @@ impl LogNodeCluster {
             (f.crash_every_us, Event::Crash),
             (f.partition_every_us, Event::Partition),
             (f.clock_jump_every_us, Event::ClockJump),
+            (cluster.config.leader_cut_every_us, Event::LeaderCut),
         ] {
             if every_us > 0 {
                 let at = cluster.exp(every_us);
@@ -388,7 +432,9 @@ impl LogNodeCluster {
     /// Adds a node's figures to the report, when it crashes or at the end; a decision that
     /// contradicted one the node already knew (two values chosen in one instance) is a failure.
     fn add_figures(&mut self, node: NodeId, core: &LogCore<AnswerTo, SimDir>) {
-        let conflicts = core.replica().stats().conflicting_decisions;
+        let stats = core.replica().stats();
+        self.report.gaps_filled += stats.noops_proposed;
+        let conflicts = stats.conflicting_decisions;
         if conflicts > 0 {
             self.report.failures.push(format!(
                 "node {}: {conflicts} decisions contradicted one already known",
@@ -401,6 +447,7 @@ impl LogNodeCluster {
     fn add_status(&mut self, status: &LogStatus) {
         self.report.view_changes += status.view_changes;
         self.report.duplicates_skipped += status.duplicates_skipped;
+        self.report.snapshots_taken += status.snapshots_taken;
         self.report.snapshots_installed += status.snapshots_installed;
         self.report.retried += status.retried;
         self.report.timed_out += status.timed_out;
@@ -408,11 +455,12 @@ impl LogNodeCluster {
 
     // ---- nodes -------------------------------------------------------------------------
 
-    /// The engine's configuration on a node: the node's defaults, with snapshots taken
-    /// after 16 KiB of log (not 1 MiB), so that short runs truncate and catch up by snapshot.
+    /// The engine's configuration on a node: the node's defaults, with the run's snapshot
+    /// policy.
     fn engine_config(&self, me: NodeId) -> Config {
         let mut config = Config::new(self.ids(), me);
-        config.snapshot_log_bytes_min = 16 * 1024;
+        config.snapshot_log_bytes_min = self.config.snapshot_log_bytes_min;
+        config.snapshot_ratio_percent = self.config.snapshot_ratio_percent;
         config.bugs = self.config.bugs;
         config
     }
@@ -437,6 +485,8 @@ impl LogNodeCluster {
         n.incarnation += 1;
         match DurableLog::open_on(std::mem::take(&mut n.image), options) {
             Ok(opened) => {
+                let from_snapshot = opened.durable.snapshot.is_some();
+                self.report.restarts_from_snapshot += u64::from(from_snapshot);
                 n.core = Some(LogCore::recover(
                     config,
                     RegisterMachine::default(),
@@ -482,19 +532,25 @@ impl LogNodeCluster {
         let now_us = self.events.now_us();
         let wall_ms = self.wall_ms(node);
         let flush_us = self.config.flush_us;
-        // A turn that writes does a few operations: its records, their persist, a roll.
-        let crash_at_op = self.rng.random_range(0..4usize);
+        // A turn that writes does a few operations: its records, their persist, a roll; one
+        // that writes a snapshot many more.
+        let flush_crash = self.nodes[&node].flush_crash;
+        let crash_at_op = if flush_crash == Some(FlushCrash::Snapshot) {
+            self.rng.random_range(0..SNAPSHOT_TURN_OPS)
+        } else {
+            self.rng.random_range(0..4usize)
+        };
         let n = self.nodes.get_mut(&node).expect("node");
         n.wake_at_us = None;
         let Some(core) = n.core.as_mut() else {
             return;
         };
         core.start_turn(wall_ms, now_us);
+        let snapshots = snapshots_written(core);
         n.held.now_us = now_us;
         let skew_us = (core.now_ms() * 1000).abs_diff(WALL_START_MS * 1000 + now_us);
         self.skew_us_max = self.skew_us_max.max(skew_us);
-        let crash_in_flush = n.crash_in_next_flush;
-        if crash_in_flush {
+        if flush_crash.is_some() {
             core.log_mut().dir_mut().arm_crash_point(crash_at_op);
         }
         for _ in 0..INPUTS_PER_TURN_MAX {
@@ -513,14 +569,20 @@ impl LogNodeCluster {
         }
         let wrote = core.log().segment_log().dir().ops() > ops;
         n.busy = true;
-        n.crash_point_armed = crash_in_flush && wrote;
+        n.flush_writes_snapshot = snapshots_written(core) > snapshots;
+        let crashes = match flush_crash {
+            Some(FlushCrash::Any) => wrote,
+            Some(FlushCrash::Snapshot) => n.flush_writes_snapshot,
+            None => false,
+        };
+        n.crash_point_armed = crashes;
         let incarnation = n.incarnation;
-        if crash_in_flush && wrote {
-            n.crash_in_next_flush = false;
+        if crashes {
+            n.flush_crash = None;
             let at = self.rng.random_range(0..flush_us);
             self.events
                 .schedule(at, Event::CrashInFlush { node, incarnation });
-        } else if crash_in_flush {
+        } else if flush_crash.is_some() {
             core.log_mut().dir_mut().disarm_crash_point();
         }
         let done = Event::TurnDone { node, incarnation };
@@ -542,8 +604,16 @@ impl LogNodeCluster {
         } else {
             0
         };
-        for (to, messages) in held.sends {
+        let mut sends = held.sends;
+        let cut_off = self.faults_active
+            && self.nodes[&node].leader_cut.is_some()
+            && self.leader_cut_step(node, &mut sends);
+        for (to, messages) in sends {
             self.send(node, to, messages);
+        }
+        if cut_off {
+            let until = self.events.now_us() + self.config.leader_cut_off_us;
+            self.nodes.get_mut(&node).expect("node").sends_cut_until_us = until;
         }
         for (to, answer) in held.answers {
             let answer = Box::new(answer);
@@ -558,7 +628,9 @@ impl LogNodeCluster {
         let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
         let seq = self.links.entry((from, to)).or_default().send(connection);
         let f = &self.config.faults;
-        if self.faults_active && (self.cut.contains(&(from, to)) || self.rng.random_bool(f.loss)) {
+        let cut = self.cut.contains(&(from, to))
+            || self.events.now_us() < self.nodes[&from].sends_cut_until_us;
+        if self.faults_active && (cut || self.rng.random_bool(f.loss)) {
             return;
         }
         let copies = if self.faults_active && self.rng.random_bool(f.duplicate) {
@@ -638,7 +710,13 @@ impl LogNodeCluster {
             return;
         }
         if self.rng.random_bool(0.5) {
-            self.nodes.get_mut(&node).expect("node").crash_in_next_flush = true;
+            let share = self.config.snapshot_flush_crash_share;
+            let flush_crash = if share > 0.0 && self.rng.random_bool(share) {
+                FlushCrash::Snapshot
+            } else {
+                FlushCrash::Any
+            };
+            self.nodes.get_mut(&node).expect("node").flush_crash = Some(flush_crash);
         } else {
             let power = self.power_failure();
             self.crash_node(node, power);
@@ -669,6 +747,7 @@ impl LogNodeCluster {
             return;
         };
         let in_flush = n.busy;
+        let in_snapshot_flush = in_flush && n.flush_writes_snapshot;
         let crash = core.log().segment_log().dir().at_crash();
         n.image = if power {
             let dirty = crash.dirty_sectors();
@@ -688,12 +767,15 @@ impl LogNodeCluster {
         n.held = Held::default();
         n.wake_at_us = None;
         n.crash_point_armed = false;
-        n.crash_in_next_flush = false;
+        n.flush_crash = None;
+        n.leader_cut = None;
         self.add_figures(node, &core);
         self.report.crashes += 1;
         self.report.leader_kills += u64::from(leader);
         self.report.power_failures += u64::from(power);
         self.report.crashes_in_flush += u64::from(in_flush);
+        self.report.crashes_in_snapshot_flush += u64::from(in_snapshot_flush);
+        self.report.power_failures_in_snapshot_flush += u64::from(in_snapshot_flush && power);
         self.connections_lost(node);
         let down_us = self.config.faults.down_us;
         self.events.schedule(down_us, Event::Restart { node });
@@ -721,6 +803,56 @@ impl LogNodeCluster {
         }
     }
 
+    /// Starts a leader's cut on the leader of the moment.
+    fn leader_cut(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let next = self.exp(self.config.leader_cut_every_us);
+        self.events.schedule(next, Event::LeaderCut);
+        if let Some(node) = self.ids().into_iter().find(|&n| self.is_leader(n)) {
+            let n = self.nodes.get_mut(&node).expect("node");
+            n.leader_cut.get_or_insert(LeaderCut::LoseNextPropose);
+        }
+    }
+
+    /// Moves a leader's cut on by one turn of `node` that sends `sends`, removing what is lost;
+    /// whether the node is cut off once they have left.
+    fn leader_cut_step(&mut self, node: NodeId, sends: &mut Vec<(NodeId, Vec<Message>)>) -> bool {
+        let proposed = (sends.iter().flat_map(|(_, messages)| messages)).filter_map(|m| match m {
+            Message::Propose { instance, .. } => Some(*instance),
+            _ => None,
+        });
+        let Some(highest) = proposed.max() else {
+            return false;
+        };
+        let n = self.nodes.get_mut(&node).expect("node");
+        match n.leader_cut {
+            Some(LeaderCut::LoseNextPropose) => {
+                n.leader_cut = Some(LeaderCut::CutOffAfterLaterPropose { lost: highest });
+                self.report.leader_cuts += 1;
+                sends.clear();
+                false
+            }
+            Some(LeaderCut::CutOffAfterLaterPropose { lost }) => {
+                // Proposes of the lost instances sent again are lost again (a connection that
+                // breaks before them): what the others leave with is what they saw.
+                for (_, messages) in sends.iter_mut() {
+                    messages.retain(
+                        |m| !matches!(m, Message::Propose { instance, .. } if *instance <= lost),
+                    );
+                }
+                sends.retain(|(_, messages)| !messages.is_empty());
+                let later = highest > lost;
+                if later {
+                    n.leader_cut = None;
+                }
+                later
+            }
+            None => false,
+        }
+    }
+
     fn clock_jump(&mut self) {
         if !self.faults_active {
             return;
@@ -740,7 +872,9 @@ impl LogNodeCluster {
         self.cut.clear();
         for node in self.ids() {
             let n = self.nodes.get_mut(&node).expect("node");
-            n.crash_in_next_flush = false;
+            n.flush_crash = None;
+            n.sends_cut_until_us = 0;
+            n.leader_cut = None;
             if !n.up() {
                 self.start_node(node);
             }
@@ -852,6 +986,13 @@ impl LogNodeCluster {
             }
             Event::Partition => self.partition(),
             Event::ClockJump => self.clock_jump(),
+            Event::LeaderCut => self.leader_cut(),
         }
     }
+}
+
+/// Snapshots a node's replica has written (taken or installed).
+fn snapshots_written(core: &LogCore<AnswerTo, SimDir>) -> u64 {
+    let stats = core.replica().stats();
+    stats.snapshots_taken + stats.snapshots_installed
 }
