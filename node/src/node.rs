@@ -628,7 +628,8 @@ fn log_options(
     options.record_bytes_max = options
         .record_bytes_max
         .max(batch_bytes_max + 2 * config.value_bytes_max + (1 << 20));
-    options.segment_bytes = options.segment_bytes.max(2 * options.record_bytes_max);
+    let segment_bytes = usize::try_from(config.multipaxos.segment_bytes).unwrap_or(usize::MAX);
+    options.segment_bytes = segment_bytes.max(2 * options.record_bytes_max);
     options
 }
 

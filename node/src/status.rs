@@ -611,6 +611,24 @@ pub fn log_figures(log: &LogStatus) -> Vec<LogFigure> {
             int(log.flushes),
             true,
         ),
+        figure(
+            "space_short",
+            "1 while the disk has no space for the log (the replica is paused).",
+            i64::from(log.space_short),
+            false,
+        ),
+        figure(
+            "space_shortages_total",
+            "Times the disk ran out of space for the log.",
+            int(log.space_shortages),
+            true,
+        ),
+        figure(
+            "operations_refused_for_space_total",
+            "Client operations refused because the disk had no space for the log.",
+            int(log.refused_for_space),
+            true,
+        ),
     ]
 }
 
