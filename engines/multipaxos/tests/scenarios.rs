@@ -850,11 +850,7 @@ fn section_5c_a_restarted_follower_recovers_from_a_majority_with_the_leader_then
     net.submit(B, request(2, 1));
     net.submit(A, request(1, 5));
     net.run(c_cut);
-    assert_eq!(
-        net.history(B),
-        ["c1#1"],
-        "caught up to the decided instance only"
-    );
+    assert!(net.history(B).is_empty());
     assert_eq!(net.replica(B).last_instance(), None);
     // C is back: Recovery goes again, and B catches up from C (not the leader).
     let since = net.sent.len();
