@@ -75,11 +75,11 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use logless_multipaxos::config::Config;
-use logless_multipaxos::ids::{Instance, NodeId, View};
+use logless_multipaxos::ids::{Epoch, Instance, NodeId, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Message;
 use logless_multipaxos::persist::{Durable, LogStore};
-use logless_multipaxos::replica::Replica;
+use logless_multipaxos::replica::{Replica, Status};
 use logless_redis::session::Failure;
 use logless_storage::{Dir, FsDir, StoreError};
 use rustc_hash::FxHashMap;
@@ -167,6 +167,8 @@ pub struct LogStatus {
     pub space_short: bool,
     /// Operations refused because the disk had no space for the log.
     pub refused_for_space: u64,
+    /// Whether the replica rejoins after a lost disk and has not recovered yet.
+    pub rejoining: bool,
     /// Times the disk ran out of space for the log.
     pub space_shortages: u64,
 }
@@ -285,9 +287,25 @@ impl<R, D: Dir> LogCore<R, D> {
         &mut self.log
     }
 
+    /// Makes the replica rejoin after a lost disk ([`Replica::start_rejoin`], in attempt
+    /// `incarnation`): until it has recovered, operations are answered "not applied" at once.
+    pub fn start_rejoin(&mut self, incarnation: u32) {
+        self.replica
+            .start_rejoin(self.now_ms, Epoch(u64::from(incarnation)));
+    }
+
+    /// Whether the replica is rejoining after a lost disk and has not recovered yet.
+    pub fn rejoining(&self) -> bool {
+        self.replica.status() != Status::Serving
+    }
+
     /// Takes a client operation; its answer goes to `reply`.
     pub fn submit(&mut self, operation: &Operation, reply: R) {
         let name = operation.name();
+        if self.rejoining() {
+            self.refused.push((reply, name, Failure::NotApplied));
+            return;
+        }
         if self.next_space_probe_ms.is_some() {
             self.refused_for_space += 1;
             self.refused.push((reply, name, Failure::LogFull));
@@ -411,6 +429,7 @@ impl<R, D: Dir> LogCore<R, D> {
         for (reply, name, failure) in std::mem::take(&mut self.refused) {
             let outcome = match failure {
                 Failure::LogFull => "disk_full",
+                Failure::NotApplied => "not_applied",
                 _ => "overloaded",
             };
             self.count(name, outcome, 0);
@@ -545,6 +564,7 @@ impl<R, D: Dir> LogCore<R, D> {
             space_short: self.next_space_probe_ms.is_some(),
             refused_for_space: self.refused_for_space,
             space_shortages: self.space_shortages,
+            rejoining: self.rejoining(),
         }
     }
 

@@ -230,10 +230,11 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         )
         .into());
     }
-    if config.rejoin && config.engine != Engine::Rmw {
+    if config.rejoin && config.engine == Engine::Psmr {
         return Err(OpenError::Identity(format!(
-            "--rejoin recovers the per-key engine's registers; the {} engine cannot rejoin \
-             after a lost disk yet (start it on a fresh cluster, or restore its directory)",
+            "--rejoin recovers the per-key and the log engine's state; the {} engine cannot \
+             rejoin after a lost disk yet (start it on a fresh cluster, or restore its \
+             directory)",
             config.engine
         ))
         .into());
@@ -388,7 +389,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         Engine::Multipaxos => Some(start_log(
             &config,
             bugs.log,
-            identity.incarnation,
+            &identity,
             durability,
             &transport,
             &peer_counters,
@@ -536,13 +537,17 @@ fn spawn_loop(
     })
 }
 
+/// The file in the log's directory that says a rejoin after a lost disk completed: the log
+/// holds a state recovered from the others, and later starts replay it as usual.
+const REJOINED_MARKER: &str = "rejoined";
+
 /// Opens the log engine's durable log in the data directory's `log` and builds its loop, with a
 /// link to every peer (the transport's shard 0 of 1).
 #[allow(clippy::too_many_arguments)]
 fn start_log(
     config: &NodeConfig,
     bugs: LogBugs,
-    incarnation: u32,
+    identity: &store::Identity,
     durability: logless_storage::Durability,
     transport: &peer::Identity,
     counters: &Arc<PeerCounters>,
@@ -565,7 +570,8 @@ fn start_log(
     }
     let machine = logless_multipaxos::kv::RegisterMachine::new(config.command_limits());
     let started = Instant::now();
-    let core = LogCore::recover(
+    let incarnation = identity.incarnation;
+    let mut core = LogCore::recover(
         engine,
         machine,
         &opened.durable,
@@ -585,9 +591,24 @@ fn start_log(
         keys = status.keys,
         "recovered the log"
     );
+    // A rejoining directory rejoins at every start until one rejoin completed (the marker).
+    let rejoined = path.join(REJOINED_MARKER);
+    let rejoin = identity.rejoining && !rejoined.exists();
+    if rejoin {
+        core.start_rejoin(incarnation);
+        warn!(
+            incarnation,
+            "rejoining after a lost disk: the log votes and serves nothing until every other \
+             replica answered and it caught up (docs/lost-disk.md)"
+        );
+    }
     let (tx, rx) = mpsc::channel(SHARD_QUEUE);
     let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);
-    Ok((tx.clone(), LogLoop::new(core, rx, links, started)))
+    let mut log_loop = LogLoop::new(core, rx, links, started);
+    if rejoin {
+        log_loop.mark_rejoined_at(rejoined);
+    }
+    Ok((tx.clone(), log_loop))
 }
 
 /// The links of an engine with one event loop (the log's, psmr's) to every peer: the

@@ -624,6 +624,12 @@ pub fn log_figures(log: &LogStatus) -> Vec<LogFigure> {
             true,
         ),
         figure(
+            "rejoining",
+            "1 while this replica rejoins after a lost disk and has not recovered yet.",
+            i64::from(log.rejoining),
+            false,
+        ),
+        figure(
             "operations_refused_for_space_total",
             "Client operations refused because the disk had no space for the log.",
             int(log.refused_for_space),
