@@ -388,6 +388,13 @@ impl<M: Media> ShardStore<M> {
             })
     }
 
+    /// Whether less than one append chunk of room is left past the slots in use: the next new
+    /// register may need the file to grow (free slots of its size class aside).
+    pub fn room_low(&self) -> bool {
+        let room = (self.slots.media().len() as u64).saturating_sub(self.slots.end_bytes());
+        room < self.slots.options().append_chunk_bytes as u64
+    }
+
     /// Whether the disk has room again after it was full: grows the slot file by one append
     /// chunk if it can (later appends use that room). An error other than a full disk is
     /// returned: the store failed.

@@ -461,6 +461,7 @@ impl<R, M: Media> ShardCore<R, M> {
             for envelope in released.drain(..) {
                 self.route(envelope);
             }
+            self.reserve_room()?;
         }
         for (to, messages) in &mut self.outgoing {
             if !messages.is_empty() {
@@ -504,6 +505,23 @@ impl<R, M: Media> ShardCore<R, M> {
             replies: output.replies,
             timers: output.timers,
         });
+        Ok(())
+    }
+
+    /// Grows the slot file ahead of need once less than one append chunk of room is left, so
+    /// that a full disk is found before a write needs the room: from then on writes of
+    /// registers this replica does not hold are refused at once ("disk full", not applied)
+    /// instead of being proposed to acceptors that cannot store them, which the proposer would
+    /// wait for until its timeout ("outcome unknown"). The room left serves the registers
+    /// already proposed. An error other than a full disk is the store's failure.
+    fn reserve_room(&mut self) -> Result<(), StoreError> {
+        if self.disk_full || !self.store.room_low() {
+            return Ok(());
+        }
+        if !self.store.space_returned()? {
+            self.disk_full = true;
+            self.disk_recheck_ms = self.now_ms + DISK_FULL_RECHECK_MS;
+        }
         Ok(())
     }
 
