@@ -274,7 +274,7 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
     );
     counter(
         "logless_writes_refused_for_space_total",
-        "Acceptor state writes the store refused because the disk was full.",
+        "Writes refused because the disk was full: by the store, or at once once it was found full.",
         t.writes_refused_for_space,
     );
     let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);

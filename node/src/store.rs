@@ -388,11 +388,13 @@ impl<M: Media> ShardStore<M> {
             })
     }
 
-    /// Whether less than one append chunk of room is left past the slots in use: the next new
-    /// register may need the file to grow (free slots of its size class aside).
-    pub fn room_low(&self) -> bool {
-        let room = (self.slots.media().len() as u64).saturating_sub(self.slots.end_bytes());
-        room < self.slots.options().append_chunk_bytes as u64
+    /// Whether the slot file may soon need to grow and the disk has no room for it: less than
+    /// one append chunk is left past the slots in use, and the disk has less than a chunk free
+    /// ([`Media::has_room`], a hint). Changes nothing.
+    pub fn short_of_room(&self) -> bool {
+        let chunk = self.slots.options().append_chunk_bytes;
+        let room = self.slots.media().len() as u64 - self.slots.end_bytes();
+        room < chunk as u64 && !self.slots.media().has_room(chunk)
     }
 
     /// Whether the disk has room again after it was full: grows the slot file by one append
