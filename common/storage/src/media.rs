@@ -599,11 +599,6 @@ impl Media for SimMedia {
         self.now.live.len()
     }
 
-    fn has_room(&self, bytes: usize) -> bool {
-        self.capacity_bytes
-            .is_none_or(|capacity| self.len() + bytes <= capacity)
-    }
-
     fn grow(&mut self, len_bytes: usize) -> Result<(), StoreError> {
         self.tick();
         if self
