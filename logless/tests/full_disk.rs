@@ -4,9 +4,15 @@
 //! not). A filler file takes part of the space; deleting it (when the test creates a trigger
 //! file) gives space back.
 //!
-//! Checked: new keys are refused with `MISCONF disk full` once the slot files cannot grow; no
-//! replica exits; every acknowledged write reads back; writes to existing keys go on; and once
-//! space returns, new keys are written again without a restart.
+//! Checked, per-key engine: new keys are refused with `MISCONF disk full` once the slot files
+//! cannot grow; no replica exits; every acknowledged write reads back; writes to existing keys
+//! go on; and once space returns, new keys are written again without a restart.
+//!
+//! Checked, log engine (`--engine multipaxos`): a replica whose log cannot grow pauses and
+//! answers every command `MISCONF disk full … for its log` at once, while the others go on
+//! serving reads and writes; a whole cluster out of space refuses everything and loses nothing
+//! acknowledged; no replica exits; once space returns every replica goes on by itself and has
+//! every acknowledged write.
 mod common;
 
 use std::path::Path;
@@ -19,6 +25,12 @@ use common::{Cluster, ServerSpec, Wrap};
 const TMPFS_BYTES: usize = 1536 * 1024;
 /// The filler file that takes part of it until the trigger appears.
 const FILLER_BYTES: usize = 640 * 1024;
+/// The tmpfs of each log-engine replica: room for one 8 MiB log segment (the smallest the log
+/// takes with the default value limit) and some snapshots beside the filler, not for a second
+/// segment.
+const LOG_TMPFS_BYTES: usize = 24 << 20;
+/// The filler file of a log-engine replica's tmpfs.
+const LOG_FILLER_BYTES: usize = 12 << 20;
 /// Each value written.
 const VALUE_BYTES: usize = 2048;
 
@@ -32,14 +44,28 @@ fn namespaces_allowed() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Runs a replica inside its own namespaces, its data directory a tmpfs with a filler file
-/// that is removed once `trigger` exists.
-fn in_a_small_tmpfs(trigger: &Path) -> Wrap {
+/// Runs a replica inside its own namespaces, its data directory a tmpfs of `tmpfs_bytes` with a
+/// filler file of `filler_bytes` that is removed once `trigger` exists. With `only`, only that
+/// node runs so; the others run as usual.
+fn in_a_small_tmpfs(
+    trigger: &Path,
+    tmpfs_bytes: usize,
+    filler_bytes: usize,
+    only: Option<u16>,
+) -> Wrap {
     let trigger = trigger.to_path_buf();
     Box::new(move |spec: &ServerSpec, binary: &Path| {
+        if only.is_some_and(|node| node != spec.node_id) {
+            let mut command = Command::new(binary);
+            command
+                .args(spec.command_line())
+                .env("NO_COLOR", "1")
+                .stdin(std::process::Stdio::null());
+            return command;
+        }
         let script = format!(
-            "mkdir -p \"$DIR\" && mount -t tmpfs -o size={TMPFS_BYTES} tmpfs \"$DIR\" || exit 1\n\
-             fallocate -l {FILLER_BYTES} \"$DIR/filler\" || exit 1\n\
+            "mkdir -p \"$DIR\" && mount -t tmpfs -o size={tmpfs_bytes} tmpfs \"$DIR\" || exit 1\n\
+             fallocate -l {filler_bytes} \"$DIR/filler\" || exit 1\n\
              (while [ ! -e \"$TRIGGER\" ] && kill -0 $$ 2>/dev/null; do sleep 0.1; done\n\
               rm -f \"$DIR/filler\") &\n\
              exec \"$@\""
@@ -65,14 +91,22 @@ fn value(i: usize, generation: char) -> String {
     format!("{i}:{}", generation.to_string().repeat(VALUE_BYTES))
 }
 
+/// Whether the test can run here; says why not when it cannot.
+fn runnable() -> bool {
+    if namespaces_allowed() {
+        return true;
+    }
+    eprintln!(
+        "SKIPPED: this machine does not let an unprivileged process mount a tmpfs in a user \
+         and mount namespace (unshare -rm); the full-disk behaviour is covered by the \
+         simulation (verify/sim, full_disks_*) and the storage tests"
+    );
+    false
+}
+
 #[test]
 fn a_full_disk_refuses_new_keys_keeps_serving_and_resumes_when_space_returns() {
-    if !namespaces_allowed() {
-        eprintln!(
-            "SKIPPED: this machine does not let an unprivileged process mount a tmpfs in a \
-             user and mount namespace (unshare -rm); the full-disk behaviour is covered by the \
-             simulation (verify/sim, full_disks_*) and the storage tests"
-        );
+    if !runnable() {
         return;
     }
     let trigger_dir = tempfile::tempdir().unwrap();
@@ -82,19 +116,18 @@ fn a_full_disk_refuses_new_keys_keeps_serving_and_resumes_when_space_returns() {
         "mmap",
         None,
         |_, spec| spec,
-        Some(in_a_small_tmpfs(&trigger)),
+        Some(in_a_small_tmpfs(&trigger, TMPFS_BYTES, FILLER_BYTES, None)),
     );
     let mut con = cluster.connect(0);
-    // Fill: new keys until one is refused for space. The first write no acceptor had room
-    // for times out (UNCERTAIN: it may or may not be applied), and its key is left out of the
-    // checks; from then on the replica refuses new keys at once.
+    // Fill: new keys until one is refused for space. The replicas grow their slot files ahead
+    // of need, so they find the disk full before a write needs the room: the first refusal is
+    // the clear one, at once, not a timeout.
     let mut stored = Vec::new();
     let mut next = 0;
     let refusal = loop {
         next += 1;
         match set(&mut con, &format!("key:{next}"), &value(next, 'a')) {
             Ok(()) => stored.push(next),
-            Err(e) if e.code() == Some("UNCERTAIN") => {}
             Err(e) => break e,
         }
         assert!(next < 10_000, "the disk never filled");
@@ -159,5 +192,206 @@ fn a_full_disk_refuses_new_keys_keeps_serving_and_resumes_when_space_returns() {
             .query(&mut con)
             .unwrap();
         assert_eq!(got, want, "key:{i}");
+    }
+}
+
+/// A log-engine cluster whose replicas (all, or only node `only`) run in small tmpfs; commands
+/// time out after 2 s.
+fn log_cluster(trigger: &Path, only: Option<u16>) -> Cluster {
+    Cluster::start_wrapped(
+        3,
+        "mmap",
+        None,
+        |_, spec| {
+            spec.flag("--engine", "multipaxos")
+                .flag("--request-timeout-ms", 2_000)
+                .flag("--multipaxos", "segment_bytes=1048576")
+        },
+        Some(in_a_small_tmpfs(
+            trigger,
+            LOG_TMPFS_BYTES,
+            LOG_FILLER_BYTES,
+            only,
+        )),
+    )
+}
+
+/// Asserts that `result` is the log engine's refusal for space.
+fn assert_log_full<T: std::fmt::Debug>(result: redis::RedisResult<T>) {
+    let error = result.expect_err("refused for space");
+    let text = error.to_string();
+    assert_eq!(error.code(), Some("MISCONF"), "{text}");
+    assert!(
+        text.contains("disk full") && text.contains("for its log"),
+        "{text}"
+    );
+}
+
+/// Reads every key of `stored` (index, generation) through replica `i`.
+fn assert_all_read_back(cluster: &Cluster, i: usize, stored: &[(usize, char)]) {
+    let mut con = cluster.connect(i);
+    for &(k, generation) in stored {
+        let got: String = redis::cmd("GET")
+            .arg(format!("key:{k}"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(got, value(k, generation), "key:{k} through replica {i}");
+    }
+}
+
+/// Writes new keys through `con` until `full()` holds, every acknowledged one into `stored`.
+fn write_until(
+    con: &mut redis::Connection,
+    next: &mut usize,
+    stored: &mut Vec<(usize, char)>,
+    mut full: impl FnMut(redis::RedisResult<()>) -> bool,
+) {
+    loop {
+        *next += 1;
+        let result = set(con, &format!("key:{next}"), &value(*next, 'a'));
+        if result.is_ok() {
+            stored.push((*next, 'a'));
+        }
+        if full(result) {
+            return;
+        }
+        assert!(*next < 20_000, "the disk never filled");
+    }
+}
+
+#[test]
+fn a_log_replica_out_of_space_pauses_while_the_others_serve_and_catches_up_after() {
+    if !runnable() {
+        return;
+    }
+    let trigger_dir = tempfile::tempdir().unwrap();
+    let trigger = trigger_dir.path().join("space-returns");
+    // Node 3 (a follower of view 0's leader, node 1) runs out of space; nodes 1 and 2 do not.
+    let cluster = log_cluster(&trigger, Some(3));
+    let mut con = cluster.connect(0);
+    let mut stored = Vec::new();
+    let mut next = 0;
+    let mut written = 0;
+    write_until(&mut con, &mut next, &mut stored, |result| {
+        result.unwrap();
+        written += 1;
+        written % 50 == 0
+            && common::metric(cluster.replicas[2].spec.http, "logless_log_space_short") == 1
+    });
+    assert!(stored.len() > 100, "only {} keys fitted", stored.len());
+    // The paused replica refuses reads and writes at once; the others go on with both.
+    let mut paused = cluster.connect(2);
+    let started = Instant::now();
+    assert_log_full(set(&mut paused, "another", "v"));
+    assert_log_full(redis::cmd("GET").arg("key:1").query::<String>(&mut paused));
+    assert!(started.elapsed() < Duration::from_secs(1));
+    for _ in 0..50 {
+        next += 1;
+        set(
+            &mut cluster.connect(1),
+            &format!("key:{next}"),
+            &value(next, 'a'),
+        )
+        .unwrap();
+        stored.push((next, 'a'));
+    }
+    assert_all_read_back(&cluster, 1, &stored);
+    let r = &cluster.replicas[2];
+    assert!(
+        common::metric(
+            r.spec.http,
+            "logless_log_operations_refused_for_space_total"
+        ) >= 2
+    );
+    assert!(common::metric(r.spec.http, "logless_log_space_shortages_total") >= 1);
+    // Space returns: the replica goes on by itself and catches up with what it missed.
+    std::fs::write(&trigger, b"").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match redis::cmd("GET")
+            .arg(format!("key:{next}"))
+            .query::<String>(&mut paused)
+        {
+            Ok(got) => {
+                assert_eq!(got, value(next, 'a'));
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "never went on: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(common::metric(r.spec.http, "logless_log_space_short"), 0);
+    assert_all_read_back(&cluster, 2, &stored);
+    let mut cluster = cluster;
+    for r in &mut cluster.replicas {
+        assert!(r.child.as_mut().unwrap().try_wait().unwrap().is_none());
+    }
+}
+
+#[test]
+fn a_log_cluster_out_of_space_refuses_everything_loses_nothing_and_resumes() {
+    if !runnable() {
+        return;
+    }
+    let trigger_dir = tempfile::tempdir().unwrap();
+    let trigger = trigger_dir.path().join("space-returns");
+    let mut cluster = log_cluster(&trigger, None);
+    let mut con = cluster.connect(0);
+    // Fill until a command is refused for space. Those that time out (UNCERTAIN: the leader
+    // paused with them in flight) are left out of the checks.
+    let mut stored = Vec::new();
+    let mut next = 0;
+    write_until(&mut con, &mut next, &mut stored, |result| match result {
+        Ok(()) => false,
+        Err(e) if e.code() == Some("UNCERTAIN") => false,
+        Err(e) => {
+            assert_log_full::<()>(Err(e));
+            true
+        }
+    });
+    assert!(stored.len() > 100, "only {} keys fitted", stored.len());
+    // Every replica pauses (those not paused by their own writes wait on a paused leader, or
+    // pause at their next view): each refuses reads and writes at once before long.
+    for i in 0..3 {
+        let mut con = cluster.connect(i);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let started = Instant::now();
+            match redis::cmd("GET").arg("key:1").query::<String>(&mut con) {
+                Err(e) if e.code() == Some("MISCONF") => {
+                    assert!(started.elapsed() < Duration::from_secs(1));
+                    break;
+                }
+                other => assert!(Instant::now() < deadline, "replica {i}: {other:?}"),
+            }
+        }
+        assert_log_full(set(&mut con, "another", "v"));
+    }
+    for r in &mut cluster.replicas {
+        assert!(r.child.as_mut().unwrap().try_wait().unwrap().is_none());
+        assert_eq!(common::metric(r.spec.http, "logless_log_space_short"), 1);
+    }
+    // Space returns: writes go on without a restart, and nothing acknowledged was lost.
+    std::fs::write(&trigger, b"").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut written = 0;
+    while written < 50 {
+        let k = next + 1 + written;
+        match set(&mut con, &format!("key:{k}"), &value(k, 'c')) {
+            Ok(()) => {
+                stored.push((k, 'c'));
+                written += 1;
+            }
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no space after the filler went: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    for i in 0..3 {
+        assert_all_read_back(&cluster, i, &stored);
     }
 }

@@ -1,6 +1,7 @@
 //! A lost disk on real processes: a replica whose data directory was emptied is refused by its
 //! peers and stops with an error that names `--rejoin`; with `--rejoin` it serves again,
-//! nothing acknowledged is lost, and once it recovered a key it stands in for a dead peer.
+//! nothing acknowledged is lost, and once it recovered a key it stands in for a dead peer
+//! (under the log engine: once it recovered the log).
 mod common;
 
 use std::time::{Duration, Instant};
@@ -95,6 +96,57 @@ fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
     check_all(&mut cluster.connect(2), "w");
     let identity = std::fs::read_to_string(dir.join("identity.json")).unwrap();
     assert!(identity.contains("\"rejoining\": true"), "{identity}");
+}
+
+/// The log engine: an emptied directory is refused the same way; with `--rejoin` the replica
+/// serves nothing until it recovered the log from the others, then serves everything
+/// acknowledged, takes part in a majority without the old leader, and later restarts as usual.
+#[test]
+fn a_log_replica_on_an_emptied_directory_is_refused_until_it_rejoins_and_recovers_the_log() {
+    let mut cluster = Cluster::start_with(3, "mmap", &["--engine", "multipaxos"]);
+    set_all(&mut cluster.connect(0), "v");
+    cluster.kill(2);
+    let dir = cluster.replicas[2].spec.dir.clone();
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let finished = run_refused(&cluster.replicas[2].spec);
+    assert_eq!(finished.status.code(), Some(3), "exits with code 3");
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    assert!(stderr.contains("--rejoin"), "{stderr}");
+
+    cluster.replicas[2].spec = cluster.replicas[2].spec.clone().args(["--rejoin"]);
+    cluster.spawn(2);
+    check_all(&mut connect_when_up(&cluster, 2), "v");
+    let http = cluster.replicas[2].spec.http;
+    assert_eq!(common::metric(http, "logless_log_rejoining"), 0);
+    assert!(dir.join("log").join("rejoined").exists());
+    set_all(&mut cluster.connect(2), "w");
+    check_all(&mut cluster.connect(1), "w");
+    // It votes again: without replica 1 (view 0's leader), replicas 2 and 3 are the majority.
+    cluster.kill(0);
+    set_all(&mut cluster.connect(2), "x");
+    check_all(&mut cluster.connect(1), "x");
+    // Its rejoin completed: it restarts from its own log, without needing every peer.
+    assert!(cluster.stop(2));
+    cluster.spawn(2);
+    check_all(&mut connect_when_up(&cluster, 2), "x");
+    let log = std::fs::read_to_string(&cluster.replicas[2].spec.log).unwrap();
+    assert_eq!(
+        log.matches("rejoining after a lost disk: the log votes")
+            .count(),
+        1,
+        "{log}"
+    );
+}
+
+/// A connection to replica `i` once it listens (at most 30 s after its start).
+fn connect_when_up(cluster: &Cluster, i: usize) -> redis::Connection {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(cluster.replicas[i].spec.client).is_err() {
+        assert!(Instant::now() < deadline, "replica {i} does not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.connect(i)
 }
 
 /// Runs the replica of `spec` until it exits (at most 30 s), its stderr captured.

@@ -26,7 +26,17 @@
 //!
 //! Under EpochSS the log is opened in memory and never written (the engine writes no record
 //! then); the epoch goes to an [`EpochFile`] ([`DurableLog::with_epoch_file`]).
-use std::collections::BTreeMap;
+//!
+//! # A full disk
+//! A record the storage refuses for want of space ([`StoreError::is_no_space`]: a new segment
+//! or snapshot file cannot be created) is kept, with every record written after it, in a
+//! *backlog*, in order; [`LogStore::write`] does not fail for it. [`LogStore::flush`] writes the
+//! backlog first and fails with the refusal while any of it remains, so nothing written since
+//! is acknowledged as durable, and [`DurableLog::space_short`] says so. A later flush, once
+//! space returned, writes the backlog in the order the records came and flushes them with
+//! everything before: the log on disk is always a prefix of the records written, as after a
+//! crash. Any other error is fail-stop, as before.
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 
 use logless_multipaxos::ids::{Epoch, Instance, View};
@@ -75,6 +85,9 @@ pub struct DurableLog<D: Dir = FsDir> {
     first_index: BTreeMap<Instance, u64>,
     /// The prefix deletion the next flush makes, after the records written with it.
     pending_cut: Option<u64>,
+    /// Records not written yet because the disk had no space, oldest first (see "A full
+    /// disk").
+    backlog: VecDeque<Record>,
     scratch: Vec<u8>,
     /// Where the epoch goes, under EpochSS.
     epoch_file: Option<EpochFile>,
@@ -137,6 +150,7 @@ impl<D: Dir> DurableLog<D> {
             log_start: durable.log_start,
             first_index,
             pending_cut: None,
+            backlog: VecDeque::new(),
             scratch: Vec::new(),
             epoch_file: None,
         };
@@ -166,6 +180,23 @@ impl<D: Dir> DurableLog<D> {
         self.log.dir_mut()
     }
 
+    /// Whether records wait in the backlog for space: the last flush failed for want of it,
+    /// and nothing written since is durable.
+    pub fn space_short(&self) -> bool {
+        !self.backlog.is_empty()
+    }
+
+    /// Writes the backlog's records, oldest first, as far as space allows.
+    fn write_backlog(&mut self) -> Result<(), StoreError> {
+        while let Some(record) = self.backlog.pop_front() {
+            if let Err(e) = self.write_now(&record) {
+                self.backlog.push_front(record);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     fn append(&mut self, record: &Record) -> Result<u64, StoreError> {
         self.scratch.clear();
         wire::encode_record(record, &mut self.scratch);
@@ -186,10 +217,9 @@ fn note_first_index(first_index: &mut BTreeMap<Instance, u64>, record: &Record, 
     }
 }
 
-impl<D: Dir> LogStore for DurableLog<D> {
-    type Error = StoreError;
-
-    fn write(&mut self, record: &Record) -> Result<(), StoreError> {
+impl<D: Dir> DurableLog<D> {
+    /// Writes `record` to the log or the snapshot files.
+    fn write_now(&mut self, record: &Record) -> Result<(), StoreError> {
         match record {
             Record::Snapshot(snapshot) => {
                 // Everything written before the snapshot becomes durable first, so that a crash
@@ -221,8 +251,26 @@ impl<D: Dir> LogStore for DurableLog<D> {
             }
         }
     }
+}
+
+impl<D: Dir> LogStore for DurableLog<D> {
+    type Error = StoreError;
+
+    /// Writes `record`, or keeps it in the backlog if records already wait there or the disk
+    /// has no space for it (the flush reports that).
+    fn write(&mut self, record: &Record) -> Result<(), StoreError> {
+        if self.backlog.is_empty() {
+            match self.write_now(record) {
+                Err(e) if e.is_no_space() => {}
+                done => return done,
+            }
+        }
+        self.backlog.push_back(record.clone());
+        Ok(())
+    }
 
     fn flush(&mut self) -> Result<(), StoreError> {
+        self.write_backlog()?;
         self.log.flush()?;
         if let Some(cut) = self.pending_cut.take() {
             self.log.truncate_prefix(cut)?;

@@ -13,6 +13,7 @@
 //! catch_up_timeout_ms = 200      # a catch-up query unanswered this long asks another replica
 //! snapshot_log_bytes_min = 1048576  # the log grows at least this much between snapshots
 //! snapshot_ratio_percent = 100   # ... and by this share of the last snapshot's size
+//! segment_bytes = 67108864       # the log's segment files (raised to twice the largest record)
 //! ```
 //!
 //! The defaults are the engine's own ([`Config::new`]); every replica of a cluster should use
@@ -20,6 +21,7 @@
 //! view changes sooner, which is safe but churns).
 use logless_multipaxos::config::Config;
 use logless_multipaxos::ids::NodeId;
+use logless_storage::segment_log::SEGMENT_BYTES_DEFAULT;
 use serde::Deserialize;
 
 use crate::config::ConfigError;
@@ -49,11 +51,21 @@ pub struct LogTuning {
     /// A snapshot is taken once the log has grown since the last by this percentage of the
     /// last snapshot's size.
     pub snapshot_ratio_percent: u64,
+    /// The size of a log segment file, allocated whole when the log starts it (raised to
+    /// twice the largest record, see `node::log_options`): the step in which the log takes
+    /// disk space.
+    pub segment_bytes: u64,
 }
 
 /// The shortest interval a timer may have: the log's loop turns every 5 ms
 /// (`crate::log_loop::TICK_MS`), so a shorter one would fire no sooner.
 const TIMER_MS_MIN: u64 = 5;
+
+/// The smallest `segment_bytes`.
+const SEGMENT_BYTES_MIN: u64 = 1 << 20;
+
+/// The largest `segment_bytes` (a segment's offsets are 32 bits).
+const SEGMENT_BYTES_LIMIT: u64 = u32::MAX as u64;
 
 /// The largest `batch_bytes_max`.
 pub const BATCH_BYTES_MAX_LIMIT: u64 = 64 << 20;
@@ -72,6 +84,7 @@ impl Default for LogTuning {
             catch_up_timeout_ms: c.catch_up_timeout_ms,
             snapshot_log_bytes_min: c.snapshot_log_bytes_min,
             snapshot_ratio_percent: c.snapshot_ratio_percent,
+            segment_bytes: SEGMENT_BYTES_DEFAULT as u64,
         }
     }
 }
@@ -90,6 +103,7 @@ impl LogTuning {
             "catch_up_timeout_ms" => &mut self.catch_up_timeout_ms,
             "snapshot_log_bytes_min" => &mut self.snapshot_log_bytes_min,
             "snapshot_ratio_percent" => &mut self.snapshot_ratio_percent,
+            "segment_bytes" => &mut self.segment_bytes,
             _ => return None,
         })
     }
@@ -109,7 +123,7 @@ impl LogTuning {
                 "--multipaxos: no setting {name:?}; the settings are window_instances, \
                  batch_bytes_max, batch_requests_max, batch_delay_ms, heartbeat_interval_ms, \
                  suspect_timeout_ms, retransmit_interval_ms, catch_up_timeout_ms, \
-                 snapshot_log_bytes_min and snapshot_ratio_percent"
+                 snapshot_log_bytes_min, snapshot_ratio_percent and segment_bytes"
             ));
         };
         match value.parse() {
@@ -191,6 +205,14 @@ impl LogTuning {
             )?;
         }
         check(
+            (SEGMENT_BYTES_MIN..=SEGMENT_BYTES_LIMIT).contains(&self.segment_bytes),
+            format!(
+                "segment_bytes must be between {SEGMENT_BYTES_MIN} and {SEGMENT_BYTES_LIMIT}, \
+                 not {}",
+                self.segment_bytes
+            ),
+        )?;
+        check(
             self.snapshot_ratio_percent >= 1,
             "snapshot_ratio_percent must be at least 1".into(),
         )
@@ -265,6 +287,7 @@ mod tests {
         assert!(invalid(|t| t.suspect_timeout_ms = 60).contains("twice heartbeat_interval_ms"));
         assert!(invalid(|t| t.suspect_timeout_ms = 9_000).contains("below request_timeout_ms"));
         assert!(invalid(|t| t.snapshot_ratio_percent = 0).contains("snapshot_ratio_percent"));
+        assert!(invalid(|t| t.segment_bytes = 4096).contains("segment_bytes"));
         // Another engine's request timeout is not held against the suspicion timeout.
         let slow = LogTuning {
             suspect_timeout_ms: 9_000,

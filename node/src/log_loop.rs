@@ -6,6 +6,7 @@
 //! questions), and [`LogCore::finish_turn`] ticks the replica and commits before anything
 //! leaves. The replica needs the passing of time for heartbeats, suspicion, retransmission and
 //! batches closed by age, so the loop turns at least every [`TICK_MS`].
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,6 +17,7 @@ use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::MissedTickBehavior;
+use tracing::info;
 
 pub use crate::log_turn::{LogAnswer, LogStatus};
 use crate::log_turn::{LogCore, LogOutlet};
@@ -79,6 +81,8 @@ pub struct LogLoop {
     core: LogCore<LogReplyTo>,
     inputs: mpsc::Receiver<LogInput>,
     outlet: ChannelOutlet,
+    /// While a rejoin after a lost disk is under way: the file to create once it completed.
+    rejoined_marker: Option<PathBuf>,
 }
 
 struct ChannelOutlet {
@@ -125,7 +129,35 @@ impl LogLoop {
                 started,
                 epoch,
             },
+            rejoined_marker: None,
         }
+    }
+
+    /// Creates `marker` (durably) once the core's rejoin completed: the turn that completed it
+    /// has made its records durable by then, so later starts replay the log as usual.
+    pub fn mark_rejoined_at(&mut self, marker: PathBuf) {
+        self.rejoined_marker = Some(marker);
+    }
+
+    /// Creates the rejoin's marker if the rejoin just completed.
+    fn note_rejoined(&mut self) -> Result<(), StoreError> {
+        if self.core.rejoining() {
+            return Ok(());
+        }
+        let Some(marker) = self.rejoined_marker.take() else {
+            return Ok(());
+        };
+        let io = StoreError::io("write the rejoin's marker");
+        let file = std::fs::File::create(&marker).map_err(io)?;
+        file.sync_all()
+            .map_err(StoreError::io("sync the rejoin's marker"))?;
+        if let Some(dir) = marker.parent() {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(StoreError::io("sync the log's directory"))?;
+        }
+        info!("rejoined after a lost disk: this replica recovered the log and takes part again");
+        Ok(())
     }
 
     /// Runs until [`LogInput::Stop`] or until every sender is gone. An error means the log
@@ -156,6 +188,7 @@ impl LogLoop {
                 }
             }
             self.core.finish_turn(&mut self.outlet)?;
+            self.note_rejoined()?;
         }
         Ok(())
     }

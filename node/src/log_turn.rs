@@ -44,6 +44,33 @@
 //! replica knows that more replicas lost their state than the cluster can lose, with
 //! [`STATE_LOST_ERROR`], for good: serving would serve a forgotten (empty) state.
 //!
+//! # A full disk
+//! When the disk has no space for the turn's records ([`DurableLog::space_short`]: a new log
+//! segment or snapshot file cannot be created), the commit fails and nothing of the turn
+//! leaves: its messages are lost (as the network may lose them), its replies wait for the
+//! retries below. The records stay in the durable log's backlog, so the replica's memory is
+//! ahead of its disk by exactly them, and the replica is *paused* until they are durable:
+//!
+//! * it takes no message (each is dropped, as lost), is not ticked, and proposes, votes and
+//!   promises nothing; a follower that cannot write its vote sends no Accept, and a leader that
+//!   cannot write its own vote sends no Propose. For its peers it is a crashed replica, and a
+//!   majority with space goes on without it (a paused leader is replaced after the suspect
+//!   timeout);
+//! * a new client operation is answered at once `MISCONF disk full: … for its log; not
+//!   applied` ([`Failure::LogFull`]): it was never handed to the replica. Reads are refused
+//!   too: every read is an entry of the log (see "Linearizability"), so a replica that cannot
+//!   write its log cannot order one; clients read through the replicas with space;
+//! * operations already in flight are not retried meanwhile; past their deadline they are
+//!   answered "outcome unknown" (a forwarded one may have been decided by the others);
+//! * every [`SPACE_PROBE_MS`] the backlog is written again. Once it is durable the replica goes
+//!   on from where it paused, as after a long stall, and hands every operation in flight to
+//!   itself again at once: those the others decided meanwhile are answered from the client
+//!   table once it has caught up.
+//!
+//! Nothing acknowledged is lost: an answer, an Accept or a Propose leaves only after every
+//! record before it is durable, as at every turn. A crash while paused loses the backlog, which
+//! nothing that left depends on.
+//!
 //! # Linearizability
 //! Every operation, reads included, is a request in the log: it is answered once the replica
 //! that took it has executed it in log order, and a request is executed only once its instance
@@ -75,12 +102,13 @@ use logless_multipaxos::config::Config;
 use logless_multipaxos::ids::{Epoch, Instance, NodeId, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Message;
-use logless_multipaxos::persist::Durable;
+use logless_multipaxos::persist::{Durable, LogStore};
 use logless_multipaxos::replica::{Replica, Status};
 use logless_redis::session::Failure;
 use logless_storage::{Dir, FsDir, StoreError};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
 
 use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
@@ -91,6 +119,9 @@ pub type LogAnswer = Result<Response, Failure>;
 
 pub use crate::client_pool::RETRY_MS;
 
+/// How often a replica paused by a full disk tries to write its backlog again.
+pub const SPACE_PROBE_MS: u64 = 1_000;
+
 /// The most operations in flight at once; more are answered "overloaded" at once. Below the
 /// 2^24 ids the pool can number per incarnation.
 pub const IN_FLIGHT_MAX: usize = 1 << 20;
@@ -100,6 +131,11 @@ pub const IN_FLIGHT_MAX: usize = 1 << 20;
 /// dataset).
 pub const RECOVERING_ERROR: &str = "LOADING this replica restarted under --recovery epoch and \
      is recovering its state from its peers; not applied, retry shortly";
+
+/// What the commands a replica answers from its own copy (SCAN, KEYS, DBSIZE, ...) answer while
+/// it rejoins after a lost disk (operations through the log are answered "not applied").
+pub const REJOINING_ERROR: &str = "TRYAGAIN this replica is rejoining after a lost disk and \
+     has not caught up with its peers; not applied, retry shortly";
 
 /// The answer to every operation once more replicas restarted under EpochSS than the cluster
 /// can lose: the state lived in their memory only and is gone, so the cluster refuses service
@@ -181,6 +217,18 @@ pub struct LogStatus {
     /// Recoveries from its peers it completed (EpochSS).
     #[serde(default)]
     pub recoveries: u64,
+    /// Whether the replica is paused because its disk has no space for its log.
+    #[serde(default)]
+    pub space_short: bool,
+    /// Operations refused because the disk had no space for the log.
+    #[serde(default)]
+    pub refused_for_space: u64,
+    /// Whether the replica rejoins after a lost disk and has not recovered yet.
+    #[serde(default)]
+    pub rejoining: bool,
+    /// Times the disk ran out of space for the log.
+    #[serde(default)]
+    pub space_shortages: u64,
 }
 
 impl LogStatus {
@@ -190,12 +238,13 @@ impl LogStatus {
         self.refusal().is_none()
     }
 
-    /// The error a replica that does not serve answers with: [`RECOVERING_ERROR`] or
-    /// [`STATE_LOST_ERROR`]. The commands it answers from its own copy (SCAN, KEYS, DBSIZE, ...)
+    /// The error a replica that does not serve answers with: [`RECOVERING_ERROR`],
+    /// [`REJOINING_ERROR`] or [`STATE_LOST_ERROR`]. The commands it answers from its own copy (SCAN, KEYS, DBSIZE, ...)
     /// answer it too: that copy is empty or behind.
     pub fn refusal(&self) -> Option<&'static str> {
         match self.state.as_str() {
             "recovering" => Some(RECOVERING_ERROR),
+            "rejoining" => Some(REJOINING_ERROR),
             "state_lost" => Some(STATE_LOST_ERROR),
             _ => None,
         }
@@ -222,12 +271,15 @@ pub struct LogCore<R, D: Dir = FsDir> {
     now_ms: u64,
     request_timeout_ms: u64,
     outgoing: BTreeMap<NodeId, Vec<Message>>,
-    /// Answers given without the replica (overload), delivered at the end of the turn, with
-    /// their commands' names.
-    refused: Vec<(R, &'static str)>,
+    /// Answers given without the replica (overload, a full disk, a rejoin), delivered at the
+    /// end of the turn, with their commands' names.
+    refused: Vec<(R, &'static str, Failure)>,
     /// Operations refused because the replica does not serve (EpochSS), with their commands'
     /// names and the refusal, delivered at the end of the turn.
     not_serving: Vec<(R, &'static str, Response)>,
+    /// Whether [`LogCore::start_rejoin`] was called: the replica's recovery is a rejoin after
+    /// a lost disk, not EpochSS's.
+    rejoin: bool,
     /// The turn's monotonic clock at its start (µs).
     turn_mono_us: u64,
     /// Operations answered, by command name and outcome (`ok`, `unknown`, `overloaded`,
@@ -243,6 +295,10 @@ pub struct LogCore<R, D: Dir = FsDir> {
     timed_out: u64,
     overloaded: u64,
     flushes: u64,
+    /// While the disk has no space for the log: when to write the backlog again.
+    next_space_probe_ms: Option<u64>,
+    refused_for_space: u64,
+    space_shortages: u64,
 }
 
 impl<R, D: Dir> LogCore<R, D> {
@@ -323,6 +379,7 @@ impl<R, D: Dir> LogCore<R, D> {
             outgoing: BTreeMap::new(),
             refused: Vec::new(),
             not_serving: Vec::new(),
+            rejoin: false,
             turn_mono_us: mono_us,
             commands: FxHashMap::default(),
             latency_us: FxHashMap::default(),
@@ -332,6 +389,9 @@ impl<R, D: Dir> LogCore<R, D> {
             timed_out: 0,
             overloaded: 0,
             flushes: 0,
+            next_space_probe_ms: None,
+            refused_for_space: 0,
+            space_shortages: 0,
         }
     }
 
@@ -361,17 +421,39 @@ impl<R, D: Dir> LogCore<R, D> {
         &mut self.log
     }
 
+    /// Makes the replica rejoin after a lost disk ([`Replica::start_rejoin`], in attempt
+    /// `incarnation`): until it has recovered, operations are answered "not applied" at once.
+    pub fn start_rejoin(&mut self, incarnation: u32) {
+        self.rejoin = true;
+        self.replica
+            .start_rejoin(self.now_ms, Epoch(u64::from(incarnation)));
+    }
+
+    /// Whether the replica is rejoining after a lost disk and has not recovered yet.
+    pub fn rejoining(&self) -> bool {
+        self.rejoin && self.replica.status() != Status::Serving
+    }
+
     /// Takes a client operation; its answer goes to `reply`.
     pub fn submit(&mut self, operation: &Operation, reply: R) {
         let name = operation.name();
+        if self.rejoining() {
+            self.refused.push((reply, name, Failure::NotApplied));
+            return;
+        }
         if let Some(refusal) = refusal(self.replica.status()) {
             self.not_serving
                 .push((reply, name, Response::error(refusal.to_owned())));
             return;
         }
+        if self.next_space_probe_ms.is_some() {
+            self.refused_for_space += 1;
+            self.refused.push((reply, name, Failure::LogFull));
+            return;
+        }
         if self.clients.in_flight() >= IN_FLIGHT_MAX {
             self.overloaded += 1;
-            self.refused.push((reply, name));
+            self.refused.push((reply, name, Failure::Overloaded));
             return;
         }
         let payload = operation.encode();
@@ -386,8 +468,12 @@ impl<R, D: Dir> LogCore<R, D> {
         self.replica.handle_request(self.now_ms, request);
     }
 
-    /// Takes protocol messages from `from`, in the order sent.
+    /// Takes protocol messages from `from`, in the order sent (drops them, as lost, while
+    /// the replica is paused by a full disk).
     pub fn receive(&mut self, from: NodeId, messages: Vec<Message>) {
+        if self.next_space_probe_ms.is_some() {
+            return;
+        }
         for message in messages {
             self.replica.handle_message(self.now_ms, from, message);
         }
@@ -408,18 +494,36 @@ impl<R, D: Dir> LogCore<R, D> {
     }
 
     /// Ends the turn: ticks the replica, retries or gives up on late operations, then writes
-    /// and flushes the turn's records, and only then sends and answers through `outlet`. An
-    /// error means the log failed: the replica must stop (fail-stop).
+    /// and flushes the turn's records, and only then sends and answers through `outlet`. A
+    /// full disk pauses the replica (see "A full disk"); any other error means the log failed:
+    /// the replica must stop (fail-stop).
     pub fn finish_turn(&mut self, outlet: &mut impl LogOutlet<R>) -> Result<(), StoreError> {
+        if self.next_space_probe_ms.is_some() {
+            return self.finish_paused_turn(outlet);
+        }
         let now_ms = self.now_ms;
         self.replica.tick(now_ms);
-        self.retry_late(outlet);
+        self.retry_late(outlet, true);
         self.resend_on_view_change();
         let ready = self.replica.take_ready();
         if !ready.records().is_empty() {
             self.flushes += 1;
         }
-        let released = ready.commit(&mut self.log)?;
+        let released = match ready.commit(&mut self.log) {
+            Ok(released) => released,
+            Err(e) if e.is_no_space() => {
+                self.space_shortages += 1;
+                self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
+                warn!(
+                    error = %e,
+                    "the disk has no space for the log: this replica pauses (votes for \
+                     nothing, refuses new commands) until space returns"
+                );
+                self.answer_refused(outlet);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         for envelope in released.messages {
             if envelope.to != self.me {
                 self.outgoing
@@ -443,15 +547,52 @@ impl<R, D: Dir> LogCore<R, D> {
             self.count(waiting.name, "ok", micros);
             outlet.answer(waiting.reply, Ok(decoded(&reply.reply)));
         }
-        for (reply, name) in std::mem::take(&mut self.refused) {
-            self.count(name, "overloaded", 0);
-            outlet.answer(reply, Err(Failure::Overloaded));
+        self.answer_refused(outlet);
+        Ok(())
+    }
+
+    /// A turn while paused by a full disk: answers the operations refused and those past
+    /// their deadline, and once a probe is due writes the backlog again; when it is durable,
+    /// the replica goes on and hands every operation in flight to itself again.
+    fn finish_paused_turn(&mut self, outlet: &mut impl LogOutlet<R>) -> Result<(), StoreError> {
+        self.retry_late(outlet, false);
+        self.answer_refused(outlet);
+        let now_ms = self.now_ms;
+        if self.next_space_probe_ms.is_some_and(|probe| now_ms < probe) {
+            return Ok(());
+        }
+        match self.log.flush() {
+            Ok(()) => {
+                self.next_space_probe_ms = None;
+                info!("the disk has space for the log again: this replica goes on");
+                for request in self.clients.resend_all(now_ms) {
+                    self.replica.handle_request(now_ms, request);
+                }
+                Ok(())
+            }
+            Err(e) if e.is_no_space() => {
+                self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Answers the operations refused without the replica.
+    fn answer_refused(&mut self, outlet: &mut impl LogOutlet<R>) {
+        for (reply, name, failure) in std::mem::take(&mut self.refused) {
+            let outcome = match failure {
+                Failure::LogFull => "disk_full",
+                Failure::NotApplied => "not_applied",
+                _ => "overloaded",
+            };
+            self.count(name, outcome, 0);
+            outlet.answer(reply, Err(failure));
         }
         for (reply, name, refusal) in std::mem::take(&mut self.not_serving) {
             self.count(name, "refused", 0);
             outlet.answer(reply, Ok(refusal));
         }
-        Ok(())
     }
 
     /// Counts an answer to a `name` command with `outcome`, `micros` after it was submitted.
@@ -479,14 +620,16 @@ impl<R, D: Dir> LogCore<R, D> {
         }
     }
 
-    /// Hands the operations due for a retry to the replica again, and answers those past their
-    /// deadline "outcome unknown".
-    fn retry_late(&mut self, outlet: &mut impl LogOutlet<R>) {
+    /// Hands the operations due for a retry to the replica again (if `retry`; not while it is
+    /// paused), and answers those past their deadline "outcome unknown".
+    fn retry_late(&mut self, outlet: &mut impl LogOutlet<R>, retry: bool) {
         for due in self.clients.take_due(self.now_ms) {
             match due {
                 Due::Retry(request) => {
-                    self.retried += 1;
-                    self.replica.handle_request(self.now_ms, request);
+                    if retry {
+                        self.retried += 1;
+                        self.replica.handle_request(self.now_ms, request);
+                    }
                 }
                 Due::TimedOut(waiting) => {
                     self.timed_out += 1;
@@ -576,9 +719,17 @@ impl<R, D: Dir> LogCore<R, D> {
             overloaded: self.overloaded,
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
-            state: state_name(replica.status()).to_owned(),
+            state: if self.rejoining() {
+                "rejoining".to_owned()
+            } else {
+                state_name(replica.status()).to_owned()
+            },
             epoch: replica.epoch().0,
             recoveries: stats.recoveries,
+            space_short: self.next_space_probe_ms.is_some(),
+            refused_for_space: self.refused_for_space,
+            space_shortages: self.space_shortages,
+            rejoining: self.rejoining(),
         }
     }
 

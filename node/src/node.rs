@@ -238,10 +238,11 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         )
         .into());
     }
-    if config.rejoin && config.engine != Engine::Rmw {
+    if config.rejoin && config.engine == Engine::Psmr {
         return Err(OpenError::Identity(format!(
-            "--rejoin recovers the per-key engine's registers; the {} engine cannot rejoin \
-             after a lost disk yet (start it on a fresh cluster, or restore its directory)",
+            "--rejoin recovers the per-key and the log engine's state; the {} engine cannot \
+             rejoin after a lost disk yet (start it on a fresh cluster, or restore its \
+             directory)",
             config.engine
         ))
         .into());
@@ -396,7 +397,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         Engine::Multipaxos => Some(start_log(
             &config,
             bugs.log,
-            identity.incarnation,
+            &identity,
             durability,
             &transport,
             &peer_counters,
@@ -545,6 +546,10 @@ fn spawn_loop(
     })
 }
 
+/// The file in the log's directory that says a rejoin after a lost disk completed: the log
+/// holds a state recovered from the others, and later starts replay it as usual.
+const REJOINED_MARKER: &str = "rejoined";
+
 /// Opens the log engine's durable log in the data directory's `log` (under EpochSS: its epoch
 /// file, the log in memory) and builds its loop, with a link to every peer (the transport's
 /// shard 0 of 1).
@@ -552,7 +557,7 @@ fn spawn_loop(
 fn start_log(
     config: &NodeConfig,
     bugs: LogBugs,
-    incarnation: u32,
+    identity: &store::Identity,
     durability: logless_storage::Durability,
     transport: &peer::Identity,
     counters: &Arc<PeerCounters>,
@@ -571,11 +576,12 @@ fn start_log(
     }
     let machine = logless_multipaxos::kv::RegisterMachine::new(config.command_limits());
     let started = Instant::now();
+    let incarnation = identity.incarnation;
     let log_error = |path: &std::path::Path| {
         let path = path.to_path_buf();
         move |source| StartError::Log { path, source }
     };
-    let core = match config.recovery {
+    let mut core = match config.recovery {
         Recovery::Fullss => {
             let options = log_options(config, durability);
             let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
@@ -604,6 +610,16 @@ fn start_log(
         Recovery::Epoch => {
             let (epoch_file, last) = EpochFile::open(&config.data_dir)
                 .map_err(|e| log_error(&config.data_dir)(e.into()))?;
+            if identity.rejoining {
+                return Err(OpenError::Identity(format!(
+                    "--rejoin is for a replica that lost its log under --recovery fullss; under \
+                     --recovery epoch a restarted replica recovers from its peers at every start, \
+                     and a lost epoch file cannot be rejoined yet: start {} without --rejoin, or \
+                     give the node a new id",
+                    config.data_dir.display()
+                ))
+                .into());
+            }
             if last.is_none() && incarnation > 1 {
                 // A welcomed replica wrote its epoch before it sent anything: starting over in
                 // epoch 1 would let its peers take it for a replica that kept its state.
@@ -644,9 +660,24 @@ fn start_log(
             core
         }
     };
+    // A rejoining directory rejoins at every start until one rejoin completed (the marker).
+    let rejoined = path.join(REJOINED_MARKER);
+    let rejoin = config.recovery == Recovery::Fullss && identity.rejoining && !rejoined.exists();
+    if rejoin {
+        core.start_rejoin(incarnation);
+        warn!(
+            incarnation,
+            "rejoining after a lost disk: the log votes and serves nothing until every other \
+             replica answered and it caught up (docs/lost-disk.md)"
+        );
+    }
     let (tx, rx) = mpsc::channel(SHARD_QUEUE);
     let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);
-    Ok((tx.clone(), LogLoop::new(core, rx, links, started)))
+    let mut log_loop = LogLoop::new(core, rx, links, started);
+    if rejoin {
+        log_loop.mark_rejoined_at(rejoined);
+    }
+    Ok((tx.clone(), log_loop))
 }
 
 /// The links of an engine with one event loop (the log's, psmr's) to every peer: the
@@ -687,7 +718,8 @@ fn log_options(
     options.record_bytes_max = options
         .record_bytes_max
         .max(batch_bytes_max + 2 * config.value_bytes_max + (1 << 20));
-    options.segment_bytes = options.segment_bytes.max(2 * options.record_bytes_max);
+    let segment_bytes = usize::try_from(config.multipaxos.segment_bytes).unwrap_or(usize::MAX);
+    options.segment_bytes = segment_bytes.max(2 * options.record_bytes_max);
     options
 }
 

@@ -274,7 +274,7 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
     );
     counter(
         "logless_writes_refused_for_space_total",
-        "Acceptor state writes the store refused because the disk was full.",
+        "Writes refused because the disk was full: by the store, or at once once it was found full.",
         t.writes_refused_for_space,
     );
     let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -634,6 +634,30 @@ pub fn log_figures(log: &LogStatus) -> Vec<LogFigure> {
             "recoveries_total",
             "Recoveries of this replica's state from its peers completed (--recovery epoch).",
             int(log.recoveries),
+            true,
+        ),
+        figure(
+            "space_short",
+            "1 while the disk has no space for the log (the replica is paused).",
+            i64::from(log.space_short),
+            false,
+        ),
+        figure(
+            "space_shortages_total",
+            "Times the disk ran out of space for the log.",
+            int(log.space_shortages),
+            true,
+        ),
+        figure(
+            "rejoining",
+            "1 while this replica rejoins after a lost disk and has not recovered yet.",
+            i64::from(log.rejoining),
+            false,
+        ),
+        figure(
+            "operations_refused_for_space_total",
+            "Client operations refused because the disk had no space for the log.",
+            int(log.refused_for_space),
             true,
         ),
     ]

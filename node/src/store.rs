@@ -406,6 +406,15 @@ impl<M: Media> ShardStore<M> {
             })
     }
 
+    /// Whether the slot file may soon need to grow and the disk has no room for it: less than
+    /// one append chunk is left past the slots in use, and the disk has less than a chunk free
+    /// ([`Media::has_room`], a hint). Changes nothing.
+    pub fn short_of_room(&self) -> bool {
+        let chunk = self.slots.options().append_chunk_bytes;
+        let room = self.slots.media().len() as u64 - self.slots.end_bytes();
+        room < chunk as u64 && !self.slots.media().has_room(chunk)
+    }
+
     /// Whether the disk has room again after it was full: grows the slot file by one append
     /// chunk if it can (later appends use that room). An error other than a full disk is
     /// returned: the store failed.

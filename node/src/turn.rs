@@ -153,7 +153,8 @@ pub struct ShardStatus {
     pub log: Option<LogStatus>,
     /// The psmr engine's figures (its one loop reports these; the other figures stay empty).
     pub psmr: Option<crate::psmr_turn::PsmrStatus>,
-    /// Acceptor state writes the store refused for lack of space.
+    /// Writes refused for lack of space: acceptor state writes the store refused, and client
+    /// writes refused at once because the disk was found full.
     pub writes_refused_for_space: u64,
     /// Whether the replica rejoins after a lost disk (docs/lost-disk.md).
     pub rejoining: bool,
@@ -405,6 +406,7 @@ impl<R, M: Media> ShardCore<R, M> {
             && self.replica.acceptor_state(&key).is_none()
             && !self.space_returned()
         {
+            self.writes_refused_for_space += 1;
             self.early_replies.push(ClientReply {
                 client: ClientTag(tag),
                 result: Err(ProposeError::DiskFull),
@@ -461,6 +463,7 @@ impl<R, M: Media> ShardCore<R, M> {
             for envelope in released.drain(..) {
                 self.route(envelope);
             }
+            self.watch_room();
         }
         for (to, messages) in &mut self.outgoing {
             if !messages.is_empty() {
@@ -505,6 +508,17 @@ impl<R, M: Media> ShardCore<R, M> {
             timers: output.timers,
         });
         Ok(())
+    }
+
+    /// Finds a full disk before a write needs the room ([`ShardStore::short_of_room`]): from
+    /// then on writes of registers this replica does not hold are refused at once ("disk
+    /// full", not applied) instead of being proposed to acceptors that cannot store them, which
+    /// the proposer would wait for until its timeout ("outcome unknown").
+    fn watch_room(&mut self) {
+        if !self.disk_full && self.store.short_of_room() {
+            self.disk_full = true;
+            self.disk_recheck_ms = self.now_ms + DISK_FULL_RECHECK_MS;
+        }
     }
 
     /// Whether space came back since the store was full, checked at most once per

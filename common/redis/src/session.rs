@@ -118,6 +118,9 @@ pub enum Failure {
     Overloaded,
     /// The replica's disk has no space for a new key; the command was not applied.
     DiskFull,
+    /// The replica's disk has no space for its log (the log engine); the command was not
+    /// applied.
+    LogFull,
 }
 
 /// What became of a submitted command.
@@ -891,23 +894,26 @@ fn open_acl() -> Arc<Acl> {
     OPEN.get_or_init(|| Arc::new(Acl::open())).clone()
 }
 
+/// How every refusal for want of disk space starts: Redis's code for a failed persistence.
+pub const DISK_FULL: &str = "MISCONF disk full: no space left on this replica's disk";
+
 /// The error a client is told when its command got no result.
 pub fn failure_value(failure: Failure) -> Value {
-    Value::Error(
-        match failure {
-            Failure::NotApplied => "TRYAGAIN not applied; safe to retry",
-            Failure::OutcomeUnknown => {
-                "UNCERTAIN timed out after the command was proposed: it may or may not have been \
-                 applied"
-            }
-            Failure::Overloaded => "TRYAGAIN too many commands wait on this key; not applied",
-            Failure::DiskFull => {
-                "MISCONF disk full: no space left on this replica's disk for a new key; not \
-                 applied (reads and writes of existing keys go on)"
-            }
+    Value::Error(match failure {
+        Failure::NotApplied => "TRYAGAIN not applied; safe to retry".to_owned(),
+        Failure::OutcomeUnknown => "UNCERTAIN timed out after the command was proposed: it may \
+                                    or may not have been applied"
+            .to_owned(),
+        Failure::Overloaded => {
+            "TRYAGAIN too many commands wait on this key; not applied".to_owned()
         }
-        .to_owned(),
-    )
+        Failure::DiskFull => format!(
+            "{DISK_FULL} for a new key; not applied (reads and writes of existing keys go on)"
+        ),
+        Failure::LogFull => {
+            format!("{DISK_FULL} for its log; not applied (replicas with space go on serving)")
+        }
+    })
 }
 
 /// `COMMAND DOCS`: enough for redis-cli's hints, a summary per known command.

@@ -36,6 +36,13 @@ pub trait Media {
     /// Grows the media to `len_bytes` (zero-filled); durable before it returns where the
     /// media is durable at all.
     fn grow(&mut self, len_bytes: usize) -> Result<(), StoreError>;
+    /// Whether the disk under the media has at least `bytes` free now, as far as it can tell
+    /// (a hint for finding a full disk before a write needs the room: a later grow may still
+    /// fail, or succeed). The default, for media without a disk, says yes.
+    fn has_room(&self, bytes: usize) -> bool {
+        let _ = bytes;
+        true
+    }
     /// The bytes at `offset..offset + len`.
     fn read(&self, offset: usize, len: usize) -> &[u8];
     /// Writes `bytes` at `offset` (not durable until persisted).
@@ -200,6 +207,20 @@ fn sync_length(file: &File, persist_by: PersistBy) -> Result<(), StoreError> {
 impl Media for MmapMedia {
     fn len(&self) -> usize {
         self.map.len()
+    }
+
+    fn has_room(&self, bytes: usize) -> bool {
+        let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: fstatvfs writes a statvfs into the buffer it is given, which is large enough;
+        // the descriptor is open.
+        let rc = unsafe { libc::fstatvfs(self.file.as_raw_fd(), stat.as_mut_ptr()) };
+        if rc != 0 {
+            return true;
+        }
+        // SAFETY: fstatvfs succeeded, so it filled the buffer.
+        let stat = unsafe { stat.assume_init() };
+        let free = u128::from(stat.f_bavail) * u128::from(stat.f_frsize);
+        free >= bytes as u128
     }
 
     fn grow(&mut self, len_bytes: usize) -> Result<(), StoreError> {
@@ -388,6 +409,13 @@ impl Media for FileMedia {
         match self {
             FileMedia::Dram(m) => m.grow(len_bytes),
             FileMedia::Mapped(m) => m.grow(len_bytes),
+        }
+    }
+
+    fn has_room(&self, bytes: usize) -> bool {
+        match self {
+            FileMedia::Dram(m) => m.has_room(bytes),
+            FileMedia::Mapped(m) => m.has_room(bytes),
         }
     }
 

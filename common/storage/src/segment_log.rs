@@ -583,6 +583,18 @@ impl<D: Dir> SegmentLog<D> {
         Ok(())
     }
 
+    /// After file `name` could not be created or grown: a full disk ([`StoreError::is_no_space`]) leaves the
+    /// log usable, and the file, which no record or snapshot uses yet, is removed so that the
+    /// space it took returns (a segment or snapshot is created again at the next try); any
+    /// other error poisons the log (fail-stop).
+    fn refused_space(&mut self, name: &str, error: &StoreError) {
+        if !error.is_no_space() {
+            self.poisoned = true;
+            return;
+        }
+        let _ = self.dir_op(|d| d.remove(name));
+    }
+
     /// Fail-stop: an error from a directory operation poisons the log.
     fn dir_op<T>(
         &mut self,
@@ -592,7 +604,9 @@ impl<D: Dir> SegmentLog<D> {
     }
 
     /// Appends record `index` (which must be [`SegmentLog::next_index`]); it is durable after
-    /// the next [`SegmentLog::flush`]. A refused append changes nothing.
+    /// the next [`SegmentLog::flush`]. A refused append changes nothing; one refused for want of
+    /// space ([`StoreError::is_no_space`], when a new segment cannot be created) leaves the
+    /// log usable, and may be tried again.
     pub fn append(&mut self, index: u64, bytes: &[u8]) -> Result<(), StoreError> {
         self.check_usable()?;
         if index != self.next {
@@ -635,7 +649,10 @@ impl<D: Dir> SegmentLog<D> {
     fn roll(&mut self, first: u64) -> Result<(), StoreError> {
         let name = segment_name(first);
         let segment_bytes = self.options.segment_bytes;
-        let file = self.dir_op(|d| d.open(&name))?;
+        let file = self
+            .dir
+            .open(&name)
+            .inspect_err(|e| self.refused_space(&name, e))?;
         let mut header = [0u8; SEGMENT_HEADER_BYTES];
         header[0..8].copy_from_slice(&SEGMENT_MAGIC);
         header[8..16].copy_from_slice(&first.to_le_bytes());
@@ -646,7 +663,7 @@ impl<D: Dir> SegmentLog<D> {
         if media.len() < segment_bytes {
             media
                 .grow(segment_bytes)
-                .inspect_err(|_| self.poisoned = true)?;
+                .inspect_err(|e| self.refused_space(&name, e))?;
         }
         self.dir.file_mut(file).write(0, &header);
         if self.mutation != LogMutation::SkipSegmentCreatePersist {
@@ -787,7 +804,10 @@ impl<D: Dir> SegmentLog<D> {
         let name = snapshot_name(index);
         let tmp = format!("{name}.tmp");
         self.dir_op(|d| d.remove(&tmp))?;
-        let file = self.dir_op(|d| d.open(&tmp))?;
+        let file = self
+            .dir
+            .open(&tmp)
+            .inspect_err(|e| self.refused_space(&tmp, e))?;
         let len = SNAPSHOT_HEADER_BYTES + bytes.len();
         let mut head = [0u8; SNAPSHOT_HEADER_BYTES];
         head[0..8].copy_from_slice(&SNAPSHOT_MAGIC);
@@ -797,7 +817,9 @@ impl<D: Dir> SegmentLog<D> {
         head[24..28].copy_from_slice(&crc.to_le_bytes());
         let media = self.dir.file_mut(file);
         if media.len() < len {
-            media.grow(len).inspect_err(|_| self.poisoned = true)?;
+            media
+                .grow(len)
+                .inspect_err(|e| self.refused_space(&tmp, e))?;
         }
         let media = self.dir.file_mut(file);
         media.write(0, &head);

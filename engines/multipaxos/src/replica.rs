@@ -63,6 +63,18 @@
 //! the highest view it was told about and may vote in a lower view than it promised. Closing
 //! that window would take more than a majority's answers; it is left open here.
 //!
+//! # Rejoining after a lost disk (FullSS)
+//! A FullSS replica whose stable storage was lost has forgotten its promises and votes, as an
+//! EpochSS replica after a restart, but its peers track no epochs. [`Replica::start_rejoin`]
+//! makes it recover the same way, with two differences that close the window above and need
+//! no epochs: it waits for the answers of *every* other replica, and a FullSS replica that
+//! receives a Recovery first stops counting what the sender said before (its Accepts in
+//! undecided instances, its Propose as its vote, its Promise to this candidate) and only then
+//! answers. A leading replica answers, as the instance to catch up to, the one after the
+//! highest it has proposed, not only after the highest it knows decided: every instance where
+//! the lost votes may have helped choose a value lies below it. `docs/lost-disk.md` gives the
+//! argument.
+//!
 //! # Stamps: one clock for expiry, monotonic across view changes
 //! A leader stamps each batch it closes with `max(now, highest stamp seen)`, where a replica
 //! has *seen* the stamp of every batch it proposed, voted for, learned decided, found in a
@@ -339,6 +351,31 @@ impl<S: StateMachine> Replica<S> {
         replica
     }
 
+    /// Makes this FullSS replica rejoin after its stable storage was lost (see "Rejoining
+    /// after a lost disk" above): it votes, promises and serves nothing until every other
+    /// replica answered its Recovery and it has caught up; [`Replica::status`] says
+    /// `Recovering` until then. `attempt` must differ from every earlier rejoin of this
+    /// replica's (answers to an earlier one are not taken); the runtime's incarnation serves.
+    /// It may start from what an earlier, interrupted rejoin left in stable storage.
+    ///
+    /// # Panics
+    /// Under EpochSS, which recovers from its peers at every start anyway.
+    pub fn start_rejoin(&mut self, now_ms: u64, attempt: Epoch) {
+        assert_eq!(
+            self.config.recovery,
+            Recovery::FullSs,
+            "an EpochSS replica recovers at every start"
+        );
+        self.clock_ms = now_ms;
+        self.epoch = attempt;
+        self.role = Role::Follower;
+        self.recovering = Some(Recovering::Answers {
+            answers: BTreeMap::new(),
+            sent_ms: now_ms,
+        });
+        self.broadcast(&Message::Recovery { epoch: attempt });
+    }
+
     fn from_durable(
         config: Config,
         mut state_machine: S,
@@ -599,10 +636,14 @@ impl<S: StateMachine> Replica<S> {
             if !self.note_epoch(from, epoch, &message) {
                 return;
             }
-            if self.recovering.is_some() {
-                self.handle_while_recovering(now_ms, from, message);
-                return;
-            }
+        } else if matches!(message, Message::Recovery { .. }) {
+            // Under FullSS only a replica that lost its stable storage sends Recovery: what it
+            // said before stops counting before the answer leaves.
+            self.forget_votes_of(from);
+        }
+        if self.recovering.is_some() {
+            self.handle_while_recovering(now_ms, from, message);
+            return;
         }
         match message {
             Message::Prepare {
@@ -1559,13 +1600,20 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// A peer restarted without its state: tell it how far the log has come here.
+    /// Under FullSS (a rejoin) a leader answers at least the instance after the highest one it
+    /// holds: its phase 1 saw every value a lost vote may have helped choose.
     fn on_recovery(&mut self, from: NodeId, epoch: Epoch) {
-        let decided_below = self
+        let mut decided_below = self
             .log
             .iter()
             .rev()
             .find(|(_, e)| e.decided.is_some())
             .map_or(self.next_execute, |(&i, _)| i.next().max(self.next_execute));
+        if self.config.recovery == Recovery::FullSs && self.is_leader() {
+            if let Some(last) = self.last_instance() {
+                decided_below = decided_below.max(last.next());
+            }
+        }
         let answer = Message::RecoveryAnswer {
             epoch,
             view: self.view,
@@ -1623,7 +1671,12 @@ impl<S: StateMachine> Replica<S> {
         let Some(Recovering::Answers { answers, .. }) = &self.recovering else {
             return;
         };
-        if answers.len() < self.config.quorum() {
+        // A rejoin (FullSS) needs every other replica: each forgot what this one said before.
+        let needed = match self.config.recovery {
+            Recovery::Epoch => self.config.quorum(),
+            Recovery::FullSs => self.config.nodes.len() - 1,
+        };
+        if answers.len() < needed {
             return;
         }
         let Some(view) = answers.values().map(|a| a.view).max() else {
@@ -1642,6 +1695,7 @@ impl<S: StateMachine> Replica<S> {
             .fold(self.next_execute, Instance::max);
         if view > self.view {
             self.view = view;
+            self.write(Record::View(view));
         }
         self.role = Role::Follower;
         self.leader_heard_ms = now_ms;

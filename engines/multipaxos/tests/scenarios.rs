@@ -7,6 +7,7 @@ use bytes::Bytes;
 use logless_multipaxos::config::{Config, Recovery};
 use logless_multipaxos::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, View};
 use logless_multipaxos::message::{Batch, ClientReply, Envelope, Message, Request};
+use logless_multipaxos::persist::Durable;
 use logless_multipaxos::replica::{Replica, Status};
 use logless_multipaxos::testing::{durable_before_send, History, MemStore};
 
@@ -1002,4 +1003,57 @@ fn section_5c_figure_2_without_epochs_two_values_are_decided_in_one_instance() {
     net.advance(1_500, every);
     assert_eq!(net.history(A), ["c1#1"]);
     assert_eq!(net.history(B), ["c2#1"]);
+}
+
+/// A lost disk under FullSS: B voted in instance 1 and learnt it decided (A's Propose and its
+/// own vote), but its Accept never reached A or C, so A alone holds a vote there. B's disk is
+/// lost and it rejoins: A, leading, names the instance after its highest proposal as the one to
+/// catch up to, so B takes part only once instance 1 is decided again and B has it. Then A
+/// fails, and B and C, who form a majority without A, keep what B once helped choose.
+#[test]
+fn a_rejoin_after_a_lost_disk_waits_for_what_its_lost_vote_may_have_chosen() {
+    let mut net = Net::started(|_| {});
+    net.submit(A, request(1, 1));
+    net.run(every);
+    let b_alone = |from: NodeId, e: &Envelope| from == A && e.to == B;
+    net.submit(A, request(1, 2));
+    net.run(b_alone);
+    assert_eq!(net.history(B), ["c1#1", "c1#2"], "chosen by A and B");
+    assert_eq!(net.history(A), ["c1#1"]);
+
+    // B loses its disk and rejoins, while A's Proposes do not reach C.
+    net.crash(B);
+    net.stores.insert(B, MemStore::default());
+    let now = net.now(B);
+    let mut replica = Replica::recover(net.config(B), History::default(), &Durable::default(), now);
+    replica.start_rejoin(now, Epoch(7));
+    net.replicas.insert(B, replica);
+    net.down.remove(&B);
+    net.collect(B);
+    assert_eq!(net.replica(B).status(), Status::Recovering);
+    let no_propose_to_c = |from: NodeId, e: &Envelope| !(from == A && e.to == C && is_propose(e));
+    net.advance(net.now_ms + 500, no_propose_to_c);
+    assert_eq!(
+        net.replica(B).status(),
+        Status::Recovering,
+        "instance 1 is not decided again yet"
+    );
+    assert_eq!(
+        net.history(B),
+        ["c1#1"],
+        "caught up to the decided instance only"
+    );
+    // They reach C again: C's vote decides instance 1 again; B catches up and takes part.
+    net.advance(net.now_ms + 500, every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert_eq!(net.history(B), ["c1#1", "c1#2"]);
+    assert_eq!(net.stores[&B].durable().view, net.replica(A).view());
+
+    // A fails: B and C change the view and keep instance 1.
+    net.crash(A);
+    net.advance(net.now_ms + 2_000, every);
+    net.submit(C, request(2, 1));
+    net.advance(net.now_ms + 1_000, every);
+    assert_eq!(net.history(C), ["c1#1", "c1#2", "c2#1"]);
+    assert_eq!(net.history(B), net.history(C));
 }
