@@ -83,7 +83,11 @@ pub fn draw_with(
     let width = 420 * panels.len() as u32;
     let root = BitMapBackend::new(path, (width.max(420), 420)).into_drawing_area();
     root.fill(&WHITE)?;
-    let root = root.titled(caption, ("sans-serif", 22))?;
+    // A long caption gets a smaller font rather than running off both edges (a glyph of this
+    // font is about 0.55 of its size wide on average).
+    let caption_px = (f64::from(width.max(420)) / (0.55 * caption.chars().count().max(1) as f64))
+        .clamp(12.0, 22.0);
+    let root = root.titled(caption, ("sans-serif", caption_px))?;
     let areas = root.split_evenly((1, panels.len().max(1)));
     for (area, panel) in areas.iter().zip(panels) {
         let shown = |p: &(f64, f64)| {
