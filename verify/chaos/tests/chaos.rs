@@ -426,6 +426,8 @@ fn psmr_synchronous_mode_without_the_barrier_is_caught() {
 }
 
 #[test]
+#[ignore = "by hand (cargo test -p logless-chaos --test chaos -- --ignored): CI's time; the P-SMR \
+            simulations (engines/psmr tests) catch this bug in every CI run"]
 fn a_psmr_merge_by_arrival_order_is_caught() {
     // Each worker merges its group's stream and g_all's in the order their batches reached its
     // replica, not by their stamps: the replicas order inserts and deletes differently against
