@@ -242,8 +242,8 @@ struct Batch {
 
 #[test]
 fn every_replica_decides_a_watched_exec_alike_whatever_snapshot_it_restored() {
-    // A log: keys set with and without expiry, WATCHes, then enough other keys changed to
-    // make the versions forget some, then the EXECs, each checked against stamps a replica
+    // A log: keys set with and without expiry, WATCHes, then enough other keys watched and
+    // changed to make the versions forget some, then the EXECs, each checked against stamps a replica
     // gave at WATCH. The stamps come from replica 0, as a client gets them from the replica
     // it is connected to; the other replicas restored a snapshot somewhere in the log.
     let mut log: Vec<Batch> = Vec::new();
@@ -269,9 +269,12 @@ fn every_replica_decides_a_watched_exec_alike_whatever_snapshot_it_restored() {
         T0 + 1,
     ));
     log.push(batch(vec![set("c", "2")], T0 + 2));
-    // Many other keys change: more than the versions keep.
+    // Many other keys change and are watched: more than the versions keep.
     let others: Vec<Operation> = (0..VERSIONS_MAX + 100)
-        .map(|i| set(&format!("other{i}"), "v"))
+        .flat_map(|i| {
+            let key = format!("other{i}");
+            [set(&key, "v"), Operation::Watch(vec![b(&key)])]
+        })
         .collect();
     for (i, chunk) in others.chunks(4096).enumerate() {
         log.push(batch(chunk.to_vec(), T0 + 3 + i as u64));

@@ -13,23 +13,25 @@
 //!
 //! The versions are replicated state: every replica derives them from the same log prefix (and
 //! a snapshot carries them), so every replica aborts the same transactions. They are bounded:
-//! the table keeps the [`VERSIONS_MAX`] keys changed or watched most recently, and a key it
+//! the table keeps the [`VERSIONS_MAX`] keys watched or changed most recently, and a key it
 //! forgets reports the highest version forgotten so far (the *floor*). A key's reported
 //! version therefore never goes down and goes up with every change, which is all the check
 //! needs; a key forgotten between its WATCH and EXEC may report a higher version without a
-//! change, aborting a transaction that could have run (as if the key had been touched). WATCH
-//! itself counts as a use, so that takes [`VERSIONS_MAX`] other keys changing in between.
+//! change, aborting a transaction that could have run (as if the key had been touched). Only
+//! watched keys are kept (a change of a key no WATCH asked for is not recorded: it happened
+//! before any WATCH could see it), so that takes [`VERSIONS_MAX`] other keys watched in
+//! between.
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
 use super::codec::{put_bytes, put_count, put_u64, DecodeError, Reader};
 
-/// The most keys whose versions are kept: at most this many keys changing between a WATCH and
-/// its EXEC abort no transaction that could have run.
+/// The most keys whose versions are kept: at most this many other keys watched between a WATCH
+/// and its EXEC abort no transaction that could have run.
 pub const VERSIONS_MAX: usize = 1 << 16;
 
-/// The last change of recently changed or watched keys.
+/// The last change of recently watched keys.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Versions {
     /// Ticks on every change and every WATCH: the versions, and the order of use.
@@ -54,8 +56,14 @@ impl Versions {
         self.kept.get(key).map_or(self.floor, |kept| kept.version)
     }
 
-    /// Notes that `key`'s register changed.
+    /// Notes that `key`'s register changed. Only a kept key's change is recorded: a key not
+    /// kept reports the floor, and a WATCH of it keeps it from then on, so a change before that
+    /// WATCH concerns no transaction. Every write passes here, and with no key watched it costs
+    /// one lookup.
     pub(crate) fn changed(&mut self, key: &Bytes) {
+        if self.kept.is_empty() || !self.kept.contains_key(key) {
+            return;
+        }
         self.clock += 1;
         let clock = self.clock;
         self.keep(key, clock);
@@ -145,23 +153,31 @@ mod tests {
         let mut v = Versions::default();
         assert_eq!(v.of(b"a"), 0);
         v.changed(&key(0));
-        let first = v.of(b"k0");
-        assert!(first > 0);
-        assert_eq!(v.watched(&key(0)), first);
+        assert!(
+            v.kept.is_empty(),
+            "a change of a key nobody watched is not recorded"
+        );
+        let first = v.watched(&key(0));
         assert_eq!(v.of(b"k0"), first, "WATCH changes no version");
         v.changed(&key(1));
         assert_eq!(v.of(b"k0"), first, "another key's change is not this one's");
         v.changed(&key(0));
-        assert!(v.of(b"k0") > first);
+        let second = v.of(b"k0");
+        assert!(second > first);
+        assert_eq!(v.watched(&key(0)), second);
+        v.changed(&key(0));
+        assert!(v.of(b"k0") > second);
     }
 
     #[test]
     fn forgotten_keys_report_the_floor_which_only_rises() {
         let mut v = Versions::default();
+        v.watched(&key(0));
         v.changed(&key(0));
         let watched = v.watched(&key(1));
         let mut last = v.of(b"k0");
         for i in 2..VERSIONS_MAX + 10 {
+            v.watched(&key(i));
             v.changed(&key(i));
             let now = v.of(b"k0");
             assert!(now >= last, "k0's version went down");
@@ -181,8 +197,10 @@ mod tests {
     #[test]
     fn bad_encodings_are_refused() {
         let mut v = Versions::default();
-        v.changed(&key(1));
-        v.changed(&key(0));
+        for k in [key(1), key(0)] {
+            v.watched(&k);
+            v.changed(&k);
+        }
         let mut bytes = Vec::new();
         v.encode(&mut bytes);
         for cut in 0..bytes.len() {
