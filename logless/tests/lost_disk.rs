@@ -43,19 +43,25 @@ fn check_all(con: &mut redis::Connection, prefix: &str) {
     }
 }
 
-#[test]
-fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
-    let mut cluster = Cluster::start(3, "mmap");
+/// Writes keys `v…` through replica 0, kills replica 2 and empties its directory; without
+/// `--rejoin` the peers refuse it and it stops with code 3, saying what to do. Gives the
+/// directory and what the refused start printed.
+fn lose_the_disk_of_the_third(cluster: &mut Cluster) -> (std::path::PathBuf, String) {
     set_all(&mut cluster.connect(0), "v");
     cluster.kill(2);
     let dir = cluster.replicas[2].spec.dir.clone();
     std::fs::remove_dir_all(&dir).unwrap();
-
-    // Without --rejoin: the peers refuse it and it stops, saying what to do.
     let finished = run_refused(&cluster.replicas[2].spec);
     assert_eq!(finished.status.code(), Some(3), "exits with code 3");
-    let stderr = String::from_utf8_lossy(&finished.stderr);
+    let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
     assert!(stderr.contains("--rejoin"), "{stderr}");
+    (dir, stderr)
+}
+
+#[test]
+fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
+    let mut cluster = Cluster::start(3, "mmap");
+    let (dir, stderr) = lose_the_disk_of_the_third(&mut cluster);
     assert!(
         stderr.contains("knows this node from incarnation"),
         "{stderr}"
@@ -104,15 +110,7 @@ fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
 #[test]
 fn a_log_replica_on_an_emptied_directory_is_refused_until_it_rejoins_and_recovers_the_log() {
     let mut cluster = Cluster::start_with(3, "mmap", &["--engine", "multipaxos"]);
-    set_all(&mut cluster.connect(0), "v");
-    cluster.kill(2);
-    let dir = cluster.replicas[2].spec.dir.clone();
-    std::fs::remove_dir_all(&dir).unwrap();
-
-    let finished = run_refused(&cluster.replicas[2].spec);
-    assert_eq!(finished.status.code(), Some(3), "exits with code 3");
-    let stderr = String::from_utf8_lossy(&finished.stderr);
-    assert!(stderr.contains("--rejoin"), "{stderr}");
+    let (dir, _) = lose_the_disk_of_the_third(&mut cluster);
 
     cluster.replicas[2].spec = cluster.replicas[2].spec.clone().args(["--rejoin"]);
     cluster.spawn(2);
