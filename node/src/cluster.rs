@@ -130,4 +130,3 @@ fn peers_up(context: &NodeContext) -> BTreeSet<u16> {
         .map(|(&(peer, _), _)| peer)
         .collect()
 }
-

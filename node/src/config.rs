@@ -542,7 +542,9 @@ pub fn parse_peers(list: &str) -> Result<Vec<PeerConfig>, ConfigError> {
 pub fn set_peer_client_addrs(peers: &mut [PeerConfig], list: &str) -> Result<(), ConfigError> {
     for part in list.split(',').filter(|part| !part.trim().is_empty()) {
         let (id, addr) = part.trim().split_once('=').ok_or_else(|| {
-            ConfigError::Invalid(format!("client address {part:?} is not written ID=HOST:PORT"))
+            ConfigError::Invalid(format!(
+                "client address {part:?} is not written ID=HOST:PORT"
+            ))
         })?;
         let peer = id
             .parse::<u16>()

@@ -186,7 +186,11 @@ impl ClusterMap {
     /// `None` for the subcommands about the keys this replica holds
     /// ([`ClusterCommand::CountKeysInSlot`], [`ClusterCommand::GetKeysInSlot`]), which the
     /// node answers from its copy.
-    pub fn answer(&self, command: &ClusterCommand, online: impl Fn(NodeId) -> bool) -> Option<Value> {
+    pub fn answer(
+        &self,
+        command: &ClusterCommand,
+        online: impl Fn(NodeId) -> bool,
+    ) -> Option<Value> {
         let mut nodes = self.nodes.clone();
         for (&id, node) in &mut nodes {
             node.online = id == self.myself || online(id);
@@ -262,7 +266,12 @@ pub fn cluster_help() -> Value {
         "HELP",
         "    Print this help.",
     ];
-    Value::Array(lines.iter().map(|l| Value::Simple((*l).to_owned())).collect())
+    Value::Array(
+        lines
+            .iter()
+            .map(|l| Value::Simple((*l).to_owned()))
+            .collect(),
+    )
 }
 
 /// `CLUSTER MYID`: the name of the node answering.

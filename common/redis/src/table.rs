@@ -674,12 +674,20 @@ static TABLE: &[Entry] = &[
     entry("asking", 1, &["fast"], NO_KEYS, |_| {
         Parsed::Local(Local::ClusterConnection)
     }),
-    entry("readonly", 1, &["loading", "stale", "fast"], NO_KEYS, |_| {
-        Parsed::Local(Local::ClusterConnection)
-    }),
-    entry("readwrite", 1, &["loading", "stale", "fast"], NO_KEYS, |_| {
-        Parsed::Local(Local::ClusterConnection)
-    }),
+    entry(
+        "readonly",
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+        |_| Parsed::Local(Local::ClusterConnection),
+    ),
+    entry(
+        "readwrite",
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+        |_| Parsed::Local(Local::ClusterConnection),
+    ),
     entry(
         "acl",
         -2,
