@@ -492,8 +492,9 @@ pub fn up(args: &UpArgs) -> ExitCode {
     }
     let tls_options = tls.as_ref().map(|t| t.redis_cli_options() + " ");
     println!(
-        "connect with:  redis-cli {}-p {}{}   (any replica serves every key)",
+        "connect with:  redis-cli {}{}-p {}{}   (any replica serves every key)",
         tls_options.unwrap_or_default(),
+        if args.cluster_enabled { "-c " } else { "" },
         args.port,
         if requirepass.is_some() {
             " --askpass"

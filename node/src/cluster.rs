@@ -90,8 +90,10 @@ pub fn cluster_map(config: &NodeConfig) -> Result<Option<ClusterMap>, ConfigErro
 }
 
 /// Answers a `CLUSTER` subcommand from connection `caller` (the session asks only in cluster
-/// mode): the ring's replies with the peers this replica has a live link to as online, and the
-/// keys of a slot from this replica's copy (as KEYS lists them: every live key, filtered).
+/// mode): the ring's replies with the peers this replica has a live link to as online (a link
+/// to a peer that died breaks at the next message sent to it, and every write sends one to
+/// every replica), and the keys of a slot from this replica's copy (as KEYS lists them: every
+/// live key, filtered, so it costs a pass over the copy).
 pub async fn answer(command: ClusterCommand, caller: &Connection, context: &NodeContext) -> Value {
     let Some(map) = &context.cluster else {
         return Value::Error(CLUSTER_DISABLED.into());

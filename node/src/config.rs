@@ -1062,6 +1062,83 @@ mod tests {
     }
 
     #[test]
+    fn cluster_mode_needs_a_ring_and_every_client_address() {
+        let mut peers = parse_peers("1=127.0.0.1:8001,2=127.0.0.1:8002,3=127.0.0.1:8003").unwrap();
+        set_peer_client_addrs(&mut peers, "2=127.0.0.1:7002, 3=[::1]:7003").unwrap();
+        let good = NodeConfig {
+            node_id: 1,
+            peers: peers.clone(),
+            client_addr: "127.0.0.1:7001".parse().unwrap(),
+            cluster_enabled: true,
+            ..NodeConfig::default()
+        };
+        good.validate().unwrap();
+        let map = crate::cluster::cluster_map(&good).unwrap().unwrap();
+        let nodes = map.nodes();
+        let own = &nodes[&logless_placement::NodeId(1)];
+        assert_eq!(
+            (own.ip.as_str(), own.port, own.bus_port),
+            ("127.0.0.1", 7001, 8001)
+        );
+        let third = &nodes[&logless_placement::NodeId(3)];
+        assert_eq!((third.ip.as_str(), third.port), ("::1", 7003));
+        assert!(crate::cluster::cluster_map(&NodeConfig {
+            cluster_enabled: false,
+            ..good.clone()
+        })
+        .unwrap()
+        .is_none());
+        let refusal = |config: NodeConfig| config.validate().unwrap_err().to_string();
+        // This replica's own address is not a specific one: it must be given.
+        let wildcard = refusal(NodeConfig {
+            client_addr: "0.0.0.0:7001".parse().unwrap(),
+            ..good.clone()
+        });
+        assert!(wildcard.contains("give replica 1 one"), "{wildcard}");
+        let other = refusal(NodeConfig {
+            node_id: 2,
+            peers: parse_peers("1=127.0.0.1:8001,2=127.0.0.1:8002,3=127.0.0.1:8003").unwrap(),
+            ..good.clone()
+        });
+        assert!(other.contains("give replica 1 one"), "{other}");
+        let alone = refusal(NodeConfig {
+            peers: peers[..1].to_vec(),
+            ..good.clone()
+        });
+        assert!(alone.contains("3, 5 or 7 replicas"), "{alone}");
+        let psmr = refusal(NodeConfig {
+            engine: Engine::Psmr,
+            ..good.clone()
+        });
+        assert!(psmr.contains("psmr"), "{psmr}");
+        for bad in ["9=127.0.0.1:1", "2=127.0.0.1", "2:127.0.0.1:1", "x=h:1"] {
+            assert!(set_peer_client_addrs(&mut peers, bad).is_err(), "{bad}");
+        }
+        let text = r#"
+            node_id = 1
+            cluster_enabled = true
+            [[peers]]
+            id = 1
+            addr = "127.0.0.1:8001"
+            client_addr = "logless-1.internal:7379"
+            [[peers]]
+            id = 2
+            addr = "127.0.0.1:8002"
+            client_addr = "logless-2.internal:7379"
+            [[peers]]
+            id = 3
+            addr = "127.0.0.1:8003"
+            client_addr = "logless-3.internal:7379"
+        "#;
+        let config: NodeConfig = toml::from_str(text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.peers[2].client_addr.as_deref(),
+            Some("logless-3.internal:7379")
+        );
+    }
+
+    #[test]
     fn limits_have_sane_defaults_and_bounds() {
         let peers = parse_peers("1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3").unwrap();
         let good = NodeConfig {
