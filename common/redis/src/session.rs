@@ -58,6 +58,16 @@
 //! logged-in user's key patterns and access are checked on the parsed request: a refused one
 //! is answered `NOPERM`, and in a transaction it aborts EXEC like any refused command.
 //!
+//! # Cluster mode
+//!
+//! A session given the ring ([`Session::with_cluster`], the node's `cluster_enabled`) decides
+//! as a Redis Cluster node does, after the login and ACL checks and before anything runs: a
+//! request whose keys hash to several slots answers `CROSSSLOT` (in a transaction, the keys of
+//! the commands queued so far count too), and one on a slot the node does not replicate
+//! answers `MOVED` ([`ClusterMap::redirect`]). CLUSTER is a [`Step::Node`] (the node knows
+//! which peers are up); ASKING, READONLY and READWRITE answer OK. Without the ring those four
+//! answer [`CLUSTER_DISABLED`], as Redis outside cluster mode does.
+//!
 //! # Seeds
 //!
 //! SPOP, SRANDMEMBER and HRANDFIELD choose at random, and every replica must choose the same:
