@@ -2,35 +2,19 @@
 //! for keys of several slots, MOVED for a slot the node does not replicate (on a ring wider
 //! than its replication degree, which a node does not serve yet), CLUSTER, ASKING, READONLY
 //! and READWRITE, and the same requests refused as by a Redis outside cluster mode.
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use logless_placement::{key_slot, Configuration, NodeId, Replication};
 use logless_redis::cluster::{
-    ClusterCommand, ClusterMap, ClusterNode, CLUSTER_DISABLED, CROSSSLOT, INVALID_SLOT,
+    ClusterCommand, ClusterMap, CLUSTER_DISABLED, CROSSSLOT, INVALID_SLOT,
 };
 use logless_redis::resp::Value;
 use logless_redis::session::{NodeQuery, Session, Step};
 use logless_redis::table::Combine;
 
 mod common;
-use common::{error, handle, reply, simple};
-
-fn addresses(n: u16) -> BTreeMap<NodeId, ClusterNode> {
-    (1..=n)
-        .map(|i| {
-            let node = ClusterNode {
-                ip: "127.0.0.1".to_owned(),
-                port: 7000 + i,
-                bus_port: 8000 + i,
-                hostname: None,
-                online: true,
-            };
-            (NodeId(i), node)
-        })
-        .collect()
-}
+use common::{addresses, error, handle, reply, simple};
 
 /// The map of a ring of `n` nodes with three replicas a slot, seen from node 1.
 fn map(n: u16) -> Arc<ClusterMap> {
@@ -248,7 +232,7 @@ fn the_map_answers_with_the_liveness_it_is_told() {
     assert!(nodes.lines().any(|l| l.contains(" myself,master ")));
     assert!(nodes
         .lines()
-        .any(|l| l.contains("127.0.0.1:7004@8004 master,fail ")));
+        .any(|l| l.contains("127.0.0.1:7004@17004 master,fail ")));
     assert_eq!(
         ring.answer(
             &ClusterCommand::CountKeysInSlot(logless_placement::Slot::MIN),
