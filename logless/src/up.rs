@@ -542,6 +542,33 @@ mod tests {
     }
 
     #[test]
+    fn cluster_mode_tells_every_replica_every_client_address() {
+        let mut args = UpArgs::defaults();
+        let plain = specs(&args, "up-x", Path::new("s"), None);
+        assert!(!plain[0]
+            .command_line()
+            .contains(&"--cluster-enabled".into()));
+        args.cluster_enabled = true;
+        args.port = 20_000;
+        for spec in specs(&args, "up-x", Path::new("s"), None) {
+            let line: Vec<String> = spec
+                .command_line()
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert!(line.contains(&"--cluster-enabled".to_string()), "{line:?}");
+            let at = line
+                .iter()
+                .position(|a| a == "--peer-client-addrs")
+                .unwrap();
+            assert_eq!(
+                line[at + 1],
+                "1=127.0.0.1:20000,2=127.0.0.1:20001,3=127.0.0.1:20002"
+            );
+        }
+    }
+
+    #[test]
     fn the_password_file_is_private_and_replaced() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();

@@ -149,6 +149,8 @@ pub struct ClusterMap {
     config: Configuration,
     nodes: BTreeMap<NodeId, ClusterNode>,
     myself: NodeId,
+    /// Whether `myself` replicates each slot, by slot number: the question every request asks.
+    replicated: Vec<bool>,
 }
 
 impl ClusterMap {
@@ -160,10 +162,14 @@ impl ClusterMap {
         myself: NodeId,
     ) -> Result<ClusterMap, ClusterViewError> {
         ClusterView::new(&config, &nodes, myself)?;
+        let replicated = Slot::all()
+            .map(|slot| config.replicas(slot).contains(myself))
+            .collect();
         Ok(ClusterMap {
             config,
             nodes,
             myself,
+            replicated,
         })
     }
 
@@ -222,8 +228,11 @@ impl ClusterMap {
         if keys.any(|key| key_slot(key) != slot) {
             return Some(CROSSSLOT.to_owned());
         }
-        let replicas = self.config.replicas(slot);
-        (!replicas.contains(self.myself)).then(|| moved_text(slot, &self.nodes[&replicas.first()]))
+        if self.replicated[usize::from(slot.get())] {
+            return None;
+        }
+        let first = self.config.replicas(slot).first();
+        Some(moved_text(slot, &self.nodes[&first]))
     }
 }
 
