@@ -1,7 +1,8 @@
 //! Redis Cluster in the node: the real `logless` binary as 3 replicas with `--cluster-enabled`,
 //! asked CLUSTER SLOTS, NODES, SHARDS, INFO, MYID, KEYSLOT, COUNTKEYSINSLOT and GETKEYSINSLOT,
 //! and sent commands over keys of one slot and of several (CROSSSLOT); a replica killed shows
-//! as failed in the others' replies while the cluster stays `ok`.
+//! as failed in the others' replies while the cluster stays `ok`. Under the log engine, MSET
+//! and RENAME run on keys of one hash tag and are refused across slots.
 mod common;
 
 use std::collections::BTreeSet;
@@ -10,8 +11,9 @@ use std::time::{Duration, Instant};
 use common::{config_get, server, Cluster};
 use redis::{Commands, RedisError, Value};
 
-/// Three replicas in cluster mode, each told every replica's client address.
-fn cluster_mode() -> Cluster {
+/// Three replicas in cluster mode, each told every replica's client address, with `extra`
+/// flags.
+fn cluster_mode(extra: &[&str]) -> Cluster {
     Cluster::start_each(3, "memory", |_, spec| {
         let clients: Vec<String> = spec
             .peers
@@ -23,6 +25,7 @@ fn cluster_mode() -> Cluster {
             .collect();
         spec.args(["--cluster-enabled"])
             .flag("--peer-client-addrs", clients.join(","))
+            .args(extra.iter().copied())
     })
 }
 
@@ -66,7 +69,7 @@ fn nodes_line(con: &mut redis::Connection, id: u16) -> String {
 
 #[test]
 fn a_cluster_enabled_node_answers_cluster_replies_and_refuses_crossslot() {
-    let mut cluster = cluster_mode();
+    let mut cluster = cluster_mode(&[]);
     let ports: Vec<u16> = cluster
         .replicas
         .iter()
@@ -167,5 +170,30 @@ fn a_cluster_enabled_node_answers_cluster_replies_and_refuses_crossslot() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let info = text(&ask(&mut a, &["INFO"]).unwrap());
+    assert!(info.starts_with("cluster_state:ok\r\n"), "{info}");
+}
+
+#[test]
+fn under_the_log_engine_multi_key_commands_run_atomically_on_one_slot() {
+    let cluster = cluster_mode(&["--engine", "multipaxos"]);
+    let mut a = cluster.connect(0);
+    let _: () = redis::cmd("MSET")
+        .arg(&["{acct}.a", "10", "{acct}.b", "20"])
+        .query(&mut a)
+        .unwrap();
+    let mut b = cluster.connect(1);
+    let both: Vec<i64> = b.mget(&["{acct}.a", "{acct}.b"]).unwrap();
+    assert_eq!(both, [10, 20]);
+    let err: RedisError = redis::cmd("MSET")
+        .arg(&["a", "1", "b", "2"])
+        .query::<()>(&mut b)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("CROSSSLOT"), "{err}");
+    let err: RedisError = redis::cmd("RENAME")
+        .arg(&["{acct}.a", "other"])
+        .query::<()>(&mut b)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("CROSSSLOT"), "{err}");
+    let info = text(&ask(&mut b, &["INFO"]).unwrap());
     assert!(info.starts_with("cluster_state:ok\r\n"), "{info}");
 }
