@@ -147,6 +147,16 @@ pub fn loopback_cluster(replicas: u16, base: u16, dir: &Path, durability: &str) 
         .collect()
 }
 
+/// The `--peer-client-addrs` value of a cluster of `specs`: `ID=HOST:PORT` of each replica's
+/// client address, comma-separated (what cluster mode names to clients).
+pub fn client_addrs_flag(specs: &[ServerSpec]) -> String {
+    let addrs: Vec<String> = specs
+        .iter()
+        .map(|spec| format!("{}={}", spec.node_id, spec.client))
+        .collect();
+    addrs.join(",")
+}
+
 /// Sends `signal` (`-TERM`, `-STOP`, …) to process `pid` with kill(1), which spares the
 /// callers libc for one call; whether it was delivered.
 pub fn signal(pid: u32, signal: &str) -> bool {

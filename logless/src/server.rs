@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use logless_node::config::{parse_peers, NodeConfig, Password};
+use logless_node::config::{parse_peers, set_peer_client_addrs, NodeConfig, Password};
 use logless_node::node::{self, Bugs};
 use tracing::{error, info};
 
@@ -31,6 +31,15 @@ pub struct ServerArgs {
     /// Where Redis clients connect.
     #[arg(long, env = "LOGLESS_CLIENT_ADDR")]
     pub client_addr: Option<SocketAddr>,
+    /// Serve as a node of a Redis Cluster (redis.conf's cluster-enabled): CLUSTER SLOTS,
+    /// SHARDS, NODES, ..., CROSSSLOT for keys of several slots, MOVED for slots it does not
+    /// replicate. Needs every replica's client address (--peer-client-addrs).
+    #[arg(long, env = "LOGLESS_CLUSTER_ENABLED")]
+    pub cluster_enabled: bool,
+    /// Every replica's client address as cluster replies name it to clients: ID=HOST:PORT,
+    /// comma-separated (this replica's defaults to --client-addr when that is specific).
+    #[arg(long, env = "LOGLESS_PEER_CLIENT_ADDRS")]
+    pub peer_client_addrs: Option<String>,
     /// Where peers connect.
     #[arg(long, env = "LOGLESS_PEER_ADDR")]
     pub peer_addr: Option<SocketAddr>,
@@ -184,6 +193,12 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = &args.peers {
         c.peers = parse_peers(v).map_err(|e| e.to_string())?;
+    }
+    if let Some(v) = &args.peer_client_addrs {
+        set_peer_client_addrs(&mut c.peers, v).map_err(|e| e.to_string())?;
+    }
+    if args.cluster_enabled {
+        c.cluster_enabled = true;
     }
     if let Some(v) = args.client_addr {
         c.client_addr = v;

@@ -111,6 +111,10 @@ pub struct UpArgs {
     /// optional or no.
     #[arg(long, default_value = "yes", requires = "tls")]
     pub tls_auth_clients: String,
+    /// Serve as a Redis Cluster (every replica with cluster-enabled): for cluster-aware
+    /// clients such as `redis-cli -c`; keys of one command must then share a slot (hash tags).
+    #[arg(long)]
+    pub cluster_enabled: bool,
 }
 
 impl UpArgs {
@@ -176,7 +180,9 @@ fn specs(
     secret: &Path,
     requirepass: Option<&Path>,
 ) -> Vec<ServerSpec> {
-    server::loopback_cluster(args.replicas, args.port, &args.dir, &args.durability)
+    let specs = server::loopback_cluster(args.replicas, args.port, &args.dir, &args.durability);
+    let client_addrs = server::client_addrs_flag(&specs);
+    specs
         .into_iter()
         .map(|spec| {
             ServerSpec {
@@ -202,6 +208,14 @@ fn specs(
         .map(|spec| match requirepass {
             Some(path) => spec.flag("--requirepass-file", path.display()),
             None => spec,
+        })
+        .map(|spec| {
+            if args.cluster_enabled {
+                let spec = spec.args(["--cluster-enabled"]);
+                spec.flag("--peer-client-addrs", &client_addrs)
+            } else {
+                spec
+            }
         })
         .collect()
 }
@@ -317,6 +331,14 @@ fn supervise(children: Vec<Option<Child>>, specs: &[ServerSpec], exe: &Path) -> 
 pub fn up(args: &UpArgs) -> ExitCode {
     if ![1, 3, 5, 7].contains(&args.replicas) {
         eprintln!("error: --replicas must be 1, 3, 5 or 7");
+        return ExitCode::from(2);
+    }
+    let psmr = args.engine == logless_node::config::Engine::Psmr;
+    if args.cluster_enabled && (args.replicas < 3 || psmr) {
+        eprintln!(
+            "error: --cluster-enabled needs 3, 5 or 7 replicas of the rmw or multipaxos engine \
+             (a slot has 3, 5 or 7 replicas; the psmr engine keeps its keys in order)"
+        );
         return ExitCode::from(2);
     }
     if args.engine == logless_node::config::Engine::Psmr
@@ -470,8 +492,9 @@ pub fn up(args: &UpArgs) -> ExitCode {
     }
     let tls_options = tls.as_ref().map(|t| t.redis_cli_options() + " ");
     println!(
-        "connect with:  redis-cli {}-p {}{}   (any replica serves every key)",
+        "connect with:  redis-cli {}{}-p {}{}   (any replica serves every key)",
         tls_options.unwrap_or_default(),
+        if args.cluster_enabled { "-c " } else { "" },
         args.port,
         if requirepass.is_some() {
             " --askpass"
@@ -516,6 +539,33 @@ mod tests {
         assert_eq!(d.ready_timeout_s, 30);
         assert!(!d.tls);
         assert_eq!(d.tls_auth_clients, "yes");
+    }
+
+    #[test]
+    fn cluster_mode_tells_every_replica_every_client_address() {
+        let mut args = UpArgs::defaults();
+        let plain = specs(&args, "up-x", Path::new("s"), None);
+        assert!(!plain[0]
+            .command_line()
+            .contains(&"--cluster-enabled".into()));
+        args.cluster_enabled = true;
+        args.port = 20_000;
+        for spec in specs(&args, "up-x", Path::new("s"), None) {
+            let line: Vec<String> = spec
+                .command_line()
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert!(line.contains(&"--cluster-enabled".to_string()), "{line:?}");
+            let at = line
+                .iter()
+                .position(|a| a == "--peer-client-addrs")
+                .unwrap();
+            assert_eq!(
+                line[at + 1],
+                "1=127.0.0.1:20000,2=127.0.0.1:20001,3=127.0.0.1:20002"
+            );
+        }
     }
 
     #[test]

@@ -39,6 +39,8 @@
 //! client_output_buffer_limit = 268435456  # unwritten reply bytes of one connection
 //! peer_connections_max = 64    # inbound peer connections at once (0: derived from peers)
 //! peer_handshake_timeout_ms = 5000
+//! cluster_enabled = false      # serve as a Redis Cluster node (CLUSTER, MOVED, CROSSSLOT);
+//!                              # needs every peer's client_addr (docs/config.md)
 //!
 //! [multipaxos]                 # the log engine's timeouts, batches, window and snapshots
 //! suspect_timeout_ms = 300     # (every setting and its default: crate::log_config)
@@ -46,6 +48,7 @@
 //! [[peers]]                    # every replica, this one included, the same list everywhere
 //! id = 1
 //! addr = "127.0.0.1:8379"      # HOST:PORT; HOST may be a DNS name, resolved at each connect
+//! client_addr = "127.0.0.1:7379"  # where its Redis clients connect, as cluster replies name it
 //!
 //! [[users]]                    # ACL users besides `default`
 //! name = "app"
@@ -107,6 +110,11 @@ pub struct PeerConfig {
     /// Its peer address, `HOST:PORT`; `HOST` may be a DNS name, resolved at every connection
     /// attempt.
     pub addr: String,
+    /// Where its Redis clients connect, `HOST:PORT`, as Redis Cluster replies (CLUSTER SLOTS,
+    /// MOVED) name it to clients; only cluster mode uses it. For this replica it defaults to
+    /// [`NodeConfig::client_addr`] when that is a specific address.
+    #[serde(default)]
+    pub client_addr: Option<String>,
 }
 
 /// A password in the configuration: never shown in a debug line.
@@ -392,6 +400,13 @@ pub struct NodeConfig {
     /// Whether the HTTP listener speaks TLS, asking clients for certificates as
     /// `tls_auth_clients` says.
     pub tls_http: bool,
+    /// Whether the replica serves as a node of a Redis Cluster (redis.conf's `cluster-enabled`):
+    /// it answers CLUSTER SLOTS, SHARDS, NODES, ... from the ring's configuration and the
+    /// peers' client addresses, refuses commands whose keys hash to several slots with
+    /// `CROSSSLOT`, and redirects those on a slot it does not replicate with `MOVED`
+    /// (see [`crate::cluster`]). Off by default: a plain Redis client may then send any keys
+    /// together.
+    pub cluster_enabled: bool,
 }
 
 impl Default for NodeConfig {
@@ -439,6 +454,7 @@ impl Default for NodeConfig {
             tls_auth_clients: "yes".to_string(),
             tls_cluster: false,
             tls_http: false,
+            cluster_enabled: false,
         }
     }
 }
@@ -512,19 +528,58 @@ pub fn parse_peers(list: &str) -> Result<Vec<PeerConfig>, ConfigError> {
                 .map_err(|_| ConfigError::Invalid(format!("peer id {id:?} is not a number")))?;
             let addr = addr.trim().to_string();
             check_peer_addr(&addr)?;
-            Ok(PeerConfig { id, addr })
+            Ok(PeerConfig {
+                id,
+                addr,
+                client_addr: None,
+            })
         })
         .collect()
 }
 
-/// Checks that a peer address is `HOST:PORT` (a name or an address, and a port number).
-fn check_peer_addr(addr: &str) -> Result<(), ConfigError> {
-    let bad = || ConfigError::Invalid(format!("peer address {addr:?} is not HOST:PORT"));
-    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
-    if host.is_empty() || port.parse::<u16>().is_err() {
-        return Err(bad());
+/// Sets the peers' client addresses from a list written `ID=HOST:PORT,ID=HOST:PORT,...`
+/// (`--peer-client-addrs`); every id must be one of `peers`.
+pub fn set_peer_client_addrs(peers: &mut [PeerConfig], list: &str) -> Result<(), ConfigError> {
+    for part in list.split(',').filter(|part| !part.trim().is_empty()) {
+        let (id, addr) = part.trim().split_once('=').ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "client address {part:?} is not written ID=HOST:PORT"
+            ))
+        })?;
+        let peer = id
+            .parse::<u16>()
+            .ok()
+            .and_then(|id| peers.iter_mut().find(|p| p.id == id))
+            .ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "client address {part:?}: {id:?} is not the id of a peer"
+                ))
+            })?;
+        let addr = addr.trim().to_string();
+        split_host_port("client address", &addr)?;
+        peer.client_addr = Some(addr);
     }
     Ok(())
+}
+
+/// Checks that a peer address is `HOST:PORT` (a name or an address, and a port number).
+fn check_peer_addr(addr: &str) -> Result<(), ConfigError> {
+    split_host_port("peer address", addr).map(drop)
+}
+
+/// `HOST:PORT` (a name or an address, and a port number) as the host, without the brackets of
+/// an IPv6 address, and the port; `what` names the address in the error.
+pub fn split_host_port<'a>(what: &str, addr: &'a str) -> Result<(&'a str, u16), ConfigError> {
+    let bad = || ConfigError::Invalid(format!("{what} {addr:?} is not HOST:PORT"));
+    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    match port.parse::<u16>() {
+        Ok(port) if !host.is_empty() => Ok((host, port)),
+        _ => Err(bad()),
+    }
 }
 
 /// The longest a node's proposers back off before a retry (ms): short, since a shard's
@@ -688,6 +743,7 @@ impl NodeConfig {
         }
         self.durability()?;
         crate::tls::check_config(self)?;
+        crate::cluster::cluster_map(self)?;
         Ok(())
     }
 
@@ -1003,6 +1059,83 @@ mod tests {
             let config: NodeConfig = toml::from_str(bad).unwrap();
             assert!(config.acl().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn cluster_mode_needs_a_ring_and_every_client_address() {
+        let mut peers = parse_peers("1=127.0.0.1:8001,2=127.0.0.1:8002,3=127.0.0.1:8003").unwrap();
+        set_peer_client_addrs(&mut peers, "2=127.0.0.1:7002, 3=[::1]:7003").unwrap();
+        let good = NodeConfig {
+            node_id: 1,
+            peers: peers.clone(),
+            client_addr: "127.0.0.1:7001".parse().unwrap(),
+            cluster_enabled: true,
+            ..NodeConfig::default()
+        };
+        good.validate().unwrap();
+        let map = crate::cluster::cluster_map(&good).unwrap().unwrap();
+        let nodes = map.nodes();
+        let own = &nodes[&logless_placement::NodeId(1)];
+        assert_eq!(
+            (own.ip.as_str(), own.port, own.bus_port),
+            ("127.0.0.1", 7001, 8001)
+        );
+        let third = &nodes[&logless_placement::NodeId(3)];
+        assert_eq!((third.ip.as_str(), third.port), ("::1", 7003));
+        assert!(crate::cluster::cluster_map(&NodeConfig {
+            cluster_enabled: false,
+            ..good.clone()
+        })
+        .unwrap()
+        .is_none());
+        let refusal = |config: NodeConfig| config.validate().unwrap_err().to_string();
+        // This replica's own address is not a specific one: it must be given.
+        let wildcard = refusal(NodeConfig {
+            client_addr: "0.0.0.0:7001".parse().unwrap(),
+            ..good.clone()
+        });
+        assert!(wildcard.contains("give replica 1 one"), "{wildcard}");
+        let other = refusal(NodeConfig {
+            node_id: 2,
+            peers: parse_peers("1=127.0.0.1:8001,2=127.0.0.1:8002,3=127.0.0.1:8003").unwrap(),
+            ..good.clone()
+        });
+        assert!(other.contains("give replica 1 one"), "{other}");
+        let alone = refusal(NodeConfig {
+            peers: peers[..1].to_vec(),
+            ..good.clone()
+        });
+        assert!(alone.contains("3, 5 or 7 replicas"), "{alone}");
+        let psmr = refusal(NodeConfig {
+            engine: Engine::Psmr,
+            ..good.clone()
+        });
+        assert!(psmr.contains("psmr"), "{psmr}");
+        for bad in ["9=127.0.0.1:1", "2=127.0.0.1", "2:127.0.0.1:1", "x=h:1"] {
+            assert!(set_peer_client_addrs(&mut peers, bad).is_err(), "{bad}");
+        }
+        let text = r#"
+            node_id = 1
+            cluster_enabled = true
+            [[peers]]
+            id = 1
+            addr = "127.0.0.1:8001"
+            client_addr = "logless-1.internal:7379"
+            [[peers]]
+            id = 2
+            addr = "127.0.0.1:8002"
+            client_addr = "logless-2.internal:7379"
+            [[peers]]
+            id = 3
+            addr = "127.0.0.1:8003"
+            client_addr = "logless-3.internal:7379"
+        "#;
+        let config: NodeConfig = toml::from_str(text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.peers[2].client_addr.as_deref(),
+            Some("logless-3.internal:7379")
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use logless_redis::acl::Acl;
+use logless_redis::cluster::ClusterMap;
 use logless_rmw::ids::NodeId;
 use tokio::sync::mpsc;
 
@@ -25,6 +26,8 @@ pub struct NodeContext {
     pub config: NodeConfig,
     /// The users clients log in as.
     pub acl: Arc<Acl>,
+    /// The ring and its nodes' client addresses, in cluster mode (`cluster_enabled`).
+    pub cluster: Option<Arc<ClusterMap>>,
     /// This node.
     pub node: NodeId,
     /// This run's incarnation.

@@ -329,6 +329,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let mut session = Session::new(id)
         .with_value_bytes_max(context.config.value_bytes_max)
         .with_acl(context.acl.clone())
+        .with_cluster(context.cluster.clone())
         // Under psmr, commands over several keys parse, to be refused as the engine's.
         .with_total_order(context.log.is_some() || context.psmr.is_some());
     let mut input = BytesMut::with_capacity(16 * 1024);

@@ -46,6 +46,7 @@ pub async fn answer(query: NodeQuery, caller: &Connection, context: &NodeContext
         }
         NodeQuery::ConfigSet(pairs) => config_set(&pairs, context).await,
         NodeQuery::Admin(query) => admin::answer(query, caller, context).await,
+        NodeQuery::Cluster(command) => crate::cluster::answer(command, caller, context).await,
         NodeQuery::Info(sections) => bulk(info_text(context, &sections).await),
         NodeQuery::DbSize => {
             let totals = status::gather(context).await;
@@ -139,7 +140,9 @@ fn config_change(name: &[u8], value: &[u8], context: &NodeContext) -> Result<Cha
             .ok_or_else(|| bad_config_value(name, "argument must be a memory value")),
         b"logless-thrifty-reads" => parse_bool(name, value).map(Change::ThriftyReads),
         b"logless-thrifty-writes" => parse_bool(name, value).map(Change::ThriftyWrites),
-        b"databases" => Err(bad_config_value(name, "can't set immutable config")),
+        b"databases" | b"cluster-enabled" => {
+            Err(bad_config_value(name, "can't set immutable config"))
+        }
         b"timeout" | b"client-query-buffer-limit" => Err(bad_config_value(
             name,
             "can't set immutable config (the client limits come from the configuration file \
@@ -183,6 +186,10 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
     let settings = &context.settings;
     let mut values = vec![
         ("databases", "1".into()),
+        (
+            "cluster-enabled",
+            if c.cluster_enabled { "yes" } else { "no" }.into(),
+        ),
         (
             "maxclients",
             settings.clients_max.load(Ordering::Relaxed).to_string(),
@@ -244,8 +251,13 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
     if wanted("server") {
         let _ = write!(
             out,
-            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\nlogless_version:{}\r\nredis_mode:standalone\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nnode_id:{}\r\nincarnation:{}\r\nshards:{}\r\nengine:{}\r\ndurability:{}\r\ncluster_id:{}\r\n",
+            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\nlogless_version:{}\r\nredis_mode:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nnode_id:{}\r\nincarnation:{}\r\nshards:{}\r\nengine:{}\r\ndurability:{}\r\ncluster_id:{}\r\n",
             env!("CARGO_PKG_VERSION"),
+            if context.cluster.is_some() {
+                "cluster"
+            } else {
+                "standalone"
+            },
             std::process::id(),
             context.bound.client.port(),
             context.started.elapsed().as_secs(),
@@ -356,6 +368,10 @@ async fn info_text(context: &NodeContext, sections: &[Bytes]) -> String {
     };
     if named("commandstats") {
         command_stats(&mut out, &totals);
+    }
+    if wanted("cluster") {
+        let enabled = u8::from(context.cluster.is_some());
+        let _ = write!(out, "# Cluster\r\ncluster_enabled:{enabled}\r\n\r\n");
     }
     if wanted("keyspace") {
         let _ = write!(out, "# Keyspace\r\n");

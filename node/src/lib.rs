@@ -25,6 +25,8 @@
 //! * [`front`], [`info`] and [`admin`] — the Redis front end: sockets and buffers around each
 //!   connection's `logless_redis::session::Session`, and the server and admin commands it
 //!   leaves to the node; [`clients`] — the registry of open connections;
+//! * [`cluster`] — Redis Cluster in the node (`cluster_enabled`): the ring it serves with,
+//!   its nodes' client addresses, and the `CLUSTER` replies;
 //! * [`status`] and [`http`] — figures, `/metrics`, `/health`, `/status`;
 //! * [`node`] — starting and stopping it all.
 #![warn(missing_docs)]
@@ -32,6 +34,7 @@
 pub mod admin;
 mod client_pool;
 pub mod clients;
+pub mod cluster;
 pub mod config;
 pub mod context;
 pub mod durable_log;

@@ -119,6 +119,7 @@ fn epoch_recovery_is_the_log_engines_on_a_cluster_with_peers() {
             .map(|id| PeerConfig {
                 id,
                 addr: format!("127.0.0.1:{}", 8000 + id),
+                client_addr: None,
             })
             .collect()
     };

@@ -12,6 +12,12 @@
 //! the set of slots with the same replicas in the same order, and in `CLUSTER NODES` (whose
 //! format ties a replica to one master) every node is a master of the slots it is first replica
 //! of.
+//!
+//! [`ClusterMap`] is what a node serving in cluster mode (`cluster_enabled`) keeps: its
+//! installed configuration and the nodes' client addresses, from which a session decides,
+//! before a command runs, whether its keys belong together ([`CROSSSLOT`]) and here
+//! ([`moved`]), and from which the node answers the `CLUSTER` subcommands
+//! ([`ClusterCommand`]) with each node's liveness as it sees it.
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -105,14 +111,176 @@ impl<'a> ClusterView<'a> {
     }
 }
 
+/// The `CLUSTER` subcommands logless answers (in cluster mode only; otherwise CLUSTER is
+/// refused in Redis's words, [`CLUSTER_DISABLED`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterCommand {
+    /// `CLUSTER SLOTS`.
+    Slots,
+    /// `CLUSTER SHARDS`.
+    Shards,
+    /// `CLUSTER NODES`.
+    Nodes,
+    /// `CLUSTER INFO`.
+    Info,
+    /// `CLUSTER MYID`.
+    MyId,
+    /// `CLUSTER KEYSLOT key`.
+    KeySlot(Bytes),
+    /// `CLUSTER COUNTKEYSINSLOT slot`: the live keys of this replica's copy in the slot.
+    CountKeysInSlot(Slot),
+    /// `CLUSTER GETKEYSINSLOT slot count`: at most `count` of them.
+    GetKeysInSlot(Slot, usize),
+    /// `CLUSTER HELP`.
+    Help,
+}
+
+/// The reply to `CLUSTER`, `READONLY`, `READWRITE` and `ASKING` on a node that is not in
+/// cluster mode, in Redis's words.
+pub const CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
+
+/// The reply to a slot number out of range, in Redis's words.
+pub const INVALID_SLOT: &str = "ERR Invalid or out of range slot";
+
+/// What a node in cluster mode knows of its ring: the installed configuration, the client
+/// address of each of its nodes, and which node it is.
+#[derive(Clone, Debug)]
+pub struct ClusterMap {
+    config: Configuration,
+    nodes: BTreeMap<NodeId, ClusterNode>,
+    myself: NodeId,
+    /// Whether `myself` replicates each slot, by slot number: the question every request asks.
+    replicated: Vec<bool>,
+}
+
+impl ClusterMap {
+    /// The map of `config` seen from `myself`, with the address of every node of `config` in
+    /// `nodes`.
+    pub fn new(
+        config: Configuration,
+        nodes: BTreeMap<NodeId, ClusterNode>,
+        myself: NodeId,
+    ) -> Result<ClusterMap, ClusterViewError> {
+        ClusterView::new(&config, &nodes, myself)?;
+        let replicated = Slot::all()
+            .map(|slot| config.replicas(slot).contains(myself))
+            .collect();
+        Ok(ClusterMap {
+            config,
+            nodes,
+            myself,
+            replicated,
+        })
+    }
+
+    /// The installed configuration.
+    pub fn config(&self) -> &Configuration {
+        &self.config
+    }
+
+    /// The node this map is seen from.
+    pub fn myself(&self) -> NodeId {
+        self.myself
+    }
+
+    /// The nodes' addresses, each marked online as the map was made.
+    pub fn nodes(&self) -> &BTreeMap<NodeId, ClusterNode> {
+        &self.nodes
+    }
+
+    /// The reply to `command`, each node online as `online` says (this node always is);
+    /// `None` for the subcommands about the keys this replica holds
+    /// ([`ClusterCommand::CountKeysInSlot`], [`ClusterCommand::GetKeysInSlot`]), which the
+    /// node answers from its copy.
+    pub fn answer(
+        &self,
+        command: &ClusterCommand,
+        online: impl Fn(NodeId) -> bool,
+    ) -> Option<Value> {
+        let mut nodes = self.nodes.clone();
+        for (&id, node) in &mut nodes {
+            node.online = id == self.myself || online(id);
+        }
+        let view = ClusterView {
+            config: &self.config,
+            nodes: &nodes,
+            myself: self.myself,
+        };
+        Some(match command {
+            ClusterCommand::Slots => cluster_slots(&view),
+            ClusterCommand::Shards => cluster_shards(&view),
+            ClusterCommand::Nodes => cluster_nodes(&view),
+            ClusterCommand::Info => cluster_info(&view),
+            ClusterCommand::MyId => cluster_myid(&view),
+            ClusterCommand::KeySlot(key) => cluster_keyslot(key),
+            ClusterCommand::Help => cluster_help(),
+            ClusterCommand::CountKeysInSlot(_) | ClusterCommand::GetKeysInSlot(..) => return None,
+        })
+    }
+
+    /// Where a command on `keys` runs, as a Redis Cluster node decides it: `None` if here (no
+    /// key, or keys of one slot that this node replicates), else the text of the error reply:
+    /// [`CROSSSLOT`] for keys of several slots, `MOVED` to the slot's first replica for a slot
+    /// this node does not replicate.
+    pub fn redirect<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Option<String> {
+        let mut keys = keys.into_iter();
+        let slot = key_slot(keys.next()?);
+        if keys.any(|key| key_slot(key) != slot) {
+            return Some(CROSSSLOT.to_owned());
+        }
+        if self.replicated[usize::from(slot.get())] {
+            return None;
+        }
+        let first = self.config.replicas(slot).first();
+        Some(moved_text(slot, &self.nodes[&first]))
+    }
+}
+
 /// `-MOVED slot ip:port`: the slot is served at `to` from now on.
 pub fn moved(slot: Slot, to: &ClusterNode) -> Value {
-    Value::Error(format!("MOVED {slot} {}", to.endpoint()))
+    Value::Error(moved_text(slot, to))
+}
+
+fn moved_text(slot: Slot, to: &ClusterNode) -> String {
+    format!("MOVED {slot} {}", to.endpoint())
 }
 
 /// `-ASK slot ip:port`: this one request (after `ASKING`) is for `to`, while the slot moves.
 pub fn ask(slot: Slot, to: &ClusterNode) -> Value {
     Value::Error(format!("ASK {slot} {}", to.endpoint()))
+}
+
+/// `CLUSTER HELP`: the subcommands logless answers, one line each.
+pub fn cluster_help() -> Value {
+    let lines = [
+        "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "COUNTKEYSINSLOT <slot>",
+        "    Return the number of keys of this replica's copy in <slot>.",
+        "GETKEYSINSLOT <slot> <count>",
+        "    Return at most <count> keys of this replica's copy in <slot>.",
+        "INFO",
+        "    Return information about the cluster.",
+        "KEYSLOT <key>",
+        "    Return the hash slot for <key>.",
+        "MYID",
+        "    Return the node id.",
+        "NODES",
+        "    Return cluster configuration seen by node. Output format:",
+        "    <id> <ip:port@bus-port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+        "SHARDS",
+        "    Return information about slot range mappings and the nodes serving them.",
+        "SLOTS",
+        "    Return information about slots range mappings. Each range is made of:",
+        "    start, end, master and replicas IP addresses, ports and ids",
+        "HELP",
+        "    Print this help.",
+    ];
+    Value::Array(
+        lines
+            .iter()
+            .map(|l| Value::Simple((*l).to_owned()))
+            .collect(),
+    )
 }
 
 /// `CLUSTER MYID`: the name of the node answering.

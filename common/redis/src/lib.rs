@@ -11,7 +11,8 @@
 //! * [`acl`] is who a client is and what it may run: users, passwords, key patterns.
 //! * [`cluster`] is the Redis Cluster view of a ring of nodes: the replies of `CLUSTER SLOTS`,
 //!   `SHARDS`, `NODES`, `KEYSLOT` and `INFO` and the `MOVED`/`ASK` redirections, computed
-//!   from a ring configuration and the nodes' addresses (not yet served by the node).
+//!   from a ring configuration and the nodes' addresses, and the routing decision of a node in
+//!   cluster mode ([`cluster::ClusterMap`]: `CROSSSLOT`, `MOVED`).
 //! * [`session`] is one connection's protocol state without I/O: it turns each request into a
 //!   reply, engine commands to submit, or a question for the node, and the engines' answers
 //!   into replies. Every error text logless answers is written here or in [`table`].

@@ -58,6 +58,16 @@
 //! logged-in user's key patterns and access are checked on the parsed request: a refused one
 //! is answered `NOPERM`, and in a transaction it aborts EXEC like any refused command.
 //!
+//! # Cluster mode
+//!
+//! A session given the ring ([`Session::with_cluster`], the node's `cluster_enabled`) decides
+//! as a Redis Cluster node does, after the login and ACL checks and before anything runs: a
+//! request whose keys hash to several slots answers `CROSSSLOT` (in a transaction, the keys of
+//! the commands queued so far count too), and one on a slot the node does not replicate
+//! answers `MOVED` ([`ClusterMap::redirect`]). CLUSTER is a [`Step::Node`] (the node knows
+//! which peers are up); ASKING, READONLY and READWRITE answer OK. Without the ring those four
+//! answer [`CLUSTER_DISABLED`], as Redis outside cluster mode does.
+//!
 //! # Seeds
 //!
 //! SPOP, SRANDMEMBER and HRANDFIELD choose at random, and every replica must choose the same:
@@ -82,6 +92,7 @@ use logless_commands::command::{Command, CommandError, Reply};
 use logless_commands::KEY_BYTES_MAX;
 
 use crate::acl::{self, Acl, UserId};
+use crate::cluster::{ClusterCommand, ClusterMap, CLUSTER_DISABLED};
 use crate::resp::{Protocol, ProtocolError, Value};
 use crate::table::admin::Admin;
 use crate::table::cross_key::{self, CrossKey, Queued};
@@ -177,6 +188,8 @@ pub enum NodeQuery {
     ConfigSet(Vec<(Bytes, Bytes)>),
     /// An admin or inspection command (see [`table::admin`]).
     Admin(table::admin::Admin),
+    /// A `CLUSTER` subcommand, asked in cluster mode (see [`crate::cluster`]).
+    Cluster(ClusterCommand),
 }
 
 /// The transaction state of a connection.
@@ -258,6 +271,9 @@ pub struct Session {
     total_order: bool,
     /// The watched keys, each with the stamp WATCH got for it.
     watched: Vec<(Bytes, u64)>,
+    /// The ring, in cluster mode: commands over keys of several slots are refused, and those
+    /// on a slot this node does not replicate are redirected.
+    cluster: Option<Arc<ClusterMap>>,
 }
 
 impl Session {
@@ -277,7 +293,18 @@ impl Session {
             auth_failures: 0,
             total_order: false,
             watched: Vec::new(),
+            cluster: None,
         }
+    }
+
+    /// The same session in cluster mode (`cluster_enabled`) when given the ring, as a node of
+    /// a Redis Cluster: a command whose keys hash to several slots is answered `CROSSSLOT`
+    /// (keys sharing a hash tag share a slot), one on a slot this node does not replicate is
+    /// answered `MOVED`, CLUSTER is answered, and ASKING, READONLY and READWRITE are accepted.
+    /// Without it, those four are refused as by a Redis not in cluster mode.
+    pub fn with_cluster(mut self, cluster: Option<Arc<ClusterMap>>) -> Session {
+        self.cluster = cluster;
+        self
     }
 
     /// The same session for an engine that orders every key in one log (the log engine): MSET,
@@ -387,7 +414,7 @@ impl Session {
         }
         let parsed = match self.argument_error(args) {
             Some(text) => Parsed::Error(text),
-            None => self.permitted(args, table::parse_command(args)),
+            None => self.routed(self.permitted(args, table::parse_command(args))),
         };
         if let Transaction::Queued(_) = self.transaction {
             return self.in_transaction(args, parsed);
@@ -434,7 +461,10 @@ impl Session {
             let keys = keys.iter().map(|k| &k[..]);
             self.acl.check(user, spec, false, keys)?;
         }
-        Ok(op)
+        match self.redirect(keys.iter().map(|k| &k[..])) {
+            Some(text) => Err(text),
+            None => Ok(op),
+        }
     }
 
     /// WATCH, for an engine with one order over all keys: the keys to read stamps of, or the
@@ -460,6 +490,9 @@ impl Session {
             if let Err(text) = self.acl.check(user, &cross_key::WATCH, true, keys) {
                 return Step::Reply(Value::Error(text));
             }
+        }
+        if let Some(text) = self.redirect(keys.iter().map(|k| &k[..])) {
+            return Step::Reply(Value::Error(text));
         }
         if self.watched.len() + keys.len() > WATCHED_KEYS_MAX {
             return Step::Reply(Value::Error(format!(
@@ -495,6 +528,31 @@ impl Session {
             Ok(()) => parsed,
             Err(text) => Parsed::Error(text),
         }
+    }
+
+    /// The parsed request, or the cluster's refusal of its keys (see [`Session::redirect`]).
+    fn routed(&self, parsed: Parsed) -> Parsed {
+        let keys: Vec<&[u8]> = match &parsed {
+            Parsed::Single { key, .. } => vec![key],
+            Parsed::Multi { parts, .. } => parts.iter().map(|(key, _)| &key[..]).collect(),
+            Parsed::Local(_) | Parsed::Error(_) => return parsed,
+        };
+        match self.redirect(keys.into_iter()) {
+            Some(text) => Parsed::Error(text),
+            None => parsed,
+        }
+    }
+
+    /// In cluster mode, the error text for a request on `keys` that this node does not run
+    /// (`CROSSSLOT`, `MOVED`, see [`ClusterMap::redirect`]); in an open transaction the keys of
+    /// the commands queued so far count too, so that a transaction's keys share one slot.
+    fn redirect<'k>(&'k self, keys: impl Iterator<Item = &'k [u8]>) -> Option<String> {
+        let cluster = self.cluster.as_ref()?;
+        let queued = match &self.transaction {
+            Transaction::Queued(queue) => queue.key.as_deref(),
+            Transaction::None => None,
+        };
+        cluster.redirect(queued.into_iter().chain(keys))
     }
 
     /// Logs in as `user` (`default` if none) with `password`: whether it passed. A failed
@@ -788,6 +846,14 @@ impl Session {
             Local::Info(sections) => return Step::Node(NodeQuery::Info(sections)),
             Local::DbSize => return Step::Node(NodeQuery::DbSize),
             Local::Admin(admin) => return Step::Node(NodeQuery::Admin(admin)),
+            Local::Cluster(command) => match self.cluster {
+                Some(_) => return Step::Node(NodeQuery::Cluster(command)),
+                None => Value::Error(CLUSTER_DISABLED.into()),
+            },
+            Local::ClusterConnection => match self.cluster {
+                Some(_) => simple("OK"),
+                None => Value::Error(CLUSTER_DISABLED.into()),
+            },
             Local::Multi => {
                 self.transaction = Transaction::Queued(Queue::default());
                 simple("OK")
@@ -828,7 +894,14 @@ impl Session {
             (bulk("version"), bulk(REDIS_COMPAT_VERSION)),
             (bulk("proto"), Value::Int(self.protocol_number())),
             (bulk("id"), Value::Int(self.id as i64)),
-            (bulk("mode"), bulk("standalone")),
+            (
+                bulk("mode"),
+                bulk(if self.cluster.is_some() {
+                    "cluster"
+                } else {
+                    "standalone"
+                }),
+            ),
             (bulk("role"), bulk("master")),
             (bulk("modules"), Value::Array(Vec::new())),
             (bulk("logless_version"), bulk(env!("CARGO_PKG_VERSION"))),
@@ -884,6 +957,8 @@ fn reads_only(spec: &CommandSpec, parsed: &Parsed) -> bool {
                 | Local::Exec
                 | Local::Discard
                 | Local::Unwatch
+                | Local::Cluster(_)
+                | Local::ClusterConnection
         ),
     }
 }

@@ -208,6 +208,11 @@ pub enum Local {
     },
     /// `ACL WHOAMI|LIST|USERS|CAT`, see [`crate::acl`].
     Acl(crate::acl::AclCommand),
+    /// A `CLUSTER` subcommand, see [`crate::cluster`].
+    Cluster(crate::cluster::ClusterCommand),
+    /// ASKING, READONLY or READWRITE: accepted in cluster mode, where every replica of a slot
+    /// serves its reads and writes and no slot is ever half-moved, so none changes anything.
+    ClusterConnection,
 }
 
 /// One command as `COMMAND INFO` describes it (Redis's conventions).
@@ -664,6 +669,24 @@ static TABLE: &[Entry] = &[
         ],
         NO_KEYS,
         parse_auth,
+    ),
+    entry("cluster", -2, &[], NO_KEYS, parse_cluster),
+    entry("asking", 1, &["fast"], NO_KEYS, |_| {
+        Parsed::Local(Local::ClusterConnection)
+    }),
+    entry(
+        "readonly",
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+        |_| Parsed::Local(Local::ClusterConnection),
+    ),
+    entry(
+        "readwrite",
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+        |_| Parsed::Local(Local::ClusterConnection),
     ),
     entry(
         "acl",
@@ -1176,6 +1199,78 @@ fn parse_client(args: &[Bytes]) -> Parsed {
         unknown_subcommand(sub, "CLIENT")
     }
 }
+
+/// `CLUSTER SLOTS|SHARDS|NODES|INFO|MYID|HELP|KEYSLOT key|COUNTKEYSINSLOT slot|GETKEYSINSLOT
+/// slot count`; the subcommands that change a Redis Cluster by hand are refused with the reason.
+fn parse_cluster(args: &[Bytes]) -> Parsed {
+    use crate::cluster::{ClusterCommand, INVALID_SLOT};
+    let sub = &args[1];
+    let local = |command| Parsed::Local(Local::Cluster(command));
+    let slot = |arg: &Bytes| {
+        parse_int(arg)
+            .and_then(|n| u16::try_from(n).ok())
+            .and_then(logless_placement::Slot::new)
+    };
+    let fixed = [
+        ("slots", ClusterCommand::Slots),
+        ("shards", ClusterCommand::Shards),
+        ("nodes", ClusterCommand::Nodes),
+        ("info", ClusterCommand::Info),
+        ("myid", ClusterCommand::MyId),
+        ("help", ClusterCommand::Help),
+    ];
+    if let Some((name, command)) = fixed.into_iter().find(|(name, _)| is(sub, name)) {
+        return sub_arity("cluster", name, 2, args.len()).unwrap_or_else(|| local(command));
+    }
+    if is(sub, "keyslot") {
+        sub_arity("cluster", "keyslot", 3, args.len())
+            .unwrap_or_else(|| local(ClusterCommand::KeySlot(args[2].clone())))
+    } else if is(sub, "countkeysinslot") {
+        if let Some(arity) = sub_arity("cluster", "countkeysinslot", 3, args.len()) {
+            return arity;
+        }
+        match slot(&args[2]) {
+            Some(slot) => local(ClusterCommand::CountKeysInSlot(slot)),
+            None => error(INVALID_SLOT),
+        }
+    } else if is(sub, "getkeysinslot") {
+        if let Some(arity) = sub_arity("cluster", "getkeysinslot", 4, args.len()) {
+            return arity;
+        }
+        let count = parse_int(&args[3]).and_then(|n| usize::try_from(n).ok());
+        match (slot(&args[2]), count) {
+            (None, _) => error(INVALID_SLOT),
+            (Some(slot), Some(count)) => local(ClusterCommand::GetKeysInSlot(slot, count)),
+            (Some(_), None) => error("ERR Invalid number of keys"),
+        }
+    } else if CLUSTER_CHANGES.iter().any(|name| is(sub, name)) {
+        Parsed::Error(format!(
+            "ERR logless does not implement 'cluster|{}': which nodes serve a slot follows \
+             the ring's configuration (docs/ring.md), which CLUSTER does not change",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        ))
+    } else {
+        unknown_subcommand(sub, "CLUSTER")
+    }
+}
+
+/// The `CLUSTER` subcommands of Redis that change a cluster's membership or slots by hand.
+const CLUSTER_CHANGES: [&str; 14] = [
+    "addslots",
+    "addslotsrange",
+    "bumpepoch",
+    "delslots",
+    "delslotsrange",
+    "failover",
+    "flushslots",
+    "forget",
+    "meet",
+    "replicate",
+    "reset",
+    "saveconfig",
+    "set-config-epoch",
+    "setslot",
+];
 
 fn parse_command_command(args: &[Bytes]) -> Parsed {
     let Some(sub) = args.get(1) else {

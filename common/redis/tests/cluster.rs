@@ -10,24 +10,12 @@ use logless_redis::cluster::{
 };
 use logless_redis::resp::{write_value, Protocol, Value};
 
+mod common;
+use common::addresses;
+
 fn ring(n: u16) -> Configuration {
     let nodes: Vec<NodeId> = (1..=n).map(NodeId).collect();
     Configuration::balanced(&nodes, Replication::THREE).unwrap()
-}
-
-fn addresses(n: u16) -> BTreeMap<NodeId, ClusterNode> {
-    (1..=n)
-        .map(|i| {
-            let node = ClusterNode {
-                ip: "127.0.0.1".to_owned(),
-                port: 7000 + i,
-                bus_port: 17000 + i,
-                hostname: None,
-                online: true,
-            };
-            (NodeId(i), node)
-        })
-        .collect()
 }
 
 fn resp2(value: &Value) -> Bytes {

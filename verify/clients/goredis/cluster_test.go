@@ -26,6 +26,9 @@ const (
 // addresses are the replicas' client addresses.
 var addresses []string
 
+// bin is the logless binary ($LOGLESS_BIN).
+var bin string
+
 // engine is the cluster's engine: $LOGLESS_CLIENT_ENGINE, rmw by default.
 var engine = "rmw"
 
@@ -66,12 +69,13 @@ func pickBasePort() (int, error) {
 }
 
 type cluster struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when `logless up` has exited
+	cmd       *exec.Cmd
+	exited    chan struct{} // closed when `logless up` has exited
+	addresses []string      // the replicas' client addresses
 }
 
-// start runs `logless up` and waits for its "serving" line.
-func start(bin, dir string) (*cluster, error) {
+// start runs `logless up` (with `extra` flags) and waits for its "serving" line.
+func start(dir string, extra ...string) (*cluster, error) {
 	base, err := pickBasePort()
 	if err != nil {
 		return nil, err
@@ -82,9 +86,10 @@ func start(bin, dir string) (*cluster, error) {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command(bin, "up", "--port", fmt.Sprint(base), "--dir", dir,
+	args := []string{"up", "--port", fmt.Sprint(base), "--dir", dir,
 		"--replicas", fmt.Sprint(replicas), "--ready-timeout-s", fmt.Sprint(int(readyTimeout.Seconds())),
-		"--engine", engine)
+		"--engine", engine}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group, so that the SIGKILL fallback reaches the replicas too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -98,7 +103,7 @@ func start(bin, dir string) (*cluster, error) {
 		text, _ := os.ReadFile(logPath)
 		if strings.Contains(string(text), "serving") {
 			for r := 0; r < replicas; r++ {
-				addresses = append(addresses, fmt.Sprintf("%s:%d", host, base+r))
+				c.addresses = append(c.addresses, fmt.Sprintf("%s:%d", host, base+r))
 			}
 			return c, nil
 		}
@@ -130,8 +135,25 @@ func (c *cluster) stop() bool {
 	return clean
 }
 
+// startIn starts a cluster (with `extra` flags) in a run directory under dir, on other ports
+// when one was taken between the probe and the bind.
+func startIn(dir string, extra ...string) (*cluster, error) {
+	var c *cluster
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		run := filepath.Join(dir, fmt.Sprintf("run-%d", attempt))
+		if err = os.Mkdir(run, 0o755); err == nil {
+			c, err = start(run, extra...)
+		}
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "in use") {
+			break
+		}
+	}
+	return c, err
+}
+
 func TestMain(m *testing.M) {
-	bin := os.Getenv("LOGLESS_BIN")
+	bin = os.Getenv("LOGLESS_BIN")
 	if bin == "" {
 		fmt.Fprintln(os.Stderr, "LOGLESS_BIN must name the logless binary (verify/clients/run sets it)")
 		os.Exit(2)
@@ -148,21 +170,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	// A port taken between the probe and the bind: try other ports.
-	var c *cluster
-	for attempt := 0; attempt < 3; attempt++ {
-		run := filepath.Join(dir, fmt.Sprintf("run-%d", attempt))
-		if err = os.Mkdir(run, 0o755); err == nil {
-			c, err = start(bin, run)
-		}
-		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "in use") {
-			break
-		}
-	}
+	c, err := startIn(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cannot start the cluster:", err)
 		os.Exit(3)
 	}
+	addresses = c.addresses
 	code := m.Run()
 	if !c.stop() {
 		fmt.Fprintln(os.Stderr, "`logless up` did not stop cleanly on SIGTERM")

@@ -326,8 +326,9 @@ pub fn reason(name: &str) -> Option<&'static str> {
             "every replica is a peer that makes each vote durable before it leaves, so there \
              is no snapshot, append-only file or primary to manage"
         }
-        "cluster" | "asking" | "readonly" | "readwrite" | "restore-asking" | "migrate" => {
-            "logless is not a Redis Cluster: every replica serves every key"
+        "restore-asking" | "migrate" => {
+            "keys are not moved between nodes by hand: every replica of a slot serves it, and \
+             which nodes replicate a slot follows the ring's configuration"
         }
         _ => return None,
     })

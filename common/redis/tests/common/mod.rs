@@ -1,6 +1,11 @@
-//! Helpers of the session tests: requests from words, and reply values.
+//! Helpers of the session and cluster tests: requests from words, reply values, and the
+//! client addresses of a ring's nodes.
 #![allow(dead_code)]
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
+use logless_placement::NodeId;
+use logless_redis::cluster::ClusterNode;
 use logless_redis::resp::Value;
 use logless_redis::session::{Session, Step};
 
@@ -32,4 +37,20 @@ pub fn simple(text: &str) -> Value {
 
 pub fn bulk(text: &str) -> Value {
     Value::Bulk(Bytes::copy_from_slice(text.as_bytes()))
+}
+
+/// Nodes 1 to `n`, node `i` at `127.0.0.1:7000+i` with bus port `17000+i`, all online.
+pub fn addresses(n: u16) -> BTreeMap<NodeId, ClusterNode> {
+    (1..=n)
+        .map(|i| {
+            let node = ClusterNode {
+                ip: "127.0.0.1".to_owned(),
+                port: 7000 + i,
+                bus_port: 17000 + i,
+                hostname: None,
+                online: true,
+            };
+            (NodeId(i), node)
+        })
+        .collect()
 }

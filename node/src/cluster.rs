@@ -1,0 +1,134 @@
+//! Redis Cluster in the node (`cluster_enabled`; docs/ring.md §2, §3 and §5 item 3): the ring
+//! configuration the replica serves with, the client address of each of its nodes, and the
+//! `CLUSTER` subcommands answered from them with each peer's liveness as this replica sees it.
+//! The sessions decide `CROSSSLOT` and `MOVED` themselves from the same map
+//! (`logless_redis::session::Session::with_cluster`).
+//!
+//! # The installed configuration
+//!
+//! Until the ring's configuration is replicated state of its own (issue 28), the configuration
+//! is the one every replica derives from the peer list it starts with: one `Stable`
+//! configuration of epoch 1 whose nodes are the peers and whose replication degree is their
+//! number (N = R), so every node replicates every slot and no key is ever redirected. It is
+//! still a real ring configuration (`logless_placement::Configuration::balanced`), so each
+//! slot's first replica — the node `CLUSTER SLOTS` shows as its master, and the one
+//! cluster-aware clients send the slot's commands to — differs from slot to slot, and the
+//! clients' load spreads over the replicas.
+//!
+//! # Client addresses
+//!
+//! Cluster replies name each node by the address its Redis clients connect to, which a
+//! replica does not otherwise know of its peers (it knows their peer addresses). It is part of
+//! the configuration: `client_addr` in each `[[peers]]` entry (or `--peer-client-addrs`); this
+//! replica's own defaults to its `client_addr` when that is a specific address. docs/ring.md
+//! §2 says why it is configured rather than learned in the peer hello or derived.
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use logless_placement::{key_slot, Configuration, NodeId, Replication};
+use logless_redis::cluster::{ClusterCommand, ClusterMap, ClusterNode, CLUSTER_DISABLED};
+use logless_redis::resp::Value;
+use logless_redis::table::admin::Admin;
+
+use crate::clients::Connection;
+use crate::config::{split_host_port, ConfigError, Engine, NodeConfig};
+use crate::context::NodeContext;
+
+/// The map a replica of `config` serves with in cluster mode; `None` when `cluster_enabled` is
+/// off. Refuses, with the reason, a configuration cluster mode cannot serve.
+pub fn cluster_map(config: &NodeConfig) -> Result<Option<ClusterMap>, ConfigError> {
+    if !config.cluster_enabled {
+        return Ok(None);
+    }
+    let invalid = |m: String| ConfigError::Invalid(m);
+    if config.engine == Engine::Psmr {
+        return Err(invalid(
+            "cluster_enabled routes keys by hash slot; the psmr engine's service keeps its keys \
+             in order for range queries over all of them: run it without cluster_enabled"
+                .into(),
+        ));
+    }
+    let replicas = u8::try_from(config.peers.len())
+        .ok()
+        .and_then(|n| Replication::new(n).ok())
+        .ok_or_else(|| {
+            invalid(format!(
+                "cluster_enabled needs 3, 5 or 7 replicas (each slot's replication degree), \
+                 not {}",
+                config.peers.len()
+            ))
+        })?;
+    let ids: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
+    let ring = Configuration::balanced(&ids, replicas).map_err(|e| invalid(e.to_string()))?;
+    let mut nodes = BTreeMap::new();
+    for peer in &config.peers {
+        let own = (peer.id == config.node_id
+            && !config.client_addr.ip().is_unspecified()
+            && config.client_addr.port() != 0)
+            .then(|| config.client_addr.to_string());
+        let Some(client) = peer.client_addr.clone().or(own) else {
+            return Err(invalid(format!(
+                "cluster_enabled needs every replica's client address, which cluster replies \
+                 name to clients: give replica {} one (client_addr in its [[peers]] entry, or \
+                 --peer-client-addrs ID=HOST:PORT,...)",
+                peer.id
+            )));
+        };
+        let (ip, port) = split_host_port("client address", &client)?;
+        let (_, bus_port) = split_host_port("peer address", &peer.addr)?;
+        let node = ClusterNode {
+            ip: ip.to_owned(),
+            port,
+            bus_port,
+            hostname: None,
+            online: true,
+        };
+        nodes.insert(NodeId(peer.id), node);
+    }
+    let map = ClusterMap::new(ring, nodes, NodeId(config.node_id));
+    map.map(Some).map_err(|e| invalid(e.to_string()))
+}
+
+/// Answers a `CLUSTER` subcommand from connection `caller` (the session asks only in cluster
+/// mode): the ring's replies with the peers this replica has a live link to as online (a link
+/// to a peer that died breaks at the next message sent to it, and every write sends one to
+/// every replica), and the keys of a slot from this replica's copy (as KEYS lists them: every
+/// live key, filtered, so it costs a pass over the copy).
+pub async fn answer(command: ClusterCommand, caller: &Connection, context: &NodeContext) -> Value {
+    let Some(map) = &context.cluster else {
+        return Value::Error(CLUSTER_DISABLED.into());
+    };
+    let (slot, count) = match command {
+        ClusterCommand::CountKeysInSlot(slot) => (slot, None),
+        ClusterCommand::GetKeysInSlot(slot, count) => (slot, Some(count)),
+        command => {
+            let up = peers_up(context);
+            return map
+                .answer(&command, |id| up.contains(&id.0))
+                .expect("the ring's own replies");
+        }
+    };
+    let every_key = Admin::Keys(Bytes::from_static(b"*"));
+    let keys = match crate::admin::answer(every_key, caller, context).await {
+        Value::Array(keys) => keys,
+        refusal => return refusal,
+    };
+    let in_slot = keys.into_iter().filter(|key| match key {
+        Value::Bulk(key) => key_slot(key) == slot,
+        _ => false,
+    });
+    match count {
+        None => Value::Int(in_slot.count() as i64),
+        Some(count) => Value::Array(in_slot.take(count).collect()),
+    }
+}
+
+/// The peers this replica has at least one live outbound link to.
+fn peers_up(context: &NodeContext) -> BTreeSet<u16> {
+    let links = context.peers.links_up.lock().expect("not poisoned");
+    links
+        .iter()
+        .filter(|(_, &up)| up)
+        .map(|(&(peer, _), _)| peer)
+        .collect()
+}
