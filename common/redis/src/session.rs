@@ -532,6 +532,9 @@ impl Session {
 
     /// The parsed request, or the cluster's refusal of its keys (see [`Session::redirect`]).
     fn routed(&self, parsed: Parsed) -> Parsed {
+        if self.cluster.is_none() {
+            return parsed; // no allocation on the served path outside cluster mode
+        }
         let keys: Vec<&[u8]> = match &parsed {
             Parsed::Single { key, .. } => vec![key],
             Parsed::Multi { parts, .. } => parts.iter().map(|(key, _)| &key[..]).collect(),
