@@ -40,7 +40,8 @@ pub struct ServerArgs {
     /// The data directory.
     #[arg(long, env = "LOGLESS_DIR")]
     pub dir: Option<PathBuf>,
-    /// memory, mmap, sync or pmem.
+    /// memory, mmap, sync, emulp (persistent memory emulated on DRAM: the pmem code paths,
+    /// surviving a process crash but not a power loss) or pmem.
     #[arg(long, env = "LOGLESS_DURABILITY")]
     pub durability: Option<String>,
     /// The replication engine, the same on every replica: rmw (per-key registers),

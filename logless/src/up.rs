@@ -55,7 +55,8 @@ pub struct UpArgs {
     /// Where the replicas keep their data and logs.
     #[arg(long, default_value = "logless-data")]
     pub dir: PathBuf,
-    /// memory, mmap, sync or pmem.
+    /// memory, mmap, sync, emulp (persistent memory emulated on DRAM: the pmem code paths,
+    /// surviving a process crash but not a power loss) or pmem.
     #[arg(long, default_value = "mmap")]
     pub durability: String,
     /// The replication engine: rmw (per-key registers), multipaxos (one log; multi-key

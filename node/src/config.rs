@@ -6,7 +6,7 @@
 //! peer_addr = "127.0.0.1:8379"
 //! http_addr = "127.0.0.1:9379"
 //! data_dir = "./logless-data/node-1"
-//! durability = "mmap"          # memory | mmap | sync | pmem
+//! durability = "mmap"          # memory | mmap | sync | emulp | pmem
 //! engine = "rmw"               # rmw (per-key registers) | multipaxos (one log, atomic multi-key)
 //!                              # | psmr (the B+-tree KV service on P-SMR's parallel streams)
 //! recovery = "fullss"          # multipaxos: fullss (log and snapshots on disk) | epoch (EpochSS:
@@ -290,7 +290,7 @@ pub struct NodeConfig {
     pub http_addr: Option<SocketAddr>,
     /// The directory of this replica's store files.
     pub data_dir: PathBuf,
-    /// `memory`, `mmap`, `sync` or `pmem`.
+    /// `memory`, `mmap`, `sync`, `emulp` or `pmem`.
     pub durability: String,
     /// The replication engine; the same on every replica, and fixed for a data directory.
     pub engine: Engine,
@@ -492,9 +492,10 @@ pub fn parse_durability(name: &str) -> Result<Durability, ConfigError> {
         "memory" => Ok(Durability::Memory),
         "mmap" => Ok(Durability::Mmap),
         "sync" => Ok(Durability::Sync),
+        "emulp" => Ok(Durability::Emulp),
         "pmem" => Ok(Durability::Pmem),
         other => Err(ConfigError::Invalid(format!(
-            "durability must be memory, mmap, sync or pmem, not {other:?}"
+            "durability must be memory, mmap, sync, emulp or pmem, not {other:?}"
         ))),
     }
 }
@@ -868,6 +869,24 @@ mod tests {
         assert_eq!(
             parse_peers("1=127.0.0.1:8000, 2=127.0.0.1:8001,3=127.0.0.1:8002").unwrap(),
             config.peers
+        );
+    }
+
+    #[test]
+    fn every_durability_name_parses_and_others_are_refused() {
+        for (name, durability) in [
+            ("memory", Durability::Memory),
+            ("mmap", Durability::Mmap),
+            ("sync", Durability::Sync),
+            ("emulp", Durability::Emulp),
+            ("pmem", Durability::Pmem),
+        ] {
+            assert_eq!(parse_durability(name).unwrap(), durability);
+        }
+        let error = parse_durability("emulated").unwrap_err().to_string();
+        assert!(
+            error.contains("memory, mmap, sync, emulp or pmem"),
+            "{error}"
         );
     }
 
