@@ -50,8 +50,10 @@ pub struct ServerArgs {
     #[arg(long, env = "LOGLESS_ENGINE")]
     pub engine: Option<logless_node::config::Engine>,
     /// How a replica of the multipaxos engine recovers after a crash, the same on every
-    /// replica: fullss (log and snapshots on disk, replayed) or epoch (EpochSS: state in memory
-    /// only, recovered from the peers; needs a majority up, see docs/recovery.md).
+    /// replica: fullss (log and snapshots on disk, replayed), epoch (EpochSS: state in memory
+    /// only, recovered from the peers; needs a majority up) or pmem (mPaxos: log and snapshots
+    /// in persistent memory, needs --durability emulp or pmem; votes at once after a restart
+    /// and rebuilds its state machine meanwhile). See docs/recovery.md.
     #[arg(long, env = "LOGLESS_RECOVERY")]
     pub recovery: Option<logless_node::config::Recovery>,
     /// The psmr engine's worker threads, the same on every replica (0: the cores available).

@@ -64,7 +64,9 @@ pub struct UpArgs {
     #[arg(long, default_value_t = logless_node::config::Engine::Rmw)]
     pub engine: logless_node::config::Engine,
     /// How a replica of the multipaxos engine recovers after a crash: fullss (log and
-    /// snapshots on disk) or epoch (EpochSS: state in memory, recovered from the peers).
+    /// snapshots on disk), epoch (EpochSS: state in memory, recovered from the peers) or pmem
+    /// (mPaxos: log and snapshots in persistent memory, --durability emulp or pmem; votes at
+    /// once after a restart).
     #[arg(long, default_value_t = logless_node::config::Recovery::Fullss)]
     pub recovery: logless_node::config::Recovery,
     /// The psmr engine's worker threads per replica (0: the cores available).
@@ -329,7 +331,17 @@ pub fn up(args: &UpArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if let Err(e) = args.recovery.check(args.engine, usize::from(args.replicas)) {
+    let durability = match logless_node::config::parse_durability(&args.durability) {
+        Ok(durability) => durability,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = args
+        .recovery
+        .check(args.engine, usize::from(args.replicas), durability)
+    {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }

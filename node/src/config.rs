@@ -10,7 +10,9 @@
 //! engine = "rmw"               # rmw (per-key registers) | multipaxos (one log, atomic multi-key)
 //!                              # | psmr (the B+-tree KV service on P-SMR's parallel streams)
 //! recovery = "fullss"          # multipaxos: fullss (log and snapshots on disk) | epoch (EpochSS:
-//!                              # state in memory, recovered from the peers; docs/recovery.md)
+//!                              # state in memory, recovered from the peers) | pmem (mPaxos: log
+//!                              # and snapshots in persistent memory, durability emulp or pmem,
+//!                              # votes at once after a restart; docs/recovery.md)
 //! threads = 0                  # psmr: worker threads, k (0: the cores available)
 //! psmr_mode = "psmr"           # psmr: psmr | sp-smr | smr | no-rep (one process, no peers)
 //! shards = 1
@@ -214,6 +216,10 @@ pub enum Recovery {
     /// every start, and a restarted replica recovers the state from its peers, which needs a
     /// majority that kept it.
     Epoch,
+    /// mPaxos: the log, the votes, the views and the snapshots in persistent memory (needs
+    /// `durability` `emulp` or `pmem`); a restarted replica votes at once and rebuilds its
+    /// state machine from the persistent snapshot meanwhile.
+    Pmem,
 }
 
 impl Recovery {
@@ -222,6 +228,7 @@ impl Recovery {
         match self {
             Recovery::Fullss => "fullss",
             Recovery::Epoch => "epoch",
+            Recovery::Pmem => "pmem",
         }
     }
 
@@ -230,12 +237,19 @@ impl Recovery {
         match self {
             Recovery::Fullss => logless_multipaxos::config::Recovery::FullSs,
             Recovery::Epoch => logless_multipaxos::config::Recovery::Epoch,
+            Recovery::Pmem => logless_multipaxos::config::Recovery::Pmem,
         }
     }
 
-    /// Checks that `engine` on a cluster of `replicas` can recover this way: EpochSS is the
-    /// log engine's, and needs peers to recover from.
-    pub fn check(self, engine: Engine, replicas: usize) -> Result<(), ConfigError> {
+    /// Checks that `engine` on a cluster of `replicas`, keeping its files by `durability`, can
+    /// recover this way: EpochSS and mPaxos are the log engine's, EpochSS needs peers to
+    /// recover from, and mPaxos needs persistent memory (real or emulated).
+    pub fn check(
+        self,
+        engine: Engine,
+        replicas: usize,
+        durability: Durability,
+    ) -> Result<(), ConfigError> {
         if self == Recovery::Fullss {
             return Ok(());
         }
@@ -244,6 +258,17 @@ impl Recovery {
                 "recovery {self} is the multipaxos engine's (the {engine} engine keeps its state \
                  on disk): give --engine multipaxos, or --recovery fullss"
             )));
+        }
+        if self == Recovery::Pmem {
+            if !matches!(durability, Durability::Emulp | Durability::Pmem) {
+                return Err(ConfigError::Invalid(format!(
+                    "recovery pmem (mPaxos) keeps the log and the snapshots in persistent memory, \
+                     persisted by cache-line flushes: give --durability emulp (emulated on DRAM) \
+                     or --durability pmem (a DAX mount), not {}; or --recovery fullss",
+                    durability_name(durability)
+                )));
+            }
+            return Ok(());
         }
         if replicas < 3 {
             return Err(ConfigError::Invalid(format!(
@@ -269,7 +294,10 @@ impl std::str::FromStr for Recovery {
         match name {
             "fullss" => Ok(Recovery::Fullss),
             "epoch" => Ok(Recovery::Epoch),
-            other => Err(format!("recovery must be fullss or epoch, not {other:?}")),
+            "pmem" => Ok(Recovery::Pmem),
+            other => Err(format!(
+                "recovery must be fullss, epoch or pmem, not {other:?}"
+            )),
         }
     }
 }
@@ -486,6 +514,17 @@ fn memory_size<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64,
     }
 }
 
+/// The name [`parse_durability`] reads `durability` from.
+pub fn durability_name(durability: Durability) -> &'static str {
+    match durability {
+        Durability::Memory => "memory",
+        Durability::Mmap => "mmap",
+        Durability::Sync => "sync",
+        Durability::Emulp => "emulp",
+        Durability::Pmem => "pmem",
+    }
+}
+
 /// Parses a durability mode name.
 pub fn parse_durability(name: &str) -> Result<Durability, ConfigError> {
     match name {
@@ -653,7 +692,8 @@ impl NodeConfig {
         if self.engine == Engine::Psmr {
             self.validate_psmr()?;
         }
-        self.recovery.check(self.engine, self.peers.len())?;
+        self.recovery
+            .check(self.engine, self.peers.len(), self.durability()?)?;
         if self.value_bytes_max == 0 || self.value_bytes_max > VALUE_BYTES_MAX_LIMIT {
             return invalid("value_bytes_max must be between 1 and 64 MiB".into());
         }
@@ -882,6 +922,7 @@ mod tests {
             ("pmem", Durability::Pmem),
         ] {
             assert_eq!(parse_durability(name).unwrap(), durability);
+            assert_eq!(durability_name(durability), name);
         }
         let error = parse_durability("emulated").unwrap_err().to_string();
         assert!(

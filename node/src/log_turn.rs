@@ -133,6 +133,12 @@ pub const RECOVERING_ERROR: &str = "LOADING this replica restarted under --recov
      is recovering its state from its peers; not applied, retry shortly";
 
 /// What the commands a replica answers from its own copy (SCAN, KEYS, DBSIZE, ...) answer while
+/// it resumed under mPaxos and rebuilds its state machine from the persistent snapshot
+/// (operations through the log are taken, and answered once it is rebuilt).
+pub const REBUILDING_ERROR: &str = "LOADING this replica restarted under --recovery pmem and \
+     is rebuilding its state machine from its persistent snapshot; retry shortly";
+
+/// What the commands a replica answers from its own copy (SCAN, KEYS, DBSIZE, ...) answer while
 /// it rejoins after a lost disk (operations through the log are answered "not applied").
 pub const REJOINING_ERROR: &str = "TRYAGAIN this replica is rejoining after a lost disk and \
      has not caught up with its peers; not applied, retry shortly";
@@ -239,13 +245,14 @@ impl LogStatus {
     }
 
     /// The error a replica that does not serve answers with: [`RECOVERING_ERROR`],
-    /// [`REJOINING_ERROR`] or [`STATE_LOST_ERROR`]. The commands it answers from its own copy (SCAN, KEYS, DBSIZE, ...)
+    /// [`REJOINING_ERROR`], [`STATE_LOST_ERROR`] or [`REBUILDING_ERROR`]. The commands it answers from its own copy (SCAN, KEYS, DBSIZE, ...)
     /// answer it too: that copy is empty or behind.
     pub fn refusal(&self) -> Option<&'static str> {
         match self.state.as_str() {
             "recovering" => Some(RECOVERING_ERROR),
             "rejoining" => Some(REJOINING_ERROR),
             "state_lost" => Some(STATE_LOST_ERROR),
+            "rebuilding" => Some(REBUILDING_ERROR),
             _ => None,
         }
     }
@@ -352,6 +359,44 @@ impl<R, D: Dir> LogCore<R, D> {
             wall_ms,
             mono_us,
         )
+    }
+
+    /// Resumes the replica of `config` under mPaxos (`config.recovery` must say so) from
+    /// `durable`, what `log` held in persistent memory: it takes part in the protocol at once,
+    /// and executes nothing until [`LogCore::finish_rebuild`] hands it the state machine
+    /// restored from [`LogCore::rebuild_from`]. The other arguments are [`LogCore::recover`]'s.
+    #[allow(clippy::too_many_arguments)]
+    pub fn resume(
+        config: Config,
+        machine: RegisterMachine,
+        durable: &Durable,
+        log: DurableLog<D>,
+        incarnation: u32,
+        request_timeout_ms: u64,
+        wall_ms: u64,
+        mono_us: u64,
+    ) -> LogCore<R, D> {
+        let start = |now_ms| Replica::resume(config, machine, durable, now_ms);
+        LogCore::around(
+            start,
+            log,
+            incarnation,
+            request_timeout_ms,
+            wall_ms,
+            mono_us,
+        )
+    }
+
+    /// The encoded state a resumed replica's state machine must be restored from (`None`: no
+    /// snapshot, it starts empty; or not resuming).
+    pub fn rebuild_from(&self) -> Option<Bytes> {
+        self.replica.rebuild_from().map(|s| s.state.clone())
+    }
+
+    /// Hands a resumed replica its rebuilt state machine ([`Replica::finish_rebuild`]): the
+    /// decided instances after the snapshot are executed in this turn.
+    pub fn finish_rebuild(&mut self, machine: RegisterMachine) {
+        self.replica.finish_rebuild(machine, self.now_ms);
     }
 
     /// The core around the replica `start` makes at the first clock reading.
@@ -742,7 +787,8 @@ impl<R, D: Dir> LogCore<R, D> {
 /// Why a replica in `status` refuses client operations, if it does.
 fn refusal(status: Status) -> Option<&'static str> {
     match status {
-        Status::Serving => None,
+        // Operations go through the log and are answered once the machine is rebuilt.
+        Status::Serving | Status::Rebuilding => None,
         Status::Recovering => Some(RECOVERING_ERROR),
         Status::StateLost => Some(STATE_LOST_ERROR),
     }
@@ -754,6 +800,7 @@ fn state_name(status: Status) -> &'static str {
         Status::Serving => "serving",
         Status::Recovering => "recovering",
         Status::StateLost => "state_lost",
+        Status::Rebuilding => "rebuilding",
     }
 }
 
