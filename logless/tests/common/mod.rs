@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 pub use logless_harness::server::{self, ServerSpec};
 
+pub mod increments;
+
 /// The `logless` binary under test.
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_logless"))
