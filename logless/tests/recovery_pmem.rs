@@ -1,7 +1,8 @@
 //! The log engine under `--recovery pmem` (mPaxos, seed 002 §IV-A and §V-B) on `--durability
 //! emulp` (persistent memory emulated on DRAM), served by real `logless` processes: a follower
 //! and then the leader killed with kill -9 under concurrent INCRs resume from their persistent
-//! log and snapshot, lose no acknowledged increment and serve again; the mode is refused
+//! log and snapshot, lose no acknowledged increment and serve again, as does a cluster whose
+//! every replica was killed at once; the mode is refused
 //! without persistent memory (real or emulated) and outside the log engine.
 mod common;
 
@@ -73,6 +74,30 @@ fn a_killed_follower_and_leader_resume_from_persistent_memory_and_lose_no_increm
         assert!(!log.contains("recovered the log"), "{log}");
     }
     assert!(cluster.replicas[0].spec.dir.join("log").is_dir());
+}
+
+#[test]
+fn every_replica_killed_resumes_from_its_own_persistent_memory() {
+    let mut cluster = pmem_cluster();
+    let (acked, uncertain) = increments_across_kills(&mut cluster, 1, &[]);
+    // No peer kept a newer state to catch up from: each replica rebuilds from its own
+    // persistent snapshot and log (what EpochSS cannot do, see recovery_epoch.rs).
+    for i in 0..3 {
+        cluster.kill(i);
+    }
+    for i in 0..3 {
+        cluster.spawn(i);
+    }
+    cluster.wait_serving(Duration::from_secs(20));
+    assert_no_increment_lost(&cluster, &acked, uncertain);
+    for i in 0..3 {
+        let log = cluster.log_tail(i);
+        assert!(
+            log.contains("rebuilt the state machine from persistent memory"),
+            "replica {}:\n{log}",
+            i + 1
+        );
+    }
 }
 
 #[test]
