@@ -1023,4 +1023,84 @@ mod tests {
         assert!(status.retried + status.resent_on_view_change >= 1);
         assert_eq!(status.timed_out, 1);
     }
+
+    /// A single replica under mPaxos resumed from `opened`, what its directory kept, in its
+    /// start number `incarnation`.
+    fn resumed_core(
+        opened: crate::durable_log::OpenedLog<SimDir>,
+        incarnation: u32,
+    ) -> LogCore<u32, SimDir> {
+        let mut config = Config::new(vec![NodeId(1)], NodeId(1));
+        config.recovery = logless_multipaxos::config::Recovery::Pmem;
+        config.snapshot_log_bytes_min = 64;
+        config.snapshot_ratio_percent = 1;
+        LogCore::resume(
+            config,
+            RegisterMachine::default(),
+            &opened.durable,
+            opened.log,
+            incarnation,
+            1_000,
+            1_000_000,
+            0,
+        )
+    }
+
+    /// The state machine a runtime rebuilds for `core` (the node does it off the loop).
+    fn rebuilt_machine(core: &LogCore<u32, SimDir>) -> RegisterMachine {
+        use logless_multipaxos::state_machine::StateMachine;
+        let mut machine = RegisterMachine::default();
+        if let Some(state) = core.rebuild_from() {
+            machine.restore(&state);
+        }
+        machine
+    }
+
+    #[test]
+    fn a_resumed_replica_takes_operations_while_rebuilding_and_answers_them_once_rebuilt() {
+        let options = SegmentLogOptions::new(Durability::Emulp);
+        let opened = DurableLog::open_on(SimDir::new(), options.clone()).unwrap();
+        let mut core = resumed_core(opened, 1);
+        let machine = rebuilt_machine(&core);
+        core.finish_rebuild(machine);
+        let mut out = Collected::default();
+        for reply in 0..30 {
+            core.submit(&incr("n"), reply);
+            run_until(&mut core, &mut out, |o| {
+                o.answers.len() == reply as usize + 1
+            });
+        }
+        assert!(core.status().snapshots_taken > 0);
+
+        // A power failure that keeps nothing unpersisted: everything acknowledged was
+        // persisted (persistent memory keeps it), and the replica resumes from it.
+        let image = core
+            .log()
+            .segment_log()
+            .dir()
+            .at_crash()
+            .crash_image(0, &[], None);
+        let mut core = resumed_core(DurableLog::open_on(image, options).unwrap(), 2);
+        assert_eq!(core.status().state, "rebuilding");
+        assert!(core.rebuild_from().is_some(), "a snapshot to rebuild from");
+        let mut out = Collected::default();
+        core.submit(&incr("n"), 100);
+        for step in 0..20u64 {
+            core.start_turn(1_000_000 + step * 5, step * 5_000);
+            core.finish_turn(&mut out).unwrap();
+        }
+        assert!(
+            out.answers.is_empty(),
+            "answered before the machine was back: {:?}",
+            out.answers
+        );
+        let machine = rebuilt_machine(&core);
+        core.start_turn(1_000_100, 100_000);
+        core.finish_rebuild(machine);
+        core.finish_turn(&mut out).unwrap();
+        run_until(&mut core, &mut out, |o| !o.answers.is_empty());
+        assert_eq!(out.answers[0].0, 100);
+        assert_eq!(out.answers[0].1.clone().unwrap(), Response::Int(31));
+        assert_eq!(core.status().state, "serving");
+    }
 }
