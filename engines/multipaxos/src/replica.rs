@@ -347,6 +347,16 @@ impl<S: StateMachine> Replica<S> {
         self.snapshot.as_ref().filter(|_| self.rebuilding)
     }
 
+    /// Rebuilds on the caller's thread: restores `empty` from [`Replica::rebuild_from`]'s
+    /// snapshot and ends the rebuild with it ([`Replica::finish_rebuild`]). For harnesses and
+    /// runtimes with no other thread to rebuild on; the replica then votes only after this.
+    pub fn rebuild_now(&mut self, mut empty: S, now_ms: u64) {
+        if let Some(snapshot) = self.rebuild_from() {
+            empty.restore(&snapshot.state);
+        }
+        self.finish_rebuild(empty, now_ms);
+    }
+
     /// Ends the rebuild after [`Replica::resume`]: `state_machine` holds the state of
     /// [`Replica::rebuild_from`]'s snapshot (or is empty if there was none), and the decided
     /// instances after it are executed now, answering the clients that waited. A machine

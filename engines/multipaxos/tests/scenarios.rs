@@ -9,7 +9,6 @@ use logless_multipaxos::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, Vie
 use logless_multipaxos::message::{Batch, ClientReply, Envelope, Message, Request};
 use logless_multipaxos::persist::Durable;
 use logless_multipaxos::replica::{Replica, Status};
-use logless_multipaxos::state_machine::StateMachine;
 use logless_multipaxos::testing::{durable_before_send, History, MemStore};
 
 const A: NodeId = NodeId(1);
@@ -1057,18 +1056,14 @@ fn a_rejoin_after_a_lost_disk_waits_for_what_its_lost_vote_may_have_chosen() {
     assert_eq!(net.history(B), net.history(C));
 }
 
-/// Rebuilds `node`'s state machine as the runtime does after [`Replica::resume`]: restored from
-/// the persistent snapshot, or empty.
+/// Rebuilds `node`'s state machine after [`Replica::resume`]: restored from the persistent
+/// snapshot, or empty.
 fn finish_rebuild(net: &mut Net, node: NodeId) {
-    let mut machine = History::default();
-    if let Some(snapshot) = net.replica(node).rebuild_from() {
-        machine.restore(&snapshot.state);
-    }
     let now = net.now(node);
     net.replicas
         .get_mut(&node)
         .unwrap()
-        .finish_rebuild(machine, now);
+        .rebuild_now(History::default(), now);
     net.collect(node);
 }
 
