@@ -1107,7 +1107,7 @@ fn read_file_header<M: Media>(media: &M, options: &StoreOptions) -> Result<usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimMedia;
+    use crate::{Durability, SimMedia};
 
     thread_local! {
         /// Files every key under one hash, so that only the comparison of keys tells them
