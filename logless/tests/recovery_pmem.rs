@@ -8,9 +8,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::increments::{assert_no_increment_lost, increments_across_kills, info_field};
+use common::increments::{
+    assert_no_increment_lost, follower_then_leader_killed, increments_across_kills, info_field,
+};
 use common::Cluster;
-use redis::Commands;
 
 /// Snapshots every few kilobytes of log, so that a restart rebuilds from a snapshot and a
 /// log suffix rather than from the log alone.
@@ -40,16 +41,7 @@ fn status(cluster: &Cluster, i: usize) -> logless_node::status::NodeStatus {
 #[test]
 fn a_killed_follower_and_leader_resume_from_persistent_memory_and_lose_no_increment() {
     let mut cluster = pmem_cluster();
-    // The clients go through replica 2, which stays up; 3 (a follower) and then 1 (the leader
-    // of the first view) are killed.
-    let (acked, uncertain) = increments_across_kills(&mut cluster, 1, &[2, 0]);
-    assert_no_increment_lost(&cluster, &acked, uncertain);
-    let mut cons: Vec<redis::Connection> = (0..3).map(|i| cluster.connect(i)).collect();
-    // The restarted replicas serve: a write through one is seen through the others.
-    assert_eq!(
-        cons[2].incr::<_, _, i64>("n", 1).unwrap(),
-        cons[0].get::<_, i64>("n").unwrap()
-    );
+    let mut cons = follower_then_leader_killed(&mut cluster);
     for (i, con) in cons.iter_mut().enumerate() {
         assert_eq!(info_field(con, "replication", "log_state"), "serving");
         assert_eq!(info_field(con, "replication", "log_recovery"), "pmem");

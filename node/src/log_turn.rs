@@ -98,7 +98,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use logless_multipaxos::config::Config;
+use logless_multipaxos::config::{Config, Recovery};
 use logless_multipaxos::ids::{Epoch, Instance, NodeId, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Message;
@@ -309,9 +309,12 @@ pub struct LogCore<R, D: Dir = FsDir> {
 }
 
 impl<R, D: Dir> LogCore<R, D> {
-    /// Restarts the replica of `config` from `durable` (what `log` held at open), executing
-    /// the log again over `machine`. `incarnation` makes this run's client ids new;
-    /// operations unanswered after `request_timeout_ms` are answered "outcome unknown".
+    /// Restarts the replica of `config` from `durable` (what `log` held at open): under FullSS
+    /// executing the log again over `machine`; under mPaxos resuming it without executing
+    /// ([`Replica::resume`]): it takes part at once, and executes nothing until
+    /// [`LogCore::finish_rebuild`] hands it the state machine restored from
+    /// [`LogCore::rebuild_from`]. `incarnation` makes this run's client ids new; operations
+    /// unanswered after `request_timeout_ms` are answered "outcome unknown".
     #[allow(clippy::too_many_arguments)]
     pub fn recover(
         config: Config,
@@ -323,7 +326,10 @@ impl<R, D: Dir> LogCore<R, D> {
         wall_ms: u64,
         mono_us: u64,
     ) -> LogCore<R, D> {
-        let start = |now_ms| Replica::recover(config, machine, durable, now_ms);
+        let start = |now_ms| match config.recovery {
+            Recovery::Pmem => Replica::resume(config, machine, durable, now_ms),
+            _ => Replica::recover(config, machine, durable, now_ms),
+        };
         LogCore::around(
             start,
             log,
@@ -351,32 +357,6 @@ impl<R, D: Dir> LogCore<R, D> {
         mono_us: u64,
     ) -> LogCore<R, D> {
         let start = |now_ms| Replica::start_epoch(config, machine, last, now_ms);
-        LogCore::around(
-            start,
-            log,
-            incarnation,
-            request_timeout_ms,
-            wall_ms,
-            mono_us,
-        )
-    }
-
-    /// Resumes the replica of `config` under mPaxos (`config.recovery` must say so) from
-    /// `durable`, what `log` held in persistent memory: it takes part in the protocol at once,
-    /// and executes nothing until [`LogCore::finish_rebuild`] hands it the state machine
-    /// restored from [`LogCore::rebuild_from`]. The other arguments are [`LogCore::recover`]'s.
-    #[allow(clippy::too_many_arguments)]
-    pub fn resume(
-        config: Config,
-        machine: RegisterMachine,
-        durable: &Durable,
-        log: DurableLog<D>,
-        incarnation: u32,
-        request_timeout_ms: u64,
-        wall_ms: u64,
-        mono_us: u64,
-    ) -> LogCore<R, D> {
-        let start = |now_ms| Replica::resume(config, machine, durable, now_ms);
         LogCore::around(
             start,
             log,
@@ -1034,7 +1014,7 @@ mod tests {
         config.recovery = logless_multipaxos::config::Recovery::Pmem;
         config.snapshot_log_bytes_min = 64;
         config.snapshot_ratio_percent = 1;
-        LogCore::resume(
+        LogCore::recover(
             config,
             RegisterMachine::default(),
             &opened.durable,

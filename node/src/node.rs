@@ -582,7 +582,17 @@ fn start_log(
         move |source| StartError::Log { path, source }
     };
     let mut core = match config.recovery {
-        Recovery::Fullss => {
+        Recovery::Fullss | Recovery::Pmem => {
+            let resume = config.recovery == Recovery::Pmem;
+            if resume && identity.rejoining {
+                return Err(OpenError::Identity(format!(
+                    "--rejoin is for a replica that lost its log under --recovery fullss; a lost \
+                     persistent-memory log under --recovery pmem cannot be rejoined yet: give \
+                     the node a new id and a new data directory instead of {}",
+                    config.data_dir.display()
+                ))
+                .into());
+            }
             let options = log_options(config, durability);
             let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
             let core = LogCore::recover(
@@ -596,6 +606,12 @@ fn start_log(
                 0,
             );
             let status = core.status();
+            let what = if resume {
+                "resumed the log from persistent memory (mPaxos): voting at once, rebuilding the \
+                 state machine from the persistent snapshot meanwhile"
+            } else {
+                "recovered the log"
+            };
             info!(
                 node = config.node_id,
                 incarnation,
@@ -603,7 +619,7 @@ fn start_log(
                 first_instance = status.first_instance,
                 executed_below = status.executed_below,
                 keys = status.keys,
-                "recovered the log"
+                "{what}"
             );
             core
         }
@@ -657,40 +673,6 @@ fn start_log(
                      voting or serving (docs/recovery.md)"
                 ),
             }
-            core
-        }
-        Recovery::Pmem => {
-            if identity.rejoining {
-                return Err(OpenError::Identity(format!(
-                    "--rejoin is for a replica that lost its log under --recovery fullss; a lost \
-                     persistent-memory log under --recovery pmem cannot be rejoined yet: give \
-                     the node a new id and a new data directory instead of {}",
-                    config.data_dir.display()
-                ))
-                .into());
-            }
-            let options = log_options(config, durability);
-            let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
-            let core = LogCore::resume(
-                engine,
-                machine,
-                &opened.durable,
-                opened.log,
-                incarnation,
-                config.request_timeout_ms,
-                crate::shard::wall_ms(),
-                0,
-            );
-            let status = core.status();
-            info!(
-                node = config.node_id,
-                incarnation,
-                view = status.view,
-                first_instance = status.first_instance,
-                executed_below = status.executed_below,
-                "resumed the log from persistent memory (mPaxos): voting at once, rebuilding the \
-                 state machine from the persistent snapshot meanwhile"
-            );
             core
         }
     };

@@ -104,3 +104,18 @@ pub fn assert_no_increment_lost(cluster: &Cluster, acked: &[i64], uncertain: usi
         );
     }
 }
+
+/// Two clients INCR through replica 2 while replica 3 (a follower) and then replica 1 (the
+/// leader of the first view) are killed with kill -9 and restarted; checks that no
+/// acknowledged increment was lost and that the restarted replicas serve (a write through one
+/// is seen through another), and returns a connection to each replica.
+pub fn follower_then_leader_killed(cluster: &mut Cluster) -> Vec<redis::Connection> {
+    let (acked, uncertain) = increments_across_kills(cluster, 1, &[2, 0]);
+    assert_no_increment_lost(cluster, &acked, uncertain);
+    let mut cons: Vec<redis::Connection> = (0..3).map(|i| cluster.connect(i)).collect();
+    assert_eq!(
+        cons[2].incr::<_, _, i64>("n", 1).unwrap(),
+        cons[0].get::<_, i64>("n").unwrap()
+    );
+    cons
+}
