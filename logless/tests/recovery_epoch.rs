@@ -127,11 +127,7 @@ fn a_directory_is_not_reopened_under_the_other_mode_and_epoch_is_the_log_engines
 
     // EpochSS with the per-key engine, or on a cluster of one, is refused before anything
     // starts.
-    let mut rmw = cluster.replicas[1].spec.clone();
-    rmw.extra
-        .retain(|arg| arg != "--engine" && arg != "multipaxos");
-    rmw.dir = rmw.dir.with_file_name("rmw");
-    rmw.log = rmw.log.with_file_name("rmw.log");
+    let rmw = common::per_key_engine(&cluster.replicas[1].spec);
     let log = common::refused_start(&rmw);
     assert!(log.contains("is the multipaxos engine's"), "{log}");
     let alone = common::ServerSpec {

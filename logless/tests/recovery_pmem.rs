@@ -127,11 +127,7 @@ fn pmem_recovery_needs_persistent_memory_and_the_log_engine() {
     );
 
     // The per-key engine recovers from its own store.
-    let mut rmw = original.clone();
-    rmw.extra
-        .retain(|arg| arg != "--engine" && arg != "multipaxos");
-    rmw.dir = rmw.dir.with_file_name("rmw");
-    rmw.log = rmw.log.with_file_name("rmw.log");
+    let rmw = common::per_key_engine(&original);
     let log = common::refused_start(&rmw);
     assert!(log.contains("is the multipaxos engine's"), "{log}");
 

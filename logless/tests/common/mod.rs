@@ -227,6 +227,17 @@ pub fn config_get(con: &mut redis::Connection, name: &str) -> String {
     got[1].clone()
 }
 
+/// `spec` on the per-key engine (without `--engine multipaxos`), with its own data directory
+/// and log beside the original's.
+pub fn per_key_engine(spec: &ServerSpec) -> ServerSpec {
+    let mut rmw = spec.clone();
+    rmw.extra
+        .retain(|arg| arg != "--engine" && arg != "multipaxos");
+    rmw.dir = rmw.dir.with_file_name("rmw");
+    rmw.log = rmw.log.with_file_name("rmw.log");
+    rmw
+}
+
 /// A figure of a replica's `/metrics`.
 pub fn metric(addr: SocketAddr, name: &str) -> u64 {
     let (_, body) =
