@@ -932,6 +932,38 @@ mod tests {
     }
 
     #[test]
+    fn pmem_recovery_needs_persistent_memory_and_the_log_engine() {
+        let peers = parse_peers("1=127.0.0.1:1").unwrap();
+        let config = |engine, durability: &str| NodeConfig {
+            node_id: 1,
+            peers: peers.clone(),
+            engine,
+            recovery: Recovery::Pmem,
+            durability: durability.into(),
+            ..NodeConfig::default()
+        };
+        for durability in ["emulp", "pmem"] {
+            config(Engine::Multipaxos, durability).validate().unwrap();
+        }
+        for durability in ["memory", "mmap", "sync"] {
+            let error = config(Engine::Multipaxos, durability)
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("give --durability emulp") && error.contains(durability),
+                "{error}"
+            );
+        }
+        let error = config(Engine::Rmw, "emulp").validate().unwrap_err();
+        assert!(error.to_string().contains("is the multipaxos engine's"));
+        let from_file: NodeConfig =
+            toml::from_str("recovery = \"pmem\"\ndurability = \"emulp\"").unwrap();
+        assert_eq!(from_file.recovery, Recovery::Pmem);
+        assert_eq!(from_file.durability().unwrap(), Durability::Emulp);
+    }
+
+    #[test]
     fn rejects_bad_configurations() {
         let peers = parse_peers("1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3").unwrap();
         let good = NodeConfig {
