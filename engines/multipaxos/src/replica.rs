@@ -63,6 +63,14 @@
 //! the highest view it was told about and may vote in a lower view than it promised. Closing
 //! that window would take more than a majority's answers; it is left open here.
 //!
+//! # mPaxos: resumption from persistent memory (seed 002 §V-B)
+//! Under [`Recovery::Pmem`] a replica writes the records FullSS writes, to persistent memory.
+//! After a restart [`Replica::resume`] takes its views, votes and decisions as they are and it
+//! takes part at once; it executes nothing (its [`Status`] is `Rebuilding`) until the runtime
+//! hands over the state machine restored from the persistent snapshot
+//! ([`Replica::finish_rebuild`]), which it then brings up to date by executing the decided
+//! instances after the snapshot.
+//!
 //! # Rejoining after a lost disk (FullSS)
 //! A FullSS replica whose stable storage was lost has forgotten its promises and votes, as an
 //! EpochSS replica after a restart, but its peers track no epochs. [`Replica::start_rejoin`]
@@ -314,7 +322,8 @@ impl<S: StateMachine> Replica<S> {
     ///
     /// # Panics
     /// If the configuration does not name this replica, allows no instance in flight, or asks
-    /// for EpochSS (which restarts with [`Replica::start_epoch`]).
+    /// for EpochSS (which restarts with [`Replica::start_epoch`]) or mPaxos (which resumes with
+    /// [`Replica::resume`]).
     pub fn recover(config: Config, state_machine: S, durable: &Durable, now_ms: u64) -> Replica<S> {
         assert_eq!(
             config.recovery,
