@@ -40,7 +40,7 @@ pub struct ServerSpec {
     pub dir: PathBuf,
     /// Its log: stdout and stderr of every start, appended.
     pub log: PathBuf,
-    /// `memory`, `mmap`, `sync` or `pmem`.
+    /// `memory`, `mmap`, `sync`, `emulp` or `pmem`.
     pub durability: String,
     /// Shards per replica; `None` leaves the server's default.
     pub shards: Option<u16>,

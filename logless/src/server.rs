@@ -49,7 +49,8 @@ pub struct ServerArgs {
     /// The data directory.
     #[arg(long, env = "LOGLESS_DIR")]
     pub dir: Option<PathBuf>,
-    /// memory, mmap, sync or pmem.
+    /// memory, mmap, sync, emulp (persistent memory emulated on DRAM: the pmem code paths,
+    /// surviving a process crash but not a power loss) or pmem.
     #[arg(long, env = "LOGLESS_DURABILITY")]
     pub durability: Option<String>,
     /// The replication engine, the same on every replica: rmw (per-key registers),
@@ -58,8 +59,10 @@ pub struct ServerArgs {
     #[arg(long, env = "LOGLESS_ENGINE")]
     pub engine: Option<logless_node::config::Engine>,
     /// How a replica of the multipaxos engine recovers after a crash, the same on every
-    /// replica: fullss (log and snapshots on disk, replayed) or epoch (EpochSS: state in memory
-    /// only, recovered from the peers; needs a majority up, see docs/recovery.md).
+    /// replica: fullss (log and snapshots on disk, replayed), epoch (EpochSS: state in memory
+    /// only, recovered from the peers; needs a majority up) or pmem (mPaxos: log and snapshots
+    /// in persistent memory, needs --durability emulp or pmem; votes at once after a restart
+    /// and rebuilds its state machine meanwhile). See docs/recovery.md.
     #[arg(long, env = "LOGLESS_RECOVERY")]
     pub recovery: Option<logless_node::config::Recovery>,
     /// The psmr engine's worker threads, the same on every replica (0: the cores available).

@@ -109,6 +109,8 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                             log.epoch,
                             match log.state.as_str() {
                                 "recovering" => "recovering its state from its peers",
+                                "rebuilding" =>
+                                    "rebuilding its state machine from its persistent snapshot",
                                 _ =>
                                     "more replicas lost their state than the cluster can \
                                       lose; it refuses service (docs/recovery.md)",

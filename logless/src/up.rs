@@ -55,7 +55,8 @@ pub struct UpArgs {
     /// Where the replicas keep their data and logs.
     #[arg(long, default_value = "logless-data")]
     pub dir: PathBuf,
-    /// memory, mmap, sync or pmem.
+    /// memory, mmap, sync, emulp (persistent memory emulated on DRAM: the pmem code paths,
+    /// surviving a process crash but not a power loss) or pmem.
     #[arg(long, default_value = "mmap")]
     pub durability: String,
     /// The replication engine: rmw (per-key registers), multipaxos (one log; multi-key
@@ -63,7 +64,9 @@ pub struct UpArgs {
     #[arg(long, default_value_t = logless_node::config::Engine::Rmw)]
     pub engine: logless_node::config::Engine,
     /// How a replica of the multipaxos engine recovers after a crash: fullss (log and
-    /// snapshots on disk) or epoch (EpochSS: state in memory, recovered from the peers).
+    /// snapshots on disk), epoch (EpochSS: state in memory, recovered from the peers) or pmem
+    /// (mPaxos: log and snapshots in persistent memory, --durability emulp or pmem; votes at
+    /// once after a restart).
     #[arg(long, default_value_t = logless_node::config::Recovery::Fullss)]
     pub recovery: logless_node::config::Recovery,
     /// The psmr engine's worker threads per replica (0: the cores available).
@@ -350,7 +353,17 @@ pub fn up(args: &UpArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if let Err(e) = args.recovery.check(args.engine, usize::from(args.replicas)) {
+    let durability = match logless_node::config::parse_durability(&args.durability) {
+        Ok(durability) => durability,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = args
+        .recovery
+        .check(args.engine, usize::from(args.replicas), durability)
+    {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }

@@ -6,11 +6,9 @@
 //! reopened under the other mode, and EpochSS is refused for the other engines.
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::increments::{follower_then_leader_killed, info_field};
 use common::Cluster;
 use redis::Commands;
 
@@ -20,98 +18,10 @@ fn epoch_cluster() -> Cluster {
     Cluster::start_with(3, "mmap", &EPOCH_ARGS)
 }
 
-/// What a client that INCRs one counter saw.
-#[derive(Default)]
-struct Increments {
-    /// The values acknowledged INCRs returned.
-    acked: Vec<i64>,
-    /// INCRs whose outcome is unknown (timed out after they were proposed).
-    uncertain: usize,
-}
-
-/// INCRs `n` through `con` until `stop`.
-fn increment(mut con: redis::Connection, stop: Arc<AtomicBool>) -> JoinHandle<Increments> {
-    std::thread::spawn(move || {
-        let mut seen = Increments::default();
-        while !stop.load(Ordering::Relaxed) {
-            match con.incr::<_, _, i64>("n", 1) {
-                Ok(value) => seen.acked.push(value),
-                Err(e) if e.to_string().contains("UNCERTAIN") => seen.uncertain += 1,
-                Err(e) => panic!("an INCR failed: {e}"),
-            }
-        }
-        seen
-    })
-}
-
-/// Kills replica `i` with kill -9, starts it again and waits until it serves (it answers
-/// LOADING while it recovers from its peers).
-fn kill_and_restart(cluster: &mut Cluster, i: usize) {
-    cluster.kill(i);
-    std::thread::sleep(Duration::from_millis(300));
-    cluster.spawn(i);
-    cluster.wait_serving(Duration::from_secs(20));
-}
-
-/// One line `name:value` of an INFO section.
-fn info_field(con: &mut redis::Connection, section: &str, name: &str) -> String {
-    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
-    let prefix = format!("{name}:");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!("no {name} in\n{info}"))
-        .to_owned()
-}
-
 #[test]
 fn a_killed_replica_recovers_from_its_peers_and_no_acknowledged_increment_is_lost() {
     let mut cluster = epoch_cluster();
-    let stop = Arc::new(AtomicBool::new(false));
-    // The clients go through replica 2, which stays up; 3 (a follower) and then 1 (the leader
-    // of the first view) are killed.
-    let clients: Vec<_> = (0..2)
-        .map(|_| increment(cluster.connect(1), stop.clone()))
-        .collect();
-    std::thread::sleep(Duration::from_millis(700));
-    kill_and_restart(&mut cluster, 2);
-    std::thread::sleep(Duration::from_millis(700));
-    kill_and_restart(&mut cluster, 0);
-    std::thread::sleep(Duration::from_millis(700));
-    stop.store(true, Ordering::Relaxed);
-    let mut acked = Vec::new();
-    let mut uncertain = 0;
-    for client in clients {
-        let seen = client.join().unwrap();
-        acked.extend(seen.acked);
-        uncertain += seen.uncertain;
-    }
-    assert!(acked.len() > 20, "only {} INCRs answered", acked.len());
-    acked.sort_unstable();
-    let before = acked.len();
-    acked.dedup();
-    assert_eq!(acked.len(), before, "two INCRs returned the same value");
-
-    // Every replica, the two restarted ones included, holds every acknowledged increment,
-    // and no increment was applied that no client sent.
-    let mut cons: Vec<redis::Connection> = (0..3).map(|i| cluster.connect(i)).collect();
-    let highest = *acked.last().unwrap();
-    for con in &mut cons {
-        let n: i64 = con.get("n").unwrap();
-        assert!(
-            n >= highest,
-            "an acknowledged INCR was lost: {n} < {highest}"
-        );
-        assert!(
-            n as usize <= acked.len() + uncertain,
-            "{n} increments applied, {} sent",
-            acked.len() + uncertain
-        );
-    }
-    // The restarted replicas serve: a write through one is seen through the others.
-    assert_eq!(
-        cons[2].incr::<_, _, i64>("n", 1).unwrap(),
-        cons[0].get::<_, i64>("n").unwrap()
-    );
+    let mut cons = follower_then_leader_killed(&mut cluster);
     for i in [0, 2] {
         assert_eq!(
             info_field(&mut cons[i], "replication", "log_state"),
@@ -217,11 +127,7 @@ fn a_directory_is_not_reopened_under_the_other_mode_and_epoch_is_the_log_engines
 
     // EpochSS with the per-key engine, or on a cluster of one, is refused before anything
     // starts.
-    let mut rmw = cluster.replicas[1].spec.clone();
-    rmw.extra
-        .retain(|arg| arg != "--engine" && arg != "multipaxos");
-    rmw.dir = rmw.dir.with_file_name("rmw");
-    rmw.log = rmw.log.with_file_name("rmw.log");
+    let rmw = common::per_key_engine(&cluster.replicas[1].spec);
     let log = common::refused_start(&rmw);
     assert!(log.contains("is the multipaxos engine's"), "{log}");
     let alone = common::ServerSpec {

@@ -6,11 +6,13 @@
 //! peer_addr = "127.0.0.1:8379"
 //! http_addr = "127.0.0.1:9379"
 //! data_dir = "./logless-data/node-1"
-//! durability = "mmap"          # memory | mmap | sync | pmem
+//! durability = "mmap"          # memory | mmap | sync | emulp | pmem
 //! engine = "rmw"               # rmw (per-key registers) | multipaxos (one log, atomic multi-key)
 //!                              # | psmr (the B+-tree KV service on P-SMR's parallel streams)
 //! recovery = "fullss"          # multipaxos: fullss (log and snapshots on disk) | epoch (EpochSS:
-//!                              # state in memory, recovered from the peers; docs/recovery.md)
+//!                              # state in memory, recovered from the peers) | pmem (mPaxos: log
+//!                              # and snapshots in persistent memory, durability emulp or pmem,
+//!                              # votes at once after a restart; docs/recovery.md)
 //! threads = 0                  # psmr: worker threads, k (0: the cores available)
 //! psmr_mode = "psmr"           # psmr: psmr | sp-smr | smr | no-rep (one process, no peers)
 //! shards = 1
@@ -222,6 +224,10 @@ pub enum Recovery {
     /// every start, and a restarted replica recovers the state from its peers, which needs a
     /// majority that kept it.
     Epoch,
+    /// mPaxos: the log, the votes, the views and the snapshots in persistent memory (needs
+    /// `durability` `emulp` or `pmem`); a restarted replica votes at once and rebuilds its
+    /// state machine from the persistent snapshot meanwhile.
+    Pmem,
 }
 
 impl Recovery {
@@ -230,6 +236,7 @@ impl Recovery {
         match self {
             Recovery::Fullss => "fullss",
             Recovery::Epoch => "epoch",
+            Recovery::Pmem => "pmem",
         }
     }
 
@@ -238,12 +245,19 @@ impl Recovery {
         match self {
             Recovery::Fullss => logless_multipaxos::config::Recovery::FullSs,
             Recovery::Epoch => logless_multipaxos::config::Recovery::Epoch,
+            Recovery::Pmem => logless_multipaxos::config::Recovery::Pmem,
         }
     }
 
-    /// Checks that `engine` on a cluster of `replicas` can recover this way: EpochSS is the
-    /// log engine's, and needs peers to recover from.
-    pub fn check(self, engine: Engine, replicas: usize) -> Result<(), ConfigError> {
+    /// Checks that `engine` on a cluster of `replicas`, keeping its files by `durability`, can
+    /// recover this way: EpochSS and mPaxos are the log engine's, EpochSS needs peers to
+    /// recover from, and mPaxos needs persistent memory (real or emulated).
+    pub fn check(
+        self,
+        engine: Engine,
+        replicas: usize,
+        durability: Durability,
+    ) -> Result<(), ConfigError> {
         if self == Recovery::Fullss {
             return Ok(());
         }
@@ -252,6 +266,17 @@ impl Recovery {
                 "recovery {self} is the multipaxos engine's (the {engine} engine keeps its state \
                  on disk): give --engine multipaxos, or --recovery fullss"
             )));
+        }
+        if self == Recovery::Pmem {
+            if !matches!(durability, Durability::Emulp | Durability::Pmem) {
+                return Err(ConfigError::Invalid(format!(
+                    "recovery pmem (mPaxos) keeps the log and the snapshots in persistent memory, \
+                     persisted by cache-line flushes: give --durability emulp (emulated on DRAM) \
+                     or --durability pmem (a DAX mount), not {}; or --recovery fullss",
+                    durability_name(durability)
+                )));
+            }
+            return Ok(());
         }
         if replicas < 3 {
             return Err(ConfigError::Invalid(format!(
@@ -277,7 +302,10 @@ impl std::str::FromStr for Recovery {
         match name {
             "fullss" => Ok(Recovery::Fullss),
             "epoch" => Ok(Recovery::Epoch),
-            other => Err(format!("recovery must be fullss or epoch, not {other:?}")),
+            "pmem" => Ok(Recovery::Pmem),
+            other => Err(format!(
+                "recovery must be fullss, epoch or pmem, not {other:?}"
+            )),
         }
     }
 }
@@ -298,7 +326,7 @@ pub struct NodeConfig {
     pub http_addr: Option<SocketAddr>,
     /// The directory of this replica's store files.
     pub data_dir: PathBuf,
-    /// `memory`, `mmap`, `sync` or `pmem`.
+    /// `memory`, `mmap`, `sync`, `emulp` or `pmem`.
     pub durability: String,
     /// The replication engine; the same on every replica, and fixed for a data directory.
     pub engine: Engine,
@@ -502,15 +530,27 @@ fn memory_size<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64,
     }
 }
 
+/// The name [`parse_durability`] reads `durability` from.
+pub fn durability_name(durability: Durability) -> &'static str {
+    match durability {
+        Durability::Memory => "memory",
+        Durability::Mmap => "mmap",
+        Durability::Sync => "sync",
+        Durability::Emulp => "emulp",
+        Durability::Pmem => "pmem",
+    }
+}
+
 /// Parses a durability mode name.
 pub fn parse_durability(name: &str) -> Result<Durability, ConfigError> {
     match name {
         "memory" => Ok(Durability::Memory),
         "mmap" => Ok(Durability::Mmap),
         "sync" => Ok(Durability::Sync),
+        "emulp" => Ok(Durability::Emulp),
         "pmem" => Ok(Durability::Pmem),
         other => Err(ConfigError::Invalid(format!(
-            "durability must be memory, mmap, sync or pmem, not {other:?}"
+            "durability must be memory, mmap, sync, emulp or pmem, not {other:?}"
         ))),
     }
 }
@@ -707,7 +747,8 @@ impl NodeConfig {
         if self.engine == Engine::Psmr {
             self.validate_psmr()?;
         }
-        self.recovery.check(self.engine, self.peers.len())?;
+        self.recovery
+            .check(self.engine, self.peers.len(), self.durability()?)?;
         if self.value_bytes_max == 0 || self.value_bytes_max > VALUE_BYTES_MAX_LIMIT {
             return invalid("value_bytes_max must be between 1 and 64 MiB".into());
         }
@@ -925,6 +966,57 @@ mod tests {
             parse_peers("1=127.0.0.1:8000, 2=127.0.0.1:8001,3=127.0.0.1:8002").unwrap(),
             config.peers
         );
+    }
+
+    #[test]
+    fn every_durability_name_parses_and_others_are_refused() {
+        for (name, durability) in [
+            ("memory", Durability::Memory),
+            ("mmap", Durability::Mmap),
+            ("sync", Durability::Sync),
+            ("emulp", Durability::Emulp),
+            ("pmem", Durability::Pmem),
+        ] {
+            assert_eq!(parse_durability(name).unwrap(), durability);
+            assert_eq!(durability_name(durability), name);
+        }
+        let error = parse_durability("emulated").unwrap_err().to_string();
+        assert!(
+            error.contains("memory, mmap, sync, emulp or pmem"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn pmem_recovery_needs_persistent_memory_and_the_log_engine() {
+        let peers = parse_peers("1=127.0.0.1:1").unwrap();
+        let config = |engine, durability: &str| NodeConfig {
+            node_id: 1,
+            peers: peers.clone(),
+            engine,
+            recovery: Recovery::Pmem,
+            durability: durability.into(),
+            ..NodeConfig::default()
+        };
+        for durability in ["emulp", "pmem"] {
+            config(Engine::Multipaxos, durability).validate().unwrap();
+        }
+        for durability in ["memory", "mmap", "sync"] {
+            let error = config(Engine::Multipaxos, durability)
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("give --durability emulp") && error.contains(durability),
+                "{error}"
+            );
+        }
+        let error = config(Engine::Rmw, "emulp").validate().unwrap_err();
+        assert!(error.to_string().contains("is the multipaxos engine's"));
+        let from_file: NodeConfig =
+            toml::from_str("recovery = \"pmem\"\ndurability = \"emulp\"").unwrap();
+        assert_eq!(from_file.recovery, Recovery::Pmem);
+        assert_eq!(from_file.durability().unwrap(), Durability::Emulp);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use logless_multipaxos::ids::{Epoch, NodeId};
-use logless_multipaxos::kv::Operation;
+use logless_multipaxos::kv::{Operation, RegisterMachine};
 use logless_multipaxos::message::Message;
 use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
@@ -53,6 +53,9 @@ pub enum LogInput {
         /// The next cursor (0 at the end) and the live keys with their types.
         reply: oneshot::Sender<(u64, Vec<(Bytes, &'static str)>)>,
     },
+    /// The state machine of a replica resumed under mPaxos, restored from its persistent
+    /// snapshot off the loop ([`LogCore::finish_rebuild`]).
+    Rebuilt(Box<RegisterMachine>),
     /// Commit what is pending, flush and stop.
     Stop,
 }
@@ -216,6 +219,13 @@ impl LogLoop {
                 reply,
             } => {
                 let _ = reply.send(self.core.scan_live(cursor, count));
+            }
+            LogInput::Rebuilt(machine) => {
+                self.core.finish_rebuild(*machine);
+                info!(
+                    since_start_ms = self.outlet.started.elapsed().as_millis() as u64,
+                    "rebuilt the state machine from persistent memory: executing and serving"
+                );
             }
             LogInput::Stop => return false,
         }

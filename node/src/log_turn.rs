@@ -98,7 +98,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use logless_multipaxos::config::Config;
+use logless_multipaxos::config::{Config, Recovery};
 use logless_multipaxos::ids::{Epoch, Instance, NodeId, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Message;
@@ -131,6 +131,12 @@ pub const IN_FLIGHT_MAX: usize = 1 << 20;
 /// dataset).
 pub const RECOVERING_ERROR: &str = "LOADING this replica restarted under --recovery epoch and \
      is recovering its state from its peers; not applied, retry shortly";
+
+/// What the commands a replica answers from its own copy (SCAN, KEYS, DBSIZE, ...) answer while
+/// it resumed under mPaxos and rebuilds its state machine from the persistent snapshot
+/// (operations through the log are taken, and answered once it is rebuilt).
+pub const REBUILDING_ERROR: &str = "LOADING this replica restarted under --recovery pmem and \
+     is rebuilding its state machine from its persistent snapshot; retry shortly";
 
 /// What the commands a replica answers from its own copy (SCAN, KEYS, DBSIZE, ...) answer while
 /// it rejoins after a lost disk (operations through the log are answered "not applied").
@@ -239,13 +245,14 @@ impl LogStatus {
     }
 
     /// The error a replica that does not serve answers with: [`RECOVERING_ERROR`],
-    /// [`REJOINING_ERROR`] or [`STATE_LOST_ERROR`]. The commands it answers from its own copy (SCAN, KEYS, DBSIZE, ...)
+    /// [`REJOINING_ERROR`], [`STATE_LOST_ERROR`] or [`REBUILDING_ERROR`]. The commands it answers from its own copy (SCAN, KEYS, DBSIZE, ...)
     /// answer it too: that copy is empty or behind.
     pub fn refusal(&self) -> Option<&'static str> {
         match self.state.as_str() {
             "recovering" => Some(RECOVERING_ERROR),
             "rejoining" => Some(REJOINING_ERROR),
             "state_lost" => Some(STATE_LOST_ERROR),
+            "rebuilding" => Some(REBUILDING_ERROR),
             _ => None,
         }
     }
@@ -302,9 +309,12 @@ pub struct LogCore<R, D: Dir = FsDir> {
 }
 
 impl<R, D: Dir> LogCore<R, D> {
-    /// Restarts the replica of `config` from `durable` (what `log` held at open), executing
-    /// the log again over `machine`. `incarnation` makes this run's client ids new;
-    /// operations unanswered after `request_timeout_ms` are answered "outcome unknown".
+    /// Restarts the replica of `config` from `durable` (what `log` held at open): under FullSS
+    /// executing the log again over `machine`; under mPaxos resuming it without executing
+    /// ([`Replica::resume`]): it takes part at once, and executes nothing until
+    /// [`LogCore::finish_rebuild`] hands it the state machine restored from
+    /// [`LogCore::rebuild_from`]. `incarnation` makes this run's client ids new; operations
+    /// unanswered after `request_timeout_ms` are answered "outcome unknown".
     #[allow(clippy::too_many_arguments)]
     pub fn recover(
         config: Config,
@@ -316,7 +326,10 @@ impl<R, D: Dir> LogCore<R, D> {
         wall_ms: u64,
         mono_us: u64,
     ) -> LogCore<R, D> {
-        let start = |now_ms| Replica::recover(config, machine, durable, now_ms);
+        let start = |now_ms| match config.recovery {
+            Recovery::Pmem => Replica::resume(config, machine, durable, now_ms),
+            _ => Replica::recover(config, machine, durable, now_ms),
+        };
         LogCore::around(
             start,
             log,
@@ -352,6 +365,18 @@ impl<R, D: Dir> LogCore<R, D> {
             wall_ms,
             mono_us,
         )
+    }
+
+    /// The encoded state a resumed replica's state machine must be restored from (`None`: no
+    /// snapshot, it starts empty; or not resuming).
+    pub fn rebuild_from(&self) -> Option<Bytes> {
+        self.replica.rebuild_from().map(|s| s.state.clone())
+    }
+
+    /// Hands a resumed replica its rebuilt state machine ([`Replica::finish_rebuild`]): the
+    /// decided instances after the snapshot are executed in this turn.
+    pub fn finish_rebuild(&mut self, machine: RegisterMachine) {
+        self.replica.finish_rebuild(machine, self.now_ms);
     }
 
     /// The core around the replica `start` makes at the first clock reading.
@@ -742,7 +767,8 @@ impl<R, D: Dir> LogCore<R, D> {
 /// Why a replica in `status` refuses client operations, if it does.
 fn refusal(status: Status) -> Option<&'static str> {
     match status {
-        Status::Serving => None,
+        // Operations go through the log and are answered once the machine is rebuilt.
+        Status::Serving | Status::Rebuilding => None,
         Status::Recovering => Some(RECOVERING_ERROR),
         Status::StateLost => Some(STATE_LOST_ERROR),
     }
@@ -754,6 +780,7 @@ fn state_name(status: Status) -> &'static str {
         Status::Serving => "serving",
         Status::Recovering => "recovering",
         Status::StateLost => "state_lost",
+        Status::Rebuilding => "rebuilding",
     }
 }
 
@@ -975,5 +1002,85 @@ mod tests {
         let status = core.status();
         assert!(status.retried + status.resent_on_view_change >= 1);
         assert_eq!(status.timed_out, 1);
+    }
+
+    /// A single replica under mPaxos resumed from `opened`, what its directory kept, in its
+    /// start number `incarnation`.
+    fn resumed_core(
+        opened: crate::durable_log::OpenedLog<SimDir>,
+        incarnation: u32,
+    ) -> LogCore<u32, SimDir> {
+        let mut config = Config::new(vec![NodeId(1)], NodeId(1));
+        config.recovery = logless_multipaxos::config::Recovery::Pmem;
+        config.snapshot_log_bytes_min = 64;
+        config.snapshot_ratio_percent = 1;
+        LogCore::recover(
+            config,
+            RegisterMachine::default(),
+            &opened.durable,
+            opened.log,
+            incarnation,
+            1_000,
+            1_000_000,
+            0,
+        )
+    }
+
+    /// The state machine a runtime rebuilds for `core` (the node does it off the loop).
+    fn rebuilt_machine(core: &LogCore<u32, SimDir>) -> RegisterMachine {
+        use logless_multipaxos::state_machine::StateMachine;
+        let mut machine = RegisterMachine::default();
+        if let Some(state) = core.rebuild_from() {
+            machine.restore(&state);
+        }
+        machine
+    }
+
+    #[test]
+    fn a_resumed_replica_takes_operations_while_rebuilding_and_answers_them_once_rebuilt() {
+        let options = SegmentLogOptions::new(Durability::Emulp);
+        let opened = DurableLog::open_on(SimDir::new(), options.clone()).unwrap();
+        let mut core = resumed_core(opened, 1);
+        let machine = rebuilt_machine(&core);
+        core.finish_rebuild(machine);
+        let mut out = Collected::default();
+        for reply in 0..30 {
+            core.submit(&incr("n"), reply);
+            run_until(&mut core, &mut out, |o| {
+                o.answers.len() == reply as usize + 1
+            });
+        }
+        assert!(core.status().snapshots_taken > 0);
+
+        // A power failure that keeps nothing unpersisted: everything acknowledged was
+        // persisted (persistent memory keeps it), and the replica resumes from it.
+        let image = core
+            .log()
+            .segment_log()
+            .dir()
+            .at_crash()
+            .crash_image(0, &[], None);
+        let mut core = resumed_core(DurableLog::open_on(image, options).unwrap(), 2);
+        assert_eq!(core.status().state, "rebuilding");
+        assert!(core.rebuild_from().is_some(), "a snapshot to rebuild from");
+        let mut out = Collected::default();
+        core.submit(&incr("n"), 100);
+        for step in 0..20u64 {
+            core.start_turn(1_000_000 + step * 5, step * 5_000);
+            core.finish_turn(&mut out).unwrap();
+        }
+        assert!(
+            out.answers.is_empty(),
+            "answered before the machine was back: {:?}",
+            out.answers
+        );
+        let machine = rebuilt_machine(&core);
+        core.start_turn(1_000_100, 100_000);
+        core.finish_rebuild(machine);
+        core.finish_turn(&mut out).unwrap();
+        run_until(&mut core, &mut out, |o| !o.answers.is_empty());
+        assert_eq!(out.answers[0].0, 100);
+        assert_eq!(out.answers[0].1.clone().unwrap(), Response::Int(31));
+        assert_eq!(core.status().state, "serving");
     }
 }

@@ -584,7 +584,17 @@ fn start_log(
         move |source| StartError::Log { path, source }
     };
     let mut core = match config.recovery {
-        Recovery::Fullss => {
+        Recovery::Fullss | Recovery::Pmem => {
+            let resume = config.recovery == Recovery::Pmem;
+            if resume && identity.rejoining {
+                return Err(OpenError::Identity(format!(
+                    "--rejoin is for a replica that lost its log under --recovery fullss; a lost \
+                     persistent-memory log under --recovery pmem cannot be rejoined yet: give \
+                     the node a new id and a new data directory instead of {}",
+                    config.data_dir.display()
+                ))
+                .into());
+            }
             let options = log_options(config, durability);
             let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
             let core = LogCore::recover(
@@ -598,6 +608,12 @@ fn start_log(
                 0,
             );
             let status = core.status();
+            let what = if resume {
+                "resumed the log from persistent memory (mPaxos): voting at once, rebuilding the \
+                 state machine from the persistent snapshot meanwhile"
+            } else {
+                "recovered the log"
+            };
             info!(
                 node = config.node_id,
                 incarnation,
@@ -605,7 +621,7 @@ fn start_log(
                 first_instance = status.first_instance,
                 executed_below = status.executed_below,
                 keys = status.keys,
-                "recovered the log"
+                "{what}"
             );
             core
         }
@@ -674,12 +690,35 @@ fn start_log(
         );
     }
     let (tx, rx) = mpsc::channel(SHARD_QUEUE);
+    if config.recovery == Recovery::Pmem {
+        rebuild_off_the_loop(core.rebuild_from(), config.command_limits(), tx.clone());
+    }
     let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);
     let mut log_loop = LogLoop::new(core, rx, links, started);
     if rejoin {
         log_loop.mark_rejoined_at(rejoined);
     }
     Ok((tx.clone(), log_loop))
+}
+
+/// Restores the state machine of a replica resumed under mPaxos from `snapshot` (an empty
+/// machine without one) on a blocking thread, while the loop already takes part in the
+/// protocol, and hands it to the loop (seed 002 §V-B: the Paxos thread goes on while the state
+/// is rebuilt).
+fn rebuild_off_the_loop(
+    snapshot: Option<bytes::Bytes>,
+    limits: logless_commands::command::Limits,
+    inputs: mpsc::Sender<LogInput>,
+) {
+    use logless_multipaxos::state_machine::StateMachine;
+    tokio::task::spawn_blocking(move || {
+        let mut machine = logless_multipaxos::kv::RegisterMachine::new(limits);
+        if let Some(state) = &snapshot {
+            machine.restore(state);
+        }
+        // A loop that stopped meanwhile needs no machine.
+        let _ = inputs.blocking_send(LogInput::Rebuilt(Box::new(machine)));
+    });
 }
 
 /// The links of an engine with one event loop (the log's, psmr's) to every peer: the

@@ -624,6 +624,13 @@ pub fn log_figures(log: &LogStatus) -> Vec<LogFigure> {
             false,
         ),
         figure(
+            "rebuilding",
+            "1 while this replica, resumed from persistent memory, rebuilds its state machine \
+             from its snapshot (--recovery pmem).",
+            i64::from(log.state == "rebuilding"),
+            false,
+        ),
+        figure(
             "state_lost",
             "1 once more replicas lost their state than the cluster can lose (--recovery \
              epoch): the cluster refuses service.",

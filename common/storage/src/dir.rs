@@ -46,7 +46,7 @@ pub trait Dir {
     fn sync(&mut self) -> Result<(), StoreError>;
 }
 
-/// A real directory (`mmap`, `sync`, `pmem` modes: one mapped file per name) or none at all
+/// A real directory (`mmap`, `sync`, `emulp`, `pmem` modes: one mapped file per name) or none at all
 /// (`memory` mode: DRAM files that vanish with the process).
 pub struct FsDir {
     /// `None` in `memory` mode.
@@ -61,18 +61,13 @@ impl FsDir {
     /// Opens (creating) the directory at `path` for `durability` and lists its files (they are
     /// opened, mapped and locked by [`Dir::open`]).
     pub fn open(path: &Path, durability: Durability) -> Result<FsDir, StoreError> {
-        let persist_by = match durability {
-            Durability::Memory => {
-                return Ok(FsDir {
-                    path: None,
-                    persist_by: PersistBy::Nothing,
-                    files: Vec::new(),
-                    names: BTreeMap::new(),
-                });
-            }
-            Durability::Mmap => PersistBy::Nothing,
-            Durability::Sync => PersistBy::Msync,
-            Durability::Pmem => PersistBy::CacheLineFlush,
+        let Some(persist_by) = durability.persist_by() else {
+            return Ok(FsDir {
+                path: None,
+                persist_by: PersistBy::Nothing,
+                files: Vec::new(),
+                names: BTreeMap::new(),
+            });
         };
         std::fs::create_dir_all(path).map_err(StoreError::io("create directory"))?;
         let mut dir = FsDir {

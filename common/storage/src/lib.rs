@@ -65,13 +65,32 @@ pub enum Durability {
     /// (no system call). Opening fails with [`StoreError::PmemUnavailable`] where the file is
     /// not on a DAX mount.
     Pmem,
+    /// Persistent memory emulated on DRAM (seed 002's `emulp`): a mapped file anywhere,
+    /// persisted exactly as [`Durability::Pmem`] persists (cache-line flushes and a fence, no
+    /// system call), with the DAX check skipped. The writes live in the page cache, so they
+    /// survive a process crash (as in `Mmap`) but not a power loss.
+    Emulp,
 }
 
 impl Durability {
     /// Whether puts are staged until [`SlotStore::flush`] (group commit) rather than applied
     /// completely at once. Staging pays off only where persisting costs something.
     pub fn group_commit(self) -> bool {
-        matches!(self, Durability::Sync | Durability::Pmem)
+        matches!(
+            self,
+            Durability::Sync | Durability::Pmem | Durability::Emulp
+        )
+    }
+
+    /// How a mapped file persists in this mode (`None`: no file, `memory` mode).
+    pub fn persist_by(self) -> Option<PersistBy> {
+        match self {
+            Durability::Memory => None,
+            Durability::Mmap => Some(PersistBy::Nothing),
+            Durability::Sync => Some(PersistBy::Msync),
+            Durability::Pmem => Some(PersistBy::CacheLineFlush),
+            Durability::Emulp => Some(PersistBy::EmulatedCacheLineFlush),
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 //! size, and every entry below the size is whole.
 use std::path::Path;
 
-use crate::media::{DramMedia, FileMedia, Media, MmapMedia, PersistBy};
+use crate::media::{DramMedia, FileMedia, Media, MmapMedia};
 use crate::slot_store::{decode_end, encode_end, is_fresh};
 use crate::{Durability, StoreError};
 
@@ -46,13 +46,7 @@ impl LogStore<FileMedia> {
         path: &Path,
         options: LogOptions,
     ) -> Result<(LogStore<FileMedia>, Vec<Vec<u8>>), StoreError> {
-        let persist_by = match options.durability {
-            Durability::Memory => None,
-            Durability::Mmap => Some(PersistBy::Nothing),
-            Durability::Sync => Some(PersistBy::Msync),
-            Durability::Pmem => Some(PersistBy::CacheLineFlush),
-        };
-        let media = match persist_by {
+        let media = match options.durability.persist_by() {
             None => FileMedia::Dram(DramMedia::new()),
             Some(p) => FileMedia::Mapped(MmapMedia::open(path, p)?),
         };

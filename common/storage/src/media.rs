@@ -75,6 +75,21 @@ pub enum PersistBy {
     Msync,
     /// Cache-line flushes and a store fence, no system call (`pmem` mode, DAX files only).
     CacheLineFlush,
+    /// The same cache-line flushes and fence on a file that need not be on a DAX mount
+    /// (`emulp` mode: persistent memory emulated on DRAM, as seed 002 measured it). Everything
+    /// else is as in [`PersistBy::CacheLineFlush`]; only the DAX check at open is skipped, so
+    /// what survives is what the page cache keeps: a process crash, not a power loss.
+    EmulatedCacheLineFlush,
+}
+
+impl PersistBy {
+    /// Whether persisting is cache-line flushes and a fence (`pmem` and `emulp`).
+    pub fn flushes_cache_lines(self) -> bool {
+        matches!(
+            self,
+            PersistBy::CacheLineFlush | PersistBy::EmulatedCacheLineFlush
+        )
+    }
 }
 
 /// A memory-mapped file, locked against other openers.
@@ -88,7 +103,7 @@ impl MmapMedia {
     /// Opens (creating if needed) and maps the file at `path`. Fails with
     /// [`StoreError::Locked`] if another store holds it, and with
     /// [`StoreError::PmemUnavailable`] for [`PersistBy::CacheLineFlush`] on a file that is not
-    /// on a DAX mount.
+    /// on a DAX mount, and for either cache-line mode off x86_64.
     pub fn open(path: &Path, persist_by: PersistBy) -> Result<MmapMedia, StoreError> {
         let file = OpenOptions::new()
             .read(true)
@@ -105,8 +120,11 @@ impl MmapMedia {
                 source,
             },
         })?;
+        if persist_by.flushes_cache_lines() {
+            check_cache_line_flush()?;
+        }
         if persist_by == PersistBy::CacheLineFlush {
-            check_pmem(&file)?;
+            check_dax(&file)?;
         }
         if file.metadata().map_err(StoreError::io("stat file"))?.len() == 0 {
             // A mapping needs at least one page; the stores format the first bytes.
@@ -130,13 +148,19 @@ impl MmapMedia {
     }
 }
 
-/// Whether `file` is on a DAX mount (its pages are persistent memory, mapped directly).
-fn check_pmem(file: &File) -> Result<(), StoreError> {
-    if !cfg!(target_arch = "x86_64") {
-        return Err(StoreError::PmemUnavailable(
+/// Whether this CPU has the cache-line flush the `pmem` and `emulp` modes persist with.
+fn check_cache_line_flush() -> Result<(), StoreError> {
+    if cfg!(target_arch = "x86_64") {
+        Ok(())
+    } else {
+        Err(StoreError::PmemUnavailable(
             "cache-line flushes are implemented for x86_64 only",
-        ));
+        ))
     }
+}
+
+/// Whether `file` is on a DAX mount (its pages are persistent memory, mapped directly).
+fn check_dax(file: &File) -> Result<(), StoreError> {
     // SAFETY: `statx` only writes into `buf`, a plain C struct for which all-zero bytes are a
     // valid value; the path is an empty C string and AT_EMPTY_PATH makes the call describe the
     // open descriptor itself.
@@ -198,7 +222,7 @@ fn allocate(file: &File, offset: usize, len: usize) -> Result<(), StoreError> {
 fn sync_length(file: &File, persist_by: PersistBy) -> Result<(), StoreError> {
     match persist_by {
         PersistBy::Nothing => Ok(()),
-        PersistBy::Msync | PersistBy::CacheLineFlush => file
+        PersistBy::Msync | PersistBy::CacheLineFlush | PersistBy::EmulatedCacheLineFlush => file
             .sync_data()
             .map_err(StoreError::io("fdatasync after grow")),
     }
@@ -285,7 +309,7 @@ impl Media for MmapMedia {
                 .map
                 .flush_range(offset, len)
                 .map_err(StoreError::io("msync")),
-            PersistBy::CacheLineFlush => {
+            PersistBy::CacheLineFlush | PersistBy::EmulatedCacheLineFlush => {
                 self.flush_lines(offset, len);
                 fence();
                 Ok(())
@@ -294,7 +318,7 @@ impl Media for MmapMedia {
     }
 
     fn persist_ranges(&mut self, ranges: &[(usize, usize)]) -> Result<(), StoreError> {
-        if self.persist_by != PersistBy::CacheLineFlush {
+        if !self.persist_by.flushes_cache_lines() {
             let start = ranges.iter().map(|r| r.0).min();
             let end = ranges.iter().map(|r| r.0 + r.1).max();
             return match (start, end) {
@@ -332,10 +356,10 @@ fn flush_line(line: *const u8) {
     unsafe { std::arch::x86_64::_mm_clflush(line) }
 }
 
-/// Writes back one cache line (unreachable: pmem mode is refused off x86_64).
+/// Writes back one cache line (unreachable: pmem and emulp modes are refused off x86_64).
 #[cfg(not(target_arch = "x86_64"))]
 fn flush_line(_line: *const u8) {
-    unreachable!("pmem mode is refused at open on this architecture")
+    unreachable!("pmem and emulp modes are refused at open on this architecture")
 }
 
 /// Orders the cache-line flushes before every later store.
@@ -393,7 +417,7 @@ impl Media for DramMedia {
 pub enum FileMedia {
     /// `memory` mode.
     Dram(DramMedia),
-    /// `mmap`, `sync` and `pmem` modes.
+    /// `mmap`, `sync`, `emulp` and `pmem` modes.
     Mapped(MmapMedia),
 }
 

@@ -9,7 +9,7 @@
 //! and put in use before the old one is freed, and recovery keeps the copy with the higher
 //! sequence number if a crash leaves both.
 //!
-//! Group commit: in `sync` and `pmem` modes `put` only stages (the version is written, the
+//! Group commit: in `sync`, `emulp` and `pmem` modes `put` only stages (the version is written, the
 //! DRAM index points at it, `get` sees it) and `flush` persists the whole batch in two rounds:
 //! every new version (plus the file-header and free-slot words of earlier batches), then every
 //! header flip. Appending slots to the file costs one more persist per appended chunk. In
@@ -23,8 +23,8 @@ use hashbrown::HashTable;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::path::Path;
 
-use crate::media::{DramMedia, FileMedia, Media, MmapMedia, PersistBy};
-use crate::{Durability, StoreError, StoreOptions};
+use crate::media::{DramMedia, FileMedia, Media, MmapMedia};
+use crate::{StoreError, StoreOptions};
 
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"LLSLOTS\n";
@@ -278,13 +278,9 @@ impl SlotStore<FileMedia> {
         path: &Path,
         options: StoreOptions,
     ) -> Result<(SlotStore<FileMedia>, RecoveryReport), StoreError> {
-        let media = match options.durability {
-            Durability::Memory => FileMedia::Dram(DramMedia::new()),
-            Durability::Mmap => FileMedia::Mapped(MmapMedia::open(path, PersistBy::Nothing)?),
-            Durability::Sync => FileMedia::Mapped(MmapMedia::open(path, PersistBy::Msync)?),
-            Durability::Pmem => {
-                FileMedia::Mapped(MmapMedia::open(path, PersistBy::CacheLineFlush)?)
-            }
+        let media = match options.durability.persist_by() {
+            None => FileMedia::Dram(DramMedia::new()),
+            Some(persist_by) => FileMedia::Mapped(MmapMedia::open(path, persist_by)?),
         };
         SlotStore::open_on(media, options)
     }
@@ -1111,7 +1107,7 @@ fn read_file_header<M: Media>(media: &M, options: &StoreOptions) -> Result<usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimMedia;
+    use crate::{Durability, SimMedia};
 
     thread_local! {
         /// Files every key under one hash, so that only the comparison of keys tells them

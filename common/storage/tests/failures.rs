@@ -1,5 +1,7 @@
 //! Limits, bit flips, I/O errors (fail-stop), group commit, and the modes on real files.
-use logless_storage::{Durability, Media, SimMedia, SlotStore, StoreError, StoreOptions};
+use logless_storage::{
+    Durability, Media, MmapMedia, PersistBy, SimMedia, SlotStore, StoreError, StoreOptions,
+};
 
 fn sim_options() -> StoreOptions {
     let mut options = StoreOptions::new(Durability::Sync);
@@ -323,7 +325,7 @@ fn file_options(durability: Durability) -> StoreOptions {
 
 #[test]
 fn every_file_mode_survives_reopening() {
-    for durability in [Durability::Mmap, Durability::Sync] {
+    for durability in [Durability::Mmap, Durability::Sync, Durability::Emulp] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("slots");
         {
@@ -378,6 +380,20 @@ fn pmem_is_refused_where_there_is_no_dax_mount() {
         SlotStore::open(&path, file_options(Durability::Pmem)),
         Err(StoreError::PmemUnavailable(_))
     ));
+}
+
+#[test]
+fn emulp_opens_where_pmem_is_refused_and_persists_by_cache_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slots");
+    let media = MmapMedia::open(&path, PersistBy::EmulatedCacheLineFlush).unwrap();
+    assert!(media.persist_by().flushes_cache_lines());
+    drop(media);
+    assert_eq!(
+        Durability::Emulp.persist_by(),
+        Some(PersistBy::EmulatedCacheLineFlush)
+    );
+    assert!(Durability::Emulp.group_commit());
 }
 
 #[test]

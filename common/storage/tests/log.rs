@@ -38,7 +38,7 @@ fn flushed_log(path: &std::path::Path, count: u64) -> SegmentLog {
 
 #[test]
 fn records_survive_a_reopen_in_every_file_mode() {
-    for durability in [Durability::Mmap, Durability::Sync] {
+    for durability in [Durability::Mmap, Durability::Sync, Durability::Emulp] {
         let dir = tempfile::tempdir().unwrap();
         {
             let (mut log, _) = SegmentLog::open(dir.path(), options(durability)).unwrap();

@@ -42,6 +42,23 @@ pub enum Recovery {
     ///
     /// [`Replica::start_epoch`]: crate::replica::Replica::start_epoch
     Epoch,
+    /// mPaxos: the records are the ones FullSS writes, kept in persistent memory (the runtime
+    /// puts the log on cache-line-persisted media). A restarted replica takes part in the
+    /// protocol at once — its views, votes and decisions are loaded, not executed — and its
+    /// state machine is rebuilt from the persistent snapshot and the decided instances after
+    /// it meanwhile ([`Replica::resume`], [`Replica::finish_rebuild`]).
+    ///
+    /// [`Replica::resume`]: crate::replica::Replica::resume
+    /// [`Replica::finish_rebuild`]: crate::replica::Replica::finish_rebuild
+    Pmem,
+}
+
+impl Recovery {
+    /// Whether the replica writes its records (views, votes, decisions, snapshots) to stable
+    /// storage: under FullSS and mPaxos, not under EpochSS.
+    pub fn writes_records(self) -> bool {
+        self != Recovery::Epoch
+    }
 }
 
 /// How a replica behaves. Times are in milliseconds of the clock the runtime passes in.

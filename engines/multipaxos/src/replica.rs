@@ -63,6 +63,14 @@
 //! the highest view it was told about and may vote in a lower view than it promised. Closing
 //! that window would take more than a majority's answers; it is left open here.
 //!
+//! # mPaxos: resumption from persistent memory (seed 002 §V-B)
+//! Under [`Recovery::Pmem`] a replica writes the records FullSS writes, to persistent memory.
+//! After a restart [`Replica::resume`] takes its views, votes and decisions as they are and it
+//! takes part at once; it executes nothing (its [`Status`] is `Rebuilding`) until the runtime
+//! hands over the state machine restored from the persistent snapshot
+//! ([`Replica::finish_rebuild`]), which it then brings up to date by executing the decided
+//! instances after the snapshot.
+//!
 //! # Rejoining after a lost disk (FullSS)
 //! A FullSS replica whose stable storage was lost has forgotten its promises and votes, as an
 //! EpochSS replica after a restart, but its peers track no epochs. [`Replica::start_rejoin`]
@@ -144,6 +152,10 @@ pub enum Status {
     /// (a majority must keep it): nobody can recover, and the cluster must not serve, since it
     /// would serve a forgotten state. An operator has to restore it from elsewhere.
     StateLost,
+    /// It resumed under mPaxos ([`Replica::resume`]): it votes, leads and takes client
+    /// requests, but executes nothing until its state machine has been rebuilt from the
+    /// persistent snapshot ([`Replica::finish_rebuild`]); replies wait until then.
+    Rebuilding,
 }
 
 /// What the replica knows of one instance.
@@ -286,6 +298,8 @@ pub struct Replica<S> {
     peers: BTreeMap<NodeId, Peer>,
     /// Set while this replica recovers its state from its peers (EpochSS).
     recovering: Option<Recovering>,
+    /// Resumed under mPaxos and waiting for its rebuilt state machine: nothing is executed.
+    rebuilding: bool,
     ready: Ready,
     stats: Stats,
 }
@@ -295,8 +309,8 @@ impl<S: StateMachine> Replica<S> {
     /// [`Replica::start_epoch`] with no epoch before).
     pub fn new(config: Config, state_machine: S, now_ms: u64) -> Replica<S> {
         match config.recovery {
-            Recovery::FullSs => {
-                Replica::recover(config, state_machine, &Durable::default(), now_ms)
+            Recovery::FullSs | Recovery::Pmem => {
+                Replica::from_durable(config, state_machine, &Durable::default(), now_ms)
             }
             Recovery::Epoch => Replica::start_epoch(config, state_machine, None, now_ms),
         }
@@ -308,7 +322,8 @@ impl<S: StateMachine> Replica<S> {
     ///
     /// # Panics
     /// If the configuration does not name this replica, allows no instance in flight, or asks
-    /// for EpochSS (which restarts with [`Replica::start_epoch`]).
+    /// for EpochSS (which restarts with [`Replica::start_epoch`]) or mPaxos (which resumes with
+    /// [`Replica::resume`]).
     pub fn recover(config: Config, state_machine: S, durable: &Durable, now_ms: u64) -> Replica<S> {
         assert_eq!(
             config.recovery,
@@ -316,6 +331,54 @@ impl<S: StateMachine> Replica<S> {
             "an EpochSS replica starts with start_epoch"
         );
         Replica::from_durable(config, state_machine, durable, now_ms)
+    }
+
+    /// A replica resuming from persistent memory (mPaxos, seed 002 §V-B): its view, votes,
+    /// decisions, log start and snapshot metadata (next instance, stamp, client table) are
+    /// taken as they are, and it takes part in the protocol at once. Its state machine is not
+    /// restored and nothing is executed: `state_machine` stands in (it is never read) until the
+    /// runtime hands over the machine restored from [`Replica::rebuild_from`]'s snapshot with
+    /// [`Replica::finish_rebuild`]; [`Replica::status`] says `Rebuilding` until then.
+    ///
+    /// # Panics
+    /// If the configuration does not name this replica, allows no instance in flight, or does
+    /// not ask for mPaxos.
+    pub fn resume(config: Config, state_machine: S, durable: &Durable, now_ms: u64) -> Replica<S> {
+        assert_eq!(config.recovery, Recovery::Pmem, "resume is mPaxos");
+        let mut replica = Replica::from_parts(config, state_machine, durable, now_ms, false);
+        replica.rebuilding = true;
+        replica
+    }
+
+    /// The snapshot the state machine must be restored from before [`Replica::finish_rebuild`]
+    /// (`None`: none was taken, the machine starts empty). `None` too once rebuilt.
+    pub fn rebuild_from(&self) -> Option<&Snapshot> {
+        self.snapshot.as_ref().filter(|_| self.rebuilding)
+    }
+
+    /// Rebuilds on the caller's thread: restores `empty` from [`Replica::rebuild_from`]'s
+    /// snapshot and ends the rebuild with it ([`Replica::finish_rebuild`]). For harnesses and
+    /// runtimes with no other thread to rebuild on; the replica then votes only after this.
+    pub fn rebuild_now(&mut self, mut empty: S, now_ms: u64) {
+        if let Some(snapshot) = self.rebuild_from() {
+            empty.restore(&snapshot.state);
+        }
+        self.finish_rebuild(empty, now_ms);
+    }
+
+    /// Ends the rebuild after [`Replica::resume`]: `state_machine` holds the state of
+    /// [`Replica::rebuild_from`]'s snapshot (or is empty if there was none), and the decided
+    /// instances after it are executed now, answering the clients that waited. A machine
+    /// handed over after the rebuild ended otherwise (a newer snapshot installed by catch-up)
+    /// is dropped.
+    pub fn finish_rebuild(&mut self, state_machine: S, now_ms: u64) {
+        if !self.rebuilding {
+            return;
+        }
+        self.rebuilding = false;
+        self.state_machine = state_machine;
+        self.clock_ms = now_ms;
+        self.settle(now_ms);
     }
 
     /// A replica under EpochSS starting in the epoch after `last`, the last one its stable
@@ -378,9 +441,21 @@ impl<S: StateMachine> Replica<S> {
 
     fn from_durable(
         config: Config,
+        state_machine: S,
+        durable: &Durable,
+        now_ms: u64,
+    ) -> Replica<S> {
+        Replica::from_parts(config, state_machine, durable, now_ms, true)
+    }
+
+    /// A replica from `durable`; with `execute`, the snapshot is restored into
+    /// `state_machine` and the decided instances after it are executed.
+    fn from_parts(
+        config: Config,
         mut state_machine: S,
         durable: &Durable,
         now_ms: u64,
+        execute: bool,
     ) -> Replica<S> {
         assert!(
             config.nodes.contains(&config.me),
@@ -392,7 +467,9 @@ impl<S: StateMachine> Replica<S> {
         let mut next_execute = Instance(0);
         let mut stamp_executed_ms = 0;
         if let Some(snapshot) = &durable.snapshot {
-            state_machine.restore(&snapshot.state);
+            if execute {
+                state_machine.restore(&snapshot.state);
+            }
             clients = snapshot.clients.clone();
             next_execute = snapshot.next_instance;
             stamp_executed_ms = snapshot.stamp_ms;
@@ -439,10 +516,13 @@ impl<S: StateMachine> Replica<S> {
             epoch: Epoch(0),
             peers: BTreeMap::new(),
             recovering: None,
+            rebuilding: false,
             ready: Ready::default(),
             stats: Stats::default(),
         };
-        replica.execute_decided();
+        if execute {
+            replica.execute_decided();
+        }
         replica
     }
 
@@ -468,6 +548,7 @@ impl<S: StateMachine> Replica<S> {
         }
         match self.recovering {
             Some(_) => Status::Recovering,
+            None if self.rebuilding => Status::Rebuilding,
             None => Status::Serving,
         }
     }
@@ -1324,10 +1405,10 @@ impl<S: StateMachine> Replica<S> {
         self.write(Record::Decided { instance, batch });
     }
 
-    /// Writes `record` to stable storage, under FullSS; under EpochSS nothing but the epoch is
+    /// Writes `record` to stable storage, under FullSS and mPaxos; under EpochSS nothing but the epoch is
     /// written.
     fn write(&mut self, record: Record) {
-        if self.config.recovery == Recovery::FullSs {
+        if self.config.recovery.writes_records() {
             self.ready.record(record);
         }
     }
@@ -1340,6 +1421,10 @@ impl<S: StateMachine> Replica<S> {
 
     /// Executes decided instances in order, then takes a snapshot if the policy asks for one.
     fn execute_decided(&mut self) {
+        if self.rebuilding {
+            // The state machine is not there yet: execution resumes in finish_rebuild.
+            return;
+        }
         while let Some(batch) = self
             .log
             .get(&self.next_execute)
@@ -1444,6 +1529,8 @@ impl<S: StateMachine> Replica<S> {
             "only a newer state"
         );
         self.state_machine.restore(&snapshot.state);
+        // A newer state than the one being rebuilt: the rebuild is over.
+        self.rebuilding = false;
         self.clients = snapshot.clients.clone();
         self.next_execute = snapshot.next_instance;
         self.stamp_executed_ms = snapshot.stamp_ms;
@@ -1609,7 +1696,7 @@ impl<S: StateMachine> Replica<S> {
             .rev()
             .find(|(_, e)| e.decided.is_some())
             .map_or(self.next_execute, |(&i, _)| i.next().max(self.next_execute));
-        if self.config.recovery == Recovery::FullSs && self.is_leader() {
+        if self.config.recovery.writes_records() && self.is_leader() {
             if let Some(last) = self.last_instance() {
                 decided_below = decided_below.max(last.next());
             }
@@ -1674,7 +1761,7 @@ impl<S: StateMachine> Replica<S> {
         // A rejoin (FullSS) needs every other replica: each forgot what this one said before.
         let needed = match self.config.recovery {
             Recovery::Epoch => self.config.quorum(),
-            Recovery::FullSs => self.config.nodes.len() - 1,
+            Recovery::FullSs | Recovery::Pmem => self.config.nodes.len() - 1,
         };
         if answers.len() < needed {
             return;

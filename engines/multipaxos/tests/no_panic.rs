@@ -9,7 +9,7 @@ use arbitrary::{message, request};
 use logless_multipaxos::config::{Config, Recovery};
 use logless_multipaxos::ids::{Epoch, NodeId};
 use logless_multipaxos::message::{Message, Request};
-use logless_multipaxos::replica::Replica;
+use logless_multipaxos::replica::{Replica, Status};
 use logless_multipaxos::testing::{History, MemStore};
 use proptest::prelude::*;
 
@@ -49,10 +49,10 @@ proptest! {
         inputs in proptest::collection::vec(input(), 1..100),
         me in 1u16..4,
         snapshots in any::<bool>(),
-        epoch_ss in any::<bool>(),
+        mode in 0usize..3,
     ) {
         let me = NodeId(me);
-        let recovery = if epoch_ss { Recovery::Epoch } else { Recovery::FullSs };
+        let recovery = [Recovery::FullSs, Recovery::Epoch, Recovery::Pmem][mode];
         let config = || config(me, snapshots, recovery);
         let mut store = MemStore::default();
         let mut now_ms = 0;
@@ -65,6 +65,11 @@ proptest! {
                 Input::Request(r) => replica.handle_request(now_ms, r),
                 Input::Tick(ms) => {
                     now_ms += ms;
+                    // A resumed mPaxos replica gets its rebuilt machine at its first tick: the
+                    // inputs before it reach it while it rebuilds.
+                    if replica.status() == Status::Rebuilding {
+                        replica.rebuild_now(History::default(), now_ms);
+                    }
                     replica.tick(now_ms);
                 }
                 Input::Restart => {
@@ -76,6 +81,10 @@ proptest! {
                         }
                         Recovery::Epoch => {
                             Replica::start_epoch(config(), History::default(), store.epoch(), now_ms)
+                        }
+                        Recovery::Pmem => {
+                            let durable = store.durable().clone();
+                            Replica::resume(config(), History::default(), &durable, now_ms)
                         }
                     };
                 }

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 pub use logless_harness::server::{self, ServerSpec};
 
+pub mod increments;
+
 /// The `logless` binary under test.
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_logless"))
@@ -223,6 +225,17 @@ pub fn config_get(con: &mut redis::Connection, name: &str) -> String {
         .unwrap();
     assert_eq!(got.len(), 2, "{got:?}");
     got[1].clone()
+}
+
+/// `spec` on the per-key engine (without `--engine multipaxos`), with its own data directory
+/// and log beside the original's.
+pub fn per_key_engine(spec: &ServerSpec) -> ServerSpec {
+    let mut rmw = spec.clone();
+    rmw.extra
+        .retain(|arg| arg != "--engine" && arg != "multipaxos");
+    rmw.dir = rmw.dir.with_file_name("rmw");
+    rmw.log = rmw.log.with_file_name("rmw.log");
+    rmw
 }
 
 /// A figure of a replica's `/metrics`.

@@ -432,14 +432,23 @@ impl Sim {
         let now_ms = self.now_ms;
         let entry = self.nodes.get_mut(&node).unwrap();
         let replica = match (config.recovery, image) {
-            (Recovery::FullSs, Some(image)) => {
+            (Recovery::FullSs | Recovery::Pmem, Some(image)) => {
                 let opened = DurableLog::open_on(image, log_options())
                     .unwrap_or_else(|e| panic!("{node:?} cannot open its log: {e}"));
                 entry.log = Some(opened.log);
                 entry.durable = opened.durable;
-                Replica::recover(config, RegisterMachine::default(), &entry.durable, now_ms)
+                if config.recovery == Recovery::Pmem {
+                    let machine = RegisterMachine::default();
+                    let mut replica = Replica::resume(config, machine, &entry.durable, now_ms);
+                    replica.rebuild_now(RegisterMachine::default(), now_ms);
+                    replica
+                } else {
+                    Replica::recover(config, RegisterMachine::default(), &entry.durable, now_ms)
+                }
             }
-            (Recovery::FullSs, None) => unreachable!("a FullSS replica restarts from its log"),
+            (Recovery::FullSs | Recovery::Pmem, None) => {
+                unreachable!("a FullSS or mPaxos replica restarts from its log")
+            }
             (Recovery::Epoch, _) => {
                 let last = entry.epochs.epoch();
                 Replica::start_epoch(config, RegisterMachine::default(), last, now_ms)

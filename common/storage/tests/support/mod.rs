@@ -4,6 +4,27 @@ use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Lines};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
+use logless_storage::Durability;
+
+/// The variable that tells a kill -9 child which mode to write in.
+pub const CHILD_DURABILITY_ENV: &str = "LOGLESS_KILL9_CHILD_DURABILITY";
+
+/// The file modes whose writes a process crash must not lose (the page cache keeps them), by
+/// the names the kill -9 children are given: `mmap` never persists, `emulp` persists with
+/// cache-line flushes and a fence as `pmem` does.
+pub const PROCESS_CRASH_MODES: [(&str, Durability); 2] =
+    [("mmap", Durability::Mmap), ("emulp", Durability::Emulp)];
+
+/// The mode a kill -9 child was started in (see [`CHILD_DURABILITY_ENV`]).
+pub fn child_durability() -> Durability {
+    let name = std::env::var(CHILD_DURABILITY_ENV).unwrap_or_default();
+    PROCESS_CRASH_MODES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("unknown child durability {name:?}"))
+        .1
+}
+
 /// Every crash image shape over `dirty` sectors: each subset kept, with no tear or with one
 /// unkept sector torn after `tear_step_bytes`, `2 * tear_step_bytes`, .. bytes (below a sector).
 pub fn kept_and_torn<T: Copy>(

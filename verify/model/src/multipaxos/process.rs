@@ -111,7 +111,8 @@ impl Process {
     }
 
     /// Crashes between steps and restarts at once: from what the store made durable under
-    /// FullSS, in the next epoch (and recovering from the peers) under EpochSS.
+    /// FullSS (and under mPaxos, rebuilt at once), in the next epoch (and recovering from the
+    /// peers) under EpochSS.
     pub fn restart(&mut self) {
         self.store.crash();
         self.catch_ups_before = self.catch_ups();
@@ -123,6 +124,12 @@ impl Process {
             }
             Recovery::Epoch => {
                 Replica::start_epoch(config, History::default(), self.store.epoch(), 0)
+            }
+            Recovery::Pmem => {
+                let mut replica =
+                    Replica::resume(config, History::default(), self.store.durable(), 0);
+                replica.rebuild_now(History::default(), 0);
+                replica
             }
         };
     }
