@@ -509,6 +509,8 @@ impl<R, D: Dir> LogCore<R, D> {
         if !ready.records().is_empty() {
             self.flushes += 1;
         }
+        let bug = self.replica.config().bugs.release_while_space_short;
+        let spare = bug.then(|| ready.clone());
         let released = match ready.commit(&mut self.log) {
             Ok(released) => released,
             Err(e) if e.is_no_space() => {
@@ -519,8 +521,14 @@ impl<R, D: Dir> LogCore<R, D> {
                     "the disk has no space for the log: this replica pauses (votes for \
                      nothing, refuses new commands) until space returns"
                 );
-                self.answer_refused(outlet);
-                return Ok(());
+                match spare {
+                    // The deliberate bug: what the records were to cover leaves anyway.
+                    Some(spare) => spare.release_unwritten(),
+                    None => {
+                        self.answer_refused(outlet);
+                        return Ok(());
+                    }
+                }
             }
             Err(e) => return Err(e),
         };
