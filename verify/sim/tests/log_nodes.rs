@@ -226,3 +226,92 @@ fn busy_and_lossy(config: &mut LogNodeSimConfig) {
     config.faults.loss = 0.1;
     config.faults.crash_every_us = 100_000;
 }
+
+/// A count of seeds: `var` if set, else `default`.
+fn seeds_from(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `count` seeds of `for_seed` from 0, checks each, and sums the reports.
+fn run_configs(count: u64, for_seed: impl Fn(u64) -> LogNodeSimConfig) -> LogNodeSimReport {
+    let started = std::time::Instant::now();
+    let mut total = LogNodeSimReport::default();
+    let mut failures = Vec::new();
+    for seed in 0..count {
+        match run(for_seed(seed)) {
+            Ok(report) => total.add(&report),
+            Err(e) => failures.push(e),
+        }
+    }
+    println!("{count} seeds in {:.1?}: {total}", started.elapsed());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    total
+}
+
+/// The many-seed configuration of `seed` with full disks.
+fn with_full_disks(seed: u64) -> LogNodeSimConfig {
+    let mut config = LogNodeSimConfig::for_seed(3, seed);
+    config.full_disks();
+    config
+}
+
+/// The many-seed configuration of `seed` with a disk lost at its worst moment.
+fn with_a_lost_disk(seed: u64) -> LogNodeSimConfig {
+    let mut config = LogNodeSimConfig::for_seed(3, seed);
+    config.lost_disk();
+    config
+}
+
+/// Disks full for a while, one node's or every node's, under every other fault: a node that
+/// cannot write its log pauses and answers MISCONF (not applied), nothing acknowledged is lost
+/// (both checkers), and once space returns every key is written and read through every node
+/// again. `LOGLESS_FULL_DISK_SEEDS` seeds (40 by default).
+#[test]
+fn full_disks_pause_nodes_lose_nothing_and_resume_when_space_returns() {
+    let count = seeds_from("LOGLESS_FULL_DISK_SEEDS", 40);
+    let total = run_configs(count, with_full_disks);
+    assert!(total.disk_fulls > count, "{total}");
+    assert!(
+        total.space_shortages > 0 && total.refused_for_space > 0,
+        "{total}"
+    );
+}
+
+/// A disk lost at its worst moment (docs/lost-disk.md): its node restarts rejoining
+/// (`LogCore::start_rejoin`) while the leader that decided with its lost votes crashes and the
+/// node that saw none of it comes back; histories stay linearizable, the replicas agree, and the
+/// rejoined node serves again. `LOGLESS_LOST_DISK_SEEDS` seeds (40 by default).
+#[test]
+fn a_lost_disk_rejoins_and_stays_linearizable() {
+    let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 40);
+    let total = run_configs(count, with_a_lost_disk);
+    assert_eq!(total.lost_disks, count, "{total}");
+    assert!(total.rejoins >= count, "{total}");
+}
+
+/// The lost disk's runs with a rejoin that recovers nothing (the node votes at once from its
+/// empty state): caught.
+#[test]
+fn a_rejoin_that_recovers_nothing_is_caught() {
+    let bugs = InjectedBugs {
+        rejoin_without_recovery: true,
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 40, LogNodeSimConfig::lost_disk);
+    println!("{failure}");
+}
+
+/// The full disks' runs with a paused node that sends and answers what its disk refused:
+/// caught.
+#[test]
+fn sending_what_a_full_disk_refused_is_caught() {
+    let bugs = InjectedBugs {
+        release_while_space_short: true,
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 40, LogNodeSimConfig::full_disks);
+    println!("{failure}");
+}
