@@ -33,9 +33,9 @@ pub struct InjectedBugs {
     /// [`Replica::start_rejoin`]: crate::replica::Replica::start_rejoin
     pub rejoin_without_recovery: bool,
     /// A turn whose records the disk refused for want of space still sends its messages and
-    /// answers its clients, as if the records were durable (the node's log core then pauses as
-    /// usual): a crash while paused forgets votes and decisions that left, and an acknowledged
-    /// write can be lost.
+    /// answers its clients as if the records were durable, and the node's log core goes on
+    /// instead of pausing: its records wait in the backlog, so a crash before space returns
+    /// forgets votes and decisions that left, and an acknowledged write can be lost.
     pub release_while_space_short: bool,
 }
 

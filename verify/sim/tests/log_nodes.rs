@@ -268,10 +268,10 @@ fn with_a_lost_disk(seed: u64) -> LogNodeSimConfig {
 /// Disks full for a while, one node's or every node's, under every other fault: a node that
 /// cannot write its log pauses and answers MISCONF (not applied), nothing acknowledged is lost
 /// (both checkers), and once space returns every key is written and read through every node
-/// again. `LOGLESS_FULL_DISK_SEEDS` seeds (40 by default).
+/// again. `LOGLESS_FULL_DISK_SEEDS` seeds (10 by default, for CI's time; 200 passed once).
 #[test]
 fn full_disks_pause_nodes_lose_nothing_and_resume_when_space_returns() {
-    let count = seeds_from("LOGLESS_FULL_DISK_SEEDS", 40);
+    let count = seeds_from("LOGLESS_FULL_DISK_SEEDS", 10);
     let total = run_configs(count, with_full_disks);
     assert!(total.disk_fulls > count, "{total}");
     assert!(
@@ -283,10 +283,11 @@ fn full_disks_pause_nodes_lose_nothing_and_resume_when_space_returns() {
 /// A disk lost at its worst moment (docs/lost-disk.md): its node restarts rejoining
 /// (`LogCore::start_rejoin`) while the leader that decided with its lost votes crashes and the
 /// node that saw none of it comes back; histories stay linearizable, the replicas agree, and the
-/// rejoined node serves again. `LOGLESS_LOST_DISK_SEEDS` seeds (40 by default).
+/// rejoined node serves again. `LOGLESS_LOST_DISK_SEEDS` seeds (10 by default, for CI's time;
+/// 200 passed once).
 #[test]
 fn a_lost_disk_rejoins_and_stays_linearizable() {
-    let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 40);
+    let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 10);
     let total = run_configs(count, with_a_lost_disk);
     assert_eq!(total.lost_disks, count, "{total}");
     assert!(total.rejoins >= count, "{total}");
@@ -301,11 +302,17 @@ fn a_rejoin_that_recovers_nothing_is_caught() {
         ..InjectedBugs::default()
     };
     let failure = first_failure(bugs, 40, LogNodeSimConfig::lost_disk);
-    println!("{failure}");
+    assert!(
+        failure.contains("not linearizable")
+            || failure.contains("differ")
+            || failure.contains("contradicted"),
+        "{failure}"
+    );
 }
 
-/// The full disks' runs with a paused node that sends and answers what its disk refused:
-/// caught.
+/// The full disks' runs with nodes that ignore their disk's refusal (send and answer what it
+/// did not take, and go on instead of pausing): caught, as a crash before space returns forgets
+/// what they said.
 #[test]
 fn sending_what_a_full_disk_refused_is_caught() {
     let bugs = InjectedBugs {
@@ -313,5 +320,10 @@ fn sending_what_a_full_disk_refused_is_caught() {
         ..InjectedBugs::default()
     };
     let failure = first_failure(bugs, 40, LogNodeSimConfig::full_disks);
-    println!("{failure}");
+    assert!(
+        failure.contains("not linearizable")
+            || failure.contains("differ")
+            || failure.contains("contradicted"),
+        "{failure}"
+    );
 }
