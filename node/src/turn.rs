@@ -37,6 +37,7 @@ pub fn answer_of(result: CommandResult) -> Answer {
         ProposeError::OutcomeUnknown => Failure::OutcomeUnknown,
         ProposeError::Overloaded => Failure::Overloaded,
         ProposeError::DiskFull => Failure::DiskFull,
+        ProposeError::QuorumFull => Failure::QuorumFull,
     })
 }
 
@@ -489,7 +490,7 @@ impl<R, M: Media> ShardCore<R, M> {
                 Err(ProposeError::NotApplied) => "not_applied",
                 Err(ProposeError::OutcomeUnknown) => "unknown",
                 Err(ProposeError::Overloaded) => "overloaded",
-                Err(ProposeError::DiskFull) => "disk_full",
+                Err(ProposeError::DiskFull | ProposeError::QuorumFull) => "disk_full",
             };
             *self.commands.entry((waiting.name, outcome)).or_default() += 1;
             let micros = answered_us.saturating_sub(waiting.started_us);

