@@ -490,7 +490,11 @@ impl<R, M: Media> ShardCore<R, M> {
                 Err(ProposeError::NotApplied) => "not_applied",
                 Err(ProposeError::OutcomeUnknown) => "unknown",
                 Err(ProposeError::Overloaded) => "overloaded",
-                Err(ProposeError::DiskFull | ProposeError::QuorumFull) => "disk_full",
+                Err(ProposeError::DiskFull) => "disk_full",
+                Err(ProposeError::QuorumFull) => {
+                    self.writes_refused_for_space += 1;
+                    "disk_full"
+                }
             };
             *self.commands.entry((waiting.name, outcome)).or_default() += 1;
             let micros = answered_us.saturating_sub(waiting.started_us);

@@ -887,3 +887,29 @@ fn full_disks_refuse_new_space_lose_nothing_and_resume_when_space_returns() {
     println!("{refused} writes refused for space");
     assert!(refused > 0, "no write was refused for space");
 }
+
+/// Every disk full but node 1's while the faults last (the others' slot files cannot grow at
+/// all; no crashes): node 1's proposer has room for a new key that the other acceptors do not,
+/// they answer FULL, and it answers MISCONF (not applied) at once rather than UNCERTAIN at its
+/// timeout (about 40 writes a seed); nothing acknowledged is lost and every key is served again
+/// once space returns.
+#[test]
+fn a_new_key_the_other_acceptors_have_no_space_for_is_refused_at_once() {
+    let mut by_quorum = 0;
+    let mut failures = Vec::new();
+    for seed in 0..4 {
+        let mut config = NodeSimConfig::for_seed(seed);
+        config.faults.disk_full = true;
+        config.faults.disk_full_spared = Some(1);
+        // No crashes: a refusal is counted by the life that made it when space returns.
+        config.faults.crash_every_us = 0;
+        config.keys = 40;
+        match run(config) {
+            Ok(report) => by_quorum += report.writes_refused_by_quorum,
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    println!("{by_quorum} writes refused for the other acceptors' space");
+    assert!(by_quorum > 0, "no write was refused for the others' space");
+}
