@@ -170,12 +170,7 @@ fn a_proposal_of_a_stale_view_taken_is_caught() {
         busy_and_lossy(config);
         usual_snapshots(config);
     });
-    assert!(
-        failure.contains("not linearizable")
-            || failure.contains("differ")
-            || failure.contains("contradicted"),
-        "{failure}"
-    );
+    assert_unsafe(&failure);
 }
 
 #[test]
@@ -208,6 +203,17 @@ fn gaps_left_without_a_noop_are_caught() {
     let failure = first_failure(bugs, 200, LogNodeSimConfig::leader_cuts);
     // The gap stops execution for good: an operation after healing is not acknowledged.
     assert!(failure.contains("not acknowledged"), "{failure}");
+}
+
+/// Asserts that `failure` says the checkers found a history not linearizable or replicas that
+/// disagree.
+fn assert_unsafe(failure: &str) {
+    assert!(
+        failure.contains("not linearizable")
+            || failure.contains("differ")
+            || failure.contains("contradicted"),
+        "{failure}"
+    );
 }
 
 /// The snapshot policy of the seeds without small snapshots.
@@ -303,12 +309,7 @@ fn a_rejoin_that_recovers_nothing_is_caught() {
         ..InjectedBugs::default()
     };
     let failure = first_failure(bugs, 40, LogNodeSimConfig::lost_disk);
-    assert!(
-        failure.contains("not linearizable")
-            || failure.contains("differ")
-            || failure.contains("contradicted"),
-        "{failure}"
-    );
+    assert_unsafe(&failure);
 }
 
 /// The full disks' runs with nodes that ignore their disk's refusal (send and answer what it
@@ -321,10 +322,5 @@ fn sending_what_a_full_disk_refused_is_caught() {
         ..InjectedBugs::default()
     };
     let failure = first_failure(bugs, 40, LogNodeSimConfig::full_disks);
-    assert!(
-        failure.contains("not linearizable")
-            || failure.contains("differ")
-            || failure.contains("contradicted"),
-        "{failure}"
-    );
+    assert_unsafe(&failure);
 }
