@@ -534,18 +534,26 @@ impl<R, D: Dir> LogCore<R, D> {
         if !ready.records().is_empty() {
             self.flushes += 1;
         }
+        let bug = self.replica.config().bugs.release_while_space_short;
+        let spare = bug.then(|| ready.clone());
         let released = match ready.commit(&mut self.log) {
             Ok(released) => released,
             Err(e) if e.is_no_space() => {
                 self.space_shortages += 1;
-                self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
-                warn!(
-                    error = %e,
-                    "the disk has no space for the log: this replica pauses (votes for \
-                     nothing, refuses new commands) until space returns"
-                );
-                self.answer_refused(outlet);
-                return Ok(());
+                // The deliberate bug: the refusal is ignored, what the records were to cover
+                // leaves, and the replica goes on.
+                if let Some(spare) = spare {
+                    spare.release_unwritten()
+                } else {
+                    self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
+                    warn!(
+                        error = %e,
+                        "the disk has no space for the log: this replica pauses (votes for \
+                         nothing, refuses new commands) until space returns"
+                    );
+                    self.answer_refused(outlet);
+                    return Ok(());
+                }
             }
             Err(e) => return Err(e),
         };

@@ -37,6 +37,7 @@ pub fn answer_of(result: CommandResult) -> Answer {
         ProposeError::OutcomeUnknown => Failure::OutcomeUnknown,
         ProposeError::Overloaded => Failure::Overloaded,
         ProposeError::DiskFull => Failure::DiskFull,
+        ProposeError::QuorumFull => Failure::QuorumFull,
     })
 }
 
@@ -490,6 +491,10 @@ impl<R, M: Media> ShardCore<R, M> {
                 Err(ProposeError::OutcomeUnknown) => "unknown",
                 Err(ProposeError::Overloaded) => "overloaded",
                 Err(ProposeError::DiskFull) => "disk_full",
+                Err(ProposeError::QuorumFull) => {
+                    self.writes_refused_for_space += 1;
+                    "disk_full"
+                }
             };
             *self.commands.entry((waiting.name, outcome)).or_default() += 1;
             let micros = answered_us.saturating_sub(waiting.started_us);

@@ -129,6 +129,9 @@ pub enum Failure {
     Overloaded,
     /// The replica's disk has no space for a new key; the command was not applied.
     DiskFull,
+    /// Too many replicas' disks have no space for a new key for a quorum to take it; the
+    /// command was not applied.
+    QuorumFull,
     /// The replica's disk has no space for its log (the log engine); the command was not
     /// applied.
     LogFull,
@@ -988,6 +991,9 @@ pub fn failure_value(failure: Failure) -> Value {
         Failure::DiskFull => format!(
             "{DISK_FULL} for a new key; not applied (reads and writes of existing keys go on)"
         ),
+        Failure::QuorumFull => "MISCONF disk full: too many replicas have no space left for a \
+                                 new key; not applied (reads and writes of existing keys go on)"
+            .to_owned(),
         Failure::LogFull => {
             format!("{DISK_FULL} for its log; not applied (replicas with space go on serving)")
         }

@@ -212,6 +212,9 @@ pub struct SimDir {
     ops: usize,
     /// Directory syncs so far.
     pub sync_calls: usize,
+    /// Whether the disk is full: creating a file or growing one fails with `ENOSPC`, while the
+    /// bytes files already have are written as before. A crash image starts with space.
+    pub full: bool,
 }
 
 impl SimDir {
@@ -292,6 +295,9 @@ impl Dir for SimDir {
         if let Some(&inode) = self.state.live.get(name) {
             return Ok(FileId(inode));
         }
+        if self.full {
+            return Err(no_space("create file"));
+        }
         self.tick();
         let mut media = SimMedia::new();
         media.join_clock(self.ops, None);
@@ -313,6 +319,8 @@ impl Dir for SimDir {
         let (ops, crash_after) = (self.ops(), self.crash_after_ops);
         let media = &mut self.inodes[id.0];
         media.join_clock(ops, crash_after);
+        // A full disk: the file cannot grow past what it has.
+        media.capacity_bytes = self.full.then(|| media.len());
         media
     }
 
@@ -344,6 +352,14 @@ impl Dir for SimDir {
         self.state.durable = self.state.live.clone();
         self.state.pending.clear();
         Ok(())
+    }
+}
+
+/// The error of a file operation refused for want of space.
+fn no_space(what: &'static str) -> StoreError {
+    StoreError::Io {
+        what,
+        source: std::io::Error::from_raw_os_error(libc::ENOSPC),
     }
 }
 
@@ -473,6 +489,25 @@ mod tests {
         let image = crash.crash_image(2, &[], None);
         let b = image.state.live["b"];
         assert_eq!(image.file(FileId(b)).read(0, 1), b"B");
+    }
+
+    /// A full directory refuses new files and growth with ENOSPC, lets files be written within
+    /// their size, and takes both again once it has space.
+    #[test]
+    fn a_full_directory_refuses_new_space_only() {
+        let mut dir = SimDir::new();
+        let a = dir.open("a").unwrap();
+        dir.full = true;
+        assert!(dir.open("b").unwrap_err().is_no_space());
+        assert!(dir.names() == ["a"], "nothing created");
+        dir.file_mut(a).write(0, b"A");
+        let error = dir.file_mut(a).grow(2 * FILE_BYTES_MIN).unwrap_err();
+        assert!(error.is_no_space(), "{error}");
+        assert_eq!(dir.open("a").unwrap(), a, "an existing file opens");
+        dir.full = false;
+        dir.file_mut(a).grow(2 * FILE_BYTES_MIN).unwrap();
+        dir.open("b").unwrap();
+        assert_eq!(dir.file(a).read(0, 1), b"A");
     }
 
     /// The crash point covers every file and the directory with one clock: a file written

@@ -25,6 +25,18 @@ pub struct InjectedBugs {
     /// message a replica sent before it crashed (an Accept of a vote it forgot) still counts
     /// after it recovered, and two values can be decided in one instance (seed 002 Fig. 2).
     pub ignore_epochs: bool,
+    /// [`Replica::start_rejoin`] does nothing: a replica whose disk was lost votes and promises
+    /// at once from its empty state, as one started on an empty directory without `--rejoin`.
+    /// A view change that counts its Promise instead of its lost vote can choose another value
+    /// where that vote helped choose one.
+    ///
+    /// [`Replica::start_rejoin`]: crate::replica::Replica::start_rejoin
+    pub rejoin_without_recovery: bool,
+    /// A turn whose records the disk refused for want of space still sends its messages and
+    /// answers its clients as if the records were durable, and the node's log core goes on
+    /// instead of pausing: its records wait in the backlog, so a crash before space returns
+    /// forgets votes and decisions that left, and an acknowledged write can be lost.
+    pub release_while_space_short: bool,
 }
 
 /// How a replica comes back after a crash (seed 002 §V).

@@ -156,6 +156,20 @@ impl Ready {
         })
     }
 
+    /// The messages and replies without writing the records: what a runtime with the
+    /// deliberate bug [`release_while_space_short`] lets out when the disk refused them. Never
+    /// otherwise: nothing may leave before its records are durable.
+    ///
+    /// [`release_while_space_short`]: crate::config::InjectedBugs::release_while_space_short
+    pub fn release_unwritten(self) -> Released {
+        let mut messages = self.leaked;
+        messages.extend(self.sealed);
+        Released {
+            messages,
+            replies: self.replies,
+        }
+    }
+
     /// What a crash before the commit still let out: nothing, unless the deliberate bug
     /// `accept_before_persist` sent Accepts ahead of their votes. For harness tests that crash a
     /// replica between a step and its commit.

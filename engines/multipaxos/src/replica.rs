@@ -429,6 +429,9 @@ impl<S: StateMachine> Replica<S> {
             Recovery::FullSs,
             "an EpochSS replica recovers at every start"
         );
+        if self.config.bugs.rejoin_without_recovery {
+            return;
+        }
         self.clock_ms = now_ms;
         self.epoch = attempt;
         self.role = Role::Follower;

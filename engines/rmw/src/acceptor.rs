@@ -148,7 +148,8 @@ pub(crate) fn decide<D: Decision>(
         | Message::Learned { .. }
         | Message::Remove { .. }
         | Message::Fence { .. }
-        | Message::Fenced { .. } => panic!("not a message for acceptors: {message:?}"),
+        | Message::Fenced { .. }
+        | Message::Full { .. } => panic!("not a message for acceptors: {message:?}"),
     }
 }
 

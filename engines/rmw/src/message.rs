@@ -122,6 +122,17 @@ pub enum Message {
         /// The empty key.
         key: Key,
     },
+    /// The acceptor could not store what it decided about `key` for want of disk space (a
+    /// register it does not hold needs a new slot): its reply (ACK, VOTED or NACK) is withheld
+    /// and its state stays what it durably was. This says why, so that a proposer that finds
+    /// no quorum with space answers at once rather than at its timeout.
+    Full {
+        /// The register.
+        key: Key,
+        /// The round of the withheld reply: an ACK's `r_ack` (whose id is the attempt), a
+        /// VOTED's or a NACK's round.
+        round: Round,
+    },
 }
 
 impl Message {
@@ -137,7 +148,8 @@ impl Message {
             | Message::Learned { key, .. }
             | Message::Remove { key, .. }
             | Message::Fence { key }
-            | Message::Fenced { key } => key,
+            | Message::Fenced { key }
+            | Message::Full { key, .. } => key,
         }
     }
 

@@ -52,6 +52,16 @@ impl Decision for Sealing<'_> {
     }
 }
 
+/// The round of an acceptor's reply that a refused write withholds, which FULL names instead
+/// (`None` for a LEARNED, which is dropped).
+fn withheld_round(reply: &Message) -> Option<Round> {
+    match reply {
+        Message::Ack { r_ack, .. } => Some(*r_ack),
+        Message::Voted { round, .. } | Message::Nack { round, .. } => Some(*round),
+        _ => None,
+    }
+}
+
 /// The durable home of acceptor states, implemented by the storage layer (or a test double).
 pub trait AcceptorStore {
     /// The store's error; after one, the store refuses further work.
@@ -76,7 +86,8 @@ pub trait AcceptorStore {
 /// What [`PersistBatch::commit_or_refuse`] did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Committed {
-    /// The replies released: every reply but those about a refused register.
+    /// The replies released: every reply but those about a refused register, whose ACKs,
+    /// VOTEDs and NACKs become FULLs naming their rounds (and whose LEARNEDs are dropped).
     pub released: Vec<Envelope>,
     /// The registers whose writes the store refused for lack of space, each once.
     pub refused: Vec<Key>,
@@ -185,7 +196,8 @@ impl PersistBatch {
 
     /// [`PersistBatch::commit`], except that a write the store refuses for lack of space
     /// ([`AcceptorStore::is_full`]) does not fail the batch: the register's replies are
-    /// dropped and the register is named in [`Committed::refused`]. A refused round floor
+    /// withheld, each replaced by a [`Message::Full`] to its proposer (a LEARNED is dropped),
+    /// and the register is named in [`Committed::refused`]. A refused round floor
     /// leaves the removals out of the store (their registers keep their dead votes there,
     /// which is safe: the removal did not happen). Any other error fails the batch, and
     /// nothing is released.
@@ -214,7 +226,19 @@ impl PersistBatch {
         }
         let mut released = self.sealed;
         if !refused.is_empty() {
-            released.retain(|e| !refused.contains(e.message.key()));
+            released.retain_mut(|e| {
+                if !refused.contains(e.message.key()) {
+                    return true;
+                }
+                match withheld_round(&e.message) {
+                    Some(round) => {
+                        let key = e.message.key().clone();
+                        e.message = Message::Full { key, round };
+                        true
+                    }
+                    None => false,
+                }
+            });
         }
         Ok(Committed { released, refused })
     }
@@ -440,10 +464,11 @@ mod tests {
         }
     }
 
-    /// A write refused for space drops every reply about its register, and only those; the
-    /// others are flushed and released. A refused floor leaves the removals out.
+    /// A write refused for space withholds every reply about its register, and only those: each
+    /// ACK, VOTED or NACK becomes a FULL naming its round, to the same proposer; the others are
+    /// flushed and released. A refused floor leaves the removals out.
     #[test]
-    fn a_write_refused_for_space_drops_its_registers_replies_only() {
+    fn a_write_refused_for_space_withholds_its_registers_replies_only() {
         let (old, new) = (Key::new("old"), Key::new("new"));
         let mut batch = PersistBatch::new();
         let mut states = [AcceptorState::default(), AcceptorState::default()];
@@ -458,10 +483,28 @@ mod tests {
             room: vec![old.clone()],
             written: Vec::new(),
         };
+        let roomy = batch.clone().commit_or_refuse(&mut Cramped {
+            room: vec![old.clone(), new.clone()],
+            written: Vec::new(),
+        });
         let committed = batch.commit_or_refuse(&mut store).unwrap();
-        assert_eq!(committed.refused, vec![new]);
+        assert_eq!(committed.refused, vec![new.clone()]);
         assert_eq!(store.written.len(), 4, "the old register's writes");
-        assert_eq!(committed.released.len(), 8, "the old register's replies");
-        assert!(committed.released.iter().all(|e| e.message.key() == &old));
+        let (of_old, of_new): (Vec<_>, Vec<_>) =
+            (committed.released.into_iter()).partition(|e| e.message.key() == &old);
+        assert_eq!(of_old.len(), 8, "the old register's replies");
+        let withheld: Vec<Envelope> = (roomy.unwrap().released.into_iter())
+            .filter(|e| e.message.key() == &new)
+            .filter_map(|e| {
+                let round = withheld_round(&e.message)?;
+                let key = new.clone();
+                Some(Envelope {
+                    to: e.to,
+                    message: Message::Full { key, round },
+                })
+            })
+            .collect();
+        assert!(!withheld.is_empty());
+        assert_eq!(of_new, withheld, "a FULL for each reply withheld");
     }
 }

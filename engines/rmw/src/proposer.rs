@@ -75,6 +75,11 @@ pub enum ProposeError {
     /// hold yet. Given by the runtime, which knows its store, never by the proposer.
     #[error("no disk space for a new key")]
     DiskFull,
+    /// Definitely not applied: so many acceptors answered FULL (no disk space for the register)
+    /// to the operation's phase 1 that the others cannot make a quorum, and nothing of it was
+    /// proposed.
+    #[error("too many replicas have no disk space for a new key")]
+    QuorumFull,
 }
 
 /// The answer to one client command.
@@ -135,6 +140,8 @@ pub struct ProposerStats {
     pub timeouts: u64,
     /// Idle registers dropped to keep within [`ProposerConfig::registers_max`].
     pub registers_dropped: u64,
+    /// Operations answered [`ProposeError::QuorumFull`]: too many acceptors had no space.
+    pub refused_for_space: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -163,6 +170,8 @@ struct PhaseOne {
     incremental: bool,
     acks: AckTable,
     nacked: AcceptorSet,
+    /// The acceptors that answered FULL.
+    full: AcceptorSet,
     r_ack_seen: Round,
 }
 
@@ -463,6 +472,7 @@ impl std::ops::AddAssign<&ProposerStats> for ProposerStats {
         self.learned += other.learned;
         self.timeouts += other.timeouts;
         self.registers_dropped += other.registers_dropped;
+        self.refused_for_space += other.refused_for_space;
     }
 }
 
@@ -879,6 +889,11 @@ impl Proposer {
                     step.on_learned(now_ms, *req);
                 }
             }
+            Message::Full { key, round } => {
+                if let Some(mut step) = self.step(key) {
+                    step.on_full(now_ms, index, *round);
+                }
+            }
             Message::Prepare { .. }
             | Message::PaxosPrep { .. }
             | Message::Vote { .. }
@@ -1121,6 +1136,7 @@ impl Step<'_> {
             incremental,
             acks: AckTable::new(acceptors),
             nacked: AcceptorSet::default(),
+            full: AcceptorSet::default(),
             r_ack_seen: Round::BOTTOM,
         });
         self.set_wake(now_ms + self.shared.config.phase_timeout_ms);
@@ -1395,6 +1411,39 @@ impl Step<'_> {
         if failed {
             self.back_off(now_ms);
         }
+    }
+
+    /// A FULL: the acceptor could not store its answer to `round` for want of space. Once so
+    /// many acceptors did in phase 1 that the others cannot make a quorum, an operation that
+    /// proposed nothing yet is answered [`ProposeError::QuorumFull`] at once (not applied). In
+    /// phase 2, or after an earlier attempt proposed, it waits as for a silent acceptor: a
+    /// minority's votes may still be chosen by a later round.
+    fn on_full(&mut self, now_ms: u64, index: usize, round: Round) {
+        let acceptors = self.shared.acceptors();
+        let quorum = self.shared.quorum;
+        let Some(op) = self.reg.op.as_mut() else {
+            return;
+        };
+        let Phase::Prepare(one) = &mut op.phase else {
+            return;
+        };
+        if one.attempt != round.id {
+            return;
+        }
+        self.shared.suspected.remove(index);
+        one.full.insert(index);
+        if one.full.len() <= acceptors - quorum || !op.proposals.is_empty() {
+            return;
+        }
+        self.shared.stats.refused_for_space += 1;
+        self.reg.fast = None;
+        for p in &op.batch {
+            self.shared.out.replies.push(ClientReply {
+                client: p.client,
+                result: Err(ProposeError::QuorumFull),
+            });
+        }
+        self.finish(now_ms);
     }
 
     fn on_voted(&mut self, now_ms: u64, index: usize, round: Round) {

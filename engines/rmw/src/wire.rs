@@ -26,8 +26,9 @@ use crate::message::{Message, PrepareKind};
 /// The version this code writes and accepts.
 /// Version 2 added `req_prev` to ACK; version 3 dropped ACK's attempt id, which is always its
 /// `r_ack`'s; version 4 added REMOVE; version 5 added FENCE and FENCED, and the sender's
-/// incarnation and life to the peer hello. Nodes of different versions refuse each other.
-pub const WIRE_VERSION: u8 = 5;
+/// incarnation and life to the peer hello; version 6 added FULL. Nodes of different versions
+/// refuse each other.
+pub const WIRE_VERSION: u8 = 6;
 
 /// Bytes of the length field plus the fixed header.
 pub const FRAME_HEADER_BYTES: usize = 4 + 1 + 2 + 4 + 4;
@@ -69,6 +70,7 @@ const TAG_LEARNED: u8 = 8;
 const TAG_REMOVE: u8 = 9;
 const TAG_FENCE: u8 = 10;
 const TAG_FENCED: u8 = 11;
+const TAG_FULL: u8 = 12;
 
 /// Appends one frame with `messages` from `from` to `out`.
 pub fn encode_frame(from: NodeId, messages: &[Message], out: &mut Vec<u8>) {
@@ -239,6 +241,11 @@ fn put_message(out: &mut Vec<u8>, m: &Message) {
             out.push(TAG_FENCED);
             put_key(out, key);
         }
+        Message::Full { key, round } => {
+            out.push(TAG_FULL);
+            put_key(out, key);
+            put_round(out, *round);
+        }
     }
 }
 
@@ -320,6 +327,10 @@ fn take_message(r: &mut Reader<'_>) -> Result<Message, WireError> {
         },
         TAG_FENCE => Message::Fence { key },
         TAG_FENCED => Message::Fenced { key },
+        TAG_FULL => Message::Full {
+            key,
+            round: r.round()?,
+        },
         _ => return Err(WireError::Malformed("unknown message tag")),
     })
 }
@@ -396,7 +407,11 @@ mod tests {
                 voted: round(5),
             },
             Message::Fence { key: key.clone() },
-            Message::Fenced { key },
+            Message::Fenced { key: key.clone() },
+            Message::Full {
+                key,
+                round: round(6),
+            },
         ]
     }
 

@@ -10,7 +10,7 @@ use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use logless_rmw::message::{Envelope, Message, PrepareKind};
 use logless_rmw::persist::AcceptorStore;
-use logless_rmw::proposer::{ClientReply, TimerRequest};
+use logless_rmw::proposer::{ClientReply, ProposeError, TimerRequest};
 use logless_rmw::replica::Replica;
 
 #[derive(Default)]
@@ -19,11 +19,28 @@ struct MemStore {
     round_floor: Round,
     writes: usize,
     flushes: usize,
+    /// Whether the disk is full: a register the store does not hold finds no room.
+    full: bool,
 }
 
+/// A write refused for want of space, the only error of [`MemStore`].
+#[derive(Debug)]
+struct NoSpace;
+
+impl std::fmt::Display for NoSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no space")
+    }
+}
+
+impl std::error::Error for NoSpace {}
+
 impl AcceptorStore for MemStore {
-    type Error = std::convert::Infallible;
+    type Error = NoSpace;
     fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), Self::Error> {
+        if self.full && !self.states.contains_key(key) {
+            return Err(NoSpace);
+        }
         self.states.insert(key.clone(), state.clone());
         self.writes += 1;
         Ok(())
@@ -39,6 +56,9 @@ impl AcceptorStore for MemStore {
     fn remove(&mut self, key: &Key) -> Result<(), Self::Error> {
         self.states.remove(key);
         Ok(())
+    }
+    fn is_full(_: &NoSpace) -> bool {
+        true
     }
 }
 
@@ -134,8 +154,13 @@ impl Net {
     fn collect(&mut self, node: NodeId) {
         let output = self.replicas.get_mut(&node).unwrap().take_output();
         let store = self.stores.get_mut(&node).unwrap();
-        let Ok(released) = output.persist.commit(store);
-        for e in output.sends.into_iter().chain(released) {
+        let committed = output.persist.commit_or_refuse(store).expect("space only");
+        // A refused register goes back to its durable state, as the node's shard does.
+        let replica = self.replicas.get_mut(&node).unwrap();
+        for key in &committed.refused {
+            replica.restore(key, store.states.get(key).cloned());
+        }
+        for e in output.sends.into_iter().chain(committed.released) {
             self.log.push((node, e.clone()));
             self.queue.push_back((node, e));
         }
@@ -287,6 +312,7 @@ fn kind(m: &Message) -> &'static str {
         Message::Remove { .. } => "REMOVE",
         Message::Fence { .. } => "FENCE",
         Message::Fenced { .. } => "FENCED",
+        Message::Full { .. } => "FULL",
     }
 }
 
@@ -1601,4 +1627,49 @@ fn lost_disk_without_the_rejoin_rule_contradicts_a_forgotten_promise() {
         &[Some(Reply::Int(1)), b_incr, c_incr],
         read
     ));
+}
+
+/// The first write of a new key when two of the three acceptors have no disk space for it
+/// (`docs/security.md`, full disks): each answers the PREPARE with FULL, and the proposer, whose
+/// own disk has room, answers "too many replicas have no space" (not applied) at once rather
+/// than "outcome unknown" at its timeout. With one full acceptor a quorum has room and the write
+/// goes through, and once space returns the last acceptor serves the key too.
+#[test]
+fn a_new_key_no_quorum_has_space_for_is_refused_at_once() {
+    let mut net = Net::new(|_| {});
+    net.stores.get_mut(&B).unwrap().full = true;
+    net.stores.get_mut(&C).unwrap().full = true;
+    let since = net.log.len();
+    net.command(A, 1, set("v"));
+    net.run(every);
+    let result = &net.reply(1).expect("answered before any timer").result;
+    assert_eq!(*result, Err(ProposeError::QuorumFull));
+    let kinds = kinds_since(&net, since);
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "FULL").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert!(!kinds.contains(&"VOTE"), "nothing proposed: {kinds:?}");
+    assert!(net.stores[&B].states.is_empty() && net.stores[&C].states.is_empty());
+    assert!(
+        net.replicas[&B].acceptor_state(&key()).is_none(),
+        "back to what is durable"
+    );
+
+    // One acceptor with room besides the proposer's own: a quorum, and the write goes through
+    // (A acknowledged the refused attempt, B did not: their rounds differ, and a PAXOS_PREP
+    // after the phase timeout agrees them).
+    net.stores.get_mut(&B).unwrap().full = false;
+    net.command(A, 2, set("w"));
+    net.run(every);
+    net.drive(A, every, |net| net.reply(2).is_some());
+    assert_eq!(ok(net.reply(2)), Reply::Ok);
+    assert!(net.stores[&C].states.is_empty(), "C stored nothing");
+
+    // Space returns to C: it serves the key again.
+    net.stores.get_mut(&C).unwrap().full = false;
+    net.command(C, 3, Command::Get);
+    net.run(every);
+    assert_eq!(ok(net.reply(3)), Reply::Bulk("w".into()));
 }

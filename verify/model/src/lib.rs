@@ -652,7 +652,12 @@ impl LoglessModel {
             }
             // The command may still be chosen: it stays in flight in the history for ever.
             Err(ProposeError::OutcomeUnknown) => client.stopped = true,
-            Err(ProposeError::NotApplied | ProposeError::Overloaded | ProposeError::DiskFull) => {
+            Err(
+                ProposeError::NotApplied
+                | ProposeError::Overloaded
+                | ProposeError::DiskFull
+                | ProposeError::QuorumFull,
+            ) => {
                 history.record(Event::NotApplied(c));
                 client.stopped = true;
             }
@@ -925,7 +930,8 @@ impl LoglessModel {
             Message::Learned { .. }
             | Message::Remove { .. }
             | Message::Fence { .. }
-            | Message::Fenced { .. } => false,
+            | Message::Fenced { .. }
+            | Message::Full { .. } => false,
         }
     }
 

@@ -703,9 +703,12 @@ impl Cluster {
         match reply.result {
             Ok(r) => self.client_done(client, command_seq, Some(Some(r))),
             Err(ProposeError::OutcomeUnknown) => self.client_done(client, command_seq, None),
-            Err(ProposeError::NotApplied | ProposeError::Overloaded | ProposeError::DiskFull) => {
-                self.client_done(client, command_seq, Some(None))
-            }
+            Err(
+                ProposeError::NotApplied
+                | ProposeError::Overloaded
+                | ProposeError::DiskFull
+                | ProposeError::QuorumFull,
+            ) => self.client_done(client, command_seq, Some(None)),
         }
     }
 

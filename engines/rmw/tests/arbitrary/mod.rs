@@ -105,6 +105,7 @@ pub fn message() -> impl Strategy<Value = Message> {
         (key(), round()).prop_map(|(key, voted)| Message::Remove { key, voted }),
         key().prop_map(|key| Message::Fence { key }),
         key().prop_map(|key| Message::Fenced { key }),
+        (key(), round()).prop_map(|(key, round)| Message::Full { key, round }),
     ]
 }
 

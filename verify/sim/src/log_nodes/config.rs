@@ -4,6 +4,8 @@
 use logless_multipaxos::config::Config;
 use logless_multipaxos::config::InjectedBugs;
 use logless_storage::Durability;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 use crate::nodes::NodeFaults;
 
@@ -63,6 +65,28 @@ pub struct LogNodeSimConfig {
     /// Of the crashes that wait for a node's next flush, the share that wait for its next
     /// flush that writes a snapshot file instead.
     pub snapshot_flush_crash_share: f64,
+    /// How often (mean, µs; 0: never) a disk fills up while the faults last: the node's log
+    /// directory refuses new files and growth (`ENOSPC`) for `disk_full_us`, so that the next
+    /// segment or snapshot it needs is refused and the node pauses (`node/src/log_turn.rs`, "A
+    /// full disk"). The leader of the moment's half the time; every node's at once by
+    /// `disk_full_all`. A crash ends its node's: it restarts with space.
+    pub disk_full_every_us: u64,
+    /// How long a disk stays full (µs).
+    pub disk_full_us: u64,
+    /// Of the disks' filling, the share that fill every node's at once.
+    pub disk_full_all: f64,
+    /// The size of the nodes' log segments (bytes): a full disk matters once a new one is
+    /// needed.
+    pub segment_bytes: usize,
+    /// When (µs; 0: never) a disk is lost at its worst moment (`docs/lost-disk.md`): a follower
+    /// `F` and the leader `L` decide while the other nodes but a quorum's worth are cut off both
+    /// ways, `F` loses its disk and restarts rejoining ([`LogCore::start_rejoin`]; at every
+    /// start until a rejoin completed), and the leader of the moment crashes as the cut heals:
+    /// a view change can then count `F`'s new Promises with the cut-off nodes', which never saw
+    /// what `F`'s lost votes helped choose.
+    ///
+    /// [`LogCore::start_rejoin`]: logless_node::log_turn::LogCore::start_rejoin
+    pub lost_disk_at_us: u64,
     /// Deliberate engine bugs in every node (the node's `--inject-bug log-*`).
     pub bugs: InjectedBugs,
 }
@@ -96,6 +120,11 @@ impl LogNodeSimConfig {
             snapshot_flush_crash_share: 0.0,
             leader_cut_every_us: 0,
             leader_cut_off_us: 600_000,
+            disk_full_every_us: 0,
+            disk_full_us: 0,
+            disk_full_all: 0.0,
+            segment_bytes: 64 * 1024,
+            lost_disk_at_us: 0,
             bugs: InjectedBugs::default(),
         }
     }
@@ -133,6 +162,24 @@ impl LogNodeSimConfig {
         self.faults.partition_every_us = 2_000_000;
     }
 
+    /// Disks that fill up a few times a run, for 450 ms each (several space probes of the
+    /// paused node), every node's at once a third of the time, and log segments of 4 KiB so
+    /// that a full disk soon refuses a new one.
+    pub fn full_disks(&mut self) {
+        self.disk_full_every_us = 400_000;
+        self.disk_full_us = 450_000;
+        self.disk_full_all = 0.3;
+        self.segment_bytes = FULL_DISK_SEGMENT_BYTES;
+    }
+
+    /// A disk lost at its worst moment (see [`LogNodeSimConfig::lost_disk_at_us`]), at a point
+    /// of the faults drawn from the seed.
+    pub fn lost_disk(&mut self) {
+        let mut rng = SmallRng::seed_from_u64(self.seed ^ LOST_DISK_SALT);
+        self.lost_disk_at_us =
+            rng.random_range(self.faults_until_us / 10..self.faults_until_us / 2);
+    }
+
     /// The configuration the many-seed tests run for `seed` with `nodes` nodes: every fault,
     /// `sync` on even seeds and `mmap` on odd ones, [small snapshots] on every third, [leader
     /// cuts] on every eleventh.
@@ -161,6 +208,12 @@ impl LogNodeSimConfig {
 
 /// The log growth between snapshots of [`LogNodeSimConfig::small_snapshots`] (bytes).
 const SMALL_SNAPSHOT_LOG_BYTES: u64 = 384;
+/// The segment size of [`LogNodeSimConfig::full_disks`] (bytes): a few KiB of log, as a run
+/// writes, fill several.
+const FULL_DISK_SEGMENT_BYTES: usize = 4 * 1024;
+/// Mixed into the seed to draw the moment of [`LogNodeSimConfig::lost_disk`], so that the run's
+/// own draws stay what they were.
+const LOST_DISK_SALT: u64 = 0x6c6f_7374_6469_736b;
 
 /// What a run did and found.
 #[derive(Clone, Debug, Default)]
@@ -215,6 +268,16 @@ pub struct LogNodeSimReport {
     pub crashes_in_snapshot_flush: u64,
     /// Of those, power failures.
     pub power_failures_in_snapshot_flush: u64,
+    /// Disks filled up (each node of a filling of all counts).
+    pub disk_fulls: u64,
+    /// Times a node paused because its disk refused its log's records.
+    pub space_shortages: u64,
+    /// Operations refused because their node's disk had no space for its log (MISCONF).
+    pub refused_for_space: u64,
+    /// Disks lost (their nodes restarted rejoining).
+    pub lost_disks: u64,
+    /// Rejoins completed after a lost disk.
+    pub rejoins: u64,
     /// Operations the nodes handed to their replica again (their front end's retry).
     pub retried: u64,
     /// Operations the nodes answered "outcome unknown".
@@ -257,6 +320,11 @@ impl LogNodeSimReport {
         self.restarts_from_snapshot += other.restarts_from_snapshot;
         self.crashes_in_snapshot_flush += other.crashes_in_snapshot_flush;
         self.power_failures_in_snapshot_flush += other.power_failures_in_snapshot_flush;
+        self.disk_fulls += other.disk_fulls;
+        self.space_shortages += other.space_shortages;
+        self.refused_for_space += other.refused_for_space;
+        self.lost_disks += other.lost_disks;
+        self.rejoins += other.rejoins;
         self.retried += other.retried;
         self.timed_out += other.timed_out;
         self.clock_skew_ms_max = self.clock_skew_ms_max.max(other.clock_skew_ms_max);
@@ -272,7 +340,8 @@ impl std::fmt::Display for LogNodeSimReport {
              (leader {}, all-node {}, power {}, in flush {}, torn sectors {}), partitions {}, \
              clock jumps {} (skew up to {} ms), leader cuts {}, view changes {}, gaps filled {}, duplicates skipped {}, \
              snapshots taken {} (installed {}, restarts from one {}, crashes in a flush \
-             writing one {}, power {}), node retries {}, node timeouts {}, batches {}, sim time {} \
+             writing one {}, power {}), full disks {} (pauses {}, refused for space {}), lost \
+             disks {} (rejoins {}), node retries {}, node timeouts {}, batches {}, sim time {} \
              ms, trace {:016x}",
             self.operations,
             self.counter_operations,
@@ -298,6 +367,11 @@ impl std::fmt::Display for LogNodeSimReport {
             self.restarts_from_snapshot,
             self.crashes_in_snapshot_flush,
             self.power_failures_in_snapshot_flush,
+            self.disk_fulls,
+            self.space_shortages,
+            self.refused_for_space,
+            self.lost_disks,
+            self.rejoins,
             self.retried,
             self.timed_out,
             self.batches,

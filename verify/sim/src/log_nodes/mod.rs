@@ -21,6 +21,10 @@
 //!   to some point, any subset of the unpersisted sectors, one more torn on a word boundary.
 //!   In `mmap` mode it is a process crash. A node restarts from that image as a new
 //!   incarnation (new client ids), loading its newest snapshot and replaying its log.
+//! * **Disks.** In some runs disks fill up for a while (the leader's, another's, or every
+//!   node's): the log directory refuses new segments and snapshot files, and the node pauses
+//!   and answers MISCONF until space returns. In some runs one disk is lost at its worst moment
+//!   and its node rejoins ([`LogNodeSimConfig::lost_disk_at_us`]; module `disks`).
 //! * **Snapshots.** The engine's snapshot policy is the run's: a few hundred bytes of log
 //!   between snapshots on a third of the seeds, so that logs are truncated and a replica back
 //!   from a crash or a partition catches up from another's snapshot.
@@ -60,9 +64,11 @@ use crate::link::{Arrival, Connection, Link};
 use crate::queue::EventQueue;
 
 mod config;
+mod disks;
 mod workload;
 
 pub use config::{LogNodeSimConfig, LogNodeSimReport};
+use disks::LostDiskStep;
 use workload::Client;
 
 /// Where a node's answer goes: a client and its command number.
@@ -137,6 +143,14 @@ enum Event {
     /// The leader of the moment is about to lose a Propose and be cut off (see
     /// [`LogNodeSimConfig::leader_cut_every_us`]).
     LeaderCut,
+    /// A disk fills up (see [`LogNodeSimConfig::disk_full_every_us`]).
+    DiskFull,
+    /// Space may have returned to the disk of `node`.
+    DiskSpace {
+        node: NodeId,
+    },
+    /// A step of the lost disk (see [`LogNodeSimConfig::lost_disk_at_us`]).
+    LostDisk(LostDiskStep),
 }
 
 /// A turn's outputs, held until its flush ends.
@@ -193,8 +207,16 @@ struct SimNode {
     clock_offset_ms: i64,
     /// A leader's fault under way: a Propose to lose, or a cut-off to make.
     leader_cut: Option<LeaderCut>,
-    /// What the node sends is lost until then (simulated µs): a leader's cut-off.
+    /// What the node sends is lost until then (simulated µs): a leader's cut-off, or a node cut
+    /// off while a disk is lost.
     sends_cut_until_us: u64,
+    /// What is sent to the node is lost until then (simulated µs).
+    receives_cut_until_us: u64,
+    /// Its disk is full until then (simulated µs).
+    disk_full_until_us: u64,
+    /// Whether it lost its disk and rejoins at every start until a rejoin completed (the
+    /// node's `log/rejoined` marker).
+    rejoining: bool,
 }
 
 /// The steps of a leader's cut (see [`LogNodeSimConfig::leader_cut_every_us`]).
@@ -289,11 +311,16 @@ impl LogNodeCluster {
             (f.partition_every_us, Event::Partition),
             (f.clock_jump_every_us, Event::ClockJump),
             (cluster.config.leader_cut_every_us, Event::LeaderCut),
+            (cluster.config.disk_full_every_us, Event::DiskFull),
         ] {
             if every_us > 0 {
                 let at = cluster.exp(every_us);
                 cluster.events.schedule(at, event);
             }
+        }
+        if cluster.config.lost_disk_at_us > 0 {
+            let at = cluster.config.lost_disk_at_us;
+            (cluster.events).schedule(at, Event::LostDisk(LostDiskStep::Cut));
         }
         cluster
     }
@@ -449,6 +476,8 @@ impl LogNodeCluster {
         self.report.duplicates_skipped += status.duplicates_skipped;
         self.report.snapshots_taken += status.snapshots_taken;
         self.report.snapshots_installed += status.snapshots_installed;
+        self.report.space_shortages += status.space_shortages;
+        self.report.refused_for_space += status.refused_for_space;
         self.report.retried += status.retried;
         self.report.timed_out += status.timed_out;
     }
@@ -468,8 +497,8 @@ impl LogNodeCluster {
     /// Small segments, so that truncations remove files and rolls happen often.
     fn log_options(&self) -> SegmentLogOptions {
         SegmentLogOptions {
-            segment_bytes: 64 * 1024,
-            record_bytes_max: 16 * 1024,
+            segment_bytes: self.config.segment_bytes,
+            record_bytes_max: self.config.segment_bytes / 4,
             snapshot_bytes_max: 1 << 20,
             ..SegmentLogOptions::new(self.config.durability)
         }
@@ -487,7 +516,7 @@ impl LogNodeCluster {
             Ok(opened) => {
                 let from_snapshot = opened.durable.snapshot.is_some();
                 self.report.restarts_from_snapshot += u64::from(from_snapshot);
-                n.core = Some(LogCore::recover(
+                let mut core = LogCore::recover(
                     config,
                     RegisterMachine::default(),
                     &opened.durable,
@@ -496,7 +525,11 @@ impl LogNodeCluster {
                     timeout_ms,
                     wall_ms,
                     now_us,
-                ));
+                );
+                if n.rejoining {
+                    core.start_rejoin(n.incarnation);
+                }
+                n.core = Some(core);
                 self.wake(node, 0);
             }
             Err(e) => {
@@ -590,6 +623,7 @@ impl LogNodeCluster {
     }
 
     fn turn_done(&mut self, node: NodeId) {
+        self.note_rejoined(node);
         let n = self.nodes.get_mut(&node).expect("node");
         n.busy = false;
         if std::mem::take(&mut n.crash_point_armed) {
@@ -628,8 +662,10 @@ impl LogNodeCluster {
         let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
         let seq = self.links.entry((from, to)).or_default().send(connection);
         let f = &self.config.faults;
+        let now_us = self.events.now_us();
         let cut = self.cut.contains(&(from, to))
-            || self.events.now_us() < self.nodes[&from].sends_cut_until_us;
+            || now_us < self.nodes[&from].sends_cut_until_us
+            || now_us < self.nodes[&to].receives_cut_until_us;
         if self.faults_active && (cut || self.rng.random_bool(f.loss)) {
             return;
         }
@@ -769,6 +805,8 @@ impl LogNodeCluster {
         n.crash_point_armed = false;
         n.flush_crash = None;
         n.leader_cut = None;
+        // The node restarts with space.
+        n.disk_full_until_us = 0;
         self.add_figures(node, &core);
         self.report.crashes += 1;
         self.report.leader_kills += u64::from(leader);
@@ -874,10 +912,12 @@ impl LogNodeCluster {
             let n = self.nodes.get_mut(&node).expect("node");
             n.flush_crash = None;
             n.sends_cut_until_us = 0;
+            n.receives_cut_until_us = 0;
             n.leader_cut = None;
             if !n.up() {
                 self.start_node(node);
             }
+            self.give_space(node);
         }
     }
 
@@ -987,6 +1027,13 @@ impl LogNodeCluster {
             Event::Partition => self.partition(),
             Event::ClockJump => self.clock_jump(),
             Event::LeaderCut => self.leader_cut(),
+            Event::DiskFull => self.disk_full(),
+            Event::DiskSpace { node } => {
+                if self.events.now_us() >= self.nodes[&node].disk_full_until_us {
+                    self.give_space(node);
+                }
+            }
+            Event::LostDisk(step) => self.lost_disk(step),
         }
     }
 }

@@ -149,8 +149,8 @@ fn reply_of(response: &Response) -> Option<Reply> {
 }
 
 /// What the client learns from the node's answer (`None`: no answer, as after a timeout or a
-/// lost connection), read from the reply as a client reads it: TRYAGAIN says not applied,
-/// UNCERTAIN that it may have been.
+/// lost connection), read from the reply as a client reads it: TRYAGAIN and MISCONF (a full
+/// disk) say not applied, UNCERTAIN that it may have been.
 fn outcome(answer: Option<LogAnswer>, shown: Shown) -> Result<Option<Response>, Outcome> {
     let Some(answer) = answer else {
         return Err(Outcome::Unknown);
@@ -159,6 +159,7 @@ fn outcome(answer: Option<LogAnswer>, shown: Shown) -> Result<Option<Response>, 
     match (value, answer) {
         (_, Ok(response)) => Ok(Some(response)),
         (Value::Error(text), Err(_)) if text.starts_with("TRYAGAIN ") => Err(Outcome::NotApplied),
+        (Value::Error(text), Err(_)) if text.starts_with("MISCONF ") => Err(Outcome::NotApplied),
         (Value::Error(text), Err(_)) if text.starts_with("UNCERTAIN ") => Err(Outcome::Unknown),
         (value, Err(failure)) => {
             panic!("the node showed {failure:?} as {value:?}, which says neither")

@@ -36,6 +36,11 @@ pub struct NodeFaults {
     /// the size it had at start, so new keys are refused once its free slots are used; space
     /// returns when the faults end.
     pub disk_full: bool,
+    /// With `disk_full`, the node (by number) whose disk keeps its space, while the others'
+    /// slot files cannot grow at all: its proposer has room for a new key that the other
+    /// acceptors do not, and learns it from their FULL answers. `None`: every node's disk is
+    /// full (80 KiB per slot file).
+    pub disk_full_spared: Option<u16>,
 }
 
 impl NodeFaults {
@@ -54,6 +59,7 @@ impl NodeFaults {
             clock_jump_ms_max: 0,
             lost_disk: 0.0,
             disk_full: false,
+            disk_full_spared: None,
         }
     }
 
@@ -72,6 +78,7 @@ impl NodeFaults {
             clock_jump_ms_max: 1_500,
             lost_disk: 0.0,
             disk_full: false,
+            disk_full_spared: None,
         }
     }
 }
@@ -228,6 +235,9 @@ pub struct NodeSimReport {
     /// Acceptor state writes refused for lack of space, counted when space returned (writes
     /// refused in a life that crashed before are not counted).
     pub writes_refused_for_space: u64,
+    /// Of those, client writes a proposer refused because too many acceptors answered FULL
+    /// (counted likewise).
+    pub writes_refused_by_quorum: u64,
     /// Partition changes.
     pub partitions: u64,
     /// Wall-clock jumps.

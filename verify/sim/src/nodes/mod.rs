@@ -431,13 +431,21 @@ impl NodeCluster {
         let mut failures = Vec::new();
         for (s, shard) in n.shards.iter_mut().enumerate() {
             let mut media = SimMedia::from_image(std::mem::take(&mut shard.image));
-            if self.config.faults.disk_full && self.faults_active {
+            let full = self.config.faults.disk_full && self.faults_active;
+            let spared = self.config.faults.disk_full_spared;
+            if full && spared.is_none() {
                 // Full from the start: the slot file cannot grow past what it has.
                 media.capacity_bytes = Some(media.len().max(FULL_DISK_BYTES));
             }
             let path = format!("node-{}/shard-{s}", node.0).into();
             match ShardStore::open_on(media, options.clone(), path) {
-                Ok((store, states)) => {
+                Ok((mut store, states)) => {
+                    if full && spared.is_some_and(|spared| spared != node.0) {
+                        // Another node has room: this one cannot grow its slot file at all, so
+                        // that a new key finds no room here from the first.
+                        let len = store.media().len();
+                        store.media_mut().capacity_bytes = Some(len);
+                    }
                     // The shard's round floor comes back from the store, as a node's does.
                     let replica =
                         Replica::new(node, n.incarnation, proposer.clone(), seeds[s], states)
@@ -850,7 +858,9 @@ impl NodeCluster {
         for n in self.nodes.values_mut() {
             for s in &mut n.shards {
                 if let Some(core) = s.core.as_mut() {
-                    self.report.writes_refused_for_space += core.status().writes_refused_for_space;
+                    let status = core.status();
+                    self.report.writes_refused_for_space += status.writes_refused_for_space;
+                    self.report.writes_refused_by_quorum += status.proposer.refused_for_space;
                     core.store_mut().media_mut().capacity_bytes = None;
                 }
             }
