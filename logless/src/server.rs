@@ -100,6 +100,10 @@ pub struct ServerArgs {
     /// Whether deleted and expired keys are removed from every replica (docs/removal.md).
     #[arg(long, env = "LOGLESS_REMOVE_DEAD_REGISTERS")]
     pub remove_dead_registers: Option<bool>,
+    /// How long an expired value stays before it is removed, by this replica's clock, in ms
+    /// (deleted ones go at once; docs/removal.md).
+    #[arg(long, env = "LOGLESS_REMOVAL_GRACE_MS")]
+    pub removal_grace_ms: Option<u64>,
     /// The most memory (resident set) the replica may use, in bytes or with redis's units
     /// (512mb, 4gb); above it, commands that need new space are refused (0: no limit).
     #[arg(long, env = "LOGLESS_MAXMEMORY", value_parser = parse_maxmemory)]
@@ -175,7 +179,8 @@ pub struct ServerArgs {
     #[arg(long, env = "LOGLESS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
     /// Break the protocol on purpose (test builds only, the `fault-injection` feature):
-    /// accept-inconsistent-quorum, ignore-learned, reply-before-persist or persist-without-ttl;
+    /// accept-inconsistent-quorum, ignore-learned, reply-before-persist, persist-without-ttl,
+    /// remove-before-all-hold-tombstone or skip-removal-fence;
     /// for the log engine log-skip-noop-fill, log-no-dedup, log-accept-before-persist,
     /// log-execute-at-local-clock or log-accept-stale-proposals; for the psmr engine
     /// psmr-merge-by-arrival or psmr-no-barrier.
@@ -250,6 +255,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = args.remove_dead_registers {
         c.remove_dead_registers = v;
+    }
+    if let Some(v) = args.removal_grace_ms {
+        c.removal_grace_ms = v;
     }
     if let Some(v) = args.maxmemory {
         c.maxmemory = v;

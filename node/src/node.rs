@@ -138,7 +138,8 @@ pub struct Bugs {
 
 impl Bugs {
     /// The bugs named (`accept-inconsistent-quorum`, `ignore-learned`, `reply-before-persist`,
-    /// `persist-without-ttl`; for the log engine `log-skip-noop-fill`, `log-no-dedup`,
+    /// `persist-without-ttl`, `remove-before-all-hold-tombstone`, `skip-removal-fence`; for the
+    /// log engine `log-skip-noop-fill`, `log-no-dedup`,
     /// `log-accept-before-persist`, `log-execute-at-local-clock`,
     /// `log-accept-stale-proposals`; for the psmr engine `psmr-merge-by-arrival`,
     /// `psmr-no-barrier`). Any name is refused by a build without fault injection.
@@ -154,6 +155,10 @@ impl Bugs {
             match name.as_str() {
                 "accept-inconsistent-quorum" => bugs.core.accept_inconsistent_quorum = true,
                 "ignore-learned" => bugs.core.ignore_learned = true,
+                "remove-before-all-hold-tombstone" => {
+                    bugs.core.remove_before_all_hold_tombstone = true;
+                }
+                "skip-removal-fence" => bugs.core.skip_removal_fence = true,
                 "reply-before-persist" => bugs.shard.reply_before_persist = true,
                 "persist-without-ttl" => bugs.shard.persist_without_ttl = true,
                 "log-skip-noop-fill" => bugs.log.skip_noop_fill = true,
@@ -177,6 +182,11 @@ impl Bugs {
                 self.core.accept_inconsistent_quorum,
             ),
             ("ignore-learned", self.core.ignore_learned),
+            (
+                "remove-before-all-hold-tombstone",
+                self.core.remove_before_all_hold_tombstone,
+            ),
+            ("skip-removal-fence", self.core.skip_removal_fence),
             ("reply-before-persist", self.shard.reply_before_persist),
             ("persist-without-ttl", self.shard.persist_without_ttl),
             ("log-skip-noop-fill", self.log.skip_noop_fill),

@@ -359,6 +359,8 @@ impl<M: Media> SlotStore<M> {
         let mut stale = Vec::new();
         let mut damaged = Vec::new();
         let mut offset = FILE_HEADER_BYTES;
+        // The key of the record at hand, out of the media's borrow (one buffer for all).
+        let mut key = Vec::new();
         while offset < self.end {
             let header = self.header(offset).ok_or(StoreError::Corrupt {
                 what: "slot header word fails its check",
@@ -391,7 +393,8 @@ impl<M: Media> SlotStore<M> {
                         record_bytes: v.record.len() as u32,
                         live: true,
                     };
-                    let key = v.key.to_vec();
+                    key.clear();
+                    key.extend_from_slice(v.key);
                     if let Some(loser) = self.index_recovered(&key, entry) {
                         stale.push(loser);
                     }

@@ -402,10 +402,28 @@ impl ScanCursor {
     }
 }
 
+/// A table built from the entries `items` (a replica's acceptor states recovered from its
+/// store at start-up): sized for as many entries as the iterator says it has at least, so
+/// that neither the index nor the chunks grow (and copy themselves) on the way.
 impl<V> FromIterator<(Key, V)> for KeyTable<V> {
     fn from_iter<I: IntoIterator<Item = (Key, V)>>(items: I) -> KeyTable<V> {
-        let mut table = KeyTable::new();
+        let items = items.into_iter();
+        let expected = items.size_hint().0;
+        let mut table = KeyTable {
+            index: HashTable::with_capacity(expected),
+            chunks: Vec::with_capacity(expected.div_ceil(CHUNK_ENTRIES)),
+        };
         for (key, value) in items {
+            if table
+                .chunks
+                .last()
+                .is_none_or(|chunk| chunk.len() == CHUNK_ENTRIES)
+            {
+                let left = expected.saturating_sub(table.len());
+                table
+                    .chunks
+                    .push(Vec::with_capacity(left.min(CHUNK_ENTRIES)));
+            }
             table.insert(key, value);
         }
         table
@@ -463,6 +481,25 @@ mod tests {
                 "the key is an entry's first field"
             );
         }
+    }
+
+    #[test]
+    fn a_collected_table_allocates_its_chunks_once_at_their_final_size() {
+        let n = 2 * CHUNK_ENTRIES + 100;
+        let table: KeyTable<u32> = (0..n as u32)
+            .map(|i| (key(&format!("key:{i}")), i))
+            .collect();
+        assert_eq!(table.len(), n);
+        let capacities: Vec<usize> = table.chunks.iter().map(Vec::capacity).collect();
+        assert_eq!(capacities, [CHUNK_ENTRIES, CHUNK_ENTRIES, 100]);
+        assert_eq!(table.get(&key("key:8291")), Some(&8291));
+        // More entries than the iterator promised, and repeated keys, still make a map.
+        let table: KeyTable<u32> = (0..10u32)
+            .map(|i| (key(&format!("k{}", i % 7)), i))
+            .filter(|_| true)
+            .collect();
+        assert_eq!(table.len(), 7);
+        assert_eq!(table.get(&key("k2")), Some(&9));
     }
 
     #[test]

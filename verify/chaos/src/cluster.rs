@@ -26,6 +26,8 @@ pub struct ClusterConfig {
     pub bugs: Vec<String>,
     /// The replicas' `--request-timeout-ms`.
     pub request_timeout_ms: u64,
+    /// The replicas' `--removal-grace-ms`.
+    pub removal_grace_ms: u64,
     /// The replicas' `--log-level`.
     pub log_level: String,
 }
@@ -45,6 +47,7 @@ impl ClusterConfig {
         let mut spec = spec
             .flag("--engine", &self.engine)
             .flag("--request-timeout-ms", self.request_timeout_ms)
+            .flag("--removal-grace-ms", self.removal_grace_ms)
             .flag("--log-level", &self.log_level);
         if let Some(psmr) = &self.psmr {
             spec = spec

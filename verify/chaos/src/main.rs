@@ -18,6 +18,7 @@ mod lost;
 mod multikey;
 mod nemesis;
 mod proxy;
+mod removals;
 mod report;
 mod run;
 mod stamps;
@@ -80,7 +81,8 @@ struct RunArgs {
     #[arg(long, default_value = "kill,pause,partition,kill-all")]
     nemesis: String,
     /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned,
-    /// reply-before-persist, persist-without-ttl; for multipaxos log-skip-noop-fill,
+    /// reply-before-persist, persist-without-ttl, remove-before-all-hold-tombstone,
+    /// skip-removal-fence; for multipaxos log-skip-noop-fill,
     /// log-no-dedup, log-accept-before-persist, log-execute-at-local-clock,
     /// log-accept-stale-proposals; for psmr psmr-merge-by-arrival, psmr-no-barrier);
     /// repeatable.
@@ -119,6 +121,11 @@ struct RunArgs {
     /// The replicas' own request timeout (they answer UNCERTAIN or TRYAGAIN after it).
     #[arg(long, default_value_t = 1500)]
     request_timeout_ms: u64,
+    /// The replicas' `--removal-grace-ms`: how long an expired value stays before the rmw
+    /// engine removes it (its default of 1 s leaves keys in use no time to be removed; the
+    /// replicas share one clock here, so no grace is needed).
+    #[arg(long, default_value_t = 0)]
+    removal_grace_ms: u64,
     /// A pause between one client's operations (default 2; 20 with --long).
     #[arg(long)]
     think_ms: Option<u64>,
@@ -214,6 +221,8 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             "ignore-learned",
             "reply-before-persist",
             "persist-without-ttl",
+            "remove-before-all-hold-tombstone",
+            "skip-removal-fence",
             "log-skip-noop-fill",
             "log-no-dedup",
             "log-accept-before-persist",
@@ -323,6 +332,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             psmr,
             bugs: args.inject_bug,
             request_timeout_ms: args.request_timeout_ms,
+            removal_grace_ms: args.removal_grace_ms,
             log_level: args.log_level,
         },
         schedule: Schedule {

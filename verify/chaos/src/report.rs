@@ -105,6 +105,16 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
          expired (and {} final reads); {} leases taken over, {} acquisitions refused",
         e.expired_reads, e.expired_final_reads, e.takeovers, e.refused
     );
+    if !report.removed.is_empty() {
+        let by_node: Vec<String> = (report.removed.iter())
+            .map(|(id, n)| format!("node {id} {n}"))
+            .collect();
+        println!(
+            "removals:    {} registers removed by the replicas, at least ({})",
+            report.removed.values().sum::<u64>(),
+            by_node.join(", ")
+        );
+    }
     let faults: Vec<String> = report
         .faults
         .iter()

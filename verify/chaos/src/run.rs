@@ -16,6 +16,7 @@ use crate::lost::{self, LostWrite};
 use crate::multikey::{MultiKey, MultiKeyConfig, MultiKeyReport};
 use crate::nemesis::{self, FaultKind, FaultLog, Schedule};
 use crate::proxy::Proxy;
+use crate::removals::Removals;
 use crate::stamps::Pauses;
 use crate::workload::{ExpiryStats, KeyKind, Workload, WorkloadConfig};
 
@@ -81,6 +82,8 @@ pub struct Report {
     pub lost: Vec<LostWrite>,
     /// Error replies the model does not know, and malformed replies.
     pub odd_replies: Vec<String>,
+    /// Registers each replica removed (at least), by node id; empty if none reported any.
+    pub removed: BTreeMap<u16, u64>,
 }
 
 /// Runs `f` with SIGINT (Ctrl-C) or SIGTERM turning into an error (the replicas are then
@@ -96,7 +99,12 @@ async fn interruptible<T>(f: impl std::future::Future<Output = T>) -> Result<T, 
     }
 }
 
-fn progress_line(clock: &Clock, workload: &Workload, faults: &FaultLog) -> String {
+fn progress_line(
+    clock: &Clock,
+    workload: &Workload,
+    faults: &FaultLog,
+    removals: &Removals,
+) -> String {
     let (counts, _) = workload.history.counts();
     let kinds: Vec<String> = faults
         .counts()
@@ -106,7 +114,7 @@ fn progress_line(clock: &Clock, workload: &Workload, faults: &FaultLog) -> Strin
     let expiry = workload.expiry_stats();
     format!(
         "logless-chaos: {:>6.0} s  ops ok {} fail {} unknown {}  keys {}  expired reads {}  \
-         takeovers {}  faults [{}]",
+         takeovers {}  removed {}  faults [{}]",
         clock.now() as f64 / 1e9,
         counts.ok,
         counts.fail,
@@ -114,6 +122,7 @@ fn progress_line(clock: &Clock, workload: &Workload, faults: &FaultLog) -> Strin
         workload.keys.all_keys().len(),
         expiry.expired_reads,
         expiry.takeovers,
+        removals.by_node().values().sum::<u64>(),
         kinds.join(", ")
     )
 }
@@ -229,13 +238,26 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         ))
     });
 
+    // Sampled every second (a removal a replica made after its last sample and before a
+    // kill is not seen), and once more after the final reads.
+    let removals = Arc::new(Removals::default());
+    let (stop_sampling, sampling_rx) = watch::channel(false);
+    let sampler = {
+        let (removals, addrs) = (removals.clone(), addrs.clone());
+        tokio::spawn(async move {
+            removals
+                .sample_until(&addrs, Duration::from_secs(1), sampling_rx)
+                .await;
+        })
+    };
+
     let started = Instant::now();
     let wait = async {
         let mut next_progress = config.progress;
         while started.elapsed() < config.duration {
             tokio::time::sleep(Duration::from_millis(200)).await;
             if !config.progress.is_zero() && started.elapsed() >= next_progress {
-                eprintln!("{}", progress_line(&clock, &workload, &faults));
+                eprintln!("{}", progress_line(&clock, &workload, &faults, &removals));
                 next_progress += config.progress;
             }
         }
@@ -262,6 +284,9 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
     let recovered = interruptible(cluster::wait_ready(&addrs, config.recover_timeout)).await?;
     nemesis::reap_crashes(&cluster, &faults, &clock);
     let unread = interruptible(workload.final_reads(Duration::from_secs(60))).await?;
+    stop_sampling.send_replace(true);
+    let _ = sampler.await;
+    removals.sample(&addrs).await;
 
     let ops = workload
         .history
@@ -323,5 +348,6 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         checker_secs,
         lost,
         odd_replies,
+        removed: removals.by_node(),
     })
 }

@@ -180,9 +180,14 @@ fn a_clean_cluster_passes_under_every_kind_of_fault() {
     );
     eprintln!("clean run: {:.1} s", run.elapsed.as_secs_f64());
     let expiry = expiry_figures(&run.stdout);
+    let removed = removed_registers(&run.stdout);
     let ok = run.code == Some(0) && run.stdout.contains("verdict:     PASS");
     keep_on_failure(dir, ok);
     assert!(ok, "exit {:?}", run.code);
+    // Deleted and expired registers were removed from the replicas while the faults went on,
+    // and none came back (the checker passed).
+    let removed = removed.expect("the summary's removals line");
+    assert!(removed > 0, "{removed} registers removed");
     // Expiry was exercised: keys were found expired and leases taken over while the clients
     // ran, not only at the final reads.
     let [timed_ops, expired_reads, _, takeovers, _] = expiry.expect("the summary's expiry line");
@@ -218,6 +223,13 @@ fn hashes_lists_sorted_sets_and_their_transactions_pass_under_faults() {
 /// that found a key expired, final reads that did, leases taken over, acquisitions refused.
 fn expiry_figures(stdout: &str) -> Option<[u64; 5]> {
     summary_numbers(stdout, "expiry:")
+}
+
+/// The registers the replicas of a 3-replica run removed: the first number of the summary's
+/// `removals:` line (the others are node ids and their counts).
+fn removed_registers(stdout: &str) -> Option<u64> {
+    let [total, ..] = summary_numbers::<7>(stdout, "removals:")?;
+    Some(total)
 }
 
 /// The numbers of the summary's line that starts with `heading`, if it has `N` of them.
@@ -315,6 +327,28 @@ fn a_store_that_drops_times_to_live_is_caught() {
     // Short-lived keys keep each key's history small enough for the checker's time limit.
     let args = [SHORT_LIVED_EXPIRING, &["--nemesis", "kill-all,kill"]].concat();
     mutation_is_caught("persist-without-ttl", "7", &args);
+}
+
+/// Registers and expiring registers, 32 at a time and 15 operations each: many keys are in
+/// use when a fault starts and end (deleted or expired, then removed) before it is healed.
+const DYING_REGISTERS: &[&str] = &[
+    "--keys",
+    "32",
+    "--key-kinds",
+    "register,expiring",
+    "--ops-per-key",
+    "15",
+];
+
+#[test]
+fn a_removal_before_every_replica_holds_the_tombstone_is_caught() {
+    // A removal goes ahead once a quorum answered its read: a replica that was killed or cut
+    // off when the key was deleted (or its value expired) still holds an older value, and a
+    // read that asks it with a replica that forgot the key brings that value back. (A paused
+    // replica or a stalled link gets the delayed messages, the deletion among them, so only
+    // faults that lose messages matter.)
+    let args = [DYING_REGISTERS, &["--nemesis", "kill,partition"]].concat();
+    mutation_is_caught("remove-before-all-hold-tombstone", "7", &args);
 }
 
 #[test]
