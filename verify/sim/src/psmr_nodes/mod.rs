@@ -796,7 +796,10 @@ impl PsmrNodeCluster {
                 }
             }
             Event::Turn { node, incarnation } => {
-                if current(self, node, incarnation) {
+                // A turn that an earlier one superseded (it was scheduled as a tick, and
+                // input woke the node sooner) is not taken: each turn schedules its tick.
+                let due = self.nodes[&node].wake_at_us == Some(self.events.now_us());
+                if current(self, node, incarnation) && due {
                     self.turn(node);
                 }
             }
