@@ -571,14 +571,24 @@ impl PsmrNodeCluster {
 
     // ---- faults ------------------------------------------------------------------------
 
+    /// Each group's log on `node` as (the next instance to execute, whether `node` leads
+    /// the group), in group order; empty while the node is down.
+    fn group_logs(&self, node: NodeId) -> Vec<(u64, bool)> {
+        let Some(running) = self.nodes[&node].running.as_ref() else {
+            return Vec::new();
+        };
+        let replica = running.shared.replica();
+        let groups = replica.groups();
+        (self.config.mode.groups(self.config.workers).into_iter())
+            .filter_map(|group| groups.replica(group))
+            .map(|log| (log.executed_below().0, log.is_leader()))
+            .collect()
+    }
+
     /// The groups `node` leads now.
     fn groups_led(&self, node: NodeId) -> usize {
-        let Some(running) = self.nodes[&node].running.as_ref() else {
-            return 0;
-        };
-        (running.core.status().groups.iter())
-            .filter(|g| g.is_leader)
-            .count()
+        let logs = self.group_logs(node);
+        logs.iter().filter(|(_, leads)| *leads).count()
     }
 
     /// Crashes a node, one that leads some group half the time, or every node.
@@ -708,13 +718,11 @@ impl PsmrNodeCluster {
 
     /// Each up node's position in every group's log, and whether its workers are idle.
     fn positions(&self) -> Vec<(Vec<u64>, bool)> {
-        (self.nodes.values())
-            .filter_map(|n| n.running.as_ref())
-            .map(|running| {
-                let status = running.core.status();
-                let executed = status.groups.iter().map(|g| g.executed_below).collect();
-                let idle = running.shared.replica().plan().is_drained();
-                (executed, idle)
+        (self.nodes.iter())
+            .filter_map(|(&id, n)| {
+                let running = n.running.as_ref()?;
+                let executed = self.group_logs(id).into_iter().map(|(e, _)| e).collect();
+                Some((executed, running.shared.replica().plan().is_drained()))
             })
             .collect()
     }
@@ -739,12 +747,10 @@ impl PsmrNodeCluster {
     /// After the liveness phase and settling, every replica's service must have the same
     /// digest.
     fn compare_replicas(&mut self) {
-        let digests: Vec<(NodeId, Digest, Vec<u64>)> = (self.nodes.iter())
-            .filter_map(|(id, n)| Some((*id, n.running.as_ref()?)))
-            .map(|(id, running)| {
-                let status = running.core.status();
-                let executed = status.groups.iter().map(|g| g.executed_below).collect();
-                (id, running.shared.digest(), executed)
+        let digests: Vec<(NodeId, Digest, Vec<(u64, bool)>)> = (self.nodes.iter())
+            .filter_map(|(&id, n)| {
+                let digest = n.running.as_ref()?.shared.digest();
+                Some((id, digest, self.group_logs(id)))
             })
             .collect();
         if digests.windows(2).any(|w| w[0].1 != w[1].1) {
