@@ -747,21 +747,22 @@ impl PsmrNodeCluster {
     /// After the liveness phase and settling, every replica's service must have the same
     /// digest.
     fn compare_replicas(&mut self) {
-        let digests: Vec<(NodeId, Digest, Vec<(u64, bool)>)> = (self.nodes.iter())
+        // Each up node's digest, and the node described for the failure.
+        let digests: Vec<(Digest, String)> = (self.nodes.iter())
             .filter_map(|(&id, n)| {
                 let digest = n.running.as_ref()?.shared.digest();
-                Some((id, digest, self.group_logs(id)))
+                let executed: Vec<u64> = (self.group_logs(id).into_iter())
+                    .map(|(executed, _)| executed)
+                    .collect();
+                let described = format!(
+                    "node {}: {digest} (groups executed below {executed:?})",
+                    id.0
+                );
+                Some((digest, described))
             })
             .collect();
-        if digests.windows(2).any(|w| w[0].1 != w[1].1) {
-            let described: Vec<String> = (digests.iter())
-                .map(|(id, digest, executed)| {
-                    format!(
-                        "node {}: {digest} (groups executed below {executed:?})",
-                        id.0
-                    )
-                })
-                .collect();
+        if digests.windows(2).any(|w| w[0].0 != w[1].0) {
+            let described: Vec<&str> = digests.iter().map(|(_, d)| d.as_str()).collect();
             self.report.failures.push(format!(
                 "the replicas' digests differ after settling: {}",
                 described.join("; ")
