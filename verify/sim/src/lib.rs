@@ -20,7 +20,8 @@
 //! * [`linearizability`] — the per-key linearizability checker, expiry included;
 //! * [`atomicity`] — a whole-state linearizability checker over a few counters, which sees
 //!   an operation that spans keys taken apart;
-//! * [`queue`] and [`link`] — the event queue and the TCP-like links both simulations use.
+//! * [`queue`] and [`link`] — the event queue and the TCP-like links both simulations use;
+//!   [`network`] — the links, partitions and network faults of the whole-node runs.
 pub mod atomicity;
 pub mod cluster;
 pub mod direct;
@@ -29,6 +30,7 @@ pub mod linearizability;
 pub mod link;
 pub mod log_cluster;
 pub mod log_nodes;
+pub mod network;
 pub mod nodes;
 pub mod psmr_nodes;
 pub mod queue;
