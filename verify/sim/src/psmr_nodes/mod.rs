@@ -573,6 +573,40 @@ impl PsmrNodeCluster {
             .collect()
     }
 
+    /// Each node's groups (next instance to execute, and `*` where it leads) and its
+    /// workers' backlog, for failures.
+    fn describe_nodes(&self) -> String {
+        let described: Vec<String> = (self.ids().into_iter())
+            .map(|node| match self.nodes[&node].running.as_ref() {
+                None => format!("node {}: down", node.0),
+                Some(running) => {
+                    let replica = running.shared.replica();
+                    let groups: Vec<String> = (self.config.mode)
+                        .groups(self.config.workers)
+                        .into_iter()
+                        .filter_map(|group| replica.groups().replica(group))
+                        .map(|log| {
+                            let leads = if log.is_leader() { "*" } else { "" };
+                            let (view, leader) = (log.view().0, log.leader().0);
+                            let executed = log.executed_below().0;
+                            format!("{executed}{leads} (view {view}, leader {leader})")
+                        })
+                        .collect();
+                    let plan = replica.plan();
+                    let backlog: Vec<usize> = (0..plan.workers())
+                        .map(|w| plan.backlog(logless_service::WorkerId(w)))
+                        .collect();
+                    format!(
+                        "node {}: groups executed below [{}], backlog {backlog:?}",
+                        node.0,
+                        groups.join(", ")
+                    )
+                }
+            })
+            .collect();
+        described.join("; ")
+    }
+
     /// The groups `node` leads now.
     fn groups_led(&self, node: NodeId) -> usize {
         let logs = self.group_logs(node);

@@ -283,9 +283,10 @@ impl PsmrNodeCluster {
                     if !self.acknowledged_by(client, entry, request, deadline) {
                         self.report.failures.push(format!(
                             "liveness: {what} through node {} was not acknowledged within {} \
-                             ms of healing",
+                             ms of healing; {}",
                             node.0,
-                            self.config.liveness_us / 1000
+                            self.config.liveness_us / 1000,
+                            self.describe_nodes()
                         ));
                         return;
                     }
