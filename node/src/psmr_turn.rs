@@ -85,6 +85,11 @@ impl<D: Dir> GroupLogs<D> {
             written: Vec::new(),
         }
     }
+
+    /// Each group's log, to inspect (a simulation takes its directories' crash images).
+    pub fn logs(&self) -> &BTreeMap<Group, DurableLog<D>> {
+        &self.logs
+    }
 }
 
 impl<D: Dir> GroupStore for GroupLogs<D> {
@@ -278,6 +283,11 @@ impl<R, D: Dir> PsmrCore<R, D> {
             overloaded: 0,
             flushes: 0,
         }
+    }
+
+    /// The groups' durable logs.
+    pub fn logs(&self) -> &GroupLogs<D> {
+        &self.logs
     }
 
     /// Starts a turn at wall-clock `wall_ms` and monotonic `mono_us`.

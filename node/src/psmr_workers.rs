@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use logless_multipaxos::ids::{ClientId, RequestSeq};
-use logless_psmr::plan::{Mode, Step};
+use logless_psmr::plan::{Delivered, Mode, Step};
 use logless_psmr::replica::Replica;
 use logless_service::{ParallelService, Wire, WorkerId};
 
@@ -183,25 +183,7 @@ fn run<S: ParallelService>(
         match replica.poll(worker) {
             Step::Execute { mode, command } => {
                 drop(replica);
-                let reply = shared.execute(mode, &command.request.payload);
-                shared.executed.fetch_add(1, Ordering::Relaxed);
-                if mode == Mode::Synchronous {
-                    shared.executed_synchronous.fetch_add(1, Ordering::Relaxed);
-                }
-                let request = command.request;
-                if ClientPool::<()>::node_of(request.client) == me {
-                    report(Executed {
-                        client: request.client,
-                        seq: request.seq,
-                        reply: Bytes::from(reply),
-                    });
-                }
-                replica = shared.replica();
-                replica.executed(worker);
-                if mode == Mode::Synchronous {
-                    // The barrier is released: those with commands of their own go on.
-                    shared.wake(&replica);
-                }
+                replica = shared.run_command(worker, mode, command, me, report);
             }
             Step::Wait => {
                 // Arrived at the barrier (or still there): worker 0 may now have everyone.
@@ -209,6 +191,66 @@ fn run<S: ParallelService>(
                 replica = shared.sleep(replica, worker);
             }
             Step::Idle => replica = shared.sleep(replica, worker),
+        }
+    }
+}
+
+impl<S: ParallelService> Shared<S> {
+    /// Executes the command of `worker`'s [`Step::Execute`] with the core unlocked, reports
+    /// it if its client is node `me`'s, and tells the plan it is done; returns the core locked
+    /// again.
+    fn run_command(
+        &self,
+        worker: WorkerId,
+        mode: Mode,
+        command: Delivered,
+        me: u16,
+        report: &impl Fn(Executed),
+    ) -> MutexGuard<'_, Replica<S>> {
+        let reply = self.execute(mode, &command.request.payload);
+        self.executed.fetch_add(1, Ordering::Relaxed);
+        if mode == Mode::Synchronous {
+            self.executed_synchronous.fetch_add(1, Ordering::Relaxed);
+        }
+        let request = command.request;
+        if ClientPool::<()>::node_of(request.client) == me {
+            report(Executed {
+                client: request.client,
+                seq: request.seq,
+                reply: Bytes::from(reply),
+            });
+        }
+        let mut replica = self.replica();
+        replica.executed(worker);
+        if mode == Mode::Synchronous {
+            // The barrier is released: those with commands of their own go on.
+            self.wake(&replica);
+        }
+        replica
+    }
+
+    /// The workers a step would move now (see [`logless_psmr::plan::Plan::is_runnable`]).
+    pub fn runnable(&self) -> Vec<WorkerId> {
+        let replica = self.replica();
+        let plan = replica.plan();
+        (0..plan.workers())
+            .map(WorkerId)
+            .filter(|&w| plan.is_runnable(w))
+            .collect()
+    }
+
+    /// One poll of `worker` on the caller's thread, its command executed (and reported through
+    /// `report` if its client is node `me`'s) if the plan gives it one: what a worker thread
+    /// does between two sleeps, for a simulation that steps the workers itself, in an order
+    /// of its choosing, with no thread. Returns whether the worker executed a command.
+    pub fn step(&self, worker: WorkerId, me: u16, report: &impl Fn(Executed)) -> bool {
+        let step = self.replica().poll(worker);
+        match step {
+            Step::Execute { mode, command } => {
+                drop(self.run_command(worker, mode, command, me, report));
+                true
+            }
+            Step::Wait | Step::Idle => false,
         }
     }
 }

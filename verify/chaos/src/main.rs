@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod checker;
 mod client;
 mod cluster;
+mod digests;
 mod history;
 mod lost;
 mod multikey;

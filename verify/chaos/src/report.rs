@@ -2,6 +2,7 @@
 use std::path::Path;
 
 use crate::checker::Verdict;
+use crate::digests::Digests;
 use crate::multikey::MultiKeyReport;
 use crate::run::{Report, RunConfig};
 use crate::workload::KeyKind;
@@ -9,7 +10,8 @@ use crate::workload::KeyKind;
 /// Exit status: the history is linearizable, no write was lost, and the run was a real test
 /// (enough acknowledged operations, enough kinds of faults, the cluster recovered).
 pub const EXIT_PASS: u8 = 0;
-/// Exit status: the store violated its guarantees (not linearizable, or a lost write).
+/// Exit status: the store violated its guarantees (not linearizable, a lost write, or, under
+/// psmr, replicas whose states differ at the end).
 pub const EXIT_VIOLATION: u8 = 1;
 /// Exit status: bad command line.
 pub const EXIT_USAGE: u8 = 2;
@@ -171,6 +173,7 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
             println!("             {r}");
         }
     }
+    print_digests(report.digests.as_ref());
     println!(
         "files:       {}/history.jsonl, faults.jsonl, node-*.log, html/",
         out.display()
@@ -178,11 +181,12 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
 
     let violation = report.verdict == Verdict::NotLinearizable
         || !report.lost.is_empty()
-        || report.multi_key.violated();
+        || report.multi_key.violated()
+        || report.digests.as_ref().is_some_and(Digests::differ);
     if violation {
         println!(
-            "verdict:     VIOLATION (see the checker's html/, the lost writes and the multi-key \
-             groups above)"
+            "verdict:     VIOLATION (see the checker's html/, the lost writes, the multi-key \
+             groups and the digests above)"
         );
         return EXIT_VIOLATION;
     }
@@ -235,6 +239,11 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
     if report.recovered.is_none() {
         reasons.push("the cluster did not serve again after the final heal".into());
     }
+    if let Some(Digests::Unreadable(why)) = &report.digests {
+        reasons.push(format!(
+            "the replicas' digests could not be compared: {why}"
+        ));
+    }
     if !report.unread.is_empty() {
         reasons.push(format!(
             "{} key(s) could not be read at the end",
@@ -250,6 +259,24 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
             println!("             {r}");
         }
         EXIT_INCONCLUSIVE
+    }
+}
+
+/// The digests' line (nothing when the engine has none to compare).
+fn print_digests(digests: Option<&Digests>) {
+    match digests {
+        None => {}
+        Some(Digests::Equal { digest, after }) => println!(
+            "digests:     equal on every replica ({digest}, {:.1} s after the final reads)",
+            after.as_secs_f64()
+        ),
+        Some(Digests::Differ(digests)) => {
+            println!("digests:     DIFFER (the replicas' states diverged):");
+            for (i, digest) in digests.iter().enumerate() {
+                println!("             node {}: {digest}", i + 1);
+            }
+        }
+        Some(Digests::Unreadable(why)) => println!("digests:     not compared: {why}"),
     }
 }
 

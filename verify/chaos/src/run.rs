@@ -1,5 +1,6 @@
 //! One chaos run from start to verdict: cluster behind the proxy, workload and nemesis for the
-//! duration, heal, recovery, final reads, lost-write check, Porcupine.
+//! duration, heal, recovery, final reads, the replicas' digests (psmr), lost-write check,
+//! Porcupine.
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use tokio::sync::watch;
 
 use crate::checker::{self, Verdict};
 use crate::cluster::{self, Cluster, ClusterConfig};
+use crate::digests::{self, Digests};
 use crate::history::{Clock, Counts, History};
 use crate::lost::{self, LostWrite};
 use crate::multikey::{MultiKey, MultiKeyConfig, MultiKeyReport};
@@ -84,7 +86,13 @@ pub struct Report {
     pub odd_replies: Vec<String>,
     /// Registers each replica removed (at least), by node id; empty if none reported any.
     pub removed: BTreeMap<u16, u64>,
+    /// The replicas' service digests after the final reads (psmr only).
+    pub digests: Option<Digests>,
 }
+
+/// How long the replicas' digests may take to become equal after the final reads (a replica
+/// back from a fault may still be executing what the others did).
+const DIGESTS_SETTLE: Duration = Duration::from_secs(15);
 
 /// Runs `f` with SIGINT (Ctrl-C) or SIGTERM turning into an error (the replicas are then
 /// killed as the cluster is dropped).
@@ -287,6 +295,10 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
     stop_sampling.send_replace(true);
     let _ = sampler.await;
     removals.sample(&addrs).await;
+    let digests = match config.cluster.psmr {
+        Some(_) => Some(interruptible(digests::compare(&addrs, DIGESTS_SETTLE)).await?),
+        None => None,
+    };
 
     let ops = workload
         .history
@@ -319,7 +331,12 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
             .shutdown(Duration::from_secs(5))
     })
     .await;
-    let passed = verdict == Verdict::Linearizable && lost.is_empty() && !multi_key.violated();
+    let passed = verdict == Verdict::Linearizable
+        && lost.is_empty()
+        && !multi_key.violated()
+        && digests
+            .as_ref()
+            .is_none_or(|d| matches!(d, Digests::Equal { .. }));
     if passed && !config.keep_data {
         let _ = std::fs::remove_dir_all(&data);
     }
@@ -349,5 +366,6 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         lost,
         odd_replies,
         removed: removals.by_node(),
+        digests,
     })
 }

@@ -10,13 +10,18 @@
 //!   partitions, checked by [`atomicity`];
 //! * [`log_nodes`] — whole nodes of the log engine: the node's log turn core over its durable
 //!   log on simulated directories, with power failures, leader kills and partitions;
+//! * [`psmr_nodes`] — whole nodes of the psmr engine: the node's psmr turn core over its
+//!   groups' durable logs on simulated directories, its workers stepped without threads,
+//!   with crashes, partitions, loss and group leaders cut off, the entries checked per key and
+//!   the replicas' digests compared;
 //! * [`direct`] — core replicas handing messages straight to each other, no network: the CPU
 //!   benchmark of the protocol;
 //! * [`history`] — client histories, with expiry's clock bounds, and their form for Porcupine;
 //! * [`linearizability`] — the per-key linearizability checker, expiry included;
 //! * [`atomicity`] — a whole-state linearizability checker over a few counters, which sees
 //!   an operation that spans keys taken apart;
-//! * [`queue`] and [`link`] — the event queue and the TCP-like links both simulations use.
+//! * [`queue`] and [`link`] — the event queue and the TCP-like links both simulations use;
+//!   [`network`] — the links, partitions and network faults of the whole-node runs.
 pub mod atomicity;
 pub mod cluster;
 pub mod direct;
@@ -25,6 +30,8 @@ pub mod linearizability;
 pub mod link;
 pub mod log_cluster;
 pub mod log_nodes;
+pub mod network;
 pub mod nodes;
+pub mod psmr_nodes;
 pub mod queue;
 pub mod stats;

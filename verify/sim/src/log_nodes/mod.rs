@@ -60,7 +60,8 @@ use rand::{Rng, SeedableRng};
 use crate::atomicity;
 use crate::history::{Clocks, History};
 use crate::linearizability;
-use crate::link::{Arrival, Connection, Link};
+use crate::link::Connection;
+use crate::network::Network;
 use crate::queue::EventQueue;
 
 mod config;
@@ -262,8 +263,7 @@ pub struct LogNodeCluster {
     events: EventQueue<Event>,
     rng: SmallRng,
     nodes: BTreeMap<NodeId, SimNode>,
-    links: BTreeMap<(NodeId, NodeId), Link>,
-    cut: Vec<(NodeId, NodeId)>,
+    network: Network,
     clients: BTreeMap<u32, Client>,
     /// The single-key registers' history, for the per-key checker.
     history: History,
@@ -287,8 +287,7 @@ impl LogNodeCluster {
             events: EventQueue::default(),
             rng: SmallRng::seed_from_u64(config.seed),
             nodes: BTreeMap::new(),
-            links: BTreeMap::new(),
-            cut: Vec::new(),
+            network: Network::default(),
             clients: BTreeMap::new(),
             history: History::default(),
             counters: Vec::new(),
@@ -660,23 +659,13 @@ impl LogNodeCluster {
     fn send(&mut self, from: NodeId, to: NodeId, messages: Vec<Message>) {
         self.report.batches += 1;
         let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
-        let seq = self.links.entry((from, to)).or_default().send(connection);
-        let f = &self.config.faults;
         let now_us = self.events.now_us();
-        let cut = self.cut.contains(&(from, to))
-            || now_us < self.nodes[&from].sends_cut_until_us
+        let cut_off = now_us < self.nodes[&from].sends_cut_until_us
             || now_us < self.nodes[&to].receives_cut_until_us;
-        if self.faults_active && (cut || self.rng.random_bool(f.loss)) {
-            return;
-        }
-        let copies = if self.faults_active && self.rng.random_bool(f.duplicate) {
-            2
-        } else {
-            1
-        };
-        let (lo, hi) = f.delay_us;
-        for _ in 0..copies {
-            let delay = self.rng.random_range(lo..=hi);
+        let (faults, faulty) = (&self.config.faults, self.faults_active);
+        let sent =
+            (self.network).send(&mut self.rng, faults, faulty, cut_off, from, to, connection);
+        for delay in sent.delays_us {
             let messages = messages.clone();
             self.events.schedule(
                 delay,
@@ -684,7 +673,7 @@ impl LogNodeCluster {
                     from,
                     to,
                     connection,
-                    seq,
+                    seq: sent.seq,
                     messages,
                 },
             );
@@ -703,10 +692,9 @@ impl LogNodeCluster {
             return;
         }
         let current = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
-        let arrival = (self.links.entry((from, to)).or_default()).receive(connection, current, seq);
         // The node's transport reconnects and carries on: the engine retransmits what a
         // broken connection lost.
-        if arrival != Arrival::Drop {
+        if (self.network).receive(from, to, connection, current, seq) {
             self.enqueue(to, Input::Messages { from, messages });
         }
     }
@@ -825,20 +813,9 @@ impl LogNodeCluster {
         }
         let next = self.exp(self.config.faults.partition_every_us);
         self.events.schedule(next, Event::Partition);
-        self.cut.clear();
         self.report.partitions += 1;
-        // A quarter of the changes heal; the others cut one node off from the rest: from what
-        // it sends, from what it receives, or both.
-        let kind = self.rng.random_range(0..4);
-        let isolated = NodeId(self.rng.random_range(1..=self.config.nodes));
-        for peer in self.ids().into_iter().filter(|&p| p != isolated) {
-            if kind == 1 || kind == 3 {
-                self.cut.push((isolated, peer));
-            }
-            if kind == 2 || kind == 3 {
-                self.cut.push((peer, isolated));
-            }
-        }
+        let nodes = self.config.nodes;
+        self.network.partition(&mut self.rng, nodes);
     }
 
     /// Starts a leader's cut on the leader of the moment.
@@ -907,7 +884,7 @@ impl LogNodeCluster {
     /// Ends the faults: the network heals, clocks stay where they are, down nodes restart.
     fn heal(&mut self) {
         self.faults_active = false;
-        self.cut.clear();
+        self.network.heal();
         for node in self.ids() {
             let n = self.nodes.get_mut(&node).expect("node");
             n.flush_crash = None;

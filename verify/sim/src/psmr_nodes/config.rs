@@ -1,0 +1,210 @@
+//! What a whole-node run of the psmr engine is told (nodes, workers, mode, faults, workload,
+//! bugs) and what it reports.
+use logless_psmr::config::{InjectedBugs, Mode};
+
+use crate::nodes::NodeFaults;
+
+/// One whole-node run of the psmr engine.
+#[derive(Clone, Debug)]
+pub struct PsmrNodeSimConfig {
+    /// Nodes (replicas).
+    pub nodes: u16,
+    /// The seed of everything random.
+    pub seed: u64,
+    /// How the nodes order and execute (`--psmr-mode`; not `no-rep`, which has no replicas).
+    pub mode: Mode,
+    /// Worker threads per node (`--threads`): `workers + 1` groups under P-SMR.
+    pub workers: u16,
+    /// Faults while the clients work: loss, duplication, delays, partitions, crashes (process
+    /// crashes: power failures, lost disks and full disks are not drawn), clock jumps.
+    pub faults: NodeFaults,
+    /// How often (mean, µs; 0: never) the leader of a random group is cut off from sending
+    /// for `leader_cut_off_us`, so that another node takes the group over.
+    pub leader_cut_every_us: u64,
+    /// How long a cut-off leader sends nothing (µs).
+    pub leader_cut_off_us: u64,
+    /// Closed-loop clients, each connected to one node (another while that one is down).
+    pub clients: u32,
+    /// Commands per client.
+    pub commands_per_client: u32,
+    /// Entries of the B⁺-tree the clients share: entry `i` is key `e{i}.{generation}` (a
+    /// fresh generation after a few writes of unknown outcome).
+    pub entries: u32,
+    /// Client think time between commands (µs).
+    pub think_us: u64,
+    /// How long a client waits for an answer before it records the outcome as unknown (µs).
+    pub client_timeout_us: u64,
+    /// The node's request timeout (ms).
+    pub request_timeout_ms: u64,
+    /// When the faults stop if the workload has not finished (µs).
+    pub faults_until_us: u64,
+    /// When the workload is cut off if it has not finished (µs).
+    pub until_us: u64,
+    /// How long each liveness read may take after healing (µs).
+    pub liveness_us: u64,
+    /// Deliberate engine bugs in every node (the node's `--inject-bug psmr-*`).
+    pub bugs: InjectedBugs,
+}
+
+impl PsmrNodeSimConfig {
+    /// Defaults for `nodes` nodes with `workers` workers in `mode`, `seed`, and no faults.
+    pub fn new(nodes: u16, seed: u64, mode: Mode, workers: u16) -> PsmrNodeSimConfig {
+        PsmrNodeSimConfig {
+            nodes,
+            seed,
+            mode,
+            workers,
+            faults: NodeFaults::none(),
+            leader_cut_every_us: 0,
+            leader_cut_off_us: 600_000,
+            clients: 6,
+            commands_per_client: 25,
+            entries: 4,
+            think_us: 10_000,
+            client_timeout_us: 3_000_000,
+            request_timeout_ms: 1_500,
+            faults_until_us: 2_000_000,
+            until_us: 30_000_000,
+            liveness_us: 5_000_000,
+            bugs: InjectedBugs::default(),
+        }
+    }
+
+    /// The faults of the many-seed runs: the log engine's whole-node faults, with crashes and
+    /// partitions spaced to let a group's leader be suspected and replaced between them, and
+    /// a group's leader cut off now and then. Clock jumps are at most 200 ms, not the log
+    /// engine's 1 s: the merge orders batches by their leaders' stamps, so a batch of a group
+    /// whose leader's clock runs ahead waits for `g_all`'s stamps to pass it, as long as the
+    /// skew between the two leaders (see `logless_psmr::merge`). Jumps of up to 1 s add up to
+    /// skews of seconds, which stay after healing, and then every command of that group
+    /// outlives the node's request timeout (1.5 s) and ends "outcome unknown" (seed 69 did).
+    pub fn faults() -> NodeFaults {
+        NodeFaults {
+            crash_every_us: 250_000,
+            down_us: 150_000,
+            partition_every_us: 300_000,
+            clock_jump_every_us: 400_000,
+            clock_jump_ms_max: 200,
+            power_failure: 0.0,
+            ..NodeFaults::all()
+        }
+    }
+
+    /// The configuration the many-seed tests run for `seed`: P-SMR with two workers (three
+    /// groups) on most seeds, three workers on every fourth, sP-SMR on every fifth and SMR
+    /// on every seventh; every fault, and leaders' cuts on every third.
+    pub fn for_seed(seed: u64) -> PsmrNodeSimConfig {
+        let mode = if seed % 5 == 1 {
+            Mode::SpSmr
+        } else if seed % 7 == 2 {
+            Mode::Smr
+        } else {
+            Mode::Psmr
+        };
+        let workers = if seed % 4 == 3 { 3 } else { 2 };
+        let mut config = PsmrNodeSimConfig::new(3, seed, mode, workers);
+        config.faults = PsmrNodeSimConfig::faults();
+        if seed.is_multiple_of(3) {
+            config.leader_cut_every_us = 500_000;
+        }
+        config
+    }
+}
+
+/// What a run did and found.
+#[derive(Clone, Debug, Default)]
+pub struct PsmrNodeSimReport {
+    /// Client operations (liveness ones included).
+    pub operations: u64,
+    /// Operations acknowledged.
+    pub acknowledged: u64,
+    /// Operations refused as not applied.
+    pub not_applied: u64,
+    /// Operations with unknown outcome.
+    pub unknown: u64,
+    /// Message batches sent between nodes.
+    pub batches: u64,
+    /// Node crashes (each node of a crash of all counts).
+    pub crashes: u64,
+    /// Crashes of the leader of some group.
+    pub leader_kills: u64,
+    /// Crashes of every node at once.
+    pub crashes_all: u64,
+    /// Partition changes.
+    pub partitions: u64,
+    /// Wall-clock jumps.
+    pub clock_jumps: u64,
+    /// Groups' leaders cut off.
+    pub leader_cuts: u64,
+    /// Commands the workers executed, over every node and incarnation.
+    pub executed: u64,
+    /// Of those, in synchronous mode (`g_all`'s, through the barrier).
+    pub executed_synchronous: u64,
+    /// Skips proposed by idle groups' leaders.
+    pub skips_proposed: u64,
+    /// Operations the nodes handed to their replica again (their retry).
+    pub retried: u64,
+    /// Operations the nodes answered "outcome unknown".
+    pub timed_out: u64,
+    /// Simulated time at the end (µs).
+    pub sim_time_us: u64,
+    /// A hash of every event processed: equal for equal seeds.
+    pub trace: u64,
+    /// Failures of the run itself: a log that does not reopen, a store error, a reply the
+    /// workload cannot read, a read not acknowledged after healing, replicas whose digests
+    /// differ once settled.
+    pub failures: Vec<String>,
+}
+
+impl PsmrNodeSimReport {
+    /// Adds the counts of `other` (failures and trace excepted).
+    pub fn add(&mut self, other: &PsmrNodeSimReport) {
+        self.operations += other.operations;
+        self.acknowledged += other.acknowledged;
+        self.not_applied += other.not_applied;
+        self.unknown += other.unknown;
+        self.batches += other.batches;
+        self.crashes += other.crashes;
+        self.leader_kills += other.leader_kills;
+        self.crashes_all += other.crashes_all;
+        self.partitions += other.partitions;
+        self.clock_jumps += other.clock_jumps;
+        self.leader_cuts += other.leader_cuts;
+        self.executed += other.executed;
+        self.executed_synchronous += other.executed_synchronous;
+        self.skips_proposed += other.skips_proposed;
+        self.retried += other.retried;
+        self.timed_out += other.timed_out;
+        self.sim_time_us += other.sim_time_us;
+    }
+}
+
+impl std::fmt::Display for PsmrNodeSimReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ops {} (ok {}, not applied {}, unknown {}), executed {} (synchronous {}), skips {}, \
+             crashes {} (group leaders {}, all-node {}), partitions {}, clock jumps {}, leader \
+             cuts {}, node retries {}, node timeouts {}, batches {}, sim time {} ms, trace \
+             {:016x}",
+            self.operations,
+            self.acknowledged,
+            self.not_applied,
+            self.unknown,
+            self.executed,
+            self.executed_synchronous,
+            self.skips_proposed,
+            self.crashes,
+            self.leader_kills,
+            self.crashes_all,
+            self.partitions,
+            self.clock_jumps,
+            self.leader_cuts,
+            self.retried,
+            self.timed_out,
+            self.batches,
+            self.sim_time_us / 1000,
+            self.trace
+        )
+    }
+}

@@ -1,0 +1,843 @@
+//! Whole nodes of the psmr engine in simulation: every node runs the node's own psmr turn core
+//! ([`PsmrCore`]: the replica's `k + 1` groups, or one stream, over their real durable logs
+//! ([`GroupLogs`] of [`DurableLog`]s) on simulated directories, its client pool, retries and
+//! reply cache) and its workers' plan and service ([`Shared`], the B⁺-tree key-value service),
+//! on a simulated network and clock driven by one seed — what [`crate::log_nodes`] is for the
+//! log engine.
+//!
+//! What is simulated, and how it matches the running node ([`logless_node::psmr_loop`]):
+//! * **Turns.** A node takes everything queued when its turn starts, ticks its replica at
+//!   least every [`TICK_MS`] ms and commits every group's records before anything leaves
+//!   (the core's [`PsmrCore::finish_turn`]). Flushes take no simulated time.
+//! * **Workers, without threads.** The node's worker threads are replaced by steps of
+//!   [`Shared::step`]: whenever the plan has work, a random runnable worker polls and executes
+//!   its next command, a few µs apart, so that workers interleave differently on every node
+//!   and every seed (parallel mode for a worker's own group, synchronous mode through the
+//!   barrier for `g_all`), and every run replays from its seed.
+//! * **Network.** One TCP-like [`Link`] per directed pair of nodes; batches are lost,
+//!   duplicated, delayed and reordered; partitions cut a node off one way or both ways; a
+//!   group's leader is cut off from sending now and then
+//!   ([`PsmrNodeSimConfig::leader_cut_every_us`]), so that another node takes the group over.
+//! * **Crashes.** A process crash (of the leader of some group half the time, sometimes of
+//!   every node) keeps what each group's directory holds; the node restarts as a new
+//!   incarnation, replaying every group's log into an empty service.
+//! * **Clients.** Each speaks Redis to one node through the node's session and the psmr
+//!   engine's mapping of SET NX/XX, GET and DEL to the service's commands
+//!   ([`logless_node::psmr_ops`]); answers come back as the node shows them (module
+//!   `workload`).
+//! * **Phases.** Faults run while the clients work, until `faults_until_us` at the latest;
+//!   then everything heals, every node must answer a read of every entry (the liveness
+//!   phase), and once every node has executed every group's log as far as the others and its
+//!   workers are idle, every replica's service digest must be equal.
+//!
+//! Not simulated (the log engine's whole-node run has them): power failures and crashes
+//! inside a flush, leaders' cuts that lose one Propose before the cut, and the time a flush
+//! takes.
+//!
+//! The run records the entries' history for the per-key linearizability checker
+//! ([`PsmrNodeCluster::check`]) and a trace hash: the same seed gives the same trace.
+use std::cell::RefCell;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::Hasher;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use logless_btree::KvService;
+use logless_multipaxos::ids::NodeId;
+use logless_multipaxos::message::Message;
+use logless_node::durable_log::DurableLog;
+use logless_node::psmr_loop::TICK_MS;
+use logless_node::psmr_turn::{GroupLogs, PsmrAnswer, PsmrCore, PsmrOutlet};
+use logless_node::psmr_workers::{Executed, Shared};
+use logless_psmr::config::Config;
+use logless_psmr::replica::Replica;
+use logless_service::{Digest, Group};
+use logless_storage::{Durability, SegmentLogOptions, SimDir};
+use rand::rngs::SmallRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+
+use crate::history::History;
+use crate::linearizability;
+use crate::link::Connection;
+use crate::network::Network;
+use crate::queue::EventQueue;
+
+mod config;
+mod workload;
+
+pub use config::{PsmrNodeSimConfig, PsmrNodeSimReport};
+use workload::Client;
+
+/// Where a node's answer goes: a client and its command number.
+#[derive(Clone, Copy, Debug)]
+struct AnswerTo {
+    client: u32,
+    seq: u64,
+}
+
+#[derive(Debug)]
+enum Input {
+    Submit { command: Bytes, to: AnswerTo },
+    Messages(NodeId, Vec<(Group, Message)>),
+}
+
+#[derive(Debug)]
+enum Event {
+    /// A batch arrives on the link `from -> to`.
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+        connection: Connection,
+        seq: u64,
+        messages: Vec<(Group, Message)>,
+    },
+    /// A client's command reaches its node.
+    Arrive {
+        node: NodeId,
+        incarnation: u32,
+        input: Box<Input>,
+    },
+    /// A node's turn (new input or its tick).
+    Turn {
+        node: NodeId,
+        incarnation: u32,
+    },
+    /// One of a node's workers steps.
+    Work {
+        node: NodeId,
+        incarnation: u32,
+    },
+    /// An answer reaches its client.
+    Answer {
+        to: AnswerTo,
+        answer: PsmrAnswer,
+    },
+    ClientNext {
+        client: u32,
+    },
+    ClientTimeout {
+        client: u32,
+        seq: u64,
+    },
+    Crash,
+    Restart {
+        node: NodeId,
+    },
+    Partition,
+    ClockJump,
+    LeaderCut,
+}
+
+/// A turn's (or a worker step's) outputs.
+#[derive(Default)]
+struct Outputs {
+    sends: Vec<(NodeId, Vec<(Group, Message)>)>,
+    answers: Vec<(AnswerTo, PsmrAnswer)>,
+}
+
+impl PsmrOutlet<AnswerTo> for Outputs {
+    fn send(&mut self, to: NodeId, messages: Vec<(Group, Message)>) {
+        self.sends.push((to, messages));
+    }
+
+    fn answer(&mut self, reply: AnswerTo, answer: PsmrAnswer) {
+        self.answers.push((reply, answer));
+    }
+}
+
+/// A running node: its turn core and what its workers share.
+struct Running {
+    core: PsmrCore<AnswerTo, SimDir>,
+    shared: Arc<Shared<KvService>>,
+}
+
+#[derive(Default)]
+struct SimNode {
+    running: Option<Running>,
+    incarnation: u32,
+    queue: VecDeque<Input>,
+    /// The earliest turn already scheduled.
+    wake_at_us: Option<u64>,
+    /// Whether a worker step is scheduled.
+    work_scheduled: bool,
+    /// Each group's directory, as the node restarts from it.
+    images: BTreeMap<Group, SimDir>,
+    /// The wall clock's offset from simulated time (ms).
+    clock_offset_ms: i64,
+    /// What the node sends is lost until then (simulated µs): a leader's cut-off.
+    sends_cut_until_us: u64,
+}
+
+impl SimNode {
+    fn up(&self) -> bool {
+        self.running.is_some()
+    }
+}
+
+/// The wall clock of simulated time 0 (ms since the epoch).
+const WALL_START_MS: u64 = 1_800_000_000_000;
+/// A client's network delay to its node, either way (µs).
+const CLIENT_DELAY_US: u64 = 20;
+/// The most inputs one turn takes (the node's limit).
+const INPUTS_PER_TURN_MAX: usize = 4096;
+/// How long one worker step takes (µs): the next step of the node's workers comes this much
+/// later, at random within the bounds.
+const WORK_US: (u64, u64) = (2, 40);
+/// How long the healed cluster may take after the liveness phase until every replica has
+/// executed as far as the others.
+const SETTLE_US_MAX: u64 = 3_000_000;
+/// The states the per-key checker may visit for one key.
+const CHECK_STATES_MAX: usize = 2_000_000;
+
+/// A simulated cluster of whole psmr-engine nodes.
+pub struct PsmrNodeCluster {
+    config: PsmrNodeSimConfig,
+    events: EventQueue<Event>,
+    rng: SmallRng,
+    nodes: BTreeMap<NodeId, SimNode>,
+    network: Network,
+    clients: BTreeMap<u32, Client>,
+    /// The entries' history, for the per-key checker.
+    history: History,
+    /// The generation of each entry's key.
+    generation: BTreeMap<u32, u32>,
+    /// Writes with unknown outcome, by entry and generation.
+    unknown_writes: BTreeMap<(u32, u32), u32>,
+    faults_active: bool,
+    trace: DefaultHasher,
+    report: PsmrNodeSimReport,
+}
+
+impl PsmrNodeCluster {
+    /// A cluster ready to run: every node up with empty logs.
+    pub fn new(config: PsmrNodeSimConfig) -> PsmrNodeCluster {
+        let mut cluster = PsmrNodeCluster {
+            events: EventQueue::default(),
+            rng: SmallRng::seed_from_u64(config.seed),
+            nodes: BTreeMap::new(),
+            network: Network::default(),
+            clients: BTreeMap::new(),
+            history: History::default(),
+            generation: BTreeMap::new(),
+            unknown_writes: BTreeMap::new(),
+            faults_active: true,
+            trace: DefaultHasher::new(),
+            report: PsmrNodeSimReport::default(),
+            config,
+        };
+        for node in cluster.ids() {
+            cluster.nodes.insert(node, SimNode::default());
+            cluster.start_node(node);
+        }
+        cluster.start_clients();
+        let f = cluster.config.faults.clone();
+        for (every_us, event) in [
+            (f.crash_every_us, Event::Crash),
+            (f.partition_every_us, Event::Partition),
+            (f.clock_jump_every_us, Event::ClockJump),
+            (cluster.config.leader_cut_every_us, Event::LeaderCut),
+        ] {
+            if every_us > 0 {
+                let at = cluster.exp(every_us);
+                cluster.events.schedule(at, event);
+            }
+        }
+        cluster
+    }
+
+    /// Runs the workload with faults until it is done (or, at `faults_until_us`, heals and
+    /// lets it finish), runs the liveness phase, lets the cluster settle and compares the
+    /// replicas' digests. Returns the report; the history is checked by
+    /// [`PsmrNodeCluster::check`].
+    pub fn run(&mut self) -> &PsmrNodeSimReport {
+        while let Some(at) = self.events.next_due_us() {
+            if at > self.config.until_us || self.workload_done() {
+                break;
+            }
+            if self.faults_active && at >= self.config.faults_until_us {
+                self.heal();
+                continue;
+            }
+            self.step_next();
+        }
+        if self.faults_active {
+            self.heal();
+        }
+        if !self.workload_done() {
+            self.report
+                .failures
+                .push("the workload did not finish after healing".into());
+        }
+        self.liveness();
+        self.settle();
+        self.compare_replicas();
+        for node in self.ids() {
+            if let Some(running) = self.nodes.get_mut(&node).expect("node").running.take() {
+                self.add_figures(&running);
+            }
+        }
+        self.report.sim_time_us = self.events.now_us();
+        self.report.trace = self.trace.finish();
+        self.count_outcomes();
+        &self.report
+    }
+
+    /// Checks the entries' history with the per-key linearizability checker; an undecided
+    /// search is an error too.
+    pub fn check(&self) -> Result<(), String> {
+        let verdict = linearizability::check(&self.history, CHECK_STATES_MAX);
+        if !verdict.violations.is_empty() {
+            let described: Vec<String> = (verdict.violations.iter())
+                .map(|v| format!("{v:?}:\n{}", self.history.describe_key(&v.key)))
+                .collect();
+            return Err(format!("not linearizable: {}", described.join("\n")));
+        }
+        if !verdict.inconclusive.is_empty() {
+            return Err(format!(
+                "per-key search budget exhausted on {:?}",
+                verdict.inconclusive
+            ));
+        }
+        Ok(())
+    }
+
+    /// The entries' history.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    fn ids(&self) -> Vec<NodeId> {
+        (1..=self.config.nodes).map(NodeId).collect()
+    }
+
+    fn exp(&mut self, mean_us: u64) -> u64 {
+        let u: f64 = self.rng.random_range(0.0001..1.0);
+        (-(u.ln()) * mean_us as f64) as u64 + 1
+    }
+
+    fn wall_ms(&self, node: NodeId) -> u64 {
+        let offset = self.nodes[&node].clock_offset_ms;
+        (WALL_START_MS + self.events.now_us() / 1000).saturating_add_signed(offset)
+    }
+
+    fn count_outcomes(&mut self) {
+        use crate::history::Outcome;
+        for op in &self.history.operations {
+            self.report.operations += 1;
+            match op.outcome {
+                Outcome::Ok(_) => self.report.acknowledged += 1,
+                Outcome::NotApplied => self.report.not_applied += 1,
+                Outcome::Unknown => self.report.unknown += 1,
+            }
+        }
+    }
+
+    /// Adds a node's figures to the report, when it crashes or at the end.
+    fn add_figures(&mut self, running: &Running) {
+        let status = running.core.status();
+        self.report.executed += status.executed;
+        self.report.executed_synchronous += status.executed_synchronous;
+        self.report.skips_proposed += status.skips_proposed;
+        self.report.retried += status.retried;
+        self.report.timed_out += status.timed_out;
+    }
+
+    // ---- nodes -------------------------------------------------------------------------
+
+    /// The engine's configuration on a node: the node's defaults, with the run's mode,
+    /// workers and bugs.
+    fn engine_config(&self, me: NodeId) -> Config {
+        let mut config = Config::new(self.ids(), me, self.config.workers);
+        config.mode = self.config.mode;
+        config.bugs = self.config.bugs;
+        config
+    }
+
+    /// Small segments, so that rolls happen often.
+    fn log_options() -> SegmentLogOptions {
+        SegmentLogOptions {
+            segment_bytes: 64 * 1024,
+            record_bytes_max: 16 * 1024,
+            snapshot_bytes_max: 1 << 20,
+            ..SegmentLogOptions::new(Durability::Sync)
+        }
+    }
+
+    /// Opens the node's groups' logs from their last images, recovers the replica into an
+    /// empty service and starts a new incarnation.
+    fn start_node(&mut self, node: NodeId) {
+        let config = self.engine_config(node);
+        let (wall_ms, now_us) = (self.wall_ms(node), self.events.now_us());
+        let (mode, workers) = (self.config.mode, self.config.workers);
+        let timeout_ms = self.config.request_timeout_ms;
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.incarnation += 1;
+        let mut logs = BTreeMap::new();
+        let mut durable = BTreeMap::new();
+        for group in mode.groups(workers) {
+            let image = n.images.remove(&group).unwrap_or_default();
+            match DurableLog::open_on(image, PsmrNodeCluster::log_options()) {
+                Ok(opened) => {
+                    durable.insert(group, opened.durable);
+                    logs.insert(group, opened.log);
+                }
+                Err(e) => {
+                    let failure = format!("node {}: {group:?}'s log does not reopen: {e}", node.0);
+                    self.report.failures.push(failure);
+                    return;
+                }
+            }
+        }
+        let replica = Replica::recover(config, KvService::new(), &durable, wall_ms);
+        let shared = Arc::new(Shared::new(replica, KvService::new()));
+        let core = PsmrCore::new(
+            node,
+            shared.clone(),
+            GroupLogs::new(logs),
+            n.incarnation,
+            timeout_ms,
+            mode,
+            workers,
+            wall_ms,
+            now_us,
+        );
+        n.running = Some(Running { core, shared });
+        n.wake_at_us = None;
+        n.work_scheduled = false;
+        self.wake(node, 0);
+        self.schedule_work(node);
+    }
+
+    fn enqueue(&mut self, node: NodeId, input: Input) {
+        let n = self.nodes.get_mut(&node).expect("node");
+        if !n.up() {
+            return;
+        }
+        n.queue.push_back(input);
+        self.wake(node, 0);
+    }
+
+    /// Schedules a turn of `node` in `delay_us`, unless one comes sooner.
+    fn wake(&mut self, node: NodeId, delay_us: u64) {
+        let at = self.events.now_us() + delay_us;
+        let n = self.nodes.get_mut(&node).expect("node");
+        if matches!(n.wake_at_us, Some(w) if w <= at) {
+            return;
+        }
+        n.wake_at_us = Some(at);
+        let incarnation = n.incarnation;
+        self.events
+            .schedule(delay_us, Event::Turn { node, incarnation });
+    }
+
+    fn turn(&mut self, node: NodeId) {
+        let now_us = self.events.now_us();
+        let wall_ms = self.wall_ms(node);
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.wake_at_us = None;
+        let Some(running) = n.running.as_mut() else {
+            return;
+        };
+        let core = &mut running.core;
+        core.start_turn(wall_ms, now_us);
+        for _ in 0..INPUTS_PER_TURN_MAX {
+            match n.queue.pop_front() {
+                Some(Input::Submit { command, to }) => core.submit(command, to),
+                Some(Input::Messages(from, messages)) => core.receive(from, messages),
+                None => break,
+            }
+        }
+        let mut outputs = Outputs::default();
+        if let Err(e) = core.finish_turn(&mut outputs) {
+            let failure = format!("node {}: a log failed: {e}", node.0);
+            self.report.failures.push(failure);
+            self.crash_node(node);
+            return;
+        }
+        let more = !n.queue.is_empty();
+        self.release(node, outputs);
+        self.wake(node, if more { 0 } else { TICK_MS * 1000 });
+        self.schedule_work(node);
+    }
+
+    /// Schedules a step of `node`'s workers if one has something to do and none is due.
+    fn schedule_work(&mut self, node: NodeId) {
+        let delay = self.rng.random_range(WORK_US.0..=WORK_US.1);
+        let n = self.nodes.get_mut(&node).expect("node");
+        let Some(running) = n.running.as_ref() else {
+            return;
+        };
+        if n.work_scheduled || running.shared.runnable().is_empty() {
+            return;
+        }
+        n.work_scheduled = true;
+        let incarnation = n.incarnation;
+        self.events
+            .schedule(delay, Event::Work { node, incarnation });
+    }
+
+    /// One step of a random runnable worker of `node`; the replies of its clients are
+    /// answered at once, as the node's loop answers its workers' reports.
+    fn work(&mut self, node: NodeId) {
+        let now_us = self.events.now_us();
+        let wall_ms = self.wall_ms(node);
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.work_scheduled = false;
+        let Some(running) = n.running.as_mut() else {
+            return;
+        };
+        let Some(&worker) = running.shared.runnable().choose(&mut self.rng) else {
+            return;
+        };
+        self.trace.write_u16(worker.0);
+        let reports = RefCell::new(Vec::new());
+        running
+            .shared
+            .step(worker, node.0, &|e: Executed| reports.borrow_mut().push(e));
+        let mut outputs = Outputs::default();
+        running.core.start_turn(wall_ms, now_us);
+        for executed in reports.into_inner() {
+            running.core.executed(executed, &mut outputs);
+        }
+        self.release(node, outputs);
+        self.schedule_work(node);
+    }
+
+    /// Sends a turn's messages and answers.
+    fn release(&mut self, node: NodeId, outputs: Outputs) {
+        for (to, messages) in outputs.sends {
+            self.send(node, to, messages);
+        }
+        for (to, answer) in outputs.answers {
+            self.events
+                .schedule(CLIENT_DELAY_US, Event::Answer { to, answer });
+        }
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, messages: Vec<(Group, Message)>) {
+        self.report.batches += 1;
+        let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
+        let cut_off = self.events.now_us() < self.nodes[&from].sends_cut_until_us;
+        let (faults, faulty) = (&self.config.faults, self.faults_active);
+        let sent =
+            (self.network).send(&mut self.rng, faults, faulty, cut_off, from, to, connection);
+        for delay in sent.delays_us {
+            let messages = messages.clone();
+            self.events.schedule(
+                delay,
+                Event::Deliver {
+                    from,
+                    to,
+                    connection,
+                    seq: sent.seq,
+                    messages,
+                },
+            );
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        connection: Connection,
+        seq: u64,
+        messages: Vec<(Group, Message)>,
+    ) {
+        if !self.nodes[&to].up() {
+            return;
+        }
+        let current = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
+        // The node's transport reconnects and carries on: the groups retransmit what a
+        // broken connection lost.
+        if (self.network).receive(from, to, connection, current, seq) {
+            self.enqueue(to, Input::Messages(from, messages));
+        }
+    }
+
+    // ---- faults ------------------------------------------------------------------------
+
+    /// Each group's log on `node` as (the next instance to execute, whether `node` leads
+    /// the group), in group order; empty while the node is down.
+    fn group_logs(&self, node: NodeId) -> Vec<(u64, bool)> {
+        let Some(running) = self.nodes[&node].running.as_ref() else {
+            return Vec::new();
+        };
+        let replica = running.shared.replica();
+        let groups = replica.groups();
+        (self.config.mode.groups(self.config.workers).into_iter())
+            .filter_map(|group| groups.replica(group))
+            .map(|log| (log.executed_below().0, log.is_leader()))
+            .collect()
+    }
+
+    /// Each node's groups (next instance to execute, and `*` where it leads) and its
+    /// workers' backlog, for failures.
+    fn describe_nodes(&self) -> String {
+        let described: Vec<String> = (self.ids().into_iter())
+            .map(|node| match self.nodes[&node].running.as_ref() {
+                None => format!("node {}: down", node.0),
+                Some(running) => {
+                    let replica = running.shared.replica();
+                    let groups: Vec<String> = (self.config.mode)
+                        .groups(self.config.workers)
+                        .into_iter()
+                        .filter_map(|group| replica.groups().replica(group))
+                        .map(|log| {
+                            let leads = if log.is_leader() { "*" } else { "" };
+                            let (view, leader) = (log.view().0, log.leader().0);
+                            let executed = log.executed_below().0;
+                            format!("{executed}{leads} (view {view}, leader {leader})")
+                        })
+                        .collect();
+                    let plan = replica.plan();
+                    let backlog: Vec<usize> = (0..plan.workers())
+                        .map(|w| plan.backlog(logless_service::WorkerId(w)))
+                        .collect();
+                    format!(
+                        "node {}: groups executed below [{}], backlog {backlog:?}",
+                        node.0,
+                        groups.join(", ")
+                    )
+                }
+            })
+            .collect();
+        described.join("; ")
+    }
+
+    /// The groups `node` leads now.
+    fn groups_led(&self, node: NodeId) -> usize {
+        let logs = self.group_logs(node);
+        logs.iter().filter(|(_, leads)| *leads).count()
+    }
+
+    /// Crashes a node, one that leads some group half the time, or every node.
+    fn crash(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let next = self.exp(self.config.faults.crash_every_us);
+        self.events.schedule(next, Event::Crash);
+        if self.rng.random_bool(self.config.faults.crash_all) {
+            self.report.crashes_all += 1;
+            for node in self.ids() {
+                self.crash_node(node);
+            }
+            return;
+        }
+        let up: Vec<NodeId> = (self.ids().into_iter())
+            .filter(|n| self.nodes[n].up())
+            .collect();
+        let leaders: Vec<NodeId> = (up.iter().copied())
+            .filter(|&n| self.groups_led(n) > 0)
+            .collect();
+        let pick = if self.rng.random_bool(0.5) {
+            leaders.choose(&mut self.rng)
+        } else {
+            up.choose(&mut self.rng)
+        };
+        if let Some(&node) = pick {
+            if self.one_more_may_crash() {
+                self.crash_node(node);
+            }
+        }
+    }
+
+    /// Whether one more node may go down and leave a majority up.
+    fn one_more_may_crash(&self) -> bool {
+        let down = self.nodes.values().filter(|n| !n.up()).count();
+        down < (usize::from(self.config.nodes) - 1) / 2
+    }
+
+    /// Stops a node (a process crash: its directories keep what was written).
+    fn crash_node(&mut self, node: NodeId) {
+        let leader = self.groups_led(node) > 0;
+        let n = self.nodes.get_mut(&node).expect("node");
+        let Some(running) = n.running.take() else {
+            return;
+        };
+        n.images = (running.core.logs().logs().iter())
+            .map(|(group, log)| (*group, log.segment_log().dir().at_crash().process_crash()))
+            .collect();
+        n.queue.clear();
+        n.wake_at_us = None;
+        n.work_scheduled = false;
+        n.sends_cut_until_us = 0;
+        self.add_figures(&running);
+        self.report.crashes += 1;
+        self.report.leader_kills += u64::from(leader);
+        self.connections_lost(node);
+        let down_us = self.config.faults.down_us;
+        self.events.schedule(down_us, Event::Restart { node });
+    }
+
+    fn partition(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let next = self.exp(self.config.faults.partition_every_us);
+        self.events.schedule(next, Event::Partition);
+        self.report.partitions += 1;
+        let nodes = self.config.nodes;
+        self.network.partition(&mut self.rng, nodes);
+    }
+
+    /// Cuts the leader of a random group off from sending for a while.
+    fn leader_cut(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let next = self.exp(self.config.leader_cut_every_us);
+        self.events.schedule(next, Event::LeaderCut);
+        let leaders: Vec<NodeId> = (self.ids().into_iter())
+            .filter(|&n| self.groups_led(n) > 0)
+            .collect();
+        if let Some(&node) = leaders.choose(&mut self.rng) {
+            let until = self.events.now_us() + self.config.leader_cut_off_us;
+            self.nodes.get_mut(&node).expect("node").sends_cut_until_us = until;
+            self.report.leader_cuts += 1;
+        }
+    }
+
+    fn clock_jump(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let next = self.exp(self.config.faults.clock_jump_every_us);
+        self.events.schedule(next, Event::ClockJump);
+        let max = self.config.faults.clock_jump_ms_max as i64;
+        let node = NodeId(self.rng.random_range(1..=self.config.nodes));
+        let jump = self.rng.random_range(-max..=max);
+        self.nodes.get_mut(&node).expect("node").clock_offset_ms += jump;
+        self.report.clock_jumps += 1;
+    }
+
+    /// Ends the faults: the network heals, clocks stay where they are, down nodes restart.
+    fn heal(&mut self) {
+        self.faults_active = false;
+        self.network.heal();
+        for node in self.ids() {
+            let n = self.nodes.get_mut(&node).expect("node");
+            n.sends_cut_until_us = 0;
+            if !n.up() {
+                self.start_node(node);
+            }
+        }
+    }
+
+    /// Each up node's position in every group's log, and whether its workers are idle.
+    fn positions(&self) -> Vec<(Vec<u64>, bool)> {
+        (self.nodes.iter())
+            .filter_map(|(&id, n)| {
+                let running = n.running.as_ref()?;
+                let executed = self.group_logs(id).into_iter().map(|(e, _)| e).collect();
+                Some((executed, running.shared.replica().plan().is_drained()))
+            })
+            .collect()
+    }
+
+    /// Runs the healed cluster until every replica has delivered every group's log as far as
+    /// the others and its workers executed everything, or for [`SETTLE_US_MAX`].
+    fn settle(&mut self) {
+        let deadline = self.events.now_us() + SETTLE_US_MAX;
+        while self.events.next_due_us().is_some_and(|at| at <= deadline) {
+            self.step_next();
+            let positions = self.positions();
+            let first = positions.first().map(|(executed, _)| executed);
+            if positions
+                .iter()
+                .all(|(executed, idle)| *idle && Some(executed) == first)
+            {
+                return;
+            }
+        }
+    }
+
+    /// After the liveness phase and settling, every replica's service must have the same
+    /// digest.
+    fn compare_replicas(&mut self) {
+        // Each up node's digest, and the node described for the failure.
+        let digests: Vec<(Digest, String)> = (self.nodes.iter())
+            .filter_map(|(&id, n)| {
+                let digest = n.running.as_ref()?.shared.digest();
+                let executed: Vec<u64> = (self.group_logs(id).into_iter())
+                    .map(|(executed, _)| executed)
+                    .collect();
+                let described = format!(
+                    "node {}: {digest} (groups executed below {executed:?})",
+                    id.0
+                );
+                Some((digest, described))
+            })
+            .collect();
+        if digests.windows(2).any(|w| w[0].0 != w[1].0) {
+            let described: Vec<&str> = digests.iter().map(|(_, d)| d.as_str()).collect();
+            self.report.failures.push(format!(
+                "the replicas' digests differ after settling: {}",
+                described.join("; ")
+            ));
+        }
+    }
+
+    /// Takes the next event, adds it to the trace and handles it.
+    fn step_next(&mut self) {
+        let (at, event) = self.events.pop().expect("an event is due");
+        self.trace.write_u64(at);
+        self.step(event);
+    }
+
+    fn step(&mut self, event: Event) {
+        let current = |cluster: &Self, node: NodeId, incarnation: u32| {
+            let n = &cluster.nodes[&node];
+            n.up() && n.incarnation == incarnation
+        };
+        match event {
+            Event::Deliver {
+                from,
+                to,
+                connection,
+                seq,
+                messages,
+            } => {
+                self.trace.write_u64(seq);
+                self.deliver(from, to, connection, seq, messages);
+            }
+            Event::Arrive {
+                node,
+                incarnation,
+                input,
+            } => {
+                if current(self, node, incarnation) {
+                    self.enqueue(node, *input);
+                }
+            }
+            Event::Turn { node, incarnation } => {
+                // A turn that an earlier one superseded (it was scheduled as a tick, and
+                // input woke the node sooner) is not taken: each turn schedules its tick.
+                let due = self.nodes[&node].wake_at_us == Some(self.events.now_us());
+                if current(self, node, incarnation) && due {
+                    self.turn(node);
+                }
+            }
+            Event::Work { node, incarnation } => {
+                if current(self, node, incarnation) {
+                    self.work(node);
+                }
+            }
+            Event::Answer { to, answer } => self.client_done(to.client, to.seq, Some(answer)),
+            Event::ClientNext { client } => self.client_next(client),
+            Event::ClientTimeout { client, seq } => self.client_done(client, seq, None),
+            Event::Crash => self.crash(),
+            Event::Restart { node } => {
+                if !self.nodes[&node].up() {
+                    self.start_node(node);
+                }
+            }
+            Event::Partition => self.partition(),
+            Event::ClockJump => self.clock_jump(),
+            Event::LeaderCut => self.leader_cut(),
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Whole nodes of the psmr engine in simulation (`logless_sim::psmr_nodes`): the node's psmr
+//! turn core over its groups' durable logs on simulated directories, its workers stepped in a
+//! random order without threads, under network faults, crashes of group leaders and of every
+//! node, partitions, clock jumps and groups' leaders cut off; P-SMR with two and three
+//! workers, sP-SMR and SMR; the B⁺-tree's entries (SET NX/XX, GET, DEL) checked per key,
+//! every entry readable through every node after the faults heal, the replicas' service
+//! digests equal once settled, every run replayable, and the engine's deliberate bugs caught.
+//!
+//! The many-seed test runs `LOGLESS_PSMR_NODES_SEEDS` seeds (default 40, about 15 s in the
+//! tests profile); a long run: `LOGLESS_PSMR_NODES_SEEDS=2000 cargo test --profile tests -p
+//! logless-sim --test psmr_nodes`.
+use logless_psmr::config::{InjectedBugs, Mode};
+use logless_psmr::merge::MergeBugs;
+use logless_psmr::plan::PlanBugs;
+use logless_sim::psmr_nodes::{PsmrNodeCluster, PsmrNodeSimConfig, PsmrNodeSimReport};
+
+/// Runs one configuration and checks its history; `Err` says what went wrong.
+fn run(config: PsmrNodeSimConfig) -> Result<PsmrNodeSimReport, String> {
+    let (mode, workers, seed) = (config.mode, config.workers, config.seed);
+    let mut cluster = PsmrNodeCluster::new(config);
+    let report = cluster.run().clone();
+    let failed = if report.failures.is_empty() {
+        cluster.check()
+    } else {
+        Err(format!("{:?}", report.failures))
+    };
+    failed.map_err(|e| format!("seed {seed} ({mode}, {workers} workers): {e}\n{report}"))?;
+    Ok(report)
+}
+
+/// The seeds of the many-seed test: `LOGLESS_PSMR_NODES_SEEDS` if set, else 40.
+fn seeds() -> u64 {
+    std::env::var("LOGLESS_PSMR_NODES_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40)
+}
+
+#[test]
+fn a_perfect_network_acknowledges_everything_in_every_replicated_mode() {
+    for mode in [Mode::Psmr, Mode::SpSmr, Mode::Smr] {
+        let config = PsmrNodeSimConfig::new(3, 7, mode, 2);
+        let commands = u64::from(config.clients * config.commands_per_client);
+        // Through each node: an update and a read of every entry.
+        let liveness = 3 * 2 * u64::from(config.entries);
+        let report = run(config).unwrap();
+        println!("{mode}: {report}");
+        assert_eq!(report.acknowledged, commands + liveness, "{report}");
+        assert_eq!(report.unknown + report.not_applied, 0, "{report}");
+        assert_eq!(report.crashes + report.partitions + report.clock_jumps, 0);
+        // Every replica executed every command.
+        assert_eq!(report.executed, 3 * (commands + liveness), "{report}");
+        // SMR's one worker runs every command alone; one stream needs no skips.
+        let barriers = mode != Mode::Smr;
+        assert_eq!(report.executed_synchronous > 0, barriers, "{report}");
+        assert_eq!(report.skips_proposed > 0, mode == Mode::Psmr, "{report}");
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    let a = run(PsmrNodeSimConfig::for_seed(3)).unwrap();
+    let b = run(PsmrNodeSimConfig::for_seed(3)).unwrap();
+    assert_eq!(a.trace, b.trace);
+    assert_eq!(format!("{a}"), format!("{b}"));
+    let c = run(PsmrNodeSimConfig::for_seed(4)).unwrap();
+    assert_ne!(a.trace, c.trace);
+}
+
+#[test]
+fn replicas_agree_and_entries_are_linearizable_under_crashes_partitions_and_leader_cuts() {
+    let count = seeds();
+    let started = std::time::Instant::now();
+    let mut total = PsmrNodeSimReport::default();
+    let mut failures = Vec::new();
+    for seed in 0..count {
+        match run(PsmrNodeSimConfig::for_seed(seed)) {
+            Ok(report) => total.add(&report),
+            Err(e) => failures.push(e),
+        }
+    }
+    println!(
+        "{count} seeds in {:.1?}, {} failed: {total}",
+        started.elapsed(),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The runs went through what the faults are there for.
+    assert!(total.leader_kills > count / 4, "{total}");
+    assert!(total.crashes_all > 0 && total.leader_cuts > 0, "{total}");
+    assert!(total.partitions > 0 && total.clock_jumps > 0, "{total}");
+    assert!(total.retried > 0 && total.unknown > 0, "{total}");
+    assert!(
+        total.executed_synchronous > 0 && total.skips_proposed > 0,
+        "{total}"
+    );
+}
+
+/// Runs P-SMR seeds with `bugs` until one fails, checks that the same seed passes without
+/// them, and returns its failure.
+fn first_failure(bugs: InjectedBugs, seeds: u64) -> String {
+    for seed in 0..seeds {
+        let mut config = PsmrNodeSimConfig::for_seed(seed);
+        config.mode = Mode::Psmr;
+        let clean = config.clone();
+        config.bugs = bugs;
+        if let Err(e) = run(config) {
+            println!("caught at seed {seed}: {}", &e[..e.len().min(600)]);
+            if let Err(clean) = run(clean) {
+                panic!("seed {seed} fails without {bugs:?} too: {clean}");
+            }
+            return e;
+        }
+    }
+    panic!("{seeds} seeds and {bugs:?} was not caught");
+}
+
+#[test]
+fn synchronous_mode_without_the_barrier_is_caught() {
+    let bugs = InjectedBugs {
+        plan: PlanBugs { no_barrier: true },
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 20);
+    assert!(
+        failure.contains("not linearizable") || failure.contains("digests differ"),
+        "{failure}"
+    );
+}
+
+#[test]
+fn a_merge_by_arrival_is_caught() {
+    let bugs = InjectedBugs {
+        merge: MergeBugs { by_arrival: true },
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure(bugs, 20);
+    assert!(
+        failure.contains("not linearizable") || failure.contains("digests differ"),
+        "{failure}"
+    );
+}
