@@ -31,8 +31,7 @@ pub struct Sent {
 impl Network {
     /// Numbers a batch `from -> to` on `connection` and draws its fate: while `faulty`, it is
     /// lost if the pair is partitioned or `cut_off` (the sender or the receiver cut off), or by
-    /// chance, and duplicated by
-    /// chance; each copy takes a delay within the faults' bounds.
+    /// chance, and duplicated by chance; each copy takes a delay within the faults' bounds.
     #[allow(clippy::too_many_arguments)]
     pub fn send(
         &mut self,
