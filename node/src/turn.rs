@@ -43,8 +43,7 @@ pub fn answer_of(result: CommandResult) -> Answer {
 /// Hands over the batch in `batch`, leaving an empty vector with room for as many items in its
 /// place. The next turn's batch to the same place is likely about as large: grown from empty
 /// instead, its vector would be reallocated and copied about log2(n) times in every turn,
-/// each time into memory not yet touched (under pipelined load the page faults of that
-/// memory cost more than the copies).
+/// often into memory not touched before, which costs a page fault as well.
 pub fn take_batch<T>(batch: &mut Vec<T>) -> Vec<T> {
     let room = batch.len();
     std::mem::replace(batch, Vec::with_capacity(room))
