@@ -46,7 +46,7 @@ use crate::psmr_ops::{self, PsmrStep};
 use crate::psmr_turn::PsmrAnswer;
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
 use crate::tls;
-use crate::turn::answer_of;
+use crate::turn::{answer_of, take_batch};
 
 /// Accepts client connections until `shutdown`; with `tls`, each one's TLS handshake first.
 pub async fn accept(
@@ -237,7 +237,7 @@ impl Exchange {
     /// Hands every waiting command to its shard, and every waiting operation to the log.
     async fn send(&mut self, context: &NodeContext) {
         if let (Some(log), false) = (&context.log, self.log_outbox.is_empty()) {
-            let batch = std::mem::take(&mut self.log_outbox);
+            let batch = take_batch(&mut self.log_outbox);
             if let Err(refused) = log.send(LogInput::Submit(batch)).await {
                 // A stopped log: none of these operations ran.
                 if let LogInput::Submit(batch) = refused.0 {
@@ -250,7 +250,7 @@ impl Exchange {
             }
         }
         if let (Some(psmr), false) = (&context.psmr, self.psmr_outbox.is_empty()) {
-            let batch = std::mem::take(&mut self.psmr_outbox);
+            let batch = take_batch(&mut self.psmr_outbox);
             if let Err(refused) = psmr.send(PsmrInput::Submit(batch)).await {
                 // A stopped loop: none of these commands ran.
                 if let PsmrInput::Submit(batch) = refused.0 {
@@ -266,7 +266,7 @@ impl Exchange {
             if commands.is_empty() {
                 continue;
             }
-            let batch = std::mem::take(commands);
+            let batch = take_batch(commands);
             if let Err(refused) = context.shards[shard]
                 .send(ShardInput::Commands(batch))
                 .await

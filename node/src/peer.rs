@@ -294,7 +294,6 @@ pub async fn dial<C: PeerCodec>(
 ) {
     let mut backoff = BACKOFF_MIN;
     let mut buf = Vec::with_capacity(64 * 1024);
-    let mut pending: Vec<C::Message> = Vec::new();
     counters.set_link(peer, shard, false);
     loop {
         let connected = tokio::select! {
@@ -359,7 +358,8 @@ pub async fn dial<C: PeerCodec>(
             let Some(first) = batches.recv().await else {
                 return;
             };
-            pending.extend(first);
+            // The first batch's vector gathers the others: its messages are not copied.
+            let mut pending = first;
             buf.clear();
             loop {
                 while let Ok(more) = batches.try_recv() {
