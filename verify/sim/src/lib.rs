@@ -21,7 +21,8 @@
 //! * [`atomicity`] — a whole-state linearizability checker over a few counters, which sees
 //!   an operation that spans keys taken apart;
 //! * [`queue`] and [`link`] — the event queue and the TCP-like links both simulations use;
-//!   [`network`] — the links, partitions and network faults of the whole-node runs.
+//!   [`network`] — the links, partitions and network faults of the whole-node runs, and
+//!   `whole_node` — the rest they share (clock, faults' draws, clients' bookkeeping).
 pub mod atomicity;
 pub mod cluster;
 pub mod direct;
@@ -35,3 +36,4 @@ pub mod nodes;
 pub mod psmr_nodes;
 pub mod queue;
 pub mod stats;
+mod whole_node;

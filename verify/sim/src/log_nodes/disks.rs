@@ -6,6 +6,7 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
 
 use super::{Event, LogNodeCluster};
+use crate::whole_node;
 
 /// How long a lost disk's victim and leader decide while the others are cut off, before the
 /// victim loses its disk (µs).
@@ -34,11 +35,9 @@ impl LogNodeCluster {
         if !self.faults_active {
             return;
         }
-        let next = self.exp(self.config.disk_full_every_us);
-        self.events.schedule(next, Event::DiskFull);
-        let up: Vec<NodeId> = (self.ids().into_iter())
-            .filter(|n| self.nodes[n].up())
-            .collect();
+        let every_us = self.config.disk_full_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::DiskFull);
+        let up = self.up_nodes();
         let chosen = if self.rng.random_bool(self.config.disk_full_all) {
             up
         } else {

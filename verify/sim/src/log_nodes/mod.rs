@@ -59,10 +59,14 @@ use rand::{Rng, SeedableRng};
 
 use crate::atomicity;
 use crate::history::{Clocks, History};
-use crate::linearizability;
 use crate::link::Connection;
 use crate::network::Network;
 use crate::queue::EventQueue;
+use crate::whole_node::clients::{Clients, Generations};
+use crate::whole_node::{
+    self, AnswerTo, Outcomes, CHECK_STATES_MAX, CLIENT_DELAY_US, INPUTS_PER_TURN_MAX,
+    SETTLE_US_MAX, WALL_START_MS,
+};
 
 mod config;
 mod disks;
@@ -70,14 +74,7 @@ mod workload;
 
 pub use config::{LogNodeSimConfig, LogNodeSimReport};
 use disks::LostDiskStep;
-use workload::Client;
-
-/// Where a node's answer goes: a client and its command number.
-#[derive(Clone, Copy, Debug)]
-struct AnswerTo {
-    client: u32,
-    seq: u64,
-}
+use workload::Record;
 
 #[derive(Debug)]
 enum Input {
@@ -239,23 +236,12 @@ impl SimNode {
     }
 }
 
-/// The wall clock of simulated time 0 (ms since the epoch).
-const WALL_START_MS: u64 = 1_800_000_000_000;
-/// A client's network delay to its node, either way (µs).
-const CLIENT_DELAY_US: u64 = 20;
 /// How often a node's loop turns when nothing else wakes it (the node's tick).
 const TICK_MS: u64 = logless_node::log_loop::TICK_MS;
-/// The most inputs one turn takes (the node's limit).
-const INPUTS_PER_TURN_MAX: usize = 4096;
-/// How long the healed cluster may take after the liveness phase until every replica has
-/// executed as far as the others (a lagging one catches up from a heartbeat's news).
-const SETTLE_US_MAX: u64 = 3_000_000;
 /// The most directory operations of a turn that writes a snapshot (its records, their persist,
 /// the snapshot file's creation, writes, persist, rename and sync, the truncation): a crash
 /// waiting for such a turn lands among the first this many.
 const SNAPSHOT_TURN_OPS: usize = 32;
-/// The states each checker may visit for one key (per-key) or one history (atomicity).
-const CHECK_STATES_MAX: usize = 2_000_000;
 
 /// A simulated cluster of whole log-engine nodes.
 pub struct LogNodeCluster {
@@ -264,15 +250,13 @@ pub struct LogNodeCluster {
     rng: SmallRng,
     nodes: BTreeMap<NodeId, SimNode>,
     network: Network,
-    clients: BTreeMap<u32, Client>,
+    clients: Clients<Record>,
     /// The single-key registers' history, for the per-key checker.
     history: History,
     /// The counters' history, for the atomicity checker (times in µs).
     counters: Vec<atomicity::Event>,
     /// The generation of each register's key.
-    generation: BTreeMap<u32, u32>,
-    /// Writes with unknown outcome, by register and generation.
-    unknown_writes: BTreeMap<(u32, u32), u32>,
+    generations: Generations,
     /// The farthest a node's log clock was from simulated time at a turn (µs).
     skew_us_max: u64,
     faults_active: bool,
@@ -288,11 +272,10 @@ impl LogNodeCluster {
             rng: SmallRng::seed_from_u64(config.seed),
             nodes: BTreeMap::new(),
             network: Network::default(),
-            clients: BTreeMap::new(),
+            clients: Clients::default(),
             history: History::default(),
             counters: Vec::new(),
-            generation: BTreeMap::new(),
-            unknown_writes: BTreeMap::new(),
+            generations: Generations::default(),
             skew_us_max: 0,
             faults_active: true,
             trace: DefaultHasher::new(),
@@ -304,19 +287,15 @@ impl LogNodeCluster {
             cluster.start_node(node);
         }
         cluster.start_clients();
-        let f = cluster.config.faults.clone();
-        for (every_us, event) in [
+        let f = &cluster.config.faults;
+        let first = [
             (f.crash_every_us, Event::Crash),
             (f.partition_every_us, Event::Partition),
             (f.clock_jump_every_us, Event::ClockJump),
             (cluster.config.leader_cut_every_us, Event::LeaderCut),
             (cluster.config.disk_full_every_us, Event::DiskFull),
-        ] {
-            if every_us > 0 {
-                let at = cluster.exp(every_us);
-                cluster.events.schedule(at, event);
-            }
-        }
+        ];
+        whole_node::schedule_first(&mut cluster.events, &mut cluster.rng, first);
         if cluster.config.lost_disk_at_us > 0 {
             let at = cluster.config.lost_disk_at_us;
             (cluster.events).schedule(at, Event::LostDisk(LostDiskStep::Cut));
@@ -371,19 +350,7 @@ impl LogNodeCluster {
     /// the counters' as one whole state with the atomicity checker, which sees a transfer or
     /// an MSET taken apart. An undecided search is an error too.
     pub fn check(&self) -> Result<(), String> {
-        let verdict = linearizability::check(&self.history, CHECK_STATES_MAX);
-        if !verdict.violations.is_empty() {
-            let described: Vec<String> = (verdict.violations.iter())
-                .map(|v| format!("{v:?}:\n{}", self.history.describe_key(&v.key)))
-                .collect();
-            return Err(format!("not linearizable: {}", described.join("\n")));
-        }
-        if !verdict.inconclusive.is_empty() {
-            return Err(format!(
-                "per-key search budget exhausted on {:?}",
-                verdict.inconclusive
-            ));
-        }
+        whole_node::check_per_key(&self.history)?;
         match atomicity::check(&self.counters, CHECK_STATES_MAX) {
             Ok(()) => Ok(()),
             Err(atomicity::Refusal::Inconclusive { states }) => Err(format!(
@@ -407,14 +374,8 @@ impl LogNodeCluster {
         (1..=self.config.nodes).map(NodeId).collect()
     }
 
-    fn exp(&mut self, mean_us: u64) -> u64 {
-        let u: f64 = self.rng.random_range(0.0001..1.0);
-        (-(u.ln()) * mean_us as f64) as u64 + 1
-    }
-
     fn wall_ms(&self, node: NodeId) -> u64 {
-        let offset = self.nodes[&node].clock_offset_ms;
-        (WALL_START_MS + self.events.now_us() / 1000).saturating_add_signed(offset)
+        whole_node::wall_ms(self.events.now_us(), self.nodes[&node].clock_offset_ms)
     }
 
     /// What bounds the stamps, for the per-key checker: a leader stamps a batch with its
@@ -430,15 +391,11 @@ impl LogNodeCluster {
     }
 
     fn count_outcomes(&mut self) {
-        use crate::history::Outcome;
-        for op in &self.history.operations {
-            self.report.operations += 1;
-            match op.outcome {
-                Outcome::Ok(_) => self.report.acknowledged += 1,
-                Outcome::NotApplied => self.report.not_applied += 1,
-                Outcome::Unknown => self.report.unknown += 1,
-            }
-        }
+        let counts = Outcomes::of(&self.history);
+        self.report.operations += counts.operations;
+        self.report.acknowledged += counts.acknowledged;
+        self.report.not_applied += counts.not_applied;
+        self.report.unknown += counts.unknown;
         for event in &self.counters {
             self.report.operations += 1;
             self.report.counter_operations += 1;
@@ -707,8 +664,8 @@ impl LogNodeCluster {
         if !self.faults_active {
             return;
         }
-        let next = self.exp(self.config.faults.crash_every_us);
-        self.events.schedule(next, Event::Crash);
+        let every_us = self.config.faults.crash_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::Crash);
         if self.rng.random_bool(self.config.faults.crash_all) {
             self.report.crashes_all += 1;
             for node in self.ids() {
@@ -719,9 +676,7 @@ impl LogNodeCluster {
             }
             return;
         }
-        let up: Vec<NodeId> = (self.ids().into_iter())
-            .filter(|n| self.nodes[n].up())
-            .collect();
+        let up = self.up_nodes();
         let leader = up.iter().copied().find(|n| self.is_leader(*n));
         let node = match leader {
             Some(leader) if self.rng.random_bool(0.5) => leader,
@@ -754,7 +709,14 @@ impl LogNodeCluster {
     /// Whether one more node may go down and leave a majority up.
     fn one_more_may_crash(&self) -> bool {
         let down = self.nodes.values().filter(|n| !n.up()).count();
-        down < (usize::from(self.config.nodes) - 1) / 2
+        whole_node::one_more_may_crash(down, self.config.nodes)
+    }
+
+    /// The nodes up now.
+    fn up_nodes(&self) -> Vec<NodeId> {
+        (self.ids().into_iter())
+            .filter(|n| self.nodes[n].up())
+            .collect()
     }
 
     fn power_failure(&mut self) -> bool {
@@ -811,8 +773,8 @@ impl LogNodeCluster {
         if !self.faults_active {
             return;
         }
-        let next = self.exp(self.config.faults.partition_every_us);
-        self.events.schedule(next, Event::Partition);
+        let every_us = self.config.faults.partition_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::Partition);
         self.report.partitions += 1;
         let nodes = self.config.nodes;
         self.network.partition(&mut self.rng, nodes);
@@ -823,8 +785,8 @@ impl LogNodeCluster {
         if !self.faults_active {
             return;
         }
-        let next = self.exp(self.config.leader_cut_every_us);
-        self.events.schedule(next, Event::LeaderCut);
+        let every_us = self.config.leader_cut_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::LeaderCut);
         if let Some(node) = self.ids().into_iter().find(|&n| self.is_leader(n)) {
             let n = self.nodes.get_mut(&node).expect("node");
             n.leader_cut.get_or_insert(LeaderCut::LoseNextPropose);
@@ -872,11 +834,10 @@ impl LogNodeCluster {
         if !self.faults_active {
             return;
         }
-        let next = self.exp(self.config.faults.clock_jump_every_us);
-        self.events.schedule(next, Event::ClockJump);
-        let max = self.config.faults.clock_jump_ms_max as i64;
-        let node = NodeId(self.rng.random_range(1..=self.config.nodes));
-        let jump = self.rng.random_range(-max..=max);
+        let every_us = self.config.faults.clock_jump_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::ClockJump);
+        let max = self.config.faults.clock_jump_ms_max;
+        let (node, jump) = whole_node::clock_jump(&mut self.rng, self.config.nodes, max);
         self.nodes.get_mut(&node).expect("node").clock_offset_ms += jump;
         self.report.clock_jumps += 1;
     }

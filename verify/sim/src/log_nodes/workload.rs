@@ -15,67 +15,31 @@ use logless_multipaxos::kv::Response;
 use logless_node::log_ops::{self, Shown};
 use logless_node::log_turn::LogAnswer;
 use logless_redis::resp::Value;
-use logless_redis::session::{Failure, Session, Step};
+use logless_redis::session::{Failure, Step};
 use logless_rmw::ids::Key;
-use rand::seq::IndexedRandom;
 use rand::Rng;
 
-use super::{AnswerTo, Event, Input, LogNodeCluster, CLIENT_DELAY_US};
+use super::{AnswerTo, Event, Input, LogNodeCluster};
 use crate::atomicity::{self, CounterOp, KEYS};
-use crate::history::{Operation, Outcome};
+use crate::history::Outcome;
 use crate::log_cluster;
-
-/// Client ids of the liveness phase start here.
-const LIVENESS_CLIENT: u32 = 1 << 20;
-
-/// Writes with unknown outcome after which a register moves to a fresh key (each multiplies
-/// the orders the checker must try).
-const UNKNOWN_WRITES_PER_KEY: u32 = 6;
+use crate::whole_node::clients::{self, args};
+use crate::whole_node::CLIENT_DELAY_US;
 
 /// The shortest and the longest time to live of the strings' SET PX (ms): keys expire while
 /// the workload runs, under the clock jumps.
 const TTL_MS: (u64, u64) = (20, 300);
 
-/// A client's connection and its command in flight.
-pub(super) struct Client {
-    node: NodeId,
-    /// The Redis session of the connection to `node`.
-    session: Session,
-    issued: u32,
-    seq: u64,
-    in_flight: Option<Pending>,
-    /// Whether the last command was acknowledged.
-    acknowledged: bool,
-}
-
-impl Client {
-    fn new(id: u32, node: NodeId) -> Client {
-        Client {
-            node,
-            session: session(id),
-            issued: 0,
-            seq: 0,
-            in_flight: None,
-            acknowledged: false,
-        }
-    }
-}
-
-fn session(client: u32) -> Session {
-    Session::new(u64::from(client)).with_total_order(true)
-}
-
-struct Pending {
-    seq: u64,
-    node: NodeId,
+/// What a client keeps of its command in flight.
+pub(super) struct Record {
     shown: Shown,
-    record: Record,
+    history: HistoryOf,
     call_us: u64,
 }
 
 /// Which history a command goes to.
 #[derive(Clone, Copy, Debug)]
-enum Record {
+enum HistoryOf {
     Counter(CounterOp),
     /// A single-key register's operation, at `index` in the history.
     Register {
@@ -90,10 +54,6 @@ struct Request {
     requests: Vec<Vec<Bytes>>,
     counter: Option<CounterOp>,
     register: u32,
-}
-
-fn args(words: &[&str]) -> Vec<Bytes> {
-    words.iter().map(|w| Bytes::from(w.to_string())).collect()
 }
 
 fn counter_key(k: usize) -> String {
@@ -169,18 +129,21 @@ fn outcome(answer: Option<LogAnswer>, shown: Shown) -> Result<Option<Response>, 
 
 impl LogNodeCluster {
     pub(super) fn start_clients(&mut self) {
-        for c in 0..self.config.clients {
-            let node = NodeId((c % u32::from(self.config.nodes)) as u16 + 1);
-            self.clients.insert(c, Client::new(c, node));
-            let at = self.rng.random_range(0..=self.config.think_us);
-            self.events.schedule(at, Event::ClientNext { client: c });
-        }
+        let (count, nodes, think_us) =
+            (self.config.clients, self.config.nodes, self.config.think_us);
+        let next = |client| Event::ClientNext { client };
+        (self.clients).start(
+            count,
+            nodes,
+            think_us,
+            &mut self.rng,
+            &mut self.events,
+            next,
+        );
     }
 
     pub(super) fn workload_done(&self) -> bool {
-        (self.clients.iter())
-            .filter(|(&id, _)| id < LIVENESS_CLIENT)
-            .all(|(_, c)| c.in_flight.is_none() && c.issued >= self.config.commands_per_client)
+        self.clients.workload_done(self.config.commands_per_client)
     }
 
     /// A counter operation: increments, reads, transfers, MSET and MGET of every counter.
@@ -244,11 +207,11 @@ impl LogNodeCluster {
     }
 
     pub(super) fn client_next(&mut self, client: u32) {
-        let c = &self.clients[&client];
-        if c.issued >= self.config.commands_per_client || c.in_flight.is_some() {
+        let c = self.clients.get(client);
+        if !c.wants_next(self.config.commands_per_client) {
             return;
         }
-        let seq = c.seq + 1;
+        let seq = c.next_seq();
         let request = if self.rng.random_bool(0.5) {
             let op = self.counter_op();
             Request {
@@ -269,7 +232,7 @@ impl LogNodeCluster {
 
     /// The key now used for register `register`: `k{register}.{generation}`.
     fn current_key(&self, register: u32) -> Key {
-        let generation = self.generation.get(&register).copied().unwrap_or(0);
+        let generation = self.generations.current(register);
         Key::new(format!("k{register}.{generation}"))
     }
 
@@ -277,22 +240,10 @@ impl LogNodeCluster {
     /// down, the connection is refused: not applied).
     fn issue(&mut self, client: u32, request: Request) {
         let now_us = self.events.now_us();
-        let mut node = self.clients[&client].node;
-        if !self.nodes[&node].up() {
-            let up: Vec<NodeId> = (self.nodes.iter())
-                .filter(|(_, n)| n.up())
-                .map(|(&id, _)| id)
-                .collect();
-            if let Some(&other) = up.choose(&mut self.rng) {
-                node = other;
-            }
-        }
-        let c = self.clients.get_mut(&client).expect("client");
-        if c.node != node {
-            // A new connection, to another node.
-            c.session = session(client);
-            c.node = node;
-        }
+        let up = self.up_nodes();
+        let node = clients::node_for(&mut self.rng, self.clients.get(client).node(), &up);
+        let c = self.clients.get_mut(client);
+        c.connect(client, node);
         let (last, queued) = request.requests.split_last().expect("a request");
         for args in queued {
             match c.session.handle(args) {
@@ -317,38 +268,25 @@ impl LogNodeCluster {
             Step::Cross { op, shape } => (log_ops::cross(op), Shown::Shape(shape), None),
             other => panic!("{last:?} should go to the log, the session gave {other:?}"),
         };
-        let record = match request.counter {
-            Some(op) => Record::Counter(op),
+        let history = match request.counter {
+            Some(op) => HistoryOf::Counter(op),
             None => {
                 let (key, command) = single.expect("a register command is one step");
-                let index = self.history.operations.len();
+                let index = clients::record_call(&mut self.history, client, &key, command, now_us);
                 let register = request.register;
-                self.history.operations.push(Operation {
-                    client,
-                    key: Key::new(String::from_utf8_lossy(&key).into_owned()),
-                    command,
-                    call_us: now_us,
-                    return_us: u64::MAX,
-                    outcome: Outcome::Unknown,
-                });
-                Record::Register {
+                HistoryOf::Register {
                     index,
                     register,
-                    generation: self.generation.get(&register).copied().unwrap_or(0),
+                    generation: self.generations.current(register),
                 }
             }
         };
-        let c = self.clients.get_mut(&client).expect("client");
-        c.issued += 1;
-        c.seq += 1;
-        let seq = c.seq;
-        c.in_flight = Some(Pending {
-            seq,
-            node,
+        let record = Record {
             shown,
-            record,
+            history,
             call_us: now_us,
-        });
+        };
+        let seq = self.clients.get_mut(client).begin(node, record);
         let timeout = self.config.client_timeout_us;
         self.events
             .schedule(timeout, Event::ClientTimeout { client, seq });
@@ -373,17 +311,17 @@ impl LogNodeCluster {
     /// history.
     pub(super) fn client_done(&mut self, client: u32, seq: u64, answer: Option<LogAnswer>) {
         let now_us = self.events.now_us();
-        let Some(c) = self.clients.get_mut(&client) else {
+        let Some(c) = self.clients.find_mut(client) else {
             return;
         };
-        if c.in_flight.as_ref().is_none_or(|p| p.seq != seq) {
+        let Some(pending) = c.finish(seq) else {
             return;
-        }
-        let pending = c.in_flight.take().expect("in flight");
+        };
+        let pending = pending.record;
         let outcome = outcome(answer, pending.shown);
         c.acknowledged = outcome.is_ok();
-        match (pending.record, outcome) {
-            (Record::Counter(op), Ok(response)) => {
+        match (pending.history, outcome) {
+            (HistoryOf::Counter(op), Ok(response)) => {
                 let answers: Vec<Response> = response.into_iter().collect();
                 match log_cluster::result(&op, &answers) {
                     Ok(result) => self.counters.push(atomicity::Event {
@@ -395,14 +333,16 @@ impl LogNodeCluster {
                     Err(e) => self.report.failures.push(format!("client {client}: {e}")),
                 }
             }
-            (Record::Counter(op), Err(Outcome::Unknown)) => self.counters.push(atomicity::Event {
-                client: u64::from(client),
-                op,
-                call_ms: pending.call_us,
-                returned: None,
-            }),
-            (Record::Counter(_), Err(_)) => {}
-            (Record::Register { index, .. }, Ok(response)) => {
+            (HistoryOf::Counter(op), Err(Outcome::Unknown)) => {
+                self.counters.push(atomicity::Event {
+                    client: u64::from(client),
+                    op,
+                    call_ms: pending.call_us,
+                    returned: None,
+                })
+            }
+            (HistoryOf::Counter(_), Err(_)) => {}
+            (HistoryOf::Register { index, .. }, Ok(response)) => {
                 let op = &mut self.history.operations[index];
                 match response.as_ref().and_then(reply_of) {
                     Some(reply) => {
@@ -416,7 +356,7 @@ impl LogNodeCluster {
                 }
             }
             (
-                Record::Register {
+                HistoryOf::Register {
                     index,
                     register,
                     generation,
@@ -424,26 +364,12 @@ impl LogNodeCluster {
                 Err(outcome),
             ) => {
                 let op = &mut self.history.operations[index];
-                if outcome == Outcome::NotApplied {
-                    op.return_us = now_us;
-                }
-                let write = !op.command.is_read_only();
-                op.outcome = outcome;
-                if op.outcome == Outcome::Unknown && write {
-                    let count = self
-                        .unknown_writes
-                        .entry((register, generation))
-                        .or_default();
-                    *count += 1;
-                    if *count >= UNKNOWN_WRITES_PER_KEY
-                        && self.generation.get(&register).copied().unwrap_or(0) == generation
-                    {
-                        *self.generation.entry(register).or_default() += 1;
-                    }
+                if clients::record_failure(op, outcome, now_us) {
+                    self.generations.unknown_write(register, generation);
                 }
             }
         }
-        if client < LIVENESS_CLIENT {
+        if clients::continues(client) {
             let think = self.config.think_us;
             self.events.schedule(think, Event::ClientNext { client });
         }
@@ -451,13 +377,7 @@ impl LogNodeCluster {
 
     /// The clients waiting on `node` lose their connection: their outcome is unknown.
     pub(super) fn connections_lost(&mut self, node: NodeId) {
-        let lost: Vec<(u32, u64)> = (self.clients.iter())
-            .filter_map(|(&id, c)| match &c.in_flight {
-                Some(p) if p.node == node => Some((id, p.seq)),
-                _ => None,
-            })
-            .collect();
-        for (client, seq) in lost {
+        for (client, seq) in self.clients.waiting_on(node) {
             self.client_done(client, seq, None);
         }
     }
@@ -466,8 +386,7 @@ impl LogNodeCluster {
     /// a read of every register, each acknowledged within the liveness budget.
     pub(super) fn liveness(&mut self) {
         for node in self.ids() {
-            let client = LIVENESS_CLIENT + u32::from(node.0);
-            self.clients.insert(client, Client::new(client, node));
+            let client = self.clients.add_liveness(node);
             let mut commands = vec![
                 CounterOp::Incr {
                     key: usize::from(node.0) % KEYS,
@@ -527,13 +446,13 @@ impl LogNodeCluster {
                 ..request
             };
             self.issue(client, again);
-            while self.clients[&client].in_flight.is_some() {
+            while self.clients.get(client).busy() {
                 if self.events.next_due_us().is_none_or(|at| at > deadline) {
                     return false;
                 }
                 self.step_next();
             }
-            if self.clients[&client].acknowledged {
+            if self.clients.get(client).acknowledged {
                 return true;
             }
         }

@@ -49,6 +49,8 @@ use rand::{Rng, SeedableRng};
 use crate::history::{Clocks, History, Outcome};
 use crate::link::{Arrival, Connection, Link};
 use crate::queue::EventQueue;
+use crate::whole_node::clients::LIVENESS_CLIENT;
+use crate::whole_node::{self, AnswerTo, CLIENT_DELAY_US, INPUTS_PER_TURN_MAX, WALL_START_MS};
 
 mod config;
 mod requests;
@@ -60,13 +62,6 @@ pub use config::{NodeFaults, NodeSimConfig, NodeSimReport};
 /// header and one 64 KiB chunk of slots, so that the first size class of records finds room
 /// and the next ones do not.
 const FULL_DISK_BYTES: usize = 80 * 1024;
-
-/// Where a shard's answer goes: a client and its command number.
-#[derive(Clone, Copy, Debug)]
-struct AnswerTo {
-    client: u32,
-    seq: u64,
-}
 
 #[derive(Debug)]
 enum Input {
@@ -202,15 +197,6 @@ struct Client {
     /// How the session shows the reply of the command in flight.
     shape: ReplyShape,
 }
-
-/// The wall clock of simulated time 0 (ms since the epoch).
-const WALL_START_MS: u64 = 1_800_000_000_000;
-/// A client's network delay to its node, either way (µs).
-const CLIENT_DELAY_US: u64 = 20;
-/// The most inputs one turn takes (the node's limit).
-const INPUTS_PER_TURN_MAX: usize = 4096;
-/// Client ids of the liveness phase start here.
-const LIVENESS_CLIENT: u32 = 1 << 20;
 
 /// A simulated cluster of whole nodes.
 pub struct NodeCluster {
@@ -379,8 +365,7 @@ impl NodeCluster {
     }
 
     fn exp(&mut self, mean_us: u64) -> u64 {
-        let u: f64 = self.rng.random_range(0.0001..1.0);
-        (-(u.ln()) * mean_us as f64) as u64 + 1
+        whole_node::exp(&mut self.rng, mean_us)
     }
 
     fn trace(&mut self, value: u64) {
@@ -398,8 +383,7 @@ impl NodeCluster {
     }
 
     fn wall_ms(&self, node: NodeId) -> u64 {
-        let offset = self.nodes[&node].clock_offset_ms;
-        (WALL_START_MS + self.events.now_us() / 1000).saturating_add_signed(offset)
+        whole_node::wall_ms(self.events.now_us(), self.nodes[&node].clock_offset_ms)
     }
 
     fn workload_done(&self) -> bool {
@@ -706,7 +690,7 @@ impl NodeCluster {
     /// Whether one more node may go down and leave a majority up.
     fn one_more_may_crash(&self) -> bool {
         let down = self.nodes.values().filter(|n| !n.up).count();
-        down < (usize::from(self.config.nodes) - 1) / 2
+        whole_node::one_more_may_crash(down, self.config.nodes)
     }
 
     fn power_failure(&mut self) -> bool {

@@ -59,23 +59,19 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 
 use crate::history::History;
-use crate::linearizability;
 use crate::link::Connection;
 use crate::network::Network;
 use crate::queue::EventQueue;
+use crate::whole_node::clients::{Clients, Generations};
+use crate::whole_node::{
+    self, AnswerTo, Outcomes, CLIENT_DELAY_US, INPUTS_PER_TURN_MAX, SETTLE_US_MAX,
+};
 
 mod config;
 mod workload;
 
 pub use config::{PsmrNodeSimConfig, PsmrNodeSimReport};
-use workload::Client;
-
-/// Where a node's answer goes: a client and its command number.
-#[derive(Clone, Copy, Debug)]
-struct AnswerTo {
-    client: u32,
-    seq: u64,
-}
+use workload::Record;
 
 #[derive(Debug)]
 enum Input {
@@ -176,20 +172,9 @@ impl SimNode {
     }
 }
 
-/// The wall clock of simulated time 0 (ms since the epoch).
-const WALL_START_MS: u64 = 1_800_000_000_000;
-/// A client's network delay to its node, either way (µs).
-const CLIENT_DELAY_US: u64 = 20;
-/// The most inputs one turn takes (the node's limit).
-const INPUTS_PER_TURN_MAX: usize = 4096;
 /// How long one worker step takes (µs): the next step of the node's workers comes this much
 /// later, at random within the bounds.
 const WORK_US: (u64, u64) = (2, 40);
-/// How long the healed cluster may take after the liveness phase until every replica has
-/// executed as far as the others.
-const SETTLE_US_MAX: u64 = 3_000_000;
-/// The states the per-key checker may visit for one key.
-const CHECK_STATES_MAX: usize = 2_000_000;
 
 /// A simulated cluster of whole psmr-engine nodes.
 pub struct PsmrNodeCluster {
@@ -198,13 +183,11 @@ pub struct PsmrNodeCluster {
     rng: SmallRng,
     nodes: BTreeMap<NodeId, SimNode>,
     network: Network,
-    clients: BTreeMap<u32, Client>,
+    clients: Clients<Record>,
     /// The entries' history, for the per-key checker.
     history: History,
     /// The generation of each entry's key.
-    generation: BTreeMap<u32, u32>,
-    /// Writes with unknown outcome, by entry and generation.
-    unknown_writes: BTreeMap<(u32, u32), u32>,
+    generations: Generations,
     faults_active: bool,
     trace: DefaultHasher,
     report: PsmrNodeSimReport,
@@ -218,10 +201,9 @@ impl PsmrNodeCluster {
             rng: SmallRng::seed_from_u64(config.seed),
             nodes: BTreeMap::new(),
             network: Network::default(),
-            clients: BTreeMap::new(),
+            clients: Clients::default(),
             history: History::default(),
-            generation: BTreeMap::new(),
-            unknown_writes: BTreeMap::new(),
+            generations: Generations::default(),
             faults_active: true,
             trace: DefaultHasher::new(),
             report: PsmrNodeSimReport::default(),
@@ -232,18 +214,14 @@ impl PsmrNodeCluster {
             cluster.start_node(node);
         }
         cluster.start_clients();
-        let f = cluster.config.faults.clone();
-        for (every_us, event) in [
+        let f = &cluster.config.faults;
+        let first = [
             (f.crash_every_us, Event::Crash),
             (f.partition_every_us, Event::Partition),
             (f.clock_jump_every_us, Event::ClockJump),
             (cluster.config.leader_cut_every_us, Event::LeaderCut),
-        ] {
-            if every_us > 0 {
-                let at = cluster.exp(every_us);
-                cluster.events.schedule(at, event);
-            }
-        }
+        ];
+        whole_node::schedule_first(&mut cluster.events, &mut cluster.rng, first);
         cluster
     }
 
@@ -287,20 +265,7 @@ impl PsmrNodeCluster {
     /// Checks the entries' history with the per-key linearizability checker; an undecided
     /// search is an error too.
     pub fn check(&self) -> Result<(), String> {
-        let verdict = linearizability::check(&self.history, CHECK_STATES_MAX);
-        if !verdict.violations.is_empty() {
-            let described: Vec<String> = (verdict.violations.iter())
-                .map(|v| format!("{v:?}:\n{}", self.history.describe_key(&v.key)))
-                .collect();
-            return Err(format!("not linearizable: {}", described.join("\n")));
-        }
-        if !verdict.inconclusive.is_empty() {
-            return Err(format!(
-                "per-key search budget exhausted on {:?}",
-                verdict.inconclusive
-            ));
-        }
-        Ok(())
+        whole_node::check_per_key(&self.history)
     }
 
     /// The entries' history.
@@ -312,26 +277,16 @@ impl PsmrNodeCluster {
         (1..=self.config.nodes).map(NodeId).collect()
     }
 
-    fn exp(&mut self, mean_us: u64) -> u64 {
-        let u: f64 = self.rng.random_range(0.0001..1.0);
-        (-(u.ln()) * mean_us as f64) as u64 + 1
-    }
-
     fn wall_ms(&self, node: NodeId) -> u64 {
-        let offset = self.nodes[&node].clock_offset_ms;
-        (WALL_START_MS + self.events.now_us() / 1000).saturating_add_signed(offset)
+        whole_node::wall_ms(self.events.now_us(), self.nodes[&node].clock_offset_ms)
     }
 
     fn count_outcomes(&mut self) {
-        use crate::history::Outcome;
-        for op in &self.history.operations {
-            self.report.operations += 1;
-            match op.outcome {
-                Outcome::Ok(_) => self.report.acknowledged += 1,
-                Outcome::NotApplied => self.report.not_applied += 1,
-                Outcome::Unknown => self.report.unknown += 1,
-            }
-        }
+        let counts = Outcomes::of(&self.history);
+        self.report.operations += counts.operations;
+        self.report.acknowledged += counts.acknowledged;
+        self.report.not_applied += counts.not_applied;
+        self.report.unknown += counts.unknown;
     }
 
     /// Adds a node's figures to the report, when it crashes or at the end.
@@ -618,8 +573,8 @@ impl PsmrNodeCluster {
         if !self.faults_active {
             return;
         }
-        let next = self.exp(self.config.faults.crash_every_us);
-        self.events.schedule(next, Event::Crash);
+        let every_us = self.config.faults.crash_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::Crash);
         if self.rng.random_bool(self.config.faults.crash_all) {
             self.report.crashes_all += 1;
             for node in self.ids() {
@@ -627,9 +582,7 @@ impl PsmrNodeCluster {
             }
             return;
         }
-        let up: Vec<NodeId> = (self.ids().into_iter())
-            .filter(|n| self.nodes[n].up())
-            .collect();
+        let up = self.up_nodes();
         let leaders: Vec<NodeId> = (up.iter().copied())
             .filter(|&n| self.groups_led(n) > 0)
             .collect();
@@ -645,10 +598,17 @@ impl PsmrNodeCluster {
         }
     }
 
+    /// The nodes up now.
+    fn up_nodes(&self) -> Vec<NodeId> {
+        (self.ids().into_iter())
+            .filter(|n| self.nodes[n].up())
+            .collect()
+    }
+
     /// Whether one more node may go down and leave a majority up.
     fn one_more_may_crash(&self) -> bool {
         let down = self.nodes.values().filter(|n| !n.up()).count();
-        down < (usize::from(self.config.nodes) - 1) / 2
+        whole_node::one_more_may_crash(down, self.config.nodes)
     }
 
     /// Stops a node (a process crash: its directories keep what was written).
@@ -677,8 +637,8 @@ impl PsmrNodeCluster {
         if !self.faults_active {
             return;
         }
-        let next = self.exp(self.config.faults.partition_every_us);
-        self.events.schedule(next, Event::Partition);
+        let every_us = self.config.faults.partition_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::Partition);
         self.report.partitions += 1;
         let nodes = self.config.nodes;
         self.network.partition(&mut self.rng, nodes);
@@ -689,8 +649,8 @@ impl PsmrNodeCluster {
         if !self.faults_active {
             return;
         }
-        let next = self.exp(self.config.leader_cut_every_us);
-        self.events.schedule(next, Event::LeaderCut);
+        let every_us = self.config.leader_cut_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::LeaderCut);
         let leaders: Vec<NodeId> = (self.ids().into_iter())
             .filter(|&n| self.groups_led(n) > 0)
             .collect();
@@ -705,11 +665,10 @@ impl PsmrNodeCluster {
         if !self.faults_active {
             return;
         }
-        let next = self.exp(self.config.faults.clock_jump_every_us);
-        self.events.schedule(next, Event::ClockJump);
-        let max = self.config.faults.clock_jump_ms_max as i64;
-        let node = NodeId(self.rng.random_range(1..=self.config.nodes));
-        let jump = self.rng.random_range(-max..=max);
+        let every_us = self.config.faults.clock_jump_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::ClockJump);
+        let max = self.config.faults.clock_jump_ms_max;
+        let (node, jump) = whole_node::clock_jump(&mut self.rng, self.config.nodes, max);
         self.nodes.get_mut(&node).expect("node").clock_offset_ms += jump;
         self.report.clock_jumps += 1;
     }

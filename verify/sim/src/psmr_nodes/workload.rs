@@ -12,61 +12,20 @@ use logless_node::psmr_ops::{self, PsmrStep};
 use logless_node::psmr_turn::PsmrAnswer;
 use logless_redis::acl::Acl;
 use logless_redis::resp::Value;
-use logless_redis::session::{Session, Step};
-use logless_rmw::ids::Key;
-use rand::seq::IndexedRandom;
+use logless_redis::session::Step;
 use rand::Rng;
 
-use super::{AnswerTo, Event, Input, PsmrNodeCluster, CLIENT_DELAY_US};
-use crate::history::{Operation, Outcome};
+use super::{AnswerTo, Event, Input, PsmrNodeCluster};
+use crate::history::Outcome;
+use crate::whole_node::clients::{self, args, session};
+use crate::whole_node::CLIENT_DELAY_US;
 
-/// Client ids of the liveness phase start here.
-const LIVENESS_CLIENT: u32 = 1 << 20;
-
-/// Writes with unknown outcome after which an entry moves to a fresh key (each multiplies the
-/// orders the checker must try).
-const UNKNOWN_WRITES_PER_KEY: u32 = 6;
-
-/// A client's connection and its command in flight.
-pub(super) struct Client {
-    node: NodeId,
-    /// The Redis session of the connection to `node`.
-    session: Session,
-    issued: u32,
-    seq: u64,
-    in_flight: Option<Pending>,
-    /// Whether the last command was acknowledged.
-    acknowledged: bool,
-}
-
-impl Client {
-    fn new(id: u32, node: NodeId) -> Client {
-        Client {
-            node,
-            session: session(id),
-            issued: 0,
-            seq: 0,
-            in_flight: None,
-            acknowledged: false,
-        }
-    }
-}
-
-fn session(client: u32) -> Session {
-    Session::new(u64::from(client)).with_total_order(true)
-}
-
-struct Pending {
-    seq: u64,
-    node: NodeId,
+/// What a client keeps of its command in flight.
+pub(super) struct Record {
     /// The operation's index in the history.
     index: usize,
     entry: u32,
     generation: u32,
-}
-
-fn args(words: &[&str]) -> Vec<Bytes> {
-    words.iter().map(|w| Bytes::from(w.to_string())).collect()
 }
 
 /// The history's reply for what the node showed; `None` for a value the service's commands
@@ -97,34 +56,37 @@ fn outcome(answer: Option<PsmrAnswer>) -> Result<Value, Outcome> {
 
 impl PsmrNodeCluster {
     pub(super) fn start_clients(&mut self) {
-        for c in 0..self.config.clients {
-            let node = NodeId((c % u32::from(self.config.nodes)) as u16 + 1);
-            self.clients.insert(c, Client::new(c, node));
-            let at = self.rng.random_range(0..=self.config.think_us);
-            self.events.schedule(at, Event::ClientNext { client: c });
-        }
+        let (count, nodes, think_us) =
+            (self.config.clients, self.config.nodes, self.config.think_us);
+        let next = |client| Event::ClientNext { client };
+        (self.clients).start(
+            count,
+            nodes,
+            think_us,
+            &mut self.rng,
+            &mut self.events,
+            next,
+        );
     }
 
     pub(super) fn workload_done(&self) -> bool {
-        (self.clients.iter())
-            .filter(|(&id, _)| id < LIVENESS_CLIENT)
-            .all(|(_, c)| c.in_flight.is_none() && c.issued >= self.config.commands_per_client)
+        self.clients.workload_done(self.config.commands_per_client)
     }
 
     /// The key now used for entry `entry`: `e{entry}.{generation}`.
     fn current_key(&self, entry: u32) -> String {
-        let generation = self.generation.get(&entry).copied().unwrap_or(0);
+        let generation = self.generations.current(entry);
         format!("e{entry}.{generation}")
     }
 
     pub(super) fn client_next(&mut self, client: u32) {
-        let c = &self.clients[&client];
-        if c.issued >= self.config.commands_per_client || c.in_flight.is_some() {
+        let c = self.clients.get(client);
+        if !c.wants_next(self.config.commands_per_client) {
             return;
         }
         let entry = self.rng.random_range(0..self.config.entries);
         let key = self.current_key(entry);
-        let value = format!("c{client}-{}", c.seq + 1);
+        let value = format!("c{client}-{}", c.next_seq());
         // Inserts and deletes run in synchronous mode (g_all), reads and updates in their
         // key's worker group: a key's commands cross both modes.
         let request = match self.rng.random_range(0..100) {
@@ -140,22 +102,10 @@ impl PsmrNodeCluster {
     /// down, the connection is refused: not applied).
     fn issue(&mut self, client: u32, entry: u32, request: Vec<Bytes>) {
         let now_us = self.events.now_us();
-        let mut node = self.clients[&client].node;
-        if !self.nodes[&node].up() {
-            let up: Vec<NodeId> = (self.nodes.iter())
-                .filter(|(_, n)| n.up())
-                .map(|(&id, _)| id)
-                .collect();
-            if let Some(&other) = up.choose(&mut self.rng) {
-                node = other;
-            }
-        }
-        let c = self.clients.get_mut(&client).expect("client");
-        if c.node != node {
-            // A new connection, to another node.
-            c.session = session(client);
-            c.node = node;
-        }
+        let up = self.up_nodes();
+        let node = clients::node_for(&mut self.rng, self.clients.get(client).node(), &up);
+        let c = self.clients.get_mut(client);
+        c.connect(client, node);
         // The history's command, as a session of the log engines parses it.
         let Step::One { key, command, .. } = session(client).handle(&request) else {
             panic!("{request:?} is one command on one key");
@@ -164,27 +114,14 @@ impl PsmrNodeCluster {
             PsmrStep::Submit(command) => psmr_ops::encode(&command),
             other => panic!("{request:?} should go to the service, the front end gave {other:?}"),
         };
-        let index = self.history.operations.len();
-        self.history.operations.push(Operation {
-            client,
-            key: Key::new(String::from_utf8_lossy(&key).into_owned()),
-            command,
-            call_us: now_us,
-            return_us: u64::MAX,
-            outcome: Outcome::Unknown,
-        });
-        let generation = self.generation.get(&entry).copied().unwrap_or(0);
-        let c = self.clients.get_mut(&client).expect("client");
-        c.issued += 1;
-        c.seq += 1;
-        let seq = c.seq;
-        c.in_flight = Some(Pending {
-            seq,
-            node,
+        let index = clients::record_call(&mut self.history, client, &key, command, now_us);
+        let generation = self.generations.current(entry);
+        let record = Record {
             index,
             entry,
             generation,
-        });
+        };
+        let seq = self.clients.get_mut(client).begin(node, record);
         let timeout = self.config.client_timeout_us;
         self.events
             .schedule(timeout, Event::ClientTimeout { client, seq });
@@ -210,16 +147,16 @@ impl PsmrNodeCluster {
     /// history.
     pub(super) fn client_done(&mut self, client: u32, seq: u64, answer: Option<PsmrAnswer>) {
         let now_us = self.events.now_us();
-        let Some(c) = self.clients.get_mut(&client) else {
+        let Some(c) = self.clients.find_mut(client) else {
             return;
         };
-        if c.in_flight.as_ref().is_none_or(|p| p.seq != seq) {
+        let Some(pending) = c.finish(seq) else {
             return;
-        }
-        let pending = c.in_flight.take().expect("in flight");
+        };
         let outcome = outcome(answer);
         c.acknowledged = outcome.is_ok();
-        let op = &mut self.history.operations[pending.index];
+        let record = pending.record;
+        let op = &mut self.history.operations[record.index];
         match outcome {
             Ok(value) => match reply_of(&value) {
                 Some(reply) => {
@@ -232,24 +169,12 @@ impl PsmrNodeCluster {
                 }
             },
             Err(outcome) => {
-                if outcome == Outcome::NotApplied {
-                    op.return_us = now_us;
-                }
-                let write = !op.command.is_read_only();
-                op.outcome = outcome;
-                if op.outcome == Outcome::Unknown && write {
-                    let (entry, generation) = (pending.entry, pending.generation);
-                    let count = self.unknown_writes.entry((entry, generation)).or_default();
-                    *count += 1;
-                    if *count >= UNKNOWN_WRITES_PER_KEY
-                        && self.generation.get(&entry).copied().unwrap_or(0) == generation
-                    {
-                        *self.generation.entry(entry).or_default() += 1;
-                    }
+                if clients::record_failure(op, outcome, now_us) {
+                    (self.generations).unknown_write(record.entry, record.generation);
                 }
             }
         }
-        if client < LIVENESS_CLIENT {
+        if clients::continues(client) {
             let think = self.config.think_us;
             self.events.schedule(think, Event::ClientNext { client });
         }
@@ -257,13 +182,7 @@ impl PsmrNodeCluster {
 
     /// The clients waiting on `node` lose their connection: their outcome is unknown.
     pub(super) fn connections_lost(&mut self, node: NodeId) {
-        let lost: Vec<(u32, u64)> = (self.clients.iter())
-            .filter_map(|(&id, c)| match &c.in_flight {
-                Some(p) if p.node == node => Some((id, p.seq)),
-                _ => None,
-            })
-            .collect();
-        for (client, seq) in lost {
+        for (client, seq) in self.clients.waiting_on(node) {
             self.client_done(client, seq, None);
         }
     }
@@ -272,8 +191,7 @@ impl PsmrNodeCluster {
     /// liveness budget (an update through each node first, so that every group has work).
     pub(super) fn liveness(&mut self) {
         for node in self.ids() {
-            let client = LIVENESS_CLIENT + u32::from(node.0);
-            self.clients.insert(client, Client::new(client, node));
+            let client = self.clients.add_liveness(node);
             for entry in 0..self.config.entries {
                 let key = self.current_key(entry);
                 let value = format!("final-{}", node.0);
@@ -306,13 +224,13 @@ impl PsmrNodeCluster {
     ) -> bool {
         loop {
             self.issue(client, entry, request.clone());
-            while self.clients[&client].in_flight.is_some() {
+            while self.clients.get(client).busy() {
                 if self.events.next_due_us().is_none_or(|at| at > deadline) {
                     return false;
                 }
                 self.step_next();
             }
-            if self.clients[&client].acknowledged {
+            if self.clients.get(client).acknowledged {
                 return true;
             }
         }
