@@ -161,7 +161,7 @@ fn a_clean_cluster_passes_under_every_kind_of_fault() {
     let run = chaos(
         &[
             "--duration-s",
-            "90",
+            "60",
             "--think-ms",
             "5",
             "--replicas",
@@ -192,14 +192,14 @@ fn a_clean_cluster_passes_under_every_kind_of_fault() {
     // ran, not only at the final reads.
     let [timed_ops, expired_reads, _, takeovers, _] = expiry.expect("the summary's expiry line");
     assert!(
-        timed_ops > 7_500,
+        timed_ops > 5_000,
         "{timed_ops} operations on expiring keys and locks"
     );
     assert!(
-        expired_reads > 75,
+        expired_reads > 50,
         "{expired_reads} reads found a key expired"
     );
-    assert!(takeovers > 75, "{takeovers} leases taken over");
+    assert!(takeovers > 50, "{takeovers} leases taken over");
 }
 
 #[test]
