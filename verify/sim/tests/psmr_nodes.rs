@@ -6,8 +6,8 @@
 //! every entry readable through every node after the faults heal, the replicas' service
 //! digests equal once settled, every run replayable, and the engine's deliberate bugs caught.
 //!
-//! The many-seed test runs `LOGLESS_PSMR_NODES_SEEDS` seeds (default 40, about 15 s in the
-//! tests profile); a long run: `LOGLESS_PSMR_NODES_SEEDS=2000 cargo test --profile tests -p
+//! The many-seed test runs `LOGLESS_PSMR_NODES_SEEDS` seeds (default 300: about 4 s in the
+//! `tests` profile that CI uses, minutes in debug); a long run: `LOGLESS_PSMR_NODES_SEEDS=2000 cargo test --profile tests -p
 //! logless-sim --test psmr_nodes`.
 use logless_psmr::config::{InjectedBugs, Mode};
 use logless_psmr::merge::MergeBugs;
@@ -28,12 +28,12 @@ fn run(config: PsmrNodeSimConfig) -> Result<PsmrNodeSimReport, String> {
     Ok(report)
 }
 
-/// The seeds of the many-seed test: `LOGLESS_PSMR_NODES_SEEDS` if set, else 40.
+/// The seeds of the many-seed test: `LOGLESS_PSMR_NODES_SEEDS` if set, else 300.
 fn seeds() -> u64 {
     std::env::var("LOGLESS_PSMR_NODES_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40)
+        .unwrap_or(300)
 }
 
 #[test]
