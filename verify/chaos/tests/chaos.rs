@@ -340,7 +340,12 @@ const DYING_REGISTERS: &[&str] = &[
     "15",
 ];
 
+/// By hand (`cargo test --profile tests -p logless-chaos --test chaos -- --ignored`): real
+/// processes' timing decides whether a removal meets a replica that missed the deletion, and
+/// a 20 s run caught it in two of three runs of the whole suite; CI checks that the clean run
+/// removes registers, and the simulations and the model catch this bug on every run.
 #[test]
+#[ignore = "by hand: caught in two of three 20 s runs, not on every CI run"]
 fn a_removal_before_every_replica_holds_the_tombstone_is_caught() {
     // A removal goes ahead once a quorum answered its read: a replica that was killed or cut
     // off when the key was deleted (or its value expired) still holds an older value, and a
