@@ -201,7 +201,6 @@ impl Cluster {
     }
 }
 
-/// The value of one CONFIG parameter, asked on `con`.
 /// A write through the replica's engine: `SET ready:<i> 1`, or under the psmr engine (whose
 /// service has no plain SET) an update of that key, which changes nothing.
 fn ready_probe(con: &mut redis::Connection, i: usize) -> redis::RedisResult<()> {
@@ -217,6 +216,7 @@ fn ready_probe(con: &mut redis::Connection, i: usize) -> redis::RedisResult<()> 
     }
 }
 
+/// The value of one CONFIG parameter, asked on `con`.
 pub fn config_get(con: &mut redis::Connection, name: &str) -> String {
     let got: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
