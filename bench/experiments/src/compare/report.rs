@@ -598,8 +598,14 @@ fn opt(x: Option<f64>) -> String {
 /// The headline as a Markdown table.
 pub fn headline_table(records: &[Record]) -> String {
     let rows = headline(records);
+    let cpu = cpu_table(records);
     if rows.is_empty() {
-        return "(no headline: it needs experiment a with logless and a peer)\n".into();
+        let mut s = String::from("(no headline: it needs experiment a with logless and a peer)\n");
+        if !cpu.is_empty() {
+            s.push('\n');
+            s.push_str(&cpu);
+        }
+        return s;
     }
     let mut s = String::from(
         "One key, closed-loop clients, pipeline 1, every client sent to the leader (logless: replica 1). \
@@ -622,7 +628,6 @@ pub fn headline_table(records: &[Record]) -> String {
             times(r.cpu_ratio)
         );
     }
-    let cpu = cpu_table(records);
     if !cpu.is_empty() {
         s.push('\n');
         s.push_str(&cpu);
@@ -1070,6 +1075,11 @@ mod tests {
         }
         assert!(cpu_headline(&without).is_empty());
         assert!(!headline_table(&without).contains("logless/etcd"));
+        // Without experiment a there is no headline, but the CPU table still shows.
+        let values_only: Vec<Record> = rs.into_iter().filter(|r| r.experiment == VALUES).collect();
+        let table = headline_table(&values_only);
+        assert!(table.contains("no headline"), "{table}");
+        assert!(table.contains("| 4.00× |"), "{table}");
     }
 
     #[test]
