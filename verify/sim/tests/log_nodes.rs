@@ -7,12 +7,19 @@
 //! histories checked per key, the counters' (transfers, MSET, MGET) as one state, every key
 //! available again after the faults heal, every run replayable, and the engine's deliberate
 //! bugs caught.
+mod porcupine;
+
 use logless_multipaxos::config::InjectedBugs;
 use logless_sim::log_nodes::{LogNodeCluster, LogNodeSimConfig, LogNodeSimReport};
 use logless_storage::Durability;
 
 /// Runs one configuration and checks its histories; `Err` says what went wrong.
 fn run(config: LogNodeSimConfig) -> Result<LogNodeSimReport, String> {
+    run_keeping(config).map(|(report, _)| report)
+}
+
+/// [`run`], also returning the cluster (its histories).
+fn run_keeping(config: LogNodeSimConfig) -> Result<(LogNodeSimReport, LogNodeCluster), String> {
     let (nodes, seed) = (config.nodes, config.seed);
     let mut cluster = LogNodeCluster::new(config);
     let report = cluster.run().clone();
@@ -22,7 +29,26 @@ fn run(config: LogNodeSimConfig) -> Result<LogNodeSimReport, String> {
         Err(format!("{:?}", report.failures))
     };
     failed.map_err(|e| format!("seed {seed} with {nodes} nodes: {e}\n{report}"))?;
-    Ok(report)
+    Ok((report, cluster))
+}
+
+/// The registers' history of a run as the Porcupine checker's lines, its keys prefixed with
+/// the run's node count and seed.
+fn checker_lines(cluster: &LogNodeCluster, nodes: u16, seed: u64) -> String {
+    cluster
+        .history()
+        .to_checker_lines(&format!("n{nodes}s{seed}/"))
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"))
+}
+
+/// Runs the Porcupine checker on `lines`: its exit code and output, or `None` (said on
+/// stderr) if there is no `go` to run it with.
+fn porcupine_if_go(lines: &str, what: &str) -> Option<(Option<i32>, String)> {
+    let verdict = porcupine::porcupine(lines);
+    if verdict.is_none() {
+        eprintln!("skipped: no `go` to run the Porcupine checker (verify/checker) on {what}");
+    }
+    verdict
 }
 
 /// The seeds of the many-seed tests, in total: `LOGLESS_LOG_NODES_SEEDS` if set, else 2,000.
@@ -34,14 +60,19 @@ fn seeds() -> u64 {
 }
 
 /// Runs `count` seeds from `first` with `nodes` nodes; every failure is listed; sums the
-/// reports.
+/// reports. The registers' histories also go through the Porcupine checker (skipped, and said
+/// so, without Go).
 fn run_seeds(nodes: u16, first: u64, count: u64) -> LogNodeSimReport {
     let started = std::time::Instant::now();
     let mut total = LogNodeSimReport::default();
     let mut failures = Vec::new();
+    let mut lines = String::new();
     for seed in first..first + count {
-        match run(LogNodeSimConfig::for_seed(nodes, seed)) {
-            Ok(report) => total.add(&report),
+        match run_keeping(LogNodeSimConfig::for_seed(nodes, seed)) {
+            Ok((report, cluster)) => {
+                total.add(&report);
+                lines += &checker_lines(&cluster, nodes, seed);
+            }
             Err(e) => failures.push(e),
         }
     }
@@ -51,6 +82,16 @@ fn run_seeds(nodes: u16, first: u64, count: u64) -> LogNodeSimReport {
         failures.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let checked = std::time::Instant::now();
+    let what = format!("the histories of {nodes} nodes");
+    if let Some((code, text)) = porcupine_if_go(&lines, &what) {
+        assert_eq!(code, Some(0), "porcupine: {text}");
+        println!(
+            "porcupine: {} operations of {count} seeds linearizable, in {:.1?}",
+            lines.lines().count(),
+            checked.elapsed()
+        );
+    }
     total
 }
 

@@ -2,6 +2,8 @@
 //! slot store on simulated media, with network faults, crashes inside flushes, power failures
 //! with torn sectors, crashes of every node, and clock jumps; every history checked for
 //! linearizability, every key available again after the faults heal, every run replayable.
+mod porcupine;
+
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
@@ -561,21 +563,10 @@ fn assert_checkers_agree(cases: impl IntoIterator<Item = (u64, History, History)
     assert!(rust_bad.len() >= min_bad, "{rust_bad:?}");
 }
 
-/// Runs the Porcupine checker (`verify/checker/`) on `lines` and returns its exit code and output.
+/// Runs the Porcupine checker on `lines` and returns its exit code and output; these tests
+/// need Go.
 fn porcupine(lines: &str) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let history = dir.path().join("history.jsonl");
-    std::fs::write(&history, lines).expect("history written");
-    let checker = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../checker");
-    let output = std::process::Command::new("go")
-        .args(["run", "./cmd/checker", "-timeout", "120s"])
-        .arg(&history)
-        .current_dir(checker)
-        .output()
-        .expect("go runs (the checker is a Go module)");
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    (output.status.code(), text)
+    porcupine::porcupine(lines).expect("go runs (the checker is a Go module)")
 }
 
 #[test]
