@@ -504,18 +504,6 @@ fn corrupted(mut history: History, seed: u64) -> History {
     history
 }
 
-/// The keys (named with `prefix`) that the Porcupine checker's output calls not linearizable.
-fn porcupine_bad_keys(text: &str, prefix: &str) -> BTreeSet<String> {
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("not linearizable:"))
-        .unwrap_or("");
-    line.split('"')
-        .filter_map(|k| k.strip_prefix(prefix))
-        .map(str::to_string)
-        .collect()
-}
-
 /// The two checkers must agree, key by key, on histories with times to live, leases, clock
 /// skew and stamp windows: legal ones (both accept every key) and corrupted ones (both reject
 /// the same keys, which must be some).
@@ -551,11 +539,11 @@ fn assert_checkers_agree(cases: impl IntoIterator<Item = (u64, History, History)
     let (code, text) = porcupine(&lines);
     assert_eq!(code, Some(1), "{text}");
     assert_eq!(
-        porcupine_bad_keys(&text, "legal"),
+        porcupine::bad_keys(&text, "legal"),
         BTreeSet::new(),
         "{text}"
     );
-    assert_eq!(porcupine_bad_keys(&text, "bad"), rust_bad);
+    assert_eq!(porcupine::bad_keys(&text, "bad"), rust_bad);
     println!(
         "both checkers reject the same {} corrupted keys",
         rust_bad.len()

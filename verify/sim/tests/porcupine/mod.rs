@@ -23,3 +23,15 @@ pub fn porcupine(lines: &str) -> Option<(Option<i32>, String)> {
         + &String::from_utf8_lossy(&output.stderr);
     Some((output.status.code(), text))
 }
+
+/// The keys (named with `prefix`) that the Porcupine checker's output calls not linearizable.
+pub fn bad_keys(text: &str, prefix: &str) -> std::collections::BTreeSet<String> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("not linearizable:"))
+        .unwrap_or("");
+    line.split('"')
+        .filter_map(|k| k.strip_prefix(prefix))
+        .map(str::to_string)
+        .collect()
+}
