@@ -2,6 +2,8 @@
 //! slot store on simulated media, with network faults, crashes inside flushes, power failures
 //! with torn sectors, crashes of every node, and clock jumps; every history checked for
 //! linearizability, every key available again after the faults heal, every run replayable.
+mod porcupine;
+
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
@@ -502,18 +504,6 @@ fn corrupted(mut history: History, seed: u64) -> History {
     history
 }
 
-/// The keys (named with `prefix`) that the Porcupine checker's output calls not linearizable.
-fn porcupine_bad_keys(text: &str, prefix: &str) -> BTreeSet<String> {
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("not linearizable:"))
-        .unwrap_or("");
-    line.split('"')
-        .filter_map(|k| k.strip_prefix(prefix))
-        .map(str::to_string)
-        .collect()
-}
-
 /// The two checkers must agree, key by key, on histories with times to live, leases, clock
 /// skew and stamp windows: legal ones (both accept every key) and corrupted ones (both reject
 /// the same keys, which must be some).
@@ -549,11 +539,11 @@ fn assert_checkers_agree(cases: impl IntoIterator<Item = (u64, History, History)
     let (code, text) = porcupine(&lines);
     assert_eq!(code, Some(1), "{text}");
     assert_eq!(
-        porcupine_bad_keys(&text, "legal"),
+        porcupine::bad_keys(&text, "legal"),
         BTreeSet::new(),
         "{text}"
     );
-    assert_eq!(porcupine_bad_keys(&text, "bad"), rust_bad);
+    assert_eq!(porcupine::bad_keys(&text, "bad"), rust_bad);
     println!(
         "both checkers reject the same {} corrupted keys",
         rust_bad.len()
@@ -561,21 +551,10 @@ fn assert_checkers_agree(cases: impl IntoIterator<Item = (u64, History, History)
     assert!(rust_bad.len() >= min_bad, "{rust_bad:?}");
 }
 
-/// Runs the Porcupine checker (`verify/checker/`) on `lines` and returns its exit code and output.
+/// Runs the Porcupine checker on `lines` and returns its exit code and output; these tests
+/// need Go.
 fn porcupine(lines: &str) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let history = dir.path().join("history.jsonl");
-    std::fs::write(&history, lines).expect("history written");
-    let checker = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../checker");
-    let output = std::process::Command::new("go")
-        .args(["run", "./cmd/checker", "-timeout", "120s"])
-        .arg(&history)
-        .current_dir(checker)
-        .output()
-        .expect("go runs (the checker is a Go module)");
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    (output.status.code(), text)
+    porcupine::porcupine(lines).expect("go runs (the checker is a Go module)")
 }
 
 #[test]
