@@ -14,10 +14,24 @@ enum Failure {
     Inconclusive(String),
 }
 
-/// Three replicas under every fault, for `seed`.
+/// Three replicas under every fault, for `seed`; every seventh seed (those 6 modulo 7) a ring
+/// of 5, 6 or 7 replicas with 3 per key instead ([`ring`]).
 fn faulty(seed: u64) -> SimConfig {
-    let mut config = SimConfig::new(3, seed);
+    let mut config = if seed % 7 == 6 {
+        ring(5 + (seed / 7 % 3) as u16, seed)
+    } else {
+        SimConfig::new(3, seed)
+    };
     config.faults = Faults::all();
+    config
+}
+
+/// A ring of `replicas` with three per key, and twice the keys, so that they fall on several
+/// replica sets.
+fn ring(replicas: u16, seed: u64) -> SimConfig {
+    let mut config = SimConfig::new(replicas, seed);
+    config.ring = Some(3);
+    config.workload.keys *= 2;
     config
 }
 
@@ -71,6 +85,17 @@ fn a_perfect_network_acknowledges_everything() {
     assert_eq!(stats.acknowledged, 6 * 40);
     assert_eq!(stats.unknown + stats.not_applied, 0);
     assert!(check(cluster.history(), 100_000).is_linearizable());
+}
+
+#[test]
+fn a_perfect_ring_acknowledges_everything() {
+    for replicas in 5..=7 {
+        let mut cluster = Cluster::new(ring(replicas, 1));
+        let stats = cluster.run(0, 60_000_000).clone();
+        assert_eq!(stats.acknowledged, 6 * 40, "{replicas} replicas");
+        assert_eq!(stats.unknown + stats.not_applied, 0);
+        assert!(check(cluster.history(), 100_000).is_linearizable());
+    }
 }
 
 /// Every third seed has fast writes vote with a quorum first, and those runs do reach them:
