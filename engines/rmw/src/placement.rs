@@ -86,3 +86,64 @@ impl std::fmt::Debug for Placement {
         write!(f, "Placement({} replica sets)", distinct.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use logless_placement::Replication;
+
+    use super::*;
+    use crate::config::ProposerConfig;
+
+    fn ring(nodes: u16) -> (Configuration, Vec<NodeId>) {
+        let acceptors: Vec<NodeId> = (1..=nodes).map(NodeId).collect();
+        let placed: Vec<_> = (1..=nodes).map(logless_placement::NodeId).collect();
+        let config = Configuration::balanced(&placed, Replication::THREE).unwrap();
+        (config, acceptors)
+    }
+
+    #[test]
+    fn every_slot_has_its_replicas_as_acceptors() {
+        let (config, acceptors) = ring(7);
+        // The acceptors listed in another order than the ring's nodes: indices follow the list.
+        let shuffled: Vec<NodeId> = acceptors.iter().rev().copied().collect();
+        let placement = Placement::new(&config, &shuffled).unwrap();
+        for slot in Slot::all() {
+            let expected: Vec<u16> = {
+                let mut nodes: Vec<u16> =
+                    config.replicas(slot).nodes().iter().map(|n| n.0).collect();
+                nodes.sort_unstable();
+                nodes
+            };
+            let set = placement.by_slot[usize::from(slot.get())];
+            let mut got: Vec<u16> = (0..shuffled.len())
+                .filter(|&i| set.contains(i))
+                .map(|i| shuffled[i].0)
+                .collect();
+            got.sort_unstable();
+            assert_eq!(got, expected, "slot {}", slot.get());
+        }
+    }
+
+    #[test]
+    fn keys_of_one_hash_tag_share_their_acceptors() {
+        let (config, acceptors) = ring(5);
+        let placement = Placement::new(&config, &acceptors).unwrap();
+        assert_eq!(
+            placement.acceptors_of(b"{user1}.name"),
+            placement.acceptors_of(b"{user1}.mail")
+        );
+        assert_eq!(placement.acceptors_of(b"k").len(), 3);
+    }
+
+    #[test]
+    fn without_a_placement_every_acceptor_holds_every_key() {
+        let config = ProposerConfig::new((1..=5).map(NodeId).collect());
+        assert_eq!(config.acceptors_of(b"any"), AcceptorSet::first(5));
+        let (ring, acceptors) = ring(5);
+        let placed = ProposerConfig {
+            placement: Some(Placement::new(&ring, &acceptors).unwrap()),
+            ..config
+        };
+        assert_eq!(placed.acceptors_of(b"any").len(), 3);
+    }
+}
