@@ -162,6 +162,30 @@ impl SimConfig {
     }
 }
 
+impl SimConfig {
+    /// The configuration the seeded tests run for `seed` (and `examples/replay.rs` replays):
+    /// three replicas under every fault; every seventh seed (those 6 modulo 7) a ring of 5, 6
+    /// or 7 replicas with 3 per key instead ([`SimConfig::ring_of`]).
+    pub fn for_seed(seed: u64) -> SimConfig {
+        let mut config = if seed % 7 == 6 {
+            SimConfig::ring_of(5 + (seed / 7 % 3) as u16, seed)
+        } else {
+            SimConfig::new(3, seed)
+        };
+        config.faults = Faults::all();
+        config
+    }
+
+    /// A ring of `replicas` with three per key and no faults, with twice the keys of
+    /// [`SimConfig::new`], so that they fall on several replica sets.
+    pub fn ring_of(replicas: u16, seed: u64) -> SimConfig {
+        let mut config = SimConfig::new(replicas, seed);
+        config.ring = Some(3);
+        config.workload.keys *= 2;
+        config
+    }
+}
+
 #[derive(Debug)]
 enum Event {
     Deliver {

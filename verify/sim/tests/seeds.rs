@@ -14,27 +14,6 @@ enum Failure {
     Inconclusive(String),
 }
 
-/// Three replicas under every fault, for `seed`; every seventh seed (those 6 modulo 7) a ring
-/// of 5, 6 or 7 replicas with 3 per key instead ([`ring`]).
-fn faulty(seed: u64) -> SimConfig {
-    let mut config = if seed % 7 == 6 {
-        ring(5 + (seed / 7 % 3) as u16, seed)
-    } else {
-        SimConfig::new(3, seed)
-    };
-    config.faults = Faults::all();
-    config
-}
-
-/// A ring of `replicas` with three per key, and twice the keys, so that they fall on several
-/// replica sets.
-fn ring(replicas: u16, seed: u64) -> SimConfig {
-    let mut config = SimConfig::new(replicas, seed);
-    config.ring = Some(3);
-    config.workload.keys *= 2;
-    config
-}
-
 /// Runs one seed; returns the proposers' counters.
 fn run_seed(config: SimConfig) -> Result<ProposerStats, Failure> {
     let seed = config.seed;
@@ -90,7 +69,7 @@ fn a_perfect_network_acknowledges_everything() {
 #[test]
 fn a_perfect_ring_acknowledges_everything() {
     for replicas in 5..=7 {
-        let mut cluster = Cluster::new(ring(replicas, 1));
+        let mut cluster = Cluster::new(SimConfig::ring_of(replicas, 1));
         let stats = cluster.run(0, 60_000_000).clone();
         assert_eq!(stats.acknowledged, 6 * 40, "{replicas} replicas");
         assert_eq!(stats.unknown + stats.not_applied, 0);
@@ -106,7 +85,7 @@ fn thrifty_seeds_take_fast_writes_and_widen_some() {
     let mut thrifty = ProposerStats::default();
     let mut others = ProposerStats::default();
     for seed in 0..150 {
-        let config = faulty(seed);
+        let config = SimConfig::for_seed(seed);
         let totals = if config.proposer.thrifty_writes {
             &mut thrifty
         } else {
@@ -130,7 +109,7 @@ fn faulty_schedules_stay_linearizable() {
     let mut violations = Vec::new();
     let mut inconclusive = Vec::new();
     for seed in 0..seeds {
-        match run_seed(faulty(seed)) {
+        match run_seed(SimConfig::for_seed(seed)) {
             Ok(_) => {}
             Err(Failure::Violation(e)) => violations.push(e),
             Err(Failure::Inconclusive(e)) => inconclusive.push(e),
@@ -161,7 +140,7 @@ const CATCHES_ENOUGH: usize = 5;
 /// pass, so that a catch is the bug's doing.
 fn caught(seeds: u64, configure: impl Fn(&mut SimConfig)) -> usize {
     let buggy = |seed| {
-        let mut config = faulty(seed);
+        let mut config = SimConfig::for_seed(seed);
         configure(&mut config);
         config
     };
@@ -221,7 +200,7 @@ fn proposers_that_drop_idle_registers_stay_linearizable() {
     let mut totals = ProposerStats::default();
     let mut violations = Vec::new();
     for seed in 0..500 {
-        let mut config = faulty(seed);
+        let mut config = SimConfig::for_seed(seed);
         config.proposer.registers_max = 1;
         match run_seed(config) {
             Ok(stats) => totals += &stats,
