@@ -811,6 +811,14 @@ impl Cluster {
         &self.history
     }
 
+    /// The replicas whose disk holds an acceptor state of `key`.
+    pub fn holders(&self, key: &Key) -> Vec<NodeId> {
+        (self.nodes.iter())
+            .filter(|(_, node)| node.disk.contains_key(key))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// Acknowledged and unknown increments per key.
     pub fn increments(&self) -> &BTreeMap<Key, (u64, u64)> {
         &self.increments

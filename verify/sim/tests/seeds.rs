@@ -1,5 +1,8 @@
 //! Randomised schedules of the in-process cluster: every history linearizable per key, every
 //! counter equal to its acknowledged increments (plus some of the unknown ones).
+use std::collections::BTreeSet;
+
+use logless_placement::{self as placement, key_slot, Configuration, Replication};
 use logless_rmw::ids::Key;
 use logless_rmw::proposer::ProposerStats;
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
@@ -66,14 +69,34 @@ fn a_perfect_network_acknowledges_everything() {
     assert!(check(cluster.history(), 100_000).is_linearizable());
 }
 
+/// Rings of 5, 6 and 7 replicas with three per key, on a perfect network: everything is
+/// acknowledged, and each key's acceptor states are on its three replicas only.
 #[test]
-fn a_perfect_ring_acknowledges_everything() {
+fn a_perfect_ring_acknowledges_everything_and_keeps_each_key_on_its_replicas() {
     for replicas in 5..=7 {
-        let mut cluster = Cluster::new(SimConfig::ring_of(replicas, 1));
+        let config = SimConfig::ring_of(replicas, 1);
+        let keys = config.workload.keys;
+        let mut cluster = Cluster::new(config);
         let stats = cluster.run(0, 60_000_000).clone();
         assert_eq!(stats.acknowledged, 6 * 40, "{replicas} replicas");
         assert_eq!(stats.unknown + stats.not_applied, 0);
         assert!(check(cluster.history(), 100_000).is_linearizable());
+        let nodes: Vec<_> = (1..=replicas).map(placement::NodeId).collect();
+        let ring = Configuration::balanced(&nodes, Replication::THREE).unwrap();
+        let mut replica_sets = BTreeSet::new();
+        for k in 0..keys {
+            let key = Key::new(format!("k{k}"));
+            let replicas = ring.replicas(key_slot(key.as_bytes()));
+            let mut expected: Vec<u16> = replicas.nodes().iter().map(|n| n.0).collect();
+            expected.sort_unstable();
+            let held: Vec<u16> = cluster.holders(&key).iter().map(|n| n.0).collect();
+            assert_eq!(held, expected, "{key:?}");
+            replica_sets.insert(expected);
+        }
+        assert!(
+            replica_sets.len() > 1,
+            "the keys fall on several replica sets"
+        );
     }
 }
 
