@@ -10,9 +10,9 @@
 //!
 //! # What the node must do
 //!
-//! * Give every node the same configuration and the same [`ProposerConfig::acceptors`] list
-//!   (every node of the ring, in one order), or proposers and acceptors disagree on who holds
-//!   a key: a proposer's message to an acceptor that does not hold the key is dropped, and its
+//! * Give every node the same configuration and the same list of
+//!   [acceptors](crate::config::ProposerConfig::acceptors) (every node of the ring, in one
+//!   order), or proposers and acceptors disagree on who holds a key: a proposer's message to an acceptor that does not hold the key is dropped, and its
 //!   phase times out instead of deciding.
 //! * Only a key's replicas propose for it (docs/ring.md §3): a node asked for a key it does not
 //!   hold forwards the command to one of the key's replicas. The engine does not refuse such a
