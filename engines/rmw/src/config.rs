@@ -2,6 +2,8 @@
 use logless_commands::command::Limits;
 
 use crate::ids::NodeId;
+use crate::placement::Placement;
+use crate::quorum::AcceptorSet;
 
 /// Deliberate protocol bugs, each switched off by default. They exist so that every harness
 /// (unit tests, model checker, simulation, chaos runner) can prove it catches a broken protocol.
@@ -37,8 +39,13 @@ pub const REGISTERS_MAX_DEFAULT: usize = 262_144;
 /// How a proposer behaves.
 #[derive(Clone, Debug)]
 pub struct ProposerConfig {
-    /// Every acceptor of the register, in a fixed order shared by all nodes.
+    /// Every acceptor, in a fixed order shared by all nodes: of every register, or with a
+    /// [`placement`](ProposerConfig::placement), of some register.
     pub acceptors: Vec<NodeId>,
+    /// Which of the acceptors hold each register: `None` (the default) for every one of them,
+    /// or the replicas a ring's configuration gives the key's slot (see the `placement`
+    /// module for what the node must do).
+    pub placement: Option<Placement>,
     /// Read retries without raising rounds before a read writes through (X in §5.8 and §7).
     pub read_retries_max: u32,
     /// How long a phase waits for replies before it is retried.
@@ -95,6 +102,7 @@ impl ProposerConfig {
     pub fn new(acceptors: Vec<NodeId>) -> ProposerConfig {
         ProposerConfig {
             acceptors,
+            placement: None,
             read_retries_max: 1,
             phase_timeout_ms: 200,
             straggler_wait_ms: 2,
@@ -118,8 +126,17 @@ impl ProposerConfig {
         }
     }
 
-    /// The size of a majority quorum.
+    /// The size of a majority quorum of every acceptor (without a placement, of every
+    /// register).
     pub fn quorum(&self) -> usize {
         self.acceptors.len() / 2 + 1
+    }
+
+    /// The acceptors of register `key`, as indices into [`ProposerConfig::acceptors`].
+    pub fn acceptors_of(&self, key: &[u8]) -> AcceptorSet {
+        match &self.placement {
+            Some(placement) => placement.acceptors_of(key),
+            None => AcceptorSet::first(self.acceptors.len()),
+        }
     }
 }

@@ -11,6 +11,7 @@
 //! * [`acceptor`]: pure handlers from (state, message) to (new state, replies).
 //! * [`persist`]: "persist before reply" as a type: acceptor replies are released only by
 //!   committing their states to a store.
+//! * [`placement`]: which acceptors hold each register (every one, or a ring's replicas).
 //! * [`quorum`]: per-acceptor reply tables and consistent-quorum verdicts.
 //! * [`proposer`]: one state machine per register: reads, writes, write-through, retries,
 //!   fast writes, batching, exactly-once.
@@ -34,6 +35,7 @@ pub mod ids;
 mod incidental;
 pub mod message;
 pub mod persist;
+pub mod placement;
 pub mod proposer;
 pub mod quorum;
 mod rejoin;

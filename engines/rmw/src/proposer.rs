@@ -339,6 +339,9 @@ pub struct Proposer {
 struct Shared {
     id: ProposerId,
     config: ProposerConfig,
+    /// The acceptors of the register being stepped (every acceptor without a placement; see
+    /// [`Shared::enter`]), and the size of a majority of them.
+    members: AcceptorSet,
     quorum: usize,
     next_seq: u64,
     rng: SmallRng,
@@ -382,13 +385,30 @@ impl Shared {
         ReqId::new(self.mint()).expect("minted sequence numbers start at 1")
     }
 
+    /// Makes the register of `key` the one whose acceptors count: every step of a register
+    /// enters it first. Without a placement every register has every acceptor, set once.
+    #[inline]
+    fn enter(&mut self, key: &Key) {
+        if self.config.placement.is_some() {
+            self.members = self.config.acceptors_of(key.as_bytes());
+            self.quorum = self.members.len() / 2 + 1;
+        }
+    }
+
+    /// How many acceptors the current register has.
     fn acceptors(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The size of reply tables: every acceptor of the configuration has its place, so that
+    /// indices are the same for every register.
+    fn table_len(&self) -> usize {
         self.config.acceptors.len()
     }
 
-    /// Every acceptor, as a set.
+    /// Every acceptor of the current register, as a set.
     fn everyone(&self) -> AcceptorSet {
-        AcceptorSet::first(self.acceptors())
+        self.members
     }
 
     /// The acceptors a new read asks: [`Shared::quorum_targets`] if reads are thrifty,
@@ -425,7 +445,7 @@ impl Shared {
     /// order; everyone if too many are suspected. Reads and fast writes of one proposer ask the
     /// same quorum, so that its reads see its fast writes consistent.
     fn quorum_targets(&self) -> AcceptorSet {
-        let acceptors = self.acceptors();
+        let acceptors = self.table_len();
         let everyone = self.everyone();
         // A proposer that is no acceptor spreads its reads by their sequence number.
         let start = self
@@ -437,7 +457,7 @@ impl Shared {
             if count == self.quorum {
                 break;
             }
-            if !self.suspected.contains(index) {
+            if everyone.contains(index) && !self.suspected.contains(index) {
                 targets.insert(index);
                 count += 1;
             }
@@ -456,6 +476,15 @@ struct Step<'a> {
     key: &'a Key,
     reg: &'a mut RegisterProposer,
     shared: &'a mut Shared,
+}
+
+impl<'a> Step<'a> {
+    /// The step of register `key`, whose acceptors count from now on.
+    #[inline]
+    fn new(key: &'a Key, reg: &'a mut RegisterProposer, shared: &'a mut Shared) -> Step<'a> {
+        shared.enter(key);
+        Step { key, reg, shared }
+    }
 }
 
 impl std::ops::AddAssign<&ProposerStats> for ProposerStats {
@@ -513,6 +542,7 @@ impl Proposer {
                 own_index,
                 suspected: AcceptorSet::default(),
                 armed: ArmedTimers::default(),
+                members: AcceptorSet::first(config.acceptors.len()),
                 quorum: config.quorum(),
                 drop_at: config.registers_max,
                 config,
@@ -658,6 +688,15 @@ impl Proposer {
         }
     }
 
+    /// Whether this node's acceptor holds register `key`: always without a placement, else if
+    /// the node is one of the key's replicas.
+    pub fn is_acceptor_of(&self, key: &Key) -> bool {
+        let config = &self.shared.config;
+        config.placement.is_none()
+            || (self.shared.own_index)
+                .is_some_and(|own| config.acceptors_of(key.as_bytes()).contains(own))
+    }
+
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work
     /// and retries, used to bound model checking.
     pub fn attempts_minted(&self) -> u64 {
@@ -671,11 +710,15 @@ impl Proposer {
     /// The step of an existing register.
     fn step<'a>(&'a mut self, key: &'a Key) -> Option<Step<'a>> {
         let reg = self.registers.get_mut(key)?;
-        Some(Step {
-            key,
-            reg,
-            shared: &mut self.shared,
-        })
+        Some(Step::new(key, reg, &mut self.shared))
+    }
+
+    /// The step of an existing register for a reply of acceptor `index`, if that acceptor is
+    /// one of the register's (a reply of another one, which a proposer with a different
+    /// placement could have drawn, does not count).
+    fn step_from<'a>(&'a mut self, key: &'a Key, index: usize) -> Option<Step<'a>> {
+        self.step(key)
+            .filter(|step| step.shared.members.contains(index))
     }
 
     /// A client command for register `key`.
@@ -704,12 +747,7 @@ impl Proposer {
         }
         // An idle register has no queue: the command starts the next operation without passing
         // through one (whose buffer would be one more allocation to touch).
-        Step {
-            key: &key,
-            reg,
-            shared: &mut self.shared,
-        }
-        .start(now_ms, pending);
+        Step::new(&key, reg, &mut self.shared).start(now_ms, pending);
         // Only here can the table have grown (a new register starts its first operation), and
         // that register, busy now, is not dropped.
         if self.registers.len() > self.shared.drop_at {
@@ -778,23 +816,18 @@ impl Proposer {
         if self.shared.config.thrifty_reads || self.shared.config.thrifty_writes {
             self.shared.suspected.insert(index);
         }
-        let everyone = self.shared.everyone();
         for (key, reg) in self.registers.iter_mut() {
             let Some(op) = reg.op.as_mut() else {
                 continue;
             };
+            let everyone = self.shared.config.acceptors_of(key.as_bytes());
             if !op.proposals.is_empty() {
                 op.excluded.insert(index);
             }
             // A read or fast write that asked only a quorum and still waits for this acceptor's
             // reply widens at its next wake-up: now.
             if op.phase.awaits_from_a_quorum(index, everyone) {
-                Step {
-                    key,
-                    reg,
-                    shared: &mut self.shared,
-                }
-                .set_wake(0);
+                Step::new(key, reg, &mut self.shared).set_wake(0);
             }
         }
     }
@@ -809,12 +842,7 @@ impl Proposer {
             if reg.op.is_none() {
                 continue;
             }
-            Step {
-                key,
-                reg,
-                shared: &mut self.shared,
-            }
-            .back_off(now_ms);
+            Step::new(key, reg, &mut self.shared).back_off(now_ms);
         }
     }
 
@@ -862,7 +890,7 @@ impl Proposer {
                 req,
                 req_prev,
             } => {
-                if let Some(mut step) = self.step(key) {
+                if let Some(mut step) = self.step_from(key, index) {
                     let ack = AckParts {
                         inc: *inc,
                         r_ack: *r_ack,
@@ -875,12 +903,12 @@ impl Proposer {
                 }
             }
             Message::Voted { key, round } => {
-                if let Some(mut step) = self.step(key) {
+                if let Some(mut step) = self.step_from(key, index) {
                     step.on_voted(now_ms, index, *round);
                 }
             }
             Message::Nack { key, round, r_ack } => {
-                if let Some(mut step) = self.step(key) {
+                if let Some(mut step) = self.step_from(key, index) {
                     step.on_nack(now_ms, index, *round, *r_ack);
                 }
             }
@@ -890,7 +918,7 @@ impl Proposer {
                 }
             }
             Message::Full { key, round } => {
-                if let Some(mut step) = self.step(key) {
+                if let Some(mut step) = self.step_from(key, index) {
                     step.on_full(now_ms, index, *round);
                 }
             }
@@ -1026,7 +1054,7 @@ impl Step<'_> {
     fn send_read(&mut self, now_ms: u64, carry: bool) {
         let attempt = self.shared.mint();
         let known_voted = self.reg.known.0;
-        let acceptors = self.shared.acceptors();
+        let acceptors = self.shared.table_len();
         let asked = if carry {
             self.shared.everyone()
         } else {
@@ -1129,7 +1157,7 @@ impl Step<'_> {
     }
 
     fn enter_phase_one(&mut self, now_ms: u64, attempt: AttemptId, incremental: bool) {
-        let acceptors = self.shared.acceptors();
+        let acceptors = self.shared.table_len();
         // Assigned in place rather than passed along: a phase is a few hundred bytes.
         self.op_mut().phase = Phase::Prepare(PhaseOne {
             attempt,
@@ -1289,7 +1317,7 @@ impl Step<'_> {
         op.proposals.clear();
         // A read's collection stays for the next read to empty in place; its values go now.
         match &mut op.phase {
-            Phase::Read(collect) => collect.acks.reset(self.shared.acceptors()),
+            Phase::Read(collect) => collect.acks.reset(self.shared.table_len()),
             phase => *phase = Phase::Backoff,
         }
         // The queued commands begin the next operation in the same box.

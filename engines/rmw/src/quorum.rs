@@ -58,6 +58,11 @@ impl AcceptorSet {
         AcceptorSet(self.0 | other.0)
     }
 
+    /// The set as a bit mask (bit `i` for acceptor `i`).
+    pub fn bits(self) -> u64 {
+        self.0
+    }
+
     /// The highest index in the set.
     pub fn last(&self) -> Option<usize> {
         (self.0 != 0).then(|| 63 - self.0.leading_zeros() as usize)

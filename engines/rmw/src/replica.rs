@@ -140,7 +140,16 @@ impl Replica {
     /// Registers it holds (from its store) are served as usual: every state it wrote since it
     /// first rejoined was recovered or built on a recovered one. Must be called before any
     /// other input; the incarnation must be above every earlier one of this node.
+    ///
+    /// # Panics
+    ///
+    /// With a placement ([`ProposerConfig::placement`]): recovering a register from "a quorum
+    /// of the others" would have to ask the key's replicas only, which is not built.
     pub fn rejoining(mut self) -> Replica {
+        assert!(
+            self.proposer.config().placement.is_none(),
+            "rejoining with a placement is not supported yet"
+        );
         if self.proposer.config().bugs.rejoin_without_fence {
             return self;
         }
@@ -218,11 +227,14 @@ impl Replica {
     /// Starts removing `key` if removal is on, its proposer has no operation on it in progress
     /// and this node's acceptor holds it dead and last written by this node: reads every
     /// acceptor, and if all hold the same dead vote (see [`removal`]), has them forget it.
-    /// Returns whether the read started. A read that another call restarts, or whose answers a
+    /// Returns whether the read started; never with a placement (not built). A read that another call restarts, or whose answers a
     /// broken link lost, is abandoned.
     pub fn remove_if_dead(&mut self, now_ms: u64, key: &Key) -> bool {
         let config = self.proposer.config();
-        if !config.remove_dead_registers || self.proposer.is_busy(key) {
+        // With a placement "every acceptor" is the key's replicas, which removal does not
+        // count yet: it never starts (docs/ring.md §5).
+        if !config.remove_dead_registers || config.placement.is_some() || self.proposer.is_busy(key)
+        {
             return false;
         }
         let candidate = self
@@ -469,6 +481,15 @@ impl Replica {
             return;
         }
         let key = message.key();
+        if !self.proposer.is_acceptor_of(key) {
+            // Not a replica of the key in this node's placement: a proposer whose placement
+            // differs sent it. Dropped rather than refused: an answer (even ⊥) could count
+            // towards that proposer's quorum of acceptors that do not hold the key, while
+            // silence only delays it, as a crashed acceptor would; and a refusal would need a
+            // message the wire does not have, worth adding only with the configuration stage
+            // it would carry (docs/ring.md §4).
+            return;
+        }
         if self.rejoin.is_some() && self.states.get(key).is_none() {
             // A recovery raises the other acceptors' rounds. Started at a write's phase 1 it
             // would overtake that write's VOTE and reject it, every time; started at the VOTE

@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use logless_commands::command::{Command, Condition, Expiry, Reply, SetArgs};
 use logless_commands::value::{Data, Register};
+use logless_placement::{self as placement, key_slot, Configuration, Replication};
 use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use logless_rmw::message::{Envelope, Message, PrepareKind};
 use logless_rmw::persist::AcceptorStore;
+use logless_rmw::placement::Placement;
 use logless_rmw::proposer::{ClientReply, ProposeError, TimerRequest};
 use logless_rmw::replica::Replica;
 
@@ -121,10 +123,20 @@ impl Net {
         configure: impl Fn(&mut ProposerConfig),
         initial: BTreeMap<NodeId, AcceptorState>,
     ) -> Net {
+        Net::with_nodes(&[A, B, C], configure, initial)
+    }
+
+    /// Replicas `nodes`, every one an acceptor, with the configuration `configure` makes and
+    /// the states of [`key`] in `initial`.
+    fn with_nodes(
+        nodes: &[NodeId],
+        configure: impl Fn(&mut ProposerConfig),
+        initial: BTreeMap<NodeId, AcceptorState>,
+    ) -> Net {
         let mut replicas = BTreeMap::new();
         let mut stores = BTreeMap::new();
-        for node in [A, B, C] {
-            let mut config = ProposerConfig::new(vec![A, B, C]);
+        for &node in nodes {
+            let mut config = ProposerConfig::new(nodes.to_vec());
             config.straggler_wait_ms = 0;
             configure(&mut config);
             let recovered: Vec<(Key, AcceptorState)> = initial
@@ -1672,4 +1684,185 @@ fn a_new_key_no_quorum_has_space_for_is_refused_at_once() {
     net.command(C, 3, Command::Get);
     net.run(every);
     assert_eq!(ok(net.reply(3)), Reply::Bulk("w".into()));
+}
+
+// ----- a ring: each key's acceptors are its R replicas among N nodes -----
+
+/// The five nodes of a ring with three replicas per key.
+const RING: [NodeId; 5] = [NodeId(1), NodeId(2), NodeId(3), NodeId(4), NodeId(5)];
+
+fn ring_configuration() -> Configuration {
+    let nodes: Vec<placement::NodeId> = RING.iter().map(|n| placement::NodeId(n.0)).collect();
+    Configuration::balanced(&nodes, Replication::THREE).unwrap()
+}
+
+/// Five replicas whose registers are placed on three of them by [`ring_configuration`].
+fn ring() -> Net {
+    let placement = Placement::new(&ring_configuration(), &RING).unwrap();
+    Net::with_nodes(
+        &RING,
+        |config| config.placement = Some(placement.clone()),
+        BTreeMap::new(),
+    )
+}
+
+/// The replicas of `key` in [`ring_configuration`], first replica first.
+fn replicas_of(key: &Key) -> Vec<NodeId> {
+    let config = ring_configuration();
+    let replicas = config.replicas(key_slot(key.as_bytes()));
+    replicas.nodes().iter().map(|n| NodeId(n.0)).collect()
+}
+
+/// Two keys of the ring whose replica sets differ.
+fn two_placed_keys() -> (Key, Key) {
+    let first = Key::new("ring-0");
+    let mut sorted = replicas_of(&first);
+    sorted.sort();
+    let second = (1..)
+        .map(|i| Key::new(format!("ring-{i}")))
+        .find(|k| {
+            let mut other = replicas_of(k);
+            other.sort();
+            other != sorted
+        })
+        .unwrap();
+    (first, second)
+}
+
+/// Increments `key` through its first replica and reads it back through its last, delivering
+/// messages while `keep` says so and firing the proposers' timers until each answers.
+fn ring_increment_and_read(
+    net: &mut Net,
+    key: &Key,
+    tag: u64,
+    keep: impl Fn(NodeId, &Envelope) -> bool + Copy,
+) -> Reply {
+    let replicas = replicas_of(key);
+    let (writer, reader) = (replicas[0], replicas[2]);
+    net.command_on(writer, tag, key.clone(), Command::IncrBy(7));
+    net.run(keep);
+    net.drive(writer, keep, |net| net.reply(tag).is_some());
+    assert_eq!(ok(net.reply(tag)), Reply::Int(7));
+    net.command_on(reader, tag + 1, key.clone(), Command::Get);
+    net.run(keep);
+    net.drive(reader, keep, |net| net.reply(tag + 1).is_some());
+    ok(net.reply(tag + 1))
+}
+
+#[test]
+fn ring_keys_with_different_replicas_go_only_to_their_own_acceptors() {
+    let mut net = ring();
+    let (k1, k2) = two_placed_keys();
+    for (key, tag) in [(&k1, 10), (&k2, 20)] {
+        let since = net.log.len();
+        let read = ring_increment_and_read(&mut net, key, tag, every);
+        assert_eq!(read, Reply::Bulk("7".into()));
+        let replicas = replicas_of(key);
+        // Every message of the key went between its replicas, and only they hold its state.
+        for (from, envelope) in &net.log[since..] {
+            assert!(
+                replicas.contains(from) && replicas.contains(&envelope.to),
+                "{from:?} → {:?} for a key of {replicas:?}",
+                envelope.to
+            );
+        }
+        for node in RING {
+            let held = net.replicas[&node].acceptor_state(key).is_some();
+            assert_eq!(held, replicas.contains(&node), "{node:?}");
+        }
+    }
+}
+
+#[test]
+fn ring_a_crash_of_both_non_replicas_changes_nothing() {
+    let (key, _) = two_placed_keys();
+    let replicas = replicas_of(&key);
+    let mut whole = ring();
+    let read = ring_increment_and_read(&mut whole, &key, 1, every);
+    // The two nodes that are not replicas of the key are down: a majority of all five nodes
+    // would be out of reach, a majority of the key's three is not, and not one message
+    // changes.
+    let up = |from: NodeId, e: &Envelope| replicas.contains(&from) && replicas.contains(&e.to);
+    let mut crashed = ring();
+    assert_eq!(ring_increment_and_read(&mut crashed, &key, 1, up), read);
+    let sent = |net: &Net| -> Vec<(NodeId, NodeId, &'static str)> {
+        (net.log.iter())
+            .map(|(from, e)| (*from, e.to, kind(&e.message)))
+            .collect()
+    };
+    assert_eq!(sent(&crashed), sent(&whole));
+}
+
+#[test]
+fn ring_a_crash_of_one_replica_keeps_a_quorum() {
+    let (key, _) = two_placed_keys();
+    let replicas = replicas_of(&key);
+    // The middle replica is down (neither the writer nor the reader).
+    let down = replicas[1];
+    let keep = |from: NodeId, e: &Envelope| from != down && e.to != down;
+    let mut net = ring();
+    assert_eq!(
+        ring_increment_and_read(&mut net, &key, 1, keep),
+        Reply::Bulk("7".into())
+    );
+    assert!(net.replicas[&down].acceptor_state(&key).is_none());
+}
+
+#[test]
+fn ring_a_crash_of_two_replicas_leaves_no_quorum() {
+    let (key, _) = two_placed_keys();
+    let replicas = replicas_of(&key);
+    // Only the writer and the two non-replicas are up: three of five nodes, but one of the
+    // key's three acceptors.
+    let writer = replicas[0];
+    let keep = |from: NodeId, e: &Envelope| {
+        !replicas[1..].contains(&from) && !replicas[1..].contains(&e.to)
+    };
+    let mut net = ring();
+    net.command_on(writer, 1, key.clone(), Command::IncrBy(7));
+    net.run(keep);
+    for _ in 0..200 {
+        if net.reply(1).is_some() {
+            break;
+        }
+        net.fire_timer(writer);
+        net.run(keep);
+    }
+    let reply = net.reply(1).expect("the request times out");
+    assert!(reply.result.is_err(), "{reply:?}");
+}
+
+#[test]
+fn ring_an_acceptor_drops_a_message_for_a_key_it_does_not_replicate() {
+    let (key, _) = two_placed_keys();
+    let replicas = replicas_of(&key);
+    let outsider = RING.into_iter().find(|n| !replicas.contains(n)).unwrap();
+    let mut net = ring();
+    let since = net.log.len();
+    let prepare = Message::Prepare {
+        key: key.clone(),
+        kind: PrepareKind::Write,
+        attempt: AttemptId {
+            proposer: ProposerId {
+                node: replicas[0],
+                incarnation: 1,
+            },
+            seq: 1,
+        },
+        known_voted: Round::BOTTOM,
+    };
+    net.replicas
+        .get_mut(&outsider)
+        .unwrap()
+        .handle_message(0, replicas[0], &prepare);
+    net.collect(outsider);
+    assert_eq!(net.log.len(), since, "no answer");
+    assert!(net.replicas[&outsider].acceptor_state(&key).is_none());
+    assert_eq!(net.stores[&outsider].writes, 0);
+}
+
+#[test]
+fn a_placement_naming_a_node_that_is_no_acceptor_is_refused() {
+    let err = Placement::new(&ring_configuration(), &RING[..4]).unwrap_err();
+    assert_eq!(err.node, 5);
 }

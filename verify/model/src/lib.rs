@@ -1,5 +1,6 @@
 //! A stateright model of logless built from the real replica code ([`Replica`]): three
-//! replicas, each a proposer and an acceptor, and two or three clients that increment, read and
+//! replicas (or more, with the register on three of them: [`ModelConfig::ring`]), each a
+//! proposer and an acceptor, and two or three clients that increment, read and
 //! delete one counter (with [`Faults::removals_max`], a replica may remove the dead register
 //! at any point, `docs/removal.md`), on a network that loses, duplicates and reorders messages, with crashes that
 //! keep what a replica persisted. The checker explores every state within the bounds of
@@ -78,11 +79,13 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use logless_commands::command::{Command, Reply};
+use logless_placement::{Configuration, Replication};
 use logless_rmw::acceptor::{self, AcceptorState};
 use logless_rmw::config::{InjectedBugs, ProposerConfig};
 use logless_rmw::ids::{ClientTag, Key, NodeId, Round};
 use logless_rmw::message::Message;
 use logless_rmw::persist::AcceptorStore;
+use logless_rmw::placement::Placement;
 use logless_rmw::proposer::{ClientReply, ProposeError};
 use logless_rmw::replica::Replica;
 use stateright::{Model, Property};
@@ -90,7 +93,8 @@ use stateright::{Model, Property};
 use history::Event;
 pub use history::{Counter, CounterOp, History};
 
-/// The number of replicas (each a proposer and an acceptor).
+/// The number of replicas (each a proposer and an acceptor) by default
+/// ([`ModelConfig::replicas`]).
 pub const REPLICAS: usize = 3;
 
 /// The request deadline: beyond any time that wake-ups alone reach, so a request times out only
@@ -153,8 +157,15 @@ pub struct Faults {
 /// The model's configuration.
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
-    /// The clients' operations: client `i` runs `clients[i]` in order against replica `i % 3`.
+    /// The clients' operations: client `i` runs `clients[i]` in order against replica
+    /// `i % replicas`.
     pub clients: Vec<Vec<CounterOp>>,
+    /// The replicas ([`REPLICAS`] unless set).
+    pub replicas: usize,
+    /// With `Some(r)`, the replicas form a ring and the register's acceptors are the `r` of
+    /// them a balanced configuration gives its slot ([`ProposerConfig::placement`]): the others
+    /// only propose, for their clients. `None`: every replica is an acceptor.
+    pub ring: Option<u8>,
     /// The faults.
     pub faults: Faults,
     /// The network between replicas.
@@ -183,6 +194,8 @@ impl ModelConfig {
     pub fn new(clients: Vec<Vec<CounterOp>>, retries_max: u64) -> ModelConfig {
         ModelConfig {
             clients,
+            replicas: REPLICAS,
+            ring: None,
             faults: Faults::default(),
             network: Network::Connections,
             local: LocalDelivery::Immediate,
@@ -196,8 +209,15 @@ impl ModelConfig {
     }
 
     /// Builds the model.
+    ///
+    /// # Panics
+    ///
+    /// If [`ModelConfig::ring`] is not a replication degree the replicas can hold.
     pub fn into_model(self) -> LoglessModel {
-        let mut proposer = ProposerConfig::new((0..REPLICAS).map(node_id).collect());
+        let mut proposer = ProposerConfig::new((0..self.replicas).map(node_id).collect());
+        if let Some(r) = self.ring {
+            proposer.placement = Some(ring_placement(&proposer.acceptors, r));
+        }
         proposer.bugs = self.bugs;
         proposer.remove_dead_registers = self.faults.removals_max > 0;
         proposer.thrifty_reads = self.thrifty_reads;
@@ -374,7 +394,7 @@ pub struct Client {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     nodes: Vec<Arc<Node>>,
-    /// The connection from `i` to `j` at `i * REPLICAS + j`; `i == j` is the queue of messages
+    /// The connection from `i` to `j` at `i * replicas + j`; `i == j` is the queue of messages
     /// to itself ([`LocalDelivery::Queued`]).
     links: Vec<Arc<VecDeque<Item>>>,
     /// Under [`Network::Datagrams`], the links between replicas, indexed as `links` (which then
@@ -409,15 +429,15 @@ impl State {
     }
 
     fn link(&self, from: usize, to: usize) -> &VecDeque<Item> {
-        &self.links[from * REPLICAS + to]
+        &self.links[from * self.nodes.len() + to]
     }
 
     fn link_mut(&mut self, from: usize, to: usize) -> &mut VecDeque<Item> {
-        Arc::make_mut(&mut self.links[from * REPLICAS + to])
+        Arc::make_mut(&mut self.links[from * self.nodes.len() + to])
     }
 
     fn datagram_mut(&mut self, from: usize, to: usize) -> &mut DatagramLink {
-        Arc::make_mut(&mut self.datagrams[from * REPLICAS + to])
+        Arc::make_mut(&mut self.datagrams[from * self.nodes.len() + to])
     }
 }
 
@@ -471,6 +491,23 @@ pub enum Action {
     DropIdle(usize),
     /// The replica starts removing the register, if it may ([`Replica::remove_if_dead`]).
     Remove(usize),
+}
+
+/// The placement of a balanced ring of `acceptors` with `r` replicas per key.
+fn ring_placement(acceptors: &[NodeId], r: u8) -> Placement {
+    let nodes: Vec<_> = (acceptors.iter())
+        .map(|n| logless_placement::NodeId(n.0))
+        .collect();
+    let replication = Replication::new(r).expect("3, 5 or 7 replicas per key");
+    let ring = Configuration::balanced(&nodes, replication).expect("a ring");
+    Placement::new(&ring, acceptors).expect("every node an acceptor")
+}
+
+/// The replicas that are acceptors of [`the_key`] in `config` (every one without a ring).
+pub fn acceptors_of_the_key(config: &ModelConfig) -> Vec<usize> {
+    let model = config.clone().into_model();
+    let set = model.proposer.acceptors_of(the_key().as_bytes());
+    (0..config.replicas).filter(|&i| set.contains(i)).collect()
 }
 
 fn node_id(index: usize) -> NodeId {
@@ -677,7 +714,7 @@ impl LoglessModel {
             CounterOp::Get => 1,
         };
         Arc::make_mut(&mut state.history).record(Event::Invoke(c, op));
-        let index = c % REPLICAS;
+        let index = c % self.config.replicas;
         let mut node = state.nodes[index].state.clone();
         let command = match op {
             CounterOp::Incr => Command::IncrBy(1),
@@ -815,7 +852,7 @@ impl LoglessModel {
         node.minted_before = old.minted();
         state.nodes[index] = Node::sealed(node);
         state.link_mut(index, index).clear();
-        for peer in (0..REPLICAS).filter(|p| *p != index) {
+        for peer in (0..self.config.replicas).filter(|p| *p != index) {
             match self.config.network {
                 Network::Connections => {
                     state.link_mut(index, peer).push_back(Item::Restart);
@@ -832,7 +869,7 @@ impl LoglessModel {
             }
         }
         for (c, client) in state.clients.iter_mut().enumerate() {
-            if c % REPLICAS == index && client.waiting {
+            if c % self.config.replicas == index && client.waiting {
                 client.waiting = false;
                 client.stopped = true;
             }
@@ -939,8 +976,8 @@ impl LoglessModel {
     /// message's fate depends on its receiver and, for a request, on the proposer its reply
     /// goes to, and a dead message stays dead.
     fn collect_dead(&self, state: &mut State, changed: usize) {
-        for from in 0..REPLICAS {
-            for to in (0..REPLICAS).filter(|to| from == changed || *to == changed) {
+        for from in 0..self.config.replicas {
+            for to in (0..self.config.replicas).filter(|to| from == changed || *to == changed) {
                 let dead: Vec<bool> = state
                     .link(from, to)
                     .iter()
@@ -958,7 +995,7 @@ impl LoglessModel {
                 if from == to || self.config.network == Network::Connections {
                     continue;
                 }
-                let dead: Vec<_> = state.datagrams[from * REPLICAS + to]
+                let dead: Vec<_> = state.datagrams[from * self.config.replicas + to]
                     .in_flight
                     .iter()
                     .filter(|(_, _, m)| self.is_dead_cached(state, from, to, m))
@@ -998,7 +1035,7 @@ impl Model for LoglessModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let nodes = (0..REPLICAS)
+        let nodes = (0..self.config.replicas)
             .map(|i| Node::sealed(self.new_node(i, 1, Store::default(), 0)))
             .collect();
         let clients = self
@@ -1013,12 +1050,14 @@ impl Model for LoglessModel {
             .collect();
         vec![State {
             nodes,
-            links: (0..REPLICAS * REPLICAS)
+            links: (0..self.config.replicas * self.config.replicas)
                 .map(|_| Arc::new(VecDeque::new()))
                 .collect(),
             datagrams: match self.config.network {
                 Network::Connections => Vec::new(),
-                Network::Datagrams => (0..REPLICAS * REPLICAS).map(|_| Arc::default()).collect(),
+                Network::Datagrams => (0..self.config.replicas * self.config.replicas)
+                    .map(|_| Arc::default())
+                    .collect(),
             },
             clients,
             history: Arc::new(History::new()),
@@ -1037,10 +1076,12 @@ impl Model for LoglessModel {
                 actions.push(Action::Invoke(c));
             }
         }
-        for from in 0..REPLICAS {
-            for to in 0..REPLICAS {
+        for from in 0..self.config.replicas {
+            for to in 0..self.config.replicas {
                 if from != to && self.config.network == Network::Datagrams {
-                    let in_flight = state.datagrams[from * REPLICAS + to].in_flight.len();
+                    let in_flight = state.datagrams[from * self.config.replicas + to]
+                        .in_flight
+                        .len();
                     for index in 0..in_flight {
                         actions.push(Action::Arrive { from, to, index });
                         actions.push(Action::Drop { from, to, index });
@@ -1059,20 +1100,22 @@ impl Model for LoglessModel {
             }
         }
         if state.crashes < faults.crashes_max {
-            actions.extend((0..REPLICAS).map(Action::Crash));
+            actions.extend((0..self.config.replicas).map(Action::Crash));
         }
         if state.drops < faults.drops_max {
-            actions.extend((0..REPLICAS).map(Action::DropIdle));
+            actions.extend((0..self.config.replicas).map(Action::DropIdle));
         }
         if state.removals < faults.removals_max {
-            actions.extend((0..REPLICAS).map(Action::Remove));
+            actions.extend((0..self.config.replicas).map(Action::Remove));
         }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut state = last.clone();
         let changed = match action {
-            Action::Invoke(c) => self.invoke(&mut state, c).map(|()| c % REPLICAS)?,
+            Action::Invoke(c) => self
+                .invoke(&mut state, c)
+                .map(|()| c % self.config.replicas)?,
             Action::Deliver(from, to) => self.deliver(&mut state, from, to).map(|()| to)?,
             Action::Break { from, to, lost } => {
                 self.break_link(&mut state, from, to, lost).map(|()| to)?

@@ -28,6 +28,9 @@
 //!   explore -- clients=incr+del,get removals=1 breaks=1 crashes=1 retries=0 threads=2` (a
 //!   second client reading; more than 5 minutes) and `clients=incr+del+incr removals=2
 //!   breaks=1 crashes=1 retries=1`.
+//! * a ring: four replicas, the register on three of them, an increment through the fourth
+//!   (a proposer that is no acceptor) and a read through an acceptor, under a break,
+//!   exhaustively.
 use logless_model::{CounterOp, Faults, LocalDelivery, ModelConfig, Network};
 use logless_rmw::config::InjectedBugs;
 use stateright::{Checker, HasDiscoveries, Model};
@@ -281,4 +284,30 @@ fn the_model_catches_a_removal_without_the_round_floor() {
         checker.discovery("linearizable").is_some(),
         "the model checker must find the deliberate bug"
     );
+}
+
+/// A ring of four replicas whose register lives on three of them ([`ModelConfig::ring`]): an
+/// increment through the fourth, which only proposes (its messages go to the three acceptors
+/// alone, and a quorum is two of them, not three of four), and a read through an acceptor,
+/// under a break.
+fn ring_of_four() -> ModelConfig {
+    let mut config = ModelConfig::new(Vec::new(), 0);
+    config.replicas = 4;
+    config.ring = Some(3);
+    let acceptors = logless_model::acceptors_of_the_key(&config);
+    assert_eq!(acceptors.len(), 3);
+    let outsider = (0..4).find(|i| !acceptors.contains(i)).unwrap();
+    let mut clients = vec![Vec::new(); 4];
+    clients[outsider] = vec![Incr];
+    clients[acceptors[0]] = vec![Get];
+    config.clients = clients;
+    config.faults.breaks_max = 1;
+    config
+}
+
+#[test]
+fn exhaustive_on_a_ring_of_four_with_three_acceptors_under_a_break() {
+    let checker = explore(ring_of_four());
+    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), 214_833);
 }

@@ -5,7 +5,7 @@
 //! * `cargo run --release -p logless-sim --example replay -- nodes SEED KEY` — the whole-node
 //!   simulation (`tests/nodes.rs`), which also prints the run's report.
 use logless_rmw::ids::Key;
-use logless_sim::cluster::{Cluster, Faults, SimConfig};
+use logless_sim::cluster::{Cluster, SimConfig};
 use logless_sim::linearizability::check;
 use logless_sim::nodes::{NodeCluster, NodeSimConfig};
 
@@ -29,8 +29,8 @@ fn main() {
         }
         cluster.history().clone()
     } else {
-        let mut config = SimConfig::new(3, seed);
-        config.faults = Faults::all();
+        let config = SimConfig::for_seed(seed);
+        println!("{config:?}");
         let mut cluster = Cluster::new(config);
         let stats = cluster.run(3_000_000, 60_000_000).clone();
         println!("{stats}");

@@ -12,15 +12,23 @@
 //! Each replica persists through a simulated disk: a committed batch becomes durable after the
 //! disk latency, and only then are its acceptor replies released. A crash loses whatever was
 //! not durable yet. The deliberate bug `reply_before_persist` releases the replies at once.
+//!
+//! With [`SimConfig::ring`] the replicas form a ring (docs/ring.md): each key's acceptors are
+//! the `R` replicas a balanced configuration gives its slot, and crashes keep a majority of
+//! every key's replicas up. Clients still send every key to their own node, whose proposer
+//! runs against the key's acceptors (the node will forward to a replica instead: a proposer
+//! that is no acceptor is one more case the protocol must get right).
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use logless_commands::command::{Command, Reply};
+use logless_placement::{Configuration, Replication};
 use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{ClientTag, Key, NodeId};
 use logless_rmw::message::{Envelope, Message};
 use logless_rmw::persist::PersistBatch;
+use logless_rmw::placement::Placement;
 use logless_rmw::proposer::{ClientReply, ProposeError};
 use logless_rmw::replica::Replica;
 use rand::rngs::SmallRng;
@@ -104,6 +112,9 @@ pub struct Workload {
 pub struct SimConfig {
     /// Replicas.
     pub replicas: u16,
+    /// Replicas per key when they form a ring (3, 5 or 7, at most `replicas`), or `None` for
+    /// every replica an acceptor of every key.
+    pub ring: Option<u8>,
     /// The seed of everything random.
     pub seed: u64,
     /// Faults during the workload.
@@ -132,6 +143,7 @@ impl SimConfig {
         proposer.thrifty_writes = seed % 3 == 2;
         SimConfig {
             replicas,
+            ring: None,
             seed,
             faults: Faults::none(),
             workload: Workload {
@@ -147,6 +159,30 @@ impl SimConfig {
             bugs: RuntimeBugs::default(),
             record_history: true,
         }
+    }
+}
+
+impl SimConfig {
+    /// The configuration the seeded tests run for `seed` (and `examples/replay.rs` replays):
+    /// three replicas under every fault; every seventh seed (those 6 modulo 7) a ring of 5, 6
+    /// or 7 replicas with 3 per key instead ([`SimConfig::ring_of`]).
+    pub fn for_seed(seed: u64) -> SimConfig {
+        let mut config = if seed % 7 == 6 {
+            SimConfig::ring_of(5 + (seed / 7 % 3) as u16, seed)
+        } else {
+            SimConfig::new(3, seed)
+        };
+        config.faults = Faults::all();
+        config
+    }
+
+    /// A ring of `replicas` with three per key and no faults, with twice the keys of
+    /// [`SimConfig::new`], so that they fall on several replica sets.
+    pub fn ring_of(replicas: u16, seed: u64) -> SimConfig {
+        let mut config = SimConfig::new(replicas, seed);
+        config.ring = Some(3);
+        config.workload.keys *= 2;
+        config
     }
 }
 
@@ -253,13 +289,27 @@ const FINAL_READER: u32 = u32::MAX;
 
 impl Cluster {
     /// A cluster ready to run.
-    pub fn new(config: SimConfig) -> Cluster {
+    ///
+    /// # Panics
+    ///
+    /// If [`SimConfig::ring`] is not a replication degree the replicas can hold.
+    pub fn new(mut config: SimConfig) -> Cluster {
+        let acceptors: Vec<NodeId> = (1..=config.replicas).map(NodeId).collect();
+        config.proposer.acceptors = acceptors.clone();
+        if let Some(r) = config.ring {
+            let nodes: Vec<_> = (acceptors.iter())
+                .map(|n| logless_placement::NodeId(n.0))
+                .collect();
+            let replication = Replication::new(r).expect("3, 5 or 7 replicas per key");
+            let ring = Configuration::balanced(&nodes, replication).expect("a ring");
+            let placement = Placement::new(&ring, &acceptors).expect("every node an acceptor");
+            config.proposer.placement = Some(placement);
+        }
         let mut rng = SmallRng::seed_from_u64(config.seed);
         let mut nodes = BTreeMap::new();
         for i in 1..=config.replicas {
             let node = NodeId(i);
-            let mut proposer = config.proposer.clone();
-            proposer.acceptors = (1..=config.replicas).map(NodeId).collect();
+            let proposer = config.proposer.clone();
             nodes.insert(
                 node,
                 Node {
@@ -570,7 +620,9 @@ impl Cluster {
             return;
         }
         let down = self.nodes.values().filter(|n| n.replica.is_none()).count();
-        let minority = (usize::from(self.config.replicas) - 1) / 2;
+        // A minority of every key's acceptors: of all replicas, or of a key's `R` on a ring.
+        let per_key = (self.config.ring).map_or(usize::from(self.config.replicas), usize::from);
+        let minority = (per_key - 1) / 2;
         if down < minority {
             let node = NodeId(self.rng.random_range(1..=self.config.replicas));
             let n = self.nodes.get_mut(&node).expect("node");
@@ -587,8 +639,7 @@ impl Cluster {
 
     fn restart(&mut self, node: NodeId) {
         let seed = self.rng.random();
-        let mut proposer = self.config.proposer.clone();
-        proposer.acceptors = (1..=self.config.replicas).map(NodeId).collect();
+        let proposer = self.config.proposer.clone();
         let n = self.nodes.get_mut(&node).expect("node");
         if n.replica.is_some() {
             return;
@@ -758,6 +809,14 @@ impl Cluster {
     /// The recorded history.
     pub fn history(&self) -> &History {
         &self.history
+    }
+
+    /// The replicas whose disk holds an acceptor state of `key`.
+    pub fn holders(&self, key: &Key) -> Vec<NodeId> {
+        (self.nodes.iter())
+            .filter(|(_, node)| node.disk.contains_key(key))
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Acknowledged and unknown increments per key.

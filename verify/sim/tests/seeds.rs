@@ -1,5 +1,8 @@
 //! Randomised schedules of the in-process cluster: every history linearizable per key, every
 //! counter equal to its acknowledged increments (plus some of the unknown ones).
+use std::collections::BTreeSet;
+
+use logless_placement::{self as placement, key_slot, Configuration, Replication};
 use logless_rmw::ids::Key;
 use logless_rmw::proposer::ProposerStats;
 use logless_sim::cluster::{Cluster, Faults, SimConfig};
@@ -12,13 +15,6 @@ enum Failure {
     Violation(String),
     /// The linearizability search ran out of budget on some key (not a verdict).
     Inconclusive(String),
-}
-
-/// Three replicas under every fault, for `seed`.
-fn faulty(seed: u64) -> SimConfig {
-    let mut config = SimConfig::new(3, seed);
-    config.faults = Faults::all();
-    config
 }
 
 /// Runs one seed; returns the proposers' counters.
@@ -73,6 +69,37 @@ fn a_perfect_network_acknowledges_everything() {
     assert!(check(cluster.history(), 100_000).is_linearizable());
 }
 
+/// Rings of 5, 6 and 7 replicas with three per key, on a perfect network: everything is
+/// acknowledged, and each key's acceptor states are on its three replicas only.
+#[test]
+fn a_perfect_ring_acknowledges_everything_and_keeps_each_key_on_its_replicas() {
+    for replicas in 5..=7 {
+        let config = SimConfig::ring_of(replicas, 1);
+        let keys = config.workload.keys;
+        let mut cluster = Cluster::new(config);
+        let stats = cluster.run(0, 60_000_000).clone();
+        assert_eq!(stats.acknowledged, 6 * 40, "{replicas} replicas");
+        assert_eq!(stats.unknown + stats.not_applied, 0);
+        assert!(check(cluster.history(), 100_000).is_linearizable());
+        let nodes: Vec<_> = (1..=replicas).map(placement::NodeId).collect();
+        let ring = Configuration::balanced(&nodes, Replication::THREE).unwrap();
+        let mut replica_sets = BTreeSet::new();
+        for k in 0..keys {
+            let key = Key::new(format!("k{k}"));
+            let replicas = ring.replicas(key_slot(key.as_bytes()));
+            let mut expected: Vec<u16> = replicas.nodes().iter().map(|n| n.0).collect();
+            expected.sort_unstable();
+            let held: Vec<u16> = cluster.holders(&key).iter().map(|n| n.0).collect();
+            assert_eq!(held, expected, "{key:?}");
+            replica_sets.insert(expected);
+        }
+        assert!(
+            replica_sets.len() > 1,
+            "the keys fall on several replica sets"
+        );
+    }
+}
+
 /// Every third seed has fast writes vote with a quorum first, and those runs do reach them:
 /// fast writes, and fast writes that had to ask the rest because a member of their quorum was
 /// slow, cut off or down. The other seeds never ask a quorum first for a write.
@@ -81,7 +108,7 @@ fn thrifty_seeds_take_fast_writes_and_widen_some() {
     let mut thrifty = ProposerStats::default();
     let mut others = ProposerStats::default();
     for seed in 0..150 {
-        let config = faulty(seed);
+        let config = SimConfig::for_seed(seed);
         let totals = if config.proposer.thrifty_writes {
             &mut thrifty
         } else {
@@ -105,7 +132,7 @@ fn faulty_schedules_stay_linearizable() {
     let mut violations = Vec::new();
     let mut inconclusive = Vec::new();
     for seed in 0..seeds {
-        match run_seed(faulty(seed)) {
+        match run_seed(SimConfig::for_seed(seed)) {
             Ok(_) => {}
             Err(Failure::Violation(e)) => violations.push(e),
             Err(Failure::Inconclusive(e)) => inconclusive.push(e),
@@ -136,7 +163,7 @@ const CATCHES_ENOUGH: usize = 5;
 /// pass, so that a catch is the bug's doing.
 fn caught(seeds: u64, configure: impl Fn(&mut SimConfig)) -> usize {
     let buggy = |seed| {
-        let mut config = faulty(seed);
+        let mut config = SimConfig::for_seed(seed);
         configure(&mut config);
         config
     };
@@ -196,7 +223,7 @@ fn proposers_that_drop_idle_registers_stay_linearizable() {
     let mut totals = ProposerStats::default();
     let mut violations = Vec::new();
     for seed in 0..500 {
-        let mut config = faulty(seed);
+        let mut config = SimConfig::for_seed(seed);
         config.proposer.registers_max = 1;
         match run_seed(config) {
             Ok(stats) => totals += &stats,

@@ -1,0 +1,149 @@
+//! Which acceptors hold each register: every acceptor (the default), or the replicas a ring's
+//! configuration gives the key's slot (docs/ring.md §1).
+//!
+//! A placement is pure data, fixed for the proposer's life: this module computes, once, the
+//! acceptors of each of Redis Cluster's 16,384 slots as a set of indices into
+//! [`ProposerConfig::acceptors`](crate::config::ProposerConfig::acceptors), and a register's
+//! acceptors are those of its key's slot. Quorums, targets and every count of the proposer
+//! are then taken over the register's acceptors only; an acceptor drops messages about a key
+//! it is not a replica of (see [`Replica::handle_message`](crate::replica::Replica::handle_message)).
+//!
+//! # What the node must do
+//!
+//! * Give every node the same configuration and the same list of
+//!   [acceptors](crate::config::ProposerConfig::acceptors) (every node of the ring, in one
+//!   order), or proposers and acceptors disagree on who holds a key: a proposer's message to an acceptor that does not hold the key is dropped, and its
+//!   phase times out instead of deciding.
+//! * Only a key's replicas propose for it (docs/ring.md §3): a node asked for a key it does not
+//!   hold forwards the command to one of the key's replicas. The engine does not refuse such a
+//!   command (any proposer may safely run against the key's acceptors), but the proposer state
+//!   that makes RMWPaxos cheap pays off only at the replicas.
+//! * Not change the configuration while the engine runs: changing a register's acceptors needs
+//!   the joint stage, its fence and the sync of docs/ring.md §4, none of which is built here.
+//!   Removal of dead registers and rejoining after a lost disk count every acceptor, so a
+//!   replica with a placement refuses them (they are left for the ring's own work).
+use std::sync::Arc;
+
+use logless_placement::{key_slot, Configuration, Slot, SLOTS};
+
+use crate::ids::NodeId;
+use crate::quorum::AcceptorSet;
+
+/// The acceptors of every slot, as indices into the proposer's list of acceptors.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Placement {
+    by_slot: Arc<[AcceptorSet]>,
+}
+
+/// A configuration that names a node the list of acceptors lacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("node {node} replicates slot {slot} but is not among the acceptors")]
+pub struct UnknownReplica {
+    /// The node the acceptors lack.
+    pub node: u16,
+    /// A slot it replicates.
+    pub slot: u16,
+}
+
+impl Placement {
+    /// The placement `config` gives, over `acceptors` (every node of the ring, in the order
+    /// every node uses; at most 64): fails if the configuration names a node that is not one
+    /// of them.
+    pub fn new(config: &Configuration, acceptors: &[NodeId]) -> Result<Placement, UnknownReplica> {
+        let by_slot = Slot::all()
+            .map(|slot| {
+                let mut set = AcceptorSet::default();
+                for node in config.replicas(slot).nodes() {
+                    let index =
+                        acceptors
+                            .iter()
+                            .position(|a| a.0 == node.0)
+                            .ok_or(UnknownReplica {
+                                node: node.0,
+                                slot: slot.get(),
+                            })?;
+                    set.insert(index);
+                }
+                Ok(set)
+            })
+            .collect::<Result<Arc<[AcceptorSet]>, UnknownReplica>>()?;
+        debug_assert_eq!(by_slot.len(), usize::from(SLOTS));
+        Ok(Placement { by_slot })
+    }
+
+    /// The acceptors of the register `key`.
+    pub fn acceptors_of(&self, key: &[u8]) -> AcceptorSet {
+        self.by_slot[usize::from(key_slot(key).get())]
+    }
+}
+
+impl std::fmt::Debug for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // 16,384 sets say nothing at a glance; how many distinct ones there are does.
+        let mut distinct: Vec<AcceptorSet> = self.by_slot.to_vec();
+        distinct.sort_unstable_by_key(|s| s.bits());
+        distinct.dedup();
+        write!(f, "Placement({} replica sets)", distinct.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use logless_placement::Replication;
+
+    use super::*;
+    use crate::config::ProposerConfig;
+
+    fn ring(nodes: u16) -> (Configuration, Vec<NodeId>) {
+        let acceptors: Vec<NodeId> = (1..=nodes).map(NodeId).collect();
+        let placed: Vec<_> = (1..=nodes).map(logless_placement::NodeId).collect();
+        let config = Configuration::balanced(&placed, Replication::THREE).unwrap();
+        (config, acceptors)
+    }
+
+    #[test]
+    fn every_slot_has_its_replicas_as_acceptors() {
+        let (config, acceptors) = ring(7);
+        // The acceptors listed in another order than the ring's nodes: indices follow the list.
+        let shuffled: Vec<NodeId> = acceptors.iter().rev().copied().collect();
+        let placement = Placement::new(&config, &shuffled).unwrap();
+        for slot in Slot::all() {
+            let expected: Vec<u16> = {
+                let mut nodes: Vec<u16> =
+                    config.replicas(slot).nodes().iter().map(|n| n.0).collect();
+                nodes.sort_unstable();
+                nodes
+            };
+            let set = placement.by_slot[usize::from(slot.get())];
+            let mut got: Vec<u16> = (0..shuffled.len())
+                .filter(|&i| set.contains(i))
+                .map(|i| shuffled[i].0)
+                .collect();
+            got.sort_unstable();
+            assert_eq!(got, expected, "slot {}", slot.get());
+        }
+    }
+
+    #[test]
+    fn keys_of_one_hash_tag_share_their_acceptors() {
+        let (config, acceptors) = ring(5);
+        let placement = Placement::new(&config, &acceptors).unwrap();
+        assert_eq!(
+            placement.acceptors_of(b"{user1}.name"),
+            placement.acceptors_of(b"{user1}.mail")
+        );
+        assert_eq!(placement.acceptors_of(b"k").len(), 3);
+    }
+
+    #[test]
+    fn without_a_placement_every_acceptor_holds_every_key() {
+        let config = ProposerConfig::new((1..=5).map(NodeId).collect());
+        assert_eq!(config.acceptors_of(b"any"), AcceptorSet::first(5));
+        let (ring, acceptors) = ring(5);
+        let placed = ProposerConfig {
+            placement: Some(Placement::new(&ring, &acceptors).unwrap()),
+            ..config
+        };
+        assert_eq!(placed.acceptors_of(b"any").len(), 3);
+    }
+}
