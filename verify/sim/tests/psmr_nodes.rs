@@ -96,6 +96,17 @@ fn replicas_agree_and_entries_are_linearizable_under_crashes_partitions_and_lead
     );
 }
 
+/// Seed 69's clock jumps leave two groups' leaders +697 ms and −873 ms off: with skips stamped
+/// by the idle leader's clock alone, the merge waited out the skew and the group led from the
+/// clock ahead answered nothing before the request timeout.
+#[test]
+fn a_skew_between_groups_leaders_past_the_request_timeout_stalls_nothing() {
+    let config = PsmrNodeSimConfig::for_seed(69);
+    assert!(config.faults.clock_jump_ms_max >= 1_000);
+    let report = run(config).unwrap();
+    assert!(report.clock_jumps > 0, "{report}");
+}
+
 /// Runs P-SMR seeds with `bugs` until one fails, checks that the same seed passes without
 /// them, and returns its failure.
 fn first_failure(bugs: InjectedBugs, seeds: u64) -> String {
