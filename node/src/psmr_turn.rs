@@ -27,6 +27,25 @@
 //! Without replication (`no-rep`) nothing is retried: there is no log to lose a request on the
 //! way, and no client table to keep a command handed in twice from running twice.
 //!
+//! # A full disk
+//! As under the log engine ([`crate::log_turn`], "A full disk"): when a group's log has no
+//! space for the turn's records ([`DurableLog`] keeps them in its backlog), the commit fails,
+//! nothing of the turn leaves, and the replica is *paused* until the records are durable. It
+//! takes no message (each is dropped, as lost) and is not ticked, so it proposes, votes and
+//! skips nothing in any group: for its peers it is a crashed replica, and the groups it led
+//! elect other leaders. A new client command is answered at once `MISCONF disk full: … for its
+//! log; not applied` ([`Failure::LogFull`]); commands in flight are not retried meanwhile and
+//! are answered "outcome unknown" past their deadline. Every
+//! [`SPACE_PROBE_MS`](crate::log_turn::SPACE_PROBE_MS) the groups' backlogs are flushed again;
+//! once they are durable the replica goes on and hands every command in flight to itself again.
+//!
+//! The workers go on executing what the plan holds, including commands delivered in the turn
+//! whose commit failed: a command is delivered only once its instance is decided, that is once
+//! a majority holds a durable vote for it (this replica's own vote counts only once it was
+//! flushed: a leader's Propose leaves after its vote is durable), so its place in the order is
+//! fixed whatever this replica's disk keeps; what waits for the disk is only what this replica
+//! promises its peers.
+//!
 //! # Backlog
 //! The workers' plan takes what the groups deliver, however fast; while any worker has more
 //! than [`BACKLOG_MAX`] commands delivered and not executed, new client requests are refused
@@ -49,6 +68,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
+use crate::log_turn::SPACE_PROBE_MS;
 use crate::psmr_workers::{Executed, Shared};
 use crate::turn::ShardClock;
 
@@ -90,6 +110,11 @@ impl<D: Dir> GroupLogs<D> {
     pub fn logs(&self) -> &BTreeMap<Group, DurableLog<D>> {
         &self.logs
     }
+
+    /// Each group's log, to change (a simulation fills and frees their directories).
+    pub fn logs_mut(&mut self) -> impl Iterator<Item = &mut DurableLog<D>> {
+        self.logs.values_mut()
+    }
 }
 
 impl<D: Dir> GroupStore for GroupLogs<D> {
@@ -106,11 +131,15 @@ impl<D: Dir> GroupStore for GroupLogs<D> {
         LogStore::write(log, record)
     }
 
+    /// Flushes every group written since the last flush. A group whose flush fails stays to
+    /// be flushed again, with those after it: a full disk leaves its records in its log's
+    /// backlog until a later flush writes them.
     fn flush(&mut self) -> Result<(), StoreError> {
-        for group in std::mem::take(&mut self.written) {
+        while let Some(&group) = self.written.first() {
             if let Some(log) = self.logs.get_mut(&group) {
                 LogStore::flush(log)?;
             }
+            self.written.remove(0);
         }
         Ok(())
     }
@@ -207,6 +236,12 @@ pub struct PsmrStatus {
     pub timed_out: u64,
     /// Operations refused (in flight or backlog over its limit).
     pub overloaded: u64,
+    /// Whether the replica is paused because a group's log has no space on the disk.
+    pub space_short: bool,
+    /// Operations refused because the disk had no space for the logs.
+    pub refused_for_space: u64,
+    /// Times the disk ran out of space for the logs.
+    pub space_shortages: u64,
     /// Operations in flight now.
     pub in_flight: u64,
     /// Turns whose records were flushed.
@@ -233,7 +268,10 @@ pub struct PsmrCore<R, D: Dir = FsDir> {
     queued: Vec<Queued>,
     /// Whether a worker's backlog was over [`BACKLOG_MAX`] at the end of the last turn.
     backlogged: bool,
-    refused: Vec<R>,
+    /// While a group's log has no space on the disk: when to flush the backlogs again.
+    next_space_probe_ms: Option<u64>,
+    /// Operations refused without the replica, and why.
+    refused: Vec<(R, Failure)>,
     mode: Mode,
     threads: u16,
     answered: u64,
@@ -241,6 +279,8 @@ pub struct PsmrCore<R, D: Dir = FsDir> {
     retried: u64,
     timed_out: u64,
     overloaded: u64,
+    refused_for_space: u64,
+    space_shortages: u64,
     flushes: u64,
 }
 
@@ -273,6 +313,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
             request_timeout_ms,
             queued: Vec::new(),
             backlogged: false,
+            next_space_probe_ms: None,
             refused: Vec::new(),
             mode,
             threads,
@@ -281,6 +322,8 @@ impl<R, D: Dir> PsmrCore<R, D> {
             retried: 0,
             timed_out: 0,
             overloaded: 0,
+            refused_for_space: 0,
+            space_shortages: 0,
             flushes: 0,
         }
     }
@@ -290,6 +333,11 @@ impl<R, D: Dir> PsmrCore<R, D> {
         &self.logs
     }
 
+    /// The groups' durable logs, to change (a simulation fills and frees their directories).
+    pub fn logs_mut(&mut self) -> &mut GroupLogs<D> {
+        &mut self.logs
+    }
+
     /// Starts a turn at wall-clock `wall_ms` and monotonic `mono_us`.
     pub fn start_turn(&mut self, wall_ms: u64, mono_us: u64) {
         self.now_ms = self.clock.read(wall_ms, mono_us);
@@ -297,9 +345,14 @@ impl<R, D: Dir> PsmrCore<R, D> {
 
     /// Takes a client command (the service's encoding); its answer goes to `reply`.
     pub fn submit(&mut self, command: Bytes, reply: R) {
+        if self.next_space_probe_ms.is_some() {
+            self.refused_for_space += 1;
+            self.refused.push((reply, Failure::LogFull));
+            return;
+        }
         if self.backlogged || self.clients.in_flight() >= IN_FLIGHT_MAX {
             self.overloaded += 1;
-            self.refused.push(reply);
+            self.refused.push((reply, Failure::Overloaded));
             return;
         }
         let request = self
@@ -330,12 +383,15 @@ impl<R, D: Dir> PsmrCore<R, D> {
 
     /// Ends the turn: retries or gives up on late operations, hands the replica the turn's
     /// inputs and ticks it, commits its records, and only then lets the workers see what was
-    /// delivered and sends the released messages. An error means a log failed: the replica
-    /// must stop (fail-stop).
+    /// delivered and sends the released messages. A full disk pauses the replica (see "A full
+    /// disk"); any other error means a log failed: the replica must stop (fail-stop).
     pub fn finish_turn(&mut self, outlet: &mut impl PsmrOutlet<R>) -> Result<(), StoreError> {
         self.retry_late(outlet);
+        if self.next_space_probe_ms.is_some() {
+            return self.finish_paused_turn(outlet);
+        }
         let now_ms = self.now_ms;
-        let released = {
+        let committed = {
             let mut replica = self.shared.replica();
             for input in self.queued.drain(..) {
                 match input {
@@ -358,11 +414,26 @@ impl<R, D: Dir> PsmrCore<R, D> {
             if ready.records().next().is_some() {
                 self.flushes += 1;
             }
-            let released = ready.commit(&mut self.logs)?;
+            let committed = ready.commit(&mut self.logs);
             let plan = replica.plan();
             self.backlogged = (0..plan.workers()).any(|w| plan.backlog(WorkerId(w)) > BACKLOG_MAX);
             self.shared.wake(&replica);
-            released
+            committed
+        };
+        let released = match committed {
+            Ok(released) => released,
+            Err(e) if e.is_no_space() => {
+                self.space_shortages += 1;
+                self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
+                tracing::warn!(
+                    error = %e,
+                    "the disk has no space for a group's log: this replica pauses (votes for \
+                     nothing, refuses new commands) until space returns"
+                );
+                self.answer_refused(outlet);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
         };
         let mut outgoing: BTreeMap<NodeId, Vec<(Group, Message)>> = BTreeMap::new();
         for envelope in released.messages {
@@ -374,10 +445,45 @@ impl<R, D: Dir> PsmrCore<R, D> {
         for (to, messages) in outgoing {
             outlet.send(to, messages);
         }
-        for reply in self.refused.drain(..) {
-            outlet.answer(reply, Err(Failure::Overloaded));
-        }
+        self.answer_refused(outlet);
         Ok(())
+    }
+
+    /// A turn while paused by a full disk: drops the turn's inputs (messages as lost; requests
+    /// are handed in again when the replica goes on), answers the operations refused, and once
+    /// a probe is due flushes the groups' backlogs again; when they are durable, the replica
+    /// goes on and hands every operation in flight to itself again.
+    fn finish_paused_turn(&mut self, outlet: &mut impl PsmrOutlet<R>) -> Result<(), StoreError> {
+        self.queued.clear();
+        self.answer_refused(outlet);
+        let now_ms = self.now_ms;
+        if self.next_space_probe_ms.is_some_and(|probe| now_ms < probe) {
+            return Ok(());
+        }
+        match GroupStore::flush(&mut self.logs) {
+            Ok(()) => {
+                self.next_space_probe_ms = None;
+                tracing::info!(
+                    "the disk has space for the groups' logs again: this replica goes on"
+                );
+                let requests = self.clients.resend_all(now_ms);
+                self.queued
+                    .extend(requests.into_iter().map(Queued::Request));
+                Ok(())
+            }
+            Err(e) if e.is_no_space() => {
+                self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Answers the operations refused without the replica.
+    fn answer_refused(&mut self, outlet: &mut impl PsmrOutlet<R>) {
+        for (reply, failure) in self.refused.drain(..) {
+            outlet.answer(reply, Err(failure));
+        }
     }
 
     /// Answers the retries due whose command executed from the reply cache, queues the others
@@ -452,6 +558,9 @@ impl<R, D: Dir> PsmrCore<R, D> {
             retried: self.retried,
             timed_out: self.timed_out,
             overloaded: self.overloaded,
+            space_short: self.next_space_probe_ms.is_some(),
+            refused_for_space: self.refused_for_space,
+            space_shortages: self.space_shortages,
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
         }
