@@ -327,14 +327,14 @@ impl PsmrNodeCluster {
 
     /// Small segments, so that rolls happen often; smaller still with full disks.
     fn log_options(&self) -> SegmentLogOptions {
-        let full_disks = self.config.disk_full_every_us > 0;
+        let segment_bytes = if self.config.disk_full_every_us > 0 {
+            whole_node::FULL_DISK_SEGMENT_BYTES
+        } else {
+            64 * 1024
+        };
         SegmentLogOptions {
-            segment_bytes: if full_disks {
-                whole_node::FULL_DISK_SEGMENT_BYTES
-            } else {
-                64 * 1024
-            },
-            record_bytes_max: 16 * 1024,
+            segment_bytes,
+            record_bytes_max: segment_bytes / 4,
             snapshot_bytes_max: 1 << 20,
             ..SegmentLogOptions::new(Durability::Sync)
         }
