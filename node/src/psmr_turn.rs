@@ -40,11 +40,14 @@
 //! once they are durable the replica goes on and hands every command in flight to itself again.
 //!
 //! The workers go on executing what the plan holds, including commands delivered in the turn
-//! whose commit failed: a command is delivered only once its instance is decided, that is once
-//! a majority holds a durable vote for it (this replica's own vote counts only once it was
-//! flushed: a leader's Propose leaves after its vote is durable), so its place in the order is
-//! fixed whatever this replica's disk keeps; what waits for the disk is only what this replica
-//! promises its peers.
+//! whose commit failed. With peers that is safe: a command is delivered once its instance is
+//! decided by a majority, and the votes of that majority were durable before they counted (a
+//! peer's Accept leaves after its vote is flushed, and this replica's own vote counts only
+//! with a peer's, which answered a Propose sent after that vote was flushed), so the command's
+//! place in the order is fixed whatever this replica's disk keeps. A replica without peers
+//! decides on its own vote in the turn that writes it: there a full disk stops the node
+//! (fail-stop, as any other error of a log), since its workers would otherwise execute and
+//! answer commands whose only vote is not durable.
 //!
 //! # Backlog
 //! The workers' plan takes what the groups deliver, however fast; while any worker has more
@@ -268,6 +271,8 @@ pub struct PsmrCore<R, D: Dir = FsDir> {
     queued: Vec<Queued>,
     /// Whether a worker's backlog was over [`BACKLOG_MAX`] at the end of the last turn.
     backlogged: bool,
+    /// Whether the replica has no peers: its own vote decides (see "A full disk").
+    alone: bool,
     /// While a group's log has no space on the disk: when to flush the backlogs again.
     next_space_probe_ms: Option<u64>,
     /// Operations refused without the replica, and why.
@@ -302,6 +307,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
     ) -> PsmrCore<R, D> {
         let mut clock = ShardClock::default();
         let now_ms = clock.read(wall_ms, mono_us);
+        let alone = shared.replica().groups().config().paxos.nodes.len() < 2;
         PsmrCore {
             me,
             shared,
@@ -313,6 +319,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
             request_timeout_ms,
             queued: Vec::new(),
             backlogged: false,
+            alone,
             next_space_probe_ms: None,
             refused: Vec::new(),
             mode,
@@ -422,7 +429,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
         };
         let released = match committed {
             Ok(released) => released,
-            Err(e) if e.is_no_space() => {
+            Err(e) if e.is_no_space() && !self.alone => {
                 self.space_shortages += 1;
                 self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
                 tracing::warn!(
@@ -717,6 +724,108 @@ mod tests {
         assert_eq!(out.answers, [(1, Err(Failure::Overloaded))]);
         assert_eq!(core.status().overloaded, 1);
         assert_eq!(core.status().backlog, BACKLOG_MAX as u64 + 1);
+    }
+
+    /// An SMR core of replica 1 of `nodes`, its log on a simulated directory with small
+    /// segments.
+    fn smr_core_on_a_small_disk(nodes: u16) -> (PsmrCore<u32, SimDir>, Arc<Shared<KvService>>) {
+        let nodes = (1..=nodes).map(NodeId).collect();
+        let mut config = logless_psmr::config::Config::new(nodes, NodeId(1), 1);
+        config.mode = Mode::Smr;
+        let options = logless_storage::SegmentLogOptions {
+            segment_bytes: 4096,
+            record_bytes_max: 1024,
+            ..logless_storage::SegmentLogOptions::new(logless_storage::Durability::Sync)
+        };
+        let logs = (Mode::Smr.groups(1).into_iter())
+            .map(|group| {
+                let opened = DurableLog::open_on(SimDir::new(), options.clone()).unwrap();
+                (group, opened.log)
+            })
+            .collect();
+        let replica = logless_psmr::replica::Replica::new(config, KvService::new(), 1_000_000);
+        let shared = Arc::new(Shared::new(replica, KvService::new()));
+        let core = PsmrCore::new(
+            NodeId(1),
+            shared.clone(),
+            GroupLogs::new(logs),
+            1,
+            60_000,
+            Mode::Smr,
+            1,
+            1_000_000,
+            0,
+        );
+        (core, shared)
+    }
+
+    fn fill(core: &mut PsmrCore<u32, SimDir>, full: bool) {
+        for log in core.logs_mut().logs_mut() {
+            log.dir_mut().full = full;
+        }
+    }
+
+    fn turn(core: &mut PsmrCore<u32, SimDir>, out: &mut Collected, now_ms: u64) {
+        core.start_turn(now_ms, now_ms * 1000);
+        core.finish_turn(out).unwrap();
+    }
+
+    #[test]
+    fn a_full_disk_pauses_a_replica_with_peers_which_refuses_commands_until_space_returns() {
+        // Replica 1 of three, alone on the network: it stands for election again and again,
+        // writing its promises, until a new segment is refused.
+        let (mut core, _shared) = smr_core_on_a_small_disk(3);
+        let mut out = Collected::default();
+        let mut now_ms = 1_000_000;
+        fill(&mut core, true);
+        while !core.status().space_short {
+            assert!(
+                now_ms < 1_000_000 + 3_600_000,
+                "the disk never refused a segment"
+            );
+            now_ms += 100;
+            turn(&mut core, &mut out, now_ms);
+        }
+        // Paused: a new command is refused at once.
+        core.submit(insert("refused"), 1);
+        turn(&mut core, &mut out, now_ms);
+        assert_eq!(out.answers, [(1, Err(Failure::LogFull))]);
+        let status = core.status();
+        assert_eq!((status.refused_for_space, status.space_shortages), (1, 1));
+        // Still no space at the probe: still paused.
+        now_ms += crate::log_turn::SPACE_PROBE_MS;
+        turn(&mut core, &mut out, now_ms);
+        assert!(core.status().space_short);
+        // Space returns: the next probe writes the backlog and the replica goes on.
+        fill(&mut core, false);
+        now_ms += crate::log_turn::SPACE_PROBE_MS;
+        turn(&mut core, &mut out, now_ms);
+        assert!(!core.status().space_short);
+        core.submit(insert("taken"), 2);
+        turn(&mut core, &mut out, now_ms + 1);
+        assert_eq!(out.answers.len(), 1, "taken, not refused");
+        assert_eq!(core.status().in_flight, 1);
+    }
+
+    #[test]
+    fn a_full_disk_stops_a_replica_without_peers() {
+        // Alone, the replica decides on its own vote: it must not go on past a vote that is
+        // not durable.
+        let (mut core, _shared) = smr_core_on_a_small_disk(1);
+        let mut out = Collected::default();
+        let mut now_ms = 1_000_000;
+        fill(&mut core, true);
+        for i in 0..1_000 {
+            core.submit(insert(&format!("k{i}")), i);
+            now_ms += 1;
+            core.start_turn(now_ms, now_ms * 1000);
+            if let Err(e) = core.finish_turn(&mut out) {
+                assert!(e.is_no_space(), "{e}");
+                assert!(!core.status().space_short);
+                return;
+            }
+        }
+        panic!("the disk never refused a segment");
     }
 
     #[test]
