@@ -182,7 +182,8 @@ pub struct ServerArgs {
     /// accept-inconsistent-quorum, ignore-learned, reply-before-persist, persist-without-ttl,
     /// remove-before-all-hold-tombstone or skip-removal-fence;
     /// for the log engine log-skip-noop-fill, log-no-dedup, log-accept-before-persist,
-    /// log-execute-at-local-clock or log-accept-stale-proposals; for the psmr engine
+    /// log-execute-at-local-clock, log-accept-stale-proposals, log-ignore-epochs,
+    /// log-rejoin-without-recovery or log-release-while-space-short; for the psmr engine
     /// psmr-merge-by-arrival or psmr-no-barrier.
     #[arg(long, hide = true)]
     pub inject_bug: Vec<String>,

@@ -141,7 +141,8 @@ impl Bugs {
     /// `persist-without-ttl`, `remove-before-all-hold-tombstone`, `skip-removal-fence`; for the
     /// log engine `log-skip-noop-fill`, `log-no-dedup`,
     /// `log-accept-before-persist`, `log-execute-at-local-clock`,
-    /// `log-accept-stale-proposals`; for the psmr engine `psmr-merge-by-arrival`,
+    /// `log-accept-stale-proposals`, `log-ignore-epochs`, `log-rejoin-without-recovery`,
+    /// `log-release-while-space-short`; for the psmr engine `psmr-merge-by-arrival`,
     /// `psmr-no-barrier`). Any name is refused by a build without fault injection.
     pub fn parse(names: &[String]) -> Result<Bugs, String> {
         let mut bugs = Bugs::default();
@@ -166,6 +167,9 @@ impl Bugs {
                 "log-accept-before-persist" => bugs.log.accept_before_persist = true,
                 "log-execute-at-local-clock" => bugs.log.execute_at_local_clock = true,
                 "log-accept-stale-proposals" => bugs.log.accept_stale_proposals = true,
+                "log-ignore-epochs" => bugs.log.ignore_epochs = true,
+                "log-rejoin-without-recovery" => bugs.log.rejoin_without_recovery = true,
+                "log-release-while-space-short" => bugs.log.release_while_space_short = true,
                 "psmr-merge-by-arrival" => bugs.psmr.merge.by_arrival = true,
                 "psmr-no-barrier" => bugs.psmr.plan.no_barrier = true,
                 other => return Err(format!("unknown bug {other:?}")),
@@ -199,6 +203,15 @@ impl Bugs {
             (
                 "log-accept-stale-proposals",
                 self.log.accept_stale_proposals,
+            ),
+            ("log-ignore-epochs", self.log.ignore_epochs),
+            (
+                "log-rejoin-without-recovery",
+                self.log.rejoin_without_recovery,
+            ),
+            (
+                "log-release-while-space-short",
+                self.log.release_while_space_short,
             ),
             ("psmr-merge-by-arrival", self.psmr.merge.by_arrival),
             ("psmr-no-barrier", self.psmr.plan.no_barrier),
@@ -916,6 +929,15 @@ mod tests {
             let log = Bugs::parse(&["log-no-dedup".to_string()]).unwrap();
             assert!(log.log.no_dedup);
             assert_eq!(log.names(), ["log-no-dedup"]);
+            let names = [
+                "log-ignore-epochs",
+                "log-rejoin-without-recovery",
+                "log-release-while-space-short",
+            ];
+            let log = Bugs::parse(&names.map(String::from)).unwrap();
+            assert!(log.log.ignore_epochs && log.log.rejoin_without_recovery);
+            assert!(log.log.release_while_space_short);
+            assert_eq!(log.names(), names);
         } else {
             let refused = named.unwrap_err();
             assert!(refused.contains("no fault injection"), "{refused}");

@@ -27,6 +27,28 @@
 //! Without replication (`no-rep`) nothing is retried: there is no log to lose a request on the
 //! way, and no client table to keep a command handed in twice from running twice.
 //!
+//! # A full disk
+//! As under the log engine ([`crate::log_turn`], "A full disk"): when a group's log has no
+//! space for the turn's records ([`DurableLog`] keeps them in its backlog), the commit fails,
+//! nothing of the turn leaves, and the replica is *paused* until the records are durable. It
+//! takes no message (each is dropped, as lost) and is not ticked, so it proposes, votes and
+//! skips nothing in any group: for its peers it is a crashed replica, and the groups it led
+//! elect other leaders. A new client command is answered at once `MISCONF disk full: … for its
+//! log; not applied` ([`Failure::LogFull`]); commands in flight are not retried meanwhile and
+//! are answered "outcome unknown" past their deadline. Every
+//! [`SPACE_PROBE_MS`](crate::log_turn::SPACE_PROBE_MS) the groups' backlogs are flushed again;
+//! once they are durable the replica goes on and hands every command in flight to itself again.
+//!
+//! The workers go on executing what the plan holds, including commands delivered in the turn
+//! whose commit failed. With peers that is safe: a command is delivered once its instance is
+//! decided by a majority, and the votes of that majority were durable before they counted (a
+//! peer's Accept leaves after its vote is flushed, and this replica's own vote counts only
+//! with a peer's, which answered a Propose sent after that vote was flushed), so the command's
+//! place in the order is fixed whatever this replica's disk keeps. A replica without peers
+//! decides on its own vote in the turn that writes it: there a full disk stops the node
+//! (fail-stop, as any other error of a log), since its workers would otherwise execute and
+//! answer commands whose only vote is not durable.
+//!
 //! # Backlog
 //! The workers' plan takes what the groups deliver, however fast; while any worker has more
 //! than [`BACKLOG_MAX`] commands delivered and not executed, new client requests are refused
@@ -49,6 +71,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
+use crate::log_turn::SPACE_PROBE_MS;
 use crate::psmr_workers::{Executed, Shared};
 use crate::turn::ShardClock;
 
@@ -90,6 +113,11 @@ impl<D: Dir> GroupLogs<D> {
     pub fn logs(&self) -> &BTreeMap<Group, DurableLog<D>> {
         &self.logs
     }
+
+    /// Each group's log, to change (a simulation fills and frees their directories).
+    pub fn logs_mut(&mut self) -> impl Iterator<Item = &mut DurableLog<D>> {
+        self.logs.values_mut()
+    }
 }
 
 impl<D: Dir> GroupStore for GroupLogs<D> {
@@ -106,11 +134,15 @@ impl<D: Dir> GroupStore for GroupLogs<D> {
         LogStore::write(log, record)
     }
 
+    /// Flushes every group written since the last flush. A group whose flush fails stays to
+    /// be flushed again, with those after it: a full disk leaves its records in its log's
+    /// backlog until a later flush writes them.
     fn flush(&mut self) -> Result<(), StoreError> {
-        for group in std::mem::take(&mut self.written) {
+        while let Some(&group) = self.written.first() {
             if let Some(log) = self.logs.get_mut(&group) {
                 LogStore::flush(log)?;
             }
+            self.written.remove(0);
         }
         Ok(())
     }
@@ -207,6 +239,12 @@ pub struct PsmrStatus {
     pub timed_out: u64,
     /// Operations refused (in flight or backlog over its limit).
     pub overloaded: u64,
+    /// Whether the replica is paused because a group's log has no space on the disk.
+    pub space_short: bool,
+    /// Operations refused because the disk had no space for the logs.
+    pub refused_for_space: u64,
+    /// Times the disk ran out of space for the logs.
+    pub space_shortages: u64,
     /// Operations in flight now.
     pub in_flight: u64,
     /// Turns whose records were flushed.
@@ -233,7 +271,12 @@ pub struct PsmrCore<R, D: Dir = FsDir> {
     queued: Vec<Queued>,
     /// Whether a worker's backlog was over [`BACKLOG_MAX`] at the end of the last turn.
     backlogged: bool,
-    refused: Vec<R>,
+    /// Whether the replica has no peers: its own vote decides (see "A full disk").
+    alone: bool,
+    /// While a group's log has no space on the disk: when to flush the backlogs again.
+    next_space_probe_ms: Option<u64>,
+    /// Operations refused without the replica, and why.
+    refused: Vec<(R, Failure)>,
     mode: Mode,
     threads: u16,
     answered: u64,
@@ -241,6 +284,8 @@ pub struct PsmrCore<R, D: Dir = FsDir> {
     retried: u64,
     timed_out: u64,
     overloaded: u64,
+    refused_for_space: u64,
+    space_shortages: u64,
     flushes: u64,
 }
 
@@ -262,6 +307,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
     ) -> PsmrCore<R, D> {
         let mut clock = ShardClock::default();
         let now_ms = clock.read(wall_ms, mono_us);
+        let alone = shared.replica().groups().config().paxos.nodes.len() < 2;
         PsmrCore {
             me,
             shared,
@@ -273,6 +319,8 @@ impl<R, D: Dir> PsmrCore<R, D> {
             request_timeout_ms,
             queued: Vec::new(),
             backlogged: false,
+            alone,
+            next_space_probe_ms: None,
             refused: Vec::new(),
             mode,
             threads,
@@ -281,6 +329,8 @@ impl<R, D: Dir> PsmrCore<R, D> {
             retried: 0,
             timed_out: 0,
             overloaded: 0,
+            refused_for_space: 0,
+            space_shortages: 0,
             flushes: 0,
         }
     }
@@ -290,6 +340,11 @@ impl<R, D: Dir> PsmrCore<R, D> {
         &self.logs
     }
 
+    /// The groups' durable logs, to change (a simulation fills and frees their directories).
+    pub fn logs_mut(&mut self) -> &mut GroupLogs<D> {
+        &mut self.logs
+    }
+
     /// Starts a turn at wall-clock `wall_ms` and monotonic `mono_us`.
     pub fn start_turn(&mut self, wall_ms: u64, mono_us: u64) {
         self.now_ms = self.clock.read(wall_ms, mono_us);
@@ -297,9 +352,14 @@ impl<R, D: Dir> PsmrCore<R, D> {
 
     /// Takes a client command (the service's encoding); its answer goes to `reply`.
     pub fn submit(&mut self, command: Bytes, reply: R) {
+        if self.next_space_probe_ms.is_some() {
+            self.refused_for_space += 1;
+            self.refused.push((reply, Failure::LogFull));
+            return;
+        }
         if self.backlogged || self.clients.in_flight() >= IN_FLIGHT_MAX {
             self.overloaded += 1;
-            self.refused.push(reply);
+            self.refused.push((reply, Failure::Overloaded));
             return;
         }
         let request = self
@@ -330,12 +390,15 @@ impl<R, D: Dir> PsmrCore<R, D> {
 
     /// Ends the turn: retries or gives up on late operations, hands the replica the turn's
     /// inputs and ticks it, commits its records, and only then lets the workers see what was
-    /// delivered and sends the released messages. An error means a log failed: the replica
-    /// must stop (fail-stop).
+    /// delivered and sends the released messages. A full disk pauses the replica (see "A full
+    /// disk"); any other error means a log failed: the replica must stop (fail-stop).
     pub fn finish_turn(&mut self, outlet: &mut impl PsmrOutlet<R>) -> Result<(), StoreError> {
         self.retry_late(outlet);
+        if self.next_space_probe_ms.is_some() {
+            return self.finish_paused_turn(outlet);
+        }
         let now_ms = self.now_ms;
-        let released = {
+        let committed = {
             let mut replica = self.shared.replica();
             for input in self.queued.drain(..) {
                 match input {
@@ -358,11 +421,26 @@ impl<R, D: Dir> PsmrCore<R, D> {
             if ready.records().next().is_some() {
                 self.flushes += 1;
             }
-            let released = ready.commit(&mut self.logs)?;
+            let committed = ready.commit(&mut self.logs);
             let plan = replica.plan();
             self.backlogged = (0..plan.workers()).any(|w| plan.backlog(WorkerId(w)) > BACKLOG_MAX);
             self.shared.wake(&replica);
-            released
+            committed
+        };
+        let released = match committed {
+            Ok(released) => released,
+            Err(e) if e.is_no_space() && !self.alone => {
+                self.space_shortages += 1;
+                self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
+                tracing::warn!(
+                    error = %e,
+                    "the disk has no space for a group's log: this replica pauses (votes for \
+                     nothing, refuses new commands) until space returns"
+                );
+                self.answer_refused(outlet);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
         };
         let mut outgoing: BTreeMap<NodeId, Vec<(Group, Message)>> = BTreeMap::new();
         for envelope in released.messages {
@@ -374,10 +452,45 @@ impl<R, D: Dir> PsmrCore<R, D> {
         for (to, messages) in outgoing {
             outlet.send(to, messages);
         }
-        for reply in self.refused.drain(..) {
-            outlet.answer(reply, Err(Failure::Overloaded));
-        }
+        self.answer_refused(outlet);
         Ok(())
+    }
+
+    /// A turn while paused by a full disk: drops the turn's inputs (messages as lost; requests
+    /// are handed in again when the replica goes on), answers the operations refused, and once
+    /// a probe is due flushes the groups' backlogs again; when they are durable, the replica
+    /// goes on and hands every operation in flight to itself again.
+    fn finish_paused_turn(&mut self, outlet: &mut impl PsmrOutlet<R>) -> Result<(), StoreError> {
+        self.queued.clear();
+        self.answer_refused(outlet);
+        let now_ms = self.now_ms;
+        if self.next_space_probe_ms.is_some_and(|probe| now_ms < probe) {
+            return Ok(());
+        }
+        match GroupStore::flush(&mut self.logs) {
+            Ok(()) => {
+                self.next_space_probe_ms = None;
+                tracing::info!(
+                    "the disk has space for the groups' logs again: this replica goes on"
+                );
+                let requests = self.clients.resend_all(now_ms);
+                self.queued
+                    .extend(requests.into_iter().map(Queued::Request));
+                Ok(())
+            }
+            Err(e) if e.is_no_space() => {
+                self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Answers the operations refused without the replica.
+    fn answer_refused(&mut self, outlet: &mut impl PsmrOutlet<R>) {
+        for (reply, failure) in self.refused.drain(..) {
+            outlet.answer(reply, Err(failure));
+        }
     }
 
     /// Answers the retries due whose command executed from the reply cache, queues the others
@@ -452,6 +565,9 @@ impl<R, D: Dir> PsmrCore<R, D> {
             retried: self.retried,
             timed_out: self.timed_out,
             overloaded: self.overloaded,
+            space_short: self.next_space_probe_ms.is_some(),
+            refused_for_space: self.refused_for_space,
+            space_shortages: self.space_shortages,
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
         }
@@ -608,6 +724,108 @@ mod tests {
         assert_eq!(out.answers, [(1, Err(Failure::Overloaded))]);
         assert_eq!(core.status().overloaded, 1);
         assert_eq!(core.status().backlog, BACKLOG_MAX as u64 + 1);
+    }
+
+    /// An SMR core of replica 1 of `nodes`, its log on a simulated directory with small
+    /// segments.
+    fn smr_core_on_a_small_disk(nodes: u16) -> (PsmrCore<u32, SimDir>, Arc<Shared<KvService>>) {
+        let nodes = (1..=nodes).map(NodeId).collect();
+        let mut config = logless_psmr::config::Config::new(nodes, NodeId(1), 1);
+        config.mode = Mode::Smr;
+        let options = logless_storage::SegmentLogOptions {
+            segment_bytes: 4096,
+            record_bytes_max: 1024,
+            ..logless_storage::SegmentLogOptions::new(logless_storage::Durability::Sync)
+        };
+        let logs = (Mode::Smr.groups(1).into_iter())
+            .map(|group| {
+                let opened = DurableLog::open_on(SimDir::new(), options.clone()).unwrap();
+                (group, opened.log)
+            })
+            .collect();
+        let replica = logless_psmr::replica::Replica::new(config, KvService::new(), 1_000_000);
+        let shared = Arc::new(Shared::new(replica, KvService::new()));
+        let core = PsmrCore::new(
+            NodeId(1),
+            shared.clone(),
+            GroupLogs::new(logs),
+            1,
+            60_000,
+            Mode::Smr,
+            1,
+            1_000_000,
+            0,
+        );
+        (core, shared)
+    }
+
+    fn fill(core: &mut PsmrCore<u32, SimDir>, full: bool) {
+        for log in core.logs_mut().logs_mut() {
+            log.dir_mut().full = full;
+        }
+    }
+
+    fn turn(core: &mut PsmrCore<u32, SimDir>, out: &mut Collected, now_ms: u64) {
+        core.start_turn(now_ms, now_ms * 1000);
+        core.finish_turn(out).unwrap();
+    }
+
+    #[test]
+    fn a_full_disk_pauses_a_replica_with_peers_which_refuses_commands_until_space_returns() {
+        // Replica 1 of three, alone on the network: it stands for election again and again,
+        // writing its promises, until a new segment is refused.
+        let (mut core, _shared) = smr_core_on_a_small_disk(3);
+        let mut out = Collected::default();
+        let mut now_ms = 1_000_000;
+        fill(&mut core, true);
+        while !core.status().space_short {
+            assert!(
+                now_ms < 1_000_000 + 3_600_000,
+                "the disk never refused a segment"
+            );
+            now_ms += 100;
+            turn(&mut core, &mut out, now_ms);
+        }
+        // Paused: a new command is refused at once.
+        core.submit(insert("refused"), 1);
+        turn(&mut core, &mut out, now_ms);
+        assert_eq!(out.answers, [(1, Err(Failure::LogFull))]);
+        let status = core.status();
+        assert_eq!((status.refused_for_space, status.space_shortages), (1, 1));
+        // Still no space at the probe: still paused.
+        now_ms += crate::log_turn::SPACE_PROBE_MS;
+        turn(&mut core, &mut out, now_ms);
+        assert!(core.status().space_short);
+        // Space returns: the next probe writes the backlog and the replica goes on.
+        fill(&mut core, false);
+        now_ms += crate::log_turn::SPACE_PROBE_MS;
+        turn(&mut core, &mut out, now_ms);
+        assert!(!core.status().space_short);
+        core.submit(insert("taken"), 2);
+        turn(&mut core, &mut out, now_ms + 1);
+        assert_eq!(out.answers.len(), 1, "taken, not refused");
+        assert_eq!(core.status().in_flight, 1);
+    }
+
+    #[test]
+    fn a_full_disk_stops_a_replica_without_peers() {
+        // Alone, the replica decides on its own vote: it must not go on past a vote that is
+        // not durable.
+        let (mut core, _shared) = smr_core_on_a_small_disk(1);
+        let mut out = Collected::default();
+        let mut now_ms = 1_000_000;
+        fill(&mut core, true);
+        for i in 0..1_000 {
+            core.submit(insert(&format!("k{i}")), i);
+            now_ms += 1;
+            core.start_turn(now_ms, now_ms * 1000);
+            if let Err(e) = core.finish_turn(&mut out) {
+                assert!(e.is_no_space(), "{e}");
+                assert!(!core.status().space_short);
+                return;
+            }
+        }
+        panic!("the disk never refused a segment");
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub async fn psmr_status(context: &NodeContext) -> Option<PsmrStatus> {
 pub fn psmr_info(status: &PsmrStatus) -> String {
     let mut out = String::new();
     let s = status;
-    let figures: [(&str, &dyn std::fmt::Display); 15] = [
+    let space_short = u8::from(s.space_short);
+    let figures: [(&str, &dyn std::fmt::Display); 18] = [
         ("mode", &s.mode),
         ("threads", &s.threads),
         ("executing_threads", &s.executing_threads),
@@ -67,6 +68,9 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
         ("retried", &s.retried),
         ("timed_out", &s.timed_out),
         ("overloaded", &s.overloaded),
+        ("space_short", &space_short),
+        ("refused_for_space", &s.refused_for_space),
+        ("space_shortages", &s.space_shortages),
         ("in_flight", &s.in_flight),
         ("flushes", &s.flushes),
     ];
@@ -133,6 +137,24 @@ fn psmr_prometheus(out: &mut String, s: &PsmrStatus) {
             "counter",
             "Commands refused as overloaded.",
             s.overloaded,
+        ),
+        (
+            "refused_for_space_total",
+            "counter",
+            "Commands refused because the disk had no space for the groups' logs.",
+            s.refused_for_space,
+        ),
+        (
+            "space_shortages_total",
+            "counter",
+            "Times the disk ran out of space for the groups' logs.",
+            s.space_shortages,
+        ),
+        (
+            "space_short",
+            "gauge",
+            "Whether the replica is paused for want of space for its logs.",
+            u64::from(s.space_short),
         ),
         ("in_flight", "gauge", "Commands in flight.", s.in_flight),
         (

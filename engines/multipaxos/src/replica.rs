@@ -1416,6 +1416,16 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// Raises the floor of the stamps this replica gives batches as leader to `stamp_ms`, as
+    /// if it had seen a batch stamped there: every batch it closes from now on is stamped at
+    /// least `stamp_ms`. Stamps stay monotonic along the log (the floor only goes up), so
+    /// "Stamps" above still holds; the stamps then run ahead of this leader's clock until the
+    /// clock catches up. P-SMR's merge uses it to stamp a skip past a stamp another group's
+    /// leader gave from a clock ahead of this one (`logless_psmr::merge`).
+    pub fn raise_stamp_floor(&mut self, stamp_ms: u64) {
+        self.see_stamp(stamp_ms);
+    }
+
     fn see_stamp(&mut self, stamp_ms: u64) {
         self.stamp_seen_ms = self.stamp_seen_ms.max(stamp_ms);
     }

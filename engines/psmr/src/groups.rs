@@ -15,7 +15,8 @@
 //!   over the replicas, and so do the leaders after a failure.
 //! * **Skips**: the replica asks a group it leads for a skip ([`Groups::skip_if_due`]) when one
 //!   of its merges waits on that group; the skip is a request of [`SKIP_CLIENT`] with no
-//!   command, whose batch raises the stream's stamp and carries nothing to execute (see
+//!   command, whose batch raises the stream's stamp to at least the stamp the merge needs
+//!   (whatever this replica's clock says) and carries nothing to execute (see
 //!   [`crate::merge`] for why the merge needs it). The skip's sequence number follows the last
 //!   skip the group's client table holds, so a skip proposed twice (by two leaders) is executed
 //!   once. A group proposes at most one skip per [`Config::skip_interval_ms`], and none while
@@ -267,9 +268,11 @@ impl Groups {
         }
     }
 
-    /// Proposes a skip in `group`, for a merge that waits on it, if this replica leads the
-    /// group and proposed no skip there in the last skip interval. Returns whether it did.
-    pub fn skip_if_due(&mut self, now_ms: u64, group: Group) -> bool {
+    /// Proposes a skip in `group`, for a merge that waits on it for a batch stamped at least
+    /// `stamp_ms`, if this replica leads the group and proposed no skip there in the last skip
+    /// interval. The skip is stamped at least `stamp_ms` even if this replica's clock is behind
+    /// (see [`crate::merge`]). Returns whether it proposed one.
+    pub fn skip_if_due(&mut self, now_ms: u64, group: Group, stamp_ms: u64) -> bool {
         let Some(index) = self.index(group) else {
             return false;
         };
@@ -280,7 +283,7 @@ impl Groups {
         if !(due && log.replica.is_leader()) {
             return false;
         }
-        self.propose_skip(now_ms, index);
+        self.propose_skip(now_ms, index, stamp_ms);
         true
     }
 
@@ -305,8 +308,9 @@ impl Groups {
         self.logs.iter().position(|log| log.group == group)
     }
 
-    fn propose_skip(&mut self, now_ms: u64, index: usize) {
+    fn propose_skip(&mut self, now_ms: u64, index: usize, stamp_ms: u64) {
         let log = &mut self.logs[index];
+        log.replica.raise_stamp_floor(stamp_ms);
         let last = log
             .replica
             .client_table()

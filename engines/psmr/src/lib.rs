@@ -38,9 +38,10 @@
 //!
 //! # Where this differs from seed 004, and what is not here yet
 //! * The merge orders by the leaders' stamps instead of a round-robin over instances, and an
-//!   idle group's leader proposes a skip (a batch with no command, stamped with its clock)
-//!   instead of a skip that declares a number of instances: a batch waits at most about the
-//!   skip interval, a consensus round and the clock skew between the groups' leaders.
+//!   idle group's leader proposes a skip (a batch with no command, stamped with its clock
+//!   raised past the stamp the waiting merge needs) instead of a skip that declares a number
+//!   of instances: a batch waits at most about the skip interval and a consensus round,
+//!   whatever the skew between the groups' leaders' clocks.
 //! * A replica restarts by replaying every group's whole log into an empty service
 //!   ([`replica::Replica::recover`]): there are no snapshots yet, which need a cut consistent
 //!   across every group and the service, so the groups run with snapshots off and their logs

@@ -29,13 +29,24 @@
 //! An idle stream holds its floor down and stalls every merge it is part of: worker `i` cannot
 //! take a `g_all` batch stamped `s` while `g_i`'s floor is at most `s` and `g_i` has nothing
 //! decided. The leader of a group that a merge waits on ([`Merge::blocked_on`]) therefore
-//! proposes a *skip*: a batch with no command, stamped with its clock, which declares that the
-//! stream has nothing before that stamp and raises its floor there (see [`crate::groups`]).
-//! Every replica learns every decision of every group (Multi-Paxos followers decide, and catch
-//! up when behind), so the leader of the group a merge waits on sees its own merge wait too, and
-//! skips; leaders' clocks move forward, so a skip is stamped past `s` once the leader's clock
-//! passes it. A batch therefore waits about one consensus round for the skip, plus the skew
-//! between the leaders' clocks, plus at most one skip interval per skip that came too early.
+//! proposes a *skip*: a batch with no command, which declares that the stream has nothing
+//! before its stamp and raises its floor there (see [`crate::groups`]). Every replica learns
+//! every decision of every group (Multi-Paxos followers decide, and catch up when behind), so
+//! the leader of the group a merge waits on sees its own merge wait too, and skips.
+//!
+//! The skip must be stamped past `s`, and `s` came from another leader's clock, which may run
+//! ahead of this leader's by any skew. A skip stamped with the waiting leader's clock alone
+//! would come too early again and again until that clock passed `s`: the merge would wait out
+//! the skew, and a skew past the clients' timeout stalls the group. So the wait names the
+//! stamp it needs ([`Wait::stamp_ms`]: `s`, or `s + 1` when the waiting stream loses the
+//! tie-break), and the leader stamps its skip at least there
+//! (`Replica::raise_stamp_floor` of `logless_multipaxos`): the stamps of a group become a
+//! hybrid logical clock, the leader's clock raised to the highest stamp it was asked to pass,
+//! still monotonic along the stream and still a function of the decided log. A batch
+//! therefore waits about one consensus round for the skip, plus at most one skip interval,
+//! whatever the skew between the leaders' clocks. The group's later batches keep stamps at
+//! least that high until its leader's clock catches up; a merge that then waits on another
+//! group for them is unblocked the same way, in one round.
 //! A merge that waits on nothing asks for no skip, so an idle cluster proposes none.
 //!
 //! The deliberate bug [`MergeBugs::by_arrival`] delivers batches in the order they reached this
@@ -53,6 +64,16 @@ pub struct MergeBugs {
     /// Deliver batches in the order they were pushed (their arrival at this replica), not by
     /// their stamps: not the same order on every replica.
     pub by_arrival: bool,
+}
+
+/// What a merge waits for: a decision of `group` stamped at least `stamp_ms` lets it take its
+/// next pending batch (see "Liveness: skips" above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Wait {
+    /// The stream with nothing pending that holds the lowest key.
+    pub group: Group,
+    /// The least stamp of that stream's next batch that lets the merge go on.
+    pub stamp_ms: u64,
 }
 
 /// One stream of the merge.
@@ -145,14 +166,32 @@ impl Merge {
         Some((source.group, batch))
     }
 
-    /// The group whose next decision the merge waits for, if it waits: its stream is empty and
-    /// holds the lowest key. `None` when a batch can be taken or nothing is pending at all.
-    pub fn blocked_on(&self) -> Option<Group> {
-        if self.sources.iter().all(|s| s.pending.is_empty()) {
+    /// What the merge waits for, if it waits: the next decision of the stream that holds the
+    /// lowest key with nothing pending, stamped at least [`Wait::stamp_ms`]. `None` when a
+    /// batch can be taken or nothing is pending at all.
+    pub fn blocked_on(&self) -> Option<Wait> {
+        let blocked = self.lowest();
+        if !self.sources[blocked].pending.is_empty() {
             return None;
         }
-        let source = &self.sources[self.lowest()];
-        source.pending.is_empty().then_some(source.group)
+        // The lowest key among the pending batches: the one the merge would take next.
+        let (next, stamp_ms) = self
+            .sources
+            .iter()
+            .enumerate()
+            .filter_map(|(index, s)| s.pending.front().map(|b| (index, b.stamp_ms)))
+            .min_by_key(|&(index, stamp_ms)| (stamp_ms, index))?;
+        // The blocked stream's key must pass (stamp_ms, next): on equal stamps the stream
+        // earlier in group order comes first.
+        let stamp_ms = if blocked < next {
+            stamp_ms.saturating_add(1)
+        } else {
+            stamp_ms
+        };
+        Some(Wait {
+            group: self.sources[blocked].group,
+            stamp_ms,
+        })
     }
 
     /// The index of the stream holding the lowest key: its next batch's stamp, or its floor
@@ -185,6 +224,10 @@ mod tests {
         }
     }
 
+    fn wait(group: Group, stamp_ms: u64) -> Wait {
+        Wait { group, stamp_ms }
+    }
+
     fn drain(merge: &mut Merge) -> Vec<(Group, u64)> {
         std::iter::from_fn(|| merge.pop())
             .map(|(g, b)| (g, b.instance.0))
@@ -201,18 +244,26 @@ mod tests {
             None,
             "g0 may still bring a batch stamped below 5"
         );
-        assert_eq!(merge.blocked_on(), Some(OWN));
+        assert_eq!(
+            merge.blocked_on(),
+            Some(wait(OWN, 6)),
+            "g0 must pass 5: it sorts first"
+        );
         merge.push(OWN, batch(0, 5));
         merge.push(OWN, batch(1, 6));
         assert_eq!(drain(&mut merge), [(OWN, 0), (Group::All, 0), (OWN, 1)]);
         assert_eq!(
             merge.blocked_on(),
-            Some(OWN),
+            Some(wait(OWN, 8)),
             "g_all's 7 waits for g0 past 6"
         );
         merge.push(OWN, batch(2, 9));
         assert_eq!(drain(&mut merge), [(Group::All, 1)]);
-        assert_eq!(merge.blocked_on(), Some(Group::All));
+        assert_eq!(
+            merge.blocked_on(),
+            Some(wait(Group::All, 9)),
+            "g_all at 9 comes after g0's 9"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //!   the barrier) for a command C-G sends to all.
 //! * **SMR**: one stream, every command to worker 0 (the only one).
 //! * **No replication**: the scheduler of sP-SMR, fed in arrival order, with no log at all.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use logless_multipaxos::ids::NodeId;
 use logless_multipaxos::message::{Message, Request};
@@ -124,9 +124,14 @@ impl<S: Service> Replica<S> {
     pub fn tick(&mut self, now_ms: u64) {
         self.groups.tick(now_ms);
         self.route();
-        let waited_on: BTreeSet<Group> = self.merges.iter().filter_map(Merge::blocked_on).collect();
-        for group in waited_on {
-            self.groups.skip_if_due(now_ms, group);
+        // Each group waited on, with the highest stamp a merge needs of it.
+        let mut waited_on: BTreeMap<Group, u64> = BTreeMap::new();
+        for wait in self.merges.iter().filter_map(Merge::blocked_on) {
+            let stamp_ms = waited_on.entry(wait.group).or_default();
+            *stamp_ms = (*stamp_ms).max(wait.stamp_ms);
+        }
+        for (group, stamp_ms) in waited_on {
+            self.groups.skip_if_due(now_ms, group, stamp_ms);
         }
         self.route();
     }

@@ -8,6 +8,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::nodes::NodeFaults;
+use crate::whole_node;
 
 /// One whole-node run of the log engine.
 #[derive(Clone, Debug)]
@@ -169,7 +170,7 @@ impl LogNodeSimConfig {
         self.disk_full_every_us = 400_000;
         self.disk_full_us = 450_000;
         self.disk_full_all = 0.3;
-        self.segment_bytes = FULL_DISK_SEGMENT_BYTES;
+        self.segment_bytes = whole_node::FULL_DISK_SEGMENT_BYTES;
     }
 
     /// A disk lost at its worst moment (see [`LogNodeSimConfig::lost_disk_at_us`]), at a point
@@ -208,9 +209,6 @@ impl LogNodeSimConfig {
 
 /// The log growth between snapshots of [`LogNodeSimConfig::small_snapshots`] (bytes).
 const SMALL_SNAPSHOT_LOG_BYTES: u64 = 384;
-/// The segment size of [`LogNodeSimConfig::full_disks`] (bytes): a few KiB of log, as a run
-/// writes, fill several.
-const FULL_DISK_SEGMENT_BYTES: usize = 4 * 1024;
 /// Mixed into the seed to draw the moment of [`LogNodeSimConfig::lost_disk`], so that the run's
 /// own draws stay what they were.
 const LOST_DISK_SALT: u64 = 0x6c6f_7374_6469_736b;

@@ -2,8 +2,7 @@
 //! and a disk lost at its worst moment, its node rejoining (`docs/lost-disk.md`).
 use logless_multipaxos::ids::NodeId;
 use logless_storage::SimDir;
-use rand::seq::{IndexedRandom, SliceRandom};
-use rand::Rng;
+use rand::seq::SliceRandom;
 
 use super::{Event, LogNodeCluster};
 use crate::whole_node;
@@ -38,15 +37,9 @@ impl LogNodeCluster {
         let every_us = self.config.disk_full_every_us;
         whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::DiskFull);
         let up = self.up_nodes();
-        let chosen = if self.rng.random_bool(self.config.disk_full_all) {
-            up
-        } else {
-            let leader = up.iter().copied().find(|&n| self.is_leader(n));
-            match leader {
-                Some(leader) if self.rng.random_bool(0.5) => vec![leader],
-                _ => up.choose(&mut self.rng).copied().into_iter().collect(),
-            }
-        };
+        let leader = up.iter().copied().find(|&n| self.is_leader(n));
+        let all = self.config.disk_full_all;
+        let chosen = whole_node::disk_full_nodes(&mut self.rng, up, leader, all);
         let full_us = self.config.disk_full_us;
         let until = self.events.now_us() + full_us;
         for node in chosen {

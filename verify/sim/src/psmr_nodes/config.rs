@@ -23,6 +23,17 @@ pub struct PsmrNodeSimConfig {
     pub leader_cut_every_us: u64,
     /// How long a cut-off leader sends nothing (µs).
     pub leader_cut_off_us: u64,
+    /// How often (mean, µs; 0: never) a disk fills up while the faults last: every group's
+    /// log directory of the node refuses new files and growth (`ENOSPC`) for `disk_full_us`,
+    /// so that the next segment a group needs is refused and the node pauses
+    /// (`node/src/psmr_turn.rs`, "A full disk"). A node that leads some group half the time;
+    /// every node's at once by `disk_full_all`. A crash ends its node's: it restarts with
+    /// space. The groups' log segments are then small, so that a full disk soon matters.
+    pub disk_full_every_us: u64,
+    /// How long a disk stays full (µs).
+    pub disk_full_us: u64,
+    /// Of the disks' filling, the share that fill every node's at once.
+    pub disk_full_all: f64,
     /// Closed-loop clients, each connected to one node (another while that one is down).
     pub clients: u32,
     /// Commands per client.
@@ -56,6 +67,9 @@ impl PsmrNodeSimConfig {
             workers,
             faults: NodeFaults::none(),
             leader_cut_every_us: 0,
+            disk_full_every_us: 0,
+            disk_full_us: 0,
+            disk_full_all: 0.0,
             leader_cut_off_us: 600_000,
             clients: 6,
             commands_per_client: 25,
@@ -72,19 +86,19 @@ impl PsmrNodeSimConfig {
 
     /// The faults of the many-seed runs: the log engine's whole-node faults, with crashes and
     /// partitions spaced to let a group's leader be suspected and replaced between them, and
-    /// a group's leader cut off now and then. Clock jumps are at most 200 ms, not the log
-    /// engine's 1 s: the merge orders batches by their leaders' stamps, so a batch of a group
-    /// whose leader's clock runs ahead waits for `g_all`'s stamps to pass it, as long as the
-    /// skew between the two leaders (see `logless_psmr::merge`). Jumps of up to 1 s add up to
-    /// skews of seconds, which stay after healing, and then every command of that group
-    /// outlives the node's request timeout (1.5 s) and ends "outcome unknown" (seed 69 did).
+    /// a group's leader cut off now and then. Clock jumps are up to 1 s as in the log
+    /// engine's simulation; they add up to skews of seconds between groups' leaders, which
+    /// the merge must not wait out: a skip is stamped past the stamp its merge waits for
+    /// (see `logless_psmr::merge`). With skips stamped by the leader's clock alone, seed 69
+    /// stalled a group for the skew (+697 ms against −873 ms) and its commands outlived the
+    /// node's request timeout (1.5 s).
     pub fn faults() -> NodeFaults {
         NodeFaults {
             crash_every_us: 250_000,
             down_us: 150_000,
             partition_every_us: 300_000,
             clock_jump_every_us: 400_000,
-            clock_jump_ms_max: 200,
+            clock_jump_ms_max: 1_000,
             power_failure: 0.0,
             ..NodeFaults::all()
         }
@@ -92,7 +106,8 @@ impl PsmrNodeSimConfig {
 
     /// The configuration the many-seed tests run for `seed`: P-SMR with two workers (three
     /// groups) on most seeds, three workers on every fourth, sP-SMR on every fifth and SMR
-    /// on every seventh; every fault, and leaders' cuts on every third.
+    /// on every seventh; every fault, leaders' cuts on every third seed and full disks on every
+    /// fourth.
     pub fn for_seed(seed: u64) -> PsmrNodeSimConfig {
         let mode = if seed % 5 == 1 {
             Mode::SpSmr
@@ -107,7 +122,18 @@ impl PsmrNodeSimConfig {
         if seed.is_multiple_of(3) {
             config.leader_cut_every_us = 500_000;
         }
+        if seed % 4 == 1 {
+            config.full_disks();
+        }
         config
+    }
+
+    /// Disks that fill up a few times a run, for 450 ms each (several space probes of the
+    /// paused node), every node's at once a third of the time.
+    pub fn full_disks(&mut self) {
+        self.disk_full_every_us = 400_000;
+        self.disk_full_us = 450_000;
+        self.disk_full_all = 0.3;
     }
 }
 
@@ -136,6 +162,12 @@ pub struct PsmrNodeSimReport {
     pub clock_jumps: u64,
     /// Groups' leaders cut off.
     pub leader_cuts: u64,
+    /// Disks filled (each node of a filling of all counts).
+    pub disk_fulls: u64,
+    /// Times a node's disk had no space for a group's log and it paused.
+    pub space_shortages: u64,
+    /// Operations refused (MISCONF) because their node's disk was full.
+    pub refused_for_space: u64,
     /// Commands the workers executed, over every node and incarnation.
     pub executed: u64,
     /// Of those, in synchronous mode (`g_all`'s, through the barrier).
@@ -170,6 +202,9 @@ impl PsmrNodeSimReport {
         self.partitions += other.partitions;
         self.clock_jumps += other.clock_jumps;
         self.leader_cuts += other.leader_cuts;
+        self.disk_fulls += other.disk_fulls;
+        self.space_shortages += other.space_shortages;
+        self.refused_for_space += other.refused_for_space;
         self.executed += other.executed;
         self.executed_synchronous += other.executed_synchronous;
         self.skips_proposed += other.skips_proposed;
@@ -185,7 +220,7 @@ impl std::fmt::Display for PsmrNodeSimReport {
             f,
             "ops {} (ok {}, not applied {}, unknown {}), executed {} (synchronous {}), skips {}, \
              crashes {} (group leaders {}, all-node {}), partitions {}, clock jumps {}, leader \
-             cuts {}, node retries {}, node timeouts {}, batches {}, sim time {} ms, trace \
+             cuts {}, disks full {} (pauses {}, refused {}), node retries {}, node timeouts {}, batches {}, sim time {} ms, trace \
              {:016x}",
             self.operations,
             self.acknowledged,
@@ -200,6 +235,9 @@ impl std::fmt::Display for PsmrNodeSimReport {
             self.partitions,
             self.clock_jumps,
             self.leader_cuts,
+            self.disk_fulls,
+            self.space_shortages,
+            self.refused_for_space,
             self.retried,
             self.timed_out,
             self.batches,

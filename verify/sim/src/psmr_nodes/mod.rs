@@ -21,6 +21,10 @@
 //! * **Crashes.** A process crash (of the leader of some group half the time, sometimes of
 //!   every node) keeps what each group's directory holds; the node restarts as a new
 //!   incarnation, replaying every group's log into an empty service.
+//! * **Full disks.** In some runs a node's disk (or every node's) fills up for a while: its
+//!   groups' directories refuse new files and growth, so the node pauses and answers MISCONF
+//!   until space returns ([`PsmrNodeSimConfig::disk_full_every_us`]; `node/src/psmr_turn.rs`,
+//!   "A full disk").
 //! * **Clients.** Each speaks Redis to one node through the node's session and the psmr
 //!   engine's mapping of SET NX/XX, GET and DEL to the service's commands
 //!   ([`logless_node::psmr_ops`]); answers come back as the node shows them (module
@@ -124,6 +128,12 @@ enum Event {
     Partition,
     ClockJump,
     LeaderCut,
+    /// A disk fills up (see [`PsmrNodeSimConfig::disk_full_every_us`]).
+    DiskFull,
+    /// Space returns to the disk of `node`, unless it filled again since.
+    DiskSpace {
+        node: NodeId,
+    },
 }
 
 /// A turn's (or a worker step's) outputs.
@@ -164,6 +174,8 @@ struct SimNode {
     clock_offset_ms: i64,
     /// What the node sends is lost until then (simulated µs): a leader's cut-off.
     sends_cut_until_us: u64,
+    /// Its disk is full until then (simulated µs).
+    disk_full_until_us: u64,
 }
 
 impl SimNode {
@@ -220,6 +232,7 @@ impl PsmrNodeCluster {
             (f.partition_every_us, Event::Partition),
             (f.clock_jump_every_us, Event::ClockJump),
             (cluster.config.leader_cut_every_us, Event::LeaderCut),
+            (cluster.config.disk_full_every_us, Event::DiskFull),
         ];
         whole_node::schedule_first(&mut cluster.events, &mut cluster.rng, first);
         cluster
@@ -297,6 +310,8 @@ impl PsmrNodeCluster {
         self.report.skips_proposed += status.skips_proposed;
         self.report.retried += status.retried;
         self.report.timed_out += status.timed_out;
+        self.report.space_shortages += status.space_shortages;
+        self.report.refused_for_space += status.refused_for_space;
     }
 
     // ---- nodes -------------------------------------------------------------------------
@@ -310,11 +325,16 @@ impl PsmrNodeCluster {
         config
     }
 
-    /// Small segments, so that rolls happen often.
-    fn log_options() -> SegmentLogOptions {
+    /// Small segments, so that rolls happen often; smaller still with full disks.
+    fn log_options(&self) -> SegmentLogOptions {
+        let segment_bytes = if self.config.disk_full_every_us > 0 {
+            whole_node::FULL_DISK_SEGMENT_BYTES
+        } else {
+            64 * 1024
+        };
         SegmentLogOptions {
-            segment_bytes: 64 * 1024,
-            record_bytes_max: 16 * 1024,
+            segment_bytes,
+            record_bytes_max: segment_bytes / 4,
             snapshot_bytes_max: 1 << 20,
             ..SegmentLogOptions::new(Durability::Sync)
         }
@@ -327,13 +347,14 @@ impl PsmrNodeCluster {
         let (wall_ms, now_us) = (self.wall_ms(node), self.events.now_us());
         let (mode, workers) = (self.config.mode, self.config.workers);
         let timeout_ms = self.config.request_timeout_ms;
+        let options = self.log_options();
         let n = self.nodes.get_mut(&node).expect("node");
         n.incarnation += 1;
         let mut logs = BTreeMap::new();
         let mut durable = BTreeMap::new();
         for group in mode.groups(workers) {
             let image = n.images.remove(&group).unwrap_or_default();
-            match DurableLog::open_on(image, PsmrNodeCluster::log_options()) {
+            match DurableLog::open_on(image, options.clone()) {
                 Ok(opened) => {
                     durable.insert(group, opened.durable);
                     logs.insert(group, opened.log);
@@ -625,6 +646,8 @@ impl PsmrNodeCluster {
         n.wake_at_us = None;
         n.work_scheduled = false;
         n.sends_cut_until_us = 0;
+        // The node restarts with space.
+        n.disk_full_until_us = 0;
         self.add_figures(&running);
         self.report.crashes += 1;
         self.report.leader_kills += u64::from(leader);
@@ -682,6 +705,45 @@ impl PsmrNodeCluster {
             n.sends_cut_until_us = 0;
             if !n.up() {
                 self.start_node(node);
+            }
+            self.give_space(node);
+        }
+    }
+
+    /// Fills the disk of one node (one that leads some group half the time) or of every node,
+    /// for [`PsmrNodeSimConfig::disk_full_us`]: every group's directory refuses new files.
+    fn disk_full(&mut self) {
+        if !self.faults_active {
+            return;
+        }
+        let every_us = self.config.disk_full_every_us;
+        whole_node::schedule_next(&mut self.events, &mut self.rng, every_us, Event::DiskFull);
+        let up = self.up_nodes();
+        let leader = up.iter().copied().find(|&n| self.groups_led(n) > 0);
+        let all = self.config.disk_full_all;
+        let chosen = whole_node::disk_full_nodes(&mut self.rng, up, leader, all);
+        let full_us = self.config.disk_full_us;
+        let until = self.events.now_us() + full_us;
+        for node in chosen {
+            self.report.disk_fulls += 1;
+            let n = self.nodes.get_mut(&node).expect("node");
+            n.disk_full_until_us = n.disk_full_until_us.max(until);
+            if let Some(running) = n.running.as_mut() {
+                for log in running.core.logs_mut().logs_mut() {
+                    log.dir_mut().full = true;
+                }
+            }
+            self.events.schedule(full_us, Event::DiskSpace { node });
+        }
+    }
+
+    /// Space returns to the disk of `node`.
+    fn give_space(&mut self, node: NodeId) {
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.disk_full_until_us = 0;
+        if let Some(running) = n.running.as_mut() {
+            for log in running.core.logs_mut().logs_mut() {
+                log.dir_mut().full = false;
             }
         }
     }
@@ -797,6 +859,12 @@ impl PsmrNodeCluster {
             Event::Partition => self.partition(),
             Event::ClockJump => self.clock_jump(),
             Event::LeaderCut => self.leader_cut(),
+            Event::DiskFull => self.disk_full(),
+            Event::DiskSpace { node } => {
+                if self.events.now_us() >= self.nodes[&node].disk_full_until_us {
+                    self.give_space(node);
+                }
+            }
         }
     }
 }

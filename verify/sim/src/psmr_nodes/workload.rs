@@ -41,14 +41,15 @@ fn reply_of(value: &Value) -> Option<Reply> {
 }
 
 /// What the client learns from the node's answer (`None`: no answer, as after a timeout or a
-/// lost connection), read from the reply as a client reads it: TRYAGAIN says not applied,
-/// UNCERTAIN that it may have been.
+/// lost connection), read from the reply as a client reads it: TRYAGAIN and MISCONF (a full
+/// disk) say not applied, UNCERTAIN that it may have been.
 fn outcome(answer: Option<PsmrAnswer>) -> Result<Value, Outcome> {
     let Some(answer) = answer else {
         return Err(Outcome::Unknown);
     };
     match psmr_ops::reply(answer) {
         Value::Error(text) if text.starts_with("TRYAGAIN ") => Err(Outcome::NotApplied),
+        Value::Error(text) if text.starts_with("MISCONF ") => Err(Outcome::NotApplied),
         Value::Error(text) if text.starts_with("UNCERTAIN ") => Err(Outcome::Unknown),
         value => Ok(value),
     }

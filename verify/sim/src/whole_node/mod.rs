@@ -1,12 +1,13 @@
 //! What the whole-node runs of every engine share ([`crate::nodes`], [`crate::log_nodes`],
 //! [`crate::psmr_nodes`]): the simulated wall clock, the draws of the faults' times and of a
-//! clock jump, the majority a crash must leave, the outcomes' counts and the per-key check of
+//! clock jump, the nodes whose disks fill up, the majority a crash must leave, the outcomes' counts and the per-key check of
 //! a history; the clients' bookkeeping is in [`clients`], the network in [`crate::network`].
 //!
 //! Every function draws from the run's one generator in the order the runs always drew, so
 //! that a seed runs as it did.
 use logless_multipaxos::ids::NodeId;
 use rand::rngs::SmallRng;
+use rand::seq::IndexedRandom;
 use rand::Rng;
 
 use crate::history::{History, Outcome};
@@ -26,6 +27,10 @@ pub(crate) const INPUTS_PER_TURN_MAX: usize = 4096;
 pub(crate) const SETTLE_US_MAX: u64 = 3_000_000;
 /// The states a checker may visit for one key (per-key) or one history (atomicity).
 pub(crate) const CHECK_STATES_MAX: usize = 2_000_000;
+
+/// The log segment size of runs with full disks (bytes): a few KiB of log, as a run writes,
+/// fill several, so that a full disk soon refuses a new segment.
+pub(crate) const FULL_DISK_SEGMENT_BYTES: usize = 4 * 1024;
 
 /// Where a node's answer goes: a client and its command number.
 #[derive(Clone, Copy, Debug)]
@@ -77,6 +82,23 @@ pub(crate) fn clock_jump(rng: &mut SmallRng, nodes: u16, max_ms: u64) -> (NodeId
     let node = NodeId(rng.random_range(1..=nodes));
     let jump = rng.random_range(-max..=max);
     (node, jump)
+}
+
+/// The nodes whose disks fill up now: every node of `up` with chance `all`, else `leader`
+/// (the leader of the moment, if any) half the time, else one of `up` at random.
+pub(crate) fn disk_full_nodes(
+    rng: &mut SmallRng,
+    up: Vec<NodeId>,
+    leader: Option<NodeId>,
+    all: f64,
+) -> Vec<NodeId> {
+    if rng.random_bool(all) {
+        return up;
+    }
+    match leader {
+        Some(leader) if rng.random_bool(0.5) => vec![leader],
+        _ => up.choose(rng).copied().into_iter().collect(),
+    }
 }
 
 /// Whether one more of `nodes` nodes may go down, `down` being down, and leave a majority up.
