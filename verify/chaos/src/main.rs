@@ -85,7 +85,10 @@ struct RunArgs {
     /// reply-before-persist, persist-without-ttl, remove-before-all-hold-tombstone,
     /// skip-removal-fence; for multipaxos log-skip-noop-fill,
     /// log-no-dedup, log-accept-before-persist, log-execute-at-local-clock,
-    /// log-accept-stale-proposals; for psmr psmr-merge-by-arrival, psmr-no-barrier);
+    /// log-accept-stale-proposals, log-ignore-epochs, log-rejoin-without-recovery,
+    /// log-release-while-space-short — the last three bite only under `--recovery epoch`, a
+    /// rejoin or a full disk, which this runner does not cause; for psmr psmr-merge-by-arrival,
+    /// psmr-no-barrier);
     /// repeatable.
     #[arg(long)]
     inject_bug: Vec<String>,
@@ -229,6 +232,9 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             "log-accept-before-persist",
             "log-execute-at-local-clock",
             "log-accept-stale-proposals",
+            "log-ignore-epochs",
+            "log-rejoin-without-recovery",
+            "log-release-while-space-short",
             "psmr-merge-by-arrival",
             "psmr-no-barrier",
         ]
