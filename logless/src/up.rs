@@ -76,6 +76,10 @@ pub struct UpArgs {
     /// --replicas must be 1).
     #[arg(long, default_value = "psmr")]
     pub psmr_mode: String,
+    /// The service the psmr engine replicates: btree (the default) or netfs (NetFS, through
+    /// LOGLESS.FS; mount it with `logless fs mount DIR --connect HOST:PORT`).
+    #[arg(long, default_value = "btree")]
+    pub service: String,
     /// A setting of the log engine for every replica, NAME=VALUE (see `logless server
     /// --multipaxos`); repeat it for several.
     #[arg(long = "multipaxos", value_name = "NAME=VALUE")]
@@ -196,6 +200,7 @@ fn specs(
             .flag("--recovery", args.recovery)
             .flag("--threads", args.threads)
             .flag("--psmr-mode", &args.psmr_mode)
+            .flag("--service", &args.service)
             .flag("--read-retries", args.read_retries)
             .flag("--thrifty-reads", args.thrifty_reads)
             .flag("--thrifty-writes", args.thrifty_writes)

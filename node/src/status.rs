@@ -53,8 +53,9 @@ pub async fn psmr_status(context: &NodeContext) -> Option<PsmrStatus> {
 pub fn psmr_info(status: &PsmrStatus) -> String {
     let mut out = String::new();
     let s = status;
-    let figures: [(&str, &dyn std::fmt::Display); 15] = [
+    let figures: [(&str, &dyn std::fmt::Display); 16] = [
         ("mode", &s.mode),
+        ("service", &s.service),
         ("threads", &s.threads),
         ("executing_threads", &s.executing_threads),
         ("digest", &s.digest),
