@@ -13,6 +13,7 @@ pub mod frame;
 pub mod fs;
 pub mod path;
 pub mod remote;
+pub mod workload;
 
 pub use client::{CallError, Client, Transport};
 pub use command::{Attr, DirEntry, Fh, FsCommand, FsReply, Ino, Kind, Mode, Time};
