@@ -292,6 +292,11 @@ impl<T: Transport> Comparison<T> {
         }
     }
 
+    /// Sends the next steps through `transport` (another replica of the same NetFS, say).
+    pub fn set_transport(&mut self, transport: T) {
+        *self.remote.client.transport_mut() = transport;
+    }
+
     /// Runs the next `steps` steps (at most what is left) on both sides.
     ///
     /// # Panics
