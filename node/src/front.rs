@@ -360,11 +360,16 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                     let step = match context.psmr {
                         None => session.handle(&args),
                         Some(_) => {
-                            match psmr_ops::handle(&mut session, &context.acl, psmr_service, &args)
-                            {
+                            match psmr_ops::handle_for(
+                                &mut session,
+                                &context.acl,
+                                psmr_service,
+                                &args,
+                            ) {
                                 PsmrStep::Session(step) => step,
-                                PsmrStep::Submit(command) => {
+                                submit @ (PsmrStep::Submit(_) | PsmrStep::Frame(_)) => {
                                     let protocol = session.protocol();
+                                    let command = submit.encoded().expect("a step that submits");
                                     let seq = exchange.submit_psmr(context, command).await;
                                     pending.push_back(Pending::Psmr(seq, psmr_service, protocol));
                                     last_command = Some(args.swap_remove(0));
@@ -571,7 +576,7 @@ async fn resolve(pending: Pending, exchange: &mut Exchange) -> (Value, Protocol)
         Pending::Psmr(seq, service, protocol) => {
             let answer = exchange.psmr.take(seq).await;
             let answer = answer.unwrap_or(Err(Failure::NotApplied));
-            (psmr_ops::reply(service, answer), protocol)
+            (psmr_ops::reply_for(service, answer), protocol)
         }
     }
 }

@@ -65,16 +65,39 @@ const SERVED_NETFS: &str = "LOGLESS.FS <request frame>, LOGLESS.DIGEST";
 pub enum PsmrStep {
     /// What the session decided (a reply, or a node query the engine serves).
     Session(Step),
-    /// Submit this command, encoded for the service.
-    Submit(Bytes),
+    /// Submit this command to the B⁺-tree service.
+    Submit(KvCommand),
+    /// Submit this NetFS request frame as it is.
+    Frame(Bytes),
     /// Answer with this replica's state digest.
     Digest,
 }
 
-/// Decides what to do with one request (`args` non-empty, the command name first). The
-/// session should be built [`Session::with_total_order`], so that commands over several keys
-/// come back as steps, refused here as the engine's, not as the per-key engine's.
-pub fn handle(session: &mut Session, acl: &Acl, service: ServiceKind, args: &[Bytes]) -> PsmrStep {
+impl PsmrStep {
+    /// The command to submit, encoded for the service, if the step submits one.
+    pub fn encoded(self) -> Option<Bytes> {
+        match self {
+            PsmrStep::Submit(command) => Some(encode(&command)),
+            PsmrStep::Frame(frame) => Some(frame),
+            PsmrStep::Session(_) | PsmrStep::Digest => None,
+        }
+    }
+}
+
+/// [`handle_for`] under the B⁺-tree service.
+pub fn handle(session: &mut Session, acl: &Acl, args: &[Bytes]) -> PsmrStep {
+    handle_for(session, acl, ServiceKind::Btree, args)
+}
+
+/// Decides what to do with one request (`args` non-empty, the command name first) under
+/// `service`. The session should be built [`Session::with_total_order`], so that commands over
+/// several keys come back as steps, refused here as the engine's, not as the per-key engine's.
+pub fn handle_for(
+    session: &mut Session,
+    acl: &Acl,
+    service: ServiceKind,
+    args: &[Bytes],
+) -> PsmrStep {
     let name = args[0].to_ascii_uppercase();
     let own = match service {
         ServiceKind::Btree => matches!(&name[..], b"GET" | b"SET" | b"DEL" | b"LOGLESS.RANGE"),
@@ -91,7 +114,7 @@ pub fn handle(session: &mut Session, acl: &Acl, service: ServiceKind, args: &[By
         b"GET" | b"SET" | b"DEL" => match session.handle(args) {
             // The session checked the login, the ACL and the arguments' sizes.
             Step::One { .. } | Step::Many { .. } => match service_command(&name, args) {
-                Ok(command) => PsmrStep::Submit(encode(&command)),
+                Ok(command) => PsmrStep::Submit(command),
                 Err(text) => reply_error(text),
             },
             Step::Reply(value) => PsmrStep::Session(Step::Reply(value)),
@@ -114,12 +137,12 @@ pub fn handle(session: &mut Session, acl: &Acl, service: ServiceKind, args: &[By
             }
             if name == b"LOGLESS.FS".as_slice() {
                 return match args {
-                    [_, request] => PsmrStep::Submit(request.clone()),
+                    [_, request] => PsmrStep::Frame(request.clone()),
                     _ => reply_error("ERR syntax error: LOGLESS.FS <request frame>".into()),
                 };
             }
             match range(args) {
-                Ok(command) => PsmrStep::Submit(encode(&command)),
+                Ok(command) => PsmrStep::Submit(command),
                 Err(text) => reply_error(text),
             }
         }
@@ -199,9 +222,14 @@ fn range(args: &[Bytes]) -> Result<KvCommand, String> {
     Ok(KvCommand::Range { start, count })
 }
 
+/// [`reply_for`] under the B⁺-tree service.
+pub fn reply(answer: PsmrAnswer) -> Value {
+    reply_for(ServiceKind::Btree, answer)
+}
+
 /// The client's reply to a command's answer under `service`: the B⁺-tree's reply as Redis
 /// shows it, or NetFS's reply frame as it is.
-pub fn reply(service: ServiceKind, answer: PsmrAnswer) -> Value {
+pub fn reply_for(service: ServiceKind, answer: PsmrAnswer) -> Value {
     let bytes = match answer {
         Ok(bytes) => bytes,
         Err(failure) => return failure_value(failure),
@@ -255,17 +283,17 @@ mod tests {
     fn step(words: &[&str]) -> PsmrStep {
         let acl = Arc::new(Acl::default());
         let mut session = Session::new(1).with_acl(acl.clone()).with_total_order(true);
-        handle(&mut session, &acl, ServiceKind::Btree, &args(words))
+        handle(&mut session, &acl, &args(words))
     }
 
     fn step_netfs(words: &[&str]) -> PsmrStep {
         let acl = Arc::new(Acl::default());
         let mut session = Session::new(1).with_acl(acl.clone()).with_total_order(true);
-        handle(&mut session, &acl, ServiceKind::NetFs, &args(words))
+        handle_for(&mut session, &acl, ServiceKind::NetFs, &args(words))
     }
 
     fn submit(command: KvCommand) -> PsmrStep {
-        PsmrStep::Submit(encode(&command))
+        PsmrStep::Submit(command)
     }
 
     fn refused(words: &[&str]) -> String {
@@ -341,9 +369,7 @@ mod tests {
 
     #[test]
     fn replies_show_as_redis_shows_them() {
-        let shown = |reply: KvReply| {
-            super::reply(ServiceKind::Btree, Ok(Bytes::from(reply.encode_to_vec())))
-        };
+        let shown = |reply: KvReply| super::reply(Ok(Bytes::from(reply.encode_to_vec())));
         assert_eq!(shown(KvReply::Stored(true)), Value::Simple("OK".into()));
         assert_eq!(shown(KvReply::Stored(false)), Value::Nil);
         assert_eq!(shown(KvReply::Deleted(true)), Value::Int(1));
@@ -353,7 +379,7 @@ mod tests {
             Value::Array(vec![Value::Bulk("a".into()), Value::Bulk("1".into())])
         );
         assert_eq!(
-            super::reply(
+            super::reply_for(
                 ServiceKind::NetFs,
                 Err(logless_redis::session::Failure::Overloaded)
             ),
@@ -365,7 +391,7 @@ mod tests {
     fn netfs_takes_its_frames_whole_and_refuses_the_key_value_commands() {
         assert_eq!(
             step_netfs(&["logless.fs", "frame"]),
-            PsmrStep::Submit(Bytes::from_static(b"frame"))
+            PsmrStep::Frame(Bytes::from_static(b"frame"))
         );
         assert_eq!(step_netfs(&["LOGLESS.DIGEST"]), PsmrStep::Digest);
         let refused = |words: &[&str]| match step_netfs(words) {
@@ -391,7 +417,7 @@ mod tests {
         assert!(refused_btree_fs().contains("B+-tree service: 'logless.fs'"));
         let frame = Bytes::from_static(b"reply frame");
         assert_eq!(
-            super::reply(ServiceKind::NetFs, Ok(frame.clone())),
+            super::reply_for(ServiceKind::NetFs, Ok(frame.clone())),
             Value::Bulk(frame)
         );
     }

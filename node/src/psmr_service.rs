@@ -145,10 +145,29 @@ impl ParallelService for PsmrService {
     }
 }
 
-impl crate::psmr_workers::Shared<PsmrService> {
+/// A service the node's psmr runtime runs: [`PsmrService`], or the B⁺-tree service alone
+/// (the whole-node simulation's).
+pub trait NodeService: ParallelService + Send + Sync + 'static {
+    /// Which service it is, for INFO and `/status`.
+    fn kind(&self) -> ServiceKind;
+}
+
+impl NodeService for PsmrService {
+    fn kind(&self) -> ServiceKind {
+        PsmrService::kind(self)
+    }
+}
+
+impl NodeService for KvService {
+    fn kind(&self) -> ServiceKind {
+        ServiceKind::Btree
+    }
+}
+
+impl<S: NodeService> crate::psmr_workers::Shared<S> {
     /// The service the workers run.
     pub fn service_kind(&self) -> ServiceKind {
-        self.with_service(PsmrService::kind)
+        self.with_service(NodeService::kind)
     }
 }
 

@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
-use crate::psmr_service::{PsmrService, ServiceKind};
+use crate::psmr_service::{NodeService, ServiceKind};
 use crate::psmr_workers::{Executed, Shared};
 use crate::turn::ShardClock;
 
@@ -237,9 +237,9 @@ enum Queued {
 }
 
 /// The node's psmr replica: its durable logs, its clients and what they wait for.
-pub struct PsmrCore<R, D: Dir = FsDir> {
+pub struct PsmrCore<R, D: Dir = FsDir, S = logless_btree::KvService> {
     me: NodeId,
-    shared: Arc<Shared<PsmrService>>,
+    shared: Arc<Shared<S>>,
     logs: GroupLogs<D>,
     clients: ClientPool<R>,
     /// The last reply executed for each client id the pool lent.
@@ -261,14 +261,14 @@ pub struct PsmrCore<R, D: Dir = FsDir> {
     flushes: u64,
 }
 
-impl<R, D: Dir> PsmrCore<R, D> {
+impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
     /// The core of replica `me` around `shared` (the replica recovered from `logs`), in run
     /// `incarnation`; operations unanswered after `request_timeout_ms` are answered "outcome
     /// unknown".
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         me: NodeId,
-        shared: Arc<Shared<PsmrService>>,
+        shared: Arc<Shared<S>>,
         logs: GroupLogs<D>,
         incarnation: u32,
         request_timeout_ms: u64,
@@ -276,7 +276,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
         threads: u16,
         wall_ms: u64,
         mono_us: u64,
-    ) -> PsmrCore<R, D> {
+    ) -> PsmrCore<R, D, S> {
         let mut clock = ShardClock::default();
         let now_ms = clock.read(wall_ms, mono_us);
         PsmrCore {
@@ -483,6 +483,7 @@ mod tests {
     use logless_storage::SimDir;
 
     use super::*;
+    use crate::psmr_service::PsmrService;
 
     #[derive(Default)]
     struct Collected {
@@ -498,12 +499,14 @@ mod tests {
     }
 
     /// A core without replication, one worker, and nothing started: the tests drive it.
-    fn no_rep_core() -> (PsmrCore<u32, SimDir>, Arc<Shared<PsmrService>>) {
+    fn no_rep_core() -> (PsmrCore<u32, SimDir, PsmrService>, Arc<Shared<PsmrService>>) {
         no_rep_core_of(1)
     }
 
     /// [`no_rep_core`] with `workers` workers.
-    fn no_rep_core_of(workers: u16) -> (PsmrCore<u32, SimDir>, Arc<Shared<PsmrService>>) {
+    fn no_rep_core_of(
+        workers: u16,
+    ) -> (PsmrCore<u32, SimDir, PsmrService>, Arc<Shared<PsmrService>>) {
         let mut config = logless_psmr::config::Config::new(vec![NodeId(1)], NodeId(1), workers);
         config.mode = Mode::NoRep;
         let replica = logless_psmr::replica::Replica::new(config, ServiceKind::Btree.start(), 0);
