@@ -1,7 +1,8 @@
-//! `logless fs mount DIR`: NetFS (issue 26's file system) mounted through FUSE. For now the
-//! NetFS is in this process and not replicated: what is written there lives until the unmount.
-//! The front end reaches it through NetFS's direct-client transport, which a replicated NetFS
-//! will serve too.
+//! `logless fs mount DIR`: NetFS (issue 26's file system) mounted through FUSE. With
+//! `--connect HOST:PORT` the NetFS is the one a cluster of the psmr engine replicates
+//! (`--service netfs`), reached through one Redis connection (`LOGLESS.FS`); without it the
+//! NetFS is in this process and not replicated, and what is written there lives until the
+//! unmount. The front end reaches either through NetFS's direct-client transport.
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
@@ -9,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use logless_netfs::NetFs;
+use logless_netfs::remote::RedisTransport;
+use logless_netfs::{NetFs, Transport};
 use logless_netfs_fuse::{NetFsFuse, Owner, Unmounted};
 
 /// How often the foreground mount checks that nothing unmounted it from outside.
@@ -17,6 +19,10 @@ const UNMOUNT_POLL: Duration = Duration::from_millis(200);
 
 /// The line the foreground mount prints once it serves; the background start waits for it.
 const MOUNTED: &str = "mounted";
+
+/// How long a call to a replicated NetFS waits for its connection and its reply before it
+/// fails with `EIO`.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args, Debug)]
 pub struct FsArgs {
@@ -26,10 +32,11 @@ pub struct FsArgs {
 
 #[derive(clap::Subcommand, Debug)]
 enum FsCommand {
-    /// Mount NetFS on DIR through FUSE. The NetFS lives in this process, in memory and not
-    /// replicated (a replicated NetFS server does not exist yet): its files are gone after the
-    /// unmount. Needs /dev/fuse, and root or the fusermount3 helper. Unmount with Ctrl-C or
-    /// SIGTERM (`kill PID`), or `umount DIR`.
+    /// Mount NetFS on DIR through FUSE: with --connect, the NetFS a psmr cluster replicates
+    /// (`logless up --engine psmr --service netfs`); without it, one that lives in this
+    /// process, in memory and not replicated, whose files are gone after the unmount. Needs
+    /// /dev/fuse, and root or the fusermount3 helper. Unmount with Ctrl-C or SIGTERM
+    /// (`kill PID`), or `umount DIR`.
     Mount(MountArgs),
 }
 
@@ -46,13 +53,43 @@ struct MountArgs {
     /// (writing to a closed stderr would fail once it is gone).
     #[arg(long, hide = true, conflicts_with = "foreground")]
     background_process: bool,
+    /// A replica of a psmr cluster serving NetFS (`--service netfs`), HOST:PORT of its Redis
+    /// port. A call that cannot reach it, or gets no reply within 10 s, fails with EIO (and a
+    /// line in the log); the next call connects again.
+    #[arg(long, value_name = "HOST:PORT")]
+    connect: Option<String>,
+    /// The password of the cluster's clients (AUTH), with --connect.
+    #[arg(
+        long,
+        env = "LOGLESS_PASSWORD",
+        requires = "connect",
+        hide_env_values = true
+    )]
+    password: Option<String>,
 }
 
 pub fn fs(args: &FsArgs) -> ExitCode {
     match &args.command {
-        FsCommand::Mount(mount) if mount.foreground => serve(&mount.dir, Report::Terminal),
-        FsCommand::Mount(mount) if mount.background_process => serve(&mount.dir, Report::Starter),
-        FsCommand::Mount(mount) => start_in_background(&mount.dir),
+        FsCommand::Mount(mount) if mount.foreground => serve_mount(mount, Report::Terminal),
+        FsCommand::Mount(mount) if mount.background_process => serve_mount(mount, Report::Starter),
+        FsCommand::Mount(mount) => start_in_background(mount),
+    }
+}
+
+/// Serves `mount` on the NetFS it names.
+fn serve_mount(mount: &MountArgs, report: Report) -> ExitCode {
+    match &mount.connect {
+        Some(addr) => {
+            let transport = RedisTransport::new(addr, mount.password.clone(), CALL_TIMEOUT);
+            let what = format!("NetFS (replicated, through {addr})");
+            serve(&mount.dir, transport, &what, report)
+        }
+        None => serve(
+            &mount.dir,
+            NetFs::new(),
+            "NetFS (in-process, not replicated)",
+            report,
+        ),
     }
 }
 
@@ -65,8 +102,14 @@ enum Report {
     Starter,
 }
 
-/// Mounts on `dir` and serves until a signal, or until something else unmounts it.
-fn serve(dir: &Path, report: Report) -> ExitCode {
+/// Mounts `what`, reached through `transport`, on `dir` and serves until a signal, or until
+/// something else unmounts it.
+fn serve<T: Transport + Send + 'static>(
+    dir: &Path,
+    transport: T,
+    what: &str,
+    report: Report,
+) -> ExitCode {
     if report == Report::Terminal {
         crate::server::init_logging(Some("warn"), false);
     }
@@ -86,7 +129,7 @@ fn serve(dir: &Path, report: Report) -> ExitCode {
         },
         Err(error) => return fail(format!("mount point {}: {error}", dir.display())),
     };
-    let mounted = match logless_netfs_fuse::mount(NetFsFuse::new(NetFs::new(), owner), dir) {
+    let mounted = match logless_netfs_fuse::mount(NetFsFuse::new(transport, owner), dir) {
         Ok(mounted) => mounted,
         Err(error) => return fail(error.to_string()),
     };
@@ -94,7 +137,7 @@ fn serve(dir: &Path, report: Report) -> ExitCode {
     // failed write is no error.
     let _ = writeln!(
         std::io::stdout(),
-        "{MOUNTED} NetFS (in-process, not replicated) on {}",
+        "{MOUNTED} {what} on {}",
         mounted.dir().display()
     );
     let _ = std::io::stdout().flush();
@@ -138,7 +181,8 @@ fn serve(dir: &Path, report: Report) -> ExitCode {
 
 /// Starts this program as the mount's background process, in a process group of its own (so
 /// the terminal's Ctrl-C does not reach it), and waits until it serves or fails.
-fn start_in_background(dir: &Path) -> ExitCode {
+fn start_in_background(mount: &MountArgs) -> ExitCode {
+    let dir = &mount.dir;
     let binary = match std::env::current_exe() {
         Ok(binary) => binary,
         Err(error) => {
@@ -146,9 +190,18 @@ fn start_in_background(dir: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let child = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .args(["fs", "mount", "--background-process"])
-        .arg(dir)
+        .arg(dir);
+    if let Some(addr) = &mount.connect {
+        command.args(["--connect", addr]);
+    }
+    if let Some(password) = &mount.password {
+        // Through the environment, not the command line that `ps` shows.
+        command.env("LOGLESS_PASSWORD", password);
+    }
+    let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -71,6 +71,10 @@ pub struct ServerArgs {
     /// The psmr engine's mode: psmr, sp-smr, smr or no-rep (one process, no peers).
     #[arg(long, env = "LOGLESS_PSMR_MODE")]
     pub psmr_mode: Option<String>,
+    /// The service the psmr engine replicates: btree (the B+-tree key-value service, the
+    /// default) or netfs (NetFS, through LOGLESS.FS); the same on every replica.
+    #[arg(long, env = "LOGLESS_SERVICE")]
+    pub service: Option<String>,
     /// A setting of the log engine, NAME=VALUE with a name of the file's [multipaxos] table
     /// (suspect_timeout_ms=300, window_instances=10, ...); repeat it for several (the variable
     /// takes them comma-separated).
@@ -241,6 +245,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = &args.psmr_mode {
         c.psmr_mode = v.clone();
+    }
+    if let Some(v) = &args.service {
+        c.service = v.clone();
     }
     if let Some(v) = args.read_retries {
         c.read_retries = v;

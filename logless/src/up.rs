@@ -76,6 +76,10 @@ pub struct UpArgs {
     /// --replicas must be 1).
     #[arg(long, default_value = "psmr")]
     pub psmr_mode: String,
+    /// The service the psmr engine replicates: btree (the default) or netfs (NetFS, through
+    /// LOGLESS.FS; mount it with `logless fs mount DIR --connect HOST:PORT`).
+    #[arg(long, default_value = "btree")]
+    pub service: String,
     /// A setting of the log engine for every replica, NAME=VALUE (see `logless server
     /// --multipaxos`); repeat it for several.
     #[arg(long = "multipaxos", value_name = "NAME=VALUE")]
@@ -129,6 +133,16 @@ impl UpArgs {
             up: UpArgs,
         }
         <Only as clap::Parser>::parse_from(["logless"]).up
+    }
+}
+
+/// The readiness probe's question `q`, as a cluster of the service asks it. NetFS has no GET:
+/// its read that needs the groups is a request NetFS cannot decode, which is ordered all the
+/// same and answered (bulk) with NetFS's malformed reply.
+fn readiness_question<'a>(netfs: bool, q: &[&'a str]) -> Vec<&'a str> {
+    match q.first() {
+        Some(&"GET") if netfs => vec!["LOGLESS.FS", "logless:up:"],
+        _ => q.to_vec(),
     }
 }
 
@@ -196,6 +210,7 @@ fn specs(
             .flag("--recovery", args.recovery)
             .flag("--threads", args.threads)
             .flag("--psmr-mode", &args.psmr_mode)
+            .flag("--service", &args.service)
             .flag("--read-retries", args.read_retries)
             .flag("--thrifty-reads", args.thrifty_reads)
             .flag("--thrifty-writes", args.thrifty_writes)
@@ -459,16 +474,19 @@ pub fn up(args: &UpArgs) -> ExitCode {
             }
         }
         let password = args.requirepass.as_deref();
+        let netfs = args.service == "netfs";
         let serves = match &tls {
-            None => logless_harness::probe::cluster_serves_as(
-                &clients,
-                password,
-                "logless:up:",
-                PROBE_TIMEOUT,
-            ),
+            None => logless_harness::probe::cluster_serves_by(&clients, "logless:up:", |a, q| {
+                logless_harness::probe::resp_ask_as(
+                    a,
+                    password,
+                    &readiness_question(netfs, q),
+                    PROBE_TIMEOUT,
+                )
+            }),
             Some(tls) => {
                 logless_harness::probe::cluster_serves_by(&clients, "logless:up:", |a, q| {
-                    tls.ask(a, password, q, PROBE_TIMEOUT)
+                    tls.ask(a, password, &readiness_question(netfs, q), PROBE_TIMEOUT)
                 })
             }
         };

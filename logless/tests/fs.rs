@@ -1,6 +1,7 @@
 //! `logless fs mount DIR --foreground`: the mount serves files, and SIGTERM unmounts it
 //! cleanly and ends the process; without `--foreground` a background process serves it, which
-//! an unmount from outside ends, and a mount point that does not exist is refused. (The file system's behaviour against a local directory is
+//! an unmount from outside ends, and a mount point that does not exist is refused; with
+//! `--connect` it serves the NetFS of a psmr cluster, and answers EIO once that is gone. (The file system's behaviour against a local directory is
 //! tested in `services/netfs-fuse/tests/mount.rs`.) Skipped, with a message saying why, where
 //! FUSE cannot be used.
 mod common;
@@ -11,6 +12,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// Linux's `EIO`.
+const EIO: i32 = 5;
 
 /// How long the mount may take to come up, and the process to end after SIGTERM.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -28,6 +32,8 @@ fn mounted(dir: &Path) -> bool {
 struct Mount {
     child: Child,
     dir: std::path::PathBuf,
+    /// Its standard error.
+    log: std::path::PathBuf,
 }
 
 impl Drop for Mount {
@@ -67,24 +73,29 @@ fn ended(pid: u32) -> bool {
     }
 }
 
-#[test]
-fn fs_mount_serves_files_and_unmounts_on_sigterm() {
+/// `logless fs mount --foreground DIR` with `extra` flags on a new temporary directory,
+/// once it serves; `None` (the test skipped, with a message saying why) where FUSE cannot be
+/// used.
+fn mount_foreground(extra: &[&str]) -> Option<(Mount, tempfile::TempDir)> {
     if let Some(why) = fuse_unusable() {
         println!("SKIPPED: logless fs mount test: {why}");
-        return;
+        return None;
     }
     let temp = tempfile::tempdir().unwrap();
-    let dir = temp.path().canonicalize().unwrap();
+    let dir = temp.path().canonicalize().unwrap().join("mnt");
+    fs::create_dir(&dir).unwrap();
+    // The log goes to a file: the process may log after this test stopped reading.
+    let log = temp.path().join("mount.log");
     let mut child = Command::new(common::binary())
         .args(["fs", "mount", "--foreground"])
         .arg(&dir)
+        .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut mount = Mount { child, dir };
+    let mut mount = Mount { child, dir, log };
 
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
@@ -97,15 +108,22 @@ fn fs_mount_serves_files_and_unmounts_on_sigterm() {
         .expect("the mount reports in time");
     if !line.starts_with("mounted") {
         let _ = mount.child.wait();
-        let mut errors = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut errors);
+        let errors = fs::read_to_string(&mount.log).unwrap_or_default();
         if errors.contains("Operation not permitted") || errors.contains("Permission denied") {
             println!("SKIPPED: logless fs mount test: mounting is not permitted here: {errors}");
-            return;
+            return None;
         }
         panic!("the mount failed: {errors}");
     }
     assert!(mounted(&mount.dir), "{line}");
+    Some((mount, temp))
+}
+
+#[test]
+fn fs_mount_serves_files_and_unmounts_on_sigterm() {
+    let Some((mut mount, _temp)) = mount_foreground(&[]) else {
+        return;
+    };
 
     let file = mount.dir.join("greeting");
     fs::write(&file, b"hello").unwrap();
@@ -206,4 +224,48 @@ fn fs_mount_in_the_background_serves_until_unmounted_from_outside() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `--connect`: the mount's calls go to a psmr cluster serving NetFS. What is written through
+/// the mount is there through another replica, the replicas agree, and once the replica it
+/// talks to is gone a call fails with EIO at once instead of hanging.
+#[test]
+fn fs_mount_connects_to_a_replicated_netfs() {
+    use logless_netfs::remote::RedisTransport;
+    use logless_netfs::{Client, FsPath};
+    let mut cluster = common::Cluster::start_with(
+        3,
+        "mmap",
+        &["--engine", "psmr", "--threads", "2", "--service", "netfs"],
+    );
+    let addr = cluster.replicas[0].spec.client.to_string();
+    let Some((mount, _temp)) = mount_foreground(&["--connect", &addr]) else {
+        return;
+    };
+    fs::create_dir(mount.dir.join("d")).unwrap();
+    let file = mount.dir.join("d/greeting");
+    fs::write(&file, b"hello").unwrap();
+    assert_eq!(fs::read(&file).unwrap(), b"hello");
+    fs::rename(&file, mount.dir.join("d/renamed")).unwrap();
+    let names: Vec<_> = fs::read_dir(mount.dir.join("d"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["renamed"]);
+
+    let other = cluster.replicas[1].spec.client.to_string();
+    let mut client = Client::new(RedisTransport::new(&other, None, PATIENCE));
+    let entries = client.readdir(&FsPath::new("/d").unwrap()).unwrap();
+    let names: Vec<_> = entries.into_iter().map(|entry| entry.name).collect();
+    assert_eq!(names, [b"renamed".to_vec()]);
+    let attr = client.lstat(&FsPath::new("/d/renamed").unwrap()).unwrap();
+    assert_eq!(attr.size, 5);
+
+    cluster.kill(0);
+    let started = Instant::now();
+    let error = fs::write(mount.dir.join("d/late"), b"x").unwrap_err();
+    let log = fs::read_to_string(&mount.log).unwrap_or_default();
+    assert_eq!(error.raw_os_error(), Some(EIO), "{error}; log: {log}");
+    assert!(log.contains("NetFS call failed: transport"), "{log}");
+    assert!(started.elapsed() < PATIENCE, "EIO, not a hang");
 }

@@ -286,6 +286,10 @@ fn a_directory_of_another_engine_or_layout_is_refused() {
     assert!(log.contains("holds the psmr engine's state"), "{log}");
     let log = refused_start(&with("--threads", "3"));
     assert!(log.contains("--psmr-mode smr --threads 2"), "{log}");
+    let mut netfs = spec.clone();
+    netfs.extra.extend(["--service".into(), "netfs".into()]);
+    let log = refused_start(&netfs);
+    assert!(log.contains("--service btree"), "{log}");
 }
 
 /// Replica 2 leads `g1` (and replica 3 `g_all`): killed while clients write through the other

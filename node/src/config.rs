@@ -15,6 +15,7 @@
 //!                              # votes at once after a restart; docs/recovery.md)
 //! threads = 0                  # psmr: worker threads, k (0: the cores available)
 //! psmr_mode = "psmr"           # psmr: psmr | sp-smr | smr | no-rep (one process, no peers)
+//! service = "btree"            # psmr: btree (GET/SET NX|XX/DEL/LOGLESS.RANGE) | netfs (LOGLESS.FS)
 //! shards = 1
 //! read_retries = 1
 //! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
@@ -343,6 +344,9 @@ pub struct NodeConfig {
     pub threads: u16,
     /// The psmr engine's mode: `psmr`, `sp-smr`, `smr` or `no-rep` (one process, no peers).
     pub psmr_mode: String,
+    /// The service the psmr engine replicates: `btree` or `netfs`; the same on every replica,
+    /// and fixed for a data directory.
+    pub service: String,
     /// Read retries before a read writes through (X of the paper).
     pub read_retries: u32,
     /// Whether a read asks a quorum of replicas first (its own and the next) and the others
@@ -453,6 +457,7 @@ impl Default for NodeConfig {
             shards: 1,
             threads: 0,
             psmr_mode: "psmr".to_string(),
+            service: "btree".to_string(),
             read_retries: 1,
             thrifty_reads: true,
             thrifty_writes: false,
@@ -698,6 +703,13 @@ impl NodeConfig {
             .map_err(|e: logless_psmr::config::UnknownMode| ConfigError::Invalid(e.to_string()))
     }
 
+    /// The service the psmr engine replicates.
+    pub fn psmr_service(&self) -> Result<crate::psmr_service::ServiceKind, ConfigError> {
+        self.service
+            .parse()
+            .map_err(|e: crate::psmr_service::UnknownService| ConfigError::Invalid(e.to_string()))
+    }
+
     /// The psmr engine's worker threads: [`NodeConfig::threads`], or the cores available (at
     /// least one) if it is 0.
     pub fn psmr_threads(&self) -> u16 {
@@ -804,6 +816,7 @@ impl NodeConfig {
             ));
         }
         let mode = self.psmr_mode()?;
+        self.psmr_service()?;
         if mode == logless_psmr::config::Mode::NoRep && self.peers.len() != 1 {
             return invalid(format!(
                 "psmr_mode no-rep runs one process without replication: peers must list only \

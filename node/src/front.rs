@@ -43,6 +43,7 @@ use crate::log_ops::{self, Shown};
 use crate::log_turn::LogAnswer;
 use crate::psmr_loop::{PsmrInput, PsmrReplyTo, PsmrSubmitted};
 use crate::psmr_ops::{self, PsmrStep};
+use crate::psmr_service::ServiceKind;
 use crate::psmr_turn::PsmrAnswer;
 use crate::shard::{CommandResult, ReplyTo, ShardInput, Submitted};
 use crate::tls;
@@ -110,7 +111,7 @@ enum Pending {
     /// One operation of the log engine.
     Log(u64, Shown, Protocol),
     /// One command of the psmr engine.
-    Psmr(u64, Protocol),
+    Psmr(u64, ServiceKind, Protocol),
 }
 
 /// Submits a connection's commands to the shards in batches and collects the answers, which
@@ -347,6 +348,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         let mut broken = None;
         let mut last_command = None;
         let auth_failures = session.auth_failures();
+        // Checked before the node started.
+        let psmr_service = context.config.psmr_service().unwrap_or_default();
         while !session.is_closing() && !connection.is_closing() {
             match parse_request(&mut input, &parse_limits) {
                 Ok(Some(args)) if args.is_empty() => {}
@@ -356,31 +359,38 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                     let mut args = owned(&args);
                     let step = match context.psmr {
                         None => session.handle(&args),
-                        Some(_) => match psmr_ops::handle(&mut session, &context.acl, &args) {
-                            PsmrStep::Session(step) => step,
-                            PsmrStep::Submit(command) => {
-                                let protocol = session.protocol();
-                                let command = psmr_ops::encode(&command);
-                                let seq = exchange.submit_psmr(context, command).await;
-                                pending.push_back(Pending::Psmr(seq, protocol));
-                                last_command = Some(args.swap_remove(0));
-                                continue;
+                        Some(_) => {
+                            match psmr_ops::handle_for(
+                                &mut session,
+                                &context.acl,
+                                psmr_service,
+                                &args,
+                            ) {
+                                PsmrStep::Session(step) => step,
+                                submit @ (PsmrStep::Submit(_) | PsmrStep::Frame(_)) => {
+                                    let protocol = session.protocol();
+                                    let command = submit.encoded().expect("a step that submits");
+                                    let seq = exchange.submit_psmr(context, command).await;
+                                    pending.push_back(Pending::Psmr(seq, psmr_service, protocol));
+                                    last_command = Some(args.swap_remove(0));
+                                    continue;
+                                }
+                                PsmrStep::Digest => {
+                                    exchange.send(context).await;
+                                    write_replies(
+                                        &mut stream,
+                                        &mut output,
+                                        &mut pending,
+                                        &mut exchange,
+                                    )
+                                    .await?;
+                                    let value = psmr_ops::digest(context).await;
+                                    output.push(&mut stream, &value, session.protocol()).await?;
+                                    last_command = Some(args.swap_remove(0));
+                                    continue;
+                                }
                             }
-                            PsmrStep::Digest => {
-                                exchange.send(context).await;
-                                write_replies(
-                                    &mut stream,
-                                    &mut output,
-                                    &mut pending,
-                                    &mut exchange,
-                                )
-                                .await?;
-                                let value = psmr_ops::digest(context).await;
-                                output.push(&mut stream, &value, session.protocol()).await?;
-                                last_command = Some(args.swap_remove(0));
-                                continue;
-                            }
-                        },
+                        }
                     };
                     let protocol = session.protocol();
                     if let (Step::Watch(keys), Some(_)) = (&step, &context.log) {
@@ -510,7 +520,10 @@ async fn dispatch(
         ),
         // Only a session with one order over all keys watches; under psmr, WATCH is refused
         // as the engine's.
-        Step::Watch(_) => Pending::Ready(Value::Error(psmr_ops::refusal(b"watch")), protocol),
+        Step::Watch(_) => {
+            let service = context.config.psmr_service().unwrap_or_default();
+            Pending::Ready(Value::Error(psmr_ops::refusal(service, b"watch")), protocol)
+        }
         Step::Node(_) => unreachable!("serve answers node queries itself"),
     }
 }
@@ -560,10 +573,10 @@ async fn resolve(pending: Pending, exchange: &mut Exchange) -> (Value, Protocol)
             let answer = answer.unwrap_or(Err(Failure::NotApplied));
             (log_ops::reply(answer, shown), protocol)
         }
-        Pending::Psmr(seq, protocol) => {
+        Pending::Psmr(seq, service, protocol) => {
             let answer = exchange.psmr.take(seq).await;
             let answer = answer.unwrap_or(Err(Failure::NotApplied));
-            (psmr_ops::reply(answer), protocol)
+            (psmr_ops::reply_for(service, answer), protocol)
         }
     }
 }

@@ -55,6 +55,7 @@ pub mod peer;
 pub mod peer_codec;
 pub mod psmr_loop;
 pub mod psmr_ops;
+pub mod psmr_service;
 pub mod psmr_turn;
 pub mod psmr_workers;
 pub mod shard;

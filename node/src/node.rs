@@ -804,6 +804,7 @@ fn start_psmr(
     use std::collections::BTreeMap;
     let mode = config.psmr_mode()?;
     let threads = config.psmr_threads();
+    let service = config.psmr_service()?;
     let mut nodes: Vec<LogNodeId> = config.peers.iter().map(|p| LogNodeId(p.id)).collect();
     nodes.sort_unstable();
     let me = LogNodeId(config.node_id);
@@ -812,7 +813,7 @@ fn start_psmr(
     engine.bugs = bugs;
     let dir = config.data_dir.join("psmr");
     if mode != logless_psmr::config::Mode::NoRep {
-        crate::psmr_turn::claim_layout(&dir, mode, threads)
+        crate::psmr_turn::claim_layout(&dir, mode, threads, service)
             .map_err(|e| StartError::Config(ConfigError::Invalid(e)))?;
     }
     let mut logs = BTreeMap::new();
@@ -826,12 +827,9 @@ fn start_psmr(
     }
     let started = Instant::now();
     let now_ms = crate::shard::wall_ms();
-    let service = logless_btree::KvService::new();
-    let replica = logless_psmr::replica::Replica::recover(engine, service, &durable, now_ms);
-    let shared = Arc::new(crate::psmr_workers::Shared::new(
-        replica,
-        logless_btree::KvService::new(),
-    ));
+    let replica =
+        logless_psmr::replica::Replica::recover(engine, service.start(), &durable, now_ms);
+    let shared = Arc::new(crate::psmr_workers::Shared::new(replica, service.start()));
     let (executed_tx, executed_rx) = mpsc::unbounded_channel();
     let report = move |executed| {
         // A stopped loop: nobody waits for the reply.

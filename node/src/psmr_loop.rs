@@ -13,12 +13,13 @@ use bytes::Bytes;
 use logless_multipaxos::ids::NodeId;
 use logless_multipaxos::message::Message;
 use logless_service::Group;
-use logless_storage::StoreError;
+use logless_storage::{FsDir, StoreError};
 use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::MissedTickBehavior;
 
 pub use crate::log_loop::TICK_MS;
+use crate::psmr_service::PsmrService;
 use crate::psmr_turn::{PsmrAnswer, PsmrCore, PsmrOutlet, PsmrStatus};
 use crate::psmr_workers::Executed;
 use crate::shard::wall_ms;
@@ -65,7 +66,7 @@ pub struct PsmrSubmitted {
 
 /// The psmr loop and everything it owns.
 pub struct PsmrLoop {
-    core: PsmrCore<PsmrReplyTo>,
+    core: PsmrCore<PsmrReplyTo, FsDir, PsmrService>,
     inputs: mpsc::Receiver<PsmrInput>,
     executed: mpsc::UnboundedReceiver<Executed>,
     workers: Vec<JoinHandle<()>>,
@@ -110,7 +111,7 @@ pub struct PsmrWiring {
 
 impl PsmrLoop {
     /// The loop around `core`, wired by `wiring`.
-    pub fn new(core: PsmrCore<PsmrReplyTo>, wiring: PsmrWiring) -> PsmrLoop {
+    pub fn new(core: PsmrCore<PsmrReplyTo, FsDir, PsmrService>, wiring: PsmrWiring) -> PsmrLoop {
         PsmrLoop {
             core,
             inputs: wiring.inputs,

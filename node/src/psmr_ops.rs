@@ -1,5 +1,8 @@
 //! The Redis commands of the psmr engine: the B⁺-tree key-value service's commands
-//! ([`KvCommand`]) as Redis spells them, and their replies.
+//! ([`KvCommand`]) as Redis spells them, and their replies; or, under `--service netfs`,
+//! NetFS's requests, each carried whole by one command.
+//!
+//! Under the B⁺-tree service (`--service btree`, the default):
 //!
 //! | Redis                               | service command | reply                          |
 //! |-------------------------------------|-----------------|--------------------------------|
@@ -21,6 +24,20 @@
 //! command is submitted only once the session has accepted it (or, for the two `LOGLESS.`
 //! commands it does not know, once the connection is logged in; `LOGLESS.RANGE` names every
 //! key, so it needs a user who may access every key, as `SCAN` does).
+//!
+//! Under NetFS (`--service netfs`) the data commands are two:
+//!
+//! | Redis                  | reply                                                      |
+//! |------------------------|------------------------------------------------------------|
+//! | `LOGLESS.FS <request>` | the reply frame (bulk), NetFS's lz4 frames both ways       |
+//! | `LOGLESS.DIGEST`       | this replica's state digest                                |
+//!
+//! The request is one [`logless_netfs::FsCommand`] as NetFS encodes it; C-G (NetFS's: the
+//! calls that change the tree to `g_all`, the rest by path) routes it like any command. A
+//! request that does not decode is answered by NetFS with its malformed reply. The file system
+//! is every key's, so `LOGLESS.FS` needs a user who may access every key. `GET`, `SET`, `DEL`
+//! and `LOGLESS.RANGE` are refused under NetFS, and `LOGLESS.FS` under the B⁺-tree service,
+//! with an error that says which service the replica runs.
 use bytes::Bytes;
 use logless_btree::service::RANGE_COUNT_MAX;
 use logless_btree::{KvCommand, KvReply};
@@ -30,31 +47,69 @@ use logless_redis::session::{failure_value, NodeQuery, Session, Step};
 use logless_redis::table::admin::Admin;
 use logless_service::Wire;
 
+use crate::psmr_service::ServiceKind;
 use crate::psmr_turn::PsmrAnswer;
 
 /// How many entries `LOGLESS.RANGE` returns without `COUNT`.
 pub const RANGE_COUNT_DEFAULT: u64 = 10;
 
-/// What the engine serves, for its refusals.
+/// What the engine serves under the B⁺-tree service, for its refusals.
 const SERVED: &str = "SET key value NX (insert), SET key value XX (update), GET key, DEL key, \
                       LOGLESS.RANGE start [COUNT n], LOGLESS.DIGEST";
+
+/// What the engine serves under NetFS, for its refusals.
+const SERVED_NETFS: &str = "LOGLESS.FS <request frame>, LOGLESS.DIGEST";
 
 /// What the front end does with one request under the psmr engine.
 #[derive(Debug, PartialEq)]
 pub enum PsmrStep {
     /// What the session decided (a reply, or a node query the engine serves).
     Session(Step),
-    /// Submit this command to the service.
+    /// Submit this command to the B⁺-tree service.
     Submit(KvCommand),
+    /// Submit this NetFS request frame as it is.
+    Frame(Bytes),
     /// Answer with this replica's state digest.
     Digest,
 }
 
-/// Decides what to do with one request (`args` non-empty, the command name first). The
-/// session should be built [`Session::with_total_order`], so that commands over several keys
-/// come back as steps, refused here as the engine's, not as the per-key engine's.
+impl PsmrStep {
+    /// The command to submit, encoded for the service, if the step submits one.
+    pub fn encoded(self) -> Option<Bytes> {
+        match self {
+            PsmrStep::Submit(command) => Some(encode(&command)),
+            PsmrStep::Frame(frame) => Some(frame),
+            PsmrStep::Session(_) | PsmrStep::Digest => None,
+        }
+    }
+}
+
+/// [`handle_for`] under the B⁺-tree service.
 pub fn handle(session: &mut Session, acl: &Acl, args: &[Bytes]) -> PsmrStep {
+    handle_for(session, acl, ServiceKind::Btree, args)
+}
+
+/// Decides what to do with one request (`args` non-empty, the command name first) under
+/// `service`. The session should be built [`Session::with_total_order`], so that commands over
+/// several keys come back as steps, refused here as the engine's, not as the per-key engine's.
+pub fn handle_for(
+    session: &mut Session,
+    acl: &Acl,
+    service: ServiceKind,
+    args: &[Bytes],
+) -> PsmrStep {
     let name = args[0].to_ascii_uppercase();
+    let own = match service {
+        ServiceKind::Btree => matches!(&name[..], b"GET" | b"SET" | b"DEL" | b"LOGLESS.RANGE"),
+        ServiceKind::NetFs => name == b"LOGLESS.FS".as_slice(),
+    };
+    let data = matches!(
+        &name[..],
+        b"GET" | b"SET" | b"DEL" | b"LOGLESS.RANGE" | b"LOGLESS.FS"
+    );
+    if data && !own {
+        return reply_error(refusal(service, &args[0]));
+    }
     match &name[..] {
         b"GET" | b"SET" | b"DEL" => match session.handle(args) {
             // The session checked the login, the ACL and the arguments' sizes.
@@ -63,9 +118,9 @@ pub fn handle(session: &mut Session, acl: &Acl, args: &[Bytes]) -> PsmrStep {
                 Err(text) => reply_error(text),
             },
             Step::Reply(value) => PsmrStep::Session(Step::Reply(value)),
-            _ => reply_error(refusal(&args[0])),
+            _ => reply_error(refusal(service, &args[0])),
         },
-        b"LOGLESS.RANGE" | b"LOGLESS.DIGEST" => {
+        b"LOGLESS.RANGE" | b"LOGLESS.DIGEST" | b"LOGLESS.FS" => {
             let Some(user) = session.user() else {
                 return reply_error(acl::NOAUTH.to_owned());
             };
@@ -80,20 +135,26 @@ pub fn handle(session: &mut Session, acl: &Acl, args: &[Bytes]) -> PsmrStep {
             if !every_key {
                 return reply_error(acl::NOPERM_KEY.to_owned());
             }
+            if name == b"LOGLESS.FS".as_slice() {
+                return match args {
+                    [_, request] => PsmrStep::Frame(request.clone()),
+                    _ => reply_error("ERR syntax error: LOGLESS.FS <request frame>".into()),
+                };
+            }
             match range(args) {
                 Ok(command) => PsmrStep::Submit(command),
                 Err(text) => reply_error(text),
             }
         }
-        b"MULTI" => reply_error(refusal(&args[0])),
+        b"MULTI" => reply_error(refusal(service, &args[0])),
         _ => match session.handle(args) {
             Step::One { .. } | Step::Many { .. } | Step::Cross { .. } => {
-                reply_error(refusal(&args[0]))
+                reply_error(refusal(service, &args[0]))
             }
             Step::Node(NodeQuery::DbSize)
             | Step::Node(NodeQuery::Admin(
                 Admin::Scan(_) | Admin::Keys(_) | Admin::RandomKey | Admin::Flush,
-            )) => reply_error(refusal(&args[0])),
+            )) => reply_error(refusal(service, &args[0])),
             step => PsmrStep::Session(step),
         },
     }
@@ -103,10 +164,14 @@ fn reply_error(text: String) -> PsmrStep {
     PsmrStep::Session(Step::Reply(Value::Error(text)))
 }
 
-/// The error for a command this engine does not serve.
-pub fn refusal(name: &[u8]) -> String {
+/// The error for a command this engine does not serve under `service`.
+pub fn refusal(service: ServiceKind, name: &[u8]) -> String {
+    let (what, served) = match service {
+        ServiceKind::Btree => ("the B+-tree service", SERVED),
+        ServiceKind::NetFs => ("NetFS (--service netfs)", SERVED_NETFS),
+    };
     format!(
-        "ERR this engine serves the B+-tree service: '{}' is not one of its commands ({SERVED})",
+        "ERR this engine serves {what}: '{}' is not one of its commands ({served})",
         String::from_utf8_lossy(name).to_lowercase()
     )
 }
@@ -131,7 +196,7 @@ fn service_command(name: &[u8], args: &[Bytes]) -> Result<KvCommand, String> {
             }
         }
         (b"SET", _) => Err(set_refusal()),
-        _ => Err(refusal(name)),
+        _ => Err(refusal(ServiceKind::Btree, name)),
     }
 }
 
@@ -157,12 +222,21 @@ fn range(args: &[Bytes]) -> Result<KvCommand, String> {
     Ok(KvCommand::Range { start, count })
 }
 
-/// The client's reply to a command's answer.
+/// [`reply_for`] under the B⁺-tree service.
 pub fn reply(answer: PsmrAnswer) -> Value {
+    reply_for(ServiceKind::Btree, answer)
+}
+
+/// The client's reply to a command's answer under `service`: the B⁺-tree's reply as Redis
+/// shows it, or NetFS's reply frame as it is.
+pub fn reply_for(service: ServiceKind, answer: PsmrAnswer) -> Value {
     let bytes = match answer {
         Ok(bytes) => bytes,
         Err(failure) => return failure_value(failure),
     };
+    if service == ServiceKind::NetFs {
+        return Value::Bulk(bytes);
+    }
     match KvReply::decode(&bytes) {
         Ok(KvReply::Stored(true)) => Value::Simple("OK".into()),
         Ok(KvReply::Stored(false)) => Value::Nil,
@@ -212,6 +286,16 @@ mod tests {
         handle(&mut session, &acl, &args(words))
     }
 
+    fn step_netfs(words: &[&str]) -> PsmrStep {
+        let acl = Arc::new(Acl::default());
+        let mut session = Session::new(1).with_acl(acl.clone()).with_total_order(true);
+        handle_for(&mut session, &acl, ServiceKind::NetFs, &args(words))
+    }
+
+    fn submit(command: KvCommand) -> PsmrStep {
+        PsmrStep::Submit(command)
+    }
+
     fn refused(words: &[&str]) -> String {
         match step(words) {
             PsmrStep::Session(Step::Reply(Value::Error(text))) => text,
@@ -225,29 +309,29 @@ mod tests {
         let value = b"v".to_vec();
         assert_eq!(
             step(&["set", "k", "v", "nx"]),
-            PsmrStep::Submit(KvCommand::Insert {
+            submit(KvCommand::Insert {
                 key: key.clone(),
                 value: value.clone()
             })
         );
         assert_eq!(
             step(&["SET", "k", "v", "XX"]),
-            PsmrStep::Submit(KvCommand::Update {
+            submit(KvCommand::Update {
                 key: key.clone(),
                 value
             })
         );
         assert_eq!(
             step(&["GET", "k"]),
-            PsmrStep::Submit(KvCommand::Read { key: key.clone() })
+            submit(KvCommand::Read { key: key.clone() })
         );
         assert_eq!(
             step(&["DEL", "k"]),
-            PsmrStep::Submit(KvCommand::Delete { key: key.clone() })
+            submit(KvCommand::Delete { key: key.clone() })
         );
         assert_eq!(
             step(&["logless.range", "k", "COUNT", "3"]),
-            PsmrStep::Submit(KvCommand::Range {
+            submit(KvCommand::Range {
                 start: key,
                 count: 3
             })
@@ -295,8 +379,53 @@ mod tests {
             Value::Array(vec![Value::Bulk("a".into()), Value::Bulk("1".into())])
         );
         assert_eq!(
-            super::reply(Err(logless_redis::session::Failure::Overloaded)),
+            super::reply_for(
+                ServiceKind::NetFs,
+                Err(logless_redis::session::Failure::Overloaded)
+            ),
             failure_value(logless_redis::session::Failure::Overloaded)
         );
+    }
+
+    #[test]
+    fn netfs_takes_its_frames_whole_and_refuses_the_key_value_commands() {
+        assert_eq!(
+            step_netfs(&["logless.fs", "frame"]),
+            PsmrStep::Frame(Bytes::from_static(b"frame"))
+        );
+        assert_eq!(step_netfs(&["LOGLESS.DIGEST"]), PsmrStep::Digest);
+        let refused = |words: &[&str]| match step_netfs(words) {
+            PsmrStep::Session(Step::Reply(Value::Error(text))) => text,
+            other => panic!("{words:?} gave {other:?}"),
+        };
+        for words in [
+            &["GET", "k"][..],
+            &["SET", "k", "v", "NX"],
+            &["DEL", "k"],
+            &["LOGLESS.RANGE", "a"],
+            &["INCR", "k"],
+        ] {
+            let text = refused(words);
+            assert!(
+                text.starts_with("ERR this engine serves NetFS (--service netfs): '"),
+                "{text}"
+            );
+            assert!(text.contains("LOGLESS.FS <request frame>"), "{text}");
+        }
+        assert!(refused(&["LOGLESS.FS"]).contains("syntax error"));
+        assert!(refused(&["LOGLESS.FS", "a", "b"]).contains("syntax error"));
+        assert!(refused_btree_fs().contains("B+-tree service: 'logless.fs'"));
+        let frame = Bytes::from_static(b"reply frame");
+        assert_eq!(
+            super::reply_for(ServiceKind::NetFs, Ok(frame.clone())),
+            Value::Bulk(frame)
+        );
+    }
+
+    fn refused_btree_fs() -> String {
+        match step(&["LOGLESS.FS", "frame"]) {
+            PsmrStep::Session(Step::Reply(Value::Error(text))) => text,
+            other => panic!("LOGLESS.FS under btree gave {other:?}"),
+        }
     }
 }

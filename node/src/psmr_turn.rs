@@ -57,7 +57,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use logless_btree::KvService;
 use logless_multipaxos::ids::{ClientId, NodeId, RequestSeq};
 use logless_multipaxos::message::{Message, Request};
 use logless_multipaxos::persist::{LogStore, Record};
@@ -72,6 +71,7 @@ use serde::{Deserialize, Serialize};
 use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
 use crate::log_turn::SPACE_PROBE_MS;
+use crate::psmr_service::{NodeService, ServiceKind};
 use crate::psmr_workers::{Executed, Shared};
 use crate::turn::ShardClock;
 
@@ -155,26 +155,40 @@ pub const LAYOUT_FILE: &str = "layout";
 /// Claims the psmr directory `dir` for `mode` with `threads` workers: C-G, the groups and so
 /// every log depend on both, so a directory written with others is refused (the error says
 /// how to start on it) rather than replayed into another state.
-pub fn claim_layout(dir: &std::path::Path, mode: Mode, threads: u16) -> Result<(), String> {
-    let layout = format!("mode={mode} threads={threads}\n");
+pub fn claim_layout(
+    dir: &std::path::Path,
+    mode: Mode,
+    threads: u16,
+    service: ServiceKind,
+) -> Result<(), String> {
+    // A directory of the B+-tree service written before the service was a choice has no
+    // `service=`; the B+-tree's layout is still written so.
+    let layout = match service {
+        ServiceKind::Btree => format!("mode={mode} threads={threads}\n"),
+        service => format!("mode={mode} threads={threads} service={service}\n"),
+    };
     let path = dir.join(LAYOUT_FILE);
     match std::fs::read_to_string(&path) {
         Ok(found) if found == layout => return Ok(()),
         Ok(found) => {
             let found = found.trim();
-            let (mode, threads) = found
-                .split_once(' ')
-                .map(|(m, t)| {
-                    (
-                        m.trim_start_matches("mode="),
-                        t.trim_start_matches("threads="),
-                    )
-                })
-                .unwrap_or((found, "?"));
+            let field = |name: &str| {
+                found
+                    .split(' ')
+                    .find_map(|word| word.strip_prefix(name))
+                    .unwrap_or("?")
+                    .to_owned()
+            };
+            let service = match field("service=").as_str() {
+                "?" => "btree".to_owned(),
+                service => service.to_owned(),
+            };
             return Err(format!(
-                "{} holds psmr groups written with {found}: start it with --psmr-mode {mode} \
-                 --threads {threads}, or give this layout another data directory",
-                dir.display()
+                "{} holds psmr groups written with {found}: start it with --psmr-mode {} \
+                 --threads {} --service {service}, or give this layout another data directory",
+                dir.display(),
+                field("mode="),
+                field("threads="),
             ));
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -213,6 +227,9 @@ pub struct GroupStatus {
 pub struct PsmrStatus {
     /// `psmr`, `sp-smr`, `smr` or `no-rep`.
     pub mode: String,
+    /// The service replicated: `btree` or `netfs`.
+    #[serde(default)]
+    pub service: String,
     /// Worker threads configured (`k`).
     pub threads: u16,
     /// Worker threads executing (one under SMR).
@@ -258,9 +275,9 @@ enum Queued {
 }
 
 /// The node's psmr replica: its durable logs, its clients and what they wait for.
-pub struct PsmrCore<R, D: Dir = FsDir> {
+pub struct PsmrCore<R, D: Dir = FsDir, S = logless_btree::KvService> {
     me: NodeId,
-    shared: Arc<Shared<KvService>>,
+    shared: Arc<Shared<S>>,
     logs: GroupLogs<D>,
     clients: ClientPool<R>,
     /// The last reply executed for each client id the pool lent.
@@ -289,14 +306,14 @@ pub struct PsmrCore<R, D: Dir = FsDir> {
     flushes: u64,
 }
 
-impl<R, D: Dir> PsmrCore<R, D> {
+impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
     /// The core of replica `me` around `shared` (the replica recovered from `logs`), in run
     /// `incarnation`; operations unanswered after `request_timeout_ms` are answered "outcome
     /// unknown".
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         me: NodeId,
-        shared: Arc<Shared<KvService>>,
+        shared: Arc<Shared<S>>,
         logs: GroupLogs<D>,
         incarnation: u32,
         request_timeout_ms: u64,
@@ -304,7 +321,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
         threads: u16,
         wall_ms: u64,
         mono_us: u64,
-    ) -> PsmrCore<R, D> {
+    ) -> PsmrCore<R, D, S> {
         let mut clock = ShardClock::default();
         let now_ms = clock.read(wall_ms, mono_us);
         let alone = shared.replica().groups().config().paxos.nodes.len() < 2;
@@ -552,6 +569,7 @@ impl<R, D: Dir> PsmrCore<R, D> {
         let relaxed = std::sync::atomic::Ordering::Relaxed;
         PsmrStatus {
             mode: self.mode.name().to_string(),
+            service: self.shared.service_kind().to_string(),
             threads: self.threads,
             executing_threads: self.mode.executing_workers(self.threads),
             groups,
@@ -576,11 +594,12 @@ impl<R, D: Dir> PsmrCore<R, D> {
 
 #[cfg(test)]
 mod tests {
-    use logless_btree::{KvCommand, KvReply};
+    use logless_btree::{KvCommand, KvReply, KvService};
     use logless_service::Wire;
     use logless_storage::SimDir;
 
     use super::*;
+    use crate::psmr_service::PsmrService;
 
     #[derive(Default)]
     struct Collected {
@@ -596,16 +615,18 @@ mod tests {
     }
 
     /// A core without replication, one worker, and nothing started: the tests drive it.
-    fn no_rep_core() -> (PsmrCore<u32, SimDir>, Arc<Shared<KvService>>) {
+    fn no_rep_core() -> (PsmrCore<u32, SimDir, PsmrService>, Arc<Shared<PsmrService>>) {
         no_rep_core_of(1)
     }
 
     /// [`no_rep_core`] with `workers` workers.
-    fn no_rep_core_of(workers: u16) -> (PsmrCore<u32, SimDir>, Arc<Shared<KvService>>) {
+    fn no_rep_core_of(
+        workers: u16,
+    ) -> (PsmrCore<u32, SimDir, PsmrService>, Arc<Shared<PsmrService>>) {
         let mut config = logless_psmr::config::Config::new(vec![NodeId(1)], NodeId(1), workers);
         config.mode = Mode::NoRep;
-        let replica = logless_psmr::replica::Replica::new(config, KvService::new(), 0);
-        let shared = Arc::new(Shared::new(replica, KvService::new()));
+        let replica = logless_psmr::replica::Replica::new(config, ServiceKind::Btree.start(), 0);
+        let shared = Arc::new(Shared::new(replica, ServiceKind::Btree.start()));
         let logs = GroupLogs::new(BTreeMap::new());
         let core = PsmrCore::new(
             NodeId(1),
@@ -670,7 +691,7 @@ mod tests {
         // worker 0 must be woken by its arrival. A wake-up lost anywhere would cost the idle
         // poll (50 ms), and the run seconds.
         use logless_service::Service;
-        let service = KvService::new();
+        let service = logless_btree::KvService::new();
         let in_worker_1 = (0..)
             .map(|i| KvCommand::Read {
                 key: format!("r{i}").into_bytes(),
@@ -832,14 +853,16 @@ mod tests {
     fn a_directory_keeps_the_mode_and_threads_it_was_written_with() {
         let dir = tempfile::tempdir().unwrap();
         let psmr = dir.path().join("psmr");
-        claim_layout(&psmr, Mode::Psmr, 2).unwrap();
-        claim_layout(&psmr, Mode::Psmr, 2).unwrap();
-        let refused = claim_layout(&psmr, Mode::Psmr, 3).unwrap_err();
+        claim_layout(&psmr, Mode::Psmr, 2, ServiceKind::Btree).unwrap();
+        claim_layout(&psmr, Mode::Psmr, 2, ServiceKind::Btree).unwrap();
+        let refused = claim_layout(&psmr, Mode::Psmr, 3, ServiceKind::Btree).unwrap_err();
         assert!(
             refused.contains("written with mode=psmr threads=2")
                 && refused.contains("--psmr-mode psmr --threads 2"),
             "{refused}"
         );
-        assert!(claim_layout(&psmr, Mode::Smr, 2).is_err());
+        assert!(claim_layout(&psmr, Mode::Smr, 2, ServiceKind::Btree).is_err());
+        let other = claim_layout(&psmr, Mode::Psmr, 2, ServiceKind::NetFs).unwrap_err();
+        assert!(other.contains("--service btree"), "{other}");
     }
 }

@@ -126,6 +126,11 @@ impl<S: ParallelService> Shared<S> {
             .digest()
     }
 
+    /// Runs `f` on the service, under its read lock.
+    pub fn with_service<R>(&self, f: impl FnOnce(&S) -> R) -> R {
+        f(&self.service.read().expect("a psmr worker panicked"))
+    }
+
     /// Tells the workers to stop once they finish their current command.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);

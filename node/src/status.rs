@@ -54,8 +54,9 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
     let mut out = String::new();
     let s = status;
     let space_short = u8::from(s.space_short);
-    let figures: [(&str, &dyn std::fmt::Display); 18] = [
+    let figures: [(&str, &dyn std::fmt::Display); 19] = [
         ("mode", &s.mode),
+        ("service", &s.service),
         ("threads", &s.threads),
         ("executing_threads", &s.executing_threads),
         ("digest", &s.digest),

@@ -202,10 +202,22 @@ impl Cluster {
 }
 
 /// A write through the replica's engine: `SET ready:<i> 1`, or under the psmr engine (whose
-/// service has no plain SET) an update of that key, which changes nothing.
+/// service has no plain SET) an update of that key, which changes nothing, or under NetFS a
+/// `lstat` of the root.
 fn ready_probe(con: &mut redis::Connection, i: usize) -> redis::RedisResult<()> {
+    use logless_netfs::{FsCommand, FsPath};
+    use logless_service::Wire;
     let key = format!("ready:{i}");
     match redis::cmd("SET").arg(&key).arg(1).query::<String>(con) {
+        Err(e) if e.to_string().contains("NetFS") => redis::cmd("LOGLESS.FS")
+            .arg(
+                FsCommand::Lstat {
+                    path: FsPath::root(),
+                }
+                .encode_to_vec(),
+            )
+            .query::<Vec<u8>>(con)
+            .map(|_| ()),
         Err(e) if e.to_string().contains("B+-tree service") => redis::cmd("SET")
             .arg(&key)
             .arg(1)

@@ -1,6 +1,7 @@
 //! A direct client of NetFS: typed calls that encode a request, send it through a
 //! [`Transport`] and decode the reply. A FUSE front end and the tests drive NetFS through it;
-//! [`NetFs`] itself is the in-process transport (it executes the request on the spot).
+//! [`NetFs`] itself is the in-process transport (it executes the request on the spot);
+//! [`crate::remote::RedisTransport`] carries requests to a replicated NetFS.
 use logless_service::{DecodeError, Service, Wire};
 use thiserror::Error;
 
@@ -11,13 +12,14 @@ use crate::path::FsPath;
 
 /// Carries an encoded request to a NetFS and brings back its encoded reply.
 pub trait Transport {
-    /// Executes `request` and gives the reply's bytes.
-    fn call(&mut self, request: &[u8]) -> Vec<u8>;
+    /// Executes `request` and gives the reply's bytes, or why the request or its reply was
+    /// lost on the way (the request may or may not have been executed).
+    fn call(&mut self, request: &[u8]) -> Result<Vec<u8>, String>;
 }
 
 impl Transport for NetFs {
-    fn call(&mut self, request: &[u8]) -> Vec<u8> {
-        self.execute_encoded(request)
+    fn call(&mut self, request: &[u8]) -> Result<Vec<u8>, String> {
+        Ok(self.execute_encoded(request))
     }
 }
 
@@ -33,6 +35,9 @@ pub enum CallError {
     /// The reply did not decode.
     #[error("undecodable reply: {0}")]
     Reply(#[from] DecodeError),
+    /// The transport lost the request or its reply (the call may or may not have happened).
+    #[error("transport: {0}")]
+    Transport(String),
     /// The reply does not fit the call (a protocol bug).
     #[error("unexpected reply {0:?}")]
     Unexpected(Box<FsReply>),
@@ -54,9 +59,16 @@ impl<T: Transport> Client<T> {
         &self.transport
     }
 
+    /// The transport, to change.
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
     /// Sends `command` and gives the reply, with errors split out.
     pub fn call(&mut self, command: &FsCommand) -> Result<FsReply, CallError> {
-        let reply = FsReply::decode(&self.transport.call(&command.encode_to_vec()))?;
+        let reply =
+            (self.transport.call(&command.encode_to_vec())).map_err(CallError::Transport)?;
+        let reply = FsReply::decode(&reply)?;
         match reply {
             FsReply::Error(errno) => Err(CallError::Fs(errno)),
             FsReply::Malformed(message) => Err(CallError::Malformed(message)),

@@ -4,13 +4,16 @@
 //! ([`FsCommand`]): enough to create, write, read, list, rename and remove files and
 //! directories. Every call names a complete path; there are no hard or symbolic links. Requests
 //! and replies travel as lz4-compressed frames ([`frame`]); [`client::Client`] drives NetFS
-//! without FUSE. The C-G and the argument that dependent calls share a group are in [`fs`].
+//! without FUSE, in process or, through [`remote::RedisTransport`], replicated. The C-G and the argument that
+//! dependent calls share a group are in [`fs`].
 pub mod client;
 pub mod command;
 pub mod errno;
 pub mod frame;
 pub mod fs;
 pub mod path;
+pub mod remote;
+pub mod workload;
 
 pub use client::{CallError, Client, Transport};
 pub use command::{Attr, DirEntry, Fh, FsCommand, FsReply, Ino, Kind, Mode, Time};

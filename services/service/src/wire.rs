@@ -160,6 +160,12 @@ impl<'a> Reader<'a> {
         String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Invalid("message"))
     }
 
+    /// Everything left, which the reader then has read (for a value that is the rest of its
+    /// encoding, such as another service's command carried untouched).
+    pub fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.rest)
+    }
+
     /// Checks that nothing is left.
     pub fn finish(self) -> Result<(), DecodeError> {
         match self.rest.len() {

@@ -20,9 +20,14 @@
 //! every workload the replicas' `LOGLESS.DIGEST` values must be equal and equal to the digest
 //! after the preload (each client deletes what it inserted); a difference fails the run.
 //!
-//! Results: `results.csv`, `fig3-independent.png` … `fig7-skew.png` and `summary.md` in `--out`
-//! ([`report`]). NetFS (Fig. 8) is not served by the node yet; the summary says so.
+//! Fig. 8 runs NetFS (`--service netfs`) in every mode and thread count the same way: reads and
+//! writes of 1 kB ([`netfs`]), each client on its own file with one call in flight; after each
+//! workload the replicas' digests must be equal. `--netfs-only` runs Fig. 8 alone.
+//!
+//! Results: `results.csv`, `fig3-independent.png` … `fig8-netfs.png` and `summary.md` in
+//! `--out` ([`report`]).
 pub mod load;
+pub mod netfs;
 pub mod report;
 
 use std::net::SocketAddr;
@@ -70,6 +75,9 @@ pub struct PsmrArgs {
     /// Replicas of the replicated modes (no-rep always has one).
     #[arg(long, default_value_t = 3)]
     pub replicas: u16,
+    /// Run Fig. 8 (NetFS) alone, without the key-value service's figures.
+    #[arg(long)]
+    pub netfs_only: bool,
 }
 
 /// The engine's modes, in plotting order.
@@ -109,6 +117,9 @@ pub struct Stage {
     pub threads: u32,
     /// The workloads, in order.
     pub workloads: Vec<Workload>,
+    /// Whether the cluster serves NetFS (Fig. 8; `dependent` 0: reads, 1: writes) instead of
+    /// the key-value service.
+    pub netfs: bool,
 }
 
 /// The shares of dependent commands of Fig. 6.
@@ -169,6 +180,7 @@ pub fn plan(threads: &[u32], mixes: &[f64]) -> Vec<Stage> {
         mode: Mode::Smr,
         threads: 1,
         workloads: with_mixes(),
+        netfs: false,
     }];
     for &t in threads {
         for mode in [Mode::Psmr, Mode::SpSmr, Mode::NoRep] {
@@ -180,7 +192,38 @@ pub fn plan(threads: &[u32], mixes: &[f64]) -> Vec<Stage> {
                 } else {
                     basic.to_vec()
                 },
+                netfs: false,
             });
+        }
+    }
+    stages
+}
+
+/// Fig. 8's workloads: NetFS reads, then writes.
+pub const NETFS: [Workload; 2] = [
+    Workload {
+        dependent: 0.0,
+        keys: Keys::Uniform,
+    },
+    Workload {
+        dependent: 1.0,
+        keys: Keys::Uniform,
+    },
+];
+
+/// Fig. 8's stages: NetFS on SMR once with one thread, and on every other mode at every
+/// count of `threads`.
+pub fn netfs_plan(threads: &[u32]) -> Vec<Stage> {
+    let stage = |mode, threads| Stage {
+        mode,
+        threads,
+        workloads: NETFS.to_vec(),
+        netfs: true,
+    };
+    let mut stages = vec![stage(Mode::Smr, 1)];
+    for &t in threads {
+        for mode in [Mode::Psmr, Mode::SpSmr, Mode::NoRep] {
+            stages.push(stage(mode, t));
         }
     }
     stages
@@ -195,7 +238,7 @@ pub struct Record {
     pub threads: u32,
     /// Percentage of dependent commands (inserts and deletes).
     pub dependent_pct: f64,
-    /// `uniform` or `zipf`.
+    /// `uniform` or `zipf`; `netfs` for Fig. 8 (`dependent_pct` 0: reads, 100: writes).
     pub keys: &'static str,
     /// Commands answered per second.
     pub ops_per_s: f64,
@@ -300,13 +343,16 @@ fn start(bin: &Path, s: &Settings, stage: &Stage, limit_s: u64) -> Result<Runnin
         read_retries: 1,
         limit_s,
     };
+    let service = if stage.netfs { "netfs" } else { "btree" };
     let extra = [
         "--threads".to_string(),
         stage.threads.to_string(),
         "--psmr-mode".to_string(),
         stage.mode.name().to_string(),
+        "--service".to_string(),
+        service.to_string(),
     ];
-    let name = format!("psmr-{}-{}", stage.mode.name(), stage.threads);
+    let name = format!("psmr-{service}-{}-{}", stage.mode.name(), stage.threads);
     peers::start_logless_up_with(&name, &opts, &extra)
 }
 
@@ -328,8 +374,12 @@ fn measure(
                 let addr = endpoints[c as usize % endpoints.len()];
                 let (stop, ops) = (&stop, &ops);
                 scope.spawn(move || {
-                    let done =
-                        load::client(c, addr, workload, s.keys, s.pipeline, stop, (start, end));
+                    let window = (start, end);
+                    let done = if stage.netfs {
+                        netfs::client(c, addr, workload.dependent > 0.0, stop, window)
+                    } else {
+                        load::client(c, addr, workload, s.keys, s.pipeline, stop, window)
+                    };
                     if done.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -359,22 +409,35 @@ fn measure(
     }
     let ops_per_s = ops as f64 / s.duration_s;
     let cpu = (cpu_after - cpu_before).max(0.0);
+    let in_flight = if stage.netfs {
+        s.clients
+    } else {
+        s.clients * s.pipeline
+    };
     Ok(Record {
         mode: stage.mode.name(),
         threads: stage.threads,
         dependent_pct: workload.dependent * 100.0,
         keys: match workload.keys {
+            _ if stage.netfs => "netfs",
             Keys::Uniform => "uniform",
             Keys::Zipf => "zipf",
         },
         ops_per_s,
-        latency_ms: f64::from(s.clients * s.pipeline) / ops_per_s * 1000.0,
+        latency_ms: f64::from(in_flight) / ops_per_s * 1000.0,
         cpu_us_per_op: cpu / ops as f64 * 1e6,
         cpu_cores: cpu / s.duration_s,
     })
 }
 
-fn describe(w: &Workload) -> String {
+fn describe(stage: &Stage, w: &Workload) -> String {
+    if stage.netfs {
+        return if w.dependent > 0.0 {
+            "NetFS writes".into()
+        } else {
+            "NetFS reads".into()
+        };
+    }
     match (w.keys, w.dependent) {
         (Keys::Zipf, _) => "zipf reads".into(),
         (_, 0.0) => "reads".into(),
@@ -396,10 +459,9 @@ pub fn measure_all(
         let per_run = s.warmup_s + s.duration_s + 30.0;
         let limit_s = 120 + (per_run * stage.workloads.len() as f64) as u64 + s.keys / 100;
         bar.set_message(format!(
-            "{} {}t: starting, preloading {} keys",
+            "{} {}t: starting, preloading",
             stage.mode.name(),
             stage.threads,
-            s.keys
         ));
         let mut sys = start(bin, s, stage, limit_s)?;
         let endpoints: Vec<SocketAddr> = sys
@@ -407,7 +469,11 @@ pub fn measure_all(
             .iter()
             .map(|e| e.parse().map_err(|e| format!("bad endpoint {e}")))
             .collect::<Result<_, String>>()?;
-        load::preload(&endpoints, s.keys, s.clients, s.pipeline)?;
+        if stage.netfs {
+            netfs::prepare(&endpoints, s.clients)?;
+        } else {
+            load::preload(&endpoints, s.keys, s.clients, s.pipeline)?;
+        }
         let digest_limit = Duration::from_secs(30);
         let preloaded = load::equal_digests(&endpoints, digest_limit)?;
         for workload in &stage.workloads {
@@ -415,7 +481,7 @@ pub fn measure_all(
                 "{} {}t: {}",
                 stage.mode.name(),
                 stage.threads,
-                describe(workload)
+                describe(stage, workload)
             ));
             let record =
                 measure(&sys, &endpoints, s, stage, *workload).map_err(|e| match sys.dead() {
@@ -427,17 +493,19 @@ pub fn measure_all(
                     "{} with {} threads after {}: {e}",
                     stage.mode.name(),
                     stage.threads,
-                    describe(workload)
+                    describe(stage, workload)
                 )
             })?;
-            if digest != preloaded {
+            // NetFS's writes change the files' times, so only the key-value service comes
+            // back to its preloaded state.
+            if digest != preloaded && !stage.netfs {
                 return Err(format!(
                     "{} with {} threads after {}: the replicas agree on digest {digest}, but the \
                      clients deleted every key they inserted, so it should be the preloaded \
                      {preloaded}",
                     stage.mode.name(),
                     stage.threads,
-                    describe(workload)
+                    describe(stage, workload)
                 ));
             }
             records.push(record);
@@ -455,7 +523,12 @@ pub fn run(args: &PsmrArgs) -> Result<(), String> {
     let bin = logless_binary(args.logless.as_ref())?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
-    let stages = plan(&settings.threads, &settings.mixes);
+    let mut stages = if args.netfs_only {
+        Vec::new()
+    } else {
+        plan(&settings.threads, &settings.mixes)
+    };
+    stages.extend(netfs_plan(&settings.threads));
     let points: usize = stages.iter().map(|s| s.workloads.len()).sum();
     println!(
         "psmr: {} clusters, {points} points of {} s, threads {:?}, {} keys, {} clients × \

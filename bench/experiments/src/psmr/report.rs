@@ -1,5 +1,5 @@
 //! The results of `logless bench psmr`: `results.csv`, the figures in seed 004's shapes
-//! (`fig3-independent.png` … `fig7-skew.png`) and `summary.md` with the issue's goals.
+//! (`fig3-independent.png` … `fig8-netfs.png`) and `summary.md` with the issue's goals.
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -10,6 +10,11 @@ use crate::plot::{draw_with, Axes, Line, Panel};
 pub const INDEPENDENT_GOAL: f64 = 0.9;
 /// The goal for dependent-only commands: P-SMR ≥ this × SMR.
 pub const DEPENDENT_GOAL: f64 = 0.9;
+/// The goal for NetFS (Fig. 8): P-SMR at the most threads ≥ this × SMR.
+pub const NETFS_GOAL: f64 = 2.0;
+
+/// The `keys` of Fig. 8's records.
+const NETFS: &str = "netfs";
 
 /// A value drawn for a record with `threads` threads, given the first record of its line.
 type Value = dyn Fn(u32, &Record, Option<&Record>) -> f64;
@@ -144,6 +149,33 @@ fn draw(
 }
 
 fn figures(out: &Path, s: &Settings, records: &[Record]) -> Result<(), String> {
+    if records.iter().any(|r| r.keys != NETFS) {
+        kv_figures(out, s, records)?;
+    }
+    if records.iter().any(|r| r.keys == NETFS) {
+        let two: [(&str, &Value); 2] = [
+            ("throughput (Kcps)", &kcps),
+            ("server CPU per command (µs)", &cpu),
+        ];
+        let mut fig8 = against_threads(records, &s.threads, 0.0, NETFS, &two);
+        fig8.extend(against_threads(records, &s.threads, 100.0, NETFS, &two));
+        for (panel, what) in fig8.iter_mut().zip(["reads", "reads", "writes", "writes"]) {
+            panel.title = format!("{what}: {}", panel.title);
+        }
+        draw(
+            out,
+            "fig8-netfs.png",
+            "Fig. 8: NetFS reads (left) and writes (right) of 1 kB",
+            "worker threads",
+            "",
+            &fig8,
+        )?;
+    }
+    Ok(())
+}
+
+/// Figs. 3–7, the key-value service's.
+fn kv_figures(out: &Path, s: &Settings, records: &[Record]) -> Result<(), String> {
     let t = &s.threads;
     let three: [(&str, &Value); 3] = [
         ("throughput (Kcps)", &kcps),
@@ -319,6 +351,18 @@ pub fn goals(s: &Settings, records: &[Record]) -> Vec<Goal> {
             goal: DEPENDENT_GOAL,
         });
     }
+    for (pct, what) in [(0.0, "reads"), (100.0, "writes")] {
+        if let (Some(smr), Some(p)) = (
+            find(records, Mode::Smr, 1, pct, NETFS),
+            find(records, Mode::Psmr, most, pct, NETFS),
+        ) {
+            out.push(Goal {
+                what: format!("NetFS (Fig. 8) {what} of 1 kB: P-SMR {most} threads / SMR"),
+                ratio: p.ops_per_s / smr.ops_per_s,
+                goal: NETFS_GOAL,
+            });
+        }
+    }
     out
 }
 
@@ -370,10 +414,16 @@ pub fn summary(s: &Settings, records: &[Record], command: &str) -> String {
             if g.ratio >= g.goal { "met" } else { "missed" }
         );
     }
-    out.push_str(
-        "| NetFS (Fig. 8): P-SMR / SMR | — | ≥ 2× | not measured: the node does not serve NetFS \
-         yet |\n\n",
-    );
+    out.push('\n');
+    if records.iter().any(|r| r.keys == NETFS) {
+        let _ = writeln!(
+            out,
+            "NetFS (Fig. 8): `--service netfs`, each of the {} clients reading or writing 1 kB \
+             of a file of its own through `LOGLESS.FS`, one call in flight each (keys `netfs` \
+             below: 0% dependent are reads, 100% writes).\n",
+            s.clients
+        );
+    }
     let most = s.threads.iter().copied().max().unwrap_or(1);
     if let (Some(smr), Some(p)) = (
         find(records, Mode::Smr, 1, 0.0, "uniform"),
@@ -393,9 +443,8 @@ pub fn summary(s: &Settings, records: &[Record], command: &str) -> String {
     out.push_str(
         "\nFigures: fig3-independent.png (reads), fig4-dependent.png (inserts/deletes), \
          fig5-threads.png (scaling and per-thread throughput), fig6-mixes.png (0–100% \
-         dependent), fig7-skew.png (Zipf keys). Fig. 8 (NetFS reads and writes of 1 kB) is \
-         missing: NetFS runs in the engine's tests and under `logless fs mount`, but the node \
-         does not serve it to clients yet.\n\n",
+         dependent), fig7-skew.png (Zipf keys), fig8-netfs.png (NetFS reads and writes of \
+         1 kB); with --netfs-only, Fig. 8 alone.\n\n",
     );
     let _ = writeln!(out, "Command: `logless bench psmr {command}`");
     out
@@ -465,7 +514,26 @@ mod tests {
         let text = summary(&settings(vec![1, 4]), &records, "--quick");
         assert!(text.contains("| 0.95× | ≥ 0.90× | met |"), "{text}");
         assert!(text.contains("| 3.00× | ≥ 3.60× | missed |"), "{text}");
-        assert!(text.contains("NetFS"));
+    }
+
+    #[test]
+    fn netfs_goals_compare_psmr_at_the_most_threads_with_twice_smr() {
+        let netfs = |mode, threads, dependent_pct, ops_per_s| Record {
+            keys: NETFS,
+            ..record(mode, threads, dependent_pct, ops_per_s)
+        };
+        let records = [
+            netfs(Mode::Smr, 1, 0.0, 100.0),
+            netfs(Mode::Smr, 1, 100.0, 100.0),
+            netfs(Mode::Psmr, 2, 0.0, 250.0),
+            netfs(Mode::Psmr, 2, 100.0, 150.0),
+        ];
+        let g = goals(&settings(vec![1, 2]), &records);
+        let ratios: Vec<(f64, f64)> = g.iter().map(|g| (g.ratio, g.goal)).collect();
+        assert_eq!(ratios, vec![(2.5, 2.0), (1.5, 2.0)]);
+        let text = summary(&settings(vec![1, 2]), &records, "--netfs-only");
+        assert!(text.contains("NetFS (Fig. 8) reads of 1 kB"), "{text}");
+        assert!(text.contains("| 1.50× | ≥ 2.00× | missed |"), "{text}");
     }
 
     #[test]
