@@ -92,7 +92,8 @@ pub struct LogNodeSimConfig {
     /// ways, `F` loses its disk and restarts rejoining ([`LogCore::start_rejoin`]; at every
     /// start until a rejoin completed), and the leader of the moment crashes as the cut heals:
     /// a view change can then count `F`'s new Promises with the cut-off nodes', which never saw
-    /// what `F`'s lost votes helped choose.
+    /// what `F`'s lost votes helped choose. FullSS only, as the node's `--rejoin`
+    /// (`docs/lost-disk.md`, "Under mPaxos").
     ///
     /// [`LogCore::start_rejoin`]: logless_node::log_turn::LogCore::start_rejoin
     pub lost_disk_at_us: u64,
