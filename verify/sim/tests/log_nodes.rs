@@ -6,7 +6,8 @@
 //! eleventh leaders cut off after a lost Propose (gaps for the next leader); single-key
 //! histories checked per key, the counters' (transfers, MSET, MGET) as one state, every key
 //! available again after the faults heal, every run replayable, and the engine's deliberate
-//! bugs caught.
+//! bugs caught; mPaxos (`--recovery pmem`) on seeds of its own, under power failures, its
+//! restarted nodes voting before their state machine is rebuilt.
 use logless_multipaxos::config::InjectedBugs;
 use logless_sim::log_nodes::{LogNodeCluster, LogNodeSimConfig, LogNodeSimReport};
 use logless_storage::Durability;

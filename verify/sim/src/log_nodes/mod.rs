@@ -21,6 +21,15 @@
 //!   to some point, any subset of the unpersisted sectors, one more torn on a word boundary.
 //!   In `mmap` mode it is a process crash. A node restarts from that image as a new
 //!   incarnation (new client ids), loading its newest snapshot and replaying its log.
+//! * **mPaxos.** Under `--recovery pmem` ([`LogNodeSimConfig::mpaxos`]) the directory stands
+//!   for persistent memory (`emulp`): crashes are power failures as in `sync` mode, keeping
+//!   what was persisted, any subset of the rest and one torn on a word boundary. The medium
+//!   is simulated in 512-byte sectors where persistent memory persists 64-byte cache lines: a
+//!   persist here makes its whole sector durable, so the images are those of a medium that
+//!   persists at sector grain (fewer than cache lines allow). A restarted node resumes its log
+//!   and takes part at once; its state machine is restored from the persistent snapshot "off
+//!   the loop" (an event up to [`REBUILD_US_MAX`] later, handed in as the node's loop takes
+//!   it), and the run counts the turns that voted or promised before that.
 //! * **Disks.** In some runs disks fill up for a while (the leader's, another's, or every
 //!   node's): the log directory refuses new segments and snapshot files, and the node pauses
 //!   and answers MISCONF until space returns. In some runs one disk is lost at its worst moment
