@@ -20,6 +20,9 @@ pub struct ClusterConfig {
     pub durability: String,
     /// `rmw`, `multipaxos` or `psmr` (`logless server --engine`).
     pub engine: String,
+    /// The log engine's recovery mode (`logless server --recovery`: `fullss`, `epoch` or
+    /// `pmem`), under `--engine multipaxos`; `None`: the server's default.
+    pub recovery: Option<String>,
     /// The psmr engine's mode and threads (under `--engine psmr`).
     pub psmr: Option<PsmrLayout>,
     /// Deliberate protocol bugs (`--inject-bug`), for the harness's own tests.
@@ -49,6 +52,9 @@ impl ClusterConfig {
             .flag("--request-timeout-ms", self.request_timeout_ms)
             .flag("--removal-grace-ms", self.removal_grace_ms)
             .flag("--log-level", &self.log_level);
+        if let Some(recovery) = &self.recovery {
+            spec = spec.flag("--recovery", recovery);
+        }
         if let Some(psmr) = &self.psmr {
             spec = spec
                 .flag("--psmr-mode", &psmr.mode)

@@ -64,13 +64,19 @@ struct RunArgs {
     /// The seed of the workload and the fault schedule (default: from the clock).
     #[arg(long)]
     seed: Option<u64>,
-    /// The replicas' durability: mmap or sync.
+    /// The replicas' durability: mmap, sync, or emulp (persistent memory emulated, for
+    /// `--recovery pmem`).
     #[arg(long, default_value = "mmap")]
     durability: String,
     /// The replication engine: rmw (per-key registers), multipaxos (one log, with a leader) or
     /// psmr (the B+-tree service on P-SMR's k + 1 streams; entry keys only).
     #[arg(long, default_value = "rmw")]
     engine: String,
+    /// The log engine's recovery mode (`--engine multipaxos` only): fullss (the default),
+    /// epoch or pmem (mPaxos, which needs --durability emulp or pmem): kill -9 restarts go
+    /// through it.
+    #[arg(long)]
+    recovery: Option<String>,
     /// The psmr engine's mode: psmr, sp-smr or smr (no-rep has no replicas to fault).
     #[arg(long, default_value = "psmr")]
     psmr_mode: String,
@@ -202,6 +208,35 @@ fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<
         .collect()
 }
 
+/// Checks `--recovery`: a mode the log engine has, under that engine, on a medium it runs on.
+fn check_recovery(
+    recovery: Option<&str>,
+    multipaxos: bool,
+    durability: &str,
+) -> Result<(), String> {
+    let Some(recovery) = recovery else {
+        return Ok(());
+    };
+    if !["fullss", "epoch", "pmem"].contains(&recovery) {
+        return Err(format!(
+            "--recovery must be fullss, epoch or pmem, not {recovery:?}"
+        ));
+    }
+    if !multipaxos && recovery != "fullss" {
+        return Err(format!(
+            "--recovery {recovery} needs --engine multipaxos: the other engines recover from \
+             their disk only"
+        ));
+    }
+    if recovery == "pmem" && !["emulp", "pmem"].contains(&durability) {
+        return Err(format!(
+            "--recovery pmem keeps the log in persistent memory: it needs --durability emulp \
+             (emulated) or pmem, not {durability}"
+        ));
+    }
+    Ok(())
+}
+
 fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     if ![3, 5].contains(&args.replicas) {
         return Err("--replicas must be 3 or 5".into());
@@ -219,6 +254,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             ))
         }
     };
+    check_recovery(args.recovery.as_deref(), multipaxos, &args.durability)?;
     for bug in &args.inject_bug {
         if ![
             "accept-inconsistent-quorum",
@@ -336,6 +372,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             bin: logless_bin(args.logless_bin)?,
             durability: args.durability,
             engine: args.engine,
+            recovery: args.recovery,
             psmr,
             bugs: args.inject_bug,
             request_timeout_ms: args.request_timeout_ms,

@@ -37,7 +37,10 @@ pub fn print_header(config: &RunConfig) {
             "{} {} with {} threads",
             config.cluster.engine, psmr.mode, psmr.threads
         ),
-        None => config.cluster.engine.clone(),
+        None => match &config.cluster.recovery {
+            Some(recovery) => format!("{}, recovery {recovery}", config.cluster.engine),
+            None => config.cluster.engine.clone(),
+        },
     };
     println!(
         "logless-chaos: {} replicas ({}, {}), {} s, {} clients on {} keys at a time, seed {}, \

@@ -405,6 +405,65 @@ fn a_multipaxos_cluster_passes_leader_kills_with_atomic_multi_key_commands() {
     );
 }
 
+/// The log engine under mPaxos (`--recovery pmem` on `--durability emulp`): replicas and
+/// leaders killed with kill -9 restart through the persistent-memory path (resuming the log,
+/// voting at once, rebuilding the state machine meanwhile), and every key's history passes.
+#[test]
+fn a_multipaxos_cluster_under_mpaxos_passes_kills_through_the_pmem_path() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = out_dir();
+    let mpaxos = [
+        "--engine",
+        "multipaxos",
+        "--recovery",
+        "pmem",
+        "--durability",
+        "emulp",
+        "--nemesis",
+        "kill-leader,kill",
+        "--seed",
+        "11",
+        "--duration-s",
+        "12",
+        "--clients",
+        "8",
+        "--key-kinds",
+        "counter,register",
+        // The replicas say at info level how they restarted.
+        "--log-level",
+        "info",
+    ];
+    let args = with_options(CONTENDED.to_vec(), &mpaxos);
+    let run = chaos(&args, dir.path(), Duration::from_secs(60));
+    eprintln!("mPaxos run: {:.1} s", run.elapsed.as_secs_f64());
+    let ok = run.code == Some(0) && run.stdout.contains("verdict:     PASS");
+    let resumed = node_logs(dir.path())
+        .iter()
+        .map(|log| {
+            log.matches("resumed the log from persistent memory")
+                .count()
+        })
+        .sum::<usize>();
+    keep_on_failure(dir, ok);
+    assert!(ok, "exit {:?}", run.code);
+    assert!(
+        resumed >= 2,
+        "{resumed} restarts resumed from persistent memory"
+    );
+}
+
+/// The replicas' logs (`node-*.log` in a run's output directory `dir`).
+fn node_logs(dir: &Path) -> Vec<String> {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    entries
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("node-") && name.ends_with(".log")
+        })
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect()
+}
+
 /// The numbers of the summary's `multi-key:` line: groups, transfers, MSETs and MGETs
 /// answered, wide groups, their MSETs and MGETs answered, unknown, refused.
 fn multi_key_figures(stdout: &str) -> Option<[u64; 9]> {

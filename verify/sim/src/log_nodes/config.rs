@@ -2,7 +2,7 @@
 //! reports.
 #[cfg(doc)]
 use logless_multipaxos::config::Config;
-use logless_multipaxos::config::InjectedBugs;
+use logless_multipaxos::config::{InjectedBugs, Recovery};
 use logless_storage::Durability;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -17,9 +17,18 @@ pub struct LogNodeSimConfig {
     pub nodes: u16,
     /// The seed of everything random.
     pub seed: u64,
-    /// `Sync` (power failures possible) or `Mmap` (process crashes only, as a node in `mmap`
-    /// mode promises no more).
+    /// `Sync` (power failures possible), `Mmap` (process crashes only, as a node in `mmap`
+    /// mode promises no more), or `Emulp`/`Pmem` for mPaxos ([`LogNodeSimConfig::mpaxos`]):
+    /// the simulated directory stands for persistent memory, and a power failure keeps what
+    /// was persisted and any part of the rest, as under `Sync`.
     pub durability: Durability,
+    /// How a restarted node recovers: FullSS (replaying its log, the default) or mPaxos
+    /// (`Recovery::Pmem`: resuming its log and voting at once, its state machine rebuilt from
+    /// the persistent snapshot meanwhile, as the node does off its loop).
+    pub recovery: Recovery,
+    /// A deliberate bug of the node's rebuild under mPaxos (not the engine's): the state
+    /// machine handed over is an empty one, the persistent snapshot skipped.
+    pub rebuild_skips_snapshot: bool,
     /// Faults of the safety phase (the per-key engine's kinds; clock jumps move a node's wall
     /// clock, which its log core slews).
     pub faults: NodeFaults,
@@ -84,7 +93,8 @@ pub struct LogNodeSimConfig {
     /// ways, `F` loses its disk and restarts rejoining ([`LogCore::start_rejoin`]; at every
     /// start until a rejoin completed), and the leader of the moment crashes as the cut heals:
     /// a view change can then count `F`'s new Promises with the cut-off nodes', which never saw
-    /// what `F`'s lost votes helped choose.
+    /// what `F`'s lost votes helped choose. FullSS only, as the node's `--rejoin`
+    /// (`docs/lost-disk.md`, "Under mPaxos").
     ///
     /// [`LogCore::start_rejoin`]: logless_node::log_turn::LogCore::start_rejoin
     pub lost_disk_at_us: u64,
@@ -99,6 +109,8 @@ impl LogNodeSimConfig {
             nodes,
             seed,
             durability,
+            recovery: Recovery::FullSs,
+            rebuild_skips_snapshot: false,
             faults: NodeFaults::none(),
             clients: 4,
             commands_per_client: 25,
@@ -163,6 +175,16 @@ impl LogNodeSimConfig {
         self.faults.partition_every_us = 2_000_000;
     }
 
+    /// mPaxos (`--recovery pmem`) on persistent memory (`--durability emulp`; the simulated
+    /// directory is the medium): crashes are power failures half the time, a restarted node
+    /// resumes its log and votes at once, and its state machine is rebuilt from its persistent
+    /// snapshot after [`REBUILD_US_MAX`] at most, while it takes part.
+    pub fn mpaxos(&mut self) {
+        self.recovery = Recovery::Pmem;
+        self.durability = Durability::Emulp;
+        self.flush_us = 5;
+    }
+
     /// Disks that fill up a few times a run, for 450 ms each (several space probes of the
     /// paused node), every node's at once a third of the time, and log segments of 4 KiB so
     /// that a full disk soon refuses a new one.
@@ -207,6 +229,9 @@ impl LogNodeSimConfig {
     }
 }
 
+/// The longest a resumed node's rebuild of its state machine takes (µs; the node does it on
+/// a blocking thread while its loop goes on): many of its turns, votes among them, come first.
+pub const REBUILD_US_MAX: u64 = 80_000;
 /// The log growth between snapshots of [`LogNodeSimConfig::small_snapshots`] (bytes).
 const SMALL_SNAPSHOT_LOG_BYTES: u64 = 384;
 /// Mixed into the seed to draw the moment of [`LogNodeSimConfig::lost_disk`], so that the run's
@@ -276,6 +301,13 @@ pub struct LogNodeSimReport {
     pub lost_disks: u64,
     /// Rejoins completed after a lost disk.
     pub rejoins: u64,
+    /// Restarts that resumed the log under mPaxos (voting at once, rebuilding meanwhile).
+    pub resumed: u64,
+    /// Of those, the ones whose rebuild restored a snapshot.
+    pub rebuilds_from_snapshot: u64,
+    /// Turns of a resumed node, before its state machine was rebuilt, that sent a vote or a
+    /// promise (an Accept, a Propose or a Promise).
+    pub votes_while_rebuilding: u64,
     /// Operations the nodes handed to their replica again (their front end's retry).
     pub retried: u64,
     /// Operations the nodes answered "outcome unknown".
@@ -323,6 +355,9 @@ impl LogNodeSimReport {
         self.refused_for_space += other.refused_for_space;
         self.lost_disks += other.lost_disks;
         self.rejoins += other.rejoins;
+        self.resumed += other.resumed;
+        self.rebuilds_from_snapshot += other.rebuilds_from_snapshot;
+        self.votes_while_rebuilding += other.votes_while_rebuilding;
         self.retried += other.retried;
         self.timed_out += other.timed_out;
         self.clock_skew_ms_max = self.clock_skew_ms_max.max(other.clock_skew_ms_max);
@@ -339,7 +374,8 @@ impl std::fmt::Display for LogNodeSimReport {
              clock jumps {} (skew up to {} ms), leader cuts {}, view changes {}, gaps filled {}, duplicates skipped {}, \
              snapshots taken {} (installed {}, restarts from one {}, crashes in a flush \
              writing one {}, power {}), full disks {} (pauses {}, refused for space {}), lost \
-             disks {} (rejoins {}), node retries {}, node timeouts {}, batches {}, sim time {} \
+             disks {} (rejoins {}), resumed {} (rebuilt from a snapshot {}, turns voting \
+             while rebuilding {}), node retries {}, node timeouts {}, batches {}, sim time {} \
              ms, trace {:016x}",
             self.operations,
             self.counter_operations,
@@ -370,6 +406,9 @@ impl std::fmt::Display for LogNodeSimReport {
             self.refused_for_space,
             self.lost_disks,
             self.rejoins,
+            self.resumed,
+            self.rebuilds_from_snapshot,
+            self.votes_while_rebuilding,
             self.retried,
             self.timed_out,
             self.batches,

@@ -21,6 +21,15 @@
 //!   to some point, any subset of the unpersisted sectors, one more torn on a word boundary.
 //!   In `mmap` mode it is a process crash. A node restarts from that image as a new
 //!   incarnation (new client ids), loading its newest snapshot and replaying its log.
+//! * **mPaxos.** Under `--recovery pmem` ([`LogNodeSimConfig::mpaxos`]) the directory stands
+//!   for persistent memory (`emulp`): crashes are power failures as in `sync` mode, keeping
+//!   what was persisted, any subset of the rest and one torn on a word boundary. The medium
+//!   is simulated in 512-byte sectors where persistent memory persists 64-byte cache lines: a
+//!   persist here makes its whole sector durable, so the images are those of a medium that
+//!   persists at sector grain (fewer than cache lines allow). A restarted node resumes its log
+//!   and takes part at once; its state machine is restored from the persistent snapshot "off
+//!   the loop" (an event up to [`REBUILD_US_MAX`] later, handed in as the node's loop takes
+//!   it), and the run counts the turns that voted or promised before that.
 //! * **Disks.** In some runs disks fill up for a while (the leader's, another's, or every
 //!   node's): the log directory refuses new segments and snapshot files, and the node pauses
 //!   and answers MISCONF until space returns. In some runs one disk is lost at its worst moment
@@ -49,6 +58,8 @@ use logless_multipaxos::config::Config;
 use logless_multipaxos::ids::{Instance, NodeId};
 use logless_multipaxos::kv::{Operation, RegisterMachine};
 use logless_multipaxos::message::Message;
+use logless_multipaxos::replica::Status;
+use logless_multipaxos::state_machine::StateMachine;
 use logless_node::durable_log::DurableLog;
 use logless_node::log_turn::{LogAnswer, LogCore, LogOutlet, LogStatus};
 use logless_storage::media::SECTOR_BYTES;
@@ -72,7 +83,7 @@ mod config;
 mod disks;
 mod workload;
 
-pub use config::{LogNodeSimConfig, LogNodeSimReport};
+pub use config::{LogNodeSimConfig, LogNodeSimReport, REBUILD_US_MAX};
 use disks::LostDiskStep;
 use workload::Record;
 
@@ -86,6 +97,8 @@ enum Input {
         from: NodeId,
         messages: Vec<Message>,
     },
+    /// A resumed node's state machine, rebuilt off its loop (mPaxos).
+    Rebuilt(Box<RegisterMachine>),
 }
 
 #[derive(Debug)]
@@ -135,6 +148,11 @@ enum Event {
     },
     Restart {
         node: NodeId,
+    },
+    /// The rebuild of the state machine of `incarnation` of `node`, resumed under mPaxos, ends.
+    Rebuilt {
+        node: NodeId,
+        incarnation: u32,
     },
     Partition,
     ClockJump,
@@ -447,6 +465,7 @@ impl LogNodeCluster {
         config.snapshot_log_bytes_min = self.config.snapshot_log_bytes_min;
         config.snapshot_ratio_percent = self.config.snapshot_ratio_percent;
         config.bugs = self.config.bugs;
+        config.recovery = self.config.recovery;
         config
     }
 
@@ -485,7 +504,14 @@ impl LogNodeCluster {
                 if n.rejoining {
                     core.start_rejoin(n.incarnation);
                 }
+                let resumed = core.replica().status() == Status::Rebuilding;
                 n.core = Some(core);
+                let incarnation = n.incarnation;
+                if resumed {
+                    self.report.resumed += 1;
+                    let after_us = self.rng.random_range(0..=REBUILD_US_MAX);
+                    (self.events).schedule(after_us, Event::Rebuilt { node, incarnation });
+                }
                 self.wake(node, 0);
             }
             Err(e) => {
@@ -546,9 +572,12 @@ impl LogNodeCluster {
             match n.queue.pop_front() {
                 Some(Input::Submit { operation, to }) => core.submit(&operation, to),
                 Some(Input::Messages { from, messages }) => core.receive(from, messages),
+                Some(Input::Rebuilt(machine)) => core.finish_rebuild(*machine),
                 None => break,
             }
         }
+        let rebuilding = core.replica().status() == Status::Rebuilding;
+        let sends_before = n.held.sends.len();
         let ops = core.log().segment_log().dir().ops();
         if let Err(e) = core.finish_turn(&mut n.held) {
             let failure = format!("node {}: its log failed: {e}", node.0);
@@ -557,6 +586,16 @@ impl LogNodeCluster {
             return;
         }
         let wrote = core.log().segment_log().dir().ops() > ops;
+        let votes = n.held.sends[sends_before..]
+            .iter()
+            .flat_map(|(_, m)| m)
+            .any(|m| {
+                matches!(
+                    m,
+                    Message::Accept { .. } | Message::Propose { .. } | Message::Promise { .. }
+                )
+            });
+        self.report.votes_while_rebuilding += u64::from(rebuilding && votes);
         n.busy = true;
         n.flush_writes_snapshot = snapshots_written(core) > snapshots;
         let crashes = match flush_crash {
@@ -719,9 +758,32 @@ impl LogNodeCluster {
             .collect()
     }
 
+    /// Whether a crash is a power failure: sometimes on a medium that promises to survive one
+    /// (`sync`, and persistent memory, real or emulated, which the simulated directory stands
+    /// for), never under `mmap`, whose node promises no more than surviving a process crash.
     fn power_failure(&mut self) -> bool {
-        self.config.durability == Durability::Sync
-            && self.rng.random_bool(self.config.faults.power_failure)
+        matches!(
+            self.config.durability,
+            Durability::Sync | Durability::Emulp | Durability::Pmem
+        ) && self.rng.random_bool(self.config.faults.power_failure)
+    }
+
+    /// Hands `node` its state machine rebuilt from the persistent snapshot it resumed with
+    /// (the node restores it on a blocking thread and sends it to its loop).
+    fn rebuilt(&mut self, node: NodeId) {
+        let skip = self.config.rebuild_skips_snapshot;
+        let n = self.nodes.get_mut(&node).expect("node");
+        let Some(core) = n.core.as_ref() else {
+            return;
+        };
+        let mut machine = RegisterMachine::default();
+        if let Some(state) = core.rebuild_from() {
+            self.report.rebuilds_from_snapshot += 1;
+            if !skip {
+                machine.restore(&state);
+            }
+        }
+        self.enqueue(node, Input::Rebuilt(Box::new(machine)));
     }
 
     /// Stops a node, keeping what its directory would hold after the crash.
@@ -960,6 +1022,11 @@ impl LogNodeCluster {
             Event::Restart { node } => {
                 if !self.nodes[&node].up() {
                     self.start_node(node);
+                }
+            }
+            Event::Rebuilt { node, incarnation } => {
+                if current(self, node, incarnation) {
+                    self.rebuilt(node);
                 }
             }
             Event::Partition => self.partition(),
