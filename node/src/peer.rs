@@ -22,6 +22,10 @@
 //! deliver a message nor make the real peer count as crashed. Messages sent while a peer is
 //! unreachable are dropped, which the protocol treats as loss.
 //!
+//! A dialler backs off between failed attempts, up to a second; a peer's proven hello on a
+//! connection of its own wakes the dialler to it at once (the peer listens again, typically
+//! restarted), counted in [`PeerCounters::dialler_wakes`].
+//!
 //! Inbound connections are bounded ([`crate::limits::PeerLimits`]): at most
 //! `peer_connections_max` are open at once (more are closed at once, counted in
 //! [`PeerCounters::over_cap`]), and each must prove its hello within
