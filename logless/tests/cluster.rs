@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::Cluster;
+use common::increments::info_field;
+use common::{metric, Cluster};
 use redis::{Commands, RedisError};
 
 /// GETs `path` from a replica's HTTP endpoint: the status code and the body.
@@ -530,4 +531,48 @@ fn logless_up_starts_a_cluster_and_stops_it_on_ctrl_c() {
             .join(format!("node-{}/shard-0.slots", i + 1))
             .exists());
     }
+}
+
+/// A replica restarted with kill -9 wakes its peers' diallers to it with its own hellos
+/// instead of waiting out their back-off (up to a second): replies to it travel on their
+/// connections. Asserted on the peers' count of wakes, not on time.
+#[test]
+fn a_restarted_replicas_hellos_wake_its_peers_diallers() {
+    let mut cluster = Cluster::start(3, "mmap");
+    cluster.wait_serving(Duration::from_secs(20));
+    let wakes = |cluster: &Cluster| -> u64 {
+        (0..2)
+            .map(|i| {
+                metric(
+                    cluster.replicas[i].spec.http,
+                    "logless_peer_dialler_wakes_total",
+                )
+            })
+            .sum()
+    };
+    let before = wakes(&cluster);
+    cluster.kill(2);
+    // Writes through replica 1 find its links to replica 3 broken (its kernel resets them):
+    // its diallers back off until replica 3 is back.
+    let mut first = cluster.connect(0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut i = 0;
+    while info_field(&mut first, "replication", "logless_links_up")
+        == info_field(&mut first, "replication", "logless_links")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "replica 1 never saw its link to 3 break"
+        );
+        let _: () = first.set(format!("k{i}"), i).unwrap();
+        i += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cluster.spawn(2);
+    cluster.wait_serving(Duration::from_secs(20));
+    let mut restarted = cluster.connect(2);
+    let _: () = restarted.set("after", "restart").unwrap();
+    assert_eq!(first.get::<_, String>("after").unwrap(), "restart");
+    let woken = wakes(&cluster) - before;
+    assert!(woken >= 1, "no dialler of replicas 1 and 2 was woken");
 }

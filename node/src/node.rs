@@ -363,20 +363,23 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         Engine::Multipaxos | Engine::Psmr => 0,
     };
     for shard in 0..shard_count {
-        let (store, states) = ShardStore::open(&config.data_dir, shard, options.clone())?;
-        recovered_total += states.len();
+        let store = ShardStore::open_store(&config.data_dir, shard, options.clone())?;
+        recovered_total += store.registers();
         let mut proposer = config.proposer_config(acceptors.clone());
         if FAULT_INJECTION {
             proposer.bugs = bugs.core;
         }
+        // Decoded straight into the replica's table, without a vector of them all between.
+        let mut states = store.states();
         let replica = Replica::new(
             node,
             identity.incarnation,
             proposer,
             seed(node, shard, identity.incarnation),
-            states,
+            &mut states,
         )
         .with_round_floor(store.round_floor());
+        states.finish()?;
         let replica = if identity.rejoining {
             replica.rejoining()
         } else {

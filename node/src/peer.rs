@@ -22,6 +22,10 @@
 //! deliver a message nor make the real peer count as crashed. Messages sent while a peer is
 //! unreachable are dropped, which the protocol treats as loss.
 //!
+//! A dialler backs off between failed attempts, up to a second; a peer's proven hello on a
+//! connection of its own wakes the dialler to it at once (the peer listens again, typically
+//! restarted), counted in [`PeerCounters::dialler_wakes`].
+//!
 //! Inbound connections are bounded ([`crate::limits::PeerLimits`]): at most
 //! `peer_connections_max` are open at once (more are closed at once, counted in
 //! [`PeerCounters::over_cap`]), and each must prove its hello within
@@ -35,7 +39,7 @@ use bytes::{Buf, BytesMut};
 use logless_rmw::ids::NodeId;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, info, warn};
 
 use crate::hello::{
@@ -78,6 +82,11 @@ pub struct PeerCounters {
     pub inbound: Arc<AtomicU64>,
     /// Inbound connections closed at once because `peer_connections_max` were open.
     pub over_cap: AtomicU64,
+    /// Times a peer's proven hello woke this node's dialler to it (same shard) out of its
+    /// back-off: the peer listens again, typically restarted.
+    pub dialler_wakes: AtomicU64,
+    /// What wakes the dialler of each (peer node, shard) out of its back-off.
+    wakers: Mutex<BTreeMap<(u16, u16), Arc<Notify>>>,
 }
 
 impl PeerCounters {
@@ -93,6 +102,36 @@ impl PeerCounters {
         };
         self.link_breaks.fetch_add(1, Ordering::Relaxed);
         inputs.send(input).await.is_ok()
+    }
+
+    /// What wakes the dialler to `peer` for `shard` out of its back-off.
+    fn waker(&self, peer: NodeId, shard: u16) -> Arc<Notify> {
+        let mut wakers = self.wakers.lock().expect("not poisoned");
+        wakers.entry((peer.0, shard)).or_default().clone()
+    }
+
+    /// Wakes the dialler to `peer` for `shard`, if there is one and its link is down: `peer`
+    /// proved a hello on a connection of its own, so it listens again. A replica restarted
+    /// with kill -9 gets its replies on its peers' connections to it, so its first quorum
+    /// command would otherwise wait out their back-off, up to [`BACKOFF_MAX`]. Wakes a
+    /// dialler that is between two attempts, not yet sleeping, at its next sleep.
+    fn wake_dialler(&self, peer: NodeId, shard: u16) {
+        let up = self
+            .links_up
+            .lock()
+            .expect("not poisoned")
+            .get(&(peer.0, shard))
+            == Some(&true);
+        let waker = self
+            .wakers
+            .lock()
+            .expect("not poisoned")
+            .get(&(peer.0, shard))
+            .cloned();
+        if let (false, Some(waker)) = (up, waker) {
+            self.dialler_wakes.fetch_add(1, Ordering::Relaxed);
+            waker.notify_one();
+        }
     }
 
     fn set_link(&self, peer: NodeId, shard: u16, up: bool) {
@@ -294,6 +333,7 @@ pub async fn dial<C: PeerCodec>(
 ) {
     let mut backoff = BACKOFF_MIN;
     let mut buf = Vec::with_capacity(64 * 1024);
+    let wake = counters.waker(peer, shard);
     counters.set_link(peer, shard, false);
     loop {
         let connected = tokio::select! {
@@ -306,11 +346,9 @@ pub async fn dial<C: PeerCodec>(
                 debug!(peer = peer.0, shard, %addr, error = %e, "peer unreachable");
                 // Messages for an unreachable peer are lost.
                 while batches.try_recv().is_ok() {}
-                tokio::select! {
-                    _ = shutdown.changed() => return,
-                    () = tokio::time::sleep(backoff) => {}
+                if !back_off(&mut backoff, &wake, &mut shutdown).await {
+                    return;
                 }
-                backoff = (backoff * 2).min(BACKOFF_MAX);
                 continue;
             }
         };
@@ -337,11 +375,9 @@ pub async fn dial<C: PeerCodec>(
             Err(HelloFailure::Retry(reason)) => {
                 warn!(peer = peer.0, shard, %addr, %reason, "peer hello failed");
                 while batches.try_recv().is_ok() {}
-                tokio::select! {
-                    _ = shutdown.changed() => return,
-                    () = tokio::time::sleep(backoff) => {}
+                if !back_off(&mut backoff, &wake, &mut shutdown).await {
+                    return;
                 }
-                backoff = (backoff * 2).min(BACKOFF_MAX);
                 continue;
             }
         };
@@ -384,11 +420,9 @@ pub async fn dial<C: PeerCodec>(
                     backoff = BACKOFF_MIN;
                 }
                 while batches.try_recv().is_ok() {}
-                tokio::select! {
-                    _ = shutdown.changed() => return,
-                    () = tokio::time::sleep(backoff) => {}
+                if !back_off(&mut backoff, &wake, &mut shutdown).await {
+                    return;
                 }
-                backoff = (backoff * 2).min(BACKOFF_MAX);
                 break;
             }
             counters
@@ -396,6 +430,22 @@ pub async fn dial<C: PeerCodec>(
                 .fetch_add(buf.len() as u64, Ordering::Relaxed);
         }
     }
+}
+
+/// Waits `backoff` before the next attempt, or less if the peer's hello wakes the dialler
+/// ([`PeerCounters::wake_dialler`]), and doubles it up to [`BACKOFF_MAX`]. False on shutdown.
+async fn back_off(
+    backoff: &mut Duration,
+    wake: &Notify,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    tokio::select! {
+        _ = shutdown.changed() => return false,
+        () = tokio::time::sleep(*backoff) => {}
+        () = wake.notified() => {}
+    }
+    *backoff = (*backoff * 2).min(BACKOFF_MAX);
+    true
 }
 
 /// Accepts peer connections, at most `limits.connections_max` at once, and feeds each one's
@@ -464,6 +514,7 @@ async fn serve_inbound<C: PeerCodec>(
     // gone, with what it carried. Nothing before this point may say so: a stranger's
     // connection must not make the real peer count as crashed.
     counters.report_break::<C>(inputs, from).await;
+    counters.wake_dialler(from, shard);
     let result = read_frames::<C>(&mut stream, from, inputs, counters).await;
     counters.report_break::<C>(inputs, from).await;
     result

@@ -367,6 +367,11 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
         c(&context.peers.rejected),
     );
     counter(
+        "logless_peer_dialler_wakes_total",
+        "Times a peer's hello woke the dialler to it out of its back-off (the peer listens again).",
+        c(&context.peers.dialler_wakes),
+    );
+    counter(
         "logless_peer_link_breaks_total",
         "Times a shard was told a peer link broke (the peer then counts as crashed for the proposals in flight).",
         c(&context.peers.link_breaks),

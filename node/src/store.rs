@@ -282,6 +282,8 @@ fn decode_round_floor(bytes: &[u8]) -> Option<Round> {
 /// The store of one shard, as the core's [`AcceptorStore`].
 pub struct ShardStore<M: Media = FileMedia> {
     slots: SlotStore<M>,
+    /// The slot file's path, for errors.
+    path: PathBuf,
     record: Vec<u8>,
     /// The round floor recovered at open and written since.
     round_floor: Round,
@@ -293,6 +295,52 @@ pub struct ShardStore<M: Media = FileMedia> {
 
 /// An opened shard store and the acceptor states it holds.
 pub type Opened<M = FileMedia> = (ShardStore<M>, Vec<(Key, AcceptorState)>);
+
+/// The acceptor states of a [`ShardStore`], decoded one at a time ([`ShardStore::states`]).
+pub struct Decoding<'a> {
+    /// The slot file's path, for errors.
+    path: &'a Path,
+    records: Box<dyn Iterator<Item = (&'a [u8], &'a [u8])> + 'a>,
+    /// The registers not decoded yet.
+    left: usize,
+    /// The first record that did not decode.
+    failure: Option<OpenError>,
+}
+
+impl Decoding<'_> {
+    /// Whether every state decoded: the error of the first that did not, if one did not.
+    pub fn finish(self) -> Result<(), OpenError> {
+        self.failure.map_or(Ok(()), Err)
+    }
+}
+
+impl Iterator for Decoding<'_> {
+    type Item = (Key, AcceptorState);
+
+    fn next(&mut self) -> Option<(Key, AcceptorState)> {
+        if self.failure.is_some() {
+            return None;
+        }
+        let (key, record) = self.records.find(|(key, _)| *key != ROUND_FLOOR_KEY)?;
+        self.left -= 1;
+        match AcceptorState::decode(record) {
+            Ok(state) => Some((Key::new(bytes::Bytes::copy_from_slice(key)), state)),
+            Err(e) => {
+                self.failure = Some(OpenError::Undecodable {
+                    path: self.path.to_path_buf(),
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    message: e.to_string(),
+                });
+                None
+            }
+        }
+    }
+
+    /// At most the registers left: fewer if one does not decode.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left))
+    }
+}
 
 /// The store options a node uses for values up to `value_bytes_max`.
 pub fn store_options(durability: Durability, value_bytes_max: usize) -> StoreOptions {
@@ -307,6 +355,18 @@ pub fn store_options(durability: Durability, value_bytes_max: usize) -> StoreOpt
 impl ShardStore {
     /// Opens the slot file of `shard` under `dir` and returns the acceptor states it holds.
     pub fn open(dir: &Path, shard: u16, options: StoreOptions) -> Result<Opened, OpenError> {
+        ShardStore::open_store(dir, shard, options)?.with_states()
+    }
+
+    /// Opens the slot file of `shard` under `dir`, refusing a damaged one, without decoding
+    /// its acceptor states: [`ShardStore::states`] decodes them one at a time, so that a
+    /// replica's table is built from them without a copy of them all in between (150 MB at
+    /// 10⁶ registers, which the kernel must zero at start-up).
+    pub fn open_store(
+        dir: &Path,
+        shard: u16,
+        options: StoreOptions,
+    ) -> Result<ShardStore, OpenError> {
         let path = dir.join(format!("shard-{shard}.slots"));
         let (slots, report) =
             SlotStore::open(&path, options).map_err(|source| OpenError::Store {
@@ -325,51 +385,58 @@ impl<M: Media> ShardStore<M> {
                 path: path.clone(),
                 source,
             })?;
-        ShardStore::recover(slots, report, path)
+        ShardStore::recover(slots, report, path)?.with_states()
     }
 
-    /// Refuses a damaged store, else decodes every acceptor state it holds.
+    /// Refuses a damaged store, else reads its round floor.
     fn recover(
         slots: SlotStore<M>,
         report: RecoveryReport,
         path: PathBuf,
-    ) -> Result<Opened<M>, OpenError> {
+    ) -> Result<ShardStore<M>, OpenError> {
         if !report.damaged.is_empty() {
             return Err(OpenError::Damaged {
                 path,
                 count: report.damaged.len(),
             });
         }
-        let mut states = Vec::with_capacity(slots.len());
-        let mut round_floor = Round::BOTTOM;
-        for (key, record) in slots.iter() {
-            if key == ROUND_FLOOR_KEY {
-                round_floor = decode_round_floor(record).ok_or_else(|| OpenError::Undecodable {
-                    path: path.clone(),
-                    key: "(round floor)".into(),
-                    message: "not a round floor record".into(),
-                })?;
-                continue;
-            }
-            let state = AcceptorState::decode(record).map_err(|e| OpenError::Undecodable {
+        let round_floor = match slots.get(&ROUND_FLOOR_KEY) {
+            None => Round::BOTTOM,
+            Some(record) => decode_round_floor(record).ok_or_else(|| OpenError::Undecodable {
                 path: path.clone(),
-                key: String::from_utf8_lossy(key).into_owned(),
-                message: e.to_string(),
-            })?;
-            states.push((Key::new(bytes::Bytes::copy_from_slice(key)), state));
-        }
-        Ok((
-            ShardStore {
-                slots,
-                record: Vec::new(),
-                round_floor,
-                flushes: 0,
-                flush_micros: 0,
-            },
-            states,
-        ))
+                key: "(round floor)".into(),
+                message: "not a round floor record".into(),
+            })?,
+        };
+        Ok(ShardStore {
+            slots,
+            path,
+            record: Vec::new(),
+            round_floor,
+            flushes: 0,
+            flush_micros: 0,
+        })
     }
 
+    /// The store with every acceptor state it holds, decoded.
+    fn with_states(self) -> Result<Opened<M>, OpenError> {
+        let mut decoding = self.states();
+        let states: Vec<_> = (&mut decoding).collect();
+        decoding.finish()?;
+        Ok((self, states))
+    }
+
+    /// The acceptor states the store holds, decoded one at a time in the slot store's order
+    /// (for [`logless_rmw::replica::Replica::new`]). Decoding stops at the first record that
+    /// does not decode: [`Decoding::finish`] then returns the error.
+    pub fn states(&self) -> Decoding<'_> {
+        Decoding {
+            path: &self.path,
+            records: Box::new(self.slots.iter()),
+            left: self.registers(),
+            failure: None,
+        }
+    }
     /// The largest key the store accepts for a register (one less than the slot store's: the
     /// longest is the round floor's).
     pub fn key_bytes_max(&self) -> usize {
@@ -627,6 +694,40 @@ mod tests {
         assert_eq!(store.registers(), 2);
         let recovered: Vec<&Key> = states.iter().map(|(k, _)| k).collect();
         assert_eq!(recovered, [&keys[0], &keys[3]]);
+    }
+
+    /// The node's start-up decodes the states one at a time: every register but the floor,
+    /// and a record that does not decode stops the decoding with the store's error.
+    #[test]
+    fn states_decode_one_at_a_time_and_an_undecodable_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = store_options(Durability::Mmap, 1024);
+        {
+            let mut store = ShardStore::open_store(dir.path(), 0, options.clone()).unwrap();
+            store
+                .write(&Key::new("a"), &AcceptorState::default())
+                .unwrap();
+            store
+                .write(&Key::new("b"), &AcceptorState::default())
+                .unwrap();
+            store.write_round_floor(Round::BOTTOM).unwrap();
+            store.flush().unwrap();
+            let mut states = store.states();
+            assert_eq!(states.size_hint(), (0, Some(2)));
+            let keys: Vec<Key> = (&mut states).map(|(key, _)| key).collect();
+            assert_eq!(keys, [Key::new("a"), Key::new("b")]);
+            states.finish().unwrap();
+            store.slots.put(b"c", b"not a state").unwrap();
+            store.slots.flush().unwrap();
+        }
+        let store = ShardStore::open_store(dir.path(), 0, options).unwrap();
+        let mut states = store.states();
+        assert_eq!((&mut states).count(), 2);
+        let error = states.finish().unwrap_err();
+        assert!(
+            matches!(&error, OpenError::Undecodable { key, .. } if key == "c"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -359,6 +359,13 @@ impl<M: Media> SlotStore<M> {
         let mut stale = Vec::new();
         let mut damaged = Vec::new();
         let mut offset = FILE_HEADER_BYTES;
+        // No slot is shorter than `slot_bytes_min`: the file holds at most this many records,
+        // so neither the index nor the entries grow (rehashing or copying themselves) during
+        // the scan. An estimate above the records found costs the index's control bytes (one
+        // per bucket) and address space the entries never touch.
+        let records_max = (self.end - FILE_HEADER_BYTES) / self.options.slot_bytes_min;
+        self.index = HashTable::with_capacity(records_max);
+        self.entries = Vec::with_capacity(records_max);
         // The key of the record at hand, out of the media's borrow (one buffer for all).
         let mut key = Vec::new();
         while offset < self.end {
@@ -1180,6 +1187,28 @@ mod tests {
         for key in &keys {
             assert_eq!(recovered.get(key), Some(&record(key, 2)[..]), "{key:?}");
         }
+    }
+
+    /// Recovery sizes the index and the entries for every slot the file could hold before
+    /// the scan, so that neither grows during it.
+    #[test]
+    fn recovery_sizes_the_index_for_every_slot_the_file_holds() {
+        let mut options = StoreOptions::new(Durability::Sync);
+        options.key_bytes_max = 64;
+        options.record_bytes_max = 256;
+        options.append_chunk_bytes = 0;
+        let (mut store, _) = SlotStore::open_on(SimMedia::new(), options.clone()).unwrap();
+        for i in 0..1000 {
+            store.put(format!("k{i}").as_bytes(), b"record").unwrap();
+        }
+        store.flush().unwrap();
+        let slots_max = (store.end - FILE_HEADER_BYTES) / options.slot_bytes_min;
+        let image = store.media().now().durable_image();
+        let (recovered, report) = SlotStore::open_on(SimMedia::from_image(image), options).unwrap();
+        assert_eq!(report.records, 1000);
+        assert!(slots_max >= 1000, "{slots_max}");
+        assert!(recovered.index.capacity() >= slots_max);
+        assert!(recovered.entries.capacity() >= slots_max);
     }
 
     /// A removed key is absent at once and, once flushed, after recovery; its slot is reused

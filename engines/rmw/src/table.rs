@@ -403,12 +403,15 @@ impl ScanCursor {
 }
 
 /// A table built from the entries `items` (a replica's acceptor states recovered from its
-/// store at start-up): sized for as many entries as the iterator says it has at least, so
-/// that neither the index nor the chunks grow (and copy themselves) on the way.
+/// store at start-up): sized for as many entries as the iterator says it has at most (at
+/// least, if it names no most), so that neither the index nor the chunks grow (and copy
+/// themselves) on the way. A store decoding its records one at a time knows how many it
+/// holds, but not that each will decode: it names that number as its most.
 impl<V> FromIterator<(Key, V)> for KeyTable<V> {
     fn from_iter<I: IntoIterator<Item = (Key, V)>>(items: I) -> KeyTable<V> {
         let items = items.into_iter();
-        let expected = items.size_hint().0;
+        let (least, most) = items.size_hint();
+        let expected = most.unwrap_or(least);
         let mut table = KeyTable {
             index: HashTable::with_capacity(expected),
             chunks: Vec::with_capacity(expected.div_ceil(CHUNK_ENTRIES)),
