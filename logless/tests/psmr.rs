@@ -87,29 +87,6 @@ fn range(con: &mut redis::Connection, start: &str, count: usize) -> Vec<String> 
         .unwrap()
 }
 
-fn digest(cluster: &Cluster, i: usize) -> String {
-    text(&mut cluster.connect(i), &["LOGLESS.DIGEST"]).expect("a digest")
-}
-
-/// Waits until every running replica shows the same digest, and gives it.
-fn digests_agree(cluster: &Cluster, within: Duration) -> String {
-    let deadline = Instant::now() + within;
-    loop {
-        let digests: Vec<String> = (0..cluster.replicas.len())
-            .filter(|&i| cluster.replicas[i].child.is_some())
-            .map(|i| digest(cluster, i))
-            .collect();
-        if digests.iter().all(|d| *d == digests[0]) {
-            return digests[0].clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the replicas' digests differ: {digests:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Runs [`client_run`] from [`CLIENTS`] clients at once, client `c` through replica
 /// `c mod replicas`, then checks every key through every replica and the range reads.
 fn serve_and_check(cluster: &Cluster) {
@@ -175,7 +152,7 @@ fn every_mode_case(mode: &str, groups: usize) {
     let cluster = psmr_cluster(3, mode);
     check_refusals_and_info(&mut cluster.connect(0), mode);
     serve_and_check(&cluster);
-    let digest = digests_agree(&cluster, Duration::from_secs(10));
+    let digest = cluster.digests_agree(Duration::from_secs(10));
     // Every replica executed every command, and names the same leader for each group; under
     // P-SMR the groups' first leaders are spread over the replicas.
     let statuses: Vec<_> = (0..3).map(|i| psmr_status(&cluster, i)).collect();
@@ -226,7 +203,7 @@ fn no_rep_serves_the_service_from_one_process() {
 fn a_killed_replica_replays_its_groups_and_catches_up() {
     let mut cluster = psmr_cluster(3, "psmr");
     serve_and_check(&cluster);
-    let before = digests_agree(&cluster, Duration::from_secs(10));
+    let before = cluster.digests_agree(Duration::from_secs(10));
     cluster.kill(2);
     // Written while replica 3 is down, through the other two.
     let mut con = cluster.connect(0);
@@ -237,11 +214,11 @@ fn a_killed_replica_replays_its_groups_and_catches_up() {
             Some("OK")
         );
     }
-    let during = digests_agree(&cluster, Duration::from_secs(10));
+    let during = cluster.digests_agree(Duration::from_secs(10));
     assert_ne!(before, during);
     cluster.spawn(2);
     cluster.wait_serving(Duration::from_secs(30));
-    let after = digests_agree(&cluster, Duration::from_secs(20));
+    let after = cluster.digests_agree(Duration::from_secs(20));
     assert_eq!(after, during, "the restarted replica caught up");
     let mut restarted = cluster.connect(2);
     assert_eq!(
@@ -320,11 +297,11 @@ fn a_group_leader_killed_under_load_is_replaced_and_catches_up() {
     writers(&cluster, 0);
     cluster.kill(1);
     writers(&cluster, 1);
-    digests_agree(&cluster, Duration::from_secs(10));
+    cluster.digests_agree(Duration::from_secs(10));
     cluster.spawn(1);
     cluster.wait_serving(Duration::from_secs(30));
     writers(&cluster, 2);
-    let digest = digests_agree(&cluster, Duration::from_secs(20));
+    let digest = cluster.digests_agree(Duration::from_secs(20));
     let statuses: Vec<_> = (0..3).map(|i| psmr_status(&cluster, i)).collect();
     assert!(statuses.iter().all(|s| s.digest == digest));
     let g1_leaders: Vec<u16> = statuses.iter().map(|s| s.groups[1].leader).collect();

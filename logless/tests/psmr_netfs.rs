@@ -6,7 +6,7 @@
 //! P-SMR a replica is killed with SIGKILL in the middle and restarted, and catches up.
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Cluster;
 use logless_netfs::remote::RedisTransport;
@@ -30,31 +30,6 @@ fn netfs_cluster(replicas: usize, mode: &str) -> Cluster {
 fn transport(cluster: &Cluster, i: usize) -> RedisTransport {
     let addr = cluster.replicas[i].spec.client.to_string();
     RedisTransport::new(&addr, None, Duration::from_secs(10))
-}
-
-fn digest(cluster: &Cluster, i: usize) -> String {
-    redis::cmd("LOGLESS.DIGEST")
-        .query(&mut cluster.connect(i))
-        .expect("a digest")
-}
-
-/// Waits until every running replica shows the same digest, and gives it.
-fn digests_agree(cluster: &Cluster, within: Duration) -> String {
-    let deadline = Instant::now() + within;
-    loop {
-        let digests: Vec<String> = (0..cluster.replicas.len())
-            .filter(|&i| cluster.replicas[i].child.is_some())
-            .map(|i| digest(cluster, i))
-            .collect();
-        if digests.iter().all(|d| *d == digests[0]) {
-            return digests[0].clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the replicas' digests differ: {digests:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The key-value commands are refused with the reason, and INFO names the service.
@@ -91,7 +66,7 @@ fn every_mode_case(mode: &str, replicas: usize) {
         errors >= 10,
         "the workload checks the errors too ({errors})"
     );
-    digests_agree(&cluster, Duration::from_secs(10));
+    cluster.digests_agree(Duration::from_secs(10));
 }
 
 #[test]
@@ -124,16 +99,16 @@ fn a_killed_replica_catches_up_on_netfs() {
     cluster.kill(2);
     // Served by the other two meanwhile.
     comparison.run(third);
-    let during = digests_agree(&cluster, Duration::from_secs(10));
+    let during = cluster.digests_agree(Duration::from_secs(10));
     cluster.spawn(2);
     cluster.wait_serving(Duration::from_secs(30));
     assert_eq!(
-        digests_agree(&cluster, Duration::from_secs(20)),
+        cluster.digests_agree(Duration::from_secs(20)),
         during,
         "the restarted replica caught up"
     );
     // The rest through the restarted replica.
     comparison.set_transport(transport(&cluster, 2));
     comparison.finish();
-    digests_agree(&cluster, Duration::from_secs(10));
+    cluster.digests_agree(Duration::from_secs(10));
 }

@@ -34,6 +34,32 @@ pub struct Cluster {
 pub type Wrap = Box<dyn Fn(&ServerSpec, &Path) -> Command>;
 
 impl Cluster {
+    /// Replica `i`'s `LOGLESS.DIGEST` (the psmr engine's state digest).
+    pub fn digest(&self, i: usize) -> String {
+        redis::cmd("LOGLESS.DIGEST")
+            .query(&mut self.connect(i))
+            .expect("a digest")
+    }
+
+    /// Waits until every running replica shows the same digest, and gives it.
+    pub fn digests_agree(&self, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let digests: Vec<String> = (0..self.replicas.len())
+                .filter(|&i| self.replicas[i].child.is_some())
+                .map(|i| self.digest(i))
+                .collect();
+            if digests.iter().all(|d| *d == digests[0]) {
+                return digests[0].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replicas' digests differ: {digests:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Starts `n` replicas in `durability` mode and waits until a write through each succeeds.
     pub fn start(n: usize, durability: &str) -> Cluster {
         Cluster::start_with(n, durability, &[])
