@@ -84,11 +84,6 @@ impl PsmrStep {
     }
 }
 
-/// [`handle_for`] under the B⁺-tree service.
-pub fn handle(session: &mut Session, acl: &Acl, args: &[Bytes]) -> PsmrStep {
-    handle_for(session, acl, ServiceKind::Btree, args)
-}
-
 /// Decides what to do with one request (`args` non-empty, the command name first) under
 /// `service`. The session should be built [`Session::with_total_order`], so that commands over
 /// several keys come back as steps, refused here as the engine's, not as the per-key engine's.
@@ -222,11 +217,6 @@ fn range(args: &[Bytes]) -> Result<KvCommand, String> {
     Ok(KvCommand::Range { start, count })
 }
 
-/// [`reply_for`] under the B⁺-tree service.
-pub fn reply(answer: PsmrAnswer) -> Value {
-    reply_for(ServiceKind::Btree, answer)
-}
-
 /// The client's reply to a command's answer under `service`: the B⁺-tree's reply as Redis
 /// shows it, or NetFS's reply frame as it is.
 pub fn reply_for(service: ServiceKind, answer: PsmrAnswer) -> Value {
@@ -283,7 +273,7 @@ mod tests {
     fn step(words: &[&str]) -> PsmrStep {
         let acl = Arc::new(Acl::default());
         let mut session = Session::new(1).with_acl(acl.clone()).with_total_order(true);
-        handle(&mut session, &acl, &args(words))
+        handle_for(&mut session, &acl, ServiceKind::Btree, &args(words))
     }
 
     fn step_netfs(words: &[&str]) -> PsmrStep {
@@ -369,7 +359,9 @@ mod tests {
 
     #[test]
     fn replies_show_as_redis_shows_them() {
-        let shown = |reply: KvReply| super::reply(Ok(Bytes::from(reply.encode_to_vec())));
+        let shown = |reply: KvReply| {
+            super::reply_for(ServiceKind::Btree, Ok(Bytes::from(reply.encode_to_vec())))
+        };
         assert_eq!(shown(KvReply::Stored(true)), Value::Simple("OK".into()));
         assert_eq!(shown(KvReply::Stored(false)), Value::Nil);
         assert_eq!(shown(KvReply::Deleted(true)), Value::Int(1));

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use logless_commands::command::Reply;
 use logless_multipaxos::ids::NodeId;
 use logless_node::psmr_ops::{self, PsmrStep};
+use logless_node::psmr_service::ServiceKind;
 use logless_node::psmr_turn::PsmrAnswer;
 use logless_redis::acl::Acl;
 use logless_redis::resp::Value;
@@ -47,7 +48,7 @@ fn outcome(answer: Option<PsmrAnswer>) -> Result<Value, Outcome> {
     let Some(answer) = answer else {
         return Err(Outcome::Unknown);
     };
-    match psmr_ops::reply(answer) {
+    match psmr_ops::reply_for(ServiceKind::Btree, answer) {
         Value::Error(text) if text.starts_with("TRYAGAIN ") => Err(Outcome::NotApplied),
         Value::Error(text) if text.starts_with("MISCONF ") => Err(Outcome::NotApplied),
         Value::Error(text) if text.starts_with("UNCERTAIN ") => Err(Outcome::Unknown),
@@ -111,7 +112,8 @@ impl PsmrNodeCluster {
         let Step::One { key, command, .. } = session(client).handle(&request) else {
             panic!("{request:?} is one command on one key");
         };
-        let command_bytes = match psmr_ops::handle(&mut c.session, &Acl::open(), &request) {
+        let step = psmr_ops::handle_for(&mut c.session, &Acl::open(), ServiceKind::Btree, &request);
+        let command_bytes = match step {
             PsmrStep::Submit(command) => psmr_ops::encode(&command),
             other => panic!("{request:?} should go to the service, the front end gave {other:?}"),
         };
