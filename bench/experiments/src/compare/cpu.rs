@@ -18,7 +18,7 @@ pub struct ProcStat {
     pub pid: u32,
     /// Its parent's id.
     pub ppid: u32,
-    /// User and system time of all its threads, in ticks of [`TICKS_PER_SECOND`].
+    /// User and system time of all its threads, in clock ticks (100 per second).
     pub ticks: u64,
 }
 

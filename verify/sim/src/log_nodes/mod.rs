@@ -6,14 +6,15 @@
 //!
 //! What is simulated, and how it matches the running node ([`logless_node::log_loop`]):
 //! * **Turns.** A node takes everything queued when its turn starts, ticks its replica at
-//!   least every [`TICK_MS`] ms, and is busy for the flush time after a turn that wrote:
-//!   inputs arriving meanwhile wait, and the turn's messages and answers leave when the flush
-//!   ends (persist before send).
-//! * **Network.** One TCP-like [`Link`] per directed pair of nodes; batches are lost,
-//!   duplicated, delayed and reordered; partitions cut a node off one way or both ways. In
-//!   some runs a leader's cut: the leader loses one turn's Proposes and is cut off just after
-//!   a later Propose left (see [`LogNodeSimConfig::leader_cut_every_us`]), so that the next
-//!   leader's phase 1 finds a gap to fill.
+//!   least every [`TICK_MS`](logless_node::log_loop::TICK_MS) ms, and is busy for the flush
+//!   time after a turn that wrote: inputs arriving meanwhile wait, and the turn's messages and
+//!   answers leave when the flush ends (persist before send).
+//! * **Network.** One TCP-like [`Link`](crate::link::Link) per directed pair of nodes;
+//!   batches are lost, duplicated, delayed and reordered; partitions cut a node off one way
+//!   or both ways. In some runs a leader's cut: the leader loses one turn's Proposes and is
+//!   cut off just after a later Propose left (see
+//!   [`LogNodeSimConfig::leader_cut_every_us`]), so that the next leader's phase 1 finds a
+//!   gap to fill.
 //! * **Crashes.** A crash (half the time of the leader of the moment, sometimes of every node)
 //!   may land inside a flush (with a run's small snapshot policy, sometimes one that writes a
 //!   snapshot file), at a crash point among the directory's operations. In `sync`

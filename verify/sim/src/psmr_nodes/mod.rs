@@ -14,9 +14,9 @@
 //!   its next command, a few µs apart, so that workers interleave differently on every node
 //!   and every seed (parallel mode for a worker's own group, synchronous mode through the
 //!   barrier for `g_all`), and every run replays from its seed.
-//! * **Network.** One TCP-like [`Link`] per directed pair of nodes; batches are lost,
-//!   duplicated, delayed and reordered; partitions cut a node off one way or both ways; a
-//!   group's leader is cut off from sending now and then
+//! * **Network.** One TCP-like [`Link`](crate::link::Link) per directed pair of nodes;
+//!   batches are lost, duplicated, delayed and reordered; partitions cut a node off one way
+//!   or both ways; a group's leader is cut off from sending now and then
 //!   ([`PsmrNodeSimConfig::leader_cut_every_us`]), so that another node takes the group over.
 //! * **Crashes.** A process crash (of the leader of some group half the time, sometimes of
 //!   every node) keeps what each group's directory holds; the node restarts as a new
