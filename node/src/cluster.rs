@@ -129,7 +129,7 @@ pub async fn answer(command: ClusterCommand, caller: &Connection, context: &Node
 }
 
 /// The peers this replica has at least one live outbound link to.
-fn peers_up(context: &NodeContext) -> BTreeSet<u16> {
+pub(crate) fn peers_up(context: &NodeContext) -> BTreeSet<u16> {
     let links = context.peers.links_up.lock().expect("not poisoned");
     links
         .iter()

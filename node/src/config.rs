@@ -929,7 +929,7 @@ impl NodeConfig {
 }
 
 /// A secret kept in a file, without the trailing whitespace an editor leaves.
-fn read_secret(path: &Path) -> Result<Vec<u8>, ConfigError> {
+pub(crate) fn read_secret(path: &Path) -> Result<Vec<u8>, ConfigError> {
     let mut secret = std::fs::read(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,

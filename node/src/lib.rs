@@ -39,6 +39,7 @@ pub mod config;
 pub mod context;
 pub mod durable_log;
 pub mod epoch_file;
+pub mod forward;
 pub mod front;
 pub mod hello;
 pub mod http;

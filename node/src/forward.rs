@@ -1,0 +1,531 @@
+//! Every node serves every key (docs/ring.md §3, §5 item 2): on a ring, a command on keys this
+//! node does not hold is forwarded to the first live replica of their slot, and its reply is
+//! handed back to the client as the replica wrote it.
+//!
+//! # The link
+//!
+//! A node forwards over Redis connections to the other nodes' client addresses (the ones
+//! `CLUSTER SLOTS` names), one per node and protocol, opened at the first command for that
+//! node and shared by every connection of this node: commands are pipelined on it and its
+//! replies come back in order. It logs in as the default user with `requirepass` (the
+//! forwarding node has already checked the client's own permissions) and, for RESP3 clients,
+//! speaks RESP3, so every reply reaches the client byte for byte as the replica wrote it
+//! ([`logless_redis::reply`]). The peer transport was the other choice; its links carry one
+//! engine's messages per shard and would need a second message kind and a codec for
+//! commands and replies, while a client connection already carries both.
+//!
+//! # Exactly once
+//!
+//! The forwarding node sends each command once and never again: the replica's proposer mints
+//! the command's request id and keeps it through every retry of its own, exactly as for a
+//! client connected to it, so a forwarded command is applied at most once, and once if the
+//! replica answers. What the forwarding node cannot know is the fate of a command written on a
+//! link that broke (or went silent past the request timeout) before its reply: that is
+//! answered `UNCERTAIN`, as a timed-out command is. A command that never reached the link (no
+//! connection to the replica) is answered `TRYAGAIN`: it was not applied.
+//!
+//! # Which replica, and which commands
+//!
+//! The first replica of the slot (the one `CLUSTER SLOTS` names first and clients are sent to
+//! by `MOVED`) whose peer link is up, else the first. A command over several keys is
+//! forwarded when every key's slot has the same replicas; keys held by different replicas are
+//! refused with `CROSSSLOT`, as Redis Cluster refuses keys of different slots (a hash tag
+//! `{…}` puts keys in one slot). A transaction (MULTI … EXEC) is queued by this node's
+//! session, so only one on keys this node holds runs; others are refused at EXEC.
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use logless_placement::{key_slot, Configuration, NodeId, ReplicaSet};
+use logless_redis::reply::parse_reply;
+use logless_redis::resp::{Protocol, Value};
+use logless_redis::session::Step;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tracing::debug;
+
+use crate::config::{ConfigError, NodeConfig, Password};
+
+/// How long opening a link to a node, and its log-in, may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a link may go without a reply beyond the request timeout (in which the replica
+/// answers every command, `UNCERTAIN` at worst) before it counts as broken.
+const REPLY_MARGIN: Duration = Duration::from_secs(2);
+
+/// The most request bytes written to a link at once.
+const WRITE_BATCH_BYTES: usize = 1 << 20;
+
+/// The text a transaction on keys this node does not hold is refused with.
+pub const EXEC_ELSEWHERE: &str = "CROSSSLOT a transaction runs on the node that holds its \
+                                  keys, and this node holds none of them: send MULTI ... EXEC \
+                                  to one of their replicas (CLUSTER SLOTS)";
+
+/// The text keys held by different replicas are refused with.
+pub const CROSS_REPLICAS: &str = "CROSSSLOT Keys in request are held by different replicas \
+                                  (use a hash tag {...} to keep keys together)";
+
+/// What to do with a command on a ring.
+#[derive(Debug, PartialEq)]
+pub enum Route {
+    /// This node holds every key it names.
+    Local,
+    /// Forward it to a replica of these.
+    Forward(ReplicaSet),
+    /// Refuse it with this error.
+    Refuse(Value),
+}
+
+/// Forwarded commands, as `/metrics` shows them.
+#[derive(Debug, Default)]
+pub struct ForwardCounters {
+    /// Commands forwarded to another node.
+    pub forwarded: AtomicU64,
+    /// Of those, answered `UNCERTAIN` because their link broke or went silent.
+    pub uncertain: AtomicU64,
+    /// Of those, answered `TRYAGAIN` because no link to the replica could be opened.
+    pub unreachable: AtomicU64,
+    /// Commands refused with `CROSSSLOT` for keys held by different replicas.
+    pub cross: AtomicU64,
+}
+
+/// A node's forwarding on a ring: the ring, the other nodes' client addresses and the links.
+pub struct Forwarder {
+    ring: Configuration,
+    me: NodeId,
+    client_addrs: BTreeMap<u16, String>,
+    password: Option<Vec<u8>>,
+    patience: Duration,
+    bulk_bytes_max: usize,
+    links: Mutex<HashMap<(u16, bool), mpsc::UnboundedSender<Job>>>,
+    /// What it forwarded.
+    pub counters: Arc<ForwardCounters>,
+}
+
+/// One forwarded command: its request bytes and where its reply goes.
+struct Job {
+    request: BytesMut,
+    reply: oneshot::Sender<Value>,
+}
+
+impl Forwarder {
+    /// The forwarding of a node of `config`; `None` unless its nodes form a ring.
+    pub fn of(config: &NodeConfig) -> Result<Option<Forwarder>, ConfigError> {
+        if !config.is_ring() {
+            return Ok(None);
+        }
+        let why = "a ring forwards commands to them";
+        let client_addrs = config
+            .peers
+            .iter()
+            .map(|peer| Ok((peer.id, crate::cluster::client_addr_of(config, peer, why)?)))
+            .collect::<Result<_, ConfigError>>()?;
+        let password = match (&config.requirepass, &config.requirepass_file) {
+            (Some(Password(password)), _) => Some(password.as_bytes().to_vec()),
+            (None, Some(path)) => Some(crate::config::read_secret(path)?),
+            (None, None) => None,
+        };
+        Ok(Some(Forwarder {
+            ring: crate::ring::configuration(config)?,
+            me: NodeId(config.node_id),
+            client_addrs,
+            password,
+            patience: Duration::from_millis(config.request_timeout_ms) + REPLY_MARGIN,
+            bulk_bytes_max: config.bulk_bytes_max(),
+            links: Mutex::default(),
+            counters: Arc::default(),
+        }))
+    }
+
+    /// The ring this node serves.
+    pub fn ring(&self) -> &Configuration {
+        &self.ring
+    }
+
+    /// Where the request whose first argument is `name`, for which the session decided
+    /// `step`, runs.
+    pub fn route(&self, name: &[u8], step: &Step) -> Route {
+        let mut keys: Vec<&[u8]> = match step {
+            Step::One { key, .. } => vec![key],
+            Step::Many { parts, .. } => parts.iter().map(|(key, _)| key.as_ref()).collect(),
+            _ => return Route::Local,
+        };
+        keys.dedup();
+        let mut sets = keys.iter().map(|key| self.ring.replicas(key_slot(key)));
+        let Some(first) = sets.next() else {
+            return Route::Local;
+        };
+        let together = sets.all(|set| same_nodes(&set, &first));
+        if together && first.contains(self.me) {
+            return Route::Local;
+        }
+        if !together {
+            self.counters.cross.fetch_add(1, Ordering::Relaxed);
+            return Route::Refuse(Value::Error(CROSS_REPLICAS.into()));
+        }
+        if name.eq_ignore_ascii_case(b"exec") {
+            return Route::Refuse(Value::Error(EXEC_ELSEWHERE.into()));
+        }
+        Route::Forward(first)
+    }
+
+    /// Forwards the request `args` to the first of `replicas` whose peer link is up (`up`
+    /// says), or the first, in `protocol`; the receiver gets its reply.
+    pub fn forward(
+        &self,
+        replicas: &ReplicaSet,
+        up: impl Fn(u16) -> bool,
+        args: &[Bytes],
+        protocol: Protocol,
+    ) -> Forwarded {
+        let nodes = replicas.nodes();
+        let target = nodes.iter().find(|n| up(n.0)).unwrap_or(&nodes[0]).0;
+        let (tx, rx) = oneshot::channel();
+        let job = Job {
+            request: encode_request(args),
+            reply: tx,
+        };
+        self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
+        let resp3 = protocol == Protocol::Resp3;
+        let mut links = self.links.lock().expect("not poisoned");
+        let job = match links.get(&(target, resp3)) {
+            Some(link) => link.send(job).err().map(|refused| refused.0),
+            None => Some(job),
+        };
+        if let Some(job) = job {
+            // No link yet, or its task ended (the job was not written): a new one.
+            let (link, jobs) = mpsc::unbounded_channel();
+            let _ = link.send(job);
+            links.insert((target, resp3), link);
+            tokio::spawn(run_link(
+                self.greeting(protocol),
+                self.client_addrs[&target].clone(),
+                target,
+                jobs,
+                self.patience,
+                self.bulk_bytes_max,
+                self.counters.clone(),
+            ));
+        }
+        Forwarded { target, rx }
+    }
+
+    /// The requests a new link opens with: log in, and speak `protocol`.
+    fn greeting(&self, protocol: Protocol) -> Vec<BytesMut> {
+        let password = self.password.clone().map(Bytes::from);
+        let mut greeting = Vec::new();
+        match (protocol, password) {
+            (Protocol::Resp3, Some(password)) => greeting.push(encode_request(&[
+                Bytes::from_static(b"HELLO"),
+                Bytes::from_static(b"3"),
+                Bytes::from_static(b"AUTH"),
+                Bytes::from_static(b"default"),
+                password,
+            ])),
+            (Protocol::Resp3, None) => greeting.push(encode_request(&[
+                Bytes::from_static(b"HELLO"),
+                Bytes::from_static(b"3"),
+            ])),
+            (Protocol::Resp2, Some(password)) => {
+                greeting.push(encode_request(&[Bytes::from_static(b"AUTH"), password]));
+            }
+            (Protocol::Resp2, None) => {}
+        }
+        greeting
+    }
+}
+
+/// A forwarded command's reply, on its way.
+pub struct Forwarded {
+    target: u16,
+    rx: oneshot::Receiver<Value>,
+}
+
+impl Forwarded {
+    /// The reply; `TRYAGAIN` if the command was never written to the link.
+    pub async fn reply(self) -> Value {
+        self.rx
+            .await
+            .unwrap_or_else(|_| unreachable_reply(self.target, "its link closed"))
+    }
+}
+
+fn unreachable_reply(target: u16, why: &str) -> Value {
+    Value::Error(format!(
+        "TRYAGAIN node {target}, a replica of this key, is unreachable from this node ({why}); \
+         not applied"
+    ))
+}
+
+fn uncertain_reply(target: u16, why: &str) -> Value {
+    Value::Error(format!(
+        "UNCERTAIN the command was forwarded to node {target}, a replica of this key, and \
+         {why} before its reply: it may or may not have been applied"
+    ))
+}
+
+/// Whether two replica sets have the same nodes (in any order).
+fn same_nodes(a: &ReplicaSet, b: &ReplicaSet) -> bool {
+    let sorted = |set: &ReplicaSet| {
+        let mut nodes = set.nodes().to_vec();
+        nodes.sort_unstable();
+        nodes
+    };
+    sorted(a) == sorted(b)
+}
+
+/// `args` as a RESP request.
+fn encode_request(args: &[Bytes]) -> BytesMut {
+    let mut out = BytesMut::with_capacity(16 + args.iter().map(|a| a.len() + 16).sum::<usize>());
+    out.put_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.put_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.put_slice(arg);
+        out.put_slice(b"\r\n");
+    }
+    out
+}
+
+/// One link to `target` at `addr`: opens and greets, then writes the jobs as they come and
+/// hands the replies back in order, until it breaks or every sender is gone.
+async fn run_link(
+    greeting: Vec<BytesMut>,
+    addr: String,
+    target: u16,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    patience: Duration,
+    bulk_bytes_max: usize,
+    counters: Arc<ForwardCounters>,
+) {
+    let opened = tokio::time::timeout(CONNECT_TIMEOUT, open(&addr, &greeting, bulk_bytes_max))
+        .await
+        .unwrap_or_else(|_| Err("no answer".into()));
+    let (read, write) = match opened {
+        Ok(stream) => stream.into_split(),
+        Err(why) => {
+            debug!(target, %addr, %why, "cannot forward to node");
+            jobs.close();
+            while let Ok(job) = jobs.try_recv() {
+                counters.unreachable.fetch_add(1, Ordering::Relaxed);
+                let _ = job.reply.send(unreachable_reply(target, &why));
+            }
+            return;
+        }
+    };
+    let (in_flight, waiting) = mpsc::unbounded_channel();
+    let reader = tokio::spawn(read_replies(
+        read,
+        waiting,
+        target,
+        patience,
+        bulk_bytes_max,
+        counters,
+    ));
+    write_requests(write, jobs, in_flight).await;
+    let _ = reader.await;
+}
+
+/// Connects to `addr` and sends the `greeting`, each answered without an error.
+async fn open(
+    addr: &str,
+    greeting: &[BytesMut],
+    bulk_bytes_max: usize,
+) -> Result<TcpStream, String> {
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let _ = stream.set_nodelay(true);
+    let mut buf = BytesMut::new();
+    for request in greeting {
+        stream.write_all(request).await.map_err(|e| e.to_string())?;
+        loop {
+            if let Some((value, used)) = parse_reply(&buf, bulk_bytes_max)? {
+                buf.advance(used);
+                if let Value::Error(e) = value {
+                    return Err(format!("logging in: {e}"));
+                }
+                break;
+            }
+            if stream.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
+                return Err("closed while logging in".into());
+            }
+        }
+    }
+    Ok(stream)
+}
+
+/// Writes the jobs' requests, each reply's sender handed to the reader first, in order.
+async fn write_requests(
+    mut write: OwnedWriteHalf,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    in_flight: mpsc::UnboundedSender<oneshot::Sender<Value>>,
+) {
+    let mut batch = BytesMut::new();
+    while let Some(job) = jobs.recv().await {
+        let mut next = Some(job);
+        while let Some(job) = next.take() {
+            if in_flight.send(job.reply).is_err() {
+                // The reader ended: the link broke. This job was not written (its sender is
+                // dropped: `TRYAGAIN`), nor are the ones still queued.
+                return;
+            }
+            batch.put_slice(&job.request);
+            if batch.len() < WRITE_BATCH_BYTES {
+                next = jobs.try_recv().ok();
+            }
+        }
+        if write.write_all(&batch).await.is_err() {
+            // The reader answers what was handed to it.
+            return;
+        }
+        batch.clear();
+    }
+}
+
+/// Reads the replies and hands each to the sender in `waiting`'s order; when the link breaks,
+/// goes silent past `patience` or sends what is not a reply, answers every command written
+/// and not answered `UNCERTAIN`.
+async fn read_replies(
+    mut read: OwnedReadHalf,
+    mut waiting: mpsc::UnboundedReceiver<oneshot::Sender<Value>>,
+    target: u16,
+    patience: Duration,
+    bulk_bytes_max: usize,
+    counters: Arc<ForwardCounters>,
+) {
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut pending: VecDeque<oneshot::Sender<Value>> = VecDeque::new();
+    let broken: &str = 'link: loop {
+        while !pending.is_empty() {
+            match parse_reply(&buf, bulk_bytes_max) {
+                Ok(Some((value, used))) => {
+                    buf.advance(used);
+                    let reply = pending.pop_front().expect("not empty");
+                    let _ = reply.send(value);
+                }
+                Ok(None) => break,
+                Err(_) => break 'link "it sent what is not a reply",
+            }
+        }
+        if pending.is_empty() {
+            if !buf.is_empty() {
+                break "it sent what is not a reply";
+            }
+            tokio::select! {
+                next = waiting.recv() => match next {
+                    Some(reply) => pending.push_back(reply),
+                    None => break "",
+                },
+                read = read.read_buf(&mut buf) => match read {
+                    Ok(0) | Err(_) => break "",
+                    Ok(_) => {}
+                },
+            }
+            continue;
+        }
+        while let Ok(reply) = waiting.try_recv() {
+            pending.push_back(reply);
+        }
+        match tokio::time::timeout(patience, read.read_buf(&mut buf)).await {
+            Err(_) => break "it did not answer within the request timeout",
+            Ok(Ok(0) | Err(_)) => break "the link broke",
+            Ok(Ok(_)) => {}
+        }
+    };
+    waiting.close();
+    while let Ok(reply) = waiting.try_recv() {
+        pending.push_back(reply);
+    }
+    if !pending.is_empty() {
+        debug!(
+            target,
+            why = broken,
+            "forwarding link ended with commands in flight"
+        );
+    }
+    for reply in pending {
+        counters.uncertain.fetch_add(1, Ordering::Relaxed);
+        let _ = reply.send(uncertain_reply(target, broken));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use logless_commands::command::Command;
+    use logless_redis::table::{Combine, ReplyShape};
+
+    use super::*;
+    use crate::config::PeerConfig;
+
+    fn forwarder(node: u16) -> Forwarder {
+        let config = NodeConfig {
+            node_id: node,
+            peers: (1..=5)
+                .map(|id| PeerConfig {
+                    id,
+                    addr: format!("127.0.0.1:{}", 8000 + id),
+                    client_addr: Some(format!("127.0.0.1:{}", 7000 + id)),
+                })
+                .collect(),
+            replication: 3,
+            remove_dead_registers: false,
+            ..NodeConfig::default()
+        };
+        Forwarder::of(&config).unwrap().unwrap()
+    }
+
+    fn one(key: &[u8]) -> Step {
+        Step::One {
+            key: Bytes::copy_from_slice(key),
+            command: Command::Get,
+            shape: ReplyShape::Plain,
+        }
+    }
+
+    #[test]
+    fn keys_route_to_their_replicas() {
+        let f = forwarder(1);
+        let held = (0..1000)
+            .map(|i| format!("k{i}"))
+            .find(|k| f.ring.replicas(key_slot(k.as_bytes())).contains(NodeId(1)))
+            .unwrap();
+        let elsewhere = (0..1000)
+            .map(|i| format!("k{i}"))
+            .find(|k| !f.ring.replicas(key_slot(k.as_bytes())).contains(NodeId(1)))
+            .unwrap();
+        assert_eq!(f.route(b"get", &one(held.as_bytes())), Route::Local);
+        let Route::Forward(set) = f.route(b"get", &one(elsewhere.as_bytes())) else {
+            panic!("forwarded");
+        };
+        assert!(!set.contains(NodeId(1)));
+        let many = |keys: &[&str]| Step::Many {
+            parts: keys
+                .iter()
+                .map(|k| (Bytes::copy_from_slice(k.as_bytes()), Command::Get))
+                .collect(),
+            combine: Combine::Array,
+        };
+        let tagged = [&*format!("{{{elsewhere}}}a"), &*format!("{{{elsewhere}}}b")];
+        assert!(matches!(
+            f.route(b"mget", &many(&tagged)),
+            Route::Forward(_)
+        ));
+        assert_eq!(
+            f.route(b"exec", &many(&tagged)),
+            Route::Refuse(Value::Error(EXEC_ELSEWHERE.into()))
+        );
+        assert_eq!(
+            f.route(b"mget", &many(&[&held, &elsewhere])),
+            Route::Refuse(Value::Error(CROSS_REPLICAS.into()))
+        );
+    }
+
+    #[test]
+    fn requests_are_written_as_resp_arrays() {
+        let request = encode_request(&[Bytes::from_static(b"SET"), Bytes::from_static(b"k")]);
+        assert_eq!(&request[..], b"*2\r\n$3\r\nSET\r\n$1\r\nk\r\n");
+    }
+}
