@@ -46,9 +46,14 @@ pub const REQUIREPASS_FILE: &str = "requirepass";
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct UpArgs {
-    /// Replicas: 1, 3, 5 or 7.
-    #[arg(long, default_value_t = 3)]
+    /// Replicas (nodes): 1, 3, 5 or 7; with --replication below it, a ring of up to 64.
+    #[arg(long, visible_alias = "nodes", default_value_t = 3)]
     pub replicas: u16,
+    /// Each key's replicas, R (3, 5 or 7; default: every node). Below --nodes the nodes form a
+    /// ring: each key lives on R of them, and every node serves every key by forwarding
+    /// (docs/ring.md; the rmw engine, without TLS).
+    #[arg(long)]
+    pub replication: Option<u8>,
     /// The first replica's Redis port; the others follow it.
     #[arg(long, default_value_t = PORT_DEFAULT)]
     pub port: u16,
@@ -227,15 +232,80 @@ fn specs(
             Some(path) => spec.flag("--requirepass-file", path.display()),
             None => spec,
         })
+        .map(|spec| match args.replication {
+            Some(r) => spec.flag("--replication", r),
+            None => spec,
+        })
+        .map(|spec| {
+            // Removal of dead registers is not supported on a ring yet (docs/ring.md §5).
+            if is_ring(args) {
+                spec.flag("--remove-dead-registers", false)
+            } else {
+                spec
+            }
+        })
         .map(|spec| {
             if args.cluster_enabled {
-                let spec = spec.args(["--cluster-enabled"]);
+                spec.args(["--cluster-enabled"])
+            } else {
+                spec
+            }
+        })
+        .map(|spec| {
+            if args.cluster_enabled || is_ring(args) {
                 spec.flag("--peer-client-addrs", &client_addrs)
             } else {
                 spec
             }
         })
         .collect()
+}
+
+/// Whether `args` start a ring: fewer replicas of each key than nodes.
+fn is_ring(args: &UpArgs) -> bool {
+    args.replication
+        .is_some_and(|r| u16::from(r) != args.replicas)
+}
+
+/// Checks the node count and the replication degree: 1, 3, 5 or 7 nodes holding every key,
+/// or a ring of up to 64 nodes with 3, 5 or 7 replicas of each key.
+fn check_nodes(args: &UpArgs) -> Result<(), String> {
+    if !is_ring(args) {
+        if [1, 3, 5, 7].contains(&args.replicas) {
+            return Ok(());
+        }
+        return Err(
+            "--replicas (--nodes) must be 1, 3, 5 or 7, or give --replication R (3, 5 \
+                    or 7) for a ring of more nodes"
+                .into(),
+        );
+    }
+    let r = args.replication.map_or(0, u16::from);
+    if ![3, 5, 7].contains(&r) {
+        return Err(format!("--replication must be 3, 5 or 7, not {r}"));
+    }
+    if r > args.replicas {
+        return Err(format!(
+            "--replication {r} needs at least {r} nodes, not {}",
+            args.replicas
+        ));
+    }
+    let max = logless_node::ring::RING_NODES_MAX;
+    if usize::from(args.replicas) > max {
+        return Err(format!("a ring has at most {max} nodes"));
+    }
+    if args.engine != logless_node::config::Engine::Rmw {
+        return Err(format!(
+            "a ring (--replication below --nodes) is the rmw engine's, not {}'s",
+            args.engine
+        ));
+    }
+    if args.tls {
+        return Err(
+            "a ring forwards commands over the nodes' plain client ports: no --tls yet".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Stops every running replica: SIGTERM, so that each flushes and closes its store, then
@@ -347,8 +417,8 @@ fn supervise(children: Vec<Option<Child>>, specs: &[ServerSpec], exe: &Path) -> 
 }
 
 pub fn up(args: &UpArgs) -> ExitCode {
-    if ![1, 3, 5, 7].contains(&args.replicas) {
-        eprintln!("error: --replicas must be 1, 3, 5 or 7");
+    if let Err(e) = check_nodes(args) {
+        eprintln!("error: {e}");
         return ExitCode::from(2);
     }
     let psmr = args.engine == logless_node::config::Engine::Psmr;
@@ -505,8 +575,12 @@ pub fn up(args: &UpArgs) -> ExitCode {
         stop(&mut children);
         return ExitCode::FAILURE;
     }
+    let replicas = match (is_ring(args), args.replication) {
+        (true, Some(r)) => format!("a ring of {n} nodes, each key on {r} of them,"),
+        _ => format!("{n} replicas"),
+    };
     println!(
-        "logless: {n} replicas serving ({} engine, {} mode, {} shard(s) each, data in {})",
+        "logless: {replicas} serving ({} engine, {} mode, {} shard(s) each, data in {})",
         args.engine,
         args.durability,
         args.shards,
