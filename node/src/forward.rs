@@ -97,6 +97,7 @@ pub struct ForwardCounters {
 pub struct Forwarder {
     ring: Configuration,
     me: NodeId,
+    slots_held: u64,
     client_addrs: BTreeMap<u16, String>,
     password: Option<Vec<u8>>,
     patience: Duration,
@@ -129,9 +130,12 @@ impl Forwarder {
             (None, Some(path)) => Some(crate::config::read_secret(path)?),
             (None, None) => None,
         };
+        let ring = crate::ring::configuration(config)?;
+        let me = NodeId(config.node_id);
         Ok(Some(Forwarder {
-            ring: crate::ring::configuration(config)?,
-            me: NodeId(config.node_id),
+            slots_held: crate::ring::slots_held(&ring, me),
+            ring,
+            me,
             client_addrs,
             password,
             patience: Duration::from_millis(config.request_timeout_ms) + REPLY_MARGIN,
@@ -141,9 +145,9 @@ impl Forwarder {
         }))
     }
 
-    /// The ring this node serves.
-    pub fn ring(&self) -> &Configuration {
-        &self.ring
+    /// The slots this node replicates.
+    pub fn slots_held(&self) -> u64 {
+        self.slots_held
     }
 
     /// Where the request whose first argument is `name`, for which the session decided

@@ -304,7 +304,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         info!(
             replication = config.replication(),
             nodes = config.peers.len(),
-            slots_share = crate::ring::slots_share(&ring, logless_placement::NodeId(node.0)),
+            slots = crate::ring::slots_held(&ring, logless_placement::NodeId(node.0)),
             "a ring: this node holds the keys of the slots it replicates"
         );
         Some(placed)

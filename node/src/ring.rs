@@ -28,7 +28,7 @@
 //! acceptor, and the engine refuses them with a placement, so a ring's configuration must
 //! turn removal off and cannot be started with `--rejoin`. The log and psmr engines order or
 //! replicate every key on every node: a ring is the per-key engine's.
-use logless_placement::{codec, Configuration, NodeId, Replication, Slot, SLOTS};
+use logless_placement::{codec, Configuration, NodeId, Replication, Slot};
 use sha2::{Digest, Sha256};
 
 use crate::config::{ConfigError, Engine, NodeConfig};
@@ -144,16 +144,17 @@ pub fn hello_cluster_id(config: &NodeConfig) -> Result<String, ConfigError> {
     ))
 }
 
-/// The share of the slots `node` replicates on `ring` (R/N on a balanced ring).
-pub fn slots_share(ring: &Configuration, node: NodeId) -> f64 {
-    let held = Slot::all()
+/// The slots `node` replicates on `ring` (R/N of them on a balanced ring).
+pub fn slots_held(ring: &Configuration, node: NodeId) -> u64 {
+    Slot::all()
         .filter(|&slot| ring.replicas(slot).contains(node))
-        .count();
-    held as f64 / f64::from(SLOTS)
+        .count() as u64
 }
 
 #[cfg(test)]
 mod tests {
+    use logless_placement::SLOTS;
+
     use super::*;
     use crate::config::PeerConfig;
 
@@ -190,7 +191,8 @@ mod tests {
             hello_cluster_id(&config).unwrap(),
             hello_cluster_id(&wider).unwrap()
         );
-        let share = slots_share(&configuration(&config).unwrap(), NodeId(1));
+        let held = slots_held(&configuration(&config).unwrap(), NodeId(1));
+        let share = held as f64 / f64::from(SLOTS);
         assert!((share - 0.6).abs() < 0.1, "{share}");
     }
 
