@@ -35,7 +35,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use logless_placement::{key_slot, Configuration, NodeId, ReplicaSet};
@@ -64,6 +64,13 @@ const WRITE_BATCH_BYTES: usize = 1 << 20;
 pub const EXEC_ELSEWHERE: &str = "CROSSSLOT a transaction runs on the node that holds its \
                                   keys, and this node holds none of them: send MULTI ... EXEC \
                                   to one of their replicas (CLUSTER SLOTS)";
+
+/// The text a command is refused with when no replica of its keys could be reached.
+pub const UNREACHABLE: &str = "TRYAGAIN no replica of this key is reachable from this node; \
+                               not applied";
+
+/// How long a node no link could be opened to is passed over.
+const DOWN_FOR: Duration = Duration::from_secs(1);
 
 /// The text keys held by different replicas are refused with.
 pub const CROSS_REPLICAS: &str = "CROSSSLOT Keys in request are held by different replicas \
@@ -103,14 +110,20 @@ pub struct Forwarder {
     patience: Duration,
     bulk_bytes_max: usize,
     links: Mutex<HashMap<(u16, bool), mpsc::UnboundedSender<Job>>>,
+    /// Nodes no link could be opened to lately, and until when they are passed over.
+    down: Mutex<HashMap<u16, Instant>>,
     /// What it forwarded.
     pub counters: Arc<ForwardCounters>,
 }
 
-/// One forwarded command: its request bytes and where its reply goes.
+/// One forwarded command: its request bytes, where its reply goes, the replicas it may go to
+/// and how many of them it was sent to without being written.
 struct Job {
     request: BytesMut,
     reply: oneshot::Sender<Value>,
+    replicas: ReplicaSet,
+    resp3: bool,
+    attempts: usize,
 }
 
 impl Forwarder {
@@ -141,6 +154,7 @@ impl Forwarder {
             patience: Duration::from_millis(config.request_timeout_ms) + REPLY_MARGIN,
             bulk_bytes_max: config.bulk_bytes_max(),
             links: Mutex::default(),
+            down: Mutex::default(),
             counters: Arc::default(),
         }))
     }
@@ -178,66 +192,102 @@ impl Forwarder {
     }
 
     /// Forwards the request `args` to the first of `replicas` whose peer link is up (`up`
-    /// says), or the first, in `protocol`; the receiver gets its reply.
+    /// says) and that was not found unreachable lately, or the first of those, in `protocol`;
+    /// the receiver gets its reply.
     pub fn forward(
-        &self,
-        replicas: &ReplicaSet,
+        self: &Arc<Self>,
+        replicas: ReplicaSet,
         up: impl Fn(u16) -> bool,
         args: &[Bytes],
         protocol: Protocol,
     ) -> Forwarded {
-        let nodes = replicas.nodes();
-        let target = nodes.iter().find(|n| up(n.0)).unwrap_or(&nodes[0]).0;
         let (tx, rx) = oneshot::channel();
+        self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
         let job = Job {
             request: encode_request(args),
             reply: tx,
+            replicas,
+            resp3: protocol == Protocol::Resp3,
+            attempts: 0,
         };
-        self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
-        let resp3 = protocol == Protocol::Resp3;
+        self.send(job, up);
+        Forwarded { rx }
+    }
+
+    /// Hands `job` to the link to the replica it should go to next, or answers it `TRYAGAIN`
+    /// when every replica was tried or found unreachable.
+    fn send(self: &Arc<Self>, mut job: Job, up: impl Fn(u16) -> bool) {
+        let now = Instant::now();
+        let target = {
+            let mut down = self.down.lock().expect("not poisoned");
+            down.retain(|_, until| *until > now);
+            let candidates: Vec<u16> = job
+                .replicas
+                .nodes()
+                .iter()
+                .map(|n| n.0)
+                .filter(|n| !down.contains_key(n))
+                .collect();
+            candidates
+                .iter()
+                .copied()
+                .find(|&n| up(n))
+                .or(candidates.first().copied())
+        };
+        let Some(target) = target.filter(|_| job.attempts < job.replicas.nodes().len()) else {
+            self.counters.unreachable.fetch_add(1, Ordering::Relaxed);
+            let _ = job.reply.send(Value::Error(UNREACHABLE.into()));
+            return;
+        };
+        job.attempts += 1;
+        let resp3 = job.resp3;
         let mut links = self.links.lock().expect("not poisoned");
-        let job = match links.get(&(target, resp3)) {
+        // A link whose task ended (its replica went away) is closed: the job goes to a new one.
+        let job = match links.get(&(target, resp3)).filter(|link| !link.is_closed()) {
             Some(link) => link.send(job).err().map(|refused| refused.0),
             None => Some(job),
         };
         if let Some(job) = job {
-            // No link yet, or its task ended (the job was not written): a new one.
             let (link, jobs) = mpsc::unbounded_channel();
             let _ = link.send(job);
             links.insert((target, resp3), link);
-            tokio::spawn(run_link(
-                self.greeting(protocol),
-                self.client_addrs[&target].clone(),
-                target,
-                jobs,
-                self.patience,
-                self.bulk_bytes_max,
-                self.counters.clone(),
-            ));
+            tokio::spawn(run_link(self.clone(), target, resp3, jobs));
         }
-        Forwarded { target, rx }
+    }
+
+    /// Passes over `target` for a while, and sends the jobs that could not reach it to
+    /// another replica: none of them was written.
+    fn unreachable(self: &Arc<Self>, target: u16, jobs: Vec<Job>) {
+        let until = Instant::now() + DOWN_FOR;
+        self.down
+            .lock()
+            .expect("not poisoned")
+            .insert(target, until);
+        for job in jobs {
+            self.send(job, |_| true);
+        }
     }
 
     /// The requests a new link opens with: log in, and speak `protocol`.
-    fn greeting(&self, protocol: Protocol) -> Vec<BytesMut> {
+    fn greeting(&self, resp3: bool) -> Vec<BytesMut> {
         let password = self.password.clone().map(Bytes::from);
         let mut greeting = Vec::new();
-        match (protocol, password) {
-            (Protocol::Resp3, Some(password)) => greeting.push(encode_request(&[
+        match (resp3, password) {
+            (true, Some(password)) => greeting.push(encode_request(&[
                 Bytes::from_static(b"HELLO"),
                 Bytes::from_static(b"3"),
                 Bytes::from_static(b"AUTH"),
                 Bytes::from_static(b"default"),
                 password,
             ])),
-            (Protocol::Resp3, None) => greeting.push(encode_request(&[
+            (true, None) => greeting.push(encode_request(&[
                 Bytes::from_static(b"HELLO"),
                 Bytes::from_static(b"3"),
             ])),
-            (Protocol::Resp2, Some(password)) => {
+            (false, Some(password)) => {
                 greeting.push(encode_request(&[Bytes::from_static(b"AUTH"), password]));
             }
-            (Protocol::Resp2, None) => {}
+            (false, None) => {}
         }
         greeting
     }
@@ -245,24 +295,16 @@ impl Forwarder {
 
 /// A forwarded command's reply, on its way.
 pub struct Forwarded {
-    target: u16,
     rx: oneshot::Receiver<Value>,
 }
 
 impl Forwarded {
-    /// The reply; `TRYAGAIN` if the command was never written to the link.
+    /// The reply; `TRYAGAIN` if the command was never written to a link.
     pub async fn reply(self) -> Value {
         self.rx
             .await
-            .unwrap_or_else(|_| unreachable_reply(self.target, "its link closed"))
+            .unwrap_or_else(|_| Value::Error(UNREACHABLE.into()))
     }
-}
-
-fn unreachable_reply(target: u16, why: &str) -> Value {
-    Value::Error(format!(
-        "TRYAGAIN node {target}, a replica of this key, is unreachable from this node ({why}); \
-         not applied"
-    ))
 }
 
 fn uncertain_reply(target: u16, why: &str) -> Value {
@@ -294,17 +336,18 @@ fn encode_request(args: &[Bytes]) -> BytesMut {
     out
 }
 
-/// One link to `target` at `addr`: opens and greets, then writes the jobs as they come and
-/// hands the replies back in order, until it breaks or every sender is gone.
+/// One link to `target`: opens and greets, then writes the jobs as they come and hands the
+/// replies back in order, until it breaks or every sender is gone. If it cannot be opened,
+/// its jobs go to another replica.
 async fn run_link(
-    greeting: Vec<BytesMut>,
-    addr: String,
+    forwarder: Arc<Forwarder>,
     target: u16,
+    resp3: bool,
     mut jobs: mpsc::UnboundedReceiver<Job>,
-    patience: Duration,
-    bulk_bytes_max: usize,
-    counters: Arc<ForwardCounters>,
 ) {
+    let addr = forwarder.client_addrs[&target].clone();
+    let greeting = forwarder.greeting(resp3);
+    let bulk_bytes_max = forwarder.bulk_bytes_max;
     let opened = tokio::time::timeout(CONNECT_TIMEOUT, open(&addr, &greeting, bulk_bytes_max))
         .await
         .unwrap_or_else(|_| Err("no answer".into()));
@@ -313,10 +356,11 @@ async fn run_link(
         Err(why) => {
             debug!(target, %addr, %why, "cannot forward to node");
             jobs.close();
+            let mut queued = Vec::new();
             while let Ok(job) = jobs.try_recv() {
-                counters.unreachable.fetch_add(1, Ordering::Relaxed);
-                let _ = job.reply.send(unreachable_reply(target, &why));
+                queued.push(job);
             }
+            forwarder.unreachable(target, queued);
             return;
         }
     };
@@ -325,12 +369,20 @@ async fn run_link(
         read,
         waiting,
         target,
-        patience,
+        forwarder.patience,
         bulk_bytes_max,
-        counters,
+        forwarder.counters.clone(),
     ));
-    write_requests(write, jobs, in_flight).await;
-    let _ = reader.await;
+    drop(forwarder);
+    // The link ends when either side does: a reader that saw it break leaves a writer waiting
+    // for jobs, which must not take any more.
+    let mut reader = std::pin::pin!(reader);
+    tokio::select! {
+        () = write_requests(write, jobs, in_flight) => {
+            let _ = reader.await;
+        }
+        _ = &mut reader => {}
+    }
 }
 
 /// Connects to `addr` and sends the `greeting`, each answered without an error.

@@ -505,7 +505,7 @@ fn forward(
         Route::Refuse(value) => Some(Pending::Ready(value, protocol)),
         Route::Forward(replicas) => {
             let up = crate::cluster::peers_up(context);
-            let forwarded = forwarder.forward(&replicas, |n| up.contains(&n), args, protocol);
+            let forwarded = forwarder.forward(replicas, |n| up.contains(&n), args, protocol);
             Some(Pending::Forwarded(forwarded, protocol))
         }
     }

@@ -227,7 +227,8 @@ impl Cluster {
     }
 }
 
-/// A write through the replica's engine: `SET ready:<i> 1`, or under the psmr engine (whose
+/// A write through the replica's engine: `SET ready:<i> 1` (or its redirection, from a node
+/// of a ring in cluster mode that does not hold the key), or under the psmr engine (whose
 /// service has no plain SET) an update of that key, which changes nothing, or under NetFS a
 /// `lstat` of the root.
 fn ready_probe(con: &mut redis::Connection, i: usize) -> redis::RedisResult<()> {
@@ -250,6 +251,8 @@ fn ready_probe(con: &mut redis::Connection, i: usize) -> redis::RedisResult<()> 
             .arg("XX")
             .query::<Option<String>>(con)
             .map(|_| ()),
+        // A node of a ring in cluster mode sends keys it does not hold elsewhere: it serves.
+        Err(e) if e.code() == Some("MOVED") => Ok(()),
         other => other.map(|_| ()),
     }
 }
