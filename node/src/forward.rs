@@ -517,13 +517,18 @@ mod tests {
     use crate::config::PeerConfig;
 
     fn forwarder(node: u16) -> Forwarder {
+        forwarder_to(node, |id| format!("127.0.0.1:{}", 7000 + id))
+    }
+
+    /// Node `node` of a ring of five with R = 3, each node's clients at `client`.
+    fn forwarder_to(node: u16, client: impl Fn(u16) -> String) -> Forwarder {
         let config = NodeConfig {
             node_id: node,
             peers: (1..=5)
                 .map(|id| PeerConfig {
                     id,
                     addr: format!("127.0.0.1:{}", 8000 + id),
-                    client_addr: Some(format!("127.0.0.1:{}", 7000 + id)),
+                    client_addr: Some(client(id)),
                 })
                 .collect(),
             replication: 3,
@@ -577,6 +582,77 @@ mod tests {
             f.route(b"mget", &many(&[&held, &elsewhere])),
             Route::Refuse(Value::Error(CROSS_REPLICAS.into()))
         );
+    }
+
+    /// The replicas of a key node 1 does not hold, and that key.
+    fn elsewhere(f: &Forwarder) -> (ReplicaSet, Vec<Bytes>) {
+        let key = (0..1000)
+            .map(|i| format!("k{i}"))
+            .find(|k| !f.ring.replicas(key_slot(k.as_bytes())).contains(NodeId(1)))
+            .unwrap();
+        let set = f.ring.replicas(key_slot(key.as_bytes()));
+        (set, vec![Bytes::from_static(b"INCR"), Bytes::from(key)])
+    }
+
+    /// A stand-in for the other nodes' client port: answers the first request it reads with
+    /// `reply`, or closes the connection without an answer if there is none.
+    async fn stand_in(reply: Option<&'static [u8]>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut buf = BytesMut::new();
+                let _ = stream.read_buf(&mut buf).await;
+                match reply {
+                    Some(reply) => {
+                        let _ = stream.write_all(reply).await;
+                        let _ = stream.read_buf(&mut buf).await;
+                    }
+                    None => drop(stream),
+                }
+            }
+        });
+        addr
+    }
+
+    async fn forwarded_reply(addr: &str) -> Value {
+        let f = Arc::new(forwarder_to(1, |_| addr.to_owned()));
+        let (set, args) = elsewhere(&f);
+        f.forward(set, |_| true, &args, Protocol::Resp2)
+            .reply()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_reply_comes_back_as_the_replica_wrote_it() {
+        let addr = stand_in(Some(b":7\r\n")).await;
+        assert_eq!(forwarded_reply(&addr).await, Value::Int(7));
+    }
+
+    #[tokio::test]
+    async fn a_link_that_breaks_after_the_command_was_written_answers_uncertain() {
+        let addr = stand_in(None).await;
+        let reply = forwarded_reply(&addr).await;
+        let Value::Error(e) = reply else {
+            panic!("{reply:?}")
+        };
+        assert!(e.starts_with("UNCERTAIN "), "{e}");
+    }
+
+    #[tokio::test]
+    async fn no_replica_reachable_answers_tryagain_after_trying_each() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let f = Arc::new(forwarder_to(1, |_| addr.clone()));
+        let (set, args) = elsewhere(&f);
+        let reply = f
+            .forward(set, |_| true, &args, Protocol::Resp2)
+            .reply()
+            .await;
+        assert_eq!(reply, Value::Error(UNREACHABLE.into()));
+        assert_eq!(f.counters.unreachable.load(Ordering::Relaxed), 1);
+        assert_eq!(f.down.lock().unwrap().len(), 3, "every replica tried");
     }
 
     #[test]
