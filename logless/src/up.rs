@@ -674,6 +674,47 @@ mod tests {
     }
 
     #[test]
+    fn a_ring_is_checked_and_tells_every_node_its_replication_and_every_client_address() {
+        let mut args = UpArgs::defaults();
+        args.replicas = 6;
+        assert!(check_nodes(&args).unwrap_err().contains("--replication"));
+        args.replicas = 5;
+        args.replication = Some(3);
+        check_nodes(&args).unwrap();
+        args.port = 20_000;
+        for spec in specs(&args, "up-x", Path::new("s"), None) {
+            let line: Vec<String> = spec
+                .command_line()
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let value = |flag: &str| {
+                let at = line.iter().position(|a| a == flag).unwrap();
+                line[at + 1].clone()
+            };
+            assert_eq!(value("--replication"), "3");
+            assert_eq!(value("--remove-dead-registers"), "false");
+            assert!(value("--peer-client-addrs").starts_with("1=127.0.0.1:20000,2="));
+            assert!(!line.contains(&"--cluster-enabled".to_string()));
+        }
+        for (nodes, r, refusal) in [(5, 4, "3, 5 or 7"), (3, 5, "at least 5"), (70, 3, "64")] {
+            args.replicas = nodes;
+            args.replication = Some(r);
+            assert!(
+                check_nodes(&args).unwrap_err().contains(refusal),
+                "{nodes} {r}"
+            );
+        }
+        args.replicas = 5;
+        args.replication = Some(3);
+        args.tls = true;
+        assert!(check_nodes(&args).unwrap_err().contains("--tls"));
+        args.tls = false;
+        args.engine = logless_node::config::Engine::Multipaxos;
+        assert!(check_nodes(&args).unwrap_err().contains("rmw"));
+    }
+
+    #[test]
     fn the_password_file_is_private_and_replaced() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
