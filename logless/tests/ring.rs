@@ -157,14 +157,13 @@ fn every_node_serves_every_key_of_a_ring_and_survives_a_node_lost() {
     // forwarding to a live replica.
     let victim = replicas[0];
     cluster.kill(victim);
-    for round in 0..3 {
+    for _ in 0..3 {
         for (i, con) in cons.iter_mut().enumerate() {
             if i != outsider && i != victim {
                 acked += incr_acked(con, key);
                 sent += 1;
             }
         }
-        let _ = round;
     }
     let live = (0..NODES).find(|&i| i != outsider && i != victim).unwrap();
     let value: i64 = cons[live].get(key).unwrap();
@@ -206,7 +205,7 @@ fn cluster_clients_are_redirected_to_the_replicas_of_the_ring() {
     // Every slot once, each with three of the five nodes; each node replicates about 3/5.
     let slots: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut a).unwrap();
     let mut next = 0;
-    let mut held = vec![0i64; NODES];
+    let mut held = [0i64; NODES];
     for entry in array(&slots) {
         let entry = array(entry);
         assert_eq!(int(&entry[0]), next);
