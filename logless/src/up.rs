@@ -623,6 +623,14 @@ pub fn up(args: &UpArgs) -> ExitCode {
 mod tests {
     use super::*;
 
+    /// A replica's command line, as text.
+    fn command_line(spec: &ServerSpec) -> Vec<String> {
+        spec.command_line()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
     #[test]
     fn logless_alone_starts_the_documented_default_cluster() {
         let d = UpArgs::defaults();
@@ -656,11 +664,7 @@ mod tests {
         args.cluster_enabled = true;
         args.port = 20_000;
         for spec in specs(&args, "up-x", Path::new("s"), None) {
-            let line: Vec<String> = spec
-                .command_line()
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
+            let line = command_line(&spec);
             assert!(line.contains(&"--cluster-enabled".to_string()), "{line:?}");
             let at = line
                 .iter()
@@ -683,11 +687,7 @@ mod tests {
         check_nodes(&args).unwrap();
         args.port = 20_000;
         for spec in specs(&args, "up-x", Path::new("s"), None) {
-            let line: Vec<String> = spec
-                .command_line()
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
+            let line = command_line(&spec);
             let value = |flag: &str| {
                 let at = line.iter().position(|a| a == flag).unwrap();
                 line[at + 1].clone()
@@ -726,11 +726,7 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let spec = &specs(&UpArgs::defaults(), "up-x", Path::new("s"), Some(&path))[0];
-        let line: Vec<String> = spec
-            .command_line()
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
+        let line = command_line(spec);
         assert!(line.contains(&"--requirepass-file".to_string()));
         assert!(!line.iter().any(|a| a.contains("pw-9f3k")), "{line:?}");
     }

@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{metric, server, Cluster};
+use common::{array, int, metric, peer_client_addrs, Cluster};
 use redis::{Commands, RedisError, Value};
 
 const NODES: usize = 5;
@@ -18,17 +18,10 @@ const NODES: usize = 5;
 /// `extra` flags.
 fn ring(extra: &[&str]) -> Cluster {
     Cluster::start_each(NODES, "memory", |_, spec| {
-        let clients: Vec<String> = spec
-            .peers
-            .iter()
-            .map(|(id, peer)| {
-                let port = peer.port() - server::PEER_PORT_OFFSET;
-                format!("{id}={}:{port}", peer.ip())
-            })
-            .collect();
+        let clients = peer_client_addrs(&spec);
         spec.flag("--replication", 3)
             .flag("--remove-dead-registers", false)
-            .flag("--peer-client-addrs", clients.join(","))
+            .flag("--peer-client-addrs", clients)
             .args(extra.iter().copied())
     })
 }
@@ -176,20 +169,6 @@ fn every_node_serves_every_key_of_a_ring_and_survives_a_node_lost() {
             let seen: i64 = con.get(key).unwrap();
             assert_eq!(seen, value, "through node {}", i + 1);
         }
-    }
-}
-
-fn int(value: &Value) -> i64 {
-    match value {
-        Value::Int(i) => *i,
-        other => panic!("not an integer: {other:?}"),
-    }
-}
-
-fn array(value: &Value) -> &[Value] {
-    match value {
-        Value::Array(items) => items,
-        other => panic!("not an array: {other:?}"),
     }
 }
 

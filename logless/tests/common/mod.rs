@@ -257,6 +257,36 @@ fn ready_probe(con: &mut redis::Connection, i: usize) -> redis::RedisResult<()> 
     }
 }
 
+/// The `--peer-client-addrs` value of `spec`'s cluster: every replica's client address, in
+/// [`server::loopback_cluster`]'s layout (its peer port less [`server::PEER_PORT_OFFSET`]).
+pub fn peer_client_addrs(spec: &ServerSpec) -> String {
+    let clients: Vec<String> = spec
+        .peers
+        .iter()
+        .map(|(id, peer)| {
+            let port = peer.port() - server::PEER_PORT_OFFSET;
+            format!("{id}={}:{port}", peer.ip())
+        })
+        .collect();
+    clients.join(",")
+}
+
+/// An integer reply.
+pub fn int(value: &redis::Value) -> i64 {
+    match value {
+        redis::Value::Int(i) => *i,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// An array reply's items.
+pub fn array(value: &redis::Value) -> &[redis::Value] {
+    match value {
+        redis::Value::Array(items) => items,
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
 /// The value of one CONFIG parameter, asked on `con`.
 pub fn config_get(con: &mut redis::Connection, name: &str) -> String {
     let got: Vec<String> = redis::cmd("CONFIG")
