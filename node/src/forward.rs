@@ -255,14 +255,19 @@ impl Forwarder {
         }
     }
 
-    /// Passes over `target` for a while, and sends the jobs that could not reach it to
-    /// another replica: none of them was written.
-    fn unreachable(self: &Arc<Self>, target: u16, jobs: Vec<Job>) {
+    /// Sends nothing more to `target` for [`DOWN_FOR`].
+    fn pass_over(&self, target: u16) {
         let until = Instant::now() + DOWN_FOR;
         self.down
             .lock()
             .expect("not poisoned")
             .insert(target, until);
+    }
+
+    /// Passes over `target` for a while, and sends the jobs that could not reach it to
+    /// another replica: none of them was written.
+    fn unreachable(self: &Arc<Self>, target: u16, jobs: Vec<Job>) {
+        self.pass_over(target);
         for job in jobs {
             self.send(job, |_| true);
         }
@@ -373,15 +378,21 @@ async fn run_link(
         bulk_bytes_max,
         forwarder.counters.clone(),
     ));
-    drop(forwarder);
+    // Links must not keep the forwarder (which keeps their senders) alive.
+    let forwarder = Arc::downgrade(&forwarder);
     // The link ends when either side does: a reader that saw it break leaves a writer waiting
     // for jobs, which must not take any more.
     let mut reader = std::pin::pin!(reader);
-    tokio::select! {
-        () = write_requests(write, jobs, in_flight) => {
-            let _ = reader.await;
+    let silent = tokio::select! {
+        () = write_requests(write, jobs, in_flight) => reader.await,
+        ended = &mut reader => ended,
+    };
+    // A replica that took commands and answered none in time (stopped, or its disk hung) is
+    // passed over like one that cannot be reached.
+    if silent.unwrap_or(false) {
+        if let Some(forwarder) = forwarder.upgrade() {
+            forwarder.pass_over(target);
         }
-        _ = &mut reader => {}
     }
 }
 
@@ -442,7 +453,7 @@ async fn write_requests(
 
 /// Reads the replies and hands each to the sender in `waiting`'s order; when the link breaks,
 /// goes silent past `patience` or sends what is not a reply, answers every command written
-/// and not answered `UNCERTAIN`.
+/// and not answered `UNCERTAIN`. Ends true if it went silent.
 async fn read_replies(
     mut read: OwnedReadHalf,
     mut waiting: mpsc::UnboundedReceiver<oneshot::Sender<Value>>,
@@ -450,7 +461,7 @@ async fn read_replies(
     patience: Duration,
     bulk_bytes_max: usize,
     counters: Arc<ForwardCounters>,
-) {
+) -> bool {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut pending: VecDeque<oneshot::Sender<Value>> = VecDeque::new();
     let broken: &str = 'link: loop {
@@ -485,7 +496,7 @@ async fn read_replies(
             pending.push_back(reply);
         }
         match tokio::time::timeout(patience, read.read_buf(&mut buf)).await {
-            Err(_) => break "it did not answer within the request timeout",
+            Err(_) => break SILENT,
             Ok(Ok(0) | Err(_)) => break "the link broke",
             Ok(Ok(_)) => {}
         }
@@ -505,7 +516,11 @@ async fn read_replies(
         counters.uncertain.fetch_add(1, Ordering::Relaxed);
         let _ = reply.send(uncertain_reply(target, broken));
     }
+    broken == SILENT
 }
+
+/// Why a link that went silent ended.
+const SILENT: &str = "it did not answer within the request timeout";
 
 #[cfg(test)]
 mod tests {
@@ -592,6 +607,38 @@ mod tests {
             .unwrap();
         let set = f.ring.replicas(key_slot(key.as_bytes()));
         (set, vec![Bytes::from_static(b"INCR"), Bytes::from(key)])
+    }
+
+    #[tokio::test]
+    async fn a_replica_silent_past_the_request_timeout_is_uncertain_and_passed_over() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let mut f = forwarder_to(1, |_| addr.clone());
+        f.patience = Duration::from_millis(100);
+        let f = Arc::new(f);
+        let (set, args) = elsewhere(&f);
+        let reply = f
+            .forward(set, |_| true, &args, Protocol::Resp2)
+            .reply()
+            .await;
+        let Value::Error(e) = reply else {
+            panic!("{reply:?}")
+        };
+        assert!(e.starts_with("UNCERTAIN ") && e.contains(SILENT), "{e}");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while f.down.lock().unwrap().is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "the silent replica is passed over"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// A stand-in for the other nodes' client port: answers the first request it reads with
