@@ -2,8 +2,9 @@
 //! `logless up --nodes 5 --replication 3` starts them. Every key is written and read through
 //! every node (forwarded by those that do not hold it), increments through forwarding count
 //! exactly once, a node that does not hold a key changes nothing for it when killed and one
-//! that does leaves it served; each node holds about 3/5 of the keys. In cluster mode the
-//! ring's slot map is what CLUSTER SLOTS shows and MOVED follows.
+//! that does leaves it served; each node holds about 3/5 of the keys; a node started on
+//! another ring is refused. In cluster mode the ring's slot map is what CLUSTER SLOTS shows
+//! and MOVED follows (by hand, and with `redis-cli -c` where it is installed).
 mod common;
 
 use std::collections::BTreeSet;
@@ -158,8 +159,7 @@ fn every_node_serves_every_key_of_a_ring_and_survives_a_node_lost() {
             }
         }
     }
-    let live = (0..NODES).find(|&i| i != outsider && i != victim).unwrap();
-    let value: i64 = cons[live].get(key).unwrap();
+    let value: i64 = cons[live_node(outsider, victim)].get(key).unwrap();
     assert!(
         (acked..=sent).contains(&value),
         "{value} increments applied, {acked} acknowledged of {sent}"
@@ -170,6 +170,35 @@ fn every_node_serves_every_key_of_a_ring_and_survives_a_node_lost() {
             assert_eq!(seen, value, "through node {}", i + 1);
         }
     }
+
+    // A node started on another ring (here every key on all five) is refused by the others,
+    // which name both rings.
+    let spec = &mut cluster.replicas[outsider].spec;
+    let at = spec
+        .extra
+        .iter()
+        .position(|a| a == "--replication")
+        .unwrap();
+    spec.extra[at + 1] = "5".into();
+    cluster.spawn(outsider);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let live = (0..NODES).filter(|&i| i != outsider && i != victim);
+    let logs: Vec<_> = live.map(|i| cluster.replicas[i].spec.log.clone()).collect();
+    while !logs.iter().any(|log| {
+        std::fs::read_to_string(log).is_ok_and(|text| text.contains("runs another ring"))
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "no node refused the other ring:\n{}",
+            cluster.log_tail(live_node(outsider, victim))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A node other than `a` and `b`.
+fn live_node(a: usize, b: usize) -> usize {
+    (0..NODES).find(|&i| i != a && i != b).unwrap()
 }
 
 #[test]
@@ -240,4 +269,25 @@ fn cluster_clients_are_redirected_to_the_replicas_of_the_ring() {
         }
     }
     assert!(moved > 0, "node 1 does not hold every key");
+
+    // redis-cli -c, where it is installed, follows the redirections from every node.
+    let cli = |port: u16, args: &[&str]| {
+        std::process::Command::new("redis-cli")
+            .args(["-c", "-p", &port.to_string()])
+            .args(args)
+            .output()
+    };
+    if cli(ports[0], &["PING"]).is_err() {
+        println!("no redis-cli: its redirections are not checked");
+        return;
+    }
+    for (i, &port) in ports.iter().enumerate() {
+        let key = format!("cli:{i}");
+        let set = cli(port, &["SET", &key, "v"]).unwrap();
+        assert_eq!(String::from_utf8_lossy(&set.stdout).trim(), "OK", "{set:?}");
+        for &other in &ports {
+            let got = cli(other, &["GET", &key]).unwrap();
+            assert_eq!(String::from_utf8_lossy(&got.stdout).trim(), "v", "{got:?}");
+        }
+    }
 }
