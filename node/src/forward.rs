@@ -46,7 +46,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use crate::config::{ConfigError, NodeConfig, Password};
 
@@ -68,6 +68,9 @@ pub const EXEC_ELSEWHERE: &str = "CROSSSLOT a transaction runs on the node that 
 /// The text a command is refused with when no replica of its keys could be reached.
 pub const UNREACHABLE: &str = "TRYAGAIN no replica of this key is reachable from this node; \
                                not applied";
+
+/// How a refused log-in on a new link is reported.
+const LOGIN_FAILED: &str = "logging in: ";
 
 /// How long a node no link could be opened to is passed over.
 const DOWN_FOR: Duration = Duration::from_secs(1);
@@ -359,7 +362,12 @@ async fn run_link(
     let (read, write) = match opened {
         Ok(stream) => stream.into_split(),
         Err(why) => {
-            debug!(target, %addr, %why, "cannot forward to node");
+            if why.starts_with(LOGIN_FAILED) {
+                // Not a node that is down: a configuration to fix (requirepass differs).
+                warn!(target, %addr, %why, "cannot forward to node");
+            } else {
+                debug!(target, %addr, %why, "cannot forward to node");
+            }
             jobs.close();
             let mut queued = Vec::new();
             while let Ok(job) = jobs.try_recv() {
@@ -411,7 +419,7 @@ async fn open(
             if let Some((value, used)) = parse_reply(&buf, bulk_bytes_max)? {
                 buf.advance(used);
                 if let Value::Error(e) = value {
-                    return Err(format!("logging in: {e}"));
+                    return Err(format!("{LOGIN_FAILED}{e}"));
                 }
                 break;
             }
