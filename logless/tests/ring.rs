@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::{array, int, metric, peer_client_addrs, Cluster};
+use logless_placement::{key_slot, Configuration, NodeId, Replication};
 use redis::{Commands, RedisError, Value};
 
 const NODES: usize = 5;
@@ -27,14 +28,19 @@ fn ring(extra: &[&str]) -> Cluster {
     })
 }
 
-/// The nodes (indices) that hold `key`: those whose own copy lists it.
-fn holders(cluster: &Cluster, key: &str) -> Vec<usize> {
-    (0..NODES)
-        .filter(|&i| cluster.replicas[i].child.is_some())
-        .filter(|&i| {
-            let keys: Vec<String> = cluster.connect(i).keys(key).unwrap();
-            !keys.is_empty()
-        })
+/// The ring every node of [`ring`] derives.
+fn placement() -> Configuration {
+    let nodes: Vec<NodeId> = (1..=NODES as u16).map(NodeId).collect();
+    Configuration::balanced(&nodes, Replication::THREE).unwrap()
+}
+
+/// The nodes (indices) that replicate `key` on `ring`.
+fn replicas_of(ring: &Configuration, key: &str) -> Vec<usize> {
+    let replicas = ring.replicas(key_slot(key.as_bytes()));
+    replicas
+        .nodes()
+        .iter()
+        .map(|n| usize::from(n.0) - 1)
         .collect()
 }
 
@@ -108,20 +114,29 @@ fn every_node_serves_every_key_of_a_ring_and_survives_a_node_lost() {
     let err: RedisError = cons[0].mget::<_, Vec<String>>(&many).unwrap_err();
     assert_eq!(err.code(), Some("CROSSSLOT"), "{err}");
 
-    // Each node holds about 3/5 of the keys, and every key is on exactly three nodes.
-    let sizes: Vec<u64> = cons
-        .iter_mut()
-        .map(|con| redis::cmd("DBSIZE").query(con).unwrap())
-        .collect();
-    let total: u64 = sizes.iter().sum();
-    let keys = total / 3;
-    assert_eq!(total % 3, 0, "every key on three nodes: {sizes:?}");
-    for (i, size) in sizes.iter().enumerate() {
-        let share = *size as f64 / keys as f64;
+    // Each node holds about 3/5 of the keys, only keys of slots it replicates, and every key
+    // is on a majority of its replicas at least (the third may still be on its way).
+    let ring = placement();
+    let held: Vec<BTreeSet<String>> = cons.iter_mut().map(|con| con.keys("*").unwrap()).collect();
+    let every: BTreeSet<&String> = held.iter().flatten().collect();
+    for key in &every {
+        let on = held.iter().filter(|keys| keys.contains(*key)).count();
+        assert!((2..=3).contains(&on), "{key} on {on} nodes");
+    }
+    for (i, keys) in held.iter().enumerate() {
+        for key in keys {
+            assert!(
+                replicas_of(&ring, key).contains(&i),
+                "node {} holds {key}",
+                i + 1
+            );
+        }
+        let share = keys.len() as f64 / every.len() as f64;
         println!(
-            "node {}: {size} of {keys} keys, {:.2} (R/N = {:.2})",
+            "node {}: {} of {} keys, {share:.2} (R/N = {:.2})",
             i + 1,
-            share,
+            keys.len(),
+            every.len(),
             3.0 / NODES as f64
         );
         assert!((0.4..=0.8).contains(&share), "node {} holds {share}", i + 1);
@@ -130,8 +145,7 @@ fn every_node_serves_every_key_of_a_ring_and_survives_a_node_lost() {
     // A node that does not hold a key killed: nothing changes for the key, through any node.
     let key = "survivor";
     let _: () = cons[0].set(key, 0).unwrap();
-    let replicas = holders(&cluster, key);
-    assert_eq!(replicas.len(), 3, "{replicas:?}");
+    let replicas = replicas_of(&ring, key);
     let outsider = (0..NODES).find(|i| !replicas.contains(i)).unwrap();
     cluster.kill(outsider);
     let mut acked = 0;
