@@ -36,6 +36,11 @@ pub struct ServerArgs {
     /// replicate. Needs every replica's client address (--peer-client-addrs).
     #[arg(long, env = "LOGLESS_CLUSTER_ENABLED")]
     pub cluster_enabled: bool,
+    /// Each key's replicas, R: 3, 5 or 7, the same on every node (default: every node). Fewer
+    /// than the peers makes a ring: each node holds the keys of its slots and forwards the
+    /// others (docs/ring.md); it needs every node's client address (--peer-client-addrs).
+    #[arg(long, env = "LOGLESS_REPLICATION")]
+    pub replication: Option<u8>,
     /// Every replica's client address as cluster replies name it to clients: ID=HOST:PORT,
     /// comma-separated (this replica's defaults to --client-addr when that is specific).
     #[arg(long, env = "LOGLESS_PEER_CLIENT_ADDRS")]
@@ -209,6 +214,9 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
     }
     if let Some(v) = &args.peer_client_addrs {
         set_peer_client_addrs(&mut c.peers, v).map_err(|e| e.to_string())?;
+    }
+    if let Some(v) = args.replication {
+        c.replication = v;
     }
     if args.cluster_enabled {
         c.cluster_enabled = true;

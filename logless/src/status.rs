@@ -144,6 +144,23 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                         }
                     );
                 }
+                if let Some(ring) = &s.ring {
+                    println!(
+                        "{:<22} ring of {} nodes, R = {}: {} slots ({:.1}%; R/N = {:.1}%), {} keys \
+                         owned; {} commands forwarded ({} uncertain, {} unreachable), {} crossslot",
+                        "",
+                        ring.nodes,
+                        ring.replication,
+                        ring.slots,
+                        100.0 * ring.slots_share(),
+                        100.0 * ring.replication as f64 / ring.nodes as f64,
+                        ring.keys_owned,
+                        ring.forwarded,
+                        ring.forwarded_uncertain,
+                        ring.forwarded_unreachable,
+                        ring.crossslot,
+                    );
+                }
                 if let Some(bugs) = &s.injected_bugs {
                     // Only a test build reports this: it should never be seen in production.
                     println!(

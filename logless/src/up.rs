@@ -46,9 +46,14 @@ pub const REQUIREPASS_FILE: &str = "requirepass";
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct UpArgs {
-    /// Replicas: 1, 3, 5 or 7.
-    #[arg(long, default_value_t = 3)]
+    /// Replicas (nodes): 1, 3, 5 or 7; with --replication below it, a ring of up to 64.
+    #[arg(long, visible_alias = "nodes", default_value_t = 3)]
     pub replicas: u16,
+    /// Each key's replicas, R (3, 5 or 7; default: every node). Below --nodes the nodes form a
+    /// ring: each key lives on R of them, and every node serves every key by forwarding
+    /// (docs/ring.md; the rmw engine, without TLS).
+    #[arg(long)]
+    pub replication: Option<u8>,
     /// The first replica's Redis port; the others follow it.
     #[arg(long, default_value_t = PORT_DEFAULT)]
     pub port: u16,
@@ -227,15 +232,80 @@ fn specs(
             Some(path) => spec.flag("--requirepass-file", path.display()),
             None => spec,
         })
+        .map(|spec| match args.replication {
+            Some(r) => spec.flag("--replication", r),
+            None => spec,
+        })
+        .map(|spec| {
+            // Removal of dead registers is not supported on a ring yet (docs/ring.md §5).
+            if is_ring(args) {
+                spec.flag("--remove-dead-registers", false)
+            } else {
+                spec
+            }
+        })
         .map(|spec| {
             if args.cluster_enabled {
-                let spec = spec.args(["--cluster-enabled"]);
+                spec.args(["--cluster-enabled"])
+            } else {
+                spec
+            }
+        })
+        .map(|spec| {
+            if args.cluster_enabled || is_ring(args) {
                 spec.flag("--peer-client-addrs", &client_addrs)
             } else {
                 spec
             }
         })
         .collect()
+}
+
+/// Whether `args` start a ring: fewer replicas of each key than nodes.
+fn is_ring(args: &UpArgs) -> bool {
+    args.replication
+        .is_some_and(|r| u16::from(r) != args.replicas)
+}
+
+/// Checks the node count and the replication degree: 1, 3, 5 or 7 nodes holding every key,
+/// or a ring of up to 64 nodes with 3, 5 or 7 replicas of each key.
+fn check_nodes(args: &UpArgs) -> Result<(), String> {
+    if !is_ring(args) {
+        if [1, 3, 5, 7].contains(&args.replicas) {
+            return Ok(());
+        }
+        return Err(
+            "--replicas (--nodes) must be 1, 3, 5 or 7, or give --replication R (3, 5 \
+                    or 7) for a ring of more nodes"
+                .into(),
+        );
+    }
+    let r = args.replication.map_or(0, u16::from);
+    if ![3, 5, 7].contains(&r) {
+        return Err(format!("--replication must be 3, 5 or 7, not {r}"));
+    }
+    if r > args.replicas {
+        return Err(format!(
+            "--replication {r} needs at least {r} nodes, not {}",
+            args.replicas
+        ));
+    }
+    let max = logless_node::ring::RING_NODES_MAX;
+    if usize::from(args.replicas) > max {
+        return Err(format!("a ring has at most {max} nodes"));
+    }
+    if args.engine != logless_node::config::Engine::Rmw {
+        return Err(format!(
+            "a ring (--replication below --nodes) is the rmw engine's, not {}'s",
+            args.engine
+        ));
+    }
+    if args.tls {
+        return Err(
+            "a ring forwards commands over the nodes' plain client ports: no --tls yet".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Stops every running replica: SIGTERM, so that each flushes and closes its store, then
@@ -347,8 +417,8 @@ fn supervise(children: Vec<Option<Child>>, specs: &[ServerSpec], exe: &Path) -> 
 }
 
 pub fn up(args: &UpArgs) -> ExitCode {
-    if ![1, 3, 5, 7].contains(&args.replicas) {
-        eprintln!("error: --replicas must be 1, 3, 5 or 7");
+    if let Err(e) = check_nodes(args) {
+        eprintln!("error: {e}");
         return ExitCode::from(2);
     }
     let psmr = args.engine == logless_node::config::Engine::Psmr;
@@ -505,8 +575,12 @@ pub fn up(args: &UpArgs) -> ExitCode {
         stop(&mut children);
         return ExitCode::FAILURE;
     }
+    let replicas = match (is_ring(args), args.replication) {
+        (true, Some(r)) => format!("a ring of {n} nodes, each key on {r} of them,"),
+        _ => format!("{n} replicas"),
+    };
     println!(
-        "logless: {n} replicas serving ({} engine, {} mode, {} shard(s) each, data in {})",
+        "logless: {replicas} serving ({} engine, {} mode, {} shard(s) each, data in {})",
         args.engine,
         args.durability,
         args.shards,
@@ -549,6 +623,14 @@ pub fn up(args: &UpArgs) -> ExitCode {
 mod tests {
     use super::*;
 
+    /// A replica's command line, as text.
+    fn command_line(spec: &ServerSpec) -> Vec<String> {
+        spec.command_line()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
     #[test]
     fn logless_alone_starts_the_documented_default_cluster() {
         let d = UpArgs::defaults();
@@ -582,11 +664,7 @@ mod tests {
         args.cluster_enabled = true;
         args.port = 20_000;
         for spec in specs(&args, "up-x", Path::new("s"), None) {
-            let line: Vec<String> = spec
-                .command_line()
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
+            let line = command_line(&spec);
             assert!(line.contains(&"--cluster-enabled".to_string()), "{line:?}");
             let at = line
                 .iter()
@@ -597,6 +675,43 @@ mod tests {
                 "1=127.0.0.1:20000,2=127.0.0.1:20001,3=127.0.0.1:20002"
             );
         }
+    }
+
+    #[test]
+    fn a_ring_is_checked_and_tells_every_node_its_replication_and_every_client_address() {
+        let mut args = UpArgs::defaults();
+        args.replicas = 6;
+        assert!(check_nodes(&args).unwrap_err().contains("--replication"));
+        args.replicas = 5;
+        args.replication = Some(3);
+        check_nodes(&args).unwrap();
+        args.port = 20_000;
+        for spec in specs(&args, "up-x", Path::new("s"), None) {
+            let line = command_line(&spec);
+            let value = |flag: &str| {
+                let at = line.iter().position(|a| a == flag).unwrap();
+                line[at + 1].clone()
+            };
+            assert_eq!(value("--replication"), "3");
+            assert_eq!(value("--remove-dead-registers"), "false");
+            assert!(value("--peer-client-addrs").starts_with("1=127.0.0.1:20000,2="));
+            assert!(!line.contains(&"--cluster-enabled".to_string()));
+        }
+        for (nodes, r, refusal) in [(5, 4, "3, 5 or 7"), (3, 5, "at least 5"), (70, 3, "64")] {
+            args.replicas = nodes;
+            args.replication = Some(r);
+            assert!(
+                check_nodes(&args).unwrap_err().contains(refusal),
+                "{nodes} {r}"
+            );
+        }
+        args.replicas = 5;
+        args.replication = Some(3);
+        args.tls = true;
+        assert!(check_nodes(&args).unwrap_err().contains("--tls"));
+        args.tls = false;
+        args.engine = logless_node::config::Engine::Multipaxos;
+        assert!(check_nodes(&args).unwrap_err().contains("rmw"));
     }
 
     #[test]
@@ -611,11 +726,7 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let spec = &specs(&UpArgs::defaults(), "up-x", Path::new("s"), Some(&path))[0];
-        let line: Vec<String> = spec
-            .command_line()
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
+        let line = command_line(spec);
         assert!(line.contains(&"--requirepass-file".to_string()));
         assert!(!line.iter().any(|a| a.contains("pw-9f3k")), "{line:?}");
     }

@@ -8,23 +8,16 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{config_get, server, Cluster};
+use common::{array, config_get, int, peer_client_addrs, Cluster};
 use redis::{Commands, RedisError, Value};
 
 /// Three replicas in cluster mode, each told every replica's client address, with `extra`
 /// flags.
 fn cluster_mode(extra: &[&str]) -> Cluster {
     Cluster::start_each(3, "memory", |_, spec| {
-        let clients: Vec<String> = spec
-            .peers
-            .iter()
-            .map(|(id, peer)| {
-                let port = peer.port() - server::PEER_PORT_OFFSET;
-                format!("{id}={}:{port}", peer.ip())
-            })
-            .collect();
+        let clients = peer_client_addrs(&spec);
         spec.args(["--cluster-enabled"])
-            .flag("--peer-client-addrs", clients.join(","))
+            .flag("--peer-client-addrs", clients)
             .args(extra.iter().copied())
     })
 }
@@ -34,20 +27,6 @@ fn text(value: &Value) -> String {
         Value::BulkString(bytes) => String::from_utf8(bytes.clone()).unwrap(),
         Value::SimpleString(s) => s.clone(),
         other => panic!("not a string: {other:?}"),
-    }
-}
-
-fn int(value: &Value) -> i64 {
-    match value {
-        Value::Int(i) => *i,
-        other => panic!("not an integer: {other:?}"),
-    }
-}
-
-fn array(value: &Value) -> &[Value] {
-    match value {
-        Value::Array(items) => items,
-        other => panic!("not an array: {other:?}"),
     }
 }
 

@@ -25,13 +25,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use logless_placement::{key_slot, Configuration, NodeId, Replication};
+use logless_placement::{key_slot, NodeId};
 use logless_redis::cluster::{ClusterCommand, ClusterMap, ClusterNode, CLUSTER_DISABLED};
 use logless_redis::resp::Value;
 use logless_redis::table::admin::Admin;
 
 use crate::clients::Connection;
-use crate::config::{split_host_port, ConfigError, Engine, NodeConfig};
+use crate::config::{split_host_port, ConfigError, Engine, NodeConfig, PeerConfig};
 use crate::context::NodeContext;
 
 /// The map a replica of `config` serves with in cluster mode; `None` when `cluster_enabled` is
@@ -48,32 +48,17 @@ pub fn cluster_map(config: &NodeConfig) -> Result<Option<ClusterMap>, ConfigErro
                 .into(),
         ));
     }
-    let replicas = u8::try_from(config.peers.len())
-        .ok()
-        .and_then(|n| Replication::new(n).ok())
-        .ok_or_else(|| {
-            invalid(format!(
-                "cluster_enabled needs 3, 5 or 7 replicas (each slot's replication degree), \
-                 not {}",
-                config.peers.len()
-            ))
-        })?;
-    let ids: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
-    let ring = Configuration::balanced(&ids, replicas).map_err(|e| invalid(e.to_string()))?;
+    let replicas = config.replication();
+    if ![3, 5, 7].contains(&replicas) {
+        return Err(invalid(format!(
+            "cluster_enabled needs 3, 5 or 7 replicas (each slot's replication degree), not \
+             {replicas}"
+        )));
+    }
+    let ring = crate::ring::configuration(config)?;
     let mut nodes = BTreeMap::new();
     for peer in &config.peers {
-        let own = (peer.id == config.node_id
-            && !config.client_addr.ip().is_unspecified()
-            && config.client_addr.port() != 0)
-            .then(|| config.client_addr.to_string());
-        let Some(client) = peer.client_addr.clone().or(own) else {
-            return Err(invalid(format!(
-                "cluster_enabled needs every replica's client address, which cluster replies \
-                 name to clients: give replica {} one (client_addr in its [[peers]] entry, or \
-                 --peer-client-addrs ID=HOST:PORT,...)",
-                peer.id
-            )));
-        };
+        let client = client_addr_of(config, peer, "cluster replies name it to clients")?;
         let (ip, port) = split_host_port("client address", &client)?;
         let (_, bus_port) = split_host_port("peer address", &peer.addr)?;
         let node = ClusterNode {
@@ -87,6 +72,26 @@ pub fn cluster_map(config: &NodeConfig) -> Result<Option<ClusterMap>, ConfigErro
     }
     let map = ClusterMap::new(ring, nodes, NodeId(config.node_id));
     map.map(Some).map_err(|e| invalid(e.to_string()))
+}
+
+/// Where the Redis clients of `peer` connect: its `client_addr`, or for this node its own
+/// client address when that is a specific one. Refused, saying `why` it is needed, if unknown.
+pub fn client_addr_of(
+    config: &NodeConfig,
+    peer: &PeerConfig,
+    why: &str,
+) -> Result<String, ConfigError> {
+    let own = (peer.id == config.node_id
+        && !config.client_addr.ip().is_unspecified()
+        && config.client_addr.port() != 0)
+        .then(|| config.client_addr.to_string());
+    peer.client_addr.clone().or(own).ok_or_else(|| {
+        ConfigError::Invalid(format!(
+            "every node's client address is needed ({why}): give replica {} one (client_addr \
+             in its [[peers]] entry, or --peer-client-addrs ID=HOST:PORT,...)",
+            peer.id
+        ))
+    })
 }
 
 /// Answers a `CLUSTER` subcommand from connection `caller` (the session asks only in cluster
@@ -124,7 +129,7 @@ pub async fn answer(command: ClusterCommand, caller: &Connection, context: &Node
 }
 
 /// The peers this replica has at least one live outbound link to.
-fn peers_up(context: &NodeContext) -> BTreeSet<u16> {
+pub(crate) fn peers_up(context: &NodeContext) -> BTreeSet<u16> {
     let links = context.peers.links_up.lock().expect("not poisoned");
     links
         .iter()

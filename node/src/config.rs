@@ -44,6 +44,8 @@
 //! peer_handshake_timeout_ms = 5000
 //! cluster_enabled = false      # serve as a Redis Cluster node (CLUSTER, MOVED, CROSSSLOT);
 //!                              # needs every peer's client_addr (docs/config.md)
+//! replication = 0              # each key's replicas, R (3, 5 or 7); below the number of peers
+//!                              # the nodes form a ring (docs/ring.md); 0: every node, N = R
 //!
 //! [multipaxos]                 # the log engine's timeouts, batches, window and snapshots
 //! suspect_timeout_ms = 300     # (every setting and its default: crate::log_config)
@@ -439,6 +441,11 @@ pub struct NodeConfig {
     /// (see [`crate::cluster`]). Off by default: a plain Redis client may then send any keys
     /// together.
     pub cluster_enabled: bool,
+    /// Each key's replication degree R: 3, 5 or 7, at most the number of peers, the same on
+    /// every node; 0 (the default) is every node. Below the number of peers N, the nodes form
+    /// a ring ([`crate::ring`], docs/ring.md): each key's registers live on the R replicas
+    /// its slot is given, and a node forwards commands on keys it does not hold to them.
+    pub replication: u8,
 }
 
 impl Default for NodeConfig {
@@ -488,6 +495,7 @@ impl Default for NodeConfig {
             tls_cluster: false,
             tls_http: false,
             cluster_enabled: false,
+            replication: 0,
         }
     }
 }
@@ -721,6 +729,20 @@ impl NodeConfig {
         }
     }
 
+    /// Each key's replication degree R: [`NodeConfig::replication`], or every node if it is 0.
+    pub fn replication(&self) -> usize {
+        match self.replication {
+            0 => self.peers.len(),
+            r => usize::from(r),
+        }
+    }
+
+    /// Whether the nodes form a ring wider than each key's replicas (N > R): each node then
+    /// holds only the keys of the slots it replicates.
+    pub fn is_ring(&self) -> bool {
+        self.replication() != self.peers.len()
+    }
+
     /// Checks everything that can be checked before starting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |m: String| Err(ConfigError::Invalid(m));
@@ -732,10 +754,18 @@ impl NodeConfig {
                 "maxmemory needs the resident set size from /proc/self/status (Linux)".into(),
             );
         }
-        if ![1, 3, 5, 7].contains(&self.peers.len()) {
+        if self.is_ring() {
+            crate::ring::check(self)?;
+        } else if ![1, 3, 5, 7].contains(&self.peers.len()) {
             return invalid(format!(
-                "a cluster has 1, 3, 5 or 7 replicas, not {}",
-                self.peers.len()
+                "a cluster has 1, 3, 5 or 7 replicas, not {}{}",
+                self.peers.len(),
+                if self.replication == 0 {
+                    " (give --replication 3, 5 or 7 for a ring of more nodes than each key's \
+                     replicas)"
+                } else {
+                    ""
+                }
             ));
         }
         let mut ids: Vec<u16> = self.peers.iter().map(|p| p.id).collect();
@@ -892,14 +922,14 @@ impl NodeConfig {
             }
         };
         Ok(ClusterAuth {
-            cluster_id: self.cluster_id.clone(),
+            cluster_id: crate::ring::hello_cluster_id(self)?,
             secret,
         })
     }
 }
 
 /// A secret kept in a file, without the trailing whitespace an editor leaves.
-fn read_secret(path: &Path) -> Result<Vec<u8>, ConfigError> {
+pub(crate) fn read_secret(path: &Path) -> Result<Vec<u8>, ConfigError> {
     let mut secret = std::fs::read(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::clients::ClientRegistry;
 use crate::config::NodeConfig;
+use crate::forward::Forwarder;
 use crate::log_loop::LogInput;
 use crate::memory::Memory;
 use crate::peer::PeerCounters;
@@ -28,6 +29,8 @@ pub struct NodeContext {
     pub acl: Arc<Acl>,
     /// The ring and its nodes' client addresses, in cluster mode (`cluster_enabled`).
     pub cluster: Option<Arc<ClusterMap>>,
+    /// On a ring (N > R), the forwarding of commands on keys this node does not hold.
+    pub forwarder: Option<Arc<Forwarder>>,
     /// This node.
     pub node: NodeId,
     /// This run's incarnation.

@@ -36,6 +36,7 @@ use tracing::debug;
 
 use crate::clients::Connection;
 use crate::context::{shard_of, NodeContext};
+use crate::forward::{Forwarded, Route};
 use crate::info;
 use crate::limits::{check_query, ClientLimits, Ended, IdleClock, Output};
 use crate::log_loop::{LogInput, LogReplyTo, LogSubmitted};
@@ -112,6 +113,8 @@ enum Pending {
     Log(u64, Shown, Protocol),
     /// One command of the psmr engine.
     Psmr(u64, ServiceKind, Protocol),
+    /// One request forwarded to another node of a ring.
+    Forwarded(Forwarded, Protocol),
 }
 
 /// Submits a connection's commands to the shards in batches and collects the answers, which
@@ -418,6 +421,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                         connection.note(&session, Some(&args[0]));
                         let value = info::answer(query, connection, context).await;
                         output.push(&mut stream, &value, protocol).await?;
+                    } else if let Some(forwarded) = forward(&step, &args, protocol, context) {
+                        pending.push_back(forwarded);
                     } else {
                         pending.push_back(dispatch(step, protocol, &mut exchange, context).await);
                     }
@@ -484,6 +489,26 @@ fn owned(args: &[Bytes]) -> Vec<Bytes> {
     }
     let mut buffer = buffer.freeze();
     args.iter().map(|arg| buffer.split_to(arg.len())).collect()
+}
+
+/// On a ring, the reply of a request on keys this node does not hold: forwarded to one of
+/// their replicas, or refused ([`crate::forward`]). `None` runs it here.
+fn forward(
+    step: &Step,
+    args: &[Bytes],
+    protocol: Protocol,
+    context: &NodeContext,
+) -> Option<Pending> {
+    let forwarder = context.forwarder.as_ref()?;
+    match forwarder.route(&args[0], step) {
+        Route::Local => None,
+        Route::Refuse(value) => Some(Pending::Ready(value, protocol)),
+        Route::Forward(replicas) => {
+            let up = crate::cluster::peers_up(context);
+            let forwarded = forwarder.forward(replicas, |n| up.contains(&n), args, protocol);
+            Some(Pending::Forwarded(forwarded, protocol))
+        }
+    }
 }
 
 /// Carries out what the session decided for one request.
@@ -573,6 +598,7 @@ async fn resolve(pending: Pending, exchange: &mut Exchange) -> (Value, Protocol)
             let answer = answer.unwrap_or(Err(Failure::NotApplied));
             (log_ops::reply(answer, shown), protocol)
         }
+        Pending::Forwarded(forwarded, protocol) => (forwarded.reply().await, protocol),
         Pending::Psmr(seq, service, protocol) => {
             let answer = exchange.psmr.take(seq).await;
             let answer = answer.unwrap_or(Err(Failure::NotApplied));

@@ -46,6 +46,9 @@ pub const NONCE_BYTES: usize = 16;
 pub const PROOF_BYTES: usize = 32;
 /// The longest cluster id, in bytes.
 pub const CLUSTER_ID_BYTES_MAX: usize = 64;
+/// The longest cluster id in a hello: the configured one, and on a ring its digest
+/// ([`crate::ring::hello_cluster_id`]).
+pub const HELLO_CLUSTER_ID_BYTES_MAX: usize = CLUSTER_ID_BYTES_MAX + crate::ring::RING_TAG_BYTES;
 /// The shortest cluster secret accepted, in bytes.
 pub const SECRET_BYTES_MIN: usize = 16;
 /// Bytes of a hello before the cluster id.
@@ -107,7 +110,7 @@ pub struct Hello {
 impl Hello {
     /// The bytes on the wire. The cluster id must be at most [`CLUSTER_ID_BYTES_MAX`] bytes.
     pub fn encode(&self) -> Vec<u8> {
-        assert!(self.cluster_id.len() <= CLUSTER_ID_BYTES_MAX);
+        assert!(self.cluster_id.len() <= HELLO_CLUSTER_ID_BYTES_MAX);
         let mut h =
             Vec::with_capacity(HELLO_HEAD_BYTES + self.cluster_id.len() + LIFE_BYTES + NONCE_BYTES);
         h.extend_from_slice(HELLO_MAGIC);
@@ -136,7 +139,7 @@ impl Hello {
             ));
         }
         let id_bytes = usize::from(head[11]);
-        if id_bytes > CLUSTER_ID_BYTES_MAX {
+        if id_bytes > HELLO_CLUSTER_ID_BYTES_MAX {
             return Err(format!("cluster id of {id_bytes} bytes"));
         }
         Ok(id_bytes + LIFE_BYTES + NONCE_BYTES)
@@ -168,6 +171,23 @@ impl Hello {
         shards: u16,
     ) -> Result<(), String> {
         if self.cluster_id != auth.cluster_id.as_bytes() {
+            let theirs = String::from_utf8_lossy(&self.cluster_id);
+            let (their_id, their_ring) = split_ring(&theirs);
+            let (own_id, own_ring) = split_ring(&auth.cluster_id);
+            if their_id == own_id {
+                let shown = |ring: Option<&str>| {
+                    ring.map_or("none (as many replicas as nodes)".to_owned(), |d| {
+                        format!("digest {d}")
+                    })
+                };
+                return Err(format!(
+                    "node {} runs another ring ({}) than this node ({}): every node must be \
+                     given the same peer ids and replication",
+                    self.from.0,
+                    shown(their_ring),
+                    shown(own_ring)
+                ));
+            }
             return Err(format!(
                 "node {} belongs to cluster {:?}, this node to {:?}",
                 self.from.0,
@@ -188,6 +208,14 @@ impl Hello {
             ));
         }
         Ok(())
+    }
+}
+
+/// A hello's cluster id as the configured id and the ring's digest, if it has one.
+fn split_ring(id: &str) -> (&str, Option<&str>) {
+    match id.rsplit_once(crate::ring::RING_TAG) {
+        Some((id, digest)) => (id, Some(digest)),
+        None => (id, None),
     }
 }
 
@@ -366,8 +394,32 @@ mod tests {
         bad[0] = b'X';
         assert!(Hello::rest_bytes(&bad).is_err());
         bad = head;
-        bad[11] = (CLUSTER_ID_BYTES_MAX + 1) as u8;
+        bad[11] = (HELLO_CLUSTER_ID_BYTES_MAX + 1) as u8;
         assert!(Hello::rest_bytes(&bad).is_err());
+    }
+
+    #[test]
+    fn a_peer_on_another_ring_is_refused_naming_both() {
+        let me = NodeId(1);
+        let peers = [NodeId(2), NodeId(3)];
+        let ring = auth("prod#ring=00000000000000aa", b"");
+        let other = hello_from(2, "prod#ring=00000000000000bb");
+        let refusal = other.check(&ring, me, &peers, 2).unwrap_err();
+        assert!(refusal.contains("another ring"), "{refusal}");
+        assert!(refusal.contains("00000000000000bb") && refusal.contains("00000000000000aa"));
+        let plain = hello_from(2, "prod")
+            .check(&ring, me, &peers, 2)
+            .unwrap_err();
+        assert!(plain.contains("as many replicas as nodes"), "{plain}");
+        let same = hello_from(2, "prod#ring=00000000000000aa");
+        assert_eq!(same.check(&ring, me, &peers, 2), Ok(()));
+        assert_eq!(
+            Hello::decode(
+                &same.encode()[..HELLO_HEAD_BYTES].try_into().unwrap(),
+                &same.encode()[HELLO_HEAD_BYTES..]
+            ),
+            same
+        );
     }
 
     #[test]

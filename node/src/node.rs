@@ -295,6 +295,22 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let mut acceptors: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
     acceptors.sort_unstable();
     let remote: Vec<_> = config.peers.iter().filter(|p| p.id != node.0).collect();
+    // On a ring (N > R) each register's acceptors are its slot's replicas; the acceptors are
+    // listed in the same (sorted) order on every node.
+    let placement = if config.is_ring() {
+        let ring = crate::ring::configuration(&config)?;
+        let placed = logless_rmw::placement::Placement::new(&ring, &acceptors)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        info!(
+            replication = config.replication(),
+            nodes = config.peers.len(),
+            slots = crate::ring::slots_held(&ring, logless_placement::NodeId(node.0)),
+            "a ring: this node holds the keys of the slots it replicates"
+        );
+        Some(placed)
+    } else {
+        None
+    };
 
     // Port 0 leaves the plain client port out (clients over TLS only), as in redis.
     let client_listener = match config.client_addr.port() {
@@ -366,6 +382,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         let store = ShardStore::open_store(&config.data_dir, shard, options.clone())?;
         recovered_total += store.registers();
         let mut proposer = config.proposer_config(acceptors.clone());
+        proposer.placement = placement.clone();
         if FAULT_INJECTION {
             proposer.bugs = bugs.core;
         }
@@ -446,9 +463,11 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let psmr_input = psmr.as_ref().map(|(tx, _)| tx.clone());
 
     let cluster = crate::cluster::cluster_map(&config)?.map(Arc::new);
+    let forwarder = crate::forward::Forwarder::of(&config)?.map(Arc::new);
     let context = Arc::new(NodeContext {
         settings: Settings::new(&config),
         cluster,
+        forwarder,
         memory: memory.clone(),
         acl: Arc::new(acl),
         config,

@@ -469,6 +469,9 @@ pub fn prometheus(context: &NodeContext, t: &Totals) -> String {
     if let Some(psmr) = &t.psmr {
         psmr_prometheus(&mut out, psmr);
     }
+    if let Some(ring) = ring_status(context, t) {
+        ring_prometheus(&mut out, &ring);
+    }
     if let Some(log) = &t.log {
         for figure in log_figures(log) {
             let kind = if figure.counter { "counter" } else { "gauge" };
@@ -754,10 +757,111 @@ pub struct NodeStatus {
     /// Whether its peers must prove a cluster secret.
     #[serde(default)]
     pub cluster_secret: bool,
+    /// On a ring (N > R): the slots and keys this node holds and what it forwarded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring: Option<RingStatus>,
     /// Present only in a build with fault injection (a test build): the deliberate bugs it
     /// runs with, often none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub injected_bugs: Option<Vec<String>>,
+}
+
+/// What a node of a ring (N > R, [`crate::ring`]) holds and forwards.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RingStatus {
+    /// Nodes of the ring, N.
+    pub nodes: usize,
+    /// Each key's replicas, R.
+    pub replication: usize,
+    /// The slots this node replicates (of 16,384).
+    pub slots: u64,
+    /// Keys this node owns: registers with a live value, of the slots it replicates.
+    pub keys_owned: u64,
+    /// Commands on keys this node does not hold, forwarded to one of their replicas.
+    pub forwarded: u64,
+    /// Of those, answered `UNCERTAIN`: the link broke after the command was written.
+    pub forwarded_uncertain: u64,
+    /// Of those, answered `TRYAGAIN`: no link to the replica could be opened.
+    pub forwarded_unreachable: u64,
+    /// Commands refused with `CROSSSLOT`: their keys are held by different replicas.
+    pub crossslot: u64,
+}
+
+impl RingStatus {
+    /// The share of the slots this node replicates; R/N on a balanced ring.
+    pub fn slots_share(&self) -> f64 {
+        self.slots as f64 / f64::from(logless_placement::SLOTS)
+    }
+}
+
+/// The ring figures of a node of a ring; `None` on a cluster whose nodes hold every key.
+pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
+    let forwarder = context.forwarder.as_ref()?;
+    let c = &forwarder.counters;
+    Some(RingStatus {
+        nodes: context.config.peers.len(),
+        replication: context.config.replication(),
+        slots: forwarder.slots_held(),
+        keys_owned: t.live_registers,
+        forwarded: c.forwarded.load(Ordering::Relaxed),
+        forwarded_uncertain: c.uncertain.load(Ordering::Relaxed),
+        forwarded_unreachable: c.unreachable.load(Ordering::Relaxed),
+        crossslot: c.cross.load(Ordering::Relaxed),
+    })
+}
+
+fn ring_prometheus(out: &mut String, r: &RingStatus) {
+    let figures = [
+        ("nodes", "gauge", "Nodes of the ring, N.", r.nodes as u64),
+        (
+            "replication",
+            "gauge",
+            "Each key's replicas, R.",
+            r.replication as u64,
+        ),
+        (
+            "slots",
+            "gauge",
+            "Slots this node replicates, of 16384 (R/N of them on a balanced ring).",
+            r.slots,
+        ),
+        (
+            "keys_owned",
+            "gauge",
+            "Keys this node owns: live registers of the slots it replicates.",
+            r.keys_owned,
+        ),
+        (
+            "forwarded_total",
+            "counter",
+            "Commands on keys this node does not hold, forwarded to a replica.",
+            r.forwarded,
+        ),
+        (
+            "forwarded_uncertain_total",
+            "counter",
+            "Forwarded commands answered UNCERTAIN: the link broke after they were written.",
+            r.forwarded_uncertain,
+        ),
+        (
+            "forwarded_unreachable_total",
+            "counter",
+            "Forwarded commands answered TRYAGAIN: no link to the replica could be opened.",
+            r.forwarded_unreachable,
+        ),
+        (
+            "crossslot_total",
+            "counter",
+            "Commands refused with CROSSSLOT: their keys are held by different replicas.",
+            r.crossslot,
+        ),
+    ];
+    for (name, kind, help, value) in figures {
+        let _ = writeln!(
+            out,
+            "# HELP logless_ring_{name} {help}\n# TYPE logless_ring_{name} {kind}\nlogless_ring_{name} {value}"
+        );
+    }
 }
 
 /// Builds the `/status` document.
@@ -796,6 +900,7 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
             && t.log.as_ref().is_none_or(LogStatus::serves),
         cluster_id: context.config.cluster_id.clone(),
         cluster_secret: context.config.cluster_secret_file.is_some(),
+        ring: ring_status(context, t),
         injected_bugs: crate::node::FAULT_INJECTION.then(|| context.injected_bugs.clone()),
     }
 }

@@ -114,6 +114,7 @@
 pub use logless_commands::glob;
 pub mod acl;
 pub mod cluster;
+pub mod reply;
 pub mod resp;
 pub mod session;
 pub mod table;

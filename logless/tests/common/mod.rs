@@ -227,7 +227,8 @@ impl Cluster {
     }
 }
 
-/// A write through the replica's engine: `SET ready:<i> 1`, or under the psmr engine (whose
+/// A write through the replica's engine: `SET ready:<i> 1` (or its redirection, from a node
+/// of a ring in cluster mode that does not hold the key), or under the psmr engine (whose
 /// service has no plain SET) an update of that key, which changes nothing, or under NetFS a
 /// `lstat` of the root.
 fn ready_probe(con: &mut redis::Connection, i: usize) -> redis::RedisResult<()> {
@@ -250,7 +251,39 @@ fn ready_probe(con: &mut redis::Connection, i: usize) -> redis::RedisResult<()> 
             .arg("XX")
             .query::<Option<String>>(con)
             .map(|_| ()),
+        // A node of a ring in cluster mode sends keys it does not hold elsewhere: it serves.
+        Err(e) if e.code() == Some("MOVED") => Ok(()),
         other => other.map(|_| ()),
+    }
+}
+
+/// The `--peer-client-addrs` value of `spec`'s cluster: every replica's client address, in
+/// [`server::loopback_cluster`]'s layout (its peer port less [`server::PEER_PORT_OFFSET`]).
+pub fn peer_client_addrs(spec: &ServerSpec) -> String {
+    let clients: Vec<String> = spec
+        .peers
+        .iter()
+        .map(|(id, peer)| {
+            let port = peer.port() - server::PEER_PORT_OFFSET;
+            format!("{id}={}:{port}", peer.ip())
+        })
+        .collect();
+    clients.join(",")
+}
+
+/// An integer reply.
+pub fn int(value: &redis::Value) -> i64 {
+    match value {
+        redis::Value::Int(i) => *i,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// An array reply's items.
+pub fn array(value: &redis::Value) -> &[redis::Value] {
+    match value {
+        redis::Value::Array(items) => items,
+        other => panic!("not an array: {other:?}"),
     }
 }
 

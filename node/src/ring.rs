@@ -1,0 +1,236 @@
+//! A ring fixed at start (docs/ring.md §1, §3; issue 28): N nodes, each key replicated on the
+//! R nodes its slot is given by symmetric replication, R below N.
+//!
+//! Every node is given the same peer list and replication degree, and derives the same
+//! configuration from them: `logless_placement::Configuration::balanced` of the peer ids at
+//! epoch 1. With it the per-key engine takes a placement (`logless_rmw::placement`): a
+//! register's acceptors are its slot's replicas, and an acceptor drops messages about keys it
+//! does not hold. A node asked for a key it does not hold forwards the command to one of the
+//! key's replicas ([`crate::forward`]).
+//!
+//! # Every node on the same ring
+//!
+//! Nodes that disagree on the ring would disagree on who holds a key: a proposer's messages to
+//! a node that does not hold the key are dropped and its commands time out, and two nodes
+//! could each believe the other holds a key that neither does. So the ring's digest (of its
+//! byte form, `logless_placement::codec`) travels in every peer hello, appended to the cluster
+//! id ([`hello_cluster_id`]): the cluster id is already what the acceptor of a hello compares
+//! with its own before anything else and what both proofs of the cluster secret cover, so a
+//! peer on another ring is refused, before it can deliver a message, with the same checks
+//! and no new field; the hello's check names the two digests ([`crate::hello`]). A cluster
+//! with N = R (no ring) sends the cluster id alone, exactly as before, so its wire format is
+//! unchanged.
+//!
+//! # What a ring refuses (for now)
+//!
+//! The configuration is fixed for the nodes' lives (changing it needs the joint quorums of
+//! docs/ring.md §4). Removal of dead registers and rejoining after a lost disk count every
+//! acceptor, and the engine refuses them with a placement, so a ring's configuration must
+//! turn removal off and cannot be started with `--rejoin`. The log and psmr engines order or
+//! replicate every key on every node: a ring is the per-key engine's.
+use logless_placement::{codec, Configuration, NodeId, Replication, Slot};
+use sha2::{Digest, Sha256};
+
+use crate::config::{ConfigError, Engine, NodeConfig};
+
+/// The most nodes of a ring: the per-key engine's acceptor sets hold 64.
+pub const RING_NODES_MAX: usize = 64;
+
+/// What separates the cluster id from the ring's digest in the peer hello.
+pub const RING_TAG: &str = "#ring=";
+
+/// Bytes the ring's tag adds to the cluster id in the hello: the separator and 16 hex digits.
+pub const RING_TAG_BYTES: usize = RING_TAG.len() + 16;
+
+/// Checks the settings of a ring (N > R) that cannot hold on one.
+pub fn check(config: &NodeConfig) -> Result<(), ConfigError> {
+    let invalid = |m: String| Err(ConfigError::Invalid(m));
+    let (nodes, r) = (config.peers.len(), config.replication());
+    if r > nodes {
+        return invalid(format!(
+            "replication {r} needs at least {r} nodes, and the peer list has {nodes}"
+        ));
+    }
+    if ![3, 5, 7].contains(&r) {
+        return invalid(format!(
+            "replication must be 3, 5 or 7 (each key's replicas; an odd number, since a \
+             majority of them decides), not {r}"
+        ));
+    }
+    if nodes > RING_NODES_MAX {
+        return invalid(format!(
+            "a ring has at most {RING_NODES_MAX} nodes, not {nodes}"
+        ));
+    }
+    if config.engine != Engine::Rmw {
+        return invalid(format!(
+            "replication {r} below the {nodes} nodes places each key on {r} of them, which is \
+             the rmw engine's; the {} engine keeps every key on every node (give --engine rmw, \
+             or as many peers as replicas)",
+            config.engine
+        ));
+    }
+    if config.remove_dead_registers {
+        return invalid(format!(
+            "removal of dead registers is not supported yet on a ring (replication {r} below \
+             the {nodes} nodes): it counts every node as a key's acceptor; give \
+             --remove-dead-registers false (remove_dead_registers = false)"
+        ));
+    }
+    if config.rejoin {
+        return invalid(format!(
+            "--rejoin is not supported yet on a ring (replication {r} below the {nodes} \
+             nodes): a rejoining node recovers every key from every other node, and each \
+             holds only its own slots"
+        ));
+    }
+    if config
+        .acl()
+        .map_err(|e| ConfigError::Invalid(e.to_string()))?
+        .requires_auth()
+        && config.requirepass.is_none()
+        && config.requirepass_file.is_none()
+    {
+        return invalid(
+            "a ring forwards commands on keys a node does not hold to their replicas as the \
+             default user, logged in with requirepass: give requirepass (or requirepass_file) \
+             rather than a default user in [[users]]"
+                .into(),
+        );
+    }
+    if config.tls_port != 0 && config.client_addr.port() == 0 {
+        return invalid(
+            "a ring forwards commands between nodes over their plain client ports, and \
+             client_addr's port 0 serves TLS only: give every node a plain client port"
+                .into(),
+        );
+    }
+    for peer in &config.peers {
+        crate::cluster::client_addr_of(config, peer, "a ring forwards commands to them")?;
+    }
+    Ok(())
+}
+
+/// The configuration every node of `config`'s cluster derives: the peers, balanced at epoch 1
+/// with each key on [`NodeConfig::replication`] of them.
+pub fn configuration(config: &NodeConfig) -> Result<Configuration, ConfigError> {
+    let invalid = |m: String| ConfigError::Invalid(m);
+    let r = config.replication();
+    let replication = u8::try_from(r)
+        .ok()
+        .and_then(|r| Replication::new(r).ok())
+        .ok_or_else(|| invalid(format!("replication must be 3, 5 or 7, not {r}")))?;
+    let ids: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
+    Configuration::balanced(&ids, replication).map_err(|e| invalid(e.to_string()))
+}
+
+/// The ring's digest: the first 8 bytes of the SHA-256 of its byte form.
+pub fn digest(ring: &Configuration) -> u64 {
+    let hash = Sha256::digest(codec::encode(ring));
+    u64::from_be_bytes(hash[..8].try_into().expect("8 bytes"))
+}
+
+/// The cluster id the peer hello carries: the configured one, followed on a ring by
+/// [`RING_TAG`] and the ring's [`digest`] in hex.
+pub fn hello_cluster_id(config: &NodeConfig) -> Result<String, ConfigError> {
+    if !config.is_ring() {
+        return Ok(config.cluster_id.clone());
+    }
+    let ring = configuration(config)?;
+    Ok(format!(
+        "{}{RING_TAG}{:016x}",
+        config.cluster_id,
+        digest(&ring)
+    ))
+}
+
+/// The slots `node` replicates on `ring` (R/N of them on a balanced ring).
+pub fn slots_held(ring: &Configuration, node: NodeId) -> u64 {
+    Slot::all()
+        .filter(|&slot| ring.replicas(slot).contains(node))
+        .count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use logless_placement::SLOTS;
+
+    use super::*;
+    use crate::config::PeerConfig;
+
+    fn ring(nodes: u16, replication: u8) -> NodeConfig {
+        NodeConfig {
+            node_id: 1,
+            peers: (1..=nodes)
+                .map(|id| PeerConfig {
+                    id,
+                    addr: format!("127.0.0.1:{}", 8000 + id),
+                    client_addr: Some(format!("127.0.0.1:{}", 7000 + id)),
+                })
+                .collect(),
+            replication,
+            remove_dead_registers: false,
+            ..NodeConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_ring_validates_and_every_listing_order_gives_one_digest() {
+        let config = ring(5, 3);
+        config.validate().unwrap();
+        assert!(config.is_ring());
+        let mut reversed = config.clone();
+        reversed.peers.reverse();
+        reversed.node_id = 4;
+        assert_eq!(
+            hello_cluster_id(&config).unwrap(),
+            hello_cluster_id(&reversed).unwrap()
+        );
+        let wider = ring(6, 3);
+        assert_ne!(
+            hello_cluster_id(&config).unwrap(),
+            hello_cluster_id(&wider).unwrap()
+        );
+        let held = slots_held(&configuration(&config).unwrap(), NodeId(1));
+        let share = held as f64 / f64::from(SLOTS);
+        assert!((share - 0.6).abs() < 0.1, "{share}");
+    }
+
+    #[test]
+    fn without_replication_nothing_changes() {
+        let mut config = ring(3, 0);
+        config.remove_dead_registers = true;
+        config.validate().unwrap();
+        assert!(!config.is_ring());
+        assert_eq!(hello_cluster_id(&config).unwrap(), config.cluster_id);
+        config.replication = 3;
+        config.validate().unwrap();
+        assert!(!config.is_ring());
+    }
+
+    #[test]
+    fn bad_rings_are_refused_with_the_reason() {
+        let refusal = |config: NodeConfig| config.validate().unwrap_err().to_string();
+        assert!(refusal(ring(3, 5)).contains("needs at least 5 nodes"));
+        assert!(refusal(ring(6, 4)).contains("3, 5 or 7"));
+        assert!(refusal(ring(4, 0)).contains("--replication"));
+        let removal = NodeConfig {
+            remove_dead_registers: true,
+            ..ring(5, 3)
+        };
+        assert!(refusal(removal).contains("--remove-dead-registers false"));
+        let rejoin = NodeConfig {
+            rejoin: true,
+            ..ring(5, 3)
+        };
+        assert!(refusal(rejoin).contains("--rejoin"));
+        let log = NodeConfig {
+            engine: Engine::Multipaxos,
+            ..ring(5, 3)
+        };
+        assert!(refusal(log).contains("rmw"));
+        let mut no_client = ring(5, 3);
+        no_client.peers[2].client_addr = None;
+        assert!(refusal(no_client).contains("replica 3"));
+    }
+}
