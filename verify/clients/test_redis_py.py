@@ -1260,10 +1260,11 @@ def test_flushall(r, rs, ns):
         r.set(f"{ns}{i}", i)
     assert r.flushall() is True
     assert r.get(ns + "0") is None
-    assert r.dbsize() == 0
-    for client in rs:
+    # DBSIZE and KEYS read this replica's copy: a DEL decided by a quorum that left a copy out
+    # shows there late (node/src/admin.rs), on the replica that ran FLUSHALL too.
+    for client in [r, *rs]:
         deadline = time.monotonic() + 10
-        while client.keys("*"):
+        while client.dbsize() or client.keys("*"):
             assert time.monotonic() < deadline, "every replica's copy empties"
             time.sleep(0.05)
     assert r.flushdb(asynchronous=True) is True
