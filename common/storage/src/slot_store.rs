@@ -98,14 +98,31 @@ struct SlotHeader {
 }
 
 /// The CRC of eight zero bytes: checks are offset by it so that an all-zero word (fresh file
-/// space) is a valid header (a free slot of class 0) and a valid end word check.
-fn crc_of_zero_word() -> u32 {
-    crc32c::crc32c(&[0u8; 8])
-}
+/// space) is a valid header (a free slot of class 0) and a valid end word check. A constant,
+/// not computed per check: recovery checks a header word per slot.
+const CRC_OF_ZERO_WORD: u32 = 0x8c28_b28a;
 
 /// A 16-bit check over the 64-bit word `masked` (whose check bits are zero).
 fn check16(masked: u64) -> u16 {
-    (crc32c::crc32c(&masked.to_le_bytes()) ^ crc_of_zero_word()) as u16
+    (crc32c::crc32c(&masked.to_le_bytes()) ^ CRC_OF_ZERO_WORD) as u16
+}
+
+/// The bytes up to which a version's checksum is computed in one call over a copy of the
+/// slot's key and the version, rather than in two (one call per record at recovery).
+const CRC_COPY_BYTES_MAX: usize = 128;
+
+/// The checksum of a version: over the slot's key area (length and key), then `body` (the
+/// version after its checksum field).
+fn version_crc(key_area: &[u8], body: &[u8]) -> u32 {
+    let len = key_area.len() + body.len();
+    if len <= CRC_COPY_BYTES_MAX {
+        let mut both = [0u8; CRC_COPY_BYTES_MAX];
+        both[..key_area.len()].copy_from_slice(key_area);
+        both[key_area.len()..len].copy_from_slice(body);
+        crc32c::crc32c(&both[..len])
+    } else {
+        crc32c::crc32c_append(crc32c::crc32c(key_area), body)
+    }
 }
 
 const CURRENT_BIT: u64 = 1;
@@ -659,7 +676,7 @@ impl<M: Media> SlotStore<M> {
             return None;
         }
         let key_area = self.media.read(slot + 8, 2 + key_bytes);
-        if crc32c::crc32c_append(crc32c::crc32c(key_area), &bytes[4..end]) != crc {
+        if version_crc(key_area, &bytes[4..end]) != crc {
             return None;
         }
         Some(Version {
@@ -1541,6 +1558,16 @@ mod tests {
             }
         }
         assert_eq!(SlotHeader::decode(0), Some(SlotHeader::free(0)));
+    }
+
+    #[test]
+    fn the_zero_word_crc_is_crc32c_of_eight_zero_bytes() {
+        assert_eq!(CRC_OF_ZERO_WORD, crc32c::crc32c(&[0u8; 8]));
+        let (short, long) = (vec![3u8; 40], vec![5u8; 300]);
+        for body in [&short, &long] {
+            let whole: Vec<u8> = [&b"\x02\x00ab"[..], body].concat();
+            assert_eq!(version_crc(b"\x02\x00ab", body), crc32c::crc32c(&whole));
+        }
     }
 
     #[test]
