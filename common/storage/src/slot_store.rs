@@ -49,6 +49,7 @@ const KEY_OFFSET: usize = 8 + 2;
 
 /// The bytes before a version's record: crc32c, then the sequence number and the record's
 /// length as varints.
+#[inline]
 fn version_head_bytes(seq: u64, record_bytes: usize) -> usize {
     4 + varint::len(seq) + varint::len(record_bytes as u64)
 }
@@ -103,6 +104,7 @@ struct SlotHeader {
 const CRC_OF_ZERO_WORD: u32 = 0x8c28_b28a;
 
 /// A 16-bit check over the 64-bit word `masked` (whose check bits are zero).
+#[inline]
 fn check16(masked: u64) -> u16 {
     (crc32c::crc32c(&masked.to_le_bytes()) ^ CRC_OF_ZERO_WORD) as u16
 }
@@ -113,6 +115,7 @@ const CRC_COPY_BYTES_MAX: usize = 128;
 
 /// The checksum of a version: over the slot's key area (length and key), then `body` (the
 /// version after its checksum field).
+#[inline]
 fn version_crc(key_area: &[u8], body: &[u8]) -> u32 {
     let len = key_area.len() + body.len();
     if len <= CRC_COPY_BYTES_MAX {
@@ -312,14 +315,17 @@ fn key_hash(key: &[u8]) -> u64 {
     FxBuildHasher.hash_one(key)
 }
 
+#[inline]
 fn read_u16(bytes: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([bytes[at], bytes[at + 1]])
 }
 
+#[inline]
 fn read_u32(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 
+#[inline]
 fn read_u64(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }

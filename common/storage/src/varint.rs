@@ -6,12 +6,14 @@
 pub const U64_BYTES_MAX: usize = 10;
 
 /// How many bytes `value` takes.
+#[inline]
 pub fn len(value: u64) -> usize {
     // One byte per started group of seven significant bits, at least one.
     (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// Appends `value` to `out`.
+#[inline]
 pub fn put(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push(value as u8 | 0x80);
@@ -21,6 +23,7 @@ pub fn put(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// Writes `value` at the start of `out` (at least [`len`] bytes); returns the bytes written.
+#[inline]
 pub fn write(out: &mut [u8], mut value: u64) -> usize {
     let mut at = 0;
     while value >= 0x80 {
@@ -36,7 +39,13 @@ pub fn write(out: &mut [u8], mut value: u64) -> usize {
 /// `bytes` ends inside it, it is longer than [`U64_BYTES_MAX`] or it overflows a `u64`.
 /// Overlong encodings (a zero last byte after others) are refused as well, so that every
 /// value has one encoding.
+#[inline]
 pub fn read(bytes: &[u8]) -> Option<(u64, usize)> {
+    // Most numbers stored (lengths, sequence numbers, node ids) take one byte.
+    match bytes.first() {
+        Some(&byte) if byte < 0x80 => return Some((u64::from(byte), 1)),
+        _ => {}
+    }
     let mut value = 0u64;
     for (i, &byte) in bytes.iter().enumerate().take(U64_BYTES_MAX) {
         let bits = u64::from(byte & 0x7f);
