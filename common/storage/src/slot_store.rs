@@ -200,7 +200,9 @@ struct Entry {
     /// practice), so that finding it reads no slot: a longer key is compared where its newest
     /// version holds it, one cache miss more.
     short_key: [u8; SHORT_KEY_BYTES],
-    slot: usize,
+    /// The slot's offset in units of [`SLOT_ALIGN`] (every slot starts at a multiple of it):
+    /// four bytes instead of eight in every entry.
+    slot_units: u32,
     class: u8,
     /// The version current on the media, or `None` while the slot is not in use on the media.
     media_current: Option<u8>,
@@ -208,10 +210,23 @@ struct Entry {
     staged: Option<u8>,
     /// The sequence number of the newest version (staged or current).
     seq: u64,
-    key_bytes: u32,
+    key_bytes: u16,
     record_bytes: u32,
     /// False once the key is quarantined (found damaged at recovery).
     live: bool,
+}
+
+/// Every slot starts at a multiple of this: the file header and every slot are multiples of
+/// 64 bytes.
+const SLOT_ALIGN: usize = 64;
+
+/// The largest file whose slot offsets an [`Entry`] can hold.
+const FILE_BYTES_MAX: u64 = (u32::MAX as u64 + 1) * SLOT_ALIGN as u64;
+
+/// An [`Entry`]'s `slot_units` for the slot at `offset`.
+fn slot_units(offset: usize) -> u32 {
+    debug_assert_eq!(offset % SLOT_ALIGN, 0);
+    u32::try_from(offset / SLOT_ALIGN).expect("check_options bounds the file")
 }
 
 /// The longest key an [`Entry`] keeps a copy of.
@@ -227,6 +242,11 @@ fn short_key(key: &[u8]) -> [u8; SHORT_KEY_BYTES] {
 }
 
 impl Entry {
+    /// The slot's offset in the file.
+    fn slot(&self) -> usize {
+        self.slot_units as usize * SLOT_ALIGN
+    }
+
     fn newest(&self) -> u8 {
         self.staged
             .or(self.media_current)
@@ -568,16 +588,23 @@ impl<M: Media> SlotStore<M> {
                     // A valid version that is not the one the header names: the current bit
                     // or the sequence bits were damaged.
                     damaged.push((offset, header.class, Some(v.key.to_vec())));
+                } else if v.key.len() > usize::from(u16::MAX) {
+                    // Only format 2 could hold one; format 3 bounds keys by its u16 length.
+                    return Err(StoreError::Corrupt {
+                        what: "a key longer than 65,535 bytes, which format 3 cannot hold: \
+                               not migrated",
+                        offset_bytes: offset as u64,
+                    });
                 } else {
                     let entry = Entry {
                         hash: key_hash(v.key),
                         short_key: short_key(v.key),
-                        slot: offset,
+                        slot_units: slot_units(offset),
                         class: header.class,
                         media_current: Some(header.current),
                         staged: None,
                         seq: v.seq,
-                        key_bytes: v.key.len() as u32,
+                        key_bytes: v.key.len() as u16,
                         record_bytes: v.record.len() as u32,
                         live: true,
                     };
@@ -622,9 +649,9 @@ impl<M: Media> SlotStore<M> {
             Some(id) => {
                 let old = &mut self.entries[id as usize];
                 if old.seq >= entry.seq {
-                    Some((entry.slot, entry.class))
+                    Some((entry.slot(), entry.class))
                 } else {
-                    let loser = (old.slot, old.class);
+                    let loser = (old.slot(), old.class);
                     *old = entry;
                     Some(loser)
                 }
@@ -657,7 +684,7 @@ impl<M: Media> SlotStore<M> {
             if let Some(id) = indexed {
                 let e = &mut self.entries[id as usize];
                 e.live = false;
-                slots.push((e.slot, e.class));
+                slots.push((e.slot(), e.class));
             }
         }
     }
@@ -791,7 +818,7 @@ impl<M: Media> SlotStore<M> {
 
     fn record_of(&self, e: &Entry) -> &[u8] {
         let key_bytes = e.key_bytes as usize;
-        let (at, _) = self.version_at(e.slot, e.class, key_bytes, e.newest());
+        let (at, _) = self.version_at(e.slot(), e.class, key_bytes, e.newest());
         let head = match self.layout {
             Layout::KeyOnce => version_head_bytes(e.seq, e.record_bytes as usize),
             Layout::KeyPerVersion => VERSION_HEADER_BYTES + key_bytes,
@@ -801,9 +828,9 @@ impl<M: Media> SlotStore<M> {
 
     fn key_of(&self, e: &Entry) -> &[u8] {
         let at = match self.layout {
-            Layout::KeyOnce => e.slot + KEY_OFFSET,
+            Layout::KeyOnce => e.slot() + KEY_OFFSET,
             Layout::KeyPerVersion => {
-                self.version_at(e.slot, e.class, 0, e.newest()).0 + VERSION_HEADER_BYTES
+                self.version_at(e.slot(), e.class, 0, e.newest()).0 + VERSION_HEADER_BYTES
             }
         };
         self.media.read(at, e.key_bytes as usize)
@@ -826,10 +853,10 @@ impl<M: Media> SlotStore<M> {
             return Ok(None);
         };
         let e = &self.entries[id as usize];
-        match self.read_version(e.slot, e.class, e.newest()) {
+        match self.read_version(e.slot(), e.class, e.newest()) {
             Some(v) if v.key == key && v.seq == e.seq => Ok(Some(v.record)),
             _ => Err(StoreError::Damaged {
-                slot_offset: e.slot as u64,
+                slot_offset: e.slot() as u64,
             }),
         }
     }
@@ -840,12 +867,12 @@ impl<M: Media> SlotStore<M> {
             .iter()
             .filter(|e| e.live)
             .filter(|e| {
-                self.read_version(e.slot, e.class, e.newest())
+                self.read_version(e.slot(), e.class, e.newest())
                     .is_none_or(|v| v.seq != e.seq)
             })
             .map(|e| Damage {
-                slot_offset: e.slot as u64,
-                key: self.guess_key(e.slot, e.class, e.newest()),
+                slot_offset: e.slot() as u64,
+                key: self.guess_key(e.slot(), e.class, e.newest()),
             })
             .collect()
     }
@@ -853,7 +880,7 @@ impl<M: Media> SlotStore<M> {
     /// The offset of the slot that holds `key`'s record (diagnostics and tests).
     pub fn slot_offset(&self, key: &[u8]) -> Option<u64> {
         let id = self.find(key)?;
-        Some(self.entries[id as usize].slot as u64)
+        Some(self.entries[id as usize].slot() as u64)
     }
 
     /// Every served key and record, in recovery order (file order) and then insertion order:
@@ -956,7 +983,7 @@ impl<M: Media> SlotStore<M> {
             "settled"
         );
         e.live = false;
-        let (slot, class) = (e.slot, e.class);
+        let (slot, class) = (e.slot(), e.class);
         self.store_header(slot, SlotHeader::free(class));
         self.pending_words.push((slot, 8));
         self.pending_free.push((slot, class));
@@ -1003,7 +1030,7 @@ impl<M: Media> SlotStore<M> {
             (None, None) => unreachable!("an entry has a current or a staged version"),
         };
         let seq = Self::seq_in_place(&e);
-        self.write_version(e.slot, e.class, version, seq, key, record);
+        self.write_version(e.slot(), e.class, version, seq, key, record);
         if e.staged.is_none() {
             self.dirty.push(id);
         }
@@ -1027,24 +1054,24 @@ impl<M: Media> SlotStore<M> {
         self.write_version(slot, class, 0, seq, key, record);
         match (existing, old) {
             (Some(id), Some(e)) if e.media_current.is_some() => {
-                self.moved_from.insert(id, (e.slot, e.class));
+                self.moved_from.insert(id, (e.slot(), e.class));
             }
             (_, Some(e)) => {
                 // The old slot never became in use on the media: reusable at once (the slot
                 // it moved from, if any, stays to be freed).
-                self.free[usize::from(e.class)].push(e.slot);
+                self.free[usize::from(e.class)].push(e.slot());
             }
             _ => {}
         }
         let entry = Entry {
             hash: key_hash(key),
             short_key: short_key(key),
-            slot,
+            slot_units: slot_units(slot),
             class,
             media_current: None,
             staged: Some(0),
             seq,
-            key_bytes: key.len() as u32,
+            key_bytes: key.len() as u16,
             record_bytes: record.len() as u32,
             live: true,
         };
@@ -1205,13 +1232,13 @@ impl<M: Media> SlotStore<M> {
             for &id in &self.dirty {
                 let e = &self.entries[id as usize];
                 let v = e.staged.expect("dirty entries are staged");
-                let (at, _) = self.version_at(e.slot, e.class, e.key_bytes as usize, v);
+                let (at, _) = self.version_at(e.slot(), e.class, e.key_bytes as usize, v);
                 let end = at
                     + version_head_bytes(e.seq, e.record_bytes as usize)
                     + e.record_bytes as usize;
                 // A slot not in use on the media was just taken: its key is new too.
                 let start = if e.media_current.is_none() {
-                    e.slot + 8
+                    e.slot() + 8
                 } else {
                     at
                 };
@@ -1243,8 +1270,8 @@ impl<M: Media> SlotStore<M> {
                 current: e.newest(),
                 seq_low: e.seq as u32,
             };
-            self.store_header(e.slot, header);
-            ranges.push((e.slot, 8));
+            self.store_header(e.slot(), header);
+            ranges.push((e.slot(), 8));
         }
         if self.mutation != Mutation::SkipFlipPersist {
             self.persist_ranges(&ranges)?;
@@ -1305,6 +1332,11 @@ fn check_options(options: &StoreOptions) -> Result<u8, StoreError> {
     if options.key_bytes_max > usize::from(u16::MAX) {
         return Err(StoreError::InvalidOptions(
             "key_bytes_max must be at most 65,535",
+        ));
+    }
+    if options.file_bytes_max > FILE_BYTES_MAX {
+        return Err(StoreError::InvalidOptions(
+            "file_bytes_max must be at most 256 GiB",
         ));
     }
     let needed = slot_bytes_needed(options.key_bytes_max, u64::MAX, options.record_bytes_max);
@@ -1409,9 +1441,16 @@ mod tests {
     }
 
     #[test]
-    fn an_index_entry_takes_56_bytes() {
+    fn an_index_entry_takes_48_bytes() {
         // What the DRAM index costs per key, besides its 4-byte bucket.
-        assert_eq!(std::mem::size_of::<Entry>(), 56);
+        assert_eq!(std::mem::size_of::<Entry>(), 48);
+        assert_eq!(FILE_BYTES_MAX, 256 << 30);
+        let mut options = StoreOptions::new(Durability::Memory);
+        options.file_bytes_max = FILE_BYTES_MAX + 1;
+        assert!(matches!(
+            check_options(&options),
+            Err(StoreError::InvalidOptions(_))
+        ));
     }
 
     /// Keys of every length from empty to well past [`SHORT_KEY_BYTES`], many sharing their
