@@ -194,8 +194,6 @@ struct Version<'a> {
 /// Where a key's record is.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    /// The hash of the key ([`key_hash`]), so the index compares keys only on a match.
-    hash: u64,
     /// The key itself if it is at most [`SHORT_KEY_BYTES`] long (nearly every key in
     /// practice), so that finding it reads no slot: a longer key is compared where its newest
     /// version holds it, one cache miss more.
@@ -323,6 +321,44 @@ pub struct SlotStore<M: Media = FileMedia> {
 
 fn slot_bytes(slot_bytes_min: usize, class: u8) -> usize {
     slot_bytes_min << class
+}
+
+/// Where `version` of the slot at `slot` (of `size` bytes, holding a key of `key_bytes`) starts
+/// in `layout`, and how many bytes each version of the slot has.
+#[inline]
+fn version_at(
+    layout: Layout,
+    size: usize,
+    slot: usize,
+    key_bytes: usize,
+    version: u8,
+) -> (usize, usize) {
+    let (start, capacity) = match layout {
+        Layout::KeyOnce => {
+            let start = KEY_OFFSET + key_bytes;
+            (start, size.saturating_sub(start) / 2)
+        }
+        Layout::KeyPerVersion => (8, (size - 8) / 2),
+    };
+    (slot + start + usize::from(version) * capacity, capacity)
+}
+
+/// The key of entry `e` on `media`: where its slot holds it (format 3), or its newest
+/// version (format 2).
+fn key_in<'m, M: Media>(
+    media: &'m M,
+    layout: Layout,
+    slot_bytes_min: usize,
+    e: &Entry,
+) -> &'m [u8] {
+    let at = match layout {
+        Layout::KeyOnce => e.slot() + KEY_OFFSET,
+        Layout::KeyPerVersion => {
+            let size = slot_bytes(slot_bytes_min, e.class);
+            version_at(layout, size, e.slot(), 0, e.newest()).0 + VERSION_HEADER_BYTES
+        }
+    };
+    media.read(at, usize::from(e.key_bytes))
 }
 
 /// The hash the index files a key under. Fx, as the engine's key tables use: fast on short
@@ -521,14 +557,8 @@ impl<M: Media> SlotStore<M> {
     /// Where `version` of the slot at `slot` (of `class`, holding a key of `key_bytes`)
     /// starts, and how many bytes each version of the slot has.
     fn version_at(&self, slot: usize, class: u8, key_bytes: usize, version: u8) -> (usize, usize) {
-        let (start, capacity) = match self.layout {
-            Layout::KeyOnce => {
-                let start = KEY_OFFSET + key_bytes;
-                (start, self.slot_bytes(class).saturating_sub(start) / 2)
-            }
-            Layout::KeyPerVersion => (8, (self.slot_bytes(class) - 8) / 2),
-        };
-        (slot + start + usize::from(version) * capacity, capacity)
+        let size = self.slot_bytes(class);
+        version_at(self.layout, size, slot, key_bytes, version)
     }
 
     /// Whether a slot of `class` holds `key_bytes` of key and two versions of `record_bytes`
@@ -597,7 +627,6 @@ impl<M: Media> SlotStore<M> {
                     });
                 } else {
                     let entry = Entry {
-                        hash: key_hash(v.key),
                         short_key: short_key(v.key),
                         slot_units: slot_units(offset),
                         class: header.class,
@@ -657,7 +686,7 @@ impl<M: Media> SlotStore<M> {
                 }
             }
             None => {
-                self.add(entry);
+                self.add(key, entry);
                 None
             }
         }
@@ -778,8 +807,7 @@ impl<M: Media> SlotStore<M> {
         self.index
             .find(hash, |&id| {
                 let e = &self.entries[id as usize];
-                e.hash == hash
-                    && e.key_bytes as usize == key.len()
+                e.key_bytes as usize == key.len()
                     && match e.short_key.get(..key.len()) {
                         Some(short) => short == key,
                         None => self.key_of(e) == key,
@@ -788,9 +816,9 @@ impl<M: Media> SlotStore<M> {
             .copied()
     }
 
-    /// Appends `entry`, whose newest version holds its key, and indexes it; returns its id.
-    fn add(&mut self, entry: Entry) -> u32 {
-        let hash = entry.hash;
+    /// Appends `entry`, whose slot holds `key`, and indexes it; returns its id.
+    fn add(&mut self, key: &[u8], entry: Entry) -> u32 {
+        let hash = key_hash(key);
         let id = match self.vacant.pop() {
             Some(id) => {
                 self.entries[id as usize] = entry;
@@ -802,17 +830,24 @@ impl<M: Media> SlotStore<M> {
                 id
             }
         };
-        let entries = &self.entries;
-        self.index
-            .insert_unique(hash, id, |&i| entries[i as usize].hash);
+        // Growing the index hashes every key again: the entry's copy of a short key, else
+        // the key where the slot holds it. (A hash kept in every entry cost 8 bytes per key.)
+        let (entries, media) = (&self.entries, &self.media);
+        let (layout, slot_bytes_min) = (self.layout, self.options.slot_bytes_min);
+        self.index.insert_unique(hash, id, |&i| {
+            let e = &entries[i as usize];
+            match e.short_key.get(..usize::from(e.key_bytes)) {
+                Some(short) => key_hash(short),
+                None => key_hash(key_in(media, layout, slot_bytes_min, e)),
+            }
+        });
         id
     }
 
     /// Takes `key` out of the index; returns its entry's id.
     fn unindex(&mut self, key: &[u8]) -> Option<u32> {
         let id = self.find(key)?;
-        let hash = self.entries[id as usize].hash;
-        let found = self.index.find_entry(hash, |&i| i == id);
+        let found = self.index.find_entry(key_hash(key), |&i| i == id);
         Some(found.expect("an entry found is indexed").remove().0)
     }
 
@@ -827,13 +862,7 @@ impl<M: Media> SlotStore<M> {
     }
 
     fn key_of(&self, e: &Entry) -> &[u8] {
-        let at = match self.layout {
-            Layout::KeyOnce => e.slot() + KEY_OFFSET,
-            Layout::KeyPerVersion => {
-                self.version_at(e.slot(), e.class, 0, e.newest()).0 + VERSION_HEADER_BYTES
-            }
-        };
-        self.media.read(at, e.key_bytes as usize)
+        key_in(&self.media, self.layout, self.options.slot_bytes_min, e)
     }
 
     /// The current record of `key` (staged or durable). Its checksum was verified when it
@@ -1064,7 +1093,6 @@ impl<M: Media> SlotStore<M> {
             _ => {}
         }
         let entry = Entry {
-            hash: key_hash(key),
             short_key: short_key(key),
             slot_units: slot_units(slot),
             class,
@@ -1083,7 +1111,7 @@ impl<M: Media> SlotStore<M> {
                 self.entries[id as usize] = entry;
             }
             None => {
-                let id = self.add(entry);
+                let id = self.add(key, entry);
                 self.dirty.push(id);
             }
         }
@@ -1441,9 +1469,9 @@ mod tests {
     }
 
     #[test]
-    fn an_index_entry_takes_48_bytes() {
+    fn an_index_entry_takes_40_bytes() {
         // What the DRAM index costs per key, besides its 4-byte bucket.
-        assert_eq!(std::mem::size_of::<Entry>(), 48);
+        assert_eq!(std::mem::size_of::<Entry>(), 40);
         assert_eq!(FILE_BYTES_MAX, 256 << 30);
         let mut options = StoreOptions::new(Durability::Memory);
         options.file_bytes_max = FILE_BYTES_MAX + 1;
