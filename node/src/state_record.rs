@@ -176,9 +176,9 @@ pub fn decode(bytes: &[u8]) -> Result<AcceptorState, RecordError> {
     })
 }
 
-/// Rewrites a record of a format 2 slot file for format 3 (the slot store's migration): an
-/// acceptor state in the engine's encoding becomes compact; anything else (the round floor, a
-/// record that does not decode, which the start-up then refuses as before) is kept as it is.
+/// Rewrites an acceptor state's record of a format 2 slot file for format 3 (the slot store's
+/// migration): a state in the engine's encoding becomes compact; a record that does not decode
+/// (which the start-up then refuses, as before) is kept as it is.
 pub fn migrate(record: &[u8], out: &mut Vec<u8>) {
     match record.first() {
         Some(&COMPACT_FORMAT) | None => out.extend_from_slice(record),

@@ -371,8 +371,13 @@ impl ShardStore {
         options: StoreOptions,
     ) -> Result<ShardStore, OpenError> {
         let path = dir.join(format!("shard-{shard}.slots"));
-        let (slots, report) = SlotStore::open_migrating(&path, options, |_, record, out| {
-            state_record::migrate(record, out)
+        // The round floor keeps its own record; the acceptor states become compact.
+        let (slots, report) = SlotStore::open_migrating(&path, options, |key, record, out| {
+            if key == ROUND_FLOOR_KEY {
+                out.extend_from_slice(record);
+            } else {
+                state_record::migrate(record, out);
+            }
         })
         .map_err(|source| OpenError::Store {
             path: path.clone(),

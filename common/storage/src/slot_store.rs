@@ -195,8 +195,8 @@ struct Version<'a> {
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     /// The key itself if it is at most [`SHORT_KEY_BYTES`] long (nearly every key in
-    /// practice), so that finding it reads no slot: a longer key is compared where its newest
-    /// version holds it, one cache miss more.
+    /// practice), so that finding it reads no slot: a longer key is compared where its slot
+    /// holds it, one cache miss more.
     short_key: [u8; SHORT_KEY_BYTES],
     /// The slot's offset in units of [`SLOT_ALIGN`] (every slot starts at a multiple of it):
     /// four bytes instead of eight in every entry.
@@ -290,9 +290,10 @@ pub struct SlotStore<M: Media = FileMedia> {
     layout: Layout,
     /// The class used for the largest key and record the options allow.
     class_max: u8,
-    /// Entry ids by key. The index keeps no copy of the keys: an entry's key is read where
-    /// its newest version holds it, and compared only when the hashes match. A boxed copy per
-    /// key, found through a second pointer, cost a cache miss and 30 bytes or more per key.
+    /// Entry ids by key. The index keeps no copy of the keys beyond an entry's short key: a
+    /// longer key is read where its slot holds it, and compared only when its length and
+    /// bucket match. A boxed copy per key, found through a second pointer, cost a cache miss
+    /// and 30 bytes or more per key.
     index: HashTable<u32>,
     entries: Vec<Entry>,
     /// Ids of entries whose keys were removed, for reuse.
