@@ -86,6 +86,8 @@ pub enum Mutation {
     SkipAppendPersist,
     /// Do not persist the end-of-slots word before slots past the old end are put in use.
     SkipEndPersist,
+    /// Persist only the first version written into a newly taken slot, not the slot's key.
+    SkipKeyPersist,
 }
 
 /// The decoded header word of a slot.
@@ -1266,11 +1268,12 @@ impl<M: Media> SlotStore<M> {
                     + version_head_bytes(e.seq, e.record_bytes as usize)
                     + e.record_bytes as usize;
                 // A slot not in use on the media was just taken: its key is new too.
-                let start = if e.media_current.is_none() {
-                    e.slot() + 8
-                } else {
-                    at
-                };
+                let start =
+                    if e.media_current.is_none() && self.mutation != Mutation::SkipKeyPersist {
+                        e.slot() + 8
+                    } else {
+                        at
+                    };
                 ranges.push((start, end - start));
             }
         }
