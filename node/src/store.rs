@@ -327,7 +327,7 @@ impl Iterator for Decoding<'_> {
         let (key, record) = self.records.find(|(key, _)| *key != ROUND_FLOOR_KEY)?;
         self.left -= 1;
         match state_record::decode(record) {
-            Ok(state) => Some((Key::new(bytes::Bytes::copy_from_slice(key)), state)),
+            Ok(state) => Some((Key::from_slice(key), state)),
             Err(e) => {
                 self.failure = Some(OpenError::Undecodable {
                     path: self.path.to_path_buf(),
