@@ -61,6 +61,7 @@ pub mod psmr_turn;
 pub mod psmr_workers;
 pub mod ring;
 pub mod shard;
+pub mod state_record;
 pub mod status;
 pub mod store;
 pub mod tls;

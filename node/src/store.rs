@@ -13,6 +13,8 @@
 //!
 //! Besides the acceptor states, a shard's slot file holds its round floor (see
 //! `docs/removal.md`) under [`ROUND_FLOOR_KEY`], a key one byte longer than any client's.
+//! The states are compact records ([`crate::state_record`]); a slot file of format 2 is
+//! migrated to format 3 when it is opened, its states rewritten compactly, with a log line.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -27,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::config::{Engine, Recovery};
+use crate::state_record;
 
 /// Why a replica's state could not be opened.
 #[derive(Debug, Error)]
@@ -323,8 +326,8 @@ impl Iterator for Decoding<'_> {
         }
         let (key, record) = self.records.find(|(key, _)| *key != ROUND_FLOOR_KEY)?;
         self.left -= 1;
-        match AcceptorState::decode(record) {
-            Ok(state) => Some((Key::new(bytes::Bytes::copy_from_slice(key)), state)),
+        match state_record::decode(record) {
+            Ok(state) => Some((Key::from_slice(key), state)),
             Err(e) => {
                 self.failure = Some(OpenError::Undecodable {
                     path: self.path.to_path_buf(),
@@ -368,11 +371,27 @@ impl ShardStore {
         options: StoreOptions,
     ) -> Result<ShardStore, OpenError> {
         let path = dir.join(format!("shard-{shard}.slots"));
-        let (slots, report) =
-            SlotStore::open(&path, options).map_err(|source| OpenError::Store {
-                path: path.clone(),
-                source,
-            })?;
+        // The round floor keeps its own record; the acceptor states become compact.
+        let (slots, report) = SlotStore::open_migrating(&path, options, |key, record, out| {
+            if key == ROUND_FLOOR_KEY {
+                out.extend_from_slice(record);
+            } else {
+                state_record::migrate(record, out);
+            }
+        })
+        .map_err(|source| OpenError::Store {
+            path: path.clone(),
+            source,
+        })?;
+        if let Some(version) = report.migrated_from {
+            tracing::warn!(
+                "store {}: migrated from slot file format {version} to format {}: {} records \
+                 rewritten, acceptor states in the compact encoding",
+                path.display(),
+                logless_storage::slot_store::FORMAT_VERSION,
+                report.records
+            );
+        }
         ShardStore::recover(slots, report, path)
     }
 }
@@ -465,7 +484,7 @@ impl<M: Media> ShardStore<M> {
         let Some(record) = self.slots.get(key.as_bytes()) else {
             return Ok(None);
         };
-        AcceptorState::decode(record)
+        state_record::decode(record)
             .map(Some)
             .map_err(|_| StoreError::Corrupt {
                 what: "an acceptor state that does not decode",
@@ -510,7 +529,7 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
 
     fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), StoreError> {
         self.record.clear();
-        state.encode(&mut self.record);
+        state_record::encode(state, &mut self.record);
         self.slots.put(key.as_bytes(), &self.record)
     }
 

@@ -44,6 +44,7 @@ pub mod log_store;
 pub mod media;
 pub mod segment_log;
 pub mod slot_store;
+pub mod varint;
 
 pub use dir::{Dir, DirCrash, FileId, FsDir, SimDir};
 pub use log_store::{LogOptions, LogStore};

@@ -2,8 +2,8 @@
 //! header word.
 //!
 //! A slot holds a header word (which version is current, whether the slot is in use, its size
-//! class, the low bits of the current version's sequence number and a check) and two
-//! versions. An update writes the version that is not current, persists it, then stores the
+//! class, the low bits of the current version's sequence number and a check), its key, and
+//! two versions of its record. An update writes the version that is not current, persists it, then stores the
 //! header word with the other version current (one aligned 8-byte store) and persists that.
 //! A record that outgrows its slot moves to a slot of a larger class: the new slot is written
 //! and put in use before the old one is freed, and recovery keeps the copy with the higher
@@ -15,7 +15,9 @@
 //! header flip. Appending slots to the file costs one more persist per appended chunk. In
 //! `memory` and `mmap` modes persisting is free, so `put` applies the whole update at once.
 //!
-//! The byte layout and the recovery rules are in `docs/storage-format.md`.
+//! The byte layout and the recovery rules are in `docs/storage-format.md`. A file of the
+//! previous format (2, which kept the key in each version behind a fixed 20-byte header) is
+//! migrated when it is opened by path ([`SlotStore::open_migrating`]).
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
@@ -24,12 +26,14 @@ use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::path::Path;
 
 use crate::media::{DramMedia, FileMedia, Media, MmapMedia};
-use crate::{StoreError, StoreOptions};
+use crate::{varint, StoreError, StoreOptions};
 
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"LLSLOTS\n";
 /// The format version in the file header.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
+/// The previous format version, which [`SlotStore::open_migrating`] migrates.
+pub const FORMAT_VERSION_MIGRATED: u32 = 2;
 /// Bytes of the file header; the first slot follows.
 pub const FILE_HEADER_BYTES: usize = 64;
 /// Offset of the end-of-slots word in the file header.
@@ -38,8 +42,32 @@ const END_WORD_OFFSET: usize = 16;
 const HEADER_CRC_OFFSET: usize = 24;
 /// Size classes a file may use.
 pub const CLASSES_MAX: u8 = 24;
-/// Bytes before the key in a version: crc32c, sequence, key length, record length.
+/// Format 2: bytes before the key in a version (crc32c, sequence, key length, record length).
 pub const VERSION_HEADER_BYTES: usize = 4 + 8 + 4 + 4;
+/// Bytes of a slot before its key: the header word and the key's length (`u16`).
+const KEY_OFFSET: usize = 8 + 2;
+
+/// The bytes before a version's record: crc32c, then the sequence number and the record's
+/// length as varints.
+#[inline]
+fn version_head_bytes(seq: u64, record_bytes: usize) -> usize {
+    4 + varint::len(seq) + varint::len(record_bytes as u64)
+}
+
+/// The bytes a slot needs to hold `key_bytes` of key and two versions of `record_bytes` at
+/// sequence `seq`.
+fn slot_bytes_needed(key_bytes: usize, seq: u64, record_bytes: usize) -> usize {
+    KEY_OFFSET + key_bytes + 2 * (version_head_bytes(seq, record_bytes) + record_bytes)
+}
+
+/// How a file lays out a slot's key and versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// Format 3: the key once, after the header word; versions behind a varint header.
+    KeyOnce,
+    /// Format 2: each version holds its key behind a fixed header. Read only, to migrate it.
+    KeyPerVersion,
+}
 
 /// Deliberate bugs for the crash tests: each removes one persist step. A crash test that
 /// passes with one of these set proves nothing; `tests/crash.rs` asserts each is caught.
@@ -58,6 +86,8 @@ pub enum Mutation {
     SkipAppendPersist,
     /// Do not persist the end-of-slots word before slots past the old end are put in use.
     SkipEndPersist,
+    /// Persist only the first version written into a newly taken slot, not the slot's key.
+    SkipKeyPersist,
 }
 
 /// The decoded header word of a slot.
@@ -71,14 +101,33 @@ struct SlotHeader {
 }
 
 /// The CRC of eight zero bytes: checks are offset by it so that an all-zero word (fresh file
-/// space) is a valid header (a free slot of class 0) and a valid end word check.
-fn crc_of_zero_word() -> u32 {
-    crc32c::crc32c(&[0u8; 8])
-}
+/// space) is a valid header (a free slot of class 0) and a valid end word check. A constant,
+/// not computed per check: recovery checks a header word per slot.
+const CRC_OF_ZERO_WORD: u32 = 0x8c28_b28a;
 
 /// A 16-bit check over the 64-bit word `masked` (whose check bits are zero).
+#[inline]
 fn check16(masked: u64) -> u16 {
-    (crc32c::crc32c(&masked.to_le_bytes()) ^ crc_of_zero_word()) as u16
+    (crc32c::crc32c(&masked.to_le_bytes()) ^ CRC_OF_ZERO_WORD) as u16
+}
+
+/// The bytes up to which a version's checksum is computed in one call over a copy of the
+/// slot's key and the version, rather than in two (one call per record at recovery).
+const CRC_COPY_BYTES_MAX: usize = 128;
+
+/// The checksum of a version: over the slot's key area (length and key), then `body` (the
+/// version after its checksum field).
+#[inline]
+fn version_crc(key_area: &[u8], body: &[u8]) -> u32 {
+    let len = key_area.len() + body.len();
+    if len <= CRC_COPY_BYTES_MAX {
+        let mut both = [0u8; CRC_COPY_BYTES_MAX];
+        both[..key_area.len()].copy_from_slice(key_area);
+        both[key_area.len()..len].copy_from_slice(body);
+        crc32c::crc32c(&both[..len])
+    } else {
+        crc32c::crc32c_append(crc32c::crc32c(key_area), body)
+    }
 }
 
 const CURRENT_BIT: u64 = 1;
@@ -147,13 +196,13 @@ struct Version<'a> {
 /// Where a key's record is.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    /// The hash of the key ([`key_hash`]), so the index compares keys only on a match.
-    hash: u64,
     /// The key itself if it is at most [`SHORT_KEY_BYTES`] long (nearly every key in
-    /// practice), so that finding it reads no slot: a longer key is compared where its newest
-    /// version holds it, one cache miss more.
+    /// practice), so that finding it reads no slot: a longer key is compared where its slot
+    /// holds it, one cache miss more.
     short_key: [u8; SHORT_KEY_BYTES],
-    slot: usize,
+    /// The slot's offset in units of [`SLOT_ALIGN`] (every slot starts at a multiple of it):
+    /// four bytes instead of eight in every entry.
+    slot_units: u32,
     class: u8,
     /// The version current on the media, or `None` while the slot is not in use on the media.
     media_current: Option<u8>,
@@ -161,10 +210,23 @@ struct Entry {
     staged: Option<u8>,
     /// The sequence number of the newest version (staged or current).
     seq: u64,
-    key_bytes: u32,
+    key_bytes: u16,
     record_bytes: u32,
     /// False once the key is quarantined (found damaged at recovery).
     live: bool,
+}
+
+/// Every slot starts at a multiple of this: the file header and every slot are multiples of
+/// 64 bytes.
+const SLOT_ALIGN: usize = 64;
+
+/// The largest file whose slot offsets an [`Entry`] can hold.
+const FILE_BYTES_MAX: u64 = (u32::MAX as u64 + 1) * SLOT_ALIGN as u64;
+
+/// An [`Entry`]'s `slot_units` for the slot at `offset`.
+fn slot_units(offset: usize) -> u32 {
+    debug_assert_eq!(offset % SLOT_ALIGN, 0);
+    u32::try_from(offset / SLOT_ALIGN).expect("check_options bounds the file")
 }
 
 /// The longest key an [`Entry`] keeps a copy of.
@@ -180,6 +242,11 @@ fn short_key(key: &[u8]) -> [u8; SHORT_KEY_BYTES] {
 }
 
 impl Entry {
+    /// The slot's offset in the file.
+    fn slot(&self) -> usize {
+        self.slot_units as usize * SLOT_ALIGN
+    }
+
     fn newest(&self) -> u8 {
         self.staged
             .or(self.media_current)
@@ -211,6 +278,9 @@ pub struct RecoveryReport {
     pub damaged: Vec<Damage>,
     /// Bytes of slots scanned.
     pub scanned_bytes: u64,
+    /// The format version the file was rewritten from at this open, if it was of an older
+    /// format ([`SlotStore::open_migrating`]).
+    pub migrated_from: Option<u32>,
 }
 
 /// The slot store over some media: [`FileMedia`] for a node, [`crate::SimMedia`] in the
@@ -218,11 +288,14 @@ pub struct RecoveryReport {
 pub struct SlotStore<M: Media = FileMedia> {
     media: M,
     options: StoreOptions,
+    /// The file's layout: format 3, or format 2 while it is migrated.
+    layout: Layout,
     /// The class used for the largest key and record the options allow.
     class_max: u8,
-    /// Entry ids by key. The index keeps no copy of the keys: an entry's key is read where
-    /// its newest version holds it, and compared only when the hashes match. A boxed copy per
-    /// key, found through a second pointer, cost a cache miss and 30 bytes or more per key.
+    /// Entry ids by key. The index keeps no copy of the keys beyond an entry's short key: a
+    /// longer key is read where its slot holds it, and compared only when its length and
+    /// bucket match. A boxed copy per key, found through a second pointer, cost a cache miss
+    /// and 30 bytes or more per key.
     index: HashTable<u32>,
     entries: Vec<Entry>,
     /// Ids of entries whose keys were removed, for reuse.
@@ -253,6 +326,44 @@ fn slot_bytes(slot_bytes_min: usize, class: u8) -> usize {
     slot_bytes_min << class
 }
 
+/// Where `version` of the slot at `slot` (of `size` bytes, holding a key of `key_bytes`) starts
+/// in `layout`, and how many bytes each version of the slot has.
+#[inline]
+fn version_at(
+    layout: Layout,
+    size: usize,
+    slot: usize,
+    key_bytes: usize,
+    version: u8,
+) -> (usize, usize) {
+    let (start, capacity) = match layout {
+        Layout::KeyOnce => {
+            let start = KEY_OFFSET + key_bytes;
+            (start, size.saturating_sub(start) / 2)
+        }
+        Layout::KeyPerVersion => (8, (size - 8) / 2),
+    };
+    (slot + start + usize::from(version) * capacity, capacity)
+}
+
+/// The key of entry `e` on `media`: where its slot holds it (format 3), or its newest
+/// version (format 2).
+fn key_in<'m, M: Media>(
+    media: &'m M,
+    layout: Layout,
+    slot_bytes_min: usize,
+    e: &Entry,
+) -> &'m [u8] {
+    let at = match layout {
+        Layout::KeyOnce => e.slot() + KEY_OFFSET,
+        Layout::KeyPerVersion => {
+            let size = slot_bytes(slot_bytes_min, e.class);
+            version_at(layout, size, e.slot(), 0, e.newest()).0 + VERSION_HEADER_BYTES
+        }
+    };
+    media.read(at, usize::from(e.key_bytes))
+}
+
 /// The hash the index files a key under. Fx, as the engine's key tables use: fast on short
 /// keys, deterministic across runs.
 fn key_hash(key: &[u8]) -> u64 {
@@ -263,45 +374,156 @@ fn key_hash(key: &[u8]) -> u64 {
     FxBuildHasher.hash_one(key)
 }
 
+#[inline]
+fn read_u16(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([bytes[at], bytes[at + 1]])
+}
+
+#[inline]
 fn read_u32(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 
+#[inline]
 fn read_u64(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
 
 impl SlotStore<FileMedia> {
     /// Opens the store of one shard at `path` (creating the file if needed; no file in
-    /// `memory` mode), rebuilds the index by scanning, and reports what it found.
+    /// `memory` mode), rebuilds the index by scanning, and reports what it found. A file of
+    /// the previous format is migrated first, its records unchanged
+    /// ([`SlotStore::open_migrating`]).
     pub fn open(
         path: &Path,
         options: StoreOptions,
     ) -> Result<(SlotStore<FileMedia>, RecoveryReport), StoreError> {
-        let media = match options.durability.persist_by() {
-            None => FileMedia::Dram(DramMedia::new()),
-            Some(persist_by) => FileMedia::Mapped(MmapMedia::open(path, persist_by)?),
-        };
-        SlotStore::open_on(media, options)
+        SlotStore::open_migrating(path, options, |_, record, out| {
+            out.extend_from_slice(record)
+        })
     }
+
+    /// [`SlotStore::open`], migrating a file of format 2 to the current format first:
+    /// every record it serves is written, through `convert(key, record, out)` (which appends
+    /// the record to keep to `out`), into a new file beside it (`<path>.migrating`), which is
+    /// made durable and then renamed over the old one. A crash before the rename leaves the
+    /// old file as it was, and the next open migrates again. A format 2 file with a damaged
+    /// record is not migrated: opening it fails with [`StoreError::Corrupt`].
+    /// [`RecoveryReport::migrated_from`] tells the caller that a migration took place.
+    pub fn open_migrating(
+        path: &Path,
+        options: StoreOptions,
+        convert: impl FnMut(&[u8], &[u8], &mut Vec<u8>),
+    ) -> Result<(SlotStore<FileMedia>, RecoveryReport), StoreError> {
+        let Some(persist_by) = options.durability.persist_by() else {
+            return SlotStore::open_on(FileMedia::Dram(DramMedia::new()), options);
+        };
+        let media = FileMedia::Mapped(MmapMedia::open(path, persist_by)?);
+        let migrated_from = match file_format(&media) {
+            Some(FORMAT_VERSION_MIGRATED) => {
+                migrate(media, path, &options, convert)?;
+                Some(FORMAT_VERSION_MIGRATED)
+            }
+            _ => {
+                let (store, report) = SlotStore::open_on(media, options)?;
+                return Ok((store, report));
+            }
+        };
+        let media = FileMedia::Mapped(MmapMedia::open(path, persist_by)?);
+        let (store, report) = SlotStore::open_on(media, options)?;
+        Ok((
+            store,
+            RecoveryReport {
+                migrated_from,
+                ..report
+            },
+        ))
+    }
+}
+
+/// Rewrites the format 2 file on `media` (at `path`) in the current format; see
+/// [`SlotStore::open_migrating`].
+fn migrate(
+    media: FileMedia,
+    path: &Path,
+    options: &StoreOptions,
+    mut convert: impl FnMut(&[u8], &[u8], &mut Vec<u8>),
+) -> Result<(), StoreError> {
+    let (old, report) = SlotStore::open_layout(media, options.clone(), Layout::KeyPerVersion)?;
+    if let Some(damage) = report.damaged.first() {
+        return Err(StoreError::Corrupt {
+            what: "a damaged record in a slot file of format 2, which is therefore not \
+                   migrated to format 3 (restore the replica from its peers)",
+            offset_bytes: damage.slot_offset,
+        });
+    }
+    let mut name = path.as_os_str().to_owned();
+    name.push(".migrating");
+    let new_path = std::path::PathBuf::from(name);
+    match std::fs::remove_file(&new_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(StoreError::io("remove an interrupted migration's file")(e));
+        }
+        _ => {}
+    }
+    let persist_by = options
+        .durability
+        .persist_by()
+        .expect("a migrated store has a file");
+    let new_media = FileMedia::Mapped(MmapMedia::open(&new_path, persist_by)?);
+    let (mut new, _) = SlotStore::open_on(new_media, options.clone())?;
+    let mut record = Vec::new();
+    for (key, old_record) in old.iter() {
+        record.clear();
+        convert(key, old_record, &mut record);
+        new.put(key, &record)?;
+    }
+    new.flush()?;
+    drop(new);
+    // Durable before it replaces the old file, whatever the mode persists on its own.
+    std::fs::File::open(&new_path)
+        .and_then(|file| file.sync_all())
+        .map_err(StoreError::io("sync the migrated file"))?;
+    // Renamed while the old file is still locked: no other opener migrates it meanwhile.
+    std::fs::rename(&new_path, path).map_err(StoreError::io("rename the migrated file"))?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(StoreError::io("sync the directory of the migrated file"))?;
+    drop(old);
+    Ok(())
 }
 
 impl<M: Media> SlotStore<M> {
     /// Opens (formatting, if it is empty) the slot file on `media` and rebuilds the index.
     /// `options.durability` decides only whether puts are staged for group commit; how
-    /// persisting works is the media's business.
+    /// persisting works is the media's business. A file of format 2 is refused here: it is
+    /// migrated when opened by path ([`SlotStore::open_migrating`]).
     pub fn open_on(
-        mut media: M,
+        media: M,
         options: StoreOptions,
     ) -> Result<(SlotStore<M>, RecoveryReport), StoreError> {
+        SlotStore::open_layout(media, options, Layout::KeyOnce)
+    }
+
+    /// Opens the slot file on `media`, which must be of `layout`'s format.
+    fn open_layout(
+        mut media: M,
+        options: StoreOptions,
+        layout: Layout,
+    ) -> Result<(SlotStore<M>, RecoveryReport), StoreError> {
         let class_max = check_options(&options)?;
-        if is_fresh(&media) {
+        if layout == Layout::KeyOnce && is_fresh(&media) {
             format(&mut media, &options)?;
         }
-        let end = read_file_header(&media, &options)?;
+        let end = read_file_header(&media, &options, layout)?;
         let mut store = SlotStore {
             media,
             options,
+            layout,
             class_max,
             index: HashTable::new(),
             entries: Vec::new(),
@@ -335,12 +557,24 @@ impl<M: Media> SlotStore<M> {
         slot_bytes(self.options.slot_bytes_min, class)
     }
 
-    fn version_capacity(&self, class: u8) -> usize {
-        (self.slot_bytes(class) - 8) / 2
+    /// Where `version` of the slot at `slot` (of `class`, holding a key of `key_bytes`)
+    /// starts, and how many bytes each version of the slot has.
+    fn version_at(&self, slot: usize, class: u8, key_bytes: usize, version: u8) -> (usize, usize) {
+        let size = self.slot_bytes(class);
+        version_at(self.layout, size, slot, key_bytes, version)
     }
 
-    fn version_offset(&self, slot: usize, class: u8, version: u8) -> usize {
-        slot + 8 + usize::from(version) * self.version_capacity(class)
+    /// Whether a slot of `class` holds `key_bytes` of key and two versions of `record_bytes`
+    /// at sequence `seq`.
+    fn fits(&self, class: u8, key_bytes: usize, seq: u64, record_bytes: usize) -> bool {
+        slot_bytes_needed(key_bytes, seq, record_bytes) <= self.slot_bytes(class)
+    }
+
+    /// The smallest class that [fits](SlotStore::fits) a key and record.
+    fn class_for(&self, key_bytes: usize, seq: u64, record_bytes: usize) -> u8 {
+        (0..=self.class_max)
+            .find(|&c| self.fits(c, key_bytes, seq, record_bytes))
+            .expect("the options make the largest class fit the largest key and record")
     }
 
     fn header(&self, slot: usize) -> Option<SlotHeader> {
@@ -387,16 +621,22 @@ impl<M: Media> SlotStore<M> {
                     // A valid version that is not the one the header names: the current bit
                     // or the sequence bits were damaged.
                     damaged.push((offset, header.class, Some(v.key.to_vec())));
+                } else if v.key.len() > usize::from(u16::MAX) {
+                    // Only format 2 could hold one; format 3 bounds keys by its u16 length.
+                    return Err(StoreError::Corrupt {
+                        what: "a key longer than 65,535 bytes, which format 3 cannot hold: \
+                               not migrated",
+                        offset_bytes: offset as u64,
+                    });
                 } else {
                     let entry = Entry {
-                        hash: key_hash(v.key),
                         short_key: short_key(v.key),
-                        slot: offset,
+                        slot_units: slot_units(offset),
                         class: header.class,
                         media_current: Some(header.current),
                         staged: None,
                         seq: v.seq,
-                        key_bytes: v.key.len() as u32,
+                        key_bytes: v.key.len() as u16,
                         record_bytes: v.record.len() as u32,
                         live: true,
                     };
@@ -441,15 +681,15 @@ impl<M: Media> SlotStore<M> {
             Some(id) => {
                 let old = &mut self.entries[id as usize];
                 if old.seq >= entry.seq {
-                    Some((entry.slot, entry.class))
+                    Some((entry.slot(), entry.class))
                 } else {
-                    let loser = (old.slot, old.class);
+                    let loser = (old.slot(), old.class);
                     *old = entry;
                     Some(loser)
                 }
             }
             None => {
-                self.add(entry);
+                self.add(key, entry);
                 None
             }
         }
@@ -476,15 +716,44 @@ impl<M: Media> SlotStore<M> {
             if let Some(id) = indexed {
                 let e = &mut self.entries[id as usize];
                 e.live = false;
-                slots.push((e.slot, e.class));
+                slots.push((e.slot(), e.class));
             }
         }
     }
 
     /// Reads and verifies a version, or `None` if it is damaged.
     fn read_version(&self, slot: usize, class: u8, version: u8) -> Option<Version<'_>> {
-        let at = self.version_offset(slot, class, version);
-        let capacity = self.version_capacity(class);
+        if self.layout == Layout::KeyPerVersion {
+            return self.read_version_with_key(slot, class, version);
+        }
+        let key_bytes = usize::from(read_u16(self.media.read(slot + 8, 2), 0));
+        if slot_bytes_needed(key_bytes, 0, 0) > self.slot_bytes(class) {
+            return None;
+        }
+        let (at, capacity) = self.version_at(slot, class, key_bytes, version);
+        let bytes = self.media.read(at, capacity);
+        let crc = read_u32(bytes, 0);
+        let (seq, seq_bytes) = varint::read(&bytes[4..])?;
+        let (record_bytes, len_bytes) = varint::read(&bytes[4 + seq_bytes..])?;
+        let head = 4 + seq_bytes + len_bytes;
+        let end = usize::try_from(record_bytes).ok()?.checked_add(head)?;
+        if end > capacity {
+            return None;
+        }
+        let key_area = self.media.read(slot + 8, 2 + key_bytes);
+        if version_crc(key_area, &bytes[4..end]) != crc {
+            return None;
+        }
+        Some(Version {
+            seq,
+            key: &key_area[2..],
+            record: &bytes[head..end],
+        })
+    }
+
+    /// Reads and verifies a version of format 2, or `None` if it is damaged.
+    fn read_version_with_key(&self, slot: usize, class: u8, version: u8) -> Option<Version<'_>> {
+        let (at, capacity) = self.version_at(slot, class, 0, version);
         let head = self.media.read(at, VERSION_HEADER_BYTES);
         let crc = read_u32(head, 0);
         let seq = read_u64(head, 4);
@@ -510,9 +779,14 @@ impl<M: Media> SlotStore<M> {
 
     /// The key of a damaged version, read without verification, if its length is plausible.
     fn guess_key(&self, slot: usize, class: u8, version: u8) -> Option<Vec<u8>> {
-        let at = self.version_offset(slot, class, version);
+        if self.layout == Layout::KeyOnce {
+            let key_bytes = usize::from(read_u16(self.media.read(slot + 8, 2), 0));
+            return (KEY_OFFSET + key_bytes <= self.slot_bytes(class))
+                .then(|| self.media.read(slot + KEY_OFFSET, key_bytes).to_vec());
+        }
+        let (at, capacity) = self.version_at(slot, class, 0, version);
         let key_bytes = read_u32(self.media.read(at, VERSION_HEADER_BYTES), 12) as usize;
-        (key_bytes <= self.version_capacity(class) - VERSION_HEADER_BYTES).then(|| {
+        (key_bytes <= capacity - VERSION_HEADER_BYTES).then(|| {
             self.media
                 .read(at + VERSION_HEADER_BYTES, key_bytes)
                 .to_vec()
@@ -536,8 +810,7 @@ impl<M: Media> SlotStore<M> {
         self.index
             .find(hash, |&id| {
                 let e = &self.entries[id as usize];
-                e.hash == hash
-                    && e.key_bytes as usize == key.len()
+                e.key_bytes as usize == key.len()
                     && match e.short_key.get(..key.len()) {
                         Some(short) => short == key,
                         None => self.key_of(e) == key,
@@ -546,9 +819,9 @@ impl<M: Media> SlotStore<M> {
             .copied()
     }
 
-    /// Appends `entry`, whose newest version holds its key, and indexes it; returns its id.
-    fn add(&mut self, entry: Entry) -> u32 {
-        let hash = entry.hash;
+    /// Appends `entry`, whose slot holds `key`, and indexes it; returns its id.
+    fn add(&mut self, key: &[u8], entry: Entry) -> u32 {
+        let hash = key_hash(key);
         let id = match self.vacant.pop() {
             Some(id) => {
                 self.entries[id as usize] = entry;
@@ -560,30 +833,39 @@ impl<M: Media> SlotStore<M> {
                 id
             }
         };
-        let entries = &self.entries;
-        self.index
-            .insert_unique(hash, id, |&i| entries[i as usize].hash);
+        // Growing the index hashes every key again: the entry's copy of a short key, else
+        // the key where the slot holds it. (A hash kept in every entry cost 8 bytes per key.)
+        let (entries, media) = (&self.entries, &self.media);
+        let (layout, slot_bytes_min) = (self.layout, self.options.slot_bytes_min);
+        self.index.insert_unique(hash, id, |&i| {
+            let e = &entries[i as usize];
+            match e.short_key.get(..usize::from(e.key_bytes)) {
+                Some(short) => key_hash(short),
+                None => key_hash(key_in(media, layout, slot_bytes_min, e)),
+            }
+        });
         id
     }
 
     /// Takes `key` out of the index; returns its entry's id.
     fn unindex(&mut self, key: &[u8]) -> Option<u32> {
         let id = self.find(key)?;
-        let hash = self.entries[id as usize].hash;
-        let found = self.index.find_entry(hash, |&i| i == id);
+        let found = self.index.find_entry(key_hash(key), |&i| i == id);
         Some(found.expect("an entry found is indexed").remove().0)
     }
 
     fn record_of(&self, e: &Entry) -> &[u8] {
-        let at = self.version_offset(e.slot, e.class, e.newest())
-            + VERSION_HEADER_BYTES
-            + e.key_bytes as usize;
-        self.media.read(at, e.record_bytes as usize)
+        let key_bytes = e.key_bytes as usize;
+        let (at, _) = self.version_at(e.slot(), e.class, key_bytes, e.newest());
+        let head = match self.layout {
+            Layout::KeyOnce => version_head_bytes(e.seq, e.record_bytes as usize),
+            Layout::KeyPerVersion => VERSION_HEADER_BYTES + key_bytes,
+        };
+        self.media.read(at + head, e.record_bytes as usize)
     }
 
     fn key_of(&self, e: &Entry) -> &[u8] {
-        let at = self.version_offset(e.slot, e.class, e.newest()) + VERSION_HEADER_BYTES;
-        self.media.read(at, e.key_bytes as usize)
+        key_in(&self.media, self.layout, self.options.slot_bytes_min, e)
     }
 
     /// The current record of `key` (staged or durable). Its checksum was verified when it
@@ -603,10 +885,10 @@ impl<M: Media> SlotStore<M> {
             return Ok(None);
         };
         let e = &self.entries[id as usize];
-        match self.read_version(e.slot, e.class, e.newest()) {
+        match self.read_version(e.slot(), e.class, e.newest()) {
             Some(v) if v.key == key && v.seq == e.seq => Ok(Some(v.record)),
             _ => Err(StoreError::Damaged {
-                slot_offset: e.slot as u64,
+                slot_offset: e.slot() as u64,
             }),
         }
     }
@@ -617,12 +899,12 @@ impl<M: Media> SlotStore<M> {
             .iter()
             .filter(|e| e.live)
             .filter(|e| {
-                self.read_version(e.slot, e.class, e.newest())
+                self.read_version(e.slot(), e.class, e.newest())
                     .is_none_or(|v| v.seq != e.seq)
             })
             .map(|e| Damage {
-                slot_offset: e.slot as u64,
-                key: self.guess_key(e.slot, e.class, e.newest()),
+                slot_offset: e.slot() as u64,
+                key: self.guess_key(e.slot(), e.class, e.newest()),
             })
             .collect()
     }
@@ -630,7 +912,7 @@ impl<M: Media> SlotStore<M> {
     /// The offset of the slot that holds `key`'s record (diagnostics and tests).
     pub fn slot_offset(&self, key: &[u8]) -> Option<u64> {
         let id = self.find(key)?;
-        Some(self.entries[id as usize].slot as u64)
+        Some(self.entries[id as usize].slot() as u64)
     }
 
     /// Every served key and record, in recovery order (file order) and then insertion order:
@@ -696,15 +978,12 @@ impl<M: Media> SlotStore<M> {
         if self.quarantine.contains_key(key) {
             return Err(StoreError::Quarantined);
         }
-        let needed = VERSION_HEADER_BYTES + key.len() + record.len();
-        let class = (0..=self.class_max)
-            .find(|&c| self.version_capacity(c) >= needed)
-            .expect("the options make the largest class fit the largest key and record");
+        assert_eq!(self.layout, Layout::KeyOnce, "a format 2 file is only read");
         match self.find(key) {
-            Some(id) if self.version_capacity(self.entries[id as usize].class) >= needed => {
+            Some(id) if self.fits_in_place(id, record.len()) => {
                 self.update_in_place(id, key, record);
             }
-            existing => self.update_moving(existing, class, key, record)?,
+            existing => self.update_moving(existing, key, record)?,
         }
         if !self.options.durability.group_commit() {
             self.flush()?;
@@ -736,7 +1015,7 @@ impl<M: Media> SlotStore<M> {
             "settled"
         );
         e.live = false;
-        let (slot, class) = (e.slot, e.class);
+        let (slot, class) = (e.slot(), e.class);
         self.store_header(slot, SlotHeader::free(class));
         self.pending_words.push((slot, 8));
         self.pending_free.push((slot, class));
@@ -752,6 +1031,27 @@ impl<M: Media> SlotStore<M> {
         self.free.iter().map(Vec::len).sum::<usize>() + self.pending_free.len()
     }
 
+    /// The sequence number an in-place update of entry `e` writes: a rewrite of its staged
+    /// version keeps the staged version's.
+    fn seq_in_place(e: &Entry) -> u64 {
+        if e.staged.is_some() {
+            e.seq
+        } else {
+            e.seq + 1
+        }
+    }
+
+    /// Whether entry `id`'s slot holds a record of `record_bytes` in its next version.
+    fn fits_in_place(&self, id: u32, record_bytes: usize) -> bool {
+        let e = &self.entries[id as usize];
+        self.fits(
+            e.class,
+            e.key_bytes as usize,
+            Self::seq_in_place(e),
+            record_bytes,
+        )
+    }
+
     fn update_in_place(&mut self, id: u32, key: &[u8], record: &[u8]) {
         let e = self.entries[id as usize];
         // Rewrite the version staged since the last flush, or else the one that is not current
@@ -761,8 +1061,8 @@ impl<M: Media> SlotStore<M> {
             (None, Some(current)) => 1 - current,
             (None, None) => unreachable!("an entry has a current or a staged version"),
         };
-        let seq = if e.staged.is_some() { e.seq } else { e.seq + 1 };
-        self.write_version(e.slot, e.class, version, seq, key, record);
+        let seq = Self::seq_in_place(&e);
+        self.write_version(e.slot(), e.class, version, seq, key, record);
         if e.staged.is_none() {
             self.dirty.push(id);
         }
@@ -775,34 +1075,34 @@ impl<M: Media> SlotStore<M> {
     fn update_moving(
         &mut self,
         existing: Option<u32>,
-        class: u8,
         key: &[u8],
         record: &[u8],
     ) -> Result<(), StoreError> {
-        let slot = self.allocate(class)?;
         let old = existing.map(|id| self.entries[id as usize]);
         let seq = old.map_or(1, |e| e.seq + 1);
+        let class = self.class_for(key.len(), seq, record.len());
+        let slot = self.allocate(class)?;
+        self.write_key(slot, key);
         self.write_version(slot, class, 0, seq, key, record);
         match (existing, old) {
             (Some(id), Some(e)) if e.media_current.is_some() => {
-                self.moved_from.insert(id, (e.slot, e.class));
+                self.moved_from.insert(id, (e.slot(), e.class));
             }
             (_, Some(e)) => {
                 // The old slot never became in use on the media: reusable at once (the slot
                 // it moved from, if any, stays to be freed).
-                self.free[usize::from(e.class)].push(e.slot);
+                self.free[usize::from(e.class)].push(e.slot());
             }
             _ => {}
         }
         let entry = Entry {
-            hash: key_hash(key),
             short_key: short_key(key),
-            slot,
+            slot_units: slot_units(slot),
             class,
             media_current: None,
             staged: Some(0),
             seq,
-            key_bytes: key.len() as u32,
+            key_bytes: key.len() as u16,
             record_bytes: record.len() as u32,
             live: true,
         };
@@ -814,13 +1114,23 @@ impl<M: Media> SlotStore<M> {
                 self.entries[id as usize] = entry;
             }
             None => {
-                let id = self.add(entry);
+                let id = self.add(key, entry);
                 self.dirty.push(id);
             }
         }
         Ok(())
     }
 
+    /// Writes a slot's key (its length, then its bytes): into a slot just taken, before its
+    /// first version.
+    fn write_key(&mut self, slot: usize, key: &[u8]) {
+        let len = u16::try_from(key.len()).expect("check_options bounds keys by u16");
+        self.media.write(slot + 8, &len.to_le_bytes());
+        self.media.write(slot + KEY_OFFSET, key);
+    }
+
+    /// Writes a version of the slot whose key is `key` (already in the slot). Its checksum
+    /// covers the slot's key as well, so a version is valid only beside its own key.
     fn write_version(
         &mut self,
         slot: usize,
@@ -830,21 +1140,22 @@ impl<M: Media> SlotStore<M> {
         key: &[u8],
         record: &[u8],
     ) {
-        let total = VERSION_HEADER_BYTES + key.len() + record.len();
-        assert!(total <= self.version_capacity(class), "the version fits");
-        let at = self.version_offset(slot, class, version);
-        let mut head = [0u8; VERSION_HEADER_BYTES];
-        head[4..12].copy_from_slice(&seq.to_le_bytes());
-        head[12..16].copy_from_slice(&(key.len() as u32).to_le_bytes());
-        head[16..20].copy_from_slice(&(record.len() as u32).to_le_bytes());
-        let mut crc = crc32c::crc32c(&head[4..]);
+        assert!(
+            self.fits(class, key.len(), seq, record.len()),
+            "the version fits"
+        );
+        let (at, _) = self.version_at(slot, class, key.len(), version);
+        let mut head = [0u8; 4 + 2 * varint::U64_BYTES_MAX];
+        let mut head_bytes = 4 + varint::write(&mut head[4..], seq);
+        head_bytes += varint::write(&mut head[head_bytes..], record.len() as u64);
+        let key_bytes = (key.len() as u16).to_le_bytes();
+        let mut crc = crc32c::crc32c(&key_bytes);
         crc = crc32c::crc32c_append(crc, key);
+        crc = crc32c::crc32c_append(crc, &head[4..head_bytes]);
         crc = crc32c::crc32c_append(crc, record);
         head[0..4].copy_from_slice(&crc.to_le_bytes());
-        self.media.write(at, &head);
-        self.media.write(at + VERSION_HEADER_BYTES, key);
-        self.media
-            .write(at + VERSION_HEADER_BYTES + key.len(), record);
+        self.media.write(at, &head[..head_bytes]);
+        self.media.write(at + head_bytes, record);
     }
 
     /// Grows the file by `bytes` beyond its length, if the disk has room: after a full disk,
@@ -952,8 +1263,18 @@ impl<M: Media> SlotStore<M> {
             for &id in &self.dirty {
                 let e = &self.entries[id as usize];
                 let v = e.staged.expect("dirty entries are staged");
-                let len = VERSION_HEADER_BYTES + e.key_bytes as usize + e.record_bytes as usize;
-                ranges.push((self.version_offset(e.slot, e.class, v), len));
+                let (at, _) = self.version_at(e.slot(), e.class, e.key_bytes as usize, v);
+                let end = at
+                    + version_head_bytes(e.seq, e.record_bytes as usize)
+                    + e.record_bytes as usize;
+                // A slot not in use on the media was just taken: its key is new too.
+                let start =
+                    if e.media_current.is_none() && self.mutation != Mutation::SkipKeyPersist {
+                        e.slot() + 8
+                    } else {
+                        at
+                    };
+                ranges.push((start, end - start));
             }
         }
         for &(offset, len) in &self.pending_words {
@@ -981,8 +1302,8 @@ impl<M: Media> SlotStore<M> {
                 current: e.newest(),
                 seq_low: e.seq as u32,
             };
-            self.store_header(e.slot, header);
-            ranges.push((e.slot, 8));
+            self.store_header(e.slot(), header);
+            ranges.push((e.slot(), 8));
         }
         if self.mutation != Mutation::SkipFlipPersist {
             self.persist_ranges(&ranges)?;
@@ -1040,9 +1361,19 @@ fn check_options(options: &StoreOptions) -> Result<u8, StoreError> {
             "slot_bytes_min must be a power of two of at least 64",
         ));
     }
-    let needed = VERSION_HEADER_BYTES + options.key_bytes_max + options.record_bytes_max;
+    if options.key_bytes_max > usize::from(u16::MAX) {
+        return Err(StoreError::InvalidOptions(
+            "key_bytes_max must be at most 65,535",
+        ));
+    }
+    if options.file_bytes_max > FILE_BYTES_MAX {
+        return Err(StoreError::InvalidOptions(
+            "file_bytes_max must be at most 256 GiB",
+        ));
+    }
+    let needed = slot_bytes_needed(options.key_bytes_max, u64::MAX, options.record_bytes_max);
     (0..CLASSES_MAX)
-        .find(|&c| (slot_bytes(min, c) - 8) / 2 >= needed)
+        .find(|&c| slot_bytes(min, c) >= needed)
         .ok_or(StoreError::InvalidOptions(
             "the largest size class cannot hold the largest key and record",
         ))
@@ -1074,8 +1405,18 @@ fn format<M: Media>(media: &mut M, options: &StoreOptions) -> Result<(), StoreEr
     media.persist(0, 8)
 }
 
-/// Checks the file header; returns the end of slots.
-fn read_file_header<M: Media>(media: &M, options: &StoreOptions) -> Result<usize, StoreError> {
+/// The format version a slot file's header names, if it has the magic.
+fn file_format<M: Media>(media: &M) -> Option<u32> {
+    (media.len() >= FILE_HEADER_BYTES && media.read(0, 8) == MAGIC)
+        .then(|| read_u32(media.read(0, 12), 8))
+}
+
+/// Checks the file header (of `layout`'s format); returns the end of slots.
+fn read_file_header<M: Media>(
+    media: &M,
+    options: &StoreOptions,
+    layout: Layout,
+) -> Result<usize, StoreError> {
     if media.len() < FILE_HEADER_BYTES {
         return Err(StoreError::Corrupt {
             what: "file shorter than its header",
@@ -1093,8 +1434,14 @@ fn read_file_header<M: Media>(media: &M, options: &StoreOptions) -> Result<usize
     if read_u32(header, HEADER_CRC_OFFSET) != crc32c::crc32c(&header[..16]) {
         return Err(corrupt("file header fails its checksum"));
     }
-    if read_u32(header, 8) != FORMAT_VERSION {
-        return Err(corrupt("unknown slot file format version"));
+    match (read_u32(header, 8), layout) {
+        (FORMAT_VERSION, Layout::KeyOnce) | (FORMAT_VERSION_MIGRATED, Layout::KeyPerVersion) => {}
+        (FORMAT_VERSION_MIGRATED, Layout::KeyOnce) => {
+            return Err(corrupt(
+                "slot file of format 2: open it by its path to migrate it to format 3",
+            ));
+        }
+        _ => return Err(corrupt("unknown slot file format version")),
     }
     if read_u32(header, 12) as usize != options.slot_bytes_min {
         return Err(StoreError::InvalidOptions(
@@ -1126,9 +1473,16 @@ mod tests {
     }
 
     #[test]
-    fn an_index_entry_takes_56_bytes() {
+    fn an_index_entry_takes_40_bytes() {
         // What the DRAM index costs per key, besides its 4-byte bucket.
-        assert_eq!(std::mem::size_of::<Entry>(), 56);
+        assert_eq!(std::mem::size_of::<Entry>(), 40);
+        assert_eq!(FILE_BYTES_MAX, 256 << 30);
+        let mut options = StoreOptions::new(Durability::Memory);
+        options.file_bytes_max = FILE_BYTES_MAX + 1;
+        assert!(matches!(
+            check_options(&options),
+            Err(StoreError::InvalidOptions(_))
+        ));
     }
 
     /// Keys of every length from empty to well past [`SHORT_KEY_BYTES`], many sharing their
@@ -1281,6 +1635,16 @@ mod tests {
             }
         }
         assert_eq!(SlotHeader::decode(0), Some(SlotHeader::free(0)));
+    }
+
+    #[test]
+    fn the_zero_word_crc_is_crc32c_of_eight_zero_bytes() {
+        assert_eq!(CRC_OF_ZERO_WORD, crc32c::crc32c(&[0u8; 8]));
+        let (short, long) = (vec![3u8; 40], vec![5u8; 300]);
+        for body in [&short, &long] {
+            let whole: Vec<u8> = [&b"\x02\x00ab"[..], body].concat();
+            assert_eq!(version_crc(b"\x02\x00ab", body), crc32c::crc32c(&whole));
+        }
     }
 
     #[test]

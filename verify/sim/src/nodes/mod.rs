@@ -59,9 +59,13 @@ mod workload;
 pub use config::{NodeFaults, NodeSimConfig, NodeSimReport};
 
 /// The size a slot file may reach while disks are full ([`NodeFaults::disk_full`]): its
-/// header and one 64 KiB chunk of slots, so that the first size class of records finds room
-/// and the next ones do not.
-const FULL_DISK_BYTES: usize = 80 * 1024;
+/// header and two appends of [`FULL_DISK_CHUNK_BYTES`], 16 of the smallest slots, fewer than
+/// the registers a shard of the full-disk runs holds, so that some keys find room and the
+/// others do not. (Every record of the simulation's small values fits the smallest slot.)
+const FULL_DISK_BYTES: usize = 64 + 2 * FULL_DISK_CHUNK_BYTES;
+
+/// The slots one append adds while disks can be full: 1 KiB, 8 of the smallest.
+const FULL_DISK_CHUNK_BYTES: usize = 1024;
 
 #[derive(Debug)]
 enum Input {
@@ -407,7 +411,10 @@ impl NodeCluster {
     /// Opens every shard's store from its last image and starts a new incarnation.
     fn start_node(&mut self, node: NodeId) {
         let proposer = self.proposer_config();
-        let options = store_options(self.config.durability, 64 * 1024);
+        let mut options = store_options(self.config.durability, 64 * 1024);
+        if self.config.faults.disk_full {
+            options.append_chunk_bytes = FULL_DISK_CHUNK_BYTES;
+        }
         let bugs = self.config.bugs.shard;
         let seeds: Vec<u64> = (0..self.config.shards).map(|_| self.rng.random()).collect();
         let n = self.nodes.get_mut(&node).expect("node");
