@@ -55,6 +55,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod cut;
 pub mod groups;
 pub mod ids;
 pub mod merge;
