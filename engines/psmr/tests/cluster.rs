@@ -301,7 +301,7 @@ impl<S: Service> Sim<S> {
 
     fn step(&mut self) {
         self.crash_or_restart();
-        if self.snapshot_every_ms > 0 && self.now_ms % self.snapshot_every_ms == 0 {
+        if self.snapshot_every_ms > 0 && self.now_ms.is_multiple_of(self.snapshot_every_ms) {
             let me = NODES[self.rng.random_range(0..NODES.len())];
             if !self.is_down(me) {
                 let now_ms = self.clock_ms(me);
