@@ -6,7 +6,8 @@
 //! from their stores, re-executing every decided command into a fresh service.
 //!
 //! Replicas also take snapshots (a snapshot request in `g_all`, its cut, the service at the
-//! cut) and restart from the last one and the suffix of their logs.
+//! cut) and restart from the last one and the suffix of their logs; every replica takes the
+//! same cut for a snapshot request, whether the groups are idle or busy.
 //!
 //! Checked: every message leaves only once what it promises is durable in its group's log, and
 //! survives its wire encoding; the groups' first leaders are spread over the replicas; every
@@ -185,6 +186,9 @@ struct Sim<S> {
     /// Snapshots taken, and replicas restarted from one.
     snapshots_taken: u64,
     snapshots_restored: u64,
+    /// The cut of each snapshot request, by its number, as the first replica took it: every
+    /// replica must take the same.
+    cuts: BTreeMap<RequestSeq, Cut>,
 }
 
 /// The key-value service the tests replicate, with small nodes so that the trees reshape often.
@@ -252,6 +256,7 @@ impl<S: Service> Sim<S> {
             snapshot_every_ms: 0,
             snapshots_taken: 0,
             snapshots_restored: 0,
+            cuts: BTreeMap::new(),
         };
         sim.send(commands, SEND_MS_MAX);
         sim
@@ -420,6 +425,8 @@ impl<S: Service> Sim<S> {
                     if is_snapshot(&command.request) {
                         let cut = node.replica.take_cut(&command.request);
                         let cut = cut.expect("every worker handed the snapshot request on");
+                        let first = self.cuts.entry(command.request.seq).or_insert(cut.clone());
+                        assert_eq!(*first, cut, "{me:?}'s cut differs");
                         node.snapshot = Some(Snapshot {
                             cut,
                             executed: node.executed.clone(),
@@ -580,6 +587,13 @@ fn crashes_with_snapshots(configure: fn(&mut Config), seeds: u64) -> (u64, bool)
         agreed &= outcome.is_ok();
         restored += sim.snapshots_restored;
         taken += sim.snapshots_taken;
+        // The cuts (equal on every replica, checked as they are taken) stand past the start
+        // of some log: snapshots were taken while the groups were busy.
+        let busy = |cut: &Cut| cut.positions.values().any(|p| p.instance.0 > 0);
+        assert!(
+            sim.cuts.values().any(busy),
+            "seed {seed}: no cut of a busy log"
+        );
     }
     assert!(
         taken >= seeds,
@@ -602,6 +616,22 @@ fn replicas_restarted_from_snapshots_and_their_logs_agree_in_every_replicated_mo
         );
         assert!(restored >= 4, "{mode}: {restored} restarts from a snapshot");
     }
+}
+
+#[test]
+fn an_idle_cluster_takes_the_same_cuts_on_every_replica() {
+    let mut sim = Sim::new(3, &[], |_| {});
+    sim.snapshot_every_ms = 50;
+    while sim.now_ms < 600 {
+        sim.step();
+        sim.now_ms += 1;
+    }
+    assert!(
+        sim.snapshots_taken >= 3 * 5,
+        "{} snapshots",
+        sim.snapshots_taken
+    );
+    assert!(sim.cuts.len() >= 5, "{} snapshot requests", sim.cuts.len());
 }
 
 #[test]
