@@ -4,6 +4,7 @@ use logless_multipaxos::ids::NodeId;
 use logless_service::Group;
 use thiserror::Error;
 
+use crate::cut::CutBugs;
 use crate::ids::GroupIndex;
 use crate::merge::MergeBugs;
 use crate::plan::PlanBugs;
@@ -15,6 +16,8 @@ pub struct InjectedBugs {
     pub merge: MergeBugs,
     /// Bugs of Algorithm 1's execution plan.
     pub plan: PlanBugs,
+    /// Bugs of the snapshots' cut.
+    pub cut: CutBugs,
 }
 
 /// How a replica orders and executes commands: P-SMR and the designs seed 004 compares it

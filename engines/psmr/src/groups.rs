@@ -34,6 +34,7 @@ use logless_service::Group;
 use thiserror::Error;
 
 use crate::config::Config;
+use crate::cut::SNAPSHOT_CLIENT;
 use crate::stream::{DeliveredBatch, Stream, SKIP_CLIENT};
 
 /// A message of one group's log, with its destination.
@@ -53,8 +54,12 @@ pub enum RequestError {
     /// The request names a group this replica does not run.
     #[error("no group {0:?} here")]
     NoSuchGroup(Group),
-    /// The request claims the client reserved for skips.
-    #[error("client id {} is reserved for skips", SKIP_CLIENT.0)]
+    /// The request claims a client reserved for skips or snapshots.
+    #[error(
+        "client ids {} and {} are reserved for skips and snapshots",
+        SKIP_CLIENT.0,
+        SNAPSHOT_CLIENT.0
+    )]
     ReservedClient,
 }
 
@@ -238,7 +243,7 @@ impl Groups {
         group: Group,
         request: Request,
     ) -> Result<(), RequestError> {
-        if request.client == SKIP_CLIENT {
+        if request.client == SKIP_CLIENT || request.client == SNAPSHOT_CLIENT {
             return Err(RequestError::ReservedClient);
         }
         let index = self.index(group).ok_or(RequestError::NoSuchGroup(group))?;
@@ -284,6 +289,29 @@ impl Groups {
             return false;
         }
         self.propose_skip(now_ms, index, stamp_ms);
+        true
+    }
+
+    /// Proposes a snapshot request in `g_all` (see [`crate::cut`]), numbered one past the last
+    /// one `g_all`'s client table holds, so that two replicas proposing one each at the same
+    /// point execute it once. Returns whether this replica runs `g_all`.
+    pub fn propose_snapshot(&mut self, now_ms: u64) -> bool {
+        let Some(index) = self.index(Group::All) else {
+            return false;
+        };
+        let log = &mut self.logs[index];
+        let last = log
+            .replica
+            .client_table()
+            .get(&SNAPSHOT_CLIENT)
+            .map_or(0, |(seq, _)| seq.0);
+        let request = Request {
+            client: SNAPSHOT_CLIENT,
+            seq: RequestSeq(last + 1),
+            payload: bytes::Bytes::new(),
+        };
+        log.replica.handle_request(now_ms, request);
+        self.collect(index);
         true
     }
 

@@ -26,8 +26,9 @@
 //!   it equals sequential execution of the merged order and never deadlocks.
 //! * [`replica`]: the three put together for each [`config::Mode`]: P-SMR, sP-SMR (one stream,
 //!   a scheduler by C-G), SMR (one stream, one worker) and no replication.
+//! * [`cut`]: the point of every group's log a snapshot of the service covers.
 //! * [`config`]: workers, mode, the groups' Multi-Paxos configuration, skip interval and the
-//!   deliberate bugs (a merge by arrival, synchronous mode without the barrier).
+//!   deliberate bugs (a merge by arrival, synchronous mode without the barrier, a cut past a group's position).
 //! * [`wire`]: the groups' messages and records encoded behind their group.
 //! * [`testing`]: a store per group in memory. The engine's tests replicate the real services,
 //!   the B⁺-tree key-value store (`logless-btree`) and NetFS (`logless-netfs`).
@@ -43,9 +44,11 @@
 //!   of instances: a batch waits at most about the skip interval and a consensus round,
 //!   whatever the skew between the groups' leaders' clocks.
 //! * A replica restarts by replaying every group's whole log into an empty service
-//!   ([`replica::Replica::recover`]): there are no snapshots yet, which need a cut consistent
-//!   across every group and the service, so the groups run with snapshots off and their logs
-//!   grow without bound.
+//!   ([`replica::Replica::recover`]), or into a service restored at a [`cut`] (a snapshot
+//!   request of `g_all`, run with every worker at the barrier: a cut consistent across every
+//!   group and the service, argued in `docs/psmr-snapshots.md`), skipping what the cut covers
+//!   ([`replica::Replica::recover_from`]). The groups' logs are not truncated at the cut yet,
+//!   so the groups run with their own snapshots off and their logs grow without bound.
 //! * The node runtime (`logless-node`'s `psmr_turn`, `psmr_loop`, `psmr_workers`) adds what
 //!   the core leaves out: worker threads driving the plan, a reply cache that answers a
 //!   retried command from what its execution replied (the groups' own client tables hold no
@@ -55,6 +58,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod cut;
 pub mod groups;
 pub mod ids;
 pub mod merge;

@@ -56,6 +56,7 @@ use std::collections::VecDeque;
 use logless_multipaxos::ids::Instance;
 use logless_service::Group;
 
+use crate::cut::Cut;
 use crate::stream::DeliveredBatch;
 
 /// Deliberate bugs of the merge, each off by default, for tests that must catch them.
@@ -122,6 +123,37 @@ impl Merge {
             arrivals: VecDeque::new(),
             bugs,
         }
+    }
+
+    /// A merge of `groups`' streams starting at `cut` (see [`crate::cut`]): each stream from
+    /// its position there, `g_all` with the stamp of the cut's batch, every other stream above
+    /// it (all its batches after the cut are stamped higher). A floor only holds a stream back
+    /// until its next batch, so these are the floors of a merge that had run up to the cut.
+    pub fn resume(groups: &[Group], cut: &Cut, bugs: MergeBugs) -> Merge {
+        let mut merge = Merge::new(groups, bugs);
+        for source in &mut merge.sources {
+            source.next_instance = cut.truncate_below(source.group);
+            source.floor_ms = match source.group {
+                Group::All => cut.stamp_ms,
+                Group::Worker(_) => cut.stamp_ms.saturating_add(1),
+            };
+        }
+        merge
+    }
+
+    /// The instance of `group`'s next batch this merge has not handed on: every batch below it
+    /// was popped, none from it on.
+    ///
+    /// # Panics
+    /// If the merge has no such stream.
+    pub fn handed_on_below(&self, group: Group) -> Instance {
+        let source = (self.sources.iter())
+            .find(|s| s.group == group)
+            .unwrap_or_else(|| panic!("{group:?} is not merged here"));
+        source
+            .pending
+            .front()
+            .map_or(source.next_instance, |batch| batch.instance)
     }
 
     /// Hands the merge the next decided batch of `group`'s stream.

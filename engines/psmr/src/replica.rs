@@ -24,11 +24,13 @@
 use std::collections::BTreeMap;
 
 use logless_multipaxos::ids::NodeId;
+use logless_multipaxos::ids::RequestSeq;
 use logless_multipaxos::message::{Message, Request};
 use logless_multipaxos::persist::Durable;
 use logless_service::{Group, Service, WorkerId};
 
 use crate::config::{Config, Mode};
+use crate::cut::{is_snapshot, Cut, CutBugs, PendingCut, Position};
 use crate::groups::{Groups, Ready, RequestError};
 use crate::merge::Merge;
 use crate::plan::{Delivered, Plan, Step};
@@ -45,6 +47,11 @@ pub struct Replica<S> {
     /// Under P-SMR, worker `i`'s merge of `g_i` and `g_all`, at index `i`; empty otherwise.
     merges: Vec<Merge>,
     plan: Plan,
+    /// The cut the service was restored at, if it was: what it covers is not delivered again.
+    restored_at: Option<Cut>,
+    /// The cuts of snapshot requests delivered and not taken yet, by request number.
+    cuts: BTreeMap<RequestSeq, PendingCut>,
+    cut_bugs: CutBugs,
 }
 
 impl<S: Service> Replica<S> {
@@ -63,18 +70,36 @@ impl<S: Service> Replica<S> {
         durable: &BTreeMap<Group, Durable>,
         now_ms: u64,
     ) -> Replica<S> {
+        Replica::recover_from(config, command_groups, None, durable, now_ms)
+    }
+
+    /// A replica restarting from its groups' durable logs for a service restored at
+    /// `restored_at` (a cut [`Replica::take_cut`] gave, on this replica or another), or empty
+    /// when `None`: what the cut covers is not delivered again, and the merges start at it
+    /// (see [`crate::cut`]). The logs must still hold every batch from the cut on.
+    pub fn recover_from(
+        config: Config,
+        command_groups: S,
+        restored_at: Option<&Cut>,
+        durable: &BTreeMap<Group, Durable>,
+        now_ms: u64,
+    ) -> Replica<S> {
         let mode = config.mode;
         let workers = mode.executing_workers(config.workers);
         let merges = match mode {
             Mode::Psmr => (0..workers)
                 .map(|i| {
                     let groups = [Group::Worker(WorkerId(i)), Group::All];
-                    Merge::new(&groups, config.bugs.merge)
+                    match restored_at {
+                        Some(cut) => Merge::resume(&groups, cut, config.bugs.merge),
+                        None => Merge::new(&groups, config.bugs.merge),
+                    }
                 })
                 .collect(),
             Mode::SpSmr | Mode::Smr | Mode::NoRep => Vec::new(),
         };
         let plan = Plan::new(workers, config.bugs.plan);
+        let cut_bugs = config.bugs.cut;
         let mut replica = Replica {
             mode,
             workers,
@@ -82,6 +107,9 @@ impl<S: Service> Replica<S> {
             groups: Groups::recover(config, durable, now_ms),
             merges,
             plan,
+            restored_at: restored_at.cloned(),
+            cuts: BTreeMap::new(),
+            cut_bugs,
         };
         replica.route();
         replica
@@ -141,6 +169,25 @@ impl<S: Service> Replica<S> {
         self.groups.take_ready()
     }
 
+    /// Asks for a snapshot: proposes a snapshot request in `g_all` (see [`crate::cut`]). Any
+    /// replica may; one proposed by two at the same point runs once. Without replication there
+    /// is no log to cut, and this does nothing.
+    pub fn request_snapshot(&mut self, now_ms: u64) {
+        if self.groups.propose_snapshot(now_ms) {
+            self.route();
+        }
+    }
+
+    /// The cut of the snapshot request `request`, once every worker's merge has handed it on
+    /// (always so when worker 0 executes it: every worker is then at its barrier). The service
+    /// serialised right after executing it, with this cut, is the snapshot. Given once.
+    pub fn take_cut(&mut self, request: &Request) -> Option<Cut> {
+        if !is_snapshot(request) || !self.cuts.get(&request.seq)?.is_complete() {
+            return None;
+        }
+        self.cuts.remove(&request.seq).map(|pending| pending.cut)
+    }
+
     /// What `worker` does next (see [`Plan::poll`]).
     pub fn poll(&mut self, worker: WorkerId) -> Step {
         self.plan.poll(worker)
@@ -161,6 +208,16 @@ impl<S: Service> Replica<S> {
     /// Hands what the groups delivered on towards the plan.
     fn route(&mut self) {
         for (group, batch) in self.groups.take_delivered() {
+            if group == Group::All {
+                self.note_snapshot_requests(&batch);
+            }
+            let batch = match &self.restored_at {
+                Some(cut) => match cut.remaining(group, batch) {
+                    Some(batch) => batch,
+                    None => continue,
+                },
+                None => batch,
+            };
             match self.mode {
                 Mode::Psmr => self.push_to_merges(group, batch),
                 Mode::SpSmr | Mode::NoRep => batch.requests.into_iter().for_each(|r| {
@@ -175,6 +232,40 @@ impl<S: Service> Replica<S> {
             }
         }
         self.drain_merges();
+    }
+
+    /// Starts the cut of each snapshot request in a batch of `g_all` that the restored cut (if
+    /// any) does not cover: `g_all`'s position is right after the request; each worker's group's
+    /// comes when that worker's merge hands the batch on (P-SMR only: in the other modes
+    /// `g_all` is the only log).
+    fn note_snapshot_requests(&mut self, batch: &crate::stream::DeliveredBatch) {
+        let covered = self
+            .restored_at
+            .as_ref()
+            .and_then(|cut| cut.positions.get(&Group::All))
+            .map_or(0, |at| match batch.instance.cmp(&at.instance) {
+                std::cmp::Ordering::Less => usize::MAX,
+                std::cmp::Ordering::Equal => usize::try_from(at.requests).expect("fits"),
+                std::cmp::Ordering::Greater => 0,
+            });
+        let groups = match self.mode {
+            Mode::Psmr => usize::from(self.workers) + 1,
+            Mode::SpSmr | Mode::Smr | Mode::NoRep => 1,
+        };
+        for (index, request) in batch.requests.iter().enumerate().skip(covered) {
+            if !is_snapshot(request) {
+                continue;
+            }
+            let position = Position {
+                instance: batch.instance,
+                requests: u32::try_from(index + 1).expect("a batch's requests fit u32"),
+            };
+            let cut = Cut {
+                stamp_ms: batch.stamp_ms,
+                positions: [(Group::All, position)].into(),
+            };
+            self.cuts.insert(request.seq, PendingCut { cut, groups });
+        }
     }
 
     fn push_to_merges(&mut self, group: Group, batch: crate::stream::DeliveredBatch) {
@@ -193,6 +284,22 @@ impl<S: Service> Replica<S> {
         for (index, merge) in self.merges.iter_mut().enumerate() {
             let worker = WorkerId(u16::try_from(index).expect("workers counted in u16"));
             while let Some((group, batch)) = merge.pop() {
+                if group == Group::All {
+                    let own = Group::Worker(worker);
+                    let mut at = merge.handed_on_below(own);
+                    if self.cut_bugs.past_position {
+                        at = at.next();
+                    }
+                    for request in batch.requests.iter().filter(|r| is_snapshot(r)) {
+                        if let Some(pending) = self.cuts.get_mut(&request.seq) {
+                            let position = Position {
+                                instance: at,
+                                requests: 0,
+                            };
+                            pending.cut.positions.insert(own, position);
+                        }
+                    }
+                }
                 for request in batch.requests {
                     self.plan.deliver(worker, Delivered { group, request });
                 }
@@ -203,7 +310,12 @@ impl<S: Service> Replica<S> {
     /// The scheduler of sP-SMR and no replication: a command goes to the worker C-G names, or
     /// to every worker (to run in synchronous mode) when C-G sends it to all.
     fn schedule(&mut self, request: Request) {
-        match self.group_of(&request) {
+        let group = if is_snapshot(&request) {
+            Group::All
+        } else {
+            self.group_of(&request)
+        };
+        match group {
             group @ Group::Worker(worker) => {
                 self.plan.deliver(worker, Delivered { group, request });
             }

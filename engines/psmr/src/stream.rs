@@ -30,8 +30,9 @@ pub struct DeliveredBatch {
 
 /// The state machine of a group's log: it hands the batches on instead of executing them.
 ///
-/// Not snapshotted: a group's snapshot would have to be a consistent cut of every group and
-/// the service, which this crate does not build yet, so the groups run with snapshots off.
+/// Not snapshotted: a group's snapshot is the service's at a cut of every group
+/// ([`crate::cut`]), which the groups' logs do not take part in yet, so they run with their
+/// own snapshots off.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stream {
     delivered: VecDeque<DeliveredBatch>,

@@ -5,6 +5,10 @@
 //! duplicated and replicas crashed (so every group loses its leader now and then) and restarted
 //! from their stores, re-executing every decided command into a fresh service.
 //!
+//! Replicas also take snapshots (a snapshot request in `g_all`, its cut, the service at the
+//! cut) and restart from the last one and the suffix of their logs; every replica takes the
+//! same cut for a snapshot request, whether the groups are idle or busy.
+//!
 //! Checked: every message leaves only once what it promises is durable in its group's log, and
 //! survives its wire encoding; the groups' first leaders are spread over the replicas; every
 //! replica executes every command with the same replies and ends with the same state digest,
@@ -25,6 +29,7 @@ use logless_multipaxos::message::Request;
 use logless_multipaxos::testing::durable_before_send;
 use logless_netfs::{Fh, FsCommand, FsPath, FsReply, Mode as FsMode, NetFs, Time};
 use logless_psmr::config::{Config, Mode};
+use logless_psmr::cut::{is_snapshot, Cut};
 use logless_psmr::groups::GroupEnvelope;
 use logless_psmr::ids::GroupIndex;
 use logless_psmr::plan::{Delivered, Mode as ExecutionMode, Step};
@@ -56,6 +61,20 @@ struct Node<S> {
     service: S,
     executing: Vec<Option<Delivered>>,
     /// Encoded replies by client, as this replica's workers executed them.
+    replies: BTreeMap<u64, Vec<u8>>,
+    /// Every command the service executed, in the order executed: commands of different
+    /// workers' groups are independent, so executing them again in this order on one thread
+    /// rebuilds the service (the test's stand-in for serialising its state).
+    executed: Vec<Bytes>,
+    /// The last snapshot this replica took: it survives a crash, as a file would.
+    snapshot: Option<Snapshot>,
+}
+
+/// A replica's snapshot: a cut, the service at that cut, and the replies given before it.
+#[derive(Clone)]
+struct Snapshot {
+    cut: Cut,
+    executed: Vec<Bytes>,
     replies: BTreeMap<u64, Vec<u8>>,
 }
 
@@ -90,12 +109,36 @@ impl<S: Service> Node<S> {
     /// A replica started from `store`, with services from `make`: one for C-G, and a fresh one
     /// to execute every decided command into.
     fn new(config: Config, make: fn() -> S, store: MemGroupStore, now_ms: u64) -> Node<S> {
+        Node::restore(config, make, store, None, now_ms)
+    }
+
+    /// A replica restarted from `store` and, if it took one, its last snapshot: the service
+    /// restored at the snapshot's cut, and only the commands after it executed again.
+    fn restore(
+        config: Config,
+        make: fn() -> S,
+        store: MemGroupStore,
+        snapshot: Option<Snapshot>,
+        now_ms: u64,
+    ) -> Node<S> {
+        let cut = snapshot.as_ref().map(|s| &s.cut);
+        let replica = Replica::recover_from(config, make(), cut, &store.durable(), now_ms);
+        let mut service = make();
+        let (executed, replies) = snapshot
+            .as_ref()
+            .map(|s| (s.executed.clone(), s.replies.clone()))
+            .unwrap_or_default();
+        for command in &executed {
+            service.execute_encoded(command);
+        }
         Node {
-            replica: Replica::recover(config, make(), &store.durable(), now_ms),
+            replica,
             store,
-            service: make(),
+            service,
             executing: vec![None; usize::from(WORKERS)],
-            replies: BTreeMap::new(),
+            replies,
+            executed,
+            snapshot,
         }
     }
 }
@@ -138,6 +181,14 @@ struct Sim<S> {
     in_flight: Vec<(u64, NodeId, GroupEnvelope)>,
     /// One client per command, numbered by the command's index.
     commands: Vec<Client>,
+    /// How often a replica (a random one) asks for a snapshot; 0: never.
+    snapshot_every_ms: u64,
+    /// Snapshots taken, and replicas restarted from one.
+    snapshots_taken: u64,
+    snapshots_restored: u64,
+    /// The cut of each snapshot request, by its number, as the first replica took it: every
+    /// replica must take the same.
+    cuts: BTreeMap<RequestSeq, Cut>,
 }
 
 /// The key-value service the tests replicate, with small nodes so that the trees reshape often.
@@ -202,6 +253,10 @@ impl<S: Service> Sim<S> {
             nodes,
             in_flight: Vec::new(),
             commands: Vec::new(),
+            snapshot_every_ms: 0,
+            snapshots_taken: 0,
+            snapshots_restored: 0,
+            cuts: BTreeMap::new(),
         };
         sim.send(commands, SEND_MS_MAX);
         sim
@@ -251,6 +306,18 @@ impl<S: Service> Sim<S> {
 
     fn step(&mut self) {
         self.crash_or_restart();
+        if self.snapshot_every_ms > 0 && self.now_ms.is_multiple_of(self.snapshot_every_ms) {
+            let me = NODES[self.rng.random_range(0..NODES.len())];
+            if !self.is_down(me) {
+                let now_ms = self.clock_ms(me);
+                self.nodes
+                    .get_mut(&me)
+                    .unwrap()
+                    .replica
+                    .request_snapshot(now_ms);
+                self.commit(me);
+            }
+        }
         let due: Vec<usize> = (0..self.commands.len())
             .filter(|&index| {
                 let client = &self.commands[index];
@@ -320,10 +387,16 @@ impl<S: Service> Sim<S> {
     fn crash_or_restart(&mut self) {
         match self.down {
             Some((me, until_ms)) if self.now_ms >= until_ms => {
-                let mut store = self.nodes.remove(&me).unwrap().store;
+                let Node {
+                    mut store,
+                    snapshot,
+                    ..
+                } = self.nodes.remove(&me).unwrap();
                 store.crash();
                 let now_ms = self.clock_ms(me);
-                let node = Node::new(self.configs[&me].clone(), self.make, store, now_ms);
+                self.snapshots_restored += u64::from(snapshot.is_some());
+                let config = self.configs[&me].clone();
+                let node = Node::restore(config, self.make, store, snapshot, now_ms);
                 self.nodes.insert(me, node);
                 self.down = None;
             }
@@ -349,8 +422,22 @@ impl<S: Service> Sim<S> {
             let worker = WorkerId(w);
             match node.executing[usize::from(w)].take() {
                 Some(command) if self.rng.random_bool(0.5) => {
-                    let reply = node.service.execute_encoded(&command.request.payload);
-                    node.replies.insert(command.request.client.0, reply);
+                    if is_snapshot(&command.request) {
+                        let cut = node.replica.take_cut(&command.request);
+                        let cut = cut.expect("every worker handed the snapshot request on");
+                        let first = self.cuts.entry(command.request.seq).or_insert(cut.clone());
+                        assert_eq!(*first, cut, "{me:?}'s cut differs");
+                        node.snapshot = Some(Snapshot {
+                            cut,
+                            executed: node.executed.clone(),
+                            replies: node.replies.clone(),
+                        });
+                        self.snapshots_taken += 1;
+                    } else {
+                        let reply = node.service.execute_encoded(&command.request.payload);
+                        node.replies.insert(command.request.client.0, reply);
+                        node.executed.push(command.request.payload.clone());
+                    }
                     node.replica.executed(worker);
                 }
                 Some(command) => node.executing[usize::from(w)] = Some(command),
@@ -478,6 +565,80 @@ fn replicas_agree_under_loss_duplication_and_crashes() {
         crashes >= 20,
         "{crashes} crashes: the faults barely happened"
     );
+}
+
+/// Crashes and restarts with snapshots taken every `snapshot_every_ms`; returns how many
+/// replicas restarted from a snapshot, and whether every seed agreed.
+fn crashes_with_snapshots(configure: fn(&mut Config), seeds: u64) -> (u64, bool) {
+    let (mut restored, mut taken, mut agreed) = (0, 0, true);
+    for seed in 0..seeds {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let commands = random_commands(&mut rng, 60);
+        let mut sim = Sim::new(seed, &commands, configure);
+        sim.snapshot_every_ms = 40;
+        sim.faults = Faults {
+            until_ms: 1_500,
+            loss: 0.02,
+            duplication: 0.02,
+            crash: 0.004,
+            down_ms_max: 400,
+        };
+        let outcome = sim.run().and_then(|_| sim.agreement());
+        agreed &= outcome.is_ok();
+        restored += sim.snapshots_restored;
+        taken += sim.snapshots_taken;
+        // The cuts (equal on every replica, checked as they are taken) stand past the start
+        // of some log: snapshots were taken while the groups were busy.
+        let busy = |cut: &Cut| cut.positions.values().any(|p| p.instance.0 > 0);
+        assert!(
+            sim.cuts.values().any(busy),
+            "seed {seed}: no cut of a busy log"
+        );
+    }
+    assert!(
+        taken >= seeds,
+        "{taken} snapshots taken: the test takes none"
+    );
+    (restored, agreed)
+}
+
+#[test]
+fn replicas_restarted_from_snapshots_and_their_logs_agree_in_every_replicated_mode() {
+    for (mode, configure) in [
+        ("psmr", (|_| {}) as fn(&mut Config)),
+        ("sp-smr", |c| c.mode = Mode::SpSmr),
+        ("smr", |c| c.mode = Mode::Smr),
+    ] {
+        let (restored, agreed) = crashes_with_snapshots(configure, seeds(8));
+        assert!(
+            agreed,
+            "{mode}: replicas disagree after restarts from snapshots"
+        );
+        assert!(restored >= 4, "{mode}: {restored} restarts from a snapshot");
+    }
+}
+
+#[test]
+fn an_idle_cluster_takes_the_same_cuts_on_every_replica() {
+    let mut sim = Sim::new(3, &[], |_| {});
+    sim.snapshot_every_ms = 50;
+    while sim.now_ms < 600 {
+        sim.step();
+        sim.now_ms += 1;
+    }
+    assert!(
+        sim.snapshots_taken >= 3 * 5,
+        "{} snapshots",
+        sim.snapshots_taken
+    );
+    assert!(sim.cuts.len() >= 5, "{} snapshot requests", sim.cuts.len());
+}
+
+#[test]
+fn a_cut_past_a_groups_position_loses_commands_and_is_caught() {
+    let (restored, agreed) = crashes_with_snapshots(|c| c.bugs.cut.past_position = true, seeds(8));
+    assert!(restored >= 4, "{restored} restarts from a snapshot");
+    assert!(!agreed, "a cut past its position went unnoticed");
 }
 
 #[test]

@@ -125,6 +125,41 @@ impl KvService {
         &self.tree
     }
 
+    /// The service's state, serialised for a snapshot: the number of entries, then each key and
+    /// value (length-prefixed) in key order. Equal entries give equal bytes.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_varint(&mut out, self.tree.len() as u64);
+        for (key, value) in self.tree.iter() {
+            put_bytes(&mut out, key);
+            put_bytes(&mut out, &lock(value));
+        }
+        out
+    }
+
+    /// Replaces the service's entries with a [`KvService::snapshot`]'s; the tree keeps its
+    /// fanout, and C-G its configuration. Bytes that are not a snapshot (cut short, keys out of
+    /// order or repeated, a key or value over its limit, bytes after it) are refused, and the
+    /// service is left as it was.
+    pub fn restore(&mut self, snapshot: &[u8]) -> Result<(), DecodeError> {
+        let mut reader = Reader::new(snapshot);
+        let count = reader.varint()?;
+        let mut tree = BPlusTree::with_fanout(self.tree.fanout());
+        let mut last: Option<Vec<u8>> = None;
+        for _ in 0..count {
+            let key = key(&mut reader)?;
+            if last.as_ref().is_some_and(|last| *last >= key) {
+                return Err(DecodeError::Invalid("snapshot keys out of order"));
+            }
+            let value = value(&mut reader)?;
+            last = Some(key.clone());
+            tree.insert(key, Mutex::new(value));
+        }
+        reader.finish()?;
+        self.tree = tree;
+        Ok(())
+    }
+
     /// Breaks C-G on purpose, for the engine's tests that must catch the divergence it causes:
     /// reads and updates of `k` go to the group after `k`'s, and inserts and deletes go to `k`'s
     /// group instead of `g_all`, so an insert or delete of `k` no longer shares a group with the

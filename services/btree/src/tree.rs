@@ -90,6 +90,11 @@ impl<K: Ord + Clone, V> BPlusTree<K, V> {
         }
     }
 
+    /// The most entries or children a node holds.
+    pub fn fanout(&self) -> usize {
+        self.fanout
+    }
+
     /// The number of entries.
     pub fn len(&self) -> usize {
         self.len

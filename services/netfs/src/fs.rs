@@ -33,6 +33,8 @@ use crate::command::{
 use crate::errno::Errno;
 use crate::path::FsPath;
 
+mod snapshot;
+
 /// The largest file, in bytes.
 pub const FILE_BYTES_MAX: u64 = 64 << 20;
 
