@@ -58,6 +58,7 @@ pub mod psmr_ops;
 pub mod psmr_service;
 pub mod psmr_turn;
 pub mod psmr_workers;
+pub mod registers_in_place;
 pub mod shard;
 pub mod status;
 pub mod store;
