@@ -59,6 +59,7 @@ pub mod psmr_ops;
 pub mod psmr_service;
 pub mod psmr_turn;
 pub mod psmr_workers;
+pub mod registers_in_place;
 pub mod ring;
 pub mod shard;
 pub mod state_record;
