@@ -555,7 +555,7 @@ mod tests {
                 })
                 .collect(),
             replication: 3,
-            remove_dead_registers: false,
+            remove_dead_registers: Some(false),
             ..NodeConfig::default()
         };
         Forwarder::of(&config).unwrap().unwrap()

@@ -70,11 +70,12 @@ pub fn check(config: &NodeConfig) -> Result<(), ConfigError> {
             config.engine
         ));
     }
-    if config.remove_dead_registers {
+    if config.remove_dead_registers == Some(true) {
         return invalid(format!(
             "removal of dead registers is not supported yet on a ring (replication {r} below \
-             the {nodes} nodes): it counts every node as a key's acceptor; give \
-             --remove-dead-registers false (remove_dead_registers = false)"
+             the {nodes} nodes): it counts every node as a key's acceptor; leave \
+             --remove-dead-registers (remove_dead_registers) unset, or give false, to \
+             have it off"
         ));
     }
     if config.rejoin {
@@ -169,7 +170,6 @@ mod tests {
                 })
                 .collect(),
             replication,
-            remove_dead_registers: false,
             ..NodeConfig::default()
         }
     }
@@ -179,6 +179,7 @@ mod tests {
         let config = ring(5, 3);
         config.validate().unwrap();
         assert!(config.is_ring());
+        assert!(!config.removes_dead_registers(), "off by default on a ring");
         let mut reversed = config.clone();
         reversed.peers.reverse();
         reversed.node_id = 4;
@@ -199,7 +200,11 @@ mod tests {
     #[test]
     fn without_replication_nothing_changes() {
         let mut config = ring(3, 0);
-        config.remove_dead_registers = true;
+        assert!(
+            config.removes_dead_registers(),
+            "on by default without a ring"
+        );
+        config.remove_dead_registers = Some(true);
         config.validate().unwrap();
         assert!(!config.is_ring());
         assert_eq!(hello_cluster_id(&config).unwrap(), config.cluster_id);
@@ -215,10 +220,10 @@ mod tests {
         assert!(refusal(ring(6, 4)).contains("3, 5 or 7"));
         assert!(refusal(ring(4, 0)).contains("--replication"));
         let removal = NodeConfig {
-            remove_dead_registers: true,
+            remove_dead_registers: Some(true),
             ..ring(5, 3)
         };
-        assert!(refusal(removal).contains("--remove-dead-registers false"));
+        assert!(refusal(removal).contains("removal of dead registers is not supported yet"));
         let rejoin = NodeConfig {
             rejoin: true,
             ..ring(5, 3)
