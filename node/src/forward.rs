@@ -162,6 +162,16 @@ impl Forwarder {
         }))
     }
 
+    /// The ring it forwards on.
+    pub fn ring(&self) -> &Configuration {
+        &self.ring
+    }
+
+    /// Every node's client address, by node id.
+    pub fn client_addrs(&self) -> &BTreeMap<u16, String> {
+        &self.client_addrs
+    }
+
     /// The slots this node replicates.
     pub fn slots_held(&self) -> u64 {
         self.slots_held
