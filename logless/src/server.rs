@@ -270,7 +270,7 @@ fn config_from(args: &ServerArgs) -> Result<NodeConfig, String> {
         c.proposer_registers_max = v;
     }
     if let Some(v) = args.remove_dead_registers {
-        c.remove_dead_registers = v;
+        c.remove_dead_registers = Some(v);
     }
     if let Some(v) = args.removal_grace_ms {
         c.removal_grace_ms = v;

@@ -1,12 +1,13 @@
 //! `logless status`: the health of a cluster, from the `/status` endpoint of its replicas
 //! (over TLS with `--tls-ca-cert-file`, for replicas with `tls_http`).
-use std::net::SocketAddr;
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use logless_harness::probe::{http_get, http_get_on};
-use logless_node::status::NodeStatus;
+use logless_node::status::{NodeStatus, RingStatus};
 
 use crate::tls_client;
 
@@ -62,11 +63,31 @@ pub fn status(args: &StatusArgs) -> ExitCode {
         "{:<22} {:>5} {:>5} {:>8} {:>10} {:>8} {:>12} {:>9}  durability",
         "replica (http)", "node", "inc", "healthy", "registers", "clients", "commands", "links up"
     );
+    let mut addrs = addrs;
     let mut healthy = 0;
-    for addr in &addrs {
-        match get_status(*addr).map(|(_, body)| serde_json::from_str::<NodeStatus>(&body)) {
+    let mut healthy_nodes = BTreeSet::new();
+    let mut ring_seen: Option<RingStatus> = None;
+    let mut derived_from = None;
+    let mut next = 0;
+    while let Some(&addr) = addrs.get(next) {
+        next += 1;
+        let derived = derived_from.is_some_and(|given| next > given);
+        match get_status(addr).map(|(_, body)| serde_json::from_str::<NodeStatus>(&body)) {
             Ok(Ok(s)) => {
                 healthy += usize::from(s.healthy);
+                if s.healthy {
+                    healthy_nodes.insert(s.node_id);
+                }
+                if let (None, Some(ring)) = (&ring_seen, &s.ring) {
+                    // The ring's other nodes: at their client addresses' hosts, their HTTP
+                    // ports as far from their client ports as on this node.
+                    let more = other_nodes(ring, addr, &s.client_addr, &addrs);
+                    if !more.is_empty() {
+                        derived_from = Some(addrs.len());
+                        addrs.extend(more);
+                    }
+                    ring_seen = Some(ring.clone());
+                }
                 println!(
                     "{:<22} {:>5} {:>5} {:>8} {:>10} {:>8} {:>12} {:>9}  {}",
                     addr.to_string(),
@@ -160,6 +181,13 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                         ring.forwarded_unreachable,
                         ring.crossslot,
                     );
+                    if !ring.slots_without_majority.is_empty() {
+                        println!(
+                            "{:<22} reaches fewer than a majority of the replicas of slots {}",
+                            "",
+                            ring.slots_without_majority.join(", ")
+                        );
+                    }
                 }
                 if let Some(bugs) = &s.injected_bugs {
                     // Only a test build reports this: it should never be seen in production.
@@ -175,8 +203,16 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                 }
             }
             Ok(Err(e)) => println!("{:<22} bad answer: {e}", addr.to_string()),
+            Err(e) if derived => println!(
+                "{:<22} unreachable: {e} (an address derived from the ring's client addresses; \
+                 give every node's HTTP address with --http if they differ)",
+                addr.to_string()
+            ),
             Err(e) => println!("{:<22} unreachable: {e}", addr.to_string()),
         }
+    }
+    if let Some(ring) = &ring_seen {
+        return ring_verdict(ring, &healthy_nodes);
     }
     let quorum = addrs.len() / 2 + 1;
     println!(
@@ -186,6 +222,68 @@ pub fn status(args: &StatusArgs) -> ExitCode {
     if healthy >= quorum {
         ExitCode::SUCCESS
     } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The HTTP addresses of the ring's nodes not among `asked`, derived from their client
+/// addresses: the same host, and the port as far from the client port as `http` is from the
+/// client port `client` of the node that answered there (so both `logless up`'s layout and
+/// one node a host with the same ports everywhere are found).
+fn other_nodes(
+    ring: &RingStatus,
+    http: SocketAddr,
+    client: &str,
+    asked: &[SocketAddr],
+) -> Vec<SocketAddr> {
+    let Ok(client) = client.parse::<SocketAddr>() else {
+        return Vec::new();
+    };
+    let offset = i32::from(http.port()) - i32::from(client.port());
+    ring.client_addrs
+        .values()
+        .filter_map(|addr| addr.to_socket_addrs().ok()?.next())
+        .filter_map(|addr| {
+            let port = u16::try_from(i32::from(addr.port()) + offset).ok()?;
+            Some(SocketAddr::new(addr.ip(), port))
+        })
+        .filter(|addr| !asked.contains(addr))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// Whether a ring serves every key: a majority of every slot's replicas healthy, not a
+/// majority of all its nodes.
+fn ring_verdict(ring: &RingStatus, healthy: &BTreeSet<u16>) -> ExitCode {
+    let ids: Vec<u16> = ring.client_addrs.keys().copied().collect();
+    let configuration = match logless_node::ring::balanced(&ids, ring.replication) {
+        Ok(configuration) => configuration,
+        Err(e) => {
+            println!(
+                "the ring's nodes {ids:?} and replication {}: {e}",
+                ring.replication
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let lost =
+        logless_node::ring::ranges_without_majority(&configuration, |n| healthy.contains(&n.0));
+    println!(
+        "{} of {} nodes of the ring healthy (R = {}); it serves a key while a majority of its \
+         slot's replicas are",
+        healthy.len(),
+        ring.nodes,
+        ring.replication
+    );
+    if lost.is_empty() {
+        println!("every slot has a majority of its replicas healthy");
+        ExitCode::SUCCESS
+    } else {
+        println!(
+            "slots without a majority of their replicas healthy (their keys are not served): {}",
+            lost.join(", ")
+        );
         ExitCode::FAILURE
     }
 }

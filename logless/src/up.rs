@@ -237,14 +237,6 @@ fn specs(
             None => spec,
         })
         .map(|spec| {
-            // Removal of dead registers is not supported on a ring yet (docs/ring.md §5).
-            if is_ring(args) {
-                spec.flag("--remove-dead-registers", false)
-            } else {
-                spec
-            }
-        })
-        .map(|spec| {
             if args.cluster_enabled {
                 spec.args(["--cluster-enabled"])
             } else {
@@ -693,7 +685,8 @@ mod tests {
                 line[at + 1].clone()
             };
             assert_eq!(value("--replication"), "3");
-            assert_eq!(value("--remove-dead-registers"), "false");
+            // Removal of dead registers is off by default on a ring (docs/ring.md §5).
+            assert!(!line.contains(&"--remove-dead-registers".to_string()));
             assert!(value("--peer-client-addrs").starts_with("1=127.0.0.1:20000,2="));
             assert!(!line.contains(&"--cluster-enabled".to_string()));
         }

@@ -17,12 +17,11 @@ use redis::{Commands, RedisError, Value};
 const NODES: usize = 5;
 
 /// Five nodes, each key on three of them, every node told every node's client address, with
-/// `extra` flags.
+/// `extra` flags (removal of dead registers left to its default, off on a ring).
 fn ring(extra: &[&str]) -> Cluster {
     Cluster::start_each(NODES, "memory", |_, spec| {
         let clients = peer_client_addrs(&spec);
         spec.flag("--replication", 3)
-            .flag("--remove-dead-registers", false)
             .flag("--peer-client-addrs", clients)
             .args(extra.iter().copied())
     })
@@ -304,4 +303,97 @@ fn cluster_clients_are_redirected_to_the_replicas_of_the_ring() {
             assert_eq!(String::from_utf8_lossy(&got.stdout).trim(), "v", "{got:?}");
         }
     }
+}
+
+/// `logless status --http <one node>`: its output and whether it succeeded.
+fn status_through(cluster: &Cluster, i: usize) -> (bool, String) {
+    let out = std::process::Command::new(common::binary())
+        .args(["status", "--http"])
+        .arg(cluster.replicas[i].spec.http.to_string())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn a_ring_is_healthy_while_every_slot_has_a_majority_and_status_finds_every_node() {
+    let mut cluster = ring(&[]);
+    cluster.wait_serving(Duration::from_secs(30));
+    let mut con = cluster.connect(0);
+    assert_eq!(
+        common::config_get(&mut con, "logless-remove-dead-registers"),
+        "false",
+        "removal off by default on a ring"
+    );
+
+    // Given one node, status finds the other four from its client addresses.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let (ok, text) = status_through(&cluster, 0);
+        if ok {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for r in &cluster.replicas {
+        assert!(text.contains(&r.spec.http.to_string()), "{text}");
+    }
+    assert!(text.contains("5 of 5 nodes of the ring healthy"), "{text}");
+    assert!(text.contains("every slot has a majority"), "{text}");
+
+    // Two nodes down: three of five are still a majority of all nodes, but the slots both
+    // replicate have one replica of three left, so the live nodes are unhealthy and say which.
+    cluster.kill(3);
+    cluster.kill(4);
+    let first_http = cluster.replicas[0].spec.http;
+    let health = || {
+        logless_harness::probe::http_get(first_http, "/health", Duration::from_secs(5))
+            .map(|(code, _)| code)
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut round = 0;
+    while health().ok() != Some(503) {
+        // A node learns a link is down when it sends on it: commands keep messages going.
+        round += 1;
+        for k in 0..20 {
+            let _: Result<(), RedisError> = con.set(format!("health-{round}-{k}"), k);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 1 still healthy with 4 and 5 down: {:?}",
+            logless_harness::probe::http_get(first_http, "/status", Duration::from_secs(5))
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, text) = status_through(&cluster, 0);
+    assert!(!ok, "{text}");
+    assert!(text.contains("slots without a majority"), "{text}");
+    assert!(text.contains("reaches fewer than a majority"), "{text}");
+    let lost = range_of_nodes_4_and_5(&placement());
+    assert!(text.contains(&lost), "{lost} not in {text}");
+
+    // One of them back: every slot has two of its replicas again.
+    cluster.spawn(3);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while health().ok() != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "node 1 unhealthy with only node 5 down"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The first slot range that nodes 4 and 5 both replicate, as status names it.
+fn range_of_nodes_4_and_5(ring: &Configuration) -> String {
+    let (range, _) = ring
+        .slot_ranges()
+        .into_iter()
+        .find(|(_, replicas)| replicas.contains(NodeId(4)) && replicas.contains(NodeId(5)))
+        .unwrap();
+    format!("{}-{}", range.first, range.last)
 }

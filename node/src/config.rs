@@ -21,7 +21,8 @@
 //! thrifty_reads = true         # reads ask a quorum first, the rest only when needed
 //! thrifty_writes = false       # fast writes too: for clients that send a key to one replica
 //! proposer_registers_max = 262144  # registers each shard's proposer keeps; idle ones beyond go
-//! remove_dead_registers = true  # deleted and expired keys leave every replica (docs/removal.md)
+//! remove_dead_registers = true  # deleted and expired keys leave every replica (docs/removal.md;
+//!                              # unset: on, but off on a ring)
 //! removal_grace_ms = 1000      # an expired value is removed once expired this long
 //! value_bytes_max = 1048576
 //! maxmemory = "4gb"            # refuse commands needing new space above this RSS (0: no limit)
@@ -367,9 +368,11 @@ pub struct NodeConfig {
     /// commands for many more keys than it uses at a time.
     pub proposer_registers_max: usize,
     /// Whether this replica removes deleted and expired registers it wrote last from every
-    /// replica, freeing their slots, with a background sweep (`docs/removal.md`); on by
-    /// default. Replicas apply removals from peers whatever this says.
-    pub remove_dead_registers: bool,
+    /// replica, freeing their slots, with a background sweep (`docs/removal.md`). Unset, it
+    /// follows the cluster ([`NodeConfig::removes_dead_registers`]): on, but off on a ring,
+    /// which does not support it yet; set on with a ring, the configuration is refused.
+    /// Replicas apply removals from peers whatever this says.
+    pub remove_dead_registers: Option<bool>,
     /// How long a value must have been expired, by this replica's clock, before it removes it
     /// (deleted ones go at once): a replica whose clock is behind by less than this would read
     /// the value expired too, so removal adds nothing to the clock-skew window of expiry.
@@ -469,7 +472,7 @@ impl Default for NodeConfig {
             thrifty_reads: true,
             thrifty_writes: false,
             proposer_registers_max: logless_rmw::config::REGISTERS_MAX_DEFAULT,
-            remove_dead_registers: true,
+            remove_dead_registers: None,
             removal_grace_ms: 1_000,
             maxmemory: 0,
             value_bytes_max: logless_redis::session::VALUE_BYTES_MAX_DEFAULT,
@@ -658,7 +661,7 @@ impl NodeConfig {
         proposer.thrifty_reads = self.thrifty_reads;
         proposer.thrifty_writes = self.thrifty_writes;
         proposer.registers_max = self.proposer_registers_max;
-        proposer.remove_dead_registers = self.remove_dead_registers;
+        proposer.remove_dead_registers = self.removes_dead_registers();
         proposer.removal_grace_ms = self.removal_grace_ms;
         proposer.request_timeout_ms = self.request_timeout_ms;
         proposer.backoff_max_ms = BACKOFF_MAX_MS;
@@ -741,6 +744,12 @@ impl NodeConfig {
     /// holds only the keys of the slots it replicates.
     pub fn is_ring(&self) -> bool {
         self.replication() != self.peers.len()
+    }
+
+    /// Whether this replica removes dead registers: [`NodeConfig::remove_dead_registers`] if
+    /// given, otherwise on except on a ring (which refuses it, [`crate::ring::check`]).
+    pub fn removes_dead_registers(&self) -> bool {
+        self.remove_dead_registers.unwrap_or(!self.is_ring())
     }
 
     /// Checks everything that can be checked before starting.

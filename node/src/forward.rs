@@ -162,6 +162,16 @@ impl Forwarder {
         }))
     }
 
+    /// The ring it forwards on.
+    pub fn ring(&self) -> &Configuration {
+        &self.ring
+    }
+
+    /// Every node's client address, by node id.
+    pub fn client_addrs(&self) -> &BTreeMap<u16, String> {
+        &self.client_addrs
+    }
+
     /// The slots this node replicates.
     pub fn slots_held(&self) -> u64 {
         self.slots_held
@@ -555,7 +565,7 @@ mod tests {
                 })
                 .collect(),
             replication: 3,
-            remove_dead_registers: false,
+            remove_dead_registers: Some(false),
             ..NodeConfig::default()
         };
         Forwarder::of(&config).unwrap().unwrap()

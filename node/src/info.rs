@@ -223,7 +223,7 @@ fn config_values(context: &NodeContext) -> Vec<(&'static str, String)> {
         ),
         (
             "logless-remove-dead-registers",
-            c.remove_dead_registers.to_string(),
+            c.removes_dead_registers().to_string(),
         ),
         ("logless-removal-grace-ms", c.removal_grace_ms.to_string()),
     ];

@@ -70,11 +70,12 @@ pub fn check(config: &NodeConfig) -> Result<(), ConfigError> {
             config.engine
         ));
     }
-    if config.remove_dead_registers {
+    if config.remove_dead_registers == Some(true) {
         return invalid(format!(
             "removal of dead registers is not supported yet on a ring (replication {r} below \
-             the {nodes} nodes): it counts every node as a key's acceptor; give \
-             --remove-dead-registers false (remove_dead_registers = false)"
+             the {nodes} nodes): it counts every node as a key's acceptor; leave \
+             --remove-dead-registers (remove_dead_registers) unset, or give false, to \
+             have it off"
         ));
     }
     if config.rejoin {
@@ -114,13 +115,19 @@ pub fn check(config: &NodeConfig) -> Result<(), ConfigError> {
 /// The configuration every node of `config`'s cluster derives: the peers, balanced at epoch 1
 /// with each key on [`NodeConfig::replication`] of them.
 pub fn configuration(config: &NodeConfig) -> Result<Configuration, ConfigError> {
+    let ids: Vec<u16> = config.peers.iter().map(|p| p.id).collect();
+    balanced(&ids, config.replication())
+}
+
+/// The ring of the nodes `ids` with each key on `r` of them, balanced at epoch 1: what every
+/// node of a ring derives, in whatever order its peers are listed.
+pub fn balanced(ids: &[u16], r: usize) -> Result<Configuration, ConfigError> {
     let invalid = |m: String| ConfigError::Invalid(m);
-    let r = config.replication();
     let replication = u8::try_from(r)
         .ok()
         .and_then(|r| Replication::new(r).ok())
         .ok_or_else(|| invalid(format!("replication must be 3, 5 or 7, not {r}")))?;
-    let ids: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
+    let ids: Vec<NodeId> = ids.iter().map(|&id| NodeId(id)).collect();
     Configuration::balanced(&ids, replication).map_err(|e| invalid(e.to_string()))
 }
 
@@ -151,6 +158,20 @@ pub fn slots_held(ring: &Configuration, node: NodeId) -> u64 {
         .count() as u64
 }
 
+/// The slot ranges of `ring` (`first-last`, as Redis writes them) whose replicas `reachable`
+/// holds fewer than a majority of: the keys a cluster of those nodes cannot serve.
+pub fn ranges_without_majority(
+    ring: &Configuration,
+    reachable: impl Fn(NodeId) -> bool,
+) -> Vec<String> {
+    let quorum = usize::from(ring.replication().quorum());
+    ring.slot_ranges()
+        .into_iter()
+        .filter(|(_, replicas)| replicas.nodes().iter().filter(|&&n| reachable(n)).count() < quorum)
+        .map(|(range, _)| format!("{}-{}", range.first, range.last))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use logless_placement::SLOTS;
@@ -169,7 +190,6 @@ mod tests {
                 })
                 .collect(),
             replication,
-            remove_dead_registers: false,
             ..NodeConfig::default()
         }
     }
@@ -179,6 +199,7 @@ mod tests {
         let config = ring(5, 3);
         config.validate().unwrap();
         assert!(config.is_ring());
+        assert!(!config.removes_dead_registers(), "off by default on a ring");
         let mut reversed = config.clone();
         reversed.peers.reverse();
         reversed.node_id = 4;
@@ -197,9 +218,35 @@ mod tests {
     }
 
     #[test]
+    fn slots_without_a_majority_of_their_replicas_are_named() {
+        let ring = configuration(&ring(5, 3)).unwrap();
+        assert!(ranges_without_majority(&ring, |_| true).is_empty());
+        // One node down leaves every slot two of its three replicas.
+        assert!(ranges_without_majority(&ring, |n| n != NodeId(3)).is_empty());
+        // Two down: the slots both replicate lose their majority, and only those.
+        let lost = ranges_without_majority(&ring, |n| n != NodeId(3) && n != NodeId(4));
+        assert!(!lost.is_empty());
+        for range in &lost {
+            let (first, _) = range.split_once('-').unwrap();
+            let slot = Slot::new(first.parse().unwrap()).unwrap();
+            let replicas = ring.replicas(slot);
+            assert!(
+                replicas.contains(NodeId(3)) && replicas.contains(NodeId(4)),
+                "{range}"
+            );
+        }
+        let all = ranges_without_majority(&ring, |n| n == NodeId(1));
+        assert_eq!(all.len(), ring.slot_ranges().len());
+    }
+
+    #[test]
     fn without_replication_nothing_changes() {
         let mut config = ring(3, 0);
-        config.remove_dead_registers = true;
+        assert!(
+            config.removes_dead_registers(),
+            "on by default without a ring"
+        );
+        config.remove_dead_registers = Some(true);
         config.validate().unwrap();
         assert!(!config.is_ring());
         assert_eq!(hello_cluster_id(&config).unwrap(), config.cluster_id);
@@ -215,10 +262,10 @@ mod tests {
         assert!(refusal(ring(6, 4)).contains("3, 5 or 7"));
         assert!(refusal(ring(4, 0)).contains("--replication"));
         let removal = NodeConfig {
-            remove_dead_registers: true,
+            remove_dead_registers: Some(true),
             ..ring(5, 3)
         };
-        assert!(refusal(removal).contains("--remove-dead-registers false"));
+        assert!(refusal(removal).contains("removal of dead registers is not supported yet"));
         let rejoin = NodeConfig {
             rejoin: true,
             ..ring(5, 3)

@@ -1,8 +1,10 @@
 //! A replica's figures: gathered from its shards on demand and rendered as Prometheus text
 //! (`/metrics`), JSON (`/status`, read by `logless status`) and Redis INFO sections.
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
+use logless_placement::NodeId;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -748,7 +750,8 @@ pub struct NodeStatus {
     pub timeouts: u64,
     /// Outbound peer links.
     pub links: Vec<LinkStatus>,
-    /// Whether the node can serve: no store failure, a quorum of replicas reachable, and
+    /// Whether the node can serve: no store failure, a quorum of replicas reachable (on a ring,
+    /// a majority of every slot's replicas: [`RingStatus::slots_without_majority`]), and
     /// (the log engine under EpochSS) its state recovered and not lost.
     pub healthy: bool,
     /// The cluster id its peers must present.
@@ -785,6 +788,14 @@ pub struct RingStatus {
     pub forwarded_unreachable: u64,
     /// Commands refused with `CROSSSLOT`: their keys are held by different replicas.
     pub crossslot: u64,
+    /// Every node's client address, by node id: where `logless status` finds the nodes it
+    /// was not given.
+    #[serde(default)]
+    pub client_addrs: BTreeMap<u16, String>,
+    /// The slot ranges (`first-last`) of which this node reaches fewer than a majority of the
+    /// replicas (itself included): it cannot serve their keys, and is unhealthy while any are.
+    #[serde(default)]
+    pub slots_without_majority: Vec<String>,
 }
 
 impl RingStatus {
@@ -798,6 +809,8 @@ impl RingStatus {
 pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
     let forwarder = context.forwarder.as_ref()?;
     let c = &forwarder.counters;
+    let reachable = reachable_peers(context);
+    let reaches = |n: NodeId| n.0 == context.node.0 || reachable.binary_search(&n.0).is_ok();
     Some(RingStatus {
         nodes: context.config.peers.len(),
         replication: context.config.replication(),
@@ -807,7 +820,22 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
         forwarded_uncertain: c.uncertain.load(Ordering::Relaxed),
         forwarded_unreachable: c.unreachable.load(Ordering::Relaxed),
         crossslot: c.cross.load(Ordering::Relaxed),
+        client_addrs: forwarder.client_addrs().clone(),
+        slots_without_majority: crate::ring::ranges_without_majority(forwarder.ring(), reaches),
     })
+}
+
+/// The peers with at least one link up, sorted.
+fn reachable_peers(context: &NodeContext) -> Vec<u16> {
+    let links = context.peers.links_up.lock().expect("not poisoned");
+    let mut reachable: Vec<u16> = links
+        .iter()
+        .filter(|(_, &up)| up)
+        .map(|(&(peer, _), _)| peer)
+        .collect();
+    reachable.sort_unstable();
+    reachable.dedup();
+    reachable
 }
 
 fn ring_prometheus(out: &mut String, r: &RingStatus) {
@@ -875,9 +903,13 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         .map(|(&(peer, shard), &up)| LinkStatus { peer, shard, up })
         .collect();
     let replicas = context.config.peers.len();
-    let mut reachable: Vec<u16> = links.iter().filter(|l| l.up).map(|l| l.peer).collect();
-    reachable.sort_unstable();
-    reachable.dedup();
+    let reachable = reachable_peers(context);
+    let ring = ring_status(context, t);
+    // On a ring a majority of each slot's replicas, not of all nodes, serves its keys.
+    let quorum_reached = match &ring {
+        Some(ring) => ring.slots_without_majority.is_empty(),
+        None => reachable.len() + 1 > replicas / 2,
+    };
     let failed = context.failed.load(Ordering::Relaxed) != 0;
     NodeStatus {
         node_id: context.node.0,
@@ -895,12 +927,10 @@ pub fn node_status(context: &NodeContext, t: &Totals) -> NodeStatus {
         commands: t.commands.values().sum::<u64>() + t.psmr.as_ref().map_or(0, |p| p.answered),
         timeouts: t.proposer.timeouts,
         links,
-        healthy: !failed
-            && reachable.len() + 1 > replicas / 2
-            && t.log.as_ref().is_none_or(LogStatus::serves),
+        healthy: !failed && quorum_reached && t.log.as_ref().is_none_or(LogStatus::serves),
         cluster_id: context.config.cluster_id.clone(),
         cluster_secret: context.config.cluster_secret_file.is_some(),
-        ring: ring_status(context, t),
+        ring,
         injected_bugs: crate::node::FAULT_INJECTION.then(|| context.injected_bugs.clone()),
     }
 }

@@ -79,7 +79,7 @@ impl Cluster {
             self.shards.remove(index(node));
         }
         let config = NodeConfig {
-            remove_dead_registers: true,
+            remove_dead_registers: Some(true),
             removal_grace_ms: self.removal_grace_ms,
             ..NodeConfig::default()
         };

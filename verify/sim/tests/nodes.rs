@@ -252,7 +252,7 @@ fn ignoring_learned_is_caught() {
 /// Removal on every seed, expired values removed as soon as they expire, and no clock jumps
 /// (the checkers judge expiry at each command's stamp, exact within one clock).
 fn removing_at_once(config: &mut NodeSimConfig) {
-    config.node.remove_dead_registers = true;
+    config.node.remove_dead_registers = Some(true);
     config.node.removal_grace_ms = 0;
     config.faults.clock_jump_every_us = 0;
 }
@@ -603,7 +603,7 @@ fn seed_503389_answers_no_retry_over_an_earlier_attempt() {
 /// later and changes the schedule).
 fn seed_503389() -> NodeSimConfig {
     let mut config = NodeSimConfig::for_seed(503389);
-    config.node.remove_dead_registers = false;
+    config.node.remove_dead_registers = Some(false);
     config
 }
 
@@ -623,7 +623,7 @@ fn seed_6573() -> NodeSimConfig {
     let mut config = NodeSimConfig::for_seed(6573);
     config.expiring_keys = 0;
     config.node.thrifty_reads = false;
-    config.node.remove_dead_registers = false;
+    config.node.remove_dead_registers = Some(false);
     config
 }
 

@@ -199,7 +199,7 @@ impl NodeSimConfig {
                 config.node.removal_grace_ms = 0;
             }
             1 | 2 => config.node.removal_grace_ms = 3_600_000,
-            _ => config.node.remove_dead_registers = false,
+            _ => config.node.remove_dead_registers = Some(false),
         }
         config
     }
