@@ -34,6 +34,7 @@ fn a_tiny_plan_measures_every_workload_and_writes_the_results() {
         keys: 40,
         clients: 2,
         pipeline: 2,
+        netfs_clients: 3,
         replicas: 1,
         mixes: vec![0.0, 0.5, 1.0],
         cores: 2,
@@ -76,6 +77,7 @@ fn a_tiny_plan_measures_every_workload_and_writes_the_results() {
     let out = tempfile::tempdir().expect("a temporary directory");
     let summary = report::write(out.path(), &settings, &records, "(test)").expect("results");
     assert!(summary.contains("NetFS"), "{summary}");
+    assert!(summary.contains("each of the 3 clients"), "{summary}");
     for file in [
         "results.csv",
         "summary.md",

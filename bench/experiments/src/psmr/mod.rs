@@ -21,8 +21,9 @@
 //! after the preload (each client deletes what it inserted); a difference fails the run.
 //!
 //! Fig. 8 runs NetFS (`--service netfs`) in every mode and thread count the same way: reads and
-//! writes of 1 kB ([`netfs`]), each client on its own file with one call in flight; after each
-//! workload the replicas' digests must be equal. `--netfs-only` runs Fig. 8 alone.
+//! writes of 1 kB ([`netfs`]), each client on its own file with one call in flight
+//! (`--netfs-clients` clients, default `--clients`); after each workload the replicas' digests
+//! must be equal. `--netfs-only` runs Fig. 8 alone.
 //!
 //! Results: `results.csv`, `fig3-independent.png` … `fig8-netfs.png` and `summary.md` in
 //! `--out` ([`report`]).
@@ -78,6 +79,11 @@ pub struct PsmrArgs {
     /// Run Fig. 8 (NetFS) alone, without the key-value service's figures.
     #[arg(long)]
     pub netfs_only: bool,
+    /// Fig. 8's NetFS clients, each on a file of its own with one call in flight (default:
+    /// `--clients`). The replicated modes answer a call after a few ms, so with few clients
+    /// every mode waits for its latency and none keeps the workers busy.
+    #[arg(long)]
+    pub netfs_clients: Option<u32>,
 }
 
 /// The engine's modes, in plotting order.
@@ -265,6 +271,8 @@ pub struct Settings {
     pub clients: u32,
     /// Commands in flight per client.
     pub pipeline: u32,
+    /// NetFS clients of Fig. 8 (one call in flight each).
+    pub netfs_clients: u32,
     /// Replicas of the replicated modes.
     pub replicas: u16,
     /// Shares of dependent commands of Fig. 6.
@@ -292,8 +300,9 @@ impl Settings {
         if !(0.2..=3600.0).contains(&duration_s) {
             return Err("--duration-s must be from 0.2 to 3600".into());
         }
-        if args.clients == 0 || args.pipeline == 0 {
-            return Err("--clients and --pipeline must be at least 1".into());
+        let netfs_clients = args.netfs_clients.unwrap_or(args.clients);
+        if args.clients == 0 || args.pipeline == 0 || netfs_clients == 0 {
+            return Err("--clients, --pipeline and --netfs-clients must be at least 1".into());
         }
         if ![1, 3, 5, 7].contains(&args.replicas) {
             return Err("--replicas must be 1, 3, 5 or 7".into());
@@ -309,6 +318,7 @@ impl Settings {
             keys,
             clients: args.clients,
             pipeline: args.pipeline,
+            netfs_clients,
             replicas: args.replicas,
             mixes: mixes(args.quick),
             cores,
@@ -368,8 +378,13 @@ fn measure(
     let start = Instant::now() + Duration::from_secs_f64(s.warmup_s);
     let end = start + Duration::from_secs_f64(s.duration_s);
     let ops = AtomicU64::new(0);
+    let clients = if stage.netfs {
+        s.netfs_clients
+    } else {
+        s.clients
+    };
     let (cpu_before, cpu_after) = std::thread::scope(|scope| {
-        let clients: Vec<_> = (0..s.clients)
+        let clients: Vec<_> = (0..clients)
             .map(|c| {
                 let addr = endpoints[c as usize % endpoints.len()];
                 let (stop, ops) = (&stop, &ops);
@@ -410,7 +425,7 @@ fn measure(
     let ops_per_s = ops as f64 / s.duration_s;
     let cpu = (cpu_after - cpu_before).max(0.0);
     let in_flight = if stage.netfs {
-        s.clients
+        s.netfs_clients
     } else {
         s.clients * s.pipeline
     };
@@ -470,7 +485,7 @@ pub fn measure_all(
             .map(|e| e.parse().map_err(|e| format!("bad endpoint {e}")))
             .collect::<Result<_, String>>()?;
         if stage.netfs {
-            netfs::prepare(&endpoints, s.clients)?;
+            netfs::prepare(&endpoints, s.netfs_clients)?;
         } else {
             load::preload(&endpoints, s.keys, s.clients, s.pipeline)?;
         }
@@ -603,5 +618,9 @@ mod tests {
         assert!(parse(&["--threads", "0"]).is_err());
         assert!(parse(&["--replicas", "2"]).is_err());
         assert!(parse(&["--clients", "0"]).is_err());
+        assert_eq!(parse(&["--clients", "8"]).unwrap().netfs_clients, 8);
+        let netfs = parse(&["--clients", "8", "--netfs-clients", "256"]).unwrap();
+        assert_eq!((netfs.clients, netfs.netfs_clients), (8, 256));
+        assert!(parse(&["--netfs-clients", "0"]).is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! Fig. 8's load: NetFS reads and writes of [`IO_BYTES`] through the direct client over Redis
 //! (`LOGLESS.FS`, [`RedisTransport`]), each client on a file of its own (`/c<client>`), one
-//! call in flight per client. Reads and writes of different files are independent (C-G sends
+//! call in flight per client (`--netfs-clients` sets how many clients). Reads and writes of different files are independent (C-G sends
 //! each to its path's group), so they show how NetFS's calls scale with worker threads.
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

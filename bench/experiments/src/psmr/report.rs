@@ -421,7 +421,7 @@ pub fn summary(s: &Settings, records: &[Record], command: &str) -> String {
             "NetFS (Fig. 8): `--service netfs`, each of the {} clients reading or writing 1 kB \
              of a file of its own through `LOGLESS.FS`, one call in flight each (keys `netfs` \
              below: 0% dependent are reads, 100% writes).\n",
-            s.clients
+            s.netfs_clients
         );
     }
     let most = s.threads.iter().copied().max().unwrap_or(1);
@@ -493,6 +493,7 @@ mod tests {
             keys: 10,
             clients: 1,
             pipeline: 1,
+            netfs_clients: 1,
             replicas: 3,
             mixes: vec![0.0, 1.0],
             cores: 2,
