@@ -22,8 +22,11 @@
 //!   hold forwards the command to one of the key's replicas. The engine does not refuse such a
 //!   command (any proposer may safely run against the key's acceptors), but the proposer state
 //!   that makes RMWPaxos cheap pays off only at the replicas.
-//! * Not change the configuration while the engine runs: changing a register's acceptors needs
-//!   the joint stage, its fence and the sync of docs/ring.md §4, none of which is built here.
+//! * Change the configuration only through the stages of docs/ring.md §4: install the
+//!   [joint](Placement::joint) placement on every node, sync the moving slots, then install the
+//!   new [stable](Placement::new) one. The engine counts joint quorums, but messages do not
+//!   carry the stage yet (no fence): every node must install `Joint(e+1)` before any proposes
+//!   in `Stable(e+1)`, and `Stable(e)` operations in flight must have ended by then.
 //!   Removal of dead registers and rejoining after a lost disk count every acceptor, so a
 //!   replica with a placement refuses them (they are left for the ring's own work).
 use std::sync::Arc;
