@@ -190,6 +190,44 @@ mod tests {
     }
 
     #[test]
+    fn a_joint_placement_has_two_sets_for_moving_slots_only() {
+        let (old, _) = ring(5);
+        let acceptors: Vec<NodeId> = (1..=6).map(NodeId).collect();
+        let new = old
+            .with_node_replaced(logless_placement::NodeId(1), logless_placement::NodeId(6))
+            .unwrap();
+        let joint = Placement::joint(&old, &new, &acceptors).unwrap();
+        assert_eq!(joint.stage(), Stage::Joint(new.epoch()));
+        assert_eq!(
+            Placement::new(&new, &acceptors).unwrap().stage(),
+            Stage::Stable(new.epoch())
+        );
+        let (node_1, node_6) = (0, 5);
+        let (mut moving, mut still) = (0, 0);
+        for slot in Slot::all() {
+            let quorum = joint.by_slot[usize::from(slot.get())];
+            if old.replicas(slot).contains(logless_placement::NodeId(1)) {
+                moving += 1;
+                assert!(quorum.is_joint());
+                assert!(quorum.everyone().contains(node_1) && quorum.everyone().contains(node_6));
+                assert_eq!(quorum.everyone().len(), 4);
+            } else {
+                still += 1;
+                assert!(!quorum.is_joint());
+                assert_eq!(quorum.everyone().len(), 3);
+            }
+        }
+        assert!(moving > 0 && still > 0);
+        // A configuration naming a node the acceptors lack is refused, in either set.
+        assert_eq!(
+            Placement::joint(&old, &new, &acceptors[..5])
+                .unwrap_err()
+                .node,
+            6
+        );
+    }
+
+    #[test]
     fn without_a_placement_every_acceptor_holds_every_key() {
         let config = ProposerConfig::new((1..=5).map(NodeId).collect());
         assert_eq!(config.acceptors_of(b"any"), AcceptorSet::first(5));
