@@ -31,6 +31,12 @@
 //! * a ring: four replicas, the register on three of them, an increment through the fourth
 //!   (a proposer that is no acceptor) and a read through an acceptor, under a break,
 //!   exhaustively.
+//! * a ring changing (docs/ring.md §4): four replicas, the change removing the register's first
+//!   acceptor; an increment through the leaving acceptor and a read through the joining one,
+//!   exhaustively with proposers of adjacent stages side by side (`Stable(e)` with
+//!   `Joint(e+1)`, `Joint(e+1)` with `Stable(e+1)`), and a change that skips the joint stage is
+//!   found (the old and the new set both decide). The second mutation of issue 28 (accepting a
+//!   message of another stage) needs the stage fence, which the engine does not have yet.
 use logless_model::{CounterOp, Faults, LocalDelivery, ModelConfig, Network, RingStage};
 use logless_rmw::config::InjectedBugs;
 use stateright::{Checker, HasDiscoveries, Model};
