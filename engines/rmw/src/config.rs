@@ -3,7 +3,7 @@ use logless_commands::command::Limits;
 
 use crate::ids::NodeId;
 use crate::placement::Placement;
-use crate::quorum::AcceptorSet;
+use crate::quorum::{AcceptorSet, Quorum};
 
 /// Deliberate protocol bugs, each switched off by default. They exist so that every harness
 /// (unit tests, model checker, simulation, chaos runner) can prove it catches a broken protocol.
@@ -137,6 +137,14 @@ impl ProposerConfig {
         match &self.placement {
             Some(placement) => placement.acceptors_of(key),
             None => AcceptorSet::first(self.acceptors.len()),
+        }
+    }
+
+    /// The acceptors of register `key` and which of them make a quorum.
+    pub fn quorum_of(&self, key: &[u8]) -> Quorum {
+        match &self.placement {
+            Some(placement) => placement.quorum_of(key),
+            None => Quorum::majority_of(AcceptorSet::first(self.acceptors.len())),
         }
     }
 }

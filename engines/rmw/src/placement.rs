@@ -1,10 +1,14 @@
 //! Which acceptors hold each register: every acceptor (the default), or the replicas a ring's
 //! configuration gives the key's slot (docs/ring.md §1).
 //!
-//! A placement is pure data, fixed for the proposer's life: this module computes, once, the
-//! acceptors of each of Redis Cluster's 16,384 slots as a set of indices into
-//! [`ProposerConfig::acceptors`](crate::config::ProposerConfig::acceptors), and a register's
-//! acceptors are those of its key's slot. Quorums, targets and every count of the proposer
+//! A placement is pure data for one stage of the ring (`Stable(e)`, or `Joint(e)` while it
+//! moves from epoch `e - 1` to `e`): this module computes, once per stage, the acceptors of each
+//! of Redis Cluster's 16,384 slots as indices into
+//! [`ProposerConfig::acceptors`](crate::config::ProposerConfig::acceptors) — one set, or for a
+//! slot that moves in the joint stage its old and its new set, a quorum then being a majority of
+//! each — and a register's acceptors are those of its key's slot. The caller installs the
+//! placement of a new stage with
+//! [`Replica::install_placement`](crate::replica::Replica::install_placement). Quorums, targets and every count of the proposer
 //! are then taken over the register's acceptors only; an acceptor drops messages about a key
 //! it is not a replica of (see [`Replica::handle_message`](crate::replica::Replica::handle_message)).
 //!
@@ -18,21 +22,26 @@
 //!   hold forwards the command to one of the key's replicas. The engine does not refuse such a
 //!   command (any proposer may safely run against the key's acceptors), but the proposer state
 //!   that makes RMWPaxos cheap pays off only at the replicas.
-//! * Not change the configuration while the engine runs: changing a register's acceptors needs
-//!   the joint stage, its fence and the sync of docs/ring.md §4, none of which is built here.
+//! * Change the configuration only through the stages of docs/ring.md §4: install the
+//!   [joint](Placement::joint) placement on every node, sync the moving slots, then install the
+//!   new [stable](Placement::new) one. The engine counts joint quorums, but messages do not
+//!   carry the stage yet (no fence): every node must install `Joint(e+1)` before any proposes
+//!   in `Stable(e+1)`, and `Stable(e)` operations in flight must have ended by then.
 //!   Removal of dead registers and rejoining after a lost disk count every acceptor, so a
 //!   replica with a placement refuses them (they are left for the ring's own work).
 use std::sync::Arc;
 
-use logless_placement::{key_slot, Configuration, Slot, SLOTS};
+use logless_placement::{key_slot, Configuration, ReplicaSet, Slot, SlotAcceptors, Stage, SLOTS};
 
 use crate::ids::NodeId;
-use crate::quorum::AcceptorSet;
+use crate::quorum::{AcceptorSet, Quorum};
 
-/// The acceptors of every slot, as indices into the proposer's list of acceptors.
+/// The acceptors of every slot, as indices into the proposer's list of acceptors, at one stage
+/// of the ring.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Placement {
-    by_slot: Arc<[AcceptorSet]>,
+    by_slot: Arc<[Quorum]>,
+    stage: Stage,
 }
 
 /// A configuration that names a node the list of acceptors lacks.
@@ -46,33 +55,73 @@ pub struct UnknownReplica {
 }
 
 impl Placement {
-    /// The placement `config` gives, over `acceptors` (every node of the ring, in the order
-    /// every node uses; at most 64): fails if the configuration names a node that is not one
-    /// of them.
+    /// The placement `config` gives, stable in its epoch, over `acceptors` (every node of the
+    /// ring, in the order every node uses; at most 64): fails if the configuration names a
+    /// node that is not one of them.
     pub fn new(config: &Configuration, acceptors: &[NodeId]) -> Result<Placement, UnknownReplica> {
-        let by_slot = Slot::all()
-            .map(|slot| {
-                let mut set = AcceptorSet::default();
-                for node in config.replicas(slot).nodes() {
-                    let index =
-                        acceptors
-                            .iter()
-                            .position(|a| a.0 == node.0)
-                            .ok_or(UnknownReplica {
-                                node: node.0,
-                                slot: slot.get(),
-                            })?;
-                    set.insert(index);
-                }
-                Ok(set)
-            })
-            .collect::<Result<Arc<[AcceptorSet]>, UnknownReplica>>()?;
-        debug_assert_eq!(by_slot.len(), usize::from(SLOTS));
-        Ok(Placement { by_slot })
+        Placement::build(Stage::Stable(config.epoch()), acceptors, |slot| {
+            SlotAcceptors::stable(config, slot)
+        })
     }
 
-    /// The acceptors of the register `key`.
+    /// The placement of the joint stage from `old` to `new` (`Joint(new.epoch())`): a slot
+    /// whose replicas change needs a majority of its old and of its new replicas, the others a
+    /// majority of their replicas (docs/ring.md §4). `acceptors` must hold every node of both.
+    pub fn joint(
+        old: &Configuration,
+        new: &Configuration,
+        acceptors: &[NodeId],
+    ) -> Result<Placement, UnknownReplica> {
+        Placement::build(Stage::Joint(new.epoch()), acceptors, |slot| {
+            SlotAcceptors::moving(old, new, slot)
+        })
+    }
+
+    fn build(
+        stage: Stage,
+        acceptors: &[NodeId],
+        of_slot: impl Fn(Slot) -> SlotAcceptors,
+    ) -> Result<Placement, UnknownReplica> {
+        let indices = |slot: Slot, replicas: &ReplicaSet| {
+            let mut set = AcceptorSet::default();
+            for node in replicas.nodes() {
+                let index = acceptors
+                    .iter()
+                    .position(|a| a.0 == node.0)
+                    .ok_or(UnknownReplica {
+                        node: node.0,
+                        slot: slot.get(),
+                    })?;
+                set.insert(index);
+            }
+            Ok(set)
+        };
+        let by_slot = Slot::all()
+            .map(|slot| {
+                Ok(match of_slot(slot) {
+                    SlotAcceptors::Single(set) => Quorum::majority_of(indices(slot, &set)?),
+                    SlotAcceptors::Joint { old, new } => {
+                        Quorum::joint(indices(slot, &old)?, indices(slot, &new)?)
+                    }
+                })
+            })
+            .collect::<Result<Arc<[Quorum]>, UnknownReplica>>()?;
+        debug_assert_eq!(by_slot.len(), usize::from(SLOTS));
+        Ok(Placement { by_slot, stage })
+    }
+
+    /// The stage of the ring this placement is for.
+    pub fn stage(&self) -> Stage {
+        self.stage
+    }
+
+    /// The acceptors of the register `key` (both sets of a moving slot in the joint stage).
     pub fn acceptors_of(&self, key: &[u8]) -> AcceptorSet {
+        self.quorum_of(key).everyone()
+    }
+
+    /// The acceptors of the register `key` and which of them make a quorum.
+    pub fn quorum_of(&self, key: &[u8]) -> Quorum {
         self.by_slot[usize::from(key_slot(key).get())]
     }
 }
@@ -80,10 +129,15 @@ impl Placement {
 impl std::fmt::Debug for Placement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // 16,384 sets say nothing at a glance; how many distinct ones there are does.
-        let mut distinct: Vec<AcceptorSet> = self.by_slot.to_vec();
+        let mut distinct: Vec<AcceptorSet> = self.by_slot.iter().map(Quorum::everyone).collect();
         distinct.sort_unstable_by_key(|s| s.bits());
         distinct.dedup();
-        write!(f, "Placement({} replica sets)", distinct.len())
+        write!(
+            f,
+            "Placement({:?}, {} acceptor sets)",
+            self.stage,
+            distinct.len()
+        )
     }
 }
 
@@ -114,7 +168,7 @@ mod tests {
                 nodes.sort_unstable();
                 nodes
             };
-            let set = placement.by_slot[usize::from(slot.get())];
+            let set = placement.by_slot[usize::from(slot.get())].everyone();
             let mut got: Vec<u16> = (0..shuffled.len())
                 .filter(|&i| set.contains(i))
                 .map(|i| shuffled[i].0)
@@ -133,6 +187,44 @@ mod tests {
             placement.acceptors_of(b"{user1}.mail")
         );
         assert_eq!(placement.acceptors_of(b"k").len(), 3);
+    }
+
+    #[test]
+    fn a_joint_placement_has_two_sets_for_moving_slots_only() {
+        let (old, _) = ring(5);
+        let acceptors: Vec<NodeId> = (1..=6).map(NodeId).collect();
+        let new = old
+            .with_node_replaced(logless_placement::NodeId(1), logless_placement::NodeId(6))
+            .unwrap();
+        let joint = Placement::joint(&old, &new, &acceptors).unwrap();
+        assert_eq!(joint.stage(), Stage::Joint(new.epoch()));
+        assert_eq!(
+            Placement::new(&new, &acceptors).unwrap().stage(),
+            Stage::Stable(new.epoch())
+        );
+        let (node_1, node_6) = (0, 5);
+        let (mut moving, mut still) = (0, 0);
+        for slot in Slot::all() {
+            let quorum = joint.by_slot[usize::from(slot.get())];
+            if old.replicas(slot).contains(logless_placement::NodeId(1)) {
+                moving += 1;
+                assert!(quorum.is_joint());
+                assert!(quorum.everyone().contains(node_1) && quorum.everyone().contains(node_6));
+                assert_eq!(quorum.everyone().len(), 4);
+            } else {
+                still += 1;
+                assert!(!quorum.is_joint());
+                assert_eq!(quorum.everyone().len(), 3);
+            }
+        }
+        assert!(moving > 0 && still > 0);
+        // A configuration naming a node the acceptors lack is refused, in either set.
+        assert_eq!(
+            Placement::joint(&old, &new, &acceptors[..5])
+                .unwrap_err()
+                .node,
+            6
+        );
     }
 
     #[test]

@@ -56,7 +56,8 @@ use crate::config::ProposerConfig;
 use crate::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use crate::incidental::Incidental;
 use crate::message::{Envelope, Message, PrepareKind};
-use crate::quorum::{AcceptorSet, AckInfo, AckTable, Verdict};
+use crate::placement::Placement;
+use crate::quorum::{AcceptorSet, AckInfo, AckTable, Quorum, Verdict};
 use crate::table::{prefetch_line, KeyTable};
 
 /// Why a command did not get a result.
@@ -340,9 +341,9 @@ struct Shared {
     id: ProposerId,
     config: ProposerConfig,
     /// The acceptors of the register being stepped (every acceptor without a placement; see
-    /// [`Shared::enter`]), and the size of a majority of them.
+    /// [`Shared::enter`]), and which of them make a quorum.
     members: AcceptorSet,
-    quorum: usize,
+    quorum: Quorum,
     next_seq: u64,
     rng: SmallRng,
     out: ProposerOutput,
@@ -390,8 +391,8 @@ impl Shared {
     #[inline]
     fn enter(&mut self, key: &Key) {
         if self.config.placement.is_some() {
-            self.members = self.config.acceptors_of(key.as_bytes());
-            self.quorum = self.members.len() / 2 + 1;
+            self.quorum = self.config.quorum_of(key.as_bytes());
+            self.members = self.quorum.everyone();
         }
     }
 
@@ -451,22 +452,10 @@ impl Shared {
         let start = self
             .own_index
             .unwrap_or_else(|| (self.next_seq % acceptors as u64) as usize);
-        let mut targets = AcceptorSet::default();
-        let mut count = 0;
-        for index in (start..acceptors).chain(0..start) {
-            if count == self.quorum {
-                break;
-            }
-            if everyone.contains(index) && !self.suspected.contains(index) {
-                targets.insert(index);
-                count += 1;
-            }
-        }
-        if count < self.quorum {
-            everyone
-        } else {
-            targets
-        }
+        let unsuspected = (start..acceptors)
+            .chain(0..start)
+            .filter(|&index| everyone.contains(index) && !self.suspected.contains(index));
+        self.quorum.first_quorum(unsuspected).unwrap_or(everyone)
     }
 }
 
@@ -543,7 +532,7 @@ impl Proposer {
                 suspected: AcceptorSet::default(),
                 armed: ArmedTimers::default(),
                 members: AcceptorSet::first(config.acceptors.len()),
-                quorum: config.quorum(),
+                quorum: Quorum::majority_of(AcceptorSet::first(config.acceptors.len())),
                 drop_at: config.registers_max,
                 config,
                 next_seq: 0,
@@ -606,6 +595,20 @@ impl Proposer {
         config.thrifty_writes = writes;
         if !reads && !writes {
             self.shared.suspected = AcceptorSet::default();
+        }
+    }
+
+    /// Installs the placement of a new stage of the ring (docs/ring.md §4): from the next step
+    /// of each register, its acceptors and quorums are those of `placement`. Every register's
+    /// pre-acknowledged fast-write round is dropped, since it was earned from a quorum of the
+    /// previous stage (a round a majority of the old replicas promised is no phase 1 for a joint
+    /// quorum). Phases under way keep the acceptors they asked and count their replies by the
+    /// new quorums; one that cannot complete so times out and retries against the new ones.
+    /// `placement` must be over the same [acceptors](ProposerConfig::acceptors).
+    pub fn install_placement(&mut self, placement: Placement) {
+        self.shared.config.placement = Some(placement);
+        for (_, reg) in self.registers.iter_mut() {
+            reg.fast = None;
         }
     }
 
@@ -1413,7 +1416,7 @@ impl Step<'_> {
     }
 
     fn on_nack(&mut self, now_ms: u64, index: usize, rejected: Round, r_ack: Round) {
-        let acceptors = self.shared.acceptors();
+        let everyone = self.shared.everyone();
         let quorum = self.shared.quorum;
         let Some(op) = self.reg.op.as_mut() else {
             return;
@@ -1422,14 +1425,14 @@ impl Step<'_> {
             Phase::Prepare(one) if one.attempt == rejected.id => {
                 one.r_ack_seen = one.r_ack_seen.max(r_ack);
                 one.nacked.insert(index);
-                one.nacked.len() > acceptors - quorum
+                quorum.is_out_of_reach(one.nacked, everyone)
             }
             Phase::Vote(two) if two.round == rejected && !two.voted.contains(index) => {
                 // Failed once the acceptors asked can no longer make a quorum: a thrifty fast
                 // write does not widen past a rejection, which means another proposer is at
                 // work on the register.
                 two.nacked.insert(index);
-                two.nacked.len() > two.asked.len().saturating_sub(quorum)
+                quorum.is_out_of_reach(two.nacked, two.asked)
             }
             _ => return,
         };
@@ -1447,7 +1450,7 @@ impl Step<'_> {
     /// phase 2, or after an earlier attempt proposed, it waits as for a silent acceptor: a
     /// minority's votes may still be chosen by a later round.
     fn on_full(&mut self, now_ms: u64, index: usize, round: Round) {
-        let acceptors = self.shared.acceptors();
+        let everyone = self.shared.everyone();
         let quorum = self.shared.quorum;
         let Some(op) = self.reg.op.as_mut() else {
             return;
@@ -1460,7 +1463,7 @@ impl Step<'_> {
         }
         self.shared.suspected.remove(index);
         one.full.insert(index);
-        if one.full.len() <= acceptors - quorum || !op.proposals.is_empty() {
+        if !quorum.is_out_of_reach(one.full, everyone) || !op.proposals.is_empty() {
             return;
         }
         self.shared.stats.refused_for_space += 1;
@@ -1487,7 +1490,7 @@ impl Step<'_> {
             return;
         }
         self.shared.suspected.remove(index);
-        if !two.voted.insert(index) || two.voted.len() < quorum {
+        if !two.voted.insert(index) || !quorum.is_met_by(two.voted) {
             return;
         }
         // A quorum voted: the value of `round` is chosen. `known` holds it already: proposing
@@ -1562,7 +1565,7 @@ impl Step<'_> {
         };
         let verdict = collect
             .acks
-            .verdict(quorum, AcceptorSet::default(), accept_inconsistent);
+            .verdict(&quorum, AcceptorSet::default(), accept_inconsistent);
         if let Verdict::Consistent { r_voted, value, .. } = verdict {
             self.answer_reads(now_ms, r_voted, value);
             return;
@@ -1576,14 +1579,15 @@ impl Step<'_> {
             return;
         }
         let replied = collect.current_replies.len();
-        if replied < quorum && waited {
+        let a_quorum_replied = quorum.is_met_by(collect.current_replies);
+        if !a_quorum_replied && waited {
             // Too few replies before the phase timeout: ask again (not a retry of X: nothing
             // inconsistent was seen, messages were lost or acceptors are down).
             self.retry_read(now_ms, None);
             return;
         }
-        if replied < quorum || (replied < acceptors && !waited) {
-            if replied >= quorum && !waited {
+        if !a_quorum_replied || (replied < acceptors && !waited) {
+            if a_quorum_replied && !waited {
                 self.wait_for_stragglers(now_ms);
             }
             return;
@@ -1609,7 +1613,7 @@ impl Step<'_> {
         };
         let verdict = one
             .acks
-            .verdict(quorum, op.excluded, bugs.accept_inconsistent_quorum);
+            .verdict(&quorum, op.excluded, bugs.accept_inconsistent_quorum);
         match verdict {
             Verdict::Consistent {
                 r_voted,
@@ -1677,12 +1681,12 @@ impl Step<'_> {
         let Phase::Prepare(one) = &self.op().phase else {
             return;
         };
-        let heard = one.acks.len() + one.nacked.len();
+        let heard = one.acks.replied().union(one.nacked);
         let (incremental, r_ack_seen) = (one.incremental, one.r_ack_seen);
-        if heard < quorum {
+        if !quorum.is_met_by(heard) {
             return;
         }
-        if heard < acceptors && !waited {
+        if heard.len() < acceptors && !waited {
             self.wait_for_stragglers(now_ms);
             return;
         }
@@ -1709,7 +1713,7 @@ impl Step<'_> {
         match &self.op().phase {
             Phase::Read(_) => self.evaluate_read(now_ms, true),
             Phase::Prepare(one) => {
-                if one.acks.len() + one.nacked.len() >= self.shared.quorum {
+                if (self.shared.quorum).is_met_by(one.acks.replied().union(one.nacked)) {
                     self.evaluate_phase_one(now_ms, true);
                 } else {
                     self.back_off(now_ms);

@@ -1,5 +1,9 @@
 //! Counting replies per acceptor and finding consistent quorums (§5.2).
 //!
+//! A quorum is a majority of the register's acceptors, or while a ring moves the register
+//! (docs/ring.md §4), a majority of its old acceptors **and** a majority of its new ones: see
+//! [`Quorum`].
+//!
 //! A quorum is consistent when its replies agree; since one round carries one value, agreement
 //! is decided on rounds alone. Replies are kept per acceptor (a duplicate replaces, never adds),
 //! so duplicated messages cannot forge a quorum.
@@ -67,6 +71,84 @@ impl AcceptorSet {
     pub fn last(&self) -> Option<usize> {
         (self.0 != 0).then(|| 63 - self.0.leading_zeros() as usize)
     }
+}
+
+/// The acceptors of one register and which sets of them make a quorum: a majority of one set,
+/// or a majority of each of two (the joint stage of a ring's change, docs/ring.md §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Quorum {
+    /// The acceptor set, or the old one of a joint pair.
+    first: AcceptorSet,
+    /// The new acceptor set of a joint pair; `None` for one set.
+    second: Option<AcceptorSet>,
+}
+
+impl Quorum {
+    /// A majority of `set`.
+    pub fn majority_of(set: AcceptorSet) -> Quorum {
+        Quorum {
+            first: set,
+            second: None,
+        }
+    }
+
+    /// A majority of `old` and a majority of `new`.
+    pub fn joint(old: AcceptorSet, new: AcceptorSet) -> Quorum {
+        Quorum {
+            first: old,
+            second: Some(new),
+        }
+    }
+
+    /// Whether a majority of each set is needed (the joint stage).
+    pub fn is_joint(&self) -> bool {
+        self.second.is_some()
+    }
+
+    /// The sets of which a majority is needed.
+    fn sets(&self) -> impl Iterator<Item = AcceptorSet> + '_ {
+        std::iter::once(self.first).chain(self.second)
+    }
+
+    /// Every acceptor of the register (both sets when joint).
+    pub fn everyone(&self) -> AcceptorSet {
+        self.sets().fold(AcceptorSet::default(), AcceptorSet::union)
+    }
+
+    /// Whether the acceptors `replied` make a quorum: a majority of each set.
+    pub fn is_met_by(&self, replied: AcceptorSet) -> bool {
+        self.sets()
+            .all(|set| intersection(set, replied).len() > set.len() / 2)
+    }
+
+    /// Whether the acceptors `asked`, once those in `refused` are taken out, can no longer
+    /// make a quorum (the test of NACKs and FULLs).
+    pub fn is_out_of_reach(&self, refused: AcceptorSet, asked: AcceptorSet) -> bool {
+        !self.is_met_by(asked.without(refused))
+    }
+
+    /// A quorum of the acceptors `order` yields, taken in that order, each only while a set it
+    /// belongs to still lacks its majority; `None` if they make no quorum.
+    pub fn first_quorum(&self, order: impl Iterator<Item = usize>) -> Option<AcceptorSet> {
+        let mut targets = AcceptorSet::default();
+        for index in order {
+            if self.is_met_by(targets) {
+                break;
+            }
+            let helps = self.sets().any(|set| {
+                set.contains(index) && intersection(set, targets).len() <= set.len() / 2
+            });
+            if helps {
+                targets.insert(index);
+            }
+        }
+        self.is_met_by(targets).then_some(targets)
+    }
+}
+
+/// The acceptors in both sets.
+fn intersection(a: AcceptorSet, b: AcceptorSet) -> AcceptorSet {
+    a.without(a.without(b))
 }
 
 /// One acceptor's phase 1 reply, with the value resolved (elided values filled in).
@@ -186,13 +268,38 @@ impl AckTable {
             .collect()
     }
 
+    /// The acceptors that replied.
+    pub fn replied(&self) -> AcceptorSet {
+        let mut set = AcceptorSet::default();
+        for (i, _) in self.indexed(AcceptorSet::default()) {
+            set.insert(i);
+        }
+        set
+    }
+
     /// The replies of the acceptors not in `excluded`.
     fn counted(&self, excluded: AcceptorSet) -> impl Iterator<Item = &AckInfo> + Clone {
+        self.indexed(excluded).map(|(_, r)| r)
+    }
+
+    /// The replies of the acceptors not in `excluded`, with their acceptors.
+    fn indexed(&self, excluded: AcceptorSet) -> impl Iterator<Item = (usize, &AckInfo)> + Clone {
         self.replies
             .iter()
             .enumerate()
             .filter(move |(i, _)| !excluded.contains(*i))
-            .filter_map(|(_, r)| r.as_ref())
+            .filter_map(|(i, r)| r.as_ref().map(|r| (i, r)))
+    }
+
+    /// The acceptors (not in `excluded`) whose replies pass `test`.
+    fn those(&self, excluded: AcceptorSet, test: impl Fn(&AckInfo) -> bool) -> AcceptorSet {
+        let mut set = AcceptorSet::default();
+        for (i, reply) in self.indexed(excluded) {
+            if test(reply) {
+                set.insert(i);
+            }
+        }
+        set
     }
 
     fn iter(&self) -> impl Iterator<Item = &AckInfo> {
@@ -204,23 +311,25 @@ impl AckTable {
     /// consistent, on the lowest vote among them.
     pub fn verdict(
         &self,
-        quorum: usize,
+        quorum: &Quorum,
         excluded: AcceptorSet,
         accept_inconsistent: bool,
     ) -> Verdict {
-        let mut replies = self.counted(excluded);
-        let Some(first) = replies.next() else {
+        let mut replies = self.indexed(excluded);
+        let Some((first_index, first)) = replies.next() else {
             return Verdict::Inconsistent;
         };
-        let (mut count, mut agree, mut same_round, mut any_inc) = (1, true, first.inc, first.inc);
-        for reply in replies {
-            count += 1;
+        let mut counted = AcceptorSet::default();
+        counted.insert(first_index);
+        let (mut agree, mut same_round, mut any_inc) = (true, first.inc, first.inc);
+        for (index, reply) in replies {
+            counted.insert(index);
             agree &= reply.r_voted == first.r_voted;
             same_round &= reply.inc && reply.r_ack == first.r_ack;
             any_inc |= reply.inc;
         }
         // Every verdict but `Inconsistent` needs a quorum of replies.
-        if count < quorum {
+        if !quorum.is_met_by(counted) {
             return Verdict::Inconsistent;
         }
         // The common case, decided in one pass: every reply shows the same vote, and either
@@ -239,18 +348,18 @@ impl AckTable {
     }
 
     /// [`AckTable::verdict`] the long way, by Algorithm 3's tests in order.
-    fn search(&self, quorum: usize, excluded: AcceptorSet, accept_inconsistent: bool) -> Verdict {
+    fn search(&self, quorum: &Quorum, excluded: AcceptorSet, accept_inconsistent: bool) -> Verdict {
         let counted = || self.counted(excluded);
         let mut best: Option<Verdict> = None;
         for candidate in counted() {
-            let same_vote = counted().filter(|a| a.r_voted == candidate.r_voted);
-            if same_vote.clone().count() < quorum {
+            if !quorum.is_met_by(self.those(excluded, |a| a.r_voted == candidate.r_voted)) {
                 continue;
             }
-            let prepared = candidate
-                .inc
-                .then_some(candidate.r_ack)
-                .filter(|r| same_vote.clone().filter(|a| a.inc && a.r_ack == *r).count() >= quorum);
+            let prepared = candidate.inc.then_some(candidate.r_ack).filter(|r| {
+                quorum.is_met_by(self.those(excluded, |a| {
+                    a.r_voted == candidate.r_voted && a.inc && a.r_ack == *r
+                }))
+            });
             let verdict = Verdict::Consistent {
                 r_voted: candidate.r_voted,
                 value: candidate.value.clone(),
@@ -267,12 +376,10 @@ impl AckTable {
             return verdict;
         }
         for candidate in counted().filter(|a| a.inc) {
-            let same_round: Vec<&AckInfo> = counted()
-                .filter(|a| a.inc && a.r_ack == candidate.r_ack)
-                .collect();
-            if same_round.len() >= quorum {
-                let highest = same_round
-                    .iter()
+            let in_round = |a: &AckInfo| a.inc && a.r_ack == candidate.r_ack;
+            if quorum.is_met_by(self.those(excluded, in_round)) {
+                let highest = counted()
+                    .filter(|a| in_round(a))
                     .max_by_key(|a| a.r_voted)
                     .expect("a quorum is not empty");
                 return Verdict::WriteThrough {
@@ -283,7 +390,7 @@ impl AckTable {
                 };
             }
         }
-        if accept_inconsistent && counted().count() >= quorum {
+        if accept_inconsistent && quorum.is_met_by(self.those(excluded, |_| true)) {
             let lowest = counted().min_by_key(|a| a.r_voted).expect("non-empty");
             return Verdict::Consistent {
                 r_voted: lowest.r_voted,
@@ -301,6 +408,11 @@ impl AckTable {
 mod tests {
     use super::*;
     use crate::ids::{AttemptId, NodeId, ProposerId};
+
+    /// A majority of the first `n` acceptors.
+    fn of(n: usize) -> Quorum {
+        Quorum::majority_of(AcceptorSet::first(n))
+    }
 
     fn round(n: u64, seq: u64) -> Round {
         Round {
@@ -359,7 +471,7 @@ mod tests {
         t.record(0, ack(true, round(2, 9), round(1, 1), 1));
         t.record(0, ack(true, round(2, 9), round(1, 1), 1));
         assert_eq!(
-            t.verdict(2, AcceptorSet::default(), false),
+            t.verdict(&of(3), AcceptorSet::default(), false),
             Verdict::Inconsistent
         );
     }
@@ -369,7 +481,7 @@ mod tests {
         let mut t = AckTable::new(3);
         t.record(0, ack(true, round(2, 9), round(1, 1), 1));
         t.record(2, ack(true, round(2, 9), round(1, 1), 1));
-        match t.verdict(2, AcceptorSet::default(), false) {
+        match t.verdict(&of(3), AcceptorSet::default(), false) {
             Verdict::Consistent {
                 prepared, r_voted, ..
             } => {
@@ -385,7 +497,7 @@ mod tests {
         let mut t = AckTable::new(3);
         t.record(0, ack(true, round(3, 9), round(1, 1), 1));
         t.record(1, ack(true, round(3, 9), round(2, 2), 2));
-        match t.verdict(2, AcceptorSet::default(), false) {
+        match t.verdict(&of(3), AcceptorSet::default(), false) {
             Verdict::WriteThrough {
                 round: r, value, ..
             } => {
@@ -403,7 +515,7 @@ mod tests {
         t.record(1, ack(true, round(2, 9), round(1, 1), 1));
         let mut excluded = AcceptorSet::default();
         excluded.insert(1);
-        assert_eq!(t.verdict(2, excluded, false), Verdict::Inconsistent);
+        assert_eq!(t.verdict(&of(3), excluded, false), Verdict::Inconsistent);
     }
 
     proptest::proptest! {
@@ -427,12 +539,76 @@ mod tests {
                 }
             }
             let excluded = AcceptorSet(excluded);
-            let quorum = replies.len() / 2 + 1;
+            let quorum = of(replies.len());
             proptest::prop_assert_eq!(
-                t.verdict(quorum, excluded, bug),
-                t.search(quorum, excluded, bug)
+                t.verdict(&quorum, excluded, bug),
+                t.search(&quorum, excluded, bug)
+            );
+            // And so with joint quorums: the first acceptors as the old set, the last as the
+            // new one, overlapping in the middle.
+            let n = replies.len();
+            let joint = Quorum::joint(
+                AcceptorSet::first(n.div_ceil(2) + 1),
+                AcceptorSet::first(n).without(AcceptorSet::first(n / 2)),
+            );
+            proptest::prop_assert_eq!(
+                t.verdict(&joint, excluded, bug),
+                t.search(&joint, excluded, bug)
             );
         }
+    }
+
+    fn set(indices: &[usize]) -> AcceptorSet {
+        let mut set = AcceptorSet::default();
+        for &i in indices {
+            set.insert(i);
+        }
+        set
+    }
+
+    #[test]
+    fn a_joint_quorum_needs_a_majority_of_each_set() {
+        // Old {0, 1, 2}, new {1, 2, 3}: replacing acceptor 0 by 3.
+        let joint = Quorum::joint(set(&[0, 1, 2]), set(&[1, 2, 3]));
+        assert_eq!(joint.everyone(), set(&[0, 1, 2, 3]));
+        assert!(joint.is_met_by(set(&[1, 2])));
+        assert!(joint.is_met_by(set(&[0, 1, 3])));
+        // A majority of the old set alone, and of the new set alone, are not.
+        assert!(!joint.is_met_by(set(&[0, 1])));
+        assert!(!joint.is_met_by(set(&[2, 3])));
+        // Refusals: 0 and 3 refusing leave {1, 2}, still a quorum; 1 refusing too does not.
+        assert!(!joint.is_out_of_reach(set(&[0, 3]), joint.everyone()));
+        assert!(joint.is_out_of_reach(set(&[0, 3, 1]), joint.everyone()));
+        // Old {0, 1, 2} and new {3, 4, 5} (disjoint): two of each.
+        let apart = Quorum::joint(set(&[0, 1, 2]), set(&[3, 4, 5]));
+        assert_eq!(apart.first_quorum(0..6), Some(set(&[0, 1, 3, 4])));
+        assert_eq!(apart.first_quorum([2, 1, 0, 5].into_iter()), None);
+        assert_eq!(joint.first_quorum(0..4), Some(set(&[0, 1, 2])));
+        assert_eq!(of(3).first_quorum(1..3), Some(set(&[1, 2])));
+    }
+
+    #[test]
+    fn a_joint_verdict_needs_agreement_in_each_set() {
+        let joint = Quorum::joint(set(&[0, 1, 2]), set(&[1, 2, 3]));
+        let mut t = AckTable::new(4);
+        // 0 and 1 agree: a majority of the old set, not of the new one.
+        t.record(0, ack(true, round(2, 9), round(1, 1), 1));
+        t.record(1, ack(true, round(2, 9), round(1, 1), 1));
+        t.record(3, ack(true, round(2, 9), round(0, 1), 0));
+        assert!(matches!(
+            t.verdict(&of(3), AcceptorSet::default(), false),
+            Verdict::Consistent { .. }
+        ));
+        // Jointly, a quorum acknowledged round 2 but disagrees on votes: write through.
+        assert!(matches!(
+            t.verdict(&joint, AcceptorSet::default(), false),
+            Verdict::WriteThrough { .. }
+        ));
+        t.record(2, ack(true, round(2, 9), round(1, 1), 1));
+        assert!(matches!(
+            t.verdict(&joint, AcceptorSet::default(), false),
+            Verdict::Consistent { .. }
+        ));
     }
 
     #[test]
@@ -441,11 +617,11 @@ mod tests {
         t.record(0, ack(false, round(2, 9), round(1, 1), 1));
         t.record(1, ack(false, round(3, 9), round(2, 2), 2));
         assert_eq!(
-            t.verdict(2, AcceptorSet::default(), false),
+            t.verdict(&of(3), AcceptorSet::default(), false),
             Verdict::Inconsistent
         );
         assert!(matches!(
-            t.verdict(2, AcceptorSet::default(), true),
+            t.verdict(&of(3), AcceptorSet::default(), true),
             Verdict::Consistent { .. }
         ));
     }

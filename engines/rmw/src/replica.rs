@@ -23,6 +23,7 @@ use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::PrepareKind;
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
+use crate::placement::Placement;
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
 use crate::rejoin::{self, Counting, Rejoin};
 use crate::removal::{self, Judge, ProbeReply, Removals};
@@ -265,6 +266,13 @@ impl Replica {
     /// [`Proposer::set_thrifty`]).
     pub fn set_thrifty(&mut self, reads: bool, writes: bool) {
         self.proposer.set_thrifty(reads, writes);
+    }
+
+    /// Installs the placement of a new stage of the ring, for the proposer and for which keys
+    /// the acceptor holds (see [`Proposer::install_placement`]). The caller learns of stages
+    /// from the ring's configuration register; the engine does no I/O.
+    pub fn install_placement(&mut self, placement: Placement) {
+        self.proposer.install_placement(placement);
     }
 
     /// The proposer's configuration.

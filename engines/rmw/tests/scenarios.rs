@@ -1866,3 +1866,218 @@ fn a_placement_naming_a_node_that_is_no_acceptor_is_refused() {
     let err = Placement::new(&ring_configuration(), &RING[..4]).unwrap_err();
     assert_eq!(err.node, 5);
 }
+
+// ----- a ring changing a register's acceptors: Stable(e) → Joint(e+1) → Stable(e+1) -----
+
+/// The five nodes of [`RING`] and a sixth that replaces one of them.
+const SIX: [NodeId; 6] = [
+    NodeId(1),
+    NodeId(2),
+    NodeId(3),
+    NodeId(4),
+    NodeId(5),
+    NodeId(6),
+];
+
+/// A register moving as node 6 replaces its first replica: the configurations before and
+/// after, and the register's leaving, shared and joining acceptors.
+struct Move {
+    old: Configuration,
+    new: Configuration,
+    key: Key,
+    leaving: NodeId,
+    shared: [NodeId; 2],
+    joining: NodeId,
+}
+
+impl Move {
+    fn new() -> Move {
+        let old = ring_configuration();
+        let key = Key::new("ring-0");
+        let replicas = replicas_of(&key);
+        let leaving = replicas[0];
+        let new = old
+            .with_node_replaced(placement::NodeId(leaving.0), placement::NodeId(6))
+            .unwrap();
+        let after: Vec<NodeId> = (new.replicas(key_slot(key.as_bytes())).nodes().iter())
+            .map(|n| NodeId(n.0))
+            .collect();
+        assert!(after.contains(&NodeId(6)) && !after.contains(&leaving));
+        Move {
+            old,
+            new,
+            key,
+            leaving,
+            shared: [replicas[1], replicas[2]],
+            joining: NodeId(6),
+        }
+    }
+
+    /// Six replicas in the stable stage of the old configuration.
+    fn net(&self) -> Net {
+        let placement = Placement::new(&self.old, &SIX).unwrap();
+        Net::with_nodes(
+            &SIX,
+            |config| config.placement = Some(placement.clone()),
+            BTreeMap::new(),
+        )
+    }
+
+    fn joint(&self) -> Placement {
+        Placement::joint(&self.old, &self.new, &SIX).unwrap()
+    }
+
+    fn stable_new(&self) -> Placement {
+        Placement::new(&self.new, &SIX).unwrap()
+    }
+}
+
+/// Every replica installs `placement` (the caller's part: the engine is told of stages).
+fn install(net: &mut Net, placement: &Placement) {
+    for replica in net.replicas.values_mut() {
+        replica.install_placement(placement.clone());
+    }
+}
+
+/// Runs `command` on `key` through `node` with messages delivered while `keep` says so,
+/// firing its timers until it answers; the answer.
+fn run_on(
+    net: &mut Net,
+    node: NodeId,
+    tag: u64,
+    key: &Key,
+    command: Command,
+    keep: impl Fn(NodeId, &Envelope) -> bool + Copy,
+) -> Result<Reply, ProposeError> {
+    net.command_on(node, tag, key.clone(), command);
+    net.run(keep);
+    for _ in 0..200 {
+        if net.reply(tag).is_some() {
+            break;
+        }
+        net.fire_timer(node);
+        net.run(keep);
+    }
+    net.reply(tag).expect("an answer").result.clone()
+}
+
+/// Messages to and from the nodes `down` are lost.
+fn without(down: &[NodeId]) -> impl Fn(NodeId, &Envelope) -> bool + Copy + '_ {
+    move |from, e| !down.contains(&from) && !down.contains(&e.to)
+}
+
+/// Writes 7 in the old stage with one shared replica down (so the leaving replica and the
+/// other shared one vote), then, if `joint`, passes through the joint stage with a read that
+/// writes the value through, and reads in the new stage with the other shared replica down:
+/// what that read returns.
+fn moved_then_read(joint: bool) -> Reply {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let mut net = m.net();
+    let write = run_on(&mut net, s1, 1, &m.key, Command::IncrBy(7), without(&[s2]));
+    assert_eq!(write, Ok(Reply::Int(7)));
+    if joint {
+        install(&mut net, &m.joint());
+        // The sync's write-through: a majority of the old set shows 7, no majority of the new
+        // set agrees, so the read writes 7 through under the joint quorum.
+        let read = run_on(&mut net, s1, 2, &m.key, Command::Get, every);
+        assert_eq!(read, Ok(Reply::Bulk("7".into())));
+        assert!(
+            [s2, m.joining]
+                .iter()
+                .any(|n| net.replicas[n].acceptor_state(&m.key).is_some()),
+            "a member of the new set outside the writers holds the value"
+        );
+    }
+    install(&mut net, &m.stable_new());
+    // The new set without s1: the other shared replica and the joining one.
+    run_on(&mut net, m.joining, 3, &m.key, Command::Get, without(&[s1])).unwrap()
+}
+
+#[test]
+fn ring_a_replaced_replica_gets_the_last_value_through_the_joint_stage() {
+    assert_eq!(moved_then_read(true), Reply::Bulk("7".into()));
+}
+
+#[test]
+fn ring_skipping_the_joint_stage_loses_an_acknowledged_write() {
+    // The old majority that chose 7 and the new majority that reads are disjoint.
+    assert_eq!(moved_then_read(false), Reply::Nil);
+}
+
+#[test]
+fn ring_writes_continue_through_the_joint_stage_and_the_new_set_serves_them() {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let mut net = m.net();
+    let incr = |net: &mut Net, node, tag, down: &[NodeId]| {
+        run_on(net, node, tag, &m.key, Command::IncrBy(1), without(down))
+    };
+    assert_eq!(incr(&mut net, m.leaving, 1, &[]), Ok(Reply::Int(1)));
+    install(&mut net, &m.joint());
+    // In the joint stage any proposer writes, the joining one included; the leaving replica
+    // still proposes (for a client whose request it holds) and counts in the old set.
+    assert_eq!(incr(&mut net, m.joining, 2, &[]), Ok(Reply::Int(2)));
+    assert_eq!(incr(&mut net, m.leaving, 3, &[]), Ok(Reply::Int(3)));
+    assert_eq!(incr(&mut net, s2, 4, &[]), Ok(Reply::Int(4)));
+    install(&mut net, &m.stable_new());
+    let since = net.log.len();
+    assert_eq!(incr(&mut net, s1, 5, &[]), Ok(Reply::Int(5)));
+    assert_eq!(
+        run_on(&mut net, m.joining, 6, &m.key, Command::Get, without(&[s2])),
+        Ok(Reply::Bulk("5".into()))
+    );
+    // In the new stage nothing of the register goes to or comes from the leaving replica.
+    assert!(net.log[since..]
+        .iter()
+        .all(|(from, e)| *from != m.leaving && e.to != m.leaving));
+}
+
+#[test]
+fn ring_a_new_stage_drops_the_fast_write_round() {
+    let m = Move::new();
+    let [s1, _] = m.shared;
+    let mut net = m.net();
+    let incr = |net: &mut Net, tag| run_on(net, s1, tag, &m.key, Command::IncrBy(1), every);
+    incr(&mut net, 1).unwrap();
+    let since = net.log.len();
+    incr(&mut net, 2).unwrap();
+    assert!(
+        !kinds_since(&net, since).contains(&"PREPARE(write)"),
+        "fast"
+    );
+    install(&mut net, &m.joint());
+    let since = net.log.len();
+    assert_eq!(incr(&mut net, 3), Ok(Reply::Int(3)));
+    // A round pre-acknowledged by the old set is no phase 1 for the joint quorum.
+    assert_eq!(kinds_since(&net, since)[0], "PREPARE(write)");
+    let since = net.log.len();
+    incr(&mut net, 4).unwrap();
+    assert!(
+        !kinds_since(&net, since).contains(&"PREPARE(write)"),
+        "fast again"
+    );
+}
+
+#[test]
+fn ring_a_crash_in_the_joint_stage_needs_a_majority_of_each_set() {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let cases: [(&[NodeId], bool); 6] = [
+        (&[m.leaving], true),
+        (&[m.joining], true),
+        // The shared replicas are a majority of both sets.
+        (&[m.leaving, m.joining], true),
+        (&[s2], true),
+        // A majority of the old set (leaving, s1) without one of the new set.
+        (&[s2, m.joining], false),
+        // A majority of the new set (s1, joining) without one of the old set.
+        (&[s2, m.leaving], false),
+    ];
+    for (tag, (down, decides)) in (1..).zip(cases) {
+        let mut net = m.net();
+        install(&mut net, &m.joint());
+        let write = run_on(&mut net, s1, tag, &m.key, Command::IncrBy(1), without(down));
+        assert_eq!(write.is_ok(), decides, "down: {down:?}: {write:?}");
+    }
+}

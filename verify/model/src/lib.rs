@@ -187,6 +187,24 @@ pub struct ModelConfig {
     /// Whether messages that can no longer change anything are removed at once (an exact
     /// reduction; off only to check that it is one).
     pub collect_dead: bool,
+    /// With [`ModelConfig::ring`], the stage of a change of the ring each replica runs in, one
+    /// per replica (empty: every one in the ring's stable stage). The change removes the
+    /// register's first acceptor, so its acceptors move from that one and two others to those
+    /// two and the replica that was not an acceptor (docs/ring.md §4). The engine has no stage
+    /// fence yet: a replica's stage decides both how its proposer counts and which registers its
+    /// acceptor holds, and replicas of different stages exchange messages freely.
+    pub stages: Vec<RingStage>,
+}
+
+/// A replica's stage in the change of [`ModelConfig::stages`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingStage {
+    /// `Stable(e)`: the old configuration.
+    Old,
+    /// `Joint(e+1)`: a majority of the old acceptors and one of the new.
+    Joint,
+    /// `Stable(e+1)`: the new configuration.
+    New,
 }
 
 impl ModelConfig {
@@ -205,6 +223,7 @@ impl ModelConfig {
             bugs: InjectedBugs::default(),
             crash_forgets_store: false,
             collect_dead: true,
+            stages: Vec::new(),
         }
     }
 
@@ -231,8 +250,16 @@ impl ModelConfig {
         proposer.backoff_base_ms = 0;
         proposer.backoff_max_ms = 0;
         proposer.request_timeout_ms = REQUEST_TIMEOUT_MS;
+        let staged = match self.ring {
+            Some(r) if !self.stages.is_empty() => {
+                assert_eq!(self.stages.len(), self.replicas, "one stage per replica");
+                staged_placements(&proposer.acceptors, r, &self.stages)
+            }
+            _ => Vec::new(),
+        };
         LoglessModel {
             config: self,
+            staged,
             proposer,
         }
     }
@@ -243,6 +270,9 @@ impl ModelConfig {
 pub struct LoglessModel {
     config: ModelConfig,
     proposer: ProposerConfig,
+    /// Each replica's placement when the replicas run in [stages](ModelConfig::stages) of a
+    /// change (empty otherwise: every replica runs `proposer`).
+    staged: Vec<Placement>,
 }
 
 /// A replica's store: its persisted acceptor state, which survives a crash.
@@ -495,18 +525,44 @@ pub enum Action {
 
 /// The placement of a balanced ring of `acceptors` with `r` replicas per key.
 fn ring_placement(acceptors: &[NodeId], r: u8) -> Placement {
+    Placement::new(&balanced_ring(acceptors, r), acceptors).expect("every node an acceptor")
+}
+
+/// A balanced ring of `acceptors` with `r` replicas per key.
+fn balanced_ring(acceptors: &[NodeId], r: u8) -> Configuration {
     let nodes: Vec<_> = (acceptors.iter())
         .map(|n| logless_placement::NodeId(n.0))
         .collect();
     let replication = Replication::new(r).expect("3, 5 or 7 replicas per key");
-    let ring = Configuration::balanced(&nodes, replication).expect("a ring");
-    Placement::new(&ring, acceptors).expect("every node an acceptor")
+    Configuration::balanced(&nodes, replication).expect("a ring")
 }
 
-/// The replicas that are acceptors of [`the_key`] in `config` (every one without a ring).
+/// The placement of each replica of a ring of `acceptors` with `r` replicas per key, by its
+/// stage of the change that removes [`the_key`]'s first acceptor ([`ModelConfig::stages`]).
+fn staged_placements(acceptors: &[NodeId], r: u8, stages: &[RingStage]) -> Vec<Placement> {
+    let old = balanced_ring(acceptors, r);
+    let slot = logless_placement::key_slot(the_key().as_bytes());
+    let new = old
+        .with_node_removed(old.replicas(slot).first())
+        .expect("more replicas than replicas per key");
+    (stages.iter())
+        .map(|stage| match stage {
+            RingStage::Old => Placement::new(&old, acceptors),
+            RingStage::Joint => Placement::joint(&old, &new, acceptors),
+            RingStage::New => Placement::new(&new, acceptors),
+        })
+        .collect::<Result<_, _>>()
+        .expect("every node an acceptor")
+}
+
+/// The replicas that are acceptors of [`the_key`] in `config` (every one without a ring; in the
+/// first replica's stage with [`ModelConfig::stages`]).
 pub fn acceptors_of_the_key(config: &ModelConfig) -> Vec<usize> {
     let model = config.clone().into_model();
-    let set = model.proposer.acceptors_of(the_key().as_bytes());
+    let set = match model.staged.first() {
+        Some(placement) => placement.acceptors_of(the_key().as_bytes()),
+        None => model.proposer.acceptors_of(the_key().as_bytes()),
+    };
     (0..config.replicas).filter(|&i| set.contains(i)).collect()
 }
 
@@ -574,7 +630,13 @@ impl LoglessModel {
             replica: Replica::new(
                 node_id(index),
                 incarnation,
-                self.proposer.clone(),
+                match self.staged.get(index) {
+                    Some(placement) => ProposerConfig {
+                        placement: Some(placement.clone()),
+                        ..self.proposer.clone()
+                    },
+                    None => self.proposer.clone(),
+                },
                 0,
                 recovered,
             )

@@ -31,7 +31,13 @@
 //! * a ring: four replicas, the register on three of them, an increment through the fourth
 //!   (a proposer that is no acceptor) and a read through an acceptor, under a break,
 //!   exhaustively.
-use logless_model::{CounterOp, Faults, LocalDelivery, ModelConfig, Network};
+//! * a ring changing (docs/ring.md §4): four replicas, the change removing the register's first
+//!   acceptor; an increment through the leaving acceptor and a read through the joining one,
+//!   exhaustively with proposers of adjacent stages side by side (`Stable(e)` with
+//!   `Joint(e+1)`, `Joint(e+1)` with `Stable(e+1)`), and a change that skips the joint stage is
+//!   found (the old and the new set both decide). The second mutation of issue 28 (accepting a
+//!   message of another stage) needs the stage fence, which the engine does not have yet.
+use logless_model::{CounterOp, Faults, LocalDelivery, ModelConfig, Network, RingStage};
 use logless_rmw::config::InjectedBugs;
 use stateright::{Checker, HasDiscoveries, Model};
 
@@ -303,6 +309,55 @@ fn ring_of_four() -> ModelConfig {
     config.clients = clients;
     config.faults.breaks_max = 1;
     config
+}
+
+/// A ring of four in the change that removes the register's first acceptor
+/// ([`ModelConfig::stages`]): an increment through the leaving acceptor, in `writer`'s stage,
+/// and a read through the joining one, in `reader`'s, with the two acceptors they share in
+/// `shared`'s.
+fn ring_change_of_four(writer: RingStage, reader: RingStage, shared: RingStage) -> ModelConfig {
+    let mut config = ModelConfig::new(Vec::new(), 0);
+    config.replicas = 4;
+    config.ring = Some(3);
+    let old = logless_model::acceptors_of_the_key(&config);
+    config.stages = vec![RingStage::New; 4];
+    let new = logless_model::acceptors_of_the_key(&config);
+    let leaving = *old.iter().find(|i| !new.contains(i)).unwrap();
+    let joining = *new.iter().find(|i| !old.contains(i)).unwrap();
+    config.stages = vec![shared; 4];
+    config.stages[leaving] = writer;
+    config.stages[joining] = reader;
+    let mut clients = vec![Vec::new(); 4];
+    clients[leaving] = vec![Incr];
+    clients[joining] = vec![Get];
+    config.clients = clients;
+    config
+}
+
+/// Proposers of adjacent stages at once, as replicas install a stage one by one
+/// (docs/ring.md §4, "Why it is safe"): `Stable(e)` with `Joint(e+1)`, and `Joint(e+1)` with
+/// `Stable(e+1)`.
+#[test]
+fn exhaustive_on_a_ring_changing_with_proposers_of_adjacent_stages() {
+    use RingStage::{Joint, New, Old};
+    let checker = explore(ring_change_of_four(Old, Joint, Joint));
+    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), 17_494);
+    let checker = explore(ring_change_of_four(Joint, New, New));
+    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), 11_253);
+}
+
+/// The first mutation of issue 28: a change that skips the joint stage lets the old and the
+/// new acceptor sets both decide, and the read through the new set misses the increment the
+/// old set chose.
+#[test]
+fn a_ring_change_without_the_joint_stage_is_caught() {
+    finds_violation(ring_change_of_four(
+        RingStage::Old,
+        RingStage::New,
+        RingStage::New,
+    ));
 }
 
 #[test]
