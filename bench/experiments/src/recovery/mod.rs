@@ -152,13 +152,17 @@ impl RecoveryArgs {
 pub fn run(args: &RecoveryArgs) -> Result<(), String> {
     let args = args.effective();
     let modes = args.modes()?;
-    if !(args.seconds > 0.0) || args.clients == 0 {
+    if args.seconds.is_nan() || args.seconds <= 0.0 || args.clients == 0 {
         return Err("--seconds must be positive and --clients at least 1".into());
     }
     let bin = crate::space::logless_binary(args.logless.as_deref())?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     let mut results = report::Results {
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        // The options only: the program's path names this machine's checkout.
+        command: std::iter::once("logless bench recovery".to_string())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" "),
         ..Default::default()
     };
     if args.runs("restart")? {
