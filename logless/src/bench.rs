@@ -1,8 +1,10 @@
 //! `logless bench compare` (the comparison with etcd and redis-server, bench/experiments, see its
 //! COMPARE.md), `logless bench space` (memory per key, restart time, churn) and `logless bench
-//! failover` (the log engine's leader killed under load) and `logless bench psmr` (P-SMR against
-//! sP-SMR, SMR and no replication). Each harness lives in its own binary, `logless-compare`,
-//! `logless-space`, `logless-failover` and `logless-psmr`, so that the `logless` binary
+//! failover` (the log engine's leader killed under load), `logless bench psmr` (P-SMR against
+//! sP-SMR, SMR and no replication) and `logless bench recovery` (the log engine's recovery
+//! modes: restart times, Table II, Fig. 3). Each harness lives in its own binary,
+//! `logless-compare`, `logless-space`, `logless-failover`, `logless-psmr` and
+//! `logless-recovery`, so that the `logless` binary
 //! does not carry the plotting libraries; this command runs it from beside this executable, or
 //! builds and runs it with cargo in a source checkout.
 use std::path::Path;
@@ -10,10 +12,10 @@ use std::process::{Command, ExitCode};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// The benchmark: `compare`, `space`, `failover` or `psmr`.
+    /// The benchmark: `compare`, `space`, `failover`, `psmr` or `recovery`.
     pub which: String,
     /// Its options (`--quick`, `--out DIR`, …; `compare --help`, `space --help`,
-    /// `failover --help` and `psmr --help` list them).
+    /// `failover --help`, `psmr --help` and `recovery --help` list them).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
 }
@@ -24,10 +26,11 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
         "space" => "logless-space",
         "failover" => "logless-failover",
         "psmr" => "logless-psmr",
+        "recovery" => "logless-recovery",
         other => {
             eprintln!(
-                "error: no benchmark {other:?}: the benchmarks are `compare`, `space`, `failover` and \
-                 `psmr`"
+                "error: no benchmark {other:?}: the benchmarks are `compare`, `space`, `failover`, \
+                 `psmr` and `recovery`"
             );
             return ExitCode::from(2);
         }

@@ -174,7 +174,7 @@ pub fn figures(outcomes: &[Outcome], kill_ms: f64, end_ms: f64) -> Figures {
 }
 
 /// Which of `endpoints` says `log_is_leader:1` in INFO replication.
-fn find_leader(endpoints: &[SocketAddr]) -> Result<usize, String> {
+pub(crate) fn find_leader(endpoints: &[SocketAddr]) -> Result<usize, String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         for (i, &addr) in endpoints.iter().enumerate() {
@@ -188,7 +188,7 @@ fn find_leader(endpoints: &[SocketAddr]) -> Result<usize, String> {
 }
 
 /// INFO replication of `addr`: the text of its bulk-string reply.
-fn info_replication(addr: SocketAddr) -> std::io::Result<String> {
+pub(crate) fn info_replication(addr: SocketAddr) -> std::io::Result<String> {
     use std::io::{BufRead as _, BufReader, Read as _};
     let mut stream = probe::connect(addr, Duration::from_secs(3))?;
     stream.write_all(&probe::resp_request(&["INFO", "replication"]))?;

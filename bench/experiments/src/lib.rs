@@ -14,10 +14,13 @@
 //!   3-replica log-engine cluster takes to commit again after its leader is killed under load.
 //! * `logless bench psmr` (module [`psmr`], the `logless-psmr` binary): P-SMR against sP-SMR,
 //!   SMR and no replication on the B⁺-tree service (seed 004, §VI, Figures 3–7).
+//! * `logless bench recovery` (module [`recovery`], the `logless-recovery` binary): the log
+//!   engine's recovery modes in seed 002's evaluation (restart times, Table II, Fig. 3).
 pub mod compare;
 pub mod failover;
 pub mod plot;
 pub mod psmr;
+pub mod recovery;
 pub mod space;
 pub mod storage;
 

@@ -208,7 +208,7 @@ pub fn run(args: &SpaceArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn logless_binary(given: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn logless_binary(given: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(path) = given {
         return Ok(path.to_path_buf());
     }
@@ -223,7 +223,7 @@ fn logless_binary(given: Option<&Path>) -> Result<PathBuf, String> {
         .ok_or_else(|| "no logless binary: build it or pass --logless".to_string())
 }
 
-fn spawn(bin: &Path, spec: &ServerSpec, limit_s: u64) -> Result<Proc, String> {
+pub(crate) fn spawn(bin: &Path, spec: &ServerSpec, limit_s: u64) -> Result<Proc, String> {
     let spec = spec.clone().flag("--log-level", "warn");
     Proc::spawn(
         &format!("replica {}", spec.node_id),
@@ -234,7 +234,11 @@ fn spawn(bin: &Path, spec: &ServerSpec, limit_s: u64) -> Result<Proc, String> {
     )
 }
 
-fn wait_until(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
+pub(crate) fn wait_until(
+    limit: Duration,
+    what: &str,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), String> {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if ready() {
@@ -245,7 +249,7 @@ fn wait_until(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> R
     Err(format!("timed out waiting for {what}"))
 }
 
-fn progress(total: u64, message: &'static str) -> ProgressBar {
+pub(crate) fn progress(total: u64, message: &'static str) -> ProgressBar {
     let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({eta})")
@@ -258,7 +262,7 @@ fn progress(total: u64, message: &'static str) -> ProgressBar {
 
 /// Writes `count` keys named by `name` with `value` (and `PX px_ms`), through `CONNECTIONS`
 /// connections with `PIPELINE` commands in flight on each; fails on any error reply.
-fn write_keys(
+pub(crate) fn write_keys(
     addr: SocketAddr,
     count: u64,
     name: impl Fn(u64) -> String + Sync,
@@ -385,7 +389,7 @@ fn status_bytes(status: &str, name: &str) -> Option<u64> {
 
 /// The bytes the files under `dir` take on disk (allocated blocks, so a sparse or
 /// preallocated file counts what it uses).
-fn disk_bytes(dir: &Path) -> u64 {
+pub(crate) fn disk_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };

@@ -1,0 +1,188 @@
+//! `logless bench recovery`: seed 002's evaluation of the log engine's recovery modes.
+//!
+//! Each job starts its own 3-replica `--engine multipaxos` cluster of `logless server`
+//! processes on loopback (one per mode and medium), fills it with a state of the asked size,
+//! and measures; the jobs, in the order they run:
+//!
+//! 1. **Restart curves** ([`restart`]): a follower killed with SIGKILL and started again; the
+//!    time from its start until it *votes* and until it *serves*, against the state's size,
+//!    with the length of its log (bytes of `<data_dir>/log`) beside. "Votes" is read from
+//!    INFO `replication`: the first INFO answered with `log_state:rebuilding` (mPaxos: voting
+//!    while the state machine is rebuilt) or `log_state:serving`; under `fullss` the node
+//!    answers nothing before its replay ends, under `epoch` it says `recovering` (not voting)
+//!    until its peers have given it the state. "Serves" is the first GET of a stored key
+//!    answered with its value.
+//! 2. **Table II** ([`throughput`]): 50% SETs of 8 kB values and 50% GETs (9-byte requests)
+//!    on states of 10 MB and 100 MB, every mode × medium in [`MODES`]: throughput and p99.
+//! 3. **Fig. 3** ([`throughput`]): SETs of 128 B to 10 kB, throughput in MB/s.
+//!
+//! Results in `--out` ([`report`]): `restart.csv`, `table2.csv`, `fig3.csv`, `results.json`,
+//! `restart.png`, `fig3.png` and `summary.md`. Seed 002's Figs. 4–5 (throughput of every
+//! replica over a crash) are not measured yet.
+pub mod cluster;
+pub mod report;
+pub mod restart;
+pub mod throughput;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// One recovery mode and the media it runs on. A mode is one entry of [`MODES`]: mPaxosSM
+/// (`pmem-sm`) is to be one more entry once the node has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Mode {
+    /// The `--recovery` value.
+    pub recovery: &'static str,
+    /// Seed 002's name for it.
+    pub paper: &'static str,
+    /// The `--durability` values it is measured on in Table II (the valid ones: `epoch` keeps
+    /// no log, so its medium does not matter and `memory` stands for all; `pmem` needs
+    /// persistent memory).
+    pub media: &'static [&'static str],
+    /// The medium of its restart curve and Fig. 3.
+    pub restart_medium: &'static str,
+}
+
+/// The modes measured, in order.
+pub const MODES: [Mode; 3] = [
+    Mode {
+        recovery: "fullss",
+        paper: "JPaxos+SS",
+        media: &["memory", "emulp", "mmap", "sync"],
+        restart_medium: "mmap",
+    },
+    Mode {
+        recovery: "epoch",
+        paper: "JPaxos+epochs",
+        media: &["memory"],
+        restart_medium: "memory",
+    },
+    Mode {
+        recovery: "pmem",
+        paper: "mPaxos",
+        media: &["emulp"],
+        restart_medium: "emulp",
+    },
+];
+
+/// The options of `logless bench recovery`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RecoveryArgs {
+    /// The `logless` binary (default: beside this program, else `target/release/logless`).
+    #[arg(long)]
+    pub logless: Option<PathBuf>,
+    /// The state sizes of the restart curves, in MB, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 200, 500, 1000])]
+    pub restart_mb: Vec<u64>,
+    /// The state sizes of Table II, in MB, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [10, 100])]
+    pub table_mb: Vec<u64>,
+    /// The request (value) sizes of Fig. 3, in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [128, 512, 1024, 2048, 4096, 6144, 10240])]
+    pub fig3_bytes: Vec<usize>,
+    /// The state of Fig. 3, in MB.
+    #[arg(long, default_value_t = 10)]
+    pub fig3_mb: u64,
+    /// Seconds of load per throughput point.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Closed-loop clients of the throughput points, spread over the replicas.
+    #[arg(long, default_value_t = 8)]
+    pub clients: u32,
+    /// Commands each client has in flight.
+    #[arg(long, default_value_t = 4)]
+    pub pipeline: u32,
+    /// Only these modes (`--recovery` names), comma-separated; all of [`MODES`] if none.
+    #[arg(long, value_delimiter = ',')]
+    pub modes: Vec<String>,
+    /// Which jobs: restart, table2, fig3 (comma-separated; all if none).
+    #[arg(long, value_delimiter = ',')]
+    pub jobs: Vec<String>,
+    /// A CI-sized smoke run: restart at 10 and 50 MB, Table II at 10 MB, Fig. 3 at 128 B and
+    /// 4 kB on 5 MB, 2 s per point.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where the results go.
+    #[arg(long, default_value = "recovery-results")]
+    pub out: PathBuf,
+}
+
+impl RecoveryArgs {
+    /// The settings `--quick` replaces.
+    pub fn effective(&self) -> RecoveryArgs {
+        let mut a = self.clone();
+        if a.quick {
+            a.restart_mb = vec![10, 50];
+            a.table_mb = vec![10];
+            a.fig3_bytes = vec![128, 4096];
+            a.fig3_mb = 5;
+            a.seconds = 2.0;
+        }
+        a
+    }
+
+    /// The modes asked for, in [`MODES`]' order; an error names an unknown one.
+    pub fn modes(&self) -> Result<Vec<Mode>, String> {
+        for m in &self.modes {
+            if !MODES.iter().any(|k| k.recovery == m) {
+                return Err(format!(
+                    "no recovery mode {m:?}: the modes are {}",
+                    MODES.map(|k| k.recovery).join(", ")
+                ));
+            }
+        }
+        Ok(MODES
+            .into_iter()
+            .filter(|k| self.modes.is_empty() || self.modes.iter().any(|m| m == k.recovery))
+            .collect())
+    }
+
+    /// Whether job `name` runs; an error names an unknown job.
+    pub fn runs(&self, name: &str) -> Result<bool, String> {
+        const JOBS: [&str; 3] = ["restart", "table2", "fig3"];
+        if let Some(bad) = self.jobs.iter().find(|j| !JOBS.contains(&j.as_str())) {
+            return Err(format!("no job {bad:?}: the jobs are {}", JOBS.join(", ")));
+        }
+        Ok(self.jobs.is_empty() || self.jobs.iter().any(|j| j == name))
+    }
+}
+
+/// Runs the jobs asked for and writes their results.
+pub fn run(args: &RecoveryArgs) -> Result<(), String> {
+    let args = args.effective();
+    let modes = args.modes()?;
+    if args.seconds.is_nan() || args.seconds <= 0.0 || args.clients == 0 {
+        return Err("--seconds must be positive and --clients at least 1".into());
+    }
+    let bin = crate::space::logless_binary(args.logless.as_deref())?;
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let mut results = report::Results {
+        // The options only: the program's path names this machine's checkout.
+        command: std::iter::once("logless bench recovery".to_string())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" "),
+        ..Default::default()
+    };
+    if args.runs("restart")? {
+        results.restart = restart::curves(&bin, &modes, &args.restart_mb)?;
+        report::write(&args.out, &results)?;
+    }
+    let load = throughput::Load {
+        seconds: args.seconds,
+        clients: args.clients,
+        pipeline: args.pipeline,
+    };
+    if args.runs("table2")? {
+        results.table2 = throughput::table2(&bin, &modes, &args.table_mb, &load)?;
+        report::write(&args.out, &results)?;
+    }
+    if args.runs("fig3")? {
+        results.fig3 = throughput::fig3(&bin, &modes, args.fig3_mb, &args.fig3_bytes, &load)?;
+    }
+    let summary = report::write(&args.out, &results)?;
+    println!("{summary}");
+    println!("results in {}", args.out.display());
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! The `logless bench recovery` harness end to end at a tiny size: a follower of each recovery
+//! mode's 3-replica cluster restarted (timed until it votes and serves), and Table II's mix
+//! and Fig. 3's SETs on mPaxos, with the results written. It needs the debug `logless` binary
+//! of the same target directory (`cargo build -p logless`).
+use std::path::PathBuf;
+
+use logless_bench::recovery::{run, RecoveryArgs, MODES};
+
+/// `logless` in the target directory this test was built into (`target/debug/deps/..`).
+fn logless() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("a target directory")
+        .join("logless");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first with `cargo build -p logless`",
+        bin.display()
+    );
+    bin
+}
+
+fn tiny(out: PathBuf, modes: &[&str], jobs: &[&str]) -> RecoveryArgs {
+    RecoveryArgs {
+        logless: Some(logless()),
+        restart_mb: vec![1],
+        table_mb: vec![1],
+        fig3_bytes: vec![128, 4096],
+        fig3_mb: 1,
+        seconds: 0.3,
+        clients: 3,
+        pipeline: 2,
+        modes: modes.iter().map(|m| m.to_string()).collect(),
+        jobs: jobs.iter().map(|j| j.to_string()).collect(),
+        quick: false,
+        out,
+    }
+}
+
+#[test]
+fn every_mode_restarts_and_the_results_are_written() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("restart");
+    run(&tiny(out.clone(), &[], &["restart"])).expect("the restart job runs");
+    let csv = std::fs::read_to_string(out.join("restart.csv")).expect("restart.csv");
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), MODES.len(), "{csv}");
+    for (row, mode) in rows.iter().zip(MODES) {
+        assert_eq!(row[0], mode.recovery, "{csv}");
+        let votes: f64 = row[4].parse().expect("votes_ms");
+        let serves: f64 = row[5].parse().expect("serves_ms");
+        assert!(votes > 0.0 && votes <= serves, "{csv}");
+    }
+    for file in ["restart.png", "results.json", "summary.md"] {
+        assert!(out.join(file).is_file(), "{file} is missing");
+    }
+
+    let out = dir.path().join("load");
+    run(&tiny(out.clone(), &["pmem"], &["table2", "fig3"])).expect("the load jobs run");
+    let table = std::fs::read_to_string(out.join("table2.csv")).expect("table2.csv");
+    let fig3 = std::fs::read_to_string(out.join("fig3.csv")).expect("fig3.csv");
+    assert_eq!(table.lines().count(), 2, "{table}");
+    assert_eq!(fig3.lines().count(), 3, "{fig3}");
+    for line in table
+        .lines()
+        .chain(fig3.lines())
+        .filter(|l| l.starts_with("pmem"))
+    {
+        let ops: f64 = line.split(',').nth(5).unwrap().parse().expect("ops_per_s");
+        assert!(ops > 0.0, "no command answered: {line}");
+    }
+    assert!(out.join("fig3.png").is_file());
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(
+        summary.contains("Table II") && summary.contains("Fig. 3"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn unknown_modes_and_jobs_are_refused_by_name() {
+    let out = PathBuf::from("unused");
+    let err = run(&tiny(out.clone(), &["pmem-xx"], &[])).unwrap_err();
+    assert!(err.contains("no recovery mode \"pmem-xx\""), "{err}");
+    let err = tiny(out, &[], &["fig9"]).runs("restart").unwrap_err();
+    assert!(err.contains("no job \"fig9\""), "{err}");
+}
