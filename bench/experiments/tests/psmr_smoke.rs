@@ -3,27 +3,13 @@
 //! deletes, skewed reads and a mix, and one no-rep process serving NetFS through Fig. 8's reads
 //! and writes, with the digests checked and the results written. It needs
 //! the debug `logless` binary of the same target directory (`cargo build -p logless`).
-use std::path::PathBuf;
 
+mod common;
+
+use common::logless;
 use indicatif::ProgressBar;
 use logless_bench::psmr::load::{Keys, Workload};
 use logless_bench::psmr::{measure_all, report, Mode, Settings, Stage, BASIC, NETFS};
-
-/// `logless` in the target directory this test was built into (`target/debug/deps/..`).
-fn logless() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let bin = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("a target directory")
-        .join("logless");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first with `cargo build -p logless`",
-        bin.display()
-    );
-    bin
-}
 
 #[test]
 fn a_tiny_plan_measures_every_workload_and_writes_the_results() {

@@ -2,25 +2,13 @@
 //! mode's 3-replica cluster restarted (timed until it votes and serves), and Table II's mix
 //! and Fig. 3's SETs on mPaxos, with the results written. It needs the debug `logless` binary
 //! of the same target directory (`cargo build -p logless`).
+
+mod common;
+
 use std::path::PathBuf;
 
+use common::logless;
 use logless_bench::recovery::{run, RecoveryArgs, MODES};
-
-/// `logless` in the target directory this test was built into (`target/debug/deps/..`).
-fn logless() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let bin = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("a target directory")
-        .join("logless");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first with `cargo build -p logless`",
-        bin.display()
-    );
-    bin
-}
 
 fn tiny(out: PathBuf, modes: &[&str], jobs: &[&str]) -> RecoveryArgs {
     RecoveryArgs {
