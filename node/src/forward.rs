@@ -345,12 +345,7 @@ fn same_nodes(a: &ReplicaSet, b: &ReplicaSet) -> bool {
 /// `args` as a RESP request.
 fn encode_request(args: &[Bytes]) -> BytesMut {
     let mut out = BytesMut::with_capacity(16 + args.iter().map(|a| a.len() + 16).sum::<usize>());
-    out.put_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for arg in args {
-        out.put_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.put_slice(arg);
-        out.put_slice(b"\r\n");
-    }
+    logless_redis::resp::write_request(&mut out, args);
     out
 }
 

@@ -371,6 +371,15 @@ pub enum Value {
     NilArray,
 }
 
+/// Appends a request — `args` as a multibulk array of bulk strings, the form
+/// [`parse_request`] reads — to `out`.
+pub fn write_request<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
+    write_header(out, b'*', len_i64(args.len()));
+    for arg in args {
+        write_bulk(out, arg.as_ref());
+    }
+}
+
 /// Appends `value` to `out` in `protocol`.
 pub fn write_value(out: &mut BytesMut, value: &Value, protocol: Protocol) {
     match value {

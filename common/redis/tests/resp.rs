@@ -1,6 +1,6 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use logless_redis::resp::{
-    parse_request, write_value, ParseLimits, Protocol, ProtocolError, Value,
+    parse_request, write_request, write_value, ParseLimits, Protocol, ProtocolError, Value,
 };
 use proptest::prelude::*;
 
@@ -17,13 +17,15 @@ fn args(words: &[&str]) -> Vec<Bytes> {
 
 fn encode(args: &[Bytes]) -> BytesMut {
     let mut out = BytesMut::new();
-    out.put_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for a in args {
-        out.put_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.put_slice(a);
-        out.put_slice(b"\r\n");
-    }
+    write_request(&mut out, args);
     out
+}
+
+#[test]
+fn a_request_is_written_as_a_multibulk_array_of_bulk_strings() {
+    let mut out = BytesMut::new();
+    write_request(&mut out, &["SET", "k", ""]);
+    assert_eq!(&out[..], b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n");
 }
 
 #[test]
