@@ -80,7 +80,7 @@ pub struct ServerArgs {
     /// default) or netfs (NetFS, through LOGLESS.FS); the same on every replica.
     #[arg(long, env = "LOGLESS_SERVICE")]
     pub service: Option<String>,
-    /// A setting of the log engine, NAME=VALUE with a name of the file's [multipaxos] table
+    /// A setting of the log engine, NAME=VALUE with a name of the file's `[multipaxos]` table
     /// (suspect_timeout_ms=300, window_instances=10, ...); repeat it for several (the variable
     /// takes them comma-separated).
     #[arg(

@@ -4,7 +4,7 @@
 //! # Replica sets
 //!
 //! A slot's replicas are found by symmetric replication
-//! ([`symmetric_positions`](crate::ring::symmetric_positions)): the k-th replica is the owner of
+//! ([`symmetric_positions`]): the k-th replica is the owner of
 //! the segment holding the k-th position. Segments belong to nodes in no regular pattern, so two
 //! slots with the same first replica usually have different other replicas, and when a node
 //! fails its slots' other replicas are many nodes, not a fixed group.

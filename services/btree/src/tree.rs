@@ -1,6 +1,6 @@
 //! An ordered map kept as a B⁺-tree.
 //!
-//! Nodes live in an arena and refer to each other by [`NodeId`]. Every entry is in a leaf; the
+//! Nodes live in an arena and refer to each other by `NodeId`. Every entry is in a leaf; the
 //! leaves are chained left to right (`next`), so an ordered range read descends once and then
 //! walks the chain. An internal node with children `c_0 … c_n` holds `n` separators: every key
 //! under `c_i` is below `separators[i]`, and every key under `c_{i+1}` is at or above it.

@@ -1,6 +1,6 @@
 //! A FUSE front end of NetFS (seed 004 §V-B): [`NetFsFuse`] implements fuser's `Filesystem`
 //! on NetFS's direct client, so it serves any [`logless_netfs::Transport`]: a NetFS in the
-//! same process now, a replicated one reached over the network later. [`mount`] mounts it
+//! same process now, a replicated one reached over the network later. [`mount()`] mounts it
 //! and unmounts it when its guard is dropped.
 //!
 //! fuser is built without libfuse: as root it mounts with the mount(2) system call, otherwise
