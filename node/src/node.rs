@@ -359,7 +359,8 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let transport = peer::Identity {
         node,
         peers: remote.iter().map(|p| NodeId(p.id)).collect(),
-        shards: config.shards,
+        // A ring's nodes run one more shard, the ring's registers (`crate::ring_register`).
+        shards: config.shards + u16::from(placement.is_some()),
         auth,
         tls: tls.peers,
         life: Life {
@@ -372,6 +373,8 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let options = store::store_options(durability, config.value_bytes_max);
     let memory = Arc::new(Memory::new(config.maxmemory));
     let mut shard_inputs = Vec::new();
+    // The data shards' inputs and, on a ring, the ring shard's: where peer messages go.
+    let mut peer_inputs = Vec::new();
     let mut shard_handles = Vec::new();
     let mut recovered_total = 0;
     let shard_count = match config.engine {
@@ -418,13 +421,54 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
                 shutdown_rx.clone(),
             ));
         }
-        shard_inputs.push(tx);
+        shard_inputs.push(tx.clone());
+        peer_inputs.push(tx);
         let mut handle = Shard::new(replica, store, rx, links);
         handle.watch_memory(memory.clone());
         if FAULT_INJECTION {
             handle.inject_bugs(bugs.shard);
         }
         shard_handles.push((handle, shard));
+    }
+    // On a ring, the shard of the ring's registers: every node an acceptor (no placement), its
+    // peer links on shard number `shards`, and no client command ever reaching it.
+    let mut ring_state = None;
+    if placement.is_some() {
+        let shard = crate::ring_register::ring_shard(config.shards);
+        let store = ShardStore::open_store(&config.data_dir, shard, options.clone())?;
+        let mut states = store.states();
+        let replica = Replica::new(
+            node,
+            identity.incarnation,
+            config.proposer_config(acceptors.clone()),
+            seed(node, shard, identity.incarnation),
+            &mut states,
+        )
+        .with_round_floor(store.round_floor());
+        states.finish()?;
+        let (tx, rx) = mpsc::channel(SHARD_QUEUE);
+        let mut links = FxHashMap::default();
+        for p in &remote {
+            let (link_tx, link_rx) = mpsc::unbounded_channel();
+            links.insert(NodeId(p.id), link_tx);
+            tokio::spawn(peer::dial::<RmwCodec>(
+                transport.clone(),
+                shard,
+                NodeId(p.id),
+                p.addr.clone(),
+                link_rx,
+                tx.clone(),
+                peer_counters.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
+        ring_state = Some(Arc::new(crate::ring_watch::RingState::new(
+            crate::ring_register::RingRegister::new(tx.clone()),
+            acceptors.clone(),
+            crate::ring::configuration(&config)?,
+        )));
+        peer_inputs.push(tx);
+        shard_handles.push((Shard::new(replica, store, rx, links), shard));
     }
     let log = match config.engine {
         Engine::Rmw | Engine::Psmr => {
@@ -468,6 +512,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         settings: Settings::new(&config),
         cluster,
         forwarder,
+        ring: ring_state,
         memory: memory.clone(),
         acl: Arc::new(acl),
         config,
@@ -520,7 +565,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         (None, None) => tokio::spawn(peer::accept::<RmwCodec>(
             peer_listener,
             transport,
-            shard_inputs,
+            peer_inputs,
             peer_counters,
             peer_limits,
             shutdown_rx.clone(),
@@ -534,20 +579,20 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             shutdown_rx.clone(),
         )),
     };
+    if context.ring.is_some() {
+        tokio::spawn(crate::ring_watch::run(context.clone(), shutdown_rx.clone()));
+    }
+    // A ring's node serves clients once it has read the ring's stage (`crate::ring_watch`).
     if let Some(listener) = client_listener {
-        tokio::spawn(front::accept(
-            listener,
+        tokio::spawn(when_ring_ready(
             context.clone(),
-            shutdown_rx.clone(),
-            None,
+            front::accept(listener, context.clone(), shutdown_rx.clone(), None),
         ));
     }
     if let Some(listener) = tls_listener {
-        tokio::spawn(front::accept(
-            listener,
+        tokio::spawn(when_ring_ready(
             context.clone(),
-            shutdown_rx.clone(),
-            tls.clients,
+            front::accept(listener, context.clone(), shutdown_rx.clone(), tls.clients),
         ));
     }
     if let Some(listener) = http_listener {
@@ -566,6 +611,14 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         stopping: shutdown_rx,
         admission,
     })
+}
+
+/// Runs `serve` once the node knows the ring's stage (at once when it is not on a ring).
+async fn when_ring_ready(context: Arc<NodeContext>, serve: impl std::future::Future<Output = ()>) {
+    if let Some(ring) = &context.ring {
+        ring.ready().await;
+    }
+    serve.await;
 }
 
 /// Spawns an event loop (a shard's or the log's, named by `what`); if its store fails, the
@@ -913,6 +966,9 @@ impl RunningNode {
         let _ = self.shutdown.send(true);
         for shard in &self.context.shards {
             let _ = shard.send(ShardInput::Stop).await;
+        }
+        if let Some(ring) = &self.context.ring {
+            ring.register.stop().await;
         }
         if let Some(log) = &self.context.log {
             let _ = log.send(LogInput::Stop).await;

@@ -821,7 +821,7 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
         forwarded_unreachable: c.unreachable.load(Ordering::Relaxed),
         crossslot: c.cross.load(Ordering::Relaxed),
         client_addrs: forwarder.client_addrs().clone(),
-        slots_without_majority: crate::ring::ranges_without_majority(forwarder.ring(), reaches),
+        slots_without_majority: crate::ring::ranges_without_majority(&forwarder.ring(), reaches),
     })
 }
 
