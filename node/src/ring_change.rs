@@ -427,6 +427,108 @@ pub async fn status(context: &NodeContext) -> Result<RingChangeStatus, String> {
     })
 }
 
+/// Answers an HTTP request for `/cluster…` ([`crate::http`]): its status code, content type and
+/// body.
+pub async fn answer(
+    method: &[u8],
+    path: &[u8],
+    head: &[u8],
+    context: &NodeContext,
+) -> (u16, &'static str, String) {
+    let text = |code, body: String| (code, "text/plain", body + "\n");
+    let path = String::from_utf8_lossy(path);
+    let (route, query) = path.split_once('?').unwrap_or((&path, ""));
+    if route == "/cluster" && method == b"GET" {
+        return match status(context).await {
+            Ok(s) => (
+                200,
+                "application/json",
+                serde_json::to_string_pretty(&s).expect("serialisable") + "\n",
+            ),
+            Err(e) => text(409, e),
+        };
+    }
+    if method != b"POST" {
+        return text(
+            405,
+            "GET /cluster shows the ring's stage; POST /cluster/add?node=ID, \
+             /cluster/remove?node=ID or /cluster/replace?old=ID&new=ID changes it"
+                .into(),
+        );
+    }
+    match crate::ring::requirepass(&context.config) {
+        Ok(None) => {}
+        Ok(Some(password)) if bearer(head) == Some(password.as_slice()) => {}
+        Ok(Some(_)) => {
+            return text(
+                401,
+                "a ring change needs the node's requirepass: Authorization: Bearer <password>"
+                    .into(),
+            )
+        }
+        Err(e) => return text(409, e.to_string()),
+    }
+    let request = match parse_request(route, query) {
+        Ok(request) => request,
+        Err(e) => return text(400, e),
+    };
+    match coordinate(context, request).await {
+        Ok(changed) => text(
+            200,
+            format!(
+                "changed: epoch {} {:?} -> epoch {} {:?}, {} slots' replicas changed",
+                changed.from.epoch().0,
+                changed.from.nodes().map(|n| n.0).collect::<Vec<_>>(),
+                changed.to.epoch().0,
+                changed.to.nodes().map(|n| n.0).collect::<Vec<_>>(),
+                changed.moved_slots
+            ),
+        ),
+        Err(e) => text(409, format!("refused: {e}")),
+    }
+}
+
+/// The change `route?query` asks for.
+fn parse_request(route: &str, query: &str) -> Result<ChangeRequest, String> {
+    let param = |name: &str| -> Result<u16, String> {
+        let value = query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+            .ok_or_else(|| format!("{route} needs ?{name}=ID"))?;
+        value
+            .parse()
+            .map_err(|_| format!("{name}={value} is not a node id (1 to 65535)"))
+    };
+    match route {
+        "/cluster/add" => Ok(ChangeRequest::Add(param("node")?)),
+        "/cluster/remove" => Ok(ChangeRequest::Remove(param("node")?)),
+        "/cluster/replace" => Ok(ChangeRequest::Replace {
+            old: param("old")?,
+            new: param("new")?,
+        }),
+        _ => Err(format!(
+            "no route {route}: /cluster/add, /cluster/remove or /cluster/replace"
+        )),
+    }
+}
+
+/// The token of an `Authorization: Bearer` header of the request head `head`.
+fn bearer(head: &[u8]) -> Option<&[u8]> {
+    head.split(|&b| b == b'\n').find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (name, value) = line.split_at(colon);
+        if !name.eq_ignore_ascii_case(b"authorization") {
+            return None;
+        }
+        let value = value[1..].trim_ascii();
+        let (scheme, token) = value.split_at(value.iter().position(|&b| b == b' ')?);
+        scheme
+            .eq_ignore_ascii_case(b"bearer")
+            .then(|| token.trim_ascii())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
@@ -630,6 +732,31 @@ mod tests {
             }
         );
         assert_eq!(fake.register.borrow().stage(), Stage::Joint(Epoch(2)));
+    }
+
+    #[test]
+    fn requests_and_passwords_are_parsed() {
+        assert_eq!(
+            parse_request("/cluster/add", "node=5"),
+            Ok(ChangeRequest::Add(5))
+        );
+        assert_eq!(
+            parse_request("/cluster/replace", "new=6&old=2"),
+            Ok(ChangeRequest::Replace { old: 2, new: 6 })
+        );
+        assert!(parse_request("/cluster/remove", "")
+            .unwrap_err()
+            .contains("?node=ID"));
+        assert!(parse_request("/cluster/remove", "node=x").is_err());
+        assert!(parse_request("/cluster/grow", "node=1").is_err());
+        let head =
+            b"POST /cluster/add?node=5 HTTP/1.1\r\nHost: a\r\nauthorization:  Bearer  pw\r\n\r\n";
+        assert_eq!(bearer(head), Some(&b"pw"[..]));
+        assert_eq!(
+            bearer(b"POST / HTTP/1.1\r\nAuthorization: Basic x\r\n\r\n"),
+            None
+        );
+        assert_eq!(bearer(b"POST / HTTP/1.1\r\n\r\n"), None);
     }
 
     #[test]
