@@ -25,7 +25,7 @@ use logless_placement::{Configuration, NodeId, PlacementError, Stage};
 use serde::{Deserialize, Serialize};
 
 use crate::context::NodeContext;
-use crate::ring_register::{InstallReport, RingStage};
+use crate::ring_register::{stage_name, InstallReport, RingStage};
 
 /// How long the coordinator waits between two reads of the nodes' reports.
 const REPORT_POLL: Duration = Duration::from_millis(200);
@@ -135,8 +135,10 @@ pub enum ChangeError {
     NodesDown(Vec<u16>),
     /// Nodes that did not report a stage in time.
     #[error(
-        "nodes {nodes:?} did not report installing {stage:?} in time; the ring stays in \
-         {stage:?}: run the same change again to resume it"
+        "nodes {nodes:?} did not report installing {} in time; the ring stays in {}: run the \
+         same change again to resume it",
+        stage_name(*.stage),
+        stage_name(*.stage)
     )]
     NotInstalled {
         /// The stage waited for.
@@ -147,8 +149,9 @@ pub enum ChangeError {
     /// Moving slots hold keys, and nothing moves them yet.
     #[error(
         "data mover not built: the moving slots hold {keys} keys, which would have to be written \
-         through to their new replicas; the ring stays in {stage:?}, serving every key with \
-         joint quorums (a change can finish only while its moving slots hold no keys)"
+         through to their new replicas; the ring stays in {}, serving every key with joint \
+         quorums (a change can finish only while its moving slots hold no keys)",
+        stage_name(*.stage)
     )]
     MoverNotBuilt {
         /// The joint stage the ring stays in.
@@ -232,8 +235,8 @@ pub(crate) async fn change<O: RingOps>(
     }
     if matches!(current, RingStage::Stable(_)) && !ops.swap(&current, &joint).await? {
         return Err(ChangeError::Concurrent(format!(
-            "the stage register no longer holds {:?}",
-            current.stage()
+            "the stage register no longer holds {}",
+            stage_name(current.stage())
         )));
     }
     let reports = await_installed(ops, &joint, polls).await?;
@@ -241,8 +244,8 @@ pub(crate) async fn change<O: RingOps>(
     let stable = RingStage::Stable(new.clone());
     if !ops.swap(&joint, &stable).await? {
         return Err(ChangeError::Concurrent(format!(
-            "the stage register no longer holds {:?}",
-            joint.stage()
+            "the stage register no longer holds {}",
+            stage_name(joint.stage())
         )));
     }
     await_installed(ops, &stable, polls).await?;
@@ -402,9 +405,9 @@ pub async fn status(context: &NodeContext) -> Result<RingChangeStatus, String> {
         let shown = match ring.register.report(peer.id).await? {
             None => "-".to_string(),
             Some(r) if matches!(r.stage, Stage::Joint(_)) => {
-                format!("{:?} ({} keys to move)", r.stage, r.moving_keys)
+                format!("{} ({} keys to move)", stage_name(r.stage), r.moving_keys)
             }
-            Some(r) => format!("{:?}", r.stage),
+            Some(r) => stage_name(r.stage),
         };
         reports.insert(peer.id, shown);
     }
@@ -416,14 +419,14 @@ pub async fn status(context: &NodeContext) -> Result<RingChangeStatus, String> {
         ),
     };
     Ok(RingChangeStatus {
-        stage: format!("{:?}", stage.stage()),
+        stage: stage_name(stage.stage()),
         epoch: stage.stage().epoch().0,
         replication: stage.serving().replication().get(),
         nodes: stage.serving().nodes().map(|n| n.0).collect(),
         joining,
         moving_slots,
         reports,
-        installed_here: format!("{:?}", ring.installed().stage()),
+        installed_here: stage_name(ring.installed().stage()),
     })
 }
 

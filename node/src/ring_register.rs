@@ -51,6 +51,14 @@ pub fn ring_shard(shards: u16) -> u16 {
     shards
 }
 
+/// A stage as operators read it: `Stable(2)`, `Joint(3)`.
+pub fn stage_name(stage: Stage) -> String {
+    match stage {
+        Stage::Stable(epoch) => format!("Stable({})", epoch.0),
+        Stage::Joint(epoch) => format!("Joint({})", epoch.0),
+    }
+}
+
 /// A stage of the ring with its configurations.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RingStage {
@@ -129,9 +137,9 @@ impl RingStage {
         };
         placed.map_err(|e| {
             format!(
-                "the ring's {:?} names node {} (for slot {}), which is not in this node's peer \
+                "the ring's {} names node {} (for slot {}), which is not in this node's peer \
                  list: start it with the ring's peer list",
-                self.stage(),
+                stage_name(self.stage()),
                 e.node,
                 e.slot
             )

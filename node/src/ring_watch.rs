@@ -34,7 +34,9 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::context::NodeContext;
-use crate::ring_register::{report_key, InstallReport, RingRegister, RingStage, STAGE_KEY};
+use crate::ring_register::{
+    report_key, stage_name, InstallReport, RingRegister, RingStage, STAGE_KEY,
+};
 use crate::shard::ShardInput;
 
 /// How often a node reads the ring's stage register.
@@ -128,9 +130,9 @@ async fn step(
     if stage != installed {
         if installed.stage().is_after(stage.stage()) {
             return Err(format!(
-                "the ring's stage register holds {:?}, older than the {:?} this node installed",
-                stage.stage(),
-                installed.stage()
+                "the ring's stage register holds {}, older than the {} this node installed",
+                stage_name(stage.stage()),
+                stage_name(installed.stage())
             ));
         }
         install(context, ring, &stage).await?;
@@ -161,7 +163,7 @@ async fn install(context: &NodeContext, ring: &RingState, stage: &RingStage) -> 
         forwarder.set_ring(stage.serving().clone());
     }
     *ring.installed.lock().expect("not poisoned") = stage.clone();
-    info!(stage = ?stage.stage(), nodes = ?stage.nodes(), "installed a stage of the ring");
+    info!(stage = %stage_name(stage.stage()), nodes = ?stage.nodes(), "installed a stage of the ring");
     Ok(())
 }
 

@@ -818,10 +818,9 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
     let ring = forwarder.ring();
     let nodes = ring.nodes().len();
     Some(RingStatus {
-        stage: context
-            .ring
-            .as_ref()
-            .map_or_else(String::new, |r| format!("{:?}", r.installed().stage())),
+        stage: context.ring.as_ref().map_or_else(String::new, |r| {
+            crate::ring_register::stage_name(r.installed().stage())
+        }),
         nodes,
         replication: context.config.replication(),
         slots: forwarder.slots_held(),
