@@ -51,6 +51,13 @@ pub fn ring_shard(shards: u16) -> u16 {
     shards
 }
 
+/// Whether a peer link of `shard` is the ring shard's: liveness is judged by the data shards'
+/// links alone, since the ring shard's reads may go to a majority only and so never find a
+/// dead peer's link broken.
+pub fn is_ring_link(context: &crate::context::NodeContext, shard: u16) -> bool {
+    context.ring.is_some() && shard == ring_shard(context.config.shards)
+}
+
 /// A stage as operators read it: `Stable(2)`, `Joint(3)`.
 pub fn stage_name(stage: Stage) -> String {
     match stage {

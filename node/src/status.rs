@@ -834,12 +834,12 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
     })
 }
 
-/// The peers with at least one link up, sorted.
+/// The peers with at least one link of a data shard up, sorted.
 fn reachable_peers(context: &NodeContext) -> Vec<u16> {
     let links = context.peers.links_up.lock().expect("not poisoned");
     let mut reachable: Vec<u16> = links
         .iter()
-        .filter(|(_, &up)| up)
+        .filter(|(&(_, shard), &up)| up && !crate::ring_register::is_ring_link(context, shard))
         .map(|(&(peer, _), _)| peer)
         .collect();
     reachable.sort_unstable();
