@@ -19,11 +19,17 @@ use redis::Commands;
 
 const NODES: usize = 4;
 
-fn ring() -> Cluster {
-    Cluster::start_each(NODES, "memory", |_, spec| {
+/// Four nodes, each key on three; with `password` as their requirepass.
+fn ring(password: Option<&str>) -> Cluster {
+    Cluster::start_each_as(NODES, "memory", password, |_, spec| {
         let clients = peer_client_addrs(&spec);
-        spec.flag("--replication", 3)
-            .flag("--peer-client-addrs", clients)
+        let spec = spec
+            .flag("--replication", 3)
+            .flag("--peer-client-addrs", clients);
+        match password {
+            Some(password) => spec.flag("--requirepass", password),
+            None => spec,
+        }
     })
 }
 
@@ -90,7 +96,7 @@ fn every_node_installs(cluster: &Cluster, stage: &str) {
 
 #[test]
 fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
-    let cluster = ring();
+    let cluster = ring(None);
     let http = |i: usize| cluster.replicas[i].spec.http;
     let mut cons: Vec<redis::Connection> = (0..NODES).map(|i| cluster.connect(i)).collect();
 
@@ -193,4 +199,32 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
         assert_eq!(got, 7);
         let _: () = con.set("during:joint", 1).unwrap();
     }
+}
+
+#[test]
+fn a_change_needs_the_password_of_a_node_that_has_one() {
+    let cluster = ring(Some("sesame"));
+    let http = cluster.replicas[0].spec.http;
+    let shown = status(http);
+    assert!(shown.contains("stage Stable(1)"), "{shown}");
+    for password in [None, Some("wrong")] {
+        let mut command = cluster_command(http, &["remove", "4"]);
+        command.env_remove("LOGLESS_PASSWORD");
+        if let Some(password) = password {
+            command.env("LOGLESS_PASSWORD", password);
+        }
+        let output = command.output().unwrap();
+        let shown = text(&output);
+        assert!(!output.status.success(), "{shown}");
+        assert!(shown.contains("answered 401"), "{shown}");
+        assert!(shown.contains("needs the node's requirepass"), "{shown}");
+    }
+    // The right one gets as far as the change itself: the keys of the start-up probe are in
+    // slots it would move.
+    let output = cluster_command(http, &["--password", "sesame", "remove", "4"])
+        .output()
+        .unwrap();
+    let shown = text(&output);
+    assert!(shown.contains("answered 409"), "{shown}");
+    assert!(shown.contains("data mover not built"), "{shown}");
 }
