@@ -588,7 +588,7 @@ mod tests {
 
         async fn report(&self, node: u16) -> Result<Option<InstallReport>, String> {
             let stage = self.register.borrow().stage();
-            Ok((!self.silent.contains(&node)).then(|| InstallReport {
+            Ok((!self.silent.contains(&node)).then_some(InstallReport {
                 stage,
                 moving_keys: match stage {
                     Stage::Joint(_) => self.moving_keys,
