@@ -381,13 +381,19 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         Engine::Rmw => config.shards,
         Engine::Multipaxos | Engine::Psmr => 0,
     };
-    for shard in 0..shard_count {
+    // On a ring, shard number `shards` holds the ring's registers (`crate::ring_register`):
+    // every node an acceptor (no placement), and no client command ever reaching it.
+    let mut ring_state = None;
+    for shard in 0..shard_count + u16::from(placement.is_some()) {
+        let of_ring = shard == shard_count;
         let store = ShardStore::open_store(&config.data_dir, shard, options.clone())?;
-        recovered_total += store.registers();
         let mut proposer = config.proposer_config(acceptors.clone());
-        proposer.placement = placement.clone();
-        if FAULT_INJECTION {
-            proposer.bugs = bugs.core;
+        if !of_ring {
+            recovered_total += store.registers();
+            proposer.placement = placement.clone();
+            if FAULT_INJECTION {
+                proposer.bugs = bugs.core;
+            }
         }
         // Decoded straight into the replica's table, without a vector of them all between.
         let mut states = store.states();
@@ -421,54 +427,22 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
                 shutdown_rx.clone(),
             ));
         }
-        shard_inputs.push(tx.clone());
-        peer_inputs.push(tx);
+        peer_inputs.push(tx.clone());
         let mut handle = Shard::new(replica, store, rx, links);
-        handle.watch_memory(memory.clone());
-        if FAULT_INJECTION {
-            handle.inject_bugs(bugs.shard);
+        if of_ring {
+            ring_state = Some(Arc::new(crate::ring_watch::RingState::new(
+                crate::ring_register::RingRegister::new(tx),
+                acceptors.clone(),
+                crate::ring::configuration(&config)?,
+            )));
+        } else {
+            shard_inputs.push(tx);
+            handle.watch_memory(memory.clone());
+            if FAULT_INJECTION {
+                handle.inject_bugs(bugs.shard);
+            }
         }
         shard_handles.push((handle, shard));
-    }
-    // On a ring, the shard of the ring's registers: every node an acceptor (no placement), its
-    // peer links on shard number `shards`, and no client command ever reaching it.
-    let mut ring_state = None;
-    if placement.is_some() {
-        let shard = crate::ring_register::ring_shard(config.shards);
-        let store = ShardStore::open_store(&config.data_dir, shard, options.clone())?;
-        let mut states = store.states();
-        let replica = Replica::new(
-            node,
-            identity.incarnation,
-            config.proposer_config(acceptors.clone()),
-            seed(node, shard, identity.incarnation),
-            &mut states,
-        )
-        .with_round_floor(store.round_floor());
-        states.finish()?;
-        let (tx, rx) = mpsc::channel(SHARD_QUEUE);
-        let mut links = FxHashMap::default();
-        for p in &remote {
-            let (link_tx, link_rx) = mpsc::unbounded_channel();
-            links.insert(NodeId(p.id), link_tx);
-            tokio::spawn(peer::dial::<RmwCodec>(
-                transport.clone(),
-                shard,
-                NodeId(p.id),
-                p.addr.clone(),
-                link_rx,
-                tx.clone(),
-                peer_counters.clone(),
-                shutdown_rx.clone(),
-            ));
-        }
-        ring_state = Some(Arc::new(crate::ring_watch::RingState::new(
-            crate::ring_register::RingRegister::new(tx.clone()),
-            acceptors.clone(),
-            crate::ring::configuration(&config)?,
-        )));
-        peer_inputs.push(tx);
-        shard_handles.push((Shard::new(replica, store, rx, links), shard));
     }
     let log = match config.engine {
         Engine::Rmw | Engine::Psmr => {
