@@ -1,8 +1,8 @@
 //! Changing a ring of real processes (issue 28, docs/ring.md §4): four nodes with each key on
 //! three. `logless cluster status` shows the ring's stage register at `Stable(1)`; of two
 //! changes asked of two nodes at once one is refused as concurrent, the other goes through
-//! `Joint(2)` to `Stable(2)` and every node installs it, and keys are then served through every
-//! node by the new configuration. The data mover is not built, so the change runs on an empty
+//! `Joint(2)` to `Stable(2)` and every node installs it, keys are then served through every
+//! node by the new configuration, and a node restarted serves by it too. The data mover is not built, so the change runs on an empty
 //! ring, and a change whose moving slots hold keys is refused and leaves the ring serving in
 //! its joint stage.
 mod common;
@@ -19,9 +19,10 @@ use redis::Commands;
 
 const NODES: usize = 4;
 
-/// Four nodes, each key on three; with `password` as their requirepass.
+/// Four nodes, each key on three, whose stores outlive the process (mmap); with `password` as
+/// their requirepass.
 fn ring(password: Option<&str>) -> Cluster {
-    Cluster::start_each_as(NODES, "memory", password, |_, spec| {
+    Cluster::start_each_as(NODES, "mmap", password, |_, spec| {
         let clients = peer_client_addrs(&spec);
         let spec = spec
             .flag("--replication", 3)
@@ -96,8 +97,9 @@ fn every_node_installs(cluster: &Cluster, stage: &str) {
 
 #[test]
 fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
-    let cluster = ring(None);
-    let http = |i: usize| cluster.replicas[i].spec.http;
+    let mut cluster = ring(None);
+    let https: Vec<SocketAddr> = cluster.replicas.iter().map(|r| r.spec.http).collect();
+    let http = |i: usize| https[i];
     let mut cons: Vec<redis::Connection> = (0..NODES).map(|i| cluster.connect(i)).collect();
 
     let shown = status(http(0));
@@ -181,6 +183,19 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
     }
     let held: BTreeSet<String> = cons[removed - 1].keys("*").unwrap();
     assert!(held.is_empty(), "the removed node holds {held:?}");
+
+    // A node restarted now serves by the configuration in the register, not by the one its
+    // peer list derives (epoch 1, with the removed node).
+    let restarted = if removed == 1 { 1 } else { 0 };
+    assert!(cluster.stop(restarted));
+    cluster.spawn(restarted);
+    cluster.wait_serving(Duration::from_secs(30));
+    assert_eq!(installed(&cluster, restarted), "Stable(2)");
+    cons[restarted] = cluster.connect(restarted);
+    for i in 0..NODES {
+        let got: usize = cons[restarted].get(format!("after:{i}:7")).unwrap();
+        assert_eq!(got, 7);
+    }
 
     // Adding it back would move keys, which nothing moves yet: refused, and the ring stays in
     // its joint stage, serving every key.
