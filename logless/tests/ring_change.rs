@@ -4,7 +4,7 @@
 //! `Joint(2)` to `Stable(2)` and every node installs it, keys are then served through every
 //! node by the new configuration, and a node restarted serves by it too. The data mover is not built, so the change runs on an empty
 //! ring, and a change whose moving slots hold keys is refused and leaves the ring serving in
-//! its joint stage.
+//! its joint stage, from which it resumes once they are gone.
 mod common;
 
 use std::collections::BTreeSet;
@@ -109,21 +109,8 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
     );
     every_node_installs(&cluster, "Stable(1)");
 
-    // The ring empty: the keys the start-up probe wrote are deleted, until no node's copy
-    // shows one (a replica left out of a deletion's quorum shows the old value until the
-    // register's next write reaches it, and a change counts what every copy shows).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        for i in 0..NODES {
-            let _: i64 = cons[0].del(format!("ready:{i}")).unwrap();
-        }
-        let shown: Vec<BTreeSet<String>> = cons.iter_mut().map(|c| c.keys("*").unwrap()).collect();
-        if shown.iter().all(BTreeSet::is_empty) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "copies still show {shown:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The ring empty: the keys the start-up probe wrote are deleted.
+    empty_every_copy(&mut cons);
 
     // Two changes asked of two nodes at once: one of them wins.
     let removing_4 = cluster_command(http(0), &["remove", "4"]).spawn().unwrap();
@@ -213,6 +200,45 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
         let got: usize = con.get("after:0:7").unwrap();
         assert_eq!(got, 7);
         let _: () = con.set("during:joint", 1).unwrap();
+    }
+
+    // Once no copy shows a key any more, the same change resumes from its joint stage and
+    // finishes (the nodes count their keys of the moving slots again every few seconds).
+    empty_every_copy(&mut cons);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let output = cluster_command(http(0), &["add", &removed.to_string()])
+            .output()
+            .unwrap();
+        let shown = text(&output);
+        if output.status.success() {
+            assert!(shown.contains("-> epoch 3 [1, 2, 3, 4]"), "{shown}");
+            break;
+        }
+        assert!(shown.contains("data mover not built"), "{shown}");
+        assert!(Instant::now() < deadline, "{shown}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    every_node_installs(&cluster, "Stable(3)");
+}
+
+/// Deletes every key any copy shows, until none shows one (a replica left out of a deletion's
+/// quorum shows the old value until the register's next write reaches it, and a change counts
+/// what every copy shows).
+fn empty_every_copy(cons: &mut [redis::Connection]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let shown: Vec<BTreeSet<String>> = cons.iter_mut().map(|c| c.keys("*").unwrap()).collect();
+        if shown.iter().all(BTreeSet::is_empty) {
+            return;
+        }
+        for (con, keys) in cons.iter_mut().zip(&shown) {
+            for key in keys {
+                let _: i64 = con.del(key).unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "copies still show {shown:?}");
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

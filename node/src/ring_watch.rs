@@ -42,6 +42,11 @@ use crate::shard::ShardInput;
 /// How often a node reads the ring's stage register.
 pub const READ_INTERVAL: Duration = Duration::from_millis(500);
 
+/// How many reads apart a node counts again the keys of the moving slots it reported, while it
+/// reported some: a change refused for them can then be resumed once they are gone (each count
+/// is a pass over the node's copy).
+const RECOUNT_READS: u32 = 10;
+
 /// A ring node's view of the ring's stage.
 pub struct RingState {
     /// The registers of the ring shard.
@@ -86,7 +91,7 @@ pub async fn run(context: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>)
     let Some(ring) = context.ring.clone() else {
         return;
     };
-    let mut reported = None;
+    let mut reported = Reported::default();
     let mut last_error = String::new();
     loop {
         match step(&context, &ring, &mut reported).await {
@@ -108,11 +113,12 @@ pub async fn run(context: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>)
     }
 }
 
-/// One read: installs a newer stage and reports what is installed, if not reported yet.
+/// One read: installs a newer stage and reports what is installed, if not reported yet (or,
+/// while it reported keys to move, if their count changed).
 async fn step(
     context: &NodeContext,
     ring: &RingState,
-    reported: &mut Option<InstallReport>,
+    reported: &mut Reported,
 ) -> Result<(), String> {
     let stage = match ring.register.stage().await? {
         Some(stage) => stage,
@@ -137,17 +143,35 @@ async fn step(
         }
         install(context, ring, &stage).await?;
     }
-    if reported.is_none_or(|r| r.stage != stage.stage()) {
+    reported.reads_since += 1;
+    let stale = match reported.last {
+        None => true,
+        Some(last) if last.stage != stage.stage() => true,
+        Some(last) => last.moving_keys > 0 && reported.reads_since >= RECOUNT_READS,
+    };
+    if stale {
         let report = InstallReport {
             stage: stage.stage(),
             moving_keys: moving_keys(context, &stage).await,
         };
-        ring.register
-            .put(&report_key(context.node.0), report.encode())
-            .await?;
-        *reported = Some(report);
+        if reported.last != Some(report) {
+            ring.register
+                .put(&report_key(context.node.0), report.encode())
+                .await?;
+        }
+        *reported = Reported {
+            last: Some(report),
+            reads_since: 0,
+        };
     }
     Ok(())
+}
+
+/// What a node reported last, and how many reads ago.
+#[derive(Default)]
+struct Reported {
+    last: Option<InstallReport>,
+    reads_since: u32,
 }
 
 /// Hands `stage`'s placement to every data shard and routes by it.
