@@ -19,13 +19,25 @@ pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Res
 
 /// [`http_get`] on an open connection to `addr` (a TLS one, say), which bounds its own waits.
 pub fn http_get_on(
-    mut stream: impl Read + Write,
+    stream: impl Read + Write,
     addr: SocketAddr,
     path: &str,
 ) -> std::io::Result<(u16, String)> {
+    http_request_on(stream, addr, "GET", path, "")
+}
+
+/// Sends a bodiless `method` request for `path`, with the header lines `headers` (each ending
+/// in CRLF), on an open connection to `addr`; returns the status code and the body.
+pub fn http_request_on(
+    mut stream: impl Read + Write,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+) -> std::io::Result<(u16, String)> {
     write!(
         stream,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n{headers}\r\n"
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;

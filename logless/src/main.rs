@@ -1,4 +1,5 @@
-//! The `logless` command: `up` (a local cluster), `server` (one replica), `status`,
+//! The `logless` command: `up` (a local cluster), `server` (one replica), `status`, `cluster`
+//! (a ring's membership),
 //! `certs` (throwaway TLS certificates) and `bench compare`. The in-process simulated cluster
 //! is the simulation crate's `demo` example, so that this binary links no simulation code.
 use std::process::ExitCode;
@@ -13,6 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod certs;
+mod cluster;
 mod fs;
 mod server;
 mod status;
@@ -39,6 +41,9 @@ enum Command {
     Server(Box<server::ServerArgs>),
     /// Show the health of a cluster's replicas.
     Status(status::StatusArgs),
+    /// A ring's membership: `logless cluster status|add ID|remove ID|replace OLD NEW`, asked
+    /// of one node's HTTP port (--http).
+    Cluster(cluster::ClusterArgs),
     /// Write a throwaway CA and TLS certificates for replicas and clients (for trying TLS).
     Certs(certs::CertsArgs),
     /// Benchmarks: `logless bench compare [--quick]` measures logless against etcd and
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
         Some(Command::Up(args)) => up::up(&args),
         Some(Command::Server(args)) => server::server(&args),
         Some(Command::Status(args)) => status::status(&args),
+        Some(Command::Cluster(args)) => cluster::cluster(&args),
         Some(Command::Certs(args)) => certs::certs(&args),
         Some(Command::Bench(args)) => bench::bench(&args),
         Some(Command::Fs(args)) => fs::fs(&args),

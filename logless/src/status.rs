@@ -167,10 +167,12 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                 }
                 if let Some(ring) = &s.ring {
                     println!(
-                        "{:<22} ring of {} nodes, R = {}: {} slots ({:.1}%; R/N = {:.1}%), {} keys \
-                         owned; {} commands forwarded ({} uncertain, {} unreachable), {} crossslot",
+                        "{:<22} ring of {} nodes ({}), R = {}: {} slots ({:.1}%; R/N = {:.1}%), {} \
+                         keys owned; {} commands forwarded ({} uncertain, {} unreachable), {} \
+                         crossslot",
                         "",
                         ring.nodes,
+                        ring.stage,
                         ring.replication,
                         ring.slots,
                         100.0 * ring.slots_share(),

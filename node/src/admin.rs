@@ -204,7 +204,7 @@ fn scan_reply(next: u64, keys: Vec<Value>) -> Value {
 }
 
 /// Every live key of this replica's copy, each once.
-async fn live_keys(context: &NodeContext) -> Vec<Bytes> {
+pub(crate) async fn live_keys(context: &NodeContext) -> Vec<Bytes> {
     let mut keys = Vec::new();
     let mut seen = FxHashSet::default();
     for shard in 0..scanned_shards(context) {

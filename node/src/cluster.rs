@@ -128,12 +128,12 @@ pub async fn answer(command: ClusterCommand, caller: &Connection, context: &Node
     }
 }
 
-/// The peers this replica has at least one live outbound link to.
+/// The peers this replica has at least one live outbound link of a data shard to.
 pub(crate) fn peers_up(context: &NodeContext) -> BTreeSet<u16> {
     let links = context.peers.links_up.lock().expect("not poisoned");
     links
         .iter()
-        .filter(|(_, &up)| up)
+        .filter(|(&(_, shard), &up)| up && !crate::ring_register::is_ring_link(context, shard))
         .map(|(&(peer, _), _)| peer)
         .collect()
 }

@@ -31,6 +31,8 @@ pub struct NodeContext {
     pub cluster: Option<Arc<ClusterMap>>,
     /// On a ring (N > R), the forwarding of commands on keys this node does not hold.
     pub forwarder: Option<Arc<Forwarder>>,
+    /// On a ring, its stage as this node installed it and the ring's registers.
+    pub ring: Option<Arc<crate::ring_watch::RingState>>,
     /// This node.
     pub node: NodeId,
     /// This run's incarnation.

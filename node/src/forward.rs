@@ -34,7 +34,7 @@
 //! session, so only one on keys this node holds runs; others are refused at EXEC.
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -48,7 +48,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
-use crate::config::{ConfigError, NodeConfig, Password};
+use crate::config::{ConfigError, NodeConfig};
 
 /// How long opening a link to a node, and its log-in, may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -105,9 +105,11 @@ pub struct ForwardCounters {
 
 /// A node's forwarding on a ring: the ring, the other nodes' client addresses and the links.
 pub struct Forwarder {
-    ring: Configuration,
+    /// The configuration it routes by: the one the node installed last
+    /// ([`crate::ring_watch`]; the old one while the ring is in a joint stage).
+    ring: RwLock<Arc<Configuration>>,
     me: NodeId,
-    slots_held: u64,
+    slots_held: AtomicU64,
     client_addrs: BTreeMap<u16, String>,
     password: Option<Vec<u8>>,
     patience: Duration,
@@ -141,16 +143,12 @@ impl Forwarder {
             .iter()
             .map(|peer| Ok((peer.id, crate::cluster::client_addr_of(config, peer, why)?)))
             .collect::<Result<_, ConfigError>>()?;
-        let password = match (&config.requirepass, &config.requirepass_file) {
-            (Some(Password(password)), _) => Some(password.as_bytes().to_vec()),
-            (None, Some(path)) => Some(crate::config::read_secret(path)?),
-            (None, None) => None,
-        };
+        let password = crate::ring::requirepass(config)?;
         let ring = crate::ring::configuration(config)?;
         let me = NodeId(config.node_id);
         Ok(Some(Forwarder {
-            slots_held: crate::ring::slots_held(&ring, me),
-            ring,
+            slots_held: AtomicU64::new(crate::ring::slots_held(&ring, me)),
+            ring: RwLock::new(Arc::new(ring)),
             me,
             client_addrs,
             password,
@@ -163,8 +161,15 @@ impl Forwarder {
     }
 
     /// The ring it forwards on.
-    pub fn ring(&self) -> &Configuration {
-        &self.ring
+    pub fn ring(&self) -> Arc<Configuration> {
+        self.ring.read().expect("not poisoned").clone()
+    }
+
+    /// Routes by `ring` from now on (a new stage of the ring was installed).
+    pub fn set_ring(&self, ring: Configuration) {
+        self.slots_held
+            .store(crate::ring::slots_held(&ring, self.me), Ordering::Relaxed);
+        *self.ring.write().expect("not poisoned") = Arc::new(ring);
     }
 
     /// Every node's client address, by node id.
@@ -174,7 +179,7 @@ impl Forwarder {
 
     /// The slots this node replicates.
     pub fn slots_held(&self) -> u64 {
-        self.slots_held
+        self.slots_held.load(Ordering::Relaxed)
     }
 
     /// Where the request whose first argument is `name`, for which the session decided
@@ -186,7 +191,8 @@ impl Forwarder {
             _ => return Route::Local,
         };
         keys.dedup();
-        let mut sets = keys.iter().map(|key| self.ring.replicas(key_slot(key)));
+        let ring = self.ring();
+        let mut sets = keys.iter().map(|key| ring.replicas(key_slot(key)));
         let Some(first) = sets.next() else {
             return Route::Local;
         };
@@ -579,11 +585,19 @@ mod tests {
         let f = forwarder(1);
         let held = (0..1000)
             .map(|i| format!("k{i}"))
-            .find(|k| f.ring.replicas(key_slot(k.as_bytes())).contains(NodeId(1)))
+            .find(|k| {
+                f.ring()
+                    .replicas(key_slot(k.as_bytes()))
+                    .contains(NodeId(1))
+            })
             .unwrap();
         let elsewhere = (0..1000)
             .map(|i| format!("k{i}"))
-            .find(|k| !f.ring.replicas(key_slot(k.as_bytes())).contains(NodeId(1)))
+            .find(|k| {
+                !f.ring()
+                    .replicas(key_slot(k.as_bytes()))
+                    .contains(NodeId(1))
+            })
             .unwrap();
         assert_eq!(f.route(b"get", &one(held.as_bytes())), Route::Local);
         let Route::Forward(set) = f.route(b"get", &one(elsewhere.as_bytes())) else {
@@ -616,9 +630,13 @@ mod tests {
     fn elsewhere(f: &Forwarder) -> (ReplicaSet, Vec<Bytes>) {
         let key = (0..1000)
             .map(|i| format!("k{i}"))
-            .find(|k| !f.ring.replicas(key_slot(k.as_bytes())).contains(NodeId(1)))
+            .find(|k| {
+                !f.ring()
+                    .replicas(key_slot(k.as_bytes()))
+                    .contains(NodeId(1))
+            })
             .unwrap();
-        let set = f.ring.replicas(key_slot(key.as_bytes()));
+        let set = f.ring().replicas(key_slot(key.as_bytes()));
         (set, vec![Bytes::from_static(b"INCR"), Bytes::from(key)])
     }
 

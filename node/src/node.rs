@@ -359,7 +359,8 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let transport = peer::Identity {
         node,
         peers: remote.iter().map(|p| NodeId(p.id)).collect(),
-        shards: config.shards,
+        // A ring's nodes run one more shard, the ring's registers (`crate::ring_register`).
+        shards: config.shards + u16::from(placement.is_some()),
         auth,
         tls: tls.peers,
         life: Life {
@@ -372,19 +373,27 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let options = store::store_options(durability, config.value_bytes_max);
     let memory = Arc::new(Memory::new(config.maxmemory));
     let mut shard_inputs = Vec::new();
+    // The data shards' inputs and, on a ring, the ring shard's: where peer messages go.
+    let mut peer_inputs = Vec::new();
     let mut shard_handles = Vec::new();
     let mut recovered_total = 0;
     let shard_count = match config.engine {
         Engine::Rmw => config.shards,
         Engine::Multipaxos | Engine::Psmr => 0,
     };
-    for shard in 0..shard_count {
+    // On a ring, shard number `shards` holds the ring's registers (`crate::ring_register`):
+    // every node an acceptor (no placement), and no client command ever reaching it.
+    let mut ring_state = None;
+    for shard in 0..shard_count + u16::from(placement.is_some()) {
+        let of_ring = shard == shard_count;
         let store = ShardStore::open_store(&config.data_dir, shard, options.clone())?;
-        recovered_total += store.registers();
         let mut proposer = config.proposer_config(acceptors.clone());
-        proposer.placement = placement.clone();
-        if FAULT_INJECTION {
-            proposer.bugs = bugs.core;
+        if !of_ring {
+            recovered_total += store.registers();
+            proposer.placement = placement.clone();
+            if FAULT_INJECTION {
+                proposer.bugs = bugs.core;
+            }
         }
         // Decoded straight into the replica's table, without a vector of them all between.
         let mut states = store.states();
@@ -418,11 +427,20 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
                 shutdown_rx.clone(),
             ));
         }
-        shard_inputs.push(tx);
+        peer_inputs.push(tx.clone());
         let mut handle = Shard::new(replica, store, rx, links);
-        handle.watch_memory(memory.clone());
-        if FAULT_INJECTION {
-            handle.inject_bugs(bugs.shard);
+        if of_ring {
+            ring_state = Some(Arc::new(crate::ring_watch::RingState::new(
+                crate::ring_register::RingRegister::new(tx),
+                acceptors.clone(),
+                crate::ring::configuration(&config)?,
+            )));
+        } else {
+            shard_inputs.push(tx);
+            handle.watch_memory(memory.clone());
+            if FAULT_INJECTION {
+                handle.inject_bugs(bugs.shard);
+            }
         }
         shard_handles.push((handle, shard));
     }
@@ -468,6 +486,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         settings: Settings::new(&config),
         cluster,
         forwarder,
+        ring: ring_state,
         memory: memory.clone(),
         acl: Arc::new(acl),
         config,
@@ -520,7 +539,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         (None, None) => tokio::spawn(peer::accept::<RmwCodec>(
             peer_listener,
             transport,
-            shard_inputs,
+            peer_inputs,
             peer_counters,
             peer_limits,
             shutdown_rx.clone(),
@@ -534,20 +553,20 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             shutdown_rx.clone(),
         )),
     };
+    if context.ring.is_some() {
+        tokio::spawn(crate::ring_watch::run(context.clone(), shutdown_rx.clone()));
+    }
+    // A ring's node serves clients once it has read the ring's stage (`crate::ring_watch`).
     if let Some(listener) = client_listener {
-        tokio::spawn(front::accept(
-            listener,
+        tokio::spawn(when_ring_ready(
             context.clone(),
-            shutdown_rx.clone(),
-            None,
+            front::accept(listener, context.clone(), shutdown_rx.clone(), None),
         ));
     }
     if let Some(listener) = tls_listener {
-        tokio::spawn(front::accept(
-            listener,
+        tokio::spawn(when_ring_ready(
             context.clone(),
-            shutdown_rx.clone(),
-            tls.clients,
+            front::accept(listener, context.clone(), shutdown_rx.clone(), tls.clients),
         ));
     }
     if let Some(listener) = http_listener {
@@ -566,6 +585,14 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         stopping: shutdown_rx,
         admission,
     })
+}
+
+/// Runs `serve` once the node knows the ring's stage (at once when it is not on a ring).
+async fn when_ring_ready(context: Arc<NodeContext>, serve: impl std::future::Future<Output = ()>) {
+    if let Some(ring) = &context.ring {
+        ring.ready().await;
+    }
+    serve.await;
 }
 
 /// Spawns an event loop (a shard's or the log's, named by `what`); if its store fails, the
@@ -913,6 +940,9 @@ impl RunningNode {
         let _ = self.shutdown.send(true);
         for shard in &self.context.shards {
             let _ = shard.send(ShardInput::Stop).await;
+        }
+        if let Some(ring) = &self.context.ring {
+            ring.register.stop().await;
         }
         if let Some(log) = &self.context.log {
             let _ = log.send(LogInput::Stop).await;

@@ -131,6 +131,16 @@ pub fn balanced(ids: &[u16], r: usize) -> Result<Configuration, ConfigError> {
     Configuration::balanced(&ids, replication).map_err(|e| invalid(e.to_string()))
 }
 
+/// The default user's password (`requirepass` or `requirepass_file`), which a ring's nodes log
+/// in to each other's client ports with and which ring changes over HTTP must present.
+pub fn requirepass(config: &NodeConfig) -> Result<Option<Vec<u8>>, ConfigError> {
+    Ok(match (&config.requirepass, &config.requirepass_file) {
+        (Some(crate::config::Password(password)), _) => Some(password.as_bytes().to_vec()),
+        (None, Some(path)) => Some(crate::config::read_secret(path)?),
+        (None, None) => None,
+    })
+}
+
 /// The ring's digest: the first 8 bytes of the SHA-256 of its byte form.
 pub fn digest(ring: &Configuration) -> u64 {
     let hash = Sha256::digest(codec::encode(ring));

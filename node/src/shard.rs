@@ -64,6 +64,9 @@ pub enum ShardInput {
         /// The key, if the shard has a live one.
         reply: oneshot::Sender<Option<Bytes>>,
     },
+    /// Count the registers of a new stage of the ring from now on (`Replica::install_placement`;
+    /// [`crate::ring_watch`]).
+    InstallPlacement(logless_rmw::placement::Placement),
     /// Commit what is pending, flush and stop.
     Stop,
 }
@@ -254,6 +257,7 @@ impl Shard {
             ShardInput::RandomKey { seed, reply } => {
                 let _ = reply.send(self.core.random_live_key(seed));
             }
+            ShardInput::InstallPlacement(placement) => self.core.install_placement(placement),
             ShardInput::Stop => return false,
         }
         true

@@ -772,7 +772,11 @@ pub struct NodeStatus {
 /// What a node of a ring (N > R, [`crate::ring`]) holds and forwards.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RingStatus {
-    /// Nodes of the ring, N.
+    /// The stage of the ring this node installed (`Stable(e)`, or `Joint(e)` while a change
+    /// moves it to epoch `e`; [`crate::ring_watch`]).
+    #[serde(default)]
+    pub stage: String,
+    /// Nodes of the ring (of the configuration it routes by), N.
     pub nodes: usize,
     /// Each key's replicas, R.
     pub replication: usize,
@@ -811,8 +815,13 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
     let c = &forwarder.counters;
     let reachable = reachable_peers(context);
     let reaches = |n: NodeId| n.0 == context.node.0 || reachable.binary_search(&n.0).is_ok();
+    let ring = forwarder.ring();
+    let nodes = ring.nodes().len();
     Some(RingStatus {
-        nodes: context.config.peers.len(),
+        stage: context.ring.as_ref().map_or_else(String::new, |r| {
+            crate::ring_register::stage_name(r.installed().stage())
+        }),
+        nodes,
         replication: context.config.replication(),
         slots: forwarder.slots_held(),
         keys_owned: t.live_registers,
@@ -821,16 +830,16 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
         forwarded_unreachable: c.unreachable.load(Ordering::Relaxed),
         crossslot: c.cross.load(Ordering::Relaxed),
         client_addrs: forwarder.client_addrs().clone(),
-        slots_without_majority: crate::ring::ranges_without_majority(forwarder.ring(), reaches),
+        slots_without_majority: crate::ring::ranges_without_majority(&ring, reaches),
     })
 }
 
-/// The peers with at least one link up, sorted.
+/// The peers with at least one link of a data shard up, sorted.
 fn reachable_peers(context: &NodeContext) -> Vec<u16> {
     let links = context.peers.links_up.lock().expect("not poisoned");
     let mut reachable: Vec<u16> = links
         .iter()
-        .filter(|(_, &up)| up)
+        .filter(|(&(_, shard), &up)| up && !crate::ring_register::is_ring_link(context, shard))
         .map(|(&(peer, _), _)| peer)
         .collect();
     reachable.sort_unstable();

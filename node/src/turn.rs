@@ -738,6 +738,12 @@ impl<R, M: Media> ShardCore<R, M> {
         self.replica.set_thrifty(reads, writes);
     }
 
+    /// Counts registers by the acceptors of a new stage of the ring from now on (see
+    /// `Replica::install_placement`).
+    pub fn install_placement(&mut self, placement: logless_rmw::placement::Placement) {
+        self.replica.install_placement(placement);
+    }
+
     /// A key of this replica's copy that holds a value now, looked for from a place `seed`
     /// chooses; `None` if there is none.
     pub fn random_live_key(&self, seed: u64) -> Option<Bytes> {

@@ -1,0 +1,777 @@
+//! The coordinator of a ring change (`logless cluster add|remove|replace`; docs/ring.md §4):
+//! any node runs it, asked over its HTTP port ([`crate::http`]).
+//!
+//! From `Stable(e)` it computes the configuration of epoch `e + 1`
+//! (`logless_placement::Configuration::with_node_added` and its kin), swaps `Stable(e)` for
+//! `Joint(e+1)` in the stage register, waits until every node of either configuration reports
+//! having installed it ([`crate::ring_watch`]), syncs the moving slots, swaps `Joint(e+1)` for
+//! `Stable(e+1)` and waits for every node of the new configuration again. A change asked for
+//! while the ring is already in the joint stage of that very change resumes it (a coordinator
+//! that stopped half-way leaves the ring serving in `Joint`, which is safe, and the same
+//! command finishes it); any other is refused.
+//!
+//! # Syncing the moving slots
+//!
+//! The data mover (docs/ring.md §4 step 3: write every register of a moving slot through to
+//! the new replicas) is not built. [`sync_moving_slots`] is where it goes: today it lets the
+//! change go on only when no node found a live key of a moving slot in its copy once it had
+//! installed the joint stage (every value chosen before the joint stage is held by a majority
+//! of the old replicas, each of which reports, so a key to move is counted by at least one),
+//! and fails the change otherwise, leaving the ring in `Joint(e+1)`.
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use logless_placement::{Configuration, NodeId, PlacementError, Stage};
+use serde::{Deserialize, Serialize};
+
+use crate::context::NodeContext;
+use crate::ring_register::{stage_name, InstallReport, RingStage};
+
+/// How long the coordinator waits between two reads of the nodes' reports.
+const REPORT_POLL: Duration = Duration::from_millis(200);
+
+/// How many times it reads them before giving up on a node installing a stage (about 30 s,
+/// some sixty of the nodes' reads of the stage register).
+const REPORT_POLLS: usize = 150;
+
+/// A change of the ring's membership.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeRequest {
+    /// A node joins: it takes a share of the segments.
+    Add(u16),
+    /// A node leaves: its segments go to the others.
+    Remove(u16),
+    /// A node takes exactly the segments of another (a dead machine's, say).
+    Replace {
+        /// The node leaving.
+        old: u16,
+        /// The node taking its place.
+        new: u16,
+    },
+}
+
+impl ChangeRequest {
+    /// The configuration after this change of `config`, on a ring whose nodes may be any of
+    /// `peers` (the peer list, which every node of a configuration must be in).
+    pub fn apply(
+        &self,
+        config: &Configuration,
+        peers: &[u16],
+    ) -> Result<Configuration, ChangeError> {
+        let known = |node: u16| {
+            if peers.contains(&node) {
+                Ok(NodeId(node))
+            } else {
+                Err(ChangeError::UnknownNode(node))
+            }
+        };
+        let member = |node: u16| {
+            if config.contains(NodeId(node)) {
+                Ok(NodeId(node))
+            } else {
+                Err(ChangeError::NotMember(node))
+            }
+        };
+        let outsider = |node: u16| {
+            if config.contains(NodeId(node)) {
+                Err(ChangeError::AlreadyMember(node))
+            } else {
+                known(node)
+            }
+        };
+        let placed = match *self {
+            ChangeRequest::Add(node) => config.with_node_added(outsider(node)?),
+            ChangeRequest::Remove(node) => config.with_node_removed(member(node)?),
+            ChangeRequest::Replace { old, new } => {
+                config.with_node_replaced(member(old)?, outsider(new)?)
+            }
+        };
+        placed.map_err(|e| match e {
+            PlacementError::TooFewNodes { replication, nodes } => {
+                ChangeError::TooFewNodes { replication, nodes }
+            }
+            other => ChangeError::Placement(other.to_string()),
+        })
+    }
+}
+
+/// Why a change was refused or did not finish.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChangeError {
+    /// Another change is under way or came first.
+    #[error("another change of the ring came first: {0}; see `logless cluster status`")]
+    Concurrent(String),
+    /// The node is not in the peer list.
+    #[error(
+        "node {0} is not in the peer list: every node of the ring must be started with a peer \
+         list that names it (docs/ring.md §4 \"Operating\")"
+    )]
+    UnknownNode(u16),
+    /// The node to remove or replace is not in the configuration.
+    #[error("node {0} is not a node of the ring's configuration")]
+    NotMember(u16),
+    /// The node to add is in the configuration already.
+    #[error("node {0} is a node of the ring's configuration already")]
+    AlreadyMember(u16),
+    /// Fewer nodes than replicas would be left.
+    #[error(
+        "the ring would have {nodes} nodes, fewer than its replication degree R = {replication}"
+    )]
+    TooFewNodes {
+        /// R.
+        replication: u8,
+        /// The nodes left.
+        nodes: usize,
+    },
+    /// Another reason the placement gives.
+    #[error("{0}")]
+    Placement(String),
+    /// Nodes of the change that this node has no live link to.
+    #[error(
+        "nodes {0:?} of the change are down or unreachable from this node: every node of the old \
+         and the new configuration must install each stage (replace a dead node with `replace`, \
+         which still needs the node taking its place up)"
+    )]
+    NodesDown(Vec<u16>),
+    /// Nodes that did not report a stage in time.
+    #[error(
+        "nodes {nodes:?} did not report installing {} in time; the ring stays in {}: run the \
+         same change again to resume it",
+        stage_name(*.stage),
+        stage_name(*.stage)
+    )]
+    NotInstalled {
+        /// The stage waited for.
+        stage: Stage,
+        /// The nodes that did not report it.
+        nodes: Vec<u16>,
+    },
+    /// Moving slots hold keys, and nothing moves them yet.
+    #[error(
+        "data mover not built: the moving slots hold {keys} keys, which would have to be written \
+         through to their new replicas; the ring stays in {}, serving every key with joint \
+         quorums (a change can finish only while its moving slots hold no keys)",
+        stage_name(*.stage)
+    )]
+    MoverNotBuilt {
+        /// The joint stage the ring stays in.
+        stage: Stage,
+        /// Live keys of the moving slots, summed over the nodes' reports.
+        keys: u64,
+    },
+    /// This node cannot coordinate.
+    #[error("{0}")]
+    Refused(String),
+    /// The ring's registers failed.
+    #[error("the ring's stage register: {0}")]
+    Register(String),
+}
+
+impl From<String> for ChangeError {
+    fn from(e: String) -> ChangeError {
+        ChangeError::Register(e)
+    }
+}
+
+/// A finished change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Changed {
+    /// The configuration before.
+    pub from: Configuration,
+    /// The configuration now stable.
+    pub to: Configuration,
+    /// The slots whose replicas changed.
+    pub moved_slots: usize,
+}
+
+/// What the coordinator needs of the ring.
+pub(crate) trait RingOps {
+    /// The stage the register holds.
+    async fn stage(&self) -> Result<RingStage, String>;
+    /// Swaps stage `from` for `to` in the register; whether it did.
+    async fn swap(&self, from: &RingStage, to: &RingStage) -> Result<bool, String>;
+    /// What `node` reported installing last.
+    async fn report(&self, node: u16) -> Result<Option<InstallReport>, String>;
+    /// The peer list.
+    fn peers(&self) -> Vec<u16>;
+    /// The nodes this node reaches, itself included.
+    fn up(&self) -> BTreeSet<u16>;
+    /// Waits a little before reading the reports again.
+    async fn pause(&self);
+}
+
+/// Runs `request` against the ring `ops` reaches, reading reports up to `polls` times per stage.
+pub(crate) async fn change<O: RingOps>(
+    ops: &O,
+    request: ChangeRequest,
+    polls: usize,
+) -> Result<Changed, ChangeError> {
+    let current = ops.stage().await?;
+    let peers = ops.peers();
+    let (old, new) = match &current {
+        RingStage::Stable(config) => (config.clone(), request.apply(config, &peers)?),
+        RingStage::Joint { old, new } => {
+            if request.apply(old, &peers).as_ref() != Ok(new) {
+                return Err(ChangeError::Concurrent(format!(
+                    "the ring is moving to epoch {} by another change",
+                    new.epoch().0
+                )));
+            }
+            (old.clone(), new.clone())
+        }
+    };
+    let joint = RingStage::Joint {
+        old: old.clone(),
+        new: new.clone(),
+    };
+    let up = ops.up();
+    let down: Vec<u16> = joint
+        .nodes()
+        .into_iter()
+        .filter(|n| !up.contains(n))
+        .collect();
+    if !down.is_empty() {
+        return Err(ChangeError::NodesDown(down));
+    }
+    if matches!(current, RingStage::Stable(_)) && !ops.swap(&current, &joint).await? {
+        return Err(ChangeError::Concurrent(format!(
+            "the stage register no longer holds {}",
+            stage_name(current.stage())
+        )));
+    }
+    let reports = await_installed(ops, &joint, polls).await?;
+    sync_moving_slots(&joint, &reports)?;
+    let stable = RingStage::Stable(new.clone());
+    if !ops.swap(&joint, &stable).await? {
+        return Err(ChangeError::Concurrent(format!(
+            "the stage register no longer holds {}",
+            stage_name(joint.stage())
+        )));
+    }
+    await_installed(ops, &stable, polls).await?;
+    Ok(Changed {
+        moved_slots: joint.moving_slots().len(),
+        from: old,
+        to: new,
+    })
+}
+
+/// Waits until every node of `stage` reports having installed it (or a later stage); their
+/// reports.
+pub(crate) async fn await_installed<O: RingOps>(
+    ops: &O,
+    stage: &RingStage,
+    polls: usize,
+) -> Result<BTreeMap<u16, InstallReport>, ChangeError> {
+    let wanted = stage.stage();
+    let nodes = stage.nodes();
+    let mut reports = BTreeMap::new();
+    for poll in 0..polls.max(1) {
+        if poll > 0 {
+            ops.pause().await;
+        }
+        for &node in &nodes {
+            if reports.contains_key(&node) {
+                continue;
+            }
+            if let Some(report) = ops.report(node).await? {
+                if report.stage == wanted || report.stage.is_after(wanted) {
+                    reports.insert(node, report);
+                }
+            }
+        }
+        if reports.len() == nodes.len() {
+            return Ok(reports);
+        }
+    }
+    Err(ChangeError::NotInstalled {
+        stage: wanted,
+        nodes: nodes
+            .into_iter()
+            .filter(|n| !reports.contains_key(n))
+            .collect(),
+    })
+}
+
+/// Brings the registers of `joint`'s moving slots to their new replicas, given what every
+/// node of the change reported. The data mover is not built: this succeeds only when no node
+/// holds a live key of a moving slot.
+pub(crate) fn sync_moving_slots(
+    joint: &RingStage,
+    reports: &BTreeMap<u16, InstallReport>,
+) -> Result<(), ChangeError> {
+    let keys: u64 = reports.values().map(|r| r.moving_keys).sum();
+    if keys == 0 {
+        Ok(())
+    } else {
+        Err(ChangeError::MoverNotBuilt {
+            stage: joint.stage(),
+            keys,
+        })
+    }
+}
+
+/// The coordinator's view of a node's ring.
+struct NodeOps<'a>(&'a NodeContext);
+
+impl RingOps for NodeOps<'_> {
+    async fn stage(&self) -> Result<RingStage, String> {
+        let ring = self.0.ring.as_ref().expect("a ring");
+        ring.register
+            .stage()
+            .await?
+            .ok_or_else(|| "the ring's stage register is still empty: the ring is starting".into())
+    }
+
+    async fn swap(&self, from: &RingStage, to: &RingStage) -> Result<bool, String> {
+        let ring = self.0.ring.as_ref().expect("a ring");
+        ring.register.swap_stage(from, to).await
+    }
+
+    async fn report(&self, node: u16) -> Result<Option<InstallReport>, String> {
+        let ring = self.0.ring.as_ref().expect("a ring");
+        ring.register.report(node).await
+    }
+
+    fn peers(&self) -> Vec<u16> {
+        self.0.config.peers.iter().map(|p| p.id).collect()
+    }
+
+    fn up(&self) -> BTreeSet<u16> {
+        let mut up = crate::cluster::peers_up(self.0);
+        up.insert(self.0.node.0);
+        up
+    }
+
+    async fn pause(&self) {
+        tokio::time::sleep(REPORT_POLL).await;
+    }
+}
+
+/// Runs `request` with this node as the coordinator.
+pub async fn coordinate(
+    context: &NodeContext,
+    request: ChangeRequest,
+) -> Result<Changed, ChangeError> {
+    if context.ring.is_none() {
+        return Err(ChangeError::Refused(
+            "this node is not on a ring (replication below the number of nodes): its \
+             membership is fixed"
+                .into(),
+        ));
+    }
+    if context.cluster.is_some() {
+        return Err(ChangeError::Refused(
+            "cluster_enabled: the Redis Cluster map is fixed at start for now, so a ring in \
+             cluster mode cannot change (docs/ring.md §5)"
+                .into(),
+        ));
+    }
+    change(&NodeOps(context), request, REPORT_POLLS).await
+}
+
+/// What `logless cluster status` shows: the stage register and every node's report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RingChangeStatus {
+    /// The stage the register holds (`Stable(e)` or `Joint(e)`).
+    pub stage: String,
+    /// Its epoch.
+    pub epoch: u64,
+    /// R.
+    pub replication: u8,
+    /// The nodes of the configuration it serves with (the old one while joint).
+    pub nodes: Vec<u16>,
+    /// The nodes of the configuration it moves to, while joint.
+    #[serde(default)]
+    pub joining: Vec<u16>,
+    /// The slots that move, while joint.
+    #[serde(default)]
+    pub moving_slots: usize,
+    /// Every node of the peer list with what it reported installing (`-` for nothing yet) and,
+    /// while joint, the live keys of the moving slots it counted.
+    pub reports: BTreeMap<u16, String>,
+    /// The stage the answering node installed.
+    pub installed_here: String,
+}
+
+/// The ring's stage and every node's report, read through the ring's registers.
+pub async fn status(context: &NodeContext) -> Result<RingChangeStatus, String> {
+    let Some(ring) = &context.ring else {
+        return Err("this node is not on a ring".into());
+    };
+    let stage = NodeOps(context).stage().await?;
+    let mut reports = BTreeMap::new();
+    for peer in &context.config.peers {
+        let shown = match ring.register.report(peer.id).await? {
+            None => "-".to_string(),
+            Some(r) if matches!(r.stage, Stage::Joint(_)) => {
+                format!("{} ({} keys to move)", stage_name(r.stage), r.moving_keys)
+            }
+            Some(r) => stage_name(r.stage),
+        };
+        reports.insert(peer.id, shown);
+    }
+    let (joining, moving_slots) = match &stage {
+        RingStage::Stable(_) => (Vec::new(), 0),
+        RingStage::Joint { new, .. } => (
+            new.nodes().map(|n| n.0).collect(),
+            stage.moving_slots().len(),
+        ),
+    };
+    Ok(RingChangeStatus {
+        stage: stage_name(stage.stage()),
+        epoch: stage.stage().epoch().0,
+        replication: stage.serving().replication().get(),
+        nodes: stage.serving().nodes().map(|n| n.0).collect(),
+        joining,
+        moving_slots,
+        reports,
+        installed_here: stage_name(ring.installed().stage()),
+    })
+}
+
+/// Answers an HTTP request for `/cluster…` ([`crate::http`]): its status code, content type and
+/// body.
+pub async fn answer(
+    method: &[u8],
+    path: &[u8],
+    head: &[u8],
+    context: &NodeContext,
+) -> (u16, &'static str, String) {
+    let text = |code, body: String| (code, "text/plain", body + "\n");
+    let path = String::from_utf8_lossy(path);
+    let (route, query) = path.split_once('?').unwrap_or((&path, ""));
+    if route == "/cluster" && method == b"GET" {
+        return match status(context).await {
+            Ok(s) => (
+                200,
+                "application/json",
+                serde_json::to_string_pretty(&s).expect("serialisable") + "\n",
+            ),
+            Err(e) => text(409, e),
+        };
+    }
+    if method != b"POST" {
+        return text(
+            405,
+            "GET /cluster shows the ring's stage; POST /cluster/add?node=ID, \
+             /cluster/remove?node=ID or /cluster/replace?old=ID&new=ID changes it"
+                .into(),
+        );
+    }
+    // The default user's password, checked as AUTH checks it (in constant time).
+    let logged_in = || bearer(head).and_then(|token| context.acl.authenticate(b"default", token));
+    if context.acl.requires_auth() && logged_in().is_none() {
+        return text(
+            401,
+            "a ring change needs the node's requirepass: Authorization: Bearer <password>".into(),
+        );
+    }
+    let request = match parse_request(route, query) {
+        Ok(request) => request,
+        Err(e) => return text(400, e),
+    };
+    match coordinate(context, request).await {
+        Ok(changed) => text(
+            200,
+            format!(
+                "changed: epoch {} {:?} -> epoch {} {:?}, {} slots' replicas changed",
+                changed.from.epoch().0,
+                changed.from.nodes().map(|n| n.0).collect::<Vec<_>>(),
+                changed.to.epoch().0,
+                changed.to.nodes().map(|n| n.0).collect::<Vec<_>>(),
+                changed.moved_slots
+            ),
+        ),
+        Err(e) => text(409, format!("refused: {e}")),
+    }
+}
+
+/// The change `route?query` asks for.
+fn parse_request(route: &str, query: &str) -> Result<ChangeRequest, String> {
+    let param = |name: &str| -> Result<u16, String> {
+        let value = query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+            .ok_or_else(|| format!("{route} needs ?{name}=ID"))?;
+        value
+            .parse()
+            .map_err(|_| format!("{name}={value} is not a node id (1 to 65535)"))
+    };
+    match route {
+        "/cluster/add" => Ok(ChangeRequest::Add(param("node")?)),
+        "/cluster/remove" => Ok(ChangeRequest::Remove(param("node")?)),
+        "/cluster/replace" => Ok(ChangeRequest::Replace {
+            old: param("old")?,
+            new: param("new")?,
+        }),
+        _ => Err(format!(
+            "no route {route}: /cluster/add, /cluster/remove or /cluster/replace"
+        )),
+    }
+}
+
+/// The token of an `Authorization: Bearer` header of the request head `head`.
+fn bearer(head: &[u8]) -> Option<&[u8]> {
+    head.split(|&b| b == b'\n').find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (name, value) = line.split_at(colon);
+        if !name.eq_ignore_ascii_case(b"authorization") {
+            return None;
+        }
+        let value = value[1..].trim_ascii();
+        let (scheme, token) = value.split_at(value.iter().position(|&b| b == b' ')?);
+        scheme
+            .eq_ignore_ascii_case(b"bearer")
+            .then(|| token.trim_ascii())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use logless_placement::{Epoch, Replication};
+
+    use super::*;
+
+    fn ring(nodes: u16) -> Configuration {
+        let nodes: Vec<NodeId> = (1..=nodes).map(NodeId).collect();
+        Configuration::balanced(&nodes, Replication::THREE).unwrap()
+    }
+
+    /// A ring in memory: the register, the reports every node writes on installing (nodes
+    /// in `silent` never do), and the keys each would count in moving slots.
+    struct Fake {
+        register: RefCell<RingStage>,
+        peers: Vec<u16>,
+        down: Vec<u16>,
+        silent: Vec<u16>,
+        moving_keys: u64,
+        /// A change another coordinator makes right before this one's first swap.
+        racer: Option<RingStage>,
+        swaps: RefCell<Vec<Stage>>,
+    }
+
+    impl Fake {
+        fn new(config: Configuration, peers: u16) -> Fake {
+            Fake {
+                register: RefCell::new(RingStage::Stable(config)),
+                peers: (1..=peers).collect(),
+                down: Vec::new(),
+                silent: Vec::new(),
+                moving_keys: 0,
+                racer: None,
+                swaps: RefCell::default(),
+            }
+        }
+    }
+
+    impl RingOps for Fake {
+        async fn stage(&self) -> Result<RingStage, String> {
+            Ok(self.register.borrow().clone())
+        }
+
+        async fn swap(&self, from: &RingStage, to: &RingStage) -> Result<bool, String> {
+            if let Some(racer) = &self.racer {
+                *self.register.borrow_mut() = racer.clone();
+            }
+            let mut register = self.register.borrow_mut();
+            if *register != *from {
+                return Ok(false);
+            }
+            *register = to.clone();
+            self.swaps.borrow_mut().push(to.stage());
+            Ok(true)
+        }
+
+        async fn report(&self, node: u16) -> Result<Option<InstallReport>, String> {
+            let stage = self.register.borrow().stage();
+            Ok((!self.silent.contains(&node)).then_some(InstallReport {
+                stage,
+                moving_keys: match stage {
+                    Stage::Joint(_) => self.moving_keys,
+                    Stage::Stable(_) => 0,
+                },
+            }))
+        }
+
+        fn peers(&self) -> Vec<u16> {
+            self.peers.clone()
+        }
+
+        fn up(&self) -> BTreeSet<u16> {
+            self.peers
+                .iter()
+                .copied()
+                .filter(|n| !self.down.contains(n))
+                .collect()
+        }
+
+        async fn pause(&self) {}
+    }
+
+    fn run<O: RingOps>(ops: &O, request: ChangeRequest) -> Result<Changed, ChangeError> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(change(ops, request, 3))
+    }
+
+    #[test]
+    fn a_change_goes_through_the_joint_stage_to_the_next_epoch() {
+        let fake = Fake::new(ring(4), 5);
+        let changed = run(&fake, ChangeRequest::Remove(4)).unwrap();
+        assert_eq!(changed.to.epoch(), Epoch(2));
+        assert!(!changed.to.contains(NodeId(4)));
+        assert!(changed.moved_slots > 0);
+        assert_eq!(
+            *fake.swaps.borrow(),
+            vec![Stage::Joint(Epoch(2)), Stage::Stable(Epoch(2))]
+        );
+        let fake = Fake::new(ring(4), 5);
+        let changed = run(&fake, ChangeRequest::Add(5)).unwrap();
+        assert!(changed.to.contains(NodeId(5)));
+        let fake = Fake::new(ring(4), 5);
+        let changed = run(&fake, ChangeRequest::Replace { old: 2, new: 5 }).unwrap();
+        assert!(changed.to.contains(NodeId(5)) && !changed.to.contains(NodeId(2)));
+    }
+
+    #[test]
+    fn bad_requests_are_refused_before_anything_is_written() {
+        let refused = |fake: &Fake, request| {
+            let e = run(fake, request).unwrap_err();
+            assert!(fake.swaps.borrow().is_empty(), "{e}");
+            e
+        };
+        let fake = Fake::new(ring(4), 5);
+        assert_eq!(
+            refused(&fake, ChangeRequest::Add(9)),
+            ChangeError::UnknownNode(9)
+        );
+        assert_eq!(
+            refused(&fake, ChangeRequest::Add(3)),
+            ChangeError::AlreadyMember(3)
+        );
+        assert_eq!(
+            refused(&fake, ChangeRequest::Remove(5)),
+            ChangeError::NotMember(5)
+        );
+        assert_eq!(
+            refused(&fake, ChangeRequest::Replace { old: 1, new: 2 }),
+            ChangeError::AlreadyMember(2)
+        );
+        let three = Fake::new(ring(3), 3);
+        let e = refused(&three, ChangeRequest::Remove(1));
+        assert_eq!(
+            e,
+            ChangeError::TooFewNodes {
+                replication: 3,
+                nodes: 2
+            }
+        );
+        assert!(e.to_string().contains("fewer than its replication degree"));
+        let mut down = Fake::new(ring(4), 5);
+        down.down = vec![2];
+        assert_eq!(
+            refused(&down, ChangeRequest::Add(5)),
+            ChangeError::NodesDown(vec![2])
+        );
+        // A node outside both configurations may be down.
+        let mut outside = Fake::new(ring(4), 6);
+        outside.down = vec![6];
+        run(&outside, ChangeRequest::Add(5)).unwrap();
+    }
+
+    #[test]
+    fn a_change_that_loses_the_swap_is_refused_as_concurrent() {
+        let mut fake = Fake::new(ring(4), 5);
+        let other = ring(4).with_node_added(NodeId(5)).unwrap();
+        fake.racer = Some(RingStage::Joint {
+            old: ring(4),
+            new: other,
+        });
+        let e = run(&fake, ChangeRequest::Remove(4)).unwrap_err();
+        assert!(matches!(e, ChangeError::Concurrent(_)), "{e}");
+        assert!(e.to_string().contains("came first"), "{e}");
+        // And while another change's joint stage is under way, a different change is refused.
+        let fake = Fake::new(ring(4), 5);
+        *fake.register.borrow_mut() = RingStage::Joint {
+            old: ring(4),
+            new: ring(4).with_node_added(NodeId(5)).unwrap(),
+        };
+        let e = run(&fake, ChangeRequest::Remove(4)).unwrap_err();
+        assert!(e.to_string().contains("moving to epoch 2"), "{e}");
+    }
+
+    #[test]
+    fn the_same_change_resumes_a_joint_stage() {
+        let fake = Fake::new(ring(4), 5);
+        let new = ring(4).with_node_removed(NodeId(4)).unwrap();
+        *fake.register.borrow_mut() = RingStage::Joint {
+            old: ring(4),
+            new: new.clone(),
+        };
+        let changed = run(&fake, ChangeRequest::Remove(4)).unwrap();
+        assert_eq!(changed.to, new);
+        assert_eq!(*fake.swaps.borrow(), vec![Stage::Stable(Epoch(2))]);
+    }
+
+    #[test]
+    fn a_node_that_never_installs_stops_the_change_in_joint() {
+        let mut fake = Fake::new(ring(4), 5);
+        fake.silent = vec![3];
+        let e = run(&fake, ChangeRequest::Remove(4)).unwrap_err();
+        assert_eq!(
+            e,
+            ChangeError::NotInstalled {
+                stage: Stage::Joint(Epoch(2)),
+                nodes: vec![3]
+            }
+        );
+        assert_eq!(fake.register.borrow().stage(), Stage::Joint(Epoch(2)));
+    }
+
+    #[test]
+    fn requests_and_passwords_are_parsed() {
+        assert_eq!(
+            parse_request("/cluster/add", "node=5"),
+            Ok(ChangeRequest::Add(5))
+        );
+        assert_eq!(
+            parse_request("/cluster/replace", "new=6&old=2"),
+            Ok(ChangeRequest::Replace { old: 2, new: 6 })
+        );
+        assert!(parse_request("/cluster/remove", "")
+            .unwrap_err()
+            .contains("?node=ID"));
+        assert!(parse_request("/cluster/remove", "node=x").is_err());
+        assert!(parse_request("/cluster/grow", "node=1").is_err());
+        let head =
+            b"POST /cluster/add?node=5 HTTP/1.1\r\nHost: a\r\nauthorization:  Bearer  pw\r\n\r\n";
+        assert_eq!(bearer(head), Some(&b"pw"[..]));
+        assert_eq!(
+            bearer(b"POST / HTTP/1.1\r\nAuthorization: Basic x\r\n\r\n"),
+            None
+        );
+        assert_eq!(bearer(b"POST / HTTP/1.1\r\n\r\n"), None);
+    }
+
+    #[test]
+    fn keys_in_moving_slots_fail_the_change_until_the_mover_exists() {
+        let mut fake = Fake::new(ring(4), 5);
+        fake.moving_keys = 2;
+        let e = run(&fake, ChangeRequest::Remove(4)).unwrap_err();
+        // Four nodes each counted two.
+        assert_eq!(
+            e,
+            ChangeError::MoverNotBuilt {
+                stage: Stage::Joint(Epoch(2)),
+                keys: 8
+            }
+        );
+        assert!(e.to_string().starts_with("data mover not built"));
+        assert_eq!(fake.register.borrow().stage(), Stage::Joint(Epoch(2)));
+    }
+}

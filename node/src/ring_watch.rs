@@ -1,0 +1,209 @@
+//! How a node of a ring learns the ring's stage and installs it (docs/ring.md §4, §5 item 1).
+//!
+//! Every node reads the stage register ([`crate::ring_register`]) when it starts and then every
+//! [`READ_INTERVAL`]. A stage later than the one installed (or, at start, another configuration
+//! than the one derived from the peer list) is installed: its placement is handed to every
+//! data shard (`Replica::install_placement`, through the shard's input channel, so commands
+//! the shard takes after it are counted by the new quorums), and the forwarder routes by its
+//! configuration. Then the node writes what it installed to its report register, which the
+//! coordinator of a change waits on ([`crate::ring_change`]).
+//!
+//! # Why a periodic read
+//!
+//! A node could instead be told of a new stage by the coordinator, or by a peer. A message from
+//! the coordinator reaches only the nodes it can reach at that moment, so a node that was down
+//! or cut off would still need a way to catch up: a read of the register, which is the source
+//! of truth anyway. A read costs one consistent quorum read of one register per node per
+//! interval, independent of the load; the coordinator waits for every node's report, so a
+//! change takes about one interval per stage longer than a push would. When the engine's stage
+//! fence lands, an acceptor that meets a newer stage will ask for a read at once; the periodic
+//! read remains the way a node that met nobody catches up.
+//!
+//! # Before the first read
+//!
+//! A node does not know the ring's stage before it has read the register: after a change,
+//! the configuration derived from the peer list is stale. So the node accepts no Redis client
+//! until the first read succeeded and what it found is installed ([`RingState::ready`]), which
+//! needs a majority of the peer list up.
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use logless_placement::{key_slot, Configuration, SLOTS};
+use logless_rmw::ids::NodeId;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::context::NodeContext;
+use crate::ring_register::{
+    report_key, stage_name, InstallReport, RingRegister, RingStage, STAGE_KEY,
+};
+use crate::shard::ShardInput;
+
+/// How often a node reads the ring's stage register.
+pub const READ_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How many reads apart a node counts again the keys of the moving slots it reported, while it
+/// reported some: a change refused for them can then be resumed once they are gone (each count
+/// is a pass over the node's copy).
+const RECOUNT_READS: u32 = 10;
+
+/// A ring node's view of the ring's stage.
+pub struct RingState {
+    /// The registers of the ring shard.
+    pub register: RingRegister,
+    /// Every node of the peer list, sorted: the acceptors placements index into.
+    acceptors: Vec<NodeId>,
+    /// The configuration derived from the peer list, written to an empty register.
+    derived: Configuration,
+    /// The stage installed last.
+    installed: Mutex<RingStage>,
+    /// Whether the stage was read and installed at least once.
+    ready: watch::Sender<bool>,
+}
+
+impl RingState {
+    /// A node that starts with the `derived` configuration installed, reaching the ring's
+    /// registers through `register`.
+    pub fn new(register: RingRegister, acceptors: Vec<NodeId>, derived: Configuration) -> Self {
+        RingState {
+            register,
+            acceptors,
+            installed: Mutex::new(RingStage::Stable(derived.clone())),
+            derived,
+            ready: watch::channel(false).0,
+        }
+    }
+
+    /// The stage installed last.
+    pub fn installed(&self) -> RingStage {
+        self.installed.lock().expect("not poisoned").clone()
+    }
+
+    /// Waits until the node has read the ring's stage once and installed it.
+    pub async fn ready(&self) {
+        let mut ready = self.ready.subscribe();
+        let _ = ready.wait_for(|&ready| ready).await;
+    }
+}
+
+/// Reads and installs the ring's stage every [`READ_INTERVAL`] until `shutdown`.
+pub async fn run(context: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>) {
+    let Some(ring) = context.ring.clone() else {
+        return;
+    };
+    let mut reported = Reported::default();
+    let mut last_error = String::new();
+    loop {
+        match step(&context, &ring, &mut reported).await {
+            Ok(()) => {
+                ring.ready.send_replace(true);
+                last_error.clear();
+            }
+            Err(e) => {
+                if e != last_error {
+                    warn!(error = %e, "reading the ring's stage");
+                    last_error = e;
+                }
+            }
+        }
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            () = tokio::time::sleep(READ_INTERVAL) => {}
+        }
+    }
+}
+
+/// One read: installs a newer stage and reports what is installed, if not reported yet (or,
+/// while it reported keys to move, if their count changed).
+async fn step(
+    context: &NodeContext,
+    ring: &RingState,
+    reported: &mut Reported,
+) -> Result<(), String> {
+    let stage = match ring.register.stage().await? {
+        Some(stage) => stage,
+        None => {
+            // The ring's first start: every node derives the same configuration.
+            let first = RingStage::Stable(ring.derived.clone());
+            ring.register.swap(STAGE_KEY, None, first.encode()).await?;
+            ring.register
+                .stage()
+                .await?
+                .ok_or("the ring's stage register is empty after it was written")?
+        }
+    };
+    let installed = ring.installed();
+    if stage != installed {
+        if installed.stage().is_after(stage.stage()) {
+            return Err(format!(
+                "the ring's stage register holds {}, older than the {} this node installed",
+                stage_name(stage.stage()),
+                stage_name(installed.stage())
+            ));
+        }
+        install(context, ring, &stage).await?;
+    }
+    reported.reads_since += 1;
+    let stale = match reported.last {
+        None => true,
+        Some(last) if last.stage != stage.stage() => true,
+        Some(last) => last.moving_keys > 0 && reported.reads_since >= RECOUNT_READS,
+    };
+    if stale {
+        let report = InstallReport {
+            stage: stage.stage(),
+            moving_keys: moving_keys(context, &stage).await,
+        };
+        if reported.last != Some(report) {
+            ring.register
+                .put(&report_key(context.node.0), report.encode())
+                .await?;
+        }
+        *reported = Reported {
+            last: Some(report),
+            reads_since: 0,
+        };
+    }
+    Ok(())
+}
+
+/// What a node reported last, and how many reads ago.
+#[derive(Default)]
+struct Reported {
+    last: Option<InstallReport>,
+    reads_since: u32,
+}
+
+/// Hands `stage`'s placement to every data shard and routes by it.
+async fn install(context: &NodeContext, ring: &RingState, stage: &RingStage) -> Result<(), String> {
+    let placement = stage.placement(&ring.acceptors)?;
+    for shard in &context.shards {
+        shard
+            .send(ShardInput::InstallPlacement(placement.clone()))
+            .await
+            .map_err(|_| "the node is stopping".to_string())?;
+    }
+    if let Some(forwarder) = &context.forwarder {
+        forwarder.set_ring(stage.serving().clone());
+    }
+    *ring.installed.lock().expect("not poisoned") = stage.clone();
+    info!(stage = %stage_name(stage.stage()), nodes = ?stage.nodes(), "installed a stage of the ring");
+    Ok(())
+}
+
+/// The live keys of `stage`'s moving slots in this node's copy (none when stable).
+async fn moving_keys(context: &NodeContext, stage: &RingStage) -> u64 {
+    let moving = stage.moving_slots();
+    if moving.is_empty() {
+        return 0;
+    }
+    let mut is_moving = vec![false; usize::from(SLOTS)];
+    for slot in moving {
+        is_moving[usize::from(slot.get())] = true;
+    }
+    crate::admin::live_keys(context)
+        .await
+        .iter()
+        .filter(|key| is_moving[usize::from(key_slot(key).get())])
+        .count() as u64
+}
