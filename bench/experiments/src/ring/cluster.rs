@@ -305,3 +305,49 @@ fn ask_value(addr: SocketAddr, args: &[&str]) -> Result<Value, String> {
         reply.extend_from_slice(&chunk[..got]);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn node(port: i64) -> Value {
+        Value::Array(vec![
+            Value::Bulk(Bytes::from_static(b"127.0.0.1")),
+            Value::Int(port),
+            Value::Bulk(Bytes::from_static(b"id")),
+        ])
+    }
+
+    fn run(start: i64, end: i64, ports: &[i64]) -> Value {
+        let mut fields = vec![Value::Int(start), Value::Int(end)];
+        fields.extend(ports.iter().map(|&p| node(p)));
+        Value::Array(fields)
+    }
+
+    #[test]
+    fn a_slot_map_sends_each_slot_to_its_first_replica() {
+        let clients: Vec<SocketAddr> = ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        let reply = Value::Array(vec![
+            run(0, 9_999, &[7002, 7001, 7003]),
+            run(10_000, 16_383, &[7003, 7002, 7001]),
+        ]);
+        let map = SlotMap::from_reply(&reply, &clients).unwrap();
+        // "foo" is in slot 12182, "bar" in slot 5061.
+        assert_eq!(map.node_of("foo"), 2);
+        assert_eq!(map.node_of("bar"), 1);
+
+        let short = Value::Array(vec![run(0, 9_999, &[7002])]);
+        let err = SlotMap::from_reply(&short, &clients).unwrap_err();
+        assert!(err.contains("slot 10000 without a node"), "{err}");
+        let stranger = Value::Array(vec![run(0, 16_383, &[9999])]);
+        let err = SlotMap::from_reply(&stranger, &clients).unwrap_err();
+        assert!(err.contains("port 9999"), "{err}");
+        let err = SlotMap::from_reply(&Value::Error("ERR no".into()), &clients).unwrap_err();
+        assert!(err.contains("CLUSTER SLOTS answered"), "{err}");
+    }
+}

@@ -16,6 +16,8 @@ use super::Mix;
 
 /// Load before this (or before the counted seconds, if fewer) is not counted.
 const WARMUP: Duration = Duration::from_millis(1_000);
+/// How long the ring's CPU is read with no load, at most.
+const IDLE: Duration = Duration::from_secs(2);
 /// How often the progress bar moves while a point is measured.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -95,6 +97,8 @@ pub struct Point {
     pub ops_per_cpu_s: f64,
     /// Cores busy on average, `cpu_s / seconds`.
     pub cores: f64,
+    /// Cores the ring kept busy with no load, just before it (timers, heartbeats, links).
+    pub idle_cores: f64,
     /// Commands the nodes forwarded in the counted time, per command answered.
     pub forwarded_share: f64,
     /// The 99th percentile of a batch's answer time, ms.
@@ -109,8 +113,16 @@ struct Counted {
     batches: Histogram<u64>,
 }
 
+/// The cores `ring` keeps busy with nothing to do, over `window`.
+pub fn idle_cores(ring: &Ring, window: Duration) -> f64 {
+    let before = ring.cpu_seconds();
+    std::thread::sleep(window);
+    (ring.cpu_seconds() - before) / window.as_secs_f64()
+}
+
 /// Runs `load` on `ring` (loaded with the keys `name` gives, sent as `routing` says) and
-/// measures it; `bar` moves through `seconds` in tenths.
+/// measures it; `bar` moves through `seconds` in tenths. First the ring's idle CPU is read,
+/// over up to [`IDLE`] (no more than the seconds counted).
 pub fn measure(
     ring: &Ring,
     series: Series,
@@ -120,6 +132,7 @@ pub fn measure(
     load: &Load,
     bar: &ProgressBar,
 ) -> Result<Point, String> {
+    let idle_cores = idle_cores(ring, IDLE.min(Duration::from_secs_f64(load.seconds)));
     let clients = ring.clients();
     let stop = AtomicBool::new(false);
     let start = Instant::now() + WARMUP.min(Duration::from_secs_f64(load.seconds));
@@ -165,6 +178,7 @@ pub fn measure(
         cpu_s,
         ops_per_cpu_s: if cpu_s > 0.0 { ops as f64 / cpu_s } else { 0.0 },
         cores: cpu_s / load.seconds,
+        idle_cores,
         forwarded_share: forwarded as f64 / ops.max(1) as f64,
         p99_ms: batches.value_at_quantile(0.99) as f64 / 1e3,
     })

@@ -17,7 +17,9 @@
 //! all the ring's processes over the same seconds, giving **ops per CPU-second of the whole
 //! cluster**, the figure that must not fall as N grows (each command costs its R replicas the
 //! same whatever N: no traffic to all nodes per key). On a machine of few cores throughput
-//! itself cannot grow with N: the nodes share the cores. After loading, each node's keys
+//! itself cannot grow with N: the nodes share the cores. Beside it, the cores the ring keeps
+//! busy with no load (read just before the load), a cost that grows with N whatever the load
+//! (each node's timers and its links to every other node). After loading, each node's keys
 //! (DBSIZE, and `logless_ring_keys_owned`) and resident memory: **its share of the keys
 //! against R/N**.
 //!

@@ -28,12 +28,12 @@ pub fn write(out: &Path, results: &Results) -> Result<String, String> {
 pub fn points_csv(points: &[Point]) -> String {
     let mut s = String::from(
         "series,nodes,replication,seconds,ops,errors,ops_per_s,cpu_s,ops_per_cpu_s,cores,\
-         forwarded_share,p99_ms\n",
+         idle_cores,forwarded_share,p99_ms\n",
     );
     for p in points {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{:.0},{:.2},{:.0},{:.3},{:.3},{:.2}",
+            "{},{},{},{},{},{},{:.0},{:.2},{:.0},{:.3},{:.3},{:.3},{:.2}",
             p.series.name(),
             p.nodes,
             p.replication,
@@ -44,6 +44,7 @@ pub fn points_csv(points: &[Point]) -> String {
             p.cpu_s,
             p.ops_per_cpu_s,
             p.cores,
+            p.idle_cores,
             p.forwarded_share,
             p.p99_ms
         );
@@ -189,17 +190,20 @@ pub fn summary(r: &Results) -> String {
          fall as N grows: a command costs its R replicas the same whatever N (no traffic to \
          every node per key). *routed*: each key sent to its first replica (CLUSTER SLOTS); \
          *any-node*: to any node, which forwards what it does not hold.\n\n\
-         | series | N | ops/s | cores busy | ops per CPU-s | forwarded per op | p99 ms | errors |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+         *cores idle*: what the ring keeps busy with no load (timers, heartbeats, links), \
+         read just before.\n\n\
+         | series | N | ops/s | cores busy | cores idle | ops per CPU-s | forwarded per op | p99 ms | errors |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for p in &r.points {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {:.2} | {:.0} | {:.2} | {:.1} | {} |",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {} |",
             p.series.name(),
             p.nodes,
             p.ops_per_s,
             p.cores,
+            p.idle_cores,
             p.ops_per_cpu_s,
             p.forwarded_share,
             p.p99_ms,
