@@ -240,12 +240,19 @@ impl Ring {
         cpu::tree_seconds(&roots)
     }
 
-    /// The commands forwarded so far, summed over the nodes (`logless_ring_forwarded_total`).
-    pub fn forwarded(&self) -> u64 {
-        self.specs
-            .iter()
-            .filter_map(|s| self.metric(s, "logless_ring_forwarded_total"))
-            .sum()
+    /// The counters of `/metrics` named `names`, each summed over the nodes (a node that does
+    /// not show one counts 0).
+    pub fn counters<const K: usize>(&self, names: [&str; K]) -> [u64; K] {
+        let mut sums = [0; K];
+        for spec in &self.specs {
+            let Ok((_, page)) = probe::http_get(spec.http, "/metrics", TIMEOUT) else {
+                continue;
+            };
+            for (sum, name) in sums.iter_mut().zip(names) {
+                *sum += metric(&page, name).unwrap_or(0);
+            }
+        }
+        sums
     }
 
     /// A node that has exited, with its log, if any.

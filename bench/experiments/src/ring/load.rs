@@ -18,6 +18,13 @@ use super::Mix;
 const WARMUP: Duration = Duration::from_millis(1_000);
 /// How long the ring's CPU is read with no load, at most.
 const IDLE: Duration = Duration::from_secs(2);
+/// The counters of `/metrics` read at both ends of the counted seconds.
+const COUNTERS: [&str; 4] = [
+    "logless_ring_forwarded_total",
+    "logless_reads_total",
+    "logless_writes_total",
+    "logless_fast_writes_total",
+];
 /// How often the progress bar moves while a point is measured.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -101,6 +108,11 @@ pub struct Point {
     pub idle_cores: f64,
     /// Commands the nodes forwarded in the counted time, per command answered.
     pub forwarded_share: f64,
+    /// Commands answered per batch the nodes' proposers completed (`logless_reads_total` +
+    /// `logless_writes_total`): how much each round of the protocol carried.
+    pub ops_per_batch: f64,
+    /// The share of write batches completed in one round trip (`logless_fast_writes_total`).
+    pub fast_write_share: f64,
     /// The 99th percentile of a batch's answer time, ms.
     pub p99_ms: f64,
 }
@@ -137,7 +149,7 @@ pub fn measure(
     let stop = AtomicBool::new(false);
     let start = Instant::now() + WARMUP.min(Duration::from_secs_f64(load.seconds));
     let end = start + Duration::from_secs_f64(load.seconds);
-    let (counted, cpu_s, forwarded) = std::thread::scope(|scope| {
+    let (counted, cpu_s, delta) = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..load.clients)
             .map(|c| {
                 let (stop, clients) = (&stop, &clients);
@@ -145,21 +157,29 @@ pub fn measure(
             })
             .collect();
         std::thread::sleep(start.saturating_duration_since(Instant::now()));
-        let (cpu0, fwd0) = (ring.cpu_seconds(), ring.forwarded());
+        let (cpu0, counted0) = (ring.cpu_seconds(), ring.counters(COUNTERS));
         bar.set_length((load.seconds / TICK.as_secs_f64()).ceil() as u64);
         bar.set_position(0);
         while Instant::now() < end {
             std::thread::sleep(TICK.min(end.saturating_duration_since(Instant::now())));
             bar.inc(1);
         }
-        let (cpu1, fwd1) = (ring.cpu_seconds(), ring.forwarded());
+        let (cpu1, counted1) = (ring.cpu_seconds(), ring.counters(COUNTERS));
         stop.store(true, Ordering::Relaxed);
         let counted = workers
             .into_iter()
             .map(|w| w.join().unwrap_or_else(|_| Err("a client panicked".into())))
             .collect::<Result<Vec<Counted>, String>>();
-        (counted, cpu1 - cpu0, fwd1.saturating_sub(fwd0))
+        let delta: Vec<u64> = counted1
+            .iter()
+            .zip(counted0)
+            .map(|(after, before)| after.saturating_sub(before))
+            .collect();
+        (counted, cpu1 - cpu0, delta)
     });
+    let [forwarded, reads, writes, fast_writes] = delta[..] else {
+        unreachable!("one delta per counter")
+    };
     let counted = counted.map_err(|e| ring.with_logs(e))?;
     let ops: u64 = counted.iter().map(|c| c.ops).sum();
     let mut batches = Histogram::<u64>::new(3).expect("a valid histogram");
@@ -180,6 +200,8 @@ pub fn measure(
         cores: cpu_s / load.seconds,
         idle_cores,
         forwarded_share: forwarded as f64 / ops.max(1) as f64,
+        ops_per_batch: ops as f64 / (reads + writes).max(1) as f64,
+        fast_write_share: fast_writes as f64 / writes.max(1) as f64,
         p99_ms: batches.value_at_quantile(0.99) as f64 / 1e3,
     })
 }

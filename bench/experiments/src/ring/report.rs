@@ -28,12 +28,12 @@ pub fn write(out: &Path, results: &Results) -> Result<String, String> {
 pub fn points_csv(points: &[Point]) -> String {
     let mut s = String::from(
         "series,nodes,replication,seconds,ops,errors,ops_per_s,cpu_s,ops_per_cpu_s,cores,\
-         idle_cores,forwarded_share,p99_ms\n",
+         idle_cores,forwarded_share,ops_per_batch,fast_write_share,p99_ms\n",
     );
     for p in points {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{:.0},{:.2},{:.0},{:.3},{:.3},{:.3},{:.2}",
+            "{},{},{},{},{},{},{:.0},{:.2},{:.0},{:.3},{:.3},{:.3},{:.2},{:.3},{:.2}",
             p.series.name(),
             p.nodes,
             p.replication,
@@ -46,6 +46,8 @@ pub fn points_csv(points: &[Point]) -> String {
             p.cores,
             p.idle_cores,
             p.forwarded_share,
+            p.ops_per_batch,
+            p.fast_write_share,
             p.p99_ms
         );
     }
@@ -191,14 +193,16 @@ pub fn summary(r: &Results) -> String {
          every node per key). *routed*: each key sent to its first replica (CLUSTER SLOTS); \
          *any-node*: to any node, which forwards what it does not hold.\n\n\
          *cores idle*: what the ring keeps busy with no load (timers, heartbeats, links), \
-         read just before.\n\n\
-         | series | N | ops/s | cores busy | cores idle | ops per CPU-s | forwarded per op | p99 ms | errors |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+         read just before. *ops per batch*: commands per read or write batch the proposers \
+         completed (what one protocol round carried); *fast*: the share of write batches done \
+         in one round trip.\n\n\
+         | series | N | ops/s | cores busy | cores idle | ops per CPU-s | forwarded per op | ops per batch | fast | p99 ms | errors |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for p in &r.points {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {} |",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.2} | {:.1} | {} |",
             p.series.name(),
             p.nodes,
             p.ops_per_s,
@@ -206,6 +210,8 @@ pub fn summary(r: &Results) -> String {
             p.idle_cores,
             p.ops_per_cpu_s,
             p.forwarded_share,
+            p.ops_per_batch,
+            p.fast_write_share,
             p.p99_ms,
             p.errors
         );
