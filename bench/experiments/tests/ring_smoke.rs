@@ -17,6 +17,7 @@ fn tiny(out: PathBuf, nodes: &[u16], series: &[&str]) -> RingArgs {
         keys: 1_000,
         mix: vec!["set=1".into(), "get=2".into(), "incr=1".into()],
         clients: 4,
+        clients_per_node: None,
         pipeline: 2,
         seconds: 0.5,
         series: series.iter().map(|s| s.to_string()).collect(),
@@ -117,6 +118,10 @@ fn bad_options_are_refused_by_name() {
     assert!(err.contains("a ring of 2 cannot have 3 replicas"), "{err}");
     let err = run(&tiny(out.clone(), &[3], &["direct"])).unwrap_err();
     assert!(err.contains("no series \"direct\""), "{err}");
+    let mut args = tiny(out.clone(), &[3], &[]);
+    args.clients_per_node = Some(0);
+    let err = run(&args).unwrap_err();
+    assert!(err.contains("--clients-per-node"), "{err}");
     let mut args = tiny(out, &[3], &[]);
     args.mix = vec!["del=1".into()];
     let err = run(&args).unwrap_err();

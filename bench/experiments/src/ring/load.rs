@@ -88,6 +88,8 @@ pub struct Point {
     pub nodes: u16,
     /// Each key's replicas.
     pub replication: u8,
+    /// Closed-loop clients.
+    pub clients: u32,
     /// Seconds counted.
     pub seconds: f64,
     /// Commands answered (with a value, `+OK` or an integer) in them.
@@ -190,6 +192,7 @@ pub fn measure(
         series,
         nodes: clients.len() as u16,
         replication,
+        clients: load.clients,
         seconds: load.seconds,
         ops,
         errors: counted.iter().map(|c| c.errors).sum(),

@@ -4,7 +4,8 @@
 //! For each N of `--nodes` (3, 5, 9 by default) at R = `--replication` (3), and for each
 //! [`Series`], a ring of N `logless server` processes on loopback is started
 //! ([`cluster::Ring`]), `--keys` keys of 16 bytes are loaded, and `--clients` closed-loop
-//! clients send a mix of SET, GET and INCR of them (`--mix`) for `--seconds` ([`load`]):
+//! clients (or `--clients-per-node` times N, for the same load per node at every N) send a mix
+//! of SET, GET and INCR of them (`--mix`) for `--seconds` ([`load`]):
 //!
 //! * **routed**: the ring in cluster mode; the slot map is read once from CLUSTER SLOTS and
 //!   each key is sent to its first replica, so no command is forwarded;
@@ -63,9 +64,13 @@ pub struct RingArgs {
     /// The commands' weights: `set=W,get=W,incr=W` (any of them; those left out weigh 0).
     #[arg(long, value_delimiter = ',', default_values_t = ["set=25".to_string(), "get=50".to_string(), "incr=25".to_string()])]
     pub mix: Vec<String>,
-    /// Closed-loop clients (each with a connection to every node).
+    /// Closed-loop clients (each with a connection to every node), the same at every N.
     #[arg(long, default_value_t = 16)]
     pub clients: u32,
+    /// Instead of --clients: this many clients per node (K·N at N nodes), so that every node
+    /// has the same commands in flight at every N.
+    #[arg(long, conflicts_with = "clients")]
+    pub clients_per_node: Option<u32>,
     /// Commands each client has in flight.
     #[arg(long, default_value_t = 4)]
     pub pipeline: u32,
@@ -168,6 +173,8 @@ pub struct Settings {
     pub mix: Mix,
     /// Closed-loop clients.
     pub clients: u32,
+    /// Clients per node instead, if given.
+    pub clients_per_node: Option<u32>,
     /// Commands in flight per client.
     pub pipeline: u32,
     /// Seconds counted per point.
@@ -211,8 +218,14 @@ impl Settings {
         if args.seconds.is_nan() || args.seconds <= 0.0 {
             return Err("--seconds must be positive".into());
         }
-        if args.clients == 0 || args.pipeline == 0 || args.keys == 0 {
-            return Err("--clients, --pipeline and --keys must be at least 1".into());
+        if args.clients == 0
+            || args.clients_per_node == Some(0)
+            || args.pipeline == 0
+            || args.keys == 0
+        {
+            return Err(
+                "--clients, --clients-per-node, --pipeline and --keys must be at least 1".into(),
+            );
         }
         Ok(Settings {
             nodes,
@@ -220,11 +233,26 @@ impl Settings {
             keys: args.keys,
             mix: Mix::parse(&args.mix)?,
             clients: args.clients,
+            clients_per_node: args.clients_per_node,
             pipeline: args.pipeline,
             seconds: args.seconds,
             series,
             durability: args.durability.clone(),
         })
+    }
+
+    /// The clients of a ring of `n` nodes.
+    pub fn clients_for(&self, n: u16) -> u32 {
+        self.clients_per_node
+            .map_or(self.clients, |k| k * u32::from(n))
+    }
+
+    /// `16 clients` or `4 clients per node`.
+    pub fn describe_clients(&self) -> String {
+        match self.clients_per_node {
+            Some(k) => format!("{k} clients per node"),
+            None => format!("{} clients", self.clients),
+        }
     }
 }
 
@@ -287,12 +315,12 @@ pub fn run(args: &RingArgs) -> Result<(), String> {
         nodes: Vec::new(),
     };
     println!(
-        "ring: N = {:?}, R = {}, {} keys, mix {}, {} clients × {} in flight, {} s per point",
+        "ring: N = {:?}, R = {}, {} keys, mix {}, {} × {} in flight, {} s per point",
         settings.nodes,
         settings.replication,
         settings.keys,
         settings.mix.describe(),
-        settings.clients,
+        settings.describe_clients(),
         settings.pipeline,
         settings.seconds
     );
@@ -399,7 +427,7 @@ fn run_point(
     bar.set_message(format!("{label}: measuring"));
     let load = Load {
         seconds: s.seconds,
-        clients: s.clients,
+        clients: s.clients_for(n),
         pipeline: s.pipeline,
         mix: s.mix,
     };

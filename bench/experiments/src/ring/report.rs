@@ -27,16 +27,17 @@ pub fn write(out: &Path, results: &Results) -> Result<String, String> {
 /// `points.csv`.
 pub fn points_csv(points: &[Point]) -> String {
     let mut s = String::from(
-        "series,nodes,replication,seconds,ops,errors,ops_per_s,cpu_s,ops_per_cpu_s,cores,\
+        "series,nodes,replication,clients,seconds,ops,errors,ops_per_s,cpu_s,ops_per_cpu_s,cores,\
          idle_cores,forwarded_share,ops_per_batch,fast_write_share,p99_ms\n",
     );
     for p in points {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{:.0},{:.2},{:.0},{:.3},{:.3},{:.3},{:.2},{:.3},{:.2}",
+            "{},{},{},{},{},{},{},{:.0},{:.2},{:.0},{:.3},{:.3},{:.3},{:.2},{:.3},{:.2}",
             p.series.name(),
             p.nodes,
             p.replication,
+            p.clients,
             p.seconds,
             p.ops,
             p.errors,
@@ -175,12 +176,12 @@ pub fn summary(r: &Results) -> String {
     let _ = writeln!(out, "Command: `{}`\n", r.command);
     let _ = writeln!(
         out,
-        "R = {}, {} keys of 16 B, mix {}, {} clients × {} commands in flight, {} s per point, \
+        "R = {}, {} keys of 16 B, mix {}, {} × {} commands in flight, {} s per point, \
          {} durability. Load average (1, 5, 15 min) before: {}; after: {}.\n",
         s.replication,
         s.keys,
         s.mix.describe(),
-        s.clients,
+        s.describe_clients(),
         s.pipeline,
         s.seconds,
         s.durability,
