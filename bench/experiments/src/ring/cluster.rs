@@ -109,7 +109,7 @@ pub struct Held {
     pub rss_bytes: u64,
 }
 
-/// A running ring.
+/// A running ring; its processes are stopped when it is dropped.
 pub struct Ring {
     specs: Vec<ServerSpec>,
     procs: Vec<Proc>,
@@ -274,20 +274,7 @@ impl Ring {
 
     /// `error` with the end of every node's log.
     pub fn with_logs(&self, error: String) -> String {
-        let tails: Vec<String> = self
-            .procs
-            .iter()
-            .map(|p| format!("{}:\n{}", p.label, p.log_tail()))
-            .collect();
-        format!("{error}\n{}", tails.join("\n"))
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        for p in self.procs.iter_mut() {
-            p.stop(Duration::from_secs(10));
-        }
+        peers::with_logs(&self.procs, error)
     }
 }
 

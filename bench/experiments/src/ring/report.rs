@@ -78,15 +78,6 @@ pub fn nodes_csv(rows: &[NodeRow]) -> String {
     s
 }
 
-fn linear() -> Axes {
-    Axes {
-        x_log: false,
-        y_log: false,
-        markers: Vec::new(),
-        marker_label: String::new(),
-    }
-}
-
 fn plot_ops(path: &Path, points: &[Point]) -> Result<(), String> {
     let lines = Series::ALL
         .iter()
@@ -109,7 +100,7 @@ fn plot_ops(path: &Path, points: &[Point]) -> Result<(), String> {
             title: format!("R = {}", points.first().map_or(3, |p| p.replication)),
             lines,
         }],
-        &linear(),
+        &Axes::linear(),
     )
     .map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -164,7 +155,7 @@ fn plot_shares(path: &Path, rows: &[NodeRow]) -> Result<(), String> {
                 line("largest node", |s| s.3),
             ],
         }],
-        &linear(),
+        &Axes::linear(),
     )
     .map_err(|e| format!("{}: {e}", path.display()))
 }
