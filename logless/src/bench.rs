@@ -1,10 +1,11 @@
 //! `logless bench compare` (the comparison with etcd and redis-server, bench/experiments, see its
 //! COMPARE.md), `logless bench space` (memory per key, restart time, churn) and `logless bench
 //! failover` (the log engine's leader killed under load), `logless bench psmr` (P-SMR against
-//! sP-SMR, SMR and no replication) and `logless bench recovery` (the log engine's recovery
-//! modes: restart times, Table II, Fig. 3). Each harness lives in its own binary,
-//! `logless-compare`, `logless-space`, `logless-failover`, `logless-psmr` and
-//! `logless-recovery`, so that the `logless` binary
+//! sP-SMR, SMR and no replication), `logless bench recovery` (the log engine's recovery
+//! modes: restart times, Table II, Fig. 3) and `logless bench ring` (ops per CPU-second of a
+//! ring as its nodes grow, keys per node). Each harness lives in its own binary,
+//! `logless-compare`, `logless-space`, `logless-failover`, `logless-psmr`, `logless-recovery`
+//! and `logless-ring`, so that the `logless` binary
 //! does not carry the plotting libraries; this command runs it from beside this executable, or
 //! builds and runs it with cargo in a source checkout.
 use std::path::Path;
@@ -12,10 +13,10 @@ use std::process::{Command, ExitCode};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// The benchmark: `compare`, `space`, `failover`, `psmr` or `recovery`.
+    /// The benchmark: `compare`, `space`, `failover`, `psmr`, `recovery` or `ring`.
     pub which: String,
     /// Its options (`--quick`, `--out DIR`, …; `compare --help`, `space --help`,
-    /// `failover --help`, `psmr --help` and `recovery --help` list them).
+    /// `failover --help`, `psmr --help`, `recovery --help` and `ring --help` list them).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
 }
@@ -27,10 +28,11 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
         "failover" => "logless-failover",
         "psmr" => "logless-psmr",
         "recovery" => "logless-recovery",
+        "ring" => "logless-ring",
         other => {
             eprintln!(
                 "error: no benchmark {other:?}: the benchmarks are `compare`, `space`, `failover`, \
-                 `psmr` and `recovery`"
+                 `psmr`, `recovery` and `ring`"
             );
             return ExitCode::from(2);
         }

@@ -16,11 +16,15 @@
 //!   SMR and no replication on the B⁺-tree service (seed 004, §VI, Figures 3–7).
 //! * `logless bench recovery` (module [`recovery`], the `logless-recovery` binary): the log
 //!   engine's recovery modes in seed 002's evaluation (restart times, Table II, Fig. 3).
+//! * `logless bench ring` (module [`ring`], the `logless-ring` binary): ops per CPU-second of a
+//!   ring of N nodes (R replicas per key) as N grows, routed and proxied, and each node's share
+//!   of the keys against R/N (issue 28).
 pub mod compare;
 pub mod failover;
 pub mod plot;
 pub mod psmr;
 pub mod recovery;
+pub mod ring;
 pub mod space;
 pub mod storage;
 

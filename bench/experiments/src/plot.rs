@@ -35,6 +35,16 @@ pub struct Axes {
 }
 
 impl Axes {
+    /// Linear x and y, no markers.
+    pub fn linear() -> Axes {
+        Axes {
+            x_log: false,
+            y_log: false,
+            markers: Vec::new(),
+            marker_label: String::new(),
+        }
+    }
+
     /// Log x and log y, no markers: what [`draw`] uses.
     pub fn log_log() -> Axes {
         Axes {

@@ -357,7 +357,7 @@ fn read_simple_replies(stream: &mut TcpStream, n: usize) -> Result<Vec<usize>, S
 }
 
 /// The resident memory of the processes under `root` (the program `timeout` started).
-fn rss_under(root: u32) -> u64 {
+pub(crate) fn rss_under(root: u32) -> u64 {
     status_bytes_under(root, vm_rss_bytes)
 }
 
@@ -450,7 +450,7 @@ fn complete(reply: &[u8]) -> bool {
 }
 
 /// DBSIZE of the server at `addr` (0 if it does not answer).
-fn dbsize(addr: SocketAddr) -> u64 {
+pub(crate) fn dbsize(addr: SocketAddr) -> u64 {
     ask(addr, &["DBSIZE"])
         .ok()
         .and_then(|r| r.trim().strip_prefix(':')?.parse().ok())

@@ -159,6 +159,15 @@ impl Drop for Proc {
     }
 }
 
+/// `error` followed by the end of each process's log, under its label.
+pub fn with_logs(procs: &[Proc], error: String) -> String {
+    let tails: Vec<String> = procs
+        .iter()
+        .map(|p| format!("{}:\n{}", p.label, p.log_tail()))
+        .collect();
+    format!("{error}\n{}", tails.join("\n"))
+}
+
 /// The families of systems.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {

@@ -151,12 +151,7 @@ impl Cluster {
 
     /// `error` with the end of every replica's log.
     fn with_logs(&self, error: String) -> String {
-        let tails: Vec<String> = self
-            .procs
-            .iter()
-            .map(|p| format!("{}:\n{}", p.label, p.log_tail()))
-            .collect();
-        format!("{error}\n{}", tails.join("\n"))
+        peers::with_logs(&self.procs, error)
     }
 }
 

@@ -94,15 +94,6 @@ pub fn points_csv(points: &[Point]) -> String {
     s
 }
 
-fn linear() -> Axes {
-    Axes {
-        x_log: false,
-        y_log: false,
-        markers: Vec::new(),
-        marker_label: String::new(),
-    }
-}
-
 fn plot_restart(path: &Path, points: &[RestartPoint]) -> Result<(), String> {
     let panel = |title: &str, y: fn(&RestartPoint) -> f64| Panel {
         title: title.into(),
@@ -128,7 +119,7 @@ fn plot_restart(path: &Path, points: &[RestartPoint]) -> Result<(), String> {
             panel("until it votes", |p| p.votes_ms),
             panel("until it serves", |p| p.serves_ms),
         ],
-        &linear(),
+        &Axes::linear(),
     )
     .map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -155,7 +146,7 @@ fn plot_fig3(path: &Path, points: &[Point]) -> Result<(), String> {
             title: "SETs, 3 replicas".into(),
             lines,
         }],
-        &linear(),
+        &Axes::linear(),
     )
     .map_err(|e| format!("{}: {e}", path.display()))
 }

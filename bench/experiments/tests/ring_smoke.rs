@@ -1,0 +1,129 @@
+//! The `logless bench ring` harness end to end at a tiny size: rings of 3 and 4 nodes with
+//! R = 3, both series, the results written. It needs the debug `logless` binary of the same
+//! target directory (`cargo build -p logless`).
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::logless;
+use logless_bench::ring::{run, RingArgs};
+
+fn tiny(out: PathBuf, nodes: &[u16], series: &[&str]) -> RingArgs {
+    RingArgs {
+        logless: Some(logless()),
+        nodes: nodes.to_vec(),
+        replication: 3,
+        keys: 1_000,
+        mix: vec!["set=1".into(), "get=2".into(), "incr=1".into()],
+        clients: 4,
+        clients_per_node: None,
+        pipeline: 2,
+        seconds: 0.5,
+        series: series.iter().map(|s| s.to_string()).collect(),
+        durability: "memory".into(),
+        out,
+    }
+}
+
+/// The rows of a CSV file, split at commas, with its header.
+fn rows(text: &str) -> (Vec<&str>, Vec<Vec<&str>>) {
+    let mut lines = text.lines();
+    let header = lines.next().expect("a header").split(',').collect();
+    (header, lines.map(|l| l.split(',').collect()).collect())
+}
+
+fn field(header: &[&str], row: &[&str], name: &str) -> f64 {
+    let at = header.iter().position(|h| *h == name).expect(name);
+    row[at]
+        .parse()
+        .unwrap_or_else(|_| panic!("{name}: {:?}", row[at]))
+}
+
+#[test]
+fn rings_of_three_and_four_are_measured_routed_and_through_any_node() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("ring");
+    run(&tiny(out.clone(), &[4, 3], &[])).expect("the ring bench runs");
+
+    let points = std::fs::read_to_string(out.join("points.csv")).expect("points.csv");
+    let (header, points_rows) = rows(&points);
+    let order: Vec<(&str, &str)> = points_rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        order,
+        [
+            ("routed", "3"),
+            ("any-node", "3"),
+            ("routed", "4"),
+            ("any-node", "4")
+        ],
+        "{points}"
+    );
+    for row in &points_rows {
+        assert!(
+            field(&header, row, "ops") > 0.0,
+            "no command answered: {points}"
+        );
+        // Routed clients ask a holder of every key: no MOVED, no error at all. A forwarded
+        // command may come back UNCERTAIN when the forwarder reads its reply before it took
+        // the command's place in line (node/src/forward.rs, `read_replies`): a few, not more.
+        let errors = field(&header, row, "errors");
+        match row[0] {
+            "routed" => assert_eq!(errors, 0.0, "{points}"),
+            _ => assert!(errors <= field(&header, row, "ops") / 20.0, "{points}"),
+        }
+        assert!(field(&header, row, "ops_per_cpu_s") > 0.0, "{points}");
+        let forwarded = field(&header, row, "forwarded_share");
+        match (row[0], row[1]) {
+            // Every node holds every key of a ring of three, and routed clients ask a holder.
+            ("routed", _) | (_, "3") => assert_eq!(forwarded, 0.0, "{points}"),
+            // A quarter of the commands reach the node that does not hold their key.
+            _ => assert!(forwarded > 0.05 && forwarded < 0.5, "{points}"),
+        }
+    }
+
+    let nodes = std::fs::read_to_string(out.join("nodes.csv")).expect("nodes.csv");
+    let (header, node_rows) = rows(&nodes);
+    assert_eq!(node_rows.len(), 2 * (3 + 4), "{nodes}");
+    for row in &node_rows {
+        let share = field(&header, row, "share");
+        match row[1] {
+            "3" => assert_eq!(share, 1.0, "{nodes}"),
+            _ => assert!(
+                share > 0.55 && share < 0.95,
+                "3/4 of the keys each: {nodes}"
+            ),
+        }
+        assert!(field(&header, row, "rss_bytes") > 0.0, "{nodes}");
+    }
+    for file in [
+        "ops_per_cpu.png",
+        "keys_share.png",
+        "results.json",
+        "summary.md",
+    ] {
+        assert!(out.join(file).is_file(), "{file} is missing");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(
+        summary.contains("ops per CPU-s at N = 4 ÷ at N = 3") && summary.contains("Keys per node"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn bad_options_are_refused_by_name() {
+    let out = PathBuf::from("unused");
+    let err = run(&tiny(out.clone(), &[2], &[])).unwrap_err();
+    assert!(err.contains("a ring of 2 cannot have 3 replicas"), "{err}");
+    let err = run(&tiny(out.clone(), &[3], &["direct"])).unwrap_err();
+    assert!(err.contains("no series \"direct\""), "{err}");
+    let mut args = tiny(out.clone(), &[3], &[]);
+    args.clients_per_node = Some(0);
+    let err = run(&args).unwrap_err();
+    assert!(err.contains("--clients-per-node"), "{err}");
+    let mut args = tiny(out, &[3], &[]);
+    args.mix = vec!["del=1".into()];
+    let err = run(&args).unwrap_err();
+    assert!(err.contains("no command \"del\""), "{err}");
+}
