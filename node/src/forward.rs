@@ -496,6 +496,15 @@ async fn read_replies(
             }
         }
         if pending.is_empty() {
+            // A reply's sender is handed over before its request is written, but the reply may
+            // be read before the sender is taken from `waiting` (both ready at once): bytes
+            // are a stray only when no sender waits.
+            while let Ok(reply) = waiting.try_recv() {
+                pending.push_back(reply);
+            }
+            if !pending.is_empty() {
+                continue;
+            }
             if !buf.is_empty() {
                 break "it sent what is not a reply";
             }
@@ -731,6 +740,37 @@ mod tests {
         assert_eq!(reply, Value::Error(UNREACHABLE.into()));
         assert_eq!(f.counters.unreachable.load(Ordering::Relaxed), 1);
         assert_eq!(f.down.lock().unwrap().len(), 3, "every replica tried");
+    }
+
+    /// A reply already read when its sender is still in the queue is that sender's reply,
+    /// whichever of the two the reader sees first (it once took the bytes for a stray and
+    /// answered `UNCERTAIN`). Each round has both ready before the reader starts.
+    #[tokio::test]
+    async fn a_reply_read_before_its_sender_is_taken_is_still_its_reply() {
+        for round in 0..32 {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (mut server, _) = listener.accept().await.unwrap();
+            server.write_all(b":7\r\n").await.unwrap();
+            let (read, _write) = client.into_split();
+            let (queue, waiting) = mpsc::unbounded_channel();
+            let (reply, answer) = oneshot::channel();
+            queue.send(reply).unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let reader = tokio::spawn(read_replies(
+                read,
+                waiting,
+                2,
+                Duration::from_secs(5),
+                1 << 20,
+                Arc::new(ForwardCounters::default()),
+            ));
+            assert_eq!(answer.await.unwrap(), Value::Int(7), "round {round}");
+            drop(queue);
+            drop(server);
+            reader.await.unwrap();
+        }
     }
 
     #[test]

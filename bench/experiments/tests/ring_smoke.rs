@@ -64,14 +64,9 @@ fn rings_of_three_and_four_are_measured_routed_and_through_any_node() {
             field(&header, row, "ops") > 0.0,
             "no command answered: {points}"
         );
-        // Routed clients ask a holder of every key: no MOVED, no error at all. A forwarded
-        // command may come back UNCERTAIN when the forwarder reads its reply before it took
-        // the command's place in line (node/src/forward.rs, `read_replies`): a few, not more.
-        let errors = field(&header, row, "errors");
-        match row[0] {
-            "routed" => assert_eq!(errors, 0.0, "{points}"),
-            _ => assert!(errors <= field(&header, row, "ops") / 20.0, "{points}"),
-        }
+        // Routed clients ask a holder of every key (no MOVED), forwarded commands reach one
+        // over a link that does not break: no error at all in either series.
+        assert_eq!(field(&header, row, "errors"), 0.0, "{points}");
         assert!(field(&header, row, "ops_per_cpu_s") > 0.0, "{points}");
         let forwarded = field(&header, row, "forwarded_share");
         match (row[0], row[1]) {
