@@ -190,12 +190,23 @@ fn faulty_whole_node_schedules_stay_linearizable() {
     assert!(t.registers_removed > 0);
 }
 
-/// Runs `seeds` seeds with `bugs` and returns how many were caught.
+/// Whether `config` asks a ring for what a ring refuses (removal of dead registers, a lost
+/// disk's rejoining): such a seed is left out of the tests of those.
+fn ring_refuses(config: &NodeSimConfig) -> bool {
+    config.is_ring()
+        && (config.faults.lost_disk > 0.0 || config.node.remove_dead_registers == Some(true))
+}
+
+/// Runs `seeds` seeds with `bugs` and returns how many were caught (leaving out the ring
+/// seeds `tune` asks for what a ring refuses).
 fn caught(bugs: Bugs, seeds: u64, tune: impl Fn(&mut NodeSimConfig)) -> u64 {
     let mut caught = 0;
     for seed in 0..seeds {
         let mut config = NodeSimConfig::for_seed(seed);
         tune(&mut config);
+        if ring_refuses(&config) {
+            continue;
+        }
         config.bugs = bugs;
         if let Err(e) = run(config) {
             if caught == 0 {
@@ -820,7 +831,11 @@ fn a_lost_disk_rejoins_and_schedules_stay_linearizable() {
     let mut lost_disks = 0;
     let mut failures = Vec::new();
     for seed in 0..seeds {
-        match run(with_a_lost_disk(seed)) {
+        let config = with_a_lost_disk(seed);
+        if ring_refuses(&config) {
+            continue;
+        }
+        match run(config) {
             Ok(report) => lost_disks += report.lost_disks,
             Err(e) => failures.push(e),
         }
