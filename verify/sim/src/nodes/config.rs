@@ -220,8 +220,7 @@ impl NodeSimConfig {
     }
 
     /// A ring of `nodes` nodes with three replicas per key, `seed`, `durability` and no
-    /// faults: twice the keys of [`NodeSimConfig::new`], so that they fall on several replica
-    /// sets, and clients on every node.
+    /// faults, with clients on every node.
     pub fn ring_of(nodes: u16, seed: u64, durability: Durability) -> NodeSimConfig {
         let mut config = NodeSimConfig::new(nodes, seed, durability);
         config.make_ring(3);
@@ -230,12 +229,11 @@ impl NodeSimConfig {
 
     /// Makes the nodes a ring with `replication` replicas per key, with what a ring needs:
     /// removal of dead registers off (a node refuses it on a ring), no lost disks (a ring
-    /// refuses `--rejoin`), twice the keys and a client on every node.
+    /// refuses `--rejoin`) and a client on every node.
     fn make_ring(&mut self, replication: u8) {
         self.node.replication = replication;
         self.node.remove_dead_registers = Some(false);
         self.faults.lost_disk = 0.0;
-        self.keys *= 2;
         self.clients = self.clients.max(u32::from(self.nodes));
     }
 
