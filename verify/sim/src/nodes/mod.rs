@@ -23,6 +23,11 @@
 //!   these clocks give, so the run records, for each operation, the readings of its shard's
 //!   clock while it was pending (the window its stamp lies in), and the farthest any shard
 //!   clock was from simulated time (the skew): both go to the checkers with the history.
+//! * **Rings.** With `node.replication` below the nodes ([`NodeSimConfig::is_ring`]), each
+//!   key lives on the R replicas of its slot: the engines run on the placement each node
+//!   derives, a command sent to a node that does not hold its key is forwarded by the node's
+//!   own routing over a modelled link, and crashes keep a majority of every key's replicas up
+//!   (`ring.rs`).
 //! * **Phases.** Faults run until `faults_until_us`; then everything heals and every key must
 //!   become writable and readable through every node again (the liveness phase).
 //!
