@@ -649,8 +649,10 @@ impl NodeCluster {
             self.send(node, to, shard, messages);
         }
         for (to, result) in held.answers {
-            if self.forwarded_here(node, to.client, to.seq) {
-                self.reply_to_forwarder(to.client, to.seq, result);
+            if self.forwarded_answer(node, to.client) {
+                if self.forwarded_here(node, to.client, to.seq) {
+                    self.reply_to_forwarder(to.client, to.seq, result);
+                }
             } else {
                 self.events
                     .schedule(CLIENT_DELAY_US, Event::Answer { to, result });

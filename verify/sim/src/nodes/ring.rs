@@ -96,6 +96,8 @@ pub(super) struct SimRing {
 pub(super) struct Forwarding {
     /// The node the client sent it to, and its incarnation then.
     pub via: (NodeId, u32),
+    /// Its operation in the history.
+    pub index: usize,
     pub key: Key,
     pub command: Command,
     /// The key's replicas, first first.
@@ -200,7 +202,7 @@ impl NodeCluster {
         &mut self,
         client: u32,
         seq: u64,
-        node: NodeId,
+        (node, index): (NodeId, usize),
         key: Key,
         command: Command,
         replicas: &ReplicaSet,
@@ -209,6 +211,7 @@ impl NodeCluster {
         let replicas = replicas.nodes().iter().map(|n| NodeId(n.0)).collect();
         let forwarding = Forwarding {
             via,
+            index,
             key,
             command,
             replicas,
@@ -216,6 +219,7 @@ impl NodeCluster {
             written_to: None,
         };
         self.ring_mut().pending.insert((client, seq), forwarding);
+        self.report.forwarded += 1;
     }
 
     /// The forwarding node sends the command to the first replica it can reach and did not
@@ -261,9 +265,6 @@ impl NodeCluster {
                 continue;
             }
             p.written_to = Some((target, target_incarnation));
-            if p.attempts == 1 {
-                self.report.forwarded += 1;
-            }
             let (lo, hi) = self.config.faults.delay_us;
             let delay = self.rng.random_range(lo..=hi);
             self.events
@@ -279,7 +280,7 @@ impl NodeCluster {
             return;
         };
         let (via, (target, incarnation)) = (p.via.0, p.written_to.expect("written"));
-        let (key, command) = (p.key.clone(), p.command.clone());
+        let (key, command, index) = (p.key.clone(), p.command.clone(), p.index);
         let standing =
             self.nodes[&target].incarnation == incarnation && self.reachable(via, target);
         if !standing {
@@ -287,12 +288,7 @@ impl NodeCluster {
                 .schedule(0, Event::ForwardBroken { client, seq });
             return;
         }
-        let Some(&(in_flight, index, _)) = self.clients[&client].in_flight.as_ref() else {
-            return;
-        };
-        if in_flight != seq {
-            return;
-        }
+        // Delivered even if the client gave up waiting: the replica runs what it receives.
         self.arrive(target, index, key, command, AnswerTo { client, seq });
         if self.faults_active && link_resets(&self.config.faults, &mut self.rng) {
             let after = self
@@ -303,8 +299,18 @@ impl NodeCluster {
         }
     }
 
-    /// Whether `node`'s answer to the client's command `seq` is a forwarded command's: it goes
-    /// back to the forwarding node.
+    /// Whether `node`'s answer to the client's command `seq` is a forwarded command's (the
+    /// client is connected to another node): it goes back over the link it came on, and
+    /// nowhere if that link broke.
+    pub(super) fn forwarded_answer(&self, node: NodeId, client: u32) -> bool {
+        self.ring.is_some()
+            && (self.clients.get(&client))
+                .and_then(|c| c.in_flight)
+                .is_some_and(|(_, _, connected)| connected != node)
+    }
+
+    /// Whether the forwarded command `seq` of `client` waits for `node`'s answer on a link
+    /// that stands.
     pub(super) fn forwarded_here(&self, node: NodeId, client: u32, seq: u64) -> bool {
         (self.ring.as_ref())
             .and_then(|ring| ring.pending.get(&(client, seq)))

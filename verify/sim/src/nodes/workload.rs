@@ -303,7 +303,7 @@ impl NodeCluster {
         match route {
             Route::Local => self.arrive(node, index, key, command, AnswerTo { client, seq }),
             Route::Forward(replicas) => {
-                self.forwarding(client, seq, node, key, command, &replicas);
+                self.forwarding(client, seq, (node, index), key, command, &replicas);
                 self.events
                     .schedule(CLIENT_DELAY_US, Event::Forward { client, seq });
             }
