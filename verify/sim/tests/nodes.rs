@@ -201,14 +201,20 @@ fn ring_refuses(config: &NodeSimConfig) -> bool {
 /// Runs `seeds` seeds with `bugs` and returns how many were caught (leaving out the ring
 /// seeds `tune` asks for what a ring refuses).
 fn caught(bugs: Bugs, seeds: u64, tune: impl Fn(&mut NodeSimConfig)) -> u64 {
-    let mut caught = 0;
-    for seed in 0..seeds {
+    let configs = (0..seeds).map(|seed| {
         let mut config = NodeSimConfig::for_seed(seed);
         tune(&mut config);
-        if ring_refuses(&config) {
-            continue;
-        }
         config.bugs = bugs;
+        config
+    });
+    failing(configs.filter(|config| !ring_refuses(config)))
+}
+
+/// How many of `configs` fail their run; prints the first failure.
+fn failing(configs: impl IntoIterator<Item = NodeSimConfig>) -> u64 {
+    let (mut caught, mut runs) = (0, 0);
+    for config in configs {
+        runs += 1;
         if let Err(e) = run(config) {
             if caught == 0 {
                 println!("{e}");
@@ -216,7 +222,7 @@ fn caught(bugs: Bugs, seeds: u64, tune: impl Fn(&mut NodeSimConfig)) -> u64 {
             caught += 1;
         }
     }
-    println!("caught in {caught} of {seeds} seeds");
+    println!("caught in {caught} of {runs} seeds");
     caught
 }
 
@@ -1049,19 +1055,10 @@ fn faulty_rings_stay_linearizable() {
 
 /// How many of `count` ring seeds `ring_bugs` makes fail.
 fn ring_caught(ring_bugs: RingBugs, count: u64) -> u64 {
-    let mut caught = 0;
-    for seed in ring_seeds(0, count) {
-        let mut config = NodeSimConfig::for_seed(seed);
-        config.ring_bugs = ring_bugs;
-        if let Err(e) = run(config) {
-            if caught == 0 {
-                println!("{e}");
-            }
-            caught += 1;
-        }
-    }
-    println!("caught in {caught} of {count} ring seeds");
-    caught
+    failing(ring_seeds(0, count).map(|seed| NodeSimConfig {
+        ring_bugs,
+        ..NodeSimConfig::for_seed(seed)
+    }))
 }
 
 /// A forwarder that sends a command written on a link that broke to the next replica, instead
