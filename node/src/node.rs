@@ -295,22 +295,17 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let mut acceptors: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
     acceptors.sort_unstable();
     let remote: Vec<_> = config.peers.iter().filter(|p| p.id != node.0).collect();
-    // On a ring (N > R) each register's acceptors are its slot's replicas; the acceptors are
-    // listed in the same (sorted) order on every node.
-    let placement = if config.is_ring() {
+    // On a ring (N > R) each register's acceptors are its slot's replicas.
+    let placement = crate::ring::placement(&config)?;
+    if placement.is_some() {
         let ring = crate::ring::configuration(&config)?;
-        let placed = logless_rmw::placement::Placement::new(&ring, &acceptors)
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         info!(
             replication = config.replication(),
             nodes = config.peers.len(),
             slots = crate::ring::slots_held(&ring, logless_placement::NodeId(node.0)),
             "a ring: this node holds the keys of the slots it replicates"
         );
-        Some(placed)
-    } else {
-        None
-    };
+    }
 
     // Port 0 leaves the plain client port out (clients over TLS only), as in redis.
     let client_listener = match config.client_addr.port() {

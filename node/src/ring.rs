@@ -29,6 +29,7 @@
 //! turn removal off and cannot be started with `--rejoin`. The log and psmr engines order or
 //! replicate every key on every node: a ring is the per-key engine's.
 use logless_placement::{codec, Configuration, NodeId, Replication, Slot};
+use logless_rmw::placement::Placement;
 use sha2::{Digest, Sha256};
 
 use crate::config::{ConfigError, Engine, NodeConfig};
@@ -139,6 +140,25 @@ pub fn requirepass(config: &NodeConfig) -> Result<Option<Vec<u8>>, ConfigError> 
         (None, Some(path)) => Some(crate::config::read_secret(path)?),
         (None, None) => None,
     })
+}
+
+/// The placement a node of `config` gives its per-key engine: on a ring, each register's
+/// acceptors are its slot's replicas, over every peer as an acceptor listed in the same
+/// (sorted) order on every node; `None` without a ring. The node calls it at start, and so
+/// does the whole-node simulation (`verify/sim`), so that both run the engine on the placement
+/// the node derives.
+pub fn placement(config: &NodeConfig) -> Result<Option<Placement>, ConfigError> {
+    if !config.is_ring() {
+        return Ok(None);
+    }
+    let mut acceptors: Vec<logless_rmw::ids::NodeId> = (config.peers.iter())
+        .map(|p| logless_rmw::ids::NodeId(p.id))
+        .collect();
+    acceptors.sort_unstable();
+    let ring = configuration(config)?;
+    Placement::new(&ring, &acceptors)
+        .map(Some)
+        .map_err(|e| ConfigError::Invalid(e.to_string()))
 }
 
 /// The ring's digest: the first 8 bytes of the SHA-256 of its byte form.

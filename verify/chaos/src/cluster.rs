@@ -33,6 +33,9 @@ pub struct ClusterConfig {
     pub removal_grace_ms: u64,
     /// The replicas' `--log-level`.
     pub log_level: String,
+    /// The replicas' `--replication` (a ring, each key on this many of them); `None`: every
+    /// replica holds every key.
+    pub replication: Option<u8>,
 }
 
 /// How the psmr engine runs: `logless server --psmr-mode` and `--threads`.
@@ -54,6 +57,9 @@ impl ClusterConfig {
             .flag("--log-level", &self.log_level);
         if let Some(recovery) = &self.recovery {
             spec = spec.flag("--recovery", recovery);
+        }
+        if let Some(replication) = self.replication {
+            spec = spec.flag("--replication", replication);
         }
         if let Some(psmr) = &self.psmr {
             spec = spec

@@ -51,6 +51,11 @@ struct RunArgs {
     /// Replicas: 3 or 5.
     #[arg(long, default_value_t = 3)]
     replicas: u16,
+    /// Each key's replicas when they are fewer than --replicas: the replicas form a ring
+    /// (`logless server --replication`, docs/ring.md) and forward commands on keys they do not
+    /// hold. 3, with --replicas 5 and --engine rmw; default: every replica holds every key.
+    #[arg(long)]
+    replication: Option<u8>,
     /// Seconds of workload and faults (default 60; 1800 with --long).
     #[arg(long)]
     duration_s: Option<u64>,
@@ -294,8 +299,23 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
                 .into(),
         );
     }
+    if let Some(r) = args.replication {
+        if multipaxos || psmr || r != 3 || args.replicas <= u16::from(r) {
+            return Err(format!(
+                "--replication {r} makes a ring of the replicas, each key on {r} of them: it \
+                 needs --engine rmw, --replication 3 and --replicas 5 (not --engine {} with \
+                 --replicas {})",
+                args.engine, args.replicas
+            ));
+        }
+    }
+    let ring = args.replication.is_some();
     let default_kinds = if psmr {
         "entry"
+    } else if ring {
+        // A ring runs MULTI ... EXEC only on a node that holds its keys, and the workload's
+        // hashes, lists and sorted sets send transactions to any node.
+        "counter,register,set,expiring,lock"
     } else {
         "counter,register,set,expiring,lock,hash,list,zset"
     };
@@ -305,6 +325,18 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     )?;
     if key_kinds.is_empty() {
         return Err("--key-kinds names no kind".into());
+    }
+    if ring
+        && key_kinds
+            .iter()
+            .any(|k| [KeyKind::Hash, KeyKind::List, KeyKind::ZSet].contains(k))
+    {
+        return Err(
+            "--replication: hashes, lists and sorted sets get single-key transactions, which a \
+             ring runs only on a node that holds their key (others refuse EXEC), while the \
+             clients send them to any replica; leave hash, list and zset out of --key-kinds"
+                .into(),
+        );
     }
     let psmr = if psmr {
         if key_kinds.iter().any(|&k| k != KeyKind::Entry) {
@@ -378,6 +410,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             request_timeout_ms: args.request_timeout_ms,
             removal_grace_ms: args.removal_grace_ms,
             log_level: args.log_level,
+            replication: args.replication,
         },
         schedule: Schedule {
             kinds,

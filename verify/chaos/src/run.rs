@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use logless_harness::server::ServerSpec;
+use logless_harness::server::{self, ServerSpec};
 use tokio::sync::watch;
 
 use crate::checker::{self, Verdict};
@@ -185,6 +185,16 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
             }
         })
         .collect();
+    // A ring forwards commands on keys a replica does not hold to their replicas' client
+    // addresses, directly (not through the proxy, which carries the peer links).
+    let specs = if config.cluster.replication.is_some() {
+        let addrs = server::client_addrs_flag(&specs);
+        (specs.into_iter())
+            .map(|spec| spec.flag("--peer-client-addrs", &addrs))
+            .collect()
+    } else {
+        specs
+    };
     let mut cluster = Cluster::new(config.cluster.clone(), specs);
     for &id in &ids {
         cluster

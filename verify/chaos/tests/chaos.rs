@@ -219,6 +219,45 @@ fn hashes_lists_sorted_sets_and_their_transactions_pass_under_faults() {
     assert!(transactions > 100, "{transactions} transactions");
 }
 
+/// A ring of five replicas with three per key (`--replication 3`, docs/ring.md) under load
+/// while replicas are killed (one or two at a time, or all) and restarted: the clients are
+/// spread over every replica, so commands on keys a replica does not hold are forwarded to
+/// their replicas, and may meet a forwarding link broken by a kill (UNCERTAIN). No
+/// acknowledged write is lost, and each key's history is linearizable.
+#[test]
+fn a_ring_of_five_passes_kills_with_clients_on_every_replica() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = out_dir();
+    let run = chaos(
+        &[
+            "--duration-s",
+            "15",
+            "--replicas",
+            "5",
+            "--replication",
+            "3",
+            "--clients",
+            "10",
+            "--seed",
+            "28",
+            "--nemesis",
+            "kill,kill-all",
+            "--fault-gap-ms",
+            "1000",
+            "--fault-ms",
+            "2000",
+            "--checker-timeout-s",
+            "60",
+        ],
+        dir.path(),
+        Duration::from_secs(120),
+    );
+    eprintln!("ring run: {:.1} s", run.elapsed.as_secs_f64());
+    let ok = run.code == Some(0) && run.stdout.contains("verdict:     PASS");
+    keep_on_failure(dir, ok);
+    assert!(ok, "exit {:?}", run.code);
+}
+
 /// The numbers of the summary's `expiry:` line: operations on expiring keys and locks, reads
 /// that found a key expired, final reads that did, leases taken over, acquisitions refused.
 fn expiry_figures(stdout: &str) -> Option<[u64; 5]> {

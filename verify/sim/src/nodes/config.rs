@@ -4,6 +4,8 @@ use logless_node::node::Bugs;
 use logless_node::turn::Sweep;
 use logless_storage::Durability;
 
+use super::ring::RingBugs;
+
 /// Faults of a whole-node run.
 #[derive(Clone, Debug)]
 pub struct NodeFaults {
@@ -41,6 +43,9 @@ pub struct NodeFaults {
     /// acceptors do not, and learns it from their FULL answers. `None`: every node's disk is
     /// full (80 KiB per slot file).
     pub disk_full_spared: Option<u16>,
+    /// On a ring, the probability that a forwarding link resets after it delivered a request
+    /// and before the reply (the forwarding node answers `UNCERTAIN`). 0 draws nothing.
+    pub link_reset: f64,
 }
 
 impl NodeFaults {
@@ -60,6 +65,7 @@ impl NodeFaults {
             lost_disk: 0.0,
             disk_full: false,
             disk_full_spared: None,
+            link_reset: 0.0,
         }
     }
 
@@ -79,6 +85,7 @@ impl NodeFaults {
             lost_disk: 0.0,
             disk_full: false,
             disk_full_spared: None,
+            link_reset: 0.05,
         }
     }
 }
@@ -134,6 +141,8 @@ pub struct NodeSimConfig {
     pub sweep: Sweep,
     /// Deliberate bugs (harness tests only), the same switches a node starts with.
     pub bugs: Bugs,
+    /// Deliberate bugs of a ring's forwarding and placement (harness tests only).
+    pub ring_bugs: RingBugs,
 }
 
 impl NodeSimConfig {
@@ -166,6 +175,7 @@ impl NodeSimConfig {
             },
             sweep: Sweep::default(),
             bugs: Bugs::default(),
+            ring_bugs: RingBugs::default(),
         }
     }
 }
@@ -176,8 +186,9 @@ impl NodeSimConfig {
     /// fast writes on every third seed (those 2 modulo 3; clients send a key to any node, so
     /// reads through the node a fast write left out find it behind), removal of dead registers
     /// on all but every fourth seed (those 3 modulo 4; of expired values only on those 0
-    /// modulo 4, which have no clock jumps). The
-    /// replay command rebuilds a failing run from its seed alone with this.
+    /// modulo 4, which have no clock jumps). Every seventh seed (those 6 modulo 7) is a ring
+    /// of 5 to 9 nodes with R = 3 instead ([`NodeSimConfig::ring_of`]), under the same faults.
+    /// The replay command rebuilds a failing run from its seed alone with this.
     pub fn for_seed(seed: u64) -> NodeSimConfig {
         let durability = if seed.is_multiple_of(2) {
             Durability::Sync
@@ -201,7 +212,34 @@ impl NodeSimConfig {
             1 | 2 => config.node.removal_grace_ms = 3_600_000,
             _ => config.node.remove_dead_registers = Some(false),
         }
+        if seed % 7 == 6 {
+            config.nodes = 5 + (seed / 7 % 5) as u16;
+            config.make_ring(3);
+        }
         config
+    }
+
+    /// A ring of `nodes` nodes with three replicas per key, `seed`, `durability` and no
+    /// faults, with clients on every node.
+    pub fn ring_of(nodes: u16, seed: u64, durability: Durability) -> NodeSimConfig {
+        let mut config = NodeSimConfig::new(nodes, seed, durability);
+        config.make_ring(3);
+        config
+    }
+
+    /// Makes the nodes a ring with `replication` replicas per key, with what a ring needs:
+    /// removal of dead registers off (a node refuses it on a ring), no lost disks (a ring
+    /// refuses `--rejoin`) and a client on every node.
+    fn make_ring(&mut self, replication: u8) {
+        self.node.replication = replication;
+        self.node.remove_dead_registers = Some(false);
+        self.faults.lost_disk = 0.0;
+        self.clients = self.clients.max(u32::from(self.nodes));
+    }
+
+    /// Whether the nodes form a ring (each key on fewer nodes than all).
+    pub fn is_ring(&self) -> bool {
+        self.node.replication != 0 && u16::from(self.node.replication) < self.nodes
     }
 }
 
@@ -260,6 +298,14 @@ pub struct NodeSimReport {
     pub sim_time_us: u64,
     /// A hash of every event processed: equal for equal seeds.
     pub trace: u64,
+    /// On a ring: commands a node forwarded to a replica of their key.
+    pub forwarded: u64,
+    /// Of those, answered `UNCERTAIN` because their link broke after they were written.
+    pub forwarded_uncertain: u64,
+    /// Of those, answered `TRYAGAIN` because no replica could be reached.
+    pub forwarded_unreachable: u64,
+    /// Commands a ring node refused (`CROSSSLOT`: a transaction on keys it does not hold).
+    pub refused_elsewhere: u64,
     /// Failures of the run itself: a store refused after a crash, a store error, a key that
     /// did not become available again in the liveness phase.
     pub failures: Vec<String>,
@@ -272,7 +318,8 @@ impl std::fmt::Display for NodeSimReport {
             "ops {} (ok {}, not applied {}, unknown {}), crashes {} (all-node {}, power {}, \
              in flush {}, torn sectors {}), partitions {}, clock jumps {} (skew up to {} ms), \
              expiring ops {} (absent reads {}, leases taken over {}), batches {}, link breaks {}, \
-             registers removed {}, sim time {} ms, trace {:016x}",
+             registers removed {}, forwarded {} (uncertain {}, unreachable {}, refused {}), \
+             sim time {} ms, trace {:016x}",
             self.operations,
             self.acknowledged,
             self.not_applied,
@@ -291,6 +338,10 @@ impl std::fmt::Display for NodeSimReport {
             self.batches,
             self.link_breaks,
             self.registers_removed,
+            self.forwarded,
+            self.forwarded_uncertain,
+            self.forwarded_unreachable,
+            self.refused_elsewhere,
             self.sim_time_us / 1000,
             self.trace
         )

@@ -23,6 +23,11 @@
 //!   these clocks give, so the run records, for each operation, the readings of its shard's
 //!   clock while it was pending (the window its stamp lies in), and the farthest any shard
 //!   clock was from simulated time (the skew): both go to the checkers with the history.
+//! * **Rings.** With `node.replication` below the nodes ([`NodeSimConfig::is_ring`]), each
+//!   key lives on the R replicas of its slot: the engines run on the placement each node
+//!   derives, a command sent to a node that does not hold its key is forwarded by the node's
+//!   own routing over a modelled link, and crashes keep a majority of every key's replicas up
+//!   (`ring.rs`).
 //! * **Phases.** Faults run until `faults_until_us`; then everything heals and every key must
 //!   become writable and readable through every node again (the liveness phase).
 //!
@@ -50,13 +55,17 @@ use crate::history::{Clocks, History, Outcome};
 use crate::link::{Arrival, Connection, Link};
 use crate::queue::EventQueue;
 use crate::whole_node::clients::LIVENESS_CLIENT;
+use ring::SimRing;
+
 use crate::whole_node::{self, AnswerTo, CLIENT_DELAY_US, INPUTS_PER_TURN_MAX, WALL_START_MS};
 
 mod config;
 mod requests;
+mod ring;
 mod workload;
 
 pub use config::{NodeFaults, NodeSimConfig, NodeSimReport};
+pub use ring::RingBugs;
 
 /// The size a slot file may reach while disks are full ([`NodeFaults::disk_full`]): its
 /// header and two appends of [`FULL_DISK_CHUNK_BYTES`], 16 of the smallest slots, fewer than
@@ -136,6 +145,28 @@ enum Event {
     },
     Partition,
     ClockJump,
+    /// A client's command on a key its node does not hold reaches that node, which forwards
+    /// it (on a ring).
+    Forward {
+        client: u32,
+        seq: u64,
+    },
+    /// A forwarded command reaches the replica it was written to.
+    ForwardArrive {
+        client: u32,
+        seq: u64,
+    },
+    /// The replica's reply to a forwarded command reaches the forwarding node.
+    ForwardReply {
+        client: u32,
+        seq: u64,
+        result: CommandResult,
+    },
+    /// The link a forwarded command was written to broke before its reply came back.
+    ForwardBroken {
+        client: u32,
+        seq: u64,
+    },
 }
 
 /// A turn's outputs, held until its flush ends.
@@ -224,6 +255,8 @@ pub struct NodeCluster {
     /// The farthest a shard clock was from simulated time at a turn (µs).
     skew_us_max: u64,
     faults_active: bool,
+    /// The ring, when the nodes form one.
+    ring: Option<SimRing>,
     report: NodeSimReport,
 }
 
@@ -245,6 +278,7 @@ impl NodeCluster {
             stamp_readings_ms: Vec::new(),
             skew_us_max: 0,
             faults_active: true,
+            ring: SimRing::new(&config.node, config.nodes, config.ring_bugs),
             report: NodeSimReport::default(),
             config,
         };
@@ -368,6 +402,29 @@ impl NodeCluster {
         &self.history
     }
 
+    /// The nodes whose store holds an acceptor state of `key` (any node up).
+    pub fn holders(&self, key: &Key) -> Vec<NodeId> {
+        let shard =
+            logless_node::context::shard_of(key.as_bytes(), usize::from(self.config.shards));
+        (self.nodes.iter())
+            .filter(|(_, n)| {
+                n.shards[shard]
+                    .core
+                    .as_ref()
+                    .is_some_and(|core| matches!(core.store().durable_state(key), Ok(Some(_))))
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// On a ring, the nodes that replicate `key`; every node otherwise.
+    pub fn replicas_of(&self, key: &Key) -> Vec<NodeId> {
+        (1..=self.config.nodes)
+            .map(NodeId)
+            .filter(|&n| self.ring.as_ref().is_none_or(|ring| ring.holds(n, key)))
+            .collect()
+    }
+
     fn exp(&mut self, mean_us: u64) -> u64 {
         whole_node::exp(&mut self.rng, mean_us)
     }
@@ -398,9 +455,14 @@ impl NodeCluster {
 
     // ---- nodes -------------------------------------------------------------------------
 
-    fn proposer_config(&self) -> ProposerConfig {
+    /// The proposer of `node`'s shards: every node an acceptor, and on a ring the placement
+    /// the node derives (each key's acceptors its replicas).
+    fn proposer_config(&self, node: NodeId) -> ProposerConfig {
         let acceptors = (1..=self.config.nodes).map(NodeId).collect();
         let mut proposer = self.config.node.proposer_config(acceptors);
+        if let Some(ring) = &self.ring {
+            proposer.placement = Some(ring.placements[&node].clone());
+        }
         // Phases time out sooner than on a node, so that faults are found and retried within
         // a short simulated run.
         proposer.phase_timeout_ms = 20;
@@ -410,7 +472,7 @@ impl NodeCluster {
 
     /// Opens every shard's store from its last image and starts a new incarnation.
     fn start_node(&mut self, node: NodeId) {
-        let proposer = self.proposer_config();
+        let proposer = self.proposer_config(node);
         let mut options = store_options(self.config.durability, 64 * 1024);
         if self.config.faults.disk_full {
             options.append_chunk_bytes = FULL_DISK_CHUNK_BYTES;
@@ -587,8 +649,14 @@ impl NodeCluster {
             self.send(node, to, shard, messages);
         }
         for (to, result) in held.answers {
-            self.events
-                .schedule(CLIENT_DELAY_US, Event::Answer { to, result });
+            if self.forwarded_answer(node, to.client) {
+                if self.forwarded_here(node, to.client, to.seq) {
+                    self.reply_to_forwarder(to.client, to.seq, result);
+                }
+            } else {
+                self.events
+                    .schedule(CLIENT_DELAY_US, Event::Answer { to, result });
+            }
         }
         if let Some(delay) = next {
             self.wake(node, shard, delay);
@@ -681,7 +749,7 @@ impl NodeCluster {
                 }
             }
         } else {
-            if self.one_more_may_crash() && self.nodes[&node].up {
+            if self.one_more_may_crash(node) && self.nodes[&node].up {
                 if self.rng.random_bool(0.5) {
                     self.nodes.get_mut(&node).expect("node").crash_in_next_flush = true;
                 } else {
@@ -694,8 +762,13 @@ impl NodeCluster {
         self.plan_crash();
     }
 
-    /// Whether one more node may go down and leave a majority up.
-    fn one_more_may_crash(&self) -> bool {
+    /// Whether `node` may go down too and leave a majority up: of every node, or on a ring of
+    /// every key's replicas (the node's own count, [`logless_node::ring`]).
+    fn one_more_may_crash(&self, node: NodeId) -> bool {
+        if let Some(ring) = &self.ring {
+            let up = |n: logless_placement::NodeId| n.0 != node.0 && self.nodes[&NodeId(n.0)].up;
+            return logless_node::ring::ranges_without_majority(&ring.ring, up).is_empty();
+        }
         let down = self.nodes.values().filter(|n| !n.up).count();
         whole_node::one_more_may_crash(down, self.config.nodes)
     }
@@ -773,6 +846,7 @@ impl NodeCluster {
         for (client, seq) in lost {
             self.client_done(client, seq, None);
         }
+        self.forwarding_node_crashed(node);
         // The peers' connections reset.
         for peer in self.peers_of(node) {
             for s in 0..shards {
@@ -922,7 +996,7 @@ impl NodeCluster {
                 if self.faults_active
                     && n.up
                     && n.incarnation == incarnation
-                    && self.one_more_may_crash()
+                    && self.one_more_may_crash(node)
                 {
                     let power = self.power_failure();
                     self.crash_node(node, power);
@@ -931,6 +1005,14 @@ impl NodeCluster {
             Event::Restart { node } => self.restart(node),
             Event::Partition => self.partition(),
             Event::ClockJump => self.clock_jump(),
+            Event::Forward { client, seq } => self.forward(client, seq),
+            Event::ForwardArrive { client, seq } => self.forward_arrive(client, seq),
+            Event::ForwardReply {
+                client,
+                seq,
+                result,
+            } => self.forward_reply(client, seq, result),
+            Event::ForwardBroken { client, seq } => self.forward_broken(client, seq),
         }
     }
 }

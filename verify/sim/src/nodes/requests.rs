@@ -216,12 +216,13 @@ fn push_condition(args: &mut Vec<Bytes>, condition: &Condition) {
 }
 
 /// Gives the request for `command` on `key` to a client's session and returns the command to
-/// submit with the shape of its reply.
+/// submit with the shape of its reply, and the request's first word (`EXEC` for a
+/// transaction), which a ring node routes by.
 ///
 /// # Panics
 /// If the session does not ask for exactly the command the workload meant: the table and the
 /// workload disagree, and the history would check something the client never asked.
-pub fn submit(session: &mut Session, key: &Key, command: &Command) -> (Command, ReplyShape) {
+pub fn submit(session: &mut Session, key: &Key, command: &Command) -> (Command, ReplyShape, Bytes) {
     let args = match command {
         // MULTI, each command (QUEUED), then EXEC, which the session makes the transaction.
         Command::Transaction(queued) => {
@@ -245,7 +246,7 @@ pub fn submit(session: &mut Session, key: &Key, command: &Command) -> (Command, 
                 "the session's key of {args:?}"
             );
             assert_eq!(&parsed, command, "the session's command for {args:?}");
-            (parsed, shape)
+            (parsed, shape, args[0].clone())
         }
         other => panic!("{args:?} should be one register command, the session gave {other:?}"),
     }

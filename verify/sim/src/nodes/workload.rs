@@ -11,10 +11,12 @@ use logless_commands::command::{
 };
 use logless_commands::float::Float;
 use logless_node::context::shard_of;
+use logless_node::forward::Route;
 use logless_node::turn::CommandResult;
 use logless_redis::session::Session;
 use logless_redis::table::ReplyShape;
 use logless_rmw::ids::{Key, NodeId};
+use logless_rmw::proposer::ProposeError;
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
@@ -280,7 +282,7 @@ impl NodeCluster {
             c.session = Session::new(u64::from(client));
         }
         c.node = node;
-        let (command, shape) = requests::submit(&mut c.session, &key, &command);
+        let (command, shape, name) = requests::submit(&mut c.session, &key, &command);
         c.shape = shape;
         c.issued += 1;
         c.seq += 1;
@@ -289,27 +291,54 @@ impl NodeCluster {
         let timeout = self.config.client_timeout_us;
         self.events
             .schedule(timeout, Event::ClientTimeout { client, seq });
-        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards)) as u16;
         assert_eq!(
             self.stamp_readings_ms.len(),
             index,
             "one entry per operation"
         );
         self.stamp_readings_ms.push(None);
+        let route = (self.ring.as_ref()).map_or(Route::Local, |ring| {
+            ring.route(node, &name, &key, &command, shape)
+        });
+        match route {
+            Route::Local => self.arrive(node, index, key, command, AnswerTo { client, seq }),
+            Route::Forward(replicas) => {
+                self.forwarding(client, seq, (node, index), key, command, &replicas);
+                self.events
+                    .schedule(CLIENT_DELAY_US, Event::Forward { client, seq });
+            }
+            Route::Refuse(_) => {
+                // CROSSSLOT: not run anywhere.
+                self.report.refused_elsewhere += 1;
+                let to = AnswerTo { client, seq };
+                let result = Err(ProposeError::NotApplied);
+                self.events
+                    .schedule(CLIENT_DELAY_US, Event::Answer { to, result });
+            }
+        }
+    }
+
+    /// Hands a client's command (operation `index`) to the shard of its key on `node`, which
+    /// stamps it, after the client's delay.
+    pub(super) fn arrive(
+        &mut self,
+        node: NodeId,
+        index: usize,
+        key: Key,
+        command: Command,
+        to: AnswerTo,
+    ) {
+        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards)) as u16;
         let n = self.nodes.get_mut(&node).expect("node");
         n.shards[usize::from(shard)].waiting.push(index);
-        let incarnation = self.nodes[&node].incarnation;
+        let incarnation = n.incarnation;
         self.events.schedule(
             CLIENT_DELAY_US,
             Event::Arrive {
                 node,
                 incarnation,
                 shard,
-                input: Input::Command {
-                    key,
-                    command,
-                    to: AnswerTo { client, seq },
-                },
+                input: Input::Command { key, command, to },
             },
         );
     }
@@ -321,7 +350,7 @@ impl NodeCluster {
         let Some(c) = self.clients.get_mut(&client) else {
             return;
         };
-        let Some((in_flight, index, node)) = c.in_flight else {
+        let Some((in_flight, index, _)) = c.in_flight else {
             return;
         };
         if in_flight != seq {
@@ -329,7 +358,7 @@ impl NodeCluster {
         }
         c.in_flight = None;
         let outcome = requests::outcome(c.shape, result);
-        self.stop_stamping(index, node);
+        self.stop_stamping(index);
         let op = &mut self.history.operations[index];
         match outcome {
             Outcome::Ok(reply) => {
@@ -363,12 +392,14 @@ impl NodeCluster {
 
     /// The client of the operation at `index` stops waiting: an answered operation was stamped
     /// by now, so later readings of its shard's clock do not bound its stamp (one of unknown
-    /// outcome keeps no upper bound at all).
-    fn stop_stamping(&mut self, index: usize, node: NodeId) {
+    /// outcome keeps no upper bound at all). On a ring a forwarded command is stamped by a
+    /// replica, not by the node the client sent it to: every node's shard stops.
+    fn stop_stamping(&mut self, index: usize) {
         let op = &self.history.operations[index];
-        let shard = shard_of(op.key.as_bytes(), usize::from(self.config.shards)) as u16;
-        let n = self.nodes.get_mut(&node).expect("node");
-        n.shards[usize::from(shard)].waiting.retain(|&i| i != index);
+        let shard = shard_of(op.key.as_bytes(), usize::from(self.config.shards));
+        for n in self.nodes.values_mut() {
+            n.shards[shard].waiting.retain(|&i| i != index);
+        }
     }
 
     /// Every key written, then read, through every node in turn, each within the liveness
