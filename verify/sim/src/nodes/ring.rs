@@ -133,7 +133,7 @@ impl SimRing {
                 forwarders.insert(node, forwarder);
             }
         }
-        let ring = forwarders[&NodeId(nodes)].ring().clone();
+        let ring = Configuration::clone(&forwarders[&NodeId(nodes)].ring());
         Some(SimRing {
             ring,
             placements,
