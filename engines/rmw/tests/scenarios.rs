@@ -11,7 +11,7 @@ use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use logless_rmw::message::{Envelope, Message, PrepareKind};
 use logless_rmw::persist::AcceptorStore;
-use logless_rmw::placement::Placement;
+use logless_rmw::placement::{Placement, StageId};
 use logless_rmw::proposer::{ClientReply, ProposeError, TimerRequest};
 use logless_rmw::replica::Replica;
 
@@ -325,6 +325,7 @@ fn kind(m: &Message) -> &'static str {
         Message::Fence { .. } => "FENCE",
         Message::Fenced { .. } => "FENCED",
         Message::Full { .. } => "FULL",
+        Message::Stale { .. } => "STALE",
     }
 }
 
@@ -813,6 +814,7 @@ fn read_attempts_before_write_through(x: u32) -> usize {
                     seq: step_seq,
                 },
                 known_voted: Round::BOTTOM,
+                stage: StageId::NONE,
             },
         );
         let _ = b.take_output();
@@ -1850,6 +1852,8 @@ fn ring_an_acceptor_drops_a_message_for_a_key_it_does_not_replicate() {
             seq: 1,
         },
         known_voted: Round::BOTTOM,
+        // Sent in the ring's stage, so that the fence lets it through.
+        stage: net.replicas[&outsider].stage(),
     };
     net.replicas
         .get_mut(&outsider)
