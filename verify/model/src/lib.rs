@@ -203,6 +203,10 @@ pub struct ModelConfig {
     /// replica in the joint stage returned (the sync: its joint quorum holds the latest value,
     /// written through if need be).
     pub stage_moves: bool,
+    /// A deliberately broken change for [`ModelConfig::stage_moves`]: replicas install
+    /// `Stable(e+1)` straight from `Stable(e)`, at any time, skipping the joint stage and the
+    /// sync (the first mutation of issue 28: the old and the new set both decide).
+    pub skip_joint_stage: bool,
 }
 
 /// A replica's stage in the change of [`ModelConfig::stages`].
@@ -234,6 +238,7 @@ impl ModelConfig {
             collect_dead: true,
             stages: Vec::new(),
             stage_moves: false,
+            skip_joint_stage: false,
         }
     }
 
@@ -1018,12 +1023,17 @@ impl LoglessModel {
             return None;
         }
         let stage = self.stage_of(&state.nodes[index].state)?;
-        if stage == NEW || (stage == JOINT && !(state.synced && self.fence_holds(state))) {
+        let next = if self.config.skip_joint_stage {
+            NEW
+        } else {
+            stage + 1
+        };
+        if stage == NEW || (next == NEW && !self.config.skip_joint_stage && !state.synced) {
             return None;
         }
         let mut node = state.nodes[index].state.clone();
         node.replica
-            .install_placement(self.all_stages[stage + 1].clone());
+            .install_placement(self.all_stages[next].clone());
         self.flush(state, index, node);
         Some(())
     }
@@ -1228,7 +1238,8 @@ impl Model for LoglessModel {
             removals: 0,
             uncontended: 0,
             sync_reads: 0,
-            synced: false,
+            // A replica starts in `Stable(e+1)` only once the change is complete.
+            synced: self.config.stages.contains(&RingStage::New),
         }]
     }
 
