@@ -23,15 +23,15 @@
 //!   command (any proposer may safely run against the key's acceptors), but the proposer state
 //!   that makes RMWPaxos cheap pays off only at the replicas.
 //! * Change the configuration only through the stages of docs/ring.md §4: install the
-//!   [joint](Placement::joint) placement on every node, sync the moving slots, then install the
-//!   new [stable](Placement::new) one, each stage only once a majority of the old replicas of
-//!   every moving slot installed the one before (docs/ring.md §4).
+//!   [joint](Placement::joint) placement on every node, wait until a majority of the old
+//!   replicas of every moving slot installed it (from then on the fence keeps the old stage
+//!   from deciding), sync the moving slots, then install the new [stable](Placement::new) one.
 //! * Act on [`ReplicaOutput::newer_stage`](crate::replica::ReplicaOutput::newer_stage): a peer
 //!   is at a later stage (its acceptor refused this node's message with STALE, or its proposer
 //!   sent a message this node's acceptor holds back). Fetch that stage's configuration and
 //!   install its placement; until then this node's acceptor answers nothing of that stage and
 //!   its proposer's messages are refused.
-//!   Removal of dead registers and rejoining after a lost disk count every acceptor, so a
+//! * Removal of dead registers and rejoining after a lost disk count every acceptor, so a
 //!   replica with a placement refuses them (they are left for the ring's own work).
 use std::sync::Arc;
 

@@ -217,7 +217,7 @@ impl Phase {
             Phase::Vote(two) => (two.asked, two.silent()),
             _ => return false,
         };
-        asked != everyone && silent.contains(index)
+        !everyone.without(asked).is_empty() && silent.contains(index)
     }
 }
 
@@ -446,7 +446,7 @@ impl Shared {
     /// How long a phase that asked `asked` waits before asking the rest (a quorum) or giving
     /// up (everyone).
     fn wait_ms(&self, asked: AcceptorSet) -> u64 {
-        if asked != self.everyone() {
+        if !self.everyone().without(asked).is_empty() {
             self.config.thrifty_wait_ms
         } else {
             self.config.phase_timeout_ms
@@ -1649,8 +1649,8 @@ impl Step<'_> {
             self.answer_reads(now_ms, r_voted, value);
             return;
         }
-        if collect.asked != everyone {
-            // Asked a quorum only: ask the rest once all of it answered without agreeing, or
+        if !everyone.without(collect.asked).is_empty() {
+            // Asked a quorum only (or the acceptors of an earlier stage): ask the rest once all of it answered without agreeing, or
             // when it did not answer in time.
             if waited || collect.current_replies == collect.asked {
                 self.widen_read(now_ms);
@@ -1798,7 +1798,11 @@ impl Step<'_> {
                     self.back_off(now_ms);
                 }
             }
-            Phase::Vote(two) if two.asked != self.shared.everyone() => self.widen_vote(now_ms),
+            // Asked a quorum only, or the acceptors of an earlier stage: some were not asked.
+            // (An install can also leave `asked` a superset of everyone, with none left.)
+            Phase::Vote(two) if !self.shared.everyone().without(two.asked).is_empty() => {
+                self.widen_vote(now_ms)
+            }
             Phase::Vote(_) => self.back_off(now_ms),
             Phase::Backoff => self.send_prepare(now_ms),
         }

@@ -517,12 +517,12 @@ impl Replica {
             return;
         }
         if !self.proposer.is_acceptor_of(key) {
-            // Not a replica of the key in this node's placement: a proposer whose placement
-            // differs sent it. Dropped rather than refused: an answer (even ⊥) could count
-            // towards that proposer's quorum of acceptors that do not hold the key, while
-            // silence only delays it, as a crashed acceptor would; and a refusal would need a
-            // message the wire does not have, worth adding only with the configuration stage
-            // it would carry (docs/ring.md §4).
+            // Not a replica of the key in this node's placement, though the sender's stage is
+            // this node's: the two were given different configurations for one stage, which
+            // the node must not do. Dropped rather than refused: an answer (even ⊥) could
+            // count towards that proposer's quorum of acceptors that do not hold the key, while
+            // silence only delays it, as a crashed acceptor would. (A sender of another stage
+            // was fenced above.)
             return;
         }
         if self.rejoin.is_some() && self.states.get(key).is_none() {

@@ -197,7 +197,8 @@ pub struct ModelConfig {
     pub stages: Vec<RingStage>,
     /// With [`ModelConfig::stages`], whether replicas move on to the next stage during the run
     /// ([`Action::Install`], at any point, as a node installs a stage its output or the
-    /// configuration register named): `Joint(e+1)` at any time; `Stable(e+1)` only once the
+    /// configuration register named; a stage no replica has yet, the joining replica first, as
+    /// the change's coordinator): `Joint(e+1)` at any time; `Stable(e+1)` only once the
     /// change may be completed (docs/ring.md §4, steps 2 and 3): a majority of the old
     /// acceptors installed the joint stage (the fence holds), and after that a read through a
     /// replica in the joint stage returned (the sync: its joint quorum holds the latest value,
@@ -207,6 +208,9 @@ pub struct ModelConfig {
     /// `Stable(e+1)` straight from `Stable(e)`, at any time, skipping the joint stage and the
     /// sync (the first mutation of issue 28: the old and the new set both decide).
     pub skip_joint_stage: bool,
+    /// With stage moves, the last stage the coordinator installs: replicas behind it catch up
+    /// to it, none goes beyond.
+    pub last_stage: RingStage,
 }
 
 /// A replica's stage in the change of [`ModelConfig::stages`].
@@ -239,6 +243,7 @@ impl ModelConfig {
             stages: Vec::new(),
             stage_moves: false,
             skip_joint_stage: false,
+            last_stage: RingStage::New,
         }
     }
 
@@ -286,11 +291,15 @@ impl ModelConfig {
             }
             None => Vec::new(),
         };
+        let coordinator = (0..self.replicas)
+            .find(|i| !old_acceptors.contains(i))
+            .unwrap_or(0);
         LoglessModel {
             config: self,
             staged,
             all_stages,
             old_acceptors,
+            coordinator,
             proposer,
         }
     }
@@ -308,6 +317,9 @@ pub struct LoglessModel {
     all_stages: Vec<Placement>,
     /// With stages, the replicas that are the register's acceptors in `Stable(e)`.
     old_acceptors: Vec<usize>,
+    /// With stage moves, the replica that installs each stage first: the first one that is
+    /// not an old acceptor (the joining one).
+    coordinator: usize,
 }
 
 /// A replica's store: its persisted acceptor state, which survives a crash.
@@ -1031,6 +1043,23 @@ impl LoglessModel {
         if stage == NEW || (next == NEW && !self.config.skip_joint_stage && !state.synced) {
             return None;
         }
+        // A stage no replica has yet is the coordinator's to install first (it wrote it to the
+        // configuration register); the others catch up in any order.
+        let latest = (state.nodes.iter())
+            .filter_map(|n| self.stage_of(&n.state))
+            .max()
+            .unwrap_or(0);
+        if next > latest && index != self.coordinator {
+            return None;
+        }
+        let last = match self.config.last_stage {
+            RingStage::Old => 0,
+            RingStage::Joint => JOINT,
+            RingStage::New => NEW,
+        };
+        if next > last {
+            return None;
+        }
         let mut node = state.nodes[index].state.clone();
         node.replica
             .install_placement(self.all_stages[next].clone());
@@ -1110,12 +1139,17 @@ impl LoglessModel {
             // Ignored by a proposer that installed that stage or a later one (stages only move
             // forward), otherwise it backs off.
             Message::Stale { stage, .. } => *stage <= node.replica.stage(),
-            // Fenced (refused or held back): never collected.
+            // Fenced: one of an older stage is answered with STALE, dead if that is; one of a
+            // newer stage is held back, and may be answered once the stage is installed.
             Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. }
                 if message.stage() != node.replica.stage()
                     && !self.proposer.bugs.accept_any_stage =>
             {
-                false
+                let stale = Message::Stale {
+                    key: message.key().clone(),
+                    stage: node.replica.stage(),
+                };
+                message.stage() < node.replica.stage() && self.is_dead(state, to, from, &stale)
             }
             Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {
                 // A register the acceptor does not hold is ⊥ at the round floor.
