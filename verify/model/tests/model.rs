@@ -384,21 +384,15 @@ fn ring_change_during_a_run(reads: usize) -> ModelConfig {
     config
 }
 
+/// About 160 s on two loaded cores, beyond CI's budget (the adjacent-stage runs above move
+/// replicas during the run in CI): by hand with `cargo test --profile tests -p logless-model
+/// --test model -- --ignored ring_changing_during_a_run`.
 #[test]
+#[ignore = "long: run by hand with --ignored"]
 fn exhaustive_on_a_ring_changing_during_a_run_under_the_fence() {
     let checker = explore(ring_change_during_a_run(1));
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 0);
-}
-
-/// With a second read, which may see the change completed: more than ten minutes on two
-/// loaded cores, by hand with `cargo test --profile tests -p logless-model --test model --
-/// --ignored ring_changing_during_a_run_with_two_reads`.
-#[test]
-#[ignore = "long: run by hand with --ignored"]
-fn exhaustive_on_a_ring_changing_during_a_run_with_two_reads_under_the_fence() {
-    let checker = explore(ring_change_during_a_run(2));
-    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), 1_271_330);
 }
 
 /// The first mutation of issue 28: a change that skips the joint stage (and so the sync) lets
