@@ -36,7 +36,8 @@
 //!   exhaustively, starting with proposers of adjacent stages side by side (`Stable(e)` with
 //!   `Joint(e+1)`, `Joint(e+1)` with `Stable(e+1)`) and with replicas moving on to the next
 //!   stage at any point of the run under the stage fence; the whole change during a run,
-//!   every replica starting in `Stable(e)`, with a read through a shared acceptor as the sync;
+//!   every replica starting in `Stable(e)`, with a read through a shared acceptor as the sync
+//!   (an ignored test: about 160 s);
 //!   both mutations of issue 28 are found: a change that skips the joint stage (the old and the
 //!   new set both decide) and a change applied without its fence (acceptors decide on messages
 //!   of another stage, so a straggler of `Stable(e)` decides beside `Stable(e+1)`).
@@ -405,13 +406,15 @@ fn a_ring_change_without_the_joint_stage_is_caught() {
     finds_violation(config);
 }
 
-/// The second mutation of issue 28: a configuration change applied without its fence. The
-/// change goes through its stages as it should, but acceptors decide on messages of any stage:
-/// a replica still in `Stable(e)` decides with a majority of the old set that already moved on
-/// to `Stable(e+1)`, beside the new set's own decisions.
+/// The second mutation of issue 28: a configuration change applied without its fence.
+/// Acceptors decide on messages of any stage: the leaving replica, a straggler still in
+/// `Stable(e)`, decides with a majority of the old set whose members moved on to
+/// `Stable(e+1)`, beside the new set, and the read through the new set misses its increment.
+/// (The same change during a run, every replica starting in `Stable(e)`, is found too, but
+/// deeper: about two minutes.)
 #[test]
 fn a_ring_change_without_its_fence_is_caught() {
-    let mut config = ring_change_during_a_run(2);
+    let mut config = ring_change_of_four(RingStage::Old, RingStage::New, RingStage::New);
     config.bugs.accept_any_stage = true;
     finds_violation(config);
 }
