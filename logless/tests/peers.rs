@@ -17,6 +17,7 @@ use logless_node::hello::{self, Hello, Side, CHALLENGE_BYTES, NONCE_BYTES};
 use logless_node::status::NodeStatus;
 use logless_rmw::ids::{AttemptId, Key, NodeId, ProposerId, ReqId, Round};
 use logless_rmw::message::Message;
+use logless_rmw::placement::StageId;
 use logless_rmw::wire::encode_frame;
 use redis::Commands;
 
@@ -69,6 +70,7 @@ fn forged_vote(key: &str, value: &str, from: u16) -> Message {
         }),
         req_cur: ReqId::new(attempt),
         req_prev: None,
+        stage: StageId::NONE,
     }
 }
 
@@ -88,6 +90,7 @@ fn forged_prepare(key: &str, from: u16) -> Message {
             },
         },
         known_voted: Round::default(),
+        stage: StageId::NONE,
     }
 }
 

@@ -12,6 +12,7 @@ use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use logless_rmw::message::{Message, PrepareKind};
 use logless_rmw::persist::PersistBatch;
+use logless_rmw::placement::StageId;
 use logless_rmw::replica::Replica;
 
 fn attempt(seq: u64) -> AttemptId {
@@ -46,12 +47,14 @@ fn acceptor_paths(c: &mut Criterion) {
         kind: PrepareKind::Write,
         attempt: attempt(9),
         known_voted: state.r_voted,
+        stage: StageId::NONE,
     };
     let read = Message::Prepare {
         key: key.clone(),
         kind: PrepareKind::Read,
         attempt: attempt(9),
         known_voted: state.r_voted,
+        stage: StageId::NONE,
     };
     let vote = Message::Vote {
         key: key.clone(),
@@ -62,6 +65,7 @@ fn acceptor_paths(c: &mut Criterion) {
         value: Arc::new(Register::default()),
         req_cur: Some(ReqId::new(attempt(10)).unwrap()),
         req_prev: Some(ReqId::new(attempt(2)).unwrap()),
+        stage: StageId::NONE,
     };
     group.bench_function("prepare_write", |b| {
         b.iter(|| acceptor::on_message(black_box(&state), NodeId(2), black_box(&prepare)))

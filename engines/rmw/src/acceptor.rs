@@ -129,11 +129,13 @@ pub(crate) fn decide<D: Decision>(
             kind,
             attempt,
             known_voted,
+            ..
         } => on_prepare(state, from, key, *kind, *attempt, *known_voted, out),
         Message::PaxosPrep {
             key,
             round,
             known_voted,
+            ..
         } => on_paxos_prep(state, from, key, *round, *known_voted, out),
         Message::Vote {
             key,
@@ -141,6 +143,7 @@ pub(crate) fn decide<D: Decision>(
             value,
             req_cur,
             req_prev,
+            ..
         } => on_vote(state, from, key, *round, value, *req_cur, *req_prev, out),
         Message::Ack { .. }
         | Message::Voted { .. }
@@ -149,7 +152,8 @@ pub(crate) fn decide<D: Decision>(
         | Message::Remove { .. }
         | Message::Fence { .. }
         | Message::Fenced { .. }
-        | Message::Full { .. } => panic!("not a message for acceptors: {message:?}"),
+        | Message::Full { .. }
+        | Message::Stale { .. } => panic!("not a message for acceptors: {message:?}"),
     }
 }
 

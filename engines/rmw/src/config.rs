@@ -30,6 +30,11 @@ pub struct InjectedBugs {
     /// registers, instead of fencing its peers and recovering each register first: promises
     /// it made before the loss are broken, and two values can be chosen.
     pub rejoin_without_fence: bool,
+    /// An acceptor decides on PREPARE, PAXOS_PREP and VOTE sent in any stage of the ring, not
+    /// only its own (a configuration change applied without its fence, docs/ring.md §4): a
+    /// proposer still at `Stable(e)` decides with a majority of the old replicas after the
+    /// change moved on, beside deciders of the new ones.
+    pub accept_any_stage: bool,
 }
 
 /// The default of [`ProposerConfig::registers_max`]: a quarter of a million registers, some

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use logless_commands::value::Register;
 
 use crate::ids::{AttemptId, Key, NodeId, ReqId, Round};
+use crate::placement::StageId;
 
 /// Whether a PREPARE is for a read (no acceptor state change) or a write (incremental round).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,6 +33,10 @@ pub enum Message {
         /// The round whose value the proposer already holds: an ACK whose `r_voted` equals it
         /// carries no value.
         known_voted: Round,
+        /// The stage of the ring the proposer sent it in: an acceptor at another stage does
+        /// not decide on it (the fence, docs/ring.md §4). [`StageId::NONE`] without a
+        /// placement.
+        stage: StageId,
     },
     /// Phase 1 with an explicit round (lines 24 and 43–47).
     PaxosPrep {
@@ -41,6 +46,8 @@ pub enum Message {
         round: Round,
         /// See [`Message::Prepare`].
         known_voted: Round,
+        /// See [`Message::Prepare`].
+        stage: StageId,
     },
     /// The acceptor's phase 1 reply (lines 39, 42, 47).
     Ack {
@@ -76,6 +83,8 @@ pub enum Message {
         /// empty there, which loses the notification when only write-throughs choose a
         /// successor: see the acceptor's `on_vote`).
         req_prev: Option<ReqId>,
+        /// See [`Message::Prepare`].
+        stage: StageId,
     },
     /// The acceptor voted (line 57).
     Voted {
@@ -133,6 +142,15 @@ pub enum Message {
         /// VOTED's or a NACK's round.
         round: Round,
     },
+    /// The acceptor refused a PREPARE, PAXOS_PREP or VOTE about `key` sent in an older stage of
+    /// the ring than the one it installed (the fence, docs/ring.md §4): the proposer's
+    /// quorums are no longer the ones that count. Nothing changed at the acceptor.
+    Stale {
+        /// The register.
+        key: Key,
+        /// The acceptor's stage.
+        stage: StageId,
+    },
 }
 
 impl Message {
@@ -149,7 +167,20 @@ impl Message {
             | Message::Remove { key, .. }
             | Message::Fence { key }
             | Message::Fenced { key }
-            | Message::Full { key, .. } => key,
+            | Message::Full { key, .. }
+            | Message::Stale { key, .. } => key,
+        }
+    }
+
+    /// The stage a message for acceptors was sent in ([`StageId::NONE`] for the others, which
+    /// are not fenced).
+    #[inline]
+    pub fn stage(&self) -> StageId {
+        match self {
+            Message::Prepare { stage, .. }
+            | Message::PaxosPrep { stage, .. }
+            | Message::Vote { stage, .. } => *stage,
+            _ => StageId::NONE,
         }
     }
 

@@ -266,6 +266,7 @@ impl PersistBatch {
 #[cfg(test)]
 mod tests {
     use crate::ids::testing::attempt;
+    use crate::placement::StageId;
     use std::sync::Arc;
 
     use logless_commands::value::{Data, Register};
@@ -292,6 +293,7 @@ mod tests {
             value: value.clone(),
             req_cur,
             req_prev,
+            stage: StageId::NONE,
         };
         vec![
             Message::Prepare {
@@ -299,22 +301,26 @@ mod tests {
                 kind: PrepareKind::Read,
                 attempt: attempt(1, 1),
                 known_voted: Round::BOTTOM,
+                stage: StageId::NONE,
             },
             Message::Prepare {
                 key: key.clone(),
                 kind: PrepareKind::Write,
                 attempt: attempt(1, 2),
                 known_voted: Round::BOTTOM,
+                stage: StageId::NONE,
             },
             Message::PaxosPrep {
                 key: key.clone(),
                 round: round(0, 2, 1),
                 known_voted: Round::BOTTOM,
+                stage: StageId::NONE,
             },
             Message::PaxosPrep {
                 key: key.clone(),
                 round: round(9, 2, 2),
                 known_voted: Round::BOTTOM,
+                stage: StageId::NONE,
             },
             vote(round(1, 1, 3), None, None),
             vote(
@@ -397,6 +403,7 @@ mod tests {
             value: Arc::new(Register::default()),
             req_cur: None,
             req_prev: None,
+            stage: StageId::NONE,
         };
         let _ = batch.decide(&gone, &state, NodeId(1), &vote(&gone));
         let floor = Round {

@@ -23,15 +23,21 @@
 //!   command (any proposer may safely run against the key's acceptors), but the proposer state
 //!   that makes RMWPaxos cheap pays off only at the replicas.
 //! * Change the configuration only through the stages of docs/ring.md §4: install the
-//!   [joint](Placement::joint) placement on every node, sync the moving slots, then install the
-//!   new [stable](Placement::new) one. The engine counts joint quorums, but messages do not
-//!   carry the stage yet (no fence): every node must install `Joint(e+1)` before any proposes
-//!   in `Stable(e+1)`, and `Stable(e)` operations in flight must have ended by then.
-//!   Removal of dead registers and rejoining after a lost disk count every acceptor, so a
+//!   [joint](Placement::joint) placement on every node, wait until a majority of the old
+//!   replicas of every moving slot installed it (from then on the fence keeps the old stage
+//!   from deciding), sync the moving slots, then install the new [stable](Placement::new) one.
+//! * Act on [`ReplicaOutput::newer_stage`](crate::replica::ReplicaOutput::newer_stage): a peer
+//!   is at a later stage (its acceptor refused this node's message with STALE, or its proposer
+//!   sent a message this node's acceptor holds back). Fetch that stage's configuration and
+//!   install its placement; until then this node's acceptor answers nothing of that stage and
+//!   its proposer's messages are refused.
+//! * Removal of dead registers and rejoining after a lost disk count every acceptor, so a
 //!   replica with a placement refuses them (they are left for the ring's own work).
 use std::sync::Arc;
 
-use logless_placement::{key_slot, Configuration, ReplicaSet, Slot, SlotAcceptors, Stage, SLOTS};
+use logless_placement::{
+    key_slot, Configuration, Epoch, ReplicaSet, Slot, SlotAcceptors, Stage, SLOTS,
+};
 
 use crate::ids::NodeId;
 use crate::quorum::{AcceptorSet, Quorum};
@@ -42,6 +48,56 @@ use crate::quorum::{AcceptorSet, Quorum};
 pub struct Placement {
     by_slot: Arc<[Quorum]>,
     stage: Stage,
+}
+
+/// A stage of the ring as PREPARE, PAXOS_PREP and VOTE carry it (the fence, docs/ring.md §4):
+/// [`StageId::NONE`] without a placement, else `2e` for `Joint(e)` and `2e + 1` for
+/// `Stable(e)`, so that ids order as stages do (`Stable(e-1) < Joint(e) < Stable(e)`) and fit
+/// four bytes. Epochs are below 2³¹ (one per configuration change).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StageId(u32);
+
+impl StageId {
+    /// No placement: every acceptor holds every key, and messages carry no stage on the wire.
+    pub const NONE: StageId = StageId(0);
+
+    /// The id of `stage`.
+    ///
+    /// # Panics
+    /// If the epoch is 2³¹ or more, or for `Joint(0)` (no configuration comes before epoch 0).
+    pub fn of(stage: Stage) -> StageId {
+        let (epoch, stable) = match stage {
+            Stage::Joint(epoch) => (epoch, 0),
+            Stage::Stable(epoch) => (epoch, 1),
+        };
+        let id = u32::try_from(epoch.0)
+            .ok()
+            .and_then(|e| e.checked_mul(2))
+            .map(|e| e | stable)
+            .expect("epochs stay below 2^31");
+        assert_ne!(id, 0, "Joint(0) follows no configuration");
+        StageId(id)
+    }
+
+    /// The stage this id names; `None` for [`StageId::NONE`].
+    pub fn stage(self) -> Option<Stage> {
+        let epoch = Epoch(u64::from(self.0 / 2));
+        match self.0 {
+            0 => None,
+            id if id % 2 == 0 => Some(Stage::Joint(epoch)),
+            _ => Some(Stage::Stable(epoch)),
+        }
+    }
+
+    /// The id as the wire carries it.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    /// The id the wire carried (any `u32`; 0 is [`StageId::NONE`]).
+    pub fn from_wire(id: u32) -> StageId {
+        StageId(id)
+    }
 }
 
 /// A configuration that names a node the list of acceptors lacks.
@@ -113,6 +169,11 @@ impl Placement {
     /// The stage of the ring this placement is for.
     pub fn stage(&self) -> Stage {
         self.stage
+    }
+
+    /// The id of [`Placement::stage`], which this node's messages carry.
+    pub fn stage_id(&self) -> StageId {
+        StageId::of(self.stage)
     }
 
     /// The acceptors of the register `key` (both sets of a moving slot in the joint stage).
@@ -224,6 +285,38 @@ mod tests {
                 .unwrap_err()
                 .node,
             6
+        );
+    }
+
+    #[test]
+    fn stage_ids_order_as_stages_and_name_them_back() {
+        let stages = [
+            Stage::Stable(Epoch(0)),
+            Stage::Stable(Epoch(1)),
+            Stage::Joint(Epoch(2)),
+            Stage::Stable(Epoch(2)),
+            Stage::Joint(Epoch(3)),
+            Stage::Stable(Epoch((1 << 31) - 1)),
+        ];
+        for pair in stages.windows(2) {
+            assert!(pair[1].is_after(pair[0]));
+            assert!(StageId::of(pair[1]) > StageId::of(pair[0]), "{pair:?}");
+        }
+        for stage in stages {
+            assert!(StageId::of(stage) > StageId::NONE);
+            assert_eq!(StageId::of(stage).stage(), Some(stage));
+            assert_eq!(
+                StageId::from_wire(StageId::of(stage).get()).stage(),
+                Some(stage)
+            );
+        }
+        assert_eq!(StageId::NONE.stage(), None);
+        assert!(std::panic::catch_unwind(|| StageId::of(Stage::Stable(Epoch(1 << 31)))).is_err());
+        let (config, acceptors) = ring(5);
+        let placement = Placement::new(&config, &acceptors).unwrap();
+        assert_eq!(
+            placement.stage_id(),
+            StageId::of(Stage::Stable(config.epoch()))
         );
     }
 

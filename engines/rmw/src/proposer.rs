@@ -56,7 +56,7 @@ use crate::config::ProposerConfig;
 use crate::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use crate::incidental::Incidental;
 use crate::message::{Envelope, Message, PrepareKind};
-use crate::placement::Placement;
+use crate::placement::{Placement, StageId};
 use crate::quorum::{AcceptorSet, AckInfo, AckTable, Quorum, Verdict};
 use crate::table::{prefetch_line, KeyTable};
 
@@ -143,6 +143,10 @@ pub struct ProposerStats {
     pub registers_dropped: u64,
     /// Operations answered [`ProposeError::QuorumFull`]: too many acceptors had no space.
     pub refused_for_space: u64,
+    /// STALE refusals received: an acceptor installed a later stage of the ring than this
+    /// proposer (the operation backs off and retries; it succeeds once the caller installed
+    /// that stage).
+    pub stale_stage: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -213,19 +217,20 @@ impl Phase {
             Phase::Vote(two) => (two.asked, two.silent()),
             _ => return false,
         };
-        asked != everyone && silent.contains(index)
+        !everyone.without(asked).is_empty() && silent.contains(index)
     }
 }
 
 impl PhaseTwo {
-    /// The VOTE of this phase.
-    fn vote(&self, key: &Key) -> Message {
+    /// The VOTE of this phase, sent in `stage`.
+    fn vote(&self, key: &Key, stage: StageId) -> Message {
         Message::Vote {
             key: key.clone(),
             round: self.round,
             value: self.value.clone(),
             req_cur: self.req_cur,
             req_prev: self.req_prev,
+            stage,
         }
     }
 
@@ -344,6 +349,12 @@ struct Shared {
     /// [`Shared::enter`]), and which of them make a quorum.
     members: AcceptorSet,
     quorum: Quorum,
+    /// The stage of the installed placement, which every PREPARE, PAXOS_PREP and VOTE carries.
+    stage: StageId,
+    /// The latest stage after `stage` that an acceptor's STALE or a peer's message showed
+    /// since the caller last took it ([`StageId::NONE`] if none): the caller fetches and
+    /// installs it.
+    newer_stage: StageId,
     next_seq: u64,
     rng: SmallRng,
     out: ProposerOutput,
@@ -435,7 +446,7 @@ impl Shared {
     /// How long a phase that asked `asked` waits before asking the rest (a quorum) or giving
     /// up (everyone).
     fn wait_ms(&self, asked: AcceptorSet) -> u64 {
-        if asked != self.everyone() {
+        if !self.everyone().without(asked).is_empty() {
             self.config.thrifty_wait_ms
         } else {
             self.config.phase_timeout_ms
@@ -491,6 +502,7 @@ impl std::ops::AddAssign<&ProposerStats> for ProposerStats {
         self.timeouts += other.timeouts;
         self.registers_dropped += other.registers_dropped;
         self.refused_for_space += other.refused_for_space;
+        self.stale_stage += other.stale_stage;
     }
 }
 
@@ -499,6 +511,8 @@ impl PartialEq for Proposer {
         self.shared.id == other.shared.id
             && self.shared.next_seq == other.shared.next_seq
             && self.shared.suspected == other.shared.suspected
+            && self.shared.stage == other.shared.stage
+            && self.shared.newer_stage == other.shared.newer_stage
             && self.registers == other.registers
             && self.shared.out == other.shared.out
     }
@@ -511,6 +525,8 @@ impl Hash for Proposer {
         self.shared.id.hash(state);
         self.shared.next_seq.hash(state);
         self.shared.suspected.hash(state);
+        self.shared.stage.hash(state);
+        self.shared.newer_stage.hash(state);
         self.registers.hash(state);
         self.shared.out.hash(state);
     }
@@ -533,6 +549,11 @@ impl Proposer {
                 armed: ArmedTimers::default(),
                 members: AcceptorSet::first(config.acceptors.len()),
                 quorum: Quorum::majority_of(AcceptorSet::first(config.acceptors.len())),
+                stage: config
+                    .placement
+                    .as_ref()
+                    .map_or(StageId::NONE, Placement::stage_id),
+                newer_stage: StageId::NONE,
                 drop_at: config.registers_max,
                 config,
                 next_seq: 0,
@@ -604,12 +625,42 @@ impl Proposer {
     /// previous stage (a round a majority of the old replicas promised is no phase 1 for a joint
     /// quorum). Phases under way keep the acceptors they asked and count their replies by the
     /// new quorums; one that cannot complete so times out and retries against the new ones.
+    /// Messages sent from now on carry the new stage (the fence, docs/ring.md §4).
     /// `placement` must be over the same [acceptors](ProposerConfig::acceptors).
     pub fn install_placement(&mut self, placement: Placement) {
+        let stage = placement.stage_id();
+        self.shared.stage = stage;
+        if self.shared.newer_stage <= stage {
+            self.shared.newer_stage = StageId::NONE;
+        }
         self.shared.config.placement = Some(placement);
         for (_, reg) in self.registers.iter_mut() {
             reg.fast = None;
         }
+    }
+
+    /// The stage of the installed placement ([`StageId::NONE`] without one).
+    pub fn stage(&self) -> StageId {
+        self.shared.stage
+    }
+
+    /// A peer showed `stage`: if it is later than the installed one, the caller is told (see
+    /// [`Proposer::take_newer_stage`]).
+    pub fn note_stage(&mut self, stage: StageId) {
+        if stage > self.shared.stage && stage > self.shared.newer_stage {
+            self.shared.newer_stage = stage;
+        }
+    }
+
+    /// The latest stage after the installed one that peers showed since the last call, if
+    /// any: the caller should install its placement.
+    #[inline]
+    pub fn take_newer_stage(&mut self) -> Option<logless_placement::Stage> {
+        // Every output asks; almost none has one.
+        if self.shared.newer_stage == StageId::NONE {
+            return None;
+        }
+        std::mem::take(&mut self.shared.newer_stage).stage()
     }
 
     /// Takes everything produced since the last call. The next output starts with room for half
@@ -925,6 +976,16 @@ impl Proposer {
                     step.on_full(now_ms, index, *round);
                 }
             }
+            Message::Stale { key, stage } => {
+                if *stage <= self.shared.stage {
+                    // Refused a message of a stage this proposer has left since.
+                    return;
+                }
+                self.note_stage(*stage);
+                if let Some(mut step) = self.step_from(key, index) {
+                    step.on_stale(now_ms);
+                }
+            }
             Message::Prepare { .. }
             | Message::PaxosPrep { .. }
             | Message::Vote { .. }
@@ -1102,6 +1163,7 @@ impl Step<'_> {
             kind: PrepareKind::Read,
             attempt,
             known_voted,
+            stage: self.shared.stage,
         }
     }
 
@@ -1138,6 +1200,7 @@ impl Step<'_> {
             kind: PrepareKind::Write,
             attempt,
             known_voted,
+            stage: self.shared.stage,
         });
         self.enter_phase_one(now_ms, attempt, true);
     }
@@ -1155,6 +1218,7 @@ impl Step<'_> {
             key: self.key.clone(),
             round,
             known_voted,
+            stage: self.shared.stage,
         });
         self.enter_phase_one(now_ms, attempt, false);
     }
@@ -1234,7 +1298,7 @@ impl Step<'_> {
             voted: AcceptorSet::default(),
             nacked: AcceptorSet::default(),
         };
-        self.send_to(asked, two.vote(self.key));
+        self.send_to(asked, two.vote(self.key, self.shared.stage));
         self.enter_phase_two(now_ms, two);
     }
 
@@ -1261,7 +1325,7 @@ impl Step<'_> {
             voted: AcceptorSet::default(),
             nacked: AcceptorSet::default(),
         };
-        self.broadcast(two.vote(self.key));
+        self.broadcast(two.vote(self.key, self.shared.stage));
         self.enter_phase_two(now_ms, two);
     }
 
@@ -1275,14 +1339,14 @@ impl Step<'_> {
     /// ask; those that were asked and are silent become suspected.
     fn widen_vote(&mut self, now_ms: u64) {
         let everyone = self.shared.everyone();
-        let key = self.key;
+        let (key, stage) = (self.key, self.shared.stage);
         let Phase::Vote(two) = &mut self.op_mut().phase else {
             unreachable!("only a vote widens here");
         };
         let silent = two.silent();
         let rest = everyone.without(two.asked);
         two.asked = everyone;
-        let vote = two.vote(key);
+        let vote = two.vote(key, stage);
         self.shared.suspected = self.shared.suspected.union(silent);
         self.shared.stats.writes_widened += 1;
         self.send_to(rest, vote);
@@ -1449,6 +1513,26 @@ impl Step<'_> {
     /// proposed nothing yet is answered [`ProposeError::QuorumFull`] at once (not applied). In
     /// phase 2, or after an earlier attempt proposed, it waits as for a silent acceptor: a
     /// minority's votes may still be chosen by a later round.
+    /// A STALE: an acceptor of the register installed a later stage of the ring, so the
+    /// messages this proposer sends in its own, earlier stage are refused there, and its
+    /// quorums may no longer be the ones that count. The fast-write round goes (it was earned
+    /// in the earlier stage), and the operation in progress backs off and retries as the same
+    /// operation, its proposals remembered: a retry after the caller installed the later stage
+    /// finds a proposal of it that was chosen and answers it (the same request id) rather than
+    /// applying its commands again.
+    fn on_stale(&mut self, now_ms: u64) {
+        self.shared.stats.stale_stage += 1;
+        self.reg.fast = None;
+        let waiting = self
+            .reg
+            .op
+            .as_ref()
+            .is_some_and(|op| !matches!(op.phase, Phase::Backoff));
+        if waiting {
+            self.back_off(now_ms);
+        }
+    }
+
     fn on_full(&mut self, now_ms: u64, index: usize, round: Round) {
         let everyone = self.shared.everyone();
         let quorum = self.shared.quorum;
@@ -1570,8 +1654,8 @@ impl Step<'_> {
             self.answer_reads(now_ms, r_voted, value);
             return;
         }
-        if collect.asked != everyone {
-            // Asked a quorum only: ask the rest once all of it answered without agreeing, or
+        if !everyone.without(collect.asked).is_empty() {
+            // Asked a quorum only (or the acceptors of an earlier stage): ask the rest once all of it answered without agreeing, or
             // when it did not answer in time.
             if waited || collect.current_replies == collect.asked {
                 self.widen_read(now_ms);
@@ -1719,7 +1803,11 @@ impl Step<'_> {
                     self.back_off(now_ms);
                 }
             }
-            Phase::Vote(two) if two.asked != self.shared.everyone() => self.widen_vote(now_ms),
+            // Asked a quorum only, or the acceptors of an earlier stage: some were not asked.
+            // (An install can also leave `asked` a superset of everyone, with none left.)
+            Phase::Vote(two) if !self.shared.everyone().without(two.asked).is_empty() => {
+                self.widen_vote(now_ms)
+            }
             Phase::Vote(_) => self.back_off(now_ms),
             Phase::Backoff => self.send_prepare(now_ms),
         }

@@ -75,12 +75,31 @@ impl AcceptorSet {
 
 /// The acceptors of one register and which sets of them make a quorum: a majority of one set,
 /// or a majority of each of two (the joint stage of a ring's change, docs/ring.md §4).
+///
+/// The size of each majority is computed once, here: every VOTED and ACK of the hot path tests
+/// a quorum, and a test is then one mask and one count per set (as cheap as the plain count of
+/// replies it replaced).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Quorum {
     /// The acceptor set, or the old one of a joint pair.
     first: AcceptorSet,
-    /// The new acceptor set of a joint pair; `None` for one set.
-    second: Option<AcceptorSet>,
+    /// The new acceptor set of a joint pair; empty for one set.
+    second: AcceptorSet,
+    /// How many acceptors of `first` make a majority of it.
+    first_needed: u32,
+    /// How many of `second` make a majority of it: 0 for one set, so that the test passes.
+    second_needed: u32,
+}
+
+/// More than half of `set`.
+fn majority(set: AcceptorSet) -> u32 {
+    set.bits().count_ones() / 2 + 1
+}
+
+/// How many acceptors of `set` are in `replied`.
+#[inline]
+fn count_in(set: AcceptorSet, replied: AcceptorSet) -> u32 {
+    (set.bits() & replied.bits()).count_ones()
 }
 
 impl Quorum {
@@ -88,37 +107,38 @@ impl Quorum {
     pub fn majority_of(set: AcceptorSet) -> Quorum {
         Quorum {
             first: set,
-            second: None,
+            second: AcceptorSet::default(),
+            first_needed: majority(set),
+            second_needed: 0,
         }
     }
 
-    /// A majority of `old` and a majority of `new`.
+    /// A majority of `old` and a majority of `new` (neither empty).
     pub fn joint(old: AcceptorSet, new: AcceptorSet) -> Quorum {
+        debug_assert!(!old.is_empty() && !new.is_empty());
         Quorum {
             first: old,
-            second: Some(new),
+            second: new,
+            first_needed: majority(old),
+            second_needed: majority(new),
         }
     }
 
     /// Whether a majority of each set is needed (the joint stage).
     pub fn is_joint(&self) -> bool {
-        self.second.is_some()
-    }
-
-    /// The sets of which a majority is needed.
-    fn sets(&self) -> impl Iterator<Item = AcceptorSet> + '_ {
-        std::iter::once(self.first).chain(self.second)
+        self.second_needed > 0
     }
 
     /// Every acceptor of the register (both sets when joint).
     pub fn everyone(&self) -> AcceptorSet {
-        self.sets().fold(AcceptorSet::default(), AcceptorSet::union)
+        self.first.union(self.second)
     }
 
     /// Whether the acceptors `replied` make a quorum: a majority of each set.
+    #[inline]
     pub fn is_met_by(&self, replied: AcceptorSet) -> bool {
-        self.sets()
-            .all(|set| intersection(set, replied).len() > set.len() / 2)
+        count_in(self.first, replied) >= self.first_needed
+            && (self.second_needed == 0 || count_in(self.second, replied) >= self.second_needed)
     }
 
     /// Whether the acceptors `asked`, once those in `refused` are taken out, can no longer
@@ -131,24 +151,21 @@ impl Quorum {
     /// belongs to still lacks its majority; `None` if they make no quorum.
     pub fn first_quorum(&self, order: impl Iterator<Item = usize>) -> Option<AcceptorSet> {
         let mut targets = AcceptorSet::default();
+        let lacks = |set: AcceptorSet, needed: u32, targets: AcceptorSet, index: usize| {
+            set.contains(index) && count_in(set, targets) < needed
+        };
         for index in order {
             if self.is_met_by(targets) {
                 break;
             }
-            let helps = self.sets().any(|set| {
-                set.contains(index) && intersection(set, targets).len() <= set.len() / 2
-            });
-            if helps {
+            if lacks(self.first, self.first_needed, targets, index)
+                || lacks(self.second, self.second_needed, targets, index)
+            {
                 targets.insert(index);
             }
         }
         self.is_met_by(targets).then_some(targets)
     }
-}
-
-/// The acceptors in both sets.
-fn intersection(a: AcceptorSet, b: AcceptorSet) -> AcceptorSet {
-    a.without(a.without(b))
 }
 
 /// One acceptor's phase 1 reply, with the value resolved (elided values filled in).

@@ -25,6 +25,7 @@ use logless_commands::value::Register;
 use crate::acceptor::AcceptorState;
 use crate::ids::{AttemptId, Key, NodeId, ReqId, Round};
 use crate::message::{Message, PrepareKind};
+use crate::placement::StageId;
 use crate::table::KeyTable;
 
 /// What a rejoining replica still waits for, and what it recovered.
@@ -164,6 +165,7 @@ impl Rejoin {
                 kind: PrepareKind::Write,
                 attempt,
                 known_voted: Round::BOTTOM,
+                stage: StageId::NONE,
             },
             Some(above) => Message::PaxosPrep {
                 key: key.clone(),
@@ -172,6 +174,7 @@ impl Rejoin {
                     id: attempt,
                 },
                 known_voted: Round::BOTTOM,
+                stage: StageId::NONE,
             },
         }
     }

@@ -14,6 +14,7 @@
 use std::hash::{Hash, Hasher};
 
 use logless_commands::command::Command;
+use logless_placement::Stage;
 
 use crate::acceptor::AcceptorState;
 use crate::buffers::keep_spare;
@@ -23,7 +24,7 @@ use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::PrepareKind;
 use crate::message::{Envelope, Message};
 use crate::persist::PersistBatch;
-use crate::placement::Placement;
+use crate::placement::{Placement, StageId};
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
 use crate::rejoin::{self, Counting, Rejoin};
 use crate::removal::{self, Judge, ProbeReply, Removals};
@@ -47,6 +48,13 @@ pub struct ReplicaOutput {
     pub replies: Vec<ClientReply>,
     /// Wake-ups to schedule.
     pub timers: Vec<TimerRequest>,
+    /// A stage of the ring later than the installed placement's, the latest a peer showed
+    /// since the last output: an acceptor refused this node's message with STALE, or a
+    /// proposer sent one this node's acceptor holds back (it answers nothing of a stage it has
+    /// not installed). The caller fetches that stage's configuration and installs its
+    /// placement ([`Replica::install_placement`]); messages carry only the stage's id, not
+    /// the configuration the placement is built from (docs/ring.md §4).
+    pub newer_stage: Option<Stage>,
 }
 
 /// The vectors of an earlier [`ReplicaOutput`] handed back to [`Replica::recycle`]: their
@@ -253,6 +261,7 @@ impl Replica {
             kind: PrepareKind::Read,
             attempt,
             known_voted: Round::BOTTOM,
+            stage: StageId::NONE,
         });
         true
     }
@@ -269,10 +278,17 @@ impl Replica {
     }
 
     /// Installs the placement of a new stage of the ring, for the proposer and for which keys
-    /// the acceptor holds (see [`Proposer::install_placement`]). The caller learns of stages
-    /// from the ring's configuration register; the engine does no I/O.
+    /// the acceptor holds (see [`Proposer::install_placement`]); from now on the acceptor
+    /// decides only on messages of that stage (the fence, see [`Replica::handle_message`]).
+    /// The caller learns of stages from the ring's configuration register and from
+    /// [`ReplicaOutput::newer_stage`]; the engine does no I/O.
     pub fn install_placement(&mut self, placement: Placement) {
         self.proposer.install_placement(placement);
+    }
+
+    /// The stage of the installed placement ([`StageId::NONE`] without one).
+    pub fn stage(&self) -> StageId {
+        self.proposer.stage()
     }
 
     /// The proposer's configuration.
@@ -416,6 +432,12 @@ impl Replica {
     }
 
     /// A message from `from`.
+    ///
+    /// The acceptor decides only on PREPARE, PAXOS_PREP and VOTE sent in the stage of the ring
+    /// it installed (the fence, docs/ring.md §4; without a placement, stage and messages have
+    /// none): one of an earlier stage is refused with STALE naming this node's stage, one of a
+    /// later stage gets no answer, and the caller is told of that stage
+    /// ([`ReplicaOutput::newer_stage`]).
     pub fn handle_message(&mut self, now_ms: u64, from: NodeId, message: &Message) {
         if let Some(rejoin) = self.rejoin.as_mut() {
             let retry_ms = self.proposer.config().phase_timeout_ms;
@@ -489,13 +511,18 @@ impl Replica {
             return;
         }
         let key = message.key();
+        if message.stage() != self.proposer.stage() && !self.proposer.config().bugs.accept_any_stage
+        {
+            self.fence(from, message);
+            return;
+        }
         if !self.proposer.is_acceptor_of(key) {
-            // Not a replica of the key in this node's placement: a proposer whose placement
-            // differs sent it. Dropped rather than refused: an answer (even ⊥) could count
-            // towards that proposer's quorum of acceptors that do not hold the key, while
-            // silence only delays it, as a crashed acceptor would; and a refusal would need a
-            // message the wire does not have, worth adding only with the configuration stage
-            // it would carry (docs/ring.md §4).
+            // Not a replica of the key in this node's placement, though the sender's stage is
+            // this node's: the two were given different configurations for one stage, which
+            // the node must not do. Dropped rather than refused: an answer (even ⊥) could
+            // count towards that proposer's quorum of acceptors that do not hold the key, while
+            // silence only delays it, as a crashed acceptor would. (A sender of another stage
+            // was fenced above.)
             return;
         }
         if self.rejoin.is_some() && self.states.get(key).is_none() {
@@ -528,6 +555,25 @@ impl Replica {
             }
             (_, None) => {}
         }
+    }
+
+    /// A message for acceptors sent in another stage of the ring than the installed one: an
+    /// earlier stage is refused with STALE (nothing changes, so the refusal needs no
+    /// persistence), a later one is held back until the caller installs it.
+    #[cold]
+    fn fence(&mut self, from: NodeId, message: &Message) {
+        let (theirs, ours) = (message.stage(), self.proposer.stage());
+        if theirs > ours {
+            self.proposer.note_stage(theirs);
+            return;
+        }
+        self.proposer.send(Envelope {
+            to: from,
+            message: Message::Stale {
+                key: message.key().clone(),
+                stage: ours,
+            },
+        });
     }
 
     /// A VOTE or a read about `key`, which the rejoining replica does not hold: no answer (it
@@ -651,6 +697,7 @@ impl Replica {
                 .take_into(std::mem::take(&mut self.spare_released)),
             replies,
             timers,
+            newer_stage: self.proposer.take_newer_stage(),
         }
     }
 

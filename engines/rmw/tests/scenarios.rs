@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use logless_commands::command::{Command, Condition, Expiry, Reply, SetArgs};
 use logless_commands::value::{Data, Register};
-use logless_placement::{self as placement, key_slot, Configuration, Replication};
+use logless_placement::{self as placement, key_slot, Configuration, Replication, Stage};
 use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use logless_rmw::message::{Envelope, Message, PrepareKind};
 use logless_rmw::persist::AcceptorStore;
-use logless_rmw::placement::Placement;
+use logless_rmw::placement::{Placement, StageId};
 use logless_rmw::proposer::{ClientReply, ProposeError, TimerRequest};
 use logless_rmw::replica::Replica;
 
@@ -83,6 +83,8 @@ struct Net {
     slow_from: Vec<(NodeId, NodeId, Trigger)>,
     held: VecDeque<(NodeId, Envelope)>,
     now_ms: u64,
+    /// Every later stage of the ring a replica's output named, with the replica.
+    newer_stages: Vec<(NodeId, Stage)>,
 }
 
 const A: NodeId = NodeId(1);
@@ -160,6 +162,7 @@ impl Net {
             slow_from: Vec::new(),
             held: VecDeque::new(),
             now_ms: 0,
+            newer_stages: Vec::new(),
         }
     }
 
@@ -179,6 +182,8 @@ impl Net {
         self.timers.entry(node).or_default().extend(output.timers);
         self.replies
             .extend(output.replies.into_iter().map(|r| (node, r)));
+        self.newer_stages
+            .extend(output.newer_stage.map(|stage| (node, stage)));
     }
 
     fn command(&mut self, node: NodeId, tag: u64, command: Command) {
@@ -325,6 +330,7 @@ fn kind(m: &Message) -> &'static str {
         Message::Fence { .. } => "FENCE",
         Message::Fenced { .. } => "FENCED",
         Message::Full { .. } => "FULL",
+        Message::Stale { .. } => "STALE",
     }
 }
 
@@ -813,6 +819,7 @@ fn read_attempts_before_write_through(x: u32) -> usize {
                     seq: step_seq,
                 },
                 known_voted: Round::BOTTOM,
+                stage: StageId::NONE,
             },
         );
         let _ = b.take_output();
@@ -1850,6 +1857,8 @@ fn ring_an_acceptor_drops_a_message_for_a_key_it_does_not_replicate() {
             seq: 1,
         },
         known_voted: Round::BOTTOM,
+        // Sent in the ring's stage, so that the fence lets it through.
+        stage: net.replicas[&outsider].stage(),
     };
     net.replicas
         .get_mut(&outsider)
@@ -2080,4 +2089,216 @@ fn ring_a_crash_in_the_joint_stage_needs_a_majority_of_each_set() {
         let write = run_on(&mut net, s1, tag, &m.key, Command::IncrBy(1), without(down));
         assert_eq!(write.is_ok(), decides, "down: {down:?}: {write:?}");
     }
+}
+
+// ----- the stage fence: an acceptor decides only on messages of the stage it installed -----
+
+/// A write PREPARE about `key` from `from`'s proposer, sent in `stage`.
+fn prepare_in(key: &Key, from: NodeId, seq: u64, stage: StageId) -> Message {
+    Message::Prepare {
+        key: key.clone(),
+        kind: PrepareKind::Write,
+        attempt: AttemptId {
+            proposer: ProposerId {
+                node: from,
+                incarnation: 1,
+            },
+            seq,
+        },
+        known_voted: Round::BOTTOM,
+        stage,
+    }
+}
+
+#[test]
+fn ring_an_acceptor_that_installed_joint_refuses_the_older_stage_and_waits_for_a_newer_one() {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let mut net = m.net();
+    let (joint, stable_old) = (m.joint(), net.replicas[&s1].stage());
+    net.replicas
+        .get_mut(&s1)
+        .unwrap()
+        .install_placement(joint.clone());
+    let since = net.log.len();
+    // An older stage: refused with STALE naming the acceptor's stage, nothing stored.
+    let old = prepare_in(&m.key, m.leaving, 1, stable_old);
+    let s1_replica = net.replicas.get_mut(&s1).unwrap();
+    s1_replica.handle_message(0, m.leaving, &old);
+    net.collect(s1);
+    assert_eq!(
+        net.log[since..],
+        [(
+            s1,
+            Envelope {
+                to: m.leaving,
+                message: Message::Stale {
+                    key: m.key.clone(),
+                    stage: joint.stage_id(),
+                },
+            }
+        )]
+    );
+    assert!(net.replicas[&s1].acceptor_state(&m.key).is_none());
+    assert_eq!(net.stores[&s1].writes, 0);
+    // A newer stage at an acceptor still in the old one: no answer, and its caller is told.
+    let since = net.log.len();
+    let newer = prepare_in(&m.key, s1, 2, joint.stage_id());
+    net.replicas
+        .get_mut(&s2)
+        .unwrap()
+        .handle_message(0, s1, &newer);
+    net.collect(s2);
+    assert_eq!(net.log.len(), since, "held back");
+    assert_eq!(net.newer_stages, [(s2, joint.stage())]);
+    assert_eq!(net.stores[&s2].writes, 0);
+    // Once its caller installed that stage, the same message is answered.
+    net.replicas
+        .get_mut(&s2)
+        .unwrap()
+        .install_placement(joint.clone());
+    net.replicas
+        .get_mut(&s2)
+        .unwrap()
+        .handle_message(0, s1, &newer);
+    net.collect(s2);
+    assert_eq!(kinds_since(&net, since), ["ACK"]);
+    // The same acceptor now refuses the stage it left.
+    let since = net.log.len();
+    net.replicas.get_mut(&s2).unwrap().handle_message(
+        0,
+        m.leaving,
+        &prepare_in(&m.key, m.leaving, 3, stable_old),
+    );
+    net.collect(s2);
+    assert_eq!(kinds_since(&net, since), ["STALE"]);
+}
+
+#[test]
+fn ring_a_stale_stage_proposer_is_fenced_and_retries_its_request_to_success() {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let mut net = m.net();
+    let incr = |net: &mut Net, node, tag| {
+        net.command_on(node, tag, m.key.clone(), Command::IncrBy(1));
+        net.run(every);
+    };
+    // The leaving replica writes twice: the second write is fast, and it holds the next round.
+    incr(&mut net, m.leaving, 1);
+    incr(&mut net, m.leaving, 2);
+    assert_eq!(ok(net.reply(2)), Reply::Int(2));
+    // Every node but the leaving one installs the joint stage.
+    let joint = m.joint();
+    for node in SIX.into_iter().filter(|n| *n != m.leaving) {
+        net.replicas
+            .get_mut(&node)
+            .unwrap()
+            .install_placement(joint.clone());
+    }
+    // Its fast write goes out in the old stage: the shared replicas refuse it, only its own
+    // acceptor votes, nothing is decided, and its caller learns of the joint stage.
+    let since = net.log.len();
+    incr(&mut net, m.leaving, 3);
+    assert!(net.reply(3).is_none());
+    assert_eq!(
+        kinds_since(&net, since)
+            .iter()
+            .filter(|k| **k == "STALE")
+            .count(),
+        2
+    );
+    assert!(net.replicas[&m.leaving].stats().stale_stage > 0);
+    assert!(net.newer_stages.contains(&(m.leaving, joint.stage())));
+    for shared in [s1, s2] {
+        assert_eq!(net.state(shared).value, net.state(s1).value);
+        assert_eq!(
+            net.replicas[&shared].acceptor_state(&m.key).unwrap().value,
+            int(2)
+        );
+    }
+    // Retrying in the old stage is refused again: the fence holds until the node acts.
+    net.fire_timer(m.leaving);
+    net.run(every);
+    assert!(net.reply(3).is_none());
+    // The node installs the stage its output named; the same request, retried, succeeds once.
+    net.replicas
+        .get_mut(&m.leaving)
+        .unwrap()
+        .install_placement(joint.clone());
+    net.drive(m.leaving, every, |net| net.reply(3).is_some());
+    assert_eq!(ok(net.reply(3)), Reply::Int(3));
+    assert_eq!(
+        net.replies
+            .iter()
+            .filter(|(_, r)| r.client == ClientTag(3))
+            .count(),
+        1,
+        "answered once"
+    );
+    // Applied once: the new set, without the leaving replica, reads 3 in the next stage.
+    install(&mut net, &m.stable_new());
+    assert_eq!(
+        run_on(
+            &mut net,
+            m.joining,
+            4,
+            &m.key,
+            Command::Get,
+            without(&[m.leaving])
+        ),
+        Ok(Reply::Bulk("3".into()))
+    );
+}
+
+#[test]
+fn ring_a_replica_restarted_in_the_joint_stage_with_the_old_placement_is_fenced_until_it_installs_the_joint_one(
+) {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let mut net = m.net();
+    assert_eq!(
+        run_on(&mut net, s1, 1, &m.key, Command::IncrBy(5), every),
+        Ok(Reply::Int(5))
+    );
+    install(&mut net, &m.joint());
+    // s2 crashes and restarts from its store with the placement it was started with, the old
+    // stage's, as a node restarted from its configuration file would be.
+    let stable_old = Placement::new(&m.old, &SIX).unwrap();
+    let recovered: Vec<(Key, AcceptorState)> = (net.stores[&s2].states.iter())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut config = ProposerConfig::new(SIX.to_vec());
+    config.straggler_wait_ms = 0;
+    config.placement = Some(stable_old);
+    net.replicas
+        .insert(s2, Replica::new(s2, 2, config, 2, recovered));
+    // With the leaving replica down, a joint quorum needs s2 (the old set's majority is s1
+    // and s2): s2 holds the joint stage's messages back, so nothing is decided...
+    net.command_on(s1, 2, m.key.clone(), Command::IncrBy(1));
+    net.run(without(&[m.leaving]));
+    assert!(net.reply(2).is_none());
+    assert!(net.newer_stages.contains(&(s2, m.joint().stage())));
+    // ... and a write through s2 in its old stage is refused by every other replica.
+    net.command_on(s2, 3, m.key.clone(), Command::IncrBy(10));
+    net.run(without(&[m.leaving]));
+    assert!(net.reply(3).is_none());
+    // Once s2 installed the joint stage, both writes are decided, each once.
+    net.replicas
+        .get_mut(&s2)
+        .unwrap()
+        .install_placement(m.joint());
+    net.drive(s1, without(&[m.leaving]), |net| net.reply(2).is_some());
+    net.drive(s2, without(&[m.leaving]), |net| net.reply(3).is_some());
+    assert!(net.reply(2).unwrap().result.is_ok() && net.reply(3).unwrap().result.is_ok());
+    assert_eq!(
+        run_on(
+            &mut net,
+            m.joining,
+            4,
+            &m.key,
+            Command::Get,
+            without(&[m.leaving])
+        ),
+        Ok(Reply::Bulk("16".into()))
+    );
 }

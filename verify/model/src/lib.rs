@@ -190,10 +190,27 @@ pub struct ModelConfig {
     /// With [`ModelConfig::ring`], the stage of a change of the ring each replica runs in, one
     /// per replica (empty: every one in the ring's stable stage). The change removes the
     /// register's first acceptor, so its acceptors move from that one and two others to those
-    /// two and the replica that was not an acceptor (docs/ring.md §4). The engine has no stage
-    /// fence yet: a replica's stage decides both how its proposer counts and which registers its
-    /// acceptor holds, and replicas of different stages exchange messages freely.
+    /// two and the replica that was not an acceptor (docs/ring.md §4). A replica's stage
+    /// decides how its proposer counts, which registers its acceptor holds, and which stage its
+    /// messages carry: its acceptor decides only on messages of its own stage (the fence), and
+    /// refuses older ones with STALE.
     pub stages: Vec<RingStage>,
+    /// With [`ModelConfig::stages`], whether replicas move on to the next stage during the run
+    /// ([`Action::Install`], at any point, as a node installs a stage its output or the
+    /// configuration register named; a stage no replica has yet, the joining replica first, as
+    /// the change's coordinator): `Joint(e+1)` at any time; `Stable(e+1)` only once the
+    /// change may be completed (docs/ring.md §4, steps 2 and 3): a majority of the old
+    /// acceptors installed the joint stage (the fence holds), and after that a read through a
+    /// replica in the joint stage returned (the sync: its joint quorum holds the latest value,
+    /// written through if need be).
+    pub stage_moves: bool,
+    /// A deliberately broken change for [`ModelConfig::stage_moves`]: replicas install
+    /// `Stable(e+1)` straight from `Stable(e)`, at any time, skipping the joint stage and the
+    /// sync (the first mutation of issue 28: the old and the new set both decide).
+    pub skip_joint_stage: bool,
+    /// With stage moves, the last stage the coordinator installs: replicas behind it catch up
+    /// to it, none goes beyond.
+    pub last_stage: RingStage,
 }
 
 /// A replica's stage in the change of [`ModelConfig::stages`].
@@ -224,6 +241,9 @@ impl ModelConfig {
             crash_forgets_store: false,
             collect_dead: true,
             stages: Vec::new(),
+            stage_moves: false,
+            skip_joint_stage: false,
+            last_stage: RingStage::New,
         }
     }
 
@@ -250,16 +270,36 @@ impl ModelConfig {
         proposer.backoff_base_ms = 0;
         proposer.backoff_max_ms = 0;
         proposer.request_timeout_ms = REQUEST_TIMEOUT_MS;
-        let staged = match self.ring {
+        let (staged, all_stages) = match self.ring {
             Some(r) if !self.stages.is_empty() => {
                 assert_eq!(self.stages.len(), self.replicas, "one stage per replica");
-                staged_placements(&proposer.acceptors, r, &self.stages)
+                let all = [RingStage::Old, RingStage::Joint, RingStage::New];
+                (
+                    staged_placements(&proposer.acceptors, r, &self.stages),
+                    staged_placements(&proposer.acceptors, r, &all),
+                )
             }
-            _ => Vec::new(),
+            _ => {
+                assert!(!self.stage_moves, "stage moves need a ring and stages");
+                (Vec::new(), Vec::new())
+            }
         };
+        let old_acceptors = match all_stages.first() {
+            Some(old) => {
+                let set = old.acceptors_of(the_key().as_bytes());
+                (0..self.replicas).filter(|&i| set.contains(i)).collect()
+            }
+            None => Vec::new(),
+        };
+        let coordinator = (0..self.replicas)
+            .find(|i| !old_acceptors.contains(i))
+            .unwrap_or(0);
         LoglessModel {
             config: self,
             staged,
+            all_stages,
+            old_acceptors,
+            coordinator,
             proposer,
         }
     }
@@ -273,6 +313,13 @@ pub struct LoglessModel {
     /// Each replica's placement when the replicas run in [stages](ModelConfig::stages) of a
     /// change (empty otherwise: every replica runs `proposer`).
     staged: Vec<Placement>,
+    /// With stages, the placements of `Stable(e)`, `Joint(e+1)` and `Stable(e+1)`, in order.
+    all_stages: Vec<Placement>,
+    /// With stages, the replicas that are the register's acceptors in `Stable(e)`.
+    old_acceptors: Vec<usize>,
+    /// With stage moves, the replica that installs each stage first: the first one that is
+    /// not an old acceptor (the joining one).
+    coordinator: usize,
 }
 
 /// A replica's store: its persisted acceptor state, which survives a crash.
@@ -438,6 +485,11 @@ pub struct State {
     removals: u8,
     /// The attempts the invoked commands take without contention.
     uncontended: u64,
+    /// With [`ModelConfig::stage_moves`], the clients whose read in progress is the change's
+    /// sync (invoked through a replica in the joint stage once the fence held), by bit.
+    sync_reads: u32,
+    /// Whether a sync read returned: `Stable(e+1)` may be installed.
+    synced: bool,
 }
 
 impl State {
@@ -521,7 +573,14 @@ pub enum Action {
     DropIdle(usize),
     /// The replica starts removing the register, if it may ([`Replica::remove_if_dead`]).
     Remove(usize),
+    /// The replica installs the next stage of the ring's change ([`ModelConfig::stage_moves`]).
+    Install(usize),
 }
+
+/// The joint stage's index in [`LoglessModel::all_stages`].
+const JOINT: usize = 1;
+/// `Stable(e+1)`'s index in [`LoglessModel::all_stages`].
+const NEW: usize = 2;
 
 /// The placement of a balanced ring of `acceptors` with `r` replicas per key.
 fn ring_placement(acceptors: &[NodeId], r: u8) -> Placement {
@@ -742,6 +801,10 @@ impl LoglessModel {
                     other => panic!("a counter command answered {other:?}"),
                 };
                 history.record(Event::Return(c, value));
+                if state.sync_reads & (1 << c) != 0 {
+                    state.sync_reads &= !(1 << c);
+                    state.synced = true;
+                }
                 if ops[op] == CounterOp::Incr {
                     history.incremented = true;
                     history.incremented_after_crash |= crashes > 0;
@@ -777,6 +840,12 @@ impl LoglessModel {
         };
         Arc::make_mut(&mut state.history).record(Event::Invoke(c, op));
         let index = c % self.config.replicas;
+        if op == CounterOp::Get
+            && self.stage_of(&state.nodes[index].state) == Some(JOINT)
+            && self.fence_holds(state)
+        {
+            state.sync_reads |= 1 << c;
+        }
         let mut node = state.nodes[index].state.clone();
         let command = match op {
             CounterOp::Incr => Command::IncrBy(1),
@@ -910,8 +979,15 @@ impl LoglessModel {
         } else {
             old.store.clone()
         };
+        let stage = self.stage_of(old);
         let mut node = self.new_node(index, old.incarnation + 1, store, old.now_ms);
         node.minted_before = old.minted();
+        if let Some(stage) = stage {
+            // The node restarts in the stage it had installed (the configuration register
+            // tells it); its first input is this.
+            node.replica
+                .install_placement(self.all_stages[stage].clone());
+        }
         state.nodes[index] = Node::sealed(node);
         state.link_mut(index, index).clear();
         for peer in (0..self.config.replicas).filter(|p| *p != index) {
@@ -936,6 +1012,58 @@ impl LoglessModel {
                 client.stopped = true;
             }
         }
+        Some(())
+    }
+
+    /// The index in [`LoglessModel::all_stages`] of the stage replica `node` installed, with
+    /// stages.
+    fn stage_of(&self, node: &NodeState) -> Option<usize> {
+        let stage = node.replica.stage();
+        self.all_stages.iter().position(|p| p.stage_id() == stage)
+    }
+
+    /// Whether a majority of the old acceptors installed the joint stage (or the next one).
+    fn fence_holds(&self, state: &State) -> bool {
+        let moved = (self.old_acceptors.iter())
+            .filter(|&&i| self.stage_of(&state.nodes[i].state) >= Some(JOINT))
+            .count();
+        moved * 2 > self.old_acceptors.len()
+    }
+
+    fn install(&self, state: &mut State, index: usize) -> Option<()> {
+        if !self.config.stage_moves {
+            return None;
+        }
+        let stage = self.stage_of(&state.nodes[index].state)?;
+        let next = if self.config.skip_joint_stage {
+            NEW
+        } else {
+            stage + 1
+        };
+        if stage == NEW || (next == NEW && !self.config.skip_joint_stage && !state.synced) {
+            return None;
+        }
+        // A stage no replica has yet is the coordinator's to install first (it wrote it to the
+        // configuration register); the others catch up in any order.
+        let latest = (state.nodes.iter())
+            .filter_map(|n| self.stage_of(&n.state))
+            .max()
+            .unwrap_or(0);
+        if next > latest && index != self.coordinator {
+            return None;
+        }
+        let last = match self.config.last_stage {
+            RingStage::Old => 0,
+            RingStage::Joint => JOINT,
+            RingStage::New => NEW,
+        };
+        if next > last {
+            return None;
+        }
+        let mut node = state.nodes[index].state.clone();
+        node.replica
+            .install_placement(self.all_stages[next].clone());
+        self.flush(state, index, node);
         Some(())
     }
 
@@ -1007,6 +1135,21 @@ impl LoglessModel {
                 let mut replica = node.replica.clone();
                 replica.handle_message(node.now_ms, node_id(from), message);
                 replica == node.replica
+            }
+            // Ignored by a proposer that installed that stage or a later one (stages only move
+            // forward), otherwise it backs off.
+            Message::Stale { stage, .. } => *stage <= node.replica.stage(),
+            // Fenced: one of an older stage is answered with STALE, dead if that is; one of a
+            // newer stage is held back, and may be answered once the stage is installed.
+            Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. }
+                if message.stage() != node.replica.stage()
+                    && !self.proposer.bugs.accept_any_stage =>
+            {
+                let stale = Message::Stale {
+                    key: message.key().clone(),
+                    stage: node.replica.stage(),
+                };
+                message.stage() < node.replica.stage() && self.is_dead(state, to, from, &stale)
             }
             Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {
                 // A register the acceptor does not hold is ⊥ at the round floor.
@@ -1128,6 +1271,9 @@ impl Model for LoglessModel {
             drops: 0,
             removals: 0,
             uncontended: 0,
+            sync_reads: 0,
+            // A replica starts in `Stable(e+1)` only once the change is complete.
+            synced: self.config.stages.contains(&RingStage::New),
         }]
     }
 
@@ -1170,6 +1316,9 @@ impl Model for LoglessModel {
         if state.removals < faults.removals_max {
             actions.extend((0..self.config.replicas).map(Action::Remove));
         }
+        if self.config.stage_moves {
+            actions.extend((0..self.config.replicas).map(Action::Install));
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -1193,6 +1342,7 @@ impl Model for LoglessModel {
             Action::Crash(i) => self.crash(&mut state, i).map(|()| i)?,
             Action::DropIdle(i) => self.drop_idle(&mut state, i).map(|()| i)?,
             Action::Remove(i) => self.remove(&mut state, i).map(|()| i)?,
+            Action::Install(i) => self.install(&mut state, i).map(|()| i)?,
         };
         if self.config.collect_dead {
             self.collect_dead(&mut state, changed);

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use logless_commands::value::{Data, Register};
 use logless_rmw::ids::{AttemptId, Key, NodeId, ProposerId, ReqId, Round};
 use logless_rmw::message::{Message, PrepareKind};
+use logless_rmw::placement::StageId;
 use proptest::prelude::*;
 
 fn attempt() -> impl Strategy<Value = AttemptId> {
@@ -48,10 +49,20 @@ fn req() -> impl Strategy<Value = Option<ReqId>> {
     proptest::option::of(req_id())
 }
 
+/// The stage a message was sent in: none (no placement) or a ring's.
+fn stage() -> impl Strategy<Value = StageId> {
+    prop_oneof![Just(StageId::NONE), ring_stage()]
+}
+
+/// A ring's stage (never [`StageId::NONE`]).
+fn ring_stage() -> impl Strategy<Value = StageId> {
+    (1..=u32::MAX).prop_map(StageId::from_wire)
+}
+
 pub fn message() -> impl Strategy<Value = Message> {
     prop_oneof![
-        (key(), any::<bool>(), attempt(), round()).prop_map(|(key, read, attempt, known_voted)| {
-            Message::Prepare {
+        (key(), any::<bool>(), attempt(), round(), stage()).prop_map(
+            |(key, read, attempt, known_voted, stage)| Message::Prepare {
                 key,
                 kind: if read {
                     PrepareKind::Read
@@ -60,12 +71,16 @@ pub fn message() -> impl Strategy<Value = Message> {
                 },
                 attempt,
                 known_voted,
+                stage,
             }
-        }),
-        (key(), round(), round()).prop_map(|(key, round, known_voted)| Message::PaxosPrep {
-            key,
-            round,
-            known_voted
+        ),
+        (key(), round(), round(), stage()).prop_map(|(key, round, known_voted, stage)| {
+            Message::PaxosPrep {
+                key,
+                round,
+                known_voted,
+                stage,
+            }
         }),
         (
             key(),
@@ -86,13 +101,14 @@ pub fn message() -> impl Strategy<Value = Message> {
                     req_prev
                 }
             ),
-        (key(), round(), value(), req(), req()).prop_map(
-            |(key, round, value, req_cur, req_prev)| Message::Vote {
+        (key(), round(), value(), (req(), req()), stage()).prop_map(
+            |(key, round, value, (req_cur, req_prev), stage)| Message::Vote {
                 key,
                 round,
                 value: value.unwrap_or_default(),
                 req_cur,
-                req_prev
+                req_prev,
+                stage,
             }
         ),
         (key(), round()).prop_map(|(key, round)| Message::Voted { key, round }),
@@ -106,6 +122,7 @@ pub fn message() -> impl Strategy<Value = Message> {
         key().prop_map(|key| Message::Fence { key }),
         key().prop_map(|key| Message::Fenced { key }),
         (key(), round()).prop_map(|(key, round)| Message::Full { key, round }),
+        (key(), ring_stage()).prop_map(|(key, stage)| Message::Stale { key, stage }),
     ]
 }
 
