@@ -657,6 +657,97 @@ mod tests {
         );
     }
 
+    /// Version 3 of `message`, as a node of that version sent it: a whole snapshot in a
+    /// catch-up response, no cursor in a catch-up query.
+    fn version_3(message: &Message) -> Vec<u8> {
+        let mut out = vec![WIRE_VERSION_WHOLE_SNAPSHOT];
+        put_u64(&mut out, 0);
+        match message {
+            Message::CatchUpQuery { from, to, .. } => {
+                out.push(TAG_CATCH_UP_QUERY);
+                put_u64(&mut out, from.0);
+                put_u64(&mut out, to.0);
+            }
+            Message::CatchUpResponse { view, .. } => {
+                out.push(TAG_CATCH_UP_RESPONSE);
+                put_u64(&mut out, view.0);
+            }
+            other => panic!("not a catch-up message: {other:?}"),
+        }
+        out
+    }
+
+    #[test]
+    fn a_version_3_snapshot_reads_as_its_one_and_last_piece() {
+        let mut clients = ClientTable::new();
+        clients.insert(ClientId(7), (RequestSeq(3), Bytes::from_static(b"+OK")));
+        let snapshot = Snapshot {
+            next_instance: Instance(10),
+            stamp_ms: 1_000,
+            state: Bytes::from_static(b"a state"),
+            clients: clients.clone(),
+        };
+        let query = Message::CatchUpQuery {
+            from: Instance(1),
+            to: Instance(5),
+            snapshot: None,
+        };
+        assert_eq!(decode(&version_3(&query)), Ok(query));
+        let mut old = version_3(&Message::CatchUpResponse {
+            view: View(2),
+            snapshot: None,
+            decided: Vec::new(),
+        });
+        old.push(1);
+        put_snapshot(&mut old, &snapshot);
+        put_count(&mut old, 0);
+        let piece = SnapshotChunk {
+            next_instance: Instance(10),
+            stamp_ms: 1_000,
+            state_bytes: 7,
+            offset: 0,
+            bytes: Bytes::from_static(b"a state"),
+            clients: Some(clients),
+        };
+        assert!(piece.is_last());
+        assert_eq!(
+            decode(&old),
+            Ok(Message::CatchUpResponse {
+                view: View(2),
+                snapshot: Some(piece),
+                decided: Vec::new(),
+            })
+        );
+    }
+
+    #[test]
+    fn a_piece_beyond_its_state_is_refused() {
+        let snapshot = Snapshot {
+            state: Bytes::from_static(b"0123456789"),
+            ..Snapshot::default()
+        };
+        let mut piece = SnapshotChunk::cut(&snapshot, 8, 4);
+        assert_eq!((piece.offset, piece.bytes.len()), (8, 2));
+        assert!(piece.is_last() && piece.clients.is_some());
+        let middle = SnapshotChunk::cut(&snapshot, 4, 4);
+        assert!(!middle.is_last() && middle.clients.is_none());
+        let response = |piece: &SnapshotChunk| {
+            let mut out = Vec::new();
+            let message = Message::CatchUpResponse {
+                view: View(1),
+                snapshot: Some(piece.clone()),
+                decided: Vec::new(),
+            };
+            encode(&message, &mut out);
+            decode(&out)
+        };
+        assert!(response(&piece).is_ok());
+        piece.state_bytes = 9;
+        assert_eq!(response(&piece), Err(DecodeError::Invalid));
+        piece.offset = u64::MAX;
+        assert_eq!(response(&piece), Err(DecodeError::Invalid));
+    }
+
     #[test]
     fn a_count_beyond_the_message_is_refused_before_allocating() {
         let mut out = vec![WIRE_VERSION];

@@ -321,6 +321,8 @@ impl Sim {
         config.window_instances = 3;
         config.snapshot_log_bytes_min = 300;
         config.catch_up_instances_max = 5;
+        // Snapshots of a few hundred bytes travel in several pieces, under the faults.
+        config.snapshot_chunk_bytes = 64;
         config.recovery = self.options.recovery;
         config.bugs = self.options.bugs;
         config
