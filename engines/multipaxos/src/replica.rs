@@ -1793,6 +1793,8 @@ impl<S: StateMachine> Replica<S> {
         epoch: Epoch,
         chunk: SnapshotChunk,
     ) -> Option<Snapshot> {
+        /// The most bytes reserved for a state in assembly before its pieces arrive.
+        const RESERVE_MAX: usize = 1 << 30;
         if chunk.next_instance <= self.next_execute {
             return None;
         }
@@ -1818,13 +1820,21 @@ impl<S: StateMachine> Replica<S> {
                 if chunk.offset != 0 || !newer {
                     return None;
                 }
+                // Room for the whole state at once (no copies as it grows), within reason for
+                // a length no piece has backed yet.
+                let mut state = Vec::new();
+                let room = usize::try_from(chunk.state_bytes).map_or(0, |n| n.min(RESERVE_MAX));
+                if state.try_reserve_exact(room).is_err() {
+                    return None;
+                }
+                state.extend_from_slice(&chunk.bytes);
                 *other = Some(Receiving {
                     from,
                     epoch,
                     next_instance: chunk.next_instance,
                     stamp_ms: chunk.stamp_ms,
                     state_bytes: chunk.state_bytes,
-                    state: chunk.bytes.to_vec(),
+                    state,
                     stalls: 0,
                 });
             }
