@@ -119,7 +119,7 @@ impl<S: StateMachine> Sim<S> {
         config.snapshot_ratio_percent = 50;
         config.catch_up_instances_max = 5;
         // Snapshots of a few hundred bytes travel in several pieces, under the faults.
-        config.snapshot_chunk_bytes = 64;
+        config.snapshot_chunk_bytes = 32;
         (self.configure)(&mut config);
         config
     }
