@@ -1805,6 +1805,18 @@ impl<S: StateMachine> Replica<S> {
                     // A piece again, or out of order: the one wanted is asked for again.
                     return None;
                 }
+                if r.state.capacity() - r.state.len() < chunk.bytes.len() {
+                    // Past the first reservation, the pieces so far back the length: room for
+                    // the rest at once, not a doubling.
+                    let rest = r.state_bytes.saturating_sub(r.state.len() as u64);
+                    let rest = usize::try_from(rest).unwrap_or(usize::MAX);
+                    if r.state
+                        .try_reserve_exact(rest.max(chunk.bytes.len()))
+                        .is_err()
+                    {
+                        return None;
+                    }
+                }
                 r.state.extend_from_slice(&chunk.bytes);
             }
             other => {
