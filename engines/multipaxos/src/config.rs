@@ -37,7 +37,15 @@ pub struct InjectedBugs {
     /// instead of pausing: its records wait in the backlog, so a crash before space returns
     /// forgets votes and decisions that left, and an acknowledged write can be lost.
     pub release_while_space_short: bool,
+    /// A piece of a snapshot in assembly is appended wherever it says it starts: a piece
+    /// received twice, or out of order, corrupts the state installed.
+    pub snapshot_chunk_any_offset: bool,
 }
+
+/// The default most bytes of a snapshot's state in one catch-up response
+/// ([`Config::snapshot_chunk_bytes`]): far below any transport's frame limit, and large enough
+/// that a round trip per piece costs little against sending it.
+pub const SNAPSHOT_CHUNK_BYTES: usize = 4 << 20;
 
 /// How a replica comes back after a crash (seed 002 §V).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -101,6 +109,11 @@ pub struct Config {
     pub catch_up_timeout_ms: u64,
     /// The most decided instances one catch-up response carries.
     pub catch_up_instances_max: usize,
+    /// The most bytes of a snapshot's state one catch-up response carries: a larger state
+    /// travels in pieces, each asked for in turn (see [`SnapshotChunk`]). At least 1.
+    ///
+    /// [`SnapshotChunk`]: crate::message::SnapshotChunk
+    pub snapshot_chunk_bytes: usize,
     /// The most instances beyond the first undecided one a replica keeps in its log; messages
     /// about instances further ahead are ignored (they only say that the replica is behind).
     pub log_ahead_instances_max: u64,
@@ -132,6 +145,7 @@ impl Config {
             retransmit_interval_ms: 100,
             catch_up_timeout_ms: 200,
             catch_up_instances_max: 1_000,
+            snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES,
             log_ahead_instances_max: 100_000,
             pending_requests_max: 100_000,
             snapshot_log_bytes_min: 1024 * 1024,

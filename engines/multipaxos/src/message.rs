@@ -5,7 +5,8 @@
 //! every replica decides on its own as soon as it holds the Propose and a majority of Accepts;
 //! Alive, the leader's heartbeat, which also names the leader's first undecided instance so a
 //! lagging replica learns that it is behind; CatchUpQuery and CatchUpResponse for catching up
-//! (a response carries a snapshot when the instances asked for were truncated); and Forward,
+//! (a response carries a chunk of a snapshot when the instances asked for were truncated, and
+//! the lagging replica pulls the rest chunk by chunk); and Forward,
 //! which hands client requests that reached a follower to the leader; Recovery and
 //! RecoveryAnswer, with which a replica restarted under EpochSS learns from its peers how far
 //! the log has come (seed 002 §V-C).
@@ -129,6 +130,65 @@ impl Snapshot {
     }
 }
 
+/// A piece of a snapshot's state on its way to a lagging replica ([`Message::CatchUpResponse`]).
+///
+/// A snapshot can be far larger than one message may be (the transport bounds its frames), so
+/// its state travels in pieces of at most [`Config::snapshot_chunk_bytes`], each one asked for
+/// by the lagging replica ([`ChunkCursor`]): the sender never queues more than one piece, and a
+/// piece lost is asked for again. The last piece carries the client table, and only then is the
+/// snapshot installed.
+///
+/// [`Config::snapshot_chunk_bytes`]: crate::config::Config::snapshot_chunk_bytes
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SnapshotChunk {
+    /// The snapshot's first instance not covered ([`Snapshot::next_instance`]).
+    pub next_instance: Instance,
+    /// The snapshot's execution stamp ([`Snapshot::stamp_ms`]).
+    pub stamp_ms: u64,
+    /// The length of the snapshot's whole state.
+    pub state_bytes: u64,
+    /// Where in the state these bytes start.
+    pub offset: u64,
+    /// The bytes of the state from `offset` on.
+    pub bytes: Bytes,
+    /// The snapshot's client table, on the last piece only (the one whose bytes end the state).
+    pub clients: Option<ClientTable>,
+}
+
+impl SnapshotChunk {
+    /// Whether this piece ends the state.
+    pub fn is_last(&self) -> bool {
+        self.offset.saturating_add(self.bytes.len() as u64) == self.state_bytes
+    }
+
+    /// The piece of `snapshot` whose state starts at `offset` (the end of the state if beyond
+    /// it) and takes at most `chunk_bytes`; the last piece carries the client table.
+    pub fn cut(snapshot: &Snapshot, offset: u64, chunk_bytes: usize) -> SnapshotChunk {
+        let len = snapshot.state.len();
+        let start = usize::try_from(offset).unwrap_or(len).min(len);
+        let end = start.saturating_add(chunk_bytes.max(1)).min(len);
+        SnapshotChunk {
+            next_instance: snapshot.next_instance,
+            stamp_ms: snapshot.stamp_ms,
+            state_bytes: len as u64,
+            offset: start as u64,
+            bytes: snapshot.state.slice(start..end),
+            clients: (end == len).then(|| snapshot.clients.clone()),
+        }
+    }
+}
+
+/// Where a lagging replica stands in receiving a snapshot ([`Message::CatchUpQuery`]): the
+/// snapshot it holds the first bytes of, and how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ChunkCursor {
+    /// The snapshot's first instance not covered: a responder whose snapshot is another one
+    /// (a newer one since) starts it from the beginning instead.
+    pub next_instance: Instance,
+    /// The state bytes received so far: the next piece starts here.
+    pub offset: u64,
+}
+
 /// What a promising replica knows about one instance.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PromisedEntry {
@@ -192,21 +252,24 @@ pub enum Message {
         first_undecided: Instance,
     },
     /// A lagging replica asks for the decided instances in `from..to` (seed 002 §III-C); a
-    /// `from` below the responder's log start asks for its snapshot too.
+    /// `from` below the responder's log start asks for its snapshot too, one piece at a time.
     CatchUpQuery {
         /// The first instance missing.
         from: Instance,
         /// The instance after the last one missing.
         to: Instance,
+        /// The snapshot the sender is receiving from the responder, if any, and how far: the
+        /// piece wanted is the next one.
+        snapshot: Option<ChunkCursor>,
     },
     /// The answer to a [`Message::CatchUpQuery`].
     CatchUpResponse {
         /// The responder's view, which the lagging replica adopts if higher.
         view: View,
-        /// The responder's last snapshot, when instances asked for were truncated.
-        snapshot: Option<Snapshot>,
+        /// A piece of the responder's last snapshot, when instances asked for were truncated.
+        snapshot: Option<SnapshotChunk>,
         /// Decided instances asked for, in instance order (possibly fewer than asked, up to a
-        /// limit per response).
+        /// limit per response); with a snapshot, only with its last piece.
         decided: Vec<(Instance, Batch)>,
     },
     /// Client requests that reached a follower, handed to the leader for ordering.

@@ -36,6 +36,17 @@
 //! asks a replica other than the leader first for the decided instances, and gets the
 //! responder's snapshot with them when some were truncated.
 //!
+//! A snapshot travels in pieces of at most [`Config::snapshot_chunk_bytes`] of its state
+//! ([`SnapshotChunk`]), so that a state of any size fits the transport's frames. The lagging
+//! replica pulls them: each query names the snapshot it is receiving and how many bytes it holds
+//! ([`ChunkCursor`]), and the responder cuts the next piece from the snapshot it keeps (no copy
+//! per piece). The receiver keeps at most one snapshot in assembly, from one sender (in one
+//! epoch of it): a piece at another offset is dropped, a lost one is asked for again when the
+//! query times out, a first piece of a newer snapshot starts over, and the sender is given up
+//! for another after [`SNAPSHOT_SENDER_RETRIES`] timeouts in a row. The snapshot is installed
+//! only once its state is complete, with the client table the last piece carries; the
+//! transport's checksums cover the bytes of every piece.
+//!
 //! # EpochSS: recovery from peers (seed 002 §V-C)
 //! Under [`Recovery::Epoch`] a replica writes nothing but its epoch, raised at every start
 //! ([`Replica::start_epoch`]); its log, votes, views and snapshots live in memory. The runtime
@@ -108,10 +119,15 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::config::{Config, Recovery};
 use crate::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, View};
 use crate::message::{
-    Batch, ClientReply, ClientTable, Envelope, Message, PromisedEntry, Request, Snapshot,
+    Batch, ChunkCursor, ClientReply, ClientTable, Envelope, Message, PromisedEntry, Request,
+    Snapshot, SnapshotChunk,
 };
 use crate::persist::{Durable, Ready, Record};
 use crate::state_machine::StateMachine;
+
+/// How many catch-up timeouts in a row a replica waits for the next piece of a snapshot from
+/// the replica sending it before it gives the snapshot up and asks another replica.
+pub const SNAPSHOT_SENDER_RETRIES: u32 = 3;
 
 /// Counters of what a replica did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -132,6 +148,8 @@ pub struct Stats {
     pub snapshots_taken: u64,
     /// Snapshots installed from another replica.
     pub snapshots_installed: u64,
+    /// Pieces of snapshots received and kept (in order, of the snapshot being received).
+    pub snapshot_chunks_received: u64,
     /// Catch-up queries sent.
     pub catch_up_queries: u64,
     /// Decisions from the network that contradicted one already known (and were ignored).
@@ -226,6 +244,48 @@ struct CatchUp {
     attempts: u64,
 }
 
+/// A snapshot in assembly from the pieces another replica sends (see "Snapshots, truncation
+/// and catch-up" above). Every piece must name the same snapshot and start where the state
+/// received so far ends.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Receiving {
+    /// The sender, and its epoch when it sent the first piece.
+    from: NodeId,
+    epoch: Epoch,
+    next_instance: Instance,
+    stamp_ms: u64,
+    state_bytes: u64,
+    /// The state's bytes received so far, in order.
+    state: Vec<u8>,
+    /// Catch-up timeouts since the last piece arrived.
+    stalls: u32,
+}
+
+impl Receiving {
+    fn is_of(&self, from: NodeId, epoch: Epoch, chunk: &SnapshotChunk) -> bool {
+        (
+            self.from,
+            self.epoch,
+            self.next_instance,
+            self.stamp_ms,
+            self.state_bytes,
+        ) == (
+            from,
+            epoch,
+            chunk.next_instance,
+            chunk.stamp_ms,
+            chunk.state_bytes,
+        )
+    }
+
+    fn cursor(&self) -> ChunkCursor {
+        ChunkCursor {
+            next_instance: self.next_instance,
+            offset: self.state.len() as u64,
+        }
+    }
+}
+
 /// What a replica under EpochSS knows of a peer.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Peer {
@@ -292,6 +352,8 @@ pub struct Replica<S> {
     /// The clock of the latest input, for the deliberate bug `execute_at_local_clock` only.
     clock_ms: u64,
     catch_up: CatchUp,
+    /// The snapshot being received, at most one.
+    receiving: Option<Receiving>,
     /// This replica's epoch (EpochSS; 0 under FullSS).
     epoch: Epoch,
     /// What this replica knows of its peers' epochs (EpochSS).
@@ -466,6 +528,10 @@ impl<S: StateMachine> Replica<S> {
         );
         assert!(config.window_instances >= 1, "a window holds an instance");
         assert!(config.batch_requests_max >= 1, "a batch holds a request");
+        assert!(
+            config.snapshot_chunk_bytes >= 1,
+            "a snapshot chunk holds a byte"
+        );
         let mut clients = ClientTable::new();
         let mut next_execute = Instance(0);
         let mut stamp_executed_ms = 0;
@@ -516,6 +582,7 @@ impl<S: StateMachine> Replica<S> {
             stamp_executed_ms,
             clock_ms: now_ms,
             catch_up: CatchUp::default(),
+            receiving: None,
             epoch: Epoch(0),
             peers: BTreeMap::new(),
             recovering: None,
@@ -726,7 +793,7 @@ impl<S: StateMachine> Replica<S> {
             self.forget_votes_of(from);
         }
         if self.recovering.is_some() {
-            self.handle_while_recovering(now_ms, from, message);
+            self.handle_while_recovering(now_ms, from, epoch, message);
             return;
         }
         match message {
@@ -749,12 +816,16 @@ impl<S: StateMachine> Replica<S> {
                 view,
                 first_undecided,
             } => self.on_alive(now_ms, from, view, first_undecided),
-            Message::CatchUpQuery { from: first, to } => self.on_catch_up_query(from, first, to),
+            Message::CatchUpQuery {
+                from: first,
+                to,
+                snapshot,
+            } => self.on_catch_up_query(from, first, to, snapshot),
             Message::CatchUpResponse {
                 view,
                 snapshot,
                 decided,
-            } => self.on_catch_up_response(now_ms, from, view, snapshot, decided),
+            } => self.on_catch_up_response(now_ms, from, epoch, view, snapshot, decided),
             Message::Forward { requests } => self.on_forward(now_ms, requests),
             Message::Recovery { epoch } => self.on_recovery(from, epoch),
             Message::RecoveryAnswer { .. } => {}
@@ -792,11 +863,7 @@ impl<S: StateMachine> Replica<S> {
                 }
             }
         }
-        if let Some((_, asked_ms)) = self.catch_up.asked {
-            if now_ms >= asked_ms + self.config.catch_up_timeout_ms {
-                self.catch_up.asked = None;
-            }
-        }
+        self.check_catch_up_timeout(now_ms);
         self.settle(now_ms);
     }
 
@@ -878,6 +945,14 @@ impl<S: StateMachine> Replica<S> {
             if before == (self.next_execute, self.is_leader()) {
                 break;
             }
+        }
+        if self
+            .receiving
+            .as_ref()
+            .is_some_and(|r| r.next_instance <= self.next_execute)
+        {
+            // Executed past it meanwhile (from the log): nothing left to learn from it.
+            self.receiving = None;
         }
         if self.catch_up.target <= self.next_execute {
             self.catch_up.asked = None;
@@ -1295,7 +1370,7 @@ impl<S: StateMachine> Replica<S> {
         }
         if instance < self.next_execute.max(self.log_start) {
             // Decided and truncated here: the leader lags behind this replica's snapshot.
-            self.on_catch_up_query(from, instance, instance.next());
+            self.on_catch_up_query(from, instance, instance.next(), None);
             return;
         }
         // A leader proposes only within its window above its first undecided instance, so
@@ -1592,7 +1667,13 @@ impl<S: StateMachine> Replica<S> {
         }
         let index = usize::try_from(self.catch_up.attempts % order.len() as u64)
             .expect("an index below the cluster size");
-        let to = prefer.unwrap_or(order[index]);
+        // The sender of the snapshot being received, while it is not given up.
+        let sending = self.receiving.as_ref().map(|r| r.from);
+        let to = prefer.or(sending).unwrap_or(order[index]);
+        if sending.is_some_and(|n| n != to) {
+            // Another replica's snapshot may be encoded otherwise: start over from it.
+            self.receiving = None;
+        }
         self.catch_up.attempts += 1;
         self.catch_up.asked = Some((to, now_ms));
         self.stats.catch_up_queries += 1;
@@ -1601,19 +1682,60 @@ impl<S: StateMachine> Replica<S> {
             Message::CatchUpQuery {
                 from: self.next_execute,
                 to: self.catch_up.target,
+                snapshot: self.receiving.as_ref().map(Receiving::cursor),
             },
         );
     }
 
-    fn on_catch_up_query(&mut self, from: NodeId, first: Instance, to: Instance) {
+    /// Forgets an unanswered query once it has waited too long, so the next one leaves (to the
+    /// same sender while a snapshot is in assembly, for a few times, then to another replica).
+    fn check_catch_up_timeout(&mut self, now_ms: u64) {
+        let Some((_, asked_ms)) = self.catch_up.asked else {
+            return;
+        };
+        if now_ms < asked_ms + self.config.catch_up_timeout_ms {
+            return;
+        }
+        self.catch_up.asked = None;
+        if let Some(receiving) = &mut self.receiving {
+            receiving.stalls += 1;
+            if receiving.stalls > SNAPSHOT_SENDER_RETRIES {
+                self.receiving = None;
+            }
+        }
+    }
+
+    /// Answers a lagging replica with the decided instances it asks for, after a piece of this
+    /// replica's snapshot when some were truncated: the piece after `cursor` if it names that
+    /// snapshot, else the first. The instances come only with the last piece.
+    fn on_catch_up_query(
+        &mut self,
+        from: NodeId,
+        first: Instance,
+        to: Instance,
+        cursor: Option<ChunkCursor>,
+    ) {
         let mut snapshot = None;
         let mut start = first;
         if first < self.log_start {
             let Some(last) = &self.snapshot else {
                 return;
             };
+            let offset = cursor
+                .filter(|c| c.next_instance == last.next_instance)
+                .map_or(0, |c| c.offset);
+            let chunk = SnapshotChunk::cut(last, offset, self.config.snapshot_chunk_bytes);
             start = last.next_instance;
-            snapshot = Some(last.clone());
+            if !chunk.is_last() {
+                let message = Message::CatchUpResponse {
+                    view: self.view,
+                    snapshot: Some(chunk),
+                    decided: Vec::new(),
+                };
+                self.send(from, message);
+                return;
+            }
+            snapshot = Some(chunk);
         }
         let decided = self
             .log
@@ -1633,16 +1755,17 @@ impl<S: StateMachine> Replica<S> {
         &mut self,
         now_ms: u64,
         from: NodeId,
+        epoch: Epoch,
         view: View,
-        snapshot: Option<Snapshot>,
+        chunk: Option<SnapshotChunk>,
         decided: Vec<(Instance, Batch)>,
     ) {
         if view > self.view && view.leader(&self.config.nodes) != self.config.me {
             self.adopt_view(now_ms, view);
         }
         let before = self.next_execute;
-        if let Some(snapshot) = snapshot {
-            if snapshot.next_instance > self.next_execute {
+        if let Some(chunk) = chunk {
+            if let Some(snapshot) = self.receive_chunk(now_ms, from, epoch, chunk) {
                 self.install_snapshot(snapshot);
             }
         }
@@ -1656,6 +1779,99 @@ impl<S: StateMachine> Replica<S> {
             // waits for the timeout, which moves on to the next replica.
             self.catch_up.asked = None;
         }
+    }
+
+    /// Takes a piece of `from`'s snapshot: appended if it is the next piece of the snapshot in
+    /// assembly, the start of a new assembly if it is the first piece of a newer one (or of the
+    /// same sender's after it restarted), dropped otherwise. Gives the snapshot once complete
+    /// (its state's length reached, the client table with the last piece); until then asks
+    /// `from` for the next piece.
+    fn receive_chunk(
+        &mut self,
+        now_ms: u64,
+        from: NodeId,
+        epoch: Epoch,
+        chunk: SnapshotChunk,
+    ) -> Option<Snapshot> {
+        /// The most bytes reserved for a state in assembly before its pieces arrive.
+        const RESERVE_MAX: usize = 1 << 30;
+        if chunk.next_instance <= self.next_execute {
+            return None;
+        }
+        let any_offset = self.config.bugs.snapshot_chunk_any_offset;
+        match &mut self.receiving {
+            Some(r) if r.is_of(from, epoch, &chunk) => {
+                if chunk.offset != r.state.len() as u64 && !any_offset {
+                    // A piece again, or out of order: the one wanted is asked for again.
+                    return None;
+                }
+                if r.state.capacity() - r.state.len() < chunk.bytes.len() {
+                    // Past the first reservation, the pieces so far back the length: room for
+                    // the rest at once, not a doubling.
+                    let rest = r.state_bytes.saturating_sub(r.state.len() as u64);
+                    let rest = usize::try_from(rest).unwrap_or(usize::MAX);
+                    if r.state
+                        .try_reserve_exact(rest.max(chunk.bytes.len()))
+                        .is_err()
+                    {
+                        return None;
+                    }
+                }
+                r.state.extend_from_slice(&chunk.bytes);
+            }
+            other => {
+                let newer = match other {
+                    None => true,
+                    Some(r) => {
+                        chunk.next_instance > r.next_instance
+                            || (from == r.from
+                                && chunk.next_instance == r.next_instance
+                                && epoch > r.epoch)
+                    }
+                };
+                if chunk.offset != 0 || !newer {
+                    return None;
+                }
+                // Room for the whole state at once (no copies as it grows), within reason for
+                // a length no piece has backed yet.
+                let mut state = Vec::new();
+                let room = usize::try_from(chunk.state_bytes).map_or(0, |n| n.min(RESERVE_MAX));
+                if state.try_reserve_exact(room).is_err() {
+                    return None;
+                }
+                state.extend_from_slice(&chunk.bytes);
+                *other = Some(Receiving {
+                    from,
+                    epoch,
+                    next_instance: chunk.next_instance,
+                    stamp_ms: chunk.stamp_ms,
+                    state_bytes: chunk.state_bytes,
+                    state,
+                    stalls: 0,
+                });
+            }
+        }
+        self.stats.snapshot_chunks_received += 1;
+        let r = self.receiving.as_mut().expect("a snapshot in assembly");
+        r.stalls = 0;
+        let received = r.state.len() as u64;
+        if received < r.state_bytes {
+            self.catch_up.target = self.catch_up.target.max(r.next_instance);
+            self.send_catch_up_query(now_ms, Some(from));
+            return None;
+        }
+        let r = self.receiving.take().expect("a snapshot in assembly");
+        let (Some(clients), true) = (chunk.clients, received == r.state_bytes) else {
+            // The pieces overran the state, or the last one lacks the client table: a broken
+            // sender. Nothing is installed; catch-up starts over.
+            return None;
+        };
+        Some(Snapshot {
+            next_instance: r.next_instance,
+            stamp_ms: r.stamp_ms,
+            state: r.state.into(),
+            clients,
+        })
     }
 
     // ---- EpochSS ----
@@ -1725,7 +1941,13 @@ impl<S: StateMachine> Replica<S> {
 
     /// While recovering, only the answers to its Recovery and the catch-up responses matter:
     /// the replica has no state to vote, promise or answer with.
-    fn handle_while_recovering(&mut self, now_ms: u64, from: NodeId, message: Message) {
+    fn handle_while_recovering(
+        &mut self,
+        now_ms: u64,
+        from: NodeId,
+        epoch: Epoch,
+        message: Message,
+    ) {
         match (&mut self.recovering, message) {
             (
                 Some(Recovering::Answers { answers, .. }),
@@ -1751,7 +1973,7 @@ impl<S: StateMachine> Replica<S> {
                     snapshot,
                     decided,
                 },
-            ) => self.on_catch_up_response(now_ms, from, view, snapshot, decided),
+            ) => self.on_catch_up_response(now_ms, from, epoch, view, snapshot, decided),
             _ => {}
         }
         self.settle(now_ms);
@@ -1824,11 +2046,7 @@ impl<S: StateMachine> Replica<S> {
                 self.broadcast(&Message::Recovery { epoch: self.epoch });
             }
         }
-        if let Some((_, asked_ms)) = self.catch_up.asked {
-            if now_ms >= asked_ms + self.config.catch_up_timeout_ms {
-                self.catch_up.asked = None;
-            }
-        }
+        self.check_catch_up_timeout(now_ms);
         self.settle(now_ms);
         self.try_end_catching_up(now_ms);
     }

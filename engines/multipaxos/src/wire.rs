@@ -12,6 +12,9 @@
 //!   view, instance, client, seq   u64 LE
 //!   batch                         stamp u64 LE, then its requests as a vector
 //!   snapshot                      next instance, stamp, state bytes, client table
+//!   snapshot chunk                next instance, stamp, state length u64 LE, offset u64 LE,
+//!                                 bytes, optional client table
+//!   chunk cursor                  next instance, offset u64 LE
 //!   bytes                         u32 LE length, then the bytes
 //!   vectors, batches, tables      u32 LE count, then the elements
 //!   options, promised entries     u8 kind (0 or 1), then the content
@@ -23,15 +26,23 @@ use bytes::Bytes;
 use thiserror::Error;
 
 use crate::ids::{ClientId, Epoch, Instance, RequestSeq, View};
-use crate::message::{Batch, ClientTable, Message, PromisedEntry, Request, Snapshot};
+use crate::message::{
+    Batch, ChunkCursor, ClientTable, Message, PromisedEntry, Request, Snapshot, SnapshotChunk,
+};
 use crate::persist::Record;
 
 /// The version this code writes.
 /// Version 2 added the leader's stamp to batches and the execution stamp to snapshots;
-/// version 3 the sender's epoch after the version byte, and the Recovery messages.
-pub const WIRE_VERSION: u8 = 3;
+/// version 3 the sender's epoch after the version byte, and the Recovery messages;
+/// version 4 snapshots in pieces: a catch-up response carries a [`SnapshotChunk`] instead of
+/// a whole snapshot, and a catch-up query an optional [`ChunkCursor`].
+pub const WIRE_VERSION: u8 = 4;
 
-/// The older version this code still reads: version 3 without the epoch (read as epoch 0)
+/// An older version this code still reads: version 4 with a whole snapshot in a catch-up
+/// response (read as its one and last piece) and no cursor in a catch-up query.
+pub const WIRE_VERSION_WHOLE_SNAPSHOT: u8 = 3;
+
+/// The oldest version this code still reads: version 3 without the epoch (read as epoch 0)
 /// and without the Recovery messages.
 pub const WIRE_VERSION_WITHOUT_EPOCH: u8 = 2;
 
@@ -163,10 +174,18 @@ pub fn encode_in_epoch(epoch: Epoch, message: &Message, out: &mut Vec<u8>) {
             put_u64(out, view.0);
             put_u64(out, first_undecided.0);
         }
-        Message::CatchUpQuery { from, to } => {
+        Message::CatchUpQuery { from, to, snapshot } => {
             out.push(TAG_CATCH_UP_QUERY);
             put_u64(out, from.0);
             put_u64(out, to.0);
+            match snapshot {
+                None => out.push(0),
+                Some(cursor) => {
+                    out.push(1);
+                    put_u64(out, cursor.next_instance.0);
+                    put_u64(out, cursor.offset);
+                }
+            }
         }
         Message::CatchUpResponse {
             view,
@@ -177,9 +196,9 @@ pub fn encode_in_epoch(epoch: Epoch, message: &Message, out: &mut Vec<u8>) {
             put_u64(out, view.0);
             match snapshot {
                 None => out.push(0),
-                Some(snapshot) => {
+                Some(chunk) => {
                     out.push(1);
-                    put_snapshot(out, snapshot);
+                    put_chunk(out, chunk);
                 }
             }
             put_count(out, decided.len());
@@ -227,10 +246,11 @@ pub fn decode_in_epoch(bytes: &[u8]) -> Result<(Epoch, Message), DecodeError> {
     let mut r = Reader::new(bytes);
     let version = r.u8()?;
     let epoch = match version {
-        WIRE_VERSION => Epoch(r.u64()?),
+        WIRE_VERSION | WIRE_VERSION_WHOLE_SNAPSHOT => Epoch(r.u64()?),
         WIRE_VERSION_WITHOUT_EPOCH => Epoch(0),
         other => return Err(DecodeError::UnknownVersion(other)),
     };
+    let chunked = version == WIRE_VERSION;
     let tag = r.u8()?;
     if version == WIRE_VERSION_WITHOUT_EPOCH && tag >= TAG_RECOVERY {
         return Err(DecodeError::UnknownTag(tag));
@@ -280,13 +300,24 @@ pub fn decode_in_epoch(bytes: &[u8]) -> Result<(Epoch, Message), DecodeError> {
         TAG_CATCH_UP_QUERY => Message::CatchUpQuery {
             from: Instance(r.u64()?),
             to: Instance(r.u64()?),
+            snapshot: match chunked {
+                true => r.option(|r| {
+                    Ok(ChunkCursor {
+                        next_instance: Instance(r.u64()?),
+                        offset: r.u64()?,
+                    })
+                })?,
+                false => None,
+            },
         },
         TAG_CATCH_UP_RESPONSE => {
             let view = View(r.u64()?);
-            let snapshot = match r.u8()? {
-                0 => None,
-                1 => Some(r.snapshot()?),
-                other => return Err(DecodeError::BadKind(other)),
+            let snapshot = match chunked {
+                true => r.option(Reader::chunk)?,
+                // A whole snapshot: its one and last piece.
+                false => r
+                    .option(Reader::snapshot)?
+                    .map(|snapshot| SnapshotChunk::cut(&snapshot, 0, snapshot.state.len())),
             };
             let count = r.count(8 + BATCH_BYTES_MIN)?;
             let mut decided = Vec::with_capacity(count);
@@ -419,8 +450,27 @@ fn put_snapshot(out: &mut Vec<u8>, snapshot: &Snapshot) {
     put_u64(out, snapshot.next_instance.0);
     put_u64(out, snapshot.stamp_ms);
     put_bytes(out, &snapshot.state);
-    put_count(out, snapshot.clients.len());
-    for (client, (seq, reply)) in &snapshot.clients {
+    put_clients(out, &snapshot.clients);
+}
+
+fn put_chunk(out: &mut Vec<u8>, chunk: &SnapshotChunk) {
+    put_u64(out, chunk.next_instance.0);
+    put_u64(out, chunk.stamp_ms);
+    put_u64(out, chunk.state_bytes);
+    put_u64(out, chunk.offset);
+    put_bytes(out, &chunk.bytes);
+    match &chunk.clients {
+        None => out.push(0),
+        Some(clients) => {
+            out.push(1);
+            put_clients(out, clients);
+        }
+    }
+}
+
+fn put_clients(out: &mut Vec<u8>, clients: &ClientTable) {
+    put_count(out, clients.len());
+    for (client, (seq, reply)) in clients {
         put_u64(out, client.0);
         put_u64(out, seq.0);
         put_bytes(out, reply);
@@ -513,10 +563,45 @@ impl<'a> Reader<'a> {
         Ok(Batch::stamped(stamp_ms, requests))
     }
 
+    /// Nothing after a kind byte 0, what `read` reads after a 1.
+    fn option<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, DecodeError> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => read(self).map(Some),
+            other => Err(DecodeError::BadKind(other)),
+        }
+    }
+
     fn snapshot(&mut self) -> Result<Snapshot, DecodeError> {
-        let next_instance = Instance(self.u64()?);
-        let stamp_ms = self.u64()?;
-        let state = self.bytes()?;
+        Ok(Snapshot {
+            next_instance: Instance(self.u64()?),
+            stamp_ms: self.u64()?,
+            state: self.bytes()?,
+            clients: self.clients()?,
+        })
+    }
+
+    /// A snapshot chunk whose bytes lie within the state it says it is a piece of.
+    fn chunk(&mut self) -> Result<SnapshotChunk, DecodeError> {
+        let chunk = SnapshotChunk {
+            next_instance: Instance(self.u64()?),
+            stamp_ms: self.u64()?,
+            state_bytes: self.u64()?,
+            offset: self.u64()?,
+            bytes: self.bytes()?,
+            clients: self.option(Reader::clients)?,
+        };
+        let end = chunk.offset.checked_add(chunk.bytes.len() as u64);
+        if end.is_none_or(|end| end > chunk.state_bytes) {
+            return Err(DecodeError::Invalid);
+        }
+        Ok(chunk)
+    }
+
+    fn clients(&mut self) -> Result<ClientTable, DecodeError> {
         let count = self.count(8 + 8 + 4)?;
         let mut clients = ClientTable::new();
         for _ in 0..count {
@@ -524,12 +609,7 @@ impl<'a> Reader<'a> {
             let seq = RequestSeq(self.u64()?);
             clients.insert(client, (seq, self.bytes()?));
         }
-        Ok(Snapshot {
-            next_instance,
-            stamp_ms,
-            state,
-            clients,
-        })
+        Ok(clients)
     }
 }
 
@@ -575,6 +655,97 @@ mod tests {
             decode_in_epoch(&old),
             Err(DecodeError::UnknownTag(TAG_RECOVERY))
         );
+    }
+
+    /// Version 3 of `message`, as a node of that version sent it: a whole snapshot in a
+    /// catch-up response, no cursor in a catch-up query.
+    fn version_3(message: &Message) -> Vec<u8> {
+        let mut out = vec![WIRE_VERSION_WHOLE_SNAPSHOT];
+        put_u64(&mut out, 0);
+        match message {
+            Message::CatchUpQuery { from, to, .. } => {
+                out.push(TAG_CATCH_UP_QUERY);
+                put_u64(&mut out, from.0);
+                put_u64(&mut out, to.0);
+            }
+            Message::CatchUpResponse { view, .. } => {
+                out.push(TAG_CATCH_UP_RESPONSE);
+                put_u64(&mut out, view.0);
+            }
+            other => panic!("not a catch-up message: {other:?}"),
+        }
+        out
+    }
+
+    #[test]
+    fn a_version_3_snapshot_reads_as_its_one_and_last_piece() {
+        let mut clients = ClientTable::new();
+        clients.insert(ClientId(7), (RequestSeq(3), Bytes::from_static(b"+OK")));
+        let snapshot = Snapshot {
+            next_instance: Instance(10),
+            stamp_ms: 1_000,
+            state: Bytes::from_static(b"a state"),
+            clients: clients.clone(),
+        };
+        let query = Message::CatchUpQuery {
+            from: Instance(1),
+            to: Instance(5),
+            snapshot: None,
+        };
+        assert_eq!(decode(&version_3(&query)), Ok(query));
+        let mut old = version_3(&Message::CatchUpResponse {
+            view: View(2),
+            snapshot: None,
+            decided: Vec::new(),
+        });
+        old.push(1);
+        put_snapshot(&mut old, &snapshot);
+        put_count(&mut old, 0);
+        let piece = SnapshotChunk {
+            next_instance: Instance(10),
+            stamp_ms: 1_000,
+            state_bytes: 7,
+            offset: 0,
+            bytes: Bytes::from_static(b"a state"),
+            clients: Some(clients),
+        };
+        assert!(piece.is_last());
+        assert_eq!(
+            decode(&old),
+            Ok(Message::CatchUpResponse {
+                view: View(2),
+                snapshot: Some(piece),
+                decided: Vec::new(),
+            })
+        );
+    }
+
+    #[test]
+    fn a_piece_beyond_its_state_is_refused() {
+        let snapshot = Snapshot {
+            state: Bytes::from_static(b"0123456789"),
+            ..Snapshot::default()
+        };
+        let mut piece = SnapshotChunk::cut(&snapshot, 8, 4);
+        assert_eq!((piece.offset, piece.bytes.len()), (8, 2));
+        assert!(piece.is_last() && piece.clients.is_some());
+        let middle = SnapshotChunk::cut(&snapshot, 4, 4);
+        assert!(!middle.is_last() && middle.clients.is_none());
+        let response = |piece: &SnapshotChunk| {
+            let mut out = Vec::new();
+            let message = Message::CatchUpResponse {
+                view: View(1),
+                snapshot: Some(piece.clone()),
+                decided: Vec::new(),
+            };
+            encode(&message, &mut out);
+            decode(&out)
+        };
+        assert!(response(&piece).is_ok());
+        piece.state_bytes = 9;
+        assert_eq!(response(&piece), Err(DecodeError::Invalid));
+        piece.offset = u64::MAX;
+        assert_eq!(response(&piece), Err(DecodeError::Invalid));
     }
 
     #[test]
@@ -648,6 +819,7 @@ mod tests {
             &Message::CatchUpQuery {
                 from: Instance(1),
                 to: Instance(5),
+                snapshot: None,
             },
             &mut out,
         );

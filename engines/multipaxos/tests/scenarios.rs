@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use bytes::Bytes;
 use logless_multipaxos::config::{Config, Recovery};
 use logless_multipaxos::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, View};
-use logless_multipaxos::message::{Batch, ClientReply, Envelope, Message, Request};
+use logless_multipaxos::message::{
+    Batch, ChunkCursor, ClientReply, Envelope, Message, Request, SnapshotChunk,
+};
 use logless_multipaxos::persist::Durable;
 use logless_multipaxos::replica::{Replica, Status};
 use logless_multipaxos::testing::{durable_before_send, History, MemStore};
@@ -606,6 +608,261 @@ fn section_3c_a_follower_behind_a_truncation_gets_a_snapshot() {
     );
 }
 
+/// The most state bytes per catch-up response in the chunk scenarios: a snapshot of a dozen
+/// requests takes about ten pieces.
+const CHUNK_BYTES: usize = 32;
+
+fn tiny_chunks(config: &mut Config) {
+    config.snapshot_log_bytes_min = 100;
+    config.snapshot_ratio_percent = 0;
+    config.snapshot_chunk_bytes = CHUNK_BYTES;
+}
+
+fn tiny_chunks_any_offset(config: &mut Config) {
+    tiny_chunks(config);
+    config.bugs.snapshot_chunk_any_offset = true;
+}
+
+fn cut_c(from: NodeId, e: &Envelope) -> bool {
+    from != C && e.to != C
+}
+
+/// The piece of a snapshot `e` carries, if any.
+fn chunk_of(e: &Envelope) -> Option<&SnapshotChunk> {
+    match &e.message {
+        Message::CatchUpResponse { snapshot, .. } => snapshot.as_ref(),
+        _ => None,
+    }
+}
+
+/// C is cut off while A and B decide `requests` requests and truncate their logs; then time
+/// passes to the next heartbeat, so that C learns it lags and asks B, and B's first answer is
+/// in flight (nothing delivered after the tick).
+fn behind_a_truncation(configure: fn(&mut Config), requests: u64) -> Net {
+    let mut net = Net::started(configure);
+    for seq in 1..=requests {
+        net.submit(A, request(1, seq));
+        net.run(cut_c);
+    }
+    assert!(net.replica(B).log_start() > Instance(0));
+    net.now_ms = 60;
+    for node in [A, B, C] {
+        net.tick(node);
+    }
+    net
+}
+
+/// Delivers queued messages one by one until none is left, handing each delivery to `also`,
+/// which may deliver more (a duplicate, a stale message).
+fn run_with(net: &mut Net, also: impl Fn(&mut Net, NodeId, &Envelope)) {
+    let mut budget = 10_000;
+    while let Some((from, epoch, envelope)) = net.queue.pop_front() {
+        budget -= 1;
+        assert!(budget > 0, "the scenario does not quiesce");
+        if net.down.contains(&envelope.to) {
+            continue;
+        }
+        net.deliver(from, epoch, envelope.clone());
+        also(net, from, &envelope);
+    }
+}
+
+/// The cursors of C's catch-up queries, in order.
+fn cursors_asked(net: &Net) -> Vec<Option<ChunkCursor>> {
+    net.sent
+        .iter()
+        .filter_map(|(from, e)| match &e.message {
+            Message::CatchUpQuery { snapshot, .. } if *from == C => Some(*snapshot),
+            _ => None,
+        })
+        .collect()
+}
+
+/// C's state and client table are A's, and C installed exactly one snapshot: B's.
+fn assert_caught_up(net: &Net) {
+    assert_eq!(net.replica(C).stats().snapshots_installed, 1);
+    assert_eq!(net.replica(C).snapshot(), net.replica(B).snapshot());
+    assert_eq!(net.history(C), net.history(A));
+    assert_eq!(net.replica(C).client_table(), net.replica(A).client_table());
+}
+
+/// A snapshot larger than a piece travels in pieces C pulls one by one, each query naming how
+/// far C got, each piece within the limit; it is installed once, after the last.
+#[test]
+fn section_3c_a_snapshot_larger_than_a_piece_is_pulled_piece_by_piece() {
+    let mut net = behind_a_truncation(tiny_chunks, 12);
+    net.run(every);
+    assert_caught_up(&net);
+    assert_eq!(net.history(C).len(), 12);
+    let state_bytes = net.replica(B).snapshot().unwrap().state.len();
+    let pieces = state_bytes.div_ceil(CHUNK_BYTES);
+    assert!(
+        pieces >= 5,
+        "{state_bytes} bytes of state take several pieces"
+    );
+    assert_eq!(
+        net.replica(C).stats().snapshot_chunks_received,
+        pieces as u64
+    );
+    let chunks: Vec<&SnapshotChunk> = net.sent.iter().filter_map(|(_, e)| chunk_of(e)).collect();
+    assert_eq!(chunks.len(), pieces);
+    for (i, chunk) in chunks.iter().enumerate() {
+        assert_eq!(chunk.offset, (i * CHUNK_BYTES) as u64);
+        assert!(chunk.bytes.len() <= CHUNK_BYTES);
+        assert_eq!(
+            chunk.clients.is_some(),
+            i + 1 == pieces,
+            "the table comes last"
+        );
+    }
+    let offsets: Vec<Option<u64>> = cursors_asked(&net)
+        .iter()
+        .map(|c| c.map(|c| c.offset))
+        .collect();
+    let mut expected = vec![None];
+    expected.extend((1..pieces).map(|i| Some((i * CHUNK_BYTES) as u64)));
+    assert_eq!(offsets[..pieces], expected);
+}
+
+/// A piece lost on the way is asked for again when the query times out, from the same
+/// sender and the same offset, and the transfer goes on from there.
+#[test]
+fn section_3c_a_lost_piece_is_asked_for_again_after_the_timeout() {
+    let mut net = behind_a_truncation(tiny_chunks, 12);
+    let lost = std::cell::Cell::new(false);
+    net.run(|_, e| {
+        let third = chunk_of(e).is_some_and(|c| c.offset == 2 * CHUNK_BYTES as u64);
+        let drop = third && !lost.get();
+        lost.set(lost.get() || drop);
+        !drop
+    });
+    assert!(lost.get());
+    assert_eq!(net.replica(C).stats().snapshot_chunks_received, 2);
+    assert_eq!(net.replica(C).stats().snapshots_installed, 0);
+    assert!(net.history(C).is_empty(), "nothing installed from a part");
+    net.advance(60 + 250, every);
+    assert_caught_up(&net);
+    let asked_third = cursors_asked(&net)
+        .iter()
+        .filter(|c| c.is_some_and(|c| c.offset == 2 * CHUNK_BYTES as u64))
+        .count();
+    assert_eq!(asked_third, 2, "the lost piece is asked for twice");
+    assert!(
+        net.sent
+            .iter()
+            .filter(|(f, e)| *f == C && matches!(e.message, Message::CatchUpQuery { .. }))
+            .all(|(_, e)| e.to == B),
+        "the same sender"
+    );
+}
+
+/// Pieces of an older snapshot of B's (a duplicate network, or a slow one) arrive between
+/// the pieces of the current one: they are dropped, and the current one is installed.
+#[test]
+fn section_3c_pieces_of_an_older_snapshot_mixed_in_are_dropped() {
+    let mut net = Net::started(tiny_chunks);
+    let mut older = None;
+    for seq in 1..=12 {
+        net.submit(A, request(1, seq));
+        net.run(cut_c);
+        if seq == 6 {
+            older = net.replica(B).snapshot().cloned();
+        }
+    }
+    let mut older = older.expect("a snapshot after six requests");
+    let current = net.replica(B).snapshot().unwrap();
+    assert!(older.next_instance < current.next_instance);
+    // A history's state only grows at its end, so the older state is a prefix of the current
+    // one; a register map's is not. Bytes that differ everywhere make a piece taken for
+    // another show.
+    older.state = Bytes::from(vec![0xee; current.state.len()]);
+    net.now_ms = 60;
+    for node in [A, B, C] {
+        net.tick(node);
+    }
+    run_with(&mut net, |net, _, e| {
+        let Some(chunk) = chunk_of(e) else {
+            return;
+        };
+        // After each piece, one of the older snapshot's where C's next piece starts (it must
+        // not be taken for it), and one at 0 (it must not start the older one over).
+        for offset in [chunk.offset + chunk.bytes.len() as u64, 0] {
+            let stale = SnapshotChunk::cut(&older, offset, CHUNK_BYTES);
+            let message = Message::CatchUpResponse {
+                view: View(0),
+                snapshot: Some(stale),
+                decided: Vec::new(),
+            };
+            net.deliver(B, Epoch(0), Envelope { to: C, message });
+        }
+    });
+    assert_caught_up(&net);
+}
+
+/// B replaces its snapshot while C is halfway through it: B answers C's next query with the
+/// first piece of the new one, and C starts over cleanly and installs the new one.
+#[test]
+fn section_3c_a_snapshot_replaced_halfway_is_received_again_from_its_start() {
+    let mut net = behind_a_truncation(tiny_chunks, 12);
+    let first = net.replica(B).snapshot().cloned().unwrap();
+    // Two pieces reach C, then the network holds C's query while A and B go on.
+    let mut held = Vec::new();
+    while net.replica(C).stats().snapshot_chunks_received < 2 {
+        let (from, epoch, envelope) = net.queue.pop_front().expect("the transfer goes on");
+        net.deliver(from, epoch, envelope);
+    }
+    held.extend(net.queue.drain(..));
+    for seq in 13..=18 {
+        net.submit(A, request(1, seq));
+        net.run(cut_c);
+    }
+    let second = net.replica(B).snapshot().cloned().unwrap();
+    assert!(second.next_instance > first.next_instance);
+    net.queue.extend(held);
+    net.run(every);
+    assert_caught_up(&net);
+    assert_eq!(net.replica(C).snapshot(), Some(&second));
+    assert_eq!(net.history(C).len(), 18);
+    let restarts = net
+        .sent
+        .iter()
+        .filter_map(|(_, e)| chunk_of(e))
+        .filter(|c| c.offset == 0)
+        .map(|c| c.next_instance)
+        .collect::<Vec<_>>();
+    assert_eq!(restarts, [first.next_instance, second.next_instance]);
+}
+
+/// Every piece is delivered twice (a network that duplicates): C keeps one copy of each.
+fn every_piece_twice(configure: fn(&mut Config)) -> Net {
+    let mut net = behind_a_truncation(configure, 12);
+    run_with(&mut net, |net, from, e| {
+        if chunk_of(e).is_some() {
+            net.deliver(from, Epoch(0), e.clone());
+        }
+    });
+    net
+}
+
+#[test]
+fn section_3c_a_piece_received_twice_is_kept_once() {
+    let net = every_piece_twice(tiny_chunks);
+    assert_caught_up(&net);
+}
+
+/// With the deliberate bug each duplicate is appended too: the state assembled overruns the
+/// snapshot's length (or, had the lengths met, would be another state), and C never holds B's.
+#[test]
+fn section_3c_a_piece_appended_at_the_wrong_offset_never_gives_the_senders_state() {
+    let net = every_piece_twice(tiny_chunks_any_offset);
+    assert_ne!(
+        net.history(C),
+        net.history(A),
+        "the deliberate bug must keep C from A's state"
+    );
+    assert_eq!(net.replica(C).stats().snapshots_installed, 0);
+}
+
 #[test]
 fn section_3c_a_follower_a_little_behind_catches_up_from_the_log_alone() {
     let mut net = Net::started(|_| {});
@@ -888,6 +1145,48 @@ fn section_5c_a_restarted_follower_recovers_from_a_majority_with_the_leader_then
     );
     assert_eq!(net.reply(3, 1), Some(&Bytes::from("6")));
     assert_eq!(net.history(B), net.history(A));
+}
+
+fn epoch_ss_tiny_chunks(config: &mut Config) {
+    epoch_ss(config);
+    tiny_chunks(config);
+}
+
+/// §V-C with a snapshot in pieces: a follower restarted under EpochSS behind a truncation
+/// pulls the snapshot piece by piece and stays `Recovering` (no vote, no request taken) until
+/// the last piece is in and installed.
+#[test]
+fn section_5c_a_restarted_follower_votes_only_once_every_piece_is_installed() {
+    let mut net = Net::started(epoch_ss_tiny_chunks);
+    for seq in 1..=12 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    net.crash(C);
+    net.restart(C);
+    while net.replica(C).stats().snapshot_chunks_received < 3 {
+        let (from, epoch, envelope) = net.queue.pop_front().expect("the recovery goes on");
+        net.deliver(from, epoch, envelope);
+    }
+    assert_eq!(net.replica(C).status(), Status::Recovering);
+    assert_eq!(net.replica(C).stats().snapshots_installed, 0);
+    // Halfway, C neither votes nor takes a request.
+    let since = net.sent.len();
+    net.submit(C, request(2, 1));
+    net.submit(A, request(1, 13));
+    let propose = net
+        .queue
+        .iter()
+        .position(|(_, _, e)| e.to == C && is_propose(e))
+        .expect("a Propose to C");
+    let (from, epoch, envelope) = net.queue.remove(propose).unwrap();
+    net.deliver(from, epoch, envelope);
+    assert!(net.sent_since(since).iter().all(|(f, _, _)| *f != C));
+    net.run(every);
+    assert_eq!(net.replica(C).status(), Status::Serving);
+    assert_eq!(net.replica(C).stats().snapshots_installed, 1);
+    assert!(net.replica(C).stats().snapshot_chunks_received >= 5);
+    assert_eq!(net.history(C)[..12], net.history(A)[..12]);
 }
 
 /// §V-C: every replica restarts under EpochSS. Nobody holds the state, nobody can answer a

@@ -247,6 +247,7 @@ pub fn add_stats(total: &mut Stats, s: &Stats) {
     total.duplicates_skipped += s.duplicates_skipped;
     total.snapshots_taken += s.snapshots_taken;
     total.snapshots_installed += s.snapshots_installed;
+    total.snapshot_chunks_received += s.snapshot_chunks_received;
     total.catch_up_queries += s.catch_up_queries;
     total.conflicting_decisions += s.conflicting_decisions;
     total.recoveries += s.recoveries;
@@ -321,6 +322,8 @@ impl Sim {
         config.window_instances = 3;
         config.snapshot_log_bytes_min = 300;
         config.catch_up_instances_max = 5;
+        // Snapshots of a few hundred bytes travel in several pieces, under the faults.
+        config.snapshot_chunk_bytes = 32;
         config.recovery = self.options.recovery;
         config.bugs = self.options.bugs;
         config

@@ -52,6 +52,11 @@ fn three_replicas_pass_every_check_under_leader_kills_power_failures_and_partiti
         "{total:?}"
     );
     assert!(total.stats.snapshots_installed > 0, "{total:?}");
+    // Snapshots came in several pieces each, under the faults.
+    assert!(
+        total.stats.snapshot_chunks_received > 2 * total.stats.snapshots_installed,
+        "{total:?}"
+    );
     assert!(total.stats.duplicates_skipped > 0, "{total:?}");
     // EpochSS recovered replicas from their peers, and stray messages arrived.
     assert!(total.stats.recoveries > count / 8, "{total:?}");

@@ -1,7 +1,9 @@
 //! Strategies for arbitrary messages and requests, shared by the property tests.
 use bytes::Bytes;
 use logless_multipaxos::ids::{ClientId, Epoch, Instance, RequestSeq, View};
-use logless_multipaxos::message::{Batch, ClientTable, Message, PromisedEntry, Request, Snapshot};
+use logless_multipaxos::message::{
+    Batch, ChunkCursor, ClientTable, Message, PromisedEntry, Request, Snapshot, SnapshotChunk,
+};
 use proptest::prelude::*;
 
 /// Mostly small numbers, which name views and instances replicas care about, sometimes any,
@@ -43,6 +45,13 @@ pub fn snapshot() -> impl Strategy<Value = Snapshot> {
     )
 }
 
+/// A piece of an arbitrary snapshot, cut as a replica cuts one (the decoder refuses pieces
+/// that overrun their state).
+pub fn chunk() -> impl Strategy<Value = SnapshotChunk> {
+    (snapshot(), 0u64..16, 1usize..8)
+        .prop_map(|(snapshot, offset, bytes)| SnapshotChunk::cut(&snapshot, offset, bytes))
+}
+
 pub fn entry() -> impl Strategy<Value = (Instance, PromisedEntry)> {
     let kind = prop_oneof![
         (number(), batch()).prop_map(|(v, batch)| PromisedEntry::Voted {
@@ -79,10 +88,22 @@ pub fn message() -> impl Strategy<Value = Message> {
             view,
             first_undecided
         }),
-        (instance(), instance()).prop_map(|(from, to)| Message::CatchUpQuery { from, to }),
+        (
+            instance(),
+            instance(),
+            proptest::option::of((instance(), number()))
+        )
+            .prop_map(|(from, to, cursor)| Message::CatchUpQuery {
+                from,
+                to,
+                snapshot: cursor.map(|(next_instance, offset)| ChunkCursor {
+                    next_instance,
+                    offset
+                }),
+            }),
         (
             view(),
-            proptest::option::of(snapshot()),
+            proptest::option::of(chunk()),
             proptest::collection::vec((instance(), batch()), 0..4)
         )
             .prop_map(|(view, snapshot, decided)| Message::CatchUpResponse {

@@ -118,6 +118,8 @@ impl<S: StateMachine> Sim<S> {
         config.snapshot_log_bytes_min = 300;
         config.snapshot_ratio_percent = 50;
         config.catch_up_instances_max = 5;
+        // Snapshots of a few hundred bytes travel in several pieces, under the faults.
+        config.snapshot_chunk_bytes = 32;
         (self.configure)(&mut config);
         config
     }

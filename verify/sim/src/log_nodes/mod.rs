@@ -460,11 +460,14 @@ impl LogNodeCluster {
     // ---- nodes -------------------------------------------------------------------------
 
     /// The engine's configuration on a node: the node's defaults, with the run's snapshot
-    /// policy.
+    /// policy and small snapshot pieces.
     fn engine_config(&self, me: NodeId) -> Config {
         let mut config = Config::new(self.ids(), me);
         config.snapshot_log_bytes_min = self.config.snapshot_log_bytes_min;
         config.snapshot_ratio_percent = self.config.snapshot_ratio_percent;
+        // Snapshots travel in pieces of half a KiB (not the node's 4 MiB), through the
+        // nodes' peer links and under the faults.
+        config.snapshot_chunk_bytes = 512;
         config.bugs = self.config.bugs;
         config.recovery = self.config.recovery;
         config
