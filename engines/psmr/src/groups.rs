@@ -24,7 +24,7 @@
 //!
 //! Client replies of the groups' logs are dropped: in P-SMR a command is answered when a worker
 //! executes it, after the merge, not when its log decides it.
-use logless_multipaxos::ids::{NodeId, RequestSeq};
+use logless_multipaxos::ids::{Instance, NodeId, RequestSeq};
 use logless_multipaxos::message::{Message, Request};
 use std::collections::BTreeMap;
 
@@ -34,7 +34,7 @@ use logless_service::Group;
 use thiserror::Error;
 
 use crate::config::Config;
-use crate::cut::SNAPSHOT_CLIENT;
+use crate::cut::{Cut, SNAPSHOT_CLIENT};
 use crate::stream::{DeliveredBatch, Stream, SKIP_CLIENT};
 
 /// A message of one group's log, with its destination.
@@ -172,6 +172,23 @@ pub struct Stats {
     pub unknown_group_messages: u64,
 }
 
+/// How much one group holds: its log's extent and the batches its stream retains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GroupSize {
+    /// The group.
+    pub group: Group,
+    /// The first instance its log holds (every one below is truncated).
+    pub log_start: Instance,
+    /// The first instance its log has not executed.
+    pub executed_below: Instance,
+    /// The batches its stream retains for the durable cut (see [`crate::stream`]).
+    pub retained_batches: usize,
+    /// Their size in bytes.
+    pub retained_bytes: u64,
+    /// The group's own snapshots taken (each truncates its log below the previous one).
+    pub snapshots_taken: u64,
+}
+
 /// The groups of one replica: `k + 1` under P-SMR, one under sP-SMR and SMR, none without
 /// replication.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -190,8 +207,9 @@ impl Groups {
     }
 
     /// A replica's groups restarting from their durable logs (a group missing from `durable`
-    /// starts empty). Snapshots are off, so every group's log is whole, and the decided batches
-    /// are delivered again from instance 0: the service is rebuilt by executing them all.
+    /// starts empty): each group's stream is restored from the group's own snapshot (the
+    /// batches since the durable cut, see [`crate::stream`]) and its log after it is executed
+    /// again, so every batch from the durable cut on is delivered again, in log order.
     pub fn recover(config: Config, durable: &BTreeMap<Group, Durable>, now_ms: u64) -> Groups {
         let empty = Durable::default();
         let logs: Vec<GroupLog> = config
@@ -200,7 +218,6 @@ impl Groups {
             .into_iter()
             .map(|group| {
                 let durable = durable.get(&group).unwrap_or(&empty);
-                assert!(durable.snapshot.is_none(), "groups take no snapshots");
                 let paxos = config.group_config(group);
                 GroupLog {
                     group,
@@ -313,6 +330,39 @@ impl Groups {
         log.replica.handle_request(now_ms, request);
         self.collect(index);
         true
+    }
+
+    /// Whether this replica leads `group`'s log now.
+    pub fn leads(&self, group: Group) -> bool {
+        self.index(group)
+            .is_some_and(|index| self.logs[index].replica.is_leader())
+    }
+
+    /// A durable cut covers `cut`: each group's stream drops the batches below the group's
+    /// position (`extra` batches more, for the deliberate bug
+    /// [`crate::cut::CutBugs::release_past_cut`]).
+    pub fn release_below(&mut self, cut: &Cut, extra: u64) {
+        for log in &mut self.logs {
+            let below = Instance(cut.truncate_below(log.group).0 + extra);
+            log.replica.state_machine_mut().release_below(below);
+        }
+    }
+
+    /// Each group's log and stream, as INFO and tests measure them.
+    pub fn sizes(&self) -> Vec<GroupSize> {
+        (self.logs.iter())
+            .map(|log| {
+                let (retained_batches, retained_bytes) = log.replica.state_machine().retained();
+                GroupSize {
+                    group: log.group,
+                    log_start: log.replica.log_start(),
+                    executed_below: log.replica.executed_below(),
+                    retained_batches,
+                    retained_bytes,
+                    snapshots_taken: log.replica.stats().snapshots_taken,
+                }
+            })
+            .collect()
     }
 
     /// Takes the batches the groups delivered since the last call: each group's in log order.
