@@ -72,8 +72,10 @@ use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
 use crate::log_turn::SPACE_PROBE_MS;
 use crate::psmr_service::{NodeService, ServiceKind};
+use crate::psmr_snapshot::CutFile;
 use crate::psmr_workers::{Executed, Shared};
 use crate::turn::ShardClock;
+use logless_psmr::cut::Cut;
 
 /// What a client command came to: the service's encoded reply, or why there is none.
 pub type PsmrAnswer = Result<Bytes, Failure>;
@@ -220,6 +222,15 @@ pub struct GroupStatus {
     pub executed_below: u64,
     /// Batches this replica proposed in the group.
     pub batches_proposed: u64,
+    /// The first instance the group's log holds (those below are truncated).
+    #[serde(default)]
+    pub log_start: u64,
+    /// Batches the group's stream retains for the durable cut, and their bytes.
+    #[serde(default)]
+    pub retained_batches: u64,
+    /// See `retained_batches`.
+    #[serde(default)]
+    pub retained_bytes: u64,
 }
 
 /// The psmr engine's figures, for INFO, `/metrics` and `/status`.
@@ -266,6 +277,13 @@ pub struct PsmrStatus {
     pub in_flight: u64,
     /// Turns whose records were flushed.
     pub flushes: u64,
+    /// Snapshots (cut and service state) written since the start.
+    #[serde(default)]
+    pub cuts_written: u64,
+    /// The newest durable cut, each group's position (`g0@12 g_all@30.2`: instance, and
+    /// requests of a batch cut in the middle), or empty if there is none.
+    #[serde(default)]
+    pub last_cut: String,
 }
 
 /// An input queued for the end of the turn.
@@ -304,6 +322,11 @@ pub struct PsmrCore<R, D: Dir = FsDir, S = logless_btree::KvService> {
     refused_for_space: u64,
     space_shortages: u64,
     flushes: u64,
+    /// Where the replica's snapshots go, if it keeps them (see [`crate::psmr_snapshot`]).
+    cut_file: Option<CutFile<D>>,
+    /// Snapshots written, and the newest cut durable (written or restarted from).
+    cuts_written: u64,
+    last_cut: Option<Cut>,
 }
 
 impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
@@ -349,7 +372,42 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             refused_for_space: 0,
             space_shortages: 0,
             flushes: 0,
+            cut_file: None,
+            cuts_written: 0,
+            last_cut: None,
         }
+    }
+
+    /// This core writes the snapshots its workers take to `file` (their [`Shared`] must keep
+    /// snapshots, [`Shared::with_snapshots`]); `restored` is the cut the replica restarted
+    /// from, if any.
+    pub fn with_cut_file(mut self, file: CutFile<D>, restored: Option<Cut>) -> Self {
+        self.cut_file = Some(file);
+        self.last_cut = restored;
+        self
+    }
+
+    /// Writes the snapshots the workers took, each durably, and only then lets the replica's
+    /// groups drop what its cut covers (see [`crate::psmr_snapshot`]). A snapshot the disk has
+    /// no space for is skipped: the groups keep their batches until a later one is written.
+    fn write_cuts(&mut self) -> Result<(), StoreError> {
+        let Some(file) = self.cut_file.as_mut() else {
+            return Ok(());
+        };
+        for taken in self.shared.take_cuts() {
+            match file.write(taken.seq, &taken.cut, &taken.state) {
+                Ok(()) => {}
+                Err(e) if e.is_no_space() => {
+                    tracing::warn!(error = %e, "no space for a psmr snapshot: the logs keep it");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            self.shared.replica().cut_durable(&taken.cut);
+            self.cuts_written += 1;
+            self.last_cut = Some(taken.cut);
+        }
+        Ok(())
     }
 
     /// The groups' durable logs.
@@ -410,6 +468,7 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
     /// delivered and sends the released messages. A full disk pauses the replica (see "A full
     /// disk"); any other error means a log failed: the replica must stop (fail-stop).
     pub fn finish_turn(&mut self, outlet: &mut impl PsmrOutlet<R>) -> Result<(), StoreError> {
+        self.write_cuts()?;
         self.retry_late(outlet);
         if self.next_space_probe_ms.is_some() {
             return self.finish_paused_turn(outlet);
@@ -544,12 +603,14 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
         let (groups, backlog, skips_proposed) = {
             let replica = self.shared.replica();
             let groups = replica.groups();
+            let sizes = groups.sizes();
             let figures = self
                 .mode
                 .groups(self.threads)
                 .into_iter()
                 .filter_map(|group| {
                     let log = groups.replica(group)?;
+                    let size = sizes.iter().find(|s| s.group == group)?;
                     Some(GroupStatus {
                         group: format!("{group:?}"),
                         view: log.view().0,
@@ -557,6 +618,9 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
                         is_leader: log.is_leader(),
                         executed_below: log.executed_below().0,
                         batches_proposed: log.stats().batches_proposed,
+                        log_start: size.log_start.0,
+                        retained_batches: size.retained_batches as u64,
+                        retained_bytes: size.retained_bytes,
                     })
                 })
                 .collect();
@@ -588,8 +652,22 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             space_shortages: self.space_shortages,
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
+            cuts_written: self.cuts_written,
+            last_cut: self
+                .last_cut
+                .as_ref()
+                .map_or_else(String::new, cut_positions),
         }
     }
+}
+
+/// A cut's positions, as the status shows them: `g0@12 g_all@30.2`.
+fn cut_positions(cut: &Cut) -> String {
+    let positions = cut.positions.iter().map(|(group, at)| match at.requests {
+        0 => format!("{group:?}@{}", at.instance.0),
+        requests => format!("{group:?}@{}.{requests}", at.instance.0),
+    });
+    positions.collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
