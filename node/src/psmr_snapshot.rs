@@ -69,6 +69,11 @@ impl<D: Dir> CutFile<D> {
         })
     }
 
+    /// The directory (a simulation takes its crash image).
+    pub fn dir(&self) -> &D {
+        self.log.dir()
+    }
+
     /// The newest snapshot, if one was written.
     pub fn newest(&self) -> Result<Option<StoredCut>, String> {
         let Some((seq, bytes)) = self.log.snapshot() else {

@@ -387,6 +387,11 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
         self
     }
 
+    /// Where the replica's snapshots go, if it keeps them.
+    pub fn cut_file(&self) -> Option<&CutFile<D>> {
+        self.cut_file.as_ref()
+    }
+
     /// Writes the snapshots the workers took, each durably, and only then lets the replica's
     /// groups drop what its cut covers (see [`crate::psmr_snapshot`]). A snapshot the disk has
     /// no space for is skipped: the groups keep their batches until a later one is written.
@@ -864,7 +869,7 @@ mod tests {
         }
     }
 
-    fn turn(core: &mut PsmrCore<u32, SimDir>, out: &mut Collected, now_ms: u64) {
+    fn turn<S: NodeService>(core: &mut PsmrCore<u32, SimDir, S>, out: &mut Collected, now_ms: u64) {
         core.start_turn(now_ms, now_ms * 1000);
         core.finish_turn(out).unwrap();
     }
@@ -925,6 +930,128 @@ mod tests {
             }
         }
         panic!("the disk never refused a segment");
+    }
+
+    /// A P-SMR replica alone, two workers, its logs and snapshots on simulated directories
+    /// (`dirs`: each group's, then the snapshots', or fresh ones), restarted from them, with
+    /// periodic cuts every few kilobytes.
+    fn psmr_core_with_cuts(
+        dirs: Option<(BTreeMap<Group, SimDir>, SimDir)>,
+    ) -> (PsmrCore<u32, SimDir, PsmrService>, Arc<Shared<PsmrService>>) {
+        let mut config = logless_psmr::config::Config::new(vec![NodeId(1)], NodeId(1), 2);
+        config.cut_every_bytes = 4_000;
+        config.group_snapshot_log_bytes_min = 2_000;
+        config.paxos.snapshot_ratio_percent = 10;
+        let options = logless_storage::SegmentLogOptions::new(logless_storage::Durability::Sync);
+        let (mut group_dirs, cut_dir) = dirs.unwrap_or_default();
+        let (mut logs, mut durable) = (BTreeMap::new(), BTreeMap::new());
+        for group in Mode::Psmr.groups(2) {
+            let dir = group_dirs.remove(&group).unwrap_or_default();
+            let opened = DurableLog::open_on(dir, options.clone()).unwrap();
+            durable.insert(group, opened.durable);
+            logs.insert(group, opened.log);
+        }
+        let file = CutFile::open_on(cut_dir, options).unwrap();
+        let stored = file.newest().unwrap();
+        let mut service = ServiceKind::Btree.start();
+        if let Some(stored) = &stored {
+            crate::psmr_snapshot::restore_service(&mut service, &stored.state).unwrap();
+        }
+        let cut = stored.as_ref().map(|s| &s.cut);
+        let replica = logless_psmr::replica::Replica::recover_from(
+            config,
+            ServiceKind::Btree.start(),
+            cut,
+            &durable,
+            1_000_000,
+        );
+        let shared = Shared::new(replica, service);
+        let shared = Arc::new(shared.with_snapshots(crate::psmr_snapshot::service_state));
+        let core = PsmrCore::new(
+            NodeId(1),
+            shared.clone(),
+            GroupLogs::new(logs),
+            1,
+            60_000,
+            Mode::Psmr,
+            2,
+            1_000_000,
+            0,
+        );
+        (core.with_cut_file(file, stored.map(|s| s.cut)), shared)
+    }
+
+    #[test]
+    fn periodic_snapshots_bound_the_groups_logs_and_a_restart_resumes_from_the_newest() {
+        let (mut core, shared) = psmr_core_with_cuts(None);
+        let mut out = Collected::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let workers = crate::psmr_workers::spawn(&shared, 2, 1, move |e| {
+            let _ = tx.send(e);
+        })
+        .unwrap();
+        let mut now_ms = 1_000_000;
+        let (mut held_max, mut answered) = (0, 0);
+        for round in 0..100 {
+            for i in 0..10 {
+                core.submit(insert(&format!("k{round}-{i}")), round * 10 + i);
+            }
+            while answered < (round + 1) * 10 {
+                now_ms += 1;
+                turn(&mut core, &mut out, now_ms);
+                while let Ok(executed) = rx.recv_timeout(std::time::Duration::from_millis(1)) {
+                    core.executed(executed, &mut out);
+                }
+                answered = out.answers.len() as u32;
+            }
+            let status = core.status();
+            let g_all = status.groups.iter().find(|g| g.group == "g_all").unwrap();
+            let held = g_all.executed_below - g_all.log_start + g_all.retained_batches;
+            held_max = held_max.max(held);
+        }
+        // A last turn writes the snapshot taken last, if one is pending.
+        now_ms += 1;
+        turn(&mut core, &mut out, now_ms);
+        shared.stop();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        let status = core.status();
+        assert!(
+            status.cuts_written >= 5,
+            "{} snapshots",
+            status.cuts_written
+        );
+        assert!(!status.last_cut.is_empty());
+        // Inserts are ordered in g_all; the workers' groups carry only skips, too few bytes
+        // for a snapshot of their own.
+        let g_all = status.groups.iter().find(|g| g.group == "g_all").unwrap();
+        assert!(g_all.log_start > 0, "g_all's log truncated: {g_all:?}");
+        assert!(
+            held_max * 3 < g_all.executed_below,
+            "g_all held up to {held_max} batches, of {}",
+            g_all.executed_below
+        );
+        let info = crate::status::psmr_info(&status);
+        assert!(info.contains("psmr_cuts_written:") && info.contains(",log_start="));
+        // A crash that keeps only what was synced; the restart executes only the logs' suffix
+        // past the newest cut, and ends in the same state.
+        let image = |dir: &SimDir| dir.at_crash().crash_image(0, &[], None);
+        let group_dirs = (core.logs().logs().iter())
+            .map(|(group, log)| (*group, image(log.segment_log().dir())))
+            .collect();
+        let cut_dir = image(core.cut_file().unwrap().dir());
+        let (restarted, again) = psmr_core_with_cuts(Some((group_dirs, cut_dir)));
+        let workers = crate::psmr_workers::spawn(&again, 2, 1, |_| {}).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while again.digest() != shared.digest() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the restart never caught up"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        again.stop();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        assert_eq!(restarted.status().last_cut, status.last_cut);
     }
 
     #[test]
