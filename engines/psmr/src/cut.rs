@@ -11,11 +11,12 @@
 //!   batch: the batches stamped at most the request's stamp, a prefix of the log ending at a
 //!   batch boundary, `(b_i, 0)`.
 //!
-//! [`Cut`] holds the positions and the stamp. The replica assembles it while its merges hand
+//! [`Cut`] holds the positions, the stamp and each group's client table at its position. The replica assembles it while its merges hand
 //! the request's batch on ([`crate::replica::Replica::take_cut`]); a replica restarting from a
 //! service restored at a cut drops what the cut covers ([`Cut::remaining`]) and starts its
 //! merges at the cut ([`crate::merge::Merge::resume`]). [`Cut::truncate_below`] says below
-//! which instance each group's log holds nothing the cut lacks.
+//! which instance each group's log holds nothing the cut lacks: once the cut is durable, the
+//! groups' streams drop their batches below it ([`crate::stream`]).
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
