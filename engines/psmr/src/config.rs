@@ -18,6 +18,8 @@ pub struct InjectedBugs {
     pub plan: PlanBugs,
     /// Bugs of the snapshots' cut.
     pub cut: CutBugs,
+    /// No leader proposes skips: an idle stream stalls every merge it is part of.
+    pub no_skips: bool,
 }
 
 /// How a replica orders and executes commands: P-SMR and the designs seed 004 compares it
@@ -103,9 +105,9 @@ pub struct Config {
     /// cluster and this replica; each group rotates `nodes` by its index (see
     /// [`Config::group_config`]).
     pub paxos: PaxosConfig,
-    /// The least time between two skips a group's leader proposes while a merge waits on its
-    /// group (see [`crate::merge`]): the first comes at once, the next only if the merge still
-    /// waits this much later.
+    /// How long a group's leader waits for its last skip to be decided before it proposes one
+    /// again while a merge waits on its group (see [`crate::groups`]); once the last is
+    /// decided, the next goes at once.
     pub skip_interval_ms: u64,
     /// The periodic cut: `g_all`'s leader proposes a snapshot request once the groups have
     /// delivered this many bytes of commands since the last one (see [`crate::cut`]).

@@ -41,9 +41,9 @@ pub struct CutBugs {
     /// restarting from the cut loses that batch, as it would if its group's log were
     /// truncated past its position in the cut.
     pub past_position: bool,
-    /// A durable cut releases one batch more of every group than it covers: a replica
-    /// restarting from it finds a gap in some group (it stalls, see
-    /// [`crate::replica::Replica::behind`]) or, without the check, loses that batch.
+    /// A durable cut releases every batch the streams handed on, not only those it covers (a
+    /// truncation above the cut): a replica restarting from it finds a gap in some group (it
+    /// stops, see [`crate::replica::Replica::behind`]) or, without the check, loses batches.
     pub release_past_cut: bool,
     /// The cut's client tables come out empty: a retry of a command executed before the cut
     /// gets no answer after a restart from it.

@@ -19,8 +19,10 @@
 //!   (whatever this replica's clock says) and carries nothing to execute (see
 //!   [`crate::merge`] for why the merge needs it). The skip's sequence number follows the last
 //!   skip the group's client table holds, so a skip proposed twice (by two leaders) is executed
-//!   once. A group proposes at most one skip per [`Config::skip_interval_ms`], and none while
-//!   no merge waits on it, so an idle cluster sends nothing for skips.
+//!   once. A group has at most one skip of this replica's undecided at a time: the next goes
+//!   as soon as the last is decided if a merge still waits (not a timer's tick later), and an
+//!   undecided one is proposed again after [`Config::skip_interval_ms`] (lost with a view).
+//!   None goes while no merge waits on the group, so an idle cluster sends nothing for skips.
 //!
 //! Client replies of the groups' logs are dropped: in P-SMR a command is answered when a worker
 //! executes it, after the merge, not when its log decides it.
@@ -159,8 +161,9 @@ impl<S: GroupStore> LogStore for GroupWriter<'_, S> {
 struct GroupLog {
     group: Group,
     replica: Replica<Stream>,
-    /// When this replica last proposed a skip in the group.
+    /// When this replica last proposed a skip in the group, and its number.
     skipped_ms: Option<u64>,
+    skip_proposed: RequestSeq,
 }
 
 /// Counters of the groups.
@@ -223,6 +226,7 @@ impl Groups {
                     group,
                     replica: Replica::recover(paxos, Stream::default(), durable, now_ms),
                     skipped_ms: None,
+                    skip_proposed: RequestSeq(0),
                 }
             })
             .collect();
@@ -291,17 +295,21 @@ impl Groups {
     }
 
     /// Proposes a skip in `group`, for a merge that waits on it for a batch stamped at least
-    /// `stamp_ms`, if this replica leads the group and proposed no skip there in the last skip
-    /// interval. The skip is stamped at least `stamp_ms` even if this replica's clock is behind
-    /// (see [`crate::merge`]). Returns whether it proposed one.
+    /// `stamp_ms`, if this replica leads the group and its last skip there is decided (or was
+    /// proposed a skip interval ago or more: it may have been lost). The skip is stamped at
+    /// least `stamp_ms` even if this replica's clock is behind (see [`crate::merge`]). Returns
+    /// whether it proposed one.
     pub fn skip_if_due(&mut self, now_ms: u64, group: Group, stamp_ms: u64) -> bool {
         let Some(index) = self.index(group) else {
             return false;
         };
         let log = &self.logs[index];
-        let due = log.skipped_ms.is_none_or(|skipped_ms| {
-            now_ms >= skipped_ms.saturating_add(self.config.skip_interval_ms)
-        });
+        let decided = (log.replica.client_table().get(&SKIP_CLIENT))
+            .is_some_and(|(seq, _)| *seq >= log.skip_proposed);
+        let due = decided
+            || log.skipped_ms.is_none_or(|skipped_ms| {
+                now_ms >= skipped_ms.saturating_add(self.config.skip_interval_ms)
+            });
         if !(due && log.replica.is_leader()) {
             return false;
         }
@@ -339,11 +347,11 @@ impl Groups {
     }
 
     /// A durable cut covers `cut`: each group's stream drops the batches below the group's
-    /// position (`extra` batches more, for the deliberate bug
+    /// position (`extra` instances past it, for the deliberate bug
     /// [`crate::cut::CutBugs::release_past_cut`]).
     pub fn release_below(&mut self, cut: &Cut, extra: u64) {
         for log in &mut self.logs {
-            let below = Instance(cut.truncate_below(log.group).0 + extra);
+            let below = Instance(cut.truncate_below(log.group).0.saturating_add(extra));
             log.replica.state_machine_mut().release_below(below);
         }
     }
@@ -399,6 +407,7 @@ impl Groups {
             seq: RequestSeq(last + 1),
             payload: bytes::Bytes::new(),
         };
+        log.skip_proposed = skip.seq;
         log.replica.handle_request(now_ms, skip);
         log.skipped_ms = Some(now_ms);
         self.stats.skips_proposed += 1;

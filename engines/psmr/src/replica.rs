@@ -204,7 +204,8 @@ impl<S: Service> Replica<S> {
         self.route();
         // Each group waited on, with the highest stamp a merge needs of it.
         let mut waited_on: BTreeMap<Group, u64> = BTreeMap::new();
-        for wait in self.merges.iter().filter_map(Merge::blocked_on) {
+        let skips = !self.groups.config().bugs.no_skips;
+        for wait in (self.merges.iter().filter(|_| skips)).filter_map(Merge::blocked_on) {
             let stamp_ms = waited_on.entry(wait.group).or_default();
             *stamp_ms = (*stamp_ms).max(wait.stamp_ms);
         }
@@ -247,7 +248,11 @@ impl<S: Service> Replica<S> {
     /// and its next own snapshot truncates them from its log (see [`crate::stream`]). A
     /// restart then needs this cut: the groups' durable state holds nothing below it.
     pub fn cut_durable(&mut self, cut: &Cut) {
-        let extra = u64::from(self.cut_bugs.release_past_cut);
+        let extra = if self.cut_bugs.release_past_cut {
+            u64::MAX
+        } else {
+            0
+        };
         self.groups.release_below(cut, extra);
     }
 

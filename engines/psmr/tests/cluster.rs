@@ -663,8 +663,8 @@ fn a_cut_past_a_groups_position_loses_commands_and_is_caught() {
 /// many of each.
 fn small_cuts(config: &mut Config) {
     config.cut_every_bytes = 3_000;
-    config.cut_every_instances = 40;
-    config.group_snapshot_log_bytes_min = 1_500;
+    config.cut_every_instances = 400;
+    config.group_snapshot_log_bytes_min = 600;
     // Each command has a client of its own, so the groups' client tables (in their snapshots)
     // grow with the run: snapshot at a tenth of the last one's size, not its whole size.
     config.paxos.snapshot_ratio_percent = 10;
@@ -961,9 +961,7 @@ fn a_skew_between_the_groups_leaders_does_not_stall_the_merge() {
 #[test]
 fn without_skips_an_idle_stream_stalls_the_merge() {
     for commands in [all_only(), worker_0_only()] {
-        let mut sim = Sim::new(3, &commands, |config| {
-            config.skip_interval_ms = u64::MAX / 2
-        });
+        let mut sim = Sim::new(3, &commands, |config| config.bugs.no_skips = true);
         assert!(sim.run().is_err(), "nothing moved the idle streams on");
     }
 }
