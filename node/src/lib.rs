@@ -57,6 +57,7 @@ pub mod peer_codec;
 pub mod psmr_loop;
 pub mod psmr_ops;
 pub mod psmr_service;
+pub mod psmr_snapshot;
 pub mod psmr_turn;
 pub mod psmr_workers;
 pub mod registers_in_place;

@@ -871,9 +871,32 @@ fn start_psmr(
     }
     let started = Instant::now();
     let now_ms = crate::shard::wall_ms();
-    let replica =
-        logless_psmr::replica::Replica::recover(engine, service.start(), &durable, now_ms);
-    let shared = Arc::new(crate::psmr_workers::Shared::new(replica, service.start()));
+    let cuts = (mode != logless_psmr::config::Mode::NoRep)
+        .then(|| {
+            let path = dir.join(crate::psmr_snapshot::CUT_DIR);
+            crate::psmr_snapshot::CutFile::open(&path, log_options(config, durability))
+        })
+        .transpose()
+        .map_err(|e| StartError::Config(ConfigError::Invalid(e)))?;
+    let restored = cuts.as_ref().and_then(|(_, stored)| stored.as_ref());
+    let mut executing_service = service.start();
+    if let Some(stored) = restored {
+        crate::psmr_snapshot::restore_service(&mut executing_service, &stored.state)
+            .map_err(|e| StartError::Config(ConfigError::Invalid(e)))?;
+    }
+    let cut = restored.map(|stored| &stored.cut);
+    let replica = logless_psmr::replica::Replica::recover_from(
+        engine,
+        service.start(),
+        cut,
+        &durable,
+        now_ms,
+    );
+    let mut shared = crate::psmr_workers::Shared::new(replica, executing_service);
+    if cuts.is_some() {
+        shared = shared.with_snapshots(crate::psmr_snapshot::service_state);
+    }
+    let shared = Arc::new(shared);
     let (executed_tx, executed_rx) = mpsc::unbounded_channel();
     let report = move |executed| {
         // A stopped loop: nobody waits for the reply.
@@ -897,6 +920,10 @@ fn start_psmr(
         now_ms,
         0,
     );
+    let core = match cuts {
+        Some((file, stored)) => core.with_cut_file(file, stored.map(|s| s.cut)),
+        None => core,
+    };
     info!(
         node = config.node_id,
         incarnation,

@@ -72,8 +72,10 @@ use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
 use crate::log_turn::SPACE_PROBE_MS;
 use crate::psmr_service::{NodeService, ServiceKind};
+use crate::psmr_snapshot::CutFile;
 use crate::psmr_workers::{Executed, Shared};
 use crate::turn::ShardClock;
+use logless_psmr::cut::Cut;
 
 /// What a client command came to: the service's encoded reply, or why there is none.
 pub type PsmrAnswer = Result<Bytes, Failure>;
@@ -220,6 +222,15 @@ pub struct GroupStatus {
     pub executed_below: u64,
     /// Batches this replica proposed in the group.
     pub batches_proposed: u64,
+    /// The first instance the group's log holds (those below are truncated).
+    #[serde(default)]
+    pub log_start: u64,
+    /// Batches the group's stream retains for the durable cut, and their bytes.
+    #[serde(default)]
+    pub retained_batches: u64,
+    /// See `retained_batches`.
+    #[serde(default)]
+    pub retained_bytes: u64,
 }
 
 /// The psmr engine's figures, for INFO, `/metrics` and `/status`.
@@ -266,6 +277,13 @@ pub struct PsmrStatus {
     pub in_flight: u64,
     /// Turns whose records were flushed.
     pub flushes: u64,
+    /// Snapshots (cut and service state) written since the start.
+    #[serde(default)]
+    pub cuts_written: u64,
+    /// The newest durable cut, each group's position (`g0@12 g_all@30.2`: instance, and
+    /// requests of a batch cut in the middle), or empty if there is none.
+    #[serde(default)]
+    pub last_cut: String,
 }
 
 /// An input queued for the end of the turn.
@@ -304,6 +322,11 @@ pub struct PsmrCore<R, D: Dir = FsDir, S = logless_btree::KvService> {
     refused_for_space: u64,
     space_shortages: u64,
     flushes: u64,
+    /// Where the replica's snapshots go, if it keeps them (see [`crate::psmr_snapshot`]).
+    cut_file: Option<CutFile<D>>,
+    /// Snapshots written, and the newest cut durable (written or restarted from).
+    cuts_written: u64,
+    last_cut: Option<Cut>,
 }
 
 impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
@@ -349,7 +372,47 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             refused_for_space: 0,
             space_shortages: 0,
             flushes: 0,
+            cut_file: None,
+            cuts_written: 0,
+            last_cut: None,
         }
+    }
+
+    /// This core writes the snapshots its workers take to `file` (their [`Shared`] must keep
+    /// snapshots, [`Shared::with_snapshots`]); `restored` is the cut the replica restarted
+    /// from, if any.
+    pub fn with_cut_file(mut self, file: CutFile<D>, restored: Option<Cut>) -> Self {
+        self.cut_file = Some(file);
+        self.last_cut = restored;
+        self
+    }
+
+    /// Where the replica's snapshots go, if it keeps them.
+    pub fn cut_file(&self) -> Option<&CutFile<D>> {
+        self.cut_file.as_ref()
+    }
+
+    /// Writes the snapshots the workers took, each durably, and only then lets the replica's
+    /// groups drop what its cut covers (see [`crate::psmr_snapshot`]). A snapshot the disk has
+    /// no space for is skipped: the groups keep their batches until a later one is written.
+    fn write_cuts(&mut self) -> Result<(), StoreError> {
+        let Some(file) = self.cut_file.as_mut() else {
+            return Ok(());
+        };
+        for taken in self.shared.take_cuts() {
+            match file.write(taken.seq, &taken.cut, &taken.state) {
+                Ok(()) => {}
+                Err(e) if e.is_no_space() => {
+                    tracing::warn!(error = %e, "no space for a psmr snapshot: the logs keep it");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            self.shared.replica().cut_durable(&taken.cut);
+            self.cuts_written += 1;
+            self.last_cut = Some(taken.cut);
+        }
+        Ok(())
     }
 
     /// The groups' durable logs.
@@ -410,6 +473,7 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
     /// delivered and sends the released messages. A full disk pauses the replica (see "A full
     /// disk"); any other error means a log failed: the replica must stop (fail-stop).
     pub fn finish_turn(&mut self, outlet: &mut impl PsmrOutlet<R>) -> Result<(), StoreError> {
+        self.write_cuts()?;
         self.retry_late(outlet);
         if self.next_space_probe_ms.is_some() {
             return self.finish_paused_turn(outlet);
@@ -544,12 +608,14 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
         let (groups, backlog, skips_proposed) = {
             let replica = self.shared.replica();
             let groups = replica.groups();
+            let sizes = groups.sizes();
             let figures = self
                 .mode
                 .groups(self.threads)
                 .into_iter()
                 .filter_map(|group| {
                     let log = groups.replica(group)?;
+                    let size = sizes.iter().find(|s| s.group == group)?;
                     Some(GroupStatus {
                         group: format!("{group:?}"),
                         view: log.view().0,
@@ -557,6 +623,9 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
                         is_leader: log.is_leader(),
                         executed_below: log.executed_below().0,
                         batches_proposed: log.stats().batches_proposed,
+                        log_start: size.log_start.0,
+                        retained_batches: size.retained_batches as u64,
+                        retained_bytes: size.retained_bytes,
                     })
                 })
                 .collect();
@@ -588,8 +657,22 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             space_shortages: self.space_shortages,
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
+            cuts_written: self.cuts_written,
+            last_cut: self
+                .last_cut
+                .as_ref()
+                .map_or_else(String::new, cut_positions),
         }
     }
+}
+
+/// A cut's positions, as the status shows them: `g0@12 g_all@30.2`.
+fn cut_positions(cut: &Cut) -> String {
+    let positions = cut.positions.iter().map(|(group, at)| match at.requests {
+        0 => format!("{group:?}@{}", at.instance.0),
+        requests => format!("{group:?}@{}.{requests}", at.instance.0),
+    });
+    positions.collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
@@ -786,7 +869,7 @@ mod tests {
         }
     }
 
-    fn turn(core: &mut PsmrCore<u32, SimDir>, out: &mut Collected, now_ms: u64) {
+    fn turn<S: NodeService>(core: &mut PsmrCore<u32, SimDir, S>, out: &mut Collected, now_ms: u64) {
         core.start_turn(now_ms, now_ms * 1000);
         core.finish_turn(out).unwrap();
     }
@@ -847,6 +930,128 @@ mod tests {
             }
         }
         panic!("the disk never refused a segment");
+    }
+
+    /// A P-SMR replica alone, two workers, its logs and snapshots on simulated directories
+    /// (`dirs`: each group's, then the snapshots', or fresh ones), restarted from them, with
+    /// periodic cuts every few kilobytes.
+    fn psmr_core_with_cuts(
+        dirs: Option<(BTreeMap<Group, SimDir>, SimDir)>,
+    ) -> (PsmrCore<u32, SimDir, PsmrService>, Arc<Shared<PsmrService>>) {
+        let mut config = logless_psmr::config::Config::new(vec![NodeId(1)], NodeId(1), 2);
+        config.cut_every_bytes = 4_000;
+        config.group_snapshot_log_bytes_min = 2_000;
+        config.paxos.snapshot_ratio_percent = 10;
+        let options = logless_storage::SegmentLogOptions::new(logless_storage::Durability::Sync);
+        let (mut group_dirs, cut_dir) = dirs.unwrap_or_default();
+        let (mut logs, mut durable) = (BTreeMap::new(), BTreeMap::new());
+        for group in Mode::Psmr.groups(2) {
+            let dir = group_dirs.remove(&group).unwrap_or_default();
+            let opened = DurableLog::open_on(dir, options.clone()).unwrap();
+            durable.insert(group, opened.durable);
+            logs.insert(group, opened.log);
+        }
+        let file = CutFile::open_on(cut_dir, options).unwrap();
+        let stored = file.newest().unwrap();
+        let mut service = ServiceKind::Btree.start();
+        if let Some(stored) = &stored {
+            crate::psmr_snapshot::restore_service(&mut service, &stored.state).unwrap();
+        }
+        let cut = stored.as_ref().map(|s| &s.cut);
+        let replica = logless_psmr::replica::Replica::recover_from(
+            config,
+            ServiceKind::Btree.start(),
+            cut,
+            &durable,
+            1_000_000,
+        );
+        let shared = Shared::new(replica, service);
+        let shared = Arc::new(shared.with_snapshots(crate::psmr_snapshot::service_state));
+        let core = PsmrCore::new(
+            NodeId(1),
+            shared.clone(),
+            GroupLogs::new(logs),
+            1,
+            60_000,
+            Mode::Psmr,
+            2,
+            1_000_000,
+            0,
+        );
+        (core.with_cut_file(file, stored.map(|s| s.cut)), shared)
+    }
+
+    #[test]
+    fn periodic_snapshots_bound_the_groups_logs_and_a_restart_resumes_from_the_newest() {
+        let (mut core, shared) = psmr_core_with_cuts(None);
+        let mut out = Collected::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let workers = crate::psmr_workers::spawn(&shared, 2, 1, move |e| {
+            let _ = tx.send(e);
+        })
+        .unwrap();
+        let mut now_ms = 1_000_000;
+        let (mut held_max, mut answered) = (0, 0);
+        for round in 0..100 {
+            for i in 0..10 {
+                core.submit(insert(&format!("k{round}-{i}")), round * 10 + i);
+            }
+            while answered < (round + 1) * 10 {
+                now_ms += 1;
+                turn(&mut core, &mut out, now_ms);
+                while let Ok(executed) = rx.recv_timeout(std::time::Duration::from_millis(1)) {
+                    core.executed(executed, &mut out);
+                }
+                answered = out.answers.len() as u32;
+            }
+            let status = core.status();
+            let g_all = status.groups.iter().find(|g| g.group == "g_all").unwrap();
+            let held = g_all.executed_below - g_all.log_start + g_all.retained_batches;
+            held_max = held_max.max(held);
+        }
+        // A last turn writes the snapshot taken last, if one is pending.
+        now_ms += 1;
+        turn(&mut core, &mut out, now_ms);
+        shared.stop();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        let status = core.status();
+        assert!(
+            status.cuts_written >= 5,
+            "{} snapshots",
+            status.cuts_written
+        );
+        assert!(!status.last_cut.is_empty());
+        // Inserts are ordered in g_all; the workers' groups carry only skips, too few bytes
+        // for a snapshot of their own.
+        let g_all = status.groups.iter().find(|g| g.group == "g_all").unwrap();
+        assert!(g_all.log_start > 0, "g_all's log truncated: {g_all:?}");
+        assert!(
+            held_max * 3 < g_all.executed_below,
+            "g_all held up to {held_max} batches, of {}",
+            g_all.executed_below
+        );
+        let info = crate::status::psmr_info(&status);
+        assert!(info.contains("psmr_cuts_written:") && info.contains(",log_start="));
+        // A crash that keeps only what was synced; the restart executes only the logs' suffix
+        // past the newest cut, and ends in the same state.
+        let image = |dir: &SimDir| dir.at_crash().crash_image(0, &[], None);
+        let group_dirs = (core.logs().logs().iter())
+            .map(|(group, log)| (*group, image(log.segment_log().dir())))
+            .collect();
+        let cut_dir = image(core.cut_file().unwrap().dir());
+        let (restarted, again) = psmr_core_with_cuts(Some((group_dirs, cut_dir)));
+        let workers = crate::psmr_workers::spawn(&again, 2, 1, |_| {}).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while again.digest() != shared.digest() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the restart never caught up"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        again.stop();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        assert_eq!(restarted.status().last_cut, status.last_cut);
     }
 
     #[test]

@@ -25,6 +25,14 @@
 //! one barrier to the next without waking them. Every replica executes every command; the
 //! worker reports the reply of a command to the loop only if this replica's client pool lent
 //! its client id (the client's connection is here).
+//!
+//! Every command's reply also goes into the engine's client table of its group
+//! ([`Replica::answered`]), before the worker reports the command done, so that a worker at a
+//! barrier has recorded all it executed. A snapshot request ([`logless_psmr::cut`]) executes
+//! nothing: worker 0 takes its cut from the engine and, if the replica keeps snapshots
+//! ([`Shared::with_snapshots`]), serialises the service at it (every other worker waits at its
+//! barrier) and leaves both for the loop to persist ([`Shared::take_cuts`], then
+//! [`crate::psmr_snapshot`]).
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
@@ -32,6 +40,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use logless_multipaxos::ids::{ClientId, RequestSeq};
+use logless_psmr::cut::{is_snapshot, Cut};
 use logless_psmr::plan::{Delivered, Mode, Step};
 use logless_psmr::replica::Replica;
 use logless_service::{ParallelService, Wire, WorkerId};
@@ -56,6 +65,21 @@ pub struct Shared<S> {
     pub executed: AtomicU64,
     /// Commands executed in synchronous mode.
     pub executed_synchronous: AtomicU64,
+    /// Serialises the service for a snapshot, if the replica keeps snapshots.
+    state_of: Option<fn(&S) -> Vec<u8>>,
+    /// Cuts taken with the service's state, not yet handed to the loop.
+    taken: Mutex<Vec<TakenCut>>,
+}
+
+/// A snapshot worker 0 took: the snapshot request's number, its cut and the service's state.
+#[derive(Debug)]
+pub struct TakenCut {
+    /// The snapshot request's number.
+    pub seq: u64,
+    /// Each group's position and client table.
+    pub cut: Cut,
+    /// The service's state at the cut.
+    pub state: Vec<u8>,
 }
 
 /// A command executed for a client of this replica: its id, number and encoded reply.
@@ -81,7 +105,21 @@ impl<S: ParallelService> Shared<S> {
             stopping: AtomicBool::new(false),
             executed: AtomicU64::new(0),
             executed_synchronous: AtomicU64::new(0),
+            state_of: None,
+            taken: Mutex::new(Vec::new()),
         }
+    }
+
+    /// This replica keeps snapshots: at each snapshot request worker 0 serialises the service
+    /// with `state_of` (without, a snapshot request is a no-op and its cut is dropped).
+    pub fn with_snapshots(mut self, state_of: fn(&S) -> Vec<u8>) -> Shared<S> {
+        self.state_of = Some(state_of);
+        self
+    }
+
+    /// The snapshots taken since the last call, oldest first.
+    pub fn take_cuts(&self) -> Vec<TakenCut> {
+        std::mem::take(&mut *self.taken.lock().expect("a psmr worker panicked"))
     }
 
     /// The core, locked. A worker that panicked holding it leaves the plan half-stepped: the
@@ -212,26 +250,54 @@ impl<S: ParallelService> Shared<S> {
         me: u16,
         report: &impl Fn(Executed),
     ) -> MutexGuard<'_, Replica<S>> {
-        let reply = self.execute(mode, &command.request.payload);
+        if is_snapshot(&command.request) {
+            self.take_snapshot(&command);
+            let mut replica = self.replica();
+            replica.executed(worker);
+            self.wake(&replica);
+            return replica;
+        }
+        let reply = Bytes::from(self.execute(mode, &command.request.payload));
         self.executed.fetch_add(1, Ordering::Relaxed);
         if mode == Mode::Synchronous {
             self.executed_synchronous.fetch_add(1, Ordering::Relaxed);
         }
-        let request = command.request;
+        let request = &command.request;
         if ClientPool::<()>::node_of(request.client) == me {
             report(Executed {
                 client: request.client,
                 seq: request.seq,
-                reply: Bytes::from(reply),
+                reply: reply.clone(),
             });
         }
         let mut replica = self.replica();
+        replica.answered(&command, reply);
         replica.executed(worker);
         if mode == Mode::Synchronous {
             // The barrier is released: those with commands of their own go on.
             self.wake(&replica);
         }
         replica
+    }
+
+    /// The cut of snapshot request `command`, with the service's state at it if this replica
+    /// keeps snapshots. Worker 0 runs it in synchronous mode (under SMR, alone): no other
+    /// command runs meanwhile, so the service holds exactly what the cut covers.
+    fn take_snapshot(&self, command: &Delivered) {
+        let cut = self.replica().take_cut(&command.request);
+        let (Some(cut), Some(state_of)) = (cut, self.state_of) else {
+            return;
+        };
+        let state = state_of(&self.service.read().expect("a psmr worker panicked"));
+        let taken = TakenCut {
+            seq: command.request.seq.0,
+            cut,
+            state,
+        };
+        self.taken
+            .lock()
+            .expect("a psmr worker panicked")
+            .push(taken);
     }
 
     /// The workers a step would move now (see [`logless_psmr::plan::Plan::is_runnable`]).

@@ -56,7 +56,7 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
     let mut out = String::new();
     let s = status;
     let space_short = u8::from(s.space_short);
-    let figures: [(&str, &dyn std::fmt::Display); 19] = [
+    let figures: [(&str, &dyn std::fmt::Display); 21] = [
         ("mode", &s.mode),
         ("service", &s.service),
         ("threads", &s.threads),
@@ -76,6 +76,8 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
         ("space_shortages", &s.space_shortages),
         ("in_flight", &s.in_flight),
         ("flushes", &s.flushes),
+        ("cuts_written", &s.cuts_written),
+        ("last_cut", &s.last_cut),
     ];
     for (name, value) in figures {
         let _ = write!(out, "psmr_{name}:{value}\r\n");
@@ -83,13 +85,17 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
     for g in &s.groups {
         let _ = write!(
             out,
-            "psmr_group_{}:view={},leader={},is_leader={},executed_below={},batches_proposed={}\r\n",
+            "psmr_group_{}:view={},leader={},is_leader={},executed_below={},batches_proposed={},\
+             log_start={},retained_batches={},retained_bytes={}\r\n",
             g.group,
             g.view,
             g.leader,
             u8::from(g.is_leader),
             g.executed_below,
-            g.batches_proposed
+            g.batches_proposed,
+            g.log_start,
+            g.retained_batches,
+            g.retained_bytes
         );
     }
     out

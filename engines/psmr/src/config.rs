@@ -18,6 +18,8 @@ pub struct InjectedBugs {
     pub plan: PlanBugs,
     /// Bugs of the snapshots' cut.
     pub cut: CutBugs,
+    /// No leader proposes skips: an idle stream stalls every merge it is part of.
+    pub no_skips: bool,
 }
 
 /// How a replica orders and executes commands: P-SMR and the designs seed 004 compares it
@@ -103,10 +105,20 @@ pub struct Config {
     /// cluster and this replica; each group rotates `nodes` by its index (see
     /// [`Config::group_config`]).
     pub paxos: PaxosConfig,
-    /// The least time between two skips a group's leader proposes while a merge waits on its
-    /// group (see [`crate::merge`]): the first comes at once, the next only if the merge still
-    /// waits this much later.
+    /// How long a group's leader waits for its last skip to be decided before it proposes one
+    /// again while a merge waits on its group (see [`crate::groups`]); once the last is
+    /// decided, the next goes at once.
     pub skip_interval_ms: u64,
+    /// The periodic cut: `g_all`'s leader proposes a snapshot request once the groups have
+    /// delivered this many bytes of commands since the last one (see [`crate::cut`]).
+    pub cut_every_bytes: u64,
+    /// … or once `g_all` has delivered this many instances since the last one.
+    pub cut_every_instances: u64,
+    /// Each group's own snapshot threshold (the log engine's
+    /// [`PaxosConfig::snapshot_log_bytes_min`]): a group's log is truncated below its
+    /// previous snapshot, and its stream's snapshot keeps what the durable cut lacks (see
+    /// [`crate::stream`]).
+    pub group_snapshot_log_bytes_min: u64,
     /// Deliberate bugs for harness tests.
     pub bugs: InjectedBugs,
 }
@@ -127,6 +139,9 @@ impl Config {
             workers,
             paxos: PaxosConfig::new(nodes, me),
             skip_interval_ms: 5,
+            cut_every_bytes: 64 * 1024 * 1024,
+            cut_every_instances: 100_000,
+            group_snapshot_log_bytes_min: 4 * 1024 * 1024,
             bugs: InjectedBugs::default(),
         }
     }
@@ -134,15 +149,15 @@ impl Config {
     /// The Multi-Paxos configuration of `group`: the cluster's replicas rotated left by the
     /// group's index, so that view `v` of group `g` is led by `nodes[(v + g) mod n]` and the
     /// groups' first leaders are spread over the replicas. Every replica computes the same
-    /// order for a group, which is all Multi-Paxos needs. Snapshots are off (see
-    /// [`crate::stream::Stream`]).
+    /// order for a group, which is all Multi-Paxos needs. Its snapshots follow
+    /// [`Config::group_snapshot_log_bytes_min`] (see [`crate::stream::Stream`]).
     pub fn group_config(&self, group: Group) -> PaxosConfig {
         let mut config = self.paxos.clone();
         let n = config.nodes.len();
         config
             .nodes
             .rotate_left(group.index(self.workers) % n.max(1));
-        config.snapshot_log_bytes_min = u64::MAX;
+        config.snapshot_log_bytes_min = self.group_snapshot_log_bytes_min;
         config
     }
 }

@@ -11,15 +11,17 @@
 //!   batch: the batches stamped at most the request's stamp, a prefix of the log ending at a
 //!   batch boundary, `(b_i, 0)`.
 //!
-//! [`Cut`] holds the positions and the stamp. The replica assembles it while its merges hand
+//! [`Cut`] holds the positions, the stamp and each group's client table at its position. The replica assembles it while its merges hand
 //! the request's batch on ([`crate::replica::Replica::take_cut`]); a replica restarting from a
 //! service restored at a cut drops what the cut covers ([`Cut::remaining`]) and starts its
 //! merges at the cut ([`crate::merge::Merge::resume`]). [`Cut::truncate_below`] says below
-//! which instance each group's log holds nothing the cut lacks.
+//! which instance each group's log holds nothing the cut lacks: once the cut is durable, the
+//! groups' streams drop their batches below it ([`crate::stream`]).
 use std::collections::BTreeMap;
 
-use logless_multipaxos::ids::{ClientId, Instance};
-use logless_multipaxos::message::Request;
+use bytes::Bytes;
+use logless_multipaxos::ids::{ClientId, Instance, RequestSeq};
+use logless_multipaxos::message::{ClientTable, Request};
 use logless_service::{Group, WorkerId};
 
 use crate::stream::DeliveredBatch;
@@ -39,6 +41,13 @@ pub struct CutBugs {
     /// restarting from the cut loses that batch, as it would if its group's log were
     /// truncated past its position in the cut.
     pub past_position: bool,
+    /// A durable cut releases every batch the streams handed on, not only those it covers (a
+    /// truncation above the cut): a replica restarting from it finds a gap in some group (it
+    /// stops, see [`crate::replica::Replica::behind`]) or, without the check, loses batches.
+    pub release_past_cut: bool,
+    /// The cut's client tables come out empty: a retry of a command executed before the cut
+    /// gets no answer after a restart from it.
+    pub drop_client_tables: bool,
 }
 
 /// Where a cut stands in one group's log: every batch below `instance`, and the first
@@ -60,6 +69,10 @@ pub struct Cut {
     pub stamp_ms: u64,
     /// Each group's position.
     pub positions: BTreeMap<Group, Position>,
+    /// Each group's client table at its position: the last command of each client the group
+    /// ordered, with the service's reply to it (see
+    /// [`crate::replica::Replica::answered`]). Skips and snapshot requests are not in it.
+    pub clients: BTreeMap<Group, ClientTable>,
 }
 
 impl Cut {
@@ -87,19 +100,27 @@ impl Cut {
     }
 
     /// Appends the cut's encoding: stamp, count, then per group its index (`u16::MAX` for
-    /// `g_all`), instance and requests, little-endian.
+    /// `g_all`), instance and requests; then the count of client tables, and per table the
+    /// group's index, the count of clients and per client its id, request number, reply length
+    /// and reply; little-endian (counts and lengths u32).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.stamp_ms.to_le_bytes());
-        let count = u32::try_from(self.positions.len()).expect("groups counted in u16");
-        out.extend_from_slice(&count.to_le_bytes());
+        put_u32(out, self.positions.len());
         for (group, position) in &self.positions {
-            let index = match group {
-                Group::Worker(worker) => worker.0,
-                Group::All => u16::MAX,
-            };
-            out.extend_from_slice(&index.to_le_bytes());
+            out.extend_from_slice(&group_index(*group).to_le_bytes());
             out.extend_from_slice(&position.instance.0.to_le_bytes());
             out.extend_from_slice(&position.requests.to_le_bytes());
+        }
+        put_u32(out, self.clients.len());
+        for (group, table) in &self.clients {
+            out.extend_from_slice(&group_index(*group).to_le_bytes());
+            put_u32(out, table.len());
+            for (client, (seq, reply)) in table {
+                out.extend_from_slice(&client.0.to_le_bytes());
+                out.extend_from_slice(&seq.0.to_le_bytes());
+                put_u32(out, reply.len());
+                out.extend_from_slice(reply);
+            }
         }
     }
 
@@ -110,10 +131,7 @@ impl Cut {
         let count = u32::from_le_bytes(reader.take()?);
         let mut positions = BTreeMap::new();
         for _ in 0..count {
-            let group = match u16::from_le_bytes(reader.take()?) {
-                u16::MAX => Group::All,
-                index => Group::Worker(WorkerId(index)),
-            };
+            let group = group_of_index(u16::from_le_bytes(reader.take()?));
             let position = Position {
                 instance: Instance(u64::from_le_bytes(reader.take()?)),
                 requests: u32::from_le_bytes(reader.take()?),
@@ -122,14 +140,49 @@ impl Cut {
                 return Err(CutDecodeError::GroupTwice(group));
             }
         }
-        if !reader.0.is_empty() {
-            return Err(CutDecodeError::Trailing(reader.0.len()));
+        let tables = u32::from_le_bytes(reader.take()?);
+        let mut clients = BTreeMap::new();
+        for _ in 0..tables {
+            let group = group_of_index(u16::from_le_bytes(reader.take()?));
+            let count = u32::from_le_bytes(reader.take()?);
+            let mut table = ClientTable::new();
+            for _ in 0..count {
+                let client = ClientId(u64::from_le_bytes(reader.take()?));
+                let seq = RequestSeq(u64::from_le_bytes(reader.take()?));
+                let len = u32::from_le_bytes(reader.take()?);
+                let reply = Bytes::copy_from_slice(reader.take_slice(len)?);
+                table.insert(client, (seq, reply));
+            }
+            if clients.insert(group, table).is_some() {
+                return Err(CutDecodeError::GroupTwice(group));
+            }
         }
+        reader.finish()?;
         Ok(Cut {
             stamp_ms,
             positions,
+            clients,
         })
     }
+}
+
+fn group_index(group: Group) -> u16 {
+    match group {
+        Group::Worker(worker) => worker.0,
+        Group::All => u16::MAX,
+    }
+}
+
+fn group_of_index(index: u16) -> Group {
+    match index {
+        u16::MAX => Group::All,
+        index => Group::Worker(WorkerId(index)),
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    let n = u32::try_from(n).expect("a cut's counts fit u32");
+    out.extend_from_slice(&n.to_le_bytes());
 }
 
 /// Why bytes are not a cut.
@@ -146,13 +199,33 @@ pub enum CutDecodeError {
     Trailing(usize),
 }
 
-struct Reader<'a>(&'a [u8]);
+/// Reads little-endian fields off the front of a buffer (the cut's and the stream's
+/// encodings).
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], CutDecodeError> {
+impl<'a> Reader<'a> {
+    pub(crate) fn take<const N: usize>(&mut self) -> Result<[u8; N], CutDecodeError> {
         let (head, rest) = self.0.split_first_chunk().ok_or(CutDecodeError::Short)?;
         self.0 = rest;
         Ok(*head)
+    }
+
+    pub(crate) fn take_slice(&mut self, len: u32) -> Result<&'a [u8], CutDecodeError> {
+        let len = usize::try_from(len).expect("u32 fits usize");
+        if self.0.len() < len {
+            return Err(CutDecodeError::Short);
+        }
+        let (head, rest) = self.0.split_at(len);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    /// Refuses bytes left over.
+    pub(crate) fn finish(self) -> Result<(), CutDecodeError> {
+        match self.0.len() {
+            0 => Ok(()),
+            left => Err(CutDecodeError::Trailing(left)),
+        }
     }
 }
 
@@ -174,8 +247,6 @@ impl PendingCut {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use logless_multipaxos::ids::RequestSeq;
 
     const G0: Group = Group::Worker(WorkerId(0));
     const G1: Group = Group::Worker(WorkerId(1));
@@ -185,9 +256,12 @@ mod tests {
             instance: Instance(instance),
             requests,
         };
+        let table: ClientTable =
+            [(ClientId(3), (RequestSeq(2), Bytes::from_static(b"+OK")))].into();
         Cut {
             stamp_ms: 77,
             positions: [(G0, at(4, 0)), (G1, at(0, 0)), (Group::All, at(9, 2))].into(),
+            clients: [(G0, table), (Group::All, ClientTable::new())].into(),
         }
     }
 
@@ -252,6 +326,7 @@ mod tests {
             twice.extend_from_slice(&0u64.to_le_bytes());
             twice.extend_from_slice(&0u32.to_le_bytes());
         }
+        twice.extend_from_slice(&0u32.to_le_bytes());
         assert_eq!(Cut::decode(&twice), Err(CutDecodeError::GroupTwice(G0)));
     }
 }

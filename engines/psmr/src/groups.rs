@@ -19,12 +19,14 @@
 //!   (whatever this replica's clock says) and carries nothing to execute (see
 //!   [`crate::merge`] for why the merge needs it). The skip's sequence number follows the last
 //!   skip the group's client table holds, so a skip proposed twice (by two leaders) is executed
-//!   once. A group proposes at most one skip per [`Config::skip_interval_ms`], and none while
-//!   no merge waits on it, so an idle cluster sends nothing for skips.
+//!   once. A group has at most one skip of this replica's undecided at a time: the next goes
+//!   as soon as the last is decided if a merge still waits (not a timer's tick later), and an
+//!   undecided one is proposed again after [`Config::skip_interval_ms`] (lost with a view).
+//!   None goes while no merge waits on the group, so an idle cluster sends nothing for skips.
 //!
 //! Client replies of the groups' logs are dropped: in P-SMR a command is answered when a worker
 //! executes it, after the merge, not when its log decides it.
-use logless_multipaxos::ids::{NodeId, RequestSeq};
+use logless_multipaxos::ids::{Instance, NodeId, RequestSeq};
 use logless_multipaxos::message::{Message, Request};
 use std::collections::BTreeMap;
 
@@ -34,7 +36,7 @@ use logless_service::Group;
 use thiserror::Error;
 
 use crate::config::Config;
-use crate::cut::SNAPSHOT_CLIENT;
+use crate::cut::{Cut, SNAPSHOT_CLIENT};
 use crate::stream::{DeliveredBatch, Stream, SKIP_CLIENT};
 
 /// A message of one group's log, with its destination.
@@ -159,8 +161,9 @@ impl<S: GroupStore> LogStore for GroupWriter<'_, S> {
 struct GroupLog {
     group: Group,
     replica: Replica<Stream>,
-    /// When this replica last proposed a skip in the group.
+    /// When this replica last proposed a skip in the group, and its number.
     skipped_ms: Option<u64>,
+    skip_proposed: RequestSeq,
 }
 
 /// Counters of the groups.
@@ -170,6 +173,23 @@ pub struct Stats {
     pub skips_proposed: u64,
     /// Messages dropped because they named a group this replica does not run.
     pub unknown_group_messages: u64,
+}
+
+/// How much one group holds: its log's extent and the batches its stream retains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GroupSize {
+    /// The group.
+    pub group: Group,
+    /// The first instance its log holds (every one below is truncated).
+    pub log_start: Instance,
+    /// The first instance its log has not executed.
+    pub executed_below: Instance,
+    /// The batches its stream retains for the durable cut (see [`crate::stream`]).
+    pub retained_batches: usize,
+    /// Their size in bytes.
+    pub retained_bytes: u64,
+    /// The group's own snapshots taken (each truncates its log below the previous one).
+    pub snapshots_taken: u64,
 }
 
 /// The groups of one replica: `k + 1` under P-SMR, one under sP-SMR and SMR, none without
@@ -190,8 +210,9 @@ impl Groups {
     }
 
     /// A replica's groups restarting from their durable logs (a group missing from `durable`
-    /// starts empty). Snapshots are off, so every group's log is whole, and the decided batches
-    /// are delivered again from instance 0: the service is rebuilt by executing them all.
+    /// starts empty): each group's stream is restored from the group's own snapshot (the
+    /// batches since the durable cut, see [`crate::stream`]) and its log after it is executed
+    /// again, so every batch from the durable cut on is delivered again, in log order.
     pub fn recover(config: Config, durable: &BTreeMap<Group, Durable>, now_ms: u64) -> Groups {
         let empty = Durable::default();
         let logs: Vec<GroupLog> = config
@@ -200,12 +221,12 @@ impl Groups {
             .into_iter()
             .map(|group| {
                 let durable = durable.get(&group).unwrap_or(&empty);
-                assert!(durable.snapshot.is_none(), "groups take no snapshots");
                 let paxos = config.group_config(group);
                 GroupLog {
                     group,
                     replica: Replica::recover(paxos, Stream::default(), durable, now_ms),
                     skipped_ms: None,
+                    skip_proposed: RequestSeq(0),
                 }
             })
             .collect();
@@ -274,17 +295,21 @@ impl Groups {
     }
 
     /// Proposes a skip in `group`, for a merge that waits on it for a batch stamped at least
-    /// `stamp_ms`, if this replica leads the group and proposed no skip there in the last skip
-    /// interval. The skip is stamped at least `stamp_ms` even if this replica's clock is behind
-    /// (see [`crate::merge`]). Returns whether it proposed one.
+    /// `stamp_ms`, if this replica leads the group and its last skip there is decided (or was
+    /// proposed a skip interval ago or more: it may have been lost). The skip is stamped at
+    /// least `stamp_ms` even if this replica's clock is behind (see [`crate::merge`]). Returns
+    /// whether it proposed one.
     pub fn skip_if_due(&mut self, now_ms: u64, group: Group, stamp_ms: u64) -> bool {
         let Some(index) = self.index(group) else {
             return false;
         };
         let log = &self.logs[index];
-        let due = log.skipped_ms.is_none_or(|skipped_ms| {
-            now_ms >= skipped_ms.saturating_add(self.config.skip_interval_ms)
-        });
+        let decided = (log.replica.client_table().get(&SKIP_CLIENT))
+            .is_some_and(|(seq, _)| *seq >= log.skip_proposed);
+        let due = decided
+            || log.skipped_ms.is_none_or(|skipped_ms| {
+                now_ms >= skipped_ms.saturating_add(self.config.skip_interval_ms)
+            });
         if !(due && log.replica.is_leader()) {
             return false;
         }
@@ -313,6 +338,39 @@ impl Groups {
         log.replica.handle_request(now_ms, request);
         self.collect(index);
         true
+    }
+
+    /// Whether this replica leads `group`'s log now.
+    pub fn leads(&self, group: Group) -> bool {
+        self.index(group)
+            .is_some_and(|index| self.logs[index].replica.is_leader())
+    }
+
+    /// A durable cut covers `cut`: each group's stream drops the batches below the group's
+    /// position (`extra` instances past it, for the deliberate bug
+    /// [`crate::cut::CutBugs::release_past_cut`]).
+    pub fn release_below(&mut self, cut: &Cut, extra: u64) {
+        for log in &mut self.logs {
+            let below = Instance(cut.truncate_below(log.group).0.saturating_add(extra));
+            log.replica.state_machine_mut().release_below(below);
+        }
+    }
+
+    /// Each group's log and stream, as INFO and tests measure them.
+    pub fn sizes(&self) -> Vec<GroupSize> {
+        (self.logs.iter())
+            .map(|log| {
+                let (retained_batches, retained_bytes) = log.replica.state_machine().retained();
+                GroupSize {
+                    group: log.group,
+                    log_start: log.replica.log_start(),
+                    executed_below: log.replica.executed_below(),
+                    retained_batches,
+                    retained_bytes,
+                    snapshots_taken: log.replica.stats().snapshots_taken,
+                }
+            })
+            .collect()
     }
 
     /// Takes the batches the groups delivered since the last call: each group's in log order.
@@ -349,6 +407,7 @@ impl Groups {
             seq: RequestSeq(last + 1),
             payload: bytes::Bytes::new(),
         };
+        log.skip_proposed = skip.seq;
         log.replica.handle_request(now_ms, skip);
         log.skipped_ms = Some(now_ms);
         self.stats.skips_proposed += 1;

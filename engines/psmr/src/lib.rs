@@ -28,7 +28,8 @@
 //!   a scheduler by C-G), SMR (one stream, one worker) and no replication.
 //! * [`cut`]: the point of every group's log a snapshot of the service covers.
 //! * [`config`]: workers, mode, the groups' Multi-Paxos configuration, skip interval and the
-//!   deliberate bugs (a merge by arrival, synchronous mode without the barrier, a cut past a group's position).
+//!   deliberate bugs (a merge by arrival, synchronous mode without the barrier, no skips, a
+//!   cut past a group's position, streams released past the cut, cuts without client tables).
 //! * [`wire`]: the groups' messages and records encoded behind their group.
 //! * [`testing`]: a store per group in memory. The engine's tests replicate the real services,
 //!   the B⁺-tree key-value store (`logless-btree`) and NetFS (`logless-netfs`).
@@ -43,16 +44,21 @@
 //!   raised past the stamp the waiting merge needs) instead of a skip that declares a number
 //!   of instances: a batch waits at most about the skip interval and a consensus round,
 //!   whatever the skew between the groups' leaders' clocks.
-//! * A replica restarts by replaying every group's whole log into an empty service
-//!   ([`replica::Replica::recover`]), or into a service restored at a [`cut`] (a snapshot
-//!   request of `g_all`, run with every worker at the barrier: a cut consistent across every
-//!   group and the service, argued in `docs/psmr-snapshots.md`), skipping what the cut covers
-//!   ([`replica::Replica::recover_from`]). The groups' logs are not truncated at the cut yet,
-//!   so the groups run with their own snapshots off and their logs grow without bound.
+//! * A replica restarts from its newest durable cut (a snapshot request of `g_all`, run with
+//!   every worker at the barrier: a cut consistent across every group, the service and each
+//!   group's client table, argued in `docs/psmr-snapshots.md`) and the groups' durable state
+//!   after it ([`replica::Replica::recover_from`]), or from the groups' whole logs into an
+//!   empty service ([`replica::Replica::recover`]). The groups take their own snapshots and
+//!   truncate their logs; their streams keep the batches the durable cut lacks ([`stream`]),
+//!   released once the runtime has written the cut ([`replica::Replica::cut_durable`]).
+//!   `g_all`'s leader proposes a cut periodically ([`config::Config::cut_every_bytes`]).
+//!   Catching up past a peer's truncation is not built: a replica that would need it stops
+//!   ([`replica::Replica::behind`]).
 //! * The node runtime (`logless-node`'s `psmr_turn`, `psmr_loop`, `psmr_workers`) adds what
 //!   the core leaves out: worker threads driving the plan, a reply cache that answers a
 //!   retried command from what its execution replied (the groups' own client tables hold no
-//!   replies), and a limit on the commands delivered to a worker and not yet executed (it
+//!   replies; the engine's client tables, [`replica::Replica::answered`], serve a restart),
+//!   and a limit on the commands delivered to a worker and not yet executed (it
 //!   refuses new requests while [`plan::Plan::backlog`] is high).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

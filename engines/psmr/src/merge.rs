@@ -43,8 +43,9 @@
 //! (`Replica::raise_stamp_floor` of `logless_multipaxos`): the stamps of a group become a
 //! hybrid logical clock, the leader's clock raised to the highest stamp it was asked to pass,
 //! still monotonic along the stream and still a function of the decided log. A batch
-//! therefore waits about one consensus round for the skip, plus at most one skip interval,
-//! whatever the skew between the leaders' clocks. The group's later batches keep stamps at
+//! therefore waits about one consensus round for the skip, plus at most the rest of the round
+//! of the skip before it (a leader has one skip undecided at a time), whatever the skew
+//! between the leaders' clocks. The group's later batches keep stamps at
 //! least that high until its leader's clock catches up; a merge that then waits on another
 //! group for them is unblocked the same way, in one round.
 //! A merge that waits on nothing asks for no skip, so an idle cluster proposes none.

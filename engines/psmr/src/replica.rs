@@ -23,9 +23,9 @@
 //! * **No replication**: the scheduler of sP-SMR, fed in arrival order, with no log at all.
 use std::collections::BTreeMap;
 
-use logless_multipaxos::ids::NodeId;
-use logless_multipaxos::ids::RequestSeq;
-use logless_multipaxos::message::{Message, Request};
+use bytes::Bytes;
+use logless_multipaxos::ids::{Instance, NodeId, RequestSeq};
+use logless_multipaxos::message::{ClientTable, Message, Request};
 use logless_multipaxos::persist::Durable;
 use logless_service::{Group, Service, WorkerId};
 
@@ -52,7 +52,31 @@ pub struct Replica<S> {
     /// The cuts of snapshot requests delivered and not taken yet, by request number.
     cuts: BTreeMap<RequestSeq, PendingCut>,
     cut_bugs: CutBugs,
+    /// Each group's client table as executed: the last command of each client and the
+    /// service's reply (see [`Replica::answered`]); a cut takes a copy.
+    answers: BTreeMap<Group, ClientTable>,
+    /// Each group's next batch to hand on: one below was handed on already (a group's
+    /// snapshot installed hands its batches on again), one above is a gap.
+    next_batch: BTreeMap<Group, Instance>,
+    /// The first group found with a gap, if any: see [`Replica::behind`].
+    behind: Option<Group>,
+    /// What the groups delivered since the last snapshot request, for the periodic cut.
+    since_cut: SinceCut,
+    /// When this replica last proposed a periodic snapshot request.
+    cut_proposed_ms: Option<u64>,
 }
+
+/// What the groups delivered since the last snapshot request in `g_all`: the same on every
+/// replica, since the logs are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+struct SinceCut {
+    bytes: u64,
+    all_instances: u64,
+}
+
+/// How long a periodic snapshot request proposed may go undelivered before this replica, if it
+/// still leads `g_all`, proposes one again (the first may have been lost with a view).
+const CUT_REPROPOSE_MS: u64 = 1_000;
 
 impl<S: Service> Replica<S> {
     /// A replica that has never run. `command_groups` must be configured like the service the
@@ -100,6 +124,17 @@ impl<S: Service> Replica<S> {
         };
         let plan = Plan::new(workers, config.bugs.plan);
         let cut_bugs = config.bugs.cut;
+        let next_batch = (mode.groups(config.workers).into_iter())
+            .map(|g| {
+                (
+                    g,
+                    restored_at.map_or(Instance(0), |cut| cut.truncate_below(g)),
+                )
+            })
+            .collect();
+        let answers = restored_at
+            .map(|cut| cut.clients.clone())
+            .unwrap_or_default();
         let mut replica = Replica {
             mode,
             workers,
@@ -110,6 +145,11 @@ impl<S: Service> Replica<S> {
             restored_at: restored_at.cloned(),
             cuts: BTreeMap::new(),
             cut_bugs,
+            answers,
+            next_batch,
+            behind: None,
+            since_cut: SinceCut::default(),
+            cut_proposed_ms: None,
         };
         replica.route();
         replica
@@ -126,7 +166,9 @@ impl<S: Service> Replica<S> {
     }
 
     /// A client request: ordered in the group C-G picks (P-SMR), in the one stream (sP-SMR,
-    /// SMR), or scheduled at once (no replication).
+    /// SMR), or scheduled at once (no replication). A request whose command was executed
+    /// already (its number is at most the last one of its client in its group's client table)
+    /// is not ordered again: [`Replica::answer_of`] gives the reply to a retry of the last.
     pub fn handle_request(&mut self, now_ms: u64, request: Request) -> Result<(), RequestError> {
         let group = match self.mode {
             Mode::Psmr => self.group_of(&request),
@@ -136,6 +178,12 @@ impl<S: Service> Replica<S> {
                 return Ok(());
             }
         };
+        let executed = (self.answers.get(&group))
+            .and_then(|table| table.get(&request.client))
+            .is_some_and(|(seq, _)| *seq >= request.seq);
+        if executed {
+            return Ok(());
+        }
         self.groups.handle_request(now_ms, group, request)?;
         self.route();
         Ok(())
@@ -147,14 +195,17 @@ impl<S: Service> Replica<S> {
         self.route();
     }
 
-    /// The passing of time (heartbeats, timeouts), and skips in the groups this replica leads
-    /// that a merge waits on.
+    /// The passing of time (heartbeats, timeouts), skips in the groups this replica leads that
+    /// a merge waits on, and the periodic snapshot request when this replica leads `g_all`
+    /// (see [`Config::cut_every_bytes`](crate::config::Config::cut_every_bytes)).
     pub fn tick(&mut self, now_ms: u64) {
+        self.propose_cut_if_due(now_ms);
         self.groups.tick(now_ms);
         self.route();
         // Each group waited on, with the highest stamp a merge needs of it.
         let mut waited_on: BTreeMap<Group, u64> = BTreeMap::new();
-        for wait in self.merges.iter().filter_map(Merge::blocked_on) {
+        let skips = !self.groups.config().bugs.no_skips;
+        for wait in (self.merges.iter().filter(|_| skips)).filter_map(Merge::blocked_on) {
             let stamp_ms = waited_on.entry(wait.group).or_default();
             *stamp_ms = (*stamp_ms).max(wait.stamp_ms);
         }
@@ -185,7 +236,66 @@ impl<S: Service> Replica<S> {
         if !is_snapshot(request) || !self.cuts.get(&request.seq)?.is_complete() {
             return None;
         }
-        self.cuts.remove(&request.seq).map(|pending| pending.cut)
+        let mut cut = self.cuts.remove(&request.seq)?.cut;
+        if !self.cut_bugs.drop_client_tables {
+            cut.clients = self.answers.clone();
+        }
+        Some(cut)
+    }
+
+    /// The runtime made `cut` durable with the service's state at it (the node's snapshot
+    /// file, written and flushed): each group's stream drops the batches below its position,
+    /// and its next own snapshot truncates them from its log (see [`crate::stream`]). A
+    /// restart then needs this cut: the groups' durable state holds nothing below it.
+    pub fn cut_durable(&mut self, cut: &Cut) {
+        let extra = if self.cut_bugs.release_past_cut {
+            u64::MAX
+        } else {
+            0
+        };
+        self.groups.release_below(cut, extra);
+    }
+
+    /// A worker executed `command` and the service replied `reply`: the reply goes into the
+    /// client table of the group that ordered it, which a cut copies (under P-SMR the group
+    /// the command was delivered in, otherwise `g_all`, the one log). Call it for every command
+    /// executed, before [`Replica::executed`], so that a worker at a barrier has recorded
+    /// every command it executed before.
+    pub fn answered(&mut self, command: &Delivered, reply: Bytes) {
+        let request = &command.request;
+        if is_snapshot(request) {
+            return;
+        }
+        let group = match self.mode {
+            Mode::Psmr => command.group,
+            Mode::SpSmr | Mode::Smr | Mode::NoRep => Group::All,
+        };
+        let table = self.answers.entry(group).or_default();
+        let newer = (table.get(&request.client)).is_none_or(|(seq, _)| *seq < request.seq);
+        if newer {
+            table.insert(request.client, (request.seq, reply));
+        }
+    }
+
+    /// The reply to `request` if it is the last command of its client executed in its group
+    /// (a retry), from the client tables (restored from a cut after a restart).
+    pub fn answer_of(&self, request: &Request) -> Option<&Bytes> {
+        let group = match self.mode {
+            Mode::Psmr => self.group_of(request),
+            Mode::SpSmr | Mode::Smr | Mode::NoRep => Group::All,
+        };
+        let (seq, reply) = self.answers.get(&group)?.get(&request.client)?;
+        (*seq == request.seq).then_some(reply)
+    }
+
+    /// The first group in which this replica found a gap, if it did: a batch delivered past
+    /// the next one it needs, because its log was truncated below what the replica's service
+    /// has executed (it restarted from a cut older than the one its streams were released at,
+    /// or caught up from a peer whose durable cut is ahead of its service). It then hands
+    /// nothing on, in any group, rather than execute commands out of order: it needs a peer's
+    /// cut (catching up with one is not built yet, see `docs/psmr-snapshots.md`).
+    pub fn behind(&self) -> Option<Group> {
+        self.behind
     }
 
     /// What `worker` does next (see [`Plan::poll`]).
@@ -205,10 +315,47 @@ impl<S: Service> Replica<S> {
             .group_of_encoded(&request.payload, self.workers)
     }
 
+    /// Proposes a snapshot request in `g_all` if this replica leads it and the groups have
+    /// delivered enough since the last one; once per [`CUT_REPROPOSE_MS`] until one is
+    /// delivered.
+    fn propose_cut_if_due(&mut self, now_ms: u64) {
+        let config = self.groups.config();
+        let due = self.since_cut.bytes >= config.cut_every_bytes
+            || self.since_cut.all_instances >= config.cut_every_instances;
+        let waiting =
+            (self.cut_proposed_ms).is_some_and(|at| now_ms < at.saturating_add(CUT_REPROPOSE_MS));
+        if due && !waiting && self.groups.leads(Group::All) {
+            self.cut_proposed_ms = Some(now_ms);
+            self.request_snapshot(now_ms);
+        }
+    }
+
+    /// Whether `group`'s `batch` is the next one to hand on: one handed on before is dropped,
+    /// one past a gap stops the replica (see [`Replica::behind`]).
+    fn is_next(&mut self, group: Group, instance: Instance) -> bool {
+        let next = self.next_batch.entry(group).or_default();
+        if instance < *next {
+            return false;
+        }
+        if instance > *next {
+            self.behind.get_or_insert(group);
+        }
+        if self.behind.is_some() {
+            return false;
+        }
+        *next = instance.next();
+        true
+    }
+
     /// Hands what the groups delivered on towards the plan.
     fn route(&mut self) {
         for (group, batch) in self.groups.take_delivered() {
+            if !self.is_next(group, batch.instance) {
+                continue;
+            }
+            self.since_cut.bytes += batch.size_bytes();
             if group == Group::All {
+                self.since_cut.all_instances += 1;
                 self.note_snapshot_requests(&batch);
             }
             let batch = match &self.restored_at {
@@ -256,6 +403,8 @@ impl<S: Service> Replica<S> {
             if !is_snapshot(request) {
                 continue;
             }
+            self.since_cut = SinceCut::default();
+            self.cut_proposed_ms = None;
             let position = Position {
                 instance: batch.instance,
                 requests: u32::try_from(index + 1).expect("a batch's requests fit u32"),
@@ -263,6 +412,7 @@ impl<S: Service> Replica<S> {
             let cut = Cut {
                 stamp_ms: batch.stamp_ms,
                 positions: [(Group::All, position)].into(),
+                clients: BTreeMap::new(),
             };
             self.cuts.insert(request.seq, PendingCut { cut, groups });
         }

@@ -6,12 +6,25 @@
 //! has already left out requests decided twice, so every request reaches the stream once.
 //! Skip requests (see [`crate::groups`]) advance the stream's position and carry no command;
 //! they are dropped here, so a batch that held only a skip arrives with no requests.
+//!
+//! # The stream's state: the batches since the latest durable cut
+//! A group's log takes its own snapshots and truncates itself below the previous one (the log
+//! engine's policy, [`crate::config::Config::group_config`]), wherever the merges and the
+//! service stand. What the log drops, the stream keeps: it *retains* every batch its log
+//! delivered from the group's position in the latest durable cut on ([`Stream::release_below`]
+//! drops the batches below it once the runtime has made the cut durable), and its snapshot is
+//! those batches. So a group's durable state, its snapshot and the log after it, always holds
+//! every batch from the durable cut's position on: what a replica restarting from the cut needs
+//! ([`crate::replica::Replica::recover_from`]), and no more than the batches since the cut plus
+//! the log engine's own bound. The argument is in `docs/psmr-snapshots.md`, "Truncation".
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use logless_multipaxos::ids::{ClientId, Instance};
+use logless_multipaxos::ids::{ClientId, Instance, RequestSeq};
 use logless_multipaxos::message::Request;
 use logless_multipaxos::state_machine::StateMachine;
+
+use crate::cut::{CutDecodeError, Reader};
 
 /// The client a group's leader proposes skips as. Client proxies must not use it.
 pub const SKIP_CLIENT: ClientId = ClientId(u64::MAX);
@@ -28,26 +41,58 @@ pub struct DeliveredBatch {
     pub requests: Vec<Request>,
 }
 
-/// The state machine of a group's log: it hands the batches on instead of executing them.
-///
-/// Not snapshotted: a group's snapshot is the service's at a cut of every group
-/// ([`crate::cut`]), which the groups' logs do not take part in yet, so they run with their
-/// own snapshots off.
+impl DeliveredBatch {
+    /// The bytes the batch's commands take, as the periodic cut counts them.
+    pub fn size_bytes(&self) -> u64 {
+        (self.requests.iter())
+            .map(|r| 16 + r.payload.len() as u64)
+            .sum::<u64>()
+            + 16
+    }
+}
+
+/// The state machine of a group's log: it hands the batches on instead of executing them, and
+/// retains them until a durable cut covers them (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stream {
-    delivered: VecDeque<DeliveredBatch>,
+    /// Every batch from the latest durable cut's position on, in log order.
+    batches: VecDeque<DeliveredBatch>,
+    /// How many of `batches` (a prefix) [`Stream::take`] handed on already.
+    taken: usize,
 }
 
 impl Stream {
     /// Takes every batch delivered since the last call, in log order.
     pub fn take(&mut self) -> VecDeque<DeliveredBatch> {
-        std::mem::take(&mut self.delivered)
+        let fresh = self.batches.range(self.taken..).cloned().collect();
+        self.taken = self.batches.len();
+        fresh
+    }
+
+    /// Drops the retained batches below `instance`, handed on already: a durable cut covers
+    /// them (its position in this group is at or above `instance`).
+    pub fn release_below(&mut self, instance: Instance) {
+        while self.taken > 0 && self.batches.front().is_some_and(|b| b.instance < instance) {
+            self.batches.pop_front();
+            self.taken -= 1;
+        }
+    }
+
+    /// How many batches the stream retains, and their size in bytes.
+    pub fn retained(&self) -> (usize, u64) {
+        let bytes = self.batches.iter().map(DeliveredBatch::size_bytes).sum();
+        (self.batches.len(), bytes)
+    }
+
+    /// The first instance the stream retains, if it retains any.
+    pub fn retained_from(&self) -> Option<Instance> {
+        self.batches.front().map(|b| b.instance)
     }
 }
 
 impl StateMachine for Stream {
     fn begin_batch(&mut self, instance: Instance, stamp_ms: u64) {
-        self.delivered.push_back(DeliveredBatch {
+        self.batches.push_back(DeliveredBatch {
             instance,
             stamp_ms,
             requests: Vec::new(),
@@ -57,7 +102,7 @@ impl StateMachine for Stream {
     fn execute(&mut self, request: &Request) -> Bytes {
         if request.client != SKIP_CLIENT {
             let batch = self
-                .delivered
+                .batches
                 .back_mut()
                 .expect("the log begins a batch before executing its requests");
             batch.requests.push(request.clone());
@@ -65,11 +110,131 @@ impl StateMachine for Stream {
         Bytes::new()
     }
 
+    /// The retained batches: count (u32), then per batch its instance, stamp (u64 each),
+    /// request count (u32) and per request its client, number (u64 each), payload length (u32)
+    /// and payload, little-endian.
     fn snapshot(&self) -> Bytes {
-        Bytes::new()
+        let mut out = Vec::new();
+        put_u32(&mut out, self.batches.len());
+        for batch in &self.batches {
+            out.extend_from_slice(&batch.instance.0.to_le_bytes());
+            out.extend_from_slice(&batch.stamp_ms.to_le_bytes());
+            put_u32(&mut out, batch.requests.len());
+            for request in &batch.requests {
+                out.extend_from_slice(&request.client.0.to_le_bytes());
+                out.extend_from_slice(&request.seq.0.to_le_bytes());
+                put_u32(&mut out, request.payload.len());
+                out.extend_from_slice(&request.payload);
+            }
+        }
+        Bytes::from(out)
     }
 
-    fn restore(&mut self, _snapshot: &Bytes) {
-        panic!("a group's stream is never snapshotted (snapshots are off in every group)");
+    /// Takes a snapshot's batches, from this replica's store at a restart or from a peer's
+    /// catch-up, and hands them all on again (the replica drops those it had). The batches
+    /// this stream retains below the snapshot's first are kept: a peer's snapshot starts at
+    /// the peer's durable cut, which may be above this replica's.
+    ///
+    /// # Panics
+    /// If the bytes are not a [`Stream::snapshot`] (a store or peer outside the fault model).
+    fn restore(&mut self, snapshot: &Bytes) {
+        let restored = decode(snapshot)
+            .unwrap_or_else(|e| panic!("a group's stream snapshot does not decode: {e}"));
+        let first = restored.front().map(|b| b.instance);
+        let kept = (self.batches.iter())
+            .take_while(|b| first.is_none_or(|first| b.instance < first))
+            .count();
+        self.batches.truncate(kept);
+        self.taken = self.taken.min(kept);
+        self.batches.extend(restored);
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    let n = u32::try_from(n).expect("a stream's counts fit u32");
+    out.extend_from_slice(&n.to_le_bytes());
+}
+
+fn decode(bytes: &[u8]) -> Result<VecDeque<DeliveredBatch>, CutDecodeError> {
+    let mut reader = Reader(bytes);
+    let count = u32::from_le_bytes(reader.take()?);
+    let mut batches = VecDeque::new();
+    for _ in 0..count {
+        let instance = Instance(u64::from_le_bytes(reader.take()?));
+        let stamp_ms = u64::from_le_bytes(reader.take()?);
+        let requests = u32::from_le_bytes(reader.take()?);
+        let mut batch = DeliveredBatch {
+            instance,
+            stamp_ms,
+            requests: Vec::new(),
+        };
+        for _ in 0..requests {
+            let client = ClientId(u64::from_le_bytes(reader.take()?));
+            let seq = RequestSeq(u64::from_le_bytes(reader.take()?));
+            let len = u32::from_le_bytes(reader.take()?);
+            let payload = Bytes::copy_from_slice(reader.take_slice(len)?);
+            batch.requests.push(Request {
+                client,
+                seq,
+                payload,
+            });
+        }
+        batches.push_back(batch);
+    }
+    reader.finish()?;
+    Ok(batches)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(seq: u64) -> Request {
+        Request {
+            client: ClientId(7),
+            seq: RequestSeq(seq),
+            payload: Bytes::from(vec![seq as u8; 3]),
+        }
+    }
+
+    fn stream_of(instances: std::ops::Range<u64>) -> Stream {
+        let mut stream = Stream::default();
+        for i in instances {
+            stream.begin_batch(Instance(i), i * 10);
+            stream.execute(&request(i));
+        }
+        stream
+    }
+
+    #[test]
+    fn batches_stay_until_a_durable_cut_covers_them_and_survive_the_snapshot() {
+        let mut stream = stream_of(0..4);
+        assert_eq!(stream.take().len(), 4);
+        assert!(stream.take().is_empty(), "handed on once");
+        stream.release_below(Instance(2));
+        assert_eq!(stream.retained_from(), Some(Instance(2)));
+        assert_eq!(stream.retained().0, 2);
+        let mut restarted = Stream::default();
+        restarted.restore(&stream.snapshot());
+        let again: Vec<u64> = restarted.take().iter().map(|b| b.instance.0).collect();
+        assert_eq!(again, [2, 3], "handed on again after a restart");
+        assert_eq!(restarted, stream);
+    }
+
+    #[test]
+    fn a_peers_snapshot_keeps_the_batches_below_it_and_bad_bytes_are_refused() {
+        let mut stream = stream_of(0..3);
+        stream.take();
+        let peer = stream_of(2..6);
+        stream.restore(&peer.snapshot());
+        let kept: Vec<u64> = stream.batches.iter().map(|b| b.instance.0).collect();
+        assert_eq!(kept, [0, 1, 2, 3, 4, 5]);
+        let fresh: Vec<u64> = stream.take().iter().map(|b| b.instance.0).collect();
+        assert_eq!(fresh, [2, 3, 4, 5]);
+        let bytes = peer.snapshot();
+        assert_eq!(
+            decode(&bytes[..bytes.len() - 1]),
+            Err(CutDecodeError::Short)
+        );
     }
 }
