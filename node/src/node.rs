@@ -379,6 +379,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     // On a ring, shard number `shards` holds the ring's registers (`crate::ring_register`):
     // every node an acceptor (no placement), and no client command ever reaching it.
     let mut ring_state = None;
+    let stage_read = Arc::new(tokio::sync::Notify::new());
     for shard in 0..shard_count + u16::from(placement.is_some()) {
         let of_ring = shard == shard_count;
         let store = ShardStore::open_store(&config.data_dir, shard, options.clone())?;
@@ -429,10 +430,14 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
                 crate::ring_register::RingRegister::new(tx),
                 acceptors.clone(),
                 crate::ring::configuration(&config)?,
+                stage_read.clone(),
             )));
         } else {
             shard_inputs.push(tx);
             handle.watch_memory(memory.clone());
+            if placement.is_some() {
+                handle.on_newer_stage(stage_read.clone());
+            }
             if FAULT_INJECTION {
                 handle.inject_bugs(bugs.shard);
             }

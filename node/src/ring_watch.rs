@@ -16,8 +16,9 @@
 //! of truth anyway. A read costs one consistent quorum read of one register per node per
 //! interval, independent of the load; the coordinator waits for every node's report, so a
 //! change takes about one interval per stage longer than a push would. When the engine's stage
-//! fence lands, an acceptor that meets a newer stage will ask for a read at once; the periodic
-//! read remains the way a node that met nobody catches up.
+//! fence holds a message of a later stage back, the shard wakes the reader at once
+//! ([`crate::shard::Shard::on_newer_stage`]); the periodic read remains the way a node that
+//! met nobody catches up.
 //!
 //! # Before the first read
 //!
@@ -30,7 +31,7 @@ use std::time::Duration;
 
 use logless_placement::{key_slot, Configuration, SLOTS};
 use logless_rmw::ids::NodeId;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
 
 use crate::context::NodeContext;
@@ -59,18 +60,28 @@ pub struct RingState {
     installed: Mutex<RingStage>,
     /// Whether the stage was read and installed at least once.
     ready: watch::Sender<bool>,
+    /// Woken by a data shard whose engine met a later stage (the fence): read at once.
+    read_now: Arc<Notify>,
 }
 
 impl RingState {
     /// A node that starts with the `derived` configuration installed, reaching the ring's
     /// registers through `register`.
-    pub fn new(register: RingRegister, acceptors: Vec<NodeId>, derived: Configuration) -> Self {
+    /// `read_now` wakes the reader before its next periodic read (the data shards hold it,
+    /// [`crate::shard::Shard::on_newer_stage`]).
+    pub fn new(
+        register: RingRegister,
+        acceptors: Vec<NodeId>,
+        derived: Configuration,
+        read_now: Arc<Notify>,
+    ) -> Self {
         RingState {
             register,
             acceptors,
             installed: Mutex::new(RingStage::Stable(derived.clone())),
             derived,
             ready: watch::channel(false).0,
+            read_now,
         }
     }
 
@@ -109,6 +120,7 @@ pub async fn run(context: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>)
         tokio::select! {
             _ = shutdown.changed() => return,
             () = tokio::time::sleep(READ_INTERVAL) => {}
+            () = ring.read_now.notified() => {}
         }
     }
 }

@@ -15,7 +15,7 @@ use logless_rmw::message::Message;
 use logless_rmw::replica::Replica;
 use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::memory::Memory;
 use crate::store::ShardStore;
@@ -103,6 +103,9 @@ pub struct Shard {
     outlet: ChannelOutlet,
     /// Whether the replica is over `maxmemory`, read at every turn.
     memory: Arc<Memory>,
+    /// Woken when the engine met a later stage of the ring than the one installed: the ring's
+    /// stage register is read at once ([`crate::ring_watch`]). `None` off a ring.
+    stage_read: Option<Arc<Notify>>,
 }
 
 /// Carries a turn's outputs to the peer writers and the client connections.
@@ -154,7 +157,14 @@ impl Shard {
                 started: Instant::now(),
             },
             memory: Arc::default(),
+            stage_read: None,
         }
+    }
+
+    /// Wakes `stage_read` whenever the engine meets a later stage of the ring than the one
+    /// installed (its fence holds such messages back until the stage is installed).
+    pub fn on_newer_stage(&mut self, stage_read: Arc<Notify>) {
+        self.stage_read = Some(stage_read);
     }
 
     /// Refuses commands that need new space while `memory` is over its limit.
@@ -219,6 +229,15 @@ impl Shard {
                 }
             }
             self.core.finish_turn(&mut self.outlet)?;
+            if let Some(stage) = self.core.take_newer_stage() {
+                if let Some(stage_read) = &self.stage_read {
+                    tracing::debug!(
+                        stage = %crate::ring_register::stage_name(stage),
+                        "a peer is at a later stage of the ring: reading it now"
+                    );
+                    stage_read.notify_one();
+                }
+            }
         }
         self.core.flush()
     }

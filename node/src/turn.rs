@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, VecDeque};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use logless_commands::command::{Command, CommandError, Reply};
+use logless_placement::Stage;
 use logless_redis::session::{Answer, Failure};
 use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::ids::{ClientTag, Key, NodeId};
@@ -300,6 +301,9 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     memory_full: bool,
     /// Commands refused this turn for want of memory, answered at its end.
     refused: Vec<(R, &'static str)>,
+    /// A later stage of the ring than the one installed, met in a peer's message and not yet
+    /// taken by the runtime ([`ShardCore::take_newer_stage`]).
+    newer_stage: Option<Stage>,
 }
 
 impl<R, M: Media> ShardCore<R, M> {
@@ -335,7 +339,15 @@ impl<R, M: Media> ShardCore<R, M> {
             removing: FxHashMap::default(),
             memory_full: false,
             refused: Vec::new(),
+            newer_stage: None,
         }
+    }
+
+    /// A later stage of the ring met since the last call, if any: the engine's fence held a
+    /// message of that stage back until it is installed, so the runtime should read the ring's
+    /// stage register now rather than at its next periodic read ([`crate::ring_watch`]).
+    pub fn take_newer_stage(&mut self) -> Option<Stage> {
+        self.newer_stage.take()
     }
 
     /// Whether the replica is over `maxmemory`: from now on, commands that may need new space
@@ -460,6 +472,9 @@ impl<R, M: Media> ShardCore<R, M> {
         self.timers.fire_due(now_ms, &mut self.replica);
         self.sweep_if_due();
         let mut output = self.replica.take_output();
+        if let Some(stage) = output.newer_stage.take() {
+            self.newer_stage = Some(stage);
+        }
         for envelope in output.sends.drain(..) {
             self.route(envelope);
         }
