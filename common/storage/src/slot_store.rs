@@ -216,6 +216,27 @@ struct Entry {
     live: bool,
 }
 
+/// Where a store holds a key's record: the key's entry in the store's DRAM index, which a
+/// caller that keeps it beside its own copy of the key hands back to [`SlotStore::put_at`], so
+/// that the store does not look the key up a second time. It stays the key's while the key is
+/// present (a record that moves to a larger slot keeps it); after the key is removed, another
+/// key may get it, which `put_at` detects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Location(u32);
+
+impl Location {
+    /// The location as a number, for a caller to keep.
+    pub fn to_u64(self) -> u64 {
+        u64::from(self.0)
+    }
+
+    /// A location kept as [`Location::to_u64`] gave it; `None` for a number no location
+    /// gives.
+    pub fn from_u64(kept: u64) -> Option<Location> {
+        u32::try_from(kept).ok().map(Location)
+    }
+}
+
 /// Every slot starts at a multiple of this: the file header and every slot are multiples of
 /// 64 bytes.
 const SLOT_ALIGN: usize = 64;
@@ -808,15 +829,32 @@ impl<M: Media> SlotStore<M> {
     fn find(&self, key: &[u8]) -> Option<u32> {
         let hash = key_hash(key);
         self.index
-            .find(hash, |&id| {
-                let e = &self.entries[id as usize];
-                e.key_bytes as usize == key.len()
-                    && match e.short_key.get(..key.len()) {
-                        Some(short) => short == key,
-                        None => self.key_of(e) == key,
-                    }
-            })
+            .find(hash, |&id| self.is_key_of(&self.entries[id as usize], key))
             .copied()
+    }
+
+    /// Whether entry `e` is `key`'s: its length, then its bytes (the entry's copy of a short
+    /// key, else where the slot holds it).
+    #[inline]
+    fn is_key_of(&self, e: &Entry, key: &[u8]) -> bool {
+        e.key_bytes as usize == key.len()
+            && match e.short_key.get(..key.len()) {
+                Some(short) => short == key,
+                None => self.key_of(e) == key,
+            }
+    }
+
+    /// The id of `key`'s entry: `location`'s if it names a served entry of `key` (checked, so
+    /// that a stale location, of a key removed since and its entry reused, is never trusted),
+    /// else found by key.
+    #[inline]
+    fn find_at(&self, location: Option<Location>, key: &[u8]) -> Option<u32> {
+        let at = location.map(|l| l.0).filter(|&id| {
+            self.entries
+                .get(id as usize)
+                .is_some_and(|e| e.live && self.is_key_of(e, key))
+        });
+        at.or_else(|| self.find(key))
     }
 
     /// Appends `entry`, whose slot holds `key`, and indexes it; returns its id.
@@ -918,10 +956,15 @@ impl<M: Media> SlotStore<M> {
     /// Every served key and record, in recovery order (file order) and then insertion order:
     /// deterministic for a given file and sequence of puts.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.entries
-            .iter()
-            .filter(|e| e.live)
-            .map(|e| (self.key_of(e), self.record_of(e)))
+        self.iter_located().map(|(_, key, record)| (key, record))
+    }
+
+    /// [`SlotStore::iter`] with where the store holds each key (for [`SlotStore::put_at`]).
+    pub fn iter_located(&self) -> impl Iterator<Item = (Location, &[u8], &[u8])> {
+        (0..)
+            .zip(&self.entries)
+            .filter(|(_, e)| e.live)
+            .map(|(id, e)| (Location(id), self.key_of(e), self.record_of(e)))
     }
 
     /// The keys found damaged at recovery and not yet discarded, in key order.
@@ -960,6 +1003,19 @@ impl<M: Media> SlotStore<M> {
     /// nothing. In `memory` and `mmap` modes the update is applied completely before this
     /// returns.
     pub fn put(&mut self, key: &[u8], record: &[u8]) -> Result<(), StoreError> {
+        self.put_at(None, key, record).map(|_| ())
+    }
+
+    /// [`SlotStore::put`] of a key the store held at `location` when it last said so (`None`:
+    /// not known), without a lookup by key when the location is still the key's; returns
+    /// where the store holds the key now. A location that is not (or no longer) the key's is
+    /// ignored: the key is then found by its bytes.
+    pub fn put_at(
+        &mut self,
+        location: Option<Location>,
+        key: &[u8],
+        record: &[u8],
+    ) -> Result<Location, StoreError> {
         if self.poisoned {
             return Err(StoreError::Poisoned);
         }
@@ -979,16 +1035,22 @@ impl<M: Media> SlotStore<M> {
             return Err(StoreError::Quarantined);
         }
         assert_eq!(self.layout, Layout::KeyOnce, "a format 2 file is only read");
-        match self.find(key) {
+        let id = match self.find_at(location, key) {
             Some(id) if self.fits_in_place(id, record.len()) => {
                 self.update_in_place(id, key, record);
+                id
             }
             existing => self.update_moving(existing, key, record)?,
-        }
+        };
         if !self.options.durability.group_commit() {
             self.flush()?;
         }
-        Ok(())
+        Ok(Location(id))
+    }
+
+    /// Where the store holds `key`, if it does.
+    pub fn location(&self, key: &[u8]) -> Option<Location> {
+        self.find(key).map(Location)
     }
 
     /// Removes `key`: it is absent at once, and its slot's free header word is durable after
@@ -1072,12 +1134,14 @@ impl<M: Media> SlotStore<M> {
         e.record_bytes = record.len() as u32;
     }
 
+    /// Writes `key`'s record into a newly taken slot, moving it from the slot of entry
+    /// `existing` if it has one; returns the key's entry id (`existing`'s, kept across a move).
     fn update_moving(
         &mut self,
         existing: Option<u32>,
         key: &[u8],
         record: &[u8],
-    ) -> Result<(), StoreError> {
+    ) -> Result<u32, StoreError> {
         let old = existing.map(|id| self.entries[id as usize]);
         let seq = old.map_or(1, |e| e.seq + 1);
         let class = self.class_for(key.len(), seq, record.len());
@@ -1112,13 +1176,14 @@ impl<M: Media> SlotStore<M> {
                     self.dirty.push(id);
                 }
                 self.entries[id as usize] = entry;
+                Ok(id)
             }
             None => {
                 let id = self.add(key, entry);
                 self.dirty.push(id);
+                Ok(id)
             }
         }
-        Ok(())
     }
 
     /// Writes a slot's key (its length, then its bytes): into a slot just taken, before its
@@ -1603,6 +1668,61 @@ mod tests {
         let keys: Vec<&[u8]> = store.iter().map(|(k, _)| k).collect();
         assert_eq!(keys.len(), 4);
         assert!(!keys.contains(&&b"b"[..]));
+    }
+
+    /// A location stays its key's through overwrites and moves, and is found again by a scan
+    /// and a recovery; once the key is removed and its entry taken by another key, the stale
+    /// location is detected: a put of the old key through it writes that key, never the
+    /// entry's new one.
+    #[test]
+    fn a_location_is_its_keys_until_removed_and_a_stale_one_is_never_trusted() {
+        let mut options = StoreOptions::new(Durability::Sync);
+        options.key_bytes_max = 64;
+        options.record_bytes_max = 1024;
+        let long = |last: u8| {
+            let mut key = vec![b'k'; 30];
+            key.push(last);
+            key
+        };
+        let (mut store, _) = SlotStore::open_on(SimMedia::new(), options.clone()).unwrap();
+        let a = store.put_at(None, b"a", b"a1").unwrap();
+        let k = store.put_at(None, &long(b'1'), b"k1").unwrap();
+        assert_ne!(a, k);
+        assert_eq!(store.location(b"a"), Some(a));
+        assert_eq!(store.put_at(Some(a), b"a", b"a2").unwrap(), a);
+        let slot = store.slot_offset(b"a");
+        assert_eq!(store.put_at(Some(a), b"a", &[b'a'; 500]).unwrap(), a);
+        assert_ne!(store.slot_offset(b"a"), slot, "moved, same location");
+        store.flush().unwrap();
+        let located: Vec<(Location, &[u8])> =
+            store.iter_located().map(|(l, k, _)| (l, k)).collect();
+        assert_eq!(located, [(a, &b"a"[..]), (k, &long(b'1')[..])]);
+        // A location of another key, or none the store gave, is not trusted.
+        let other = long(b'2');
+        let o = store.put_at(Some(k), &other, b"o1").unwrap();
+        assert_ne!(o, k);
+        assert_eq!(store.get(&long(b'1')), Some(&b"k1"[..]));
+        let far = Location::from_u64(1 << 20);
+        assert_ne!(store.put_at(far, b"z", b"z1").unwrap(), far.unwrap());
+        assert_eq!(Location::from_u64(u64::MAX), None);
+        // Removed: the entry goes to the next new key, and `a`'s old location is stale.
+        assert!(store.remove(b"a").unwrap());
+        store.flush().unwrap();
+        let c = store.put_at(None, b"c", b"c1").unwrap();
+        assert_eq!(c, a, "the removed key's entry is reused");
+        let a_again = store.put_at(Some(a), b"a", b"a3").unwrap();
+        assert_ne!(a_again, c);
+        store.flush().unwrap();
+        assert_eq!(store.get(b"c"), Some(&b"c1"[..]));
+        assert_eq!(store.get(b"a"), Some(&b"a3"[..]));
+        // Recovery gives every key a location of its own again, which the scan names.
+        let image = store.media().now().durable_image();
+        let (recovered, _) = SlotStore::open_on(SimMedia::from_image(image), options).unwrap();
+        for (location, key, record) in recovered.iter_located() {
+            assert_eq!(recovered.location(key), Some(location));
+            assert_eq!(recovered.get(key), Some(record));
+        }
+        assert_eq!(recovered.iter_located().count(), 5);
     }
 
     #[test]
