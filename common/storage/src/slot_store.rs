@@ -193,13 +193,13 @@ struct Version<'a> {
     record: &'a [u8],
 }
 
-/// Where a key's record is.
+/// Where a key's record is. No copy of the key: it is compared where the slot holds it. A
+/// caller that keeps the key's [`Location`] writes without a lookup, so the lookups by key
+/// left are a new key's (which compare nothing unless a hash tag matches), a removal's and
+/// the recovery's; a copy of short keys, which saved a read of the slot in each, cost 16 bytes
+/// per key.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    /// The key itself if it is at most [`SHORT_KEY_BYTES`] long (nearly every key in
-    /// practice), so that finding it reads no slot: a longer key is compared where its slot
-    /// holds it, one cache miss more.
-    short_key: [u8; SHORT_KEY_BYTES],
     /// The slot's offset in units of [`SLOT_ALIGN`] (every slot starts at a multiple of it):
     /// four bytes instead of eight in every entry.
     slot_units: u32,
@@ -248,18 +248,6 @@ const FILE_BYTES_MAX: u64 = (u32::MAX as u64 + 1) * SLOT_ALIGN as u64;
 fn slot_units(offset: usize) -> u32 {
     debug_assert_eq!(offset % SLOT_ALIGN, 0);
     u32::try_from(offset / SLOT_ALIGN).expect("check_options bounds the file")
-}
-
-/// The longest key an [`Entry`] keeps a copy of.
-const SHORT_KEY_BYTES: usize = 16;
-
-/// `key` in an [`Entry`]'s `short_key`, if it fits.
-fn short_key(key: &[u8]) -> [u8; SHORT_KEY_BYTES] {
-    let mut short = [0; SHORT_KEY_BYTES];
-    if let Some(copy) = short.get_mut(..key.len()) {
-        copy.copy_from_slice(key);
-    }
-    short
 }
 
 impl Entry {
@@ -651,7 +639,6 @@ impl<M: Media> SlotStore<M> {
                     });
                 } else {
                     let entry = Entry {
-                        short_key: short_key(v.key),
                         slot_units: slot_units(offset),
                         class: header.class,
                         media_current: Some(header.current),
@@ -833,15 +820,10 @@ impl<M: Media> SlotStore<M> {
             .copied()
     }
 
-    /// Whether entry `e` is `key`'s: its length, then its bytes (the entry's copy of a short
-    /// key, else where the slot holds it).
+    /// Whether entry `e` is `key`'s: its length, then its bytes where the slot holds them.
     #[inline]
     fn is_key_of(&self, e: &Entry, key: &[u8]) -> bool {
-        e.key_bytes as usize == key.len()
-            && match e.short_key.get(..key.len()) {
-                Some(short) => short == key,
-                None => self.key_of(e) == key,
-            }
+        e.key_bytes as usize == key.len() && self.key_of(e) == key
     }
 
     /// The id of `key`'s entry: `location`'s if it names a served entry of `key` (checked, so
@@ -871,16 +853,13 @@ impl<M: Media> SlotStore<M> {
                 id
             }
         };
-        // Growing the index hashes every key again: the entry's copy of a short key, else
-        // the key where the slot holds it. (A hash kept in every entry cost 8 bytes per key.)
+        // Growing the index hashes every key again, where its slot holds it (a hash kept in
+        // every entry cost 8 bytes per key). Recovery sizes the index for the whole file, so
+        // only new keys grow it.
         let (entries, media) = (&self.entries, &self.media);
         let (layout, slot_bytes_min) = (self.layout, self.options.slot_bytes_min);
         self.index.insert_unique(hash, id, |&i| {
-            let e = &entries[i as usize];
-            match e.short_key.get(..usize::from(e.key_bytes)) {
-                Some(short) => key_hash(short),
-                None => key_hash(key_in(media, layout, slot_bytes_min, e)),
-            }
+            key_hash(key_in(media, layout, slot_bytes_min, &entries[i as usize]))
         });
         id
     }
@@ -1160,7 +1139,6 @@ impl<M: Media> SlotStore<M> {
             _ => {}
         }
         let entry = Entry {
-            short_key: short_key(key),
             slot_units: slot_units(slot),
             class,
             media_current: None,
@@ -1538,9 +1516,9 @@ mod tests {
     }
 
     #[test]
-    fn an_index_entry_takes_40_bytes() {
+    fn an_index_entry_takes_24_bytes() {
         // What the DRAM index costs per key, besides its 4-byte bucket.
-        assert_eq!(std::mem::size_of::<Entry>(), 40);
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
         assert_eq!(FILE_BYTES_MAX, 256 << 30);
         let mut options = StoreOptions::new(Durability::Memory);
         options.file_bytes_max = FILE_BYTES_MAX + 1;
@@ -1550,10 +1528,9 @@ mod tests {
         ));
     }
 
-    /// Keys of every length from empty to well past [`SHORT_KEY_BYTES`], many sharing their
-    /// first bytes, are found, overwritten in place, moved to larger slots and recovered, each
-    /// with its own record: the index tells keys apart by their whole bytes, whether it keeps
-    /// them or reads them from their slots.
+    /// Keys of every length from empty to 40 bytes, many sharing their first bytes, are found,
+    /// overwritten in place, moved to larger slots and recovered, each with its own record: the
+    /// index tells keys apart by their whole bytes, read from their slots.
     #[test]
     fn keys_short_and_long_sharing_prefixes_are_told_apart() {
         keys_are_told_apart();
