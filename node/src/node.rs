@@ -393,12 +393,12 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         }
         // Decoded straight into the replica's table, without a vector of them all between.
         let mut states = store.states();
-        let replica = Replica::new(
+        let replica = Replica::new_located(
             node,
             identity.incarnation,
             proposer,
             seed(node, shard, identity.incarnation),
-            &mut states,
+            states.located(),
         )
         .with_round_floor(store.round_floor());
         states.finish()?;

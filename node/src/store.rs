@@ -21,9 +21,9 @@ use std::time::Instant;
 
 use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::ids::{AttemptId, Key, NodeId, ProposerId, Round};
-use logless_rmw::persist::AcceptorStore;
+use logless_rmw::persist::{AcceptorStore, Location};
 use logless_storage::media::{FileMedia, Media};
-use logless_storage::slot_store::RecoveryReport;
+use logless_storage::slot_store::{self, RecoveryReport};
 use logless_storage::{Durability, SlotStore, StoreError, StoreOptions};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -303,31 +303,34 @@ pub type Opened<M = FileMedia> = (ShardStore<M>, Vec<(Key, AcceptorState)>);
 pub struct Decoding<'a> {
     /// The slot file's path, for errors.
     path: &'a Path,
-    records: Box<dyn Iterator<Item = (&'a [u8], &'a [u8])> + 'a>,
+    records: Box<dyn Iterator<Item = (slot_store::Location, &'a [u8], &'a [u8])> + 'a>,
     /// The registers not decoded yet.
     left: usize,
     /// The first record that did not decode.
     failure: Option<OpenError>,
 }
 
-impl Decoding<'_> {
+impl<'a> Decoding<'a> {
     /// Whether every state decoded: the error of the first that did not, if one did not.
     pub fn finish(self) -> Result<(), OpenError> {
         self.failure.map_or(Ok(()), Err)
     }
-}
 
-impl Iterator for Decoding<'_> {
-    type Item = (Key, AcceptorState);
+    /// The states with where the store holds each (for
+    /// [`logless_rmw::replica::Replica::new_located`]), decoded as the decoding itself does.
+    pub fn located(&mut self) -> Located<'_, 'a> {
+        Located(self)
+    }
 
-    fn next(&mut self) -> Option<(Key, AcceptorState)> {
+    /// The next register, its state decoded, and its location.
+    fn next_located(&mut self) -> Option<(Key, AcceptorState, Location)> {
         if self.failure.is_some() {
             return None;
         }
-        let (key, record) = self.records.find(|(key, _)| *key != ROUND_FLOOR_KEY)?;
+        let (at, key, record) = self.records.find(|(_, key, _)| *key != ROUND_FLOOR_KEY)?;
         self.left -= 1;
         match state_record::decode(record) {
-            Ok(state) => Some((Key::from_slice(key), state)),
+            Ok(state) => Some((Key::from_slice(key), state, Location(at.to_u64()))),
             Err(e) => {
                 self.failure = Some(OpenError::Undecodable {
                     path: self.path.to_path_buf(),
@@ -337,6 +340,29 @@ impl Iterator for Decoding<'_> {
                 None
             }
         }
+    }
+}
+
+/// The states of a [`Decoding`] with their locations ([`Decoding::located`]).
+pub struct Located<'d, 'a>(&'d mut Decoding<'a>);
+
+impl Iterator for Located<'_, '_> {
+    type Item = (Key, AcceptorState, Location);
+
+    fn next(&mut self) -> Option<(Key, AcceptorState, Location)> {
+        self.0.next_located()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl Iterator for Decoding<'_> {
+    type Item = (Key, AcceptorState);
+
+    fn next(&mut self) -> Option<(Key, AcceptorState)> {
+        (self.next_located()).map(|(key, state, _)| (key, state))
     }
 
     /// At most the registers left: fewer if one does not decode.
@@ -451,7 +477,7 @@ impl<M: Media> ShardStore<M> {
     pub fn states(&self) -> Decoding<'_> {
         Decoding {
             path: &self.path,
-            records: Box::new(self.slots.iter()),
+            records: Box::new(self.slots.iter_located()),
             left: self.registers(),
             failure: None,
         }
@@ -528,9 +554,22 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
     type Error = StoreError;
 
     fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), StoreError> {
+        self.write_at(key, Location::UNKNOWN, state).map(|_| ())
+    }
+
+    /// The slot store finds the register's record through `location`, its own
+    /// [`slot_store::Location`], without a lookup by key (a stale one it detects).
+    fn write_at(
+        &mut self,
+        key: &Key,
+        location: Location,
+        state: &AcceptorState,
+    ) -> Result<Location, StoreError> {
         self.record.clear();
         state_record::encode(state, &mut self.record);
-        self.slots.put(key.as_bytes(), &self.record)
+        let at = slot_store::Location::from_u64(location.0);
+        let now = self.slots.put_at(at, key.as_bytes(), &self.record)?;
+        Ok(Location(now.to_u64()))
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {

@@ -580,6 +580,7 @@ impl<R, M: Media> ShardCore<R, M> {
                     self.replica.restore(key, durable);
                 }
             }
+            self.replica.placed(&committed.placed);
             return Ok(committed.released);
         }
         let (writes, replies) = persist.release_unpersisted_for_fault_injection();

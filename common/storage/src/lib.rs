@@ -50,7 +50,7 @@ pub use dir::{Dir, DirCrash, FileId, FsDir, SimDir};
 pub use log_store::{LogOptions, LogStore};
 pub use media::{DramMedia, FileMedia, Media, MmapMedia, PersistBy, SimMedia};
 pub use segment_log::{LogMutation, LogRecovery, SegmentLog, SegmentLogOptions};
-pub use slot_store::{Damage, Mutation, RecoveryReport, SlotStore};
+pub use slot_store::{Damage, Location, Mutation, RecoveryReport, SlotStore};
 
 /// How a store keeps its writes, chosen per node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -193,13 +193,13 @@ struct Version<'a> {
     record: &'a [u8],
 }
 
-/// Where a key's record is.
+/// Where a key's record is. No copy of the key: it is compared where the slot holds it. A
+/// caller that keeps the key's [`Location`] writes without a lookup, so the lookups by key
+/// left are a new key's (which compare nothing unless a hash tag matches), a removal's and
+/// the recovery's; a copy of short keys, which saved a read of the slot in each, cost 16 bytes
+/// per key.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    /// The key itself if it is at most [`SHORT_KEY_BYTES`] long (nearly every key in
-    /// practice), so that finding it reads no slot: a longer key is compared where its slot
-    /// holds it, one cache miss more.
-    short_key: [u8; SHORT_KEY_BYTES],
     /// The slot's offset in units of [`SLOT_ALIGN`] (every slot starts at a multiple of it):
     /// four bytes instead of eight in every entry.
     slot_units: u32,
@@ -216,6 +216,27 @@ struct Entry {
     live: bool,
 }
 
+/// Where a store holds a key's record: the key's entry in the store's DRAM index, which a
+/// caller that keeps it beside its own copy of the key hands back to [`SlotStore::put_at`], so
+/// that the store does not look the key up a second time. It stays the key's while the key is
+/// present (a record that moves to a larger slot keeps it); after the key is removed, another
+/// key may get it, which `put_at` detects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Location(u32);
+
+impl Location {
+    /// The location as a number, for a caller to keep.
+    pub fn to_u64(self) -> u64 {
+        u64::from(self.0)
+    }
+
+    /// A location kept as [`Location::to_u64`] gave it; `None` for a number no location
+    /// gives.
+    pub fn from_u64(kept: u64) -> Option<Location> {
+        u32::try_from(kept).ok().map(Location)
+    }
+}
+
 /// Every slot starts at a multiple of this: the file header and every slot are multiples of
 /// 64 bytes.
 const SLOT_ALIGN: usize = 64;
@@ -227,18 +248,6 @@ const FILE_BYTES_MAX: u64 = (u32::MAX as u64 + 1) * SLOT_ALIGN as u64;
 fn slot_units(offset: usize) -> u32 {
     debug_assert_eq!(offset % SLOT_ALIGN, 0);
     u32::try_from(offset / SLOT_ALIGN).expect("check_options bounds the file")
-}
-
-/// The longest key an [`Entry`] keeps a copy of.
-const SHORT_KEY_BYTES: usize = 16;
-
-/// `key` in an [`Entry`]'s `short_key`, if it fits.
-fn short_key(key: &[u8]) -> [u8; SHORT_KEY_BYTES] {
-    let mut short = [0; SHORT_KEY_BYTES];
-    if let Some(copy) = short.get_mut(..key.len()) {
-        copy.copy_from_slice(key);
-    }
-    short
 }
 
 impl Entry {
@@ -292,11 +301,13 @@ pub struct SlotStore<M: Media = FileMedia> {
     layout: Layout,
     /// The class used for the largest key and record the options allow.
     class_max: u8,
-    /// Entry ids by key. The index keeps no copy of the keys beyond an entry's short key: a
-    /// longer key is read where its slot holds it, and compared only when its length and
-    /// bucket match. A boxed copy per key, found through a second pointer, cost a cache miss
-    /// and 30 bytes or more per key.
-    index: HashTable<u32>,
+    /// Entry ids by key, each with its key's 32-bit hash ([`key_hash`]). The index keeps no
+    /// copy of the keys: a key is read where its slot holds it, and compared only when its
+    /// hash and length match. The hash lets the index grow without reading every key from its
+    /// slot (which made the whole file resident: 64 MB more at 10⁶ keys), and saves that read
+    /// when only a bucket's tag matches. A boxed copy per key, found through a second
+    /// pointer, cost a cache miss and 30 bytes or more per key.
+    index: HashTable<(u32, u32)>,
     entries: Vec<Entry>,
     /// Ids of entries whose keys were removed, for reuse.
     vacant: Vec<u32>,
@@ -364,14 +375,22 @@ fn key_in<'m, M: Media>(
     media.read(at, usize::from(e.key_bytes))
 }
 
-/// The hash the index files a key under. Fx, as the engine's key tables use: fast on short
-/// keys, deterministic across runs.
-fn key_hash(key: &[u8]) -> u64 {
+/// The hash the index keeps of a key: Fx, as the engine's key tables use (fast on short keys,
+/// deterministic across runs), folded to 32 bits.
+fn key_hash(key: &[u8]) -> u32 {
     #[cfg(test)]
     if tests::ALL_KEYS_COLLIDE.get() {
         return 0;
     }
-    FxBuildHasher.hash_one(key)
+    let hash = FxBuildHasher.hash_one(key);
+    (hash ^ (hash >> 32)) as u32
+}
+
+/// The 64-bit hash the index files a key of hash `hash` ([`key_hash`]) under: multiplied by an
+/// odd constant, so that the top bits (the buckets' tags) depend on every bit of it.
+#[inline]
+fn index_hash(hash: u32) -> u64 {
+    u64::from(hash).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 #[inline]
@@ -630,7 +649,6 @@ impl<M: Media> SlotStore<M> {
                     });
                 } else {
                     let entry = Entry {
-                        short_key: short_key(v.key),
                         slot_units: slot_units(offset),
                         class: header.class,
                         media_current: Some(header.current),
@@ -808,15 +826,29 @@ impl<M: Media> SlotStore<M> {
     fn find(&self, key: &[u8]) -> Option<u32> {
         let hash = key_hash(key);
         self.index
-            .find(hash, |&id| {
-                let e = &self.entries[id as usize];
-                e.key_bytes as usize == key.len()
-                    && match e.short_key.get(..key.len()) {
-                        Some(short) => short == key,
-                        None => self.key_of(e) == key,
-                    }
+            .find(index_hash(hash), |&(id, of)| {
+                of == hash && self.is_key_of(&self.entries[id as usize], key)
             })
-            .copied()
+            .map(|&(id, _)| id)
+    }
+
+    /// Whether entry `e` is `key`'s: its length, then its bytes where the slot holds them.
+    #[inline]
+    fn is_key_of(&self, e: &Entry, key: &[u8]) -> bool {
+        e.key_bytes as usize == key.len() && self.key_of(e) == key
+    }
+
+    /// The id of `key`'s entry: `location`'s if it names a served entry of `key` (checked, so
+    /// that a stale location, of a key removed since and its entry reused, is never trusted),
+    /// else found by key.
+    #[inline]
+    fn find_at(&self, location: Option<Location>, key: &[u8]) -> Option<u32> {
+        let at = location.map(|l| l.0).filter(|&id| {
+            self.entries
+                .get(id as usize)
+                .is_some_and(|e| e.live && self.is_key_of(e, key))
+        });
+        at.or_else(|| self.find(key))
     }
 
     /// Appends `entry`, whose slot holds `key`, and indexes it; returns its id.
@@ -833,25 +865,16 @@ impl<M: Media> SlotStore<M> {
                 id
             }
         };
-        // Growing the index hashes every key again: the entry's copy of a short key, else
-        // the key where the slot holds it. (A hash kept in every entry cost 8 bytes per key.)
-        let (entries, media) = (&self.entries, &self.media);
-        let (layout, slot_bytes_min) = (self.layout, self.options.slot_bytes_min);
-        self.index.insert_unique(hash, id, |&i| {
-            let e = &entries[i as usize];
-            match e.short_key.get(..usize::from(e.key_bytes)) {
-                Some(short) => key_hash(short),
-                None => key_hash(key_in(media, layout, slot_bytes_min, e)),
-            }
-        });
+        (self.index).insert_unique(index_hash(hash), (id, hash), |&(_, of)| index_hash(of));
         id
     }
 
     /// Takes `key` out of the index; returns its entry's id.
     fn unindex(&mut self, key: &[u8]) -> Option<u32> {
         let id = self.find(key)?;
-        let found = self.index.find_entry(key_hash(key), |&i| i == id);
-        Some(found.expect("an entry found is indexed").remove().0)
+        let found = (self.index).find_entry(index_hash(key_hash(key)), |&(i, _)| i == id);
+        let ((id, _), _) = found.expect("an entry found is indexed").remove();
+        Some(id)
     }
 
     fn record_of(&self, e: &Entry) -> &[u8] {
@@ -918,10 +941,15 @@ impl<M: Media> SlotStore<M> {
     /// Every served key and record, in recovery order (file order) and then insertion order:
     /// deterministic for a given file and sequence of puts.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.entries
-            .iter()
-            .filter(|e| e.live)
-            .map(|e| (self.key_of(e), self.record_of(e)))
+        self.iter_located().map(|(_, key, record)| (key, record))
+    }
+
+    /// [`SlotStore::iter`] with where the store holds each key (for [`SlotStore::put_at`]).
+    pub fn iter_located(&self) -> impl Iterator<Item = (Location, &[u8], &[u8])> {
+        (0..)
+            .zip(&self.entries)
+            .filter(|(_, e)| e.live)
+            .map(|(id, e)| (Location(id), self.key_of(e), self.record_of(e)))
     }
 
     /// The keys found damaged at recovery and not yet discarded, in key order.
@@ -960,6 +988,19 @@ impl<M: Media> SlotStore<M> {
     /// nothing. In `memory` and `mmap` modes the update is applied completely before this
     /// returns.
     pub fn put(&mut self, key: &[u8], record: &[u8]) -> Result<(), StoreError> {
+        self.put_at(None, key, record).map(|_| ())
+    }
+
+    /// [`SlotStore::put`] of a key the store held at `location` when it last said so (`None`:
+    /// not known), without a lookup by key when the location is still the key's; returns
+    /// where the store holds the key now. A location that is not (or no longer) the key's is
+    /// ignored: the key is then found by its bytes.
+    pub fn put_at(
+        &mut self,
+        location: Option<Location>,
+        key: &[u8],
+        record: &[u8],
+    ) -> Result<Location, StoreError> {
         if self.poisoned {
             return Err(StoreError::Poisoned);
         }
@@ -979,16 +1020,22 @@ impl<M: Media> SlotStore<M> {
             return Err(StoreError::Quarantined);
         }
         assert_eq!(self.layout, Layout::KeyOnce, "a format 2 file is only read");
-        match self.find(key) {
+        let id = match self.find_at(location, key) {
             Some(id) if self.fits_in_place(id, record.len()) => {
                 self.update_in_place(id, key, record);
+                id
             }
             existing => self.update_moving(existing, key, record)?,
-        }
+        };
         if !self.options.durability.group_commit() {
             self.flush()?;
         }
-        Ok(())
+        Ok(Location(id))
+    }
+
+    /// Where the store holds `key`, if it does.
+    pub fn location(&self, key: &[u8]) -> Option<Location> {
+        self.find(key).map(Location)
     }
 
     /// Removes `key`: it is absent at once, and its slot's free header word is durable after
@@ -1072,12 +1119,14 @@ impl<M: Media> SlotStore<M> {
         e.record_bytes = record.len() as u32;
     }
 
+    /// Writes `key`'s record into a newly taken slot, moving it from the slot of entry
+    /// `existing` if it has one; returns the key's entry id (`existing`'s, kept across a move).
     fn update_moving(
         &mut self,
         existing: Option<u32>,
         key: &[u8],
         record: &[u8],
-    ) -> Result<(), StoreError> {
+    ) -> Result<u32, StoreError> {
         let old = existing.map(|id| self.entries[id as usize]);
         let seq = old.map_or(1, |e| e.seq + 1);
         let class = self.class_for(key.len(), seq, record.len());
@@ -1096,7 +1145,6 @@ impl<M: Media> SlotStore<M> {
             _ => {}
         }
         let entry = Entry {
-            short_key: short_key(key),
             slot_units: slot_units(slot),
             class,
             media_current: None,
@@ -1112,13 +1160,14 @@ impl<M: Media> SlotStore<M> {
                     self.dirty.push(id);
                 }
                 self.entries[id as usize] = entry;
+                Ok(id)
             }
             None => {
                 let id = self.add(key, entry);
                 self.dirty.push(id);
+                Ok(id)
             }
         }
-        Ok(())
     }
 
     /// Writes a slot's key (its length, then its bytes): into a slot just taken, before its
@@ -1473,9 +1522,9 @@ mod tests {
     }
 
     #[test]
-    fn an_index_entry_takes_40_bytes() {
-        // What the DRAM index costs per key, besides its 4-byte bucket.
-        assert_eq!(std::mem::size_of::<Entry>(), 40);
+    fn an_index_entry_takes_24_bytes() {
+        // What the DRAM index costs per key, besides its 8-byte bucket (id and hash).
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
         assert_eq!(FILE_BYTES_MAX, 256 << 30);
         let mut options = StoreOptions::new(Durability::Memory);
         options.file_bytes_max = FILE_BYTES_MAX + 1;
@@ -1485,10 +1534,9 @@ mod tests {
         ));
     }
 
-    /// Keys of every length from empty to well past [`SHORT_KEY_BYTES`], many sharing their
-    /// first bytes, are found, overwritten in place, moved to larger slots and recovered, each
-    /// with its own record: the index tells keys apart by their whole bytes, whether it keeps
-    /// them or reads them from their slots.
+    /// Keys of every length from empty to 40 bytes, many sharing their first bytes, are found,
+    /// overwritten in place, moved to larger slots and recovered, each with its own record: the
+    /// index tells keys apart by their whole bytes, read from their slots.
     #[test]
     fn keys_short_and_long_sharing_prefixes_are_told_apart() {
         keys_are_told_apart();
@@ -1603,6 +1651,61 @@ mod tests {
         let keys: Vec<&[u8]> = store.iter().map(|(k, _)| k).collect();
         assert_eq!(keys.len(), 4);
         assert!(!keys.contains(&&b"b"[..]));
+    }
+
+    /// A location stays its key's through overwrites and moves, and is found again by a scan
+    /// and a recovery; once the key is removed and its entry taken by another key, the stale
+    /// location is detected: a put of the old key through it writes that key, never the
+    /// entry's new one.
+    #[test]
+    fn a_location_is_its_keys_until_removed_and_a_stale_one_is_never_trusted() {
+        let mut options = StoreOptions::new(Durability::Sync);
+        options.key_bytes_max = 64;
+        options.record_bytes_max = 1024;
+        let long = |last: u8| {
+            let mut key = vec![b'k'; 30];
+            key.push(last);
+            key
+        };
+        let (mut store, _) = SlotStore::open_on(SimMedia::new(), options.clone()).unwrap();
+        let a = store.put_at(None, b"a", b"a1").unwrap();
+        let k = store.put_at(None, &long(b'1'), b"k1").unwrap();
+        assert_ne!(a, k);
+        assert_eq!(store.location(b"a"), Some(a));
+        assert_eq!(store.put_at(Some(a), b"a", b"a2").unwrap(), a);
+        let slot = store.slot_offset(b"a");
+        assert_eq!(store.put_at(Some(a), b"a", &[b'a'; 500]).unwrap(), a);
+        assert_ne!(store.slot_offset(b"a"), slot, "moved, same location");
+        store.flush().unwrap();
+        let located: Vec<(Location, &[u8])> =
+            store.iter_located().map(|(l, k, _)| (l, k)).collect();
+        assert_eq!(located, [(a, &b"a"[..]), (k, &long(b'1')[..])]);
+        // A location of another key, or none the store gave, is not trusted.
+        let other = long(b'2');
+        let o = store.put_at(Some(k), &other, b"o1").unwrap();
+        assert_ne!(o, k);
+        assert_eq!(store.get(&long(b'1')), Some(&b"k1"[..]));
+        let far = Location::from_u64(1 << 20);
+        assert_ne!(store.put_at(far, b"z", b"z1").unwrap(), far.unwrap());
+        assert_eq!(Location::from_u64(u64::MAX), None);
+        // Removed: the entry goes to the next new key, and `a`'s old location is stale.
+        assert!(store.remove(b"a").unwrap());
+        store.flush().unwrap();
+        let c = store.put_at(None, b"c", b"c1").unwrap();
+        assert_eq!(c, a, "the removed key's entry is reused");
+        let a_again = store.put_at(Some(a), b"a", b"a3").unwrap();
+        assert_ne!(a_again, c);
+        store.flush().unwrap();
+        assert_eq!(store.get(b"c"), Some(&b"c1"[..]));
+        assert_eq!(store.get(b"a"), Some(&b"a3"[..]));
+        // Recovery gives every key a location of its own again, which the scan names.
+        let image = store.media().now().durable_image();
+        let (recovered, _) = SlotStore::open_on(SimMedia::from_image(image), options).unwrap();
+        for (location, key, record) in recovered.iter_located() {
+            assert_eq!(recovered.location(key), Some(location));
+            assert_eq!(recovered.get(key), Some(record));
+        }
+        assert_eq!(recovered.iter_located().count(), 5);
     }
 
     #[test]

@@ -16,6 +16,10 @@
 //!
 //! [`Replica::restore`]: crate::replica::Replica::restore
 //!
+//! A store may say where it holds a register's state ([`Location`]): the acceptor keeps that in
+//! the register's entry and hands it back with the register's next write, so that the store
+//! finds the state without a lookup by key of its own. The engine only carries it.
+//!
 //! A batch may also forget registers (see the `removal` module). Forgetting is only safe behind
 //! the shard's round floor, so a batch that forgets writes the floor and flushes it before it
 //! removes anything: a crash in between leaves a register that is still held, never one that is
@@ -25,10 +29,29 @@ use crate::buffers::room_for_next;
 use crate::ids::{Key, NodeId, Round};
 use crate::message::{Envelope, Message};
 
-/// A batch taking one acceptor decision for `key` in; gives whether the state changed.
+/// Where a store holds a register's state, as it said when the state was last written
+/// ([`AcceptorStore::write_at`]): opaque to the engine, which keeps it beside the register's
+/// state and hands it back with the next write. [`Location::UNKNOWN`] until the store names one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Location(pub u64);
+
+impl Location {
+    /// No location known: the store finds the register by its key.
+    pub const UNKNOWN: Location = Location(u64::MAX);
+}
+
+impl Default for Location {
+    fn default() -> Location {
+        Location::UNKNOWN
+    }
+}
+
+/// A batch taking one acceptor decision for `key`, held at `location`, in; gives whether the
+/// state changed.
 struct Sealing<'a> {
     batch: &'a mut PersistBatch,
     key: &'a Key,
+    location: Location,
 }
 
 impl Decision for Sealing<'_> {
@@ -42,7 +65,7 @@ impl Decision for Sealing<'_> {
     ) -> bool {
         let changed = next.is_some();
         if let Some(next) = next {
-            self.batch.writes.push((self.key.clone(), next));
+            (self.batch.writes).push((self.key.clone(), self.location, next));
         }
         if let Some(learned) = learned {
             self.batch.sealed.push(learned);
@@ -68,6 +91,18 @@ pub trait AcceptorStore {
     type Error: std::error::Error;
     /// Stages the new state of one register.
     fn write(&mut self, key: &Key, state: &AcceptorState) -> Result<(), Self::Error>;
+    /// [`AcceptorStore::write`] of a register whose state the store said it holds at
+    /// `location` (or [`Location::UNKNOWN`]); returns where it holds the state now. A store
+    /// must not trust `location` blindly: it may be stale (the register was forgotten and
+    /// written again meanwhile). By default the location is not used.
+    fn write_at(
+        &mut self,
+        key: &Key,
+        location: Location,
+        state: &AcceptorState,
+    ) -> Result<Location, Self::Error> {
+        self.write(key, state).map(|()| location)
+    }
     /// Makes every staged write durable (per the store's durability mode).
     fn flush(&mut self) -> Result<(), Self::Error>;
     /// Stages the shard's round floor: the lowest `r_ack` of every register the acceptor does
@@ -91,13 +126,16 @@ pub struct Committed {
     pub released: Vec<Envelope>,
     /// The registers whose writes the store refused for lack of space, each once.
     pub refused: Vec<Key>,
+    /// The registers the store now holds at another location than the one the batch knew
+    /// (new registers, mostly), for [`Replica::placed`](crate::replica::Replica::placed).
+    pub placed: Vec<(Key, Location)>,
 }
 
 /// Acceptor state changes and the replies that must wait for them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[must_use = "acceptor replies are released only by committing the batch"]
 pub struct PersistBatch {
-    writes: Vec<(Key, AcceptorState)>,
+    writes: Vec<(Key, Location, AcceptorState)>,
     sealed: Vec<Envelope>,
     /// Registers to forget, before `writes` (a write after a removal in the batch is a later
     /// state of a new register).
@@ -126,19 +164,39 @@ impl PersistBatch {
         from: NodeId,
         message: &Message,
     ) -> Option<&AcceptorState> {
-        let changed = acceptor::decide(state, from, message, Sealing { batch: self, key });
-        changed.then(|| &self.writes.last().expect("just added").1)
+        self.decide_at(key, Location::UNKNOWN, state, from, message)
     }
 
-    /// Adds writing `state` as the state of `key`, with no reply behind it.
-    pub(crate) fn write(&mut self, key: &Key, state: AcceptorState) {
-        self.writes.push((key.clone(), state));
+    /// [`PersistBatch::decide`] for a register the store holds at `location`, which the write
+    /// (if any) hands to the store.
+    #[inline]
+    pub fn decide_at(
+        &mut self,
+        key: &Key,
+        location: Location,
+        state: &AcceptorState,
+        from: NodeId,
+        message: &Message,
+    ) -> Option<&AcceptorState> {
+        let sealing = Sealing {
+            batch: self,
+            key,
+            location,
+        };
+        let changed = acceptor::decide(state, from, message, sealing);
+        changed.then(|| &self.writes.last().expect("just added").2)
+    }
+
+    /// Adds writing `state` as the state of `key` (held at `location`), with no reply behind
+    /// it.
+    pub(crate) fn write(&mut self, key: &Key, location: Location, state: AcceptorState) {
+        self.writes.push((key.clone(), location, state));
     }
 
     /// Adds forgetting `key`, behind the round `floor` (the shard's, raised by the register's
     /// `r_ack`). Writes of `key` earlier in the batch are dropped: they are superseded.
     pub(crate) fn remove(&mut self, key: &Key, floor: Round) {
-        self.writes.retain(|(written, _)| written != key);
+        self.writes.retain(|(written, _, _)| written != key);
         self.removals.push(key.clone());
         self.round_floor = Some(floor);
     }
@@ -216,10 +274,18 @@ impl PersistBatch {
             }
         }
         let mut refused: Vec<Key> = Vec::new();
+        let mut placed = Vec::new();
         if !self.writes.is_empty() || !self.removals.is_empty() {
-            for (key, state) in &self.writes {
-                if full(store.write(key, state))? && !refused.contains(key) {
-                    refused.push(key.clone());
+            for (key, location, state) in &self.writes {
+                match store.write_at(key, *location, state) {
+                    Ok(now) if now != *location => placed.push((key.clone(), now)),
+                    Ok(_) => {}
+                    Err(e) if S::is_full(&e) => {
+                        if !refused.contains(key) {
+                            refused.push(key.clone());
+                        }
+                    }
+                    Err(e) => return Err(e),
                 }
             }
             store.flush()?;
@@ -240,7 +306,11 @@ impl PersistBatch {
                 }
             });
         }
-        Ok(Committed { released, refused })
+        Ok(Committed {
+            released,
+            refused,
+            placed,
+        })
     }
 
     /// Releases the replies without persisting anything. Only for the harness tests that must
@@ -249,7 +319,10 @@ impl PersistBatch {
     pub fn release_unpersisted_for_fault_injection(
         self,
     ) -> (Vec<(Key, AcceptorState)>, Vec<Envelope>) {
-        (self.writes, self.sealed)
+        let writes = (self.writes.into_iter())
+            .map(|(key, _, state)| (key, state))
+            .collect();
+        (writes, self.sealed)
     }
 
     /// A batch of the states [`PersistBatch::release_unpersisted_for_fault_injection`] took
@@ -257,7 +330,9 @@ impl PersistBatch {
     #[doc(hidden)]
     pub fn writes_only_for_fault_injection(writes: Vec<(Key, AcceptorState)>) -> PersistBatch {
         PersistBatch {
-            writes,
+            writes: (writes.into_iter())
+                .map(|(key, state)| (key, Location::UNKNOWN, state))
+                .collect(),
             ..PersistBatch::default()
         }
     }
@@ -346,8 +421,10 @@ mod tests {
             let (writes, sealed) = (batch.writes.len(), batch.sealed.len());
             let decided = batch.decide(&key, &state, NodeId(1), &message).cloned();
             assert_eq!(decided, step.next, "{message:?}");
-            let written: Vec<(&Key, &AcceptorState)> =
-                batch.writes[writes..].iter().map(|(k, s)| (k, s)).collect();
+            let written: Vec<(&Key, &AcceptorState)> = batch.writes[writes..]
+                .iter()
+                .map(|(k, _, s)| (k, s))
+                .collect();
             let expected: Vec<(&Key, &AcceptorState)> =
                 step.next.iter().map(|next| (&key, next)).collect();
             assert_eq!(written, expected, "{message:?}");

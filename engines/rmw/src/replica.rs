@@ -23,7 +23,7 @@ use crate::ids::Round;
 use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::PrepareKind;
 use crate::message::{Envelope, Message};
-use crate::persist::PersistBatch;
+use crate::persist::{Location, PersistBatch};
 use crate::placement::{Placement, StageId};
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
 use crate::rejoin::{self, Counting, Rejoin};
@@ -71,12 +71,35 @@ pub struct SpentOutput {
     pub timers: Vec<TimerRequest>,
 }
 
+/// A register the acceptor holds: its state, and where the store holds that (see
+/// [`Location`]), kept in the same table entry so that writing the state back costs the store
+/// no lookup by key. The location is the store's business: equality and hashes ignore it.
+#[derive(Clone, Debug, Default)]
+struct Held {
+    state: AcceptorState,
+    location: Location,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Held) -> bool {
+        self.state == other.state
+    }
+}
+
+impl Eq for Held {}
+
+impl Hash for Held {
+    fn hash<H: Hasher>(&self, hasher: &mut H) {
+        self.state.hash(hasher);
+    }
+}
+
 /// A replica's protocol state: proposer, acceptor states, and pending persistence.
 #[derive(Clone, Debug)]
 pub struct Replica {
     node: NodeId,
     proposer: Proposer,
-    states: KeyTable<AcceptorState>,
+    states: KeyTable<Held>,
     persist: PersistBatch,
     /// The state of every register the acceptor does not hold: ⊥ with `r_ack` at the shard's
     /// round floor, the highest `r_ack` of any register it forgot (see [`removal`]).
@@ -128,11 +151,27 @@ impl Replica {
         rng_seed: u64,
         recovered: impl IntoIterator<Item = (Key, AcceptorState)>,
     ) -> Replica {
+        let recovered = recovered.into_iter();
+        let located = recovered.map(|(key, state)| (key, state, Location::UNKNOWN));
+        Replica::new_located(node, incarnation, config, rng_seed, located)
+    }
+
+    /// [`Replica::new`] with the location where the store holds each recovered state (see
+    /// [`Location`]).
+    pub fn new_located(
+        node: NodeId,
+        incarnation: u32,
+        config: ProposerConfig,
+        rng_seed: u64,
+        recovered: impl IntoIterator<Item = (Key, AcceptorState, Location)>,
+    ) -> Replica {
         let id = ProposerId { node, incarnation };
+        let held =
+            (recovered.into_iter()).map(|(key, state, location)| (key, Held { state, location }));
         Replica {
             node,
             proposer: Proposer::new(id, config, rng_seed),
-            states: recovered.into_iter().collect(),
+            states: held.collect(),
             persist: PersistBatch::new(),
             fresh: AcceptorState::default(),
             removals: Removals::default(),
@@ -216,7 +255,7 @@ impl Replica {
     pub fn removal_candidates(&self, now_ms: u64) -> impl Iterator<Item = &Key> {
         self.states
             .iter()
-            .filter(move |(_, state)| self.removal_candidate(state, now_ms))
+            .filter(move |(_, held)| self.removal_candidate(&held.state, now_ms))
             .map(|(key, _)| key)
     }
 
@@ -249,7 +288,7 @@ impl Replica {
         let candidate = self
             .states
             .get(key)
-            .is_some_and(|state| self.removal_candidate(state, now_ms));
+            .is_some_and(|held| self.removal_candidate(&held.state, now_ms));
         if !candidate {
             return false;
         }
@@ -331,12 +370,12 @@ impl Replica {
 
     /// The acceptor state of `key` (`None` if it has none: see [`Replica::round_floor`]).
     pub fn acceptor_state(&self, key: &Key) -> Option<&AcceptorState> {
-        self.states.get(key)
+        self.states.get(key).map(|held| &held.state)
     }
 
     /// Every register this replica's acceptor holds a state for.
     pub fn acceptor_states(&self) -> impl Iterator<Item = (&Key, &AcceptorState)> {
-        self.states.iter()
+        self.states.iter().map(|(key, held)| (key, &held.state))
     }
 
     /// Up to `count` (at least one) acceptor states from where `cursor` points, and the
@@ -347,7 +386,9 @@ impl Replica {
     /// [`ScanCursor`]). Tombstones and expired values are states
     /// too: callers filter them.
     pub fn scan_states(&self, cursor: u64, count: usize) -> (u64, Vec<(&Key, &AcceptorState)>) {
-        self.states.scan(cursor, count)
+        let (next, found) = self.states.scan(cursor, count);
+        let states = found.into_iter().map(|(key, held)| (key, &held.state));
+        (next, states.collect())
     }
 
     /// An acceptor state that `wanted` accepts, looked for from a position `seed` chooses (see
@@ -355,9 +396,10 @@ impl Replica {
     pub fn find_state(
         &self,
         seed: u64,
-        wanted: impl FnMut(&AcceptorState) -> bool,
+        mut wanted: impl FnMut(&AcceptorState) -> bool,
     ) -> Option<(&Key, &AcceptorState)> {
-        self.states.find_from(seed, wanted)
+        (self.states.find_from(seed, |held| wanted(&held.state)))
+            .map(|(key, held)| (key, &held.state))
     }
 
     /// A client command.
@@ -422,9 +464,9 @@ impl Replica {
     fn prefetch(&self, message: &Message) {
         if message.is_for_acceptor() {
             // A decision reads the whole state, which spans the entry's two lines.
-            self.states.prefetch(message.key(), |state| {
-                prefetch_line(&state.r_ack);
-                prefetch_line(&state.req_prev);
+            self.states.prefetch(message.key(), |held| {
+                prefetch_line(&held.state.r_ack);
+                prefetch_line(&held.state.req_prev);
             });
         } else {
             self.proposer.prefetch(message.key());
@@ -542,16 +584,17 @@ impl Replica {
             return;
         }
         let existing = self.states.get_mut(key);
-        let next = self.persist.decide(
-            key,
-            existing.as_deref().unwrap_or(&self.fresh),
-            from,
-            message,
-        );
+        let (state, location) = match &existing {
+            Some(held) => (&held.state, held.location),
+            None => (&self.fresh, Location::UNKNOWN),
+        };
+        let next = self.persist.decide_at(key, location, state, from, message);
         match (existing, next) {
-            (Some(state), Some(next)) => *state = next.clone(),
+            (Some(held), Some(next)) => held.state = next.clone(),
             (None, Some(next)) => {
-                self.states.insert(key.clone(), next.clone());
+                let state = next.clone();
+                let location = Location::UNKNOWN;
+                self.states.insert(key.clone(), Held { state, location });
             }
             (_, None) => {}
         }
@@ -608,8 +651,13 @@ impl Replica {
         };
         let rejoin = self.rejoin.as_mut().expect("rejoining");
         if let Some(state) = rejoin.on_answer(key, index, reply, &counting) {
-            self.states.insert(key.clone(), state.clone());
-            self.persist.write(key, state);
+            let location = self.location(key);
+            let held = Held {
+                state: state.clone(),
+                location,
+            };
+            self.states.insert(key.clone(), held);
+            self.persist.write(key, location, state);
         }
     }
 
@@ -637,7 +685,7 @@ impl Replica {
     /// REMOVE: forgets `key` if the acceptor still holds exactly the dead vote `voted`, behind
     /// the round floor raised to its `r_ack`.
     fn forget(&mut self, key: &Key, voted: Round) {
-        let Some(state) = self.states.get(key) else {
+        let Some(Held { state, .. }) = self.states.get(key) else {
             return;
         };
         if !removal::forgettable(state, voted) {
@@ -658,10 +706,30 @@ impl Replica {
     pub fn restore(&mut self, key: &Key, durable: Option<AcceptorState>) {
         match durable {
             Some(state) => {
-                self.states.insert(key.clone(), state);
+                // A refused write changed nothing in the store: the location stays.
+                let location = self.location(key);
+                self.states.insert(key.clone(), Held { state, location });
             }
             None => {
                 self.states.remove(key);
+            }
+        }
+    }
+
+    /// Where the store holds the state of `key`, as far as the acceptor knows.
+    fn location(&self, key: &Key) -> Location {
+        self.states
+            .get(key)
+            .map_or(Location::UNKNOWN, |held| held.location)
+    }
+
+    /// The store holds the states of `placed` at these locations now (see
+    /// [`Committed::placed`](crate::persist::Committed::placed)): kept for their next writes.
+    /// A register the acceptor no longer holds is skipped.
+    pub fn placed(&mut self, placed: &[(Key, Location)]) {
+        for (key, location) in placed {
+            if let Some(held) = self.states.get_mut(key) {
+                held.location = *location;
             }
         }
     }
@@ -720,13 +788,14 @@ mod tests {
 
     #[test]
     fn a_prefetched_acceptor_state_is_asked_for_on_both_its_lines() {
-        assert_eq!(crate::table::entry_bytes::<AcceptorState>(), 128);
+        assert_eq!(crate::table::entry_bytes::<Held>(), 128);
         // The fields `Replica::prefetch` names.
+        let state = std::mem::offset_of!(Held, state);
         let named = [
-            std::mem::offset_of!(AcceptorState, r_ack),
-            std::mem::offset_of!(AcceptorState, req_prev),
+            state + std::mem::offset_of!(AcceptorState, r_ack),
+            state + std::mem::offset_of!(AcceptorState, req_prev),
         ];
-        let lines = crate::table::prefetched_lines::<AcceptorState>(&named);
+        let lines = crate::table::prefetched_lines::<Held>(&named);
         assert_eq!(lines.into_iter().collect::<Vec<_>>(), [0, 1]);
     }
 }

@@ -10,7 +10,7 @@ use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use logless_rmw::message::{Envelope, Message, PrepareKind};
-use logless_rmw::persist::AcceptorStore;
+use logless_rmw::persist::{AcceptorStore, Location};
 use logless_rmw::placement::{Placement, StageId};
 use logless_rmw::proposer::{ClientReply, ProposeError, TimerRequest};
 use logless_rmw::replica::Replica;
@@ -23,6 +23,12 @@ struct MemStore {
     flushes: usize,
     /// Whether the disk is full: a register the store does not hold finds no room.
     full: bool,
+    /// Where the store holds each register ([`AcceptorStore::write_at`]): a number per key,
+    /// new for each new register.
+    locations: BTreeMap<Key, u64>,
+    located: u64,
+    /// Writes of registers the store held that came without their location, or with another.
+    unlocated_writes: usize,
 }
 
 /// A write refused for want of space, the only error of [`MemStore`].
@@ -51,12 +57,33 @@ impl AcceptorStore for MemStore {
         self.flushes += 1;
         Ok(())
     }
+    fn write_at(
+        &mut self,
+        key: &Key,
+        location: Location,
+        state: &AcceptorState,
+    ) -> Result<Location, Self::Error> {
+        self.write(key, state)?;
+        let held = match self.locations.get(key) {
+            Some(&held) => {
+                self.unlocated_writes += usize::from(location != Location(held));
+                held
+            }
+            None => {
+                self.located += 1;
+                self.locations.insert(key.clone(), self.located);
+                self.located
+            }
+        };
+        Ok(Location(held))
+    }
     fn write_round_floor(&mut self, floor: Round) -> Result<(), Self::Error> {
         self.round_floor = floor;
         Ok(())
     }
     fn remove(&mut self, key: &Key) -> Result<(), Self::Error> {
         self.states.remove(key);
+        self.locations.remove(key);
         Ok(())
     }
     fn is_full(_: &NoSpace) -> bool {
@@ -175,6 +202,13 @@ impl Net {
         for key in &committed.refused {
             replica.restore(key, store.states.get(key).cloned());
         }
+        // Every write of a register the store holds finds it by the location the replica
+        // kept from the write before (or from its recovery), in every scenario.
+        replica.placed(&committed.placed);
+        assert_eq!(
+            store.unlocated_writes, 0,
+            "node {node:?}: a write without its location"
+        );
         for e in output.sends.into_iter().chain(committed.released) {
             self.log.push((node, e.clone()));
             self.queue.push_back((node, e));
@@ -1163,16 +1197,16 @@ impl Net {
     /// what was committed survives, nothing else.
     fn restart(&mut self, node: NodeId) {
         let store = &self.stores[&node];
-        let recovered: Vec<(Key, AcceptorState)> = store
+        let recovered: Vec<(Key, AcceptorState, Location)> = store
             .states
             .iter()
-            .map(|(k, s)| (k.clone(), s.clone()))
+            .map(|(k, s)| (k.clone(), s.clone(), Location(store.locations[k])))
             .collect();
         let mut config = ProposerConfig::new(vec![A, B, C]);
         config.straggler_wait_ms = 0;
         config.remove_dead_registers = true;
-        let replica =
-            Replica::new(node, 2, config, 99, recovered).with_round_floor(store.round_floor);
+        let replica = Replica::new_located(node, 2, config, 99, recovered)
+            .with_round_floor(store.round_floor);
         self.replicas.insert(node, replica);
         self.timers.remove(&node);
     }
