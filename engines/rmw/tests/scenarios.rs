@@ -2298,14 +2298,15 @@ fn ring_a_replica_restarted_in_the_joint_stage_with_the_old_placement_is_fenced_
     // s2 crashes and restarts from its store with the placement it was started with, the old
     // stage's, as a node restarted from its configuration file would be.
     let stable_old = Placement::new(&m.old, &SIX).unwrap();
-    let recovered: Vec<(Key, AcceptorState)> = (net.stores[&s2].states.iter())
-        .map(|(k, v)| (k.clone(), v.clone()))
+    let store = &net.stores[&s2];
+    let recovered: Vec<(Key, AcceptorState, Location)> = (store.states.iter())
+        .map(|(k, v)| (k.clone(), v.clone(), Location(store.locations[k])))
         .collect();
     let mut config = ProposerConfig::new(SIX.to_vec());
     config.straggler_wait_ms = 0;
     config.placement = Some(stable_old);
     net.replicas
-        .insert(s2, Replica::new(s2, 2, config, 2, recovered));
+        .insert(s2, Replica::new_located(s2, 2, config, 2, recovered));
     // With the leaving replica down, a joint quorum needs s2 (the old set's majority is s1
     // and s2): s2 holds the joint stage's messages back, so nothing is decided...
     net.command_on(s1, 2, m.key.clone(), Command::IncrBy(1));
