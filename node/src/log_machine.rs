@@ -79,9 +79,16 @@ trait RegisterStore: Send {
     fn installing(&self) -> bool;
     fn applied(&self) -> Option<u64>;
     fn finish_batch(&mut self, instance: Option<u64>) -> Result<(), InPlaceError>;
+    /// The store itself (for the tests, which reach its simulated medium).
+    #[cfg(test)]
+    fn any_mut(&mut self) -> &mut dyn std::any::Any;
 }
 
-impl<M: Media + Send> RegisterStore for RegistersInPlace<M> {
+impl<M: Media + Send + 'static> RegisterStore for RegistersInPlace<M> {
+    #[cfg(test)]
+    fn any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
     fn must_apply(&self, key: &[u8], op: OpNumber) -> Result<bool, InPlaceError> {
         RegistersInPlace::must_apply(self, key, op)
     }
@@ -506,5 +513,319 @@ impl StateMachine for LogMachine {
     fn restore(&mut self, snapshot: &Bytes) {
         self.memory.restore(snapshot);
         self.restore_in_place();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use logless_commands::command::{Command, Condition, Expiry, SetArgs};
+    use logless_multipaxos::config::{Config, Recovery};
+    use logless_multipaxos::ids::NodeId;
+    use logless_storage::{SegmentLogOptions, SimDir, SimMedia};
+
+    use super::*;
+    use crate::durable_log::DurableLog;
+    use crate::log_turn::{LogAnswer, LogCore, LogOutlet};
+
+    #[derive(Default)]
+    struct Answers(Vec<(u32, LogAnswer)>);
+
+    impl LogOutlet<u32> for Answers {
+        fn send(&mut self, _: NodeId, _: Vec<logless_multipaxos::message::Message>) {}
+        fn answer(&mut self, reply: u32, answer: LogAnswer) {
+            self.0.push((reply, answer));
+        }
+        fn mono_us(&self) -> u64 {
+            0
+        }
+    }
+
+    fn options() -> StoreOptions {
+        let mut options = StoreOptions::new(Durability::Emulp);
+        options.key_bytes_max = 16;
+        options.record_bytes_max = 256;
+        options.file_bytes_max = 1 << 20;
+        options.append_chunk_bytes = 0;
+        options
+    }
+
+    /// Small segments: the simulated directory holds them in memory.
+    fn log_options() -> SegmentLogOptions {
+        let mut options = SegmentLogOptions::new(Durability::Emulp);
+        options.segment_bytes = 1 << 20;
+        options.record_bytes_max = 64 << 10;
+        options
+    }
+
+    fn config() -> Config {
+        let mut config = Config::new(vec![NodeId(1)], NodeId(1));
+        config.recovery = Recovery::Pmem;
+        config
+    }
+
+    fn incr(key: &str) -> Operation {
+        Operation::Command {
+            key: Bytes::from(key.to_owned()),
+            command: Command::IncrBy(1),
+        }
+    }
+
+    fn set(key: &str, value: &str) -> Operation {
+        Operation::Command {
+            key: Bytes::from(key.to_owned()),
+            command: Command::Set(SetArgs {
+                value: Bytes::from(value.to_owned()),
+                condition: Condition::Always,
+                get: false,
+                expiry: Expiry::Clear,
+            }),
+        }
+    }
+
+    fn del(key: &str) -> Operation {
+        Operation::Command {
+            key: Bytes::from(key.to_owned()),
+            command: Command::Del,
+        }
+    }
+
+    /// The turns' operations: counters incremented in several batches, a value set, a counter
+    /// deleted and counted again.
+    fn turns() -> Vec<Vec<Operation>> {
+        vec![
+            vec![incr("a"), incr("b"), incr("a")],
+            vec![set("s", "x"), incr("c")],
+            vec![incr("a"), del("b"), incr("c"), incr("c")],
+            vec![incr("b"), incr("a"), set("s", "y")],
+        ]
+    }
+
+    type Core = LogCore<u32, SimDir>;
+
+    fn core_on(machine: LogMachine, log: crate::durable_log::OpenedLog<SimDir>) -> Core {
+        LogCore::recover_in_place(
+            config(),
+            machine,
+            &log.durable,
+            log.log,
+            1,
+            10_000,
+            1_000_000,
+            0,
+        )
+    }
+
+    /// Runs `turns` on `core`, each until answered.
+    fn run(core: &mut Core, turns: &[Vec<Operation>]) {
+        let mut clock = 0u64;
+        let mut answers = Answers::default();
+        let mut reply = 0;
+        for ops in turns {
+            let before = answers.0.len();
+            for op in ops {
+                core.submit(op, reply);
+                reply += 1;
+            }
+            while answers.0.len() < before + ops.len() {
+                clock += 5;
+                assert!(clock < 5_000, "not answered");
+                core.start_turn(1_000_000 + clock, clock * 1_000);
+                core.finish_turn(&mut answers).unwrap();
+            }
+        }
+        assert!(answers.0.iter().all(|(_, a)| a.is_ok()), "{:?}", answers.0);
+    }
+
+    /// One more turn, in which a restarted core executes what it had not.
+    fn settle(core: &mut Core) {
+        core.start_turn(1_000_000, 0);
+        core.finish_turn(&mut Answers::default()).unwrap();
+    }
+
+    fn fresh() -> (LogMachine, crate::durable_log::OpenedLog<SimDir>) {
+        let log = DurableLog::open_on(SimDir::new(), log_options()).unwrap();
+        let (store, registers, _) = RegistersInPlace::open_on(SimMedia::new(), options()).unwrap();
+        let machine =
+            LogMachine::open_in_place(RegisterMachine::default(), store, registers, None).unwrap();
+        (machine, log)
+    }
+
+    /// The registers `machine`'s store holds now, reopened.
+    fn stored_map(media: &SimMedia) -> BTreeMap<Bytes, Register> {
+        let (_, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(media.now().live_image()), options())
+                .unwrap();
+        registers
+            .into_iter()
+            .filter(|(_, s)| s.register.data != Data::Absent)
+            .map(|(k, s)| (k, s.register))
+            .collect()
+    }
+
+    /// The store's medium under a core (the tests' machines are on [`SimMedia`]).
+    fn media_of(core: &mut Core) -> SimMedia {
+        core.state_machine_mut_for_tests().sim_media()
+    }
+
+    impl LogMachine {
+        /// The registers' store, on the simulated medium.
+        fn sim_store(&mut self) -> &mut RegistersInPlace<SimMedia> {
+            let in_place = self.in_place.as_mut().expect("in place");
+            in_place
+                .store
+                .any_mut()
+                .downcast_mut()
+                .expect("a simulated medium")
+        }
+
+        /// A copy of the registers' simulated medium.
+        fn sim_media(&mut self) -> SimMedia {
+            self.sim_store().media().clone()
+        }
+
+        /// Makes the registers' medium crash after `n` more operations.
+        fn arm_crash(&mut self, n: usize) {
+            self.sim_store().media_mut().crash_after_ops = Some(n);
+        }
+    }
+
+    /// Crashes the registers' medium after every media operation of the run in turn, restarts
+    /// from every image a power failure could leave (none, all or every other unpersisted
+    /// sector; the log complete, as its peers would give it), and compares the map with the
+    /// run without crash. Returns the differences.
+    fn every_crash(ignore_op_numbers: bool) -> Vec<String> {
+        let (machine, log) = fresh();
+        let mut core = core_on(machine, log);
+        run(&mut core, &turns());
+        let expected = core.replica().state_machine().map().clone();
+        assert_eq!(stored_map(&media_of(&mut core)), expected);
+        assert_eq!(expected[&Bytes::from_static(b"a")].data, Data::Int(4));
+        assert_eq!(expected[&Bytes::from_static(b"c")].data, Data::Int(3));
+        assert_eq!(expected[&Bytes::from_static(b"b")].data, Data::Int(1));
+        let total_ops = media_of(&mut core).ops;
+        let log_image = core
+            .log()
+            .segment_log()
+            .dir()
+            .at_crash()
+            .crash_image(0, &[], None);
+
+        let mut violations = Vec::new();
+        for n in 0..=total_ops {
+            let (mut machine, log) = fresh();
+            machine.arm_crash(n);
+            let mut core = core_on(machine, log);
+            run(&mut core, &turns());
+            let at_crash = media_of(&mut core).at_crash().clone();
+            let dirty = at_crash.dirty_sectors();
+            let every_other: Vec<usize> = dirty.iter().copied().step_by(2).collect();
+            for kept in [Vec::new(), dirty.clone(), every_other] {
+                let media = SimMedia::from_image(at_crash.crash_image(&kept, None));
+                let (mut store, registers, _) =
+                    RegistersInPlace::open_on(media, options()).unwrap();
+                if ignore_op_numbers {
+                    store.ignore_op_numbers();
+                }
+                let log = DurableLog::open_on(log_image.clone(), log_options()).unwrap();
+                let machine = LogMachine::open_in_place(
+                    RegisterMachine::default(),
+                    store,
+                    registers,
+                    log.durable.snapshot.as_ref(),
+                )
+                .unwrap();
+                let mut core = core_on(machine, log);
+                settle(&mut core);
+                let got = core.replica().state_machine().map();
+                if *got != expected {
+                    violations.push(format!(
+                        "crash after op {n}, kept {kept:?}: {got:?}, expected {expected:?}"
+                    ));
+                } else if stored_map(&media_of(&mut core)) != expected {
+                    violations.push(format!("crash after op {n}: the store differs"));
+                }
+                if ignore_op_numbers && !violations.is_empty() {
+                    return violations;
+                }
+            }
+        }
+        violations
+    }
+
+    #[test]
+    fn a_crash_at_every_media_operation_applies_every_operation_once() {
+        let violations = every_crash(false);
+        assert!(violations.is_empty(), "{violations:#?}");
+    }
+
+    #[test]
+    fn ignoring_the_operation_numbers_is_caught() {
+        assert!(
+            !every_crash(true).is_empty(),
+            "re-executing without the operation numbers went unnoticed"
+        );
+    }
+
+    #[test]
+    fn a_restart_executes_only_after_applied_and_an_interrupted_install_is_redone() {
+        let (machine, log) = fresh();
+        let mut core = core_on(machine, log);
+        run(&mut core, &turns());
+        let expected = core.replica().state_machine().map().clone();
+        let snapshot = Snapshot {
+            next_instance: core.replica().executed_below(),
+            stamp_ms: 0,
+            state: core.replica().state_machine().snapshot(),
+            clients: Default::default(),
+        };
+        // Restarted on the registers as they are: nothing to execute, the state at once.
+        let image = media_of(&mut core).now().live_image();
+        let (store, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(image.clone()), options()).unwrap();
+        let applied = store.applied();
+        assert_eq!(applied, Some(core.replica().executed_below().0 - 1));
+        let machine =
+            LogMachine::open_in_place(RegisterMachine::default(), store, registers, None).unwrap();
+        assert_eq!(*machine.map(), expected);
+
+        // An install interrupted after its mark: the next open installs the snapshot again.
+        let (mut store, _, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(image), options()).unwrap();
+        store.begin_install().unwrap();
+        store
+            .write(
+                b"junk",
+                OpNumber {
+                    instance: 0,
+                    index: 0,
+                },
+                &Register::default(),
+            )
+            .unwrap();
+        let image = store.media().now().live_image();
+        let (store, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(image), options()).unwrap();
+        assert!(store.installing());
+        let machine = LogMachine::open_in_place(
+            RegisterMachine::default(),
+            store,
+            registers,
+            Some(&snapshot),
+        )
+        .unwrap();
+        assert_eq!(*machine.map(), expected);
+        let mut machine = machine;
+        assert_eq!(stored_map(&machine.sim_media()), expected);
+
+        // Operations writing several keys, and WATCH, are refused with the reason.
+        let mset = Operation::MSet(vec![
+            (Bytes::from_static(b"a"), Bytes::from_static(b"1")),
+            (Bytes::from_static(b"b"), Bytes::from_static(b"2")),
+        ]);
+        let refusal = in_place_refusal(&mset).unwrap();
+        assert!(refusal.contains("MSET is not available under --recovery pmem-sm"));
+        assert!(in_place_refusal(&Operation::Watch(vec![Bytes::from_static(b"a")])).is_some());
+        assert!(in_place_refusal(&incr("a")).is_none());
+        assert!(in_place_refusal(&Operation::MGet(vec![Bytes::from_static(b"a")])).is_none());
     }
 }

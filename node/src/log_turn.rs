@@ -472,6 +472,12 @@ impl<R, D: Dir> LogCore<R, D> {
         &self.replica
     }
 
+    /// The state machine (for tests, which crash its medium).
+    #[cfg(test)]
+    pub(crate) fn state_machine_mut_for_tests(&mut self) -> &mut LogMachine {
+        self.replica.state_machine_mut()
+    }
+
     /// The durable log (for simulations, which crash its directory).
     pub fn log(&self) -> &DurableLog<D> {
         &self.log

@@ -4,8 +4,10 @@
 //! Each register is one failure-atomic slot-store record under its key (prefixed by
 //! [`REGISTER_PREFIX`]), carrying the [`OpNumber`] of the operation that last wrote it and the
 //! register's encoding; one more record, [`APPLIED_KEY`], says up to which instance every batch
-//! was applied. A batch's records are written in place as its operations execute, then the
-//! "applied up to" record, then one flush ([`RegistersInPlace::finish_batch`]).
+//! was applied. A batch's records are written in place as its operations execute and flushed,
+//! then the "applied up to" record is written and flushed ([`RegistersInPlace::finish_batch`]):
+//! two flushes, since persistent memory may write cache lines back in any order and a mark
+//! flushed with the records could be durable before them.
 //!
 //! A crash can leave any subset of a batch's register records durable. Execution after a
 //! restart starts again at the first batch not recorded as applied, and is idempotent per
@@ -248,26 +250,41 @@ impl<M: Media> RegistersInPlace<M> {
     /// install of an empty log), ends an install begun, and makes it and the batch's register
     /// records durable.
     pub fn finish_batch(&mut self, instance: Option<u64>) -> Result<(), InPlaceError> {
+        // The register records first: persistent memory may write lines back in any order, so
+        // a mark flushed with them could be durable before them.
+        self.store.flush()?;
         match instance {
             Some(instance) => self.store.put(APPLIED_KEY, &instance.to_le_bytes())?,
             None => {
                 self.store.remove(APPLIED_KEY)?;
             }
         }
+        self.store.flush()?;
         if self.installing {
-            // The mark goes only once every register of the install is durable.
-            self.store.flush()?;
+            // The mark goes only once the install's registers and "applied up to" are durable.
             self.store.remove(INSTALLING_KEY)?;
+            self.store.flush()?;
             self.installing = false;
         }
-        self.store.flush()?;
         self.applied = instance;
         Ok(())
+    }
+
+    /// Injects the deliberate bug "ignore operation numbers": every operation is applied again,
+    /// whatever number its register records (for the tests that must catch it).
+    #[cfg(test)]
+    pub(crate) fn ignore_op_numbers(&mut self) {
+        self.ignore_op_numbers = true;
     }
 
     /// The medium underneath.
     pub fn media(&self) -> &M {
         self.store.media()
+    }
+
+    /// The medium underneath, to arm its crash points (for crash tests).
+    pub fn media_mut(&mut self) -> &mut M {
+        self.store.media_mut()
     }
 }
 
