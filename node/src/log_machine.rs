@@ -7,8 +7,8 @@
 //! 1 (0 numbers the expired keys the batch's start sweeps). After the machine executes an
 //! operation, every register it writes is written to its record with that number; at the end
 //! of each turn that executed anything, before the turn's log records are committed
-//! ([`LogMachine::finish_turn`]), the "applied up to" record names the last executed instance
-//! and one flush makes the turn durable. So the registers are never behind a snapshot or a
+//! ([`LogMachine::finish_turn`]), the registers are flushed, then the "applied up to" record
+//! names the last executed instance and is flushed ([`RegistersInPlace::finish_batch`]). So the registers are never behind a snapshot or a
 //! decision the engine persisted after them.
 //!
 //! # Restarting
@@ -304,8 +304,8 @@ impl LogMachine {
     }
 
     /// Ends a turn of the log, before its records are committed: if anything was executed or
-    /// installed since the last, records every batch below `executed_below` as applied and
-    /// makes the registers durable (one flush), then drops the records of the keys deleted
+    /// installed since the last, makes the registers durable and then records every batch
+    /// below `executed_below` as applied, then drops the records of the keys deleted
     /// meanwhile (no re-execution can reach them now). Fails with the store's first failure.
     pub fn finish_turn(&mut self, executed_below: Instance) -> Result<(), StoreError> {
         let Some(in_place) = &mut self.in_place else {
