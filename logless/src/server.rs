@@ -67,7 +67,8 @@ pub struct ServerArgs {
     /// replica: fullss (log and snapshots on disk, replayed), epoch (EpochSS: state in memory
     /// only, recovered from the peers; needs a majority up) or pmem (mPaxos: log and snapshots
     /// in persistent memory, needs --durability emulp or pmem; votes at once after a restart
-    /// and rebuilds its state machine meanwhile). See docs/recovery.md.
+    /// and rebuilds its state machine meanwhile) or pmem-sm (mPaxosSM: the state machine in
+    /// place in persistent memory too; votes and serves at once). See docs/recovery.md.
     #[arg(long, env = "LOGLESS_RECOVERY")]
     pub recovery: Option<logless_node::config::Recovery>,
     /// The psmr engine's worker threads, the same on every replica (0: the cores available).

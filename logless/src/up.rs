@@ -71,7 +71,7 @@ pub struct UpArgs {
     /// How a replica of the multipaxos engine recovers after a crash: fullss (log and
     /// snapshots on disk), epoch (EpochSS: state in memory, recovered from the peers) or pmem
     /// (mPaxos: log and snapshots in persistent memory, --durability emulp or pmem; votes at
-    /// once after a restart).
+    /// once after a restart) or pmem-sm (mPaxosSM: the state machine in place there too).
     #[arg(long, default_value_t = logless_node::config::Recovery::Fullss)]
     pub recovery: logless_node::config::Recovery,
     /// The psmr engine's worker threads per replica (0: the cores available).

@@ -12,7 +12,8 @@
 //! recovery = "fullss"          # multipaxos: fullss (log and snapshots on disk) | epoch (EpochSS:
 //!                              # state in memory, recovered from the peers) | pmem (mPaxos: log
 //!                              # and snapshots in persistent memory, durability emulp or pmem,
-//!                              # votes at once after a restart; docs/recovery.md)
+//!                              # votes at once after a restart) | pmem-sm (mPaxosSM: the state
+//!                              # machine in place in persistent memory too; docs/recovery.md)
 //! threads = 0                  # psmr: worker threads, k (0: the cores available)
 //! psmr_mode = "psmr"           # psmr: psmr | sp-smr | smr | no-rep (one process, no peers)
 //! service = "btree"            # psmr: btree (GET/SET NX|XX/DEL/LOGLESS.RANGE) | netfs (LOGLESS.FS)
@@ -232,6 +233,11 @@ pub enum Recovery {
     /// `durability` `emulp` or `pmem`); a restarted replica votes at once and rebuilds its
     /// state machine from the persistent snapshot meanwhile.
     Pmem,
+    /// mPaxosSM: as mPaxos, and the state machine itself in place in persistent memory (one
+    /// failure-atomic record per register, executed idempotently per operation number); a
+    /// restarted replica opens it and votes and serves without restoring a snapshot.
+    #[serde(rename = "pmem-sm")]
+    PmemSm,
 }
 
 impl Recovery {
@@ -241,6 +247,7 @@ impl Recovery {
             Recovery::Fullss => "fullss",
             Recovery::Epoch => "epoch",
             Recovery::Pmem => "pmem",
+            Recovery::PmemSm => "pmem-sm",
         }
     }
 
@@ -249,7 +256,8 @@ impl Recovery {
         match self {
             Recovery::Fullss => logless_multipaxos::config::Recovery::FullSs,
             Recovery::Epoch => logless_multipaxos::config::Recovery::Epoch,
-            Recovery::Pmem => logless_multipaxos::config::Recovery::Pmem,
+            // The engine resumes the same way; the node keeps the state machine in place.
+            Recovery::Pmem | Recovery::PmemSm => logless_multipaxos::config::Recovery::Pmem,
         }
     }
 
@@ -271,12 +279,17 @@ impl Recovery {
                  on disk): give --engine multipaxos, or --recovery fullss"
             )));
         }
-        if self == Recovery::Pmem {
+        if matches!(self, Recovery::Pmem | Recovery::PmemSm) {
             if !matches!(durability, Durability::Emulp | Durability::Pmem) {
+                let what = if self == Recovery::Pmem {
+                    "recovery pmem (mPaxos) keeps the log and the snapshots"
+                } else {
+                    "recovery pmem-sm (mPaxosSM) keeps the log and the state machine"
+                };
                 return Err(ConfigError::Invalid(format!(
-                    "recovery pmem (mPaxos) keeps the log and the snapshots in persistent memory, \
-                     persisted by cache-line flushes: give --durability emulp (emulated on DRAM) \
-                     or --durability pmem (a DAX mount), not {}; or --recovery fullss",
+                    "{what} in persistent memory, persisted by cache-line flushes: give \
+                     --durability emulp (emulated on DRAM) or --durability pmem (a DAX mount), \
+                     not {}; or --recovery fullss",
                     durability_name(durability)
                 )));
             }
@@ -307,8 +320,9 @@ impl std::str::FromStr for Recovery {
             "fullss" => Ok(Recovery::Fullss),
             "epoch" => Ok(Recovery::Epoch),
             "pmem" => Ok(Recovery::Pmem),
+            "pmem-sm" => Ok(Recovery::PmemSm),
             other => Err(format!(
-                "recovery must be fullss, epoch or pmem, not {other:?}"
+                "recovery must be fullss, epoch, pmem or pmem-sm, not {other:?}"
             )),
         }
     }
@@ -1042,33 +1056,44 @@ mod tests {
     #[test]
     fn pmem_recovery_needs_persistent_memory_and_the_log_engine() {
         let peers = parse_peers("1=127.0.0.1:1").unwrap();
-        let config = |engine, durability: &str| NodeConfig {
-            node_id: 1,
-            peers: peers.clone(),
-            engine,
-            recovery: Recovery::Pmem,
-            durability: durability.into(),
-            ..NodeConfig::default()
-        };
-        for durability in ["emulp", "pmem"] {
-            config(Engine::Multipaxos, durability).validate().unwrap();
+        for recovery in [Recovery::Pmem, Recovery::PmemSm] {
+            let config = |engine, durability: &str| NodeConfig {
+                node_id: 1,
+                peers: peers.clone(),
+                engine,
+                recovery,
+                durability: durability.into(),
+                ..NodeConfig::default()
+            };
+            for durability in ["emulp", "pmem"] {
+                config(Engine::Multipaxos, durability).validate().unwrap();
+            }
+            for durability in ["memory", "mmap", "sync"] {
+                let error = config(Engine::Multipaxos, durability)
+                    .validate()
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    error.contains("give --durability emulp")
+                        && error.contains(durability)
+                        && error.contains(&format!("recovery {recovery} ")),
+                    "{error}"
+                );
+            }
+            for engine in [Engine::Rmw, Engine::Psmr] {
+                let error = config(engine, "emulp").validate().unwrap_err();
+                assert!(error.to_string().contains("is the multipaxos engine's"));
+            }
         }
-        for durability in ["memory", "mmap", "sync"] {
-            let error = config(Engine::Multipaxos, durability)
-                .validate()
-                .unwrap_err()
-                .to_string();
-            assert!(
-                error.contains("give --durability emulp") && error.contains(durability),
-                "{error}"
-            );
-        }
-        let error = config(Engine::Rmw, "emulp").validate().unwrap_err();
-        assert!(error.to_string().contains("is the multipaxos engine's"));
         let from_file: NodeConfig =
             toml::from_str("recovery = \"pmem\"\ndurability = \"emulp\"").unwrap();
         assert_eq!(from_file.recovery, Recovery::Pmem);
         assert_eq!(from_file.durability().unwrap(), Durability::Emulp);
+        let from_file: NodeConfig =
+            toml::from_str("recovery = \"pmem-sm\"\ndurability = \"pmem\"").unwrap();
+        assert_eq!(from_file.recovery, Recovery::PmemSm);
+        assert_eq!("pmem-sm".parse::<Recovery>(), Ok(Recovery::PmemSm));
+        assert_eq!(Recovery::PmemSm.to_string(), "pmem-sm");
     }
 
     #[test]

@@ -62,6 +62,9 @@ pub enum DurableLogError {
         /// Why.
         source: DecodeError,
     },
+    /// The registers in place of mPaxosSM (`crate::log_machine`) could not be opened.
+    #[error("the registers in persistent memory: {0}")]
+    Registers(#[from] crate::registers_in_place::InPlaceError),
     /// Records that decode but contradict each other (a view going down, two decisions of one
     /// instance): the log is not one this engine wrote.
     #[error("log record {index} contradicts the records before it: {what}")]

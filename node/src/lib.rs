@@ -48,6 +48,7 @@ pub mod limits;
 pub mod lives;
 pub mod log_config;
 pub mod log_loop;
+pub mod log_machine;
 pub mod log_ops;
 pub mod log_turn;
 pub mod memory;

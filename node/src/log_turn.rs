@@ -112,6 +112,7 @@ use tracing::{info, warn};
 
 use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
+use crate::log_machine::{in_place_refusal, LogMachine};
 use crate::turn::{ShardClock, ShardStatus};
 
 /// What a client operation came to: the map's response, or why there is none.
@@ -271,7 +272,7 @@ struct Waiting<R> {
 /// is how an answer finds its client.
 pub struct LogCore<R, D: Dir = FsDir> {
     me: NodeId,
-    replica: Replica<RegisterMachine>,
+    replica: Replica<LogMachine>,
     log: DurableLog<D>,
     clients: ClientPool<Waiting<R>>,
     clock: ShardClock,
@@ -326,9 +327,43 @@ impl<R, D: Dir> LogCore<R, D> {
         wall_ms: u64,
         mono_us: u64,
     ) -> LogCore<R, D> {
+        let machine = LogMachine::from(machine);
         let start = |now_ms| match config.recovery {
             Recovery::Pmem => Replica::resume(config, machine, durable, now_ms),
             _ => Replica::recover(config, machine, durable, now_ms),
+        };
+        LogCore::around(
+            start,
+            log,
+            incarnation,
+            request_timeout_ms,
+            wall_ms,
+            mono_us,
+        )
+    }
+
+    /// Restarts the replica of `config` under mPaxosSM from `durable` (what `log` held at open)
+    /// and `machine`, its registers in place as opened ([`LogMachine::open_in_place`]): it
+    /// resumes as under mPaxos ([`Replica::resume`]) and has its state machine at once, so the
+    /// decided instances after the registers' "applied up to" are executed before the first
+    /// turn, and it votes and serves from there. The other arguments are
+    /// [`LogCore::recover`]'s.
+    #[allow(clippy::too_many_arguments)]
+    pub fn recover_in_place(
+        config: Config,
+        machine: LogMachine,
+        durable: &Durable,
+        log: DurableLog<D>,
+        incarnation: u32,
+        request_timeout_ms: u64,
+        wall_ms: u64,
+        mono_us: u64,
+    ) -> LogCore<R, D> {
+        let start = |now_ms| {
+            let stand_in = LogMachine::from(RegisterMachine::default());
+            let mut replica = Replica::resume(config, stand_in, durable, now_ms);
+            replica.finish_rebuild(machine, now_ms);
+            replica
         };
         LogCore::around(
             start,
@@ -356,6 +391,7 @@ impl<R, D: Dir> LogCore<R, D> {
         wall_ms: u64,
         mono_us: u64,
     ) -> LogCore<R, D> {
+        let machine = LogMachine::from(machine);
         let start = |now_ms| Replica::start_epoch(config, machine, last, now_ms);
         LogCore::around(
             start,
@@ -376,12 +412,12 @@ impl<R, D: Dir> LogCore<R, D> {
     /// Hands a resumed replica its rebuilt state machine ([`Replica::finish_rebuild`]): the
     /// decided instances after the snapshot are executed in this turn.
     pub fn finish_rebuild(&mut self, machine: RegisterMachine) {
-        self.replica.finish_rebuild(machine, self.now_ms);
+        self.replica.finish_rebuild(machine.into(), self.now_ms);
     }
 
     /// The core around the replica `start` makes at the first clock reading.
     fn around(
-        start: impl FnOnce(u64) -> Replica<RegisterMachine>,
+        start: impl FnOnce(u64) -> Replica<LogMachine>,
         log: DurableLog<D>,
         incarnation: u32,
         request_timeout_ms: u64,
@@ -432,8 +468,14 @@ impl<R, D: Dir> LogCore<R, D> {
     }
 
     /// The replica (for figures and tests).
-    pub fn replica(&self) -> &Replica<RegisterMachine> {
+    pub fn replica(&self) -> &Replica<LogMachine> {
         &self.replica
+    }
+
+    /// The state machine (for tests, which crash its medium).
+    #[cfg(test)]
+    pub(crate) fn state_machine_mut_for_tests(&mut self) -> &mut LogMachine {
+        self.replica.state_machine_mut()
     }
 
     /// The durable log (for simulations, which crash its directory).
@@ -470,6 +512,13 @@ impl<R, D: Dir> LogCore<R, D> {
             self.not_serving
                 .push((reply, name, Response::error(refusal.to_owned())));
             return;
+        }
+        if self.replica.state_machine().in_place() {
+            if let Some(refusal) = in_place_refusal(operation) {
+                self.not_serving
+                    .push((reply, name, Response::error(refusal)));
+                return;
+            }
         }
         if self.next_space_probe_ms.is_some() {
             self.refused_for_space += 1;
@@ -530,6 +579,12 @@ impl<R, D: Dir> LogCore<R, D> {
         self.replica.tick(now_ms);
         self.retry_late(outlet, true);
         self.resend_on_view_change();
+        // The registers in place first: durable before anything the engine persists or sends
+        // after executing them (a snapshot, a decision).
+        let executed_below = self.replica.executed_below();
+        self.replica
+            .state_machine_mut()
+            .finish_turn(executed_below)?;
         let ready = self.replica.take_ready();
         if !ready.records().is_empty() {
             self.flushes += 1;

@@ -697,6 +697,50 @@ fn start_log(
             );
             core
         }
+        Recovery::PmemSm => {
+            if identity.rejoining {
+                return Err(OpenError::Identity(format!(
+                    "--rejoin is for a replica that lost its log under --recovery fullss; lost \
+                     persistent memory under --recovery pmem-sm cannot be rejoined yet: give the \
+                     node a new id and a new data directory instead of {}",
+                    config.data_dir.display()
+                ))
+                .into());
+            }
+            let options = log_options(config, durability);
+            let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
+            let registers = config.data_dir.join(crate::log_machine::REGISTERS_FILE);
+            let (machine, report) = crate::log_machine::LogMachine::open_file(
+                &registers,
+                crate::log_machine::store_options(durability, config.value_bytes_max),
+                machine,
+                opened.durable.snapshot.as_ref(),
+            )
+            .map_err(|e| log_error(&registers)(e.into()))?;
+            let core = LogCore::recover_in_place(
+                engine,
+                machine,
+                &opened.durable,
+                opened.log,
+                incarnation,
+                config.request_timeout_ms,
+                crate::shard::wall_ms(),
+                0,
+            );
+            let status = core.status();
+            info!(
+                node = config.node_id,
+                incarnation,
+                view = status.view,
+                executed_below = status.executed_below,
+                keys = status.keys,
+                registers = report.records,
+                ms = started.elapsed().as_millis() as u64,
+                "resumed the log and opened the state machine in place in persistent memory \
+                 (mPaxosSM): voting and serving"
+            );
+            core
+        }
         Recovery::Epoch => {
             let (epoch_file, last) = EpochFile::open(&config.data_dir)
                 .map_err(|e| log_error(&config.data_dir)(e.into()))?;

@@ -4,20 +4,28 @@
 //! Each register is one failure-atomic slot-store record under its key (prefixed by
 //! [`REGISTER_PREFIX`]), carrying the [`OpNumber`] of the operation that last wrote it and the
 //! register's encoding; one more record, [`APPLIED_KEY`], says up to which instance every batch
-//! was applied. A batch's records are written in place as its operations execute, then the
-//! "applied up to" record, then one flush ([`RegistersInPlace::finish_batch`]).
+//! was applied. A batch's records are written in place as its operations execute and flushed,
+//! then the "applied up to" record is written and flushed ([`RegistersInPlace::finish_batch`]):
+//! two flushes, since persistent memory may write cache lines back in any order and a mark
+//! flushed with the records could be durable before them.
 //!
 //! A crash can leave any subset of a batch's register records durable. Execution after a
 //! restart starts again at the first batch not recorded as applied, and is idempotent per
 //! operation number: [`RegistersInPlace::write`] does not apply an operation at or below the
 //! number its register records, so an INCR is never applied twice.
 //!
+//! A snapshot installed over the registers (a replica catching up past its peers' log) is
+//! written behind the [`INSTALLING_KEY`] mark: [`RegistersInPlace::begin_install`] persists it
+//! first, [`RegistersInPlace::finish_batch`] clears it with the install's "applied up to". An
+//! open that finds it ([`RegistersInPlace::installing`]) must install again before serving.
+//!
 //! ```text
-//! record of a register:  instance u64 LE | index u32 LE | Register::encode
-//! record of APPLIED_KEY: instance u64 LE (every batch up to and including it applied)
+//! record of a register:     instance u64 LE | index u32 LE | Register::encode
+//! record of APPLIED_KEY:    instance u64 LE (every batch up to and including it applied)
+//! record of INSTALLING_KEY: empty
 //! ```
 //!
-//! Not yet wired into the replica (the `--recovery pmem-sm` mode): see docs/recovery.md.
+//! The replica executing through it is `crate::log_machine` (`--recovery pmem-sm`).
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -31,6 +39,10 @@ pub const REGISTER_PREFIX: u8 = b'r';
 /// The store key of the "applied up to" record: no register's key, which all start with
 /// [`REGISTER_PREFIX`].
 pub const APPLIED_KEY: &[u8] = b"applied";
+/// The store key of the "installing" mark: present while a snapshot is being written over the
+/// registers ([`RegistersInPlace::begin_install`]), so that a crash in the middle is seen at
+/// the next open and the install redone, never the half-written state served.
+pub const INSTALLING_KEY: &[u8] = b"installing";
 
 /// An operation's number: its batch's instance and its index in the batch. Ordered as the log
 /// executes them.
@@ -75,6 +87,8 @@ pub struct RegistersInPlace<M: Media> {
     store: SlotStore<M>,
     /// Every batch up to and including this instance applied (`None`: none yet).
     applied: Option<u64>,
+    /// Whether an install was begun and not finished.
+    installing: bool,
     /// Injected bug for the tests: apply operations whatever number their register records.
     #[cfg(test)]
     ignore_op_numbers: bool,
@@ -124,9 +138,10 @@ impl<M: Media> RegistersInPlace<M> {
                     .map_err(|_| undecodable(APPLIED_KEY, "not 8 bytes"))?,
             )),
         };
+        let installing = store.get(INSTALLING_KEY).is_some();
         let mut registers = BTreeMap::new();
         for (key, record) in store.iter() {
-            if key == APPLIED_KEY {
+            if key == APPLIED_KEY || key == INSTALLING_KEY {
                 continue;
             }
             match key.split_first() {
@@ -139,6 +154,7 @@ impl<M: Media> RegistersInPlace<M> {
         let opened = RegistersInPlace {
             store,
             applied,
+            installing,
             #[cfg(test)]
             ignore_op_numbers: false,
         };
@@ -151,12 +167,24 @@ impl<M: Media> RegistersInPlace<M> {
         self.applied
     }
 
-    /// The operation that last wrote `key`, as stored.
+    /// Whether an install was begun and not finished before the store was opened (or since):
+    /// the registers may hold part of a snapshot, and must be installed again.
+    pub fn installing(&self) -> bool {
+        self.installing
+    }
+
+    /// The operation that last wrote `key`, as stored (its record's first bytes only).
     pub fn written_by(&self, key: &[u8]) -> Result<Option<OpNumber>, InPlaceError> {
         let key = store_key(key);
         match self.store.get(&key) {
             None => Ok(None),
-            Some(record) => Ok(Some(decode_stored(&key, record)?.written_by)),
+            Some(record) if record.len() < OP_NUMBER_BYTES => {
+                Err(undecodable(&key, "shorter than an operation number"))
+            }
+            Some(record) => Ok(Some(OpNumber {
+                instance: u64::from_le_bytes(record[..8].try_into().expect("8 bytes")),
+                index: u32::from_le_bytes(record[8..12].try_into().expect("4 bytes")),
+            })),
         }
     }
 
@@ -191,18 +219,72 @@ impl<M: Media> RegistersInPlace<M> {
         Ok(true)
     }
 
-    /// Records every batch up to and including `instance` as applied, and makes it and the
-    /// batch's register records durable.
-    pub fn finish_batch(&mut self, instance: u64) -> Result<(), InPlaceError> {
-        self.store.put(APPLIED_KEY, &instance.to_le_bytes())?;
-        self.store.flush()?;
-        self.applied = Some(instance);
+    /// Removes `key`'s record (a deleted register whose deletion every later execution is
+    /// past: nothing re-executed can reach it).
+    pub fn remove(&mut self, key: &[u8]) -> Result<(), InPlaceError> {
+        self.store.remove(&store_key(key))?;
         Ok(())
+    }
+
+    /// Begins writing a snapshot over the registers: persists the "installing" mark, then
+    /// removes every register record. The snapshot's registers are written next
+    /// ([`RegistersInPlace::write`]) and the install ends with
+    /// [`RegistersInPlace::finish_batch`] at the snapshot's last instance.
+    pub fn begin_install(&mut self) -> Result<(), InPlaceError> {
+        self.store.put(INSTALLING_KEY, &[])?;
+        self.store.flush()?;
+        self.installing = true;
+        let keys: Vec<Vec<u8>> = self
+            .store
+            .iter()
+            .map(|(key, _)| key.to_vec())
+            .filter(|key| key.first() == Some(&REGISTER_PREFIX))
+            .collect();
+        for key in keys {
+            self.store.remove(&key)?;
+        }
+        Ok(())
+    }
+
+    /// Records every batch up to and including `instance` as applied (`None`: none, after an
+    /// install of an empty log), ends an install begun, and makes it and the batch's register
+    /// records durable.
+    pub fn finish_batch(&mut self, instance: Option<u64>) -> Result<(), InPlaceError> {
+        // The register records first: persistent memory may write lines back in any order, so
+        // a mark flushed with them could be durable before them.
+        self.store.flush()?;
+        match instance {
+            Some(instance) => self.store.put(APPLIED_KEY, &instance.to_le_bytes())?,
+            None => {
+                self.store.remove(APPLIED_KEY)?;
+            }
+        }
+        self.store.flush()?;
+        if self.installing {
+            // The mark goes only once the install's registers and "applied up to" are durable.
+            self.store.remove(INSTALLING_KEY)?;
+            self.store.flush()?;
+            self.installing = false;
+        }
+        self.applied = instance;
+        Ok(())
+    }
+
+    /// Injects the deliberate bug "ignore operation numbers": every operation is applied again,
+    /// whatever number its register records (for the tests that must catch it).
+    #[cfg(test)]
+    pub(crate) fn ignore_op_numbers(&mut self) {
+        self.ignore_op_numbers = true;
     }
 
     /// The medium underneath.
     pub fn media(&self) -> &M {
         self.store.media()
+    }
+
+    /// The medium underneath, to arm its crash points (for crash tests).
+    pub fn media_mut(&mut self) -> &mut M {
+        self.store.media_mut()
     }
 }
 
@@ -251,7 +333,7 @@ mod tests {
                 };
                 registers.write(key.as_bytes(), op, &register)?;
             }
-            registers.finish_batch(instance as u64)?;
+            registers.finish_batch(Some(instance as u64))?;
         }
         Ok(())
     }

@@ -28,8 +28,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-/// One recovery mode and the media it runs on. A mode is one entry of [`MODES`]: mPaxosSM
-/// (`pmem-sm`) is to be one more entry once the node has it.
+/// One recovery mode and the media it runs on. A mode is one entry of [`MODES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Mode {
     /// The `--recovery` value.
@@ -45,7 +44,7 @@ pub struct Mode {
 }
 
 /// The modes measured, in order.
-pub const MODES: [Mode; 3] = [
+pub const MODES: [Mode; 4] = [
     Mode {
         recovery: "fullss",
         paper: "JPaxos+SS",
@@ -61,6 +60,12 @@ pub const MODES: [Mode; 3] = [
     Mode {
         recovery: "pmem",
         paper: "mPaxos",
+        media: &["emulp"],
+        restart_medium: "emulp",
+    },
+    Mode {
+        recovery: "pmem-sm",
+        paper: "mPaxosSM",
         media: &["emulp"],
         restart_medium: "emulp",
     },

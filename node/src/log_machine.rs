@@ -1,0 +1,831 @@
+//! The log engine's state machine as the node runs it: the [`RegisterMachine`] in memory and,
+//! under `--recovery pmem-sm` (mPaxosSM), every register it writes kept in place in persistent
+//! memory ([`RegistersInPlace`]) as it executes.
+//!
+//! # Executing in place
+//! Each operation's number is its batch's instance and its position in the batch, counted from
+//! 1 (0 numbers the expired keys the batch's start sweeps). After the machine executes an
+//! operation, every register it writes is written to its record with that number; at the end
+//! of each turn that executed anything, before the turn's log records are committed
+//! ([`LogMachine::finish_turn`]), the registers are flushed, then the "applied up to" record
+//! names the last executed instance and is flushed ([`RegistersInPlace::finish_batch`]). So the registers are never behind a snapshot or a
+//! decision the engine persisted after them.
+//!
+//! # Restarting
+//! [`LogMachine::open_in_place`] builds the memory machine from the registers as stored (no
+//! snapshot is read), and the engine executes its decided instances after its own snapshot
+//! point. A batch at or below "applied up to" is not executed again (its replies were given
+//! before the crash; the client table gets [`EXECUTED_BEFORE_RESTART`] in their place). A
+//! crash in the middle of a turn's flush can leave any subset of its register records durable,
+//! so an operation after "applied up to" whose registers already record its number (or a later
+//! one) is not executed again either: the stored value is its effect. That is execution
+//! idempotent per operation number, and an INCR is never applied twice.
+//!
+//! This is exact for operations that write one register, which are all the operations taken
+//! under mPaxosSM: an operation that writes several (MSET, RENAME, MULTI/EXEC, ...) and WATCH,
+//! whose versions are not kept in place, are refused at submission ([`in_place_refusal`]); the
+//! redo image that would make them exact is docs/recovery.md's.
+//!
+//! # Snapshots
+//! [`StateMachine::snapshot`] is the memory machine's (a consistent copy, for a lagging peer and
+//! the engine's log truncation). [`StateMachine::restore`] (a snapshot installed from a peer)
+//! writes the snapshot over the registers behind the store's "installing" mark, cleared with
+//! "applied up to" at the end of the turn; a crash before that is found at the next open, which
+//! installs the engine's persisted snapshot again ([`LogMachine::open_in_place`]).
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Deref;
+
+use bytes::Bytes;
+use logless_commands::value::{Data, Register};
+use logless_multipaxos::ids::Instance;
+use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
+use logless_multipaxos::message::{Request, Snapshot};
+use logless_multipaxos::state_machine::StateMachine;
+use std::path::Path;
+
+use logless_storage::media::{DramMedia, FileMedia, Media, MmapMedia};
+use logless_storage::slot_store::RecoveryReport;
+use logless_storage::{Durability, StoreError, StoreOptions};
+
+use crate::registers_in_place::{InPlaceError, OpNumber, RegistersInPlace, Stored};
+
+/// The registers' file in the data directory.
+pub const REGISTERS_FILE: &str = "registers.slots";
+
+/// The slot store's options for the registers of a node whose values take up to
+/// `value_bytes_max` bytes (a key is a client's, one byte of prefix more).
+pub fn store_options(durability: Durability, value_bytes_max: usize) -> StoreOptions {
+    let mut options = crate::store::store_options(durability, value_bytes_max);
+    options.key_bytes_max = logless_commands::KEY_BYTES_MAX + 1;
+    options
+}
+
+/// The reply the client table keeps for an operation executed before a restart and not again
+/// (its reply was given then; a retry of it is answered this).
+pub const EXECUTED_BEFORE_RESTART: &str = "ERR this operation was executed before the replica \
+     restarted under --recovery pmem-sm, and its reply was not kept; check its effect";
+
+/// What [`RegistersInPlace`] does for the machine, whatever its medium.
+trait RegisterStore: Send {
+    fn must_apply(&self, key: &[u8], op: OpNumber) -> Result<bool, InPlaceError>;
+    fn write(
+        &mut self,
+        key: &[u8],
+        op: OpNumber,
+        register: &Register,
+    ) -> Result<bool, InPlaceError>;
+    fn remove(&mut self, key: &[u8]) -> Result<(), InPlaceError>;
+    fn begin_install(&mut self) -> Result<(), InPlaceError>;
+    fn installing(&self) -> bool;
+    fn applied(&self) -> Option<u64>;
+    fn finish_batch(&mut self, instance: Option<u64>) -> Result<(), InPlaceError>;
+    /// The store itself (for the tests, which reach its simulated medium).
+    #[cfg(test)]
+    fn any_mut(&mut self) -> &mut dyn std::any::Any;
+}
+
+impl<M: Media + Send + 'static> RegisterStore for RegistersInPlace<M> {
+    #[cfg(test)]
+    fn any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+    fn must_apply(&self, key: &[u8], op: OpNumber) -> Result<bool, InPlaceError> {
+        RegistersInPlace::must_apply(self, key, op)
+    }
+    fn write(
+        &mut self,
+        key: &[u8],
+        op: OpNumber,
+        register: &Register,
+    ) -> Result<bool, InPlaceError> {
+        RegistersInPlace::write(self, key, op, register)
+    }
+    fn remove(&mut self, key: &[u8]) -> Result<(), InPlaceError> {
+        RegistersInPlace::remove(self, key)
+    }
+    fn begin_install(&mut self) -> Result<(), InPlaceError> {
+        RegistersInPlace::begin_install(self)
+    }
+    fn installing(&self) -> bool {
+        RegistersInPlace::installing(self)
+    }
+    fn applied(&self) -> Option<u64> {
+        RegistersInPlace::applied(self)
+    }
+    fn finish_batch(&mut self, instance: Option<u64>) -> Result<(), InPlaceError> {
+        RegistersInPlace::finish_batch(self, instance)
+    }
+}
+
+/// The registers in place and the execution's position in them.
+struct InPlace {
+    store: Box<dyn RegisterStore>,
+    /// The batch executing.
+    instance: u64,
+    /// The next operation's position in it (from 1).
+    position: u32,
+    /// Whether the batch executing was applied before the restart (it is not executed again).
+    applied_before: bool,
+    /// "Applied up to" as the store was opened: batches at or below it are not executed again.
+    applied_at_open: Option<u64>,
+    /// The highest operation number a register carried at open: operations up to it are
+    /// checked against their registers' numbers before they execute.
+    written_at_open: Option<OpNumber>,
+    /// Keys with an expiry, by expiry, as written: where the batch start's sweep is looked for.
+    expiring: BTreeSet<(u64, Bytes)>,
+    /// Keys deleted since the last turn's end (their records say so, with the number).
+    deleted: Vec<Bytes>,
+    /// Whether anything was written since the last turn's end.
+    dirty: bool,
+    /// The first failure of the store (the node stops on it at the end of the turn).
+    failed: Option<InPlaceError>,
+}
+
+impl InPlace {
+    /// Writes `register` as `key`'s after `op`, noting a deletion or an expiry.
+    fn write(&mut self, key: &Bytes, op: OpNumber, register: &Register) {
+        self.dirty = true;
+        if let Err(e) = self.store.write(key, op, register) {
+            self.failed.get_or_insert(e);
+            return;
+        }
+        if register.data == Data::Absent && register.fence == 0 {
+            self.deleted.push(key.clone());
+        }
+        if let Some(at) = register.expires_at_ms {
+            self.expiring.insert((at, key.clone()));
+        }
+    }
+
+    /// Whether `op` was applied to every register in `keys` before the restart (only
+    /// operations up to the highest number stored at open can have been).
+    fn applied_before_restart(&mut self, keys: &[Bytes], op: OpNumber) -> bool {
+        if keys.is_empty() || self.written_at_open.is_none_or(|w| op > w) {
+            return false;
+        }
+        let mut applied = true;
+        for key in keys {
+            match self.store.must_apply(key, op) {
+                Ok(must) => applied &= !must,
+                Err(e) => {
+                    self.failed.get_or_insert(e);
+                }
+            }
+        }
+        applied
+    }
+}
+
+/// The node's state machine of the log: the register map in memory, and under mPaxosSM the
+/// registers in place (see the module documentation). Reads go to the map ([`Deref`]).
+pub struct LogMachine {
+    memory: RegisterMachine,
+    in_place: Option<InPlace>,
+}
+
+impl Deref for LogMachine {
+    type Target = RegisterMachine;
+
+    fn deref(&self) -> &RegisterMachine {
+        &self.memory
+    }
+}
+
+impl From<RegisterMachine> for LogMachine {
+    /// The machine in memory only (every mode but mPaxosSM).
+    fn from(memory: RegisterMachine) -> LogMachine {
+        LogMachine {
+            memory,
+            in_place: None,
+        }
+    }
+}
+
+/// The registers of the unversioned snapshot encoding of [`RegisterMachine`] (its version 1:
+/// `1 u8 | count u32 | (key, register)*`, each a u32 length and the bytes, keys increasing): the
+/// memory machine is restored from it.
+fn snapshot_of(registers: &BTreeMap<Bytes, Stored>) -> Bytes {
+    let kept: Vec<_> = registers
+        .iter()
+        .filter(|(_, s)| !(s.register.data == Data::Absent && s.register.fence == 0))
+        .collect();
+    let put_u32 = |out: &mut Vec<u8>, n: usize| {
+        out.extend_from_slice(&u32::try_from(n).expect("fits 32 bits").to_le_bytes())
+    };
+    let mut out = vec![1u8];
+    put_u32(&mut out, kept.len());
+    let mut encoded = Vec::new();
+    for (key, stored) in kept {
+        put_u32(&mut out, key.len());
+        out.extend_from_slice(key);
+        encoded.clear();
+        stored.register.encode(&mut encoded);
+        put_u32(&mut out, encoded.len());
+        out.extend_from_slice(&encoded);
+    }
+    Bytes::from(out)
+}
+
+impl LogMachine {
+    /// The machine over the registers in place `store` opened with `registers` (what
+    /// [`RegistersInPlace::open_on`] gave), `memory` an empty machine with the node's limits.
+    /// `snapshot` is the engine's persisted snapshot: if the store says an install was under
+    /// way, it is installed again (none: the registers are emptied). Fails if the registers are
+    /// behind the snapshot (they are written before the engine persists anything after them,
+    /// so that is a store that is not this log's).
+    pub fn open_in_place<M: Media + Send + 'static>(
+        mut memory: RegisterMachine,
+        store: RegistersInPlace<M>,
+        registers: BTreeMap<Bytes, Stored>,
+        snapshot: Option<&Snapshot>,
+    ) -> Result<LogMachine, InPlaceError> {
+        let last_of = |s: &Snapshot| s.next_instance.0.checked_sub(1);
+        let snapshot_last = snapshot.and_then(last_of);
+        if store.installing() {
+            let mut machine = LogMachine::from(memory);
+            machine.in_place = Some(InPlace::new(Box::new(store), BTreeMap::new()));
+            let empty;
+            let state = match snapshot {
+                Some(s) => &s.state,
+                None => {
+                    empty = snapshot_of(&BTreeMap::new());
+                    &empty
+                }
+            };
+            machine.restore(state);
+            let in_place = machine.in_place.as_mut().expect("in place");
+            if let Some(e) = in_place.failed.take() {
+                return Err(e);
+            }
+            in_place.store.finish_batch(snapshot_last)?;
+            in_place.applied_at_open = snapshot_last;
+            in_place.dirty = false;
+            return Ok(machine);
+        }
+        let applied = store.applied();
+        if snapshot_last > applied {
+            return Err(InPlaceError::Undecodable {
+                key: "applied".into(),
+                message: format!(
+                    "the registers are applied up to {applied:?}, behind the log's snapshot \
+                     (up to {snapshot_last:?}): they are not this log's"
+                ),
+            });
+        }
+        memory.restore(&snapshot_of(&registers));
+        let mut in_place = InPlace::new(Box::new(store), registers);
+        in_place.applied_at_open = applied;
+        Ok(LogMachine {
+            memory,
+            in_place: Some(in_place),
+        })
+    }
+
+    /// [`LogMachine::open_in_place`] on the registers' file at `path` (created if needed),
+    /// mapped and persisted as `options` say.
+    pub fn open_file(
+        path: &Path,
+        options: StoreOptions,
+        memory: RegisterMachine,
+        snapshot: Option<&Snapshot>,
+    ) -> Result<(LogMachine, RecoveryReport), InPlaceError> {
+        let media = match options.durability.persist_by() {
+            Some(persist_by) => FileMedia::Mapped(MmapMedia::open(path, persist_by)?),
+            None => FileMedia::Dram(DramMedia::new()),
+        };
+        let (store, registers, report) = RegistersInPlace::open_on(media, options)?;
+        let machine = LogMachine::open_in_place(memory, store, registers, snapshot)?;
+        Ok((machine, report))
+    }
+
+    /// Whether the registers are kept in place (mPaxosSM).
+    pub fn in_place(&self) -> bool {
+        self.in_place.is_some()
+    }
+
+    /// Ends a turn of the log, before its records are committed: if anything was executed or
+    /// installed since the last, makes the registers durable and then records every batch
+    /// below `executed_below` as applied, then drops the records of the keys deleted
+    /// meanwhile (no re-execution can reach them now). Fails with the store's first failure.
+    pub fn finish_turn(&mut self, executed_below: Instance) -> Result<(), StoreError> {
+        let Some(in_place) = &mut self.in_place else {
+            return Ok(());
+        };
+        let result = (|| {
+            if let Some(e) = in_place.failed.take() {
+                return Err(e);
+            }
+            if !in_place.dirty && !in_place.store.installing() {
+                return Ok(());
+            }
+            // Never lowered: after a restart the engine may learn again decisions whose batches
+            // the registers already hold (they are skipped).
+            let applied = executed_below
+                .0
+                .checked_sub(1)
+                .max(in_place.store.applied());
+            in_place.store.finish_batch(applied)?;
+            in_place.dirty = false;
+            for key in std::mem::take(&mut in_place.deleted) {
+                if !self.memory.map().contains_key(&key) {
+                    in_place.store.remove(&key)?;
+                }
+            }
+            Ok(())
+        })();
+        result.map_err(|e| match e {
+            InPlaceError::Store(e) => e,
+            InPlaceError::Undecodable { .. } => StoreError::Corrupt {
+                what: "a register in place does not decode",
+                offset_bytes: 0,
+            },
+        })
+    }
+
+    /// Writes the memory machine over the registers, behind the "installing" mark.
+    fn restore_in_place(&mut self) {
+        let Some(in_place) = &mut self.in_place else {
+            return;
+        };
+        in_place.dirty = true;
+        in_place.deleted.clear();
+        in_place.expiring.clear();
+        in_place.written_at_open = None;
+        if let Err(e) = in_place.store.begin_install() {
+            in_place.failed.get_or_insert(e);
+            return;
+        }
+        let installed = OpNumber {
+            instance: 0,
+            index: 0,
+        };
+        for (key, register) in self.memory.map() {
+            in_place.write(key, installed, register);
+        }
+    }
+
+    /// Sweeps as the memory machine's batch start did: the keys it removed are written
+    /// deleted, numbered as the batch's operation 0.
+    fn note_sweep(&mut self, stamp_ms: u64) {
+        let Some(in_place) = &mut self.in_place else {
+            return;
+        };
+        let due: Vec<(u64, Bytes)> = in_place
+            .expiring
+            .range(..(stamp_ms.saturating_add(1), Bytes::new()))
+            .cloned()
+            .collect();
+        let sweep = OpNumber {
+            instance: in_place.instance,
+            index: 0,
+        };
+        for (at, key) in due {
+            match self.memory.map().get(&key) {
+                // Not swept yet (the sweep is bounded per batch), or written since.
+                Some(register) if register.expires_at_ms == Some(at) => continue,
+                Some(_) => {}
+                None => in_place.write(&key, sweep, &Register::default()),
+            }
+            in_place.expiring.remove(&(at, key));
+        }
+    }
+}
+
+impl InPlace {
+    fn new(store: Box<dyn RegisterStore>, registers: BTreeMap<Bytes, Stored>) -> InPlace {
+        let mut deleted = Vec::new();
+        let mut expiring = BTreeSet::new();
+        let mut written_at_open = None;
+        for (key, stored) in registers {
+            written_at_open = written_at_open.max(Some(stored.written_by));
+            if stored.register.data == Data::Absent && stored.register.fence == 0 {
+                deleted.push(key);
+            } else if let Some(at) = stored.register.expires_at_ms {
+                expiring.insert((at, key));
+            }
+        }
+        InPlace {
+            store,
+            instance: 0,
+            position: 1,
+            applied_before: false,
+            applied_at_open: None,
+            written_at_open,
+            expiring,
+            deleted,
+            dirty: false,
+            failed: None,
+        }
+    }
+}
+
+/// The keys `operation` may write (none for reads).
+fn keys_written(operation: &Operation) -> Vec<Bytes> {
+    match operation {
+        Operation::Command { command, .. } if command.is_read_only() => Vec::new(),
+        Operation::Command { key, .. } => vec![key.clone()],
+        Operation::MSet(pairs) | Operation::MSetNx(pairs) => {
+            pairs.iter().map(|(k, _)| k.clone()).collect()
+        }
+        Operation::Rename { from, to }
+        | Operation::RenameNx { from, to }
+        | Operation::SMove { from, to, .. }
+        | Operation::Copy { from, to, .. } => vec![from.clone(), to.clone()],
+        Operation::Del(keys) => keys.clone(),
+        Operation::Exists(_) | Operation::MGet(_) | Operation::Watch(_) => Vec::new(),
+        Operation::Transaction(operations) | Operation::WatchedTransaction { operations, .. } => {
+            operations.iter().flat_map(keys_written).collect()
+        }
+    }
+}
+
+/// Why `operation` is not taken under mPaxosSM, if it is not: it writes more than one key, or
+/// is WATCH (see the module documentation).
+pub fn in_place_refusal(operation: &Operation) -> Option<String> {
+    let name = operation.name().to_uppercase();
+    let refused = match operation {
+        Operation::Watch(_) | Operation::WatchedTransaction { .. } => true,
+        _ => {
+            let mut keys = keys_written(operation);
+            keys.sort();
+            keys.dedup();
+            keys.len() > 1
+        }
+    };
+    refused.then(|| {
+        format!(
+            "ERR {name} is not available under --recovery pmem-sm yet: its registers in \
+             persistent memory are executed again exactly only for operations that write one key \
+             (docs/recovery.md); not applied"
+        )
+    })
+}
+
+impl StateMachine for LogMachine {
+    fn begin_batch(&mut self, instance: Instance, stamp_ms: u64) {
+        let Some(in_place) = &mut self.in_place else {
+            return self.memory.begin_batch(instance, stamp_ms);
+        };
+        in_place.instance = instance.0;
+        in_place.position = 1;
+        in_place.applied_before = in_place.applied_at_open.is_some_and(|a| instance.0 <= a);
+        if in_place.applied_before {
+            // The memory machine already holds this batch's effects (and later ones).
+            return;
+        }
+        self.memory.begin_batch(instance, stamp_ms);
+        self.note_sweep(stamp_ms);
+    }
+
+    fn execute(&mut self, request: &Request) -> Bytes {
+        let Some(in_place) = &mut self.in_place else {
+            return self.memory.execute(request);
+        };
+        let op = OpNumber {
+            instance: in_place.instance,
+            index: in_place.position,
+        };
+        in_place.position += 1;
+        if in_place.applied_before {
+            return Response::error(EXECUTED_BEFORE_RESTART.to_owned()).encode();
+        }
+        let keys = Operation::decode(&request.payload)
+            .map(|operation| keys_written(&operation))
+            .unwrap_or_default();
+        if in_place.applied_before_restart(&keys, op) {
+            // Its effect is stored and loaded: the memory machine only moves to the next
+            // position (the seeds of later operations), with an operation that changes nothing.
+            self.memory.apply(Operation::Watch(Vec::new()));
+            return Response::error(EXECUTED_BEFORE_RESTART.to_owned()).encode();
+        }
+        let reply = self.memory.execute(request);
+        for key in &keys {
+            let register = self.memory.get(key).clone();
+            in_place.write(key, op, &register);
+        }
+        reply
+    }
+
+    fn snapshot(&self) -> Bytes {
+        self.memory.snapshot()
+    }
+
+    fn restore(&mut self, snapshot: &Bytes) {
+        self.memory.restore(snapshot);
+        self.restore_in_place();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use logless_commands::command::{Command, Condition, Expiry, SetArgs};
+    use logless_multipaxos::config::{Config, Recovery};
+    use logless_multipaxos::ids::NodeId;
+    use logless_storage::{SegmentLogOptions, SimDir, SimMedia};
+
+    use super::*;
+    use crate::durable_log::DurableLog;
+    use crate::log_turn::{LogAnswer, LogCore, LogOutlet};
+
+    #[derive(Default)]
+    struct Answers(Vec<(u32, LogAnswer)>);
+
+    impl LogOutlet<u32> for Answers {
+        fn send(&mut self, _: NodeId, _: Vec<logless_multipaxos::message::Message>) {}
+        fn answer(&mut self, reply: u32, answer: LogAnswer) {
+            self.0.push((reply, answer));
+        }
+        fn mono_us(&self) -> u64 {
+            0
+        }
+    }
+
+    fn options() -> StoreOptions {
+        let mut options = StoreOptions::new(Durability::Emulp);
+        options.key_bytes_max = 16;
+        options.record_bytes_max = 256;
+        options.file_bytes_max = 1 << 20;
+        options.append_chunk_bytes = 0;
+        options
+    }
+
+    /// Small segments: the simulated directory holds them in memory.
+    fn log_options() -> SegmentLogOptions {
+        let mut options = SegmentLogOptions::new(Durability::Emulp);
+        options.segment_bytes = 1 << 20;
+        options.record_bytes_max = 64 << 10;
+        options
+    }
+
+    fn config() -> Config {
+        let mut config = Config::new(vec![NodeId(1)], NodeId(1));
+        config.recovery = Recovery::Pmem;
+        config
+    }
+
+    fn incr(key: &str) -> Operation {
+        Operation::Command {
+            key: Bytes::from(key.to_owned()),
+            command: Command::IncrBy(1),
+        }
+    }
+
+    fn set(key: &str, value: &str) -> Operation {
+        Operation::Command {
+            key: Bytes::from(key.to_owned()),
+            command: Command::Set(SetArgs {
+                value: Bytes::from(value.to_owned()),
+                condition: Condition::Always,
+                get: false,
+                expiry: Expiry::Clear,
+            }),
+        }
+    }
+
+    fn del(key: &str) -> Operation {
+        Operation::Command {
+            key: Bytes::from(key.to_owned()),
+            command: Command::Del,
+        }
+    }
+
+    /// The turns' operations: counters incremented in several batches, a value set, a counter
+    /// deleted and counted again.
+    fn turns() -> Vec<Vec<Operation>> {
+        vec![
+            vec![incr("a"), incr("b"), incr("a")],
+            vec![set("s", "x"), incr("c")],
+            vec![incr("a"), del("b"), incr("c"), incr("c")],
+            vec![incr("b"), incr("a"), set("s", "y")],
+        ]
+    }
+
+    type Core = LogCore<u32, SimDir>;
+
+    fn core_on(machine: LogMachine, log: crate::durable_log::OpenedLog<SimDir>) -> Core {
+        LogCore::recover_in_place(
+            config(),
+            machine,
+            &log.durable,
+            log.log,
+            1,
+            10_000,
+            1_000_000,
+            0,
+        )
+    }
+
+    /// Runs `turns` on `core`, each until answered.
+    fn run(core: &mut Core, turns: &[Vec<Operation>]) {
+        let mut clock = 0u64;
+        let mut answers = Answers::default();
+        let mut reply = 0;
+        for ops in turns {
+            let before = answers.0.len();
+            for op in ops {
+                core.submit(op, reply);
+                reply += 1;
+            }
+            while answers.0.len() < before + ops.len() {
+                clock += 5;
+                assert!(clock < 5_000, "not answered");
+                core.start_turn(1_000_000 + clock, clock * 1_000);
+                core.finish_turn(&mut answers).unwrap();
+            }
+        }
+        assert!(answers.0.iter().all(|(_, a)| a.is_ok()), "{:?}", answers.0);
+    }
+
+    /// One more turn, in which a restarted core executes what it had not.
+    fn settle(core: &mut Core) {
+        core.start_turn(1_000_000, 0);
+        core.finish_turn(&mut Answers::default()).unwrap();
+    }
+
+    fn fresh() -> (LogMachine, crate::durable_log::OpenedLog<SimDir>) {
+        let log = DurableLog::open_on(SimDir::new(), log_options()).unwrap();
+        let (store, registers, _) = RegistersInPlace::open_on(SimMedia::new(), options()).unwrap();
+        let machine =
+            LogMachine::open_in_place(RegisterMachine::default(), store, registers, None).unwrap();
+        (machine, log)
+    }
+
+    /// The registers `machine`'s store holds now, reopened.
+    fn stored_map(media: &SimMedia) -> BTreeMap<Bytes, Register> {
+        let (_, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(media.now().live_image()), options())
+                .unwrap();
+        registers
+            .into_iter()
+            .filter(|(_, s)| s.register.data != Data::Absent)
+            .map(|(k, s)| (k, s.register))
+            .collect()
+    }
+
+    /// The store's medium under a core (the tests' machines are on [`SimMedia`]).
+    fn media_of(core: &mut Core) -> SimMedia {
+        core.state_machine_mut_for_tests().sim_media()
+    }
+
+    impl LogMachine {
+        /// The registers' store, on the simulated medium.
+        fn sim_store(&mut self) -> &mut RegistersInPlace<SimMedia> {
+            let in_place = self.in_place.as_mut().expect("in place");
+            in_place
+                .store
+                .any_mut()
+                .downcast_mut()
+                .expect("a simulated medium")
+        }
+
+        /// A copy of the registers' simulated medium.
+        fn sim_media(&mut self) -> SimMedia {
+            self.sim_store().media().clone()
+        }
+
+        /// Makes the registers' medium crash after `n` more operations.
+        fn arm_crash(&mut self, n: usize) {
+            self.sim_store().media_mut().crash_after_ops = Some(n);
+        }
+    }
+
+    /// Crashes the registers' medium after every media operation of the run in turn, restarts
+    /// from every image a power failure could leave (none, all or every other unpersisted
+    /// sector; the log complete, as its peers would give it), and compares the map with the
+    /// run without crash. Returns the differences.
+    fn every_crash(ignore_op_numbers: bool) -> Vec<String> {
+        let (machine, log) = fresh();
+        let mut core = core_on(machine, log);
+        run(&mut core, &turns());
+        let expected = core.replica().state_machine().map().clone();
+        assert_eq!(stored_map(&media_of(&mut core)), expected);
+        assert_eq!(expected[&Bytes::from_static(b"a")].data, Data::Int(4));
+        assert_eq!(expected[&Bytes::from_static(b"c")].data, Data::Int(3));
+        assert_eq!(expected[&Bytes::from_static(b"b")].data, Data::Int(1));
+        let total_ops = media_of(&mut core).ops;
+        let log_image = core
+            .log()
+            .segment_log()
+            .dir()
+            .at_crash()
+            .crash_image(0, &[], None);
+
+        let mut violations = Vec::new();
+        for n in 0..=total_ops {
+            let (mut machine, log) = fresh();
+            machine.arm_crash(n);
+            let mut core = core_on(machine, log);
+            run(&mut core, &turns());
+            let at_crash = media_of(&mut core).at_crash().clone();
+            let dirty = at_crash.dirty_sectors();
+            let every_other: Vec<usize> = dirty.iter().copied().step_by(2).collect();
+            for kept in [Vec::new(), dirty.clone(), every_other] {
+                let media = SimMedia::from_image(at_crash.crash_image(&kept, None));
+                let (mut store, registers, _) =
+                    RegistersInPlace::open_on(media, options()).unwrap();
+                if ignore_op_numbers {
+                    store.ignore_op_numbers();
+                }
+                let log = DurableLog::open_on(log_image.clone(), log_options()).unwrap();
+                let machine = LogMachine::open_in_place(
+                    RegisterMachine::default(),
+                    store,
+                    registers,
+                    log.durable.snapshot.as_ref(),
+                )
+                .unwrap();
+                let mut core = core_on(machine, log);
+                settle(&mut core);
+                let got = core.replica().state_machine().map();
+                if *got != expected {
+                    violations.push(format!(
+                        "crash after op {n}, kept {kept:?}: {got:?}, expected {expected:?}"
+                    ));
+                } else if stored_map(&media_of(&mut core)) != expected {
+                    violations.push(format!("crash after op {n}: the store differs"));
+                }
+                if ignore_op_numbers && !violations.is_empty() {
+                    return violations;
+                }
+            }
+        }
+        violations
+    }
+
+    #[test]
+    fn a_crash_at_every_media_operation_applies_every_operation_once() {
+        let violations = every_crash(false);
+        assert!(violations.is_empty(), "{violations:#?}");
+    }
+
+    #[test]
+    fn ignoring_the_operation_numbers_is_caught() {
+        assert!(
+            !every_crash(true).is_empty(),
+            "re-executing without the operation numbers went unnoticed"
+        );
+    }
+
+    #[test]
+    fn a_restart_executes_only_after_applied_and_an_interrupted_install_is_redone() {
+        let (machine, log) = fresh();
+        let mut core = core_on(machine, log);
+        run(&mut core, &turns());
+        let expected = core.replica().state_machine().map().clone();
+        let snapshot = Snapshot {
+            next_instance: core.replica().executed_below(),
+            stamp_ms: 0,
+            state: core.replica().state_machine().snapshot(),
+            clients: Default::default(),
+        };
+        // Restarted on the registers as they are: nothing to execute, the state at once.
+        let image = media_of(&mut core).now().live_image();
+        let (store, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(image.clone()), options()).unwrap();
+        let applied = store.applied();
+        assert_eq!(applied, Some(core.replica().executed_below().0 - 1));
+        let machine =
+            LogMachine::open_in_place(RegisterMachine::default(), store, registers, None).unwrap();
+        assert_eq!(*machine.map(), expected);
+
+        // An install interrupted after its mark: the next open installs the snapshot again.
+        let (mut store, _, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(image), options()).unwrap();
+        store.begin_install().unwrap();
+        store
+            .write(
+                b"junk",
+                OpNumber {
+                    instance: 0,
+                    index: 0,
+                },
+                &Register::default(),
+            )
+            .unwrap();
+        let image = store.media().now().live_image();
+        let (store, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(image), options()).unwrap();
+        assert!(store.installing());
+        let machine = LogMachine::open_in_place(
+            RegisterMachine::default(),
+            store,
+            registers,
+            Some(&snapshot),
+        )
+        .unwrap();
+        assert_eq!(*machine.map(), expected);
+        let mut machine = machine;
+        assert_eq!(stored_map(&machine.sim_media()), expected);
+
+        // Operations writing several keys, and WATCH, are refused with the reason.
+        let mset = Operation::MSet(vec![
+            (Bytes::from_static(b"a"), Bytes::from_static(b"1")),
+            (Bytes::from_static(b"b"), Bytes::from_static(b"2")),
+        ]);
+        let refusal = in_place_refusal(&mset).unwrap();
+        assert!(refusal.contains("MSET is not available under --recovery pmem-sm"));
+        assert!(in_place_refusal(&Operation::Watch(vec![Bytes::from_static(b"a")])).is_some());
+        assert!(in_place_refusal(&incr("a")).is_none());
+        assert!(in_place_refusal(&Operation::MGet(vec![Bytes::from_static(b"a")])).is_none());
+    }
+}
