@@ -140,7 +140,10 @@ fn epoch_recovery_is_the_log_engines_on_a_cluster_with_peers() {
     assert_eq!("pmem".parse(), Ok(RecoveryMode::Pmem));
     assert_eq!("pmem-sm".parse(), Ok(RecoveryMode::PmemSm));
     let unknown = "pmem-sx".parse::<RecoveryMode>().unwrap_err();
-    assert!(unknown.contains("fullss, epoch, pmem or pmem-sm"), "{unknown}");
+    assert!(
+        unknown.contains("fullss, epoch, pmem or pmem-sm"),
+        "{unknown}"
+    );
     let from_file: NodeConfig = toml::from_str("recovery = \"epoch\"").unwrap();
     assert_eq!(from_file.recovery, RecoveryMode::Epoch);
     assert_eq!(NodeConfig::default().recovery, RecoveryMode::Fullss);
