@@ -13,6 +13,7 @@ use std::time::Duration;
 use logless_netfs::remote::RedisTransport;
 use logless_netfs::{NetFs, Transport};
 use logless_netfs_fuse::{NetFsFuse, Owner, Unmounted};
+use tokio::signal::unix::{signal, SignalKind};
 
 /// How often the foreground mount checks that nothing unmounted it from outside.
 const UNMOUNT_POLL: Duration = Duration::from_millis(200);
@@ -129,6 +130,27 @@ fn serve<T: Transport + Send + 'static>(
         },
         Err(error) => return fail(format!("mount point {}: {error}", dir.display())),
     };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(format!("cannot start the runtime: {error}")),
+    };
+    // The handlers go in before the mount: a signal sent once the mount serves must unmount it,
+    // not end the process with the mount left behind.
+    let (mut terminate, mut interrupt) = {
+        let _entered = runtime.enter();
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(terminate), Ok(interrupt)) => (terminate, interrupt),
+            (Err(error), _) | (_, Err(error)) => {
+                return fail(format!("cannot handle signals: {error}"))
+            }
+        }
+    };
     let mounted = match logless_netfs_fuse::mount(NetFsFuse::new(transport, owner), dir) {
         Ok(mounted) => mounted,
         Err(error) => return fail(error.to_string()),
@@ -141,25 +163,14 @@ fn serve<T: Transport + Send + 'static>(
         mounted.dir().display()
     );
     let _ = std::io::stdout().flush();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        // Dropping `mounted` unmounts.
-        Err(error) => return fail(format!("cannot start the runtime: {error}")),
-    };
     runtime.block_on(async {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("signal handler");
         let unmounted_outside = async {
             while mounted.is_serving() {
                 tokio::time::sleep(UNMOUNT_POLL).await;
             }
         };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = interrupt.recv() => {}
             _ = terminate.recv() => {}
             () = unmounted_outside => {}
         }
