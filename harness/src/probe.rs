@@ -60,10 +60,8 @@ fn parse_http(response: &str) -> (u16, String) {
 
 /// `args` as a RESP multibulk request.
 pub fn resp_request(args: &[&str]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
-    }
+    let mut out = Vec::new();
+    logless_redis::resp::write_request(&mut out, args);
     out
 }
 

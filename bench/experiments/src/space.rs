@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use logless_harness::probe;
 use logless_harness::server::{self, ServerSpec};
+use logless_redis::resp::write_request;
 
 use crate::compare::cpu::descendants;
 use crate::compare::peers::{self, Proc};
@@ -293,7 +294,7 @@ pub(crate) fn write_keys(
                                 if let Some(px) = &px {
                                     args.extend([b"PX".as_slice(), px.as_bytes()]);
                                 }
-                                encode(&mut out, &args);
+                                write_request(&mut out, &args);
                             }
                             stream.write_all(&out).map_err(|e| e.to_string())?;
                             let again = read_simple_replies(&mut stream, todo.len())?;
@@ -316,15 +317,6 @@ pub(crate) fn write_keys(
             .into_iter()
             .try_for_each(|w| w.join().unwrap_or_else(|_| Err("a writer panicked".into())))
     })
-}
-
-fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
 }
 
 /// Reads `n` one-line replies; returns the positions of those answered TRYAGAIN (not

@@ -372,8 +372,8 @@ pub enum Value {
 }
 
 /// Appends a request — `args` as a multibulk array of bulk strings, the form
-/// [`parse_request`] reads — to `out`.
-pub fn write_request<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
+/// [`parse_request`] reads — to `out` (a `BytesMut`, or a `Vec<u8>` for a blocking client).
+pub fn write_request<A: AsRef<[u8]>>(out: &mut impl BufMut, args: &[A]) {
     write_header(out, b'*', len_i64(args.len()));
     for arg in args {
         write_bulk(out, arg.as_ref());
@@ -444,7 +444,7 @@ fn len_i64(len: usize) -> i64 {
     i64::try_from(len).unwrap_or(i64::MAX)
 }
 
-fn write_header(out: &mut BytesMut, tag: u8, n: i64) {
+fn write_header(out: &mut impl BufMut, tag: u8, n: i64) {
     let mut line = String::with_capacity(24);
     line.push(char::from(tag));
     // Writing to a String cannot fail.
@@ -462,9 +462,8 @@ fn write_line(out: &mut BytesMut, tag: u8, text: &str) {
     out.put_slice(b"\r\n");
 }
 
-fn write_bulk(out: &mut BytesMut, bytes: &[u8]) {
+fn write_bulk(out: &mut impl BufMut, bytes: &[u8]) {
     write_header(out, b'$', len_i64(bytes.len()));
-    out.reserve(bytes.len() + 2);
     out.put_slice(bytes);
     out.put_slice(b"\r\n");
 }

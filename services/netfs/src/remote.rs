@@ -110,12 +110,8 @@ enum Reply {
 
 /// Sends one request of `args`.
 fn send(connection: &mut BufReader<TcpStream>, args: &[&[u8]]) -> Result<(), String> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
+    let mut out = Vec::new();
+    logless_redis::resp::write_request(&mut out, args);
     (connection.get_mut().write_all(&out)).map_err(|e| format!("send: {e}"))
 }
 

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use logless_redis::resp::write_request;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -24,16 +25,6 @@ pub enum Reply {
     Nil,
     /// `*n` and its elements.
     Array(Vec<Reply>),
-}
-
-/// Encodes a request as a RESP multibulk array.
-pub fn encode_request(args: &[String], out: &mut Vec<u8>) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
 }
 
 /// A reply that cannot be RESP2.
@@ -175,7 +166,7 @@ impl Connection {
     /// Sends one request and waits for its reply (no timeout: wrap it in one).
     pub async fn request(&mut self, args: &[String]) -> Result<Reply, RequestError> {
         self.output.clear();
-        encode_request(args, &mut self.output);
+        write_request(&mut self.output, args);
         self.send().await?;
         self.reply().await
     }
@@ -184,11 +175,11 @@ impl Connection {
     /// timeout: wrap it in one). MULTI must answer OK and each command QUEUED.
     pub async fn transaction(&mut self, queued: &[Vec<String>]) -> Result<Reply, RequestError> {
         self.output.clear();
-        encode_request(&["MULTI".to_string()], &mut self.output);
+        write_request(&mut self.output, &["MULTI".to_string()]);
         for args in queued {
-            encode_request(args, &mut self.output);
+            write_request(&mut self.output, args);
         }
-        encode_request(&["EXEC".to_string()], &mut self.output);
+        write_request(&mut self.output, &["EXEC".to_string()]);
         self.send().await?;
         let mut unexpected = None;
         for expected in std::iter::once("OK").chain(queued.iter().map(|_| "QUEUED")) {
@@ -266,12 +257,5 @@ mod tests {
         }
         assert!(parse_reply(b"?x\r\n").is_err());
         assert!(parse_reply(b"$1\r\nab\r\n").is_err());
-    }
-
-    #[test]
-    fn encodes_multibulk() {
-        let mut out = Vec::new();
-        encode_request(&["SET".into(), "k".into(), "v1".into()], &mut out);
-        assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nv1\r\n");
     }
 }
