@@ -1413,3 +1413,142 @@ fn section_5b_an_mpaxos_replica_votes_at_once_and_executes_once_rebuilt() {
     finish_rebuild(&mut net, B);
     assert_eq!(net.history(B), net.history(A));
 }
+
+/// mPaxos with a snapshot every few requests, so that a rejoin catches up from one.
+fn mpaxos_snapshots(config: &mut Config) {
+    config.recovery = Recovery::Pmem;
+    config.snapshot_log_bytes_min = 10;
+    config.snapshot_ratio_percent = 0;
+}
+
+/// [`mpaxos_snapshots`] with the deliberate bug `late_rebuild_taken`.
+fn mpaxos_snapshots_late_rebuild_taken(config: &mut Config) {
+    mpaxos_snapshots(config);
+    config.bugs.late_rebuild_taken = true;
+}
+
+/// Replaces `node`'s replica by one resumed under mPaxos from what its store holds (all of it
+/// lost with the disk if `lost`), rejoining in `attempt`; a rebuild of the state machine is
+/// outstanding until the rejoin ends it.
+fn resume_rejoining(net: &mut Net, node: NodeId, lost: bool, attempt: Epoch) {
+    net.crash(node);
+    if lost {
+        net.stores.insert(node, MemStore::default());
+    }
+    let now = net.now(node);
+    let durable = net.stores[&node].durable().clone();
+    let mut replica = Replica::resume(net.config(node), History::default(), &durable, now);
+    assert_eq!(replica.status(), Status::Rebuilding);
+    replica.start_rejoin(now, attempt);
+    assert_eq!(replica.status(), Status::Recovering);
+    assert!(
+        replica.rebuild_from().is_none(),
+        "the rejoin ended the rebuild"
+    );
+    net.replicas.insert(node, replica);
+    net.down.remove(&node);
+    net.collect(node);
+}
+
+/// Four requests decided and snapshotted by every replica, then B loses its persistent memory
+/// and rejoins while a rebuild is outstanding; once caught up (from A's or C's snapshot), the
+/// runtime hands B the machine it rebuilt from its (empty) persistent snapshot.
+fn mpaxos_rejoin_then_late_rebuild(configure: fn(&mut Config)) -> Net {
+    let mut net = Net::started(configure);
+    for seq in 1..=4 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    resume_rejoining(&mut net, B, true, Epoch(7));
+    net.advance(net.now_ms + 500, every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert!(net.replica(B).stats().snapshots_installed >= 1);
+    assert_eq!(net.history(B), net.history(A));
+    finish_rebuild(&mut net, B);
+    net.submit(A, request(1, 5));
+    net.advance(net.now_ms + 200, every);
+    net
+}
+
+/// A lost disk under mPaxos: the rejoin wins over the rebuild of the empty persistent log. B
+/// installs a peer's snapshot during its catch-up, takes part again, and the machine rebuilt
+/// from its empty persistent memory, handed over afterwards, is dropped: B executes on the
+/// installed state.
+#[test]
+fn an_mpaxos_rejoin_drops_a_rebuilt_machine_handed_over_after_it_installed_a_snapshot() {
+    let net = mpaxos_rejoin_then_late_rebuild(mpaxos_snapshots);
+    assert_eq!(net.history(B).len(), 5);
+    assert_eq!(net.history(B), net.history(A));
+}
+
+/// The same with the deliberate bug `late_rebuild_taken`: the late machine replaces the state
+/// B installed, and B's state no longer matches its peers'.
+#[test]
+fn an_mpaxos_rejoin_that_takes_a_late_rebuilt_machine_loses_the_installed_state() {
+    let net = mpaxos_rejoin_then_late_rebuild(mpaxos_snapshots_late_rebuild_taken);
+    assert_eq!(net.history(A).len(), 5);
+    assert_ne!(net.history(B), net.history(A));
+}
+
+/// The reverse order: the rebuild ended before the rejoin started (the runtime handed the
+/// machine first), and the rejoin catches up on that machine.
+#[test]
+fn an_mpaxos_rejoin_after_the_rebuild_ended_catches_up_on_the_rebuilt_machine() {
+    let mut net = Net::started(mpaxos_snapshots);
+    for seq in 1..=4 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    net.crash(B);
+    net.stores.insert(B, MemStore::default());
+    net.restart(B);
+    finish_rebuild(&mut net, B);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    let now = net.now(B);
+    net.replicas
+        .get_mut(&B)
+        .unwrap()
+        .start_rejoin(now, Epoch(7));
+    net.collect(B);
+    assert_eq!(net.replica(B).status(), Status::Recovering);
+    net.advance(net.now_ms + 500, every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert_eq!(net.history(B), net.history(A));
+    assert_eq!(net.history(B).len(), 4);
+}
+
+/// A rejoin interrupted after it installed a snapshot and executed past it (the node's
+/// `rejoined` marker not written yet): at the next start B resumes that persistent state and
+/// rejoins again. The rejoin restores the persistent snapshot itself and executes the decided
+/// instances after it before its first Recovery, then catches up to what was decided since; a
+/// rebuilt machine handed over later is dropped.
+#[test]
+fn an_mpaxos_rejoin_interrupted_after_an_install_restores_it_and_rejoins_again() {
+    let mut net = Net::started(mpaxos_snapshots);
+    for seq in 1..=4 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    resume_rejoining(&mut net, B, true, Epoch(7));
+    net.advance(net.now_ms + 500, every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert!(net.stores[&B].durable().snapshot.is_some());
+
+    // B restarts before its marker is written; meanwhile A and C decide two more requests.
+    net.crash(B);
+    for seq in 5..=6 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    resume_rejoining(&mut net, B, false, Epoch(8));
+    assert!(
+        !net.history(B).is_empty(),
+        "restored from its persistent snapshot before its first Recovery"
+    );
+    net.advance(net.now_ms + 500, every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert_eq!(net.history(B), net.history(A));
+    assert_eq!(net.history(B).len(), 6);
+    finish_rebuild(&mut net, B);
+    assert_eq!(net.history(B), net.history(A));
+}
