@@ -444,10 +444,11 @@ fn with_mpaxos_and_a_lost_disk(seed: u64) -> LogNodeSimConfig {
 /// The lost disk's runs under mPaxos (`--recovery pmem`, `docs/lost-disk.md`): the node whose
 /// persistent memory was lost resumes an empty log, rejoins (ending the rebuild itself) and is
 /// handed its rebuilt machine later anyway; histories stay linearizable, the replicas agree,
-/// and the rejoined node serves again. `LOGLESS_LOST_DISK_SEEDS` seeds (10 by default).
+/// and the rejoined node serves again. `LOGLESS_LOST_DISK_SEEDS` seeds (5 by default, for CI's
+/// time; 200 passed once).
 #[test]
 fn an_mpaxos_lost_disk_rejoins_and_stays_linearizable() {
-    let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 10);
+    let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 5);
     let total = run_configs(count, with_mpaxos_and_a_lost_disk);
     assert!(total.lost_disks >= count * 3 / 4, "{total}");
     assert_eq!(total.rejoins, total.lost_disks, "{total}");
