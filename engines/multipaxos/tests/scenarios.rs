@@ -1450,20 +1450,32 @@ fn resume_rejoining(net: &mut Net, node: NodeId, lost: bool, attempt: Epoch) {
     net.collect(node);
 }
 
-/// Four requests decided and snapshotted by every replica, then B loses its persistent memory
-/// and rejoins while a rebuild is outstanding; once caught up (from A's or C's snapshot), the
-/// runtime hands B the machine it rebuilt from its (empty) persistent snapshot.
-fn mpaxos_rejoin_then_late_rebuild(configure: fn(&mut Config)) -> Net {
+/// Four requests decided and snapshotted by every replica.
+fn four_decided(configure: fn(&mut Config)) -> Net {
     let mut net = Net::started(configure);
     for seq in 1..=4 {
         net.submit(A, request(1, seq));
         net.run(every);
     }
+    net
+}
+
+/// [`four_decided`], then B loses its persistent memory and rejoins while a rebuild is
+/// outstanding, and catches up from A's or C's snapshot.
+fn four_decided_then_b_rejoined(configure: fn(&mut Config)) -> Net {
+    let mut net = four_decided(configure);
     resume_rejoining(&mut net, B, true, Epoch(7));
     net.advance(net.now_ms + 500, every);
     assert_eq!(net.replica(B).status(), Status::Serving);
     assert!(net.replica(B).stats().snapshots_installed >= 1);
     assert_eq!(net.history(B), net.history(A));
+    net
+}
+
+/// [`four_decided_then_b_rejoined`], then the runtime hands B the machine it rebuilt from its
+/// (empty) persistent snapshot, and A decides a fifth request.
+fn mpaxos_rejoin_then_late_rebuild(configure: fn(&mut Config)) -> Net {
+    let mut net = four_decided_then_b_rejoined(configure);
     finish_rebuild(&mut net, B);
     net.submit(A, request(1, 5));
     net.advance(net.now_ms + 200, every);
@@ -1494,11 +1506,7 @@ fn an_mpaxos_rejoin_that_takes_a_late_rebuilt_machine_loses_the_installed_state(
 /// machine first), and the rejoin catches up on that machine.
 #[test]
 fn an_mpaxos_rejoin_after_the_rebuild_ended_catches_up_on_the_rebuilt_machine() {
-    let mut net = Net::started(mpaxos_snapshots);
-    for seq in 1..=4 {
-        net.submit(A, request(1, seq));
-        net.run(every);
-    }
+    let mut net = four_decided(mpaxos_snapshots);
     net.crash(B);
     net.stores.insert(B, MemStore::default());
     net.restart(B);
@@ -1524,14 +1532,7 @@ fn an_mpaxos_rejoin_after_the_rebuild_ended_catches_up_on_the_rebuilt_machine() 
 /// rebuilt machine handed over later is dropped.
 #[test]
 fn an_mpaxos_rejoin_interrupted_after_an_install_restores_it_and_rejoins_again() {
-    let mut net = Net::started(mpaxos_snapshots);
-    for seq in 1..=4 {
-        net.submit(A, request(1, seq));
-        net.run(every);
-    }
-    resume_rejoining(&mut net, B, true, Epoch(7));
-    net.advance(net.now_ms + 500, every);
-    assert_eq!(net.replica(B).status(), Status::Serving);
+    let mut net = four_decided_then_b_rejoined(mpaxos_snapshots);
     assert!(net.stores[&B].durable().snapshot.is_some());
 
     // B restarts before its marker is written; meanwhile A and C decide two more requests.

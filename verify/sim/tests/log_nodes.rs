@@ -373,8 +373,13 @@ fn full_disks_pause_nodes_lose_nothing_and_resume_when_space_returns() {
 /// 200 passed once).
 #[test]
 fn a_lost_disk_rejoins_and_stays_linearizable() {
-    let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 10);
-    let total = run_configs(count, with_a_lost_disk);
+    run_lost_disks(seeds_from("LOGLESS_LOST_DISK_SEEDS", 10), with_a_lost_disk);
+}
+
+/// Runs `count` seeds of `for_seed`, a configuration that loses a disk, checks each, and checks
+/// that the node of every disk lost rejoined.
+fn run_lost_disks(count: u64, for_seed: impl Fn(u64) -> LogNodeSimConfig) {
+    let total = run_configs(count, for_seed);
     // A run whose workload ends before the moment drawn loses no disk (12 of 200).
     assert!(total.lost_disks >= count * 3 / 4, "{total}");
     assert_eq!(total.rejoins, total.lost_disks, "{total}");
@@ -449,9 +454,7 @@ fn with_mpaxos_and_a_lost_disk(seed: u64) -> LogNodeSimConfig {
 #[test]
 fn an_mpaxos_lost_disk_rejoins_and_stays_linearizable() {
     let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 5);
-    let total = run_configs(count, with_mpaxos_and_a_lost_disk);
-    assert!(total.lost_disks >= count * 3 / 4, "{total}");
-    assert_eq!(total.rejoins, total.lost_disks, "{total}");
+    run_lost_disks(count, with_mpaxos_and_a_lost_disk);
 }
 
 /// The same runs with the deliberate bug `late_rebuild_taken` (the replica takes a rebuilt
