@@ -1236,6 +1236,11 @@ fn section_5c_a_replica_that_kept_its_state_knows_when_a_majority_lost_theirs() 
 /// finds no vote in instance 0 and decides Y = c2#1 there. Finally B's stray Accept reaches A.
 /// Returns the network and the stray Accept's fate: whether A decided with it.
 fn figure_2_stray_accept(configure: fn(&mut Config)) -> Net {
+    figure_2_stray_accept_restarting(configure, |net| net.restart(B))
+}
+
+/// [`figure_2_stray_accept`] with B restarted by `restart_b`.
+fn figure_2_stray_accept_restarting(configure: fn(&mut Config), restart_b: fn(&mut Net)) -> Net {
     let mut net = Net::started(configure);
     net.submit(A, request(1, 1));
     let queued: Vec<(NodeId, Epoch, Envelope)> = net.queue.drain(..).collect();
@@ -1253,7 +1258,7 @@ fn figure_2_stray_accept(configure: fn(&mut Config)) -> Net {
         [(B, Epoch(1), A, "Accept"), (B, Epoch(1), C, "Accept")]
     );
     net.crash(B);
-    net.restart(B);
+    restart_b(&mut net);
     net.run(every);
     assert_eq!(net.replica(B).status(), Status::Serving);
     assert_eq!(net.replica(B).last_instance(), None, "B forgot its vote");
@@ -1266,7 +1271,7 @@ fn figure_2_stray_accept(configure: fn(&mut Config)) -> Net {
     for node in [B, C] {
         assert_eq!(net.history(node), ["c2#1"], "{node:?}");
     }
-    // The stray Accept (epoch 1) reaches A, which heard B's Recovery in epoch 2.
+    // The stray Accept (epoch 1) reaches A, which heard B's Recovery in a later epoch.
     let to_a = stray.into_iter().find(|(_, _, e)| e.to == A).unwrap();
     net.queue.push_back(to_a);
     net.run(every);
@@ -1552,4 +1557,44 @@ fn an_mpaxos_rejoin_interrupted_after_an_install_restores_it_and_rejoins_again()
     assert_eq!(net.history(B).len(), 6);
     finish_rebuild(&mut net, B);
     assert_eq!(net.history(B), net.history(A));
+}
+
+/// B lost its epoch file with its directory and starts again without it: in epoch 1, the epoch
+/// of its lost life, as a first start. A takes the stray Accept as one of B's current life's,
+/// and two values are decided in instance 0: why a directory that ran before and has no epoch
+/// file is refused unless it rejoins (docs/lost-disk.md, "Under EpochSS").
+#[test]
+fn an_epoch_ss_replica_that_lost_its_epoch_file_and_reuses_its_epoch_decides_twice() {
+    let net = figure_2_stray_accept_restarting(epoch_ss, |net| {
+        net.stores.insert(B, MemStore::default());
+        net.restart(B);
+        assert_eq!(net.replica(B).epoch(), Epoch(1), "its lost life's epoch");
+    });
+    let x = net.replica(A).decided(Instance(0)).cloned();
+    let y = net.replica(C).decided(Instance(0)).cloned();
+    assert_eq!(x.map(|b| b.requests().to_vec()), Some(vec![request(1, 1)]));
+    assert_eq!(y.map(|b| b.requests().to_vec()), Some(vec![request(2, 1)]));
+}
+
+/// The same lost epoch file with a rejoin: the node takes an epoch at least its clock
+/// incarnation (here 1,000; `last_before_rejoin` in the node), B recovers from A and C as after
+/// any restart, and A drops the stray Accept of epoch 1.
+#[test]
+fn an_epoch_ss_replica_that_rejoins_after_losing_its_epoch_file_starts_a_new_epoch() {
+    let mut net = figure_2_stray_accept_restarting(epoch_ss, |net| {
+        net.stores.insert(B, MemStore::default());
+        let now = net.now(B);
+        let replica =
+            Replica::start_epoch(net.config(B), History::default(), Some(Epoch(999)), now);
+        assert_eq!(replica.status(), Status::Recovering);
+        net.replicas.insert(B, replica);
+        net.down.remove(&B);
+        net.collect(B);
+    });
+    assert_eq!(net.replica(B).epoch(), Epoch(1000));
+    assert_eq!(net.replica(A).decided(Instance(0)), None);
+    net.advance(1_500, every);
+    for node in [A, B, C] {
+        assert_eq!(net.history(node), ["c2#1"], "{node:?}");
+    }
 }
