@@ -1508,7 +1508,8 @@ fn an_mpaxos_rejoin_that_takes_a_late_rebuilt_machine_loses_the_installed_state(
 }
 
 /// The reverse order: the rebuild ended before the rejoin started (the runtime handed the
-/// machine first), and the rejoin catches up on that machine.
+/// machine first), and the rejoin catches up on that machine, installing a peer's snapshot over
+/// it as any catch-up does.
 #[test]
 fn an_mpaxos_rejoin_after_the_rebuild_ended_catches_up_on_the_rebuilt_machine() {
     let mut net = four_decided(mpaxos_snapshots);
@@ -1526,6 +1527,10 @@ fn an_mpaxos_rejoin_after_the_rebuild_ended_catches_up_on_the_rebuilt_machine() 
     assert_eq!(net.replica(B).status(), Status::Recovering);
     net.advance(net.now_ms + 500, every);
     assert_eq!(net.replica(B).status(), Status::Serving);
+    assert!(
+        net.replica(B).stats().snapshots_installed >= 1,
+        "installed over the machine handed over"
+    );
     assert_eq!(net.history(B), net.history(A));
     assert_eq!(net.history(B).len(), 4);
 }
