@@ -1,7 +1,7 @@
 //! A lost disk on real processes: a replica whose data directory was emptied is refused by its
 //! peers and stops with an error that names `--rejoin`; with `--rejoin` it serves again,
 //! nothing acknowledged is lost, and once it recovered a key it stands in for a dead peer
-//! (under the log engine: once it recovered the log).
+//! (under the log engine: once it recovered the log, under each of its recovery modes).
 mod common;
 
 use std::time::{Duration, Instant};
@@ -89,7 +89,10 @@ fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
         common::metric(cluster.replicas[0].spec.http, "logless_rejoining"),
         0
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // Replica 3 holds every key before replica 1 dies (it recovered them: its live registers).
+    poll_until(Duration::from_secs(10), "replica 3 holds every key", || {
+        common::metric(http, "logless_live_registers") >= KEYS as u64
+    });
     cluster.kill(0);
     check_all(&mut cluster.connect(1), "w");
     check_all(&mut cluster.connect(2), "w");
@@ -104,12 +107,12 @@ fn a_replica_on_an_emptied_directory_is_refused_until_it_rejoins() {
     assert!(identity.contains("\"rejoining\": true"), "{identity}");
 }
 
-/// The log engine: an emptied directory is refused the same way; with `--rejoin` the replica
-/// serves nothing until it recovered the log from the others, then serves everything
-/// acknowledged, takes part in a majority without the old leader, and later restarts as usual.
-#[test]
-fn a_log_replica_on_an_emptied_directory_is_refused_until_it_rejoins_and_recovers_the_log() {
-    let mut cluster = Cluster::start_with(3, "mmap", &["--engine", "multipaxos"]);
+/// The log engine under `args` on `durability`: an emptied directory is refused the same way;
+/// with `--rejoin` the replica serves nothing until it recovered the log from the others, then
+/// serves everything acknowledged and what is written through it. Gives the cluster and the
+/// directory.
+fn a_log_replica_rejoins(durability: &str, args: &[&str]) -> (Cluster, std::path::PathBuf) {
+    let mut cluster = Cluster::start_with(3, durability, args);
     let (dir, _) = lose_the_disk_of_the_third(&mut cluster);
 
     cluster.replicas[2].spec = cluster.replicas[2].spec.clone().args(["--rejoin"]);
@@ -117,9 +120,16 @@ fn a_log_replica_on_an_emptied_directory_is_refused_until_it_rejoins_and_recover
     check_all(&mut connect_when_up(&cluster, 2), "v");
     let http = cluster.replicas[2].spec.http;
     assert_eq!(common::metric(http, "logless_log_rejoining"), 0);
-    assert!(dir.join("log").join("rejoined").exists());
     set_all(&mut cluster.connect(2), "w");
     check_all(&mut cluster.connect(1), "w");
+    (cluster, dir)
+}
+
+/// After [`a_log_replica_rejoins`] under a mode that keeps its log (`fullss`, `pmem`,
+/// `pmem-sm`): the rejoin is marked complete, the replica takes part in a majority without the
+/// old leader, and later restarts from its own log as usual.
+fn votes_and_restarts_after_its_rejoin(mut cluster: Cluster, dir: &std::path::Path) {
+    assert!(dir.join("log").join("rejoined").exists());
     // It votes again: without replica 1 (view 0's leader), replicas 2 and 3 are the majority.
     cluster.kill(0);
     set_all(&mut cluster.connect(2), "x");
@@ -137,6 +147,61 @@ fn a_log_replica_on_an_emptied_directory_is_refused_until_it_rejoins_and_recover
     );
 }
 
+/// The log engine (`--recovery fullss`): refused, rejoined, nothing acknowledged lost, a
+/// majority without the old leader, a later restart as usual.
+#[test]
+fn a_log_replica_on_an_emptied_directory_is_refused_until_it_rejoins_and_recovers_the_log() {
+    let (cluster, dir) = a_log_replica_rejoins("mmap", &["--engine", "multipaxos"]);
+    votes_and_restarts_after_its_rejoin(cluster, &dir);
+}
+
+/// The same under mPaxos (`--recovery pmem` on `--durability emulp`): the persistent memory of
+/// the third replica is lost; the rejoin ends the rebuild of its empty log itself and catches
+/// up from the others (docs/lost-disk.md, "Under mPaxos").
+#[test]
+fn a_replica_that_lost_its_persistent_memory_is_refused_until_it_rejoins() {
+    let args = ["--engine", "multipaxos", "--recovery", "pmem"];
+    let (cluster, dir) = a_log_replica_rejoins("emulp", &args);
+    votes_and_restarts_after_its_rejoin(cluster, &dir);
+}
+
+/// Under mPaxosSM (`--recovery pmem-sm`): the rejoin installs a peer's snapshot into the empty
+/// registers in place, and completes.
+#[test]
+fn an_mpaxos_sm_replica_that_lost_its_persistent_memory_rejoins() {
+    let args = ["--engine", "multipaxos", "--recovery", "pmem-sm"];
+    let (_cluster, dir) = a_log_replica_rejoins("emulp", &args);
+    assert!(dir.join("log").join("rejoined").exists());
+    assert!(dir.join("registers.slots").exists());
+}
+
+/// Under EpochSS (`--recovery epoch`): a lost directory is refused like any other; with
+/// `--rejoin` the replica starts in an epoch above every one it used (from the clock, as the
+/// incarnation) and recovers from its peers as after any restart. A directory that lost only
+/// its epoch file is refused with the advice to rejoin, and rejoins with `--rejoin`.
+#[test]
+fn an_epoch_replica_that_lost_its_directory_or_its_epoch_rejoins_in_a_new_epoch() {
+    let args = ["--engine", "multipaxos", "--recovery", "epoch"];
+    let (mut cluster, dir) = a_log_replica_rejoins("mmap", &args);
+    let http = cluster.replicas[2].spec.http;
+    let epoch = common::metric(http, "logless_log_epoch");
+    let incarnation = common::metric(http, "logless_incarnation");
+    assert!(epoch >= incarnation && incarnation > 1_000_000, "{epoch}");
+
+    assert!(cluster.stop(2));
+    std::fs::remove_file(dir.join("epoch")).unwrap();
+    let mut without_rejoin = cluster.replicas[2].spec.clone();
+    without_rejoin.extra.retain(|arg| arg != "--rejoin");
+    let log = common::refused_start(&without_rejoin);
+    assert!(
+        log.contains("has no epoch file") && log.contains("start it with --rejoin"),
+        "{log}"
+    );
+    cluster.spawn(2);
+    check_all(&mut connect_when_up(&cluster, 2), "w");
+    assert!(common::metric(http, "logless_log_epoch") > epoch);
+}
+
 /// A connection to replica `i` once it listens (at most 30 s after its start).
 fn connect_when_up(cluster: &Cluster, i: usize) -> redis::Connection {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -145,6 +210,15 @@ fn connect_when_up(cluster: &Cluster, i: usize) -> redis::Connection {
         std::thread::sleep(Duration::from_millis(100));
     }
     cluster.connect(i)
+}
+
+/// Polls `condition` every 20 ms until it holds; panics naming `what` after `within`.
+fn poll_until(within: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !condition() {
+        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Runs the replica of `spec` until it exits (at most 30 s), its stderr captured.

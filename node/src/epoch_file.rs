@@ -67,6 +67,17 @@ impl EpochFile {
     }
 }
 
+/// The epoch to count as the last one of a replica started with `--rejoin` in `incarnation`
+/// (from the clock, see `docs/lost-disk.md`), whose epoch file says `last` (`None`: lost): at
+/// least the one below the incarnation, so that the epoch it starts in is above every epoch its
+/// lost directory reached by restarting (one per start, as incarnations count starts) and above
+/// what a file restored from a backup says. Reusing an epoch would let its peers count what it
+/// said in its lost life as said by the replica that forgot it.
+pub fn last_before_rejoin(last: Option<Epoch>, incarnation: u32) -> Epoch {
+    let floor = Epoch(u64::from(incarnation).saturating_sub(1));
+    last.map_or(floor, |last| last.max(floor))
+}
+
 fn encode(epoch: Epoch) -> [u8; FILE_BYTES] {
     let mut out = [0; FILE_BYTES];
     out[..8].copy_from_slice(&MAGIC);
@@ -119,5 +130,12 @@ mod tests {
         std::fs::write(&path, b"7").unwrap();
         let short = EpochFile::open(dir.path()).unwrap_err().to_string();
         assert!(short.contains("wrong size"), "{short}");
+    }
+
+    #[test]
+    fn a_rejoin_starts_above_its_incarnation_and_above_a_restored_file() {
+        assert_eq!(last_before_rejoin(None, 29_000_000), Epoch(28_999_999));
+        assert_eq!(last_before_rejoin(Some(Epoch(3)), 500), Epoch(499));
+        assert_eq!(last_before_rejoin(Some(Epoch(900)), 500), Epoch(900));
     }
 }

@@ -658,15 +658,6 @@ fn start_log(
     let mut core = match config.recovery {
         Recovery::Fullss | Recovery::Pmem => {
             let resume = config.recovery == Recovery::Pmem;
-            if resume && identity.rejoining {
-                return Err(OpenError::Identity(format!(
-                    "--rejoin is for a replica that lost its log under --recovery fullss; a lost \
-                     persistent-memory log under --recovery pmem cannot be rejoined yet: give \
-                     the node a new id and a new data directory instead of {}",
-                    config.data_dir.display()
-                ))
-                .into());
-            }
             let options = log_options(config, durability);
             let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
             let core = LogCore::recover(
@@ -698,15 +689,6 @@ fn start_log(
             core
         }
         Recovery::PmemSm => {
-            if identity.rejoining {
-                return Err(OpenError::Identity(format!(
-                    "--rejoin is for a replica that lost its log under --recovery fullss; lost \
-                     persistent memory under --recovery pmem-sm cannot be rejoined yet: give the \
-                     node a new id and a new data directory instead of {}",
-                    config.data_dir.display()
-                ))
-                .into());
-            }
             let options = log_options(config, durability);
             let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
             let registers = config.data_dir.join(crate::log_machine::REGISTERS_FILE);
@@ -744,27 +726,26 @@ fn start_log(
         Recovery::Epoch => {
             let (epoch_file, last) = EpochFile::open(&config.data_dir)
                 .map_err(|e| log_error(&config.data_dir)(e.into()))?;
-            if identity.rejoining {
-                return Err(OpenError::Identity(format!(
-                    "--rejoin is for a replica that lost its log under --recovery fullss; under \
-                     --recovery epoch a restarted replica recovers from its peers at every start, \
-                     and a lost epoch file cannot be rejoined yet: start {} without --rejoin, or \
-                     give the node a new id",
-                    config.data_dir.display()
-                ))
-                .into());
-            }
-            if last.is_none() && incarnation > 1 {
+            if last.is_none() && incarnation > 1 && !config.rejoin {
                 // A welcomed replica wrote its epoch before it sent anything: starting over in
                 // epoch 1 would let its peers take it for a replica that kept its state.
                 return Err(OpenError::Identity(format!(
                     "{} has run before (incarnation {incarnation}) but has no epoch file: it \
                      was removed or lost. Started in epoch 1 again, it could not tell its peers \
-                     that it lost its state: treat it as a lost disk (docs/lost-disk.md)",
+                     that it lost its state: start it with --rejoin, which takes an epoch above \
+                     every one it used (docs/lost-disk.md)",
                     config.data_dir.display()
                 ))
                 .into());
             }
+            // A rejoin (this start's incarnation is from the clock) starts in an epoch above
+            // every one the lost directory used, and recovers from its peers as after any
+            // restart: the epoch fences what it said before.
+            let last = if config.rejoin {
+                Some(crate::epoch_file::last_before_rejoin(last, incarnation))
+            } else {
+                last
+            };
             // The engine writes no record under EpochSS: the log lives in memory only.
             let options = log_options(config, logless_storage::Durability::Memory);
             let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
@@ -796,7 +777,8 @@ fn start_log(
     };
     // A rejoining directory rejoins at every start until one rejoin completed (the marker).
     let rejoined = path.join(REJOINED_MARKER);
-    let rejoin = config.recovery == Recovery::Fullss && identity.rejoining && !rejoined.exists();
+    // Under EpochSS every restart recovers from the peers; a rejoin there is in its epoch.
+    let rejoin = config.recovery != Recovery::Epoch && identity.rejoining && !rejoined.exists();
     if rejoin {
         core.start_rejoin(incarnation);
         warn!(
@@ -806,7 +788,8 @@ fn start_log(
         );
     }
     let (tx, rx) = mpsc::channel(SHARD_QUEUE);
-    if config.recovery == Recovery::Pmem {
+    // A rejoin under mPaxos ended the rebuild itself (`Replica::start_rejoin`).
+    if core.replica().status() == logless_multipaxos::replica::Status::Rebuilding {
         rebuild_off_the_loop(core.rebuild_from(), config.command_limits(), tx.clone());
     }
     let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);

@@ -40,6 +40,13 @@ pub struct InjectedBugs {
     /// A piece of a snapshot in assembly is appended wherever it says it starts: a piece
     /// received twice, or out of order, corrupts the state installed.
     pub snapshot_chunk_any_offset: bool,
+    /// [`Replica::finish_rebuild`] takes the machine it is handed even once the rebuild has
+    /// ended (an mPaxos rejoin ended it, or a catch-up installed a newer snapshot): the
+    /// replica's state goes back to its persistent snapshot's (empty after a lost disk) while
+    /// its log says it executed past it.
+    ///
+    /// [`Replica::finish_rebuild`]: crate::replica::Replica::finish_rebuild
+    pub late_rebuild_taken: bool,
 }
 
 /// The default most bytes of a snapshot's state in one catch-up response

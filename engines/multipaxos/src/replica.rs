@@ -82,8 +82,8 @@
 //! ([`Replica::finish_rebuild`]), which it then brings up to date by executing the decided
 //! instances after the snapshot.
 //!
-//! # Rejoining after a lost disk (FullSS)
-//! A FullSS replica whose stable storage was lost has forgotten its promises and votes, as an
+//! # Rejoining after a lost disk (FullSS and mPaxos)
+//! A FullSS or mPaxos replica whose stable storage was lost has forgotten its promises and votes, as an
 //! EpochSS replica after a restart, but its peers track no epochs. [`Replica::start_rejoin`]
 //! makes it recover the same way, with two differences that close the window above and need
 //! no epochs: it waits for the answers of *every* other replica, and a FullSS replica that
@@ -92,7 +92,8 @@
 //! answers. A leading replica answers, as the instance to catch up to, the one after the
 //! highest it has proposed, not only after the highest it knows decided: every instance where
 //! the lost votes may have helped choose a value lies below it. `docs/lost-disk.md` gives the
-//! argument.
+//! argument. Under mPaxos the rejoin ends a rebuild still outstanding itself, before its first
+//! message, so that one state machine runs the whole catch-up (see [`Replica::start_rejoin`]).
 //!
 //! # Stamps: one clock for expiry, monotonic across view changes
 //! A leader stamps each batch it closes with `max(now, highest stamp seen)`, where a replica
@@ -400,7 +401,8 @@ impl<S: StateMachine> Replica<S> {
     /// taken as they are, and it takes part in the protocol at once. Its state machine is not
     /// restored and nothing is executed: `state_machine` stands in (it is never read) until the
     /// runtime hands over the machine restored from [`Replica::rebuild_from`]'s snapshot with
-    /// [`Replica::finish_rebuild`]; [`Replica::status`] says `Rebuilding` until then.
+    /// [`Replica::finish_rebuild`]; [`Replica::status`] says `Rebuilding` until then. The stand-in
+    /// must be empty: a rejoin ([`Replica::start_rejoin`]) rebuilds into it.
     ///
     /// # Panics
     /// If the configuration does not name this replica, allows no instance in flight, or does
@@ -431,10 +433,10 @@ impl<S: StateMachine> Replica<S> {
     /// Ends the rebuild after [`Replica::resume`]: `state_machine` holds the state of
     /// [`Replica::rebuild_from`]'s snapshot (or is empty if there was none), and the decided
     /// instances after it are executed now, answering the clients that waited. A machine
-    /// handed over after the rebuild ended otherwise (a newer snapshot installed by catch-up)
-    /// is dropped.
+    /// handed over after the rebuild ended otherwise (a newer snapshot installed by catch-up,
+    /// or a rejoin, which rebuilds itself) is dropped.
     pub fn finish_rebuild(&mut self, state_machine: S, now_ms: u64) {
-        if !self.rebuilding {
+        if !self.rebuilding && !self.config.bugs.late_rebuild_taken {
             return;
         }
         self.rebuilding = false;
@@ -476,25 +478,43 @@ impl<S: StateMachine> Replica<S> {
         replica
     }
 
-    /// Makes this FullSS replica rejoin after its stable storage was lost (see "Rejoining
-    /// after a lost disk" above): it votes, promises and serves nothing until every other
-    /// replica answered its Recovery and it has caught up; [`Replica::status`] says
-    /// `Recovering` until then. `attempt` must differ from every earlier rejoin of this
-    /// replica's (answers to an earlier one are not taken); the runtime's incarnation serves.
-    /// It may start from what an earlier, interrupted rejoin left in stable storage.
+    /// Makes this FullSS or mPaxos replica rejoin after its stable storage (or persistent
+    /// memory) was lost (see "Rejoining after a lost disk" above): it votes, promises and
+    /// serves nothing until every other replica answered its Recovery and it has caught up;
+    /// [`Replica::status`] says `Recovering` until then. `attempt` must differ from every
+    /// earlier rejoin of this replica's (answers to an earlier one are not taken); the
+    /// runtime's incarnation serves. It may start from what an earlier, interrupted rejoin
+    /// left in stable storage.
+    ///
+    /// A replica resumed under mPaxos and still rebuilding ([`Replica::resume`]) ends its
+    /// rebuild here, on the caller's thread: the rejoin wins over the rebuild. It restores its
+    /// persistent snapshot (none after a lost disk; what an interrupted rejoin installed
+    /// otherwise) into the stand-in machine and executes the decided instances after it, as
+    /// [`Replica::recover`] does, before its first Recovery leaves; the catch-up then runs on
+    /// that one machine, and a machine the runtime hands over later
+    /// ([`Replica::finish_rebuild`]) is dropped, whether or not a snapshot was installed
+    /// meanwhile. A replica whose rebuild ended before the rejoin rejoins from the machine it
+    /// was handed. (Voting at once, mPaxos's point, is moot here: a rejoining replica votes
+    /// only once it caught up.)
     ///
     /// # Panics
     /// Under EpochSS, which recovers from its peers at every start anyway.
     pub fn start_rejoin(&mut self, now_ms: u64, attempt: Epoch) {
-        assert_eq!(
-            self.config.recovery,
-            Recovery::FullSs,
+        assert!(
+            self.config.recovery.writes_records(),
             "an EpochSS replica recovers at every start"
         );
         if self.config.bugs.rejoin_without_recovery {
             return;
         }
         self.clock_ms = now_ms;
+        if self.rebuilding {
+            if let Some(snapshot) = &self.snapshot {
+                self.state_machine.restore(&snapshot.state);
+            }
+            self.rebuilding = false;
+            self.execute_decided();
+        }
         self.epoch = attempt;
         self.role = Role::Follower;
         self.recovering = Some(Recovering::Answers {

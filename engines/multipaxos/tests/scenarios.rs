@@ -1236,6 +1236,11 @@ fn section_5c_a_replica_that_kept_its_state_knows_when_a_majority_lost_theirs() 
 /// finds no vote in instance 0 and decides Y = c2#1 there. Finally B's stray Accept reaches A.
 /// Returns the network and the stray Accept's fate: whether A decided with it.
 fn figure_2_stray_accept(configure: fn(&mut Config)) -> Net {
+    figure_2_stray_accept_restarting(configure, |net| net.restart(B))
+}
+
+/// [`figure_2_stray_accept`] with B restarted by `restart_b`.
+fn figure_2_stray_accept_restarting(configure: fn(&mut Config), restart_b: fn(&mut Net)) -> Net {
     let mut net = Net::started(configure);
     net.submit(A, request(1, 1));
     let queued: Vec<(NodeId, Epoch, Envelope)> = net.queue.drain(..).collect();
@@ -1253,7 +1258,7 @@ fn figure_2_stray_accept(configure: fn(&mut Config)) -> Net {
         [(B, Epoch(1), A, "Accept"), (B, Epoch(1), C, "Accept")]
     );
     net.crash(B);
-    net.restart(B);
+    restart_b(&mut net);
     net.run(every);
     assert_eq!(net.replica(B).status(), Status::Serving);
     assert_eq!(net.replica(B).last_instance(), None, "B forgot its vote");
@@ -1266,7 +1271,7 @@ fn figure_2_stray_accept(configure: fn(&mut Config)) -> Net {
     for node in [B, C] {
         assert_eq!(net.history(node), ["c2#1"], "{node:?}");
     }
-    // The stray Accept (epoch 1) reaches A, which heard B's Recovery in epoch 2.
+    // The stray Accept (epoch 1) reaches A, which heard B's Recovery in a later epoch.
     let to_a = stray.into_iter().find(|(_, _, e)| e.to == A).unwrap();
     net.queue.push_back(to_a);
     net.run(every);
@@ -1412,4 +1417,189 @@ fn section_5b_an_mpaxos_replica_votes_at_once_and_executes_once_rebuilt() {
     // A rebuilt machine handed over twice is not taken twice.
     finish_rebuild(&mut net, B);
     assert_eq!(net.history(B), net.history(A));
+}
+
+/// mPaxos with a snapshot every few requests, so that a rejoin catches up from one.
+fn mpaxos_snapshots(config: &mut Config) {
+    config.recovery = Recovery::Pmem;
+    config.snapshot_log_bytes_min = 10;
+    config.snapshot_ratio_percent = 0;
+}
+
+/// [`mpaxos_snapshots`] with the deliberate bug `late_rebuild_taken`.
+fn mpaxos_snapshots_late_rebuild_taken(config: &mut Config) {
+    mpaxos_snapshots(config);
+    config.bugs.late_rebuild_taken = true;
+}
+
+/// Replaces `node`'s replica by one resumed under mPaxos from what its store holds (all of it
+/// lost with the disk if `lost`), rejoining in `attempt`; a rebuild of the state machine is
+/// outstanding until the rejoin ends it.
+fn resume_rejoining(net: &mut Net, node: NodeId, lost: bool, attempt: Epoch) {
+    net.crash(node);
+    if lost {
+        net.stores.insert(node, MemStore::default());
+    }
+    let now = net.now(node);
+    let durable = net.stores[&node].durable().clone();
+    let mut replica = Replica::resume(net.config(node), History::default(), &durable, now);
+    assert_eq!(replica.status(), Status::Rebuilding);
+    replica.start_rejoin(now, attempt);
+    assert_eq!(replica.status(), Status::Recovering);
+    assert!(
+        replica.rebuild_from().is_none(),
+        "the rejoin ended the rebuild"
+    );
+    net.replicas.insert(node, replica);
+    net.down.remove(&node);
+    net.collect(node);
+}
+
+/// Four requests decided and snapshotted by every replica.
+fn four_decided(configure: fn(&mut Config)) -> Net {
+    let mut net = Net::started(configure);
+    for seq in 1..=4 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    net
+}
+
+/// [`four_decided`], then B loses its persistent memory and rejoins while a rebuild is
+/// outstanding, and catches up from A's or C's snapshot.
+fn four_decided_then_b_rejoined(configure: fn(&mut Config)) -> Net {
+    let mut net = four_decided(configure);
+    resume_rejoining(&mut net, B, true, Epoch(7));
+    net.advance(net.now_ms + 500, every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert!(net.replica(B).stats().snapshots_installed >= 1);
+    assert_eq!(net.history(B), net.history(A));
+    net
+}
+
+/// [`four_decided_then_b_rejoined`], then the runtime hands B the machine it rebuilt from its
+/// (empty) persistent snapshot, and A decides a fifth request.
+fn mpaxos_rejoin_then_late_rebuild(configure: fn(&mut Config)) -> Net {
+    let mut net = four_decided_then_b_rejoined(configure);
+    finish_rebuild(&mut net, B);
+    net.submit(A, request(1, 5));
+    net.advance(net.now_ms + 200, every);
+    net
+}
+
+/// A lost disk under mPaxos: the rejoin wins over the rebuild of the empty persistent log. B
+/// installs a peer's snapshot during its catch-up, takes part again, and the machine rebuilt
+/// from its empty persistent memory, handed over afterwards, is dropped: B executes on the
+/// installed state.
+#[test]
+fn an_mpaxos_rejoin_drops_a_rebuilt_machine_handed_over_after_it_installed_a_snapshot() {
+    let net = mpaxos_rejoin_then_late_rebuild(mpaxos_snapshots);
+    assert_eq!(net.history(B).len(), 5);
+    assert_eq!(net.history(B), net.history(A));
+}
+
+/// The same with the deliberate bug `late_rebuild_taken`: the late machine replaces the state
+/// B installed, and B's state no longer matches its peers'.
+#[test]
+fn an_mpaxos_rejoin_that_takes_a_late_rebuilt_machine_loses_the_installed_state() {
+    let net = mpaxos_rejoin_then_late_rebuild(mpaxos_snapshots_late_rebuild_taken);
+    assert_eq!(net.history(A).len(), 5);
+    assert_ne!(net.history(B), net.history(A));
+}
+
+/// The reverse order: the rebuild ended before the rejoin started (the runtime handed the
+/// machine first), and the rejoin catches up on that machine, installing a peer's snapshot over
+/// it as any catch-up does.
+#[test]
+fn an_mpaxos_rejoin_after_the_rebuild_ended_catches_up_on_the_rebuilt_machine() {
+    let mut net = four_decided(mpaxos_snapshots);
+    net.crash(B);
+    net.stores.insert(B, MemStore::default());
+    net.restart(B);
+    finish_rebuild(&mut net, B);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    let now = net.now(B);
+    net.replicas
+        .get_mut(&B)
+        .unwrap()
+        .start_rejoin(now, Epoch(7));
+    net.collect(B);
+    assert_eq!(net.replica(B).status(), Status::Recovering);
+    net.advance(net.now_ms + 500, every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert!(
+        net.replica(B).stats().snapshots_installed >= 1,
+        "installed over the machine handed over"
+    );
+    assert_eq!(net.history(B), net.history(A));
+    assert_eq!(net.history(B).len(), 4);
+}
+
+/// A rejoin interrupted after it installed a snapshot and executed past it (the node's
+/// `rejoined` marker not written yet): at the next start B resumes that persistent state and
+/// rejoins again. The rejoin restores the persistent snapshot itself and executes the decided
+/// instances after it before its first Recovery, then catches up to what was decided since; a
+/// rebuilt machine handed over later is dropped.
+#[test]
+fn an_mpaxos_rejoin_interrupted_after_an_install_restores_it_and_rejoins_again() {
+    let mut net = four_decided_then_b_rejoined(mpaxos_snapshots);
+    assert!(net.stores[&B].durable().snapshot.is_some());
+
+    // B restarts before its marker is written; meanwhile A and C decide two more requests.
+    net.crash(B);
+    for seq in 5..=6 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    resume_rejoining(&mut net, B, false, Epoch(8));
+    assert!(
+        !net.history(B).is_empty(),
+        "restored from its persistent snapshot before its first Recovery"
+    );
+    net.advance(net.now_ms + 500, every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert_eq!(net.history(B), net.history(A));
+    assert_eq!(net.history(B).len(), 6);
+    finish_rebuild(&mut net, B);
+    assert_eq!(net.history(B), net.history(A));
+}
+
+/// B lost its epoch file with its directory and starts again without it: in epoch 1, the epoch
+/// of its lost life, as a first start. A takes the stray Accept as one of B's current life's,
+/// and two values are decided in instance 0: why a directory that ran before and has no epoch
+/// file is refused unless it rejoins (docs/lost-disk.md, "Under EpochSS").
+#[test]
+fn an_epoch_ss_replica_that_lost_its_epoch_file_and_reuses_its_epoch_decides_twice() {
+    let net = figure_2_stray_accept_restarting(epoch_ss, |net| {
+        net.stores.insert(B, MemStore::default());
+        net.restart(B);
+        assert_eq!(net.replica(B).epoch(), Epoch(1), "its lost life's epoch");
+    });
+    let x = net.replica(A).decided(Instance(0)).cloned();
+    let y = net.replica(C).decided(Instance(0)).cloned();
+    assert_eq!(x.map(|b| b.requests().to_vec()), Some(vec![request(1, 1)]));
+    assert_eq!(y.map(|b| b.requests().to_vec()), Some(vec![request(2, 1)]));
+}
+
+/// The same lost epoch file with a rejoin: the node takes an epoch at least its clock
+/// incarnation (here 1,000; `last_before_rejoin` in the node), B recovers from A and C as after
+/// any restart, and A drops the stray Accept of epoch 1.
+#[test]
+fn an_epoch_ss_replica_that_rejoins_after_losing_its_epoch_file_starts_a_new_epoch() {
+    let mut net = figure_2_stray_accept_restarting(epoch_ss, |net| {
+        net.stores.insert(B, MemStore::default());
+        let now = net.now(B);
+        let replica =
+            Replica::start_epoch(net.config(B), History::default(), Some(Epoch(999)), now);
+        assert_eq!(replica.status(), Status::Recovering);
+        net.replicas.insert(B, replica);
+        net.down.remove(&B);
+        net.collect(B);
+    });
+    assert_eq!(net.replica(B).epoch(), Epoch(1000));
+    assert_eq!(net.replica(A).decided(Instance(0)), None);
+    net.advance(1_500, every);
+    for node in [A, B, C] {
+        assert_eq!(net.history(node), ["c2#1"], "{node:?}");
+    }
 }

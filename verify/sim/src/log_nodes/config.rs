@@ -93,8 +93,9 @@ pub struct LogNodeSimConfig {
     /// ways, `F` loses its disk and restarts rejoining ([`LogCore::start_rejoin`]; at every
     /// start until a rejoin completed), and the leader of the moment crashes as the cut heals:
     /// a view change can then count `F`'s new Promises with the cut-off nodes', which never saw
-    /// what `F`'s lost votes helped choose. FullSS only, as the node's `--rejoin`
-    /// (`docs/lost-disk.md`, "Under mPaxos").
+    /// what `F`'s lost votes helped choose. Under mPaxos too ([`LogNodeSimConfig::mpaxos`]):
+    /// `F`'s persistent memory is lost, its rejoin ends the rebuild it resumed with, and the
+    /// rebuilt machine is handed over anyway, later, for the replica to drop.
     ///
     /// [`LogCore::start_rejoin`]: logless_node::log_turn::LogCore::start_rejoin
     pub lost_disk_at_us: u64,

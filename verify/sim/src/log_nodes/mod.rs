@@ -30,7 +30,9 @@
 //!   persists at sector grain (fewer than cache lines allow). A restarted node resumes its log
 //!   and takes part at once; its state machine is restored from the persistent snapshot "off
 //!   the loop" (an event up to [`REBUILD_US_MAX`] later, handed in as the node's loop takes
-//!   it), and the run counts the turns that voted or promised before that.
+//!   it), and the run counts the turns that voted or promised before that. A node that lost
+//!   its persistent memory and rejoins is handed that machine too, after its rejoin ended the
+//!   rebuild itself: the replica drops it.
 //! * **Disks.** In some runs disks fill up for a while (the leader's, another's, or every
 //!   node's): the log directory refuses new segments and snapshot files, and the node pauses
 //!   and answers MISCONF until space returns. In some runs one disk is lost at its worst moment
@@ -505,10 +507,12 @@ impl LogNodeCluster {
                     wall_ms,
                     now_us,
                 );
+                let resumed = core.replica().status() == Status::Rebuilding;
                 if n.rejoining {
+                    // Under mPaxos the rejoin ends the rebuild itself; the rebuild scheduled
+                    // below still hands over a machine, which the replica must drop.
                     core.start_rejoin(n.incarnation);
                 }
-                let resumed = core.replica().status() == Status::Rebuilding;
                 n.core = Some(core);
                 let incarnation = n.incarnation;
                 if resumed {
