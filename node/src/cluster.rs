@@ -15,6 +15,19 @@
 //! cluster-aware clients send the slot's commands to — differs from slot to slot, and the
 //! clients' load spreads over the replicas.
 //!
+//! # Following the ring's changes
+//!
+//! On a ring whose configuration changes (docs/ring.md §4), the map is replaced each time the
+//! node installs a stage ([`ClusterState::install`], called by [`crate::ring_watch`]), and
+//! every session takes the current map before each batch of requests it reads, so no session
+//! redirects by a stage its node has left. In `Stable(e)` the map is the configuration of
+//! epoch `e`. In `Joint(e+1)` the replies (`CLUSTER SLOTS` and the rest) and the `MOVED`
+//! targets stay those of epoch `e`, whose replicas hold the keys while the mover copies them,
+//! and a node runs the commands of every slot it replicates in either configuration instead of
+//! redirecting them: every replica of the old or the new configuration is an acceptor of the
+//! joint quorums and serves the slot. So a redirection lands on a node that serves it, and no
+//! two nodes send a client back and forth while they install a stage at different moments.
+//!
 //! # Client addresses
 //!
 //! Cluster replies name each node by the address its Redis clients connect to, which a
@@ -23,6 +36,8 @@
 //! replica's own defaults to its `client_addr` when that is a specific address. docs/ring.md
 //! §2 says why it is configured rather than learned in the peer hello or derived.
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use logless_placement::{key_slot, NodeId};
@@ -33,6 +48,7 @@ use logless_redis::table::admin::Admin;
 use crate::clients::Connection;
 use crate::config::{split_host_port, ConfigError, Engine, NodeConfig, PeerConfig};
 use crate::context::NodeContext;
+use crate::ring_register::RingStage;
 
 /// The map a replica of `config` serves with in cluster mode; `None` when `cluster_enabled` is
 /// off. Refuses, with the reason, a configuration cluster mode cannot serve.
@@ -74,6 +90,51 @@ pub fn cluster_map(config: &NodeConfig) -> Result<Option<ClusterMap>, ConfigErro
     map.map(Some).map_err(|e| invalid(e.to_string()))
 }
 
+/// A node's map in cluster mode, replaced when its ring installs a new stage.
+pub struct ClusterState {
+    map: RwLock<Arc<ClusterMap>>,
+    /// How many maps were installed after the first: sessions compare it with the one they
+    /// took to know when to take the current map.
+    generation: AtomicU64,
+}
+
+impl ClusterState {
+    /// A node serving by `map` until a stage is installed.
+    pub fn new(map: ClusterMap) -> Self {
+        ClusterState {
+            map: RwLock::new(Arc::new(map)),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// The current map.
+    pub fn map(&self) -> Arc<ClusterMap> {
+        self.map.read().expect("not poisoned").clone()
+    }
+
+    /// Which map is current: it changes with every installation.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Serves by `stage` from now on: its configuration, and in a joint stage also the slots
+    /// this node replicates in the new one (module doc). Refused if a node of the stage has
+    /// no known client address (one not in the peer list).
+    pub fn install(&self, stage: &RingStage) -> Result<(), String> {
+        let current = self.map();
+        let (nodes, myself) = (current.nodes().clone(), current.myself());
+        let map = ClusterMap::new(stage.serving().clone(), nodes, myself);
+        let map = match stage {
+            RingStage::Stable(_) => map,
+            RingStage::Joint { new, .. } => map.and_then(|map| map.serving_also(new)),
+        }
+        .map_err(|e| format!("cluster mode cannot serve the ring's stage: {e}"))?;
+        *self.map.write().expect("not poisoned") = Arc::new(map);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
 /// Where the Redis clients of `peer` connect: its `client_addr`, or for this node its own
 /// client address when that is a specific one. Refused, saying `why` it is needed, if unknown.
 pub fn client_addr_of(
@@ -100,9 +161,10 @@ pub fn client_addr_of(
 /// every replica), and the keys of a slot from this replica's copy (as KEYS lists them: every
 /// live key, filtered, so it costs a pass over the copy).
 pub async fn answer(command: ClusterCommand, caller: &Connection, context: &NodeContext) -> Value {
-    let Some(map) = &context.cluster else {
+    let Some(cluster) = &context.cluster else {
         return Value::Error(CLUSTER_DISABLED.into());
     };
+    let map = cluster.map();
     let (slot, count) = match command {
         ClusterCommand::CountKeysInSlot(slot) => (slot, None),
         ClusterCommand::GetKeysInSlot(slot, count) => (slot, Some(count)),

@@ -4,8 +4,8 @@
 //! [`READ_INTERVAL`]. A stage later than the one installed (or, at start, another configuration
 //! than the one derived from the peer list) is installed: its placement is handed to every
 //! data shard (`Replica::install_placement`, through the shard's input channel, so commands
-//! the shard takes after it are counted by the new quorums), and the forwarder routes by its
-//! configuration. Then the node writes what it installed to its report register, which the
+//! the shard takes after it are counted by the new quorums), the forwarder routes by its
+//! configuration, and in cluster mode the sessions redirect by it ([`crate::cluster`]). Then the node writes what it installed to its report register, which the
 //! coordinator of a change waits on ([`crate::ring_change`]).
 //!
 //! # Why a periodic read
@@ -197,6 +197,9 @@ async fn install(context: &NodeContext, ring: &RingState, stage: &RingStage) -> 
     }
     if let Some(forwarder) = &context.forwarder {
         forwarder.set_ring(stage.serving().clone());
+    }
+    if let Some(cluster) = &context.cluster {
+        cluster.install(stage)?;
     }
     *ring.installed.lock().expect("not poisoned") = stage.clone();
     info!(stage = %stage_name(stage.stage()), nodes = ?stage.nodes(), "installed a stage of the ring");
