@@ -199,3 +199,81 @@ pub(crate) fn peers_up(context: &NodeContext) -> BTreeSet<u16> {
         .map(|(&(peer, _), _)| peer)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use logless_placement::{Configuration, Replication, Slot};
+
+    use super::*;
+
+    /// Node 1's map of a ring of `nodes` nodes, each key on three.
+    fn state(nodes: u16) -> (ClusterState, Configuration) {
+        let ids: Vec<NodeId> = (1..=nodes).map(NodeId).collect();
+        let ring = Configuration::balanced(&ids, Replication::THREE).unwrap();
+        let addresses = (1..=nodes)
+            .map(|id| {
+                let node = ClusterNode {
+                    ip: "127.0.0.1".into(),
+                    port: 7000 + id,
+                    bus_port: 8000 + id,
+                    hostname: None,
+                    online: true,
+                };
+                (NodeId(id), node)
+            })
+            .collect();
+        let map = ClusterMap::new(ring.clone(), addresses, NodeId(1)).unwrap();
+        (ClusterState::new(map), ring)
+    }
+
+    #[test]
+    fn a_joint_stage_shows_the_old_ring_and_serves_the_slots_of_both() {
+        let (state, old) = state(5);
+        let new = old.with_node_removed(NodeId(2)).unwrap();
+        let generation = state.generation();
+        let joint = RingStage::Joint {
+            old: old.clone(),
+            new: new.clone(),
+        };
+        state.install(&joint).unwrap();
+        assert_ne!(state.generation(), generation, "sessions take the new map");
+        let map = state.map();
+        assert_eq!(map.config(), &old, "clients are shown the old ring");
+        let (mut gained, mut kept_away) = (0, 0);
+        for slot in Slot::all() {
+            let (in_old, in_new) = (
+                old.replicas(slot).contains(NodeId(1)),
+                new.replicas(slot).contains(NodeId(1)),
+            );
+            assert_eq!(map.serves(slot), in_old || in_new, "{slot:?}");
+            gained += usize::from(in_new && !in_old);
+            kept_away += usize::from(!in_new && !in_old);
+        }
+        assert!(gained > 0 && kept_away > 0);
+        // A slot served by neither is redirected to its old first replica.
+        let key = (0..)
+            .map(|n| format!("k{n}"))
+            .find(|k| !map.serves(key_slot(k.as_bytes())))
+            .unwrap();
+        let first = old.replicas(key_slot(key.as_bytes())).first();
+        let moved = map.redirect([key.as_bytes()]).unwrap();
+        assert!(moved.ends_with(&format!(":{}", 7000 + first.0)), "{moved}");
+
+        // Stable: the new ring alone.
+        state.install(&RingStage::Stable(new.clone())).unwrap();
+        let map = state.map();
+        assert_eq!(map.config(), &new);
+        for slot in Slot::all() {
+            assert_eq!(map.serves(slot), new.replicas(slot).contains(NodeId(1)));
+        }
+    }
+
+    #[test]
+    fn a_stage_naming_a_node_without_an_address_is_refused() {
+        let (state, old) = state(5);
+        let wider = old.with_node_added(NodeId(6)).unwrap();
+        let refusal = state.install(&RingStage::Stable(wider)).unwrap_err();
+        assert!(refusal.contains("node 6"), "{refusal}");
+        assert_eq!(state.map().config(), &old, "the map in use stays");
+    }
+}
