@@ -177,7 +177,10 @@ fn a_ring_in_cluster_mode_changes_and_its_clients_follow() {
         assert_eq!(moved_port(&e), port(removed.replicas(slot).first()), "{e}");
     }
     // Its CLUSTER SLOTS shows epoch 2's ring: node 4 is nowhere.
-    let shown: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut cons[3]).unwrap();
+    let shown: Value = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(&mut cons[3])
+        .unwrap();
     for entry in array(&shown) {
         for node in &array(entry)[2..] {
             assert_ne!(int(&array(node)[1]), i64::from(port(NodeId(4))));
@@ -206,7 +209,10 @@ fn a_ring_in_cluster_mode_changes_and_its_clients_follow() {
     for k in 0..KEYS {
         let key = format!("again:{k}");
         let answered = client.set(&key, k);
-        assert_eq!(answered, port(added.replicas(key_slot(key.as_bytes())).first()));
+        assert_eq!(
+            answered,
+            port(added.replicas(key_slot(key.as_bytes())).first())
+        );
     }
     for k in 0..KEYS {
         assert_eq!(client.get(&format!("again:{k}")), Some(k));

@@ -161,8 +161,6 @@ fn a_ring_of_four_grows_to_five_by_rolling_restarts() {
     let held: BTreeSet<String> = cluster.connect(4).keys("on-five:*").unwrap();
     assert!(!held.is_empty(), "node 5 holds no key");
     for key in &held {
-        assert!(grown
-            .replicas(key_slot(key.as_bytes()))
-            .contains(NodeId(5)));
+        assert!(grown.replicas(key_slot(key.as_bytes())).contains(NodeId(5)));
     }
 }

@@ -338,7 +338,12 @@ mod tests {
         let own = tag(&ours);
         assert_eq!(RingTag::parse(&own.encode()), Some(own));
         assert_eq!(own.encode().len() + RING_TAG.len(), RING_TAG_BYTES);
-        for bad in ["", "00", "0000000000000000.r3", "0000000000000000.r3.0000000a.1"] {
+        for bad in [
+            "",
+            "00",
+            "0000000000000000.r3",
+            "0000000000000000.r3.0000000a.1",
+        ] {
             assert_eq!(RingTag::parse(bad), None, "{bad}");
         }
         // Listed in any order, one node more or less: found, whichever node it is.
@@ -355,7 +360,12 @@ mod tests {
             Some(ListStep::Removed(2))
         );
         // Two nodes apart, even with a sum one node away, or the same sum: refused.
-        for other in [&[1, 2, 3, 4, 5, 6][..], &[1, 2, 5, 6], &[2, 3, 5], &[1, 2, 3, 9]] {
+        for other in [
+            &[1, 2, 3, 4, 5, 6][..],
+            &[1, 2, 5, 6],
+            &[2, 3, 5],
+            &[1, 2, 3, 9],
+        ] {
             assert_eq!(one_node_apart(&own, &ours, &tag(other)), None, "{other:?}");
         }
         // The same nodes with another replication.

@@ -26,10 +26,11 @@
 //! the configuration derived from the peer list is stale. So the node accepts no Redis client
 //! until the first read succeeded and what it found is installed ([`RingState::ready`]), which
 //! needs a majority of the peer list up.
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use logless_placement::{key_slot, Configuration, SLOTS};
+use logless_placement::{key_slot, Configuration, Slot, SLOTS};
 use logless_rmw::ids::NodeId;
 use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
@@ -62,6 +63,9 @@ pub struct RingState {
     ready: watch::Sender<bool>,
     /// Woken by a data shard whose engine met a later stage (the fence): read at once.
     read_now: Arc<Notify>,
+    /// Live keys of this node's copy in slots it does not replicate at the installed stage
+    /// (left by a change that took the slots away): what its keys owned leave out.
+    keys_elsewhere: AtomicU64,
 }
 
 impl RingState {
@@ -82,7 +86,15 @@ impl RingState {
             derived,
             ready: watch::channel(false).0,
             read_now,
+            keys_elsewhere: AtomicU64::new(0),
         }
+    }
+
+    /// Live keys of this node's copy in slots it does not replicate at the installed stage,
+    /// as last counted: after each installation, and again every few seconds while there
+    /// are some (no write reaches them, but they may expire or the node be restarted).
+    pub fn keys_elsewhere(&self) -> u64 {
+        self.keys_elsewhere.load(Ordering::Relaxed)
     }
 
     /// The stage installed last.
@@ -145,6 +157,7 @@ async fn step(
         }
     };
     let installed = ring.installed();
+    reported.reads_since_elsewhere += 1;
     if stage != installed {
         if installed.stage().is_after(stage.stage()) {
             return Err(format!(
@@ -154,6 +167,14 @@ async fn step(
             ));
         }
         install(context, ring, &stage).await?;
+        reported.reads_since_elsewhere = RECOUNT_READS;
+    }
+    if reported.reads_since_elsewhere >= RECOUNT_READS
+        && (stage != installed || ring.keys_elsewhere() > 0)
+    {
+        let elsewhere = keys_elsewhere(context, &stage).await;
+        ring.keys_elsewhere.store(elsewhere, Ordering::Relaxed);
+        reported.reads_since_elsewhere = 0;
     }
     reported.reads_since += 1;
     let stale = match reported.last {
@@ -171,19 +192,19 @@ async fn step(
                 .put(&report_key(context.node.0), report.encode())
                 .await?;
         }
-        *reported = Reported {
-            last: Some(report),
-            reads_since: 0,
-        };
+        reported.last = Some(report);
+        reported.reads_since = 0;
     }
     Ok(())
 }
 
-/// What a node reported last, and how many reads ago.
+/// What a node reported last, and how many reads ago; and how many reads ago it counted its
+/// keys elsewhere ([`RingState::keys_elsewhere`]).
 #[derive(Default)]
 struct Reported {
     last: Option<InstallReport>,
     reads_since: u32,
+    reads_since_elsewhere: u32,
 }
 
 /// Hands `stage`'s placement to every data shard and routes by it.
@@ -204,6 +225,25 @@ async fn install(context: &NodeContext, ring: &RingState, stage: &RingStage) -> 
     *ring.installed.lock().expect("not poisoned") = stage.clone();
     info!(stage = %stage_name(stage.stage()), nodes = ?stage.nodes(), "installed a stage of the ring");
     Ok(())
+}
+
+/// The live keys of this node's copy in slots it replicates in none of `stage`'s
+/// configurations.
+async fn keys_elsewhere(context: &NodeContext, stage: &RingStage) -> u64 {
+    let me = logless_placement::NodeId(context.node.0);
+    let mut replicated = vec![false; usize::from(SLOTS)];
+    for slot in Slot::all() {
+        let replicas = |config: &Configuration| config.replicas(slot).contains(me);
+        replicated[usize::from(slot.get())] = match stage {
+            RingStage::Stable(config) => replicas(config),
+            RingStage::Joint { old, new } => replicas(old) || replicas(new),
+        };
+    }
+    crate::admin::live_keys(context)
+        .await
+        .iter()
+        .filter(|key| !replicated[usize::from(key_slot(key).get())])
+        .count() as u64
 }
 
 /// The live keys of `stage`'s moving slots in this node's copy (none when stable).
