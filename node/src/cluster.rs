@@ -6,14 +6,13 @@
 //!
 //! # The installed configuration
 //!
-//! Until the ring's configuration is replicated state of its own (issue 28), the configuration
-//! is the one every replica derives from the peer list it starts with: one `Stable`
-//! configuration of epoch 1 whose nodes are the peers and whose replication degree is their
-//! number (N = R), so every node replicates every slot and no key is ever redirected. It is
-//! still a real ring configuration (`logless_placement::Configuration::balanced`), so each
+//! A node starts with the configuration every node derives from its peer list and
+//! `replication` (`crate::ring::configuration`): with N = R one `Stable` configuration of
+//! epoch 1 in which every node replicates every slot and no key is ever redirected, though each
 //! slot's first replica — the node `CLUSTER SLOTS` shows as its master, and the one
-//! cluster-aware clients send the slot's commands to — differs from slot to slot, and the
-//! clients' load spreads over the replicas.
+//! cluster-aware clients send the slot's commands to — differs from slot to slot, so the
+//! clients' load spreads over the nodes. On a ring (N > R) the stage read from the ring's
+//! register replaces it before any client is served, and every later stage after it.
 //!
 //! # Following the ring's changes
 //!
