@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use common::ring::{change, nodes_install};
-use common::{array, int, peer_client_addrs, Cluster};
+use common::{array, int, metric, peer_client_addrs, Cluster};
 use logless_placement::{key_slot, Configuration, NodeId, Replication, SLOTS};
 use redis::{Commands, Value};
 
@@ -166,6 +166,10 @@ fn a_ring_in_cluster_mode_changes_and_its_clients_follow() {
 
     change(&cluster, 0, &["remove", "4"]);
     nodes_install(&cluster, all.clone(), "Stable(2)");
+    for r in &cluster.replicas {
+        assert_eq!(metric(r.spec.http, "logless_ring_epoch"), 2);
+        assert_eq!(metric(r.spec.http, "logless_ring_joint"), 0);
+    }
 
     // The same connection to node 1 serves the key now (three nodes, each key on three), and
     // one to node 4 redirects every key to its first replica of epoch 2.
