@@ -117,11 +117,11 @@ fn a_ring_of_four_grows_to_five_by_rolling_restarts() {
 
     // Each of the four restarts with the list of five, one at a time; the others serve
     // meanwhile, and it serves again once it is up.
-    for i in 0..4 {
+    for (i, spec) in full.iter().enumerate().take(4) {
         assert!(cluster.stop(i), "node {} stops cleanly", i + 1);
         let others: Vec<usize> = four.iter().copied().filter(|&j| j != i).collect();
         served_through(&cluster, &others, &mut keys, &mut fresh);
-        cluster.replicas[i].spec = full[i].clone();
+        cluster.replicas[i].spec = spec.clone();
         cluster.spawn(i);
         serving(&cluster, i, &keys[0]);
         served_through(&cluster, &four, &mut keys, &mut fresh);

@@ -5,8 +5,9 @@
 //! than the one derived from the peer list) is installed: its placement is handed to every
 //! data shard (`Replica::install_placement`, through the shard's input channel, so commands
 //! the shard takes after it are counted by the new quorums), the forwarder routes by its
-//! configuration, and in cluster mode the sessions redirect by it ([`crate::cluster`]). Then the node writes what it installed to its report register, which the
-//! coordinator of a change waits on ([`crate::ring_change`]).
+//! configuration, and in cluster mode the sessions redirect by it ([`crate::cluster`]). Then
+//! the node writes what it installed to its report register, which the coordinator of a change
+//! waits on ([`crate::ring_change`]).
 //!
 //! # Why a periodic read
 //!
@@ -48,6 +49,11 @@ pub const READ_INTERVAL: Duration = Duration::from_millis(500);
 /// reported some: a change refused for them can then be resumed once they are gone (each count
 /// is a pass over the node's copy).
 const RECOUNT_READS: u32 = 10;
+
+/// How many reads apart a node counts again its keys in slots it no longer replicates, while
+/// it has some ([`RingState::keys_elsewhere`]; each count is a pass over the node's copy, and
+/// between installations only expiry changes it).
+const ELSEWHERE_RECOUNT_READS: u32 = 120;
 
 /// A ring node's view of the ring's stage.
 pub struct RingState {
@@ -91,8 +97,8 @@ impl RingState {
     }
 
     /// Live keys of this node's copy in slots it does not replicate at the installed stage,
-    /// as last counted: after each installation, and again every few seconds while there
-    /// are some (no write reaches them, but they may expire or the node be restarted).
+    /// as last counted: after each installation, and again every minute while there are
+    /// some (no write reaches them, but they may expire).
     pub fn keys_elsewhere(&self) -> u64 {
         self.keys_elsewhere.load(Ordering::Relaxed)
     }
@@ -167,9 +173,9 @@ async fn step(
             ));
         }
         install(context, ring, &stage).await?;
-        reported.reads_since_elsewhere = RECOUNT_READS;
+        reported.reads_since_elsewhere = ELSEWHERE_RECOUNT_READS;
     }
-    if reported.reads_since_elsewhere >= RECOUNT_READS
+    if reported.reads_since_elsewhere >= ELSEWHERE_RECOUNT_READS
         && (stage != installed || ring.keys_elsewhere() > 0)
     {
         let elsewhere = keys_elsewhere(context, &stage).await;
@@ -231,18 +237,22 @@ async fn install(context: &NodeContext, ring: &RingState, stage: &RingStage) -> 
 /// configurations.
 async fn keys_elsewhere(context: &NodeContext, stage: &RingStage) -> u64 {
     let me = logless_placement::NodeId(context.node.0);
-    let mut replicated = vec![false; usize::from(SLOTS)];
-    for slot in Slot::all() {
-        let replicas = |config: &Configuration| config.replicas(slot).contains(me);
-        replicated[usize::from(slot.get())] = match stage {
-            RingStage::Stable(config) => replicas(config),
-            RingStage::Joint { old, new } => replicas(old) || replicas(new),
-        };
-    }
+    let replicates = |config: &Configuration, slot| config.replicas(slot).contains(me);
+    let elsewhere: Vec<bool> = Slot::all()
+        .map(|slot| match stage {
+            RingStage::Stable(config) => !replicates(config, slot),
+            RingStage::Joint { old, new } => !replicates(old, slot) && !replicates(new, slot),
+        })
+        .collect();
+    live_keys_in(context, &elsewhere).await
+}
+
+/// The live keys of this node's copy whose slot `counted` marks (by slot number).
+async fn live_keys_in(context: &NodeContext, counted: &[bool]) -> u64 {
     crate::admin::live_keys(context)
         .await
         .iter()
-        .filter(|key| !replicated[usize::from(key_slot(key).get())])
+        .filter(|key| counted[usize::from(key_slot(key).get())])
         .count() as u64
 }
 
@@ -256,9 +266,5 @@ async fn moving_keys(context: &NodeContext, stage: &RingStage) -> u64 {
     for slot in moving {
         is_moving[usize::from(slot.get())] = true;
     }
-    crate::admin::live_keys(context)
-        .await
-        .iter()
-        .filter(|key| is_moving[usize::from(key_slot(key).get())])
-        .count() as u64
+    live_keys_in(context, &is_moving).await
 }
