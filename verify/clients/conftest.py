@@ -256,6 +256,22 @@ def _session_cluster(request, password: str | None):
     assert status == 0, f"`logless up` did not stop cleanly on SIGTERM (status {status})"
 
 
+def own_cluster(request, prefix: str, extra_args: tuple[str, ...], replicas: int = REPLICAS):
+    """A module's cluster of its own (`logless up` with `extra_args` and `replicas` nodes):
+    yields it, then stops it, keeping its data directory if a test failed."""
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    cluster = _start(data_dir, extra_args=extra_args, replicas=replicas)
+    yield cluster
+    exited_early = cluster.process.poll()
+    status = _stop(cluster)
+    if request.session.testsfailed or exited_early is not None or status != 0:
+        print(f"data directory kept: {cluster.data_dir}\n{cluster.tails()}")
+    else:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    assert exited_early is None, f"`logless up` exited (status {exited_early}) during the tests"
+    assert status == 0, f"`logless up` did not stop cleanly on SIGTERM (status {status})"
+
+
 @pytest.fixture(scope="session")
 def addresses(cluster):
     return cluster.addresses

@@ -9,11 +9,8 @@ no key (a change refuses to finish while the slots it moves hold keys).
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 import redis
@@ -28,18 +25,8 @@ TIMEOUT_S = 60
 @pytest.fixture(scope="module")
 def ring(request):
     """A ring of four nodes, each key on three, in cluster mode."""
-    data_dir = Path(tempfile.mkdtemp(prefix="logless-clients-ring-"))
-    cluster = conftest._start(
-        data_dir, extra_args=("--replication", "3", "--cluster-enabled"), replicas=NODES)
-    yield cluster
-    exited_early = cluster.process.poll()
-    status = conftest._stop(cluster)
-    if request.session.testsfailed or exited_early is not None or status != 0:
-        print(f"data directory kept: {cluster.data_dir}\n{cluster.tails()}")
-    else:
-        shutil.rmtree(data_dir, ignore_errors=True)
-    assert exited_early is None, f"`logless up` exited (status {exited_early}) during the tests"
-    assert status == 0, f"`logless up` did not stop cleanly on SIGTERM (status {status})"
+    yield from conftest.own_cluster(
+        request, "logless-clients-ring-", ("--replication", "3", "--cluster-enabled"), NODES)
 
 
 def change(ring, *args):
