@@ -2,8 +2,10 @@
 //! nodes with each key on three grows to five without ever stopping the ring. The new node
 //! starts with the new list, the four restart one at a time with it (each talking with peers
 //! whose list is one node shorter or longer meanwhile), and `logless cluster add 5` then
-//! places it; every key stays served through every node that is up at each step. The data
-//! mover is not built, so the keys lie in slots the change does not move.
+//! places it; then it shrinks back: `logless cluster remove 5`, node 5 stopped, the four
+//! restarted in turn with the list of four. Every key stays served through every node that is
+//! up at each step. The data mover is not built, so the keys lie in slots the changes do not
+//! move (or are deleted before them).
 mod common;
 
 use std::collections::BTreeSet;
@@ -85,13 +87,16 @@ impl Fresh {
 }
 
 #[test]
-fn a_ring_of_four_grows_to_five_by_rolling_restarts() {
+fn a_ring_of_four_grows_to_five_and_shrinks_back_by_rolling_restarts() {
     let mut cluster = Cluster::prepare(5, "mmap", None, |_, spec| spec, None);
     let full: Vec<ServerSpec> = (cluster.replicas.iter())
         .map(|r| ring_node(r.spec.clone()))
         .collect();
-    for i in 0..4 {
-        cluster.replicas[i].spec = of_four(cluster.replicas[i].spec.clone());
+    let fours: Vec<ServerSpec> = (cluster.replicas[..4].iter())
+        .map(|r| of_four(r.spec.clone()))
+        .collect();
+    for (i, spec) in fours.iter().enumerate() {
+        cluster.replicas[i].spec = spec.clone();
         cluster.spawn(i);
     }
     cluster.wait_serving(Duration::from_secs(30));
@@ -132,25 +137,10 @@ fn a_ring_of_four_grows_to_five_by_rolling_restarts() {
     served_through(&cluster, &all, &mut keys, &mut fresh);
     nodes_install(&cluster, all.clone(), "Stable(1)");
 
-    // The start-up probes' keys lie anywhere: once deleted from every copy (a deletion writes
-    // through to a replica its quorum left out at the register's next write), the change can
+    // The start-up probes' keys lie anywhere: once deleted from every copy, the change can
     // place the node.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        for i in 0..4 {
-            let _: i64 = cluster.connect(0).del(format!("ready:{i}")).unwrap();
-        }
-        let output = cluster_command(cluster.replicas[1].spec.http, &["add", "5"])
-            .output()
-            .unwrap();
-        if output.status.success() {
-            break;
-        }
-        let shown = text(&output);
-        assert!(shown.contains("data mover not built"), "{shown}");
-        assert!(Instant::now() < deadline, "{shown}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let probes: Vec<String> = (0..4).map(|i| format!("ready:{i}")).collect();
+    change_once_deleted(&cluster, &["add", "5"], &probes);
     nodes_install(&cluster, all.clone(), "Stable(2)");
     served_through(&cluster, &all, &mut keys, &mut fresh);
 
@@ -162,5 +152,52 @@ fn a_ring_of_four_grows_to_five_by_rolling_restarts() {
     assert!(!held.is_empty(), "node 5 holds no key");
     for key in &held {
         assert!(grown.replicas(key_slot(key.as_bytes())).contains(NodeId(5)));
+    }
+
+    // And back to four, the other way round: node 5 removed (its keys deleted first, nothing
+    // moves them), stopped, and the four restarted in turn with the list of four, each
+    // talking meanwhile with peers whose list is one node longer.
+    let mut gone: Vec<String> = keys.drain(..).chain(held).collect();
+    gone.extend((0..60).map(|k| format!("on-five:{k}")));
+    change_once_deleted(&cluster, &["remove", "5"], &gone);
+    nodes_install(&cluster, all.clone(), "Stable(3)");
+    assert!(cluster.stop(4), "node 5 stops cleanly");
+    let mut fresh = Fresh {
+        still: vec![true; usize::from(logless_placement::SLOTS)],
+        n: fresh.n,
+    };
+    served_through(&cluster, &four, &mut keys, &mut fresh);
+    for (i, spec) in fours.iter().enumerate() {
+        assert!(cluster.stop(i), "node {} stops cleanly", i + 1);
+        let others: Vec<usize> = four.iter().copied().filter(|&j| j != i).collect();
+        served_through(&cluster, &others, &mut keys, &mut fresh);
+        cluster.replicas[i].spec = spec.clone();
+        cluster.spawn(i);
+        serving(&cluster, i, &keys[0]);
+        served_through(&cluster, &four, &mut keys, &mut fresh);
+    }
+    nodes_install(&cluster, four.clone(), "Stable(3)");
+}
+
+/// `logless cluster <args>` asked of node 2, again while it fails for keys to move (nothing
+/// moves them yet) after deleting `keys` once more: a deletion writes through to a replica its
+/// quorum left out only at the register's next write, and a change counts every copy's keys.
+fn change_once_deleted(cluster: &Cluster, args: &[&str], keys: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut con = cluster.connect(0);
+        for key in keys {
+            let _: i64 = con.del(key).unwrap();
+        }
+        let output = cluster_command(cluster.replicas[1].spec.http, args)
+            .output()
+            .unwrap();
+        if output.status.success() {
+            return;
+        }
+        let shown = text(&output);
+        assert!(shown.contains("data mover not built"), "{shown}");
+        assert!(Instant::now() < deadline, "{shown}");
+        std::thread::sleep(Duration::from_millis(500));
     }
 }
