@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use logless_redis::acl::Acl;
-use logless_redis::cluster::ClusterMap;
 use logless_rmw::ids::NodeId;
 use tokio::sync::mpsc;
 
@@ -27,8 +26,9 @@ pub struct NodeContext {
     pub config: NodeConfig,
     /// The users clients log in as.
     pub acl: Arc<Acl>,
-    /// The ring and its nodes' client addresses, in cluster mode (`cluster_enabled`).
-    pub cluster: Option<Arc<ClusterMap>>,
+    /// The ring and its nodes' client addresses, in cluster mode (`cluster_enabled`), as of
+    /// the stage installed last.
+    pub cluster: Option<crate::cluster::ClusterState>,
     /// On a ring (N > R), the forwarding of commands on keys this node does not hold.
     pub forwarder: Option<Arc<Forwarder>>,
     /// On a ring, its stage as this node installed it and the ring's registers.

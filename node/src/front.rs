@@ -333,7 +333,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let mut session = Session::new(id)
         .with_value_bytes_max(context.config.value_bytes_max)
         .with_acl(context.acl.clone())
-        .with_cluster(context.cluster.clone())
+        .with_cluster(context.cluster.as_ref().map(|c| c.map()))
         // Under psmr, commands over several keys parse, to be refused as the engine's.
         .with_total_order(context.log.is_some() || context.psmr.is_some());
     let mut input = BytesMut::with_capacity(16 * 1024);
@@ -341,6 +341,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let mut clock = IdleClock::new(limits.idle);
     let mut pending = VecDeque::new();
     let mut exchange = Exchange::new(context.shards.len());
+    let mut cluster_generation = context.cluster.as_ref().map_or(0, |c| c.generation());
     loop {
         let n = clock.read(&mut stream, &mut input).await?;
         if n == 0 {
@@ -348,6 +349,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         }
         counters.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
         session.set_value_bytes_max(context.settings.value_bytes_max.load(Ordering::Relaxed));
+        session = refresh_cluster(session, &mut cluster_generation, context);
         let mut broken = None;
         let mut last_command = None;
         let auth_failures = session.auth_failures();
@@ -489,6 +491,19 @@ fn owned(args: &[Bytes]) -> Vec<Bytes> {
     }
     let mut buffer = buffer.freeze();
     args.iter().map(|arg| buffer.split_to(arg.len())).collect()
+}
+
+/// In cluster mode, `session` with the node's current map if a stage was installed since it
+/// took the one of `generation` (docs/ring.md §4 "Operating": no session redirects by a stage
+/// its node has left).
+fn refresh_cluster(session: Session, generation: &mut u64, context: &NodeContext) -> Session {
+    match &context.cluster {
+        Some(cluster) if cluster.generation() != *generation => {
+            *generation = cluster.generation();
+            session.with_cluster(Some(cluster.map()))
+        }
+        _ => session,
+    }
 }
 
 /// On a ring, the reply of a request on keys this node does not hold: forwarded to one of

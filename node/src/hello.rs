@@ -174,7 +174,24 @@ impl Hello {
             let theirs = String::from_utf8_lossy(&self.cluster_id);
             let (their_id, their_ring) = split_ring(&theirs);
             let (own_id, own_ring) = split_ring(&auth.cluster_id);
-            if their_id == own_id {
+            if their_id != own_id {
+                return Err(format!(
+                    "node {} belongs to cluster {:?}, this node to {:?}",
+                    self.from.0,
+                    String::from_utf8_lossy(&self.cluster_id),
+                    auth.cluster_id
+                ));
+            }
+            // A rolling change of the peer list: lists one node apart may talk.
+            let ours: Vec<u16> = peers.iter().chain([&me]).map(|n| n.0).collect();
+            let tag = |ring: Option<&str>| ring.and_then(crate::ring::RingTag::parse);
+            let one_apart = match (tag(own_ring), tag(their_ring)) {
+                (Some(own), Some(theirs)) => {
+                    crate::ring::one_node_apart(&own, &ours, &theirs).is_some()
+                }
+                _ => false,
+            };
+            if !one_apart {
                 let shown = |ring: Option<&str>| {
                     ring.map_or("none (as many replicas as nodes)".to_owned(), |d| {
                         format!("digest {d}")
@@ -182,18 +199,14 @@ impl Hello {
                 };
                 return Err(format!(
                     "node {} runs another ring ({}) than this node ({}): every node must be \
-                     given the same peer ids and replication",
+                     given the same peer ids and replication (while the nodes restart one by \
+                     one with a new list, lists one node apart may talk: docs/ring.md §4 \
+                     \"Operating\")",
                     self.from.0,
                     shown(their_ring),
                     shown(own_ring)
                 ));
             }
-            return Err(format!(
-                "node {} belongs to cluster {:?}, this node to {:?}",
-                self.from.0,
-                String::from_utf8_lossy(&self.cluster_id),
-                auth.cluster_id
-            ));
         }
         if self.from == me || !peers.contains(&self.from) {
             return Err(format!(
@@ -420,6 +433,30 @@ mod tests {
             ),
             same
         );
+    }
+
+    #[test]
+    fn a_peer_whose_list_is_one_node_apart_is_welcome_during_a_rolling_change() {
+        let tagged = |ids: &[u16]| {
+            let tag = crate::ring::RingTag::of(ids, 3).unwrap().encode();
+            format!("prod{}{tag}", crate::ring::RING_TAG)
+        };
+        let me = NodeId(1);
+        let peers = [NodeId(2), NodeId(3), NodeId(4)];
+        let ring = auth(&tagged(&[1, 2, 3, 4]), b"");
+        // Node 2 restarted with node 5 added, then with node 4 removed: welcome.
+        for list in [&[1, 2, 3, 4, 5][..], &[1, 2, 3]] {
+            let hello = hello_from(2, &tagged(list));
+            assert!(hello.cluster_id.len() <= HELLO_CLUSTER_ID_BYTES_MAX);
+            assert_eq!(hello.check(&ring, me, &peers, 2), Ok(()), "{list:?}");
+        }
+        // Two nodes apart, or from a node this one does not know: refused.
+        let two = hello_from(2, &tagged(&[1, 2, 3, 5, 6]));
+        let refusal = two.check(&ring, me, &peers, 2).unwrap_err();
+        assert!(refusal.contains("another ring"), "{refusal}");
+        let stranger = hello_from(5, &tagged(&[1, 2, 3, 4, 5]));
+        let refusal = stranger.check(&ring, me, &peers, 2).unwrap_err();
+        assert!(refusal.contains("not a peer"), "{refusal}");
     }
 
     #[test]

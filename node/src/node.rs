@@ -480,7 +480,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     };
     let psmr_input = psmr.as_ref().map(|(tx, _)| tx.clone());
 
-    let cluster = crate::cluster::cluster_map(&config)?.map(Arc::new);
+    let cluster = crate::cluster::cluster_map(&config)?.map(crate::cluster::ClusterState::new);
     let forwarder = crate::forward::Forwarder::of(&config)?.map(Arc::new);
     let context = Arc::new(NodeContext {
         settings: Settings::new(&config),

@@ -21,6 +21,16 @@
 //! with N = R (no ring) sends the cluster id alone, exactly as before, so its wire format is
 //! unchanged.
 //!
+//! # Rolling changes of the peer list
+//!
+//! The peer list changes only by restarting nodes with a new one, and a rolling restart has
+//! nodes on the old and the new list side by side. So the tag carries, besides the digest, the
+//! replication degree and the sum of the peer ids ([`RingTag`]): from the sum, a node finds the
+//! one node by which the other's list could differ from its own (their difference), and
+//! accepts the peer if the ring of its list with that node added or removed has the other's
+//! digest ([`one_node_apart`]). Why the ring shard's registers stay safe while the two lists
+//! are in use, and why only one change at a time: docs/ring.md §4, "Operating".
+//!
 //! # What a ring refuses (for now)
 //!
 //! The configuration is fixed for the nodes' lives (changing it needs the joint quorums of
@@ -40,8 +50,85 @@ pub const RING_NODES_MAX: usize = 64;
 /// What separates the cluster id from the ring's digest in the peer hello.
 pub const RING_TAG: &str = "#ring=";
 
-/// Bytes the ring's tag adds to the cluster id in the hello: the separator and 16 hex digits.
-pub const RING_TAG_BYTES: usize = RING_TAG.len() + 16;
+/// Bytes the ring's tag adds to the cluster id in the hello: the separator and
+/// [`RingTag::encode`]'s 16 hex digits, `.r`, one digit, `.` and 8 hex digits.
+pub const RING_TAG_BYTES: usize = RING_TAG.len() + 16 + 3 + 9;
+
+/// What the peer hello says of the ring a node's peer list derives: the ring's [`digest`], its
+/// replication degree, and the sum of the peer ids, from which a node finds the one node by
+/// which a peer's list may differ from its own ([`one_node_apart`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingTag {
+    /// The [`digest`] of the ring of the peer list.
+    pub digest: u64,
+    /// Each key's replicas, R.
+    pub replication: u8,
+    /// The sum of the peer ids.
+    pub id_sum: u32,
+}
+
+impl RingTag {
+    /// The tag of the ring of the peer ids `ids` with each key on `r` of them.
+    pub fn of(ids: &[u16], r: usize) -> Result<RingTag, ConfigError> {
+        Ok(RingTag {
+            digest: digest(&balanced(ids, r)?),
+            replication: u8::try_from(r).expect("checked by balanced"),
+            id_sum: ids.iter().map(|&id| u32::from(id)).sum(),
+        })
+    }
+
+    /// `digest.rR.sum`, in hex but for R.
+    pub fn encode(&self) -> String {
+        format!(
+            "{:016x}.r{}.{:08x}",
+            self.digest, self.replication, self.id_sum
+        )
+    }
+
+    /// The tag [`RingTag::encode`] wrote, if `text` is one.
+    pub fn parse(text: &str) -> Option<RingTag> {
+        let mut parts = text.split('.');
+        let digest = u64::from_str_radix(parts.next().filter(|d| d.len() == 16)?, 16).ok()?;
+        let replication = parts.next()?.strip_prefix('r')?.parse().ok()?;
+        let id_sum = u32::from_str_radix(parts.next().filter(|d| d.len() == 8)?, 16).ok()?;
+        parts.next().is_none().then_some(RingTag {
+            digest,
+            replication,
+            id_sum,
+        })
+    }
+}
+
+/// How a peer's list differs from this node's when it differs by one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListStep {
+    /// The peer's list has this node more.
+    Added(u16),
+    /// The peer's list lacks this node.
+    Removed(u16),
+}
+
+/// Whether a peer whose hello carries `theirs` runs the ring of a list one node longer or
+/// shorter than `ours` (this node's peer ids, of tag `own`): the node added or removed, or
+/// `None` if not (then the two lists differ otherwise, or the replication does).
+pub fn one_node_apart(own: &RingTag, ours: &[u16], theirs: &RingTag) -> Option<ListStep> {
+    if own.replication != theirs.replication {
+        return None;
+    }
+    let difference = i64::from(theirs.id_sum) - i64::from(own.id_sum);
+    let node = u16::try_from(difference.unsigned_abs()).ok()?;
+    let (step, list): (ListStep, Vec<u16>) = if difference > 0 && !ours.contains(&node) {
+        let list = ours.iter().copied().chain([node]).collect();
+        (ListStep::Added(node), list)
+    } else if difference < 0 && ours.contains(&node) {
+        let list = ours.iter().copied().filter(|&id| id != node).collect();
+        (ListStep::Removed(node), list)
+    } else {
+        return None;
+    };
+    let candidate = RingTag::of(&list, usize::from(own.replication)).ok()?;
+    (candidate == *theirs).then_some(step)
+}
 
 /// Checks the settings of a ring (N > R) that cannot hold on one.
 pub fn check(config: &NodeConfig) -> Result<(), ConfigError> {
@@ -168,17 +255,14 @@ pub fn digest(ring: &Configuration) -> u64 {
 }
 
 /// The cluster id the peer hello carries: the configured one, followed on a ring by
-/// [`RING_TAG`] and the ring's [`digest`] in hex.
+/// [`RING_TAG`] and the [`RingTag`] of its peer list.
 pub fn hello_cluster_id(config: &NodeConfig) -> Result<String, ConfigError> {
     if !config.is_ring() {
         return Ok(config.cluster_id.clone());
     }
-    let ring = configuration(config)?;
-    Ok(format!(
-        "{}{RING_TAG}{:016x}",
-        config.cluster_id,
-        digest(&ring)
-    ))
+    let ids: Vec<u16> = config.peers.iter().map(|p| p.id).collect();
+    let tag = RingTag::of(&ids, config.replication())?;
+    Ok(format!("{}{RING_TAG}{}", config.cluster_id, tag.encode()))
 }
 
 /// The slots `node` replicates on `ring` (R/N of them on a balanced ring).
@@ -245,6 +329,54 @@ mod tests {
         let held = slots_held(&configuration(&config).unwrap(), NodeId(1));
         let share = held as f64 / f64::from(SLOTS);
         assert!((share - 0.6).abs() < 0.1, "{share}");
+    }
+
+    #[test]
+    fn a_list_one_node_longer_or_shorter_is_found_and_no_other() {
+        let tag = |ids: &[u16]| RingTag::of(ids, 3).unwrap();
+        let ours = [1, 2, 3, 4];
+        let own = tag(&ours);
+        assert_eq!(RingTag::parse(&own.encode()), Some(own));
+        assert_eq!(own.encode().len() + RING_TAG.len(), RING_TAG_BYTES);
+        for bad in [
+            "",
+            "00",
+            "0000000000000000.r3",
+            "0000000000000000.r3.0000000a.1",
+        ] {
+            assert_eq!(RingTag::parse(bad), None, "{bad}");
+        }
+        // Listed in any order, one node more or less: found, whichever node it is.
+        assert_eq!(
+            one_node_apart(&own, &ours, &tag(&[5, 1, 2, 3, 4])),
+            Some(ListStep::Added(5))
+        );
+        assert_eq!(
+            one_node_apart(&own, &ours, &tag(&[1, 2, 3, 4, 900])),
+            Some(ListStep::Added(900))
+        );
+        assert_eq!(
+            one_node_apart(&own, &ours, &tag(&[1, 3, 4])),
+            Some(ListStep::Removed(2))
+        );
+        // Two nodes apart, even with a sum one node away, or the same sum: refused.
+        for other in [
+            &[1, 2, 3, 4, 5, 6][..],
+            &[1, 2, 5, 6],
+            &[2, 3, 5],
+            &[1, 2, 3, 9],
+        ] {
+            assert_eq!(one_node_apart(&own, &ours, &tag(other)), None, "{other:?}");
+        }
+        // The same nodes with another replication.
+        let five = RingTag::of(&[1, 2, 3, 4, 5, 6], 5).unwrap();
+        assert_eq!(one_node_apart(&own, &ours, &five), None);
+        // A forged sum is caught by the digest.
+        let forged = RingTag {
+            id_sum: own.id_sum + 7,
+            ..own
+        };
+        assert_eq!(one_node_apart(&own, &ours, &forged), None);
     }
 
     #[test]

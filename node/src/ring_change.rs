@@ -360,13 +360,6 @@ pub async fn coordinate(
                 .into(),
         ));
     }
-    if context.cluster.is_some() {
-        return Err(ChangeError::Refused(
-            "cluster_enabled: the Redis Cluster map is fixed at start for now, so a ring in \
-             cluster mode cannot change (docs/ring.md §5)"
-                .into(),
-        ));
-    }
     change(&NodeOps(context), request, REPORT_POLLS).await
 }
 

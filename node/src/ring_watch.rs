@@ -4,9 +4,10 @@
 //! [`READ_INTERVAL`]. A stage later than the one installed (or, at start, another configuration
 //! than the one derived from the peer list) is installed: its placement is handed to every
 //! data shard (`Replica::install_placement`, through the shard's input channel, so commands
-//! the shard takes after it are counted by the new quorums), and the forwarder routes by its
-//! configuration. Then the node writes what it installed to its report register, which the
-//! coordinator of a change waits on ([`crate::ring_change`]).
+//! the shard takes after it are counted by the new quorums), the forwarder routes by its
+//! configuration, and in cluster mode the sessions redirect by it ([`crate::cluster`]). Then
+//! the node writes what it installed to its report register, which the coordinator of a change
+//! waits on ([`crate::ring_change`]).
 //!
 //! # Why a periodic read
 //!
@@ -26,10 +27,11 @@
 //! the configuration derived from the peer list is stale. So the node accepts no Redis client
 //! until the first read succeeded and what it found is installed ([`RingState::ready`]), which
 //! needs a majority of the peer list up.
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use logless_placement::{key_slot, Configuration, SLOTS};
+use logless_placement::{key_slot, Configuration, Slot, SLOTS};
 use logless_rmw::ids::NodeId;
 use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
@@ -48,6 +50,11 @@ pub const READ_INTERVAL: Duration = Duration::from_millis(500);
 /// is a pass over the node's copy).
 const RECOUNT_READS: u32 = 10;
 
+/// How many reads apart a node counts again its keys in slots it no longer replicates, while
+/// it has some ([`RingState::keys_elsewhere`]; each count is a pass over the node's copy, and
+/// between installations only expiry changes it).
+const ELSEWHERE_RECOUNT_READS: u32 = 120;
+
 /// A ring node's view of the ring's stage.
 pub struct RingState {
     /// The registers of the ring shard.
@@ -62,6 +69,9 @@ pub struct RingState {
     ready: watch::Sender<bool>,
     /// Woken by a data shard whose engine met a later stage (the fence): read at once.
     read_now: Arc<Notify>,
+    /// Live keys of this node's copy in slots it does not replicate at the installed stage
+    /// (left by a change that took the slots away): what its keys owned leave out.
+    keys_elsewhere: AtomicU64,
 }
 
 impl RingState {
@@ -82,7 +92,15 @@ impl RingState {
             derived,
             ready: watch::channel(false).0,
             read_now,
+            keys_elsewhere: AtomicU64::new(0),
         }
+    }
+
+    /// Live keys of this node's copy in slots it does not replicate at the installed stage,
+    /// as last counted: after each installation, and again every minute while there are
+    /// some (no write reaches them, but they may expire).
+    pub fn keys_elsewhere(&self) -> u64 {
+        self.keys_elsewhere.load(Ordering::Relaxed)
     }
 
     /// The stage installed last.
@@ -145,6 +163,7 @@ async fn step(
         }
     };
     let installed = ring.installed();
+    reported.reads_since_elsewhere += 1;
     if stage != installed {
         if installed.stage().is_after(stage.stage()) {
             return Err(format!(
@@ -154,6 +173,14 @@ async fn step(
             ));
         }
         install(context, ring, &stage).await?;
+        reported.reads_since_elsewhere = ELSEWHERE_RECOUNT_READS;
+    }
+    if reported.reads_since_elsewhere >= ELSEWHERE_RECOUNT_READS
+        && (stage != installed || ring.keys_elsewhere() > 0)
+    {
+        let elsewhere = keys_elsewhere(context, &stage).await;
+        ring.keys_elsewhere.store(elsewhere, Ordering::Relaxed);
+        reported.reads_since_elsewhere = 0;
     }
     reported.reads_since += 1;
     let stale = match reported.last {
@@ -171,19 +198,19 @@ async fn step(
                 .put(&report_key(context.node.0), report.encode())
                 .await?;
         }
-        *reported = Reported {
-            last: Some(report),
-            reads_since: 0,
-        };
+        reported.last = Some(report);
+        reported.reads_since = 0;
     }
     Ok(())
 }
 
-/// What a node reported last, and how many reads ago.
+/// What a node reported last, and how many reads ago; and how many reads ago it counted its
+/// keys elsewhere ([`RingState::keys_elsewhere`]).
 #[derive(Default)]
 struct Reported {
     last: Option<InstallReport>,
     reads_since: u32,
+    reads_since_elsewhere: u32,
 }
 
 /// Hands `stage`'s placement to every data shard and routes by it.
@@ -198,9 +225,35 @@ async fn install(context: &NodeContext, ring: &RingState, stage: &RingStage) -> 
     if let Some(forwarder) = &context.forwarder {
         forwarder.set_ring(stage.serving().clone());
     }
+    if let Some(cluster) = &context.cluster {
+        cluster.install(stage)?;
+    }
     *ring.installed.lock().expect("not poisoned") = stage.clone();
     info!(stage = %stage_name(stage.stage()), nodes = ?stage.nodes(), "installed a stage of the ring");
     Ok(())
+}
+
+/// The live keys of this node's copy in slots it replicates in none of `stage`'s
+/// configurations.
+async fn keys_elsewhere(context: &NodeContext, stage: &RingStage) -> u64 {
+    let me = logless_placement::NodeId(context.node.0);
+    let replicates = |config: &Configuration, slot| config.replicas(slot).contains(me);
+    let elsewhere: Vec<bool> = Slot::all()
+        .map(|slot| match stage {
+            RingStage::Stable(config) => !replicates(config, slot),
+            RingStage::Joint { old, new } => !replicates(old, slot) && !replicates(new, slot),
+        })
+        .collect();
+    live_keys_in(context, &elsewhere).await
+}
+
+/// The live keys of this node's copy whose slot `counted` marks (by slot number).
+async fn live_keys_in(context: &NodeContext, counted: &[bool]) -> u64 {
+    crate::admin::live_keys(context)
+        .await
+        .iter()
+        .filter(|key| counted[usize::from(key_slot(key).get())])
+        .count() as u64
 }
 
 /// The live keys of `stage`'s moving slots in this node's copy (none when stable).
@@ -213,9 +266,5 @@ async fn moving_keys(context: &NodeContext, stage: &RingStage) -> u64 {
     for slot in moving {
         is_moving[usize::from(slot.get())] = true;
     }
-    crate::admin::live_keys(context)
-        .await
-        .iter()
-        .filter(|key| is_moving[usize::from(key_slot(key).get())])
-        .count() as u64
+    live_keys_in(context, &is_moving).await
 }

@@ -782,13 +782,20 @@ pub struct RingStatus {
     /// moves it to epoch `e`; [`crate::ring_watch`]).
     #[serde(default)]
     pub stage: String,
+    /// The epoch of that stage (of the configuration it moves to while joint).
+    #[serde(default)]
+    pub epoch: u64,
+    /// Whether that stage is a joint one (a change under way).
+    #[serde(default)]
+    pub joint: bool,
     /// Nodes of the ring (of the configuration it routes by), N.
     pub nodes: usize,
     /// Each key's replicas, R.
     pub replication: usize,
     /// The slots this node replicates (of 16,384).
     pub slots: u64,
-    /// Keys this node owns: registers with a live value, of the slots it replicates.
+    /// Keys this node owns: registers with a live value, of the slots it replicates at the
+    /// installed stage (in a joint stage, of the old or the new configuration).
     pub keys_owned: u64,
     /// Commands on keys this node does not hold, forwarded to one of their replicas.
     pub forwarded: u64,
@@ -823,14 +830,16 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
     let reaches = |n: NodeId| n.0 == context.node.0 || reachable.binary_search(&n.0).is_ok();
     let ring = forwarder.ring();
     let nodes = ring.nodes().len();
+    let stage = context.ring.as_ref().map(|r| r.installed().stage());
+    let elsewhere = context.ring.as_ref().map_or(0, |r| r.keys_elsewhere());
     Some(RingStatus {
-        stage: context.ring.as_ref().map_or_else(String::new, |r| {
-            crate::ring_register::stage_name(r.installed().stage())
-        }),
+        stage: stage.map_or_else(String::new, crate::ring_register::stage_name),
+        epoch: stage.map_or(0, |s| s.epoch().0),
+        joint: matches!(stage, Some(logless_placement::Stage::Joint(_))),
         nodes,
         replication: context.config.replication(),
         slots: forwarder.slots_held(),
-        keys_owned: t.live_registers,
+        keys_owned: t.live_registers.saturating_sub(elsewhere),
         forwarded: c.forwarded.load(Ordering::Relaxed),
         forwarded_uncertain: c.uncertain.load(Ordering::Relaxed),
         forwarded_unreachable: c.unreachable.load(Ordering::Relaxed),
@@ -855,6 +864,18 @@ fn reachable_peers(context: &NodeContext) -> Vec<u16> {
 
 fn ring_prometheus(out: &mut String, r: &RingStatus) {
     let figures = [
+        (
+            "epoch",
+            "gauge",
+            "Epoch of the ring's stage this node installed (the one it moves to while joint).",
+            r.epoch,
+        ),
+        (
+            "joint",
+            "gauge",
+            "1 while the installed stage is joint (a membership change under way), else 0.",
+            u64::from(r.joint),
+        ),
         ("nodes", "gauge", "Nodes of the ring, N.", r.nodes as u64),
         (
             "replication",
@@ -871,7 +892,7 @@ fn ring_prometheus(out: &mut String, r: &RingStatus) {
         (
             "keys_owned",
             "gauge",
-            "Keys this node owns: live registers of the slots it replicates.",
+            "Keys this node owns: live registers of the slots it replicates at its stage.",
             r.keys_owned,
         ),
         (

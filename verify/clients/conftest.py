@@ -85,26 +85,27 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def pick_base_port() -> int:
-    """A base port P such that P..P+2, P+1000.. and P+2000.. are all free on loopback.
+def pick_base_port(replicas: int = REPLICAS) -> int:
+    """A base port P such that P.., P+1000.. and P+2000.. (`replicas` of each) are all free on
+    loopback.
 
     P is drawn below the usual ephemeral range (32768+), so outgoing connections are
     unlikely to take one of the ports between the probe and the bind."""
     rng = random.Random()
     for _ in range(500):
         base = rng.randrange(10000, 30000)
-        ports = [base + off + i for off in (0, PEER_OFFSET, HTTP_OFFSET) for i in range(REPLICAS)]
+        ports = [base + off + i for off in (0, PEER_OFFSET, HTTP_OFFSET) for i in range(replicas)]
         if all(_port_free(p) for p in ports):
             return base
-    raise RuntimeError("no free base port found for a 3-replica cluster")
+    raise RuntimeError(f"no free base port found for a {replicas}-replica cluster")
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def log_tails(data_dir: Path, lines: int = 40) -> str:
+def log_tails(data_dir: Path, lines: int = 40, replicas: int = REPLICAS) -> str:
     out = []
-    for name in ["up.log"] + [f"node-{i + 1}.log" for i in range(REPLICAS)]:
+    for name in ["up.log"] + [f"node-{i + 1}.log" for i in range(replicas)]:
         path = data_dir / name
         try:
             text = path.read_text(errors="replace").splitlines()
@@ -131,25 +132,25 @@ class Cluster:
         return self.process.poll() is None
 
     def tails(self) -> str:
-        return log_tails(self.data_dir)
+        return log_tails(self.data_dir, replicas=len(self.addresses))
 
 
 def _start(data_dir: Path, password: str | None = None,
-           extra_args: tuple[str, ...] = ()) -> Cluster:
-    """Starts `logless up` (with `extra_args`, and `password` in its environment) in
-    `data_dir` and waits until it serves."""
+           extra_args: tuple[str, ...] = (), replicas: int = REPLICAS) -> Cluster:
+    """Starts `logless up` with `replicas` nodes (with `extra_args`, and `password` in its
+    environment) in `data_dir` and waits until it serves."""
     binary = logless_bin()
     if not os.access(binary, os.X_OK):
         pytest.exit(f"logless binary not found or not executable: {binary} (set LOGLESS_BIN)", 2)
     last_error = ""
     for attempt in range(3):
-        base = pick_base_port()
+        base = pick_base_port(replicas)
         run_dir = data_dir / f"run-{attempt}"
         run_dir.mkdir(parents=True)
         up_log = open(run_dir / "up.log", "wb")
         process = subprocess.Popen(
             [str(binary), "up", "--port", str(base), "--dir", str(run_dir),
-             "--replicas", str(REPLICAS), "--ready-timeout-s", str(READY_TIMEOUT_S),
+             "--replicas", str(replicas), "--ready-timeout-s", str(READY_TIMEOUT_S),
              "--engine", ENGINE, *extra_args],
             stdin=subprocess.DEVNULL, stdout=up_log, stderr=subprocess.STDOUT,
             # The password in the environment, not on the command line.
@@ -158,7 +159,7 @@ def _start(data_dir: Path, password: str | None = None,
             start_new_session=True,
         )
         up_log.close()
-        cluster = Cluster(base, run_dir, process, [(HOST, base + i) for i in range(REPLICAS)])
+        cluster = Cluster(base, run_dir, process, [(HOST, base + i) for i in range(replicas)])
         deadline = time.monotonic() + READY_TIMEOUT_S + 5
         while time.monotonic() < deadline:
             text = (run_dir / "up.log").read_text(errors="replace")
@@ -252,6 +253,22 @@ def _session_cluster(request, password: str | None):
         shutil.rmtree(data_dir, ignore_errors=True)
     assert exited_early is None, (
         f"`logless up` exited (status {exited_early}) while the tests ran: a replica died")
+    assert status == 0, f"`logless up` did not stop cleanly on SIGTERM (status {status})"
+
+
+def own_cluster(request, prefix: str, extra_args: tuple[str, ...], replicas: int = REPLICAS):
+    """A module's cluster of its own (`logless up` with `extra_args` and `replicas` nodes):
+    yields it, then stops it, keeping its data directory if a test failed."""
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    cluster = _start(data_dir, extra_args=extra_args, replicas=replicas)
+    yield cluster
+    exited_early = cluster.process.poll()
+    status = _stop(cluster)
+    if request.session.testsfailed or exited_early is not None or status != 0:
+        print(f"data directory kept: {cluster.data_dir}\n{cluster.tails()}")
+    else:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    assert exited_early is None, f"`logless up` exited (status {exited_early}) during the tests"
     assert status == 0, f"`logless up` did not stop cleanly on SIGTERM (status {status})"
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 import redis
@@ -27,17 +25,7 @@ TIMEOUT_S = 60
 @pytest.fixture(scope="module")
 def clustered(request):
     """A cluster of its own, started with `logless up --cluster-enabled`."""
-    data_dir = Path(tempfile.mkdtemp(prefix="logless-clients-cluster-"))
-    cluster = conftest._start(data_dir, extra_args=("--cluster-enabled",))
-    yield cluster
-    exited_early = cluster.process.poll()
-    status = conftest._stop(cluster)
-    if request.session.testsfailed or exited_early is not None or status != 0:
-        print(f"data directory kept: {cluster.data_dir}\n{cluster.tails()}")
-    else:
-        shutil.rmtree(data_dir, ignore_errors=True)
-    assert exited_early is None, f"`logless up` exited (status {exited_early}) during the tests"
-    assert status == 0, f"`logless up` did not stop cleanly on SIGTERM (status {status})"
+    yield from conftest.own_cluster(request, "logless-clients-cluster-", ("--cluster-enabled",))
 
 
 @pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])

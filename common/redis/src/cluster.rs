@@ -173,6 +173,24 @@ impl ClusterMap {
         })
     }
 
+    /// The same map, also running here the commands on the slots `myself` replicates in
+    /// `next`: the map of a ring's joint stage, which shows the old configuration (`self`'s)
+    /// to clients and redirects them by it, while every replica of the old or the new one is
+    /// an acceptor of the moving slots and serves them rather than redirecting (so no two nodes
+    /// redirect a client to each other; docs/ring.md §4, "Operating").
+    pub fn serving_also(mut self, next: &Configuration) -> Result<ClusterMap, ClusterViewError> {
+        ClusterView::new(next, &self.nodes, self.myself)?;
+        for (slot, replicated) in Slot::all().zip(&mut self.replicated) {
+            *replicated |= next.replicas(slot).contains(self.myself);
+        }
+        Ok(self)
+    }
+
+    /// Whether this node runs the commands on `slot`'s keys rather than redirecting them.
+    pub fn serves(&self, slot: Slot) -> bool {
+        self.replicated[usize::from(slot.get())]
+    }
+
     /// The installed configuration.
     pub fn config(&self) -> &Configuration {
         &self.config

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 pub use logless_harness::server::{self, ServerSpec};
 
 pub mod increments;
+pub mod ring;
 
 /// The `logless` binary under test.
 pub fn binary() -> PathBuf {
@@ -111,6 +112,23 @@ impl Cluster {
         each: impl Fn(usize, ServerSpec) -> ServerSpec,
         wrap: Option<Wrap>,
     ) -> Cluster {
+        let mut cluster = Cluster::prepare(n, durability, password, each, wrap);
+        for i in 0..n {
+            cluster.spawn(i);
+        }
+        cluster.wait_serving(Duration::from_secs(30));
+        cluster
+    }
+
+    /// [`Cluster::start_wrapped`] without starting any replica: the caller starts them with
+    /// [`Cluster::spawn`], after changing their specs if it likes.
+    pub fn prepare(
+        n: usize,
+        durability: &str,
+        password: Option<&str>,
+        each: impl Fn(usize, ServerSpec) -> ServerSpec,
+        wrap: Option<Wrap>,
+    ) -> Cluster {
         let root = tempfile::tempdir().expect("temp dir");
         let n = u16::try_from(n).expect("replicas");
         let base =
@@ -123,17 +141,12 @@ impl Cluster {
                 child: None,
             })
             .collect();
-        let mut cluster = Cluster {
+        Cluster {
             replicas,
             password: password.map(str::to_owned),
             wrap,
             _root: root,
-        };
-        for i in 0..usize::from(n) {
-            cluster.spawn(i);
         }
-        cluster.wait_serving(Duration::from_secs(30));
-        cluster
     }
 
     /// Starts replica `i` (again).
