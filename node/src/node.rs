@@ -943,7 +943,10 @@ fn start_psmr(
     );
     let mut shared = crate::psmr_workers::Shared::new(replica, executing_service);
     if cuts.is_some() {
-        shared = shared.with_snapshots(crate::psmr_snapshot::service_state);
+        shared = shared.with_snapshots(
+            crate::psmr_snapshot::service_state,
+            crate::psmr_snapshot::restore_service,
+        );
     }
     let shared = Arc::new(shared);
     let (executed_tx, executed_rx) = mpsc::unbounded_channel();
@@ -970,7 +973,7 @@ fn start_psmr(
         0,
     );
     let core = match cuts {
-        Some((file, stored)) => core.with_cut_file(file, stored.map(|s| s.cut)),
+        Some((file, stored)) => core.with_cut_file(file, stored),
         None => core,
     };
     info!(

@@ -72,10 +72,10 @@ use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
 use crate::log_turn::SPACE_PROBE_MS;
 use crate::psmr_service::{NodeService, ServiceKind};
-use crate::psmr_snapshot::CutFile;
+use crate::psmr_snapshot::{CutFile, StoredCut};
 use crate::psmr_workers::{Executed, Shared};
 use crate::turn::ShardClock;
-use logless_psmr::cut::Cut;
+use logless_psmr::cut::{Cut, DurableCut};
 
 /// What a client command came to: the service's encoded reply, or why there is none.
 pub type PsmrAnswer = Result<Bytes, Failure>;
@@ -280,6 +280,10 @@ pub struct PsmrStatus {
     /// Snapshots (cut and service state) written since the start.
     #[serde(default)]
     pub cuts_written: u64,
+    /// Cuts installed from a peer's group snapshot since the start (catch-up past a peer's
+    /// truncation).
+    #[serde(default)]
+    pub cuts_installed: u64,
     /// The newest durable cut, each group's position (`g0@12 g_all@30.2`: instance, and
     /// requests of a batch cut in the middle), or empty if there is none.
     #[serde(default)]
@@ -324,8 +328,10 @@ pub struct PsmrCore<R, D: Dir = FsDir, S = logless_btree::KvService> {
     flushes: u64,
     /// Where the replica's snapshots go, if it keeps them (see [`crate::psmr_snapshot`]).
     cut_file: Option<CutFile<D>>,
-    /// Snapshots written, and the newest cut durable (written or restarted from).
+    /// Snapshots written, cuts installed from peers' group snapshots, and the newest cut
+    /// durable (written, restarted from or installed).
     cuts_written: u64,
+    cuts_installed: u64,
     last_cut: Option<Cut>,
 }
 
@@ -374,16 +380,25 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             flushes: 0,
             cut_file: None,
             cuts_written: 0,
+            cuts_installed: 0,
             last_cut: None,
         }
     }
 
     /// This core writes the snapshots its workers take to `file` (their [`Shared`] must keep
-    /// snapshots, [`Shared::with_snapshots`]); `restored` is the cut the replica restarted
-    /// from, if any.
-    pub fn with_cut_file(mut self, file: CutFile<D>, restored: Option<Cut>) -> Self {
+    /// snapshots, [`Shared::with_snapshots`]); `restored` is the snapshot the replica restarted
+    /// from, if any: the groups' streams carry it from now on (a peer behind their truncation
+    /// may need it, see [`logless_psmr::stream`]).
+    pub fn with_cut_file(mut self, file: CutFile<D>, restored: Option<StoredCut>) -> Self {
         self.cut_file = Some(file);
-        self.last_cut = restored;
+        if let Some(stored) = restored {
+            let durable = DurableCut {
+                cut: stored.cut,
+                state: Bytes::from(stored.state),
+            };
+            self.shared.replica().cut_durable(&durable);
+            self.last_cut = Some(durable.cut);
+        }
         self
     }
 
@@ -408,9 +423,13 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
                 }
                 Err(e) => return Err(e),
             }
-            self.shared.replica().cut_durable(&taken.cut);
+            let durable = DurableCut {
+                cut: taken.cut,
+                state: Bytes::from(taken.state),
+            };
+            self.shared.replica().cut_durable(&durable);
             self.cuts_written += 1;
-            self.last_cut = Some(taken.cut);
+            self.last_cut = Some(durable.cut);
         }
         Ok(())
     }
@@ -498,6 +517,16 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
                 }
             }
             replica.tick(now_ms);
+            // A cut a peer's group snapshot brought (or one this replica restarted with) is
+            // installed before anything is committed or executed after it.
+            if let Some(cut) = self.shared.install(&mut replica) {
+                tracing::info!(
+                    cut = %cut_positions(&cut),
+                    "caught up past a peer's truncation: installed its cut"
+                );
+                self.cuts_installed += 1;
+                self.last_cut = Some(cut);
+            }
             let ready = replica.take_ready();
             if ready.records().next().is_some() {
                 self.flushes += 1;
@@ -658,6 +687,7 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
             cuts_written: self.cuts_written,
+            cuts_installed: self.cuts_installed,
             last_cut: self
                 .last_cut
                 .as_ref()
@@ -966,7 +996,10 @@ mod tests {
             1_000_000,
         );
         let shared = Shared::new(replica, service);
-        let shared = Arc::new(shared.with_snapshots(crate::psmr_snapshot::service_state));
+        let shared = Arc::new(shared.with_snapshots(
+            crate::psmr_snapshot::service_state,
+            crate::psmr_snapshot::restore_service,
+        ));
         let core = PsmrCore::new(
             NodeId(1),
             shared.clone(),
@@ -978,7 +1011,7 @@ mod tests {
             1_000_000,
             0,
         );
-        (core.with_cut_file(file, stored.map(|s| s.cut)), shared)
+        (core.with_cut_file(file, stored), shared)
     }
 
     #[test]
