@@ -904,6 +904,13 @@ fn start_psmr(
     let mut engine = logless_psmr::config::Config::new(nodes, me, threads);
     engine.mode = mode;
     engine.bugs = bugs;
+    // Each group is a log of the log engine: the `[multipaxos]` tuning applies to every group,
+    // whose own snapshots follow its policy; a cut every 16 group snapshots' worth of commands
+    // (docs/psmr-snapshots.md).
+    config.multipaxos.apply(&mut engine.paxos);
+    let group_snapshot_bytes = config.multipaxos.snapshot_log_bytes_min;
+    engine.group_snapshot_log_bytes_min = group_snapshot_bytes;
+    engine.cut_every_bytes = group_snapshot_bytes.saturating_mul(16);
     let dir = config.data_dir.join("psmr");
     if mode != logless_psmr::config::Mode::NoRep {
         crate::psmr_turn::claim_layout(&dir, mode, threads, service)

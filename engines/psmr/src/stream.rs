@@ -94,7 +94,7 @@ impl Stream {
         {
             return;
         }
-        if self.cut.as_ref() != Some(durable) {
+        if self.cut.as_ref().map(|c| &c.cut) != Some(&durable.cut) {
             self.cut = Some(durable.clone());
         }
         self.release_below(instance);
