@@ -20,7 +20,9 @@
 //! replies: in P-SMR a command is answered when a worker executes it, after the merge. So the
 //! core keeps its own reply cache: the last reply executed for each client id it lent. A retry
 //! due for a command whose reply is in the cache is answered from there, once, and not handed
-//! to the replica again. The cache holds one entry per id, so it is as large as the pool.
+//! to the replica again; so is one whose reply is in the engine's client tables
+//! ([`logless_psmr::replica::Replica::answer_of`]: a command a cut installed from a peer
+//! covers, which this replica never executed). The cache holds one entry per id, so it is as large as the pool.
 //! Within one process the workers' report of an execution settles the operation at once (the
 //! loop takes reports before it retries), so today the cache is a backstop: it answers a retry
 //! only if a report arrived while the operation was still due, never twice.
@@ -328,10 +330,8 @@ pub struct PsmrCore<R, D: Dir = FsDir, S = logless_btree::KvService> {
     flushes: u64,
     /// Where the replica's snapshots go, if it keeps them (see [`crate::psmr_snapshot`]).
     cut_file: Option<CutFile<D>>,
-    /// Snapshots written, cuts installed from peers' group snapshots, and the newest cut
-    /// durable (written, restarted from or installed).
+    /// Snapshots written, and the newest cut durable (written, restarted from or installed).
     cuts_written: u64,
-    cuts_installed: u64,
     last_cut: Option<Cut>,
 }
 
@@ -380,7 +380,6 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             flushes: 0,
             cut_file: None,
             cuts_written: 0,
-            cuts_installed: 0,
             last_cut: None,
         }
     }
@@ -524,7 +523,6 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
                     cut = %cut_positions(&cut),
                     "caught up past a peer's truncation: installed its cut"
                 );
-                self.cuts_installed += 1;
                 self.last_cut = Some(cut);
             }
             let ready = replica.take_ready();
@@ -611,19 +609,26 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
                 // Without replication nothing is lost on the way: the command waits in the
                 // plan, and handing it in again would execute it twice.
                 Due::Retry(_) if self.mode == Mode::NoRep => {}
-                Due::Retry(request) => match self.replies.get(&request.client) {
-                    Some((seq, reply)) if *seq == request.seq => {
-                        let reply = reply.clone();
-                        if let Some(to) = self.clients.settle(request.client, request.seq) {
-                            self.answered_from_cache += 1;
-                            outlet.answer(to, Ok(reply));
+                Due::Retry(request) => {
+                    let cached = match self.replies.get(&request.client) {
+                        Some((seq, reply)) if *seq == request.seq => Some(reply.clone()),
+                        // A command a cut installed from a peer covers (this replica never
+                        // executed it): the cut's client table has its reply.
+                        _ => self.shared.replica().answer_of(&request).cloned(),
+                    };
+                    match cached {
+                        Some(reply) => {
+                            if let Some(to) = self.clients.settle(request.client, request.seq) {
+                                self.answered_from_cache += 1;
+                                outlet.answer(to, Ok(reply));
+                            }
+                        }
+                        None => {
+                            self.retried += 1;
+                            self.queued.push(Queued::Request(request));
                         }
                     }
-                    _ => {
-                        self.retried += 1;
-                        self.queued.push(Queued::Request(request));
-                    }
-                },
+                }
                 Due::TimedOut(reply) => {
                     self.timed_out += 1;
                     outlet.answer(reply, Err(Failure::OutcomeUnknown));
@@ -634,7 +639,7 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
 
     /// The engine's figures now.
     pub fn status(&self) -> PsmrStatus {
-        let (groups, backlog, skips_proposed) = {
+        let (groups, backlog, skips_proposed, cuts_installed) = {
             let replica = self.shared.replica();
             let groups = replica.groups();
             let sizes = groups.sizes();
@@ -662,7 +667,8 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             let backlog = (0..plan.workers())
                 .map(|w| plan.backlog(WorkerId(w)) as u64)
                 .sum();
-            (figures, backlog, groups.stats().skips_proposed)
+            let skips = groups.stats().skips_proposed;
+            (figures, backlog, skips, replica.cuts_installed())
         };
         let relaxed = std::sync::atomic::Ordering::Relaxed;
         PsmrStatus {
@@ -687,7 +693,7 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
             cuts_written: self.cuts_written,
-            cuts_installed: self.cuts_installed,
+            cuts_installed,
             last_cut: self
                 .last_cut
                 .as_ref()

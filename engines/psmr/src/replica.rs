@@ -136,7 +136,6 @@ impl<S: Service> Replica<S> {
             cut_proposed_ms: None,
         };
         replica.start_at(restored_at);
-        replica.route();
         replica
     }
 

@@ -297,6 +297,51 @@ mod tests {
         assert_eq!(restarted, stream);
     }
 
+    fn durable(all: u64, state: &'static [u8]) -> DurableCut {
+        let position = crate::cut::Position {
+            instance: Instance(all),
+            requests: 0,
+        };
+        DurableCut {
+            cut: Cut {
+                positions: [(logless_service::Group::All, position)].into(),
+                ..Cut::default()
+            },
+            state: Bytes::from_static(state),
+        }
+    }
+
+    #[test]
+    fn the_stream_carries_its_newest_cut_through_its_snapshot() {
+        let mut stream = stream_of(0..4);
+        stream.take();
+        stream.release(&durable(2, b"two"), Instance(2));
+        assert_eq!(stream.retained_from(), Some(Instance(2)));
+        stream.release(&durable(1, b"one"), Instance(1));
+        assert_eq!(
+            stream.cut(),
+            Some(&durable(2, b"two")),
+            "an older cut changes nothing"
+        );
+        let mut restarted = Stream::default();
+        restarted.restore(&stream.snapshot());
+        assert_eq!(restarted.cut(), Some(&durable(2, b"two")));
+        // A peer's snapshot with a newer cut replaces it; one with an older cut does not.
+        let mut peer = stream_of(3..6);
+        peer.release(&durable(3, b"three"), Instance(3));
+        restarted.restore(&peer.snapshot());
+        assert_eq!(restarted.cut(), Some(&durable(3, b"three")));
+        restarted.restore(&stream.snapshot());
+        assert_eq!(restarted.cut(), Some(&durable(3, b"three")));
+        restarted.rewind();
+        assert_eq!(restarted.take().len(), restarted.retained().0, "all again");
+        let bytes = peer.snapshot();
+        assert_eq!(
+            decode(&bytes[..bytes.len() - 1]),
+            Err(CutDecodeError::Short)
+        );
+    }
+
     #[test]
     fn a_peers_snapshot_keeps_the_batches_below_it_and_bad_bytes_are_refused() {
         let mut stream = stream_of(0..3);
