@@ -20,7 +20,10 @@
 //!   ([`PsmrNodeSimConfig::leader_cut_every_us`]), so that another node takes the group over.
 //! * **Crashes.** A process crash (of the leader of some group half the time, sometimes of
 //!   every node) keeps what each group's directory holds; the node restarts as a new
-//!   incarnation, replaying every group's log into an empty service.
+//!   incarnation, replaying every group's log into an empty service, or, on the seeds that
+//!   keep snapshots ([`PsmrNodeSimConfig::snapshots`], small thresholds), from its newest
+//!   snapshot and its truncated logs; a node down or cut off past its peers' truncation
+//!   installs the cut their group snapshots carry (`docs/psmr-snapshots.md`).
 //! * **Full disks.** In some runs a node's disk (or every node's) fills up for a while: its
 //!   groups' directories refuse new files and growth, so the node pauses and answers MISCONF
 //!   until space returns ([`PsmrNodeSimConfig::disk_full_every_us`]; `node/src/psmr_turn.rs`,
