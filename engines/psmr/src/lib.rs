@@ -29,7 +29,8 @@
 //! * [`cut`]: the point of every group's log a snapshot of the service covers.
 //! * [`config`]: workers, mode, the groups' Multi-Paxos configuration, skip interval and the
 //!   deliberate bugs (a merge by arrival, synchronous mode without the barrier, no skips, a
-//!   cut past a group's position, streams released past the cut, cuts without client tables).
+//!   cut past a group's position, streams released past the cut, cuts without client tables, a
+//!   cut installed without its service state).
 //! * [`wire`]: the groups' messages and records encoded behind their group.
 //! * [`testing`]: a store per group in memory. The engine's tests replicate the real services,
 //!   the B⁺-tree key-value store (`logless-btree`) and NetFS (`logless-netfs`).

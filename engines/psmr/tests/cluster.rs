@@ -7,7 +7,10 @@
 //!
 //! Replicas also take snapshots (a snapshot request in `g_all`, its cut, the service at the
 //! cut) and restart from the last one and the suffix of their logs; every replica takes the
-//! same cut for a snapshot request, whether the groups are idle or busy.
+//! same cut for a snapshot request, whether the groups are idle or busy. A replica partitioned
+//! while the others truncate their groups catches up when healed, through a peer's group
+//! snapshot and the cut it carries (and again after a crash while waiting to install it); a
+//! cut installed without its service state is caught.
 //!
 //! Checked: every message leaves only once what it promises is durable in its group's log, and
 //! survives its wire encoding; the groups' first leaders are spread over the replicas; every
