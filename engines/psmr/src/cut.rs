@@ -50,7 +50,8 @@ pub struct CutBugs {
     pub drop_client_tables: bool,
     /// A replica behind a peer's truncation installs the cut a peer's group snapshot carries
     /// without the service's state: its merges, client tables and groups move to the cut, and
-    /// the runtime is handed an empty state ([`crate::replica::Replica::install`]).
+    /// the runtime is handed nothing to restore ([`crate::replica::Replica::install`] gives
+    /// `None`), so its service stays as it was.
     pub install_without_state: bool,
 }
 

@@ -201,11 +201,7 @@ impl<S: Service> Replica<S> {
         self.cuts_installed += 1;
         self.start_at(Some(&durable.cut));
         if self.cut_bugs.install_without_state {
-            let cut = durable.cut;
-            return Some(DurableCut {
-                cut,
-                state: Bytes::new(),
-            });
+            return None;
         }
         Some(durable)
     }

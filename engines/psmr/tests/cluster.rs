@@ -104,16 +104,6 @@ impl Snapshot {
 
     /// The snapshot a [`Snapshot::state`] and its cut make.
     fn of(durable: DurableCut) -> Snapshot {
-        if durable.state.is_empty() {
-            // No state at all (the deliberate bug `install_without_state`).
-            let (executed, replies) = Default::default();
-            let cut = durable.cut;
-            return Snapshot {
-                cut,
-                executed,
-                replies,
-            };
-        }
         let mut bytes = &durable.state[..];
         let u64_of = |bytes: &mut &[u8]| {
             let (head, rest) = bytes.split_first_chunk::<8>().unwrap();
