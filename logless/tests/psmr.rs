@@ -15,7 +15,13 @@ const CLIENTS: usize = 3;
 const KEYS: usize = 12;
 
 fn psmr_cluster(replicas: usize, mode: &str) -> Cluster {
-    let args = ["--engine", "psmr", "--threads", "2", "--psmr-mode", mode];
+    psmr_cluster_with(replicas, mode, &[])
+}
+
+/// [`psmr_cluster`], each replica started with the flags `extra` too.
+fn psmr_cluster_with(replicas: usize, mode: &str, extra: &[&str]) -> Cluster {
+    let mut args = vec!["--engine", "psmr", "--threads", "2", "--psmr-mode", mode];
+    args.extend_from_slice(extra);
     Cluster::start_with(replicas, "mmap", &args)
 }
 
@@ -276,19 +282,13 @@ fn a_directory_of_another_engine_or_layout_is_refused() {
 /// answered once each (an insert executed twice would answer nil).
 #[test]
 fn a_replica_behind_its_peers_truncation_installs_their_cut_and_catches_up() {
-    let args = [
-        "--engine",
-        "psmr",
-        "--threads",
-        "2",
-        "--psmr-mode",
-        "psmr",
+    let small_snapshots = [
         "--multipaxos",
         "snapshot_log_bytes_min=1000",
         "--multipaxos",
         "snapshot_ratio_percent=1",
     ];
-    let mut cluster = Cluster::start_with(3, "mmap", &args);
+    let mut cluster = psmr_cluster_with(3, "psmr", &small_snapshots);
     serve_and_check(&cluster);
     cluster.digests_agree(Duration::from_secs(10));
     cluster.kill(2);

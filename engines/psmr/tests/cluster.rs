@@ -596,6 +596,24 @@ impl<S: Service> Sim<S> {
         self.nodes.iter().filter(|(me, _)| !self.is_down(**me))
     }
 
+    /// Runs until every replica executed every command; then `me` must have found no gap,
+    /// the replicas must agree, and each must have executed every one of the `commands`
+    /// exactly once.
+    fn run_exactly_once(&mut self, me: NodeId, commands: usize) -> Result<(), String> {
+        self.run()?;
+        if let Some(group) = self.nodes[&me].replica.behind() {
+            return Err(format!("{me:?} found a gap in {group:?}"));
+        }
+        self.agreement()?;
+        for (id, node) in &self.nodes {
+            if node.executed.len() != commands {
+                let executed = node.executed.len();
+                return Err(format!("{id:?} executed {executed} of {commands}"));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the live replicas' states have equal digests.
     fn digests_agree(&self) -> Result<(), String> {
         let digests: BTreeMap<NodeId, Digest> = (self.live())
@@ -863,18 +881,7 @@ fn restart_from_a_cut_and_retry(seed: u64, configure: fn(&mut Config)) -> Result
         other => return Err(format!("the retry answered {other:?}, not {reply:?}")),
     }
     node.replica.handle_request(sim.now_ms, retry).unwrap();
-    sim.run()?;
-    if let Some(group) = sim.nodes[&me].replica.behind() {
-        return Err(format!("the restarted replica found a gap in {group:?}"));
-    }
-    sim.agreement()?;
-    for (id, node) in &sim.nodes {
-        if node.executed.len() != commands.len() {
-            let executed = node.executed.len();
-            return Err(format!("{id:?} executed {executed} of {}", commands.len()));
-        }
-    }
-    Ok(())
+    sim.run_exactly_once(me, commands.len())
 }
 
 #[test]
@@ -971,17 +978,7 @@ fn catch_up_after_a_partition(
         sim.nodes.insert(me, node);
         sim.installs = true;
     }
-    sim.run()?;
-    if let Some(group) = sim.nodes[&me].replica.behind() {
-        return Err(format!("replica 1 found a gap in {group:?}"));
-    }
-    sim.agreement()?;
-    for (id, node) in &sim.nodes {
-        if node.executed.len() != commands.len() {
-            let executed = node.executed.len();
-            return Err(format!("{id:?} executed {executed} of {}", commands.len()));
-        }
-    }
+    sim.run_exactly_once(me, commands.len())?;
     Ok(sim.cuts_installed)
 }
 
