@@ -352,7 +352,7 @@ pub struct NodeConfig {
     /// on every replica, and fixed for a data directory.
     pub recovery: Recovery,
     /// The log engine's timeouts, batches, window and snapshot policy (the `[multipaxos]`
-    /// table; used only by that engine, checked whatever the engine).
+    /// table; used by that engine and the psmr engine's groups, checked whatever the engine).
     pub multipaxos: LogTuning,
     /// Shards (one event loop and one store file each); the same on every replica.
     pub shards: u16,

@@ -887,6 +887,13 @@ fn start_psmr(
     let mut engine = logless_psmr::config::Config::new(nodes, me, threads);
     engine.mode = mode;
     engine.bugs = bugs;
+    // Each group is a log of the log engine: the `[multipaxos]` tuning applies to every group,
+    // whose own snapshots follow its policy; a cut every 16 group snapshots' worth of commands
+    // (docs/psmr-snapshots.md).
+    config.multipaxos.apply(&mut engine.paxos);
+    let group_snapshot_bytes = config.multipaxos.snapshot_log_bytes_min;
+    engine.group_snapshot_log_bytes_min = group_snapshot_bytes;
+    engine.cut_every_bytes = group_snapshot_bytes.saturating_mul(16);
     let dir = config.data_dir.join("psmr");
     if mode != logless_psmr::config::Mode::NoRep {
         crate::psmr_turn::claim_layout(&dir, mode, threads, service)
@@ -926,7 +933,10 @@ fn start_psmr(
     );
     let mut shared = crate::psmr_workers::Shared::new(replica, executing_service);
     if cuts.is_some() {
-        shared = shared.with_snapshots(crate::psmr_snapshot::service_state);
+        shared = shared.with_snapshots(
+            crate::psmr_snapshot::service_state,
+            crate::psmr_snapshot::restore_service,
+        );
     }
     let shared = Arc::new(shared);
     let (executed_tx, executed_rx) = mpsc::unbounded_channel();
@@ -953,7 +963,7 @@ fn start_psmr(
         0,
     );
     let core = match cuts {
-        Some((file, stored)) => core.with_cut_file(file, stored.map(|s| s.cut)),
+        Some((file, stored)) => core.with_cut_file(file, stored),
         None => core,
     };
     info!(

@@ -20,7 +20,9 @@
 //! replies: in P-SMR a command is answered when a worker executes it, after the merge. So the
 //! core keeps its own reply cache: the last reply executed for each client id it lent. A retry
 //! due for a command whose reply is in the cache is answered from there, once, and not handed
-//! to the replica again. The cache holds one entry per id, so it is as large as the pool.
+//! to the replica again; so is one whose reply is in the engine's client tables
+//! ([`logless_psmr::replica::Replica::answer_of`]: a command a cut installed from a peer
+//! covers, which this replica never executed). The cache holds one entry per id, so it is as large as the pool.
 //! Within one process the workers' report of an execution settles the operation at once (the
 //! loop takes reports before it retries), so today the cache is a backstop: it answers a retry
 //! only if a report arrived while the operation was still due, never twice.
@@ -72,10 +74,10 @@ use crate::client_pool::{ClientPool, Due};
 use crate::durable_log::DurableLog;
 use crate::log_turn::SPACE_PROBE_MS;
 use crate::psmr_service::{NodeService, ServiceKind};
-use crate::psmr_snapshot::CutFile;
+use crate::psmr_snapshot::{CutFile, StoredCut};
 use crate::psmr_workers::{Executed, Shared};
 use crate::turn::ShardClock;
-use logless_psmr::cut::Cut;
+use logless_psmr::cut::{Cut, DurableCut};
 
 /// What a client command came to: the service's encoded reply, or why there is none.
 pub type PsmrAnswer = Result<Bytes, Failure>;
@@ -280,6 +282,10 @@ pub struct PsmrStatus {
     /// Snapshots (cut and service state) written since the start.
     #[serde(default)]
     pub cuts_written: u64,
+    /// Cuts installed from a peer's group snapshot since the start (catch-up past a peer's
+    /// truncation).
+    #[serde(default)]
+    pub cuts_installed: u64,
     /// The newest durable cut, each group's position (`g0@12 g_all@30.2`: instance, and
     /// requests of a batch cut in the middle), or empty if there is none.
     #[serde(default)]
@@ -324,7 +330,7 @@ pub struct PsmrCore<R, D: Dir = FsDir, S = logless_btree::KvService> {
     flushes: u64,
     /// Where the replica's snapshots go, if it keeps them (see [`crate::psmr_snapshot`]).
     cut_file: Option<CutFile<D>>,
-    /// Snapshots written, and the newest cut durable (written or restarted from).
+    /// Snapshots written, and the newest cut durable (written, restarted from or installed).
     cuts_written: u64,
     last_cut: Option<Cut>,
 }
@@ -379,11 +385,19 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
     }
 
     /// This core writes the snapshots its workers take to `file` (their [`Shared`] must keep
-    /// snapshots, [`Shared::with_snapshots`]); `restored` is the cut the replica restarted
-    /// from, if any.
-    pub fn with_cut_file(mut self, file: CutFile<D>, restored: Option<Cut>) -> Self {
+    /// snapshots, [`Shared::with_snapshots`]); `restored` is the snapshot the replica restarted
+    /// from, if any: the groups' streams carry it from now on (a peer behind their truncation
+    /// may need it, see [`logless_psmr::stream`]).
+    pub fn with_cut_file(mut self, file: CutFile<D>, restored: Option<StoredCut>) -> Self {
         self.cut_file = Some(file);
-        self.last_cut = restored;
+        if let Some(stored) = restored {
+            let durable = DurableCut {
+                cut: stored.cut,
+                state: Bytes::from(stored.state),
+            };
+            self.shared.replica().cut_durable(&durable);
+            self.last_cut = Some(durable.cut);
+        }
         self
     }
 
@@ -408,9 +422,13 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
                 }
                 Err(e) => return Err(e),
             }
-            self.shared.replica().cut_durable(&taken.cut);
+            let durable = DurableCut {
+                cut: taken.cut,
+                state: Bytes::from(taken.state),
+            };
+            self.shared.replica().cut_durable(&durable);
             self.cuts_written += 1;
-            self.last_cut = Some(taken.cut);
+            self.last_cut = Some(durable.cut);
         }
         Ok(())
     }
@@ -498,6 +516,15 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
                 }
             }
             replica.tick(now_ms);
+            // A cut a peer's group snapshot brought (or one this replica restarted with) is
+            // installed before anything is committed or executed after it.
+            if let Some(cut) = self.shared.install(&mut replica) {
+                tracing::info!(
+                    cut = %cut_positions(&cut),
+                    "caught up past a peer's truncation: installed its cut"
+                );
+                self.last_cut = Some(cut);
+            }
             let ready = replica.take_ready();
             if ready.records().next().is_some() {
                 self.flushes += 1;
@@ -582,19 +609,26 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
                 // Without replication nothing is lost on the way: the command waits in the
                 // plan, and handing it in again would execute it twice.
                 Due::Retry(_) if self.mode == Mode::NoRep => {}
-                Due::Retry(request) => match self.replies.get(&request.client) {
-                    Some((seq, reply)) if *seq == request.seq => {
-                        let reply = reply.clone();
-                        if let Some(to) = self.clients.settle(request.client, request.seq) {
-                            self.answered_from_cache += 1;
-                            outlet.answer(to, Ok(reply));
+                Due::Retry(request) => {
+                    let cached = match self.replies.get(&request.client) {
+                        Some((seq, reply)) if *seq == request.seq => Some(reply.clone()),
+                        // A command a cut installed from a peer covers (this replica never
+                        // executed it): the cut's client table has its reply.
+                        _ => self.shared.replica().answer_of(&request).cloned(),
+                    };
+                    match cached {
+                        Some(reply) => {
+                            if let Some(to) = self.clients.settle(request.client, request.seq) {
+                                self.answered_from_cache += 1;
+                                outlet.answer(to, Ok(reply));
+                            }
+                        }
+                        None => {
+                            self.retried += 1;
+                            self.queued.push(Queued::Request(request));
                         }
                     }
-                    _ => {
-                        self.retried += 1;
-                        self.queued.push(Queued::Request(request));
-                    }
-                },
+                }
                 Due::TimedOut(reply) => {
                     self.timed_out += 1;
                     outlet.answer(reply, Err(Failure::OutcomeUnknown));
@@ -605,7 +639,7 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
 
     /// The engine's figures now.
     pub fn status(&self) -> PsmrStatus {
-        let (groups, backlog, skips_proposed) = {
+        let (groups, backlog, skips_proposed, cuts_installed) = {
             let replica = self.shared.replica();
             let groups = replica.groups();
             let sizes = groups.sizes();
@@ -633,7 +667,8 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             let backlog = (0..plan.workers())
                 .map(|w| plan.backlog(WorkerId(w)) as u64)
                 .sum();
-            (figures, backlog, groups.stats().skips_proposed)
+            let skips = groups.stats().skips_proposed;
+            (figures, backlog, skips, replica.cuts_installed())
         };
         let relaxed = std::sync::atomic::Ordering::Relaxed;
         PsmrStatus {
@@ -658,6 +693,7 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             in_flight: self.clients.in_flight() as u64,
             flushes: self.flushes,
             cuts_written: self.cuts_written,
+            cuts_installed,
             last_cut: self
                 .last_cut
                 .as_ref()
@@ -966,7 +1002,10 @@ mod tests {
             1_000_000,
         );
         let shared = Shared::new(replica, service);
-        let shared = Arc::new(shared.with_snapshots(crate::psmr_snapshot::service_state));
+        let shared = Arc::new(shared.with_snapshots(
+            crate::psmr_snapshot::service_state,
+            crate::psmr_snapshot::restore_service,
+        ));
         let core = PsmrCore::new(
             NodeId(1),
             shared.clone(),
@@ -978,7 +1017,7 @@ mod tests {
             1_000_000,
             0,
         );
-        (core.with_cut_file(file, stored.map(|s| s.cut)), shared)
+        (core.with_cut_file(file, stored), shared)
     }
 
     #[test]

@@ -67,9 +67,14 @@ pub struct Shared<S> {
     pub executed_synchronous: AtomicU64,
     /// Serialises the service for a snapshot, if the replica keeps snapshots.
     state_of: Option<fn(&S) -> Vec<u8>>,
+    /// Restores the service from a snapshot's state, if the replica keeps snapshots.
+    restore_of: Option<RestoreOf<S>>,
     /// Cuts taken with the service's state, not yet handed to the loop.
     taken: Mutex<Vec<TakenCut>>,
 }
+
+/// Restores a fresh service from a snapshot's state, or says why the state does not decode.
+pub type RestoreOf<S> = fn(&mut S, &[u8]) -> Result<(), String>;
 
 /// A snapshot worker 0 took: the snapshot request's number, its cut and the service's state.
 #[derive(Debug)]
@@ -106,15 +111,43 @@ impl<S: ParallelService> Shared<S> {
             executed: AtomicU64::new(0),
             executed_synchronous: AtomicU64::new(0),
             state_of: None,
+            restore_of: None,
             taken: Mutex::new(Vec::new()),
         }
     }
 
     /// This replica keeps snapshots: at each snapshot request worker 0 serialises the service
-    /// with `state_of` (without, a snapshot request is a no-op and its cut is dropped).
-    pub fn with_snapshots(mut self, state_of: fn(&S) -> Vec<u8>) -> Shared<S> {
+    /// with `state_of` (without, a snapshot request is a no-op and its cut is dropped), and a
+    /// cut installed from a peer's group snapshot restores it with `restore_of` (see
+    /// [`Shared::install`]).
+    pub fn with_snapshots(
+        mut self,
+        state_of: fn(&S) -> Vec<u8>,
+        restore_of: RestoreOf<S>,
+    ) -> Shared<S> {
         self.state_of = Some(state_of);
+        self.restore_of = Some(restore_of);
         self
+    }
+
+    /// Installs the cut `replica` (the core, locked) waits for, if no worker executes a command
+    /// now: the engine moves its merges, groups and client tables to the cut
+    /// ([`Replica::install`]) and the service is restored from the cut's state, both before
+    /// the core is unlocked, so no worker executes anything in between. Returns the cut.
+    ///
+    /// # Panics
+    /// If the state does not decode (a peer outside the fault model: the transport checksums
+    /// every piece), or this replica keeps no snapshots (it has no way to restore).
+    pub fn install(&self, replica: &mut Replica<S>) -> Option<Cut> {
+        let durable = replica.install()?;
+        let restore_of = self
+            .restore_of
+            .expect("a cut to install on a replica that keeps no snapshots");
+        let mut service = self.service.write().expect("a psmr worker panicked");
+        // The services' restore replaces their whole state.
+        restore_of(&mut service, &durable.state)
+            .unwrap_or_else(|e| panic!("the state of a cut a peer sent: {e}"));
+        Some(durable.cut)
     }
 
     /// The snapshots taken since the last call, oldest first.
@@ -130,10 +163,9 @@ impl<S: ParallelService> Shared<S> {
 
     /// Wakes the sleeping workers the plan has something for; `replica` is the core, locked.
     pub fn wake(&self, replica: &Replica<S>) {
-        let plan = replica.plan();
         for (w, sleeping) in self.sleeping.iter().enumerate() {
             let worker = WorkerId(u16::try_from(w).expect("workers counted in u16"));
-            if sleeping.load(Ordering::Relaxed) && plan.is_runnable(worker) {
+            if sleeping.load(Ordering::Relaxed) && replica.is_runnable(worker) {
                 sleeping.store(false, Ordering::Relaxed);
                 self.wakers[w].notify_one();
             }
@@ -306,7 +338,7 @@ impl<S: ParallelService> Shared<S> {
         let plan = replica.plan();
         (0..plan.workers())
             .map(WorkerId)
-            .filter(|&w| plan.is_runnable(w))
+            .filter(|&w| replica.is_runnable(w))
             .collect()
     }
 

@@ -56,7 +56,7 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
     let mut out = String::new();
     let s = status;
     let space_short = u8::from(s.space_short);
-    let figures: [(&str, &dyn std::fmt::Display); 21] = [
+    let figures: [(&str, &dyn std::fmt::Display); 22] = [
         ("mode", &s.mode),
         ("service", &s.service),
         ("threads", &s.threads),
@@ -77,6 +77,7 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
         ("in_flight", &s.in_flight),
         ("flushes", &s.flushes),
         ("cuts_written", &s.cuts_written),
+        ("cuts_installed", &s.cuts_installed),
         ("last_cut", &s.last_cut),
     ];
     for (name, value) in figures {

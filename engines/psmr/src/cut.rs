@@ -48,6 +48,11 @@ pub struct CutBugs {
     /// The cut's client tables come out empty: a retry of a command executed before the cut
     /// gets no answer after a restart from it.
     pub drop_client_tables: bool,
+    /// A replica behind a peer's truncation installs the cut a peer's group snapshot carries
+    /// without the service's state: its merges, client tables and groups move to the cut, and
+    /// the runtime is handed nothing to restore ([`crate::replica::Replica::install`] gives
+    /// `None`), so its service stays as it was.
+    pub install_without_state: bool,
 }
 
 /// Where a cut stands in one group's log: every batch below `instance`, and the first
@@ -76,6 +81,13 @@ pub struct Cut {
 }
 
 impl Cut {
+    /// Whether this cut comes after `other` in the total order: every cut is a snapshot
+    /// request of `g_all`, so their positions there order them (and a later cut stands at or
+    /// past an earlier one in every group).
+    pub fn is_after(&self, other: &Cut) -> bool {
+        self.positions.get(&Group::All) > other.positions.get(&Group::All)
+    }
+
     /// The part of `group`'s batch that the cut does not cover: `None` if it covers it all.
     pub fn remaining(&self, group: Group, mut batch: DeliveredBatch) -> Option<DeliveredBatch> {
         let Some(position) = self.positions.get(&group) else {
@@ -183,6 +195,18 @@ fn group_of_index(index: u16) -> Group {
 fn put_u32(out: &mut Vec<u8>, n: usize) {
     let n = u32::try_from(n).expect("a cut's counts fit u32");
     out.extend_from_slice(&n.to_le_bytes());
+}
+
+/// A cut written durably, with the service's state at it (the node's snapshot, in the
+/// service's own encoding): what a group's stream carries once it retains from this cut's
+/// position on (see [`crate::stream`]), so that a replica behind the stream's first batch can
+/// restart its service there ([`crate::replica::Replica::install`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DurableCut {
+    /// Each group's position and client table.
+    pub cut: Cut,
+    /// The service's state at the cut, in the service's encoding.
+    pub state: Bytes,
 }
 
 /// Why bytes are not a cut.

@@ -36,7 +36,7 @@ use logless_service::Group;
 use thiserror::Error;
 
 use crate::config::Config;
-use crate::cut::{Cut, SNAPSHOT_CLIENT};
+use crate::cut::{DurableCut, SNAPSHOT_CLIENT};
 use crate::stream::{DeliveredBatch, Stream, SKIP_CLIENT};
 
 /// A message of one group's log, with its destination.
@@ -346,13 +346,30 @@ impl Groups {
             .is_some_and(|index| self.logs[index].replica.is_leader())
     }
 
-    /// A durable cut covers `cut`: each group's stream drops the batches below the group's
-    /// position (`extra` instances past it, for the deliberate bug
-    /// [`crate::cut::CutBugs::release_past_cut`]).
-    pub fn release_below(&mut self, cut: &Cut, extra: u64) {
+    /// `durable` is written: each group's stream carries it and drops the batches below the
+    /// group's position (`extra` instances past it, for the deliberate bug
+    /// [`crate::cut::CutBugs::release_past_cut`]); a stream that carries a newer cut keeps it
+    /// (see [`Stream::release`]).
+    pub fn release(&mut self, durable: &DurableCut, extra: u64) {
         for log in &mut self.logs {
-            let below = Instance(cut.truncate_below(log.group).0.saturating_add(extra));
-            log.replica.state_machine_mut().release_below(below);
+            let position = durable.cut.truncate_below(log.group).0;
+            let below = Instance(position.saturating_add(extra));
+            log.replica.state_machine_mut().release(durable, below);
+        }
+    }
+
+    /// Each group's stream's cut, where it carries one (see [`crate::stream`]).
+    pub fn cuts(&self) -> impl Iterator<Item = (Group, &DurableCut)> {
+        (self.logs.iter()).filter_map(|log| Some((log.group, log.replica.state_machine().cut()?)))
+    }
+
+    /// Every group hands all its retained batches on again, in log order; what was delivered
+    /// and not taken yet comes again with them.
+    pub fn rewind(&mut self) {
+        self.delivered.clear();
+        for index in 0..self.logs.len() {
+            self.logs[index].replica.state_machine_mut().rewind();
+            self.collect(index);
         }
     }
 

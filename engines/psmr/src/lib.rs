@@ -29,7 +29,8 @@
 //! * [`cut`]: the point of every group's log a snapshot of the service covers.
 //! * [`config`]: workers, mode, the groups' Multi-Paxos configuration, skip interval and the
 //!   deliberate bugs (a merge by arrival, synchronous mode without the barrier, no skips, a
-//!   cut past a group's position, streams released past the cut, cuts without client tables).
+//!   cut past a group's position, streams released past the cut, cuts without client tables, a
+//!   cut installed without its service state).
 //! * [`wire`]: the groups' messages and records encoded behind their group.
 //! * [`testing`]: a store per group in memory. The engine's tests replicate the real services,
 //!   the B⁺-tree key-value store (`logless-btree`) and NetFS (`logless-netfs`).
@@ -52,8 +53,9 @@
 //!   truncate their logs; their streams keep the batches the durable cut lacks ([`stream`]),
 //!   released once the runtime has written the cut ([`replica::Replica::cut_durable`]).
 //!   `g_all`'s leader proposes a cut periodically ([`config::Config::cut_every_bytes`]).
-//!   Catching up past a peer's truncation is not built: a replica that would need it stops
-//!   ([`replica::Replica::behind`]).
+//!   Each stream carries its durable cut with the service's state, so a replica behind a
+//!   peer's truncation gets the cut with the peer's group snapshot (the log engine's chunked
+//!   transfer) and installs it, all groups together ([`replica::Replica::install`]).
 //! * The node runtime (`logless-node`'s `psmr_turn`, `psmr_loop`, `psmr_workers`) adds what
 //!   the core leaves out: worker threads driving the plan, a reply cache that answers a
 //!   retried command from what its execution replied (the groups' own client tables hold no

@@ -169,6 +169,11 @@ impl Plan {
             .all(|w| w.delivered.is_empty() && w.phase == Phase::Free)
     }
 
+    /// Whether some worker is executing a command the plan gave it.
+    pub fn is_executing(&self) -> bool {
+        (self.workers.iter()).any(|w| matches!(w.phase, Phase::Executing(_)))
+    }
+
     /// What `worker` does next.
     ///
     /// # Panics

@@ -30,7 +30,7 @@ use logless_multipaxos::persist::Durable;
 use logless_service::{Group, Service, WorkerId};
 
 use crate::config::{Config, Mode};
-use crate::cut::{is_snapshot, Cut, CutBugs, PendingCut, Position};
+use crate::cut::{is_snapshot, Cut, CutBugs, DurableCut, PendingCut, Position};
 use crate::groups::{Groups, Ready, RequestError};
 use crate::merge::Merge;
 use crate::plan::{Delivered, Plan, Step};
@@ -58,8 +58,13 @@ pub struct Replica<S> {
     /// Each group's next batch to hand on: one below was handed on already (a group's
     /// snapshot installed hands its batches on again), one above is a gap.
     next_batch: BTreeMap<Group, Instance>,
-    /// The first group found with a gap, if any: see [`Replica::behind`].
+    /// The first group found with a gap that no cut covers, if any: see [`Replica::behind`].
     behind: Option<Group>,
+    /// A cut some group's stream carries past the next batch this replica needs of that group,
+    /// waiting to be installed ([`Replica::install`]); nothing is handed on meanwhile.
+    installing: Option<DurableCut>,
+    /// Cuts installed since the start.
+    cuts_installed: u64,
     /// What the groups delivered since the last snapshot request, for the periodic cut.
     since_cut: SinceCut,
     /// When this replica last proposed a periodic snapshot request.
@@ -110,49 +115,100 @@ impl<S: Service> Replica<S> {
     ) -> Replica<S> {
         let mode = config.mode;
         let workers = mode.executing_workers(config.workers);
-        let merges = match mode {
-            Mode::Psmr => (0..workers)
-                .map(|i| {
-                    let groups = [Group::Worker(WorkerId(i)), Group::All];
-                    match restored_at {
-                        Some(cut) => Merge::resume(&groups, cut, config.bugs.merge),
-                        None => Merge::new(&groups, config.bugs.merge),
-                    }
-                })
-                .collect(),
-            Mode::SpSmr | Mode::Smr | Mode::NoRep => Vec::new(),
-        };
         let plan = Plan::new(workers, config.bugs.plan);
         let cut_bugs = config.bugs.cut;
-        let next_batch = (mode.groups(config.workers).into_iter())
-            .map(|g| {
-                (
-                    g,
-                    restored_at.map_or(Instance(0), |cut| cut.truncate_below(g)),
-                )
-            })
-            .collect();
-        let answers = restored_at
-            .map(|cut| cut.clients.clone())
-            .unwrap_or_default();
         let mut replica = Replica {
             mode,
             workers,
             command_groups,
             groups: Groups::recover(config, durable, now_ms),
-            merges,
+            merges: Vec::new(),
             plan,
-            restored_at: restored_at.cloned(),
+            restored_at: None,
             cuts: BTreeMap::new(),
             cut_bugs,
-            answers,
-            next_batch,
+            answers: BTreeMap::new(),
+            next_batch: BTreeMap::new(),
             behind: None,
+            installing: None,
+            cuts_installed: 0,
             since_cut: SinceCut::default(),
             cut_proposed_ms: None,
         };
-        replica.route();
+        replica.start_at(restored_at);
         replica
+    }
+
+    /// Starts the merges, the plan and the client tables at `cut` (the service was restored
+    /// there), or at the start of every log when `None`: what the cut covers is not handed on
+    /// again.
+    fn start_at(&mut self, cut: Option<&Cut>) {
+        let config = self.groups.config();
+        let bugs = config.bugs;
+        self.merges = match self.mode {
+            Mode::Psmr => (0..self.workers)
+                .map(|i| {
+                    let groups = [Group::Worker(WorkerId(i)), Group::All];
+                    match cut {
+                        Some(cut) => Merge::resume(&groups, cut, bugs.merge),
+                        None => Merge::new(&groups, bugs.merge),
+                    }
+                })
+                .collect(),
+            Mode::SpSmr | Mode::Smr | Mode::NoRep => Vec::new(),
+        };
+        self.next_batch = (self.mode.groups(config.workers).into_iter())
+            .map(|g| (g, cut.map_or(Instance(0), |cut| cut.truncate_below(g))))
+            .collect();
+        self.plan = Plan::new(self.workers, bugs.plan);
+        self.answers = cut.map(|cut| cut.clients.clone()).unwrap_or_default();
+        self.restored_at = cut.cloned();
+        self.cuts.clear();
+        self.behind = None;
+        self.since_cut = SinceCut::default();
+        self.cut_proposed_ms = None;
+        self.route();
+    }
+
+    /// The cut this replica waits to install, if it does: see [`Replica::install`].
+    pub fn installing(&self) -> Option<&Cut> {
+        self.installing.as_ref().map(|durable| &durable.cut)
+    }
+
+    /// Installs the cut the replica waits for, once no worker executes a command, and gives it:
+    /// the runtime must restore its service from the cut's state before any worker polls again
+    /// (under the lock it holds the replica with).
+    ///
+    /// A replica waits for a cut when some group's stream carries one whose position in that
+    /// group is past the next batch the replica needs of it: the group's log was truncated past
+    /// what this replica's service executed (it caught up from a peer's group snapshot, or
+    /// restarted from an older cut than one such snapshot it had installed), and the cut the
+    /// stream carries (see [`crate::stream`]) covers the gap. The newest cut any stream carries
+    /// is installed, all groups together: the merges, client tables and next batches start at
+    /// it, every stream carries it and drops what it covers, and every stream hands its
+    /// retained batches on again (those the cut covers are dropped). Meanwhile nothing is
+    /// handed on and no worker starts a command ([`Replica::poll`]); the commands the workers
+    /// executed before are a prefix of the total order, so the state they left is simply
+    /// replaced. `docs/psmr-snapshots.md`, "Catch-up past a peer's truncation", argues that
+    /// every stream holds every batch from the installed cut's position on.
+    pub fn install(&mut self) -> Option<DurableCut> {
+        if self.installing.is_none() || self.plan.is_executing() {
+            return None;
+        }
+        let durable = self.installing.take()?;
+        self.groups.release(&durable, 0);
+        self.groups.rewind();
+        self.cuts_installed += 1;
+        self.start_at(Some(&durable.cut));
+        if self.cut_bugs.install_without_state {
+            return None;
+        }
+        Some(durable)
+    }
+
+    /// How many cuts this replica installed (see [`Replica::install`]).
+    pub fn cuts_installed(&self) -> u64 {
+        self.cuts_installed
     }
 
     /// The groups' logs, to inspect.
@@ -243,17 +299,19 @@ impl<S: Service> Replica<S> {
         Some(cut)
     }
 
-    /// The runtime made `cut` durable with the service's state at it (the node's snapshot
-    /// file, written and flushed): each group's stream drops the batches below its position,
-    /// and its next own snapshot truncates them from its log (see [`crate::stream`]). A
-    /// restart then needs this cut: the groups' durable state holds nothing below it.
-    pub fn cut_durable(&mut self, cut: &Cut) {
+    /// The runtime made `durable` durable (the node's snapshot file, written and flushed: the
+    /// cut with the service's state at it): each group's stream carries it and drops the
+    /// batches below its position, and its next own snapshot truncates them from its log (see
+    /// [`crate::stream`]). A restart then needs this cut, or the one a group's snapshot
+    /// carries: the groups' durable state holds nothing below it. A runtime restarting from
+    /// its snapshot file passes that snapshot here too.
+    pub fn cut_durable(&mut self, durable: &DurableCut) {
         let extra = if self.cut_bugs.release_past_cut {
             u64::MAX
         } else {
             0
         };
-        self.groups.release_below(cut, extra);
+        self.groups.release(durable, extra);
     }
 
     /// A worker executed `command` and the service replied `reply`: the reply goes into the
@@ -288,19 +346,28 @@ impl<S: Service> Replica<S> {
         (*seq == request.seq).then_some(reply)
     }
 
-    /// The first group in which this replica found a gap, if it did: a batch delivered past
-    /// the next one it needs, because its log was truncated below what the replica's service
-    /// has executed (it restarted from a cut older than the one its streams were released at,
-    /// or caught up from a peer whose durable cut is ahead of its service). It then hands
-    /// nothing on, in any group, rather than execute commands out of order: it needs a peer's
-    /// cut (catching up with one is not built yet, see `docs/psmr-snapshots.md`).
+    /// The first group in which this replica found a gap that no cut covers, if it did: a
+    /// batch delivered past the next one it needs, while no group's stream carries a cut past
+    /// it (a gap [`Replica::install`] closes is not one). That takes a group whose durable
+    /// state lost batches from its cut's position on, outside the fault model (the deliberate
+    /// bug [`CutBugs::release_past_cut`] does it). The replica then hands nothing on, in any
+    /// group, rather than execute commands out of order, and cannot go on.
     pub fn behind(&self) -> Option<Group> {
         self.behind
     }
 
-    /// What `worker` does next (see [`Plan::poll`]).
+    /// What `worker` does next (see [`Plan::poll`]); nothing while a cut waits to be installed
+    /// ([`Replica::install`]).
     pub fn poll(&mut self, worker: WorkerId) -> Step {
+        if self.installing.is_some() {
+            return Step::Idle;
+        }
         self.plan.poll(worker)
+    }
+
+    /// Whether a poll of `worker` now would do something (see [`Plan::is_runnable`]).
+    pub fn is_runnable(&self, worker: WorkerId) -> bool {
+        self.installing.is_none() && self.plan.is_runnable(worker)
     }
 
     /// `worker` finished its command (see [`Plan::executed`]).
@@ -347,8 +414,36 @@ impl<S: Service> Replica<S> {
         true
     }
 
-    /// Hands what the groups delivered on towards the plan.
+    /// The cut to install, if some group's stream carries one past the next batch this
+    /// replica needs of that group: the newest cut any stream carries (see
+    /// [`Replica::install`]).
+    fn cut_to_install(&self) -> Option<DurableCut> {
+        let gap = self.groups.cuts().any(|(group, durable)| {
+            let next = self.next_batch.get(&group).copied().unwrap_or_default();
+            durable.cut.truncate_below(group) > next
+        });
+        if !gap {
+            return None;
+        }
+        let newest = (self.groups.cuts().map(|(_, durable)| durable)).reduce(|newest, d| {
+            if d.cut.is_after(&newest.cut) {
+                d
+            } else {
+                newest
+            }
+        });
+        newest.cloned()
+    }
+
+    /// Hands what the groups delivered on towards the plan, unless a cut must be installed
+    /// first: then it stays with the groups, handed on again once the cut is installed.
     fn route(&mut self) {
+        if self.installing.is_none() {
+            self.installing = self.cut_to_install();
+        }
+        if self.installing.is_some() {
+            return;
+        }
         for (group, batch) in self.groups.take_delivered() {
             if !self.is_next(group, batch.instance) {
                 continue;

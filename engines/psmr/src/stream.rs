@@ -11,12 +11,22 @@
 //! A group's log takes its own snapshots and truncates itself below the previous one (the log
 //! engine's policy, [`crate::config::Config::group_config`]), wherever the merges and the
 //! service stand. What the log drops, the stream keeps: it *retains* every batch its log
-//! delivered from the group's position in the latest durable cut on ([`Stream::release_below`]
+//! delivered from the group's position in the latest durable cut on ([`Stream::release`]
 //! drops the batches below it once the runtime has made the cut durable), and its snapshot is
 //! those batches. So a group's durable state, its snapshot and the log after it, always holds
 //! every batch from the durable cut's position on: what a replica restarting from the cut needs
 //! ([`crate::replica::Replica::recover_from`]), and no more than the batches since the cut plus
 //! the log engine's own bound. The argument is in `docs/psmr-snapshots.md`, "Truncation".
+//!
+//! # The stream carries its cut
+//! The stream also keeps the durable cut it retains from, with the service's state at it
+//! ([`DurableCut`]), and its snapshot carries both. So a group's durable state is
+//! self-contained: its snapshot's cut, then every batch from the cut's position on (the
+//! snapshot's, then the log's). A peer catching up past this replica's truncation gets that
+//! snapshot through the log engine's own transfer (in pieces, asked for again when lost,
+//! from another sender after timeouts), and with it the cut and state its service needs to
+//! skip the batches truncated ([`crate::replica::Replica::install`]; `docs/psmr-snapshots.md`,
+//! "Catch-up past a peer's truncation").
 use std::collections::VecDeque;
 
 use bytes::Bytes;
@@ -24,7 +34,7 @@ use logless_multipaxos::ids::{ClientId, Instance, RequestSeq};
 use logless_multipaxos::message::Request;
 use logless_multipaxos::state_machine::StateMachine;
 
-use crate::cut::{CutDecodeError, Reader};
+use crate::cut::{Cut, CutDecodeError, DurableCut, Reader};
 
 /// The client a group's leader proposes skips as. Client proxies must not use it.
 pub const SKIP_CLIENT: ClientId = ClientId(u64::MAX);
@@ -59,6 +69,9 @@ pub struct Stream {
     batches: VecDeque<DeliveredBatch>,
     /// How many of `batches` (a prefix) [`Stream::take`] handed on already.
     taken: usize,
+    /// The newest durable cut the stream was released at or restored with: every batch from
+    /// its position on is retained (or still to come from the log).
+    cut: Option<DurableCut>,
 }
 
 impl Stream {
@@ -69,9 +82,36 @@ impl Stream {
         fresh
     }
 
-    /// Drops the retained batches below `instance`, handed on already: a durable cut covers
-    /// them (its position in this group is at or above `instance`).
-    pub fn release_below(&mut self, instance: Instance) {
+    /// `durable` is written: the stream carries it from now on, and drops the retained batches
+    /// below `instance` that it handed on already (`durable` covers them: its position in this
+    /// group is at or above `instance`). A cut older than the one the stream carries changes
+    /// nothing: the stream's cut only goes forward.
+    pub fn release(&mut self, durable: &DurableCut, instance: Instance) {
+        if self
+            .cut
+            .as_ref()
+            .is_some_and(|c| c.cut.is_after(&durable.cut))
+        {
+            return;
+        }
+        if self.cut.as_ref().map(|c| &c.cut) != Some(&durable.cut) {
+            self.cut = Some(durable.clone());
+        }
+        self.release_below(instance);
+    }
+
+    /// The durable cut the stream retains from, if it was released at one or restored with one.
+    pub fn cut(&self) -> Option<&DurableCut> {
+        self.cut.as_ref()
+    }
+
+    /// Hands every retained batch on again at the next [`Stream::take`] (the replica restarted
+    /// its service from a cut, and drops what the cut covers).
+    pub fn rewind(&mut self) {
+        self.taken = 0;
+    }
+
+    fn release_below(&mut self, instance: Instance) {
         while self.taken > 0 && self.batches.front().is_some_and(|b| b.instance < instance) {
             self.batches.pop_front();
             self.taken -= 1;
@@ -112,7 +152,8 @@ impl StateMachine for Stream {
 
     /// The retained batches: count (u32), then per batch its instance, stamp (u64 each),
     /// request count (u32) and per request its client, number (u64 each), payload length (u32)
-    /// and payload, little-endian.
+    /// and payload; then, if the stream carries a cut, its length (u32), the cut
+    /// ([`Cut::encode`]), the state's length (u64) and the state; little-endian.
     fn snapshot(&self) -> Bytes {
         let mut out = Vec::new();
         put_u32(&mut out, self.batches.len());
@@ -127,18 +168,27 @@ impl StateMachine for Stream {
                 out.extend_from_slice(&request.payload);
             }
         }
+        if let Some(durable) = &self.cut {
+            let mut cut = Vec::new();
+            durable.cut.encode(&mut cut);
+            put_u32(&mut out, cut.len());
+            out.extend_from_slice(&cut);
+            out.extend_from_slice(&(durable.state.len() as u64).to_le_bytes());
+            out.extend_from_slice(&durable.state);
+        }
         Bytes::from(out)
     }
 
     /// Takes a snapshot's batches, from this replica's store at a restart or from a peer's
     /// catch-up, and hands them all on again (the replica drops those it had). The batches
     /// this stream retains below the snapshot's first are kept: a peer's snapshot starts at
-    /// the peer's durable cut, which may be above this replica's.
+    /// the peer's durable cut, which may be above this replica's. The stream carries the
+    /// newer of its cut and the snapshot's.
     ///
     /// # Panics
     /// If the bytes are not a [`Stream::snapshot`] (a store or peer outside the fault model).
     fn restore(&mut self, snapshot: &Bytes) {
-        let restored = decode(snapshot)
+        let (restored, cut) = decode(snapshot)
             .unwrap_or_else(|e| panic!("a group's stream snapshot does not decode: {e}"));
         let first = restored.front().map(|b| b.instance);
         let kept = (self.batches.iter())
@@ -147,6 +197,15 @@ impl StateMachine for Stream {
         self.batches.truncate(kept);
         self.taken = self.taken.min(kept);
         self.batches.extend(restored);
+        if let Some(cut) = cut {
+            if self
+                .cut
+                .as_ref()
+                .is_none_or(|own| cut.cut.is_after(&own.cut))
+            {
+                self.cut = Some(cut);
+            }
+        }
     }
 }
 
@@ -155,7 +214,10 @@ fn put_u32(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&n.to_le_bytes());
 }
 
-fn decode(bytes: &[u8]) -> Result<VecDeque<DeliveredBatch>, CutDecodeError> {
+/// A stream snapshot's batches, and its cut if it carries one.
+type Decoded = (VecDeque<DeliveredBatch>, Option<DurableCut>);
+
+fn decode(bytes: &[u8]) -> Result<Decoded, CutDecodeError> {
     let mut reader = Reader(bytes);
     let count = u32::from_le_bytes(reader.take()?);
     let mut batches = VecDeque::new();
@@ -181,8 +243,22 @@ fn decode(bytes: &[u8]) -> Result<VecDeque<DeliveredBatch>, CutDecodeError> {
         }
         batches.push_back(batch);
     }
+    let mut cut = None;
+    if !reader.0.is_empty() {
+        let len = u32::from_le_bytes(reader.take()?);
+        let decoded = Cut::decode(reader.take_slice(len)?)?;
+        let len = usize::try_from(u64::from_le_bytes(reader.take()?))
+            .map_err(|_| CutDecodeError::Short)?;
+        let state = reader.0.get(..len).ok_or(CutDecodeError::Short)?;
+        let state = Bytes::copy_from_slice(state);
+        reader.0 = &reader.0[len..];
+        cut = Some(DurableCut {
+            cut: decoded,
+            state,
+        });
+    }
     reader.finish()?;
-    Ok(batches)
+    Ok((batches, cut))
 }
 
 #[cfg(test)]
@@ -219,6 +295,51 @@ mod tests {
         let again: Vec<u64> = restarted.take().iter().map(|b| b.instance.0).collect();
         assert_eq!(again, [2, 3], "handed on again after a restart");
         assert_eq!(restarted, stream);
+    }
+
+    fn durable(all: u64, state: &'static [u8]) -> DurableCut {
+        let position = crate::cut::Position {
+            instance: Instance(all),
+            requests: 0,
+        };
+        DurableCut {
+            cut: Cut {
+                positions: [(logless_service::Group::All, position)].into(),
+                ..Cut::default()
+            },
+            state: Bytes::from_static(state),
+        }
+    }
+
+    #[test]
+    fn the_stream_carries_its_newest_cut_through_its_snapshot() {
+        let mut stream = stream_of(0..4);
+        stream.take();
+        stream.release(&durable(2, b"two"), Instance(2));
+        assert_eq!(stream.retained_from(), Some(Instance(2)));
+        stream.release(&durable(1, b"one"), Instance(1));
+        assert_eq!(
+            stream.cut(),
+            Some(&durable(2, b"two")),
+            "an older cut changes nothing"
+        );
+        let mut restarted = Stream::default();
+        restarted.restore(&stream.snapshot());
+        assert_eq!(restarted.cut(), Some(&durable(2, b"two")));
+        // A peer's snapshot with a newer cut replaces it; one with an older cut does not.
+        let mut peer = stream_of(3..6);
+        peer.release(&durable(3, b"three"), Instance(3));
+        restarted.restore(&peer.snapshot());
+        assert_eq!(restarted.cut(), Some(&durable(3, b"three")));
+        restarted.restore(&stream.snapshot());
+        assert_eq!(restarted.cut(), Some(&durable(3, b"three")));
+        restarted.rewind();
+        assert_eq!(restarted.take().len(), restarted.retained().0, "all again");
+        let bytes = peer.snapshot();
+        assert_eq!(
+            decode(&bytes[..bytes.len() - 1]),
+            Err(CutDecodeError::Short)
+        );
     }
 
     #[test]

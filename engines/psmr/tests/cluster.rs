@@ -7,7 +7,10 @@
 //!
 //! Replicas also take snapshots (a snapshot request in `g_all`, its cut, the service at the
 //! cut) and restart from the last one and the suffix of their logs; every replica takes the
-//! same cut for a snapshot request, whether the groups are idle or busy.
+//! same cut for a snapshot request, whether the groups are idle or busy. A replica partitioned
+//! while the others truncate their groups catches up when healed, through a peer's group
+//! snapshot and the cut it carries (and again after a crash while waiting to install it); a
+//! cut installed without its service state is caught.
 //!
 //! Checked: every message leaves only once what it promises is durable in its group's log, and
 //! survives its wire encoding; the groups' first leaders are spread over the replicas; every
@@ -29,7 +32,7 @@ use logless_multipaxos::message::Request;
 use logless_multipaxos::testing::durable_before_send;
 use logless_netfs::{Fh, FsCommand, FsPath, FsReply, Mode as FsMode, NetFs, Time};
 use logless_psmr::config::{Config, Mode};
-use logless_psmr::cut::{is_snapshot, Cut};
+use logless_psmr::cut::{is_snapshot, Cut, DurableCut};
 use logless_psmr::groups::GroupEnvelope;
 use logless_psmr::ids::GroupIndex;
 use logless_psmr::plan::{Delivered, Mode as ExecutionMode, Step};
@@ -76,6 +79,63 @@ struct Snapshot {
     cut: Cut,
     executed: Vec<Bytes>,
     replies: BTreeMap<u64, Vec<u8>>,
+}
+
+impl Snapshot {
+    /// The "service state" the streams carry with the cut: the commands executed and the
+    /// replies (count, then length-prefixed bytes, little-endian).
+    fn state(&self) -> Bytes {
+        let mut out = Vec::new();
+        let put = |out: &mut Vec<u8>, bytes: &[u8]| {
+            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            out.extend_from_slice(bytes);
+        };
+        out.extend_from_slice(&(self.executed.len() as u64).to_le_bytes());
+        for command in &self.executed {
+            put(&mut out, command);
+        }
+        out.extend_from_slice(&(self.replies.len() as u64).to_le_bytes());
+        for (client, reply) in &self.replies {
+            out.extend_from_slice(&client.to_le_bytes());
+            put(&mut out, reply);
+        }
+        Bytes::from(out)
+    }
+
+    /// The snapshot a [`Snapshot::state`] and its cut make.
+    fn of(durable: DurableCut) -> Snapshot {
+        let mut bytes = &durable.state[..];
+        let u64_of = |bytes: &mut &[u8]| {
+            let (head, rest) = bytes.split_first_chunk::<8>().unwrap();
+            *bytes = rest;
+            u64::from_le_bytes(*head)
+        };
+        let take = |bytes: &mut &[u8], len: u64| {
+            let (head, rest) = bytes.split_at(len as usize);
+            *bytes = rest;
+            head.to_vec()
+        };
+        let count = u64_of(&mut bytes);
+        let executed = (0..count)
+            .map(|_| {
+                let len = u64_of(&mut bytes);
+                Bytes::from(take(&mut bytes, len))
+            })
+            .collect();
+        let count = u64_of(&mut bytes);
+        let replies = (0..count)
+            .map(|_| {
+                let client = u64_of(&mut bytes);
+                let len = u64_of(&mut bytes);
+                (client, take(&mut bytes, len))
+            })
+            .collect();
+        Snapshot {
+            cut: durable.cut,
+            executed,
+            replies,
+        }
+    }
 }
 
 /// A client with one command: it sends it, and again to another replica if that one has not
@@ -131,7 +191,7 @@ impl<S: Service> Node<S> {
         for command in &executed {
             service.execute_encoded(command);
         }
-        Node {
+        let mut node = Node {
             replica,
             store,
             service,
@@ -139,7 +199,32 @@ impl<S: Service> Node<S> {
             replies,
             executed,
             snapshot,
+        };
+        if let Some(snapshot) = &node.snapshot {
+            let durable = DurableCut {
+                cut: snapshot.cut.clone(),
+                state: snapshot.state(),
+            };
+            node.replica.cut_durable(&durable);
         }
+        node
+    }
+
+    /// Installs the cut the replica waits for, if it can now: the service is rebuilt from the
+    /// cut's state, which becomes the replica's last snapshot. Returns whether it did.
+    fn install(&mut self, make: fn() -> S) -> bool {
+        let Some(durable) = self.replica.install() else {
+            return false;
+        };
+        let snapshot = Snapshot::of(durable);
+        self.service = make();
+        for command in &snapshot.executed {
+            self.service.execute_encoded(command);
+        }
+        self.executed = snapshot.executed.clone();
+        self.replies = snapshot.replies.clone();
+        self.snapshot = Some(snapshot);
+        true
     }
 }
 
@@ -191,6 +276,12 @@ struct Sim<S> {
     cuts: BTreeMap<RequestSeq, Cut>,
     /// The first cut a replica took unlike the first replica's (positions or client tables).
     cut_differs: Option<String>,
+    /// A replica cut off from the others (it runs on; every message to or from it is lost).
+    partitioned: Option<NodeId>,
+    /// Whether replicas install the cuts they wait for (off: a test catches one waiting).
+    installs: bool,
+    /// Cuts installed.
+    cuts_installed: u64,
 }
 
 /// The key-value service the tests replicate, with small nodes so that the trees reshape often.
@@ -260,6 +351,9 @@ impl<S: Service> Sim<S> {
             snapshots_restored: 0,
             cuts: BTreeMap::new(),
             cut_differs: None,
+            partitioned: None,
+            installs: true,
+            cuts_installed: 0,
         };
         sim.send(commands, SEND_MS_MAX);
         sim
@@ -282,6 +376,9 @@ impl<S: Service> Sim<S> {
     /// its group's durable log.
     fn commit(&mut self, me: NodeId) {
         let node = self.nodes.get_mut(&me).unwrap();
+        if self.installs && node.install(self.make) {
+            self.cuts_installed += 1;
+        }
         let Ok(released) = node.replica.take_ready().commit(&mut node.store);
         for envelope in released.messages {
             let durable = node.store.group(envelope.group).map(|s| s.durable());
@@ -296,6 +393,12 @@ impl<S: Service> Sim<S> {
             assert_eq!(decoded, Ok((envelope.group, envelope.message.clone())));
             let faulty = self.now_ms < self.faults.until_ms;
             if faulty && self.rng.random_bool(self.faults.loss) {
+                continue;
+            }
+            if self
+                .partitioned
+                .is_some_and(|p| p == me || p == envelope.to)
+            {
                 continue;
             }
             if faulty && self.rng.random_bool(self.faults.duplication) {
@@ -433,12 +536,17 @@ impl<S: Service> Sim<S> {
                             self.cut_differs = Some(format!("{me:?}'s cut {cut:?}, not {first:?}"));
                         }
                         // The snapshot "file" is durable at once: the streams may let go.
-                        node.replica.cut_durable(&cut);
-                        node.snapshot = Some(Snapshot {
+                        let snapshot = Snapshot {
                             cut,
                             executed: node.executed.clone(),
                             replies: node.replies.clone(),
-                        });
+                        };
+                        let durable = DurableCut {
+                            cut: snapshot.cut.clone(),
+                            state: snapshot.state(),
+                        };
+                        node.replica.cut_durable(&durable);
+                        node.snapshot = Some(snapshot);
                         self.snapshots_taken += 1;
                     } else {
                         let reply = node.service.execute_encoded(&command.request.payload);
@@ -486,6 +594,24 @@ impl<S: Service> Sim<S> {
     /// The replicas that are up.
     fn live(&self) -> impl Iterator<Item = (&NodeId, &Node<S>)> {
         self.nodes.iter().filter(|(me, _)| !self.is_down(**me))
+    }
+
+    /// Runs until every replica executed every command; then `me` must have found no gap,
+    /// the replicas must agree, and each must have executed every one of the `commands`
+    /// exactly once.
+    fn run_exactly_once(&mut self, me: NodeId, commands: usize) -> Result<(), String> {
+        self.run()?;
+        if let Some(group) = self.nodes[&me].replica.behind() {
+            return Err(format!("{me:?} found a gap in {group:?}"));
+        }
+        self.agreement()?;
+        for (id, node) in &self.nodes {
+            if node.executed.len() != commands {
+                let executed = node.executed.len();
+                return Err(format!("{id:?} executed {executed} of {commands}"));
+            }
+        }
+        Ok(())
     }
 
     /// Whether the live replicas' states have equal digests.
@@ -666,8 +792,10 @@ fn small_cuts(config: &mut Config) {
     config.cut_every_instances = 400;
     config.group_snapshot_log_bytes_min = 600;
     // Each command has a client of its own, so the groups' client tables (in their snapshots)
-    // grow with the run: snapshot at a tenth of the last one's size, not its whole size.
-    config.paxos.snapshot_ratio_percent = 10;
+    // grow with the run, and so does the state the streams carry with their cut (here every
+    // command executed, the test's stand-in for the service's state): snapshot at the
+    // threshold, whatever the last one's size.
+    config.paxos.snapshot_ratio_percent = 0;
 }
 
 /// The most batches any live replica's group holds in its log (from its log start to what it
@@ -753,18 +881,7 @@ fn restart_from_a_cut_and_retry(seed: u64, configure: fn(&mut Config)) -> Result
         other => return Err(format!("the retry answered {other:?}, not {reply:?}")),
     }
     node.replica.handle_request(sim.now_ms, retry).unwrap();
-    sim.run()?;
-    if let Some(group) = sim.nodes[&me].replica.behind() {
-        return Err(format!("the restarted replica found a gap in {group:?}"));
-    }
-    sim.agreement()?;
-    for (id, node) in &sim.nodes {
-        if node.executed.len() != commands.len() {
-            let executed = node.executed.len();
-            return Err(format!("{id:?} executed {executed} of {}", commands.len()));
-        }
-    }
-    Ok(())
+    sim.run_exactly_once(me, commands.len())
 }
 
 #[test]
@@ -789,6 +906,105 @@ fn a_cut_without_its_client_tables_is_caught() {
     let outcome = restart_from_a_cut_and_retry(0, |c| c.bugs.cut.drop_client_tables = true);
     let error = outcome.expect_err("a cut without client tables went unnoticed");
     assert!(error.starts_with("the retry answered None"), "{error}");
+}
+
+/// How a catch-up run ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CatchUpEnd {
+    /// The partitioned replica installs the cut as soon as it can.
+    Install,
+    /// It crashes once it waits to install a cut (its unflushed writes lost) and restarts
+    /// from its own last snapshot and store.
+    CrashMidInstall,
+}
+
+/// Partitions replica 1 early in a run with periodic cuts while the others order hundreds of
+/// commands (so they truncate their groups several times past what replica 1 has), then heals
+/// it: it must catch up through a peer's group snapshot and the cut it carries, and every
+/// replica must end having executed every command exactly once, with equal states and replies.
+/// Returns the cuts installed.
+fn catch_up_after_a_partition(
+    seed: u64,
+    configure: fn(&mut Config),
+    end: CatchUpEnd,
+) -> Result<u64, String> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let commands = random_commands(&mut rng, 500);
+    let configure = |c: &mut Config| {
+        small_cuts(c);
+        configure(c);
+    };
+    let mut sim = Sim::with_service(seed, &[], configure, kv);
+    sim.send(&encoded(&commands), 1_500);
+    let me = NODES[0];
+    let mut cut_off_at = Vec::new();
+    while sim.now_ms < 1_600 {
+        if sim.now_ms == 100 {
+            sim.partitioned = Some(me);
+            cut_off_at = sim.nodes[&me].replica.groups().sizes();
+        }
+        sim.step();
+        sim.now_ms += 1;
+    }
+    // The others truncated their logs past where replica 1 stood, several times over.
+    let peer = sim.nodes[&NODES[1]].replica.groups().sizes();
+    let passed = (peer.iter().zip(&cut_off_at))
+        .filter(|(p, mine)| p.log_start > mine.executed_below)
+        .count();
+    let snapshots: u64 = peer.iter().map(|p| p.snapshots_taken).sum();
+    if passed == 0 || snapshots < 6 {
+        return Err(format!(
+            "the peers did not truncate past replica 1: {peer:?} against {cut_off_at:?}"
+        ));
+    }
+    sim.partitioned = None;
+    if end == CatchUpEnd::CrashMidInstall {
+        sim.installs = false;
+        while sim.nodes[&me].replica.installing().is_none() {
+            if sim.now_ms > 3_000 {
+                return Err("replica 1 never waited for a cut".to_owned());
+            }
+            sim.step();
+            sim.now_ms += 1;
+        }
+        let Node {
+            mut store,
+            snapshot,
+            ..
+        } = sim.nodes.remove(&me).unwrap();
+        store.crash();
+        let config = sim.configs[&me].clone();
+        let node = Node::restore(config, sim.make, store, snapshot, sim.clock_ms(me));
+        sim.nodes.insert(me, node);
+        sim.installs = true;
+    }
+    sim.run_exactly_once(me, commands.len())?;
+    Ok(sim.cuts_installed)
+}
+
+#[test]
+fn a_replica_partitioned_while_the_others_truncate_catches_up_from_a_peers_cut() {
+    for seed in 0..seeds(2) {
+        let installed = catch_up_after_a_partition(seed, |_| {}, CatchUpEnd::Install)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(installed >= 1, "seed {seed}: no cut installed");
+    }
+}
+
+#[test]
+fn a_replica_that_crashes_waiting_to_install_a_cut_restarts_and_installs_it() {
+    for seed in 0..seeds(2) {
+        catch_up_after_a_partition(seed, |_| {}, CatchUpEnd::CrashMidInstall)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+#[test]
+fn a_cut_installed_without_its_service_state_is_caught() {
+    let bug = |c: &mut Config| c.bugs.cut.install_without_state = true;
+    let caught = (0..seeds(2))
+        .any(|seed| catch_up_after_a_partition(seed, bug, CatchUpEnd::Install).is_err());
+    assert!(caught, "a cut installed without its state went unnoticed");
 }
 
 #[test]

@@ -10,6 +10,7 @@
 //! `tests` profile that CI uses, measured; minutes in debug); a long run: `LOGLESS_PSMR_NODES_SEEDS=2000 cargo test --profile tests -p
 //! logless-sim --test psmr_nodes`.
 use logless_psmr::config::{InjectedBugs, Mode};
+use logless_psmr::cut::CutBugs;
 use logless_psmr::merge::MergeBugs;
 use logless_psmr::plan::PlanBugs;
 use logless_sim::psmr_nodes::{PsmrNodeCluster, PsmrNodeSimConfig, PsmrNodeSimReport};
@@ -98,6 +99,11 @@ fn replicas_agree_and_entries_are_linearizable_under_crashes_partitions_and_lead
         total.executed_synchronous > 0 && total.skips_proposed > 0,
         "{total}"
     );
+    // Snapshots were taken, and nodes down or cut off caught up past a peer's truncation.
+    assert!(
+        total.cuts_written > 0 && total.cuts_installed > 0,
+        "{total}"
+    );
 }
 
 /// Seed 69's clock jumps leave two groups' leaders +697 ms and −873 ms off: with skips stamped
@@ -113,11 +119,23 @@ fn a_skew_between_groups_leaders_past_the_request_timeout_stalls_nothing() {
 }
 
 /// Runs P-SMR seeds with `bugs` until one fails, checks that the same seed passes without
-/// them, and returns its failure.
+/// them, and returns its failure. The runs keep no snapshots: under a merge by arrival the
+/// replicas' cuts differ, and a restart from one trips the merge's own assertions (a panic,
+/// where the test looks for what the checkers find).
 fn first_failure(bugs: InjectedBugs, seeds: u64) -> String {
+    first_failure_with(bugs, seeds, |config| config.snapshots = None)
+}
+
+/// [`first_failure`], each run configured by `configure` too.
+fn first_failure_with(
+    bugs: InjectedBugs,
+    seeds: u64,
+    configure: fn(&mut PsmrNodeSimConfig),
+) -> String {
     for seed in 0..seeds {
         let mut config = PsmrNodeSimConfig::for_seed(seed);
         config.mode = Mode::Psmr;
+        configure(&mut config);
         let clean = config.clone();
         config.bugs = bugs;
         if let Err(e) = run(config) {
@@ -151,6 +169,24 @@ fn a_merge_by_arrival_is_caught() {
         ..InjectedBugs::default()
     };
     let failure = first_failure(bugs, 20);
+    assert!(
+        failure.contains("not linearizable") || failure.contains("digests differ"),
+        "{failure}"
+    );
+}
+
+/// A node behind its peers' truncation that installs their cut without the service's state
+/// (`CutBugs::install_without_state`) serves a store that lacks what the cut covers.
+#[test]
+fn a_cut_installed_without_its_state_is_caught() {
+    let bugs = InjectedBugs {
+        cut: CutBugs {
+            install_without_state: true,
+            ..CutBugs::default()
+        },
+        ..InjectedBugs::default()
+    };
+    let failure = first_failure_with(bugs, 20, PsmrNodeSimConfig::small_snapshots);
     assert!(
         failure.contains("not linearizable") || failure.contains("digests differ"),
         "{failure}"

@@ -55,6 +55,11 @@ pub struct PsmrNodeSimConfig {
     pub liveness_us: u64,
     /// Deliberate engine bugs in every node (the node's `--inject-bug psmr-*`).
     pub bugs: InjectedBugs,
+    /// Snapshots, if the nodes keep them: the periodic cut's threshold (bytes of commands over
+    /// all groups) and each group's own snapshot threshold (bytes of its log), small enough
+    /// that the groups truncate their logs several times a run and a node that was down or
+    /// cut off catches up past a peer's truncation (`docs/psmr-snapshots.md`).
+    pub snapshots: Option<(u64, u64)>,
 }
 
 impl PsmrNodeSimConfig {
@@ -81,7 +86,14 @@ impl PsmrNodeSimConfig {
             until_us: 30_000_000,
             liveness_us: 5_000_000,
             bugs: InjectedBugs::default(),
+            snapshots: None,
         }
+    }
+
+    /// Snapshots with small thresholds: a cut every 1.5 kB of commands, a group snapshot
+    /// every 600 bytes of its log (at that size whatever the last one's).
+    pub fn small_snapshots(&mut self) {
+        self.snapshots = Some((1_500, 600));
     }
 
     /// The faults of the many-seed runs: the log engine's whole-node faults, with crashes and
@@ -124,6 +136,9 @@ impl PsmrNodeSimConfig {
         }
         if seed % 4 == 1 {
             config.full_disks();
+        }
+        if seed % 3 != 1 {
+            config.small_snapshots();
         }
         config
     }
@@ -174,6 +189,10 @@ pub struct PsmrNodeSimReport {
     pub executed_synchronous: u64,
     /// Skips proposed by idle groups' leaders.
     pub skips_proposed: u64,
+    /// Snapshots (cut and service state) the nodes wrote.
+    pub cuts_written: u64,
+    /// Cuts the nodes installed from a peer's group snapshot (catch-up past its truncation).
+    pub cuts_installed: u64,
     /// Operations the nodes handed to their replica again (their retry).
     pub retried: u64,
     /// Operations the nodes answered "outcome unknown".
@@ -208,6 +227,8 @@ impl PsmrNodeSimReport {
         self.executed += other.executed;
         self.executed_synchronous += other.executed_synchronous;
         self.skips_proposed += other.skips_proposed;
+        self.cuts_written += other.cuts_written;
+        self.cuts_installed += other.cuts_installed;
         self.retried += other.retried;
         self.timed_out += other.timed_out;
         self.sim_time_us += other.sim_time_us;
@@ -219,7 +240,7 @@ impl std::fmt::Display for PsmrNodeSimReport {
         write!(
             f,
             "ops {} (ok {}, not applied {}, unknown {}), executed {} (synchronous {}), skips {}, \
-             crashes {} (group leaders {}, all-node {}), partitions {}, clock jumps {}, leader \
+             cuts written {} (installed {}), crashes {} (group leaders {}, all-node {}), partitions {}, clock jumps {}, leader \
              cuts {}, disks full {} (pauses {}, refused {}), node retries {}, node timeouts {}, batches {}, sim time {} ms, trace \
              {:016x}",
             self.operations,
@@ -229,6 +250,8 @@ impl std::fmt::Display for PsmrNodeSimReport {
             self.executed,
             self.executed_synchronous,
             self.skips_proposed,
+            self.cuts_written,
+            self.cuts_installed,
             self.crashes,
             self.leader_kills,
             self.crashes_all,

@@ -20,7 +20,10 @@
 //!   ([`PsmrNodeSimConfig::leader_cut_every_us`]), so that another node takes the group over.
 //! * **Crashes.** A process crash (of the leader of some group half the time, sometimes of
 //!   every node) keeps what each group's directory holds; the node restarts as a new
-//!   incarnation, replaying every group's log into an empty service.
+//!   incarnation, replaying every group's log into an empty service, or, on the seeds that
+//!   keep snapshots ([`PsmrNodeSimConfig::snapshots`], small thresholds), from its newest
+//!   snapshot and its truncated logs; a node down or cut off past its peers' truncation
+//!   installs the cut their group snapshots carry (`docs/psmr-snapshots.md`).
 //! * **Full disks.** In some runs a node's disk (or every node's) fills up for a while: its
 //!   groups' directories refuse new files and growth, so the node pauses and answers MISCONF
 //!   until space returns ([`PsmrNodeSimConfig::disk_full_every_us`]; `node/src/psmr_turn.rs`,
@@ -52,6 +55,7 @@ use logless_multipaxos::ids::NodeId;
 use logless_multipaxos::message::Message;
 use logless_node::durable_log::DurableLog;
 use logless_node::psmr_loop::TICK_MS;
+use logless_node::psmr_snapshot::CutFile;
 use logless_node::psmr_turn::{GroupLogs, PsmrAnswer, PsmrCore, PsmrOutlet};
 use logless_node::psmr_workers::{Executed, Shared};
 use logless_psmr::config::Config;
@@ -170,6 +174,8 @@ struct SimNode {
     work_scheduled: bool,
     /// Each group's directory, as the node restarts from it.
     images: BTreeMap<Group, SimDir>,
+    /// The snapshots' directory, as the node restarts from it (if the nodes keep snapshots).
+    cut_image: Option<SimDir>,
     /// The wall clock's offset from simulated time (ms).
     clock_offset_ms: i64,
     /// What the node sends is lost until then (simulated µs): a leader's cut-off.
@@ -182,6 +188,11 @@ impl SimNode {
     fn up(&self) -> bool {
         self.running.is_some()
     }
+}
+
+/// Restores the key-value service from a snapshot's state.
+fn restore_kv(service: &mut KvService, state: &[u8]) -> Result<(), String> {
+    service.restore(state).map_err(|e| e.to_string())
 }
 
 /// How long one worker step takes (µs): the next step of the node's workers comes this much
@@ -308,6 +319,8 @@ impl PsmrNodeCluster {
         self.report.executed += status.executed;
         self.report.executed_synchronous += status.executed_synchronous;
         self.report.skips_proposed += status.skips_proposed;
+        self.report.cuts_written += status.cuts_written;
+        self.report.cuts_installed += status.cuts_installed;
         self.report.retried += status.retried;
         self.report.timed_out += status.timed_out;
         self.report.space_shortages += status.space_shortages;
@@ -322,6 +335,11 @@ impl PsmrNodeCluster {
         let mut config = Config::new(self.ids(), me, self.config.workers);
         config.mode = self.config.mode;
         config.bugs = self.config.bugs;
+        if let Some((cut_every_bytes, group_bytes)) = self.config.snapshots {
+            config.cut_every_bytes = cut_every_bytes;
+            config.group_snapshot_log_bytes_min = group_bytes;
+            config.paxos.snapshot_ratio_percent = 0;
+        }
         config
     }
 
@@ -366,8 +384,44 @@ impl PsmrNodeCluster {
                 }
             }
         }
-        let replica = Replica::recover(config, KvService::new(), &durable, wall_ms);
-        let shared = Arc::new(Shared::new(replica, KvService::new()));
+        let snapshots = self.config.snapshots.is_some();
+        let cuts = if snapshots {
+            let image = n.cut_image.take().unwrap_or_default();
+            let opened = CutFile::open_on(image, options.clone())
+                .map_err(|e| e.to_string())
+                .and_then(|file| Ok((file.newest()?, file)));
+            match opened {
+                Ok(opened) => Some(opened),
+                Err(e) => {
+                    let failure = format!("node {}: its snapshots do not reopen: {e}", node.0);
+                    self.report.failures.push(failure);
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        let mut service = KvService::new();
+        if let Some((Some(stored), _)) = &cuts {
+            if let Err(e) = service.restore(&stored.state) {
+                let failure = format!("node {}: its snapshot does not restore: {e}", node.0);
+                self.report.failures.push(failure);
+                return;
+            }
+        }
+        let cut = cuts.as_ref().and_then(|(stored, _)| stored.as_ref());
+        let replica = Replica::recover_from(
+            config,
+            KvService::new(),
+            cut.map(|stored| &stored.cut),
+            &durable,
+            wall_ms,
+        );
+        let mut shared = Shared::new(replica, service);
+        if snapshots {
+            shared = shared.with_snapshots(KvService::snapshot, restore_kv);
+        }
+        let shared = Arc::new(shared);
         let core = PsmrCore::new(
             node,
             shared.clone(),
@@ -379,6 +433,10 @@ impl PsmrNodeCluster {
             wall_ms,
             now_us,
         );
+        let core = match cuts {
+            Some((stored, file)) => core.with_cut_file(file, stored),
+            None => core,
+        };
         n.running = Some(Running { core, shared });
         n.wake_at_us = None;
         n.work_scheduled = false;
@@ -642,6 +700,7 @@ impl PsmrNodeCluster {
         n.images = (running.core.logs().logs().iter())
             .map(|(group, log)| (*group, log.segment_log().dir().at_crash().process_crash()))
             .collect();
+        n.cut_image = (running.core.cut_file()).map(|file| file.dir().at_crash().process_crash());
         n.queue.clear();
         n.wake_at_us = None;
         n.work_scheduled = false;
