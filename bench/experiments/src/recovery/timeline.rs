@@ -16,7 +16,7 @@
 //!
 //! The schedule ([`Schedule`]): `settle` seconds of load, a follower killed, started again
 //! `down` seconds later, `settle` seconds, the leader of that moment killed, started again
-//! `down` seconds later, `settle` seconds more. [`recoveries`] reads, for each of the two
+//! `down` seconds later, `settle` seconds more (each phase timed from the event before it). [`recoveries`] reads, for each of the two
 //! crashes, the throughput before any crash, while the replica is down and its lowest point,
 //! and how long after its start the restarted replica voted, answered a client, caught up with
 //! the others' execution and the system's throughput was back to 90% of what it was before.
@@ -43,8 +43,8 @@ pub const BUCKET_MS: u64 = 100;
 pub const SWITCH_EVERY: u64 = 200;
 /// Table II's mix: half puts.
 const PUT_SHARE: f64 = 0.5;
-/// The first second of load is not part of the throughput before the crashes.
-const WARMUP_BUCKETS: usize = 10;
+/// Seconds the phases may run late in all before the run is given up.
+const LATE_S: f64 = 60.0;
 /// The dip is the lowest mean over this many buckets (500 ms).
 const DIP_BUCKETS: usize = 5;
 /// Throughput counts as restored when its mean over this many buckets (1 s) reaches
@@ -75,7 +75,7 @@ impl Schedule {
     /// An error unless every phase is long enough to be measured.
     pub fn check(&self) -> Result<(), String> {
         if self.settle_s.is_nan() || self.settle_s < 1.0 || self.down_s.is_nan() {
-            return Err("--settle-s must be at least 1 (the first second is warm-up)".into());
+            return Err("--settle-s must be at least 1 (half of the first is warm-up)".into());
         }
         if self.down_s < 0.2 {
             return Err("--down-s must be at least 0.2".into());
@@ -117,7 +117,8 @@ pub struct Recovery {
     pub crashed: &'static str,
     /// The replica killed, from 1.
     pub replica: usize,
-    /// System throughput before any crash (after the first second), ops/s.
+    /// System throughput before any crash (the second half of the load before the first
+    /// kill), ops/s.
     pub before_ops: f64,
     /// System throughput while the replica was down (its first second left out when it lasted
     /// longer than that), ops/s.
@@ -245,8 +246,9 @@ fn one(
     cluster.fill(state_mb, &label)?;
     let endpoints = cluster.clients();
     let keys = keys_for(state_mb);
-    let end_s = schedule.moments()[4];
-    let buckets = (end_s * 1000.0 / BUCKET_MS as f64).ceil() as usize + 1;
+    // Room for the phases to run late (finding the leader, a port that stays busy).
+    let limit = schedule.moments()[4] + LATE_S;
+    let buckets = (limit * 1000.0 / BUCKET_MS as f64).ceil() as usize + 1;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let (driven, counted, samples) = std::thread::scope(|scope| {
@@ -265,7 +267,8 @@ fn one(
                 scope.spawn(move || sampler(addr, stop, start, buckets))
             })
             .collect();
-        let driven = drive(&mut cluster, schedule, start, &label);
+        let driven = drive(&mut cluster, schedule, start, limit, &label);
+        let end = start.elapsed();
         stop.store(true, Ordering::Relaxed);
         let counted: Vec<Counts> = workers
             .into_iter()
@@ -275,11 +278,17 @@ fn one(
             .into_iter()
             .map(|s| s.join().expect("a sampler thread does not panic"))
             .collect();
-        (driven, counted, samples)
+        (driven.map(|events| (events, end)), counted, samples)
     });
-    let events = driven.map_err(|e| cluster.with_logs(e))?;
+    let (events, end) = driven.map_err(|e| cluster.with_logs(e))?;
+    // The buckets until the end of the schedule; answers after it are not counted.
+    let buckets = (end.as_millis() / u128::from(BUCKET_MS)) as usize;
     let mut answered = vec![vec![0u64; buckets]; endpoints.len()];
     let mut errors = vec![0u64; buckets];
+    let samples: Vec<Vec<Option<Sample>>> = samples
+        .into_iter()
+        .map(|s| s[..buckets.min(s.len())].to_vec())
+        .collect();
     for c in &counted {
         for (mine, all) in c.answered.iter().zip(answered.iter_mut()) {
             for (a, b) in all.iter_mut().zip(mine) {
@@ -308,55 +317,57 @@ fn one(
 }
 
 /// Kills and starts the replicas on `schedule` (with a progress bar) and returns what it did.
+/// Each phase is timed from the event before it as it happened (finding the leader may take a
+/// while when the cluster is busy), and the whole stops by `limit` (seconds from `start`).
 fn drive(
     cluster: &mut Cluster,
     schedule: &Schedule,
     start: Instant,
+    limit: f64,
     label: &str,
 ) -> Result<Vec<Event>, String> {
-    let moments = schedule.moments();
-    let bar = progress((moments[4] * 10.0).ceil() as u64, "figs 4-5");
-    let wait = |until_s: f64, phase: &str| {
+    let bar = progress((schedule.moments()[4] * 10.0).ceil() as u64, "figs 4-5");
+    let at = || start.elapsed().as_secs_f64();
+    let wait = |from: f64, seconds: f64, phase: &str| -> Result<(), String> {
         bar.set_message(format!("{label}: {phase}"));
+        let until_s = from + seconds;
+        if until_s > limit {
+            return Err(format!(
+                "{label}: the schedule ran {:.0} s late",
+                until_s - schedule.moments()[4]
+            ));
+        }
         let until = start + Duration::from_secs_f64(until_s);
         while Instant::now() < until {
-            bar.set_position((start.elapsed().as_secs_f64() * 10.0) as u64);
+            bar.set_position((at() * 10.0) as u64);
             std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
         }
+        Ok(())
     };
-    let at = || start.elapsed().as_secs_f64();
-    let mut events = Vec::new();
-    wait(moments[0], "steady");
+    let mut events: Vec<Event> = Vec::new();
+    let mut event = |what: &'static str, replica: usize| {
+        events.push(Event {
+            what,
+            replica: replica + 1,
+            t_s: at(),
+        });
+        at()
+    };
+    wait(0.0, schedule.settle_s, "steady")?;
     let follower = cluster.follower()?;
     cluster.kill(follower)?;
-    events.push(Event {
-        what: "follower killed",
-        replica: follower + 1,
-        t_s: at(),
-    });
-    wait(moments[1], "follower down");
+    let t = event("follower killed", follower);
+    wait(t, schedule.down_s, "follower down")?;
     cluster.start_again(follower)?;
-    events.push(Event {
-        what: "follower started",
-        replica: follower + 1,
-        t_s: at(),
-    });
-    wait(moments[2], "follower back");
+    let t = event("follower started", follower);
+    wait(t, schedule.settle_s, "follower back")?;
     let leader = cluster.leader()?;
     cluster.kill(leader)?;
-    events.push(Event {
-        what: "leader killed",
-        replica: leader + 1,
-        t_s: at(),
-    });
-    wait(moments[3], "leader down");
+    let t = event("leader killed", leader);
+    wait(t, schedule.down_s, "leader down")?;
     cluster.start_again(leader)?;
-    events.push(Event {
-        what: "leader started",
-        replica: leader + 1,
-        t_s: at(),
-    });
-    wait(moments[4], "leader back");
+    let t = event("leader started", leader);
+    wait(t, schedule.settle_s, "leader back")?;
     bar.finish_and_clear();
     Ok(events)
 }
@@ -519,8 +530,9 @@ pub fn recoveries(run: &Run) -> Vec<Recovery> {
         }
         total[from..to].iter().sum::<f64>() / (to - from) as f64
     };
+    // The second half of the load before the first kill: the first is warm-up.
     let first_kill = run.events.first().map_or(total.len(), |e| bucket_of(e.t_s));
-    let before = mean(WARMUP_BUCKETS.min(first_kill.saturating_sub(1)), first_kill);
+    let before = mean(first_kill / 2, first_kill);
     let ms_after = |from: usize, b: usize| (b - from) as f64 * BUCKET_MS as f64;
     let mut out = Vec::new();
     for (i, pair) in run.events.chunks(2).enumerate() {

@@ -130,6 +130,23 @@ fn name(run: &Run, r: usize) -> String {
     }
 }
 
+/// Replica `r`'s executed series with 0 where it was killed (not a gap in the line).
+fn executed_or_down(run: &Run, r: usize) -> Vec<Option<f64>> {
+    let bucket = |t_s: f64| (t_s * 1000.0 / BUCKET_MS as f64) as usize;
+    let mut series = run.executed_per_s[r].clone();
+    for pair in run.events.chunks(2) {
+        if let [killed, started] = pair {
+            if killed.replica == r + 1 {
+                let down = bucket(killed.t_s)..bucket(started.t_s).min(series.len());
+                for x in &mut series[down] {
+                    x.get_or_insert(0.0);
+                }
+            }
+        }
+    }
+    series
+}
+
 fn plot(path: &Path, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
     let per_s = 1000.0 / BUCKET_MS as f64;
     let mut answered: Vec<Line> = (0..run.replicas)
@@ -150,7 +167,7 @@ fn plot(path: &Path, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
     let executed = (0..run.replicas)
         .map(|r| Line {
             label: name(run, r),
-            points: smoothed(&run.executed_per_s[r]),
+            points: smoothed(&executed_or_down(run, r)),
         })
         .collect();
     let axes = Axes {
