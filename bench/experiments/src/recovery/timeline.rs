@@ -45,8 +45,8 @@ pub const SWITCH_EVERY: u64 = 200;
 const PUT_SHARE: f64 = 0.5;
 /// Seconds the phases may run late in all before the run is given up.
 const LATE_S: f64 = 60.0;
-/// The dip is the lowest mean over this many buckets (500 ms).
-const DIP_BUCKETS: usize = 5;
+/// The lowest throughput after a kill is the lowest mean over this many buckets (500 ms).
+const LOWEST_BUCKETS: usize = 5;
 /// Throughput counts as restored when its mean over this many buckets (1 s) reaches
 /// [`RESTORED_SHARE`] of what it was before the crashes.
 const RESTORED_BUCKETS: usize = 10;
@@ -125,7 +125,7 @@ pub struct Recovery {
     pub down_ops: f64,
     /// The lowest 500 ms mean of the system throughput from the kill to the next kill (or the
     /// end), percent of `before_ops`.
-    pub dip_pct: f64,
+    pub lowest_pct: f64,
     /// The longest stretch without any answer in that window, ms.
     pub gap_ms: f64,
     /// From its start until its INFO said it votes, ms (to the sample, ±[`BUCKET_MS`]).
@@ -218,12 +218,12 @@ pub fn figs45(
 fn line(r: &Recovery) -> String {
     let ms = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{v:.0} ms"));
     format!(
-        "{} (replica {}) down: {:.0} → {:.0} ops/s, dip {:.0}%, votes {}, serves {}, caught up {}, restored {}",
+        "{} (replica {}) down: {:.0} → {:.0} ops/s, lowest {:.0}% of before, votes {}, serves {}, caught up {}, restored {}",
         r.crashed,
         r.replica,
         r.before_ops,
         r.down_ops,
-        r.dip_pct,
+        r.lowest_pct,
         ms(r.votes_ms),
         ms(r.serves_ms),
         ms(r.caught_up_ms),
@@ -544,8 +544,8 @@ pub fn recoveries(run: &Run) -> Vec<Recovery> {
             .get(2 * i + 2)
             .map_or(total.len(), |e| bucket_of(e.t_s));
         let down_from = if restart > kill + 10 { kill + 10 } else { kill };
-        let dip = (kill..end.saturating_sub(DIP_BUCKETS - 1).max(kill + 1))
-            .map(|b| mean(b, b + DIP_BUCKETS))
+        let lowest = (kill..end.saturating_sub(LOWEST_BUCKETS - 1).max(kill + 1))
+            .map(|b| mean(b, b + LOWEST_BUCKETS))
             .fold(f64::INFINITY, f64::min);
         let gap = total[kill.min(total.len())..end]
             .split(|&x| x > 0.0)
@@ -578,8 +578,8 @@ pub fn recoveries(run: &Run) -> Vec<Recovery> {
             replica: killed.replica,
             before_ops: before,
             down_ops: mean(down_from, restart),
-            dip_pct: if before > 0.0 && dip.is_finite() {
-                dip / before * 100.0
+            lowest_pct: if before > 0.0 && lowest.is_finite() {
+                lowest / before * 100.0
             } else {
                 0.0
             },
@@ -712,7 +712,7 @@ mod tests {
         assert!((r.down_ops - 70.0).abs() < 1e-9, "{}", r.down_ops);
         assert_eq!(r.gap_ms, 300.0);
         // The lowest 500 ms: 3 silent buckets and 2 of 100 ops/s, 20% of 200.
-        assert_eq!(r.dip_pct, 20.0);
+        assert_eq!(r.lowest_pct, 20.0);
         assert_eq!(r.votes_ms, Some(200.0));
         assert_eq!(r.serves_ms, Some(400.0));
         assert_eq!(r.caught_up_ms, Some(600.0));

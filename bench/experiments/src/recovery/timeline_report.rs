@@ -8,8 +8,8 @@ use crate::plot::{draw_with, Axes, Line, Panel};
 
 use super::timeline::{Recovery, Run, BUCKET_MS, RESTORED_SHARE, SWITCH_EVERY};
 
-/// Buckets a plotted point is the mean of (500 ms).
-const PLOT_MEAN_BUCKETS: usize = 5;
+/// Buckets a plotted point is the mean of (1 s).
+const PLOT_BIN_BUCKETS: usize = 10;
 
 /// Seed 002's Figs. 4–5 in its words' figures (mPaxosSM on Optane, 512 MB of state machine,
 /// 1k clients, 6 kB puts).
@@ -73,7 +73,7 @@ fn opt(x: Option<f64>) -> String {
 /// `figs45-recovery.csv`: one row per crash.
 pub fn recovery_csv(runs: &[Run]) -> String {
     let mut s = String::from(
-        "mode,medium,replicas,crashed,replica,before_ops,down_ops,dip_pct,gap_ms,votes_ms,serves_ms,caught_up_ms,restored_ms\n",
+        "mode,medium,replicas,crashed,replica,before_ops,down_ops,lowest_pct,gap_ms,votes_ms,serves_ms,caught_up_ms,restored_ms\n",
     );
     for run in runs {
         for r in &run.recoveries {
@@ -87,7 +87,7 @@ pub fn recovery_csv(runs: &[Run]) -> String {
                 r.replica,
                 r.before_ops,
                 r.down_ops,
-                r.dip_pct,
+                r.lowest_pct,
                 r.gap_ms,
                 opt(r.votes_ms),
                 opt(r.serves_ms),
@@ -99,18 +99,19 @@ pub fn recovery_csv(runs: &[Run]) -> String {
     s
 }
 
-/// Trailing means over [`PLOT_MEAN_BUCKETS`] of the values present, as (seconds, value).
-fn smoothed(values: &[Option<f64>]) -> Vec<(f64, f64)> {
-    (0..values.len())
-        .filter_map(|b| {
-            let window: Vec<f64> = values[b.saturating_sub(PLOT_MEAN_BUCKETS - 1)..=b]
-                .iter()
-                .flatten()
-                .copied()
-                .collect();
-            values[b]?;
-            let mean = window.iter().sum::<f64>() / window.len() as f64;
-            Some(((b + 1) as f64 * BUCKET_MS as f64 / 1000.0, mean))
+/// Means over bins of [`PLOT_BIN_BUCKETS`] of the values present, as (seconds at the bin's
+/// end, mean); a bin without any value is left out.
+fn binned(values: &[Option<f64>]) -> Vec<(f64, f64)> {
+    values
+        .chunks(PLOT_BIN_BUCKETS)
+        .enumerate()
+        .filter_map(|(i, bin)| {
+            let present: Vec<f64> = bin.iter().flatten().copied().collect();
+            if present.is_empty() {
+                return None;
+            }
+            let end = (i * PLOT_BIN_BUCKETS + bin.len()) as f64 * BUCKET_MS as f64 / 1000.0;
+            Some((end, present.iter().sum::<f64>() / present.len() as f64))
         })
         .collect()
 }
@@ -152,7 +153,7 @@ fn plot(path: &Path, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
     let mut answered: Vec<Line> = (0..run.replicas)
         .map(|r| Line {
             label: name(run, r),
-            points: smoothed(
+            points: binned(
                 &run.answered[r]
                     .iter()
                     .map(|&n| Some(n as f64 * per_s))
@@ -162,12 +163,12 @@ fn plot(path: &Path, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     answered.push(Line {
         label: "all replicas".into(),
-        points: smoothed(&run.total_per_s().into_iter().map(Some).collect::<Vec<_>>()),
+        points: binned(&run.total_per_s().into_iter().map(Some).collect::<Vec<_>>()),
     });
     let executed = (0..run.replicas)
         .map(|r| Line {
             label: name(run, r),
-            points: smoothed(&executed_or_down(run, r)),
+            points: binned(&executed_or_down(run, r)),
         })
         .collect();
     let axes = Axes {
@@ -182,7 +183,7 @@ fn plot(path: &Path, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
             run.mode, run.medium, run.replicas
         ),
         "seconds from the start of the load",
-        "ops/s (500 ms means)",
+        "ops/s (1 s means)",
         &[
             Panel {
                 title: "answered to its clients".into(),
@@ -207,8 +208,8 @@ pub fn summary(runs: &[Run]) -> String {
              closed-loop clients that move to a random replica every {SWITCH_EVERY} commands; \
              after {} s a follower is killed with SIGKILL and started {} s later, after {} s \
              more the leader. *before*: the system's ops/s before the first kill; *down*: while \
-             the replica was down; *dip*: the lowest 500 ms of the system, from the kill to the \
-             next kill or the end, in % of *before*; *gap*: the longest time without any answer; \
+             the replica was down; *lowest*: the lowest 500 ms mean of the system, from the kill to \
+             the next kill or the end, in % of *before* (0: no answer at all for 500 ms); *gap*: the longest time without any answer; \
              then from the replica's start (to {BUCKET_MS} ms) until its INFO said it votes, it \
              answered a client, its executed instance reached the others', and the system's ops/s \
              over 1 s were back to {:.0}% of *before*. Series in figs45.csv, plots in \
@@ -221,7 +222,7 @@ pub fn summary(runs: &[Run]) -> String {
         );
     }
     s.push_str(
-        "| mode | medium | replicas | crashed | before ops/s | down ops/s | dip % | gap ms | votes ms | serves ms | caught up ms | restored ms |\n\
+        "| mode | medium | replicas | crashed | before ops/s | down ops/s | lowest % | gap ms | votes ms | serves ms | caught up ms | restored ms |\n\
          | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     let ms = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{v:.0}"));
@@ -232,13 +233,13 @@ pub fn summary(runs: &[Run]) -> String {
                 replica,
                 before_ops,
                 down_ops,
-                dip_pct,
+                lowest_pct,
                 gap_ms,
                 ..
             } = r;
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {crashed} (R{replica}) | {before_ops:.0} | {down_ops:.0} | {dip_pct:.0} | {gap_ms:.0} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {crashed} (R{replica}) | {before_ops:.0} | {down_ops:.0} | {lowest_pct:.0} | {gap_ms:.0} | {} | {} | {} | {} |",
                 run.mode,
                 run.medium,
                 run.replicas,
@@ -258,8 +259,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plotted_points_are_trailing_means_of_the_values_present() {
-        let got = smoothed(&[Some(10.0), None, Some(20.0), Some(30.0)]);
-        assert_eq!(got, [(0.1, 10.0), (0.3, 15.0), (0.4, 20.0)]);
+    fn plotted_points_are_means_of_the_values_present_per_second() {
+        let mut values = vec![Some(10.0); 10];
+        values[3] = None;
+        values.extend([None; 10]);
+        values.extend([Some(20.0), Some(40.0)]);
+        assert_eq!(binned(&values), [(1.0, 10.0), (2.2, 30.0)]);
     }
 }
