@@ -123,11 +123,16 @@ pub struct Recovery {
     /// System throughput while the replica was down (its first second left out when it lasted
     /// longer than that), ops/s.
     pub down_ops: f64,
+    /// System throughput from its start to the next kill (or the end), ops/s.
+    pub after_ops: f64,
     /// The lowest 500 ms mean of the system throughput from the kill to the next kill (or the
     /// end), percent of `before_ops`.
     pub lowest_pct: f64,
     /// The longest stretch without any answer in that window, ms.
     pub gap_ms: f64,
+    /// How often the leader changed in that window, as sampled (a replica saying
+    /// `log_is_leader:1` other than the one before).
+    pub leader_changes: usize,
     /// From its start until its INFO said it votes, ms (to the sample, ±[`BUCKET_MS`]).
     pub votes_ms: Option<f64>,
     /// From its start until it answered a client.
@@ -578,12 +583,14 @@ pub fn recoveries(run: &Run) -> Vec<Recovery> {
             replica: killed.replica,
             before_ops: before,
             down_ops: mean(down_from, restart),
+            after_ops: mean(restart, end),
             lowest_pct: if before > 0.0 && lowest.is_finite() {
                 lowest / before * 100.0
             } else {
                 0.0
             },
             gap_ms: gap as f64 * BUCKET_MS as f64,
+            leader_changes: leader_changes(&run.samples, kill..end),
             votes_ms: votes.map(|b| ms_after(restart, b)),
             serves_ms: serves.map(|b| ms_after(restart, b)),
             caught_up_ms: caught_up.map(|b| ms_after(restart, b)),
@@ -591,6 +598,30 @@ pub fn recoveries(run: &Run) -> Vec<Recovery> {
         });
     }
     out
+}
+
+/// How often the sampled leader changed in `buckets` (buckets where no replica or several say
+/// they lead are skipped).
+fn leader_changes(samples: &[Vec<Option<Sample>>], buckets: std::ops::Range<usize>) -> usize {
+    let leaders = buckets.filter_map(|b| {
+        let mut leading = samples
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.get(b).and_then(Option::as_ref).is_some_and(|s| s.leads));
+        match (leading.next(), leading.next()) {
+            (Some((r, _)), None) => Some(r),
+            _ => None,
+        }
+    });
+    let mut last = None;
+    let mut changes = 0;
+    for r in leaders {
+        if last.is_some_and(|l| l != r) {
+            changes += 1;
+        }
+        last = Some(r);
+    }
+    changes
 }
 
 #[cfg(test)]
@@ -702,6 +733,27 @@ mod tests {
     }
 
     #[test]
+    fn leader_changes_count_moves_of_the_one_leader() {
+        let leads = |l: bool| {
+            Some(Sample {
+                leads: l,
+                ..s(0, 0, "serving").unwrap()
+            })
+        };
+        let a = vec![leads(true), leads(true), None, leads(false), leads(true)];
+        let b = vec![
+            leads(false),
+            leads(true),
+            leads(false),
+            leads(true),
+            leads(false),
+        ];
+        // Bucket 1: both lead (skipped); 0: a, 3: b, 4: a.
+        assert_eq!(leader_changes(&[a.clone(), b.clone()], 0..5), 2);
+        assert_eq!(leader_changes(&[a, b], 0..3), 0);
+    }
+
+    #[test]
     fn a_recovery_is_read_from_the_series() {
         let got = recoveries(&toy());
         assert_eq!(got.len(), 1);
@@ -710,7 +762,10 @@ mod tests {
         assert_eq!(r.before_ops, 200.0);
         // Down for 10 buckets: the mean from the kill, 3 silent buckets and 7 of 100 ops/s.
         assert!((r.down_ops - 70.0).abs() < 1e-9, "{}", r.down_ops);
+        // From bucket 30 to 60: 4 buckets of 100 ops/s, 26 of 200.
+        assert!((r.after_ops - 186.666_666).abs() < 1e-3, "{}", r.after_ops);
         assert_eq!(r.gap_ms, 300.0);
+        assert_eq!(r.leader_changes, 0);
         // The lowest 500 ms: 3 silent buckets and 2 of 100 ops/s, 20% of 200.
         assert_eq!(r.lowest_pct, 20.0);
         assert_eq!(r.votes_ms, Some(200.0));

@@ -73,13 +73,13 @@ fn opt(x: Option<f64>) -> String {
 /// `figs45-recovery.csv`: one row per crash.
 pub fn recovery_csv(runs: &[Run]) -> String {
     let mut s = String::from(
-        "mode,medium,replicas,crashed,replica,before_ops,down_ops,lowest_pct,gap_ms,votes_ms,serves_ms,caught_up_ms,restored_ms\n",
+        "mode,medium,replicas,crashed,replica,before_ops,down_ops,after_ops,lowest_pct,gap_ms,leader_changes,votes_ms,serves_ms,caught_up_ms,restored_ms\n",
     );
     for run in runs {
         for r in &run.recoveries {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{:.0},{:.0},{:.0},{:.0},{},{},{},{}",
+                "{},{},{},{},{},{:.0},{:.0},{:.0},{:.0},{:.0},{},{},{},{},{}",
                 run.mode,
                 run.medium,
                 run.replicas,
@@ -87,8 +87,10 @@ pub fn recovery_csv(runs: &[Run]) -> String {
                 r.replica,
                 r.before_ops,
                 r.down_ops,
+                r.after_ops,
                 r.lowest_pct,
                 r.gap_ms,
+                r.leader_changes,
                 opt(r.votes_ms),
                 opt(r.serves_ms),
                 opt(r.caught_up_ms),
@@ -208,11 +210,13 @@ pub fn summary(runs: &[Run]) -> String {
              closed-loop clients that move to a random replica every {SWITCH_EVERY} commands; \
              after {} s a follower is killed with SIGKILL and started {} s later, after {} s \
              more the leader. *before*: the system's ops/s before the first kill; *down*: while \
-             the replica was down; *lowest*: the lowest 500 ms mean of the system, from the kill to \
-             the next kill or the end, in % of *before* (0: no answer at all for 500 ms); *gap*: the longest time without any answer; \
-             then from the replica's start (to {BUCKET_MS} ms) until its INFO said it votes, it \
-             answered a client, its executed instance reached the others', and the system's ops/s \
-             over 1 s were back to {:.0}% of *before*. Series in figs45.csv, plots in \
+             the replica was down; *after*: from its start to the next kill or the end. From the \
+             kill to the next kill or the end: *lowest*, the lowest 500 ms mean of the system in \
+             % of *before* (0: no answer at all for 500 ms); *gap*, the longest time without any \
+             answer; *leader moves*, how often the sampled leader changed. Then from the \
+             replica's start (to {BUCKET_MS} ms) until its INFO said it votes, it answered a \
+             client, its executed instance reached the others', and the system's ops/s over 1 s \
+             were back to {:.0}% of *before*. Series in figs45.csv, plots in \
              figs45-<mode>-<replicas>.png.\n",
             run.state_mb,
             run.schedule.settle_s,
@@ -222,8 +226,8 @@ pub fn summary(runs: &[Run]) -> String {
         );
     }
     s.push_str(
-        "| mode | medium | replicas | crashed | before ops/s | down ops/s | lowest % | gap ms | votes ms | serves ms | caught up ms | restored ms |\n\
-         | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| mode | medium | replicas | crashed | before ops/s | down ops/s | after ops/s | lowest % | gap ms | leader moves | votes ms | serves ms | caught up ms | restored ms |\n\
+         | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     let ms = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{v:.0}"));
     for run in runs {
@@ -233,13 +237,15 @@ pub fn summary(runs: &[Run]) -> String {
                 replica,
                 before_ops,
                 down_ops,
+                after_ops,
                 lowest_pct,
                 gap_ms,
+                leader_changes,
                 ..
             } = r;
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {crashed} (R{replica}) | {before_ops:.0} | {down_ops:.0} | {lowest_pct:.0} | {gap_ms:.0} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {crashed} (R{replica}) | {before_ops:.0} | {down_ops:.0} | {after_ops:.0} | {lowest_pct:.0} | {gap_ms:.0} | {leader_changes} | {} | {} | {} | {} |",
                 run.mode,
                 run.medium,
                 run.replicas,
