@@ -2,8 +2,8 @@
 //! the leader, is killed with SIGKILL and started again, with 3 and 5 replicas.
 //!
 //! A filled cluster takes Table II's mix (half SETs of 8 kB, half GETs of the state's keys)
-//! from closed-loop clients. As in seed 002, a client stays with one replica and moves to
-//! another picked at random every [`SWITCH_EVERY`] commands (and at once when its connection
+//! from closed-loop clients spread evenly over the replicas. As in seed 002, a client stays
+//! with one replica and moves to another picked at random every [`SWITCH_EVERY`] commands (and at once when its connection
 //! fails), so that a restarted replica gets clients again. Two series per replica, in
 //! [`BUCKET_MS`] buckets from the start of the load:
 //!
@@ -384,8 +384,9 @@ struct Counts {
     errors: Vec<u64>,
 }
 
-/// One closed-loop client: batches of `pipeline` commands of Table II's mix to one replica,
-/// moving to a random one every [`SWITCH_EVERY`] commands and when its connection fails.
+/// One closed-loop client: batches of `pipeline` commands of Table II's mix to one replica
+/// (replica `id` modulo their number first), moving to a random one every [`SWITCH_EVERY`]
+/// commands and when its connection fails.
 fn client(
     id: u32,
     endpoints: &[SocketAddr],
@@ -408,11 +409,18 @@ fn client(
     let pause = Duration::from_millis(10);
     let mut conn: Option<(usize, Conn)> = None;
     let mut sent = 0u64;
+    let mut first = true;
     while !stop.load(Ordering::Relaxed) {
         let (at, c) = match conn.as_mut() {
             Some((at, c)) => (*at, c),
             None => {
-                let at = rng.random_range(0..endpoints.len());
+                // The clients start spread evenly over the replicas, then move at random.
+                let at = if first {
+                    id as usize % endpoints.len()
+                } else {
+                    rng.random_range(0..endpoints.len())
+                };
+                first = false;
                 match Conn::open(endpoints[at]) {
                     Ok(c) => {
                         sent = 0;
