@@ -358,20 +358,37 @@ fn drive(
         });
         at()
     };
-    wait(0.0, schedule.settle_s, "steady")?;
-    let follower = cluster.follower()?;
-    cluster.kill(follower)?;
-    let t = event("follower killed", follower);
-    wait(t, schedule.down_s, "follower down")?;
-    cluster.start_again(follower)?;
-    let t = event("follower started", follower);
-    wait(t, schedule.settle_s, "follower back")?;
-    let leader = cluster.leader()?;
-    cluster.kill(leader)?;
-    let t = event("leader killed", leader);
-    wait(t, schedule.down_s, "leader down")?;
-    cluster.start_again(leader)?;
-    let t = event("leader started", leader);
+    // Whom, the events of the kill and the start, and the phases before and while down.
+    let crashes = [
+        (
+            "follower",
+            "follower killed",
+            "follower started",
+            "steady",
+            "follower down",
+        ),
+        (
+            "leader",
+            "leader killed",
+            "leader started",
+            "follower back",
+            "leader down",
+        ),
+    ];
+    let mut t = 0.0;
+    for (whom, killed, started, before, down) in crashes {
+        wait(t, schedule.settle_s, before)?;
+        let r = if whom == "follower" {
+            cluster.follower()?
+        } else {
+            cluster.leader()?
+        };
+        cluster.kill(r)?;
+        let at_kill = event(killed, r);
+        wait(at_kill, schedule.down_s, down)?;
+        cluster.start_again(r)?;
+        t = event(started, r);
+    }
     wait(t, schedule.settle_s, "leader back")?;
     bar.finish_and_clear();
     Ok(events)
@@ -695,12 +712,8 @@ mod tests {
     fn toy() -> Run {
         let n = 60;
         let mut answered = vec![vec![10u64; n], vec![10u64; n]];
-        for b in 20..34 {
-            answered[1][b] = 0;
-        }
-        for b in 20..23 {
-            answered[0][b] = 0;
-        }
+        answered[1][20..34].fill(0);
+        answered[0][20..23].fill(0);
         let leader: Vec<Option<Sample>> = (0..n).map(|b| s(0, 100 + b as i64, "serving")).collect();
         let mut back: Vec<Option<Sample>> =
             (0..n).map(|b| s(0, 100 + b as i64, "serving")).collect();
