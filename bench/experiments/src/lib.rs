@@ -15,7 +15,8 @@
 //! * `logless bench psmr` (module [`psmr`], the `logless-psmr` binary): P-SMR against sP-SMR,
 //!   SMR and no replication on the B⁺-tree service (seed 004, §VI, Figures 3–7).
 //! * `logless bench recovery` (module [`recovery`], the `logless-recovery` binary): the log
-//!   engine's recovery modes in seed 002's evaluation (restart times, Table II, Fig. 3).
+//!   engine's recovery modes in seed 002's evaluation (restart times, Table II, Fig. 3, every
+//!   replica's throughput over a crash as in Figs. 4–5).
 //! * `logless bench ring` (module [`ring`], the `logless-ring` binary): ops per CPU-second of a
 //!   ring of N nodes (R replicas per key) as N grows, routed and proxied, and each node's share
 //!   of the keys against R/N (issue 28).

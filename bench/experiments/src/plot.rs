@@ -223,11 +223,55 @@ where
             });
         chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, colour.filled())))?;
     }
+    let legend = legend_corner(&chart, panel, shown);
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerLeft)
+        .position(legend)
         .draw()?;
     Ok(())
+}
+
+/// The corner of the plotting area where the legend hides the fewest points (lower left when
+/// several hide none), its size guessed from the labels.
+fn legend_corner<X, Y>(
+    chart: &ChartContext<'_, BitMapBackend<'_>, Cartesian2d<X, Y>>,
+    panel: &Panel,
+    shown: &dyn Fn(&(f64, f64)) -> bool,
+) -> SeriesLabelPosition
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let longest = panel
+        .lines
+        .iter()
+        .map(|l| l.label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let (w, h) = (
+        7 * longest as i32 + 40,
+        20 * (panel.lines.len() as i32 + 1) + 10,
+    );
+    let corners = [
+        (SeriesLabelPosition::LowerLeft, xs.start, ys.end - h),
+        (SeriesLabelPosition::LowerRight, xs.end - w, ys.end - h),
+        (SeriesLabelPosition::UpperLeft, xs.start, ys.start),
+        (SeriesLabelPosition::UpperRight, xs.end - w, ys.start),
+    ];
+    let hidden = |&(_, x0, y0): &(SeriesLabelPosition, i32, i32)| {
+        panel
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().filter(|p| shown(p)))
+            .map(|p| chart.backend_coord(p))
+            .filter(|&(x, y)| x >= x0 && x <= x0 + w && y >= y0 && y <= y0 + h)
+            .count()
+    };
+    corners
+        .into_iter()
+        .min_by_key(hidden)
+        .map_or(SeriesLabelPosition::LowerLeft, |c| c.0)
 }

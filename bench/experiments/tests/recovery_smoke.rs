@@ -1,6 +1,7 @@
 //! The `logless bench recovery` harness end to end at a tiny size: a follower of each recovery
-//! mode's 3-replica cluster restarted (timed until it votes and serves), and Table II's mix
-//! and Fig. 3's SETs on mPaxos, with the results written. It needs the debug `logless` binary
+//! mode's 3-replica cluster restarted (timed until it votes and serves), Table II's mix and
+//! Fig. 3's SETs on mPaxos, and the Figs. 4–5 timeline (a follower, then the leader, killed
+//! and started under load) on mPaxosSM, with the results written. It needs the debug `logless` binary
 //! of the same target directory (`cargo build -p logless`).
 
 mod common;
@@ -20,6 +21,10 @@ fn tiny(out: PathBuf, modes: &[&str], jobs: &[&str]) -> RecoveryArgs {
         seconds: 0.3,
         clients: 3,
         pipeline: 2,
+        timeline_replicas: vec![3],
+        timeline_mb: 1,
+        settle_s: 1.2,
+        down_s: 0.6,
         modes: modes.iter().map(|m| m.to_string()).collect(),
         jobs: jobs.iter().map(|j| j.to_string()).collect(),
         quick: false,
@@ -69,6 +74,47 @@ fn every_mode_restarts_and_the_results_are_written() {
         summary.contains("Table II") && summary.contains("Fig. 3"),
         "{summary}"
     );
+}
+
+#[test]
+fn every_replica_is_followed_over_a_follower_and_a_leader_crash() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("figs45");
+    run(&tiny(out.clone(), &["pmem-sm"], &["figs45"])).expect("the figs45 job runs");
+    let csv = std::fs::read_to_string(out.join("figs45-recovery.csv")).expect("the figures");
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    assert_eq!((rows[0][3], rows[1][3]), ("follower", "leader"), "{csv}");
+    for row in &rows {
+        assert_eq!(&row[..3], ["pmem-sm", "emulp", "3"], "{csv}");
+        let before: f64 = row[5].parse().expect("before_ops");
+        assert!(
+            before > 0.0,
+            "no command answered before the crashes: {csv}"
+        );
+        assert!(
+            !row[9].is_empty(),
+            "the restarted replica never voted: {csv}"
+        );
+    }
+    let series = std::fs::read_to_string(out.join("figs45.csv")).expect("the series");
+    for replica in 1..=3 {
+        let answered: f64 = series
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[4] == replica.to_string())
+            .map(|f| f[5].parse::<f64>().expect("answered_per_s"))
+            .sum();
+        assert!(answered > 0.0, "replica {replica} answered nothing");
+    }
+    assert!(out.join("figs45-pmem-sm-3.png").is_file());
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(summary.contains("Figs. 4–5"), "{summary}");
 }
 
 #[test]

@@ -6,7 +6,9 @@ use clap::Parser;
 use logless_bench::recovery::{run, RecoveryArgs};
 
 #[derive(Parser)]
-#[command(about = "restart times, Table II and Fig. 3 of seed 002 for each recovery mode")]
+#[command(
+    about = "restart times, Table II, Fig. 3 and Figs. 4–5 of seed 002 for each recovery mode"
+)]
 struct Cli {
     #[command(flatten)]
     args: RecoveryArgs,

@@ -1,5 +1,6 @@
-//! A 3-replica log-engine cluster in one recovery mode: started, filled with a state of a
-//! given size, and a follower killed and started again with its restart timed.
+//! A log-engine cluster (3 replicas unless asked otherwise) in one recovery mode: started,
+//! filled with a state of a given size, and a replica killed and started again, its restart
+//! timed or left to run.
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -51,12 +52,22 @@ pub struct Restart {
 impl Cluster {
     /// Starts 3 replicas of `bin` in `mode` on `medium` and waits until they serve.
     pub fn start(bin: &Path, mode: &Mode, medium: &str) -> Result<Cluster, String> {
+        Cluster::start_with(bin, mode, medium, 3)
+    }
+
+    /// Starts `replicas` replicas of `bin` in `mode` on `medium` and waits until they serve.
+    pub fn start_with(
+        bin: &Path,
+        mode: &Mode,
+        medium: &str,
+        replicas: u16,
+    ) -> Result<Cluster, String> {
         let data = tempfile::Builder::new()
             .prefix("logless-recovery-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        let port = peers::free_ports(&server::PORT_OFFSETS, 3)?;
-        let specs: Vec<ServerSpec> = server::loopback_cluster(3, port, data.path(), medium)
+        let port = peers::free_ports(&server::PORT_OFFSETS, replicas)?;
+        let specs: Vec<ServerSpec> = server::loopback_cluster(replicas, port, data.path(), medium)
             .into_iter()
             .map(|s| {
                 s.flag("--engine", "multipaxos")
@@ -110,18 +121,35 @@ impl Cluster {
         Ok((find_leader(&self.clients())? + 1) % self.specs.len())
     }
 
-    /// Kills replica `i` with SIGKILL, starts it again and times it until it votes and until
-    /// it serves.
-    pub fn restart(&mut self, i: usize) -> Result<Restart, String> {
+    /// The leader (the replica whose INFO says it leads).
+    pub fn leader(&self) -> Result<usize, String> {
+        find_leader(&self.clients())
+    }
+
+    /// Kills replica `i` with SIGKILL and waits until its client port is free.
+    pub fn kill(&mut self, i: usize) -> Result<(), String> {
         self.procs[i].crash();
         // The killed process may hold its ports for a moment after its parent is reaped.
         let addr = self.specs[i].client;
         wait_until(Duration::from_secs(30), "the killed replica's port", || {
             TcpStream::connect_timeout(&addr, Duration::from_millis(100))
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
-        })?;
-        let started = Instant::now();
+        })
+    }
+
+    /// Starts the killed replica `i` again (on its data directory), without waiting for it.
+    pub fn start_again(&mut self, i: usize) -> Result<(), String> {
         self.procs[i] = spawn(&self.bin, &self.specs[i], PROCESS_LIMIT_S)?;
+        Ok(())
+    }
+
+    /// Kills replica `i` with SIGKILL, starts it again and times it until it votes and until
+    /// it serves.
+    pub fn restart(&mut self, i: usize) -> Result<Restart, String> {
+        self.kill(i)?;
+        let started = Instant::now();
+        self.start_again(i)?;
+        let addr = self.specs[i].client;
         let mut votes = None;
         let probe_key = key(0);
         let serves = loop {
@@ -150,7 +178,7 @@ impl Cluster {
     }
 
     /// `error` with the end of every replica's log.
-    fn with_logs(&self, error: String) -> String {
+    pub fn with_logs(&self, error: String) -> String {
         peers::with_logs(&self.procs, error)
     }
 }

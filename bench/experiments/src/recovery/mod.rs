@@ -15,14 +15,18 @@
 //! 2. **Table II** ([`throughput`]): 50% SETs of 8 kB values and 50% GETs (9-byte requests)
 //!    on states of 10 MB and 100 MB, every mode × medium in [`MODES`]: throughput and p99.
 //! 3. **Fig. 3** ([`throughput`]): SETs of 128 B to 10 kB, throughput in MB/s.
+//! 4. **Figs. 4–5** ([`timeline`]): every replica's throughput over time while a follower,
+//!    then the leader, is killed and started again, with 3 and 5 replicas.
 //!
-//! Results in `--out` ([`report`]): `restart.csv`, `table2.csv`, `fig3.csv`, `results.json`,
-//! `restart.png`, `fig3.png` and `summary.md`. Seed 002's Figs. 4–5 (throughput of every
-//! replica over a crash) are not measured yet.
+//! Results in `--out` ([`report`], [`timeline_report`]): `restart.csv`, `table2.csv`,
+//! `fig3.csv`, `figs45.csv`, `figs45-recovery.csv`, `results.json`, `restart.png`, `fig3.png`,
+//! `figs45-<mode>-<replicas>.png` and `summary.md`.
 pub mod cluster;
 pub mod report;
 pub mod restart;
 pub mod throughput;
+pub mod timeline;
+pub mod timeline_report;
 
 use std::path::PathBuf;
 
@@ -101,11 +105,23 @@ pub struct RecoveryArgs {
     /// Only these modes (`--recovery` names), comma-separated; all of [`MODES`] if none.
     #[arg(long, value_delimiter = ',')]
     pub modes: Vec<String>,
-    /// Which jobs: restart, table2, fig3 (comma-separated; all if none).
+    /// The cluster sizes of Figs. 4–5, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [3, 5])]
+    pub timeline_replicas: Vec<u16>,
+    /// The state of Figs. 4–5, in MB.
+    #[arg(long, default_value_t = 10)]
+    pub timeline_mb: u64,
+    /// Figs. 4–5: seconds of load before the first kill and after each restart.
+    #[arg(long, default_value_t = 10.0)]
+    pub settle_s: f64,
+    /// Figs. 4–5: seconds a killed replica stays down.
+    #[arg(long, default_value_t = 5.0)]
+    pub down_s: f64,
+    /// Which jobs: restart, table2, fig3, figs45 (comma-separated; all if none).
     #[arg(long, value_delimiter = ',')]
     pub jobs: Vec<String>,
     /// A CI-sized smoke run: restart at 10 and 50 MB, Table II at 10 MB, Fig. 3 at 128 B and
-    /// 4 kB on 5 MB, 2 s per point.
+    /// 4 kB on 5 MB, 2 s per point, Figs. 4–5 on 5 MB with 3 s of settling and 2 s down.
     #[arg(long)]
     pub quick: bool,
     /// Where the results go.
@@ -123,6 +139,9 @@ impl RecoveryArgs {
             a.fig3_bytes = vec![128, 4096];
             a.fig3_mb = 5;
             a.seconds = 2.0;
+            a.timeline_mb = 5;
+            a.settle_s = 3.0;
+            a.down_s = 2.0;
         }
         a
     }
@@ -145,7 +164,7 @@ impl RecoveryArgs {
 
     /// Whether job `name` runs; an error names an unknown job.
     pub fn runs(&self, name: &str) -> Result<bool, String> {
-        const JOBS: [&str; 3] = ["restart", "table2", "fig3"];
+        const JOBS: [&str; 4] = ["restart", "table2", "fig3", "figs45"];
         if let Some(bad) = self.jobs.iter().find(|j| !JOBS.contains(&j.as_str())) {
             return Err(format!("no job {bad:?}: the jobs are {}", JOBS.join(", ")));
         }
@@ -185,6 +204,25 @@ pub fn run(args: &RecoveryArgs) -> Result<(), String> {
     }
     if args.runs("fig3")? {
         results.fig3 = throughput::fig3(&bin, &modes, args.fig3_mb, &args.fig3_bytes, &load)?;
+        report::write(&args.out, &results)?;
+    }
+    if args.runs("figs45")? {
+        let schedule = timeline::Schedule {
+            settle_s: args.settle_s,
+            down_s: args.down_s,
+        };
+        let clients = timeline::Clients {
+            count: args.clients,
+            pipeline: args.pipeline,
+        };
+        results.figs45 = timeline::figs45(
+            &bin,
+            &modes,
+            &args.timeline_replicas,
+            args.timeline_mb,
+            &schedule,
+            &clients,
+        )?;
     }
     let summary = report::write(&args.out, &results)?;
     println!("{summary}");

@@ -8,7 +8,8 @@ use crate::plot::{draw_with, Axes, Line, Panel};
 
 use super::restart::RestartPoint;
 use super::throughput::Point;
-use super::MODES;
+use super::timeline::Run;
+use super::{timeline_report, MODES};
 
 /// Seed 002's restart anchors at 200 MB, ms: JPaxos+epochs votes after 1.7 s, JPaxos+SS has
 /// restored its snapshot after 1.14 s, mPaxos votes at once and is running after 0.42 s.
@@ -32,6 +33,8 @@ pub struct Results {
     pub table2: Vec<Point>,
     /// Job 3.
     pub fig3: Vec<Point>,
+    /// Job 4.
+    pub figs45: Vec<Run>,
 }
 
 /// Writes every file of `results` into `out` (those of the jobs that ran) and returns the
@@ -50,6 +53,9 @@ pub fn write(out: &Path, results: &Results) -> Result<String, String> {
     if !results.fig3.is_empty() {
         put("fig3.csv", &points_csv(&results.fig3))?;
         plot_fig3(&out.join("fig3.png"), &results.fig3)?;
+    }
+    if !results.figs45.is_empty() {
+        timeline_report::write(out, &results.figs45)?;
     }
     let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
     put("results.json", &json)?;
@@ -218,6 +224,10 @@ pub fn summary(r: &Results) -> String {
                 p.mode, p.medium, p.put_bytes, p.ops_per_s, p.put_mb_per_s, p.p99_ms
             );
         }
+        s.push('\n');
+    }
+    if !r.figs45.is_empty() {
+        s.push_str(&timeline_report::summary(&r.figs45));
     }
     s
 }
