@@ -35,16 +35,19 @@
 //!
 //! # Write-through
 //!
-//! Each key found is read through this node's own shard ([`Command::Get`]), whose proposer uses
-//! the joint stage's quorums (docs/ring.md §5, "joint quorums in the engine"). That read *is*
-//! the write-through: it answers only from a consistent joint quorum — a majority of `O` and
-//! a majority of `N` holding the same vote, the register's value with the request ids it was
-//! made by — or, seeing the acceptors disagree (the new ones hold ⊥), runs phase 1 under joint
-//! quorums and proposes the highest vote again in a new round with its request ids
-//! (`AckTable::verdict`'s `WriteThrough`), so a majority of `N` holds the value and a retry of
-//! the last request is recognised there. A register nobody holds stays ⊥. Any command runs
-//! through the register, so GET serves keys of every type (another type answers WRONGTYPE,
-//! which is still a reply from a joint quorum); a string's value size paces the mover.
+//! Each key found is written through by this node's own shard
+//! (`Replica::handle_write_through`, through [`ShardInput::WriteThroughs`]), whose proposer
+//! uses the joint stage's quorums (docs/ring.md §5, "joint quorums in the engine"): phase 1
+//! under joint quorums (a majority of `O` and a majority of `N`) finds the register's highest
+//! vote — the value chosen last, with the request ids that made it — and, unless it finds
+//! nothing (⊥ stays ⊥), proposes it again with those request ids in the round of that phase 1,
+//! to every acceptor of both sets; then it reads, and answers as GET does. A plain read would
+//! not do: it answers from any consistent joint quorum, and the replicas `O` and `N` share
+//! usually form one, so the joining replica would get nothing. After the write-through a
+//! majority of `N` holds the value (all of `N` when they answer), and a retry of the request
+//! that made it is recognised there (exactly once). No client command reaches the entry point.
+//! The reply of a string is its value, whose size paces the mover; a key of another type
+//! answers WRONGTYPE, still after its write-through.
 //!
 //! # Pacing and progress
 //!
@@ -53,16 +56,17 @@
 //! the bucket to refill before the next. Progress (slots, keys found, synced, in transit) is
 //! in memory ([`Mover::progress`]), shown in `/status`, `/metrics` and in the node's report,
 //! which `logless cluster status` shows. A mover that restarts (the node restarted, or it lost
-//! a source) starts over: a write-through of a register already synced finds a consistent
-//! quorum or chooses the same value again in a higher round, which changes nothing a client
-//! can see.
+//! a source) starts over: a write-through of a register already synced chooses the same
+//! value, with the same request ids, again in a higher round, which changes nothing a client
+//! can see; and the keys the restarted mover lists are still a superset of those to move (the
+//! fence has held since the first listing).
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
-use logless_commands::command::{Command, Reply};
+use logless_commands::command::Reply;
 use logless_placement::{key_slot, Configuration, NodeId as PlacedId, Slot, Stage, SLOTS};
 use logless_redis::reply::parse_reply;
 use logless_redis::resp::Value;
@@ -75,7 +79,7 @@ use tracing::{info, warn};
 use crate::context::NodeContext;
 use crate::ring_register::{stage_name, RingStage};
 use crate::ring_watch::RingState;
-use crate::shard::{ReplyTo, ShardInput, Submitted};
+use crate::shard::{ReplyTo, ShardInput};
 
 /// Registers a SCAN page visits at a source (and so the most keys a batch writes through).
 const SCAN_COUNT: usize = 256;
@@ -387,7 +391,7 @@ impl<'a> Pass<'a> {
         Ok(())
     }
 
-    /// Reads every key of `batch` through this node's shards, retrying failures; the bytes
+    /// Writes every key of `batch` through this node's shards, retrying failures; the bytes
     /// moved (keys, string values, and each register's messages).
     async fn write_through(&mut self, batch: &[Bytes]) -> Result<u64, String> {
         let mut bytes = 0;
@@ -396,7 +400,7 @@ impl<'a> Pass<'a> {
             if left.is_empty() {
                 break;
             }
-            let results = read_keys(self.context, &left).await?;
+            let results = write_keys_through(self.context, &left).await?;
             let mut failed = Vec::new();
             let mut last_error = String::new();
             for (key, result) in left.into_iter().zip(results) {
@@ -431,31 +435,27 @@ impl<'a> Pass<'a> {
     }
 }
 
-/// Reads each of `keys` through this node's data shards (a GET, which writes a register
-/// through when its acceptors disagree); for each, the bytes of the value read or why it
-/// failed.
-async fn read_keys(
+/// Writes each of `keys` through this node's data shards (`Replica::handle_write_through`,
+/// answered as GET); for each, the bytes of the value read or why it failed.
+async fn write_keys_through(
     context: &NodeContext,
     keys: &[Bytes],
 ) -> Result<Vec<Result<u64, String>>, String> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let shards = context.shards.len();
-    let mut per_shard: Vec<Vec<Submitted>> = (0..shards).map(|_| Vec::new()).collect();
+    let mut per_shard: Vec<Vec<(Key, ReplyTo)>> = (0..shards).map(|_| Vec::new()).collect();
     for (seq, key) in keys.iter().enumerate() {
-        per_shard[crate::context::shard_of(key, shards)].push(Submitted {
-            key: Key::from_slice(key),
-            command: Command::Get,
-            reply: ReplyTo {
-                tx: tx.clone(),
-                seq: seq as u64,
-            },
-        });
+        let reply = ReplyTo {
+            tx: tx.clone(),
+            seq: seq as u64,
+        };
+        per_shard[crate::context::shard_of(key, shards)].push((Key::from_slice(key), reply));
     }
     drop(tx);
-    for (shard, submitted) in per_shard.into_iter().enumerate() {
-        if !submitted.is_empty() {
+    for (shard, registers) in per_shard.into_iter().enumerate() {
+        if !registers.is_empty() {
             context.shards[shard]
-                .send(ShardInput::Commands(submitted))
+                .send(ShardInput::WriteThroughs(registers))
                 .await
                 .map_err(|_| "the node is stopping".to_string())?;
         }

@@ -438,6 +438,24 @@ impl<R, M: Media> ShardCore<R, M> {
         self.submitted.push((ClientTag(tag), key, command));
     }
 
+    /// A write-through of register `key` for the ring's data mover ([`crate::ring_mover`],
+    /// `Replica::handle_write_through`), answered through `reply` as GET is.
+    pub fn submit_write_through(&mut self, key: Key, reply: R) {
+        self.hand_over_commands();
+        self.next_tag += 1;
+        let tag = self.next_tag;
+        self.waiting.insert(
+            tag,
+            Waiting {
+                reply,
+                name: Command::Get.name(),
+                started_us: self.turn_started_us,
+            },
+        );
+        self.replica
+            .handle_write_through(self.now_ms, ClientTag(tag), key);
+    }
+
     /// Hands the commands submitted so far to the replica.
     fn hand_over_commands(&mut self) {
         if !self.submitted.is_empty() {

@@ -2094,7 +2094,10 @@ fn ring_a_write_through_puts_the_value_and_its_request_on_the_new_acceptors() {
     assert_eq!(synced, Ok(Reply::Bulk("7".into())));
     for node in [s1, s2, m.joining] {
         let state = net.replicas[&node].acceptor_state(&m.key).unwrap();
-        assert!(state.r_voted > chosen.r_voted, "node {node:?} voted in a new round");
+        assert!(
+            state.r_voted > chosen.r_voted,
+            "node {node:?} voted in a new round"
+        );
         assert_eq!(state.value, chosen.value);
         assert_eq!(state.req, chosen.req, "the request that made the value");
     }
