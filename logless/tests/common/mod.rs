@@ -111,6 +111,32 @@ impl Cluster {
         each: impl Fn(usize, ServerSpec) -> ServerSpec,
         wrap: Option<Wrap>,
     ) -> Cluster {
+        let mut cluster = Cluster::prepare_wrapped(n, durability, password, each, wrap);
+        for i in 0..n {
+            cluster.spawn(i);
+        }
+        cluster.wait_serving(Duration::from_secs(30));
+        cluster
+    }
+
+    /// [`Cluster::start_each_as`] without starting any replica: the caller starts those it
+    /// wants with [`Cluster::spawn`].
+    pub fn prepare_each_as(
+        n: usize,
+        durability: &str,
+        password: Option<&str>,
+        each: impl Fn(usize, ServerSpec) -> ServerSpec,
+    ) -> Cluster {
+        Cluster::prepare_wrapped(n, durability, password, each, None)
+    }
+
+    fn prepare_wrapped(
+        n: usize,
+        durability: &str,
+        password: Option<&str>,
+        each: impl Fn(usize, ServerSpec) -> ServerSpec,
+        wrap: Option<Wrap>,
+    ) -> Cluster {
         let root = tempfile::tempdir().expect("temp dir");
         let n = u16::try_from(n).expect("replicas");
         let base =
@@ -123,17 +149,12 @@ impl Cluster {
                 child: None,
             })
             .collect();
-        let mut cluster = Cluster {
+        Cluster {
             replicas,
             password: password.map(str::to_owned),
             wrap,
             _root: root,
-        };
-        for i in 0..usize::from(n) {
-            cluster.spawn(i);
         }
-        cluster.wait_serving(Duration::from_secs(30));
-        cluster
     }
 
     /// Starts replica `i` (again).
