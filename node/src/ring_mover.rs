@@ -496,12 +496,9 @@ impl SourceLink {
             bulk_bytes_max,
         };
         if let Some(password) = password {
-            match link
-                .request(&[Bytes::from_static(b"AUTH"), Bytes::from(password)])
-                .await?
-            {
-                Value::Error(e) => return Err(format!("logging in at {addr}: {e}")),
-                _ => {}
+            let login = [Bytes::from_static(b"AUTH"), Bytes::from(password)];
+            if let Value::Error(e) = link.request(&login).await? {
+                return Err(format!("logging in at {addr}: {e}"));
             }
         }
         Ok(link)
