@@ -139,11 +139,12 @@ pub enum ChangeError {
     /// Another reason the placement gives.
     #[error("{0}")]
     Placement(String),
-    /// Nodes of the change that this node has no live link to.
+    /// Nodes of the change that this node has no live link to, without which it cannot run.
     #[error(
-        "nodes {0:?} of the change are down or unreachable from this node: every node of the old \
-         and the new configuration must install each stage (replace a dead node with `replace`, \
-         which still needs the node taking its place up)"
+        "nodes {0:?} of the change are down or unreachable from this node, and the change needs \
+         them: every slot it moves needs a majority of its old and of its new replicas up, and \
+         up the new replica that moves its data (so a dead node can be replaced or removed, but \
+         only while the others are up)"
     )]
     NodesDown(Vec<u16>),
     /// Nodes that did not report a stage in time.
@@ -266,7 +267,7 @@ pub(crate) async fn change<O: RingOps>(
         .into_iter()
         .filter(|n| !up.contains(n))
         .collect();
-    if !down.is_empty() {
+    if !can_run_without(&old, &new, &down) {
         return Err(ChangeError::NodesDown(down));
     }
     if matches!(current, RingStage::Stable(_)) {
@@ -289,8 +290,8 @@ pub(crate) async fn change<O: RingOps>(
             stage_name(current.stage())
         )));
     }
-    await_installed(ops, &joint, polls).await?;
-    await_synced(ops, &joint, sync_polls).await?;
+    await_installed(ops, &joint, &down, polls).await?;
+    await_synced(ops, &joint, &down, sync_polls).await?;
     let stable = RingStage::Stable(new.clone());
     if !ops.swap(&joint, &stable).await? {
         return Err(ChangeError::Concurrent(format!(
@@ -298,7 +299,7 @@ pub(crate) async fn change<O: RingOps>(
             stage_name(joint.stage())
         )));
     }
-    await_installed(ops, &stable, polls).await?;
+    await_installed(ops, &stable, &down, polls).await?;
     Ok(Changed {
         moved_slots: joint.moving_slots().len(),
         from: old,
@@ -306,15 +307,39 @@ pub(crate) async fn change<O: RingOps>(
     })
 }
 
-/// Waits until every node of `stage` reports having installed it (or a later stage); their
-/// reports.
+/// Whether a change from `old` to `new` can run with the nodes `down` down: for every slot it
+/// moves, a majority of the old replicas and of the new ones up (the fence and the joint
+/// quorums of the write-throughs need them), and up the node that moves its data
+/// ([`crate::ring_mover::Plan`]: its first new replica not among the old ones). A dead node
+/// can so be replaced or removed: its slots keep majorities of both sets, and the node taking
+/// its place moves their data.
+pub(crate) fn can_run_without(old: &Configuration, new: &Configuration, down: &[u16]) -> bool {
+    if down.is_empty() {
+        return true;
+    }
+    let is_up = |n: &NodeId| !down.contains(&n.0);
+    let majority_up = |set: &logless_placement::ReplicaSet| {
+        set.nodes().iter().filter(|n| is_up(n)).count() * 2 > set.nodes().len()
+    };
+    logless_placement::Slot::all().all(|slot| {
+        let (before, after) = (old.replicas(slot), new.replicas(slot));
+        let mover = after.without(&before).next();
+        mover.is_none_or(|mover| is_up(&mover) && majority_up(&before) && majority_up(&after))
+    })
+}
+
+/// Waits until every node of `stage` but those `down` reports having installed it (or a later
+/// stage); their reports. (A node down installs the ring's stage when it starts again, before
+/// it serves.)
 pub(crate) async fn await_installed<O: RingOps>(
     ops: &O,
     stage: &RingStage,
+    down: &[u16],
     polls: usize,
 ) -> Result<BTreeMap<u16, InstallReport>, ChangeError> {
     let wanted = stage.stage();
-    let nodes = stage.nodes();
+    let mut nodes = stage.nodes();
+    nodes.retain(|n| !down.contains(n));
     let mut reports = BTreeMap::new();
     for poll in 0..polls.max(1) {
         if poll > 0 {
@@ -343,15 +368,22 @@ pub(crate) async fn await_installed<O: RingOps>(
     })
 }
 
-/// Waits until every node of `joint`'s new configuration reports its data mover done: every
-/// moving slot is synced by one of them ([`crate::ring_mover`]).
+/// Waits until every node of `joint`'s new configuration but those `down` reports its data
+/// mover done: every moving slot is synced by one of them ([`crate::ring_mover`]; none of
+/// those down moves any, [`can_run_without`]).
 pub(crate) async fn await_synced<O: RingOps>(
     ops: &O,
     joint: &RingStage,
+    down: &[u16],
     polls: usize,
 ) -> Result<(), ChangeError> {
     let wanted = joint.stage();
-    let nodes: Vec<u16> = joint.target().nodes().map(|n| n.0).collect();
+    let nodes: Vec<u16> = joint
+        .target()
+        .nodes()
+        .map(|n| n.0)
+        .filter(|n| !down.contains(n))
+        .collect();
     let mut synced = BTreeSet::new();
     let mut keys = BTreeMap::new();
     for poll in 0..polls.max(1) {
@@ -750,16 +782,64 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("fewer than its replication degree"));
+        // The node to add down; two of four down (slots without a majority).
         let mut down = Fake::new(ring(4), 5);
-        down.down = vec![2];
+        down.down = vec![5];
         assert_eq!(
             refused(&down, ChangeRequest::Add(5)),
-            ChangeError::NodesDown(vec![2])
+            ChangeError::NodesDown(vec![5])
+        );
+        let mut down = Fake::new(ring(4), 5);
+        down.down = vec![1, 2];
+        assert_eq!(
+            refused(&down, ChangeRequest::Remove(4)),
+            ChangeError::NodesDown(vec![1, 2])
         );
         // A node outside both configurations may be down.
         let mut outside = Fake::new(ring(4), 6);
         outside.down = vec![6];
         run(&outside, ChangeRequest::Add(5)).unwrap();
+    }
+
+    #[test]
+    fn a_dead_node_is_replaced_or_removed_with_majorities_of_the_others() {
+        // The dead node never reports; the change waits for the others only.
+        for request in [
+            ChangeRequest::Replace { old: 2, new: 5 },
+            ChangeRequest::Remove(2),
+        ] {
+            let mut fake = Fake::new(ring(4), 5);
+            fake.down = vec![2];
+            fake.silent = vec![2];
+            let changed = run(&fake, request).unwrap();
+            assert!(!changed.to.contains(NodeId(2)));
+        }
+        // A node down that stays a member: the change runs while every moving slot keeps
+        // majorities and its mover is up.
+        let mut fake = Fake::new(ring(4), 5);
+        fake.down = vec![3];
+        fake.silent = vec![3];
+        run(&fake, ChangeRequest::Add(5)).unwrap();
+        // A node that comes up again after the check but never reports still stops it.
+        let mut fake = Fake::new(ring(4), 5);
+        fake.silent = vec![3];
+        assert!(matches!(
+            run(&fake, ChangeRequest::Replace { old: 2, new: 5 }),
+            Err(ChangeError::NotInstalled { .. })
+        ));
+    }
+
+    #[test]
+    fn liveness_asks_majorities_of_every_moving_slot_and_its_mover() {
+        let old = ring(5);
+        let replaced = old.with_node_replaced(NodeId(3), NodeId(6)).unwrap();
+        assert!(can_run_without(&old, &replaced, &[]));
+        assert!(can_run_without(&old, &replaced, &[3]));
+        assert!(!can_run_without(&old, &replaced, &[6]), "the mover");
+        // Two of five down: some moving slot has both among its three old replicas.
+        assert!(!can_run_without(&old, &replaced, &[3, 1]));
+        // A node of neither configuration's moving slots may be down: nothing moves.
+        assert!(can_run_without(&old, &old, &[1, 2, 3]));
     }
 
     #[test]
