@@ -60,7 +60,7 @@
 //! value, with the same request ids, again in a higher round, which changes nothing a client
 //! can see; and the keys the restarted mover lists are still a superset of those to move (the
 //! fence has held since the first listing).
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -147,44 +147,57 @@ impl Mover {
     }
 }
 
-/// The slots a node syncs in a change from `old` to `new`, each with the old replicas its keys
-/// are listed at.
+/// The slots a node syncs in a change from `old` to `new`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
-    /// Each slot with the majority of its old replicas to list it at.
-    pub slots: Vec<(Slot, Vec<u16>)>,
+    /// The moving slots it syncs.
+    pub slots: Vec<Slot>,
 }
 
+/// Per slot, the old replicas its keys were listed at so far.
+pub type Listed = BTreeMap<Slot, Vec<u16>>;
+
 impl Plan {
-    /// The moving slots `me` syncs (those whose first new replica not among the old ones is
-    /// `me`), each with a majority of its old replicas: those `up` first, then the others,
-    /// each in the old replicas' order.
-    pub fn new(
-        old: &Configuration,
-        new: &Configuration,
-        me: u16,
-        up: impl Fn(u16) -> bool,
-    ) -> Plan {
-        let mut slots = Vec::new();
-        for slot in Slot::all() {
-            let (before, after) = (old.replicas(slot), new.replicas(slot));
-            if after.without(&before).next() != Some(PlacedId(me)) {
-                continue;
-            }
-            let mut sources: Vec<u16> = before.nodes().iter().map(|n| n.0).collect();
-            sources.sort_by_key(|&n| !up(n));
-            sources.truncate(before.nodes().len() / 2 + 1);
-            slots.push((slot, sources));
-        }
+    /// The moving slots `me` syncs: those whose first new replica not among the old ones is
+    /// `me`.
+    pub fn new(old: &Configuration, new: &Configuration, me: u16) -> Plan {
+        let slots = Slot::all()
+            .filter(|&slot| {
+                let (before, after) = (old.replicas(slot), new.replicas(slot));
+                let mover = after.without(&before).next();
+                mover == Some(PlacedId(me))
+            })
+            .collect();
         Plan { slots }
     }
 
-    /// The sources with the slots each is listed for.
-    pub fn by_source(&self) -> BTreeMap<u16, Vec<Slot>> {
+    /// Whether every slot was listed at a majority of its old replicas in `old`.
+    pub fn listed(&self, old: &Configuration, listed: &Listed) -> bool {
+        self.slots
+            .iter()
+            .all(|slot| still_needed(old, *slot, listed) == 0)
+    }
+
+    /// Where to list next: for each slot not yet listed at a majority of its old replicas, as
+    /// many more of them as it lacks, among those `usable`, those `up` first, in the old
+    /// replicas' order; by source.
+    pub fn next_sources(
+        &self,
+        old: &Configuration,
+        listed: &Listed,
+        usable: impl Fn(u16) -> bool,
+        up: impl Fn(u16) -> bool,
+    ) -> BTreeMap<u16, Vec<Slot>> {
         let mut by: BTreeMap<u16, Vec<Slot>> = BTreeMap::new();
-        for (slot, sources) in &self.slots {
-            for &node in sources {
-                by.entry(node).or_default().push(*slot);
+        for &slot in &self.slots {
+            let done = listed.get(&slot).map_or(&[][..], Vec::as_slice);
+            let mut candidates: Vec<u16> = (old.replicas(slot).nodes().iter())
+                .map(|n| n.0)
+                .filter(|n| !done.contains(n) && usable(*n))
+                .collect();
+            candidates.sort_by_key(|&n| !up(n));
+            for node in candidates.into_iter().take(still_needed(old, slot, listed)) {
+                by.entry(node).or_default().push(slot);
             }
         }
         by
@@ -198,7 +211,7 @@ impl Plan {
         joint: Stage,
         installed: impl Fn(u16) -> Option<Stage>,
     ) -> bool {
-        self.slots.iter().all(|(slot, _)| {
+        self.slots.iter().all(|slot| {
             let replicas = old.replicas(*slot);
             let at = replicas
                 .nodes()
@@ -208,6 +221,12 @@ impl Plan {
             at * 2 > replicas.nodes().len()
         })
     }
+}
+
+/// How many more of `slot`'s old replicas its keys must be listed at.
+fn still_needed(old: &Configuration, slot: Slot, listed: &Listed) -> usize {
+    let majority = old.replicas(slot).nodes().len() / 2 + 1;
+    majority.saturating_sub(listed.get(&slot).map_or(0, Vec::len))
 }
 
 /// A token bucket of bytes: spending may run it into debt, which the spender then waits off.
@@ -258,8 +277,7 @@ pub async fn run(context: Arc<NodeContext>, ring: Arc<RingState>, joint: RingSta
     };
     let stage = joint.stage();
     let me = context.node.0;
-    let up = crate::cluster::peers_up(&context);
-    let plan = Plan::new(old, new, me, |n| n == me || up.contains(&n));
+    let plan = Plan::new(old, new, me);
     ring.mover.update(|p| {
         *p = Progress {
             stage: Some(stage),
@@ -288,18 +306,42 @@ pub async fn run(context: Arc<NodeContext>, ring: Arc<RingState>, joint: RingSta
         }
         tokio::time::sleep(RETRY_PAUSE).await;
     }
-    let mut pass = Pass::new(&context, &ring, &plan);
-    for (source, slots) in plan.by_source() {
-        loop {
+    // Each slot listed at a majority of its old replicas; a source that fails is passed over
+    // while others remain, and tried again once none does.
+    let mut pass = Pass::new(&context, &ring);
+    let mut listed = Listed::new();
+    let mut failed = BTreeSet::new();
+    while !plan.listed(old, &listed) {
+        let up = crate::cluster::peers_up(&context);
+        let next = plan.next_sources(
+            old,
+            &listed,
+            |n| !failed.contains(&n),
+            |n| n == me || up.contains(&n),
+        );
+        if next.is_empty() {
+            failed.clear();
+            tokio::time::sleep(RETRY_PAUSE * 5).await;
+            continue;
+        }
+        for (source, slots) in next {
             match pass.list_and_write(source, &slots).await {
-                Ok(()) => break,
+                Ok(()) => {
+                    let mut synced = 0;
+                    for slot in slots {
+                        let at = listed.entry(slot).or_default();
+                        at.push(source);
+                        synced += u64::from(still_needed(old, slot, &listed) == 0);
+                    }
+                    ring.mover.update(|p| p.slots_synced += synced);
+                }
                 Err(e) => {
                     let waiting = format!("node {source}: {e}");
                     if ring.mover.progress().waiting != waiting {
-                        warn!(source, error = %e, "moving the ring's data: retrying");
+                        warn!(source, error = %e, "moving the ring's data: trying another source");
                     }
                     ring.mover.update(|p| p.waiting = waiting);
-                    tokio::time::sleep(RETRY_PAUSE * 5).await;
+                    failed.insert(source);
                 }
             }
         }
@@ -320,23 +362,16 @@ struct Pass<'a> {
     /// Keys found, and those written through.
     found: HashSet<Bytes>,
     synced: HashSet<Bytes>,
-    /// Sources still to list, per slot (indexed by slot number; 0 for slots not synced here).
-    sources_left: Vec<u8>,
 }
 
 impl<'a> Pass<'a> {
-    fn new(context: &'a NodeContext, ring: &'a RingState, plan: &Plan) -> Pass<'a> {
-        let mut sources_left = vec![0u8; usize::from(SLOTS)];
-        for (slot, sources) in &plan.slots {
-            sources_left[usize::from(slot.get())] = sources.len() as u8;
-        }
+    fn new(context: &'a NodeContext, ring: &'a RingState) -> Pass<'a> {
         Pass {
             context,
             ring,
             bucket: TokenBucket::new(context.config.ring_move_bytes_per_sec, Instant::now()),
             found: HashSet::new(),
             synced: HashSet::new(),
-            sources_left,
         }
     }
 
@@ -381,13 +416,6 @@ impl<'a> Pass<'a> {
             }
             cursor = next;
         }
-        let mut done = 0;
-        for slot in slots {
-            let left = &mut self.sources_left[usize::from(slot.get())];
-            *left = left.saturating_sub(1);
-            done += u64::from(*left == 0);
-        }
-        self.ring.mover.update(|p| p.slots_synced += done);
         Ok(())
     }
 
@@ -596,45 +624,82 @@ mod tests {
                 old: old.clone(),
                 new: new.clone(),
             };
-            let moving: Vec<Slot> = joint.moving_slots();
-            let plans: Vec<(u16, Plan)> = (1..=6)
-                .map(|me| (me, Plan::new(&old, &new, me, |_| true)))
-                .collect();
-            let mut synced: Vec<Slot> = plans
-                .iter()
-                .flat_map(|(_, p)| p.slots.iter().map(|(s, _)| *s))
-                .collect();
+            let plans: Vec<(u16, Plan)> =
+                (1..=6).map(|me| (me, Plan::new(&old, &new, me))).collect();
+            let mut synced: Vec<Slot> = plans.iter().flat_map(|(_, p)| p.slots.clone()).collect();
             synced.sort_unstable();
-            assert_eq!(synced, moving, "each moving slot once, and no other");
+            assert_eq!(
+                synced,
+                joint.moving_slots(),
+                "each moving slot once, and no other"
+            );
             for (me, plan) in &plans {
-                for (slot, sources) in &plan.slots {
-                    let before = old.replicas(*slot);
+                for slot in &plan.slots {
                     assert!(new.replicas(*slot).contains(PlacedId(*me)));
-                    assert!(!before.contains(PlacedId(*me)), "a new replica syncs");
-                    assert_eq!(sources.len(), 2, "a majority of three");
-                    assert!(sources.iter().all(|&n| before.contains(PlacedId(n))));
+                    assert!(
+                        !old.replicas(*slot).contains(PlacedId(*me)),
+                        "a new replica syncs"
+                    );
                 }
             }
         }
     }
 
     #[test]
-    fn sources_are_live_old_replicas_first() {
+    fn each_slot_is_listed_at_a_majority_of_its_old_replicas_live_ones_first() {
         let old = ring(5);
-        // Node 3 leaves: node 1 syncs some slots.
+        // Node 3 leaves: node 1 syncs some slots; node 2 is down.
         let new = old.with_node_removed(PlacedId(3)).unwrap();
-        let down = 2;
-        let plan = Plan::new(&old, &new, 1, |n| n != down);
+        let plan = Plan::new(&old, &new, 1);
         assert!(!plan.slots.is_empty());
-        for (slot, sources) in &plan.slots {
-            let before: Vec<u16> = old.replicas(*slot).nodes().iter().map(|n| n.0).collect();
-            if before.iter().filter(|&&n| n != down).count() >= 2 {
-                assert!(!sources.contains(&down), "{before:?} -> {sources:?}");
+        let up = |n: u16| n != 2;
+        let mut listed = Listed::new();
+        let first = plan.next_sources(&old, &listed, |_| true, up);
+        let listed_for = |by: &BTreeMap<u16, Vec<Slot>>, slot: Slot| {
+            by.iter()
+                .filter(|(_, slots)| slots.contains(&slot))
+                .map(|(&n, _)| n)
+                .collect::<Vec<u16>>()
+        };
+        for &slot in &plan.slots {
+            let at = listed_for(&first, slot);
+            assert_eq!(at.len(), 2, "a majority of three");
+            assert!(at.iter().all(|&n| old.replicas(slot).contains(PlacedId(n))));
+            let live = old
+                .replicas(slot)
+                .nodes()
+                .iter()
+                .filter(|n| up(n.0))
+                .count();
+            if live >= 2 {
+                assert!(!at.contains(&2), "the node down passed over");
             }
         }
-        let by = plan.by_source();
-        let listed: usize = by.values().map(Vec::len).sum();
-        assert_eq!(listed, 2 * plan.slots.len());
+        // Node 4 fails as a source: the slots it was asked for go to the third old replica.
+        for (&source, slots) in &first {
+            if source != 4 {
+                for &slot in slots {
+                    listed.entry(slot).or_default().push(source);
+                }
+            }
+        }
+        let again = plan.next_sources(&old, &listed, |n| n != 4, up);
+        for (&source, slots) in &again {
+            assert_ne!(source, 4);
+            for &slot in slots {
+                assert!(first[&4].contains(&slot));
+                listed.entry(slot).or_default().push(source);
+            }
+        }
+        // Every slot then has a majority, unless its only other old replica is node 4 itself.
+        let unlisted: Vec<&Slot> = plan
+            .slots
+            .iter()
+            .filter(|&&s| still_needed(&old, s, &listed) > 0)
+            .collect();
+        for slot in unlisted {
+            assert!(old.replicas(*slot).contains(PlacedId(4)));
+        }
     }
 
     #[test]
@@ -642,9 +707,7 @@ mod tests {
         let old = ring(4);
         let new = old.with_node_removed(PlacedId(4)).unwrap();
         let joint = Stage::Joint(new.epoch());
-        let plans: Vec<Plan> = (1..=3)
-            .map(|me| Plan::new(&old, &new, me, |_| true))
-            .collect();
+        let plans: Vec<Plan> = (1..=3).map(|me| Plan::new(&old, &new, me)).collect();
         let plan = plans.iter().find(|p| !p.slots.is_empty()).unwrap();
         let stable = Stage::Stable(old.epoch());
         // Nobody installed it; one node; every node but one; every node; a later stage.
