@@ -9,7 +9,9 @@
 //! `Stable(e+1)` and waits for every node of the new configuration again. A change asked for
 //! while the ring is already in the joint stage of that very change resumes it (a coordinator
 //! that stopped half-way leaves the ring serving in `Joint`, which is safe, and the same
-//! command finishes it); any other is refused.
+//! command finishes it); any other is refused. Nodes this node sees down are not waited for,
+//! as long as every slot the change moves keeps a majority of its old and of its new replicas
+//! up, and its mover up ([`can_run_without`]): so a dead node can be replaced or removed.
 //!
 //! # Syncing the moving slots
 //!
