@@ -1993,6 +1993,17 @@ fn run_on(
     keep: impl Fn(NodeId, &Envelope) -> bool + Copy,
 ) -> Result<Reply, ProposeError> {
     net.command_on(node, tag, key.clone(), command);
+    answer_of(net, node, tag, keep)
+}
+
+/// Delivers messages while `keep` says so, firing `node`'s timers until the command `tag` it
+/// runs is answered; the answer.
+fn answer_of(
+    net: &mut Net,
+    node: NodeId,
+    tag: u64,
+    keep: impl Fn(NodeId, &Envelope) -> bool + Copy,
+) -> Result<Reply, ProposeError> {
     net.run(keep);
     for _ in 0..200 {
         if net.reply(tag).is_some() {
@@ -2063,15 +2074,7 @@ fn write_through_on(
         .unwrap()
         .handle_write_through(now, ClientTag(tag), key.clone());
     net.collect(node);
-    net.run(keep);
-    for _ in 0..200 {
-        if net.reply(tag).is_some() {
-            break;
-        }
-        net.fire_timer(node);
-        net.run(keep);
-    }
-    net.reply(tag).expect("an answer").result.clone()
+    answer_of(net, node, tag, keep)
 }
 
 #[test]
