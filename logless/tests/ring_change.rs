@@ -1,10 +1,12 @@
 //! Changing a ring of real processes (issue 28, docs/ring.md §4): four nodes with each key on
 //! three. `logless cluster status` shows the ring's stage register at `Stable(1)`; of two
 //! changes asked of two nodes at once one is refused as concurrent, the other goes through
-//! `Joint(2)` to `Stable(2)` and every node installs it, keys are then served through every
-//! node by the new configuration, and a node restarted serves by it too. The data mover is not built, so the change runs on an empty
-//! ring, and a change whose moving slots hold keys is refused and leaves the ring serving in
-//! its joint stage, from which it resumes once they are gone.
+//! `Joint(2)` to `Stable(2)` and every node installs it, the keys written before are moved to
+//! their new replicas and served through every node, as are keys written after, and a node
+//! restarted serves by the new configuration too; adding the removed node back is refused
+//! (it holds registers of its earlier membership). A ring grown to six peers then takes a
+//! node, replaces a dead one and loses one under a writer: every acknowledged write is read
+//! back, counters are exact, and every key is on its new replicas.
 mod common;
 
 use std::collections::BTreeSet;
@@ -12,9 +14,14 @@ use std::net::SocketAddr;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{peer_client_addrs, Cluster};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::{peer_client_addrs, Cluster, ServerSpec};
 use logless_harness::probe::http_get;
 use logless_node::status::NodeStatus;
+use logless_placement::{key_slot, Configuration, NodeId, Replication};
 use redis::Commands;
 
 const NODES: usize = 4;
@@ -109,8 +116,12 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
     );
     every_node_installs(&cluster, "Stable(1)");
 
-    // The ring empty: the keys the start-up probe wrote are deleted.
-    empty_every_copy(&mut cons);
+    // Keys before the change, on every node's slots.
+    for (i, con) in cons.iter_mut().enumerate() {
+        for k in 0..30 {
+            let _: () = con.set(format!("before:{i}:{k}"), k).unwrap();
+        }
+    }
 
     // Two changes asked of two nodes at once: one of them wins.
     let removing_4 = cluster_command(http(0), &["remove", "4"]).spawn().unwrap();
@@ -155,6 +166,16 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
         assert!(shown.contains(&format!("{node:>6}  Stable(2)")), "{shown}");
     }
 
+    // The keys of before were moved to their new replicas: served through every node.
+    for con in &mut cons {
+        for i in 0..NODES {
+            for k in [0, 17, 29] {
+                let got: usize = con.get(format!("before:{i}:{k}")).unwrap();
+                assert_eq!(got, k);
+            }
+        }
+    }
+
     // Keys are served through every node by the new configuration: the removed node forwards
     // every one and holds none.
     for (i, con) in cons.iter_mut().enumerate() {
@@ -168,7 +189,7 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
             assert_eq!(got, 7);
         }
     }
-    let held: BTreeSet<String> = cons[removed - 1].keys("*").unwrap();
+    let held: BTreeSet<String> = cons[removed - 1].keys("after:*").unwrap();
     assert!(held.is_empty(), "the removed node holds {held:?}");
 
     // A node restarted now serves by the configuration in the register, not by the one its
@@ -184,62 +205,16 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
         assert_eq!(got, 7);
     }
 
-    // Adding it back would move keys, which nothing moves yet: refused, and the ring stays in
-    // its joint stage, serving every key.
+    // Adding it back is refused before anything is written: its copy holds the registers of
+    // its earlier membership.
     let output = cluster_command(http(0), &["add", &removed.to_string()])
         .output()
         .unwrap();
     let shown = text(&output);
     assert!(!output.status.success(), "{shown}");
-    assert!(shown.contains("data mover not built"), "{shown}");
-    assert!(shown.contains("stays in Joint(3)"), "{shown}");
+    assert!(shown.contains("from an earlier membership"), "{shown}");
     let shown = status(http(2));
-    assert!(shown.contains("stage Joint(3) (epoch 3)"), "{shown}");
-    every_node_installs(&cluster, "Joint(3)");
-    for con in &mut cons {
-        let got: usize = con.get("after:0:7").unwrap();
-        assert_eq!(got, 7);
-        let _: () = con.set("during:joint", 1).unwrap();
-    }
-
-    // Once no copy shows a key any more, the same change resumes from its joint stage and
-    // finishes (the nodes count their keys of the moving slots again every few seconds).
-    empty_every_copy(&mut cons);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let output = cluster_command(http(0), &["add", &removed.to_string()])
-            .output()
-            .unwrap();
-        let shown = text(&output);
-        if output.status.success() {
-            assert!(shown.contains("-> epoch 3 [1, 2, 3, 4]"), "{shown}");
-            break;
-        }
-        assert!(shown.contains("data mover not built"), "{shown}");
-        assert!(Instant::now() < deadline, "{shown}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    every_node_installs(&cluster, "Stable(3)");
-}
-
-/// Deletes every key any copy shows, until none shows one (a replica left out of a deletion's
-/// quorum shows the old value until the register's next write reaches it, and a change counts
-/// what every copy shows).
-fn empty_every_copy(cons: &mut [redis::Connection]) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let shown: Vec<BTreeSet<String>> = cons.iter_mut().map(|c| c.keys("*").unwrap()).collect();
-        if shown.iter().all(BTreeSet::is_empty) {
-            return;
-        }
-        for (con, keys) in cons.iter_mut().zip(&shown) {
-            for key in keys {
-                let _: i64 = con.del(key).unwrap();
-            }
-        }
-        assert!(Instant::now() < deadline, "copies still show {shown:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert!(shown.contains("stage Stable(2) (epoch 2)"), "{shown}");
 }
 
 #[test]
@@ -260,12 +235,202 @@ fn a_change_needs_the_password_of_a_node_that_has_one() {
         assert!(shown.contains("answered 401"), "{shown}");
         assert!(shown.contains("needs the node's requirepass"), "{shown}");
     }
-    // The right one gets as far as the change itself: the keys of the start-up probe are in
-    // slots it would move.
+    // The right one changes the ring, moving the keys of the start-up probe; the mover logs
+    // in to read them with the same password.
     let output = cluster_command(http, &["--password", "sesame", "remove", "4"])
         .output()
         .unwrap();
     let shown = text(&output);
-    assert!(shown.contains("answered 409"), "{shown}");
-    assert!(shown.contains("data mover not built"), "{shown}");
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("-> epoch 2 [1, 2, 3]"), "{shown}");
+}
+
+/// `spec` with the first `peers` of its peer list (and their client addresses).
+fn with_peers(spec: &ServerSpec, peers: usize) -> ServerSpec {
+    let mut spec = spec.clone();
+    spec.peers.truncate(peers);
+    let clients = peer_client_addrs(&spec);
+    spec.flag("--peer-client-addrs", clients)
+}
+
+/// Waits until the node serving `/status` at `http` has no live link of a data shard to
+/// `peer` (the ring shard, the last, may never send to it).
+fn sees_down(http: SocketAddr, peer: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = http_get(http, "/status", Duration::from_secs(3)).unwrap();
+        let status: NodeStatus = serde_json::from_str(&body).unwrap();
+        let ring_shard = status.links.iter().map(|l| l.shard).max().unwrap_or(0);
+        let up = status
+            .links
+            .iter()
+            .any(|l| l.peer == peer && l.shard != ring_shard && l.up);
+        if !up {
+            return;
+        }
+        assert!(Instant::now() < deadline, "node {peer} still seen up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// What a writer through every node saw: the `w:N` it wrote, and per counter `c:J` the INCRs
+/// acknowledged and those with an unknown outcome.
+#[derive(Default)]
+struct Written {
+    acked: Vec<u64>,
+    incrs: BTreeMap<u64, (i64, i64)>,
+}
+
+/// Writes `w:N` and increments `c:(N % 3)` through each of `cons` in turn until `stop`.
+fn write_until(mut cons: Vec<redis::Connection>, stop: Arc<AtomicBool>) -> Written {
+    let mut seen = Written::default();
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let through = (n as usize) % cons.len();
+        let con = &mut cons[through];
+        if con.set::<_, _, ()>(format!("w:{n}"), n).is_ok() {
+            seen.acked.push(n);
+        }
+        let counted = seen.incrs.entry(n % 3).or_default();
+        match con.incr::<_, _, i64>(format!("c:{}", n % 3), 1) {
+            Ok(_) => counted.0 += 1,
+            Err(_) => counted.1 += 1,
+        }
+        n += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    seen
+}
+
+#[test]
+fn a_ring_with_keys_grows_replaces_a_dead_node_and_shrinks_under_a_writer() {
+    // Six nodes' places, of which four start as the ring; every node is then restarted with
+    // all six in its peer list (the way a ring takes new nodes, docs/ring.md §4 "Operating").
+    let mut cluster = Cluster::prepare(
+        6,
+        "mmap",
+        None,
+        |_, spec| spec.flag("--replication", 3),
+        None,
+    );
+    let specs: Vec<ServerSpec> = cluster.replicas.iter().map(|r| r.spec.clone()).collect();
+    for (i, spec) in specs.iter().enumerate().take(4) {
+        cluster.replicas[i].spec = with_peers(spec, 4);
+        cluster.spawn(i);
+    }
+    cluster.wait_serving(Duration::from_secs(30));
+    let mut con = cluster.connect(0);
+    for k in 0..200 {
+        let _: () = con.set(format!("k:{k}"), k).unwrap();
+    }
+    for j in 0..3 {
+        for _ in 0..5 {
+            let _: i64 = con.incr(format!("c:{j}"), 1).unwrap();
+        }
+    }
+    for i in 0..4 {
+        assert!(cluster.stop(i));
+    }
+    for (i, spec) in specs.iter().enumerate() {
+        cluster.replicas[i].spec = with_peers(spec, 6);
+        cluster.spawn(i);
+    }
+    cluster.wait_serving(Duration::from_secs(30));
+    let http = |i: usize| specs[i].http;
+    let shown = status(http(2));
+    assert!(shown.contains("nodes [1, 2, 3, 4]"), "{shown}");
+
+    // A light writer through every node while the ring changes three times.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let cons: Vec<redis::Connection> = (0..6).map(|i| cluster.connect(i)).collect();
+        let stop = stop.clone();
+        std::thread::spawn(move || write_until(cons, stop))
+    };
+    let started = Instant::now();
+    for (change, expected) in [
+        (&["add", "5"][..], "-> epoch 2 [1, 2, 3, 4, 5]"),
+        (&["replace", "2", "6"][..], "-> epoch 3 [1, 3, 4, 5, 6]"),
+        (&["remove", "1"][..], "-> epoch 4 [3, 4, 5, 6]"),
+    ] {
+        if change[0] == "replace" {
+            // The node replaced is dead: killed, and seen down by the coordinator.
+            cluster.kill(1);
+            sees_down(http(2), 2);
+        }
+        let output = cluster_command(http(2), change).output().unwrap();
+        let shown = text(&output);
+        assert!(output.status.success(), "{change:?}: {shown}");
+        assert!(shown.contains(expected), "{shown}");
+    }
+    let took = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written.acked.len() > 50, "{} writes", written.acked.len());
+
+    // Every acknowledged write is read back through every live node, and the counters are
+    // exact.
+    let mut cons: BTreeMap<usize, redis::Connection> = [0, 2, 3, 4, 5]
+        .into_iter()
+        .map(|i| (i, cluster.connect(i)))
+        .collect();
+    for con in cons.values_mut() {
+        for k in (0..200).step_by(7) {
+            let got: u64 = con.get(format!("k:{k}")).unwrap();
+            assert_eq!(got, k);
+        }
+    }
+    for (i, &n) in written.acked.iter().enumerate() {
+        let through = [0, 2, 3, 4, 5][i % 5];
+        let got: u64 = cons
+            .get_mut(&through)
+            .unwrap()
+            .get(format!("w:{n}"))
+            .unwrap();
+        assert_eq!(got, n);
+    }
+    for (j, (acked, unknown)) in &written.incrs {
+        let got: i64 = cons.get_mut(&0).unwrap().get(format!("c:{j}")).unwrap();
+        assert!(
+            got >= 5 + acked && got <= 5 + acked + unknown,
+            "c:{j} is {got}: 5 before, {acked} acknowledged and {unknown} unknown since"
+        );
+    }
+
+    // Every key is on its replicas by the final configuration, and each node of it holds
+    // about R/N = 3/4 of the keys.
+    let nodes: Vec<NodeId> = (1..=4).map(NodeId).collect();
+    let last = Configuration::balanced(&nodes, Replication::THREE)
+        .and_then(|c| c.with_node_added(NodeId(5)))
+        .and_then(|c| c.with_node_replaced(NodeId(2), NodeId(6)))
+        .and_then(|c| c.with_node_removed(NodeId(1)))
+        .unwrap();
+    let mut keys: Vec<String> = (0..200).map(|k| format!("k:{k}")).collect();
+    keys.extend(written.acked.iter().map(|n| format!("w:{n}")));
+    let held: BTreeMap<u16, BTreeSet<String>> = (3..=6)
+        .map(|node| {
+            let con = cons.get_mut(&(usize::from(node) - 1)).unwrap();
+            (node, con.keys("*").unwrap())
+        })
+        .collect();
+    for key in &keys {
+        let replicas = last.replicas(key_slot(key.as_bytes()));
+        let holding = replicas
+            .nodes()
+            .iter()
+            .filter(|n| held[&n.0].contains(key))
+            .count();
+        assert!(holding >= 2, "{key} is on {holding} of its replicas");
+    }
+    for (node, copy) in &held {
+        let share = keys.iter().filter(|k| copy.contains(*k)).count() as f64 / keys.len() as f64;
+        assert!(
+            (0.6..=0.9).contains(&share),
+            "node {node} holds {share:.2} of the keys"
+        );
+    }
+    eprintln!(
+        "three changes under a writer took {took:?}; {} writes acknowledged",
+        written.acked.len()
+    );
 }

@@ -48,6 +48,7 @@
 //!                              # needs every peer's client_addr (docs/config.md)
 //! replication = 0              # each key's replicas, R (3, 5 or 7); below the number of peers
 //!                              # the nodes form a ring (docs/ring.md); 0: every node, N = R
+//! ring_move_bytes_per_sec = 8388608  # a ring change's data mover's pace (0: no limit)
 //!
 //! [multipaxos]                 # the log engine's timeouts, batches, window and snapshots
 //! suspect_timeout_ms = 300     # (every setting and its default: crate::log_config)
@@ -463,6 +464,10 @@ pub struct NodeConfig {
     /// a ring ([`crate::ring`], docs/ring.md): each key's registers live on the R replicas
     /// its slot is given, and a node forwards commands on keys it does not hold to them.
     pub replication: u8,
+    /// On a ring, the bytes per second this node's data mover may spend writing the keys of
+    /// moving slots through to their new replicas during a change ([`crate::ring_mover`]);
+    /// 0: no limit.
+    pub ring_move_bytes_per_sec: u64,
 }
 
 impl Default for NodeConfig {
@@ -513,9 +518,14 @@ impl Default for NodeConfig {
             tls_http: false,
             cluster_enabled: false,
             replication: 0,
+            ring_move_bytes_per_sec: DEFAULT_RING_MOVE_BYTES_PER_SEC,
         }
     }
 }
+
+/// The default `ring_move_bytes_per_sec`: 8 MiB/s, a small share of a 1 Gbit/s link, so a
+/// change leaves clients their latency.
+pub const DEFAULT_RING_MOVE_BYTES_PER_SEC: u64 = 8 << 20;
 
 /// The default `client_output_buffer_limit`: 256 MiB, room for replies of several values at
 /// the largest `value_bytes_max`.

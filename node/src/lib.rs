@@ -64,6 +64,7 @@ pub mod psmr_workers;
 pub mod registers_in_place;
 pub mod ring;
 pub mod ring_change;
+pub mod ring_mover;
 pub mod ring_register;
 pub mod ring_watch;
 pub mod shard;

@@ -4,20 +4,31 @@
 //! From `Stable(e)` it computes the configuration of epoch `e + 1`
 //! (`logless_placement::Configuration::with_node_added` and its kin), swaps `Stable(e)` for
 //! `Joint(e+1)` in the stage register, waits until every node of either configuration reports
-//! having installed it ([`crate::ring_watch`]), syncs the moving slots, swaps `Joint(e+1)` for
+//! having installed it ([`crate::ring_watch`]), waits until every node of the new
+//! configuration reports its data mover done ([`crate::ring_mover`]), swaps `Joint(e+1)` for
 //! `Stable(e+1)` and waits for every node of the new configuration again. A change asked for
 //! while the ring is already in the joint stage of that very change resumes it (a coordinator
 //! that stopped half-way leaves the ring serving in `Joint`, which is safe, and the same
-//! command finishes it); any other is refused.
+//! command finishes it); any other is refused. Nodes this node sees down are not waited for,
+//! as long as every slot the change moves keeps a majority of its old and of its new replicas
+//! up, and its mover up ([`can_run_without`]): so a dead node can be replaced or removed.
 //!
 //! # Syncing the moving slots
 //!
-//! The data mover (docs/ring.md §4 step 3: write every register of a moving slot through to
-//! the new replicas) is not built. [`sync_moving_slots`] is where it goes: today it lets the
-//! change go on only when no node found a live key of a moving slot in its copy once it had
-//! installed the joint stage (every value chosen before the joint stage is held by a majority
-//! of the old replicas, each of which reports, so a key to move is counted by at least one),
-//! and fails the change otherwise, leaving the ring in `Joint(e+1)`.
+//! [`await_synced`] waits for every node of the new configuration to report its mover done:
+//! each moving slot is synced by one of its new replicas, which writes every key of the slot
+//! through to a majority of the new replicas (docs/ring.md §4 step 3). A move longer than the
+//! coordinator waits ([`SYNC_POLLS`]) stops the change with the ring in `Joint(e+1)`, serving;
+//! the same command resumes the wait.
+//!
+//! # A node that was a member before
+//!
+//! A node joining (added, or replacing another) must hold no register: its copy would still
+//! hold the votes of an earlier membership, and a vote of a register that later changes were
+//! made without (a deleted register is not written through, so the rounds of its later values
+//! may start low again) may outrank the register's later values once the node counts in its
+//! quorums again, bringing back an overwritten value. Dropping the registers of the slots a node
+//! leaves is not built, so such a node is refused ([`ChangeError::HoldsRegisters`]).
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -33,6 +44,10 @@ const REPORT_POLL: Duration = Duration::from_millis(200);
 /// How many times it reads them before giving up on a node installing a stage (about 30 s,
 /// some sixty of the nodes' reads of the stage register).
 const REPORT_POLLS: usize = 150;
+
+/// How many times it reads them before giving up on the movers in one run (about 60 s: a
+/// change is asked over HTTP, whose answer may take 120 s in all).
+pub(crate) const SYNC_POLLS: usize = 300;
 
 /// A change of the ring's membership.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,11 +141,12 @@ pub enum ChangeError {
     /// Another reason the placement gives.
     #[error("{0}")]
     Placement(String),
-    /// Nodes of the change that this node has no live link to.
+    /// Nodes of the change that this node has no live link to, without which it cannot run.
     #[error(
-        "nodes {0:?} of the change are down or unreachable from this node: every node of the old \
-         and the new configuration must install each stage (replace a dead node with `replace`, \
-         which still needs the node taking its place up)"
+        "nodes {0:?} of the change are down or unreachable from this node, and the change needs \
+         them: every slot it moves needs a majority of its old and of its new replicas up, and \
+         up the new replica that moves its data (so a dead node can be replaced or removed, but \
+         only while the others are up)"
     )]
     NodesDown(Vec<u16>),
     /// Nodes that did not report a stage in time.
@@ -146,19 +162,40 @@ pub enum ChangeError {
         /// The nodes that did not report it.
         nodes: Vec<u16>,
     },
-    /// Moving slots hold keys, and nothing moves them yet.
+    /// Nodes whose data movers did not finish in time.
     #[error(
-        "data mover not built: the moving slots hold {keys} keys, which would have to be written \
-         through to their new replicas; the ring stays in {}, serving every key with joint \
-         quorums (a change can finish only while its moving slots hold no keys)",
+        "nodes {nodes:?} are still moving the data of the moving slots ({keys} keys found so \
+         far); the ring stays in {}, serving every key with joint quorums: run the same change \
+         again to wait for them (`logless cluster status` shows each node's progress)",
         stage_name(*.stage)
     )]
-    MoverNotBuilt {
+    NotSynced {
         /// The joint stage the ring stays in.
         stage: Stage,
-        /// Live keys of the moving slots, summed over the nodes' reports.
+        /// The nodes that did not report their moving slots synced.
+        nodes: Vec<u16>,
+        /// Keys their movers found, summed over their reports.
         keys: u64,
     },
+    /// A joining node holds registers of an earlier membership.
+    #[error(
+        "node {node} holds {registers} registers, from an earlier membership of the ring: its \
+         old votes could outrank the values its registers were given since and bring them back, \
+         so it cannot join with them (dropping the registers of slots a node left is not built; \
+         docs/ring.md §4 \"Operating\")"
+    )]
+    HoldsRegisters {
+        /// The joining node.
+        node: u16,
+        /// The registers its copy holds.
+        registers: u64,
+    },
+    /// A joining node has not reported what it installed.
+    #[error(
+        "node {0} has not reported the ring's stage yet (it reports once it has read the stage \
+         register): try again in a moment"
+    )]
+    NotReported(u16),
     /// This node cannot coordinate.
     #[error("{0}")]
     Refused(String),
@@ -200,11 +237,13 @@ pub(crate) trait RingOps {
     async fn pause(&self);
 }
 
-/// Runs `request` against the ring `ops` reaches, reading reports up to `polls` times per stage.
+/// Runs `request` against the ring `ops` reaches, reading reports up to `polls` times per stage
+/// and `sync_polls` times while the movers move.
 pub(crate) async fn change<O: RingOps>(
     ops: &O,
     request: ChangeRequest,
     polls: usize,
+    sync_polls: usize,
 ) -> Result<Changed, ChangeError> {
     let current = ops.stage().await?;
     let peers = ops.peers();
@@ -230,8 +269,22 @@ pub(crate) async fn change<O: RingOps>(
         .into_iter()
         .filter(|n| !up.contains(n))
         .collect();
-    if !down.is_empty() {
+    if !can_run_without(&old, &new, &down) {
         return Err(ChangeError::NodesDown(down));
+    }
+    if matches!(current, RingStage::Stable(_)) {
+        for node in new.nodes().filter(|&n| !old.contains(n)) {
+            match ops.report(node.0).await? {
+                None => return Err(ChangeError::NotReported(node.0)),
+                Some(report) if report.registers > 0 => {
+                    return Err(ChangeError::HoldsRegisters {
+                        node: node.0,
+                        registers: report.registers,
+                    })
+                }
+                Some(_) => {}
+            }
+        }
     }
     if matches!(current, RingStage::Stable(_)) && !ops.swap(&current, &joint).await? {
         return Err(ChangeError::Concurrent(format!(
@@ -239,8 +292,8 @@ pub(crate) async fn change<O: RingOps>(
             stage_name(current.stage())
         )));
     }
-    let reports = await_installed(ops, &joint, polls).await?;
-    sync_moving_slots(&joint, &reports)?;
+    await_installed(ops, &joint, &down, polls).await?;
+    await_synced(ops, &joint, &down, sync_polls).await?;
     let stable = RingStage::Stable(new.clone());
     if !ops.swap(&joint, &stable).await? {
         return Err(ChangeError::Concurrent(format!(
@@ -248,7 +301,7 @@ pub(crate) async fn change<O: RingOps>(
             stage_name(joint.stage())
         )));
     }
-    await_installed(ops, &stable, polls).await?;
+    await_installed(ops, &stable, &down, polls).await?;
     Ok(Changed {
         moved_slots: joint.moving_slots().len(),
         from: old,
@@ -256,15 +309,39 @@ pub(crate) async fn change<O: RingOps>(
     })
 }
 
-/// Waits until every node of `stage` reports having installed it (or a later stage); their
-/// reports.
+/// Whether a change from `old` to `new` can run with the nodes `down` down: for every slot it
+/// moves, a majority of the old replicas and of the new ones up (the fence and the joint
+/// quorums of the write-throughs need them), and up the node that moves its data
+/// ([`crate::ring_mover::Plan`]: its first new replica not among the old ones). A dead node
+/// can so be replaced or removed: its slots keep majorities of both sets, and the node taking
+/// its place moves their data.
+pub(crate) fn can_run_without(old: &Configuration, new: &Configuration, down: &[u16]) -> bool {
+    if down.is_empty() {
+        return true;
+    }
+    let is_up = |n: &NodeId| !down.contains(&n.0);
+    let majority_up = |set: &logless_placement::ReplicaSet| {
+        set.nodes().iter().filter(|n| is_up(n)).count() * 2 > set.nodes().len()
+    };
+    logless_placement::Slot::all().all(|slot| {
+        let (before, after) = (old.replicas(slot), new.replicas(slot));
+        let mover = after.without(&before).next();
+        mover.is_none_or(|mover| is_up(&mover) && majority_up(&before) && majority_up(&after))
+    })
+}
+
+/// Waits until every node of `stage` but those `down` reports having installed it (or a later
+/// stage); their reports. (A node down installs the ring's stage when it starts again, before
+/// it serves.)
 pub(crate) async fn await_installed<O: RingOps>(
     ops: &O,
     stage: &RingStage,
+    down: &[u16],
     polls: usize,
 ) -> Result<BTreeMap<u16, InstallReport>, ChangeError> {
     let wanted = stage.stage();
-    let nodes = stage.nodes();
+    let mut nodes = stage.nodes();
+    nodes.retain(|n| !down.contains(n));
     let mut reports = BTreeMap::new();
     for poll in 0..polls.max(1) {
         if poll > 0 {
@@ -293,22 +370,50 @@ pub(crate) async fn await_installed<O: RingOps>(
     })
 }
 
-/// Brings the registers of `joint`'s moving slots to their new replicas, given what every
-/// node of the change reported. The data mover is not built: this succeeds only when no node
-/// holds a live key of a moving slot.
-pub(crate) fn sync_moving_slots(
+/// Waits until every node of `joint`'s new configuration but those `down` reports its data
+/// mover done: every moving slot is synced by one of them ([`crate::ring_mover`]; none of
+/// those down moves any, [`can_run_without`]).
+pub(crate) async fn await_synced<O: RingOps>(
+    ops: &O,
     joint: &RingStage,
-    reports: &BTreeMap<u16, InstallReport>,
+    down: &[u16],
+    polls: usize,
 ) -> Result<(), ChangeError> {
-    let keys: u64 = reports.values().map(|r| r.moving_keys).sum();
-    if keys == 0 {
-        Ok(())
-    } else {
-        Err(ChangeError::MoverNotBuilt {
-            stage: joint.stage(),
-            keys,
-        })
+    let wanted = joint.stage();
+    let nodes: Vec<u16> = joint
+        .target()
+        .nodes()
+        .map(|n| n.0)
+        .filter(|n| !down.contains(n))
+        .collect();
+    let mut synced = BTreeSet::new();
+    let mut keys = BTreeMap::new();
+    for poll in 0..polls.max(1) {
+        if poll > 0 {
+            ops.pause().await;
+        }
+        for &node in &nodes {
+            if synced.contains(&node) {
+                continue;
+            }
+            if let Some(report) = ops.report(node).await? {
+                if report.stage.is_after(wanted) || (report.stage == wanted && report.synced) {
+                    synced.insert(node);
+                } else if report.stage == wanted {
+                    keys.insert(node, report.moving_keys);
+                }
+            }
+        }
+        if synced.len() == nodes.len() {
+            return Ok(());
+        }
     }
+    let nodes: Vec<u16> = nodes.into_iter().filter(|n| !synced.contains(n)).collect();
+    Err(ChangeError::NotSynced {
+        stage: wanted,
+        keys: nodes.iter().filter_map(|n| keys.get(n)).sum(),
+        nodes,
+    })
 }
 
 /// The coordinator's view of a node's ring.
@@ -360,7 +465,7 @@ pub async fn coordinate(
                 .into(),
         ));
     }
-    change(&NodeOps(context), request, REPORT_POLLS).await
+    change(&NodeOps(context), request, REPORT_POLLS, SYNC_POLLS).await
 }
 
 /// What `logless cluster status` shows: the stage register and every node's report.
@@ -381,7 +486,7 @@ pub struct RingChangeStatus {
     #[serde(default)]
     pub moving_slots: usize,
     /// Every node of the peer list with what it reported installing (`-` for nothing yet) and,
-    /// while joint, the live keys of the moving slots it counted.
+    /// while joint, whether its data mover is done and the keys it found to move.
     pub reports: BTreeMap<u16, String>,
     /// The stage the answering node installed.
     pub installed_here: String,
@@ -397,9 +502,12 @@ pub async fn status(context: &NodeContext) -> Result<RingChangeStatus, String> {
     for peer in &context.config.peers {
         let shown = match ring.register.report(peer.id).await? {
             None => "-".to_string(),
-            Some(r) if matches!(r.stage, Stage::Joint(_)) => {
-                format!("{} ({} keys to move)", stage_name(r.stage), r.moving_keys)
-            }
+            Some(r) if matches!(r.stage, Stage::Joint(_)) => format!(
+                "{} ({}, {} keys found)",
+                stage_name(r.stage),
+                if r.synced { "synced" } else { "moving" },
+                r.moving_keys
+            ),
             Some(r) => stage_name(r.stage),
         };
         reports.insert(peer.id, shown);
@@ -541,7 +649,10 @@ mod tests {
         peers: Vec<u16>,
         down: Vec<u16>,
         silent: Vec<u16>,
-        moving_keys: u64,
+        /// Nodes whose movers never finish.
+        moving: Vec<u16>,
+        /// Registers each node's copy holds.
+        registers: BTreeMap<u16, u64>,
         /// A change another coordinator makes right before this one's first swap.
         racer: Option<RingStage>,
         swaps: RefCell<Vec<Stage>>,
@@ -554,7 +665,8 @@ mod tests {
                 peers: (1..=peers).collect(),
                 down: Vec::new(),
                 silent: Vec::new(),
-                moving_keys: 0,
+                moving: Vec::new(),
+                registers: BTreeMap::new(),
                 racer: None,
                 swaps: RefCell::default(),
             }
@@ -581,12 +693,12 @@ mod tests {
 
         async fn report(&self, node: u16) -> Result<Option<InstallReport>, String> {
             let stage = self.register.borrow().stage();
+            let moving = matches!(stage, Stage::Joint(_)) && self.moving.contains(&node);
             Ok((!self.silent.contains(&node)).then_some(InstallReport {
                 stage,
-                moving_keys: match stage {
-                    Stage::Joint(_) => self.moving_keys,
-                    Stage::Stable(_) => 0,
-                },
+                moving_keys: if moving { 7 } else { 0 },
+                synced: !moving,
+                registers: self.registers.get(&node).copied().unwrap_or(0),
             }))
         }
 
@@ -609,7 +721,7 @@ mod tests {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(change(ops, request, 3))
+            .block_on(change(ops, request, 3, 3))
     }
 
     #[test]
@@ -665,16 +777,64 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("fewer than its replication degree"));
+        // The node to add down; two of four down (slots without a majority).
         let mut down = Fake::new(ring(4), 5);
-        down.down = vec![2];
+        down.down = vec![5];
         assert_eq!(
             refused(&down, ChangeRequest::Add(5)),
-            ChangeError::NodesDown(vec![2])
+            ChangeError::NodesDown(vec![5])
+        );
+        let mut down = Fake::new(ring(4), 5);
+        down.down = vec![1, 2];
+        assert_eq!(
+            refused(&down, ChangeRequest::Remove(4)),
+            ChangeError::NodesDown(vec![1, 2])
         );
         // A node outside both configurations may be down.
         let mut outside = Fake::new(ring(4), 6);
         outside.down = vec![6];
         run(&outside, ChangeRequest::Add(5)).unwrap();
+    }
+
+    #[test]
+    fn a_dead_node_is_replaced_or_removed_with_majorities_of_the_others() {
+        // The dead node never reports; the change waits for the others only.
+        for request in [
+            ChangeRequest::Replace { old: 2, new: 5 },
+            ChangeRequest::Remove(2),
+        ] {
+            let mut fake = Fake::new(ring(4), 5);
+            fake.down = vec![2];
+            fake.silent = vec![2];
+            let changed = run(&fake, request).unwrap();
+            assert!(!changed.to.contains(NodeId(2)));
+        }
+        // A node down that stays a member: the change runs while every moving slot keeps
+        // majorities and its mover is up.
+        let mut fake = Fake::new(ring(4), 5);
+        fake.down = vec![3];
+        fake.silent = vec![3];
+        run(&fake, ChangeRequest::Add(5)).unwrap();
+        // A node that comes up again after the check but never reports still stops it.
+        let mut fake = Fake::new(ring(4), 5);
+        fake.silent = vec![3];
+        assert!(matches!(
+            run(&fake, ChangeRequest::Replace { old: 2, new: 5 }),
+            Err(ChangeError::NotInstalled { .. })
+        ));
+    }
+
+    #[test]
+    fn liveness_asks_majorities_of_every_moving_slot_and_its_mover() {
+        let old = ring(5);
+        let replaced = old.with_node_replaced(NodeId(3), NodeId(6)).unwrap();
+        assert!(can_run_without(&old, &replaced, &[]));
+        assert!(can_run_without(&old, &replaced, &[3]));
+        assert!(!can_run_without(&old, &replaced, &[6]), "the mover");
+        // Two of five down: some moving slot has both among its three old replicas.
+        assert!(!can_run_without(&old, &replaced, &[3, 1]));
+        // A node of neither configuration's moving slots may be down: nothing moves.
+        assert!(can_run_without(&old, &old, &[1, 2, 3]));
     }
 
     #[test]
@@ -752,19 +912,63 @@ mod tests {
     }
 
     #[test]
-    fn keys_in_moving_slots_fail_the_change_until_the_mover_exists() {
+    fn a_mover_that_does_not_finish_stops_the_change_in_joint_until_resumed() {
         let mut fake = Fake::new(ring(4), 5);
-        fake.moving_keys = 2;
-        let e = run(&fake, ChangeRequest::Remove(4)).unwrap_err();
-        // Four nodes each counted two.
+        fake.moving = vec![2, 5];
+        let e = run(&fake, ChangeRequest::Add(5)).unwrap_err();
         assert_eq!(
             e,
-            ChangeError::MoverNotBuilt {
+            ChangeError::NotSynced {
                 stage: Stage::Joint(Epoch(2)),
-                keys: 8
+                nodes: vec![2, 5],
+                keys: 14
             }
         );
-        assert!(e.to_string().starts_with("data mover not built"));
+        assert!(e.to_string().contains("run the same change again"), "{e}");
         assert_eq!(fake.register.borrow().stage(), Stage::Joint(Epoch(2)));
+        // A node of the old configuration only (node 4 leaving) is not waited for.
+        let mut leaving = Fake::new(ring(4), 5);
+        leaving.moving = vec![4];
+        run(&leaving, ChangeRequest::Remove(4)).unwrap();
+        // Once the movers are done, the same change resumes and finishes.
+        fake.moving.clear();
+        let changed = run(&fake, ChangeRequest::Add(5)).unwrap();
+        assert_eq!(changed.to.epoch(), Epoch(2));
+        assert_eq!(
+            *fake.swaps.borrow(),
+            vec![Stage::Joint(Epoch(2)), Stage::Stable(Epoch(2))]
+        );
+    }
+
+    #[test]
+    fn a_joining_node_holding_registers_is_refused_before_anything_is_written() {
+        let mut fake = Fake::new(ring(4), 6);
+        fake.registers.insert(5, 12);
+        // Nodes already members may hold registers; a joining one may not.
+        fake.registers.insert(1, 1000);
+        for request in [
+            ChangeRequest::Add(5),
+            ChangeRequest::Replace { old: 1, new: 5 },
+        ] {
+            let e = run(&fake, request).unwrap_err();
+            assert_eq!(
+                e,
+                ChangeError::HoldsRegisters {
+                    node: 5,
+                    registers: 12
+                }
+            );
+            assert!(e.to_string().contains("earlier membership"), "{e}");
+        }
+        assert!(fake.swaps.borrow().is_empty());
+        run(&fake, ChangeRequest::Add(6)).unwrap();
+        // A joining node that has not reported yet is refused too.
+        let mut fresh = Fake::new(ring(4), 5);
+        fresh.silent = vec![5];
+        assert_eq!(
+            run(&fresh, ChangeRequest::Add(5)).unwrap_err(),
+            ChangeError::NotReported(5)
+        );
+        assert!(fresh.swaps.borrow().is_empty());
     }
 }

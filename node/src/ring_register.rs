@@ -199,41 +199,67 @@ impl RingStage {
     }
 }
 
-/// What a node reports having installed: the stage, and in a joint stage how many live keys of
-/// the moving slots its copy held once it had installed it (the keys a data mover would have
-/// to write through to the new replicas; docs/ring.md §4 step 3).
+/// What a node reports having installed: the stage, in a joint stage how far its data mover
+/// got ([`crate::ring_mover`]; docs/ring.md §4 step 3), and how many registers its copy holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InstallReport {
     /// The stage installed.
     pub stage: Stage,
-    /// Live keys of the moving slots in its copy, counted after installing (0 when stable).
+    /// In a joint stage, the live keys of the moving slots this node's mover found to write
+    /// through (0 when stable).
     pub moving_keys: u64,
+    /// In a joint stage, whether this node's mover has written through every key of the moving
+    /// slots it syncs (true when stable: nothing to move).
+    pub synced: bool,
+    /// The registers (acceptor states) its data shards hold, counted when it reported: a node
+    /// outside the configuration holds some only from an earlier membership, which keeps it
+    /// from joining again ([`crate::ring_change`]).
+    pub registers: u64,
 }
 
+/// The bytes of an [`InstallReport`].
+const REPORT_BYTES: usize = 1 + 8 + 8 + 1 + 8;
+
 impl InstallReport {
-    /// The report's register value: the stage's tag, its epoch and the key count (17 bytes).
+    /// The report's register value: the stage's tag, its epoch, the key count, whether synced
+    /// and the register count (26 bytes).
     pub fn encode(&self) -> Bytes {
         let (tag, epoch) = match self.stage {
             Stage::Stable(e) => (STABLE_TAG, e),
             Stage::Joint(e) => (JOINT_TAG, e),
         };
-        let mut out = vec![tag];
+        let mut out = Vec::with_capacity(REPORT_BYTES);
+        out.push(tag);
         out.extend_from_slice(&epoch.0.to_le_bytes());
         out.extend_from_slice(&self.moving_keys.to_le_bytes());
+        out.push(u8::from(self.synced));
+        out.extend_from_slice(&self.registers.to_le_bytes());
         Bytes::from(out)
     }
 
     /// The report a register value holds, if it is one.
     pub fn decode(bytes: &[u8]) -> Option<InstallReport> {
-        let (&tag, rest) = bytes.split_first()?;
-        let epoch = Epoch(u64::from_le_bytes(rest.get(..8)?.try_into().ok()?));
-        let moving_keys = u64::from_le_bytes(rest.get(8..16)?.try_into().ok()?);
-        let stage = match tag {
+        if bytes.len() != REPORT_BYTES {
+            return None;
+        }
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let epoch = Epoch(word(1));
+        let stage = match bytes[0] {
             STABLE_TAG => Stage::Stable(epoch),
             JOINT_TAG => Stage::Joint(epoch),
             _ => return None,
         };
-        (rest.len() == 16).then_some(InstallReport { stage, moving_keys })
+        let synced = match bytes[17] {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        Some(InstallReport {
+            stage,
+            moving_keys: word(9),
+            synced,
+            registers: word(18),
+        })
     }
 }
 
@@ -408,16 +434,33 @@ mod tests {
             InstallReport {
                 stage: Stage::Stable(Epoch(1)),
                 moving_keys: 0,
+                synced: true,
+                registers: 0,
             },
             InstallReport {
                 stage: Stage::Joint(Epoch(9)),
                 moving_keys: 12345,
+                synced: false,
+                registers: 678,
             },
         ] {
+            assert_eq!(report.encode().len(), REPORT_BYTES);
             assert_eq!(InstallReport::decode(&report.encode()), Some(report));
         }
         assert_eq!(InstallReport::decode(b"S1234567"), None);
-        assert_eq!(InstallReport::decode(&[b'Q'; 17]), None);
+        assert_eq!(InstallReport::decode(&[b'Q'; REPORT_BYTES]), None);
+        // A report of the earlier 17-byte form is none: the node writes a new one.
+        assert_eq!(InstallReport::decode(&[b'S'; 17]), None);
+        let mut bad_flag = InstallReport {
+            stage: Stage::Stable(Epoch(1)),
+            moving_keys: 0,
+            synced: true,
+            registers: 0,
+        }
+        .encode()
+        .to_vec();
+        bad_flag[17] = 2;
+        assert_eq!(InstallReport::decode(&bad_flag), None);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! the shard takes after it are counted by the new quorums), the forwarder routes by its
 //! configuration, and in cluster mode the sessions redirect by it ([`crate::cluster`]). Then
 //! the node writes what it installed to its report register, which the coordinator of a change
-//! waits on ([`crate::ring_change`]).
+//! waits on ([`crate::ring_change`]). In a joint stage the node runs its data mover
+//! ([`crate::ring_mover`]) and reports again when it is done.
 //!
 //! # Why a periodic read
 //!
@@ -31,12 +32,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use logless_placement::{key_slot, Configuration, Slot, SLOTS};
+use logless_placement::{key_slot, Configuration, Slot, Stage};
 use logless_rmw::ids::NodeId;
 use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::context::NodeContext;
+use crate::ring_mover::Mover;
 use crate::ring_register::{
     report_key, stage_name, InstallReport, RingRegister, RingStage, STAGE_KEY,
 };
@@ -44,11 +47,6 @@ use crate::shard::ShardInput;
 
 /// How often a node reads the ring's stage register.
 pub const READ_INTERVAL: Duration = Duration::from_millis(500);
-
-/// How many reads apart a node counts again the keys of the moving slots it reported, while it
-/// reported some: a change refused for them can then be resumed once they are gone (each count
-/// is a pass over the node's copy).
-const RECOUNT_READS: u32 = 10;
 
 /// How many reads apart a node counts again its keys in slots it no longer replicates, while
 /// it has some ([`RingState::keys_elsewhere`]; each count is a pass over the node's copy, and
@@ -72,6 +70,8 @@ pub struct RingState {
     /// Live keys of this node's copy in slots it does not replicate at the installed stage
     /// (left by a change that took the slots away): what its keys owned leave out.
     keys_elsewhere: AtomicU64,
+    /// The data mover's progress in a joint stage.
+    pub mover: Mover,
 }
 
 impl RingState {
@@ -93,6 +93,7 @@ impl RingState {
             ready: watch::channel(false).0,
             read_now,
             keys_elsewhere: AtomicU64::new(0),
+            mover: Mover::default(),
         }
     }
 
@@ -113,6 +114,11 @@ impl RingState {
         let mut ready = self.ready.subscribe();
         let _ = ready.wait_for(|&ready| ready).await;
     }
+
+    /// Has the reader read (and report) at once rather than at its next interval.
+    pub fn wake(&self) {
+        self.read_now.notify_one();
+    }
 }
 
 /// Reads and installs the ring's stage every [`READ_INTERVAL`] until `shutdown`.
@@ -122,11 +128,13 @@ pub async fn run(context: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>)
     };
     let mut reported = Reported::default();
     let mut last_error = String::new();
+    let mut mover: Option<(Stage, JoinHandle<()>)> = None;
     loop {
         match step(&context, &ring, &mut reported).await {
             Ok(()) => {
                 ring.ready.send_replace(true);
                 last_error.clear();
+                mover = keep_moving(&context, &ring, mover);
             }
             Err(e) => {
                 if e != last_error {
@@ -136,15 +144,47 @@ pub async fn run(context: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>)
             }
         }
         tokio::select! {
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => {
+                if let Some((_, task)) = mover {
+                    task.abort();
+                }
+                return;
+            }
             () = tokio::time::sleep(READ_INTERVAL) => {}
             () = ring.read_now.notified() => {}
         }
     }
 }
 
+/// Runs the data mover while the installed stage is joint: starts one for a joint stage that
+/// has none, and ends one whose stage is no longer installed.
+fn keep_moving(
+    context: &Arc<NodeContext>,
+    ring: &Arc<RingState>,
+    running: Option<(Stage, JoinHandle<()>)>,
+) -> Option<(Stage, JoinHandle<()>)> {
+    let installed = ring.installed();
+    let stage = installed.stage();
+    match running {
+        Some((moving, task)) if moving == stage => Some((moving, task)),
+        other => {
+            if let Some((_, task)) = other {
+                task.abort();
+            }
+            matches!(installed, RingStage::Joint { .. }).then(|| {
+                let task = tokio::spawn(crate::ring_mover::run(
+                    context.clone(),
+                    ring.clone(),
+                    installed,
+                ));
+                (stage, task)
+            })
+        }
+    }
+}
+
 /// One read: installs a newer stage and reports what is installed, if not reported yet (or,
-/// while it reported keys to move, if their count changed).
+/// in a joint stage, if the mover's progress changed).
 async fn step(
     context: &NodeContext,
     ring: &RingState,
@@ -182,34 +222,42 @@ async fn step(
         ring.keys_elsewhere.store(elsewhere, Ordering::Relaxed);
         reported.reads_since_elsewhere = 0;
     }
-    reported.reads_since += 1;
-    let stale = match reported.last {
-        None => true,
-        Some(last) if last.stage != stage.stage() => true,
-        Some(last) => last.moving_keys > 0 && reported.reads_since >= RECOUNT_READS,
+    let registers = match reported.last {
+        Some(last) if last.stage == stage.stage() => last.registers,
+        _ => crate::status::gather(context).await.registers,
     };
-    if stale {
-        let report = InstallReport {
+    let report = match stage {
+        RingStage::Stable(_) => InstallReport {
             stage: stage.stage(),
-            moving_keys: moving_keys(context, &stage).await,
-        };
-        if reported.last != Some(report) {
-            ring.register
-                .put(&report_key(context.node.0), report.encode())
-                .await?;
+            moving_keys: 0,
+            synced: true,
+            registers,
+        },
+        RingStage::Joint { .. } => {
+            let progress = ring.mover.progress();
+            let current = progress.stage == Some(stage.stage());
+            InstallReport {
+                stage: stage.stage(),
+                moving_keys: if current { progress.found } else { 0 },
+                synced: current && progress.done,
+                registers,
+            }
         }
+    };
+    if reported.last != Some(report) {
+        ring.register
+            .put(&report_key(context.node.0), report.encode())
+            .await?;
         reported.last = Some(report);
-        reported.reads_since = 0;
     }
     Ok(())
 }
 
-/// What a node reported last, and how many reads ago; and how many reads ago it counted its
-/// keys elsewhere ([`RingState::keys_elsewhere`]).
+/// What a node reported last; and how many reads ago it counted its keys elsewhere
+/// ([`RingState::keys_elsewhere`]).
 #[derive(Default)]
 struct Reported {
     last: Option<InstallReport>,
-    reads_since: u32,
     reads_since_elsewhere: u32,
 }
 
@@ -254,17 +302,4 @@ async fn live_keys_in(context: &NodeContext, counted: &[bool]) -> u64 {
         .iter()
         .filter(|key| counted[usize::from(key_slot(key).get())])
         .count() as u64
-}
-
-/// The live keys of `stage`'s moving slots in this node's copy (none when stable).
-async fn moving_keys(context: &NodeContext, stage: &RingStage) -> u64 {
-    let moving = stage.moving_slots();
-    if moving.is_empty() {
-        return 0;
-    }
-    let mut is_moving = vec![false; usize::from(SLOTS)];
-    for slot in moving {
-        is_moving[usize::from(slot.get())] = true;
-    }
-    live_keys_in(context, &is_moving).await
 }

@@ -30,6 +30,9 @@ pub type ScanPage = (u64, Vec<(Bytes, &'static str)>);
 pub enum ShardInput {
     /// Client commands on keys of this shard, in the order the clients sent them.
     Commands(Vec<Submitted>),
+    /// Write-throughs of registers of this shard for the ring's data mover
+    /// ([`crate::ring_mover`]), each answered as GET is.
+    WriteThroughs(Vec<(Key, ReplyTo)>),
     /// Protocol messages from the same shard of a peer.
     Messages {
         /// The sender.
@@ -258,6 +261,11 @@ impl Shard {
                 } in commands
                 {
                     self.core.submit(key, command, reply);
+                }
+            }
+            ShardInput::WriteThroughs(registers) => {
+                for (key, reply) in registers {
+                    self.core.submit_write_through(key, reply);
                 }
             }
             ShardInput::Messages { from, messages } => self.core.receive(from, messages),

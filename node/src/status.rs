@@ -814,6 +814,36 @@ pub struct RingStatus {
     /// replicas (itself included): it cannot serve their keys, and is unhealthy while any are.
     #[serde(default)]
     pub slots_without_majority: Vec<String>,
+    /// Keys this node's data mover wrote through to new replicas since it started
+    /// ([`crate::ring_mover`]).
+    #[serde(default)]
+    pub keys_moved: u64,
+    /// Keys whose write-through is under way.
+    #[serde(default)]
+    pub keys_in_transit: u64,
+    /// The data mover's progress in the last joint stage, if there was one since the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mover: Option<MoverStatus>,
+}
+
+/// A node's data mover in a joint stage ([`crate::ring_mover::Progress`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MoverStatus {
+    /// The joint stage it moves for (`Joint(e)`).
+    pub stage: String,
+    /// The moving slots this node syncs.
+    pub slots: u64,
+    /// Of those, synced.
+    pub slots_synced: u64,
+    /// Live keys of its slots found at their old replicas.
+    pub keys_found: u64,
+    /// Of those, written through.
+    pub keys_synced: u64,
+    /// Whether every slot it syncs is synced.
+    pub done: bool,
+    /// What it waits for, if anything.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub waiting: String,
 }
 
 impl RingStatus {
@@ -833,6 +863,7 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
     let nodes = ring.nodes().len();
     let stage = context.ring.as_ref().map(|r| r.installed().stage());
     let elsewhere = context.ring.as_ref().map_or(0, |r| r.keys_elsewhere());
+    let mover = context.ring.as_ref().map(|r| r.mover.progress());
     Some(RingStatus {
         stage: stage.map_or_else(String::new, crate::ring_register::stage_name),
         epoch: stage.map_or(0, |s| s.epoch().0),
@@ -847,6 +878,19 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
         crossslot: c.cross.load(Ordering::Relaxed),
         client_addrs: forwarder.client_addrs().clone(),
         slots_without_majority: crate::ring::ranges_without_majority(&ring, reaches),
+        keys_moved: context.ring.as_ref().map_or(0, |r| r.mover.moved()),
+        keys_in_transit: mover.as_ref().map_or(0, |p| p.in_transit),
+        mover: mover.and_then(|p| {
+            Some(MoverStatus {
+                stage: crate::ring_register::stage_name(p.stage?),
+                slots: p.slots,
+                slots_synced: p.slots_synced,
+                keys_found: p.found,
+                keys_synced: p.synced,
+                done: p.done,
+                waiting: p.waiting,
+            })
+        }),
     })
 }
 
@@ -919,6 +963,30 @@ fn ring_prometheus(out: &mut String, r: &RingStatus) {
             "counter",
             "Commands refused with CROSSSLOT: their keys are held by different replicas.",
             r.crossslot,
+        ),
+        (
+            "keys_moved_total",
+            "counter",
+            "Keys this node's data mover wrote through to their new replicas in ring changes.",
+            r.keys_moved,
+        ),
+        (
+            "keys_in_transit",
+            "gauge",
+            "Keys whose write-through by this node's data mover is under way.",
+            r.keys_in_transit,
+        ),
+        (
+            "moving_slots",
+            "gauge",
+            "Moving slots this node's data mover syncs in the ring's last joint stage.",
+            r.mover.as_ref().map_or(0, |m| m.slots),
+        ),
+        (
+            "moving_slots_synced",
+            "gauge",
+            "Of those, the slots whose every key is written through.",
+            r.mover.as_ref().map_or(0, |m| m.slots_synced),
         ),
     ];
     for (name, kind, help, value) in figures {

@@ -410,16 +410,7 @@ impl<R, M: Media> ShardCore<R, M> {
                 return;
             }
         }
-        self.next_tag += 1;
-        let tag = self.next_tag;
-        self.waiting.insert(
-            tag,
-            Waiting {
-                reply,
-                name: command.name(),
-                started_us: self.turn_started_us,
-            },
-        );
+        let tag = self.wait_for(reply, command.name());
         // The store refused a write for space: a register this replica does not hold would
         // need new space here, so its write is refused at once rather than after a timeout,
         // unless a check finds that space came back.
@@ -436,6 +427,30 @@ impl<R, M: Media> ShardCore<R, M> {
             return;
         }
         self.submitted.push((ClientTag(tag), key, command));
+    }
+
+    /// A write-through of register `key` for the ring's data mover ([`crate::ring_mover`],
+    /// `Replica::handle_write_through`), answered through `reply` as GET is.
+    pub fn submit_write_through(&mut self, key: Key, reply: R) {
+        self.hand_over_commands();
+        let tag = self.wait_for(reply, Command::Get.name());
+        self.replica
+            .handle_write_through(self.now_ms, ClientTag(tag), key);
+    }
+
+    /// The tag of a command `name` whose answer goes to `reply`.
+    fn wait_for(&mut self, reply: R, name: &'static str) -> u64 {
+        self.next_tag += 1;
+        let tag = self.next_tag;
+        self.waiting.insert(
+            tag,
+            Waiting {
+                reply,
+                name,
+                started_us: self.turn_started_us,
+            },
+        );
+        tag
     }
 
     /// Hands the commands submitted so far to the replica.

@@ -155,6 +155,20 @@ struct Pending {
     command: Command,
     /// Whether the command only reads (cached from the command).
     read_only: bool,
+    /// Whether it asks for a write-through ([`Proposer::handle_write_through`]).
+    write_through: bool,
+}
+
+/// Where a read stands with a write-through it was asked for
+/// ([`Proposer::handle_write_through`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Forced {
+    /// None asked for: a consistent quorum answers.
+    No,
+    /// Asked for and not done yet: a consistent quorum does not answer, phase 1 follows.
+    Wanted,
+    /// Done: the next consistent quorum answers.
+    Done,
 }
 
 /// A proposal this operation made: its id and the replies its commands get if it is chosen.
@@ -281,6 +295,8 @@ struct Operation {
     wake_ms: u64,
     /// Commands that arrived during this operation, for the next ones.
     queue: VecDeque<Pending>,
+    /// A read asked to write the register through.
+    forced: Forced,
 }
 
 /// The pre-acknowledged next round after our own successful proposal (§5.8): the successor of
@@ -777,6 +793,28 @@ impl Proposer {
 
     /// A client command for register `key`.
     pub fn handle_command(&mut self, now_ms: u64, client: ClientTag, key: Key, command: Command) {
+        self.submit(now_ms, client, key, command, false);
+    }
+
+    /// A write-through of register `key`, answered as GET is: phase 1 under the current
+    /// quorums (joint ones while the register's slot moves), and unless it finds nothing (⊥),
+    /// the highest vote proposed again with its request ids in the round of that phase 1, even
+    /// when a consistent quorum already holds it, then a read. So a majority of every acceptor
+    /// set holds the register's value with the request that made it, and a retry of that
+    /// request is recognised there. For a node's data mover during a ring change
+    /// (docs/ring.md §4 step 3); no client command reaches it.
+    pub fn handle_write_through(&mut self, now_ms: u64, client: ClientTag, key: Key) {
+        self.submit(now_ms, client, key, Command::Get, true);
+    }
+
+    fn submit(
+        &mut self,
+        now_ms: u64,
+        client: ClientTag,
+        key: Key,
+        command: Command,
+        write_through: bool,
+    ) {
         let reg = self
             .registers
             .get_or_insert_with(&key, RegisterProposer::new);
@@ -794,6 +832,7 @@ impl Proposer {
             client,
             command,
             read_only,
+            write_through,
         };
         if let Some(op) = reg.op.as_mut() {
             op.queue.push_back(pending);
@@ -1025,6 +1064,7 @@ impl Step<'_> {
                 phase: Phase::Backoff,
                 wake_ms: 0,
                 queue: VecDeque::new(),
+                forced: Forced::No,
             })
         });
         self.begin(now_ms, op, Some(arriving));
@@ -1054,6 +1094,11 @@ impl Step<'_> {
             let next = op.queue.pop_front().expect("checked");
             op.batch.push(next);
         }
+        op.forced = if op.batch.iter().any(|p| p.write_through) {
+            Forced::Wanted
+        } else {
+            Forced::No
+        };
         self.reg.op = Some(op);
         if read {
             self.send_read(now_ms, false);
@@ -1598,6 +1643,9 @@ impl Step<'_> {
             }
             None if op.read => {
                 // The interrupted write is finished; read again (it should now be consistent).
+                if op.forced == Forced::Wanted {
+                    op.forced = Forced::Done;
+                }
                 self.send_read(now_ms, false);
             }
             None => self.send_prepare(now_ms),
@@ -1651,6 +1699,16 @@ impl Step<'_> {
             .acks
             .verdict(&quorum, AcceptorSet::default(), accept_inconsistent);
         if let Verdict::Consistent { r_voted, value, .. } = verdict {
+            if collect_forced(&self.reg.op) && r_voted != Round::BOTTOM {
+                // A write-through asked for: phase 1 above every round seen, then the vote
+                // proposed again (`evaluate_phase_one`).
+                let Phase::Read(collect) = &self.op().phase else {
+                    unreachable!("still reading");
+                };
+                let r_ack_seen = collect.acks.r_ack_max();
+                self.send_paxos_prep(now_ms, r_ack_seen);
+                return;
+            }
             self.answer_reads(now_ms, r_voted, value);
             return;
         }
@@ -1707,7 +1765,16 @@ impl Step<'_> {
                 prepared,
             } => {
                 if op.read {
-                    self.answer_reads(now_ms, r_voted, value);
+                    match prepared {
+                        Some(round) if op.forced == Forced::Wanted && r_voted != Round::BOTTOM => {
+                            // The write-through asked for: the chosen vote again, in our round.
+                            self.write_through(now_ms, round, value, req, req_prev);
+                        }
+                        None if op.forced == Forced::Wanted && r_voted != Round::BOTTOM => {
+                            self.undecided(now_ms, waited);
+                        }
+                        _ => self.answer_reads(now_ms, r_voted, value),
+                    }
                     return;
                 }
                 // Our earlier proposal was chosen if the chosen value is its value (line 8) or
@@ -1812,6 +1879,11 @@ impl Step<'_> {
             Phase::Backoff => self.send_prepare(now_ms),
         }
     }
+}
+
+/// Whether the operation `op` is a read asked to write its register through that has not yet.
+fn collect_forced(op: &Option<Box<Operation>>) -> bool {
+    op.as_ref().is_some_and(|op| op.forced == Forced::Wanted)
 }
 
 /// The ACK's fields before its value is resolved.

@@ -407,6 +407,12 @@ impl Replica {
         self.proposer.handle_command(now_ms, client, key, command);
     }
 
+    /// A write-through of register `key` for a node's data mover, answered as GET is (see
+    /// [`crate::proposer::Proposer::handle_write_through`]).
+    pub fn handle_write_through(&mut self, now_ms: u64, client: ClientTag, key: Key) {
+        self.proposer.handle_write_through(now_ms, client, key);
+    }
+
     /// Client commands, in order: the same as [`Replica::handle_command`] for each, but every
     /// command's register is asked of the cache a few commands ahead (see [`PREFETCH_AHEAD`]).
     /// Empties `commands`.

@@ -1993,6 +1993,17 @@ fn run_on(
     keep: impl Fn(NodeId, &Envelope) -> bool + Copy,
 ) -> Result<Reply, ProposeError> {
     net.command_on(node, tag, key.clone(), command);
+    answer_of(net, node, tag, keep)
+}
+
+/// Delivers messages while `keep` says so, firing `node`'s timers until the command `tag` it
+/// runs is answered; the answer.
+fn answer_of(
+    net: &mut Net,
+    node: NodeId,
+    tag: u64,
+    keep: impl Fn(NodeId, &Envelope) -> bool + Copy,
+) -> Result<Reply, ProposeError> {
     net.run(keep);
     for _ in 0..200 {
         if net.reply(tag).is_some() {
@@ -2046,6 +2057,79 @@ fn ring_a_replaced_replica_gets_the_last_value_through_the_joint_stage() {
 fn ring_skipping_the_joint_stage_loses_an_acknowledged_write() {
     // The old majority that chose 7 and the new majority that reads are disjoint.
     assert_eq!(moved_then_read(false), Reply::Nil);
+}
+
+/// Runs a write-through of `key` through `node` (a node's data mover), as [`run_on`] runs a
+/// command; the answer.
+fn write_through_on(
+    net: &mut Net,
+    node: NodeId,
+    tag: u64,
+    key: &Key,
+    keep: impl Fn(NodeId, &Envelope) -> bool + Copy,
+) -> Result<Reply, ProposeError> {
+    let now = net.now_ms;
+    net.replicas
+        .get_mut(&node)
+        .unwrap()
+        .handle_write_through(now, ClientTag(tag), key.clone());
+    net.collect(node);
+    answer_of(net, node, tag, keep)
+}
+
+#[test]
+fn ring_a_write_through_puts_the_value_and_its_request_on_the_new_acceptors() {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let mut net = m.net();
+    let write = run_on(&mut net, s1, 1, &m.key, Command::IncrBy(7), every);
+    assert_eq!(write, Ok(Reply::Int(7)));
+    let chosen = net.replicas[&s1].acceptor_state(&m.key).unwrap().clone();
+    install(&mut net, &m.joint());
+    // A read finds the two shared replicas consistent, a majority of each set: it answers
+    // without writing anything to the joining acceptor.
+    let read = run_on(&mut net, s2, 2, &m.key, Command::Get, every);
+    assert_eq!(read, Ok(Reply::Bulk("7".into())));
+    assert!(net.replicas[&m.joining].acceptor_state(&m.key).is_none());
+    // The mover's write-through proposes the chosen value again, in a new round, with the
+    // request that made it: every acceptor of the new set holds it.
+    let synced = write_through_on(&mut net, m.joining, 3, &m.key, every);
+    assert_eq!(synced, Ok(Reply::Bulk("7".into())));
+    for node in [s1, s2, m.joining] {
+        let state = net.replicas[&node].acceptor_state(&m.key).unwrap();
+        assert!(
+            state.r_voted > chosen.r_voted,
+            "node {node:?} voted in a new round"
+        );
+        assert_eq!(state.value, chosen.value);
+        assert_eq!(state.req, chosen.req, "the request that made the value");
+    }
+    // Once stable in the new set, the joining acceptor and one shared one serve it.
+    install(&mut net, &m.stable_new());
+    let read = run_on(&mut net, m.joining, 4, &m.key, Command::Get, without(&[s1]));
+    assert_eq!(read, Ok(Reply::Bulk("7".into())));
+    assert_eq!(
+        run_on(&mut net, s2, 5, &m.key, Command::IncrBy(1), without(&[s1])),
+        Ok(Reply::Int(8))
+    );
+}
+
+#[test]
+fn ring_a_write_through_of_a_register_nobody_holds_writes_nothing() {
+    let m = Move::new();
+    let mut net = m.net();
+    install(&mut net, &m.joint());
+    let since = net.log.len();
+    let synced = write_through_on(&mut net, m.joining, 1, &m.key, every);
+    assert_eq!(synced, Ok(Reply::Nil));
+    // A read and nothing else: no acceptor voted.
+    for node in SIX {
+        let voted = net.replicas[&node]
+            .acceptor_state(&m.key)
+            .is_some_and(|s| s.r_voted != Round::BOTTOM);
+        assert!(!voted, "node {node:?} voted");
+    }
+    assert!(net.log.len() > since);
 }
 
 #[test]
