@@ -27,7 +27,8 @@
 //!   key lives on the R replicas of its slot: the engines run on the placement each node
 //!   derives, a command sent to a node that does not hold its key is forwarded by the node's
 //!   own routing over a modelled link, and crashes keep a majority of every key's replicas up
-//!   (`ring.rs`).
+//!   (`ring.rs`). A ring's membership may change during the faults: nodes added, removed and
+//!   replaced through the joint stage, installed by the nodes one at a time (`ring_change.rs`).
 //! * **Phases.** Faults run until `faults_until_us`; then everything heals and every key must
 //!   become writable and readable through every node again (the liveness phase).
 //!
@@ -62,10 +63,12 @@ use crate::whole_node::{self, AnswerTo, CLIENT_DELAY_US, INPUTS_PER_TURN_MAX, WA
 mod config;
 mod requests;
 mod ring;
+mod ring_change;
 mod workload;
 
 pub use config::{NodeFaults, NodeSimConfig, NodeSimReport};
 pub use ring::RingBugs;
+pub use ring_change::RingChanges;
 
 /// The size a slot file may reach while disks are full ([`NodeFaults::disk_full`]): its
 /// header and two appends of [`FULL_DISK_CHUNK_BYTES`], 16 of the smallest slots, fewer than
@@ -88,6 +91,8 @@ enum Input {
         messages: Vec<Message>,
     },
     LinkBroken(NodeId),
+    /// A stage of the ring to install (the node's `ShardInput::InstallPlacement`).
+    Install(logless_rmw::placement::Placement),
 }
 
 #[derive(Debug)]
@@ -167,6 +172,14 @@ enum Event {
         client: u32,
         seq: u64,
     },
+    /// A node reads the ring's stage register (periodically, or woken by its engine).
+    RingRead {
+        node: NodeId,
+        incarnation: u32,
+        periodic: bool,
+    },
+    /// The coordinator of the ring's membership changes takes its next step.
+    RingCoordinate,
 }
 
 /// A turn's outputs, held until its flush ends.
@@ -219,6 +232,9 @@ struct SimNode {
     crash_in_next_flush: bool,
     /// Whether it lost its disk and rejoins, at every start from then on.
     rejoining: bool,
+    /// Whether it serves clients: on a ring whose membership changes, only once it read the
+    /// ring's stage since it started.
+    ready: bool,
 }
 
 struct Client {
@@ -278,7 +294,12 @@ impl NodeCluster {
             stamp_readings_ms: Vec::new(),
             skew_us_max: 0,
             faults_active: true,
-            ring: SimRing::new(&config.node, config.nodes, config.ring_bugs),
+            ring: SimRing::new(
+                &config.node,
+                config.nodes,
+                config.ring_bugs,
+                config.ring_changes,
+            ),
             report: NodeSimReport::default(),
             config,
         };
@@ -295,9 +316,11 @@ impl NodeCluster {
                     clock_offset_ms: 0,
                     crash_in_next_flush: false,
                     rejoining: false,
+                    ready: true,
                 },
             );
         }
+        cluster.plan_ring_changes();
         for n in 1..=cluster.config.nodes {
             cluster.start_node(NodeId(n));
         }
@@ -346,7 +369,7 @@ impl NodeCluster {
                 self.heal();
                 continue;
             }
-            if self.workload_done() && !self.faults_active {
+            if self.workload_done() && !self.faults_active && self.ring_settled() {
                 break;
             }
             self.step_next();
@@ -355,6 +378,7 @@ impl NodeCluster {
             self.heal();
         }
         self.liveness();
+        self.check_final_replicas();
         for n in self.nodes.values() {
             for core in n.shards.iter().filter_map(|s| s.core.as_ref()) {
                 let status = core.status();
@@ -530,6 +554,7 @@ impl NodeCluster {
                 self.enqueue(peer, s, Input::LinkBroken(node));
             }
         }
+        self.ring_node_started(node);
     }
 
     fn peers_of(&self, node: NodeId) -> Vec<NodeId> {
@@ -603,6 +628,7 @@ impl NodeCluster {
                 Some(Input::Command { key, command, to }) => core.submit(key, command, to),
                 Some(Input::Messages { from, messages }) => core.receive(from, messages),
                 Some(Input::LinkBroken(peer)) => core.link_broken(peer),
+                Some(Input::Install(placement)) => core.install_placement(placement),
                 None => break,
             }
         }
@@ -615,6 +641,7 @@ impl NodeCluster {
             return;
         }
         let wrote = core.store().flushes > flushes;
+        let newer_stage = core.take_newer_stage().is_some();
         s.busy = true;
         s.crash_point_armed &= wrote;
         let incarnation = n.incarnation;
@@ -630,6 +657,9 @@ impl NodeCluster {
             shard,
         };
         self.events.schedule(if wrote { flush_us } else { 0 }, done);
+        if newer_stage {
+            self.newer_stage_met(node);
+        }
     }
 
     fn turn_done(&mut self, node: NodeId, shard: u16) {
@@ -763,11 +793,14 @@ impl NodeCluster {
     }
 
     /// Whether `node` may go down too and leave a majority up: of every node, or on a ring of
-    /// every key's replicas (the node's own count, [`logless_node::ring`]).
+    /// every key's replicas (the node's own count, [`logless_node::ring`]), by the old and the
+    /// new configuration while the ring moves.
     fn one_more_may_crash(&self, node: NodeId) -> bool {
         if let Some(ring) = &self.ring {
             let up = |n: logless_placement::NodeId| n.0 != node.0 && self.nodes[&NodeId(n.0)].up;
-            return logless_node::ring::ranges_without_majority(&ring.ring, up).is_empty();
+            return [ring.register.serving(), ring.register.target()]
+                .into_iter()
+                .all(|config| logless_node::ring::ranges_without_majority(config, up).is_empty());
         }
         let down = self.nodes.values().filter(|n| !n.up).count();
         whole_node::one_more_may_crash(down, self.config.nodes)
@@ -1013,6 +1046,12 @@ impl NodeCluster {
                 result,
             } => self.forward_reply(client, seq, result),
             Event::ForwardBroken { client, seq } => self.forward_broken(client, seq),
+            Event::RingRead {
+                node,
+                incarnation,
+                periodic,
+            } => self.ring_read(node, incarnation, periodic),
+            Event::RingCoordinate => self.coordinate(),
         }
     }
 }
