@@ -97,6 +97,8 @@ pub(super) struct SimRing {
     pub reported: BTreeMap<NodeId, logless_placement::Stage>,
     /// The coordinator of the membership changes, if the ring has any.
     pub coordinator: Option<Coordinator>,
+    /// How often (mean, µs) each node reads the stage register since its last start.
+    pub read_every_us: BTreeMap<NodeId, u64>,
     /// Every node, sorted: the acceptors placements index into.
     acceptors: Vec<NodeId>,
     /// The placement of each stage installed so far.
@@ -164,6 +166,7 @@ impl SimRing {
             installed: BTreeMap::new(),
             reported: BTreeMap::new(),
             coordinator: changes.any().then(|| Coordinator::new(changes)),
+            read_every_us: BTreeMap::new(),
             acceptors: (1..=nodes).map(NodeId).collect(),
             stage_placements: BTreeMap::new(),
             placements,

@@ -14,7 +14,8 @@
 //! * **The stage register** is modelled: on a node it is a register of the ring shard (every
 //!   peer an acceptor) read every 500 ms by `ring_watch.rs` over tokio. Here it is one value
 //!   that a node reads, installs and reports (`ring/installed/<id>`) at random moments
-//!   ([`READ_EVERY_US`] on average) when it reaches a majority of the peer list, and at once
+//!   ([`READ_EVERY_US`] on average, ten times less often for one node start in three: some
+//!   nodes are late) when it reaches a majority of the peer list, and at once
 //!   when its engine met a newer stage (`ShardCore::take_newer_stage`, as
 //!   `Shard::on_newer_stage` wakes the reader). A node that restarts comes back with the
 //!   placement its peer list derives (`logless_node::ring::placement`, as a node does) and
@@ -51,6 +52,14 @@ use crate::history::Outcome;
 /// The mean time between two reads of the stage register by a node (µs): the node reads every
 /// 500 ms, scaled down as the simulation's faults are (a partition change every 50 ms).
 pub const READ_EVERY_US: u64 = 10_000;
+
+/// One node start in this many reads the register [`LATE_FACTOR`] times less often until its
+/// next start (a node whose reads are slow or fail): it may lag stages behind the ring, which
+/// only the fence keeps from deciding with quorums the ring no longer uses.
+const LATE_ONE_IN: u32 = 3;
+
+/// How much less often a late node reads the register.
+const LATE_FACTOR: u64 = 10;
 
 /// How often the coordinator looks at the nodes' reports and the sync's progress (µs).
 const COORDINATOR_POLL_US: u64 = 1_000;
@@ -232,7 +241,14 @@ impl NodeCluster {
         }
         let incarnation = self.nodes[&node].incarnation;
         let derived = self.ring.as_ref().expect("a ring").derived_stage();
-        self.ring_mut().installed.insert(node, derived);
+        let read_every_us = if self.rng.random_ratio(1, LATE_ONE_IN) {
+            READ_EVERY_US * LATE_FACTOR
+        } else {
+            READ_EVERY_US
+        };
+        let ring = self.ring_mut();
+        ring.installed.insert(node, derived);
+        ring.read_every_us.insert(node, read_every_us);
         self.nodes.get_mut(&node).expect("node").ready = false;
         if incarnation == 1 {
             self.install_register(node);
@@ -246,7 +262,7 @@ impl NodeCluster {
                 },
             );
         }
-        let at = self.rng.random_range(0..=2 * READ_EVERY_US);
+        let at = self.rng.random_range(0..=2 * read_every_us);
         self.events.schedule(
             at,
             Event::RingRead {
@@ -265,7 +281,8 @@ impl NodeCluster {
             return;
         }
         if periodic {
-            let at = self.rng.random_range(1..=2 * READ_EVERY_US);
+            let read_every_us = self.ring.as_ref().expect("a ring").read_every_us[&node];
+            let at = self.rng.random_range(1..=2 * read_every_us);
             self.events.schedule(
                 at,
                 Event::RingRead {
