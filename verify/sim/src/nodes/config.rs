@@ -220,7 +220,7 @@ impl NodeSimConfig {
         if seed % 7 == 6 {
             config.nodes = 5 + (seed / 7 % 5) as u16;
             config.make_ring(3);
-            config.ring_changes = RingChanges::for_ring_seed(seed / 7 / 5);
+            config.ring_changes = RingChanges::for_ring_seed(seed / 7);
         }
         config
     }

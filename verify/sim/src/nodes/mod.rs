@@ -9,7 +9,8 @@
 //!   time after a turn that wrote: inputs arriving meanwhile wait for the next turn, and the
 //!   turn's outputs leave when the flush ends.
 //! * **Network.** One TCP-like [`Link`] per shard and directed pair of nodes; batches are lost,
-//!   duplicated, delayed and reordered; partitions cut nodes off one way or both ways. A
+//!   duplicated, delayed and reordered; partitions cut nodes off one way or both ways (and
+//!   split a ring whose membership changes in two). A
 //!   crash breaks its links at once, as a reset TCP connection does.
 //! * **Crashes.** A crash may land inside a flush (a crash point among the media operations
 //!   of the turn). In `sync` mode it is either a process crash (the page cache survives) or a
@@ -49,7 +50,7 @@ use logless_rmw::replica::Replica;
 use logless_storage::media::{Media, SECTOR_BYTES};
 use logless_storage::{Durability, SimMedia};
 use rand::rngs::SmallRng;
-use rand::seq::IndexedRandom;
+use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
 
 use crate::history::{Clocks, History, Outcome};
@@ -918,8 +919,12 @@ impl NodeCluster {
         self.cut.clear();
         self.report.partitions += 1;
         let nodes = self.config.nodes;
-        match self.rng.random_range(0..4) {
+        // A ring whose membership changes may also split in two (a fifth kind, drawn only
+        // there so that the other seeds' schedules stay as they were).
+        let kinds = if self.ring_watched() { 5 } else { 4 };
+        match self.rng.random_range(0..kinds) {
             0 => {}
+            4 => self.split(),
             kind => {
                 let isolated = NodeId(self.rng.random_range(1..=nodes));
                 for peer in self.peers_of(isolated) {
@@ -934,6 +939,24 @@ impl NodeCluster {
         }
         let next = self.exp(self.config.faults.partition_every_us);
         self.events.schedule(next, Event::Partition);
+    }
+
+    /// Cuts the nodes into a minority of at least two and the rest, both ways: the minority
+    /// cannot read the ring's stage register, but it may hold a majority of some slot's
+    /// replicas.
+    fn split(&mut self) {
+        let mut order: Vec<NodeId> = (1..=self.config.nodes).map(NodeId).collect();
+        order.shuffle(&mut self.rng);
+        let size = self
+            .rng
+            .random_range(2..=(usize::from(self.config.nodes) - 1) / 2);
+        let (minority, rest) = order.split_at(size);
+        for &a in minority {
+            for &b in rest {
+                self.cut.push((a, b));
+                self.cut.push((b, a));
+            }
+        }
     }
 
     fn clock_jump(&mut self) {

@@ -91,13 +91,13 @@ pub struct RingChanges {
 }
 
 impl RingChanges {
-    /// The changes of the `i`-th ring seed of a given size: 1 to 3 changes, a spare on every
-    /// other, the node's waits on every other pair.
+    /// The changes of the `i`-th ring seed: the node's waits on every other, a spare on every
+    /// other pair, 1 to 3 changes by fours.
     pub fn for_ring_seed(i: u64) -> RingChanges {
         RingChanges {
-            changes: 1 + (i % 3) as u32,
-            spare: (i / 3).is_multiple_of(2),
-            wait_for_every_node: (i / 6).is_multiple_of(2),
+            changes: 1 + (i / 4 % 3) as u32,
+            spare: (i / 2).is_multiple_of(2),
+            wait_for_every_node: i.is_multiple_of(2),
         }
     }
 
@@ -300,9 +300,21 @@ impl NodeCluster {
     /// `node` installs the register's stage on every shard and its forwarder (if it is not the
     /// one installed), reports it and serves.
     fn install_register(&mut self, node: NodeId) {
+        let (now, ready) = (self.events.now_us(), self.nodes[&node].ready);
         let ring = self.ring_mut();
         let stage = ring.register.clone();
         if ring.installed[&node] != stage {
+            if std::env::var("RINGDEBUG").is_ok() {
+                eprintln!(
+                    "t={} node {} ready {} from {:?} to {:?}",
+                    now,
+                    node.0,
+                    ready,
+                    ring.installed[&node].stage(),
+                    stage.stage()
+                );
+            }
+            let ring = self.ring_mut();
             let placement = ring.placement_of(&stage);
             ring.set_route(node, stage.serving().clone());
             ring.installed.insert(node, stage.clone());
@@ -356,17 +368,36 @@ impl NodeCluster {
             Step::Stabilising { stage, left } => {
                 if self.installed_enough(&stage) {
                     self.report.ring_changes += 1;
-                    let at = self.exp(CHANGE_GAP_US);
-                    self.events.schedule(at, Event::RingCoordinate);
+                    if left > 1 {
+                        let at = self.exp(CHANGE_GAP_US);
+                        self.events.schedule(at, Event::RingCoordinate);
+                    }
                     self.coordinator().step = Step::Idle { left: left - 1 };
                     return;
                 }
                 Step::Stabilising { stage, left }
             }
         };
-        let idle = matches!(next, Step::Idle { .. });
+        if std::env::var("RINGDEBUG").is_ok() {
+            let name = match &next {
+                Step::Idle { left } => format!("idle {left}"),
+                Step::Installing { stage, .. } => format!("installing {:?}", stage.stage()),
+                Step::Syncing { keys, .. } => format!(
+                    "syncing {}/{}",
+                    keys.values().filter(|k| k.done).count(),
+                    keys.len()
+                ),
+                Step::Stabilising { stage, .. } => format!("stabilising {:?}", stage.stage()),
+            };
+            eprintln!(
+                "t={} coordinator {name} faults {}",
+                self.events.now_us(),
+                self.faults_active
+            );
+        }
+        let done = matches!(next, Step::Idle { left: 0 });
         self.coordinator().step = next;
-        if !idle || self.faults_active {
+        if !done {
             self.events
                 .schedule(COORDINATOR_POLL_US, Event::RingCoordinate);
         }
@@ -375,7 +406,7 @@ impl NodeCluster {
     /// Starts a change drawn among those the configuration allows, if the faults last and
     /// the register can be written.
     fn start_change(&mut self, left: u32) -> Step {
-        if left == 0 || !self.faults_active {
+        if !self.faults_active {
             return Step::Idle { left: 0 };
         }
         if !self.register_writable() {
