@@ -10,7 +10,7 @@
 //!   turn's outputs leave when the flush ends.
 //! * **Network.** One TCP-like [`Link`] per shard and directed pair of nodes; batches are lost,
 //!   duplicated, delayed and reordered; partitions cut nodes off one way or both ways (and
-//!   split a ring whose membership changes in two). A
+//!   cut two replicas of a slot off from a ring whose membership changes). A
 //!   crash breaks its links at once, as a reset TCP connection does.
 //! * **Crashes.** A crash may land inside a flush (a crash point among the media operations
 //!   of the turn). In `sync` mode it is either a process crash (the page cache survives) or a
@@ -50,7 +50,7 @@ use logless_rmw::replica::Replica;
 use logless_storage::media::{Media, SECTOR_BYTES};
 use logless_storage::{Durability, SimMedia};
 use rand::rngs::SmallRng;
-use rand::seq::{IndexedRandom, SliceRandom};
+use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 
 use crate::history::{Clocks, History, Outcome};
@@ -941,18 +941,33 @@ impl NodeCluster {
         self.events.schedule(next, Event::Partition);
     }
 
-    /// Cuts the nodes into a minority of at least two and the rest, both ways: the minority
-    /// cannot read the ring's stage register, but it may hold a majority of some slot's
-    /// replicas.
+    /// Cuts two replicas of some slot (by the ring one of them routes by, which may lag the
+    /// register's) off from the other nodes, both ways: they cannot read the ring's stage
+    /// register, but they hold a majority of that slot's replicas as the lagging one sees them.
     fn split(&mut self) {
-        let mut order: Vec<NodeId> = (1..=self.config.nodes).map(NodeId).collect();
-        order.shuffle(&mut self.rng);
-        let size = self
-            .rng
-            .random_range(2..=(usize::from(self.config.nodes) - 1) / 2);
-        let (minority, rest) = order.split_at(size);
-        for &a in minority {
-            for &b in rest {
+        let nodes = self.config.nodes;
+        let first = NodeId(self.rng.random_range(1..=nodes));
+        let ring = self.ring.as_ref().expect("a ring");
+        let config = (ring.installed.get(&first)).map_or(ring.register.serving(), |s| s.serving());
+        let held: Vec<NodeId> = loop {
+            let slot =
+                logless_placement::Slot::new(self.rng.random_range(0..logless_placement::SLOTS))
+                    .expect("a slot");
+            let replicas = config.replicas(slot);
+            if replicas.contains(logless_placement::NodeId(first.0)) {
+                break (replicas.nodes().iter())
+                    .map(|n| NodeId(n.0))
+                    .filter(|&n| n != first)
+                    .collect();
+            }
+            if !config.contains(logless_placement::NodeId(first.0)) {
+                break replicas.nodes().iter().map(|n| NodeId(n.0)).collect();
+            }
+        };
+        let second = *held.choose(&mut self.rng).expect("replicas");
+        let minority = [first, second];
+        for a in minority {
+            for b in (1..=nodes).map(NodeId).filter(|b| !minority.contains(b)) {
                 self.cut.push((a, b));
                 self.cut.push((b, a));
             }

@@ -14,7 +14,7 @@
 //! * **The stage register** is modelled: on a node it is a register of the ring shard (every
 //!   peer an acceptor) read every 500 ms by `ring_watch.rs` over tokio. Here it is one value
 //!   that a node reads, installs and reports (`ring/installed/<id>`) at random moments
-//!   ([`READ_EVERY_US`] on average, ten times less often for one node start in three: some
+//!   ([`READ_EVERY_US`] on average, thirty times less often for one node start in two: some
 //!   nodes are late) when it reaches a majority of the peer list, and at once
 //!   when its engine met a newer stage (`ShardCore::take_newer_stage`, as
 //!   `Shard::on_newer_stage` wakes the reader). A node that restarts comes back with the
@@ -56,10 +56,10 @@ pub const READ_EVERY_US: u64 = 10_000;
 /// One node start in this many reads the register [`LATE_FACTOR`] times less often until its
 /// next start (a node whose reads are slow or fail): it may lag stages behind the ring, which
 /// only the fence keeps from deciding with quorums the ring no longer uses.
-const LATE_ONE_IN: u32 = 3;
+const LATE_ONE_IN: u32 = 2;
 
 /// How much less often a late node reads the register.
-const LATE_FACTOR: u64 = 10;
+const LATE_FACTOR: u64 = 30;
 
 /// How often the coordinator looks at the nodes' reports and the sync's progress (µs).
 const COORDINATOR_POLL_US: u64 = 1_000;
@@ -68,7 +68,7 @@ const COORDINATOR_POLL_US: u64 = 1_000;
 const FIRST_CHANGE_US: (u64, u64) = (2_000, 40_000);
 
 /// The mean pause between the end of a change and the start of the next (µs).
-const CHANGE_GAP_US: u64 = 15_000;
+const CHANGE_GAP_US: u64 = 10_000;
 
 /// How long a sync read may go unanswered before it is sent again, through any new replica.
 const SYNC_TIMEOUT_US: u64 = 30_000;
@@ -92,10 +92,10 @@ pub struct RingChanges {
 
 impl RingChanges {
     /// The changes of the `i`-th ring seed: the node's waits on every other, a spare on every
-    /// other pair, 1 to 3 changes by fours.
+    /// other pair, 2 to 4 changes by fours.
     pub fn for_ring_seed(i: u64) -> RingChanges {
         RingChanges {
-            changes: 1 + (i / 4 % 3) as u32,
+            changes: 2 + (i / 4 % 3) as u32,
             spare: (i / 2).is_multiple_of(2),
             wait_for_every_node: i.is_multiple_of(2),
         }
@@ -300,21 +300,9 @@ impl NodeCluster {
     /// `node` installs the register's stage on every shard and its forwarder (if it is not the
     /// one installed), reports it and serves.
     fn install_register(&mut self, node: NodeId) {
-        let (now, ready) = (self.events.now_us(), self.nodes[&node].ready);
         let ring = self.ring_mut();
         let stage = ring.register.clone();
         if ring.installed[&node] != stage {
-            if std::env::var("RINGDEBUG").is_ok() {
-                eprintln!(
-                    "t={} node {} ready {} from {:?} to {:?}",
-                    now,
-                    node.0,
-                    ready,
-                    ring.installed[&node].stage(),
-                    stage.stage()
-                );
-            }
-            let ring = self.ring_mut();
             let placement = ring.placement_of(&stage);
             ring.set_route(node, stage.serving().clone());
             ring.installed.insert(node, stage.clone());
@@ -378,23 +366,6 @@ impl NodeCluster {
                 Step::Stabilising { stage, left }
             }
         };
-        if std::env::var("RINGDEBUG").is_ok() {
-            let name = match &next {
-                Step::Idle { left } => format!("idle {left}"),
-                Step::Installing { stage, .. } => format!("installing {:?}", stage.stage()),
-                Step::Syncing { keys, .. } => format!(
-                    "syncing {}/{}",
-                    keys.values().filter(|k| k.done).count(),
-                    keys.len()
-                ),
-                Step::Stabilising { stage, .. } => format!("stabilising {:?}", stage.stage()),
-            };
-            eprintln!(
-                "t={} coordinator {name} faults {}",
-                self.events.now_us(),
-                self.faults_active
-            );
-        }
         let done = matches!(next, Step::Idle { left: 0 });
         self.coordinator().step = next;
         if !done {
