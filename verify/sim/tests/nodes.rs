@@ -212,20 +212,21 @@ fn caught(bugs: Bugs, seeds: u64, tune: impl Fn(&mut NodeSimConfig)) -> u64 {
     failing(configs.filter(|config| !ring_refuses(config)))
 }
 
-/// How many of `configs` fail their run; prints the first failure.
+/// How many of `configs` fail their run; prints the first failure and the seeds that failed.
 fn failing(configs: impl IntoIterator<Item = NodeSimConfig>) -> u64 {
-    let (mut caught, mut runs) = (0, 0);
+    let (mut caught, mut runs) = (Vec::new(), 0);
     for config in configs {
         runs += 1;
+        let seed = config.seed;
         if let Err(e) = run(config) {
-            if caught == 0 {
+            if caught.is_empty() {
                 println!("{e}");
             }
-            caught += 1;
+            caught.push(seed);
         }
     }
-    println!("caught in {caught} of {runs} seeds");
-    caught
+    println!("caught in {} of {runs} seeds: {caught:?}", caught.len());
+    caught.len() as u64
 }
 
 #[test]
