@@ -1064,13 +1064,10 @@ fn faulty_rings_stay_linearizable() {
     assert!(t.ring_changes >= count && t.keys_synced > 0);
 }
 
-/// How many of `count` ring seeds `ring_bugs` and `bugs` make fail.
-fn ring_caught(ring_bugs: RingBugs, bugs: Bugs, count: u64) -> u64 {
-    failing(ring_seeds(0, count).map(|seed| NodeSimConfig {
-        ring_bugs,
-        bugs,
-        ..NodeSimConfig::for_seed(seed)
-    }))
+/// How many of `count` ring seeds `ring_bugs` makes fail.
+fn ring_caught(ring_bugs: RingBugs, count: u64) -> u64 {
+    let seeds: Vec<u64> = ring_seeds(0, count).collect();
+    caught_on(&seeds, ring_bugs, Bugs::default())
 }
 
 /// A forwarder that sends a command written on a link that broke to the next replica, instead
@@ -1081,7 +1078,7 @@ fn a_forwarder_resending_after_a_broken_link_is_caught() {
         resend_after_break: true,
         ..RingBugs::default()
     };
-    assert!(ring_caught(bugs, Bugs::default(), 30) > 0);
+    assert!(ring_caught(bugs, 30) > 0);
 }
 
 /// A node whose ring disagrees with the others' (derived without one of the peers) runs keys
@@ -1101,31 +1098,46 @@ fn a_node_disagreeing_on_the_placement_is_caught() {
     assert!(failing(configs) > 0);
 }
 
-/// How many ring seeds of the many-seed test (the first 286 ring seeds are among its 2,000)
-/// the mutations of a membership change are checked on; `LOGLESS_RING_MUTATION_SEEDS`
-/// overrides it.
-fn ring_mutation_seeds(default: u64) -> u64 {
-    std::env::var("LOGLESS_RING_MUTATION_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+/// The ring seeds a mutation of a membership change is checked on: `pinned` by default, or
+/// the first `LOGLESS_RING_MUTATION_SEEDS` ring seeds (the first 286 are those among the
+/// many-seed test's 2,000 seeds).
+fn mutation_seeds(pinned: &[u64]) -> Vec<u64> {
+    match std::env::var("LOGLESS_RING_MUTATION_SEEDS") {
+        Ok(count) => ring_seeds(0, count.parse().expect("a number of seeds")).collect(),
+        Err(_) => pinned.to_vec(),
+    }
+}
+
+/// How many of `seeds` `ring_bugs` and `bugs` make fail.
+fn caught_on(seeds: &[u64], ring_bugs: RingBugs, bugs: Bugs) -> u64 {
+    failing(seeds.iter().map(|&seed| NodeSimConfig {
+        ring_bugs,
+        bugs,
+        ..NodeSimConfig::for_seed(seed)
+    }))
 }
 
 /// "A move that lets the old and new acceptor sets both decide": the coordinator swaps
 /// `Stable(e)` for `Stable(e+1)` without the joint stage and its sync, so a value held by a
-/// majority of the old replicas only is missed by a majority of the new ones: caught.
+/// majority of the old replicas only is missed by a majority of the new ones: caught. Of the
+/// 286 ring seeds among the many-seed test's, 167 catch it (docs/ring.md §5); by default the
+/// first ten ring seeds run, five of which catch it.
 #[test]
 fn a_change_skipping_the_joint_stage_is_caught() {
     let bugs = RingBugs {
         skip_joint_stage: true,
         ..RingBugs::default()
     };
-    assert!(ring_caught(bugs, Bugs::default(), ring_mutation_seeds(40)) > 0);
+    let first_ten: Vec<u64> = ring_seeds(0, 10).collect();
+    assert!(caught_on(&mutation_seeds(&first_ten), bugs, Bugs::default()) > 0);
 }
 
 /// "A configuration change applied without its fence": acceptors decide on messages of
-/// another stage than their own (`accept_any_stage`), so a proposer lagging stages behind
-/// decides with quorums the ring no longer uses: caught.
+/// another stage than their own (`accept_any_stage`), so a node lagging stages behind (late
+/// to read the register, or cut off from it with another replica of a slot) decides with
+/// quorums the ring no longer uses: caught. Rarely: of the 286 ring seeds among the many-seed
+/// test's, 5 catch it (153, 699, 769, 1343, 1455), which run by default;
+/// `LOGLESS_RING_MUTATION_SEEDS=286` counts them again.
 #[test]
 fn a_change_without_its_fence_is_caught() {
     let bugs = Bugs {
@@ -1135,5 +1147,6 @@ fn a_change_without_its_fence_is_caught() {
         },
         ..Bugs::default()
     };
-    assert!(ring_caught(RingBugs::default(), bugs, ring_mutation_seeds(40)) > 0);
+    let pinned = [153, 699, 769, 1343, 1455];
+    assert!(caught_on(&mutation_seeds(&pinned), RingBugs::default(), bugs) > 0);
 }
