@@ -1146,7 +1146,8 @@ fn a_change_skipping_the_joint_stage_is_caught() {
 /// another stage than their own (`accept_any_stage`), so a node lagging stages behind (late
 /// to read the register, or cut off from it with another replica of a slot) decides with
 /// quorums the ring no longer uses: caught. Rarely: of the 286 ring seeds among the many-seed
-/// test's, 5 catch it (153, 699, 769, 1343, 1455), which run by default;
+/// test's, 5 fail with it (153, 699, 769, 1343, 1455), and 769 fails without it too (see
+/// `faulty_whole_node_schedules_stay_linearizable`), so the other four run by default;
 /// `LOGLESS_RING_MUTATION_SEEDS=286` counts them again.
 #[test]
 fn a_change_without_its_fence_is_caught() {
@@ -1157,6 +1158,6 @@ fn a_change_without_its_fence_is_caught() {
         },
         ..Bugs::default()
     };
-    let pinned = [153, 699, 769, 1343, 1455];
+    let pinned = [153, 699, 1343, 1455];
     assert!(caught_on(&mutation_seeds(&pinned), RingBugs::default(), bugs) > 0);
 }
