@@ -46,7 +46,7 @@ use logless_rmw::ids::{Key, NodeId};
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
-use super::{AnswerTo, Event, Input, NodeCluster, CLIENT_DELAY_US};
+use super::{AnswerTo, Event, Input, NodeCluster};
 use crate::history::Outcome;
 
 /// The mean time between two reads of the stage register by a node (µs): the node reads every
@@ -516,28 +516,11 @@ impl NodeCluster {
             let seq = c.next_read;
             c.reads.insert(seq, key.clone());
             sync.sent = Some((seq, now_us));
-            let shard =
-                logless_node::context::shard_of(key.as_bytes(), usize::from(self.config.shards))
-                    as u16;
             let to = AnswerTo {
                 client: MOVER_CLIENT,
                 seq,
             };
-            let input = Input::Command {
-                key: key.clone(),
-                command: Command::Exists,
-                to,
-            };
-            let incarnation = self.nodes[&node].incarnation;
-            self.events.schedule(
-                CLIENT_DELAY_US,
-                Event::Arrive {
-                    node,
-                    incarnation,
-                    shard,
-                    input,
-                },
-            );
+            self.submit_to(node, key.clone(), Command::Exists, to);
         }
         Step::Syncing { joint, keys, left }
     }

@@ -329,10 +329,17 @@ impl NodeCluster {
         command: Command,
         to: AnswerTo,
     ) {
-        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards)) as u16;
+        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards));
         let n = self.nodes.get_mut(&node).expect("node");
-        n.shards[usize::from(shard)].waiting.push(index);
-        let incarnation = n.incarnation;
+        n.shards[shard].waiting.push(index);
+        self.submit_to(node, key, command, to);
+    }
+
+    /// Hands a command to the shard of its key on `node` (its current incarnation) after the
+    /// client's delay.
+    pub(super) fn submit_to(&mut self, node: NodeId, key: Key, command: Command, to: AnswerTo) {
+        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards)) as u16;
+        let incarnation = self.nodes[&node].incarnation;
         self.events.schedule(
             CLIENT_DELAY_US,
             Event::Arrive {
