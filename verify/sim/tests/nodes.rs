@@ -982,7 +982,7 @@ fn ring_seeds(first: u64, count: u64) -> impl Iterator<Item = u64> {
 /// forwarding links reset after delivering, two replicas of a slot cut off together), with 2
 /// to 4 membership changes each while the faults last: every history linearizable per key by
 /// the Rust checker and by Porcupine, counters exact, each written key on a majority of its
-/// final replicas. `LOGLESS_RING_SEEDS` ring seeds (250 by default, about 17 s of CPU in the
+/// final replicas. `LOGLESS_RING_SEEDS` ring seeds (200 by default, about 14 s of CPU in the
 /// tests profile) from the `LOGLESS_RING_SEED_START`-th (by default the 300th, past the ring
 /// seeds the many-seed test above runs); the long run is in docs/results
 /// (node-sim-ring-changes-2026-11-27):
@@ -998,7 +998,7 @@ fn faulty_rings_stay_linearizable() {
             .unwrap_or(default)
     };
     let (count, first) = (
-        env("LOGLESS_RING_SEEDS", 250),
+        env("LOGLESS_RING_SEEDS", 200),
         env("LOGLESS_RING_SEED_START", 300),
     );
     let mut failures = Vec::new();
