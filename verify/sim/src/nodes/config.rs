@@ -5,6 +5,7 @@ use logless_node::turn::Sweep;
 use logless_storage::Durability;
 
 use super::ring::RingBugs;
+use super::ring_change::RingChanges;
 
 /// Faults of a whole-node run.
 #[derive(Clone, Debug)]
@@ -143,6 +144,8 @@ pub struct NodeSimConfig {
     pub bugs: Bugs,
     /// Deliberate bugs of a ring's forwarding and placement (harness tests only).
     pub ring_bugs: RingBugs,
+    /// Membership changes of a ring during the faults (none by default).
+    pub ring_changes: RingChanges,
 }
 
 impl NodeSimConfig {
@@ -176,6 +179,7 @@ impl NodeSimConfig {
             sweep: Sweep::default(),
             bugs: Bugs::default(),
             ring_bugs: RingBugs::default(),
+            ring_changes: RingChanges::default(),
         }
     }
 }
@@ -187,7 +191,8 @@ impl NodeSimConfig {
     /// reads through the node a fast write left out find it behind), removal of dead registers
     /// on all but every fourth seed (those 3 modulo 4; of expired values only on those 0
     /// modulo 4, which have no clock jumps). Every seventh seed (those 6 modulo 7) is a ring
-    /// of 5 to 9 nodes with R = 3 instead ([`NodeSimConfig::ring_of`]), under the same faults.
+    /// of 5 to 9 nodes with R = 3 instead ([`NodeSimConfig::ring_of`]), under the same faults,
+    /// whose membership changes while they last ([`RingChanges::for_ring_seed`]).
     /// The replay command rebuilds a failing run from its seed alone with this.
     pub fn for_seed(seed: u64) -> NodeSimConfig {
         let durability = if seed.is_multiple_of(2) {
@@ -215,6 +220,7 @@ impl NodeSimConfig {
         if seed % 7 == 6 {
             config.nodes = 5 + (seed / 7 % 5) as u16;
             config.make_ring(3);
+            config.ring_changes = RingChanges::for_ring_seed(seed / 7);
         }
         config
     }
@@ -306,6 +312,12 @@ pub struct NodeSimReport {
     pub forwarded_unreachable: u64,
     /// Commands a ring node refused (`CROSSSLOT`: a transaction on keys it does not hold).
     pub refused_elsewhere: u64,
+    /// Membership changes of the ring that reached their stable stage.
+    pub ring_changes: u64,
+    /// Stages installed by nodes (a node's install of one stage counts once).
+    pub stage_installs: u64,
+    /// Keys of moving slots written through under joint quorums (the sync step).
+    pub keys_synced: u64,
     /// Failures of the run itself: a store refused after a crash, a store error, a key that
     /// did not become available again in the liveness phase.
     pub failures: Vec<String>,
@@ -319,7 +331,7 @@ impl std::fmt::Display for NodeSimReport {
              in flush {}, torn sectors {}), partitions {}, clock jumps {} (skew up to {} ms), \
              expiring ops {} (absent reads {}, leases taken over {}), batches {}, link breaks {}, \
              registers removed {}, forwarded {} (uncertain {}, unreachable {}, refused {}), \
-             sim time {} ms, trace {:016x}",
+             ring changes {} (stage installs {}, keys synced {}), sim time {} ms, trace {:016x}",
             self.operations,
             self.acknowledged,
             self.not_applied,
@@ -342,6 +354,9 @@ impl std::fmt::Display for NodeSimReport {
             self.forwarded_uncertain,
             self.forwarded_unreachable,
             self.refused_elsewhere,
+            self.ring_changes,
+            self.stage_installs,
+            self.keys_synced,
             self.sim_time_us / 1000,
             self.trace
         )

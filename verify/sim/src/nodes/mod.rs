@@ -9,7 +9,8 @@
 //!   time after a turn that wrote: inputs arriving meanwhile wait for the next turn, and the
 //!   turn's outputs leave when the flush ends.
 //! * **Network.** One TCP-like [`Link`] per shard and directed pair of nodes; batches are lost,
-//!   duplicated, delayed and reordered; partitions cut nodes off one way or both ways. A
+//!   duplicated, delayed and reordered; partitions cut nodes off one way or both ways (and
+//!   cut two replicas of a slot off from a ring whose membership changes). A
 //!   crash breaks its links at once, as a reset TCP connection does.
 //! * **Crashes.** A crash may land inside a flush (a crash point among the media operations
 //!   of the turn). In `sync` mode it is either a process crash (the page cache survives) or a
@@ -27,7 +28,8 @@
 //!   key lives on the R replicas of its slot: the engines run on the placement each node
 //!   derives, a command sent to a node that does not hold its key is forwarded by the node's
 //!   own routing over a modelled link, and crashes keep a majority of every key's replicas up
-//!   (`ring.rs`).
+//!   (`ring.rs`). A ring's membership may change during the faults: nodes added, removed and
+//!   replaced through the joint stage, installed by the nodes one at a time (`ring_change.rs`).
 //! * **Phases.** Faults run until `faults_until_us`; then everything heals and every key must
 //!   become writable and readable through every node again (the liveness phase).
 //!
@@ -62,10 +64,12 @@ use crate::whole_node::{self, AnswerTo, CLIENT_DELAY_US, INPUTS_PER_TURN_MAX, WA
 mod config;
 mod requests;
 mod ring;
+mod ring_change;
 mod workload;
 
 pub use config::{NodeFaults, NodeSimConfig, NodeSimReport};
 pub use ring::RingBugs;
+pub use ring_change::RingChanges;
 
 /// The size a slot file may reach while disks are full ([`NodeFaults::disk_full`]): its
 /// header and two appends of [`FULL_DISK_CHUNK_BYTES`], 16 of the smallest slots, fewer than
@@ -88,6 +92,8 @@ enum Input {
         messages: Vec<Message>,
     },
     LinkBroken(NodeId),
+    /// A stage of the ring to install (the node's `ShardInput::InstallPlacement`).
+    Install(logless_rmw::placement::Placement),
 }
 
 #[derive(Debug)]
@@ -167,6 +173,14 @@ enum Event {
         client: u32,
         seq: u64,
     },
+    /// A node reads the ring's stage register (periodically, or woken by its engine).
+    RingRead {
+        node: NodeId,
+        incarnation: u32,
+        periodic: bool,
+    },
+    /// The coordinator of the ring's membership changes takes its next step.
+    RingCoordinate,
 }
 
 /// A turn's outputs, held until its flush ends.
@@ -219,6 +233,9 @@ struct SimNode {
     crash_in_next_flush: bool,
     /// Whether it lost its disk and rejoins, at every start from then on.
     rejoining: bool,
+    /// Whether it serves clients: on a ring whose membership changes, only once it read the
+    /// ring's stage since it started.
+    ready: bool,
 }
 
 struct Client {
@@ -278,7 +295,12 @@ impl NodeCluster {
             stamp_readings_ms: Vec::new(),
             skew_us_max: 0,
             faults_active: true,
-            ring: SimRing::new(&config.node, config.nodes, config.ring_bugs),
+            ring: SimRing::new(
+                &config.node,
+                config.nodes,
+                config.ring_bugs,
+                config.ring_changes,
+            ),
             report: NodeSimReport::default(),
             config,
         };
@@ -295,9 +317,11 @@ impl NodeCluster {
                     clock_offset_ms: 0,
                     crash_in_next_flush: false,
                     rejoining: false,
+                    ready: true,
                 },
             );
         }
+        cluster.plan_ring_changes();
         for n in 1..=cluster.config.nodes {
             cluster.start_node(NodeId(n));
         }
@@ -346,7 +370,7 @@ impl NodeCluster {
                 self.heal();
                 continue;
             }
-            if self.workload_done() && !self.faults_active {
+            if self.workload_done() && !self.faults_active && self.ring_settled() {
                 break;
             }
             self.step_next();
@@ -355,6 +379,7 @@ impl NodeCluster {
             self.heal();
         }
         self.liveness();
+        self.check_final_replicas();
         for n in self.nodes.values() {
             for core in n.shards.iter().filter_map(|s| s.core.as_ref()) {
                 let status = core.status();
@@ -530,6 +555,7 @@ impl NodeCluster {
                 self.enqueue(peer, s, Input::LinkBroken(node));
             }
         }
+        self.ring_node_started(node);
     }
 
     fn peers_of(&self, node: NodeId) -> Vec<NodeId> {
@@ -603,6 +629,7 @@ impl NodeCluster {
                 Some(Input::Command { key, command, to }) => core.submit(key, command, to),
                 Some(Input::Messages { from, messages }) => core.receive(from, messages),
                 Some(Input::LinkBroken(peer)) => core.link_broken(peer),
+                Some(Input::Install(placement)) => core.install_placement(placement),
                 None => break,
             }
         }
@@ -615,6 +642,7 @@ impl NodeCluster {
             return;
         }
         let wrote = core.store().flushes > flushes;
+        let newer_stage = core.take_newer_stage().is_some();
         s.busy = true;
         s.crash_point_armed &= wrote;
         let incarnation = n.incarnation;
@@ -630,6 +658,9 @@ impl NodeCluster {
             shard,
         };
         self.events.schedule(if wrote { flush_us } else { 0 }, done);
+        if newer_stage {
+            self.newer_stage_met(node);
+        }
     }
 
     fn turn_done(&mut self, node: NodeId, shard: u16) {
@@ -763,11 +794,14 @@ impl NodeCluster {
     }
 
     /// Whether `node` may go down too and leave a majority up: of every node, or on a ring of
-    /// every key's replicas (the node's own count, [`logless_node::ring`]).
+    /// every key's replicas (the node's own count, [`logless_node::ring`]), by the old and the
+    /// new configuration while the ring moves.
     fn one_more_may_crash(&self, node: NodeId) -> bool {
         if let Some(ring) = &self.ring {
             let up = |n: logless_placement::NodeId| n.0 != node.0 && self.nodes[&NodeId(n.0)].up;
-            return logless_node::ring::ranges_without_majority(&ring.ring, up).is_empty();
+            return [ring.register.serving(), ring.register.target()]
+                .into_iter()
+                .all(|config| logless_node::ring::ranges_without_majority(config, up).is_empty());
         }
         let down = self.nodes.values().filter(|n| !n.up).count();
         whole_node::one_more_may_crash(down, self.config.nodes)
@@ -885,8 +919,12 @@ impl NodeCluster {
         self.cut.clear();
         self.report.partitions += 1;
         let nodes = self.config.nodes;
-        match self.rng.random_range(0..4) {
+        // A ring whose membership changes may also split in two (a fifth kind, drawn only
+        // there so that the other seeds' schedules stay as they were).
+        let kinds = if self.ring_watched() { 5 } else { 4 };
+        match self.rng.random_range(0..kinds) {
             0 => {}
+            4 => self.split(),
             kind => {
                 let isolated = NodeId(self.rng.random_range(1..=nodes));
                 for peer in self.peers_of(isolated) {
@@ -901,6 +939,39 @@ impl NodeCluster {
         }
         let next = self.exp(self.config.faults.partition_every_us);
         self.events.schedule(next, Event::Partition);
+    }
+
+    /// Cuts two replicas of some slot (by the ring one of them routes by, which may lag the
+    /// register's) off from the other nodes, both ways: they cannot read the ring's stage
+    /// register, but they hold a majority of that slot's replicas as the lagging one sees them.
+    fn split(&mut self) {
+        let nodes = self.config.nodes;
+        let first = NodeId(self.rng.random_range(1..=nodes));
+        let ring = self.ring.as_ref().expect("a ring");
+        let config = (ring.installed.get(&first)).map_or(ring.register.serving(), |s| s.serving());
+        let held: Vec<NodeId> = loop {
+            let slot =
+                logless_placement::Slot::new(self.rng.random_range(0..logless_placement::SLOTS))
+                    .expect("a slot");
+            let replicas = config.replicas(slot);
+            if replicas.contains(logless_placement::NodeId(first.0)) {
+                break (replicas.nodes().iter())
+                    .map(|n| NodeId(n.0))
+                    .filter(|&n| n != first)
+                    .collect();
+            }
+            if !config.contains(logless_placement::NodeId(first.0)) {
+                break replicas.nodes().iter().map(|n| NodeId(n.0)).collect();
+            }
+        };
+        let second = *held.choose(&mut self.rng).expect("replicas");
+        let minority = [first, second];
+        for a in minority {
+            for b in (1..=nodes).map(NodeId).filter(|b| !minority.contains(b)) {
+                self.cut.push((a, b));
+                self.cut.push((b, a));
+            }
+        }
     }
 
     fn clock_jump(&mut self) {
@@ -1013,6 +1084,12 @@ impl NodeCluster {
                 result,
             } => self.forward_reply(client, seq, result),
             Event::ForwardBroken { client, seq } => self.forward_broken(client, seq),
+            Event::RingRead {
+                node,
+                incarnation,
+                periodic,
+            } => self.ring_read(node, incarnation, periodic),
+            Event::RingCoordinate => self.coordinate(),
         }
     }
 }

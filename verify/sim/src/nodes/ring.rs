@@ -25,16 +25,18 @@ use std::collections::BTreeMap;
 use logless_commands::command::Command;
 use logless_node::config::{NodeConfig, PeerConfig};
 use logless_node::forward::{Forwarder, Route};
+use logless_node::ring_register::RingStage;
 use logless_node::turn::CommandResult;
 use logless_placement::{Configuration, ReplicaSet};
 use logless_redis::session::Step;
 use logless_redis::table::ReplyShape;
 use logless_rmw::ids::{Key, NodeId};
-use logless_rmw::placement::Placement;
+use logless_rmw::placement::{Placement, StageId};
 
 use rand::Rng;
 
 use super::config::NodeFaults;
+use super::ring_change::{Coordinator, RingChanges};
 use super::{AnswerTo, Event, NodeCluster, CLIENT_DELAY_US};
 
 /// How long a node no link could be opened to is passed over (µs). `forward.rs` passes one
@@ -54,6 +56,10 @@ pub struct RingBugs {
     /// others on which nodes hold a key (what the ring's digest in the peer hello refuses on
     /// real nodes).
     pub node_1_misses_a_peer: bool,
+    /// The coordinator of a membership change swaps `Stable(e)` for `Stable(e+1)` directly,
+    /// without the joint stage and its sync: the old and the new acceptor sets may both
+    /// decide, and values held by the old replicas only are lost.
+    pub skip_joint_stage: bool,
 }
 
 /// The configuration node `node` of `nodes` starts with: `base` with its id, every node as a
@@ -80,8 +86,23 @@ pub fn node_config(base: &NodeConfig, nodes: u16, node: NodeId, bugs: RingBugs) 
 /// The ring's side of the simulated cluster: each node's forwarder (its ring and routing) and
 /// the forwarded commands on their way.
 pub(super) struct SimRing {
-    /// The ring the nodes agree on (of a node that lists every peer).
-    pub ring: Configuration,
+    /// The ring's stage register: at first the ring every node that lists every peer derives
+    /// (`ring_change.rs` models the register and its changes).
+    pub register: RingStage,
+    /// The ring the nodes derive from the peer list (of a node that lists every peer).
+    derived: Configuration,
+    /// The stage each node installed last, while the ring's membership changes.
+    pub installed: BTreeMap<NodeId, RingStage>,
+    /// The stage each node reported installing last.
+    pub reported: BTreeMap<NodeId, logless_placement::Stage>,
+    /// The coordinator of the membership changes, if the ring has any.
+    pub coordinator: Option<Coordinator>,
+    /// How often (mean, µs) each node reads the stage register since its last start.
+    pub read_every_us: BTreeMap<NodeId, u64>,
+    /// Every node, sorted: the acceptors placements index into.
+    acceptors: Vec<NodeId>,
+    /// The placement of each stage installed so far.
+    stage_placements: BTreeMap<StageId, Placement>,
     /// Each node's placement, as the node derives it.
     pub placements: BTreeMap<NodeId, Placement>,
     forwarders: BTreeMap<NodeId, Forwarder>,
@@ -114,7 +135,12 @@ impl SimRing {
     ///
     /// # Panics
     /// If a node would refuse its configuration: the simulation runs only rings a node runs.
-    pub fn new(base: &NodeConfig, nodes: u16, bugs: RingBugs) -> Option<SimRing> {
+    pub fn new(
+        base: &NodeConfig,
+        nodes: u16,
+        bugs: RingBugs,
+        changes: RingChanges,
+    ) -> Option<SimRing> {
         let mut placements = BTreeMap::new();
         let mut forwarders = BTreeMap::new();
         for node in (1..=nodes).map(NodeId) {
@@ -133,9 +159,16 @@ impl SimRing {
                 forwarders.insert(node, forwarder);
             }
         }
-        let ring = Configuration::clone(&forwarders[&NodeId(nodes)].ring());
+        let derived = Configuration::clone(&forwarders[&NodeId(nodes)].ring());
         Some(SimRing {
-            ring,
+            register: RingStage::Stable(derived.clone()),
+            derived,
+            installed: BTreeMap::new(),
+            reported: BTreeMap::new(),
+            coordinator: changes.any().then(|| Coordinator::new(changes)),
+            read_every_us: BTreeMap::new(),
+            acceptors: (1..=nodes).map(NodeId).collect(),
+            stage_placements: BTreeMap::new(),
             placements,
             forwarders,
             passed_over: BTreeMap::new(),
@@ -162,12 +195,41 @@ impl SimRing {
         self.forwarders[&node].route(name, &step)
     }
 
-    /// Whether `node` holds `key` by the ring the nodes agree on.
+    /// Whether `node` holds `key` by the configuration the ring is at or moving to.
     pub fn holds(&self, node: NodeId, key: &Key) -> bool {
         let slot = logless_placement::key_slot(key.as_bytes());
-        self.ring
-            .replicas(slot)
-            .contains(logless_placement::NodeId(node.0))
+        (self.register.target().replicas(slot)).contains(logless_placement::NodeId(node.0))
+    }
+
+    /// The peer list's node ids.
+    pub fn peers(&self) -> Vec<u16> {
+        self.acceptors.iter().map(|n| n.0).collect()
+    }
+
+    /// The stage a node starts with: the configuration its peer list derives.
+    pub fn derived_stage(&self) -> RingStage {
+        RingStage::Stable(self.derived.clone())
+    }
+
+    /// The engine's placement of `stage`, as the node computes it from the register's value.
+    ///
+    /// # Panics
+    /// If the stage names a node outside the peer list (the coordinator never writes one).
+    pub fn placement_of(&mut self, stage: &RingStage) -> Placement {
+        let id = StageId::of(stage.stage());
+        if let Some(placement) = self.stage_placements.get(&id) {
+            return placement.clone();
+        }
+        let placement = stage
+            .placement(&self.acceptors)
+            .expect("a stage of the peers");
+        self.stage_placements.insert(id, placement.clone());
+        placement
+    }
+
+    /// `node`'s forwarder routes by `ring` from now on.
+    pub fn set_route(&self, node: NodeId, ring: Configuration) {
+        self.forwarders[&node].set_ring(ring);
     }
 }
 
@@ -188,13 +250,19 @@ fn link_resets(faults: &NodeFaults, rng: &mut impl Rng) -> bool {
 }
 
 impl NodeCluster {
-    fn ring_mut(&mut self) -> &mut SimRing {
+    pub(super) fn ring_mut(&mut self) -> &mut SimRing {
         self.ring.as_mut().expect("a ring")
     }
 
-    /// Whether `a` can open a link to `b`: `b` is up and no partition cuts them apart.
+    /// Whether `a` can open a link to `b`'s client port: `b` is up, serves clients, and no
+    /// partition cuts them apart.
     fn reachable(&self, a: NodeId, b: NodeId) -> bool {
-        self.nodes[&b].up && !self.cut.contains(&(a, b)) && !self.cut.contains(&(b, a))
+        self.nodes[&b].ready && self.linked(a, b) && self.linked(b, a)
+    }
+
+    /// Whether what `a` sends reaches `b`: `b` is up and no partition cuts `a` off from it.
+    pub(super) fn linked(&self, a: NodeId, b: NodeId) -> bool {
+        self.nodes[&b].up && !self.cut.contains(&(a, b))
     }
 
     /// Records that `node` will forward the client's command `seq` to one of `replicas`.

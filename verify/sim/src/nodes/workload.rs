@@ -21,6 +21,7 @@ use rand::seq::IndexedRandom;
 use rand::Rng;
 
 use super::requests;
+use super::ring_change::MOVER_CLIENT;
 use super::{
     AnswerTo, Client, Event, Input, NodeCluster, CLIENT_DELAY_US, LIVENESS_CLIENT, WALL_START_MS,
 };
@@ -255,11 +256,11 @@ impl NodeCluster {
     /// Sends a client's command to its node (another one if that is down).
     pub(super) fn issue(&mut self, client: u32, key: Key, command: Command) {
         let mut node = self.clients[&client].node;
-        if !self.nodes[&node].up {
+        if !self.nodes[&node].up || !self.nodes[&node].ready {
             let up: Vec<NodeId> = self
                 .nodes
                 .iter()
-                .filter(|(_, n)| n.up)
+                .filter(|(_, n)| n.up && n.ready)
                 .map(|(id, _)| *id)
                 .collect();
             if let Some(&other) = up.choose(&mut self.rng) {
@@ -328,10 +329,17 @@ impl NodeCluster {
         command: Command,
         to: AnswerTo,
     ) {
-        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards)) as u16;
+        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards));
         let n = self.nodes.get_mut(&node).expect("node");
-        n.shards[usize::from(shard)].waiting.push(index);
-        let incarnation = n.incarnation;
+        n.shards[shard].waiting.push(index);
+        self.submit_to(node, key, command, to);
+    }
+
+    /// Hands a command to the shard of its key on `node` (its current incarnation) after the
+    /// client's delay.
+    pub(super) fn submit_to(&mut self, node: NodeId, key: Key, command: Command, to: AnswerTo) {
+        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards)) as u16;
+        let incarnation = self.nodes[&node].incarnation;
         self.events.schedule(
             CLIENT_DELAY_US,
             Event::Arrive {
@@ -346,6 +354,10 @@ impl NodeCluster {
     /// `result`: `Some(Ok)` answered, `Some(Err)` refused or unknown per the error, `None`
     /// no answer (unknown).
     pub(super) fn client_done(&mut self, client: u32, seq: u64, result: Option<CommandResult>) {
+        if client == MOVER_CLIENT {
+            self.sync_answered(seq, matches!(result, Some(Ok(_))));
+            return;
+        }
         let now_us = self.events.now_us();
         let Some(c) = self.clients.get_mut(&client) else {
             return;
