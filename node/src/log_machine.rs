@@ -312,10 +312,11 @@ impl LogMachine {
         self.in_place.is_some()
     }
 
-    /// Ends a turn of the log, before its records are committed: if anything was executed or
-    /// installed since the last, makes the registers durable and then records every batch
-    /// below `executed_below` as applied, then drops the records of the keys deleted
-    /// meanwhile (no re-execution can reach them now). Fails with the store's first failure.
+    /// Ends a turn of the log, before its records are committed: if anything was executed
+    /// since the last, makes the registers durable and then records every batch below
+    /// `executed_below` as applied (so that no checkpoint the turn commits is ahead of it),
+    /// then drops the records of the keys deleted meanwhile (no re-execution can reach them
+    /// now). Fails with the store's first failure.
     pub fn finish_turn(&mut self, executed_below: Instance) -> Result<(), StoreError> {
         let Some(in_place) = &mut self.in_place else {
             return Ok(());
@@ -324,7 +325,7 @@ impl LogMachine {
             if let Some(e) = in_place.failed.take() {
                 return Err(e);
             }
-            if in_place.install_pending || (!in_place.dirty && !in_place.store.installing()) {
+            if in_place.install_pending {
                 return Ok(());
             }
             // Never lowered: after a restart the engine may learn again decisions whose batches
@@ -333,6 +334,12 @@ impl LogMachine {
                 .0
                 .checked_sub(1)
                 .max(in_place.store.applied());
+            // Batches that wrote nothing (reads, no-ops) move the mark too: the engine's
+            // checkpoints never pass it.
+            let moved = applied != in_place.store.applied();
+            if !moved && !in_place.dirty && !in_place.store.installing() {
+                return Ok(());
+            }
             in_place.store.finish_batch(applied)?;
             in_place.dirty = false;
             for key in std::mem::take(&mut in_place.deleted) {
