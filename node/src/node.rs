@@ -669,6 +669,7 @@ fn start_log(
             }
             let options = log_options(config, durability);
             let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
+            let log_ms = started.elapsed().as_millis() as u64;
             let mut registers = None;
             let machine = if config.recovery == Recovery::PmemSm {
                 // The registers are the durable state: snapshots only for lagging peers.
@@ -681,7 +682,7 @@ fn start_log(
                     opened.durable.snapshot.as_ref(),
                 )
                 .map_err(|e| log_error(&file)(e.into()))?;
-                registers = Some(report.records);
+                registers = Some((report.records, started.elapsed().as_millis() as u64));
                 machine
             } else {
                 machine.into()
@@ -715,7 +716,9 @@ fn start_log(
                 first_instance = status.first_instance,
                 executed_below = status.executed_below,
                 keys = status.keys,
-                registers,
+                log_ms,
+                registers = registers.map(|(records, _)| records),
+                registers_ms = registers.map(|(_, ms)| ms),
                 ms = started.elapsed().as_millis() as u64,
                 "{what}"
             );
