@@ -701,6 +701,14 @@ mod tests {
         (machine, log)
     }
 
+    /// A fresh core that ran [`turns`].
+    fn ran() -> Core {
+        let (machine, log) = fresh();
+        let mut core = core_on(machine, log);
+        run(&mut core, &turns());
+        core
+    }
+
     /// The registers `machine`'s store holds now, reopened.
     fn stored_map(media: &SimMedia) -> BTreeMap<Bytes, Register> {
         let (_, registers, _) =
@@ -745,9 +753,7 @@ mod tests {
     /// sector; the log complete, as its peers would give it), and compares the map with the
     /// run without crash. Returns the differences.
     fn every_crash(ignore_op_numbers: bool) -> Vec<String> {
-        let (machine, log) = fresh();
-        let mut core = core_on(machine, log);
-        run(&mut core, &turns());
+        let mut core = ran();
         let expected = core.replica().state_machine().map().clone();
         assert_eq!(stored_map(&media_of(&mut core)), expected);
         assert_eq!(expected[&Bytes::from_static(b"a")].data, Data::Int(4));
@@ -819,9 +825,7 @@ mod tests {
 
     #[test]
     fn a_restart_executes_only_after_applied_and_an_interrupted_install_is_redone() {
-        let (machine, log) = fresh();
-        let mut core = core_on(machine, log);
-        run(&mut core, &turns());
+        let mut core = ran();
         let expected = core.replica().state_machine().map().clone();
         let snapshot = Snapshot {
             next_instance: core.replica().executed_below(),
@@ -886,9 +890,7 @@ mod tests {
     /// checkpoint (which holds no state) are refused.
     #[test]
     fn an_install_waits_for_the_log_and_a_crash_before_it_is_redone_from_the_log() {
-        let (machine, log) = fresh();
-        let mut core = core_on(machine, log);
-        run(&mut core, &turns());
+        let mut core = ran();
         let before = core.replica().state_machine().map().clone();
         let applied = core.replica().executed_below().0 - 1;
         let mut peer = RegisterMachine::default();

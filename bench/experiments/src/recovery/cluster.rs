@@ -105,11 +105,6 @@ impl Cluster {
         disk_bytes(&self.specs[i].dir.join("log"))
     }
 
-    /// Where replica `i`'s process writes its output.
-    pub fn log_path(&self, i: usize) -> &Path {
-        &self.procs[i].log
-    }
-
     /// A follower (a replica whose INFO does not say it leads).
     pub fn follower(&self) -> Result<usize, String> {
         Ok((find_leader(&self.clients())? + 1) % self.specs.len())

@@ -50,25 +50,8 @@ pub fn curves(bin: &Path, modes: &[Mode], sizes_mb: &[u64]) -> Result<Vec<Restar
                 point.serves_ms,
                 log_bytes as f64 / 1e6
             );
-            if let Some(line) = opened_line(cluster.log_path(follower)) {
-                // Where the start went: the log's open, the registers' (pmem-sm), in total.
-                println!("  {line}");
-            }
             points.push(point);
         }
     }
     Ok(points)
-}
-
-/// The restarted replica's line saying how it opened its log (the last one of its output,
-/// with its `log_ms`, `registers_ms` and `ms` since the start), without its timestamp.
-fn opened_line(log: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(log).ok()?;
-    let line = text.lines().rev().find(|l| l.contains(" log_ms="))?;
-    Some(
-        line.split_once(" INFO ")
-            .map_or(line, |(_, l)| l)
-            .trim()
-            .to_owned(),
-    )
 }
