@@ -27,11 +27,18 @@
 //! redo image that would make them exact is docs/recovery.md's.
 //!
 //! # Snapshots
-//! [`StateMachine::snapshot`] is the memory machine's (a consistent copy, for a lagging peer and
-//! the engine's log truncation). [`StateMachine::restore`] (a snapshot installed from a peer)
-//! writes the snapshot over the registers behind the store's "installing" mark, cleared with
-//! "applied up to" at the end of the turn; a crash before that is found at the next open, which
-//! installs the engine's persisted snapshot again ([`LogMachine::open_in_place`]).
+//! The engine takes none periodically under mPaxosSM ([`Snapshots::OnDemand`]): the registers
+//! are the durable state, and its checkpoints (snapshot records without state) only truncate
+//! its log. [`StateMachine::snapshot`] is the memory machine's, a consistent copy taken when a
+//! lagging peer asks. [`StateMachine::restore`] (a snapshot installed from a peer) restores the
+//! memory machine at once but writes the registers only once the turn's log records, the
+//! installed snapshot among them, are durable ([`LogMachine::finish_install`]): behind the
+//! store's "installing" mark, cleared with "applied up to". An open that finds the mark, or
+//! registers behind the log's snapshot (a crash between the two), installs that snapshot again
+//! ([`LogMachine::open_in_place`]); the engine writes no checkpoint in the turn of an install,
+//! so that snapshot is the installed one.
+//!
+//! [`Snapshots::OnDemand`]: logless_multipaxos::config::Snapshots::OnDemand
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Deref;
 
@@ -137,6 +144,9 @@ struct InPlace {
     deleted: Vec<Bytes>,
     /// Whether anything was written since the last turn's end.
     dirty: bool,
+    /// A snapshot was installed into the memory machine and is not yet written over the
+    /// registers ([`LogMachine::finish_install`]); nothing is written in place until then.
+    install_pending: bool,
     /// The first failure of the store (the node stops on it at the end of the turn).
     failed: Option<InPlaceError>,
 }
@@ -144,6 +154,10 @@ struct InPlace {
 impl InPlace {
     /// Writes `register` as `key`'s after `op`, noting a deletion or an expiry.
     fn write(&mut self, key: &Bytes, op: OpNumber, register: &Register) {
+        if self.install_pending {
+            // The install writes the whole machine, this write's effect with it.
+            return;
+        }
         self.dirty = true;
         if let Err(e) = self.store.write(key, op, register) {
             self.failed.get_or_insert(e);
@@ -239,38 +253,33 @@ impl LogMachine {
         registers: BTreeMap<Bytes, Stored>,
         snapshot: Option<&Snapshot>,
     ) -> Result<LogMachine, InPlaceError> {
-        let last_of = |s: &Snapshot| s.next_instance.0.checked_sub(1);
-        let snapshot_last = snapshot.and_then(last_of);
-        if store.installing() {
-            let mut machine = LogMachine::from(memory);
-            machine.in_place = Some(InPlace::new(Box::new(store), BTreeMap::new()));
+        let snapshot_last = snapshot.and_then(|s| s.next_instance.0.checked_sub(1));
+        let applied = store.applied();
+        if store.installing() || snapshot_last > applied {
+            // An install a crash interrupted, before or after its mark: done again from the
+            // log's snapshot, which is the installed one (see "Snapshots" above).
             let empty;
             let state = match snapshot {
+                Some(s) if s.state.is_empty() => {
+                    return Err(InPlaceError::Undecodable {
+                        key: "applied".into(),
+                        message: format!(
+                            "the registers (applied up to {applied:?}, installing: {}) are                              behind the log's checkpoint (up to {snapshot_last:?}), which holds                              no state to install: they are not this log's",
+                            store.installing()
+                        ),
+                    })
+                }
                 Some(s) => &s.state,
                 None => {
                     empty = snapshot_of(&BTreeMap::new());
                     &empty
                 }
             };
+            let mut machine = LogMachine::from(memory);
+            machine.in_place = Some(InPlace::new(Box::new(store), BTreeMap::new()));
             machine.restore(state);
-            let in_place = machine.in_place.as_mut().expect("in place");
-            if let Some(e) = in_place.failed.take() {
-                return Err(e);
-            }
-            in_place.store.finish_batch(snapshot_last)?;
-            in_place.applied_at_open = snapshot_last;
-            in_place.dirty = false;
+            machine.write_install(snapshot_last)?;
             return Ok(machine);
-        }
-        let applied = store.applied();
-        if snapshot_last > applied {
-            return Err(InPlaceError::Undecodable {
-                key: "applied".into(),
-                message: format!(
-                    "the registers are applied up to {applied:?}, behind the log's snapshot \
-                     (up to {snapshot_last:?}): they are not this log's"
-                ),
-            });
         }
         memory.restore(&snapshot_of(&registers));
         let mut in_place = InPlace::new(Box::new(store), registers);
@@ -303,10 +312,11 @@ impl LogMachine {
         self.in_place.is_some()
     }
 
-    /// Ends a turn of the log, before its records are committed: if anything was executed or
-    /// installed since the last, makes the registers durable and then records every batch
-    /// below `executed_below` as applied, then drops the records of the keys deleted
-    /// meanwhile (no re-execution can reach them now). Fails with the store's first failure.
+    /// Ends a turn of the log, before its records are committed: if anything was executed
+    /// since the last, makes the registers durable and then records every batch below
+    /// `executed_below` as applied (so that no checkpoint the turn commits is ahead of it),
+    /// then drops the records of the keys deleted meanwhile (no re-execution can reach them
+    /// now). Fails with the store's first failure.
     pub fn finish_turn(&mut self, executed_below: Instance) -> Result<(), StoreError> {
         let Some(in_place) = &mut self.in_place else {
             return Ok(());
@@ -315,7 +325,7 @@ impl LogMachine {
             if let Some(e) = in_place.failed.take() {
                 return Err(e);
             }
-            if !in_place.dirty && !in_place.store.installing() {
+            if in_place.install_pending {
                 return Ok(());
             }
             // Never lowered: after a restart the engine may learn again decisions whose batches
@@ -324,6 +334,12 @@ impl LogMachine {
                 .0
                 .checked_sub(1)
                 .max(in_place.store.applied());
+            // Batches that wrote nothing (reads, no-ops) move the mark too: the engine's
+            // checkpoints never pass it.
+            let moved = applied != in_place.store.applied();
+            if !moved && !in_place.dirty && !in_place.store.installing() {
+                return Ok(());
+            }
             in_place.store.finish_batch(applied)?;
             in_place.dirty = false;
             for key in std::mem::take(&mut in_place.deleted) {
@@ -333,28 +349,27 @@ impl LogMachine {
             }
             Ok(())
         })();
-        result.map_err(|e| match e {
-            InPlaceError::Store(e) => e,
-            InPlaceError::Undecodable { .. } => StoreError::Corrupt {
-                what: "a register in place does not decode",
-                offset_bytes: 0,
-            },
-        })
+        result.map_err(InPlaceError::into_store_error)
     }
 
-    /// Writes the memory machine over the registers, behind the "installing" mark.
-    fn restore_in_place(&mut self) {
+    /// Writes a snapshot installed during the turn over the registers, once the turn's log
+    /// records (the snapshot among them) are durable: the "installing" mark first, then every
+    /// register of the memory machine, then "applied up to" (every batch below
+    /// `executed_below`) and the mark's removal. Nothing if no install is pending.
+    pub fn finish_install(&mut self, executed_below: Instance) -> Result<(), StoreError> {
+        self.write_install(executed_below.0.checked_sub(1))
+            .map_err(InPlaceError::into_store_error)
+    }
+
+    fn write_install(&mut self, applied: Option<u64>) -> Result<(), InPlaceError> {
         let Some(in_place) = &mut self.in_place else {
-            return;
+            return Ok(());
         };
-        in_place.dirty = true;
-        in_place.deleted.clear();
-        in_place.expiring.clear();
-        in_place.written_at_open = None;
-        if let Err(e) = in_place.store.begin_install() {
-            in_place.failed.get_or_insert(e);
-            return;
+        if !in_place.install_pending {
+            return Ok(());
         }
+        in_place.install_pending = false;
+        in_place.store.begin_install()?;
         let installed = OpNumber {
             instance: 0,
             index: 0,
@@ -362,6 +377,27 @@ impl LogMachine {
         for (key, register) in self.memory.map() {
             in_place.write(key, installed, register);
         }
+        if let Some(e) = in_place.failed.take() {
+            return Err(e);
+        }
+        in_place.store.finish_batch(applied)?;
+        in_place.dirty = false;
+        in_place.deleted.clear();
+        Ok(())
+    }
+
+    /// Notes a snapshot restored into the memory machine: the registers are written over at
+    /// [`LogMachine::finish_install`], and nothing executed before the install counts any
+    /// more for the execution after a restart.
+    fn restore_in_place(&mut self) {
+        let Some(in_place) = &mut self.in_place else {
+            return;
+        };
+        in_place.install_pending = true;
+        in_place.deleted.clear();
+        in_place.expiring.clear();
+        in_place.written_at_open = None;
+        in_place.applied_at_open = None;
     }
 
     /// Sweeps as the memory machine's batch start did: the keys it removed are written
@@ -414,7 +450,21 @@ impl InPlace {
             expiring,
             deleted,
             dirty: false,
+            install_pending: false,
             failed: None,
+        }
+    }
+}
+
+impl InPlaceError {
+    /// The failure as the log's turn reports it (the node stops on it).
+    fn into_store_error(self) -> StoreError {
+        match self {
+            InPlaceError::Store(e) => e,
+            InPlaceError::Undecodable { .. } => StoreError::Corrupt {
+                what: "a register in place does not decode",
+                offset_bytes: 0,
+            },
         }
     }
 }
@@ -519,7 +569,7 @@ impl StateMachine for LogMachine {
 #[cfg(test)]
 mod tests {
     use logless_commands::command::{Command, Condition, Expiry, SetArgs};
-    use logless_multipaxos::config::{Config, Recovery};
+    use logless_multipaxos::config::{Config, Recovery, Snapshots};
     use logless_multipaxos::ids::NodeId;
     use logless_storage::{SegmentLogOptions, SimDir, SimMedia};
 
@@ -560,6 +610,7 @@ mod tests {
     fn config() -> Config {
         let mut config = Config::new(vec![NodeId(1)], NodeId(1));
         config.recovery = Recovery::Pmem;
+        config.snapshots = Snapshots::OnDemand;
         config
     }
 
@@ -603,7 +654,7 @@ mod tests {
     type Core = LogCore<u32, SimDir>;
 
     fn core_on(machine: LogMachine, log: crate::durable_log::OpenedLog<SimDir>) -> Core {
-        LogCore::recover_in_place(
+        LogCore::recover(
             config(),
             machine,
             &log.durable,
@@ -650,6 +701,14 @@ mod tests {
         (machine, log)
     }
 
+    /// A fresh core that ran [`turns`].
+    fn ran() -> Core {
+        let (machine, log) = fresh();
+        let mut core = core_on(machine, log);
+        run(&mut core, &turns());
+        core
+    }
+
     /// The registers `machine`'s store holds now, reopened.
     fn stored_map(media: &SimMedia) -> BTreeMap<Bytes, Register> {
         let (_, registers, _) =
@@ -694,9 +753,7 @@ mod tests {
     /// sector; the log complete, as its peers would give it), and compares the map with the
     /// run without crash. Returns the differences.
     fn every_crash(ignore_op_numbers: bool) -> Vec<String> {
-        let (machine, log) = fresh();
-        let mut core = core_on(machine, log);
-        run(&mut core, &turns());
+        let mut core = ran();
         let expected = core.replica().state_machine().map().clone();
         assert_eq!(stored_map(&media_of(&mut core)), expected);
         assert_eq!(expected[&Bytes::from_static(b"a")].data, Data::Int(4));
@@ -768,9 +825,7 @@ mod tests {
 
     #[test]
     fn a_restart_executes_only_after_applied_and_an_interrupted_install_is_redone() {
-        let (machine, log) = fresh();
-        let mut core = core_on(machine, log);
-        run(&mut core, &turns());
+        let mut core = ran();
         let expected = core.replica().state_machine().map().clone();
         let snapshot = Snapshot {
             next_instance: core.replica().executed_below(),
@@ -827,5 +882,132 @@ mod tests {
         assert!(in_place_refusal(&Operation::Watch(vec![Bytes::from_static(b"a")])).is_some());
         assert!(in_place_refusal(&incr("a")).is_none());
         assert!(in_place_refusal(&Operation::MGet(vec![Bytes::from_static(b"a")])).is_none());
+    }
+
+    /// A snapshot installed from a peer reaches the registers only after the turn's log
+    /// records are committed ([`LogMachine::finish_install`]); a crash between the commit and
+    /// the install is redone from the log's snapshot at the next open, and registers behind a
+    /// checkpoint (which holds no state) are refused.
+    #[test]
+    fn an_install_waits_for_the_log_and_a_crash_before_it_is_redone_from_the_log() {
+        let mut core = ran();
+        let before = core.replica().state_machine().map().clone();
+        let applied = core.replica().executed_below().0 - 1;
+        let mut peer = RegisterMachine::default();
+        peer.apply(set("z", "peer"));
+        let snapshot = Snapshot {
+            next_instance: Instance(applied + 10),
+            stamp_ms: 0,
+            state: peer.snapshot(),
+            clients: Default::default(),
+        };
+
+        // Restored during a turn: the registers keep the state before until the log is durable.
+        let mut machine = std::mem::replace(
+            core.state_machine_mut_for_tests(),
+            LogMachine::from(RegisterMachine::default()),
+        );
+        machine.restore(&snapshot.state);
+        machine.finish_turn(snapshot.next_instance).unwrap();
+        assert_eq!(*machine.map(), *peer.map());
+        let image = machine.sim_media().now().live_image();
+        assert_eq!(
+            stored_map(&machine.sim_media()),
+            before,
+            "written before the commit"
+        );
+
+        // A crash there, the snapshot durable in the log: the next open installs it.
+        let (store, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(image.clone()), options()).unwrap();
+        assert_eq!(store.applied(), Some(applied));
+        let mut reopened = LogMachine::open_in_place(
+            RegisterMachine::default(),
+            store,
+            registers,
+            Some(&snapshot),
+        )
+        .unwrap();
+        assert_eq!(*reopened.map(), *peer.map());
+        assert_eq!(stored_map(&reopened.sim_media()), *peer.map());
+        assert_eq!(reopened.sim_store().applied(), Some(applied + 9));
+
+        // Registers behind a checkpoint: nothing to install from, refused.
+        let checkpoint = Snapshot {
+            state: Bytes::new(),
+            ..snapshot.clone()
+        };
+        let (store, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(image), options()).unwrap();
+        let refused = LogMachine::open_in_place(
+            RegisterMachine::default(),
+            store,
+            registers,
+            Some(&checkpoint),
+        );
+        assert!(refused.is_err(), "registers behind a checkpoint were taken");
+
+        // Once committed, the install writes the registers over.
+        machine.finish_install(snapshot.next_instance).unwrap();
+        assert_eq!(stored_map(&machine.sim_media()), *peer.map());
+        assert_eq!(machine.sim_store().applied(), Some(applied + 9));
+        assert!(!machine.sim_store().installing());
+    }
+
+    /// Under on-demand snapshots the engine truncates its log at checkpoints, which hold no
+    /// state: a restart reads a short log, restores nothing and has the state from the
+    /// registers at once.
+    #[test]
+    fn checkpoints_truncate_the_log_and_a_restart_restores_no_snapshot() {
+        let (machine, log) = fresh();
+        let mut core = LogCore::recover(
+            Config {
+                snapshot_log_bytes_min: 64,
+                ..config()
+            },
+            machine,
+            &log.durable,
+            log.log,
+            1,
+            10_000,
+            1_000_000,
+            0,
+        );
+        let many: Vec<Vec<Operation>> = (0..20).flat_map(|_| turns()).collect();
+        run(&mut core, &many);
+        let status = core.replica().stats().clone();
+        assert!(status.checkpoints_taken >= 10, "{status:?}");
+        assert_eq!(status.snapshots_taken, 0);
+        let expected = core.replica().state_machine().map().clone();
+        let media = media_of(&mut core);
+        let log_image = core
+            .log()
+            .segment_log()
+            .dir()
+            .at_crash()
+            .crash_image(0, &[], None);
+        let log = DurableLog::open_on(log_image, log_options()).unwrap();
+        let checkpoint = log.durable.snapshot.clone().expect("a checkpoint");
+        assert!(checkpoint.state.is_empty());
+        assert!(log.durable.log_start.0 > 40, "{:?}", log.durable.log_start);
+        assert!(
+            log.durable.log.len() < 20,
+            "{} instances kept",
+            log.durable.log.len()
+        );
+        let (store, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(media.now().live_image()), options())
+                .unwrap();
+        let machine = LogMachine::open_in_place(
+            RegisterMachine::default(),
+            store,
+            registers,
+            Some(&checkpoint),
+        )
+        .unwrap();
+        assert_eq!(*machine.map(), expected);
+        let mut core = core_on(machine, log);
+        settle(&mut core);
+        assert_eq!(*core.replica().state_machine().map(), expected);
     }
 }

@@ -314,12 +314,15 @@ impl<R, D: Dir> LogCore<R, D> {
     /// executing the log again over `machine`; under mPaxos resuming it without executing
     /// ([`Replica::resume`]): it takes part at once, and executes nothing until
     /// [`LogCore::finish_rebuild`] hands it the state machine restored from
-    /// [`LogCore::rebuild_from`]. `incarnation` makes this run's client ids new; operations
-    /// unanswered after `request_timeout_ms` are answered "outcome unknown".
+    /// [`LogCore::rebuild_from`]. Under mPaxosSM `machine` holds its registers in place as
+    /// opened ([`LogMachine::open_in_place`]) and is handed over at once: the decided instances
+    /// after the registers' "applied up to" are executed before the first turn, and the
+    /// replica votes and serves from there. `incarnation` makes this run's client ids new;
+    /// operations unanswered after `request_timeout_ms` are answered "outcome unknown".
     #[allow(clippy::too_many_arguments)]
     pub fn recover(
         config: Config,
-        machine: RegisterMachine,
+        machine: impl Into<LogMachine>,
         durable: &Durable,
         log: DurableLog<D>,
         incarnation: u32,
@@ -327,43 +330,16 @@ impl<R, D: Dir> LogCore<R, D> {
         wall_ms: u64,
         mono_us: u64,
     ) -> LogCore<R, D> {
-        let machine = LogMachine::from(machine);
+        let machine = machine.into();
         let start = |now_ms| match config.recovery {
+            Recovery::Pmem if machine.in_place() => {
+                let stand_in = LogMachine::from(RegisterMachine::default());
+                let mut replica = Replica::resume(config, stand_in, durable, now_ms);
+                replica.finish_rebuild(machine, now_ms);
+                replica
+            }
             Recovery::Pmem => Replica::resume(config, machine, durable, now_ms),
             _ => Replica::recover(config, machine, durable, now_ms),
-        };
-        LogCore::around(
-            start,
-            log,
-            incarnation,
-            request_timeout_ms,
-            wall_ms,
-            mono_us,
-        )
-    }
-
-    /// Restarts the replica of `config` under mPaxosSM from `durable` (what `log` held at open)
-    /// and `machine`, its registers in place as opened ([`LogMachine::open_in_place`]): it
-    /// resumes as under mPaxos ([`Replica::resume`]) and has its state machine at once, so the
-    /// decided instances after the registers' "applied up to" are executed before the first
-    /// turn, and it votes and serves from there. The other arguments are
-    /// [`LogCore::recover`]'s.
-    #[allow(clippy::too_many_arguments)]
-    pub fn recover_in_place(
-        config: Config,
-        machine: LogMachine,
-        durable: &Durable,
-        log: DurableLog<D>,
-        incarnation: u32,
-        request_timeout_ms: u64,
-        wall_ms: u64,
-        mono_us: u64,
-    ) -> LogCore<R, D> {
-        let start = |now_ms| {
-            let stand_in = LogMachine::from(RegisterMachine::default());
-            let mut replica = Replica::resume(config, stand_in, durable, now_ms);
-            replica.finish_rebuild(machine, now_ms);
-            replica
         };
         LogCore::around(
             start,
@@ -612,6 +588,11 @@ impl<R, D: Dir> LogCore<R, D> {
             }
             Err(e) => return Err(e),
         };
+        // A snapshot installed in the turn is durable in the log now: written over the
+        // registers in place.
+        self.replica
+            .state_machine_mut()
+            .finish_install(executed_below)?;
         for envelope in released.messages {
             if envelope.to != self.me {
                 self.outgoing
@@ -653,6 +634,10 @@ impl<R, D: Dir> LogCore<R, D> {
             Ok(()) => {
                 self.next_space_probe_ms = None;
                 info!("the disk has space for the log again: this replica goes on");
+                let executed_below = self.replica.executed_below();
+                self.replica
+                    .state_machine_mut()
+                    .finish_install(executed_below)?;
                 for request in self.clients.resend_all(now_ms) {
                     self.replica.handle_request(now_ms, request);
                 }

@@ -656,10 +656,27 @@ fn start_log(
         move |source| StartError::Log { path, source }
     };
     let mut core = match config.recovery {
-        Recovery::Fullss | Recovery::Pmem => {
-            let resume = config.recovery == Recovery::Pmem;
+        Recovery::Fullss | Recovery::Pmem | Recovery::PmemSm => {
             let options = log_options(config, durability);
             let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
+            let log_ms = started.elapsed().as_millis() as u64;
+            let mut registers = None;
+            let machine = if config.recovery == Recovery::PmemSm {
+                // The registers are the durable state: snapshots only for lagging peers.
+                engine.snapshots = logless_multipaxos::config::Snapshots::OnDemand;
+                let file = config.data_dir.join(crate::log_machine::REGISTERS_FILE);
+                let (machine, report) = crate::log_machine::LogMachine::open_file(
+                    &file,
+                    crate::log_machine::store_options(durability, config.value_bytes_max),
+                    machine,
+                    opened.durable.snapshot.as_ref(),
+                )
+                .map_err(|e| log_error(&file)(e.into()))?;
+                registers = Some((report.records, started.elapsed().as_millis() as u64));
+                machine
+            } else {
+                machine.into()
+            };
             let core = LogCore::recover(
                 engine,
                 machine,
@@ -671,11 +688,16 @@ fn start_log(
                 0,
             );
             let status = core.status();
-            let what = if resume {
-                "resumed the log from persistent memory (mPaxos): voting at once, rebuilding the \
-                 state machine from the persistent snapshot meanwhile"
-            } else {
-                "recovered the log"
+            let what = match config.recovery {
+                Recovery::Pmem => {
+                    "resumed the log from persistent memory (mPaxos): voting at once, rebuilding \
+                     the state machine from the persistent snapshot meanwhile"
+                }
+                Recovery::PmemSm => {
+                    "resumed the log and opened the state machine in place in persistent memory \
+                     (mPaxosSM): voting and serving"
+                }
+                _ => "recovered the log",
             };
             info!(
                 node = config.node_id,
@@ -684,42 +706,11 @@ fn start_log(
                 first_instance = status.first_instance,
                 executed_below = status.executed_below,
                 keys = status.keys,
-                "{what}"
-            );
-            core
-        }
-        Recovery::PmemSm => {
-            let options = log_options(config, durability);
-            let opened = DurableLog::open(&path, options).map_err(log_error(&path))?;
-            let registers = config.data_dir.join(crate::log_machine::REGISTERS_FILE);
-            let (machine, report) = crate::log_machine::LogMachine::open_file(
-                &registers,
-                crate::log_machine::store_options(durability, config.value_bytes_max),
-                machine,
-                opened.durable.snapshot.as_ref(),
-            )
-            .map_err(|e| log_error(&registers)(e.into()))?;
-            let core = LogCore::recover_in_place(
-                engine,
-                machine,
-                &opened.durable,
-                opened.log,
-                incarnation,
-                config.request_timeout_ms,
-                crate::shard::wall_ms(),
-                0,
-            );
-            let status = core.status();
-            info!(
-                node = config.node_id,
-                incarnation,
-                view = status.view,
-                executed_below = status.executed_below,
-                keys = status.keys,
-                registers = report.records,
+                log_ms,
+                registers = registers.map(|(records, _)| records),
+                registers_ms = registers.map(|(_, ms)| ms),
                 ms = started.elapsed().as_millis() as u64,
-                "resumed the log and opened the state machine in place in persistent memory \
-                 (mPaxosSM): voting and serving"
+                "{what}"
             );
             core
         }

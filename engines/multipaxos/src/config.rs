@@ -80,6 +80,32 @@ pub enum Recovery {
     Pmem,
 }
 
+/// When a replica takes snapshots of its state machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Snapshots {
+    /// After executing, once the log has grown enough since the last snapshot
+    /// ([`Config::snapshot_log_bytes_min`], [`Config::snapshot_ratio_percent`]); the snapshot is
+    /// written to stable storage and the log truncated below the previous one.
+    #[default]
+    Periodic,
+    /// Only when a lagging replica needs one to catch up, for a state machine that keeps its
+    /// own state durable (mPaxosSM, seed 002 §V-B: the state machine in persistent memory).
+    /// Once the log has grown by [`Config::snapshot_log_bytes_min`] the replica writes a
+    /// *checkpoint* instead: a [`Snapshot`] record with an empty state, carrying the next
+    /// instance, the execution stamp and the client table, and truncates the log below the
+    /// previous checkpoint. The runtime must have made the state machine durable up to the
+    /// checkpoint before it commits the record, and hands the machine over as it is after a
+    /// restart ([`Replica::resume`] and [`Replica::finish_rebuild`]): only [`Recovery::Pmem`]
+    /// takes it. A lagging replica gets a consistent copy of the state taken when it asks
+    /// ([`StateMachine::snapshot`]), kept for the pieces that follow.
+    ///
+    /// [`Snapshot`]: crate::message::Snapshot
+    /// [`Replica::resume`]: crate::replica::Replica::resume
+    /// [`Replica::finish_rebuild`]: crate::replica::Replica::finish_rebuild
+    /// [`StateMachine::snapshot`]: crate::state_machine::StateMachine::snapshot
+    OnDemand,
+}
+
 impl Recovery {
     /// Whether the replica writes its records (views, votes, decisions, snapshots) to stable
     /// storage: under FullSS and mPaxos, not under EpochSS.
@@ -133,6 +159,8 @@ pub struct Config {
     pub snapshot_ratio_percent: u64,
     /// How the replica recovers after a crash.
     pub recovery: Recovery,
+    /// When the replica takes snapshots (on demand only under mPaxosSM).
+    pub snapshots: Snapshots,
     /// Deliberate bugs for harness tests.
     pub bugs: InjectedBugs,
 }
@@ -158,6 +186,7 @@ impl Config {
             snapshot_log_bytes_min: 1024 * 1024,
             snapshot_ratio_percent: 100,
             recovery: Recovery::FullSs,
+            snapshots: Snapshots::Periodic,
             bugs: InjectedBugs::default(),
         }
     }

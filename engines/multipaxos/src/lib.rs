@@ -36,9 +36,11 @@
 //! * A catch-up query names a range of instances, not a list; its response carries the
 //!   responder's snapshot when the range starts below its log (no separate snapshot request).
 //! * Snapshots are taken between instances, not after any operation.
-//! * Two recovery modes of seed 002 §V ([`config::Recovery`]): FullSS, replaying snapshot and
-//!   log, and EpochSS, recovering from peers with epochs (see [`replica`]). The persistent
-//!   memory modes (mPaxos, mPaxosSM) are not here. Only the records are defined here
+//! * The recovery modes of seed 002 §V ([`config::Recovery`]): FullSS, replaying snapshot and
+//!   log; EpochSS, recovering from peers with epochs; mPaxos, resuming at once while the
+//!   runtime rebuilds the state machine (see [`replica`]). For mPaxosSM the engine only offers
+//!   on-demand snapshots and checkpoints ([`config::Snapshots::OnDemand`]); the state machine
+//!   in persistent memory is the runtime's. Only the records are defined here
 //!   ([`persist::Record`]), not their encoding on disk.
 //! * Unbounded still: the client table (one entry per client ever seen), a Promise (every
 //!   vote from the first undecided instance on; truncation keeps it short in practice).

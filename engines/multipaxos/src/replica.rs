@@ -36,6 +36,17 @@
 //! asks a replica other than the leader first for the decided instances, and gets the
 //! responder's snapshot with them when some were truncated.
 //!
+//! Under [`Snapshots::OnDemand`] (mPaxosSM: the state machine keeps its state durable itself)
+//! no snapshot is taken after executing: the replica writes a *checkpoint* (a snapshot record
+//! without state: next instance, stamp, client table) each time the log has grown by
+//! [`Config::snapshot_log_bytes_min`], and truncates below the previous checkpoint. A replica
+//! behind the truncation gets a snapshot taken when it asks (a consistent copy: the replica
+//! executes nothing in between), kept for its next pieces; the truncation does not pass it
+//! while it is asked for, and it is dropped once a checkpoint interval went by without a query
+//! naming it. A checkpoint never shares a [`Ready`] with an installed snapshot: the installed
+//! state is durable before a checkpoint supersedes it as the newest snapshot record, so a
+//! runtime can redo an install a crash interrupted from it.
+//!
 //! A snapshot travels in pieces of at most [`Config::snapshot_chunk_bytes`] of its state
 //! ([`SnapshotChunk`]), so that a state of any size fits the transport's frames. The lagging
 //! replica pulls them: each query names the snapshot it is receiving and how many bytes it holds
@@ -117,7 +128,7 @@
 //!   each left a vote in a different instance); the raise at execution absorbs that.
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::config::{Config, Recovery};
+use crate::config::{Config, Recovery, Snapshots};
 use crate::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, View};
 use crate::message::{
     Batch, ChunkCursor, ClientReply, ClientTable, Envelope, Message, PromisedEntry, Request,
@@ -145,8 +156,10 @@ pub struct Stats {
     pub requests_executed: u64,
     /// Decided requests not executed because the client table showed them executed.
     pub duplicates_skipped: u64,
-    /// Snapshots taken.
+    /// Snapshots taken (under [`Snapshots::OnDemand`]: for lagging replicas).
     pub snapshots_taken: u64,
+    /// Checkpoints written ([`Snapshots::OnDemand`]).
+    pub checkpoints_taken: u64,
     /// Snapshots installed from another replica.
     pub snapshots_installed: u64,
     /// Pieces of snapshots received and kept (in order, of the snapshot being received).
@@ -343,6 +356,12 @@ pub struct Replica<S> {
     pending_bytes: usize,
     snapshot: Option<Snapshot>,
     log_bytes_since_snapshot: u64,
+    /// Under [`Snapshots::OnDemand`]: the snapshot taken for lagging replicas, and whether one
+    /// asked for it since the last checkpoint.
+    served: Option<(Snapshot, bool)>,
+    /// Under [`Snapshots::OnDemand`]: a snapshot was installed since the last
+    /// [`Replica::take_ready`], so no checkpoint is written before the next.
+    installed_in_ready: bool,
     /// When the leader of the view was last heard from.
     leader_heard_ms: u64,
     /// The highest batch or snapshot stamp this replica has seen (see "Stamps" above): the
@@ -415,9 +434,13 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// The snapshot the state machine must be restored from before [`Replica::finish_rebuild`]
-    /// (`None`: none was taken, the machine starts empty). `None` too once rebuilt.
+    /// (`None`: none was taken, the machine starts empty). `None` too once rebuilt, and under
+    /// [`Snapshots::OnDemand`], whose machine is handed over holding its durable state.
     pub fn rebuild_from(&self) -> Option<&Snapshot> {
-        self.snapshot.as_ref().filter(|_| self.rebuilding)
+        let periodic = self.config.snapshots == Snapshots::Periodic;
+        self.snapshot
+            .as_ref()
+            .filter(|_| self.rebuilding && periodic)
     }
 
     /// Rebuilds on the caller's thread: restores `empty` from [`Replica::rebuild_from`]'s
@@ -552,6 +575,10 @@ impl<S: StateMachine> Replica<S> {
             config.snapshot_chunk_bytes >= 1,
             "a snapshot chunk holds a byte"
         );
+        assert!(
+            config.snapshots == Snapshots::Periodic || config.recovery == Recovery::Pmem,
+            "on-demand snapshots need a state machine that keeps its state durable (mPaxosSM)"
+        );
         let mut clients = ClientTable::new();
         let mut next_execute = Instance(0);
         let mut stamp_executed_ms = 0;
@@ -597,6 +624,8 @@ impl<S: StateMachine> Replica<S> {
             pending_bytes: 0,
             snapshot: durable.snapshot.clone(),
             log_bytes_since_snapshot: 0,
+            served: None,
+            installed_in_ready: false,
             leader_heard_ms: now_ms,
             stamp_seen_ms,
             stamp_executed_ms,
@@ -738,6 +767,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Takes everything produced since the last call: commit it before sending anything.
     pub fn take_ready(&mut self) -> Ready {
+        self.installed_in_ready = false;
         std::mem::take(&mut self.ready)
     }
 
@@ -1601,6 +1631,9 @@ impl<S: StateMachine> Replica<S> {
         if since < self.config.snapshot_log_bytes_min {
             return;
         }
+        if self.config.snapshots == Snapshots::OnDemand {
+            return self.maybe_checkpoint();
+        }
         let last = self.snapshot.as_ref().map_or(0, Snapshot::size_bytes) as u64;
         if since.saturating_mul(100) < last.saturating_mul(self.config.snapshot_ratio_percent) {
             return;
@@ -1621,6 +1654,69 @@ impl<S: StateMachine> Replica<S> {
         self.snapshot = Some(snapshot);
         self.log_bytes_since_snapshot = 0;
         self.stats.snapshots_taken += 1;
+    }
+
+    /// Writes a checkpoint and truncates the log below the previous one, or below the
+    /// snapshot served to lagging replicas if that is older (see "Snapshots, truncation and
+    /// catch-up" above).
+    fn maybe_checkpoint(&mut self) {
+        if self.installed_in_ready {
+            return;
+        }
+        let checkpoint = Snapshot {
+            next_instance: self.next_execute,
+            stamp_ms: self.stamp_executed_ms,
+            state: bytes::Bytes::new(),
+            clients: self.clients.clone(),
+        };
+        let mut below = self
+            .snapshot
+            .as_ref()
+            .map_or(self.log_start, |s| s.next_instance);
+        match &mut self.served {
+            Some((_, false)) => self.served = None,
+            Some((served, asked)) => {
+                below = below.min(served.next_instance);
+                *asked = false;
+            }
+            None => {}
+        }
+        self.write(Record::Snapshot(checkpoint.clone()));
+        self.truncate(below);
+        self.snapshot = Some(checkpoint);
+        self.log_bytes_since_snapshot = 0;
+        self.stats.checkpoints_taken += 1;
+    }
+
+    /// The snapshot a lagging replica is sent a piece of: under [`Snapshots::Periodic`] the
+    /// last one; under [`Snapshots::OnDemand`] the one served already if it still covers the
+    /// truncated log, else one taken now. `None` while there is no state to copy (resumed and
+    /// not rebuilt) or no snapshot covers the truncation.
+    fn snapshot_to_serve(&mut self) -> Option<&Snapshot> {
+        if self.config.snapshots == Snapshots::Periodic {
+            return self.snapshot.as_ref();
+        }
+        if self.rebuilding || self.next_execute < self.log_start {
+            return None;
+        }
+        let log_start = self.log_start;
+        if self
+            .served
+            .as_ref()
+            .is_none_or(|(s, _)| s.next_instance < log_start)
+        {
+            let snapshot = Snapshot {
+                next_instance: self.next_execute,
+                stamp_ms: self.stamp_executed_ms,
+                state: self.state_machine.snapshot(),
+                clients: self.clients.clone(),
+            };
+            self.served = Some((snapshot, false));
+            self.stats.snapshots_taken += 1;
+        }
+        let (snapshot, asked) = self.served.as_mut().expect("a snapshot served");
+        *asked = true;
+        Some(snapshot)
     }
 
     fn truncate(&mut self, below: Instance) {
@@ -1647,6 +1743,9 @@ impl<S: StateMachine> Replica<S> {
         self.truncate(snapshot.next_instance);
         self.snapshot = Some(snapshot);
         self.log_bytes_since_snapshot = 0;
+        // The log below the new start is gone: a snapshot served from it is no longer whole.
+        self.served = None;
+        self.installed_in_ready = true;
         self.stats.snapshots_installed += 1;
         let clients: Vec<ClientId> = self.waiting.keys().copied().collect();
         for client in clients {
@@ -1738,13 +1837,14 @@ impl<S: StateMachine> Replica<S> {
         let mut snapshot = None;
         let mut start = first;
         if first < self.log_start {
-            let Some(last) = &self.snapshot else {
+            let chunk_bytes = self.config.snapshot_chunk_bytes;
+            let Some(last) = self.snapshot_to_serve() else {
                 return;
             };
             let offset = cursor
                 .filter(|c| c.next_instance == last.next_instance)
                 .map_or(0, |c| c.offset);
-            let chunk = SnapshotChunk::cut(last, offset, self.config.snapshot_chunk_bytes);
+            let chunk = SnapshotChunk::cut(last, offset, chunk_bytes);
             start = last.next_instance;
             if !chunk.is_last() {
                 let message = Message::CatchUpResponse {

@@ -4,13 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
-use logless_multipaxos::config::{Config, Recovery};
+use logless_multipaxos::config::{Config, Recovery, Snapshots};
 use logless_multipaxos::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, View};
 use logless_multipaxos::message::{
     Batch, ChunkCursor, ClientReply, Envelope, Message, Request, SnapshotChunk,
 };
 use logless_multipaxos::persist::Durable;
 use logless_multipaxos::replica::{Replica, Status};
+use logless_multipaxos::state_machine::StateMachine;
 use logless_multipaxos::testing::{durable_before_send, History, MemStore};
 
 const A: NodeId = NodeId(1);
@@ -1602,4 +1603,109 @@ fn an_epoch_ss_replica_that_rejoins_after_losing_its_epoch_file_starts_a_new_epo
     for node in [A, B, C] {
         assert_eq!(net.history(node), ["c2#1"], "{node:?}");
     }
+
+/// mPaxosSM: the state machine keeps its state durable itself, so snapshots are on demand.
+fn in_place(config: &mut Config) {
+    config.recovery = Recovery::Pmem;
+    config.snapshots = Snapshots::OnDemand;
+    config.snapshot_log_bytes_min = 10;
+}
+
+fn in_place_tiny_chunks(config: &mut Config) {
+    in_place(config);
+    config.snapshot_chunk_bytes = CHUNK_BYTES;
+}
+
+/// Under on-demand snapshots no state is ever copied while every replica keeps up: the log is
+/// truncated at checkpoints (records without state), and a replica restarted with its state as
+/// of its last checkpoint (what the state machine in place holds at least) executes the log
+/// after it and agrees with the others.
+#[test]
+fn section_5b_mpaxossm_truncates_at_checkpoints_without_a_snapshot() {
+    let mut net = Net::started(in_place);
+    for seq in 1..=12 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    for node in [A, B, C] {
+        let stats = net.replica(node).stats();
+        assert_eq!(stats.snapshots_taken, 0, "{node:?} copied its state");
+        assert!(stats.checkpoints_taken >= 10, "{node:?}: {stats:?}");
+        let durable = net.stores[&node].durable();
+        let checkpoint = durable.snapshot.as_ref().expect("a checkpoint");
+        assert!(checkpoint.state.is_empty(), "a checkpoint carries no state");
+        assert_eq!(&checkpoint.clients, net.replica(node).client_table());
+        // The log is kept back to the previous checkpoint only.
+        assert!(durable.log_start > Instance(9), "{:?}", durable.log_start);
+        assert!(durable.log.len() <= 2, "{:?}", durable.log.keys());
+    }
+
+    // B crashes and resumes: its state machine comes back with the state of the instances
+    // below its checkpoint (one request each here), and it executes the rest from its log.
+    net.crash(B);
+    let config = net.config(B);
+    let durable = net.stores[&B].durable().clone();
+    let next = durable.snapshot.as_ref().unwrap().next_instance;
+    let mut in_place = History::default();
+    let executed = net.replica(B).state_machine().executed();
+    for (client, seq, payload) in executed.iter().take(next.0 as usize) {
+        in_place.execute(&Request {
+            client: *client,
+            seq: *seq,
+            payload: payload.clone(),
+        });
+    }
+    let now = net.now(B);
+    let mut replica = Replica::resume(config, History::default(), &durable, now);
+    assert!(replica.rebuild_from().is_none(), "nothing to restore");
+    replica.finish_rebuild(in_place, now);
+    net.replicas.insert(B, replica);
+    net.down.remove(&B);
+    net.collect(B);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    assert_eq!(net.history(B), net.history(A));
+    net.submit(A, request(1, 13));
+    net.run(every);
+    assert_eq!(net.history(B), net.history(A));
+    assert_eq!(net.history(B).len(), 13);
+}
+
+/// A replica behind the truncation gets a snapshot taken when it asks, in pieces; the
+/// instances decided meanwhile, and the checkpoints they cause, neither replace it nor
+/// truncate the log it needs: it is taken once and installed once.
+#[test]
+fn section_5b_mpaxossm_a_lagging_replica_gets_one_snapshot_taken_when_it_asks() {
+    let mut net = behind_a_truncation(in_place_tiny_chunks, 12);
+    assert_eq!(net.replica(B).stats().snapshots_taken, 0);
+    let more = std::cell::Cell::new(100);
+    run_with(&mut net, |net, _, e| {
+        if chunk_of(e).is_some() && more.get() < 110 {
+            more.set(more.get() + 1);
+            net.submit(A, request(2, more.get()));
+        }
+    });
+    net.advance(200, every);
+    assert!(
+        net.replica(B).stats().checkpoints_taken >= 20,
+        "checkpoints while the pieces travelled"
+    );
+    let pieces = net.replica(C).stats().snapshot_chunks_received;
+    assert!(pieces >= 5, "{pieces} pieces");
+    let served: u64 = [A, B]
+        .iter()
+        .map(|n| net.replica(*n).stats().snapshots_taken)
+        .sum();
+    assert_eq!(served, 1, "one snapshot taken for every piece");
+    assert_eq!(net.replica(C).stats().snapshots_installed, 1);
+    assert_eq!(net.history(C), net.history(A));
+    assert_eq!(net.history(C).len(), 22);
+    assert_eq!(net.replica(C).client_table(), net.replica(A).client_table());
+}
+
+#[test]
+#[should_panic(expected = "on-demand snapshots need a state machine that keeps its state")]
+fn on_demand_snapshots_are_refused_without_a_state_machine_in_place() {
+    let mut config = Config::new(vec![A, B, C], A);
+    config.snapshots = Snapshots::OnDemand;
+    let _ = Replica::new(config, History::default(), 0);
 }
