@@ -1603,6 +1603,7 @@ fn an_epoch_ss_replica_that_rejoins_after_losing_its_epoch_file_starts_a_new_epo
     for node in [A, B, C] {
         assert_eq!(net.history(node), ["c2#1"], "{node:?}");
     }
+}
 
 /// mPaxosSM: the state machine keeps its state durable itself, so snapshots are on demand.
 fn in_place(config: &mut Config) {
