@@ -496,7 +496,7 @@ mod tests {
         assert_eq!(table.len(), n);
         let capacities: Vec<usize> = table.chunks.iter().map(Vec::capacity).collect();
         assert_eq!(capacities, [CHUNK_ENTRIES, CHUNK_ENTRIES, 100]);
-        assert_eq!(table.get(&key("key:8291")), Some(&8291));
+        assert_eq!(table.get(&key("key:8289")), Some(&8289));
         // More entries than the iterator promised, and repeated keys, still make a map.
         let table: KeyTable<u32> = (0..10u32)
             .map(|i| (key(&format!("k{}", i % 7)), i))
