@@ -404,8 +404,8 @@ impl<R, M: Media> ShardCore<R, M> {
     /// end, so that it prefetches their registers ahead (`Replica::handle_commands`).
     pub fn submit(&mut self, key: Key, command: Command, reply: R) {
         if self.memory_full {
-            let held = self.replica.acceptor_state(&key).map(|s| &*s.value);
-            if needs_space(&command, held, self.now_ms) {
+            let held = self.replica.acceptor_state(&key);
+            if needs_space(&command, held.as_ref().map(|s| &*s.value), self.now_ms) {
                 self.refused.push((reply, command.name()));
                 return;
             }

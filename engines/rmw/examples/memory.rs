@@ -112,17 +112,18 @@ fn acceptor(n: usize, value: &[u8]) {
     let total = live() - before;
     let (table, _) = replica.table_bytes();
     println!(
-        "acceptor: {n} registers, {:.1} B/register: table {:.1} (key and state {} B), the rest \
-         {:.1} (values; a register {} B)",
+        "acceptor: {n} registers, {:.1} B/register: table {:.1} (entries of 128 B and the \
+         index), the rest {:.1} (values too long or not plain to be kept in the entry, each an \
+         Arc of a {} B register and its bytes)",
         per(total, n),
         per(table, n),
-        std::mem::size_of::<(Key, AcceptorState)>(),
-        per(total - table, n),
+        per(total.saturating_sub(table), n),
         std::mem::size_of::<Register>(),
     );
 }
 
-/// The values alone, as the acceptor's states hold them.
+/// The values alone, as an `AcceptorState` holds them (in a message, in the proposer's cache,
+/// and in the acceptor's table when too long to be kept inside its entry).
 fn values(n: usize, value: &[u8]) {
     let mut held = Vec::with_capacity(n);
     let before = live();

@@ -157,6 +157,23 @@ pub(crate) fn decide<D: Decision>(
     }
 }
 
+/// Whether deciding on `message` for an acceptor whose last vote was in `r_voted` reads the
+/// state's value: a VOTE replaces it, and a read's ACK leaves it out when the proposer knows
+/// the value of that round already (see `ack`). A caller that keeps values elsewhere (the
+/// replica's table, see `held`) may decide the others on a state with any value in its place.
+#[inline]
+pub(crate) fn reads_value(r_voted: Round, message: &Message) -> bool {
+    match message {
+        Message::Vote { .. } => false,
+        Message::Prepare {
+            kind: PrepareKind::Read,
+            known_voted,
+            ..
+        } => *known_voted != r_voted,
+        _ => true,
+    }
+}
+
 fn ack(
     state: &AcceptorState,
     to: NodeId,
@@ -377,6 +394,66 @@ mod tests {
             req: Some(ReqId::new(id).unwrap()),
             req_prev: Some(ReqId::new(AttemptId { seq: 4, ..id }).unwrap()),
         }
+    }
+
+    #[test]
+    fn a_decision_that_reads_no_value_is_the_same_whatever_the_value() {
+        use crate::placement::StageId;
+        let key = Key::new("k");
+        let other = Arc::new(Register {
+            data: Data::Str(bytes::Bytes::from_static(b"other")),
+            expires_at_ms: Some(3),
+            fence: 5,
+        });
+        let s = state();
+        let attempt = AttemptId {
+            seq: 99,
+            ..s.r_ack.id
+        };
+        let prepare = |kind, known_voted| Message::Prepare {
+            key: key.clone(),
+            kind,
+            attempt,
+            known_voted,
+            stage: StageId::NONE,
+        };
+        let vote = |round| Message::Vote {
+            key: key.clone(),
+            round,
+            value: other.clone(),
+            req_cur: ReqId::new(attempt),
+            req_prev: s.req,
+            stage: StageId::NONE,
+        };
+        let messages = [
+            vote(s.r_ack),
+            vote(Round { n: 1, ..s.r_ack }),
+            prepare(PrepareKind::Read, s.r_voted),
+            prepare(PrepareKind::Read, Round::BOTTOM),
+            prepare(PrepareKind::Write, s.r_voted),
+            Message::PaxosPrep {
+                key: key.clone(),
+                round: Round { n: 20, ..s.r_ack },
+                known_voted: s.r_voted,
+                stage: StageId::NONE,
+            },
+        ];
+        let mut unread = 0;
+        for message in &messages {
+            let with_other = AcceptorState {
+                value: other.clone(),
+                ..state()
+            };
+            let same = on_acceptor_message(&s, NodeId(1), message)
+                == on_acceptor_message(&with_other, NodeId(1), message);
+            if !reads_value(s.r_voted, message) {
+                assert!(same, "{message:?} read the value");
+                unread += 1;
+            } else {
+                assert!(!same, "{message:?} is said to read the value and does not");
+            }
+        }
+        assert_eq!(unread, 3);
     }
 
     #[test]

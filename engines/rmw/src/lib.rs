@@ -20,6 +20,8 @@
 //! * `rejoin` (internal): how a replica that lost its acceptor states fences its peers and
 //!   recovers each register before it answers for it again (see [`Replica::rejoining`](replica::Replica::rejoining)).
 //! * [`timers`]: the wake-ups a runtime holds for a replica, fired in due order.
+//! * `held` (internal): a register's state packed into the acceptor table's entry, a small
+//!   value inside it.
 //! * `armed`, `buffers` and `incidental` (internal): the proposer's table of armed timers,
 //!   the output vectors a replica reuses between steps, and state that equality ignores.
 //! * [`wire`]: the checksummed, versioned frames replicas exchange.
@@ -31,6 +33,7 @@ mod armed;
 mod buffers;
 mod codec;
 pub mod config;
+mod held;
 pub mod ids;
 mod incidental;
 pub mod message;

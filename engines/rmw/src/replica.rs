@@ -11,14 +11,16 @@
 //! Messages to itself go through the runtime like any other, so the local acceptor's replies
 //! also wait for persistence. Acceptor states live in DRAM here as well as in the store: the
 //! store is the durable copy, read back only at start-up.
+use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
 
 use logless_commands::command::Command;
 use logless_placement::Stage;
 
-use crate::acceptor::AcceptorState;
+use crate::acceptor::{self, AcceptorState};
 use crate::buffers::keep_spare;
 use crate::config::ProposerConfig;
+use crate::held::Held;
 use crate::ids::Round;
 use crate::ids::{ClientTag, Key, NodeId, ProposerId};
 use crate::message::PrepareKind;
@@ -28,8 +30,8 @@ use crate::placement::{Placement, StageId};
 use crate::proposer::{ClientReply, Proposer, ProposerOutput, ProposerStats, TimerRequest};
 use crate::rejoin::{self, Counting, Rejoin};
 use crate::removal::{self, Judge, ProbeReply, Removals};
+use crate::table::KeyTable;
 pub use crate::table::ScanCursor;
-use crate::table::{prefetch_line, KeyTable};
 
 /// How many inputs ahead of the one being handled a batch asks the cache for the register
 /// that input needs. A register of a large replica is rarely cached, and handling an input
@@ -69,29 +71,6 @@ pub struct SpentOutput {
     pub replies: Vec<ClientReply>,
     /// Its wake-ups.
     pub timers: Vec<TimerRequest>,
-}
-
-/// A register the acceptor holds: its state, and where the store holds that (see
-/// [`Location`]), kept in the same table entry so that writing the state back costs the store
-/// no lookup by key. The location is the store's business: equality and hashes ignore it.
-#[derive(Clone, Debug, Default)]
-struct Held {
-    state: AcceptorState,
-    location: Location,
-}
-
-impl PartialEq for Held {
-    fn eq(&self, other: &Held) -> bool {
-        self.state == other.state
-    }
-}
-
-impl Eq for Held {}
-
-impl Hash for Held {
-    fn hash<H: Hasher>(&self, hasher: &mut H) {
-        self.state.hash(hasher);
-    }
 }
 
 /// A replica's protocol state: proposer, acceptor states, and pending persistence.
@@ -166,8 +145,8 @@ impl Replica {
         recovered: impl IntoIterator<Item = (Key, AcceptorState, Location)>,
     ) -> Replica {
         let id = ProposerId { node, incarnation };
-        let held =
-            (recovered.into_iter()).map(|(key, state, location)| (key, Held { state, location }));
+        let held = (recovered.into_iter())
+            .map(|(key, state, location)| (key, Held::new(&state, location)));
         Replica {
             node,
             proposer: Proposer::new(id, config, rng_seed),
@@ -255,7 +234,7 @@ impl Replica {
     pub fn removal_candidates(&self, now_ms: u64) -> impl Iterator<Item = &Key> {
         self.states
             .iter()
-            .filter(move |(_, held)| self.removal_candidate(&held.state, now_ms))
+            .filter(move |(_, held)| self.removal_candidate(&held.state(), now_ms))
             .map(|(key, _)| key)
     }
 
@@ -288,7 +267,7 @@ impl Replica {
         let candidate = self
             .states
             .get(key)
-            .is_some_and(|held| self.removal_candidate(&held.state, now_ms));
+            .is_some_and(|held| self.removal_candidate(&held.state(), now_ms));
         if !candidate {
             return false;
         }
@@ -368,14 +347,16 @@ impl Replica {
         self.proposer.registers()
     }
 
-    /// The acceptor state of `key` (`None` if it has none: see [`Replica::round_floor`]).
-    pub fn acceptor_state(&self, key: &Key) -> Option<&AcceptorState> {
-        self.states.get(key).map(|held| &held.state)
+    /// The acceptor state of `key` (`None` if it has none: see [`Replica::round_floor`]). The
+    /// acceptor keeps small values packed (see `held`): the state returned is a copy.
+    pub fn acceptor_state(&self, key: &Key) -> Option<AcceptorState> {
+        self.states.get(key).map(Held::state)
     }
 
-    /// Every register this replica's acceptor holds a state for.
-    pub fn acceptor_states(&self) -> impl Iterator<Item = (&Key, &AcceptorState)> {
-        self.states.iter().map(|(key, held)| (key, &held.state))
+    /// Every register this replica's acceptor holds a state for (copies, as
+    /// [`Replica::acceptor_state`]).
+    pub fn acceptor_states(&self) -> impl Iterator<Item = (&Key, AcceptorState)> {
+        self.states.iter().map(|(key, held)| (key, held.state()))
     }
 
     /// Up to `count` (at least one) acceptor states from where `cursor` points, and the
@@ -385,9 +366,9 @@ impl Replica {
     /// rehash in place); a cursor from before the table grew restarts the scan (see
     /// [`ScanCursor`]). Tombstones and expired values are states
     /// too: callers filter them.
-    pub fn scan_states(&self, cursor: u64, count: usize) -> (u64, Vec<(&Key, &AcceptorState)>) {
+    pub fn scan_states(&self, cursor: u64, count: usize) -> (u64, Vec<(&Key, AcceptorState)>) {
         let (next, found) = self.states.scan(cursor, count);
-        let states = found.into_iter().map(|(key, held)| (key, &held.state));
+        let states = found.into_iter().map(|(key, held)| (key, held.state()));
         (next, states.collect())
     }
 
@@ -397,9 +378,9 @@ impl Replica {
         &self,
         seed: u64,
         mut wanted: impl FnMut(&AcceptorState) -> bool,
-    ) -> Option<(&Key, &AcceptorState)> {
-        (self.states.find_from(seed, |held| wanted(&held.state)))
-            .map(|(key, held)| (key, &held.state))
+    ) -> Option<(&Key, AcceptorState)> {
+        (self.states.find_from(seed, |held| wanted(&held.state())))
+            .map(|(key, held)| (key, held.state()))
     }
 
     /// A client command.
@@ -470,10 +451,7 @@ impl Replica {
     fn prefetch(&self, message: &Message) {
         if message.is_for_acceptor() {
             // A decision reads the whole state, which spans the entry's two lines.
-            self.states.prefetch(message.key(), |held| {
-                prefetch_line(&held.state.r_ack);
-                prefetch_line(&held.state.req_prev);
-            });
+            self.states.prefetch(message.key(), Held::prefetch);
         } else {
             self.proposer.prefetch(message.key());
         }
@@ -591,16 +569,23 @@ impl Replica {
         }
         let existing = self.states.get_mut(key);
         let (state, location) = match &existing {
-            Some(held) => (&held.state, held.location),
-            None => (&self.fresh, Location::UNKNOWN),
+            // A value kept in the entry is copied out only for a decision that reads it; the
+            // others get the fresh state's (absent) value in its place.
+            Some(held) if acceptor::reads_value(held.r_voted(), message) => {
+                (Cow::Owned(held.state()), held.location)
+            }
+            Some(held) => (
+                Cow::Owned(held.state_with(self.fresh.value.clone())),
+                held.location,
+            ),
+            None => (Cow::Borrowed(&self.fresh), Location::UNKNOWN),
         };
-        let next = self.persist.decide_at(key, location, state, from, message);
+        let next = self.persist.decide_at(key, location, &state, from, message);
         match (existing, next) {
-            (Some(held), Some(next)) => held.state = next.clone(),
+            (Some(held), Some(next)) => held.set(next),
             (None, Some(next)) => {
-                let state = next.clone();
-                let location = Location::UNKNOWN;
-                self.states.insert(key.clone(), Held { state, location });
+                self.states
+                    .insert(key.clone(), Held::new(next, Location::UNKNOWN));
             }
             (_, None) => {}
         }
@@ -658,11 +643,7 @@ impl Replica {
         let rejoin = self.rejoin.as_mut().expect("rejoining");
         if let Some(state) = rejoin.on_answer(key, index, reply, &counting) {
             let location = self.location(key);
-            let held = Held {
-                state: state.clone(),
-                location,
-            };
-            self.states.insert(key.clone(), held);
+            self.states.insert(key.clone(), Held::new(&state, location));
             self.persist.write(key, location, state);
         }
     }
@@ -691,10 +672,10 @@ impl Replica {
     /// REMOVE: forgets `key` if the acceptor still holds exactly the dead vote `voted`, behind
     /// the round floor raised to its `r_ack`.
     fn forget(&mut self, key: &Key, voted: Round) {
-        let Some(Held { state, .. }) = self.states.get(key) else {
+        let Some(state) = self.states.get(key).map(Held::state) else {
             return;
         };
-        if !removal::forgettable(state, voted) {
+        if !removal::forgettable(&state, voted) {
             return;
         }
         if !self.proposer.config().bugs.skip_removal_fence {
@@ -714,7 +695,7 @@ impl Replica {
             Some(state) => {
                 // A refused write changed nothing in the store: the location stays.
                 let location = self.location(key);
-                self.states.insert(key.clone(), Held { state, location });
+                self.states.insert(key.clone(), Held::new(&state, location));
             }
             None => {
                 self.states.remove(key);
@@ -795,13 +776,7 @@ mod tests {
     #[test]
     fn a_prefetched_acceptor_state_is_asked_for_on_both_its_lines() {
         assert_eq!(crate::table::entry_bytes::<Held>(), 128);
-        // The fields `Replica::prefetch` names.
-        let state = std::mem::offset_of!(Held, state);
-        let named = [
-            state + std::mem::offset_of!(AcceptorState, r_ack),
-            state + std::mem::offset_of!(AcceptorState, req_prev),
-        ];
-        let lines = crate::table::prefetched_lines::<Held>(&named);
+        let lines = Held::prefetched_lines();
         assert_eq!(lines.into_iter().collect::<Vec<_>>(), [0, 1]);
     }
 }

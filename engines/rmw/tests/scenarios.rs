@@ -334,7 +334,6 @@ impl Net {
     fn state(&self, node: NodeId) -> AcceptorState {
         self.replicas[&node]
             .acceptor_state(&key())
-            .cloned()
             .unwrap_or_default()
     }
 

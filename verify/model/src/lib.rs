@@ -971,7 +971,7 @@ impl LoglessModel {
         let old = &state.nodes[index].state;
         assert_eq!(
             old.store.state.as_ref(),
-            old.replica.acceptor_state(&the_key()),
+            old.replica.acceptor_state(&the_key()).as_ref(),
             "every acceptor state is persisted at the end of a step"
         );
         let store = if self.config.crash_forgets_store {
@@ -1157,8 +1157,8 @@ impl LoglessModel {
                     r_ack: node.replica.round_floor(),
                     ..AcceptorState::default()
                 };
-                let current = node.replica.acceptor_state(&the_key()).unwrap_or(&fresh);
-                let step = acceptor::on_message(current, node_id(from), message)
+                let current = node.replica.acceptor_state(&the_key()).unwrap_or(fresh);
+                let step = acceptor::on_message(&current, node_id(from), message)
                     .expect("an acceptor message");
                 step.next.is_none()
                     && step.replies().all(|reply| {
