@@ -92,6 +92,12 @@ enum Input {
         messages: Vec<Message>,
     },
     LinkBroken(NodeId),
+    /// A write-through of a register for the ring's sync (the node's
+    /// `ShardInput::WriteThroughs`, its data mover's).
+    WriteThrough {
+        key: Key,
+        to: AnswerTo,
+    },
     /// A stage of the ring to install (the node's `ShardInput::InstallPlacement`).
     Install(logless_rmw::placement::Placement),
 }
@@ -627,6 +633,7 @@ impl NodeCluster {
         for _ in 0..INPUTS_PER_TURN_MAX {
             match s.queue.pop_front() {
                 Some(Input::Command { key, command, to }) => core.submit(key, command, to),
+                Some(Input::WriteThrough { key, to }) => core.submit_write_through(key, to),
                 Some(Input::Messages { from, messages }) => core.receive(from, messages),
                 Some(Input::LinkBroken(peer)) => core.link_broken(peer),
                 Some(Input::Install(placement)) => core.install_placement(placement),

@@ -339,6 +339,17 @@ impl NodeCluster {
     /// client's delay.
     pub(super) fn submit_to(&mut self, node: NodeId, key: Key, command: Command, to: AnswerTo) {
         let shard = shard_of(key.as_bytes(), usize::from(self.config.shards)) as u16;
+        self.schedule_input(node, shard, Input::Command { key, command, to });
+    }
+
+    /// A write-through of register `key` at `node`, answered to `to` (the ring's sync).
+    pub(super) fn write_through_at(&mut self, node: NodeId, key: Key, to: AnswerTo) {
+        let shard = shard_of(key.as_bytes(), usize::from(self.config.shards)) as u16;
+        self.schedule_input(node, shard, Input::WriteThrough { key, to });
+    }
+
+    /// `input` arrives at `node`'s `shard` after a client's delay.
+    fn schedule_input(&mut self, node: NodeId, shard: u16, input: Input) {
         let incarnation = self.nodes[&node].incarnation;
         self.events.schedule(
             CLIENT_DELAY_US,
@@ -346,7 +357,7 @@ impl NodeCluster {
                 node,
                 incarnation,
                 shard,
-                input: Input::Command { key, command, to },
+                input,
             },
         );
     }
