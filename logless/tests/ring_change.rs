@@ -11,13 +11,13 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use common::ring::{cluster_command, text};
 use common::{peer_client_addrs, Cluster, ServerSpec};
 use logless_harness::probe::http_get;
 use logless_node::status::NodeStatus;
@@ -39,26 +39,6 @@ fn ring(password: Option<&str>) -> Cluster {
             None => spec,
         }
     })
-}
-
-/// Runs `logless cluster --http <http> <args>`.
-fn cluster_command(http: SocketAddr, args: &[&str]) -> Command {
-    let mut command = Command::new(common::binary());
-    command
-        .args(["cluster", "--http", &http.to_string()])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}stderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// `logless cluster status` asked of `http`, once the ring's register is written.

@@ -1,7 +1,7 @@
 //! The Redis front end: one task per client connection, keeping its socket and buffers.
 //!
 //! A connection reads whatever requests have arrived and gives each to its
-//! [`Session`](logless_redis::session::Session), which decides what it asks for; every engine
+//! [`logless_redis::session::Session`], which decides what it asks for; every engine
 //! command is handed to the shard that owns its key at once (so a pipeline reaches the proposer
 //! as one batch), and the replies are written in request order. A command the node answers
 //! itself (INFO, CONFIG, SCAN, CLIENT LIST, ...) waits for the replies of the commands before

@@ -14,7 +14,7 @@
 //! lock, so no worker can execute one before the turn's records are durable.
 //!
 //! # Clients, retries and the reply cache
-//! Requests carry ids lent by a [`ClientPool`] and are retried with the same id and number
+//! Requests carry ids lent by a `ClientPool` and are retried with the same id and number
 //! after [`crate::client_pool::RETRY_MS`] (forwarded to the group's leader as known then). A
 //! group's client table makes a retry that was decided already not run twice, but it holds no
 //! replies: in P-SMR a command is answered when a worker executes it, after the merge. So the
@@ -38,7 +38,7 @@
 //! elect other leaders. A new client command is answered at once `MISCONF disk full: … for its
 //! log; not applied` ([`Failure::LogFull`]); commands in flight are not retried meanwhile and
 //! are answered "outcome unknown" past their deadline. Every
-//! [`SPACE_PROBE_MS`](crate::log_turn::SPACE_PROBE_MS) the groups' backlogs are flushed again;
+//! [`crate::log_turn::SPACE_PROBE_MS`] the groups' backlogs are flushed again;
 //! once they are durable the replica goes on and hands every command in flight to itself again.
 //!
 //! The workers go on executing what the plan holds, including commands delivered in the turn

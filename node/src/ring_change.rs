@@ -11,14 +11,14 @@
 //! that stopped half-way leaves the ring serving in `Joint`, which is safe, and the same
 //! command finishes it); any other is refused. Nodes this node sees down are not waited for,
 //! as long as every slot the change moves keeps a majority of its old and of its new replicas
-//! up, and its mover up ([`can_run_without`]): so a dead node can be replaced or removed.
+//! up, and its mover up (`can_run_without`): so a dead node can be replaced or removed.
 //!
 //! # Syncing the moving slots
 //!
-//! [`await_synced`] waits for every node of the new configuration to report its mover done:
+//! `await_synced` waits for every node of the new configuration to report its mover done:
 //! each moving slot is synced by one of its new replicas, which writes every key of the slot
 //! through to a majority of the new replicas (docs/ring.md §4 step 3). A move longer than the
-//! coordinator waits ([`SYNC_POLLS`]) stops the change with the ring in `Joint(e+1)`, serving;
+//! coordinator waits (`SYNC_POLLS`) stops the change with the ring in `Joint(e+1)`, serving;
 //! the same command resumes the wait.
 //!
 //! # A node that was a member before
@@ -372,7 +372,7 @@ pub(crate) async fn await_installed<O: RingOps>(
 
 /// Waits until every node of `joint`'s new configuration but those `down` reports its data
 /// mover done: every moving slot is synced by one of them ([`crate::ring_mover`]; none of
-/// those down moves any, [`can_run_without`]).
+/// those down moves any, `can_run_without`).
 pub(crate) async fn await_synced<O: RingOps>(
     ops: &O,
     joint: &RingStage,

@@ -1,11 +1,10 @@
 """redis-py's RedisCluster against a ring in cluster mode whose membership changes
-(`logless up --nodes 4 --replication 3 --cluster-enabled`, then `logless cluster remove 4` and
-`add 4`; docs/ring.md §4 "Built: cluster mode follows the stages").
+(`logless up --nodes 4 --replication 3 --cluster-enabled`, then `logless cluster remove 4`;
+docs/ring.md §4 "Built: cluster mode follows the stages").
 
-A client keeps the slot map it loaded until a node answers MOVED: after each change the nodes
-redirect by the new configuration, and the client follows, first away from the removed node,
-then to the added one. The data mover is not built, so each change runs while the ring holds
-no key (a change refuses to finish while the slots it moves hold keys).
+A client keeps the slot map it loaded until a node answers MOVED: after the change the nodes
+redirect by the new configuration, and the client follows, away from the removed node.
+(Adding node 4 back is refused: it holds registers of its earlier membership.)
 """
 from __future__ import annotations
 
@@ -55,7 +54,7 @@ def empty_every_copy(ring, client):
             plain.close()
 
 
-def test_redis_py_follows_a_node_removed_and_added_back(ring):
+def test_redis_py_follows_a_node_removed(ring):
     host, port = ring.addresses[1]
     rc = RedisCluster(host=host, port=port, decode_responses=True, socket_timeout=20)
     fourth = ring.ports[3]
@@ -73,17 +72,5 @@ def test_redis_py_follows_a_node_removed_and_added_back(ring):
         rc.nodes_manager.initialize()
         assert fourth not in {rc.get_node_from_key(k).port for k in keys}
 
-        empty_every_copy(ring, rc)
-        change(ring, "add", "4")
-        # Redirected to node 4 again for the slots it is first replica of.
-        for i, key in enumerate(keys):
-            assert rc.set(key, i)
-        assert [rc.get(k) for k in keys] == [str(i) for i in range(len(keys))]
-        assert fourth in {rc.get_node_from_key(k).port for k in keys}
-        plain = redis.Redis(host=conftest.HOST, port=fourth, decode_responses=True)
-        try:
-            assert plain.keys("ring:*"), "node 4 holds keys again"
-        finally:
-            plain.close()
     finally:
         rc.close()

@@ -718,7 +718,7 @@ impl Proposer {
         self.registers.len()
     }
 
-    /// The bytes its table of registers has allocated (see [`KeyTable::allocated_bytes`]).
+    /// The bytes its table of registers has allocated (see `KeyTable::allocated_bytes`).
     pub fn table_bytes(&self) -> usize {
         self.registers.allocated_bytes()
     }

@@ -8,7 +8,7 @@
 //! 2. Once every acceptor answered, let `t` be the highest vote among them. The removal goes
 //!    ahead only if the value of `t` is dead now, its request was this node's, and every
 //!    acceptor holds exactly `t` or nothing with an acknowledged round above `t`
-//!    ([`Removals::on_ack`]). Then REMOVE(`t`) goes to every acceptor.
+//!    (`Removals::on_ack`). Then REMOVE(`t`) goes to every acceptor.
 //! 3. An acceptor that still holds exactly the vote `t` forgets the register: it raises the
 //!    shard's round floor to the register's `r_ack`, and a register it does not hold starts at
 //!    that floor; the floor is durable before the removal is (see

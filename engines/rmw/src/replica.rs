@@ -373,7 +373,7 @@ impl Replica {
     }
 
     /// An acceptor state that `wanted` accepts, looked for from a position `seed` chooses (see
-    /// [`KeyTable::find_from`]); `None` if there is none.
+    /// `KeyTable::find_from`); `None` if there is none.
     pub fn find_state(
         &self,
         seed: u64,
@@ -395,7 +395,7 @@ impl Replica {
     }
 
     /// Client commands, in order: the same as [`Replica::handle_command`] for each, but every
-    /// command's register is asked of the cache a few commands ahead (see [`PREFETCH_AHEAD`]).
+    /// command's register is asked of the cache a few commands ahead (see `PREFETCH_AHEAD`).
     /// Empties `commands`.
     pub fn handle_commands(&mut self, now_ms: u64, commands: &mut Vec<(ClientTag, Key, Command)>) {
         // Two stages: a command's register PREFETCH_AHEAD commands ahead, and half as far
@@ -426,7 +426,7 @@ impl Replica {
 
     /// Messages from `from`, in the order sent: the same as [`Replica::handle_message`] for
     /// each, but every message's register is asked of the cache a few messages ahead (see
-    /// [`PREFETCH_AHEAD`]), so that the batch's cache misses overlap instead of following one
+    /// `PREFETCH_AHEAD`), so that the batch's cache misses overlap instead of following one
     /// another.
     pub fn handle_messages<'a>(
         &mut self,

@@ -38,7 +38,7 @@
 //! delivered at any time, any number of times: every loss (a message never delivered),
 //! duplication and reordering is a path of the model. A delivery leaves the message in the set,
 //! so a leader's retransmissions change nothing (the network already delivers again whatever it
-//! may); only messages that can no longer change their receiver leave it ([`dead`], an exact
+//! may); only messages that can no longer change their receiver leave it (`dead`, an exact
 //! reduction).
 //! Duplicates are unbounded, and every copy of a Forward that reaches the leader before its
 //! request is executed is proposed again in a new instance, so the instances are bounded
@@ -108,7 +108,7 @@ pub struct MultiPaxosConfig {
     /// reaches exactly the states of a crash before the delivery.
     pub crash_mid_step: bool,
     /// Whether messages that can no longer change their receiver are taken out of the network
-    /// at once (an exact reduction, see [`dead`]; off only to check that it is one).
+    /// at once (an exact reduction, see `dead`; off only to check that it is one).
     pub collect_dead: bool,
     /// How a crashed replica recovers: from its store (FullSS), or from its peers, keeping
     /// only its epoch (EpochSS).
