@@ -50,7 +50,7 @@ const LOWEST_BUCKETS: usize = 5;
 /// Throughput counts as restored when its mean over this many buckets (1 s) reaches
 /// [`RESTORED_SHARE`] of what it was before the crashes.
 const RESTORED_BUCKETS: usize = 10;
-/// See [`RESTORED_BUCKETS`].
+/// See `RESTORED_BUCKETS`.
 pub const RESTORED_SHARE: f64 = 0.9;
 /// A replica whose INFO does not answer within this long leaves a gap in its series.
 const SAMPLE_PAUSE_AFTER_ERROR: Duration = Duration::from_millis(20);

@@ -136,7 +136,7 @@ pub fn idle_cores(ring: &Ring, window: Duration) -> f64 {
 
 /// Runs `load` on `ring` (loaded with the keys `name` gives, sent as `routing` says) and
 /// measures it; `bar` moves through `seconds` in tenths. First the ring's idle CPU is read,
-/// over up to [`IDLE`] (no more than the seconds counted).
+/// over up to `IDLE` (no more than the seconds counted).
 pub fn measure(
     ring: &Ring,
     series: Series,
