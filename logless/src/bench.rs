@@ -2,7 +2,7 @@
 //! COMPARE.md), `logless bench space` (memory per key, restart time, churn) and `logless bench
 //! failover` (the log engine's leader killed under load), `logless bench psmr` (P-SMR against
 //! sP-SMR, SMR and no replication), `logless bench recovery` (the log engine's recovery
-//! modes: restart times, Table II, Fig. 3) and `logless bench ring` (ops per CPU-second of a
+//! modes: restart times, Table II, Figs. 3–5) and `logless bench ring` (ops per CPU-second of a
 //! ring as its nodes grow, keys per node). Each harness lives in its own binary,
 //! `logless-compare`, `logless-space`, `logless-failover`, `logless-psmr`, `logless-recovery`
 //! and `logless-ring`, so that the `logless` binary
