@@ -68,6 +68,26 @@ fn served_through(cluster: &Cluster, up: &[usize], keys: &mut Vec<String>, fresh
     }
 }
 
+/// Restarts node `i` with `specs[i]`, one node at a time: while each is down the others in
+/// `up` serve every key, and once it serves again all of `up` do.
+fn restart_in_turn(
+    cluster: &mut Cluster,
+    specs: &[ServerSpec],
+    up: &[usize],
+    keys: &mut Vec<String>,
+    fresh: &mut Fresh,
+) {
+    for (i, spec) in specs.iter().enumerate() {
+        assert!(cluster.stop(i), "node {} stops cleanly", i + 1);
+        let others: Vec<usize> = up.iter().copied().filter(|&j| j != i).collect();
+        served_through(cluster, &others, keys, fresh);
+        cluster.replicas[i].spec = spec.clone();
+        cluster.spawn(i);
+        serving(cluster, i, &keys[0]);
+        served_through(cluster, up, keys, fresh);
+    }
+}
+
 /// Names of keys in the slots a change leaves alone.
 struct Fresh {
     still: Vec<bool>,
@@ -122,15 +142,7 @@ fn a_ring_of_four_grows_to_five_and_shrinks_back_by_rolling_restarts() {
 
     // Each of the four restarts with the list of five, one at a time; the others serve
     // meanwhile, and it serves again once it is up.
-    for (i, spec) in full.iter().enumerate().take(4) {
-        assert!(cluster.stop(i), "node {} stops cleanly", i + 1);
-        let others: Vec<usize> = four.iter().copied().filter(|&j| j != i).collect();
-        served_through(&cluster, &others, &mut keys, &mut fresh);
-        cluster.replicas[i].spec = spec.clone();
-        cluster.spawn(i);
-        serving(&cluster, i, &keys[0]);
-        served_through(&cluster, &four, &mut keys, &mut fresh);
-    }
+    restart_in_turn(&mut cluster, &full[..4], &four, &mut keys, &mut fresh);
     // Every node on the list of five: the new one serves (forwarding, it holds no slot yet).
     serving(&cluster, 4, &keys[0]);
     let all: Vec<usize> = (0..5).collect();
@@ -167,15 +179,7 @@ fn a_ring_of_four_grows_to_five_and_shrinks_back_by_rolling_restarts() {
         n: fresh.n,
     };
     served_through(&cluster, &four, &mut keys, &mut fresh);
-    for (i, spec) in fours.iter().enumerate() {
-        assert!(cluster.stop(i), "node {} stops cleanly", i + 1);
-        let others: Vec<usize> = four.iter().copied().filter(|&j| j != i).collect();
-        served_through(&cluster, &others, &mut keys, &mut fresh);
-        cluster.replicas[i].spec = spec.clone();
-        cluster.spawn(i);
-        serving(&cluster, i, &keys[0]);
-        served_through(&cluster, &four, &mut keys, &mut fresh);
-    }
+    restart_in_turn(&mut cluster, &fours, &four, &mut keys, &mut fresh);
     nodes_install(&cluster, four.clone(), "Stable(3)");
 }
 
