@@ -721,6 +721,15 @@ mod tests {
             .collect()
     }
 
+    /// The log's directory as a power failure right now leaves it (nothing unsynced kept).
+    fn log_image_of(core: &Core) -> SimDir {
+        core.log()
+            .segment_log()
+            .dir()
+            .at_crash()
+            .crash_image(0, &[], None)
+    }
+
     /// The store's medium under a core (the tests' machines are on [`SimMedia`]).
     fn media_of(core: &mut Core) -> SimMedia {
         core.state_machine_mut_for_tests().sim_media()
@@ -760,12 +769,7 @@ mod tests {
         assert_eq!(expected[&Bytes::from_static(b"c")].data, Data::Int(3));
         assert_eq!(expected[&Bytes::from_static(b"b")].data, Data::Int(1));
         let total_ops = media_of(&mut core).ops;
-        let log_image = core
-            .log()
-            .segment_log()
-            .dir()
-            .at_crash()
-            .crash_image(0, &[], None);
+        let log_image = log_image_of(&core);
 
         let mut violations = Vec::new();
         for n in 0..=total_ops {
@@ -980,12 +984,7 @@ mod tests {
         assert_eq!(status.snapshots_taken, 0);
         let expected = core.replica().state_machine().map().clone();
         let media = media_of(&mut core);
-        let log_image = core
-            .log()
-            .segment_log()
-            .dir()
-            .at_crash()
-            .crash_image(0, &[], None);
+        let log_image = log_image_of(&core);
         let log = DurableLog::open_on(log_image, log_options()).unwrap();
         let checkpoint = log.durable.snapshot.clone().expect("a checkpoint");
         assert!(checkpoint.state.is_empty());
