@@ -21,10 +21,25 @@ fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> String
 #[test]
 fn dbsize_and_keyspace_are_exact_and_dead_keys_leave_every_replica() {
     let cluster = Cluster::start_with(3, "mmap", &["--shards", "2"]);
-    // The keys the start-up check wrote (`ready:*`), as each replica's copy holds them.
-    let before: Vec<i64> = (0..3)
-        .map(|i| redis::cmd("DBSIZE").query(&mut cluster.connect(i)).unwrap())
-        .collect();
+    // The keys the start-up check wrote (`ready:0..3`, one through each replica). A replica
+    // outside the quorum of another's write receives its accept a moment later, so wait until
+    // every copy holds all three.
+    const READY: i64 = 3;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for i in 0..3 {
+        let mut replica = cluster.connect(i);
+        loop {
+            let dbsize: i64 = redis::cmd("DBSIZE").query(&mut replica).unwrap();
+            if dbsize == READY {
+                break;
+            }
+            assert!(
+                dbsize < READY && Instant::now() < deadline,
+                "replica {i} holds {dbsize} keys after start, not the 3 ready keys"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     let mut con = cluster.connect(0);
     for i in 0..10 {
         let _: () = con.set(format!("plain:{i}"), "v").unwrap();
@@ -43,10 +58,10 @@ fn dbsize_and_keyspace_are_exact_and_dead_keys_leave_every_replica() {
     }
     std::thread::sleep(Duration::from_millis(20));
     let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
-    assert_eq!(dbsize, before[0] + 15);
+    assert_eq!(dbsize, READY + 15);
     let keyspace = info_field(&mut con, "keyspace", "db0");
     let (counts, avg_ttl) = keyspace.rsplit_once(",avg_ttl=").unwrap();
-    assert_eq!(counts, format!("keys={},expires=5", before[0] + 15));
+    assert_eq!(counts, format!("keys={},expires=5", READY + 15));
     let avg_ttl: u64 = avg_ttl.parse().unwrap();
     assert!(
         (900_000..=1_000_000).contains(&avg_ttl),
@@ -56,7 +71,7 @@ fn dbsize_and_keyspace_are_exact_and_dead_keys_leave_every_replica() {
     // The 5 deleted and the 5 expired registers leave every replica (the expired ones once
     // past the removal grace); the live ones stay.
     let deadline = Instant::now() + Duration::from_secs(20);
-    for (i, before) in before.iter().enumerate() {
+    for i in 0..3 {
         let mut replica = cluster.connect(i);
         loop {
             let removed: u64 = info_field(&mut replica, "stats", "logless_registers_removed")
@@ -73,7 +88,7 @@ fn dbsize_and_keyspace_are_exact_and_dead_keys_leave_every_replica() {
             std::thread::sleep(Duration::from_millis(100));
         }
         let dbsize: i64 = redis::cmd("DBSIZE").query(&mut replica).unwrap();
-        assert_eq!(dbsize, before + 15, "replica {i}");
+        assert_eq!(dbsize, READY + 15, "replica {i}");
     }
     let value: Option<String> = con.get("del:0").unwrap();
     assert_eq!(value, None);
