@@ -9,7 +9,6 @@
 //! again when more bytes arrive. It rescans only the headers, skipping argument bodies by their
 //! length, so a large argument arriving in many reads costs little. Every length read from the
 //! wire is checked against [`ParseLimits`] before it is used.
-use std::fmt::Write as _;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use logless_commands::float::format_double;
@@ -445,11 +444,11 @@ fn len_i64(len: usize) -> i64 {
 }
 
 fn write_header(out: &mut impl BufMut, tag: u8, n: i64) {
-    let mut line = String::with_capacity(24);
-    line.push(char::from(tag));
-    // Writing to a String cannot fail.
-    let _ = write!(line, "{n}\r\n");
-    out.put_slice(line.as_bytes());
+    // Formatted on the stack: one header per reply and per nested item, no allocation.
+    let mut digits = itoa::Buffer::new();
+    out.put_u8(tag);
+    out.put_slice(digits.format(n).as_bytes());
+    out.put_slice(b"\r\n");
 }
 
 /// A one-line reply (`+`, `-`, `,`); CR and LF in the text become spaces.
