@@ -128,6 +128,16 @@ impl Cluster {
         &mut self.nodes[usize::from(id - 1)]
     }
 
+    /// The `logless` binary.
+    pub fn bin(&self) -> &std::path::Path {
+        &self.bin
+    }
+
+    /// The HTTP address of node `id`.
+    pub fn http_addr(&self, id: u16) -> SocketAddr {
+        self.node(id).spec.http
+    }
+
     /// The Redis addresses of every node.
     pub fn client_addrs(&self) -> Vec<SocketAddr> {
         self.nodes.iter().map(|n| n.spec.client).collect()

@@ -16,6 +16,7 @@ mod cluster;
 mod digests;
 mod history;
 mod lost;
+mod membership;
 mod multikey;
 mod nemesis;
 mod proxy;
@@ -56,6 +57,12 @@ struct RunArgs {
     /// hold. 3, with --replicas 5 and --engine rmw; default: every replica holds every key.
     #[arg(long)]
     replication: Option<u8>,
+    /// With `--nemesis …,member` (a ring only): nodes started with every peer list but not
+    /// in the ring's first configuration, for the membership nemesis to add (default 2: it
+    /// adds one, removes a member and replaces a killed one with the other). Each spare
+    /// allows one addition or replacement.
+    #[arg(long)]
+    spares: Option<u16>,
     /// Seconds of workload and faults (default 60; 1800 with --long).
     #[arg(long)]
     duration_s: Option<u64>,
@@ -89,7 +96,8 @@ struct RunArgs {
     #[arg(long, default_value_t = 2)]
     psmr_threads: u16,
     /// Fault kinds, comma-separated: kill, pause, partition, kill-all, kill-leader (multipaxos
-    /// only); or none.
+    /// only), member (a ring only: add a spare, remove a member, replace a killed member,
+    /// one change at a time; `kill` then kills one node at a time); or none.
     #[arg(long, default_value = "kill,pause,partition,kill-all")]
     nemesis: String,
     /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned,
@@ -310,6 +318,26 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
         }
     }
     let ring = args.replication.is_some();
+    let spares = if kinds.contains(&FaultKind::Member) {
+        if !ring {
+            return Err(
+                "the member fault changes a ring's configuration: it needs --replication 3 \
+                 (and --replicas 5)"
+                    .into(),
+            );
+        }
+        let spares = args.spares.unwrap_or(2);
+        if spares == 0 || spares > 4 {
+            return Err(format!(
+                "--spares must be 1 to 4 (the nodes the member fault adds), not {spares}"
+            ));
+        }
+        spares
+    } else if args.spares.is_some() {
+        return Err("--spares is for the member fault (--nemesis …,member)".into());
+    } else {
+        0
+    };
     let default_kinds = if psmr {
         "entry"
     } else if ring {
@@ -381,6 +409,7 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
     let progress_s = args.progress_s.unwrap_or(if args.long { 60 } else { 10 });
     Ok(run::RunConfig {
         replicas: args.replicas,
+        spares,
         duration: Duration::from_secs(duration_s),
         workload: WorkloadConfig {
             clients: args.clients,

@@ -8,7 +8,9 @@
 //! * `pause`: SIGSTOP one replica, SIGCONT it after the fault's duration;
 //! * `partition`: isolate a minority (both directions), cut one way only (a node cannot send, a
 //!   node cannot hear, or a single directed link), or stall a node's links or a single link
-//!   (traffic held, not lost), healed after the fault's duration.
+//!   (traffic held, not lost), healed after the fault's duration;
+//! * `member` (a ring with spares only): one change of the ring's configuration, add, remove
+//!   or replace, asked of a live member and waited for ([`crate::membership`]).
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
@@ -27,6 +29,7 @@ use tokio::sync::watch;
 use crate::client::{Connection, Reply};
 use crate::cluster::Cluster;
 use crate::history::Clock;
+use crate::membership::{self, Change, Membership};
 use crate::proxy::{Link, LinkMode, Proxy};
 use crate::stamps::Pauses;
 
@@ -43,6 +46,8 @@ pub enum FaultKind {
     Pause,
     /// Cut links through the proxy, then heal.
     Partition,
+    /// Change the ring's configuration: add a spare, remove or replace a member.
+    Member,
     /// A replica exited on its own (not injected: recorded when noticed).
     Crash,
 }
@@ -56,6 +61,7 @@ impl FaultKind {
             FaultKind::KillLeader => "kill-leader",
             FaultKind::Pause => "pause",
             FaultKind::Partition => "partition",
+            FaultKind::Member => "member",
             FaultKind::Crash => "crash",
         }
     }
@@ -70,8 +76,9 @@ impl FromStr for FaultKind {
             "kill-leader" => Ok(FaultKind::KillLeader),
             "pause" => Ok(FaultKind::Pause),
             "partition" => Ok(FaultKind::Partition),
+            "member" => Ok(FaultKind::Member),
             other => Err(format!(
-                "unknown fault {other:?} (kill, kill-all, kill-leader, pause, partition)"
+                "unknown fault {other:?} (kill, kill-all, kill-leader, pause, partition, member)"
             )),
         }
     }
@@ -297,20 +304,150 @@ async fn find_leader(ids: &[u16], addrs: &[SocketAddr]) -> Option<(u16, u64)> {
     best
 }
 
+/// How long one change of the ring's configuration may take before the runner gives up on
+/// it (the coordinator gives up on its own after 30 s for a stage to be installed and about
+/// 60 s for the movers).
+const CHANGE_LIMIT: Duration = Duration::from_secs(60);
+
+/// How long the coordinator may take to see the nodes of a change up (and the node to
+/// replace down) before the change is asked anyway.
+const LINKS_LIMIT: Duration = Duration::from_secs(10);
+
+/// One `member` fault: the next change of `membership`, asked of a live member not in it and
+/// waited for, with the node replaced killed first, or on half the draws another node of the
+/// change killed while it runs and restarted after `hold`; None when no change is left.
+async fn member_fault(
+    rng: &mut SmallRng,
+    hold: Duration,
+    cluster: &Mutex<Cluster>,
+    membership: &Mutex<Membership>,
+    clock: &Clock,
+) -> Option<Fault> {
+    let start = clock.now();
+    let (change, members) = {
+        let mut m = membership.lock().expect("not poisoned");
+        (m.plan(rng)?, m.members.clone())
+    };
+    let (joining, leaving) = match change {
+        Change::Add(n) => (Some(n), None),
+        Change::Remove(n) => (None, Some(n)),
+        Change::Replace(old, new) => (Some(new), Some(old)),
+    };
+    let others: Vec<u16> = (members.iter().copied())
+        .filter(|&n| Some(n) != leaving)
+        .collect();
+    let coordinator = *others.choose(rng)?;
+    let (bin, http) = {
+        let c = cluster.lock().expect("not poisoned");
+        (c.bin().to_path_buf(), c.http_addr(coordinator))
+    };
+    let mut notes = Vec::new();
+    let mut nodes: Vec<u16> = joining.into_iter().chain(leaving).collect();
+    // The node replaced is dead, and seen down by the coordinator before the change starts
+    // (a node it sees up is waited for).
+    let dead = match change {
+        Change::Replace(old, _) => {
+            cluster.lock().expect("not poisoned").kill(old);
+            notes.push(format!("kill -9 {old} first"));
+            Some(old)
+        }
+        _ => None,
+    };
+    let up: Vec<u16> = (members.iter().copied())
+        .chain(joining)
+        .filter(|&n| n != coordinator && Some(n) != dead)
+        .collect();
+    let down: Vec<u16> = dead.into_iter().collect();
+    if !membership::await_links(http, &up, &down, LINKS_LIMIT).await {
+        notes.push(format!(
+            "node {coordinator} did not see {up:?} up and {down:?} down within {} s",
+            LINKS_LIMIT.as_secs()
+        ));
+    }
+    let victim = membership::side_victim(rng, &change, &members, coordinator);
+    let delay = Duration::from_millis(rng.random_range(0..=500));
+    if let Some(v) = victim {
+        nodes.push(v);
+        notes.push(format!(
+            "kill -9 {v} during it, for {} ms",
+            hold.as_millis()
+        ));
+    }
+    let began = std::time::Instant::now();
+    let side = async {
+        if let Some(v) = victim {
+            tokio::time::sleep(delay).await;
+            cluster.lock().expect("not poisoned").kill(v);
+            tokio::time::sleep(hold).await;
+            if let Err(e) = cluster.lock().expect("not poisoned").start(v) {
+                eprintln!("logless-chaos: cannot restart node {v}: {e}");
+            }
+        }
+    };
+    let (answer, ()) = tokio::join!(membership::ask(&bin, http, &change, CHANGE_LIMIT), side);
+    let took = began.elapsed();
+    // The node replaced comes back, outside the ring: it serves by forwarding.
+    if let Some(old) = dead {
+        if let Err(e) = cluster.lock().expect("not poisoned").start(old) {
+            eprintln!("logless-chaos: cannot restart node {old}: {e}");
+        }
+    }
+    let outcome = {
+        let mut m = membership.lock().expect("not poisoned");
+        match answer {
+            Ok(text) => {
+                m.completed(&change, took);
+                format!("done in {:.1} s: {text}", took.as_secs_f64())
+            }
+            Err(why) => {
+                eprintln!(
+                    "logless-chaos: cluster {} asked of node {coordinator} failed after {:.1} s: \
+                     {why}",
+                    change.describe(),
+                    took.as_secs_f64()
+                );
+                m.failed(&change, why.clone());
+                format!("FAILED after {:.1} s: {why}", took.as_secs_f64())
+            }
+        }
+    };
+    notes.push(outcome);
+    Some(Fault {
+        kind: FaultKind::Member,
+        detail: format!(
+            "cluster {} asked of node {coordinator}; {}",
+            change.describe(),
+            notes.join("; ")
+        ),
+        nodes,
+        links: Vec::new(),
+        start,
+        end: clock.now(),
+    })
+}
+
 /// Injects faults until `stop` turns true, healing the current one before returning. Every
 /// pause is noted in `pauses` (on the wall clock), for the bounds of the replicas' stamps.
+/// With `membership` (a ring with spares), `member` faults change the ring, and `kill` kills
+/// one node at a time, so that every key keeps a majority of its replicas up.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     schedule: Schedule,
     cluster: Arc<Mutex<Cluster>>,
     proxy: Arc<Proxy>,
     log: Arc<FaultLog>,
     pauses: Arc<Pauses>,
+    membership: Option<Arc<Mutex<Membership>>>,
     clock: Clock,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut rng = SmallRng::seed_from_u64(schedule.seed ^ 0x6e65_6d65_7369_7300);
     let ids = cluster.lock().expect("not poisoned").ids();
-    let minority = (ids.len() - 1) / 2;
+    let minority = if membership.is_some() {
+        1
+    } else {
+        (ids.len() - 1) / 2
+    };
     let mut cycle: Vec<FaultKind> = Vec::new();
     loop {
         reap_crashes(&cluster, &log, &clock);
@@ -324,6 +461,15 @@ pub async fn run(
         }
         let Some(kind) = cycle.pop() else { return };
         let mut hold = around(&mut rng, schedule.hold);
+        if kind == FaultKind::Member {
+            let Some(membership) = &membership else {
+                continue;
+            };
+            if let Some(fault) = member_fault(&mut rng, hold, &cluster, membership, &clock).await {
+                log.record(fault);
+            }
+            continue;
+        }
         let start = clock.now();
         let leader = match kind {
             FaultKind::KillLeader => {
@@ -387,7 +533,7 @@ pub async fn run(
                 }
                 (detail, nodes, links)
             }
-            FaultKind::Crash => unreachable!("not injected"),
+            FaultKind::Member | FaultKind::Crash => unreachable!("not injected here"),
         };
         // The fault is healed even when the run is told to stop meanwhile.
         pause_for(hold, &mut stop).await;
@@ -409,7 +555,7 @@ pub async fn run(
                     proxy.set(link, LinkMode::Open);
                 }
             }
-            FaultKind::Crash => {}
+            FaultKind::Member | FaultKind::Crash => {}
         }
         log.record(Fault {
             kind,
@@ -449,6 +595,7 @@ mod tests {
             FaultKind::KillLeader,
             FaultKind::Pause,
             FaultKind::Partition,
+            FaultKind::Member,
         ] {
             assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
         }

@@ -43,9 +43,14 @@ pub fn print_header(config: &RunConfig) {
         },
     };
     println!(
-        "logless-chaos: {} replicas ({}, {}), {} s, {} clients on {} keys at a time, seed {}, \
+        "logless-chaos: {} replicas{} ({}, {}), {} s, {} clients on {} keys at a time, seed {}, \
          faults [{}]{}",
         config.replicas,
+        if config.spares > 0 {
+            format!(" and {} spares", config.spares)
+        } else {
+            String::new()
+        },
         engine,
         config.cluster.durability,
         config.duration.as_secs(),
@@ -133,6 +138,21 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
             faults.join(", ")
         }
     );
+    if let Some(m) = &report.membership {
+        let done: Vec<String> = (m.completed.iter())
+            .map(|(c, took)| format!("{} in {:.1} s", c.describe(), took.as_secs_f64()))
+            .collect();
+        println!(
+            "membership:  {} changes completed ({}), {} attempts failed; members now {:?}",
+            m.completed.len(),
+            done.join(", "),
+            m.failed.len(),
+            m.members
+        );
+        for (c, why) in m.failed.iter().take(5) {
+            println!("             {} failed: {why}", c.describe());
+        }
+    }
     let keys: Vec<String> = report
         .keys
         .iter()
@@ -238,6 +258,13 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
     }
     if uses(KeyKind::Lock) && report.expiry.takeovers == 0 {
         reasons.push("no lock's lease ran out and was taken over".into());
+    }
+    if report
+        .membership
+        .as_ref()
+        .is_some_and(|m| m.completed.is_empty())
+    {
+        reasons.push("no change of the ring's membership completed".into());
     }
     if report.recovered.is_none() {
         reasons.push("the cluster did not serve again after the final heal".into());

@@ -15,6 +15,7 @@ use crate::cluster::{self, Cluster, ClusterConfig};
 use crate::digests::{self, Digests};
 use crate::history::{Clock, Counts, History};
 use crate::lost::{self, LostWrite};
+use crate::membership::Membership;
 use crate::multikey::{MultiKey, MultiKeyConfig, MultiKeyReport};
 use crate::nemesis::{self, FaultKind, FaultLog, Schedule};
 use crate::proxy::Proxy;
@@ -25,8 +26,11 @@ use crate::workload::{ExpiryStats, KeyKind, Workload, WorkloadConfig};
 /// Everything a run needs.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
-    /// Replicas (3 or 5).
+    /// Replicas (3 or 5): on a ring, the members of its first configuration.
     pub replicas: u16,
+    /// Further nodes in every peer list of a ring but not in its first configuration, for
+    /// the `member` faults to add (0: none).
+    pub spares: u16,
     /// How long the workload and the nemesis run.
     pub duration: Duration,
     /// The workload.
@@ -88,6 +92,8 @@ pub struct Report {
     pub removed: BTreeMap<u16, u64>,
     /// The replicas' service digests after the final reads (psmr only).
     pub digests: Option<Digests>,
+    /// The ring's changes (`member` faults only).
+    pub membership: Option<Membership>,
 }
 
 /// How long the replicas' digests may take to become equal after the final reads (a replica
@@ -138,7 +144,7 @@ fn progress_line(
 /// Runs the whole experiment; `Err` means the harness could not do its job (the message says
 /// why), not that the store misbehaved.
 pub async fn run(config: RunConfig) -> Result<Report, String> {
-    let n = config.replicas;
+    let n = config.replicas + config.spares;
     let ids: Vec<u16> = (1..=n).collect();
     std::fs::create_dir_all(&config.out)
         .map_err(|e| format!("cannot create {}: {e}", config.out.display()))?;
@@ -185,39 +191,38 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
             }
         })
         .collect();
-    // A ring forwards commands on keys a replica does not hold to their replicas' client
-    // addresses, directly (not through the proxy, which carries the peer links).
-    let specs = if config.cluster.replication.is_some() {
-        let addrs = server::client_addrs_flag(&specs);
-        (specs.into_iter())
-            .map(|spec| spec.flag("--peer-client-addrs", &addrs))
-            .collect()
-    } else {
-        specs
-    };
-    let mut cluster = Cluster::new(config.cluster.clone(), specs);
-    for &id in &ids {
-        cluster
-            .start(id)
-            .map_err(|e| format!("cannot start {}: {e}", config.cluster.bin.display()))?;
+    if config.spares > 0 {
+        // The ring's first configuration is derived from the peer list of its first start:
+        // the members start alone, write it, and stop; then every node, spares included,
+        // starts with the whole list (docs/ring.md §4 "Operating"), and the ring is what the
+        // register says until a spare is added.
+        let members: Vec<ServerSpec> = (specs.iter().take(usize::from(config.replicas)))
+            .map(|spec| {
+                let mut spec = spec.clone();
+                spec.peers.truncate(usize::from(config.replicas));
+                spec
+            })
+            .collect();
+        let first = start_ring(&config, members).await?;
+        let c = first.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            c.lock()
+                .expect("not poisoned")
+                .shutdown(Duration::from_secs(5))
+        })
+        .await;
     }
-    let addrs = cluster.client_addrs();
-    let cluster = Arc::new(Mutex::new(cluster));
-    let ready = interruptible(cluster::wait_ready(&addrs, Duration::from_secs(30))).await?;
-    if ready.is_none() {
-        let mut c = cluster.lock().expect("not poisoned");
-        let mut tails = String::new();
-        for exit in c.reap_unexpected() {
-            tails += &format!(
-                "\nnode {} exited ({}):\n{}",
-                exit.id, exit.status, exit.log_tail
-            );
-        }
-        return Err(format!(
-            "the cluster did not serve within 30 s (logs in {}){tails}",
-            config.out.display()
-        ));
-    }
+    let cluster = start_ring(&config, specs).await?;
+    let addrs = cluster.lock().expect("not poisoned").client_addrs();
+    let membership = (config.spares > 0 && config.schedule.kinds.contains(&FaultKind::Member))
+        .then(|| {
+            let r = usize::from(config.cluster.replication.unwrap_or(3));
+            Arc::new(Mutex::new(Membership::new(
+                (1..=config.replicas).collect(),
+                (config.replicas + 1..=n).collect(),
+                r,
+            )))
+        });
 
     let clock = Clock::start();
     let faults = Arc::new(
@@ -251,6 +256,7 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
             proxy.clone(),
             faults.clone(),
             pauses.clone(),
+            membership.clone(),
             clock,
             nemesis_rx,
         ))
@@ -377,5 +383,48 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         odd_replies,
         removed: removals.by_node(),
         digests,
+        membership: membership.map(|m| m.lock().expect("not poisoned").clone()),
     })
+}
+
+/// Starts a cluster of `specs` (on a ring, each with `--peer-client-addrs` of them all) and
+/// waits until every node serves.
+async fn start_ring(
+    config: &RunConfig,
+    specs: Vec<ServerSpec>,
+) -> Result<Arc<Mutex<Cluster>>, String> {
+    // A ring forwards commands on keys a replica does not hold to their replicas' client
+    // addresses, directly (not through the proxy, which carries the peer links).
+    let specs = if config.cluster.replication.is_some() {
+        let addrs = server::client_addrs_flag(&specs);
+        (specs.into_iter())
+            .map(|spec| spec.flag("--peer-client-addrs", &addrs))
+            .collect()
+    } else {
+        specs
+    };
+    let mut cluster = Cluster::new(config.cluster.clone(), specs);
+    for id in cluster.ids() {
+        cluster
+            .start(id)
+            .map_err(|e| format!("cannot start {}: {e}", config.cluster.bin.display()))?;
+    }
+    let addrs = cluster.client_addrs();
+    let cluster = Arc::new(Mutex::new(cluster));
+    let ready = interruptible(cluster::wait_ready(&addrs, Duration::from_secs(30))).await?;
+    if ready.is_none() {
+        let mut c = cluster.lock().expect("not poisoned");
+        let mut tails = String::new();
+        for exit in c.reap_unexpected() {
+            tails += &format!(
+                "\nnode {} exited ({}):\n{}",
+                exit.id, exit.status, exit.log_tail
+            );
+        }
+        return Err(format!(
+            "the cluster did not serve within 30 s (logs in {}){tails}",
+            config.out.display()
+        ));
+    }
+    Ok(cluster)
 }
