@@ -808,3 +808,73 @@ fn join(bin: &std::path::Path, s: &JoinSettings, series: Series) -> Result<JoinR
         after,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples every 250 ms for 12 s: 100 ops/s, but `dip` from 5 s to 5 + `secs` s.
+    fn timeline(dip: f64, secs: f64) -> Vec<Sample> {
+        (1..=48)
+            .map(|i| {
+                let t_s = f64::from(i) * 0.25;
+                let low = t_s > 5.0 + 1e-9 && t_s <= 5.0 + secs + 1e-9;
+                Sample {
+                    t_s,
+                    ops_per_s: if low { dip } else { 100.0 },
+                    node_ops_per_s: vec![],
+                    errors: 0,
+                    redirects: 0,
+                    keys_moved: 10,
+                    keys_in_transit: 0,
+                    stage: "Stable(1)".into(),
+                }
+            })
+            .collect()
+    }
+
+    fn joined(samples: Vec<Sample>) -> JoinRun {
+        summarise(
+            Series::Routed,
+            5,
+            samples,
+            (4.0, 9.0),
+            (true, 1, "changed".into()),
+            (0, 0, None),
+            Vec::new(),
+        )
+    }
+
+    #[test]
+    fn a_second_below_the_goal_misses_it_and_a_shorter_dip_does_not() {
+        let run = joined(timeline(70.0, 1.0));
+        assert_eq!(run.baseline_ops_per_s, 100.0);
+        assert_eq!(
+            (run.move_min_ops_per_s, run.move_min_1s_ops_per_s),
+            (70.0, 70.0)
+        );
+        assert!((run.dip() - 0.3).abs() < 1e-9 && !run.goal_met());
+        assert_eq!(run.move_median_ops_per_s, 100.0);
+        assert_eq!(run.move_s(), 5.0);
+        assert_eq!(run.bytes_moved, 10 * (14 + 16 + 64));
+        // Half a second at 70 averages 85 over a second: within the goal.
+        let run = joined(timeline(70.0, 0.5));
+        assert_eq!(run.move_min_ops_per_s, 70.0);
+        assert!((run.move_min_1s_ops_per_s - 85.0).abs() < 1e-9);
+        assert!(run.goal_met());
+        // An add that did not go through never meets it.
+        let mut run = joined(timeline(100.0, 0.0));
+        run.added_ok = false;
+        assert!(!run.goal_met());
+    }
+
+    #[test]
+    fn medians_and_windows() {
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(min_window(&[], 4), 0.0);
+        assert_eq!(min_window(&[5.0, 1.0, 1.0, 5.0], 2), 1.0);
+        assert_eq!(min_window(&[2.0, 4.0], 4), 3.0);
+    }
+}
