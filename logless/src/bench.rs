@@ -3,7 +3,7 @@
 //! failover` (the log engine's leader killed under load), `logless bench psmr` (P-SMR against
 //! sP-SMR, SMR and no replication), `logless bench recovery` (the log engine's recovery
 //! modes: restart times, Table II, Figs. 3–5) and `logless bench ring` (ops per CPU-second of a
-//! ring as its nodes grow, keys per node). Each harness lives in its own binary,
+//! ring as its nodes grow, keys per node; the throughput while a node joins, `--join`). Each harness lives in its own binary,
 //! `logless-compare`, `logless-space`, `logless-failover`, `logless-psmr`, `logless-recovery`
 //! and `logless-ring`, so that the `logless` binary
 //! does not carry the plotting libraries; this command runs it from beside this executable, or

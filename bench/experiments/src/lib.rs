@@ -19,7 +19,8 @@
 //!   replica's throughput over a crash as in Figs. 4–5).
 //! * `logless bench ring` (module [`ring`], the `logless-ring` binary): ops per CPU-second of a
 //!   ring of N nodes (R replicas per key) as N grows, routed and proxied, and each node's share
-//!   of the keys against R/N (issue 28).
+//!   of the keys against R/N; with `--join`, the throughput timeline while a node joins a
+//!   loaded ring (issue 28).
 pub mod compare;
 pub mod failover;
 pub mod plot;

@@ -23,6 +23,11 @@ fn tiny(out: PathBuf, nodes: &[u16], series: &[&str]) -> RingArgs {
         series: series.iter().map(|s| s.to_string()).collect(),
         durability: "memory".into(),
         out,
+        join: false,
+        join_nodes: 5,
+        join_keys: 300_000,
+        baseline_seconds: 10.0,
+        tail_seconds: 5.0,
     }
 }
 
@@ -121,4 +126,93 @@ fn bad_options_are_refused_by_name() {
     args.mix = vec!["del=1".into()];
     let err = run(&args).unwrap_err();
     assert!(err.contains("no command \"del\""), "{err}");
+}
+
+/// A field of `row` by its header's name, as text.
+fn text_field<'a>(header: &[&str], row: &[&'a str], name: &str) -> &'a str {
+    row[header.iter().position(|h| *h == name).expect(name)]
+}
+
+#[test]
+fn a_node_joins_a_loaded_ring_and_its_timeline_is_written() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("join");
+    let mut args = tiny(out.clone(), &[3], &["routed"]);
+    args.join = true;
+    args.join_nodes = 4;
+    args.join_keys = 2_000;
+    args.durability = "mmap".into();
+    args.baseline_seconds = 1.0;
+    args.tail_seconds = 1.0;
+    run(&args).expect("the join bench runs");
+
+    let timeline = std::fs::read_to_string(out.join("timeline.csv")).expect("timeline.csv");
+    let (header, samples) = rows(&timeline);
+    assert!(header.contains(&"node5_ops_per_s"), "{timeline}");
+    let phase = |p: &str| -> Vec<&Vec<&str>> {
+        samples
+            .iter()
+            .filter(|r| text_field(&header, r, "phase") == p)
+            .collect()
+    };
+    let (baseline, tail) = (phase("baseline"), phase("tail"));
+    assert!(baseline.len() >= 4, "{timeline}");
+    assert!(!tail.is_empty(), "{timeline}");
+    // Before the add the spare holds no slot and is sent nothing; at the end the ring is at
+    // its next stable stage and the routed clients, redirected by MOVED, send to node 5.
+    for row in &baseline {
+        assert_eq!(field(&header, row, "node5_ops_per_s"), 0.0, "{timeline}");
+        assert_eq!(text_field(&header, row, "stage"), "Stable(1)", "{timeline}");
+    }
+    assert!(
+        baseline
+            .iter()
+            .any(|r| field(&header, r, "ops_per_s") > 0.0),
+        "{timeline}"
+    );
+    let last = samples.last().expect("a sample");
+    assert_eq!(
+        text_field(&header, last, "stage"),
+        "Stable(2)",
+        "{timeline}"
+    );
+    assert!(field(&header, last, "keys_moved") > 0.0, "{timeline}");
+    assert!(
+        tail.iter()
+            .any(|r| field(&header, r, "node5_ops_per_s") > 0.0),
+        "{timeline}"
+    );
+    let redirects: f64 = samples.iter().map(|r| field(&header, r, "redirects")).sum();
+    assert!(redirects > 0.0, "{timeline}");
+
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("results.json")).expect("results.json"),
+    )
+    .expect("JSON");
+    let joined = &json["runs"][0];
+    assert_eq!(joined["added_ok"], true, "{joined}");
+    // Node 5 holds about R/(N+1) = 3/5 of the keys after the join.
+    let share = joined["after"][4]["share"].as_f64().expect("a share");
+    assert!(share > 0.45 && share < 0.75, "{joined}");
+    assert!(out.join("join-routed.png").is_file());
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(
+        summary.contains("A node joins a loaded ring") && summary.contains("| routed |"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_join_needs_stores_that_outlive_a_restart() {
+    let mut args = tiny(PathBuf::from("unused"), &[3], &[]);
+    args.join = true;
+    let err = run(&args).unwrap_err();
+    assert!(
+        err.contains("--join needs nodes that keep their stores"),
+        "{err}"
+    );
+    args.durability = "mmap".into();
+    args.join_nodes = 3;
+    let err = run(&args).unwrap_err();
+    assert!(err.contains("--join-nodes"), "{err}");
 }

@@ -56,6 +56,11 @@ pub struct SlotMap {
 }
 
 impl SlotMap {
+    /// The node clients send the keys of `slot` to.
+    pub fn node_of_slot(&self, slot: u16) -> usize {
+        self.first[usize::from(slot)]
+    }
+
     /// The node clients send `key` to.
     pub fn node_of(&self, key: &str) -> usize {
         self.first[usize::from(key_slot(key.as_bytes()).get())]
@@ -113,8 +118,9 @@ pub struct Held {
 pub struct Ring {
     specs: Vec<ServerSpec>,
     procs: Vec<Proc>,
-    // Removed (with the nodes' data) when the ring is dropped.
-    _data: tempfile::TempDir,
+    // Removed (with the nodes' data) when the ring is dropped; none for a ring whose nodes
+    // are started again by another.
+    _data: Option<tempfile::TempDir>,
 }
 
 impl Ring {
@@ -127,25 +133,68 @@ impl Ring {
         series: Series,
         durability: &str,
     ) -> Result<Ring, String> {
+        Ring::start_with_spare(bin, nodes, false, replication, series, durability)
+    }
+
+    /// As [`Ring::start`], with one more node (the last, id `nodes + 1`) if `spare`: in every
+    /// node's peer list but not in the ring's configuration, as a node about to be added is
+    /// (docs/ring.md §4 "Operating"). The `nodes` members are started first on their own list,
+    /// which writes the ring's stage register (their configuration); then all are stopped and
+    /// started again with the list of `nodes + 1`, the ring keeping the register's
+    /// configuration. The nodes must keep their stores over a restart (not `memory`).
+    pub fn start_with_spare(
+        bin: &Path,
+        nodes: u16,
+        spare: bool,
+        replication: u8,
+        series: Series,
+        durability: &str,
+    ) -> Result<Ring, String> {
         let data = tempfile::Builder::new()
             .prefix("logless-ring-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        let port = peers::free_ports(&server::PORT_OFFSETS, nodes)?;
-        let specs = server::loopback_cluster(nodes, port, data.path(), durability);
-        let client_addrs = server::client_addrs_flag(&specs);
-        let specs: Vec<ServerSpec> = specs
-            .into_iter()
-            .map(|s| {
-                let s = s
-                    .flag("--replication", replication)
-                    .flag("--peer-client-addrs", &client_addrs);
-                match series {
-                    Series::Routed => s.args(["--cluster-enabled"]),
-                    Series::AnyNode => s,
-                }
+        let all = nodes + u16::from(spare);
+        let port = peers::free_ports(&server::PORT_OFFSETS, all)?;
+        let specs = server::loopback_cluster(all, port, data.path(), durability);
+        let configure = |specs: &[ServerSpec]| -> Vec<ServerSpec> {
+            let client_addrs = server::client_addrs_flag(specs);
+            specs
+                .iter()
+                .map(|s| {
+                    let mut s = s.clone();
+                    s.peers.truncate(specs.len());
+                    let s = s
+                        .flag("--replication", replication)
+                        .flag("--peer-client-addrs", &client_addrs);
+                    match series {
+                        Series::Routed => s.args(["--cluster-enabled"]),
+                        Series::AnyNode => s,
+                    }
+                })
+                .collect()
+        };
+        if spare {
+            // The members alone first, until their stage register holds the ring of `nodes`
+            // and every one reported installing it; stopped (gracefully, their stores kept)
+            // when this ring is dropped.
+            let members = Ring::serve(bin, configure(&specs[..usize::from(nodes)]), series, None)?;
+            let http = members.specs[0].http;
+            wait_until(Duration::from_secs(60), "the ring's stage register", || {
+                registered(http, nodes)
             })
-            .collect();
+            .map_err(|e| members.with_logs(e))?;
+        }
+        Ring::serve(bin, configure(&specs), series, Some(data))
+    }
+
+    /// Starts `specs` and waits until every node serves.
+    fn serve(
+        bin: &Path,
+        specs: Vec<ServerSpec>,
+        series: Series,
+        data: Option<tempfile::TempDir>,
+    ) -> Result<Ring, String> {
         let procs = specs
             .iter()
             .map(|s| spawn(bin, s, PROCESS_LIMIT_S))
@@ -176,6 +225,11 @@ impl Ring {
     /// Every node's client address.
     pub fn clients(&self) -> Vec<SocketAddr> {
         self.specs.iter().map(|s| s.client).collect()
+    }
+
+    /// Every node's HTTP address.
+    pub fn https(&self) -> Vec<SocketAddr> {
+        self.specs.iter().map(|s| s.http).collect()
     }
 
     /// The slot map, read from the first node's CLUSTER SLOTS (cluster mode only).
@@ -278,8 +332,30 @@ impl Ring {
     }
 }
 
+/// Whether the ring's stage register, read through the node serving HTTP at `http`
+/// (`GET /cluster`, what `logless cluster status` shows), holds a ring of `nodes` members that
+/// every one of them reported installing.
+fn registered(http: SocketAddr, nodes: u16) -> bool {
+    let Ok((200, body)) = probe::http_get(http, "/cluster", TIMEOUT) else {
+        return false;
+    };
+    let Ok(status) = serde_json::from_str::<serde_json::Value>(&body) else {
+        return false;
+    };
+    let members = status["nodes"].as_array().map_or(0, Vec::len);
+    let reported = status["reports"].as_object().is_some_and(|reports| {
+        (1..=nodes).all(|n| {
+            reports
+                .get(&n.to_string())
+                .and_then(|r| r.as_str())
+                .is_some_and(|r| r.starts_with("Stable"))
+        })
+    });
+    members == usize::from(nodes) && reported
+}
+
 /// Asks `addr` one command and reads its whole reply, however nested.
-fn ask_value(addr: SocketAddr, args: &[&str]) -> Result<Value, String> {
+pub fn ask_value(addr: SocketAddr, args: &[&str]) -> Result<Value, String> {
     let failed = |e: std::io::Error| format!("{} to {addr}: {e}", args.join(" "));
     let mut stream = probe::connect(addr, TIMEOUT).map_err(failed)?;
     stream.set_read_timeout(Some(TIMEOUT)).map_err(failed)?;

@@ -26,7 +26,12 @@
 //!
 //! Results in `--out` ([`report`]): `points.csv`, `nodes.csv`, `results.json`, `ring.png` and
 //! `summary.md`.
+//!
+//! `--join` runs the other job instead: the throughput timeline while a node joins a loaded
+//! ring of `--join-nodes` ([`join`]).
 pub mod cluster;
+pub mod join;
+pub mod join_report;
 pub mod load;
 pub mod report;
 
@@ -86,6 +91,23 @@ pub struct RingArgs {
     /// Where the results go.
     #[arg(long, default_value = "ring-results")]
     pub out: PathBuf,
+    /// Instead of the ring sizes: a node joins a loaded ring of --join-nodes (the throughput
+    /// timeline while its data moves; --series, --replication, --mix, --clients, --pipeline
+    /// and --durability apply, --nodes, --keys and --seconds do not).
+    #[arg(long)]
+    pub join: bool,
+    /// --join: the ring's members before the join (one more node is added).
+    #[arg(long, default_value_t = 5)]
+    pub join_nodes: u16,
+    /// --join: keys loaded before the join (values of 16 bytes).
+    #[arg(long, default_value_t = 300_000)]
+    pub join_keys: u64,
+    /// --join: seconds of load before the node is added (after one second of warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    pub baseline_seconds: f64,
+    /// --join: seconds of load after the ring took the node.
+    #[arg(long, default_value_t = 5.0)]
+    pub tail_seconds: f64,
 }
 
 /// The weights of the commands sent.
@@ -292,7 +314,7 @@ pub struct Results {
 }
 
 /// `/proc/loadavg`'s three averages.
-fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
@@ -300,6 +322,9 @@ fn load_average() -> String {
 
 /// Runs every point and writes the results.
 pub fn run(args: &RingArgs) -> Result<(), String> {
+    if args.join {
+        return join::run(args);
+    }
     let settings = Settings::from_args(args)?;
     let bin = crate::space::logless_binary(args.logless.as_deref())?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
