@@ -169,7 +169,7 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                     println!(
                         "{:<22} ring of {} nodes ({}), R = {}: {} slots ({:.1}%; R/N = {:.1}%), {} \
                          keys owned; {} commands forwarded ({} uncertain, {} unreachable), {} \
-                         crossslot",
+                         crossslot; {} registers of slots left dropped, {} to drop",
                         "",
                         ring.nodes,
                         ring.stage,
@@ -182,6 +182,8 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                         ring.forwarded_uncertain,
                         ring.forwarded_unreachable,
                         ring.crossslot,
+                        ring.registers_dropped,
+                        ring.registers_to_drop,
                     );
                     if !ring.slots_without_majority.is_empty() {
                         println!(

@@ -3,8 +3,10 @@
 //! changes asked of two nodes at once one is refused as concurrent, the other goes through
 //! `Joint(2)` to `Stable(2)` and every node installs it, the keys written before are moved to
 //! their new replicas and served through every node, as are keys written after, and a node
-//! restarted serves by the new configuration too; adding the removed node back is refused
-//! (it holds registers of its earlier membership). A ring grown to six peers then takes a
+//! restarted serves by the new configuration too; the removed node drops every register it
+//! held (`/metrics`), and once it has, adding it back goes through `Joint(3)` to `Stable(3)`
+//! with every key served with its last value (overwritten and deleted ones included) through
+//! every node. A ring grown to six peers then takes a
 //! node, replaces a dead one and loses one under a writer: every acknowledged write is read
 //! back, counters are exact, and every key is on its new replicas.
 mod common;
@@ -18,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::ring::{cluster_command, text};
-use common::{peer_client_addrs, Cluster, ServerSpec};
+use common::{metric, peer_client_addrs, Cluster, ServerSpec};
 use logless_harness::probe::http_get;
 use logless_node::status::NodeStatus;
 use logless_placement::{key_slot, Configuration, NodeId, Replication};
@@ -185,16 +187,50 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
         assert_eq!(got, 7);
     }
 
-    // Adding it back is refused before anything is written: its copy holds the registers of
-    // its earlier membership.
+    // Values given while the node is out: some overwritten, some deleted.
+    for (i, con) in cons.iter_mut().enumerate() {
+        let _: () = con.set(format!("before:{i}:17"), 1017).unwrap();
+        let _: () = con.del(format!("before:{i}:29")).unwrap();
+    }
+
+    // The removed node replicates no slot: it drops every register it held (dead ones too),
+    // in the background, and shows it.
+    let gone = https[removed - 1];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(gone, "logless_ring_registers_to_drop") > 0 {
+        assert!(Instant::now() < deadline, "node {removed} still drops");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(metric(gone, "logless_ring_registers_dropped_total") >= 60);
+
+    // Added back, it starts with nothing, and the data mover gives it the keys of its slots.
     let output = cluster_command(http(0), &["add", &removed.to_string()])
         .output()
         .unwrap();
     let shown = text(&output);
-    assert!(!output.status.success(), "{shown}");
-    assert!(shown.contains("from an earlier membership"), "{shown}");
-    let shown = status(http(2));
-    assert!(shown.contains("stage Stable(2) (epoch 2)"), "{shown}");
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("-> epoch 3 [1, 2, 3, 4]"), "{shown}");
+    every_node_installs(&cluster, "Stable(3)");
+    for con in &mut cons {
+        for i in 0..NODES {
+            let got: Option<usize> = con.get(format!("before:{i}:0")).unwrap();
+            assert_eq!(got, Some(0));
+            let got: Option<usize> = con.get(format!("before:{i}:17")).unwrap();
+            assert_eq!(got, Some(1017));
+            let got: Option<usize> = con.get(format!("before:{i}:29")).unwrap();
+            assert_eq!(got, None, "a key deleted while node {removed} was out");
+            for k in 0..30 {
+                let got: Option<usize> = con.get(format!("after:{i}:{k}")).unwrap();
+                assert_eq!(got, Some(k));
+            }
+        }
+    }
+    let held: BTreeSet<String> = cons[removed - 1].keys("after:*").unwrap();
+    assert!(
+        !held.is_empty(),
+        "node {removed} holds keys of its slots again"
+    );
+    assert_eq!(metric(gone, "logless_ring_registers_to_drop"), 0);
 }
 
 #[test]

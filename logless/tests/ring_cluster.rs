@@ -3,13 +3,14 @@
 //! cluster`; connections opened before the change redirect and serve by the stage their node
 //! installed since, and a cluster-aware client (a slot map from `CLUSTER SLOTS`, reloaded on
 //! `MOVED`, as redis-py's `RedisCluster` keeps one) goes on working, redirected away from the
-//! removed node. Adding it back is refused: it holds registers of its earlier membership.
+//! removed node; once the removed node has dropped the registers of the slots it left, it is
+//! added back and the client is redirected to it again.
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::ring::{change, cluster_command, nodes_install, text};
+use common::ring::{change, nodes_install};
 use common::{array, int, metric, peer_client_addrs, Cluster};
 use logless_placement::{key_slot, Configuration, NodeId, Replication, SLOTS};
 use redis::{Commands, Value};
@@ -151,6 +152,7 @@ fn a_ring_in_cluster_mode_changes_and_its_clients_follow() {
     let ids: Vec<NodeId> = (1..=NODES as u16).map(NodeId).collect();
     let first = Configuration::balanced(&ids, Replication::THREE).unwrap();
     let removed = first.with_node_removed(NodeId(4)).unwrap();
+    let added = removed.with_node_added(NodeId(4)).unwrap();
 
     let mut client = SlotClient::new(&cluster);
     client.empty_every_copy();
@@ -199,16 +201,33 @@ fn a_ring_in_cluster_mode_changes_and_its_clients_follow() {
         assert_eq!(client.get(&format!("after:{k}")), Some(k));
     }
     assert!(client.redirects > 0, "its map named node 4 for some slots");
+    let redirects = client.redirects;
     let answered_by_4 = client.answered.get(&port(NodeId(4))).copied();
     assert_eq!(answered_by_4, None, "node 4 holds no slot of epoch 2");
 
-    // Node 4 cannot be added back: it holds registers of its earlier membership, whose old
-    // votes could outrank what they were given since (docs/ring.md §4 "Operating").
-    let output = cluster_command(cluster.replicas[1].spec.http, &["add", "4"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let shown = text(&output);
-    assert!(shown.contains("earlier membership"), "{shown}");
-    nodes_install(&cluster, all, "Stable(2)");
+    // Node 4 added back (the coordinator waits until it has dropped the registers of the
+    // slots it left; docs/ring.md §4 "Slots a node left"): the client is redirected to it for
+    // the slots it is first replica of now, and each key is answered by its first replica.
+    change(&cluster, 1, &["add", "4"]);
+    nodes_install(&cluster, all.clone(), "Stable(3)");
+    for k in 0..KEYS {
+        let key = format!("again:{k}");
+        let answered = client.set(&key, k);
+        assert_eq!(
+            answered,
+            port(added.replicas(key_slot(key.as_bytes())).first())
+        );
+    }
+    for k in 0..KEYS {
+        assert_eq!(client.get(&format!("again:{k}")), Some(k));
+        assert_eq!(client.get(&format!("after:{k}")), Some(k));
+    }
+    assert!(client.redirects > redirects, "its map of epoch 2 is stale");
+    assert!(client.answered[&port(NodeId(4))] > 0, "node 4 serves again");
+
+    // The connection to node 1 redirects, once more, the keys of slots it no longer holds.
+    let gone = key_where(0, |slot| !added.replicas(slot).contains(NodeId(1)));
+    let e = cons[0].get::<_, Option<usize>>(&gone).unwrap_err();
+    let slot = key_slot(gone.as_bytes());
+    assert_eq!(moved_port(&e), port(added.replicas(slot).first()), "{e}");
 }

@@ -21,14 +21,22 @@
 //! coordinator waits (`SYNC_POLLS`) stops the change with the ring in `Joint(e+1)`, serving;
 //! the same command resumes the wait.
 //!
-//! # A node that was a member before
+//! # Nodes that gain slots hold nothing of them
 //!
-//! A node joining (added, or replacing another) must hold no register: its copy would still
-//! hold the votes of an earlier membership, and a vote of a register that later changes were
-//! made without (a deleted register is not written through, so the rounds of its later values
-//! may start low again) may outrank the register's later values once the node counts in its
-//! quorums again, bringing back an overwritten value. Dropping the registers of the slots a node
-//! leaves is not built, so such a node is refused ([`ChangeError::HoldsRegisters`]).
+//! Every node a change makes a replica of a slot it does not replicate now (the node added or
+//! replacing another, and the nodes whose preference walk moved onto a slot) must hold no
+//! register of that slot: it holds some only from an earlier time it replicated the slot, and
+//! a vote of a register that later changes were made without (one nobody else held, or a
+//! deleted one, is not written through, so the rounds of its later values may start low
+//! again) may outrank the register's later values once the node counts in its quorums again,
+//! bringing back an overwritten value or a value never chosen. Nodes drop the states of slots
+//! they no longer replicate in the background ([`crate::turn`], `ShardCore::drop_if_due`) and
+//! report how many are left (`InstallReport::registers_elsewhere`); before it writes the joint
+//! stage, the coordinator waits until each node gaining slots reported the ring's current
+//! stage with none left ([`await_nothing_elsewhere`]), and otherwise stops with
+//! [`ChangeError::HoldsRegisters`] or [`ChangeError::NotReported`]. So a removed node can be
+//! added back once it has dropped its copy. (The check is of every slot the node does not
+//! replicate, not only of those it gains: stricter, and one count per report.)
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -177,23 +185,24 @@ pub enum ChangeError {
         /// Keys their movers found, summed over their reports.
         keys: u64,
     },
-    /// A joining node holds registers of an earlier membership.
+    /// A node the change gives slots still holds registers of slots it does not replicate.
     #[error(
-        "node {node} holds {registers} registers, from an earlier membership of the ring: its \
-         old votes could outrank the values its registers were given since and bring them back, \
-         so it cannot join with them (dropping the registers of slots a node left is not built; \
-         docs/ring.md §4 \"Operating\")"
+        "node {node} still holds {registers} registers of slots it does not replicate (left in \
+         an earlier change and being dropped in the background): the change would make it a \
+         replica of some of them again, and its old votes could outrank the values given since \
+         and bring back an older one; try again once `logless status` shows it has none to \
+         drop (docs/ring.md §4 \"Slots a node left\")"
     )]
     HoldsRegisters {
-        /// The joining node.
+        /// The node gaining slots.
         node: u16,
-        /// The registers its copy holds.
+        /// The registers its copy holds of slots it does not replicate.
         registers: u64,
     },
-    /// A joining node has not reported what it installed.
+    /// A node the change gives slots has not reported the ring's current stage.
     #[error(
-        "node {0} has not reported the ring's stage yet (it reports once it has read the stage \
-         register): try again in a moment"
+        "node {0} has not reported the ring's current stage (it reports once it has read the \
+         stage register; a node down reports when it starts again): try again in a moment"
     )]
     NotReported(u16),
     /// This node cannot coordinate.
@@ -273,18 +282,7 @@ pub(crate) async fn change<O: RingOps>(
         return Err(ChangeError::NodesDown(down));
     }
     if matches!(current, RingStage::Stable(_)) {
-        for node in new.nodes().filter(|&n| !old.contains(n)) {
-            match ops.report(node.0).await? {
-                None => return Err(ChangeError::NotReported(node.0)),
-                Some(report) if report.registers > 0 => {
-                    return Err(ChangeError::HoldsRegisters {
-                        node: node.0,
-                        registers: report.registers,
-                    })
-                }
-                Some(_) => {}
-            }
-        }
+        await_nothing_elsewhere(ops, current.stage(), &gaining_nodes(&old, &new), polls).await?;
     }
     if matches!(current, RingStage::Stable(_)) && !ops.swap(&current, &joint).await? {
         return Err(ChangeError::Concurrent(format!(
@@ -306,6 +304,59 @@ pub(crate) async fn change<O: RingOps>(
         moved_slots: joint.moving_slots().len(),
         from: old,
         to: new,
+    })
+}
+
+/// The nodes a change from `old` to `new` makes replicas of slots they do not replicate in
+/// `old`: the node added (or replacing another), and nodes the preference walk moved onto a
+/// slot (docs/ring.md §1).
+pub(crate) fn gaining_nodes(old: &Configuration, new: &Configuration) -> BTreeSet<u16> {
+    logless_placement::Slot::all()
+        .flat_map(|slot| {
+            let before = old.replicas(slot);
+            new.replicas(slot)
+                .without(&before)
+                .map(|n| n.0)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Waits until each of `nodes` reported the ring's stage `stage` with no register of a slot it
+/// does not replicate left (reading the reports up to `polls` times): a node down counts by
+/// its last report, since a node takes no state of a slot it does not replicate. The reports
+/// of another stage do not count (their counts are of another placement).
+pub(crate) async fn await_nothing_elsewhere<O: RingOps>(
+    ops: &O,
+    stage: Stage,
+    nodes: &BTreeSet<u16>,
+    polls: usize,
+) -> Result<(), ChangeError> {
+    let mut left: BTreeMap<u16, Option<InstallReport>> = nodes.iter().map(|&n| (n, None)).collect();
+    for poll in 0..polls.max(1) {
+        if poll > 0 {
+            ops.pause().await;
+        }
+        let waiting: Vec<u16> = left.keys().copied().collect();
+        for node in waiting {
+            let report = ops.report(node).await?;
+            if report.is_some_and(|r| r.stage == stage && r.registers_elsewhere == 0) {
+                left.remove(&node);
+            } else {
+                left.insert(node, report);
+            }
+        }
+        if left.is_empty() {
+            return Ok(());
+        }
+    }
+    let (&node, report) = left.iter().next().expect("some node is left");
+    Err(match report {
+        Some(r) if r.stage == stage => ChangeError::HoldsRegisters {
+            node,
+            registers: r.registers_elsewhere,
+        },
+        _ => ChangeError::NotReported(node),
     })
 }
 
@@ -651,8 +702,16 @@ mod tests {
         silent: Vec<u16>,
         /// Nodes whose movers never finish.
         moving: Vec<u16>,
-        /// Registers each node's copy holds.
-        registers: BTreeMap<u16, u64>,
+        /// Registers each node's copy holds of slots it does not replicate; a node in
+        /// `dropping` drops one per report read.
+        elsewhere: RefCell<BTreeMap<u16, u64>>,
+        dropping: Vec<u16>,
+        /// Nodes whose report is of the stage before the register's.
+        lagging: Vec<u16>,
+        /// Nodes whose report stays at the stage the register held first (they never install
+        /// the next).
+        stuck: Vec<u16>,
+        first: Stage,
         /// A change another coordinator makes right before this one's first swap.
         racer: Option<RingStage>,
         swaps: RefCell<Vec<Stage>>,
@@ -660,13 +719,18 @@ mod tests {
 
     impl Fake {
         fn new(config: Configuration, peers: u16) -> Fake {
+            let first = Stage::Stable(config.epoch());
             Fake {
                 register: RefCell::new(RingStage::Stable(config)),
                 peers: (1..=peers).collect(),
                 down: Vec::new(),
                 silent: Vec::new(),
                 moving: Vec::new(),
-                registers: BTreeMap::new(),
+                elsewhere: RefCell::default(),
+                dropping: Vec::new(),
+                lagging: Vec::new(),
+                stuck: Vec::new(),
+                first,
                 racer: None,
                 swaps: RefCell::default(),
             }
@@ -692,13 +756,25 @@ mod tests {
         }
 
         async fn report(&self, node: u16) -> Result<Option<InstallReport>, String> {
-            let stage = self.register.borrow().stage();
+            let mut stage = self.register.borrow().stage();
+            if self.lagging.contains(&node) {
+                stage = Stage::Stable(Epoch(stage.epoch().0 - 1));
+            }
+            if self.stuck.contains(&node) {
+                stage = self.first;
+            }
             let moving = matches!(stage, Stage::Joint(_)) && self.moving.contains(&node);
+            let mut elsewhere = self.elsewhere.borrow_mut();
+            let held = elsewhere.entry(node).or_default();
+            let registers_elsewhere = *held;
+            if self.dropping.contains(&node) {
+                *held = held.saturating_sub(1);
+            }
             Ok((!self.silent.contains(&node)).then_some(InstallReport {
                 stage,
                 moving_keys: if moving { 7 } else { 0 },
                 synced: !moving,
-                registers: self.registers.get(&node).copied().unwrap_or(0),
+                registers_elsewhere,
             }))
         }
 
@@ -810,14 +886,26 @@ mod tests {
             assert!(!changed.to.contains(NodeId(2)));
         }
         // A node down that stays a member: the change runs while every moving slot keeps
-        // majorities and its mover is up.
-        let mut fake = Fake::new(ring(4), 5);
+        // majorities and its mover is up, and while the node's last report, of the ring's
+        // stage, says it holds nothing of slots it does not replicate (it gains some here).
+        let old = ring(4);
+        let added = ChangeRequest::Add(5).apply(&old, &[1, 2, 3, 4, 5]).unwrap();
+        assert!(gaining_nodes(&old, &added).contains(&3));
+        let mut fake = Fake::new(old.clone(), 5);
+        fake.down = vec![3];
+        run(&fake, ChangeRequest::Add(5)).unwrap();
+        // Without such a report it is refused before anything is written.
+        let mut fake = Fake::new(old, 5);
         fake.down = vec![3];
         fake.silent = vec![3];
-        run(&fake, ChangeRequest::Add(5)).unwrap();
-        // A node that comes up again after the check but never reports still stops it.
+        assert_eq!(
+            run(&fake, ChangeRequest::Add(5)),
+            Err(ChangeError::NotReported(3))
+        );
+        assert!(fake.swaps.borrow().is_empty());
+        // A node that comes up again after the check but never installs still stops it.
         let mut fake = Fake::new(ring(4), 5);
-        fake.silent = vec![3];
+        fake.stuck = vec![3];
         assert!(matches!(
             run(&fake, ChangeRequest::Replace { old: 2, new: 5 }),
             Err(ChangeError::NotInstalled { .. })
@@ -874,7 +962,7 @@ mod tests {
     #[test]
     fn a_node_that_never_installs_stops_the_change_in_joint() {
         let mut fake = Fake::new(ring(4), 5);
-        fake.silent = vec![3];
+        fake.stuck = vec![3];
         let e = run(&fake, ChangeRequest::Remove(4)).unwrap_err();
         assert_eq!(
             e,
@@ -941,11 +1029,18 @@ mod tests {
     }
 
     #[test]
-    fn a_joining_node_holding_registers_is_refused_before_anything_is_written() {
-        let mut fake = Fake::new(ring(4), 6);
-        fake.registers.insert(5, 12);
-        // Nodes already members may hold registers; a joining one may not.
-        fake.registers.insert(1, 1000);
+    fn a_node_gaining_slots_while_it_holds_registers_elsewhere_is_refused_before_anything_is_written(
+    ) {
+        let old = ring(4);
+        let added = ChangeRequest::Add(5)
+            .apply(&old, &[1, 2, 3, 4, 5, 6])
+            .unwrap();
+        let gaining = gaining_nodes(&old, &added);
+        assert!(gaining.contains(&5), "{gaining:?}");
+        // The new node may not hold registers of slots it does not replicate, nor a member the
+        // walk moves onto a slot (here every member gains some).
+        let fake = Fake::new(old.clone(), 6);
+        fake.elsewhere.borrow_mut().insert(5, 12);
         for request in [
             ChangeRequest::Add(5),
             ChangeRequest::Replace { old: 1, new: 5 },
@@ -958,17 +1053,98 @@ mod tests {
                     registers: 12
                 }
             );
-            assert!(e.to_string().contains("earlier membership"), "{e}");
+            assert!(e.to_string().contains("does not replicate"), "{e}");
         }
         assert!(fake.swaps.borrow().is_empty());
-        run(&fake, ChangeRequest::Add(6)).unwrap();
-        // A joining node that has not reported yet is refused too.
-        let mut fresh = Fake::new(ring(4), 5);
+        let walked = *gaining.iter().find(|&&n| n != 5).expect("a member gains");
+        let fake = Fake::new(old.clone(), 6);
+        fake.elsewhere.borrow_mut().insert(walked, 3);
+        assert_eq!(
+            run(&fake, ChangeRequest::Add(5)).unwrap_err(),
+            ChangeError::HoldsRegisters {
+                node: walked,
+                registers: 3
+            }
+        );
+        // A node that gains nothing may hold some: node 6, outside both configurations.
+        let fake = Fake::new(old.clone(), 6);
+        fake.elsewhere.borrow_mut().insert(6, 1000);
+        run(&fake, ChangeRequest::Add(5)).unwrap();
+        // A node that has not reported, or reported an earlier stage only, is refused too.
+        let mut fresh = Fake::new(old.clone(), 5);
         fresh.silent = vec![5];
         assert_eq!(
             run(&fresh, ChangeRequest::Add(5)).unwrap_err(),
             ChangeError::NotReported(5)
         );
         assert!(fresh.swaps.borrow().is_empty());
+        let mut behind = Fake::new(old.clone(), 5);
+        behind.lagging = vec![5];
+        assert_eq!(
+            run(&behind, ChangeRequest::Add(5)).unwrap_err(),
+            ChangeError::NotReported(5)
+        );
+        assert!(behind.swaps.borrow().is_empty());
+    }
+
+    #[test]
+    fn the_change_waits_for_a_node_dropping_the_registers_of_slots_it_left() {
+        // Node 4 was removed and still drops what it held; adding it back waits until its
+        // report says none is left (two reads here), then goes through.
+        let old = ring(4)
+            .with_node_removed(NodeId(4))
+            .expect("three nodes left");
+        let mut fake = Fake::new(old.clone(), 4);
+        fake.elsewhere.borrow_mut().insert(4, 2);
+        fake.dropping = vec![4];
+        let changed = run(&fake, ChangeRequest::Add(4)).unwrap();
+        assert!(changed.to.contains(NodeId(4)));
+        // With more left than the coordinator waits for, it stops before writing anything.
+        let mut slow = Fake::new(old, 4);
+        slow.elsewhere.borrow_mut().insert(4, 50);
+        slow.dropping = vec![4];
+        assert!(matches!(
+            run(&slow, ChangeRequest::Add(4)).unwrap_err(),
+            ChangeError::HoldsRegisters { node: 4, .. }
+        ));
+        assert!(slow.swaps.borrow().is_empty());
+    }
+
+    /// The placement walk moves slots between nodes that stay (docs/ring.md §1): here a node
+    /// that is a member at every epoch stops replicating a slot at one change and replicates
+    /// it again at the next. So a node in every configuration may hold registers of a slot it
+    /// gains; the coordinator counts it among the nodes gaining slots, whose copies must hold
+    /// nothing there (docs/ring.md §4 "Slots a node left").
+    #[test]
+    fn a_staying_node_can_leave_a_slot_and_replicate_it_again() {
+        let peers: Vec<u16> = (1..=6).collect();
+        let mut found = None;
+        'search: for (first, second) in [
+            (ChangeRequest::Add(5), ChangeRequest::Remove(5)),
+            (ChangeRequest::Add(5), ChangeRequest::Add(6)),
+            (ChangeRequest::Remove(4), ChangeRequest::Add(4)),
+            (ChangeRequest::Remove(4), ChangeRequest::Add(5)),
+        ] {
+            let e1 = ring(4);
+            let e2 = first.apply(&e1, &peers).unwrap();
+            let e3 = second.apply(&e2, &peers).unwrap();
+            for slot in logless_placement::Slot::all() {
+                let (a, b, c) = (e1.replicas(slot), e2.replicas(slot), e3.replicas(slot));
+                for node in a.nodes() {
+                    let stays = e2.contains(*node) && e3.contains(*node);
+                    if stays && !b.contains(*node) && c.contains(*node) {
+                        found = Some((first, second, slot, *node));
+                        break 'search;
+                    }
+                }
+            }
+        }
+        let (first, second, slot, node) = found.expect("a staying node leaves a slot and returns");
+        let e2 = first.apply(&ring(4), &peers).unwrap();
+        let e3 = second.apply(&e2, &peers).unwrap();
+        assert!(
+            gaining_nodes(&e2, &e3).contains(&node.0),
+            "{slot:?} {node:?}"
+        );
     }
 }

@@ -200,7 +200,8 @@ impl RingStage {
 }
 
 /// What a node reports having installed: the stage, in a joint stage how far its data mover
-/// got ([`crate::ring_mover`]; docs/ring.md §4 step 3), and how many registers its copy holds.
+/// got ([`crate::ring_mover`]; docs/ring.md §4 step 3), and how many registers its copy holds
+/// of slots it does not replicate at that stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InstallReport {
     /// The stage installed.
@@ -211,10 +212,14 @@ pub struct InstallReport {
     /// In a joint stage, whether this node's mover has written through every key of the moving
     /// slots it syncs (true when stable: nothing to move).
     pub synced: bool,
-    /// The registers (acceptor states) its data shards hold, counted when it reported: a node
-    /// outside the configuration holds some only from an earlier membership, which keeps it
-    /// from joining again ([`crate::ring_change`]).
-    pub registers: u64,
+    /// The registers (acceptor states, dead ones included) its data shards hold of slots the
+    /// node does not replicate at the stage (in a joint stage, in neither configuration),
+    /// counted when it reported: states of slots a change took from it, which it drops in the
+    /// background (docs/ring.md §4 "Slots a node left"). A change gives the node slots only
+    /// once its report of the ring's stage says 0 ([`crate::ring_change`]): otherwise it could
+    /// become a replica of a slot again with its old votes. (A node of an earlier build
+    /// reported every register its copy held here, which is never less.)
+    pub registers_elsewhere: u64,
 }
 
 /// The bytes of an [`InstallReport`].
@@ -233,7 +238,7 @@ impl InstallReport {
         out.extend_from_slice(&epoch.0.to_le_bytes());
         out.extend_from_slice(&self.moving_keys.to_le_bytes());
         out.push(u8::from(self.synced));
-        out.extend_from_slice(&self.registers.to_le_bytes());
+        out.extend_from_slice(&self.registers_elsewhere.to_le_bytes());
         Bytes::from(out)
     }
 
@@ -258,7 +263,7 @@ impl InstallReport {
             stage,
             moving_keys: word(9),
             synced,
-            registers: word(18),
+            registers_elsewhere: word(18),
         })
     }
 }
@@ -435,13 +440,13 @@ mod tests {
                 stage: Stage::Stable(Epoch(1)),
                 moving_keys: 0,
                 synced: true,
-                registers: 0,
+                registers_elsewhere: 0,
             },
             InstallReport {
                 stage: Stage::Joint(Epoch(9)),
                 moving_keys: 12345,
                 synced: false,
-                registers: 678,
+                registers_elsewhere: 678,
             },
         ] {
             assert_eq!(report.encode().len(), REPORT_BYTES);
@@ -455,7 +460,7 @@ mod tests {
             stage: Stage::Stable(Epoch(1)),
             moving_keys: 0,
             synced: true,
-            registers: 0,
+            registers_elsewhere: 0,
         }
         .encode()
         .to_vec();

@@ -222,16 +222,19 @@ async fn step(
         ring.keys_elsewhere.store(elsewhere, Ordering::Relaxed);
         reported.reads_since_elsewhere = 0;
     }
-    let registers = match reported.last {
-        Some(last) if last.stage == stage.stage() => last.registers,
-        _ => crate::status::gather(context).await.registers,
+    // Counted again while the shards drop states of slots the node left (each count is a walk
+    // of the copy); once none is left, none comes back until the next stage: an acceptor
+    // takes no state of a key it does not replicate.
+    let registers_elsewhere = match reported.last {
+        Some(last) if last.stage == stage.stage() && last.registers_elsewhere == 0 => 0,
+        _ => crate::status::gather(context).await.registers_unplaced,
     };
     let report = match stage {
         RingStage::Stable(_) => InstallReport {
             stage: stage.stage(),
             moving_keys: 0,
             synced: true,
-            registers,
+            registers_elsewhere,
         },
         RingStage::Joint { .. } => {
             let progress = ring.mover.progress();
@@ -240,7 +243,7 @@ async fn step(
                 stage: stage.stage(),
                 moving_keys: if current { progress.found } else { 0 },
                 synced: current && progress.done,
-                registers,
+                registers_elsewhere,
             }
         }
     };

@@ -68,7 +68,8 @@ pub enum ShardInput {
         reply: oneshot::Sender<Option<Bytes>>,
     },
     /// Count the registers of a new stage of the ring from now on (`Replica::install_placement`;
-    /// [`crate::ring_watch`]).
+    /// [`crate::ring_watch`]), and drop in the background the states of registers it no longer
+    /// places on this node (`ShardCore::drop_if_due`).
     InstallPlacement(logless_rmw::placement::Placement),
     /// Commit what is pending, flush and stop.
     Stop,

@@ -824,6 +824,14 @@ pub struct RingStatus {
     /// The data mover's progress in the last joint stage, if there was one since the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mover: Option<MoverStatus>,
+    /// Registers (acceptor states, dead ones included) this node dropped since it started
+    /// because a change of the ring took their slots from it (docs/ring.md §4 "Slots a node
+    /// left").
+    #[serde(default)]
+    pub registers_dropped: u64,
+    /// Registers it holds of slots it does not replicate at its stage: what is left to drop.
+    #[serde(default)]
+    pub registers_to_drop: u64,
 }
 
 /// A node's data mover in a joint stage ([`crate::ring_mover::Progress`]).
@@ -891,6 +899,8 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
                 waiting: p.waiting,
             })
         }),
+        registers_dropped: t.registers_dropped,
+        registers_to_drop: t.registers_unplaced,
     })
 }
 
@@ -987,6 +997,18 @@ fn ring_prometheus(out: &mut String, r: &RingStatus) {
             "gauge",
             "Of those, the slots whose every key is written through.",
             r.mover.as_ref().map_or(0, |m| m.slots_synced),
+        ),
+        (
+            "registers_dropped_total",
+            "counter",
+            "Registers this node dropped because a ring change took their slots from it.",
+            r.registers_dropped,
+        ),
+        (
+            "registers_to_drop",
+            "gauge",
+            "Registers this node holds of slots it does not replicate at its stage, to drop.",
+            r.registers_to_drop,
         ),
     ];
     for (name, kind, help, value) in figures {

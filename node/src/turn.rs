@@ -142,6 +142,12 @@ pub struct ShardStatus {
     pub ttl_ms_sum: u64,
     /// Registers the acceptor forgot since start (see `docs/removal.md`).
     pub registers_removed: u64,
+    /// Registers the acceptor forgot since start because a change of the ring took their slot
+    /// from this node (docs/ring.md §4 "Slots a node left").
+    pub registers_dropped: u64,
+    /// Registers the acceptor holds whose slot this node does not replicate at the installed
+    /// stage: what is left to drop.
+    pub registers_unplaced: u64,
     /// The background sweep's figures.
     pub sweep: SweepStats,
     /// The proposer's counters.
@@ -182,6 +188,8 @@ impl std::ops::AddAssign for ShardStatus {
         self.expiring_registers += s.expiring_registers;
         self.ttl_ms_sum = self.ttl_ms_sum.saturating_add(s.ttl_ms_sum);
         self.registers_removed += s.registers_removed;
+        self.registers_dropped += s.registers_dropped;
+        self.registers_unplaced += s.registers_unplaced;
         self.sweep.ticks += s.sweep.ticks;
         self.sweep.visited += s.sweep.visited;
         self.sweep.removals_started += s.sweep.removals_started;
@@ -304,7 +312,26 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     /// A later stage of the ring than the one installed, met in a peer's message and not yet
     /// taken by the runtime ([`ShardCore::take_newer_stage`]).
     newer_stage: Option<Stage>,
+    /// Whether the acceptor may hold states of registers it is no longer a replica of (set
+    /// when a placement is installed, cleared by a walk of the table that found none; see
+    /// [`ShardCore::drop_if_due`]).
+    dropping: bool,
+    /// Where the walk that drops them goes on (a [`Replica::drop_unplaced`] cursor).
+    drop_cursor: u64,
+    /// States the current walk dropped so far.
+    drop_walk_dropped: u64,
+    /// When the walk goes on (turn clock, ms).
+    next_drop_ms: u64,
 }
+
+/// Between two ticks of the walk that drops states of slots the node left (ms).
+pub const DROP_INTERVAL_MS: u64 = 100;
+/// Registers the walk that drops states of slots the node left visits per call of
+/// [`Replica::drop_unplaced`].
+pub const DROP_BATCH: usize = 1024;
+/// The most registers that walk visits in one tick (so the most it forgets): as the removal
+/// sweep's, a table of a million registers is walked in under seven seconds.
+pub const DROP_PER_TICK: usize = 16 * 1024;
 
 impl<R, M: Media> ShardCore<R, M> {
     /// A shard around `replica` and its `store`.
@@ -340,6 +367,10 @@ impl<R, M: Media> ShardCore<R, M> {
             memory_full: false,
             refused: Vec::new(),
             newer_stage: None,
+            dropping: false,
+            drop_cursor: 0,
+            drop_walk_dropped: 0,
+            next_drop_ms: 0,
         }
     }
 
@@ -393,10 +424,11 @@ impl<R, M: Media> ShardCore<R, M> {
     /// When the earliest timer is due (ms on the turn clock).
     pub fn next_timer_ms(&self) -> Option<u64> {
         let sweep = self.sweep_running().map(|_| self.next_sweep_ms);
-        match (self.timers.next_due_ms(), sweep) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let drop = self.dropping.then_some(self.next_drop_ms);
+        [self.timers.next_due_ms(), sweep, drop]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Takes a client command; its answer goes to `reply`. The commands of a turn reach the
@@ -486,6 +518,7 @@ impl<R, M: Media> ShardCore<R, M> {
         self.local.clear();
         self.timers.fire_due(now_ms, &mut self.replica);
         self.sweep_if_due();
+        self.drop_if_due();
         let mut output = self.replica.take_output();
         if let Some(stage) = output.newer_stage.take() {
             self.newer_stage = Some(stage);
@@ -725,6 +758,33 @@ impl<R, M: Media> ShardCore<R, M> {
         self.sweep_stats.removals_started += started as u64;
     }
 
+    /// Runs a tick of the walk that forgets the acceptor states of registers this node is no
+    /// longer a replica of (slots a change of the ring took from it; docs/ring.md §4 "Slots a
+    /// node left"), if one is due: up to [`DROP_PER_TICK`] registers visited, in calls of
+    /// [`DROP_BATCH`], each state forgotten in this turn's persist batch. A walk that reaches
+    /// the table's end having forgotten nothing ends the dropping until the next placement; one
+    /// that forgot some walks again (forgetting may rehash the table under the cursor).
+    fn drop_if_due(&mut self) {
+        if !self.dropping || self.now_ms < self.next_drop_ms {
+            return;
+        }
+        self.next_drop_ms = self.now_ms.saturating_add(DROP_INTERVAL_MS);
+        let mut visited = 0;
+        while visited < DROP_PER_TICK {
+            let (next, seen, dropped) = self.replica.drop_unplaced(self.drop_cursor, DROP_BATCH);
+            visited += seen.max(1);
+            self.drop_cursor = next;
+            self.drop_walk_dropped += dropped as u64;
+            if next == 0 {
+                if self.drop_walk_dropped == 0 {
+                    self.dropping = false;
+                }
+                self.drop_walk_dropped = 0;
+                break;
+            }
+        }
+    }
+
     /// The background sweep's figures since start.
     pub fn sweep_stats(&self) -> SweepStats {
         self.sweep_stats
@@ -773,6 +833,11 @@ impl<R, M: Media> ShardCore<R, M> {
     /// `Replica::install_placement`).
     pub fn install_placement(&mut self, placement: logless_rmw::placement::Placement) {
         self.replica.install_placement(placement);
+        // The new placement may take slots from this node: walk the table for their states.
+        self.dropping = true;
+        self.drop_cursor = 0;
+        self.drop_walk_dropped = 0;
+        self.next_drop_ms = self.now_ms;
     }
 
     /// A key of this replica's copy that holds a value now, looked for from a place `seed`
@@ -806,6 +871,8 @@ impl<R, M: Media> ShardCore<R, M> {
             expiring_registers,
             ttl_ms_sum,
             registers_removed: self.replica.registers_removed(),
+            registers_dropped: self.replica.registers_dropped(),
+            registers_unplaced: self.replica.registers_unplaced(),
             sweep: self.sweep_stats,
             proposer: self.replica.stats().clone(),
             commands: self.commands.clone(),

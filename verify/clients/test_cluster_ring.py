@@ -4,7 +4,8 @@ docs/ring.md §4 "Built: cluster mode follows the stages").
 
 A client keeps the slot map it loaded until a node answers MOVED: after the change the nodes
 redirect by the new configuration, and the client follows, away from the removed node.
-(Adding node 4 back is refused: it holds registers of its earlier membership.)
+(Adding node 4 back, once it has dropped the registers of the slots it left, is tested by
+logless/tests/ring_cluster.rs, not here.)
 """
 from __future__ import annotations
 

@@ -87,6 +87,9 @@ pub struct Replica {
     removals: Removals,
     /// Registers the acceptor forgot (a counter, left out of equality).
     registers_removed: u64,
+    /// Registers forgotten since start because this node is no longer their replica
+    /// ([`Replica::drop_unplaced`]).
+    registers_dropped: u64,
     /// While the replica rejoins after losing its acceptor states: the peers it waits for and
     /// the registers it recovers (see [`Replica::rejoining`]).
     rejoin: Option<Rejoin>,
@@ -155,6 +158,7 @@ impl Replica {
             fresh: AcceptorState::default(),
             removals: Removals::default(),
             registers_removed: 0,
+            registers_dropped: 0,
             rejoin: None,
             spare_released: Vec::new(),
         }
@@ -222,6 +226,65 @@ impl Replica {
     /// How many registers the acceptor forgot since start.
     pub fn registers_removed(&self) -> u64 {
         self.registers_removed
+    }
+
+    /// How many registers the acceptor forgot since start because the installed placement no
+    /// longer makes this node their replica ([`Replica::drop_unplaced`]).
+    pub fn registers_dropped(&self) -> u64 {
+        self.registers_dropped
+    }
+
+    /// Whether this node's acceptor is a replica of `key` at the installed placement (always
+    /// without one; in a joint stage, a replica of either configuration).
+    pub fn replicates(&self, key: &Key) -> bool {
+        self.proposer.is_acceptor_of(key)
+    }
+
+    /// Forgets, among up to `count` (at least one) acceptor states from where `cursor` points
+    /// (as [`Replica::scan_states`]), those of registers this node is not a replica of at the
+    /// installed placement: slots a change of the ring took from it (docs/ring.md §4, "Slots a
+    /// node left"). Returns the cursor of the next call (0 once the table was walked), the
+    /// states visited and the states forgotten. Nothing without a placement.
+    ///
+    /// The acceptor answers nothing about such a register (it drops every message about a key
+    /// it does not replicate) and takes no new state for it, so its state only takes room; and
+    /// it must be gone before a later change makes the node a replica of its slot again, which
+    /// then counts the node as a new acceptor, one that starts with nothing (the coordinator
+    /// checks the node's count of such states, [`Replica::registers_unplaced`], before it
+    /// gives it slots). The store forgets each one as a removal does (`PersistBatch::remove`,
+    /// behind the shard's round floor, unchanged): a crash before the store forgot it leaves
+    /// the state in the store, and the next walk after the restart forgets it again.
+    pub fn drop_unplaced(&mut self, cursor: u64, count: usize) -> (u64, usize, usize) {
+        if self.proposer.config().placement.is_none() {
+            return (0, 0, 0);
+        }
+        let (next, found) = self.states.scan(cursor, count);
+        let visited = found.len();
+        let unplaced: Vec<Key> = found
+            .into_iter()
+            .map(|(key, _)| key)
+            .filter(|key| !self.proposer.is_acceptor_of(key))
+            .cloned()
+            .collect();
+        for key in &unplaced {
+            self.states.remove(key);
+            self.persist.remove(key, self.fresh.r_ack);
+            self.proposer.forget_idle(key);
+        }
+        self.registers_dropped += unplaced.len() as u64;
+        (next, visited, unplaced.len())
+    }
+
+    /// How many acceptor states this node holds of registers it is not a replica of at the
+    /// installed placement (0 without one): what [`Replica::drop_unplaced`] has left to
+    /// forget. A walk over the whole table.
+    pub fn registers_unplaced(&self) -> u64 {
+        if self.proposer.config().placement.is_none() {
+            return 0;
+        }
+        (self.states.iter())
+            .filter(|(key, _)| !self.proposer.is_acceptor_of(key))
+            .count() as u64
     }
 
     /// How many registers the acceptor holds.

@@ -1210,6 +1210,24 @@ impl Net {
         self.timers.remove(&node);
     }
 
+    /// Crashes `node` of a ring of [`SIX`] and restarts it from its store in its next
+    /// incarnation with `placement` installed: what was committed survives, nothing else.
+    fn crash_and_restart_placed(&mut self, node: NodeId, placement: Placement) {
+        let store = &self.stores[&node];
+        let recovered: Vec<(Key, AcceptorState, Location)> = store
+            .states
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone(), Location(store.locations[k])))
+            .collect();
+        let mut config = ProposerConfig::new(SIX.to_vec());
+        config.straggler_wait_ms = 0;
+        config.placement = Some(placement);
+        let replica = Replica::new_located(node, 2, config, 99, recovered)
+            .with_round_floor(store.round_floor);
+        self.replicas.insert(node, replica);
+        self.timers.remove(&node);
+    }
+
     /// Whether no acceptor holds the register, in memory or in its store.
     fn forgotten_everywhere(&self) -> bool {
         [A, B, C].iter().all(|n| {
@@ -2111,6 +2129,74 @@ fn ring_a_write_through_puts_the_value_and_its_request_on_the_new_acceptors() {
         run_on(&mut net, s2, 5, &m.key, Command::IncrBy(1), without(&[s1])),
         Ok(Reply::Int(8))
     );
+}
+
+/// The acceptor of a replica that left a slot forgets its states of the slot's registers
+/// once the stable stage of the new configuration is installed (docs/ring.md §4 "Slots a node
+/// left"), in memory and in its store, and a crash before the store forgot them leaves them to
+/// be forgotten again; no replica of the slot forgets anything, and the new set serves on.
+#[test]
+fn ring_a_replica_that_left_a_slot_drops_its_registers_in_the_stable_stage() {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let mut net = m.net();
+    let write = run_on(&mut net, s1, 1, &m.key, Command::IncrBy(7), every);
+    assert_eq!(write, Ok(Reply::Int(7)));
+    assert!(net.stores[&m.leaving].states.contains_key(&m.key));
+    install(&mut net, &m.joint());
+    let synced = write_through_on(&mut net, m.joining, 2, &m.key, every);
+    assert_eq!(synced, Ok(Reply::Bulk("7".into())));
+    // In the joint stage the leaving replica is an acceptor still: nothing to drop.
+    let leaving = net.replicas.get_mut(&m.leaving).unwrap();
+    assert_eq!(leaving.registers_unplaced(), 0);
+    assert_eq!(leaving.drop_unplaced(0, 16), (0, 1, 0));
+    install(&mut net, &m.stable_new());
+    for node in [s1, s2, m.joining] {
+        let replica = net.replicas.get_mut(&node).unwrap();
+        assert_eq!(replica.registers_unplaced(), 0, "{node:?}");
+        assert_eq!(replica.drop_unplaced(0, 16).2, 0, "{node:?}");
+    }
+    let leaving = net.replicas.get_mut(&m.leaving).unwrap();
+    assert_eq!(leaving.registers_unplaced(), 1);
+    // A crash before the store forgot it: the state comes back from the store, and the next
+    // walk forgets it again.
+    let (next, visited, dropped) = leaving.drop_unplaced(0, 16);
+    assert_eq!((next, visited, dropped), (0, 1, 1));
+    assert!(leaving.acceptor_state(&m.key).is_none());
+    let lost = leaving.take_output();
+    assert_eq!(lost.persist.removals_len(), 1);
+    drop(lost);
+    assert!(net.stores[&m.leaving].states.contains_key(&m.key));
+    let (next, _, dropped) = net
+        .replicas
+        .get_mut(&m.leaving)
+        .unwrap()
+        .drop_unplaced(0, 16);
+    assert_eq!(
+        (next, dropped),
+        (0, 0),
+        "the crash is the caller's: memory is forgotten"
+    );
+    net.crash_and_restart_placed(m.leaving, m.stable_new());
+    let leaving = net.replicas.get_mut(&m.leaving).unwrap();
+    assert_eq!(leaving.registers_unplaced(), 1);
+    assert_eq!(leaving.drop_unplaced(0, 16).2, 1);
+    assert_eq!(leaving.registers_dropped(), 1);
+    net.collect(m.leaving);
+    assert!(!net.stores[&m.leaving].states.contains_key(&m.key));
+    // The new set serves the register, and a write reaches no state at the leaving replica.
+    assert_eq!(
+        run_on(
+            &mut net,
+            m.joining,
+            3,
+            &m.key,
+            Command::IncrBy(1),
+            without(&[s1])
+        ),
+        Ok(Reply::Int(8))
+    );
+    assert!(net.replicas[&m.leaving].acceptor_state(&m.key).is_none());
 }
 
 #[test]
