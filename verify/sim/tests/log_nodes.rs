@@ -8,7 +8,9 @@
 //! without Go), the counters' (transfers, MSET, MGET) as one state, every key
 //! available again after the faults heal, every run replayable, and the engine's deliberate
 //! bugs caught; mPaxos (`--recovery pmem`) on seeds of its own, under power failures, its
-//! restarted nodes voting before their state machine is rebuilt.
+//! restarted nodes voting before their state machine is rebuilt; mPaxosSM (`pmem-sm`), its
+//! registers in place crashed among their media operations; EpochSS (`epoch`), recovering from
+//! peers, with stale messages and, on some seeds, every node crashed and service refused.
 mod porcupine;
 
 use std::collections::BTreeSet;

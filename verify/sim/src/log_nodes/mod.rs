@@ -33,6 +33,17 @@
 //!   it), and the run counts the turns that voted or promised before that. A node that lost
 //!   its persistent memory and rejoins is handed that machine too, after its rejoin ended the
 //!   rebuild itself: the replica drops it.
+//! * **mPaxosSM.** Under `--recovery pmem-sm` ([`LogNodeSimConfig::mpaxos_sm`]) each node's
+//!   registers in place ([`RegistersInPlace`], the node's `registers.slots`) are on a simulated
+//!   persistent medium of their own, opened at every start with [`LogMachine::open_in_place`];
+//!   half the crashes inside a flush land among the registers' media operations, the turn's log
+//!   records lost with them (they are persisted after the registers), and a power failure keeps
+//!   any subset of both media's unpersisted sectors and tears one.
+//! * **EpochSS.** Under `--recovery epoch` ([`LogNodeSimConfig::epoch_ss`]) a node starts with
+//!   [`LogCore::start_epoch`] over the node's real [`EpochFile`] (in a temporary directory) and
+//!   takes messages with their sender's epoch; batches sent before a crash may arrive after the
+//!   restart. A node recovering counts as down; once every node crashed the run expects
+//!   CLUSTERDOWN from every node to the end.
 //! * **Disks.** In some runs disks fill up for a while (the leader's, another's, or every
 //!   node's): the log directory refuses new segments and snapshot files, and the node pauses
 //!   and answers MISCONF until space returns. In some runs one disk is lost at its worst moment
