@@ -12,6 +12,7 @@ use bytes::Bytes;
 use logless_commands::command::Reply;
 use logless_multipaxos::ids::NodeId;
 use logless_multipaxos::kv::Response;
+use logless_node::log_machine::EXECUTED_BEFORE_RESTART;
 use logless_node::log_ops::{self, Shown};
 use logless_node::log_turn::{LogAnswer, RECOVERING_ERROR, STATE_LOST_ERROR};
 use logless_redis::resp::Value;
@@ -138,11 +139,17 @@ fn refusal(answer: &Option<LogAnswer>) -> Option<Refusal> {
 
 /// What the client learns from the node's answer (`None`: no answer, as after a timeout or a
 /// lost connection), read from the reply as a client reads it: TRYAGAIN and MISCONF (a full
-/// disk) say not applied, UNCERTAIN that it may have been, and so do the refusals of a node
-/// that does not serve (LOADING, CLUSTERDOWN) or does not take the operation (mPaxosSM).
+/// disk) say not applied, UNCERTAIN that it may have been; the refusals of a node that does not
+/// serve (LOADING, CLUSTERDOWN) or does not take the operation (mPaxosSM) say not applied, and
+/// mPaxosSM's "executed before the replica restarted" that it was applied, its result unknown.
 fn outcome(answer: Option<LogAnswer>, shown: Shown) -> Result<Option<Response>, Outcome> {
     if refusal(&answer).is_some() {
         return Err(Outcome::NotApplied);
+    }
+    // A retry of an operation executed before its node restarted under mPaxosSM, whose reply
+    // was not kept: applied, its result unknown.
+    if matches!(&answer, Some(Ok(Response::Error(text))) if text == EXECUTED_BEFORE_RESTART) {
+        return Err(Outcome::Unknown);
     }
     let Some(answer) = answer else {
         return Err(Outcome::Unknown);
