@@ -86,13 +86,11 @@ trait RegisterStore: Send {
     fn installing(&self) -> bool;
     fn applied(&self) -> Option<u64>;
     fn finish_batch(&mut self, instance: Option<u64>) -> Result<(), InPlaceError>;
-    /// The store itself (for the tests, which reach its simulated medium).
-    #[cfg(test)]
+    /// The store itself (for tests and simulations, which reach its simulated medium).
     fn any_mut(&mut self) -> &mut dyn std::any::Any;
 }
 
 impl<M: Media + Send + 'static> RegisterStore for RegistersInPlace<M> {
-    #[cfg(test)]
     fn any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }
@@ -310,6 +308,14 @@ impl LogMachine {
     /// Whether the registers are kept in place (mPaxosSM).
     pub fn in_place(&self) -> bool {
         self.in_place.is_some()
+    }
+
+    /// The registers in place, if they are on a medium of type `M` (for simulations, which
+    /// crash their medium).
+    pub fn in_place_store_mut<M: Media + Send + 'static>(
+        &mut self,
+    ) -> Option<&mut RegistersInPlace<M>> {
+        self.in_place.as_mut()?.store.any_mut().downcast_mut()
     }
 
     /// Ends a turn of the log, before its records are committed: if anything was executed
@@ -732,18 +738,14 @@ mod tests {
 
     /// The store's medium under a core (the tests' machines are on [`SimMedia`]).
     fn media_of(core: &mut Core) -> SimMedia {
-        core.state_machine_mut_for_tests().sim_media()
+        core.state_machine_mut().sim_media()
     }
 
     impl LogMachine {
         /// The registers' store, on the simulated medium.
         fn sim_store(&mut self) -> &mut RegistersInPlace<SimMedia> {
-            let in_place = self.in_place.as_mut().expect("in place");
-            in_place
-                .store
-                .any_mut()
-                .downcast_mut()
-                .expect("a simulated medium")
+            self.in_place_store_mut()
+                .expect("in place, on a simulated medium")
         }
 
         /// A copy of the registers' simulated medium.
@@ -908,7 +910,7 @@ mod tests {
 
         // Restored during a turn: the registers keep the state before until the log is durable.
         let mut machine = std::mem::replace(
-            core.state_machine_mut_for_tests(),
+            core.state_machine_mut(),
             LogMachine::from(RegisterMachine::default()),
         );
         machine.restore(&snapshot.state);

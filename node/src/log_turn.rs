@@ -448,9 +448,8 @@ impl<R, D: Dir> LogCore<R, D> {
         &self.replica
     }
 
-    /// The state machine (for tests, which crash its medium).
-    #[cfg(test)]
-    pub(crate) fn state_machine_mut_for_tests(&mut self) -> &mut LogMachine {
+    /// The state machine (for tests and simulations, which crash its registers' medium).
+    pub fn state_machine_mut(&mut self) -> &mut LogMachine {
         self.replica.state_machine_mut()
     }
 

@@ -89,8 +89,9 @@ pub struct RegistersInPlace<M: Media> {
     applied: Option<u64>,
     /// Whether an install was begun and not finished.
     installing: bool,
-    /// Injected bug for the tests: apply operations whatever number their register records.
-    #[cfg(test)]
+    /// Injected bug for the tests and simulations: apply operations whatever number their
+    /// register records.
+    #[cfg(any(test, feature = "fault-injection"))]
     ignore_op_numbers: bool,
 }
 
@@ -155,7 +156,7 @@ impl<M: Media> RegistersInPlace<M> {
             store,
             applied,
             installing,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             ignore_op_numbers: false,
         };
         Ok((opened, registers, report))
@@ -192,7 +193,7 @@ impl<M: Media> RegistersInPlace<M> {
     /// operation (or none). An operation at or below the recorded number was applied before a
     /// crash, and is not applied again.
     pub fn must_apply(&self, key: &[u8], op: OpNumber) -> Result<bool, InPlaceError> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if self.ignore_op_numbers {
             return Ok(true);
         }
@@ -271,9 +272,10 @@ impl<M: Media> RegistersInPlace<M> {
     }
 
     /// Injects the deliberate bug "ignore operation numbers": every operation is applied again,
-    /// whatever number its register records (for the tests that must catch it).
-    #[cfg(test)]
-    pub(crate) fn ignore_op_numbers(&mut self) {
+    /// whatever number its register records (for the tests and simulations that must catch
+    /// it).
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn ignore_op_numbers(&mut self) {
         self.ignore_op_numbers = true;
     }
 

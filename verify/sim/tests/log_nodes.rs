@@ -8,7 +8,9 @@
 //! without Go), the counters' (transfers, MSET, MGET) as one state, every key
 //! available again after the faults heal, every run replayable, and the engine's deliberate
 //! bugs caught; mPaxos (`--recovery pmem`) on seeds of its own, under power failures, its
-//! restarted nodes voting before their state machine is rebuilt.
+//! restarted nodes voting before their state machine is rebuilt; mPaxosSM (`pmem-sm`), its
+//! registers in place crashed among their media operations; EpochSS (`epoch`), recovering from
+//! peers, with stale messages and, on some seeds, every node crashed and service refused.
 mod porcupine;
 
 use std::collections::BTreeSet;
@@ -488,4 +490,144 @@ fn an_mpaxos_rebuild_that_skips_the_snapshot_is_caught() {
         }
     }
     panic!("40 seeds and a rebuild that skips the snapshot was not caught");
+}
+
+/// The many-seed configuration of `seed` under mPaxosSM on emulated persistent memory,
+/// checkpoints every few hundred bytes of log on every other seed (lagging replicas get a
+/// snapshot taken when they ask).
+fn with_mpaxos_sm(seed: u64) -> LogNodeSimConfig {
+    let mut config = LogNodeSimConfig::for_seed(3, seed);
+    config.mpaxos_sm();
+    if seed.is_multiple_of(2) {
+        config.small_snapshots();
+    }
+    config
+}
+
+/// mPaxosSM (`--recovery pmem-sm` on `--durability emulp`) under every fault: the state
+/// machine in place on simulated persistent memory, crashes inside flushes among its media
+/// operations, power failures keeping any part of what was not persisted; a restarted node
+/// opens its registers and votes and serves at once, no operation is applied twice, both
+/// checkers pass and the replicas agree. `LOGLESS_MPAXOS_SM_SEEDS` seeds (30 by default, for
+/// CI's time).
+#[test]
+fn mpaxos_sm_applies_every_operation_once_under_power_failures() {
+    let count = seeds_from("LOGLESS_MPAXOS_SM_SEEDS", 30);
+    let total = run_configs(count, with_mpaxos_sm);
+    assert!(total.power_failures > count / 4, "{total}");
+    assert!(total.crashes_in_registers > 0, "{total}");
+    assert!(total.resumed > count, "{total}");
+    assert!(total.refused_in_place > 0, "{total}");
+}
+
+/// mPaxosSM with registers that ignore their operation numbers after a restart (an INCR
+/// whose register reached the medium before a crash, and whose "applied up to" did not, is
+/// applied twice): caught.
+#[test]
+fn mpaxos_sm_without_operation_numbers_is_caught() {
+    for seed in 0..40 {
+        let mut config = with_mpaxos_sm(seed);
+        let clean = config.clone();
+        config.ignore_op_numbers = true;
+        if let Err(failure) = run(config) {
+            println!("caught: {}", &failure[..failure.len().min(400)]);
+            run(clean).unwrap_or_else(|e| panic!("seed {seed} fails without the bug too: {e}"));
+            assert_unsafe(&failure);
+            return;
+        }
+    }
+    panic!("40 seeds and registers that ignore their operation numbers were not caught");
+}
+
+/// The many-seed configuration of `seed` under EpochSS.
+fn with_epochs(seed: u64) -> LogNodeSimConfig {
+    let mut config = LogNodeSimConfig::for_seed(3, seed);
+    config.epoch_ss();
+    config
+}
+
+/// EpochSS (`--recovery epoch`) under every fault but power failures (nothing is on a disk
+/// but the epoch): a restarted node recovers from its peers in a new epoch before it votes or
+/// serves (answering LOADING), stale messages of its previous life arrive and are dropped, both
+/// checkers pass; on every fourth seed every node may crash at once, and the cluster then
+/// refuses service (CLUSTERDOWN) through every node instead of serving a forgotten state.
+/// `LOGLESS_EPOCH_SEEDS` seeds (40 by default, for CI's time).
+#[test]
+fn epoch_ss_recovers_from_peers_and_refuses_service_once_every_node_crashed() {
+    let count = seeds_from("LOGLESS_EPOCH_SEEDS", 40);
+    let total = run_configs(count, with_epochs);
+    assert!(
+        total.epoch_restarts > count && total.recoveries > 0,
+        "{total}"
+    );
+    assert!(
+        total.refused_recovering > 0 && total.stale_batches > 0,
+        "{total}"
+    );
+    assert!(
+        total.states_lost > 0 && total.refused_state_lost > 0,
+        "{total}"
+    );
+}
+
+/// EpochSS with replicas that take messages whatever their sender's epoch (the deliberate bug
+/// `ignore_epochs`): a restarted node's stale messages count, and its forgotten votes keep
+/// counting. NOT CAUGHT YET, hence ignored: 100 seeds of three nodes (late copies on 5% and 50%
+/// of batches) and 100 of five (50%) passed with the bug. The interleaving of seed 002's Fig. 2
+/// (a vote of a forgotten life completing a quorum after another value was chosen without it)
+/// is caught by `engines/multipaxos/tests/scenarios.rs`, not by these runs. Run with
+/// `--ignored`; `LOGLESS_EPOCH_BUG_SEEDS` seeds (100), `LOGLESS_EPOCH_LATE_PERCENT` (50).
+#[test]
+#[ignore = "not caught in 100 seeds yet: see the comment"]
+fn epoch_ss_without_the_stale_epoch_drop_is_caught() {
+    let bugs = InjectedBugs {
+        ignore_epochs: true,
+        ..InjectedBugs::default()
+    };
+    let seeds = seeds_from("LOGLESS_EPOCH_BUG_SEEDS", 100);
+    let share = seeds_from("LOGLESS_EPOCH_LATE_PERCENT", 50) as f64 / 100.0;
+    let failure = first_failure(bugs, seeds, |config| {
+        // Five nodes: a quorum of three, so that a vote of a forgotten life can be the one
+        // that completes it.
+        config.nodes = 5;
+        config.epoch_ss();
+        config.late_copy_share = share;
+    });
+    assert!(
+        failure.contains("not linearizable")
+            || failure.contains("differ")
+            || failure.contains("contradicted")
+            || failure.contains("forgotten"),
+        "{failure}"
+    );
+}
+
+/// The lost disk's runs under mPaxosSM: the node whose persistent memory (its log and its
+/// registers) was lost rejoins; histories stay linearizable and the replicas agree.
+/// `LOGLESS_LOST_DISK_SEEDS` seeds (5 by default, for CI's time).
+#[test]
+fn an_mpaxos_sm_lost_disk_rejoins_and_stays_linearizable() {
+    let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 5);
+    run_lost_disks(count, |seed| {
+        let mut config = with_mpaxos_sm(seed);
+        config.lost_disk();
+        config
+    });
+}
+
+/// The lost disk's runs under EpochSS: the node whose epoch file was lost starts in an epoch
+/// above every one its lost life used (`epoch_file::last_before_rejoin`) and recovers from its
+/// peers. `LOGLESS_LOST_DISK_SEEDS` seeds (5 by default, for CI's time).
+#[test]
+fn an_epoch_ss_lost_disk_rejoins_and_stays_linearizable() {
+    let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 5);
+    run_lost_disks(count, |seed| {
+        let mut config = with_epochs(seed);
+        // A lost disk with every node crashing too would test nothing more; other crashes
+        // rarer, so that one node may go down at the moment drawn.
+        config.faults.crash_all = 0.0;
+        config.faults.crash_every_us = 1_000_000;
+        config.lost_disk();
+        config
+    });
 }

@@ -29,6 +29,22 @@ pub struct LogNodeSimConfig {
     /// A deliberate bug of the node's rebuild under mPaxos (not the engine's): the state
     /// machine handed over is an empty one, the persistent snapshot skipped.
     pub rebuild_skips_snapshot: bool,
+    /// mPaxosSM (`--recovery pmem-sm`, [`LogNodeSimConfig::mpaxos_sm`]): under
+    /// `Recovery::Pmem`, the state machine is kept in place on its own simulated persistent
+    /// memory (the node's `registers.slots`), executed idempotently per operation number, and
+    /// the engine takes snapshots only for lagging peers.
+    pub in_place: bool,
+    /// A deliberate bug of the node's registers in place (not the engine's): operations are
+    /// applied again after a restart whatever operation number their register records
+    /// ([`RegistersInPlace::ignore_op_numbers`]), so an INCR whose register reached the medium
+    /// before a crash and whose "applied up to" did not is applied twice.
+    ///
+    /// [`RegistersInPlace::ignore_op_numbers`]: logless_node::registers_in_place::RegistersInPlace::ignore_op_numbers
+    pub ignore_op_numbers: bool,
+    /// Under EpochSS, the share of batches that also leave a late copy, read by the peer 100
+    /// to 600 ms later: if the sender crashed meanwhile, a message of its previous life (see
+    /// [`LogNodeSimConfig::epoch_ss`]).
+    pub late_copy_share: f64,
     /// Faults of the safety phase (the per-key engine's kinds; clock jumps move a node's wall
     /// clock, which its log core slews).
     pub faults: NodeFaults,
@@ -112,6 +128,9 @@ impl LogNodeSimConfig {
             durability,
             recovery: Recovery::FullSs,
             rebuild_skips_snapshot: false,
+            in_place: false,
+            ignore_op_numbers: false,
+            late_copy_share: 0.0,
             faults: NodeFaults::none(),
             clients: 4,
             commands_per_client: 25,
@@ -184,6 +203,39 @@ impl LogNodeSimConfig {
         self.recovery = Recovery::Pmem;
         self.durability = Durability::Emulp;
         self.flush_us = 5;
+    }
+
+    /// mPaxosSM (`--recovery pmem-sm` on `--durability emulp`): [`LogNodeSimConfig::mpaxos`],
+    /// with the state machine in place on simulated persistent memory of its own. A restarted
+    /// node opens its registers, executes the decided instances after their "applied up to"
+    /// and votes and serves at once; a crash inside a flush lands among the registers' media
+    /// operations half the time (the turn's log records lost with it, as the registers are
+    /// persisted before them), and power failures keep any part of what was not persisted.
+    /// The engine writes checkpoints (snapshots without state) and copies the state only for
+    /// a lagging peer. Operations that write several keys (transfers, MSET) are refused by the
+    /// node, so the counters' workload sends few of them.
+    pub fn mpaxos_sm(&mut self) {
+        self.mpaxos();
+        self.in_place = true;
+    }
+
+    /// EpochSS (`--recovery epoch`): the log and the state only in memory (no flush time, no
+    /// power failure: a crash loses everything but the epoch file, which is a real file, as on
+    /// the node), a restarted node in the epoch after its last recovering its state from its
+    /// peers before it votes or serves (answering LOADING meanwhile). A node recovering counts
+    /// as down for the crashes of one node (the cluster tolerates a minority without its
+    /// state); a crash of every node (the faults' `crash_all`, on every fourth seed of
+    /// [`LogNodeSimConfig::for_seed`]'s) loses the state, and the cluster must then refuse
+    /// service (CLUSTERDOWN) through every node to the end. Batches a node sent before it
+    /// crashed may still arrive after its restart (a peer reads late what a connection of its
+    /// previous life delivered): the stale messages the epochs are there to drop.
+    pub fn epoch_ss(&mut self) {
+        self.recovery = Recovery::Epoch;
+        self.durability = Durability::Memory;
+        self.late_copy_share = 0.05;
+        if !self.seed.is_multiple_of(4) {
+            self.faults.crash_all = 0.0;
+        }
     }
 
     /// Disks that fill up a few times a run, for 450 ms each (several space probes of the
@@ -302,13 +354,31 @@ pub struct LogNodeSimReport {
     pub lost_disks: u64,
     /// Rejoins completed after a lost disk.
     pub rejoins: u64,
-    /// Restarts that resumed the log under mPaxos (voting at once, rebuilding meanwhile).
+    /// Restarts that resumed the log under mPaxos (voting at once, rebuilding meanwhile) or
+    /// mPaxosSM (voting and serving at once, the registers opened in place).
     pub resumed: u64,
     /// Of those, the ones whose rebuild restored a snapshot.
     pub rebuilds_from_snapshot: u64,
     /// Turns of a resumed node, before its state machine was rebuilt, that sent a vote or a
     /// promise (an Accept, a Propose or a Promise).
     pub votes_while_rebuilding: u64,
+    /// Crashes inside a flush that landed among the operations of the registers in place
+    /// (mPaxosSM).
+    pub crashes_in_registers: u64,
+    /// Operations refused by the node because they write several keys (mPaxosSM).
+    pub refused_in_place: u64,
+    /// Restarts in a new epoch, recovering from the peers (EpochSS).
+    pub epoch_restarts: u64,
+    /// Recoveries from the peers completed (EpochSS).
+    pub recoveries: u64,
+    /// Batches delivered from a sender's earlier life (EpochSS).
+    pub stale_batches: u64,
+    /// Operations refused while their node recovered (EpochSS, LOADING).
+    pub refused_recovering: u64,
+    /// Runs that lost their state (every node crashed under EpochSS).
+    pub states_lost: u64,
+    /// Operations refused because the state was lost (EpochSS, CLUSTERDOWN).
+    pub refused_state_lost: u64,
     /// Operations the nodes handed to their replica again (their front end's retry).
     pub retried: u64,
     /// Operations the nodes answered "outcome unknown".
@@ -359,6 +429,14 @@ impl LogNodeSimReport {
         self.resumed += other.resumed;
         self.rebuilds_from_snapshot += other.rebuilds_from_snapshot;
         self.votes_while_rebuilding += other.votes_while_rebuilding;
+        self.crashes_in_registers += other.crashes_in_registers;
+        self.refused_in_place += other.refused_in_place;
+        self.epoch_restarts += other.epoch_restarts;
+        self.recoveries += other.recoveries;
+        self.stale_batches += other.stale_batches;
+        self.refused_recovering += other.refused_recovering;
+        self.states_lost += other.states_lost;
+        self.refused_state_lost += other.refused_state_lost;
         self.retried += other.retried;
         self.timed_out += other.timed_out;
         self.clock_skew_ms_max = self.clock_skew_ms_max.max(other.clock_skew_ms_max);
@@ -376,8 +454,10 @@ impl std::fmt::Display for LogNodeSimReport {
              snapshots taken {} (installed {}, restarts from one {}, crashes in a flush \
              writing one {}, power {}), full disks {} (pauses {}, refused for space {}), lost \
              disks {} (rejoins {}), resumed {} (rebuilt from a snapshot {}, turns voting \
-             while rebuilding {}), node retries {}, node timeouts {}, batches {}, sim time {} \
-             ms, trace {:016x}",
+             while rebuilding {}), crashes among the registers' operations {}, refused in place \
+             {}, epoch restarts {} (recoveries {}, stale batches {}, refused recovering {}), \
+             states lost {} (refused {}), node retries {}, node timeouts {}, batches {}, sim \
+             time {} ms, trace {:016x}",
             self.operations,
             self.counter_operations,
             self.multi_key_operations,
@@ -410,6 +490,14 @@ impl std::fmt::Display for LogNodeSimReport {
             self.resumed,
             self.rebuilds_from_snapshot,
             self.votes_while_rebuilding,
+            self.crashes_in_registers,
+            self.refused_in_place,
+            self.epoch_restarts,
+            self.recoveries,
+            self.stale_batches,
+            self.refused_recovering,
+            self.states_lost,
+            self.refused_state_lost,
             self.retried,
             self.timed_out,
             self.batches,

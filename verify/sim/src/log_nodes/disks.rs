@@ -4,8 +4,13 @@ use logless_multipaxos::ids::NodeId;
 use logless_storage::SimDir;
 use rand::seq::SliceRandom;
 
+use logless_multipaxos::replica::Status;
+use logless_node::epoch_file::EPOCH_FILE;
+use logless_node::log_turn::LogCore;
+
 use super::{Event, LogNodeCluster};
 use crate::whole_node;
+use crate::whole_node::AnswerTo;
 
 /// How long a lost disk's victim and leader decide while the others are cut off, before the
 /// victim loses its disk (µs).
@@ -101,8 +106,14 @@ impl LogNodeCluster {
                     self.crash_node(node, false);
                 }
                 self.report.lost_disks += 1;
+                if self.epoch_mode() {
+                    // Under EpochSS the disk holds only the epoch file.
+                    let file = self.epoch_dir(node).join(EPOCH_FILE);
+                    std::fs::remove_file(file).expect("the epoch file of a node that ran");
+                }
                 let n = self.nodes.get_mut(&node).expect("node");
                 n.image = SimDir::new();
+                n.registers_image = Vec::new();
                 n.rejoining = true;
                 let crash = Event::LostDisk(LostDiskStep::CrashLeader);
                 self.events.schedule(LEADER_CRASH_AFTER_LOSS_US, crash);
@@ -119,9 +130,16 @@ impl LogNodeCluster {
 
     /// Ends the rejoin of `node` once its replica recovered and the turn that completed it is
     /// durable (the node writes its `log/rejoined` marker then): later starts replay its log.
+    /// Under EpochSS, once it recovered from its peers (its epoch file holds its new epoch,
+    /// later starts take the next as usual).
     pub(super) fn note_rejoined(&mut self, node: NodeId) {
+        let epochs = self.epoch_mode();
         let n = self.nodes.get_mut(&node).expect("node");
-        if n.rejoining && n.core.as_ref().is_some_and(|core| !core.rejoining()) {
+        let recovered = |core: &LogCore<AnswerTo, SimDir>| match epochs {
+            true => core.replica().status() == Status::Serving,
+            false => !core.rejoining(),
+        };
+        if n.rejoining && n.core.as_ref().is_some_and(recovered) {
             n.rejoining = false;
             self.report.rejoins += 1;
         }

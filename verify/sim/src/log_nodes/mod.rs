@@ -33,6 +33,17 @@
 //!   it), and the run counts the turns that voted or promised before that. A node that lost
 //!   its persistent memory and rejoins is handed that machine too, after its rejoin ended the
 //!   rebuild itself: the replica drops it.
+//! * **mPaxosSM.** Under `--recovery pmem-sm` ([`LogNodeSimConfig::mpaxos_sm`]) each node's
+//!   registers in place ([`RegistersInPlace`], the node's `registers.slots`) are on a simulated
+//!   persistent medium of their own, opened at every start with [`LogMachine::open_in_place`];
+//!   half the crashes inside a flush land among the registers' media operations, the turn's log
+//!   records lost with them (they are persisted after the registers), and a power failure keeps
+//!   any subset of both media's unpersisted sectors and tears one.
+//! * **EpochSS.** Under `--recovery epoch` ([`LogNodeSimConfig::epoch_ss`]) a node starts with
+//!   [`LogCore::start_epoch`] over the node's real [`EpochFile`] (in a temporary directory) and
+//!   takes messages with their sender's epoch; batches sent before a crash may arrive after the
+//!   restart. A node recovering counts as down; once every node crashed the run expects
+//!   CLUSTERDOWN from every node to the end.
 //! * **Disks.** In some runs disks fill up for a while (the leader's, another's, or every
 //!   node's): the log directory refuses new segments and snapshot files, and the node pauses
 //!   and answers MISCONF until space returns. In some runs one disk is lost at its worst moment
@@ -57,15 +68,18 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hasher;
 
-use logless_multipaxos::config::Config;
-use logless_multipaxos::ids::{Instance, NodeId};
+use logless_multipaxos::config::{Config, Recovery, Snapshots};
+use logless_multipaxos::ids::{Epoch, Instance, NodeId};
 use logless_multipaxos::kv::{Operation, RegisterMachine};
 use logless_multipaxos::message::Message;
 use logless_multipaxos::replica::Status;
 use logless_multipaxos::state_machine::StateMachine;
 use logless_node::durable_log::DurableLog;
+use logless_node::epoch_file::{self, EpochFile};
+use logless_node::log_machine::{self, LogMachine};
 use logless_node::log_turn::{LogAnswer, LogCore, LogOutlet, LogStatus};
-use logless_storage::media::SECTOR_BYTES;
+use logless_node::registers_in_place::RegistersInPlace;
+use logless_storage::media::{MediaSnapshot, SimMedia, SECTOR_BYTES};
 use logless_storage::{Durability, SegmentLogOptions, SimDir};
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
@@ -98,6 +112,8 @@ enum Input {
     },
     Messages {
         from: NodeId,
+        /// The sender's epoch when it sent them (EpochSS; 0 otherwise).
+        epoch: Epoch,
         messages: Vec<Message>,
     },
     /// A resumed node's state machine, rebuilt off its loop (mPaxos).
@@ -112,6 +128,7 @@ enum Event {
         to: NodeId,
         connection: Connection,
         seq: u64,
+        epoch: Epoch,
         messages: Vec<Message>,
     },
     /// A client's operation reaches its node (boxed, as the answer below: events move
@@ -215,6 +232,9 @@ struct SimNode {
     wake_at_us: Option<u64>,
     /// Whether the turn being flushed froze its directory at a crash point.
     crash_point_armed: bool,
+    /// Whether that crash point is among the operations of its registers in place (mPaxosSM;
+    /// the directory frozen before the turn's operations).
+    registers_crash_armed: bool,
     /// A crash waits for this node's next flush (or the next that writes a snapshot), to land
     /// inside it.
     flush_crash: Option<FlushCrash>,
@@ -222,6 +242,8 @@ struct SimNode {
     flush_writes_snapshot: bool,
     /// The directory the node restarts from.
     image: SimDir,
+    /// The medium of its registers in place it restarts from (mPaxosSM).
+    registers_image: Vec<u8>,
     /// The wall clock's offset from simulated time (ms).
     clock_offset_ms: i64,
     /// A leader's fault under way: a Propose to lose, or a cut-off to make.
@@ -259,6 +281,15 @@ impl SimNode {
 
 /// How often a node's loop turns when nothing else wakes it (the node's tick).
 const TICK_MS: u64 = logless_node::log_loop::TICK_MS;
+/// The most media operations of the registers in place in a turn (its registers' writes, their
+/// persist, "applied up to" and its persist): a crash among them lands among the first this
+/// many.
+const REGISTERS_TURN_OPS: usize = 24;
+/// How late a late copy arrives (µs): after its sender could have crashed and restarted.
+const LATE_COPY_US: (u64, u64) = (100_000, 600_000);
+/// The most bytes of a register's value in the workload (the registers' record size).
+const REGISTER_VALUE_BYTES_MAX: usize = 256;
+
 /// The most directory operations of a turn that writes a snapshot (its records, their persist,
 /// the snapshot file's creation, writes, persist, rename and sync, the truncation): a crash
 /// waiting for such a turn lands among the first this many.
@@ -281,6 +312,11 @@ pub struct LogNodeCluster {
     /// The farthest a node's log clock was from simulated time at a turn (µs).
     skew_us_max: u64,
     faults_active: bool,
+    /// The nodes' epoch files (EpochSS): a real directory, as on the node.
+    epoch_dirs: Option<tempfile::TempDir>,
+    /// Whether every node crashed under EpochSS: the state is lost, and the cluster must
+    /// refuse service to the end.
+    state_lost: bool,
     trace: DefaultHasher,
     report: LogNodeSimReport,
 }
@@ -299,6 +335,13 @@ impl LogNodeCluster {
             generations: Generations::default(),
             skew_us_max: 0,
             faults_active: true,
+            epoch_dirs: (config.recovery == Recovery::Epoch).then(|| {
+                tempfile::Builder::new()
+                    .prefix("logless-sim-epochs")
+                    .tempdir()
+                    .expect("a temporary directory for the epoch files")
+            }),
+            state_lost: false,
             trace: DefaultHasher::new(),
             report: LogNodeSimReport::default(),
             config,
@@ -455,6 +498,7 @@ impl LogNodeCluster {
         self.report.snapshots_installed += status.snapshots_installed;
         self.report.space_shortages += status.space_shortages;
         self.report.refused_for_space += status.refused_for_space;
+        self.report.recoveries += status.recoveries;
         self.report.retried += status.retried;
         self.report.timed_out += status.timed_out;
     }
@@ -472,7 +516,47 @@ impl LogNodeCluster {
         config.snapshot_chunk_bytes = 512;
         config.bugs = self.config.bugs;
         config.recovery = self.config.recovery;
+        if self.config.in_place {
+            // As the node under pmem-sm: the registers are the durable state.
+            config.snapshots = Snapshots::OnDemand;
+        }
         config
+    }
+
+    fn epoch_mode(&self) -> bool {
+        self.config.recovery == Recovery::Epoch
+    }
+
+    /// The directory of `node`'s epoch file (EpochSS).
+    fn epoch_dir(&self, node: NodeId) -> std::path::PathBuf {
+        let dirs = self
+            .epoch_dirs
+            .as_ref()
+            .expect("EpochSS runs have epoch directories");
+        dirs.path().join(format!("node-{}", node.0))
+    }
+
+    /// Opens the registers in place of `node` from its last image (mPaxosSM), as the node
+    /// opens `registers.slots` ([`LogMachine::open_file`]) on the simulated medium.
+    fn open_registers(
+        &mut self,
+        node: NodeId,
+        snapshot: Option<&logless_multipaxos::message::Snapshot>,
+    ) -> Result<LogMachine, String> {
+        let n = self.nodes.get_mut(&node).expect("node");
+        let media = SimMedia::from_image(std::mem::take(&mut n.registers_image));
+        let mut options =
+            log_machine::store_options(self.config.durability, REGISTER_VALUE_BYTES_MAX);
+        // Small simulated media: grown as needed, in one piece.
+        options.file_bytes_max = 1 << 22;
+        options.append_chunk_bytes = 0;
+        let (mut store, registers, _) =
+            RegistersInPlace::open_on(media, options).map_err(|e| e.to_string())?;
+        if self.config.ignore_op_numbers {
+            store.ignore_op_numbers();
+        }
+        LogMachine::open_in_place(RegisterMachine::default(), store, registers, snapshot)
+            .map_err(|e| e.to_string())
     }
 
     /// Small segments, so that truncations remove files and rolls happen often.
@@ -487,6 +571,9 @@ impl LogNodeCluster {
 
     /// Opens the node's log from its last image and starts a new incarnation.
     fn start_node(&mut self, node: NodeId) {
+        if self.epoch_mode() {
+            return self.start_epoch_node(node);
+        }
         let config = self.engine_config(node);
         let options = self.log_options();
         let (wall_ms, now_us) = (self.wall_ms(node), self.events.now_us());
@@ -497,9 +584,23 @@ impl LogNodeCluster {
             Ok(opened) => {
                 let from_snapshot = opened.durable.snapshot.is_some();
                 self.report.restarts_from_snapshot += u64::from(from_snapshot);
+                let machine = if self.config.in_place {
+                    match self.open_registers(node, opened.durable.snapshot.as_ref()) {
+                        Ok(machine) => machine,
+                        Err(e) => {
+                            let failure =
+                                format!("node {} cannot reopen its registers: {e}", node.0);
+                            self.report.failures.push(failure);
+                            return;
+                        }
+                    }
+                } else {
+                    LogMachine::from(RegisterMachine::default())
+                };
+                let n = self.nodes.get_mut(&node).expect("node");
                 let mut core = LogCore::recover(
                     config,
-                    RegisterMachine::default(),
+                    machine,
                     &opened.durable,
                     opened.log,
                     n.incarnation,
@@ -515,6 +616,10 @@ impl LogNodeCluster {
                 }
                 n.core = Some(core);
                 let incarnation = n.incarnation;
+                if self.config.in_place && incarnation > 1 {
+                    // mPaxosSM resumes with its machine already open (in `LogCore::recover`).
+                    self.report.resumed += 1;
+                }
                 if resumed {
                     self.report.resumed += 1;
                     let after_us = self.rng.random_range(0..=REBUILD_US_MAX);
@@ -527,6 +632,52 @@ impl LogNodeCluster {
                 self.report.failures.push(failure);
             }
         }
+    }
+
+    /// Starts `node` under EpochSS as the node does: its epoch file read, the epoch after it
+    /// taken (after a lost disk, one above every epoch its lost life used:
+    /// [`epoch_file::last_before_rejoin`], this start's incarnation counting its starts), the
+    /// log in memory.
+    fn start_epoch_node(&mut self, node: NodeId) {
+        let config = self.engine_config(node);
+        let options = self.log_options();
+        let (wall_ms, now_us) = (self.wall_ms(node), self.events.now_us());
+        let timeout_ms = self.config.request_timeout_ms;
+        let dir = self.epoch_dir(node);
+        let n = self.nodes.get_mut(&node).expect("node");
+        n.incarnation += 1;
+        let opened = EpochFile::open(&dir)
+            .map_err(|e| e.to_string())
+            .and_then(|file| {
+                let log = DurableLog::open_on(SimDir::new(), options).map_err(|e| e.to_string())?;
+                Ok((file, log))
+            });
+        let ((file, last), opened) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                let failure = format!("node {} cannot open its epoch file: {e}", node.0);
+                self.report.failures.push(failure);
+                return;
+            }
+        };
+        let last = if n.rejoining {
+            Some(epoch_file::last_before_rejoin(last, n.incarnation))
+        } else {
+            last
+        };
+        self.report.epoch_restarts += u64::from(last.is_some());
+        let core = LogCore::start_epoch(
+            config,
+            RegisterMachine::default(),
+            last,
+            opened.log.with_epoch_file(file),
+            n.incarnation,
+            timeout_ms,
+            wall_ms,
+            now_us,
+        );
+        n.core = Some(core);
+        self.wake(node, 0);
     }
 
     fn enqueue(&mut self, node: NodeId, input: Input) {
@@ -563,6 +714,14 @@ impl LogNodeCluster {
         } else {
             self.rng.random_range(0..4usize)
         };
+        // Under mPaxosSM half the crashes inside a flush land among the registers' operations
+        // (persisted before the turn's log records, which the crash loses: the directory is
+        // frozen before them).
+        let registers_crash_at_op = (flush_crash == Some(FlushCrash::Any)
+            && self.config.in_place
+            && self.rng.random_bool(0.5))
+        .then(|| self.rng.random_range(0..REGISTERS_TURN_OPS));
+        let epochs = self.epoch_mode();
         let n = self.nodes.get_mut(&node).expect("node");
         n.wake_at_us = None;
         let Some(core) = n.core.as_mut() else {
@@ -573,13 +732,25 @@ impl LogNodeCluster {
         n.held.now_us = now_us;
         let skew_us = (core.now_ms() * 1000).abs_diff(WALL_START_MS * 1000 + now_us);
         self.skew_us_max = self.skew_us_max.max(skew_us);
-        if flush_crash.is_some() {
+        if let Some(at_op) = registers_crash_at_op {
+            core.log_mut().dir_mut().arm_crash_point(0);
+            registers_media(core).arm_crash_point(at_op);
+        } else if flush_crash.is_some() {
             core.log_mut().dir_mut().arm_crash_point(crash_at_op);
         }
+        let registers_ops_before = registers_ops(core);
         for _ in 0..INPUTS_PER_TURN_MAX {
             match n.queue.pop_front() {
                 Some(Input::Submit { operation, to }) => core.submit(&operation, to),
-                Some(Input::Messages { from, messages }) => core.receive(from, messages),
+                // As the node's loop: every message with its sender's epoch.
+                Some(Input::Messages {
+                    from,
+                    epoch,
+                    messages,
+                }) if epochs => {
+                    core.receive_in_epochs(from, messages.into_iter().map(|m| (epoch, m)).collect())
+                }
+                Some(Input::Messages { from, messages, .. }) => core.receive(from, messages),
                 Some(Input::Rebuilt(machine)) => core.finish_rebuild(*machine),
                 None => break,
             }
@@ -593,7 +764,8 @@ impl LogNodeCluster {
             self.crash_node(node, false);
             return;
         }
-        let wrote = core.log().segment_log().dir().ops() > ops;
+        let wrote_registers = registers_ops(core) > registers_ops_before;
+        let wrote = core.log().segment_log().dir().ops() > ops || wrote_registers;
         let votes = n.held.sends[sends_before..]
             .iter()
             .flat_map(|(_, m)| m)
@@ -607,11 +779,13 @@ impl LogNodeCluster {
         n.busy = true;
         n.flush_writes_snapshot = snapshots_written(core) > snapshots;
         let crashes = match flush_crash {
+            Some(FlushCrash::Any) if registers_crash_at_op.is_some() => wrote_registers,
             Some(FlushCrash::Any) => wrote,
             Some(FlushCrash::Snapshot) => n.flush_writes_snapshot,
             None => false,
         };
         n.crash_point_armed = crashes;
+        n.registers_crash_armed = crashes && registers_crash_at_op.is_some();
         let incarnation = n.incarnation;
         if crashes {
             n.flush_crash = None;
@@ -620,6 +794,9 @@ impl LogNodeCluster {
                 .schedule(at, Event::CrashInFlush { node, incarnation });
         } else if flush_crash.is_some() {
             core.log_mut().dir_mut().disarm_crash_point();
+            if registers_crash_at_op.is_some() {
+                disarm_registers(core);
+            }
         }
         let done = Event::TurnDone { node, incarnation };
         self.events.schedule(if wrote { flush_us } else { 0 }, done);
@@ -629,10 +806,14 @@ impl LogNodeCluster {
         self.note_rejoined(node);
         let n = self.nodes.get_mut(&node).expect("node");
         n.busy = false;
+        let registers_armed = std::mem::take(&mut n.registers_crash_armed);
         if std::mem::take(&mut n.crash_point_armed) {
             // The flush ended before the crash came: a later crash leaves what is there then.
             if let Some(core) = n.core.as_mut() {
                 core.log_mut().dir_mut().disarm_crash_point();
+                if registers_armed {
+                    disarm_registers(core);
+                }
             }
         }
         let held = std::mem::take(&mut n.held);
@@ -667,8 +848,17 @@ impl LogNodeCluster {
         let cut_off = now_us < self.nodes[&from].sends_cut_until_us
             || now_us < self.nodes[&to].receives_cut_until_us;
         let (faults, faulty) = (&self.config.faults, self.faults_active);
-        let sent =
+        let mut sent =
             (self.network).send(&mut self.rng, faults, faulty, cut_off, from, to, connection);
+        let epoch = (self.nodes[&from].core.as_ref()).map_or(Epoch(0), |core| core.epoch());
+        if faulty && self.epoch_mode() && !sent.delays_us.is_empty() {
+            // A late copy: read by the peer long after, from a connection its sender's crash
+            // may have closed meanwhile (see `deliver`).
+            if self.rng.random_bool(self.config.late_copy_share) {
+                let late = self.rng.random_range(LATE_COPY_US.0..=LATE_COPY_US.1);
+                sent.delays_us.push(late);
+            }
+        }
         for delay in sent.delays_us {
             let messages = messages.clone();
             self.events.schedule(
@@ -678,6 +868,7 @@ impl LogNodeCluster {
                     to,
                     connection,
                     seq: sent.seq,
+                    epoch,
                     messages,
                 },
             );
@@ -690,16 +881,36 @@ impl LogNodeCluster {
         to: NodeId,
         connection: Connection,
         seq: u64,
+        epoch: Epoch,
         messages: Vec<Message>,
     ) {
         if !self.nodes[&to].up() {
             return;
         }
         let current = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
+        // Under EpochSS what a connection delivered before its sender crashed is still read
+        // by a peer that did not restart: messages of the sender's previous life, in its old
+        // epoch, which the peer must drop once it heard the new one.
+        let stale = self.epoch_mode() && connection.1 == current.1 && connection.0 < current.0;
+        if stale {
+            self.report.stale_batches += 1;
+            let messages = Input::Messages {
+                from,
+                epoch,
+                messages,
+            };
+            self.enqueue(to, messages);
+            return;
+        }
         // The node's transport reconnects and carries on: the engine retransmits what a
         // broken connection lost.
         if (self.network).receive(from, to, connection, current, seq) {
-            self.enqueue(to, Input::Messages { from, messages });
+            let messages = Input::Messages {
+                from,
+                epoch,
+                messages,
+            };
+            self.enqueue(to, messages);
         }
     }
 
@@ -735,7 +946,8 @@ impl LogNodeCluster {
         if !self.one_more_may_crash() {
             return;
         }
-        if self.rng.random_bool(0.5) {
+        // Under EpochSS nothing is flushed: the crash is now.
+        if !self.epoch_mode() && self.rng.random_bool(0.5) {
             let share = self.config.snapshot_flush_crash_share;
             let flush_crash = if share > 0.0 && self.rng.random_bool(share) {
                 FlushCrash::Snapshot
@@ -753,9 +965,16 @@ impl LogNodeCluster {
         (self.nodes[&node].core.as_ref()).is_some_and(|core| core.replica().is_leader())
     }
 
-    /// Whether one more node may go down and leave a majority up.
+    /// Whether one more node may go down and leave a majority up (under EpochSS, up and
+    /// holding its state: a node recovering it counts as down).
     fn one_more_may_crash(&self) -> bool {
-        let down = self.nodes.values().filter(|n| !n.up()).count();
+        let epochs = self.epoch_mode();
+        let down = (self.nodes.values())
+            .filter(|n| match &n.core {
+                None => true,
+                Some(core) => epochs && core.replica().status() == Status::Recovering,
+            })
+            .count();
         whole_node::one_more_may_crash(down, self.config.nodes)
     }
 
@@ -799,7 +1018,7 @@ impl LogNodeCluster {
         let leader = self.is_leader(node);
         let mut rng = SmallRng::seed_from_u64(self.rng.random());
         let n = self.nodes.get_mut(&node).expect("node");
-        let Some(core) = n.core.take() else {
+        let Some(mut core) = n.core.take() else {
             return;
         };
         let in_flush = n.busy;
@@ -818,6 +1037,12 @@ impl LogNodeCluster {
         } else {
             crash.process_crash()
         };
+        if let Some(store) = core.state_machine_mut().in_place_store_mut::<SimMedia>() {
+            let torn = &mut self.report.torn_sectors;
+            n.registers_image = crash_image(store.media().at_crash(), power, &mut rng, torn);
+            self.report.crashes_in_registers += u64::from(n.registers_crash_armed);
+        }
+        n.registers_crash_armed = false;
         n.queue.clear();
         n.busy = false;
         n.held = Held::default();
@@ -835,6 +1060,11 @@ impl LogNodeCluster {
         self.report.crashes_in_snapshot_flush += u64::from(in_snapshot_flush);
         self.report.power_failures_in_snapshot_flush += u64::from(in_snapshot_flush && power);
         self.connections_lost(node);
+        if self.epoch_mode() && self.nodes.values().all(|n| !n.up()) && !self.state_lost {
+            // Every node lost what it kept in memory: the cluster must refuse service.
+            self.state_lost = true;
+            self.report.states_lost += 1;
+        }
         let down_us = self.config.faults.down_us;
         self.events.schedule(down_us, Event::Restart { node });
     }
@@ -948,6 +1178,20 @@ impl LogNodeCluster {
     /// After the liveness phase and settling, every replica must have executed the same log
     /// and hold the same map.
     fn compare_replicas(&mut self) {
+        if self.state_lost {
+            // Nothing to compare: every replica must say the state is lost.
+            for (node, n) in &self.nodes {
+                let state = (n.core.as_ref()).map(|core| core.replica().status());
+                if state != Some(Status::StateLost) {
+                    self.report.failures.push(format!(
+                        "node {} is {state:?} after every node crashed under EpochSS, not \
+                         StateLost",
+                        node.0
+                    ));
+                }
+            }
+            return;
+        }
         let cores: Vec<_> = (self.nodes.values())
             .filter_map(|n| n.core.as_ref())
             .collect();
@@ -990,10 +1234,11 @@ impl LogNodeCluster {
                 to,
                 connection,
                 seq,
+                epoch,
                 messages,
             } => {
                 self.trace.write_u64(seq);
-                self.deliver(from, to, connection, seq, messages);
+                self.deliver(from, to, connection, seq, epoch, messages);
             }
             Event::Arrive {
                 node,
@@ -1049,6 +1294,46 @@ impl LogNodeCluster {
             Event::LostDisk(step) => self.lost_disk(step),
         }
     }
+}
+
+/// The simulated medium of a node's registers in place (mPaxosSM).
+fn registers_media(core: &mut LogCore<AnswerTo, SimDir>) -> &mut SimMedia {
+    (core.state_machine_mut().in_place_store_mut::<SimMedia>())
+        .expect("registers in place on a simulated medium")
+        .media_mut()
+}
+
+/// The media operations of a node's registers in place so far (0: not in place).
+fn registers_ops(core: &mut LogCore<AnswerTo, SimDir>) -> usize {
+    (core.state_machine_mut().in_place_store_mut::<SimMedia>()).map_or(0, |s| s.media().ops)
+}
+
+/// Takes back a crash point of the registers' medium: a later crash leaves what is there then.
+fn disarm_registers(core: &mut LogCore<AnswerTo, SimDir>) {
+    let media = registers_media(core);
+    media.arm_crash_point(0);
+    media.crash_after_ops = None;
+}
+
+/// The image a crash leaves of a medium whose state at the crash was `at_crash`: under a power
+/// failure the persisted bytes, any subset of the sectors written since and one more torn on a
+/// word boundary (counted in `torn_sectors`); else everything written.
+fn crash_image(
+    at_crash: &MediaSnapshot,
+    power: bool,
+    rng: &mut SmallRng,
+    torn_sectors: &mut u64,
+) -> Vec<u8> {
+    if !power {
+        return at_crash.live_image();
+    }
+    let dirty = at_crash.dirty_sectors();
+    let (kept, rest): (Vec<_>, Vec<_>) = dirty.into_iter().partition(|_| rng.random_bool(0.5));
+    let torn = (rest.choose(rng)).map(|&sector| {
+        *torn_sectors += 1;
+        (sector, rng.random_range(1..SECTOR_BYTES / 8) * 8)
+    });
+    at_crash.crash_image(&kept, torn)
 }
 
 /// Snapshots a node's replica has written (taken or installed).

@@ -12,8 +12,9 @@ use bytes::Bytes;
 use logless_commands::command::Reply;
 use logless_multipaxos::ids::NodeId;
 use logless_multipaxos::kv::Response;
+use logless_node::log_machine::EXECUTED_BEFORE_RESTART;
 use logless_node::log_ops::{self, Shown};
-use logless_node::log_turn::LogAnswer;
+use logless_node::log_turn::{LogAnswer, RECOVERING_ERROR, STATE_LOST_ERROR};
 use logless_redis::resp::Value;
 use logless_redis::session::{Failure, Step};
 use logless_rmw::ids::Key;
@@ -108,10 +109,48 @@ fn reply_of(response: &Response) -> Option<Reply> {
     })
 }
 
+/// An operation the node refused without the log, with an error that says it was not applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// It writes several keys, which mPaxosSM does not take.
+    InPlace,
+    /// Its node recovers its state from its peers (EpochSS): LOADING.
+    Recovering,
+    /// More nodes restarted under EpochSS than the cluster can lose: CLUSTERDOWN.
+    StateLost,
+}
+
+/// The refusal `answer` is, if it is one.
+fn refusal(answer: &Option<LogAnswer>) -> Option<Refusal> {
+    let Some(Ok(Response::Error(text))) = answer else {
+        return None;
+    };
+    if text == RECOVERING_ERROR {
+        Some(Refusal::Recovering)
+    } else if text == STATE_LOST_ERROR {
+        Some(Refusal::StateLost)
+    } else if text.starts_with("ERR ") && text.contains("is not available under --recovery pmem-sm")
+    {
+        Some(Refusal::InPlace)
+    } else {
+        None
+    }
+}
+
 /// What the client learns from the node's answer (`None`: no answer, as after a timeout or a
 /// lost connection), read from the reply as a client reads it: TRYAGAIN and MISCONF (a full
-/// disk) say not applied, UNCERTAIN that it may have been.
+/// disk) say not applied, UNCERTAIN that it may have been; the refusals of a node that does not
+/// serve (LOADING, CLUSTERDOWN) or does not take the operation (mPaxosSM) say not applied, and
+/// mPaxosSM's "executed before the replica restarted" that it was applied, its result unknown.
 fn outcome(answer: Option<LogAnswer>, shown: Shown) -> Result<Option<Response>, Outcome> {
+    if refusal(&answer).is_some() {
+        return Err(Outcome::NotApplied);
+    }
+    // A retry of an operation executed before its node restarted under mPaxosSM, whose reply
+    // was not kept: applied, its result unknown.
+    if matches!(&answer, Some(Ok(Response::Error(text))) if text == EXECUTED_BEFORE_RESTART) {
+        return Err(Outcome::Unknown);
+    }
     let Some(answer) = answer else {
         return Err(Outcome::Unknown);
     };
@@ -146,10 +185,16 @@ impl LogNodeCluster {
         self.clients.workload_done(self.config.commands_per_client)
     }
 
-    /// A counter operation: increments, reads, transfers, MSET and MGET of every counter.
+    /// A counter operation: increments, reads, transfers, MSET and MGET of every counter
+    /// (under mPaxosSM, which refuses transfers and MSET, one draw in ten of those).
     fn counter_op(&mut self) -> CounterOp {
         let key = self.rng.random_range(0..KEYS);
-        match self.rng.random_range(0..20) {
+        let draw = self.rng.random_range(0..20);
+        let draw = match draw {
+            8..16 if self.config.in_place && self.rng.random_bool(0.9) => 0,
+            _ => draw,
+        };
+        match draw {
             0..6 => CounterOp::Incr {
                 key,
                 by: self.rng.random_range(1..5),
@@ -318,6 +363,17 @@ impl LogNodeCluster {
             return;
         };
         let pending = pending.record;
+        match refusal(&answer) {
+            Some(Refusal::InPlace) => self.report.refused_in_place += 1,
+            Some(Refusal::Recovering) => self.report.refused_recovering += 1,
+            Some(Refusal::StateLost) => self.report.refused_state_lost += 1,
+            None => {}
+        }
+        if refusal(&answer) == Some(Refusal::StateLost) && !self.state_lost {
+            let failure =
+                format!("client {client}: the state was lost, and not every node crashed");
+            self.report.failures.push(failure);
+        }
         let outcome = outcome(answer, pending.shown);
         c.acknowledged = outcome.is_ok();
         match (pending.history, outcome) {
@@ -385,6 +441,9 @@ impl LogNodeCluster {
     /// Through every node in turn: an increment and an MGET of the counters, then a write and
     /// a read of every register, each acknowledged within the liveness budget.
     pub(super) fn liveness(&mut self) {
+        if self.state_lost {
+            return self.liveness_refused();
+        }
         for node in self.ids() {
             let client = self.clients.add_liveness(node);
             let mut commands = vec![
@@ -433,6 +492,56 @@ impl LogNodeCluster {
                     ));
                     return;
                 }
+            }
+        }
+    }
+
+    /// After every node crashed under EpochSS: through every node, an increment must be refused
+    /// with CLUSTERDOWN within the liveness budget (LOADING while the node still recovers),
+    /// never acknowledged.
+    fn liveness_refused(&mut self) {
+        for node in self.ids() {
+            let client = self.clients.add_liveness(node);
+            let deadline = self.events.now_us() + self.config.liveness_us;
+            let refused = loop {
+                let op = CounterOp::Incr {
+                    key: usize::from(node.0) % KEYS,
+                    by: 1,
+                };
+                let before = self.report.refused_state_lost;
+                let request = Request {
+                    requests: counter_requests(&op),
+                    counter: Some(op),
+                    register: 0,
+                };
+                self.issue(client, request);
+                while self.clients.get(client).busy() && self.events.next_due_us().is_some() {
+                    self.step_next();
+                }
+                if self.clients.get(client).acknowledged {
+                    let failure = format!(
+                        "liveness: node {} acknowledged an increment after every node crashed \
+                         under EpochSS (a forgotten state served)",
+                        node.0
+                    );
+                    self.report.failures.push(failure);
+                    return;
+                }
+                if self.report.refused_state_lost > before {
+                    break true;
+                }
+                if self.events.now_us() > deadline {
+                    break false;
+                }
+            };
+            if !refused {
+                self.report.failures.push(format!(
+                    "liveness: node {} did not refuse service (CLUSTERDOWN) within {} ms of \
+                     healing after every node crashed under EpochSS",
+                    node.0,
+                    self.config.liveness_us / 1000
+                ));
+                return;
             }
         }
     }
