@@ -43,8 +43,9 @@ use logless_node::store::{store_options, ShardStore};
 use logless_node::turn::{CommandResult, Outlet, ShardCore};
 use logless_redis::session::Session;
 use logless_redis::table::ReplyShape;
+use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::config::ProposerConfig;
-use logless_rmw::ids::{Key, NodeId};
+use logless_rmw::ids::{Key, NodeId, Round};
 use logless_rmw::message::Message;
 use logless_rmw::replica::Replica;
 use logless_storage::media::{Media, SECTOR_BYTES};
@@ -435,14 +436,23 @@ impl NodeCluster {
 
     /// The nodes whose store holds an acceptor state of `key` (any node up).
     pub fn holders(&self, key: &Key) -> Vec<NodeId> {
+        self.holders_where(key, |_| true)
+    }
+
+    /// The nodes whose store holds a vote of `key` (any node up): a promise alone is not one.
+    pub fn voters(&self, key: &Key) -> Vec<NodeId> {
+        self.holders_where(key, |state| state.r_voted != Round::BOTTOM)
+    }
+
+    /// The nodes up whose store holds an acceptor state of `key` that `wanted` accepts.
+    fn holders_where(&self, key: &Key, wanted: impl Fn(&AcceptorState) -> bool) -> Vec<NodeId> {
         let shard =
             logless_node::context::shard_of(key.as_bytes(), usize::from(self.config.shards));
         (self.nodes.iter())
             .filter(|(_, n)| {
-                n.shards[shard]
-                    .core
-                    .as_ref()
-                    .is_some_and(|core| matches!(core.store().durable_state(key), Ok(Some(_))))
+                (n.shards[shard].core.as_ref()).is_some_and(|core| {
+                    matches!(core.store().durable_state(key), Ok(Some(state)) if wanted(&state))
+                })
             })
             .map(|(id, _)| *id)
             .collect()
