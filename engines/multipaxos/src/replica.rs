@@ -432,8 +432,9 @@ impl<S: StateMachine> Replica<S> {
             Recovery::FullSs,
             "an EpochSS replica starts with start_epoch"
         );
+        let quiet = Replica::<S>::quiet_after(&config);
         let mut replica = Replica::from_durable(config, state_machine, durable, now_ms);
-        replica.restart_quiet = Some(None);
+        replica.restart_quiet = quiet;
         replica
     }
 
@@ -452,7 +453,7 @@ impl<S: StateMachine> Replica<S> {
         assert_eq!(config.recovery, Recovery::Pmem, "resume is mPaxos");
         let mut replica = Replica::from_parts(config, state_machine, durable, now_ms, false);
         replica.rebuilding = true;
-        replica.restart_quiet = Some(None);
+        replica.restart_quiet = Replica::<S>::quiet_after(&replica.config);
         replica
     }
 
@@ -940,6 +941,12 @@ impl<S: StateMachine> Replica<S> {
         }
         self.check_catch_up_timeout(now_ms);
         self.settle(now_ms);
+    }
+
+    /// The quiet time of a replica of `config` after a restart: none if the configuration asks
+    /// for none, else one that its first tick starts.
+    fn quiet_after(config: &Config) -> Option<Option<u64>> {
+        (config.restart_quiet_ms > 0).then_some(None)
     }
 
     /// Whether the replica is in its quiet time after a restart (see "Restarts" above); the
