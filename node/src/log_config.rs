@@ -10,6 +10,7 @@
 //! heartbeat_interval_ms = 50     # how often the leader says it is alive
 //! suspect_timeout_ms = 300       # silence after which a follower suspects the leader
 //! retransmit_interval_ms = 100   # unanswered Prepares and Proposes are sent again
+//! restart_quiet_ms = 2000        # after a restart, no view change this long unless a leader is heard
 //! catch_up_timeout_ms = 200      # a catch-up query unanswered this long asks another replica
 //! snapshot_log_bytes_min = 1048576  # the log grows at least this much between snapshots
 //! snapshot_ratio_percent = 100   # ... and by this share of the last snapshot's size
@@ -44,6 +45,9 @@ pub struct LogTuning {
     pub suspect_timeout_ms: u64,
     /// How often unanswered Prepares and Proposes are sent again.
     pub retransmit_interval_ms: u64,
+    /// After a restart, how long the replica starts no view change unless it hears from a
+    /// leader first.
+    pub restart_quiet_ms: u64,
     /// How long a catch-up query waits for its response before another replica is asked.
     pub catch_up_timeout_ms: u64,
     /// A snapshot is never taken before the log has grown by this many bytes since the last.
@@ -60,6 +64,10 @@ pub struct LogTuning {
 /// The shortest interval a timer may have: the log's loop turns every 5 ms
 /// (`crate::log_loop::TICK_MS`), so a shorter one would fire no sooner.
 const TIMER_MS_MIN: u64 = 5;
+
+/// The longest `restart_quiet_ms`: a cluster restarted whole whose last leader stays down
+/// fails over only after it.
+const RESTART_QUIET_MS_MAX: u64 = 60_000;
 
 /// The smallest `segment_bytes`.
 const SEGMENT_BYTES_MIN: u64 = 1 << 20;
@@ -81,6 +89,7 @@ impl Default for LogTuning {
             heartbeat_interval_ms: c.heartbeat_interval_ms,
             suspect_timeout_ms: c.suspect_timeout_ms,
             retransmit_interval_ms: c.retransmit_interval_ms,
+            restart_quiet_ms: c.restart_quiet_ms,
             catch_up_timeout_ms: c.catch_up_timeout_ms,
             snapshot_log_bytes_min: c.snapshot_log_bytes_min,
             snapshot_ratio_percent: c.snapshot_ratio_percent,
@@ -100,6 +109,7 @@ impl LogTuning {
             "heartbeat_interval_ms" => &mut self.heartbeat_interval_ms,
             "suspect_timeout_ms" => &mut self.suspect_timeout_ms,
             "retransmit_interval_ms" => &mut self.retransmit_interval_ms,
+            "restart_quiet_ms" => &mut self.restart_quiet_ms,
             "catch_up_timeout_ms" => &mut self.catch_up_timeout_ms,
             "snapshot_log_bytes_min" => &mut self.snapshot_log_bytes_min,
             "snapshot_ratio_percent" => &mut self.snapshot_ratio_percent,
@@ -122,7 +132,7 @@ impl LogTuning {
             return invalid(format!(
                 "--multipaxos: no setting {name:?}; the settings are window_instances, \
                  batch_bytes_max, batch_requests_max, batch_delay_ms, heartbeat_interval_ms, \
-                 suspect_timeout_ms, retransmit_interval_ms, catch_up_timeout_ms, \
+                 suspect_timeout_ms, retransmit_interval_ms, restart_quiet_ms, catch_up_timeout_ms, \
                  snapshot_log_bytes_min, snapshot_ratio_percent and segment_bytes"
             ));
         };
@@ -205,6 +215,13 @@ impl LogTuning {
             )?;
         }
         check(
+            self.restart_quiet_ms <= RESTART_QUIET_MS_MAX,
+            format!(
+                "restart_quiet_ms must be at most {RESTART_QUIET_MS_MAX}, not {}",
+                self.restart_quiet_ms
+            ),
+        )?;
+        check(
             (SEGMENT_BYTES_MIN..=SEGMENT_BYTES_LIMIT).contains(&self.segment_bytes),
             format!(
                 "segment_bytes must be between {SEGMENT_BYTES_MIN} and {SEGMENT_BYTES_LIMIT}, \
@@ -228,6 +245,7 @@ impl LogTuning {
         engine.heartbeat_interval_ms = self.heartbeat_interval_ms;
         engine.suspect_timeout_ms = self.suspect_timeout_ms;
         engine.retransmit_interval_ms = self.retransmit_interval_ms;
+        engine.restart_quiet_ms = self.restart_quiet_ms;
         engine.catch_up_timeout_ms = self.catch_up_timeout_ms;
         engine.snapshot_log_bytes_min = self.snapshot_log_bytes_min;
         engine.snapshot_ratio_percent = self.snapshot_ratio_percent;
@@ -287,6 +305,7 @@ mod tests {
         assert!(invalid(|t| t.suspect_timeout_ms = 60).contains("twice heartbeat_interval_ms"));
         assert!(invalid(|t| t.suspect_timeout_ms = 9_000).contains("below request_timeout_ms"));
         assert!(invalid(|t| t.snapshot_ratio_percent = 0).contains("snapshot_ratio_percent"));
+        assert!(invalid(|t| t.restart_quiet_ms = 100_000).contains("restart_quiet_ms"));
         assert!(invalid(|t| t.segment_bytes = 4096).contains("segment_bytes"));
         // Another engine's request timeout is not held against the suspicion timeout.
         let slow = LogTuning {

@@ -102,7 +102,7 @@ use logless_multipaxos::config::{Config, Recovery};
 use logless_multipaxos::ids::{Epoch, Instance, NodeId, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Message;
-use logless_multipaxos::persist::{Durable, LogStore};
+use logless_multipaxos::persist::{Durable, LogStore, Record};
 use logless_multipaxos::replica::{Replica, Status};
 use logless_redis::session::Failure;
 use logless_storage::{Dir, FsDir, StoreError};
@@ -119,6 +119,9 @@ use crate::turn::{ShardClock, ShardStatus};
 pub type LogAnswer = Result<Response, Failure>;
 
 pub use crate::client_pool::RETRY_MS;
+
+/// A turn that holds the log's loop this long is logged (see `LogCore::note_slow_turn`).
+pub const SLOW_TURN_MS: u64 = 100;
 
 /// How often a replica paused by a full disk tries to write its backlog again.
 pub const SPACE_PROBE_MS: u64 = 1_000;
@@ -236,6 +239,10 @@ pub struct LogStatus {
     /// Times the disk ran out of space for the log.
     #[serde(default)]
     pub space_shortages: u64,
+    /// Turns of the log's loop that took [`SLOW_TURN_MS`] or more (the replica neither heard
+    /// nor sent meanwhile).
+    #[serde(default)]
+    pub slow_turns: u64,
 }
 
 impl LogStatus {
@@ -307,6 +314,8 @@ pub struct LogCore<R, D: Dir = FsDir> {
     next_space_probe_ms: Option<u64>,
     refused_for_space: u64,
     space_shortages: u64,
+    /// Turns that took [`SLOW_TURN_MS`] or more.
+    slow_turns: u64,
 }
 
 impl<R, D: Dir> LogCore<R, D> {
@@ -429,6 +438,7 @@ impl<R, D: Dir> LogCore<R, D> {
             next_space_probe_ms: None,
             refused_for_space: 0,
             space_shortages: 0,
+            slow_turns: 0,
         }
     }
 
@@ -564,6 +574,15 @@ impl<R, D: Dir> LogCore<R, D> {
         if !ready.records().is_empty() {
             self.flushes += 1;
         }
+        let snapshot_bytes: usize = ready
+            .records()
+            .iter()
+            .map(|r| match r {
+                Record::Snapshot(s) => s.state.len(),
+                _ => 0,
+            })
+            .sum();
+        let commit_started_us = outlet.mono_us();
         let bug = self.replica.config().bugs.release_while_space_short;
         let spare = bug.then(|| ready.clone());
         let released = match ready.commit(&mut self.log) {
@@ -592,6 +611,7 @@ impl<R, D: Dir> LogCore<R, D> {
         self.replica
             .state_machine_mut()
             .finish_install(executed_below)?;
+        self.note_slow_turn(outlet.mono_us(), commit_started_us, snapshot_bytes);
         for envelope in released.messages {
             if envelope.to != self.me {
                 self.outgoing
@@ -650,6 +670,25 @@ impl<R, D: Dir> LogCore<R, D> {
         }
     }
 
+    /// Logs a turn that held the loop for [`SLOW_TURN_MS`] or more (from its start to the end
+    /// of its commit at `now_us`): while it runs the replica neither hears nor heartbeats, so
+    /// its peers may suspect it.
+    fn note_slow_turn(&mut self, now_us: u64, commit_started_us: u64, snapshot_bytes: usize) {
+        let turn_us = now_us.saturating_sub(self.turn_mono_us);
+        if turn_us < SLOW_TURN_MS * 1_000 {
+            return;
+        }
+        self.slow_turns += 1;
+        warn!(
+            turn_ms = turn_us / 1_000,
+            commit_ms = now_us.saturating_sub(commit_started_us) / 1_000,
+            snapshot_bytes,
+            view = self.replica.view().0,
+            leads = self.replica.is_leader(),
+            "a slow turn of the log's loop"
+        );
+    }
+
     /// Answers the operations refused without the replica.
     fn answer_refused(&mut self, outlet: &mut impl LogOutlet<R>) {
         for (reply, name, failure) in std::mem::take(&mut self.refused) {
@@ -685,6 +724,14 @@ impl<R, D: Dir> LogCore<R, D> {
         if view == self.view_seen {
             return;
         }
+        info!(
+            from = self.view_seen.0,
+            view = view.0,
+            leader = self.replica.leader().0,
+            candidate = self.replica.is_candidate(),
+            executed_below = self.replica.executed_below().0,
+            "the log moved to a new view"
+        );
         self.view_seen = view;
         for request in self.clients.resend_all(self.now_ms) {
             self.replica.handle_request(self.now_ms, request);
@@ -802,6 +849,7 @@ impl<R, D: Dir> LogCore<R, D> {
             refused_for_space: self.refused_for_space,
             space_shortages: self.space_shortages,
             rejoining: self.rejoining(),
+            slow_turns: self.slow_turns,
         }
     }
 

@@ -580,6 +580,12 @@ pub fn log_figures(log: &LogStatus) -> Vec<LogFigure> {
             true,
         ),
         figure(
+            "slow_turns_total",
+            "Turns of the log's loop that took 100 ms or more (nothing heard or sent meanwhile).",
+            int(log.slow_turns),
+            true,
+        ),
+        figure(
             "batches_proposed_total",
             "Batches proposed (re-proposals and no-ops included).",
             int(log.batches_proposed),

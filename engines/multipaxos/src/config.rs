@@ -138,6 +138,14 @@ pub struct Config {
     pub suspect_timeout_ms: u64,
     /// How often unanswered Prepares and Proposes are sent again (the network loses messages).
     pub retransmit_interval_ms: u64,
+    /// After a restart ([`Replica::recover`], [`Replica::resume`]), how long a replica starts
+    /// no view change unless it hears from a leader first: its view may be far behind the
+    /// others', and its Prepares would depose a working leader for a candidate that must catch
+    /// up before it can lead (see "Restarts" in [`crate::replica`]).
+    ///
+    /// [`Replica::recover`]: crate::replica::Replica::recover
+    /// [`Replica::resume`]: crate::replica::Replica::resume
+    pub restart_quiet_ms: u64,
     /// How long a catch-up query waits for its response before another replica is asked.
     pub catch_up_timeout_ms: u64,
     /// The most decided instances one catch-up response carries.
@@ -178,6 +186,7 @@ impl Config {
             heartbeat_interval_ms: 50,
             suspect_timeout_ms: 300,
             retransmit_interval_ms: 100,
+            restart_quiet_ms: 2_000,
             catch_up_timeout_ms: 200,
             catch_up_instances_max: 1_000,
             snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES,

@@ -22,6 +22,23 @@
 //!   its oldest request) and keeps up to a window of instances proposed and undecided. Sends
 //!   Alive as a heartbeat, and sends Proposes again to replicas whose Accept it has not seen.
 //!
+//! **Restarts.** A replica restarted from its durable state ([`Replica::recover`],
+//! [`Replica::resume`]) knows the view it promised before it went down, which may be far behind
+//! the others'. Were it to suspect its leader at once, its Prepare for a higher view would
+//! depose the working leader, and as a candidate it could complete the view change only after
+//! catching up on everything decided while it was down: the whole cluster would wait for it.
+//! So for [`Config::restart_quiet_ms`] from its first tick, unless it hears from a leader (a
+//! Prepare, Propose or Alive of its view or a higher one) first, it starts no view change: as a
+//! follower it does not suspect, and a replica that restarted in a view it leads runs phase 1
+//! in that view (harmless: the others ignore it if they moved on) without moving on to a
+//! higher one. Once it has heard from a leader, or the quiet time is over, the usual rules
+//! apply, the follower's wait counted from there; a cluster restarted whole, whose last leader
+//! stays down, thus fails over after the quiet time and a suspect timeout. A restarted replica
+//! is usually behind: while it knows it is (it is catching up), it waits for its leader as if
+//! it were last in line, so that a replica up to date suspects first when the leader falls
+//! silent, and the lagging one follows it rather than holding everyone in a view it cannot
+//! lead yet.
+//!
 //! Every replica decides an instance once it holds the batch proposed in a view and Accepts of
 //! that view from a majority (the leader's Propose and its own vote count), and executes decided
 //! batches strictly in instance order. A request already in the client table is not executed
@@ -364,6 +381,9 @@ pub struct Replica<S> {
     installed_in_ready: bool,
     /// When the leader of the view was last heard from.
     leader_heard_ms: u64,
+    /// After a restart, until it hears from a leader: the quiet time in which it starts no
+    /// view change (see "Restarts" above), `Some(None)` until its first tick starts it.
+    restart_quiet: Option<Option<u64>>,
     /// The highest batch or snapshot stamp this replica has seen (see "Stamps" above): the
     /// floor of the stamps it gives batches as leader.
     stamp_seen_ms: u64,
@@ -412,7 +432,10 @@ impl<S: StateMachine> Replica<S> {
             Recovery::FullSs,
             "an EpochSS replica starts with start_epoch"
         );
-        Replica::from_durable(config, state_machine, durable, now_ms)
+        let quiet = Replica::<S>::quiet_after(&config);
+        let mut replica = Replica::from_durable(config, state_machine, durable, now_ms);
+        replica.restart_quiet = quiet;
+        replica
     }
 
     /// A replica resuming from persistent memory (mPaxos, seed 002 §V-B): its view, votes,
@@ -430,6 +453,7 @@ impl<S: StateMachine> Replica<S> {
         assert_eq!(config.recovery, Recovery::Pmem, "resume is mPaxos");
         let mut replica = Replica::from_parts(config, state_machine, durable, now_ms, false);
         replica.rebuilding = true;
+        replica.restart_quiet = Replica::<S>::quiet_after(&replica.config);
         replica
     }
 
@@ -627,6 +651,7 @@ impl<S: StateMachine> Replica<S> {
             served: None,
             installed_in_ready: false,
             leader_heard_ms: now_ms,
+            restart_quiet: None,
             stamp_seen_ms,
             stamp_executed_ms,
             clock_ms: now_ms,
@@ -892,10 +917,11 @@ impl<S: StateMachine> Replica<S> {
             self.tick_recovering(now_ms);
             return;
         }
+        let quiet = self.restart_quiet(now_ms);
         match &self.role {
             Role::Leader(_) => self.tick_leader(now_ms),
             Role::Candidate(candidate) => {
-                if now_ms >= candidate.started_ms + self.config.suspect_timeout_ms {
+                if now_ms >= candidate.started_ms + self.config.suspect_timeout_ms && !quiet {
                     self.start_view_change(now_ms);
                 } else if now_ms >= candidate.sent_ms + self.config.retransmit_interval_ms {
                     self.send_prepares(now_ms);
@@ -908,7 +934,7 @@ impl<S: StateMachine> Replica<S> {
                     // in it before proposing, so phase 1 finds those values as the highest votes
                     // and proposes them again, never anything else.
                     self.start_phase_1(now_ms, self.view);
-                } else if now_ms >= self.leader_heard_ms + self.suspect_timeout_ms() {
+                } else if now_ms >= self.leader_heard_ms + self.suspect_timeout_ms() && !quiet {
                     self.start_view_change(now_ms);
                 }
             }
@@ -917,14 +943,61 @@ impl<S: StateMachine> Replica<S> {
         self.settle(now_ms);
     }
 
+    /// The quiet time of a replica of `config` after a restart: none if the configuration asks
+    /// for none, else one that its first tick starts.
+    fn quiet_after(config: &Config) -> Option<Option<u64>> {
+        (config.restart_quiet_ms > 0).then_some(None)
+    }
+
+    /// Whether the replica is in its quiet time after a restart (see "Restarts" above); the
+    /// first tick after the restart starts it, and its end ends it for good.
+    fn restart_quiet(&mut self, now_ms: u64) -> bool {
+        let until = match self.restart_quiet {
+            None => return false,
+            Some(Some(until)) => until,
+            Some(None) => {
+                // Replaying the log took time the leader could not be heard in: the follower's
+                // wait starts now too.
+                self.leader_heard_ms = self.leader_heard_ms.max(now_ms);
+                let until = now_ms.saturating_add(self.config.restart_quiet_ms);
+                self.restart_quiet = Some(Some(until));
+                until
+            }
+        };
+        if now_ms < until {
+            return true;
+        }
+        // The usual wait starts at the end of the quiet time, so that the replica next in line
+        // still suspects first when several restarted together.
+        self.leader_heard_ms = self.leader_heard_ms.max(now_ms);
+        self.restart_quiet = None;
+        false
+    }
+
     /// How long this follower waits for its leader: the suspect timeout times the number of
     /// views until the next one it leads, so the next replica in line suspects first.
+    ///
+    /// A follower that knows it is behind (it is catching up) waits as if it were last in line,
+    /// one view more than the cluster has replicas: as a candidate it could complete the view
+    /// change only after catching up, and its Prepares would hold every replica that promised
+    /// meanwhile; a replica up to date suspects first and takes over (see "Restarts" above).
     fn suspect_timeout_ms(&self) -> u64 {
         let views = match self.view.next_led_by(self.config.me, &self.config.nodes) {
             Some(next) => next.0 - self.view.0,
             None => 1,
         };
+        let views = if self.catching_up() {
+            views.max(self.config.nodes.len() as u64 + 1)
+        } else {
+            views
+        };
         self.config.suspect_timeout_ms.saturating_mul(views)
+    }
+
+    /// Whether this replica knows of decided instances it has not executed (it is catching
+    /// up), or is receiving a snapshot.
+    fn catching_up(&self) -> bool {
+        self.catch_up.target > self.next_execute || self.receiving.is_some()
     }
 
     fn tick_leader(&mut self, now_ms: u64) {
@@ -1186,6 +1259,8 @@ impl<S: StateMachine> Replica<S> {
             self.adopt_view(now_ms, view);
         }
         self.leader_heard_ms = now_ms;
+        // A restarted replica that hears from a leader knows the view the others are in.
+        self.restart_quiet = None;
         true
     }
 

@@ -547,7 +547,9 @@ fn follower_crash_before_its_vote_is_written(configure: fn(&mut Config)) -> Net 
 
 #[test]
 fn section_3a_a_vote_is_written_before_its_accept_so_an_answer_survives_crashes() {
-    let net = follower_crash_before_its_vote_is_written(|_| {});
+    // B takes over as soon as it suspects A (no quiet time after its restart): what matters
+    // here is the vote it lost.
+    let net = follower_crash_before_its_vote_is_written(|c| c.restart_quiet_ms = 0);
     assert_eq!(net.reply(1, 1), None, "nothing decided yet when B crashed");
     assert!(net.history(A).is_empty());
     assert_eq!(net.history(B), ["c2#1"]);
@@ -556,7 +558,10 @@ fn section_3a_a_vote_is_written_before_its_accept_so_an_answer_survives_crashes(
 
 #[test]
 fn section_3a_an_accept_before_its_vote_is_written_lets_two_values_be_decided() {
-    let net = follower_crash_before_its_vote_is_written(|c| c.bugs.accept_before_persist = true);
+    let net = follower_crash_before_its_vote_is_written(|c| {
+        c.restart_quiet_ms = 0;
+        c.bugs.accept_before_persist = true;
+    });
     // The client was told c1#1 executed at position 1, yet the surviving majority executed
     // c2#1 there: A and B disagree on instance 0.
     assert_eq!(net.reply(1, 1), Some(&Bytes::from("1")));
@@ -1709,4 +1714,126 @@ fn on_demand_snapshots_are_refused_without_a_state_machine_in_place() {
     let mut config = Config::new(vec![A, B, C], A);
     config.snapshots = Snapshots::OnDemand;
     let _ = Replica::new(config, History::default(), 0);
+}
+
+/// A leader at work (A, view 0) sees a replica restart whose first messages from the leader
+/// are late (a link still reconnecting, a loaded machine): for the first `deaf_ms` after its
+/// restart nothing from `leader` reaches it. Returns the net after another 2 s of requests.
+fn restarted_while_the_leader_is_not_heard(restarted: NodeId, leader: NodeId, deaf_ms: u64) -> Net {
+    let mut net = Net::started(|_| {});
+    if leader != A {
+        // `leader` takes over while A is down; A is the one restarted then.
+        net.crash(A);
+        net.advance(1_000, every);
+        assert!(net.replica(leader).is_leader());
+    } else {
+        net.crash(restarted);
+    }
+    let mut seq = 0;
+    for _ in 0..5 {
+        seq += 1;
+        net.submit(leader, request(1, seq));
+        net.run(every);
+    }
+    net.advance(net.now_ms + 1_000, every);
+    net.restart(restarted);
+    let deaf = move |from: NodeId, e: &Envelope| !(from == leader && e.to == restarted);
+    net.advance(net.now_ms + deaf_ms, deaf);
+    for _ in 0..20 {
+        seq += 1;
+        net.submit(leader, request(1, seq));
+        net.advance(net.now_ms + 100, every);
+    }
+    net
+}
+
+/// Issue 25: a restarted replica that has not heard from the leader yet does not start a view
+/// change in its quiet time (`Config::restart_quiet_ms`): the leader goes on leading, and the
+/// restarted replica follows it once it hears it. Before the quiet time, B (next in line)
+/// suspected A 300 ms after its restart, and its Prepare deposed a working leader; A, restarted
+/// in the view it led, moved on to a higher view of its own after 300 ms of phase 1 and
+/// deposed B.
+#[test]
+fn a_restarted_replica_that_does_not_hear_the_leader_at_once_does_not_depose_it() {
+    for (restarted, leader) in [(B, A), (A, B)] {
+        let net = restarted_while_the_leader_is_not_heard(restarted, leader, 800);
+        let view = net.replica(leader).view();
+        assert!(
+            net.replica(leader).is_leader(),
+            "{leader:?} still leads after {restarted:?} restarted"
+        );
+        for node in [A, B, C] {
+            assert_eq!(
+                net.replica(node).view(),
+                view,
+                "{node:?} in the leader's view"
+            );
+            assert_eq!(
+                net.history(node).len(),
+                25,
+                "{node:?} executed every request"
+            );
+        }
+        assert_eq!(
+            net.replica(restarted).stats().view_changes_started,
+            u64::from(restarted == A),
+            "{restarted:?} ran phase 1 only in the view it led, if any"
+        );
+    }
+}
+
+/// The quiet time ends: a cluster restarted whole whose last leader (A) stays down hears from
+/// no leader, and B, next in line, takes over once the quiet time is over, not before.
+#[test]
+fn a_restarted_cluster_that_hears_no_leader_fails_over_after_the_quiet_time() {
+    let mut net = Net::started(|_| {});
+    net.submit(A, request(1, 1));
+    net.run(every);
+    for node in [A, B, C] {
+        net.crash(node);
+    }
+    net.restart(B);
+    net.restart(C);
+    let quiet_ms = net.config(B).restart_quiet_ms;
+    let restarted_ms = net.now_ms;
+    net.advance(restarted_ms + quiet_ms.saturating_sub(TICK_MS), every);
+    for node in [B, C] {
+        assert_eq!(
+            net.replica(node).stats().view_changes_started,
+            0,
+            "{node:?}"
+        );
+        assert_eq!(net.replica(node).view(), View(0), "{node:?}");
+    }
+    net.advance(restarted_ms + quiet_ms + 1_000, every);
+    assert!(net.replica(B).is_leader(), "B took over");
+    net.submit(B, request(1, 2));
+    net.run(every);
+    assert_eq!(net.history(C), ["c1#1", "c1#2"]);
+}
+
+/// Issue 25: a follower that knows it is behind waits for its leader as if it were last in line.
+/// B, next in line after A, missed five decisions and cannot catch up (every catch-up answer is
+/// lost) when A falls silent: C, up to date, suspects first and takes over, and B follows it.
+/// Before, B suspected first, and as a candidate could have led only once caught up.
+#[test]
+fn a_follower_catching_up_lets_one_up_to_date_take_over_when_the_leader_falls_silent() {
+    let mut net = Net::started(|_| {});
+    for seq in 1..=5 {
+        net.submit(A, request(1, seq));
+        net.run(|_, e| e.to != B);
+    }
+    let no_catch_up =
+        |_: NodeId, e: &Envelope| !matches!(e.message, Message::CatchUpResponse { .. });
+    // A's heartbeat tells B that it is behind.
+    net.advance(net.now_ms + 100, no_catch_up);
+    assert!(net.replica(B).executed_below() < net.replica(C).executed_below());
+    net.crash(A);
+    net.advance(net.now_ms + 1_000, no_catch_up);
+    assert!(net.replica(C).is_leader(), "C, up to date, took over");
+    assert_eq!(net.replica(B).stats().view_changes_started, 0);
+    net.submit(C, request(1, 6));
+    net.advance(net.now_ms + 500, every);
+    assert_eq!(net.history(B).len(), 6);
+    assert_eq!(net.history(B), net.history(C));
 }

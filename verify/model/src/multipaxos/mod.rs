@@ -142,6 +142,7 @@ impl MultiPaxosConfig {
         config.heartbeat_interval_ms = 0;
         config.suspect_timeout_ms = 0;
         config.retransmit_interval_ms = 0;
+        config.restart_quiet_ms = 0;
         config.catch_up_timeout_ms = 0;
         config.snapshot_log_bytes_min = u64::MAX;
         config.recovery = self.recovery;
