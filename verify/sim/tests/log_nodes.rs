@@ -178,7 +178,10 @@ fn five_nodes_pass_both_checkers() {
 }
 
 /// Runs seeds with `bugs` (and `tune` applied) until one fails, checks that the same seed
-/// passes without them, and returns its failure.
+/// passes without them, and returns its failure. A clean run the linearizability checker
+/// cannot decide (its search budget spent on many operations of unknown outcome) shows no
+/// fault of its own: the seed counts when the bug's failure is one that needs no search
+/// (replicas that differ after settling), and is passed over otherwise.
 fn first_failure(bugs: InjectedBugs, seeds: u64, tune: impl Fn(&mut LogNodeSimConfig)) -> String {
     for seed in 0..seeds {
         let mut config = LogNodeSimConfig::for_seed(3, seed);
@@ -187,10 +190,16 @@ fn first_failure(bugs: InjectedBugs, seeds: u64, tune: impl Fn(&mut LogNodeSimCo
         config.bugs = bugs;
         if let Err(e) = run(config) {
             println!("caught: {}", &e[..e.len().min(400)]);
-            if let Err(clean) = run(clean) {
-                panic!("seed {seed} fails without {bugs:?} too: {clean}");
+            match run(clean) {
+                Ok(_) => return e,
+                Err(clean) if clean.contains("search budget exhausted") => {
+                    println!("seed {seed}'s clean run is undecided: {clean}");
+                    if e.contains("replicas differ") {
+                        return e;
+                    }
+                }
+                Err(clean) => panic!("seed {seed} fails without {bugs:?} too: {clean}"),
             }
-            return e;
         }
     }
     panic!("{seeds} seeds and {bugs:?} was not caught");
@@ -212,8 +221,10 @@ fn a_proposal_of_a_stale_view_taken_is_caught() {
         accept_stale_proposals: true,
         ..InjectedBugs::default()
     };
-    // Caught at seed 69 of 200, one of the small snapshots' seeds: with their snapshot policy
-    // its trace is another, and no seed of the 200 catches it.
+    // Caught at seed 69 of 200 (replicas that differ), one of the small snapshots' seeds: with
+    // their snapshot policy its trace is another, and no seed of the 200 catches it. Since
+    // the engine's last-in-line rule for lagging followers, that seed's clean run has so many
+    // operations of unknown outcome that the checker's search cannot decide it.
     let failure = first_failure(bugs, 200, |config| {
         busy_and_lossy(config);
         usual_snapshots(config);

@@ -115,6 +115,14 @@ pub struct LogNodeSimConfig {
     ///
     /// [`LogCore::start_rejoin`]: logless_node::log_turn::LogCore::start_rejoin
     pub lost_disk_at_us: u64,
+    /// The engine's quiet time after a restart ([`Config::restart_quiet_ms`]): no view change
+    /// started this long unless a leader is heard. 0 (off) by default, not the node's 2 s: the
+    /// faults last 2 s, and the node's quiet time would keep every restarted node from
+    /// starting a view change through all of them, so that the simulation would rarely see a
+    /// view change right after a restart, the moment stale proposals are met. The quiet time
+    /// is a liveness rule (nothing of safety rests on it); every fourth seed of
+    /// [`LogNodeSimConfig::for_seed`] runs it, scaled to the run (300 ms).
+    pub restart_quiet_ms: u64,
     /// Deliberate engine bugs in every node (the node's `--inject-bug log-*`).
     pub bugs: InjectedBugs,
 }
@@ -158,6 +166,7 @@ impl LogNodeSimConfig {
             disk_full_all: 0.0,
             segment_bytes: 64 * 1024,
             lost_disk_at_us: 0,
+            restart_quiet_ms: 0,
             bugs: InjectedBugs::default(),
         }
     }
@@ -277,6 +286,9 @@ impl LogNodeSimConfig {
         // not seed 1225, which a test replays as it once failed).
         if seed % 11 == 5 {
             config.leader_cuts();
+        }
+        if seed % 4 == 3 {
+            config.restart_quiet_ms = 300;
         }
         config
     }

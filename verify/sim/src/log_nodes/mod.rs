@@ -516,6 +516,7 @@ impl LogNodeCluster {
         config.snapshot_chunk_bytes = 512;
         config.bugs = self.config.bugs;
         config.recovery = self.config.recovery;
+        config.restart_quiet_ms = self.config.restart_quiet_ms;
         if self.config.in_place {
             // As the node under pmem-sm: the registers are the durable state.
             config.snapshots = Snapshots::OnDemand;
