@@ -270,10 +270,7 @@ pub fn run(args: &RingArgs) -> Result<(), String> {
     let bin = crate::space::logless_binary(args.logless.as_deref())?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     let mut results = JoinResults {
-        command: std::iter::once("logless bench ring".to_string())
-            .chain(std::env::args().skip(1))
-            .collect::<Vec<_>>()
-            .join(" "),
+        command: super::command_line(),
         settings: settings.clone(),
         load_average: (super::load_average(), String::new()),
         runs: Vec::new(),

@@ -320,6 +320,14 @@ pub(crate) fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// The command as run, options only: the program's path names the machine's checkout.
+fn command_line() -> String {
+    std::iter::once("logless bench ring".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Runs every point and writes the results.
 pub fn run(args: &RingArgs) -> Result<(), String> {
     if args.join {
@@ -329,11 +337,7 @@ pub fn run(args: &RingArgs) -> Result<(), String> {
     let bin = crate::space::logless_binary(args.logless.as_deref())?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     let mut results = Results {
-        // The options only: the program's path names this machine's checkout.
-        command: std::iter::once("logless bench ring".to_string())
-            .chain(std::env::args().skip(1))
-            .collect::<Vec<_>>()
-            .join(" "),
+        command: command_line(),
         settings: settings.clone(),
         load_average: (load_average(), String::new()),
         points: Vec::new(),
