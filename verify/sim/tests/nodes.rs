@@ -125,24 +125,7 @@ fn faulty_whole_node_schedules_stay_linearizable() {
             Ok((r, lines, keys)) => {
                 histories += &lines;
                 undecided.extend(keys.into_iter().map(|k| format!("seed {seed} {k}")));
-                t.operations += r.operations;
-                t.acknowledged += r.acknowledged;
-                t.unknown += r.unknown;
-                t.not_applied += r.not_applied;
-                t.crashes += r.crashes;
-                t.crashes_all += r.crashes_all;
-                t.power_failures += r.power_failures;
-                t.crashes_in_flush += r.crashes_in_flush;
-                t.torn_sectors += r.torn_sectors;
-                t.partitions += r.partitions;
-                t.clock_jumps += r.clock_jumps;
-                t.expiring_ops += r.expiring_ops;
-                t.expiring_absent_reads += r.expiring_absent_reads;
-                t.leases_taken_over += r.leases_taken_over;
-                t.clock_skew_ms_max = t.clock_skew_ms_max.max(r.clock_skew_ms_max);
-                t.batches += r.batches;
-                t.link_breaks += r.link_breaks;
-                t.registers_removed += r.registers_removed;
+                t.add(&r);
             }
             Err(e) => failures.push(e),
         }
@@ -1016,21 +999,7 @@ fn faulty_rings_stay_linearizable() {
                 Ok((r, lines, keys)) => {
                     histories += &lines;
                     undecided.extend(keys.into_iter().map(|k| format!("seed {seed} {k}")));
-                    t.operations += r.operations;
-                    t.acknowledged += r.acknowledged;
-                    t.unknown += r.unknown;
-                    t.not_applied += r.not_applied;
-                    t.crashes += r.crashes;
-                    t.crashes_all += r.crashes_all;
-                    t.power_failures += r.power_failures;
-                    t.partitions += r.partitions;
-                    t.clock_jumps += r.clock_jumps;
-                    t.forwarded += r.forwarded;
-                    t.forwarded_uncertain += r.forwarded_uncertain;
-                    t.forwarded_unreachable += r.forwarded_unreachable;
-                    t.ring_changes += r.ring_changes;
-                    t.stage_installs += r.stage_installs;
-                    t.keys_synced += r.keys_synced;
+                    t.add(&r);
                 }
                 Err(e) => failures.push(e),
             }

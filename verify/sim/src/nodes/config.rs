@@ -323,6 +323,42 @@ pub struct NodeSimReport {
     pub failures: Vec<String>,
 }
 
+impl NodeSimReport {
+    /// Adds the counts of `other` (failures, trace and simulated time excepted; the skew is the
+    /// larger).
+    pub fn add(&mut self, other: &NodeSimReport) {
+        self.operations += other.operations;
+        self.acknowledged += other.acknowledged;
+        self.not_applied += other.not_applied;
+        self.unknown += other.unknown;
+        self.batches += other.batches;
+        self.link_breaks += other.link_breaks;
+        self.crashes += other.crashes;
+        self.crashes_all += other.crashes_all;
+        self.power_failures += other.power_failures;
+        self.crashes_in_flush += other.crashes_in_flush;
+        self.torn_sectors += other.torn_sectors;
+        self.lost_disks += other.lost_disks;
+        self.writes_refused_for_space += other.writes_refused_for_space;
+        self.writes_refused_by_quorum += other.writes_refused_by_quorum;
+        self.partitions += other.partitions;
+        self.clock_jumps += other.clock_jumps;
+        self.expiring_ops += other.expiring_ops;
+        self.expiring_absent_reads += other.expiring_absent_reads;
+        self.leases_taken_over += other.leases_taken_over;
+        self.registers_dropped += other.registers_dropped;
+        self.registers_removed += other.registers_removed;
+        self.clock_skew_ms_max = self.clock_skew_ms_max.max(other.clock_skew_ms_max);
+        self.forwarded += other.forwarded;
+        self.forwarded_uncertain += other.forwarded_uncertain;
+        self.forwarded_unreachable += other.forwarded_unreachable;
+        self.refused_elsewhere += other.refused_elsewhere;
+        self.ring_changes += other.ring_changes;
+        self.stage_installs += other.stage_installs;
+        self.keys_synced += other.keys_synced;
+    }
+}
+
 impl std::fmt::Display for NodeSimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
