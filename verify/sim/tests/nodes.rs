@@ -1043,27 +1043,34 @@ fn faulty_rings_stay_linearizable() {
     assert!(t.ring_changes >= count && t.keys_synced > 0);
 }
 
-/// Ring seed 1120 (seed 7846), the one failure of the first 2,000-ring-seed run with the data
-/// mover's write-through: `k11.0` (a lock) was reported stored on nodes 1, 3 and 4, so on only
-/// one of its final replicas 2, 4 and 5. No value of it was ever chosen: its one acknowledged
-/// write, a release by an owner that did not hold the lock, changed nothing and was answered
-/// after phase 1 without a vote, and the states nodes 1, 3 and 4 held were promises. The check
-/// counted any state; it now asks the final replicas only for a register some acceptor voted
-/// for (`check_final_replicas`). The run passes, and still reaches that register.
+/// Ring seed 1120 (seed 7846) was the one failure of the first 2,000-ring-seed run with the
+/// data mover's write-through: `k11.0` (a lock) was reported stored on nodes 1, 3 and 4, so on
+/// only one of its final replicas 2, 4 and 5. No value of it was ever chosen: its one
+/// acknowledged write, a release by an owner that did not hold the lock, changed nothing and
+/// was answered after phase 1 without a vote, and the states nodes 1, 3 and 4 held were
+/// promises. The check counted any state; it now asks the final replicas only for a register
+/// some acceptor voted for (`check_final_replicas`). Later changes of the node move that
+/// seed's trace, so the test takes the first ring seed from 1120 on (within 40) that again
+/// leaves an acknowledged write's register held as promises only, and checks that it passes.
 #[test]
-fn ring_seed_1120_asks_no_replica_for_a_register_never_voted_for() {
-    let seed = ring_seeds(1120, 1).next().expect("a seed");
-    assert_eq!(seed, 7846);
-    run(NodeSimConfig::for_seed(seed)).unwrap();
-    let mut cluster = NodeCluster::new(NodeSimConfig::for_seed(seed));
-    cluster.run();
-    let key = Key::new("k11.0");
-    let (holders, voters) = (cluster.holders(&key), cluster.voters(&key));
-    assert!(
-        voters.is_empty() && holders.len() == 3,
-        "seed {seed} no longer reaches the case: {key:?} held by {holders:?}, voted for by \
-         {voters:?}"
-    );
+fn a_register_held_as_promises_only_is_asked_of_no_final_replica() {
+    for seed in ring_seeds(1120, 40) {
+        let mut cluster = NodeCluster::new(NodeSimConfig::for_seed(seed));
+        cluster.run();
+        let written: BTreeSet<Key> = (cluster.history().operations.iter())
+            .filter(|op| !op.command.is_read_only() && matches!(op.outcome, Outcome::Ok(_)))
+            .map(|op| op.key.clone())
+            .collect();
+        let promised_only = written
+            .into_iter()
+            .find(|key| cluster.voters(key).is_empty() && !cluster.holders(key).is_empty());
+        if let Some(key) = promised_only {
+            println!("seed {seed}: {key:?} held as promises only");
+            run(NodeSimConfig::for_seed(seed)).unwrap();
+            return;
+        }
+    }
+    panic!("no ring seed of 40 from 1120 leaves a written register held as promises only");
 }
 
 /// `job` of each of `seeds` on as many threads as the machine has cores, the results in the
