@@ -57,14 +57,31 @@ fn served_through(cluster: &Cluster, up: &[usize], keys: &mut Vec<String>, fresh
     for &i in up {
         let mut con = cluster.connect(i);
         for (k, key) in keys.iter().enumerate() {
-            let got: Option<usize> = con.get(key).unwrap();
+            let got: Option<usize> = retrying_tryagain(|| con.get(key));
             assert_eq!(got, Some(k), "{key} through node {}", i + 1);
         }
     }
     for &i in up {
         let key = fresh.next();
-        let () = cluster.connect(i).set(&key, keys.len()).unwrap();
+        let mut con = cluster.connect(i);
+        let () = retrying_tryagain(|| con.set(&key, keys.len()));
         keys.push(key);
+    }
+}
+
+/// `command`'s result, asked again (for up to 10 s) while it answers `TRYAGAIN`, as a client
+/// does: a node forwarding a key passes over, for a moment, a replica whose link broke or that
+/// answered nothing in time, and just after a node stops every replica of a key may be passed
+/// over at once (the command was not applied).
+fn retrying_tryagain<T>(mut command: impl FnMut() -> redis::RedisResult<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match command() {
+            Err(e) if e.code() == Some("TRYAGAIN") && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => return other.unwrap(),
+        }
     }
 }
 
