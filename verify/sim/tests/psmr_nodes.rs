@@ -155,7 +155,8 @@ fn synchronous_mode_without_the_barrier_is_caught() {
         plan: PlanBugs { no_barrier: true },
         ..InjectedBugs::default()
     };
-    let failure = first_failure(bugs, 20);
+    // Caught at seed 23 since the log engine's restart rules changed the groups' traces.
+    let failure = first_failure(bugs, 40);
     assert!(
         failure.contains("not linearizable") || failure.contains("digests differ"),
         "{failure}"

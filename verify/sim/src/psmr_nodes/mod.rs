@@ -335,6 +335,9 @@ impl PsmrNodeCluster {
         let mut config = Config::new(self.ids(), me, self.config.workers);
         config.mode = self.config.mode;
         config.bugs = self.config.bugs;
+        // The groups' quiet time after a restart off, as in the log nodes' simulation: the
+        // node's 2 s outlasts the faults, and would hide view changes right after restarts.
+        config.paxos.restart_quiet_ms = 0;
         if let Some((cut_every_bytes, group_bytes)) = self.config.snapshots {
             config.cut_every_bytes = cut_every_bytes;
             config.group_snapshot_log_bytes_min = group_bytes;
