@@ -40,7 +40,7 @@ use crate::psmr::load::Conn;
 
 use super::cluster::{ask_value, Ring, Series, SlotMap};
 use super::join_report as report;
-use super::{key, Mix, RingArgs, VALUE};
+use super::{key, load_settled, Mix, RingArgs, VALUE};
 
 /// How often the timeline is sampled.
 pub const SAMPLE: Duration = Duration::from_millis(250);
@@ -606,30 +606,15 @@ fn join(bin: &std::path::Path, s: &JoinSettings, series: Series) -> Result<JoinR
         Series::Routed => Some(ring.slot_map()?),
         Series::AnyNode => None,
     };
-    match &map {
-        Some(map) => ring.load(
-            s.keys,
-            key,
-            |k| map.node_of(k),
-            VALUE,
-            format!("{label}: loading"),
-        )?,
-        None => {
-            let next = AtomicU64::new(0);
-            ring.load(
-                s.keys,
-                key,
-                |_| (next.fetch_add(1, Ordering::Relaxed) % s.nodes as u64) as usize,
-                VALUE,
-                format!("{label}: loading"),
-            )?
-        }
-    }
-    let copies = s.keys * u64::from(s.replication);
-    let settled = Instant::now() + SETTLE;
-    while ring.held().iter().map(|h| h.dbsize).sum::<u64>() < copies && Instant::now() < settled {
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    load_settled(
+        &ring,
+        s.keys,
+        s.replication,
+        map.as_ref(),
+        members,
+        SETTLE,
+        &label,
+    )?;
     let mut slot_keys = vec![Vec::new(); usize::from(SLOTS)];
     for i in 0..s.keys {
         slot_keys[usize::from(key_slot(key(i).as_bytes()).get())].push(i);

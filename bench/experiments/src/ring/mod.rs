@@ -320,6 +320,38 @@ pub(crate) fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// Loads `keys` keys (the [`key`] names, [`VALUE`]) into `ring`, each sent to its node by
+/// `map`, or without one through each of the first `members` nodes in turn, then waits (up to `settle`) until the
+/// nodes hold `replication` copies of each; returns what each node holds then.
+pub(super) fn load_settled(
+    ring: &Ring,
+    keys: u64,
+    replication: u8,
+    map: Option<&SlotMap>,
+    members: usize,
+    settle: Duration,
+    label: &str,
+) -> Result<Vec<cluster::Held>, String> {
+    let loading = format!("{label}: loading");
+    match map {
+        Some(map) => ring.load(keys, key, |k| map.node_of(k), VALUE, loading)?,
+        None => {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let node_of =
+                |_: &str| next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % members;
+            ring.load(keys, key, node_of, VALUE, loading)?
+        }
+    }
+    let copies = keys * u64::from(replication);
+    let settled = Instant::now() + settle;
+    let mut held = ring.held();
+    while held.iter().map(|h| h.dbsize).sum::<u64>() < copies && Instant::now() < settled {
+        std::thread::sleep(Duration::from_millis(100));
+        held = ring.held();
+    }
+    Ok(held)
+}
+
 /// The command as run, options only: the program's path names the machine's checkout.
 fn command_line() -> String {
     std::iter::once("logless bench ring".to_string())
@@ -399,33 +431,15 @@ fn run_point(
         *map = Some(ring.slot_map()?);
     }
     let empty = ring.held();
-    // Without a map (the any-node series alone), keys are loaded through every node in turn.
-    match map.as_ref() {
-        Some(map) => ring.load(
-            s.keys,
-            key,
-            |k| map.node_of(k),
-            VALUE,
-            format!("{label}: loading"),
-        )?,
-        None => {
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            ring.load(
-                s.keys,
-                key,
-                |_| next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % usize::from(n),
-                VALUE,
-                format!("{label}: loading"),
-            )?
-        }
-    }
-    let copies = s.keys * u64::from(s.replication);
-    let settled = Instant::now() + SETTLE;
-    let mut held = ring.held();
-    while held.iter().map(|h| h.dbsize).sum::<u64>() < copies && Instant::now() < settled {
-        std::thread::sleep(Duration::from_millis(100));
-        held = ring.held();
-    }
+    let held = load_settled(
+        &ring,
+        s.keys,
+        s.replication,
+        map.as_ref(),
+        usize::from(n),
+        SETTLE,
+        label,
+    )?;
     let rows = held
         .into_iter()
         .zip(empty)
