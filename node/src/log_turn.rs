@@ -527,20 +527,29 @@ impl<R, D: Dir> LogCore<R, D> {
         self.replica.handle_request(self.now_ms, request);
     }
 
-    /// Takes protocol messages from `from`, in the order sent (drops them, as lost, while
-    /// the replica is paused by a full disk).
+    /// Takes protocol messages from `from`, in the order sent, all in epoch 0 (FullSS and
+    /// mPaxos): [`LogCore::receive_in_epochs`].
     pub fn receive(&mut self, from: NodeId, messages: Vec<Message>) {
-        if self.next_space_probe_ms.is_some() {
-            return;
-        }
-        for message in messages {
-            self.replica.handle_message(self.now_ms, from, message);
-        }
+        self.take_messages(from, messages.into_iter().map(|m| (Epoch(0), m)));
     }
 
     /// Takes protocol messages from `from`, in the order sent, each with the epoch its sender
-    /// sent it in (EpochSS; 0 under FullSS, where this is [`LogCore::receive`]).
+    /// sent it in (EpochSS; 0 under FullSS and mPaxos). The node's loop takes every message
+    /// here, in every mode; while the replica is paused by a full disk they are dropped, as
+    /// lost (see "A full disk").
     pub fn receive_in_epochs(&mut self, from: NodeId, messages: Vec<(Epoch, Message)>) {
+        self.take_messages(from, messages);
+    }
+
+    /// The one way in for protocol messages: dropped while paused by a full disk.
+    fn take_messages(
+        &mut self,
+        from: NodeId,
+        messages: impl IntoIterator<Item = (Epoch, Message)>,
+    ) {
+        if self.next_space_probe_ms.is_some() {
+            return;
+        }
         for (epoch, message) in messages {
             self.replica
                 .handle_epoch_message(self.now_ms, from, epoch, message);
@@ -1177,5 +1186,61 @@ mod tests {
         assert_eq!(out.answers[0].0, 100);
         assert_eq!(out.answers[0].1.clone().unwrap(), Response::Int(31));
         assert_eq!(core.status().state, "serving");
+    }
+
+    /// The node's loop hands every message to [`LogCore::receive_in_epochs`], in every mode: a
+    /// replica paused by a full disk drops them there too (a Prepare of a higher view changes
+    /// nothing), as through [`LogCore::receive`].
+    #[test]
+    fn a_replica_paused_by_a_full_disk_drops_messages_in_every_mode() {
+        let options = SegmentLogOptions {
+            segment_bytes: 4096,
+            record_bytes_max: 1024,
+            ..SegmentLogOptions::new(Durability::Sync)
+        };
+        let opened = DurableLog::open_on(SimDir::new(), options).unwrap();
+        let nodes = vec![NodeId(1), NodeId(2), NodeId(3)];
+        let config = Config::new(nodes.clone(), NodeId(1));
+        let mut core: LogCore<u32, SimDir> = LogCore::recover(
+            config,
+            RegisterMachine::default(),
+            &opened.durable,
+            opened.log,
+            1,
+            5_000,
+            1_000_000,
+            0,
+        );
+        let mut out = Collected::default();
+        // Alone on the network, it stands for election again and again, writing its
+        // promises, until a new segment is refused.
+        core.log_mut().dir_mut().full = true;
+        let mut now_ms = 1_000_000;
+        while !core.status().space_short {
+            assert!(now_ms < 1_000_000 + 3_600_000, "the disk never refused");
+            now_ms += 100;
+            core.start_turn(now_ms, (now_ms - 1_000_000) * 1_000);
+            core.finish_turn(&mut out).unwrap();
+        }
+        let paused_in = core.view();
+        let prepare = |view: View| Message::Prepare {
+            view,
+            first_undecided: Instance(0),
+        };
+        let higher = (paused_in.0 + 1..)
+            .map(View)
+            .find(|v| v.leader(&nodes) == NodeId(2))
+            .unwrap();
+        core.receive_in_epochs(NodeId(2), vec![(Epoch(0), prepare(higher))]);
+        core.receive(NodeId(2), vec![prepare(higher)]);
+        assert_eq!(core.view(), paused_in, "dropped while paused");
+        // Space returns: the next probe writes the backlog, and messages are taken again.
+        core.log_mut().dir_mut().full = false;
+        now_ms += SPACE_PROBE_MS;
+        core.start_turn(now_ms, (now_ms - 1_000_000) * 1_000);
+        core.finish_turn(&mut out).unwrap();
+        assert!(!core.status().space_short);
+        core.receive_in_epochs(NodeId(2), vec![(Epoch(0), prepare(higher))]);
+        assert_eq!(core.view(), higher);
     }
 }

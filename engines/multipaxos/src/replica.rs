@@ -95,7 +95,18 @@
 //! A majority must keep its state: once more replicas are known to be recovering than the
 //! cluster can lose, nobody can recover (each needs answers from a majority that kept its
 //! state), and [`Replica::status`] says `StateLost` rather than let anyone serve a forgotten
-//! state. A replica learns that a peer is recovering from its Recovery messages.
+//! state. A replica learns that a peer is recovering from its Recovery messages, which a peer
+//! waiting for answers sends again every retransmission interval: it counts the peer as
+//! recovering for [`RECOVERY_HEARD_INTERVALS`] of those intervals after the last one, and
+//! no longer once anything else of that epoch came from it (the peer's recovery is then
+//! over: a copy of one of its Recoveries arriving late does not count again). A peer that
+//! recovered and has since sent nothing here (a follower of an idle leader sends nothing;
+//! one that caught up from another follower sent the leader only Recoveries; a partition)
+//! must not count on: with another replica restarting, the ones that kept their state would
+//! say `StateLost` and refuse service while the cluster can serve. A peer still waiting for
+//! answers whose Recoveries are lost for a while may go uncounted meanwhile: the refusal then
+//! says LOADING (or a serving replica takes operations that cannot be decided) rather than
+//! CLUSTERDOWN, which changes no decision.
 //!
 //! Not covered: a Promise a replica sent before crashing to a candidate that is not among the
 //! replicas answering its Recovery still counts there; the replica, once recovered, follows
@@ -322,9 +333,18 @@ impl Receiving {
 struct Peer {
     /// The newest epoch heard from it: its messages from earlier epochs are dropped.
     epoch: Epoch,
-    /// Its last message was a Recovery: it restarted and has no state.
-    recovering: bool,
+    /// When its last Recovery in `epoch` arrived, while nothing else of that epoch has: it
+    /// restarted and has no state. Forgotten [`RECOVERY_HEARD_INTERVALS`] retransmission
+    /// intervals later (see "EpochSS" above).
+    recovery_heard_ms: Option<u64>,
+    /// It sent something other than a Recovery in `epoch`: its recovery there is over.
+    recovered: bool,
 }
+
+/// How many retransmission intervals a peer counts as recovering after its last Recovery
+/// arrived, as a fraction (3/2): a peer waiting for answers sends one every interval (at the
+/// tick after it is due), so one that stayed away for half an interval more has stopped.
+pub const RECOVERY_HEARD_INTERVALS: (u64, u64) = (3, 2);
 
 /// An answer to this replica's Recovery.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -684,7 +704,9 @@ impl<S: StateMachine> Replica<S> {
     /// Whether this replica takes part in the protocol, and if not, why.
     pub fn status(&self) -> Status {
         if self.config.recovery == Recovery::Epoch {
-            let peers_lost = self.peers.values().filter(|p| p.recovering).count();
+            let peers_lost = (self.peers.values())
+                .filter(|p| p.recovery_heard_ms.is_some())
+                .count();
             let lost = peers_lost + usize::from(self.recovering.is_some());
             if lost > self.config.nodes.len() - self.config.quorum() {
                 return Status::StateLost;
@@ -695,6 +717,15 @@ impl<S: StateMachine> Replica<S> {
             None if self.rebuilding => Status::Rebuilding,
             None => Status::Serving,
         }
+    }
+
+    /// The peers this replica counts as recovering their state (EpochSS; see
+    /// [`Replica::status`]).
+    pub fn peers_recovering(&self) -> Vec<NodeId> {
+        (self.peers.iter())
+            .filter(|(_, p)| p.recovery_heard_ms.is_some())
+            .map(|(&n, _)| n)
+            .collect()
     }
 
     /// The highest view this replica promised.
@@ -859,7 +890,7 @@ impl<S: StateMachine> Replica<S> {
         if self.config.recovery == Recovery::Epoch {
             // Not counted: a counter of drops would grow with every duplicate, and a model
             // checker, which keeps the replica in its states, would never run out of states.
-            if !self.note_epoch(from, epoch, &message) {
+            if !self.note_epoch(now_ms, from, epoch, &message) {
                 return;
             }
         } else if matches!(message, Message::Recovery { .. }) {
@@ -913,6 +944,7 @@ impl<S: StateMachine> Replica<S> {
     /// the configuration).
     pub fn tick(&mut self, now_ms: u64) {
         self.clock_ms = now_ms;
+        self.forget_quiet_recoveries(now_ms);
         if self.recovering.is_some() {
             self.tick_recovering(now_ms);
             return;
@@ -2074,19 +2106,42 @@ impl<S: StateMachine> Replica<S> {
     /// Notes that `from` sent `message` in `epoch`; false if the message is stale: `from` has
     /// restarted since it sent it. A newer epoch means `from` restarted and forgot every vote
     /// and promise it sent before: they stop counting here.
-    fn note_epoch(&mut self, from: NodeId, epoch: Epoch, message: &Message) -> bool {
+    fn note_epoch(&mut self, now_ms: u64, from: NodeId, epoch: Epoch, message: &Message) -> bool {
         let ignore_epochs = self.config.bugs.ignore_epochs;
         let peer = self.peers.entry(from).or_default();
         if epoch < peer.epoch && !ignore_epochs {
             return false;
         }
         let restarted = epoch > peer.epoch;
+        if restarted {
+            peer.recovered = false;
+        }
         peer.epoch = peer.epoch.max(epoch);
-        peer.recovering = matches!(message, Message::Recovery { .. });
+        if !matches!(message, Message::Recovery { .. }) {
+            peer.recovered = true;
+            peer.recovery_heard_ms = None;
+        } else if !peer.recovered {
+            peer.recovery_heard_ms = Some(now_ms);
+        }
         if restarted && !ignore_epochs {
             self.forget_votes_of(from);
         }
         true
+    }
+
+    /// Stops counting as recovering the peers whose last Recovery arrived more than
+    /// [`RECOVERY_HEARD_INTERVALS`] retransmission intervals ago (see "EpochSS" above).
+    fn forget_quiet_recoveries(&mut self, now_ms: u64) {
+        let (times, per) = RECOVERY_HEARD_INTERVALS;
+        let heard_for = self.config.retransmit_interval_ms * times / per;
+        for peer in self.peers.values_mut() {
+            if peer
+                .recovery_heard_ms
+                .is_some_and(|t| now_ms > t + heard_for)
+            {
+                peer.recovery_heard_ms = None;
+            }
+        }
     }
 
     /// Stops counting what `node` sent before it restarted without its state: its Accepts in

@@ -1233,6 +1233,60 @@ fn section_5c_a_replica_that_kept_its_state_knows_when_a_majority_lost_theirs() 
     for node in [A, B, C] {
         assert_eq!(net.replica(node).status(), Status::StateLost, "{node:?}");
     }
+    // For as long as B and C keep asking: each asks again every retransmission interval.
+    net.advance(1_000, every);
+    for node in [A, B, C] {
+        assert_eq!(net.replica(node).status(), Status::StateLost, "{node:?}");
+    }
+}
+
+/// §V-C: a follower that recovered and has since sent the leader nothing (it caught up from the
+/// other follower, and an idle leader's followers send nothing) does not count as recovering
+/// there for good: when the other follower restarts later, the leader and the recovered
+/// follower serve, and the restarted one recovers from them. (The whole-node simulation's
+/// seed 170 of the lost disk under EpochSS: its leader said `StateLost` with one node down.)
+#[test]
+fn section_5c_a_recovered_follower_that_went_quiet_no_longer_counts_as_recovering() {
+    let mut net = Net::started(epoch_ss);
+    net.submit(A, request(1, 1));
+    net.run(every);
+    net.crash(B);
+    let since = net.sent.len();
+    net.restart(B);
+    net.run(every);
+    assert_eq!(net.replica(B).status(), Status::Serving);
+    let from_b_to_a: Vec<&str> = (net.sent_since(since).into_iter())
+        .filter(|(from, to, _)| (*from, *to) == (B, A))
+        .map(|(_, _, kind)| kind)
+        .collect();
+    assert_eq!(from_b_to_a, ["Recovery"], "B caught up from C");
+    // A copy of B's Recovery arriving late counts no more once B said anything else: B's
+    // catch-up query told C that B's recovery is over.
+    let recovery = (net.sent[since..].iter())
+        .find(|(from, e)| *from == B && e.to == C && is_recovery(e))
+        .map(|(_, e)| e.clone())
+        .expect("B asked C");
+    net.deliver(B, net.replica(B).epoch(), recovery);
+    assert_eq!(net.replica(C).peers_recovering(), []);
+    assert_eq!(
+        net.replica(A).peers_recovering(),
+        [B],
+        "heard its Recovery just now"
+    );
+    // Idle for a while: A hears from B no more.
+    net.advance(300, every);
+    net.crash(C);
+    net.restart(C);
+    net.run(every);
+    for node in [A, B] {
+        assert_eq!(net.replica(node).status(), Status::Serving, "{node:?}");
+    }
+    net.advance(400, every);
+    assert_eq!(net.replica(C).status(), Status::Serving);
+    net.submit(A, request(1, 2));
+    net.run(every);
+    assert_eq!(net.reply(1, 2), Some(&Bytes::from("2")));
+    assert_eq!(net.history(C), net.history(A));
 }
 
 /// Seed 002 Fig. 2 in this cluster: A leads view 0 and proposes X = c1#1 in instance 0;

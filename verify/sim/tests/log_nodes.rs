@@ -334,12 +334,14 @@ fn seeds_from(var: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Runs `count` seeds of `for_seed` from 0, checks each, and sums the reports.
+/// Runs `count` seeds of `for_seed` from `LOGLESS_LOG_NODES_SEED_START` (0 if unset: one seed
+/// alone is `…_SEED_START=170` with a count of 1), checks each, and sums the reports.
 fn run_configs(count: u64, for_seed: impl Fn(u64) -> LogNodeSimConfig) -> LogNodeSimReport {
     let started = std::time::Instant::now();
     let mut total = LogNodeSimReport::default();
     let mut failures = Vec::new();
-    for seed in 0..count {
+    let first = seeds_from("LOGLESS_LOG_NODES_SEED_START", 0);
+    for seed in first..first + count {
         match run(for_seed(seed)) {
             Ok(report) => total.add(&report),
             Err(e) => failures.push(e),
@@ -386,15 +388,20 @@ fn full_disks_pause_nodes_lose_nothing_and_resume_when_space_returns() {
 /// 200 passed once).
 #[test]
 fn a_lost_disk_rejoins_and_stays_linearizable() {
-    run_lost_disks(seeds_from("LOGLESS_LOST_DISK_SEEDS", 10), with_a_lost_disk);
+    run_lost_disks(
+        seeds_from("LOGLESS_LOST_DISK_SEEDS", 10),
+        75,
+        with_a_lost_disk,
+    );
 }
 
 /// Runs `count` seeds of `for_seed`, a configuration that loses a disk, checks each, and checks
-/// that the node of every disk lost rejoined.
-fn run_lost_disks(count: u64, for_seed: impl Fn(u64) -> LogNodeSimConfig) {
+/// that at least `percent` of them lost one and that the node of every disk lost rejoined.
+fn run_lost_disks(count: u64, percent: u64, for_seed: impl Fn(u64) -> LogNodeSimConfig) {
     let total = run_configs(count, for_seed);
-    // A run whose workload ends before the moment drawn loses no disk (12 of 200).
-    assert!(total.lost_disks >= count * 3 / 4, "{total}");
+    // A run whose workload ends before the moment drawn loses no disk (12 of 200 under FullSS;
+    // 57 of 200 under EpochSS, where a node recovering counts as down and the loss waits).
+    assert!(total.lost_disks >= count * percent / 100, "{total}");
     assert_eq!(total.rejoins, total.lost_disks, "{total}");
 }
 
@@ -467,7 +474,7 @@ fn with_mpaxos_and_a_lost_disk(seed: u64) -> LogNodeSimConfig {
 #[test]
 fn an_mpaxos_lost_disk_rejoins_and_stays_linearizable() {
     let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 5);
-    run_lost_disks(count, with_mpaxos_and_a_lost_disk);
+    run_lost_disks(count, 75, with_mpaxos_and_a_lost_disk);
 }
 
 /// The same runs with the deliberate bug `late_rebuild_taken` (the replica takes a rebuilt
@@ -582,35 +589,24 @@ fn epoch_ss_recovers_from_peers_and_refuses_service_once_every_node_crashed() {
 }
 
 /// EpochSS with replicas that take messages whatever their sender's epoch (the deliberate bug
-/// `ignore_epochs`): a restarted node's stale messages count, and its forgotten votes keep
-/// counting. NOT CAUGHT YET, hence ignored: 100 seeds of three nodes (late copies on 5% and 50%
-/// of batches) and 100 of five (50%) passed with the bug. The interleaving of seed 002's Fig. 2
-/// (a vote of a forgotten life completing a quorum after another value was chosen without it)
-/// is caught by `engines/multipaxos/tests/scenarios.rs`, not by these runs. Run with
-/// `--ignored`; `LOGLESS_EPOCH_BUG_SEEDS` seeds (100), `LOGLESS_EPOCH_LATE_PERCENT` (50).
+/// `ignore_epochs`), in runs that stage a stray vote ([`LogNodeSimConfig::stray_vote`], seed
+/// 002's Fig. 2): the leader counts the Accept of a follower's forgotten life and decides a
+/// value the others, who decided another in that instance, never saw. The random faults alone
+/// did not catch it in 100 seeds of three nodes and 100 of five (see
+/// `verify/sim/src/log_nodes/stray.rs` for why); the clean run of the seed that catches it
+/// passes (`first_failure`). `LOGLESS_EPOCH_BUG_SEEDS` seeds at most (40).
 #[test]
-#[ignore = "not caught in 100 seeds yet: see the comment"]
 fn epoch_ss_without_the_stale_epoch_drop_is_caught() {
     let bugs = InjectedBugs {
         ignore_epochs: true,
         ..InjectedBugs::default()
     };
-    let seeds = seeds_from("LOGLESS_EPOCH_BUG_SEEDS", 100);
-    let share = seeds_from("LOGLESS_EPOCH_LATE_PERCENT", 50) as f64 / 100.0;
+    let seeds = seeds_from("LOGLESS_EPOCH_BUG_SEEDS", 40);
     let failure = first_failure(bugs, seeds, |config| {
-        // Five nodes: a quorum of three, so that a vote of a forgotten life can be the one
-        // that completes it.
-        config.nodes = 5;
         config.epoch_ss();
-        config.late_copy_share = share;
+        config.stray_vote();
     });
-    assert!(
-        failure.contains("not linearizable")
-            || failure.contains("differ")
-            || failure.contains("contradicted")
-            || failure.contains("forgotten"),
-        "{failure}"
-    );
+    assert_unsafe(&failure);
 }
 
 /// The lost disk's runs under mPaxosSM: the node whose persistent memory (its log and its
@@ -619,7 +615,7 @@ fn epoch_ss_without_the_stale_epoch_drop_is_caught() {
 #[test]
 fn an_mpaxos_sm_lost_disk_rejoins_and_stays_linearizable() {
     let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 5);
-    run_lost_disks(count, |seed| {
+    run_lost_disks(count, 75, |seed| {
         let mut config = with_mpaxos_sm(seed);
         config.lost_disk();
         config
@@ -632,7 +628,7 @@ fn an_mpaxos_sm_lost_disk_rejoins_and_stays_linearizable() {
 #[test]
 fn an_epoch_ss_lost_disk_rejoins_and_stays_linearizable() {
     let count = seeds_from("LOGLESS_LOST_DISK_SEEDS", 5);
-    run_lost_disks(count, |seed| {
+    run_lost_disks(count, 60, |seed| {
         let mut config = with_epochs(seed);
         // A lost disk with every node crashing too would test nothing more; other crashes
         // rarer, so that one node may go down at the moment drawn.

@@ -115,6 +115,13 @@ pub struct LogNodeSimConfig {
     ///
     /// [`LogCore::start_rejoin`]: logless_node::log_turn::LogCore::start_rejoin
     pub lost_disk_at_us: u64,
+    /// When (µs; 0: never) a stray vote is staged under EpochSS (seed 002 Fig. 2; module
+    /// `stray`): the leader's next Proposes reach one follower only, which crashes right after
+    /// voting with its Accepts to the leader held back; the leader's Proposes of those
+    /// instances are lost until it answers the restarted follower's Recovery, it is then cut
+    /// off for a second, and the held Accepts reach it 100 ms into the cut, after the
+    /// follower's new epoch. A leader that counts them decides a value the others never saw.
+    pub stray_vote_at_us: u64,
     /// The engine's quiet time after a restart ([`Config::restart_quiet_ms`]): no view change
     /// started this long unless a leader is heard. 0 (off) by default, not the node's 2 s: the
     /// faults last 2 s, and the node's quiet time would keep every restarted node from
@@ -166,6 +173,7 @@ impl LogNodeSimConfig {
             disk_full_all: 0.0,
             segment_bytes: 64 * 1024,
             lost_disk_at_us: 0,
+            stray_vote_at_us: 0,
             restart_quiet_ms: 0,
             bugs: InjectedBugs::default(),
         }
@@ -265,6 +273,18 @@ impl LogNodeSimConfig {
             rng.random_range(self.faults_until_us / 10..self.faults_until_us / 2);
     }
 
+    /// A stray vote (see [`LogNodeSimConfig::stray_vote_at_us`]) at a point of the faults drawn
+    /// from the seed, and the other crashes and partitions rarer (one every 2 s on average,
+    /// never every node), so that the follower may crash at the moment and hear the leader.
+    pub fn stray_vote(&mut self) {
+        let mut rng = SmallRng::seed_from_u64(self.seed ^ STRAY_VOTE_SALT);
+        self.stray_vote_at_us =
+            rng.random_range(self.faults_until_us / 10..self.faults_until_us / 2);
+        self.faults.crash_all = 0.0;
+        self.faults.crash_every_us = 2_000_000;
+        self.faults.partition_every_us = 2_000_000;
+    }
+
     /// The configuration the many-seed tests run for `seed` with `nodes` nodes: every fault,
     /// `sync` on even seeds and `mmap` on odd ones, [small snapshots] on every third, [leader
     /// cuts] on every eleventh.
@@ -302,6 +322,8 @@ const SMALL_SNAPSHOT_LOG_BYTES: u64 = 384;
 /// Mixed into the seed to draw the moment of [`LogNodeSimConfig::lost_disk`], so that the run's
 /// own draws stay what they were.
 const LOST_DISK_SALT: u64 = 0x6c6f_7374_6469_736b;
+/// The same for [`LogNodeSimConfig::stray_vote`].
+const STRAY_VOTE_SALT: u64 = 0x7374_7261_7976_6f74;
 
 /// What a run did and found.
 #[derive(Clone, Debug, Default)]
@@ -385,6 +407,9 @@ pub struct LogNodeSimReport {
     pub recoveries: u64,
     /// Batches delivered from a sender's earlier life (EpochSS).
     pub stale_batches: u64,
+    /// Stray votes staged to the end: a follower's held Accepts on their way to its cut-off
+    /// leader after the follower's restart (EpochSS, [`LogNodeSimConfig::stray_vote_at_us`]).
+    pub stray_votes: u64,
     /// Operations refused while their node recovered (EpochSS, LOADING).
     pub refused_recovering: u64,
     /// Runs that lost their state (every node crashed under EpochSS).
@@ -446,6 +471,7 @@ impl LogNodeSimReport {
         self.epoch_restarts += other.epoch_restarts;
         self.recoveries += other.recoveries;
         self.stale_batches += other.stale_batches;
+        self.stray_votes += other.stray_votes;
         self.refused_recovering += other.refused_recovering;
         self.states_lost += other.states_lost;
         self.refused_state_lost += other.refused_state_lost;
@@ -467,7 +493,7 @@ impl std::fmt::Display for LogNodeSimReport {
              writing one {}, power {}), full disks {} (pauses {}, refused for space {}), lost \
              disks {} (rejoins {}), resumed {} (rebuilt from a snapshot {}, turns voting \
              while rebuilding {}), crashes among the registers' operations {}, refused in place \
-             {}, epoch restarts {} (recoveries {}, stale batches {}, refused recovering {}), \
+             {}, epoch restarts {} (recoveries {}, stale batches {}, stray votes {}, refused recovering {}), \
              states lost {} (refused {}), node retries {}, node timeouts {}, batches {}, sim \
              time {} ms, trace {:016x}",
             self.operations,
@@ -507,6 +533,7 @@ impl std::fmt::Display for LogNodeSimReport {
             self.epoch_restarts,
             self.recoveries,
             self.stale_batches,
+            self.stray_votes,
             self.refused_recovering,
             self.states_lost,
             self.refused_state_lost,

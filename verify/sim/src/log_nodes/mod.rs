@@ -98,6 +98,7 @@ use crate::whole_node::{
 
 mod config;
 mod disks;
+mod stray;
 mod workload;
 
 pub use config::{LogNodeSimConfig, LogNodeSimReport, REBUILD_US_MAX};
@@ -187,6 +188,8 @@ enum Event {
     },
     /// A step of the lost disk (see [`LogNodeSimConfig::lost_disk_at_us`]).
     LostDisk(LostDiskStep),
+    /// A stray vote starts (see [`LogNodeSimConfig::stray_vote_at_us`]).
+    StrayVote,
 }
 
 /// A turn's outputs, held until its flush ends.
@@ -317,6 +320,8 @@ pub struct LogNodeCluster {
     /// Whether every node crashed under EpochSS: the state is lost, and the cluster must
     /// refuse service to the end.
     state_lost: bool,
+    /// A stray vote under way (module `stray`).
+    stray: Option<stray::StrayVote>,
     trace: DefaultHasher,
     report: LogNodeSimReport,
 }
@@ -342,6 +347,7 @@ impl LogNodeCluster {
                     .expect("a temporary directory for the epoch files")
             }),
             state_lost: false,
+            stray: None,
             trace: DefaultHasher::new(),
             report: LogNodeSimReport::default(),
             config,
@@ -363,6 +369,10 @@ impl LogNodeCluster {
         if cluster.config.lost_disk_at_us > 0 {
             let at = cluster.config.lost_disk_at_us;
             (cluster.events).schedule(at, Event::LostDisk(LostDiskStep::Cut));
+        }
+        if cluster.config.stray_vote_at_us > 0 {
+            let at = cluster.config.stray_vote_at_us;
+            cluster.events.schedule(at, Event::StrayVote);
         }
         cluster
     }
@@ -827,6 +837,10 @@ impl LogNodeCluster {
         let cut_off = self.faults_active
             && self.nodes[&node].leader_cut.is_some()
             && self.leader_cut_step(node, &mut sends);
+        let stray = match self.faults_active {
+            true => self.stray_step(node, &mut sends),
+            false => stray::StrayAfter::Nothing,
+        };
         for (to, messages) in sends {
             self.send(node, to, messages);
         }
@@ -840,6 +854,7 @@ impl LogNodeCluster {
                 .schedule(CLIENT_DELAY_US, Event::Answer { to, answer });
         }
         self.wake(node, next_us);
+        self.stray_after(node, stray);
     }
 
     fn send(&mut self, from: NodeId, to: NodeId, messages: Vec<Message>) {
@@ -1146,6 +1161,7 @@ impl LogNodeCluster {
     /// Ends the faults: the network heals, clocks stay where they are, down nodes restart.
     fn heal(&mut self) {
         self.faults_active = false;
+        self.stray = None;
         self.network.heal();
         for node in self.ids() {
             let n = self.nodes.get_mut(&node).expect("node");
@@ -1293,6 +1309,7 @@ impl LogNodeCluster {
                 }
             }
             Event::LostDisk(step) => self.lost_disk(step),
+            Event::StrayVote => self.stray_vote(),
         }
     }
 }
