@@ -85,7 +85,10 @@
 //! grows on). A crash before the rename leaves a temporary file the next open removes and the
 //! previous snapshot with the whole log behind it; after it, the new snapshot and a log not yet
 //! truncated: either replays to the same state. A lagging peer is served the newest durable
-//! snapshot (the engine's), never one in flight. A log with no directory on the file system
+//! snapshot (the engine's), never one in flight. A snapshot the disk has no space for is
+//! tried again [`SPACE_PROBE_MS`] later (the temporary file removed; the log goes on, not
+//! truncated); any other error of its thread stops the replica, as the log's own errors do.
+//! A log with no directory on the file system
 //! (in memory, or a simulation's) writes the snapshot in the loop at the start of the next
 //! turn, through the same steps.
 //!
@@ -341,13 +344,15 @@ pub struct LogCore<R, D: Dir = FsDir> {
     snapshot_job: Option<SnapshotJob>,
     /// The snapshot being written off the loop, at most one (see "Snapshots off the loop").
     snapshot_work: Option<SnapshotWork>,
+    /// After a snapshot refused for want of space: not started again before then (ms).
+    snapshot_retry_ms: u64,
 }
 
 /// A snapshot on its way to durability, off the loop.
 enum SnapshotWork {
     /// On its thread, writing into the log's directory; the outcome comes on the channel.
     Thread {
-        done: std::sync::mpsc::Receiver<Result<Written, StoreError>>,
+        done: std::sync::mpsc::Receiver<Result<Written, (StoreError, SnapshotJob)>>,
         copy_us: u64,
     },
     /// For a log without a directory on the file system: written at the next turn's start.
@@ -484,6 +489,7 @@ impl<R, D: Dir> LogCore<R, D> {
             slow_turns: 0,
             snapshot_job: None,
             snapshot_work: None,
+            snapshot_retry_ms: 0,
         }
     }
 
@@ -726,6 +732,9 @@ impl<R, D: Dir> LogCore<R, D> {
     /// durable: on a thread writing into the log's directory, or (no such directory) at the
     /// next turn's start.
     fn start_snapshot(&mut self) -> Result<(), StoreError> {
+        if self.now_ms < self.snapshot_retry_ms {
+            return Ok(());
+        }
         let Some(job) = self.snapshot_job.take() else {
             return Ok(());
         };
@@ -754,7 +763,8 @@ impl<R, D: Dir> LogCore<R, D> {
                     snapshot,
                     encode_us,
                     write_us: started.elapsed().as_micros() as u64 - encode_us,
-                });
+                })
+                .map_err(|e| (e, job));
                 // The loop may be gone (stopped): the file is then found at the next open.
                 let _ = tx.send(written);
             })
@@ -798,7 +808,18 @@ impl<R, D: Dir> LogCore<R, D> {
                         "the snapshot's thread stopped before it finished",
                     )));
                 };
-                let written = outcome?;
+                let written = match outcome {
+                    Ok(written) => written,
+                    Err((e, job)) if e.is_no_space() => {
+                        // The log goes on untruncated; the snapshot is tried again later, as
+                        // the log's own writes are (see "A full disk").
+                        warn!(error = %e, "no space for a snapshot beside the log: tried again in a while");
+                        self.snapshot_job = Some(job);
+                        self.snapshot_retry_ms = self.now_ms + SPACE_PROBE_MS;
+                        return Ok(());
+                    }
+                    Err((e, _)) => return Err(e),
+                };
                 self.log.adopt_snapshot(written.snapshot.next_instance)?;
                 info!(
                     next_instance = written.snapshot.next_instance.0,

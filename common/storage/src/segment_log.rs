@@ -259,7 +259,11 @@ pub fn write_snapshot_file(
         }
         Ok(())
     };
-    write().map_err(StoreError::io("write a snapshot file"))?;
+    if let Err(e) = write() {
+        // Nothing of it is used: a full disk gets its space back.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(StoreError::io("write a snapshot file")(e));
+    }
     std::fs::rename(&tmp, path.join(&name)).map_err(StoreError::io("rename a snapshot file"))?;
     if persist {
         std::fs::File::open(path)
