@@ -178,6 +178,23 @@ impl<D: Dir> DurableLog<D> {
         &self.log
     }
 
+    /// The log's directory on the file system and whether its writes are persisted: where a
+    /// snapshot can be written off the loop ([`write_snapshot_file`]); `None` for a log in
+    /// memory or simulated.
+    ///
+    /// [`write_snapshot_file`]: logless_storage::segment_log::write_snapshot_file
+    pub fn fs_path(&self) -> Option<(std::path::PathBuf, bool)> {
+        let (path, persists) = self.log.dir().fs_path()?;
+        Some((path.to_path_buf(), persists))
+    }
+
+    /// Takes in the snapshot covering every instance below `next_instance` that was written
+    /// durably beside the log, off the loop ([`SegmentLog::adopt_snapshot`]): `false` if a
+    /// newer one is there already (an installed snapshot written meanwhile).
+    pub fn adopt_snapshot(&mut self, next_instance: Instance) -> Result<bool, StoreError> {
+        self.log.adopt_snapshot(next_instance.0)
+    }
+
     /// The directory underneath, to arm its crash points (for crash tests and simulations).
     pub fn dir_mut(&mut self) -> &mut D {
         self.log.dir_mut()

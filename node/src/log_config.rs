@@ -15,6 +15,7 @@
 //! snapshot_log_bytes_min = 1048576  # the log grows at least this much between snapshots
 //! snapshot_ratio_percent = 100   # ... and by this share of the last snapshot's size
 //! segment_bytes = 67108864       # the log's segment files (raised to twice the largest record)
+//! snapshot_background = 1        # snapshots encoded and written off the loop (0: in the loop)
 //! ```
 //!
 //! The defaults are the engine's own ([`Config::new`]); every replica of a cluster should use
@@ -59,6 +60,10 @@ pub struct LogTuning {
     /// twice the largest record, see `node::log_options`): the step in which the log takes
     /// disk space.
     pub segment_bytes: u64,
+    /// 1: under FullSS and mPaxos the periodic snapshots are encoded and written off the log's
+    /// loop (`crate::log_turn`, "Snapshots off the loop"); 0: in the turn that takes them, as
+    /// before (to compare).
+    pub snapshot_background: u64,
 }
 
 /// The shortest interval a timer may have: the log's loop turns every 5 ms
@@ -94,6 +99,7 @@ impl Default for LogTuning {
             snapshot_log_bytes_min: c.snapshot_log_bytes_min,
             snapshot_ratio_percent: c.snapshot_ratio_percent,
             segment_bytes: SEGMENT_BYTES_DEFAULT as u64,
+            snapshot_background: 1,
         }
     }
 }
@@ -114,6 +120,7 @@ impl LogTuning {
             "snapshot_log_bytes_min" => &mut self.snapshot_log_bytes_min,
             "snapshot_ratio_percent" => &mut self.snapshot_ratio_percent,
             "segment_bytes" => &mut self.segment_bytes,
+            "snapshot_background" => &mut self.snapshot_background,
             _ => return None,
         })
     }
@@ -133,7 +140,8 @@ impl LogTuning {
                 "--multipaxos: no setting {name:?}; the settings are window_instances, \
                  batch_bytes_max, batch_requests_max, batch_delay_ms, heartbeat_interval_ms, \
                  suspect_timeout_ms, retransmit_interval_ms, restart_quiet_ms, catch_up_timeout_ms, \
-                 snapshot_log_bytes_min, snapshot_ratio_percent and segment_bytes"
+                 snapshot_log_bytes_min, snapshot_ratio_percent, segment_bytes and \
+                 snapshot_background"
             ));
         };
         match value.parse() {
@@ -232,6 +240,13 @@ impl LogTuning {
         check(
             self.snapshot_ratio_percent >= 1,
             "snapshot_ratio_percent must be at least 1".into(),
+        )?;
+        check(
+            self.snapshot_background <= 1,
+            format!(
+                "snapshot_background must be 0 or 1, not {}",
+                self.snapshot_background
+            ),
         )
     }
 
@@ -307,6 +322,7 @@ mod tests {
         assert!(invalid(|t| t.snapshot_ratio_percent = 0).contains("snapshot_ratio_percent"));
         assert!(invalid(|t| t.restart_quiet_ms = 100_000).contains("restart_quiet_ms"));
         assert!(invalid(|t| t.segment_bytes = 4096).contains("segment_bytes"));
+        assert!(invalid(|t| t.snapshot_background = 2).contains("snapshot_background"));
         // Another engine's request timeout is not held against the suspicion timeout.
         let slow = LogTuning {
             suspect_timeout_ms: 9_000,

@@ -193,7 +193,8 @@ impl LogLoop {
             self.core.finish_turn(&mut self.outlet)?;
             self.note_rejoined()?;
         }
-        Ok(())
+        // A snapshot being written off the loop is finished, not left half done.
+        self.core.finish_snapshot()
     }
 
     fn start_turn(&mut self) {

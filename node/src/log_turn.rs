@@ -71,6 +71,27 @@
 //! record before it is durable, as at every turn. A crash while paused loses the backlog, which
 //! nothing that left depends on.
 //!
+//! # Snapshots off the loop
+//! Under FullSS and mPaxos the node runs the engine with
+//! [`Config::background_snapshots`](logless_multipaxos::config::Config::background_snapshots):
+//! when a periodic snapshot is due, the turn only copies the state machine (a clone of the
+//! register map, whose keys and values are shared buffers) and the client table. Once the
+//! turn's records are durable, a thread encodes the copy, writes the snapshot file beside the
+//! log (temporary file, `fsync`, rename, directory `fsync`:
+//! [`write_snapshot_file`](logless_storage::segment_log::write_snapshot_file)) and reports
+//! back; the first turn after that takes the file into the log and tells the replica
+//! ([`Replica::snapshot_durable`]), which only then truncates its log, below the snapshot
+//! before. One snapshot is in flight at a time (the engine takes no other meanwhile; its log
+//! grows on). A crash before the rename leaves a temporary file the next open removes and the
+//! previous snapshot with the whole log behind it; after it, the new snapshot and a log not yet
+//! truncated: either replays to the same state. A lagging peer is served the newest durable
+//! snapshot (the engine's), never one in flight. A snapshot the disk has no space for is
+//! tried again [`SPACE_PROBE_MS`] later (the temporary file removed; the log goes on, not
+//! truncated); any other error of its thread stops the replica, as the log's own errors do.
+//! A log with no directory on the file system
+//! (in memory, or a simulation's) writes the snapshot in the loop at the start of the next
+//! turn, through the same steps.
+//!
 //! # Linearizability
 //! Every operation, reads included, is a request in the log: it is answered once the replica
 //! that took it has executed it in log order, and a request is executed only once its instance
@@ -102,8 +123,10 @@ use logless_multipaxos::config::{Config, Recovery};
 use logless_multipaxos::ids::{Epoch, Instance, NodeId, View};
 use logless_multipaxos::kv::{Operation, RegisterMachine, Response};
 use logless_multipaxos::message::Message;
-use logless_multipaxos::persist::{Durable, LogStore, Record};
+use logless_multipaxos::message::Snapshot;
+use logless_multipaxos::persist::{Durable, LogStore, Record, SnapshotJob};
 use logless_multipaxos::replica::{Replica, Status};
+use logless_multipaxos::wire;
 use logless_redis::session::Failure;
 use logless_storage::{Dir, FsDir, StoreError};
 use rustc_hash::FxHashMap;
@@ -316,6 +339,31 @@ pub struct LogCore<R, D: Dir = FsDir> {
     space_shortages: u64,
     /// Turns that took [`SLOW_TURN_MS`] or more.
     slow_turns: u64,
+    /// A snapshot to start once the turn's records are durable (kept while the disk is short
+    /// of space).
+    snapshot_job: Option<SnapshotJob>,
+    /// The snapshot being written off the loop, at most one (see "Snapshots off the loop").
+    snapshot_work: Option<SnapshotWork>,
+    /// After a snapshot refused for want of space: not started again before then (ms).
+    snapshot_retry_ms: u64,
+}
+
+/// A snapshot on its way to durability, off the loop.
+enum SnapshotWork {
+    /// On its thread, writing into the log's directory; the outcome comes on the channel.
+    Thread {
+        done: std::sync::mpsc::Receiver<Result<Written, (StoreError, SnapshotJob)>>,
+        copy_us: u64,
+    },
+    /// For a log without a directory on the file system: written at the next turn's start.
+    Inline(SnapshotJob),
+}
+
+/// A snapshot written durably beside the log, and what it took.
+struct Written {
+    snapshot: Snapshot,
+    encode_us: u64,
+    write_us: u64,
 }
 
 impl<R, D: Dir> LogCore<R, D> {
@@ -439,6 +487,9 @@ impl<R, D: Dir> LogCore<R, D> {
             refused_for_space: 0,
             space_shortages: 0,
             slow_turns: 0,
+            snapshot_job: None,
+            snapshot_work: None,
+            snapshot_retry_ms: 0,
         }
     }
 
@@ -570,6 +621,7 @@ impl<R, D: Dir> LogCore<R, D> {
             return self.finish_paused_turn(outlet);
         }
         let now_ms = self.now_ms;
+        self.poll_snapshot(false)?;
         self.replica.tick(now_ms);
         self.retry_late(outlet, true);
         self.resend_on_view_change();
@@ -579,7 +631,11 @@ impl<R, D: Dir> LogCore<R, D> {
         self.replica
             .state_machine_mut()
             .finish_turn(executed_below)?;
-        let ready = self.replica.take_ready();
+        let mut ready = self.replica.take_ready();
+        if let Some(job) = ready.take_snapshot_job() {
+            debug_assert!(self.snapshot_job.is_none(), "one snapshot in flight");
+            self.snapshot_job = Some(job);
+        }
         if !ready.records().is_empty() {
             self.flushes += 1;
         }
@@ -620,6 +676,8 @@ impl<R, D: Dir> LogCore<R, D> {
         self.replica
             .state_machine_mut()
             .finish_install(executed_below)?;
+        // The snapshot's instances are durable: it may be written now.
+        self.start_snapshot()?;
         self.note_slow_turn(outlet.mono_us(), commit_started_us, snapshot_bytes);
         for envelope in released.messages {
             if envelope.to != self.me {
@@ -669,7 +727,7 @@ impl<R, D: Dir> LogCore<R, D> {
                 for request in self.clients.resend_all(now_ms) {
                     self.replica.handle_request(now_ms, request);
                 }
-                Ok(())
+                self.start_snapshot()
             }
             Err(e) if e.is_no_space() => {
                 self.next_space_probe_ms = Some(now_ms + SPACE_PROBE_MS);
@@ -677,6 +735,124 @@ impl<R, D: Dir> LogCore<R, D> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Starts the snapshot the engine asked for, if any, now that the records before it are
+    /// durable: on a thread writing into the log's directory, or (no such directory) at the
+    /// next turn's start.
+    fn start_snapshot(&mut self) -> Result<(), StoreError> {
+        if self.now_ms < self.snapshot_retry_ms {
+            return Ok(());
+        }
+        let Some(job) = self.snapshot_job.take() else {
+            return Ok(());
+        };
+        debug_assert!(self.snapshot_work.is_none(), "one snapshot in flight");
+        let Some((path, persist)) = self.log.fs_path() else {
+            self.snapshot_work = Some(SnapshotWork::Inline(job));
+            return Ok(());
+        };
+        let copy_us = self.replica.state_machine().last_copy_us();
+        let (tx, done) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("log-snapshot".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                let snapshot = job.encode();
+                let mut bytes = Vec::new();
+                wire::encode_record(&Record::Snapshot(snapshot.clone()), &mut bytes);
+                let encode_us = started.elapsed().as_micros() as u64;
+                let written = logless_storage::segment_log::write_snapshot_file(
+                    &path,
+                    snapshot.next_instance.0,
+                    &bytes,
+                    persist,
+                )
+                .map(|()| Written {
+                    snapshot,
+                    encode_us,
+                    write_us: started.elapsed().as_micros() as u64 - encode_us,
+                })
+                .map_err(|e| (e, job));
+                // The loop may be gone (stopped): the file is then found at the next open.
+                let _ = tx.send(written);
+            })
+            .map_err(StoreError::io("start the snapshot's thread"))?;
+        self.snapshot_work = Some(SnapshotWork::Thread { done, copy_us });
+        Ok(())
+    }
+
+    /// Takes in the snapshot written off the loop if it is durable (with `wait`, once it is)
+    /// and tells the replica, which truncates its log behind it in this turn's records.
+    fn poll_snapshot(&mut self, wait: bool) -> Result<(), StoreError> {
+        let Some(work) = self.snapshot_work.take() else {
+            return Ok(());
+        };
+        let written = match work {
+            SnapshotWork::Inline(job) => {
+                let snapshot = job.encode();
+                self.log.write(&Record::Snapshot(snapshot.clone()))?;
+                self.log.flush()?;
+                Written {
+                    snapshot,
+                    encode_us: 0,
+                    write_us: 0,
+                }
+            }
+            SnapshotWork::Thread { done, copy_us } => {
+                let outcome = if wait {
+                    done.recv().ok()
+                } else {
+                    match done.try_recv() {
+                        Ok(outcome) => Some(outcome),
+                        Err(std::sync::mpsc::TryRecvError::Empty) => {
+                            self.snapshot_work = Some(SnapshotWork::Thread { done, copy_us });
+                            return Ok(());
+                        }
+                        Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+                    }
+                };
+                let Some(outcome) = outcome else {
+                    return Err(StoreError::io("write a snapshot")(std::io::Error::other(
+                        "the snapshot's thread stopped before it finished",
+                    )));
+                };
+                let written = match outcome {
+                    Ok(written) => written,
+                    Err((e, job)) if e.is_no_space() => {
+                        // The log goes on untruncated; the snapshot is tried again later, as
+                        // the log's own writes are (see "A full disk").
+                        warn!(error = %e, "no space for a snapshot beside the log: tried again in a while");
+                        self.snapshot_job = Some(job);
+                        self.snapshot_retry_ms = self.now_ms + SPACE_PROBE_MS;
+                        return Ok(());
+                    }
+                    Err((e, _)) => return Err(e),
+                };
+                self.log.adopt_snapshot(written.snapshot.next_instance)?;
+                info!(
+                    next_instance = written.snapshot.next_instance.0,
+                    state_bytes = written.snapshot.state.len(),
+                    copy_ms_in_loop = copy_us as f64 / 1_000.0,
+                    encode_ms = written.encode_us / 1_000,
+                    write_ms = written.write_us / 1_000,
+                    "wrote a snapshot off the log's loop"
+                );
+                written
+            }
+        };
+        self.replica.snapshot_durable(written.snapshot);
+        Ok(())
+    }
+
+    /// Waits for the snapshot being written off the loop, if any, and takes it in (at a stop).
+    pub fn finish_snapshot(&mut self) -> Result<(), StoreError> {
+        self.poll_snapshot(true)
+    }
+
+    /// Whether a snapshot is being written off the loop (for tests).
+    pub fn snapshot_in_flight(&self) -> bool {
+        self.snapshot_work.is_some() || self.snapshot_job.is_some()
     }
 
     /// Logs a turn that held the loop for [`SLOW_TURN_MS`] or more (from its start to the end
@@ -1242,5 +1418,185 @@ mod tests {
         assert!(!core.status().space_short);
         core.receive_in_epochs(NodeId(2), vec![(Epoch(0), prepare(higher))]);
         assert_eq!(core.view(), higher);
+    }
+
+    // ---- Snapshots off the loop ----
+
+    fn background_config() -> Config {
+        let mut config = Config::new(vec![NodeId(1)], NodeId(1));
+        config.background_snapshots = true;
+        config.snapshot_log_bytes_min = 64;
+        config.snapshot_ratio_percent = 1;
+        config
+    }
+
+    fn core_on<D: Dir>(opened: crate::durable_log::OpenedLog<D>) -> LogCore<u32, D> {
+        LogCore::recover(
+            background_config(),
+            RegisterMachine::default(),
+            &opened.durable,
+            opened.log,
+            3,
+            1_000,
+            1_000_000,
+            0,
+        )
+    }
+
+    /// The counter `k` of a replica restarted (FullSS) from `durable`, checking on the way
+    /// that its log was never truncated past its snapshot.
+    fn counter_after_restart(durable: &Durable) -> i64 {
+        if let Some(snapshot) = &durable.snapshot {
+            assert!(
+                durable.log_start <= snapshot.next_instance,
+                "the log was truncated to {:?}, past the durable snapshot at {:?}",
+                durable.log_start,
+                snapshot.next_instance
+            );
+        } else {
+            assert_eq!(
+                durable.log_start,
+                Instance(0),
+                "truncated without a snapshot"
+            );
+        }
+        let replica = Replica::recover(
+            background_config(),
+            LogMachine::from(RegisterMachine::default()),
+            durable,
+            0,
+        );
+        match replica.state_machine().get(b"k").data {
+            logless_commands::value::Data::Int(n) => n,
+            logless_commands::value::Data::Absent => 0,
+            ref other => panic!("k holds {other:?}"),
+        }
+    }
+
+    /// One INCR of `k` per turn, `turns` turns, on `core`; the answers so far.
+    fn incr_turns<D: Dir>(core: &mut LogCore<u32, D>, out: &mut Collected, from: u64, turns: u64) {
+        for step in from..from + turns {
+            core.submit(&incr("k"), step as u32);
+            core.start_turn(1_000_000 + step * 5, step * 5_000);
+            core.finish_turn(out).unwrap();
+        }
+    }
+
+    /// Without a directory on the file system the snapshot is written at the next turn's
+    /// start (as the thread would, later): after every turn a power failure, and at every
+    /// operation of the turns that write a snapshot and truncate behind it, leaves a log
+    /// that restarts to a state holding every answered increment and never truncated past
+    /// its durable snapshot.
+    #[test]
+    fn a_crash_at_any_point_around_a_snapshot_off_the_loop_keeps_what_was_answered() {
+        let mut options = SegmentLogOptions::new(Durability::Sync);
+        // Small segments and records: every crash image copies the directory.
+        options.segment_bytes = 1 << 16;
+        options.record_bytes_max = 1 << 12;
+        let open = || DurableLog::open_on(SimDir::new(), options.clone()).unwrap();
+        // The turns of one run, each followed by a crash image.
+        let mut core = core_on(open());
+        let mut out = Collected::default();
+        let mut in_flight_turns = Vec::new();
+        for step in 0..40u64 {
+            if core.snapshot_in_flight() {
+                in_flight_turns.push(step);
+            }
+            incr_turns(&mut core, &mut out, step, 1);
+            let image = core
+                .log()
+                .segment_log()
+                .dir()
+                .at_crash()
+                .crash_image(0, &[], None);
+            let answered = out.answers.len() as i64;
+            let opened = DurableLog::open_on(image, options.clone()).unwrap();
+            let counter = counter_after_restart(&opened.durable);
+            assert!(
+                counter >= answered,
+                "lost an answered increment at turn {step}"
+            );
+            assert!(counter <= step as i64 + 1);
+        }
+        assert!(core.replica().log_start() > Instance(0), "truncated");
+        assert!(
+            in_flight_turns.len() >= 2,
+            "snapshots in flight: {in_flight_turns:?}"
+        );
+        // A crash at operations spread over a turn that takes a snapshot in and truncates
+        // (its first and last ones included): the snapshot's file written, the truncation
+        // not yet, and every step between.
+        let turn = in_flight_turns[1];
+        let run_to_turn = || {
+            let mut core = core_on(open());
+            let mut out = Collected::default();
+            incr_turns(&mut core, &mut out, 0, turn);
+            assert!(core.snapshot_in_flight());
+            (core, out)
+        };
+        let (mut core, mut out) = run_to_turn();
+        let before = core.log().segment_log().dir().ops();
+        incr_turns(&mut core, &mut out, turn, 1);
+        let turn_ops = core.log().segment_log().dir().ops() - before;
+        let stride = (turn_ops / 24).max(1);
+        for ops in (0..=turn_ops)
+            .step_by(stride)
+            .chain([turn_ops.saturating_sub(1)])
+        {
+            let (mut core, mut out) = run_to_turn();
+            let answered = out.answers.len() as i64;
+            core.log_mut().dir_mut().arm_crash_point(ops);
+            incr_turns(&mut core, &mut out, turn, 1);
+            let image = core
+                .log()
+                .segment_log()
+                .dir()
+                .at_crash()
+                .crash_image(0, &[], None);
+            let opened = DurableLog::open_on(image, options.clone()).unwrap();
+            assert!(counter_after_restart(&opened.durable) >= answered);
+        }
+    }
+
+    /// On a real directory the snapshot is encoded and written by a thread while turns go
+    /// on; the log is truncated only once it is taken in, only two snapshot files are kept,
+    /// no temporary file is left, and a restart (the process gone, the thread's file there)
+    /// holds every answered increment.
+    #[test]
+    fn a_snapshot_off_the_loop_on_files_is_taken_in_and_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SegmentLogOptions::new(Durability::Sync);
+        let mut core = core_on(DurableLog::open(dir.path(), options.clone()).unwrap());
+        let mut out = Collected::default();
+        let mut step = 0;
+        let started = std::time::Instant::now();
+        while core.status().snapshots_taken < 3 {
+            assert!(started.elapsed().as_secs() < 5, "no snapshots taken in");
+            let start = core.replica().log_start();
+            let durable_snapshot = core.replica().snapshot().map(|s| s.next_instance);
+            incr_turns(&mut core, &mut out, step, 1);
+            step += 1;
+            if core.replica().log_start() > start {
+                // Truncated in this turn: below a snapshot durable before it.
+                assert!(durable_snapshot.is_some_and(|s| s >= core.replica().log_start()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        core.finish_snapshot().unwrap();
+        assert!(core.replica().log_start() > Instance(0));
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+        assert!(
+            names.iter().filter(|n| n.starts_with("snap-")).count() <= 2,
+            "{names:?}"
+        );
+        let answered = out.answers.len() as i64;
+        drop(core);
+        let opened = DurableLog::open(dir.path(), options).unwrap();
+        assert!(opened.durable.snapshot.is_some());
+        assert!(counter_after_restart(&opened.durable) >= answered);
     }
 }

@@ -655,6 +655,10 @@ fn start_log(
         let path = path.to_path_buf();
         move |source| StartError::Log { path, source }
     };
+    // FullSS and mPaxos write periodic snapshots to files: off the loop (mPaxosSM writes
+    // checkpoints without state, EpochSS keeps its snapshots in memory).
+    engine.background_snapshots = config.multipaxos.snapshot_background == 1
+        && matches!(config.recovery, Recovery::Fullss | Recovery::Pmem);
     let mut core = match config.recovery {
         Recovery::Fullss | Recovery::Pmem | Recovery::PmemSm => {
             let options = log_options(config, durability);

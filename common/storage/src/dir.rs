@@ -44,6 +44,13 @@ pub trait Dir {
     fn rename(&mut self, from: &str, to: &str) -> Result<(), StoreError>;
     /// Makes every earlier create, rename and remove durable.
     fn sync(&mut self) -> Result<(), StoreError>;
+    /// The directory on the file system, and whether its writes are persisted, for a writer
+    /// that works beside this handle on another thread
+    /// ([`write_snapshot_file`](crate::segment_log::write_snapshot_file)); `None` for a
+    /// directory that is not one (in memory, simulated).
+    fn fs_path(&self) -> Option<(&Path, bool)> {
+        None
+    }
 }
 
 /// A real directory (`mmap`, `sync`, `emulp`, `pmem` modes: one mapped file per name) or none at all
@@ -154,6 +161,11 @@ impl Dir for FsDir {
             self.names.insert(to.to_string(), id);
         }
         Ok(())
+    }
+
+    fn fs_path(&self) -> Option<(&Path, bool)> {
+        let path = self.path.as_deref()?;
+        Some((path, self.persist_by != PersistBy::Nothing))
     }
 
     fn sync(&mut self) -> Result<(), StoreError> {

@@ -224,6 +224,55 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 }
 
 /// `RecordTooLarge` unless `bytes` is at most `bytes_max`.
+/// A snapshot file's header: magic, index, payload length, checksum of those and the payload.
+fn snapshot_header(index: u64, bytes: &[u8]) -> [u8; SNAPSHOT_HEADER_BYTES] {
+    let mut head = [0u8; SNAPSHOT_HEADER_BYTES];
+    head[0..8].copy_from_slice(&SNAPSHOT_MAGIC);
+    head[8..16].copy_from_slice(&index.to_le_bytes());
+    head[16..24].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[8..24]), bytes);
+    head[24..28].copy_from_slice(&crc.to_le_bytes());
+    head
+}
+
+/// Writes the snapshot file of `index` (the format [`SegmentLog::write_snapshot`] writes) in
+/// the directory `path` of a log, from any thread, without the log: to a temporary file,
+/// persisted (with `persist`: `fsync`), renamed into place, the directory synced. The log
+/// takes it in with [`SegmentLog::adopt_snapshot`] once this returned. A crash before the
+/// rename leaves a temporary file the next open removes; after it, a snapshot the next open
+/// finds (whole: it was persisted before the rename).
+pub fn write_snapshot_file(
+    path: &Path,
+    index: u64,
+    bytes: &[u8],
+    persist: bool,
+) -> Result<(), StoreError> {
+    use std::io::Write;
+    let name = snapshot_name(index);
+    let tmp = path.join(format!("{name}.bg.tmp"));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(&snapshot_header(index, bytes))?;
+        file.write_all(bytes)?;
+        if persist {
+            file.sync_all()?;
+        }
+        Ok(())
+    };
+    if let Err(e) = write() {
+        // Nothing of it is used: a full disk gets its space back.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(StoreError::io("write a snapshot file")(e));
+    }
+    std::fs::rename(&tmp, path.join(&name)).map_err(StoreError::io("rename a snapshot file"))?;
+    if persist {
+        std::fs::File::open(path)
+            .and_then(|d| d.sync_all())
+            .map_err(StoreError::io("fsync directory"))?;
+    }
+    Ok(())
+}
+
 fn within_limit(bytes: usize, bytes_max: usize) -> Result<(), StoreError> {
     if bytes > bytes_max {
         return Err(StoreError::RecordTooLarge { bytes, bytes_max });
@@ -809,12 +858,7 @@ impl<D: Dir> SegmentLog<D> {
             .open(&tmp)
             .inspect_err(|e| self.refused_space(&tmp, e))?;
         let len = SNAPSHOT_HEADER_BYTES + bytes.len();
-        let mut head = [0u8; SNAPSHOT_HEADER_BYTES];
-        head[0..8].copy_from_slice(&SNAPSHOT_MAGIC);
-        head[8..16].copy_from_slice(&index.to_le_bytes());
-        head[16..24].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&head[8..24]), bytes);
-        head[24..28].copy_from_slice(&crc.to_le_bytes());
+        let head = snapshot_header(index, bytes);
         let media = self.dir.file_mut(file);
         if media.len() < len {
             media
@@ -844,6 +888,52 @@ impl<D: Dir> SegmentLog<D> {
             self.dir_op(|d| d.remove(&name))?;
         }
         Ok(())
+    }
+
+    /// Takes in the snapshot file of `index` that [`write_snapshot_file`] made durable in
+    /// this log's directory (off the thread that owns the log), as if
+    /// [`SegmentLog::write_snapshot`] had written it, and keeps only the newest two. Only its
+    /// header is checked here (the writer checksummed the bytes it wrote; the next open checks
+    /// them all). A snapshot older than the newest kept is not taken in, and its file is
+    /// removed unless a kept snapshot has its name (the same index: the same state, the rename
+    /// replaced one file by its equal); the answer is then `false`.
+    pub fn adopt_snapshot(&mut self, index: u64) -> Result<bool, StoreError> {
+        self.check_usable()?;
+        let name = snapshot_name(index);
+        if self.snapshots.last().is_some_and(|s| s.index >= index) {
+            if !self.snapshots.iter().any(|s| s.index == index) {
+                self.dir_op(|d| d.remove(&name))?;
+            }
+            return Ok(false);
+        }
+        let file = self.dir_op(|d| d.open(&name))?;
+        let media = self.dir.file(file);
+        let len = (media.len() >= SNAPSHOT_HEADER_BYTES)
+            .then(|| media.read(0, SNAPSHOT_HEADER_BYTES))
+            .filter(|head| head[0..8] == SNAPSHOT_MAGIC && u64_at(head, 8) == index)
+            .and_then(|head| usize::try_from(u64_at(head, 16)).ok())
+            .filter(|&len| SNAPSHOT_HEADER_BYTES + len <= media.len());
+        let Some(len) = len else {
+            self.poisoned = true;
+            return Err(corrupt(
+                "a snapshot written beside the log has a bad header",
+                0,
+            ));
+        };
+        within_limit(len, self.options.snapshot_bytes_max)?;
+        self.snapshots.push(SnapshotFile {
+            index,
+            name,
+            file,
+            len,
+        });
+        let old = self.snapshots.len().saturating_sub(SNAPSHOTS_KEPT);
+        let mut stale: Vec<String> = self.snapshots.drain(..old).map(|s| s.name).collect();
+        stale.append(&mut self.damaged_snapshots);
+        for name in stale {
+            self.dir_op(|d| d.remove(&name))?;
+        }
+        Ok(true)
     }
 
     /// The newest valid snapshot: its index and bytes.

@@ -253,3 +253,34 @@ fn a_last_segment_without_a_valid_header_is_dropped_only_if_unwritten() {
         })
     ));
 }
+
+/// A snapshot written beside the log by another writer is taken in as the newest, the newest
+/// two are kept, one older than the newest is not taken in and its file is removed, and a
+/// reopen reads the newest.
+#[test]
+fn snapshots_written_beside_the_log_are_taken_in() {
+    use logless_storage::segment_log::write_snapshot_file;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = SegmentLog::open(dir.path(), options(Durability::Sync)).unwrap();
+    log.write_snapshot(10, b"ten").unwrap();
+    for (index, bytes) in [(20, &b"twenty"[..]), (30, b"thirty")] {
+        write_snapshot_file(dir.path(), index, bytes, true).unwrap();
+        assert!(log.adopt_snapshot(index).unwrap());
+        assert_eq!(log.snapshot(), Some((index, bytes)));
+    }
+    write_snapshot_file(dir.path(), 25, b"late", true).unwrap();
+    assert!(!log.adopt_snapshot(25).unwrap());
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("snap-"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["snap-00000000000000000020", "snap-00000000000000000030"]
+    );
+    drop(log);
+    let (log, _) = SegmentLog::open(dir.path(), options(Durability::Sync)).unwrap();
+    assert_eq!(log.snapshot(), Some((30, &b"thirty"[..])));
+}

@@ -169,6 +169,16 @@ pub struct Config {
     pub recovery: Recovery,
     /// When the replica takes snapshots (on demand only under mPaxosSM).
     pub snapshots: Snapshots,
+    /// Under [`Snapshots::Periodic`]: the runtime encodes and writes each periodic snapshot
+    /// off its loop. The replica hands it a consistent copy of the state
+    /// ([`StateMachine::snapshot_deferred`]) in the [`Ready`](crate::persist::Ready) instead
+    /// of a [`Record::Snapshot`](crate::persist::Record::Snapshot), keeps at most one in flight,
+    /// and truncates its log only once the runtime reports it durable
+    /// ([`Replica::snapshot_durable`](crate::replica::Replica::snapshot_durable)). Off (the
+    /// default), the snapshot is encoded in the step and written with the step's records.
+    ///
+    /// [`StateMachine::snapshot_deferred`]: crate::state_machine::StateMachine::snapshot_deferred
+    pub background_snapshots: bool,
     /// Deliberate bugs for harness tests.
     pub bugs: InjectedBugs,
 }
@@ -196,6 +206,7 @@ impl Config {
             snapshot_ratio_percent: 100,
             recovery: Recovery::FullSs,
             snapshots: Snapshots::Periodic,
+            background_snapshots: false,
             bugs: InjectedBugs::default(),
         }
     }

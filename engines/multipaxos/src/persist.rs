@@ -16,7 +16,8 @@
 use std::collections::BTreeMap;
 
 use crate::ids::{Epoch, Instance, View};
-use crate::message::{Batch, ClientReply, Envelope, Snapshot};
+use crate::message::{Batch, ClientReply, ClientTable, Envelope, Snapshot};
+use crate::state_machine::DeferredState;
 
 /// One durable write.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -72,6 +73,41 @@ pub trait LogStore {
     }
 }
 
+/// A periodic snapshot for the runtime to encode and write off its loop, under
+/// [`Config::background_snapshots`](crate::config::Config::background_snapshots): the state
+/// machine's consistent copy after executing every instance below `next_instance`, with the
+/// metadata a [`Snapshot`] carries.
+///
+/// The runtime takes it out of the [`Ready`] ([`Ready::take_snapshot_job`]), starts it only
+/// once the ready's records are durable (so the snapshot never covers a record that is not),
+/// and reports the snapshot to the replica once it is durable
+/// ([`Replica::snapshot_durable`](crate::replica::Replica::snapshot_durable)); only then does
+/// the replica truncate its log. A crash before that leaves the previous snapshot and the log
+/// behind it, as if the job had never been.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SnapshotJob {
+    /// The first instance the snapshot does not cover.
+    pub next_instance: Instance,
+    /// The execution stamp reached.
+    pub stamp_ms: u64,
+    /// The client table at that point.
+    pub clients: ClientTable,
+    /// The state machine's copy at that point.
+    pub state: DeferredState,
+}
+
+impl SnapshotJob {
+    /// The snapshot, its state encoded (the slow part: off the loop).
+    pub fn encode(&self) -> Snapshot {
+        Snapshot {
+            next_instance: self.next_instance,
+            stamp_ms: self.stamp_ms,
+            state: self.state.encode(),
+            clients: self.clients.clone(),
+        }
+    }
+}
+
 /// What a commit released: messages to send and replies to deliver.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Released {
@@ -93,6 +129,8 @@ pub struct Ready {
     /// Messages that left before their records were written: empty unless the deliberate bug
     /// `accept_before_persist` is on.
     leaked: Vec<Envelope>,
+    /// A snapshot to write off the loop ([`SnapshotJob`]).
+    snapshot_job: Option<SnapshotJob>,
 }
 
 impl Ready {
@@ -116,6 +154,19 @@ impl Ready {
         self.replies.push(reply);
     }
 
+    pub(crate) fn snapshot_later(&mut self, job: SnapshotJob) {
+        debug_assert!(self.snapshot_job.is_none(), "one snapshot in flight");
+        self.snapshot_job = Some(job);
+    }
+
+    /// The snapshot to encode and write off the loop, if the step asked for one. The runtime
+    /// takes it before the commit and starts it once the commit succeeded (see
+    /// [`SnapshotJob`]); one left in the ready is dropped with it, and the replica then waits
+    /// for its durability forever (it takes no other periodic snapshot).
+    pub fn take_snapshot_job(&mut self) -> Option<SnapshotJob> {
+        self.snapshot_job.take()
+    }
+
     /// Whether there is nothing to write, send or deliver.
     pub fn is_empty(&self) -> bool {
         self.epoch.is_none()
@@ -123,6 +174,7 @@ impl Ready {
             && self.sealed.is_empty()
             && self.replies.is_empty()
             && self.leaked.is_empty()
+            && self.snapshot_job.is_none()
     }
 
     /// The records to write, in order.

@@ -53,6 +53,16 @@
 //! asks a replica other than the leader first for the decided instances, and gets the
 //! responder's snapshot with them when some were truncated.
 //!
+//! Under [`Config::background_snapshots`] the periodic snapshot is not encoded in the step: the
+//! replica hands the runtime a consistent copy of the state ([`StateMachine::snapshot_deferred`])
+//! and its metadata in the [`Ready`] ([`SnapshotJob`]), which the runtime encodes and writes off
+//! its loop once the ready's records are durable, and reports with
+//! [`Replica::snapshot_durable`]. Until then the replica takes no other (one in flight; its
+//! log grows on), serves lagging replicas its previous snapshot, and truncates nothing; the
+//! report truncates below the snapshot before, as above. The rule is the same as in the step:
+//! the log is truncated only behind a durable snapshot, and a crash before the report leaves
+//! the previous snapshot and the whole log after it.
+//!
 //! Under [`Snapshots::OnDemand`] (mPaxosSM: the state machine keeps its state durable itself)
 //! no snapshot is taken after executing: the replica writes a *checkpoint* (a snapshot record
 //! without state: next instance, stamp, client table) each time the log has grown by
@@ -162,7 +172,7 @@ use crate::message::{
     Batch, ChunkCursor, ClientReply, ClientTable, Envelope, Message, PromisedEntry, Request,
     Snapshot, SnapshotChunk,
 };
-use crate::persist::{Durable, Ready, Record};
+use crate::persist::{Durable, Ready, Record, SnapshotJob};
 use crate::state_machine::StateMachine;
 
 /// How many catch-up timeouts in a row a replica waits for the next piece of a snapshot from
@@ -399,6 +409,9 @@ pub struct Replica<S> {
     /// Under [`Snapshots::OnDemand`]: a snapshot was installed since the last
     /// [`Replica::take_ready`], so no checkpoint is written before the next.
     installed_in_ready: bool,
+    /// Under [`Config::background_snapshots`]: the snapshot handed to the runtime and not yet
+    /// reported durable (its first instance not covered), at most one.
+    snapshot_in_flight: Option<Instance>,
     /// When the leader of the view was last heard from.
     leader_heard_ms: u64,
     /// After a restart, until it hears from a leader: the quiet time in which it starts no
@@ -670,6 +683,7 @@ impl<S: StateMachine> Replica<S> {
             log_bytes_since_snapshot: 0,
             served: None,
             installed_in_ready: false,
+            snapshot_in_flight: None,
             leader_heard_ms: now_ms,
             restart_quiet: None,
             stamp_seen_ms,
@@ -809,6 +823,44 @@ impl<S: StateMachine> Replica<S> {
     /// The last snapshot taken or installed.
     pub fn snapshot(&self) -> Option<&Snapshot> {
         self.snapshot.as_ref()
+    }
+
+    /// Under [`Config::background_snapshots`]: the first instance not covered by the snapshot
+    /// handed to the runtime and not yet reported durable, if one is.
+    pub fn snapshot_in_flight(&self) -> Option<Instance> {
+        self.snapshot_in_flight
+    }
+
+    /// The runtime made durable the snapshot of the [`SnapshotJob`] the replica handed it
+    /// ([`Config::background_snapshots`]; `snapshot` is its encoding). It becomes the replica's
+    /// snapshot (served to lagging replicas, the base of the snapshot policy) and the log is
+    /// truncated below the snapshot before it, as when the snapshot is taken in the step: the
+    /// truncation thus never passes a snapshot that is not durable. A report of a snapshot not
+    /// in flight, or older than the replica's snapshot (one installed meanwhile), truncates
+    /// nothing.
+    ///
+    /// [`SnapshotJob`]: crate::persist::SnapshotJob
+    pub fn snapshot_durable(&mut self, snapshot: Snapshot) {
+        if self.snapshot_in_flight != Some(snapshot.next_instance) {
+            return;
+        }
+        self.snapshot_in_flight = None;
+        let newer = self
+            .snapshot
+            .as_ref()
+            .is_none_or(|s| s.next_instance < snapshot.next_instance);
+        if !newer {
+            return;
+        }
+        // Keep the log back to the previous snapshot, for replicas a little behind.
+        let below = self
+            .snapshot
+            .as_ref()
+            .map_or(self.log_start, |s| s.next_instance);
+        self.see_stamp(snapshot.stamp_ms);
+        self.truncate(below);
+        self.snapshot = Some(snapshot);
+        self.stats.snapshots_taken += 1;
     }
 
     /// The counters.
@@ -1743,6 +1795,21 @@ impl<S: StateMachine> Replica<S> {
         }
         let last = self.snapshot.as_ref().map_or(0, Snapshot::size_bytes) as u64;
         if since.saturating_mul(100) < last.saturating_mul(self.config.snapshot_ratio_percent) {
+            return;
+        }
+        if self.config.background_snapshots {
+            if self.snapshot_in_flight.is_some() {
+                // One at a time: the log grows on until that one is durable.
+                return;
+            }
+            self.ready.snapshot_later(SnapshotJob {
+                next_instance: self.next_execute,
+                stamp_ms: self.stamp_executed_ms,
+                clients: self.clients.clone(),
+                state: self.state_machine.snapshot_deferred(),
+            });
+            self.snapshot_in_flight = Some(self.next_execute);
+            self.log_bytes_since_snapshot = 0;
             return;
         }
         let snapshot = Snapshot {

@@ -1,4 +1,7 @@
 //! The replicated service, as the protocol sees it.
+use std::fmt;
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::ids::Instance;
@@ -24,6 +27,53 @@ pub trait StateMachine {
     fn execute(&mut self, request: &Request) -> Bytes;
     /// The state, encoded, after every request executed so far.
     fn snapshot(&self) -> Bytes;
+    /// A consistent copy of the state now, to be encoded later (by a runtime, off its loop)
+    /// into what [`StateMachine::snapshot`] gives now. The default encodes at once; a machine
+    /// that can copy its state more cheaply than it encodes it (a clone of shared pieces)
+    /// overrides it.
+    fn snapshot_deferred(&self) -> DeferredState {
+        let state = self.snapshot();
+        DeferredState::new(move || state.clone())
+    }
     /// Replaces the state with one [`StateMachine::snapshot`] produced (on any replica).
     fn restore(&mut self, snapshot: &Bytes);
+}
+
+/// A state machine's state, copied at one point and encoded on demand
+/// ([`StateMachine::snapshot_deferred`]). The engine never encodes it: it hands it to the
+/// runtime, which may encode it on another thread.
+///
+/// Two copies are equal only if they are the same copy; hashing ignores it (a model checker
+/// never meets one: only [`Config::background_snapshots`](crate::config::Config) makes them).
+#[derive(Clone)]
+pub struct DeferredState(Arc<dyn Fn() -> Bytes + Send + Sync>);
+
+impl DeferredState {
+    /// The state `encode` encodes when asked.
+    pub fn new(encode: impl Fn() -> Bytes + Send + Sync + 'static) -> DeferredState {
+        DeferredState(Arc::new(encode))
+    }
+
+    /// The encoded state: what [`StateMachine::snapshot`] gave when the copy was taken.
+    pub fn encode(&self) -> Bytes {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for DeferredState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DeferredState")
+    }
+}
+
+impl PartialEq for DeferredState {
+    fn eq(&self, other: &DeferredState) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for DeferredState {}
+
+impl std::hash::Hash for DeferredState {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }

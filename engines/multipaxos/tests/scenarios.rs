@@ -7,9 +7,9 @@ use bytes::Bytes;
 use logless_multipaxos::config::{Config, Recovery, Snapshots};
 use logless_multipaxos::ids::{ClientId, Epoch, Instance, NodeId, RequestSeq, View};
 use logless_multipaxos::message::{
-    Batch, ChunkCursor, ClientReply, Envelope, Message, Request, SnapshotChunk,
+    Batch, ChunkCursor, ClientReply, Envelope, Message, Request, Snapshot, SnapshotChunk,
 };
-use logless_multipaxos::persist::Durable;
+use logless_multipaxos::persist::{Durable, LogStore, Record, SnapshotJob};
 use logless_multipaxos::replica::{Replica, Status};
 use logless_multipaxos::state_machine::StateMachine;
 use logless_multipaxos::testing::{durable_before_send, History, MemStore};
@@ -36,6 +36,9 @@ struct Net {
     now_ms: u64,
     /// How far a replica's clock runs ahead of the network's (none unless a test sets one).
     ahead_ms: BTreeMap<NodeId, u64>,
+    /// Snapshots handed to the runtime to write off its loop and not written yet
+    /// (`Config::background_snapshots`), by replica.
+    jobs: BTreeMap<NodeId, SnapshotJob>,
 }
 
 fn request(client: u64, seq: u64) -> Request {
@@ -78,6 +81,7 @@ impl Net {
             replies: Vec::new(),
             now_ms: 0,
             ahead_ms: BTreeMap::new(),
+            jobs: BTreeMap::new(),
         };
         for node in [A, B, C] {
             let replica = Replica::new(net.config(node), History::default(), 0);
@@ -126,7 +130,13 @@ impl Net {
     fn collect(&mut self, node: NodeId) {
         let replica = self.replicas.get_mut(&node).unwrap();
         let (epoch, full_ss) = (replica.epoch(), replica.config().recovery.writes_records());
-        let ready = replica.take_ready();
+        let mut ready = replica.take_ready();
+        if let Some(job) = ready.take_snapshot_job() {
+            assert!(
+                self.jobs.insert(node, job).is_none(),
+                "one snapshot in flight"
+            );
+        }
         let Ok(released) = ready.commit(self.stores.get_mut(&node).unwrap());
         for envelope in released.messages {
             let durable = self.stores[&node].durable();
@@ -204,7 +214,27 @@ impl Net {
     /// flushed.
     fn crash(&mut self, node: NodeId) {
         self.stores.get_mut(&node).unwrap().crash();
+        self.jobs.remove(&node);
         self.down.insert(node);
+    }
+
+    /// Writes the snapshot `node` handed off (encoded now, from the copy taken then), makes
+    /// it durable and tells the replica, as a runtime does once its writer is done.
+    fn finish_snapshot(&mut self, node: NodeId) -> Snapshot {
+        let snapshot = self
+            .jobs
+            .remove(&node)
+            .expect("a snapshot in flight")
+            .encode();
+        let store = self.stores.get_mut(&node).unwrap();
+        let Ok(()) = store.write(&Record::Snapshot(snapshot.clone()));
+        let Ok(()) = store.flush();
+        self.replicas
+            .get_mut(&node)
+            .unwrap()
+            .snapshot_durable(snapshot.clone());
+        self.collect(node);
+        snapshot
     }
 
     /// Crashes `node` in the middle of a step: what it produced for `message` is not committed,
@@ -1890,4 +1920,116 @@ fn a_follower_catching_up_lets_one_up_to_date_take_over_when_the_leader_falls_si
     net.advance(net.now_ms + 500, every);
     assert_eq!(net.history(B).len(), 6);
     assert_eq!(net.history(B), net.history(C));
+}
+
+fn background_snapshots(config: &mut Config) {
+    config.snapshot_log_bytes_min = 100;
+    config.snapshot_ratio_percent = 0;
+    config.background_snapshots = true;
+}
+
+/// Snapshots off the loop (`Config::background_snapshots`): a replica hands a copy of its
+/// state to the runtime instead of writing a snapshot record, takes no second one while that
+/// one is in flight (its log grows on), and truncates its log only once the runtime reports
+/// the snapshot durable, below the snapshot before it. The snapshot is the state at the copy,
+/// although the replica executed more before it was encoded.
+#[test]
+fn a_snapshot_off_the_loop_truncates_the_log_only_once_durable() {
+    let mut net = Net::started(background_snapshots);
+    for seq in 1..=12 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    let first = net.jobs[&B].next_instance;
+    assert!(
+        net.replica(B).executed_below() > first,
+        "executed past the copy"
+    );
+    assert_eq!(net.replica(B).snapshot_in_flight(), Some(first));
+    assert!(net.replica(B).snapshot().is_none());
+    assert!(net.stores[&B].durable().snapshot.is_none());
+    assert_eq!(net.replica(B).log_start(), Instance(0));
+
+    let snapshot = net.finish_snapshot(B);
+    assert_eq!(snapshot.next_instance, first);
+    let mut at_copy = History::default();
+    at_copy.restore(&snapshot.state);
+    let executed = net.replica(B).state_machine().executed();
+    assert!(
+        at_copy.executed().len() < executed.len(),
+        "the state at the copy"
+    );
+    assert_eq!(at_copy.executed(), &executed[..at_copy.executed().len()]);
+    assert_eq!(net.replica(B).snapshot(), Some(&snapshot));
+    // No snapshot before it: nothing to truncate yet.
+    assert_eq!(net.replica(B).log_start(), Instance(0));
+
+    for seq in 13..=24 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    let second = net.jobs[&B].next_instance;
+    assert!(second > first);
+    assert_eq!(
+        net.stores[&B].durable().log_start,
+        Instance(0),
+        "not before durable"
+    );
+    net.finish_snapshot(B);
+    assert_eq!(net.replica(B).log_start(), first);
+    assert_eq!(net.stores[&B].durable().log_start, first);
+    assert_eq!(
+        net.stores[&B]
+            .durable()
+            .snapshot
+            .as_ref()
+            .unwrap()
+            .next_instance,
+        second
+    );
+    // A stale report (not in flight) changes nothing.
+    net.replicas
+        .get_mut(&B)
+        .unwrap()
+        .snapshot_durable(snapshot.clone());
+    assert_eq!(net.replica(B).log_start(), first);
+}
+
+/// A crash with a snapshot in flight loses it: the replica restarts from its durable snapshot
+/// and the whole log behind it (never truncated past a durable snapshot), executes everything
+/// again and takes snapshots again.
+#[test]
+fn a_crash_with_a_snapshot_in_flight_restarts_from_the_one_before() {
+    let mut net = Net::started(background_snapshots);
+    for seq in 1..=12 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    let first = net.finish_snapshot(C).next_instance;
+    for seq in 13..=24 {
+        net.submit(A, request(1, seq));
+        net.run(every);
+    }
+    assert!(net.jobs.contains_key(&C));
+    net.crash(C);
+    assert_eq!(
+        net.stores[&C]
+            .durable()
+            .snapshot
+            .as_ref()
+            .unwrap()
+            .next_instance,
+        first
+    );
+    assert_eq!(net.stores[&C].durable().log_start, Instance(0));
+    net.restart(C);
+    net.advance(100, every);
+    assert_eq!(net.history(C), net.history(A));
+    assert_eq!(net.history(C).len(), 24);
+    // It snapshots again once it executed past the threshold, and truncates behind the
+    // snapshot it restarted from.
+    let again = net.finish_snapshot(C).next_instance;
+    assert!(again > first);
+    assert_eq!(net.replica(C).log_start(), first);
+    assert_eq!(net.stores[&C].durable().log_start, first);
 }
