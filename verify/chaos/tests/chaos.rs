@@ -161,7 +161,7 @@ fn a_clean_cluster_passes_under_every_kind_of_fault() {
     let run = chaos(
         &[
             "--duration-s",
-            "60",
+            "40",
             "--think-ms",
             "5",
             "--replicas",
