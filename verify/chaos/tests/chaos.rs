@@ -345,7 +345,7 @@ fn with_options<'a>(mut args: Vec<&'a str>, extra: &[&'a str]) -> Vec<&'a str> {
 
 /// Seconds of workload and faults of a run with a deliberate bug: `LOGLESS_CHAOS_BUG_RUN_S`,
 /// else 8. Each bug of these tests shows within a few seconds of contention (8 s runs with
-/// seeds 7 and 1 each found 6 to 60 keys not linearizable or with lost writes, and the psmr
+/// seeds 7 and 1 each found 6 to 230 keys not linearizable or with lost writes, and the psmr
 /// bug's digests differed), and every fault kind of the run fires at least once; longer runs
 /// by hand, e.g. `LOGLESS_CHAOS_BUG_RUN_S=60 cargo test --profile tests -p logless-chaos
 /// --test chaos -- caught`.
