@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from conftest import HOST, PASSWORD
 
@@ -23,8 +25,10 @@ def protocol(request):
 
 
 def client(port, protocol, **kwargs):
+    # No retries: redis-py takes a refused login for a connection error and retries it with
+    # backoff (10 times in 8.x), seconds per refusal that test nothing of the server.
     return redis.Redis(host=HOST, port=port, protocol=protocol, socket_timeout=10,
-                       decode_responses=True, **kwargs)
+                       decode_responses=True, retry=Retry(NoBackoff(), 0), **kwargs)
 
 
 def test_redis_py_with_the_password(secured, protocol, ns):
@@ -58,7 +62,8 @@ def test_an_unsecured_cluster_still_takes_any_auth(addresses, ns):
     with redis.Redis(host=HOST, port=addresses[0][1], username="default",
                      password="anything", socket_timeout=10) as r:
         assert r.ping() is True
-    with redis.Redis(host=HOST, port=addresses[0][1], socket_timeout=10) as r:
+    with redis.Redis(host=HOST, port=addresses[0][1], socket_timeout=10,
+                     retry=Retry(NoBackoff(), 0)) as r:
         with pytest.raises(redis.RedisError, match="without any password configured"):
             r.execute_command("AUTH", "something")
 

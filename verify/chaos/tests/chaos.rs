@@ -161,7 +161,7 @@ fn a_clean_cluster_passes_under_every_kind_of_fault() {
     let run = chaos(
         &[
             "--duration-s",
-            "60",
+            "40",
             "--think-ms",
             "5",
             "--replicas",
@@ -343,13 +343,33 @@ fn with_options<'a>(mut args: Vec<&'a str>, extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
+/// Seconds of workload and faults of a run with a deliberate bug: `LOGLESS_CHAOS_BUG_RUN_S`,
+/// else 8. Each bug of these tests shows within a few seconds of contention (8 s runs with
+/// seeds 7 and 1 each found 6 to 230 keys not linearizable or with lost writes, and the psmr
+/// bug's digests differed), and every fault kind of the run fires at least once; longer runs
+/// by hand, e.g. `LOGLESS_CHAOS_BUG_RUN_S=60 cargo test --profile tests -p logless-chaos
+/// --test chaos -- caught`.
+fn bug_run_secs() -> String {
+    std::env::var("LOGLESS_CHAOS_BUG_RUN_S")
+        .ok()
+        .filter(|s| s.parse::<u64>().is_ok_and(|n| n > 0))
+        .unwrap_or_else(|| "8".to_string())
+}
+
+/// The time limit of a run with a deliberate bug of `secs` seconds: its start, final reads,
+/// checker (which takes longer on a history that is not linearizable) and stop included.
+fn bug_run_limit(secs: &str) -> Duration {
+    Duration::from_secs(secs.parse::<u64>().unwrap_or(8) + 80)
+}
+
 fn mutation_is_caught(bug: &str, seed: &str, extra: &[&str]) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = out_dir();
     let mut args = CONTENDED.to_vec();
     args.extend(["--inject-bug", bug, "--seed", seed]);
-    let args = with_options(args, extra);
-    let run = chaos(&args, dir.path(), Duration::from_secs(90));
+    let secs = bug_run_secs();
+    let args = with_options(with_options(args, extra), &["--duration-s", &secs]);
+    let run = chaos(&args, dir.path(), bug_run_limit(&secs));
     eprintln!("{bug}: {:.1} s", run.elapsed.as_secs_f64());
     let ok = run.code == Some(1) && run.stdout.contains("verdict:     VIOLATION");
     keep_on_failure(dir, ok);
@@ -608,11 +628,15 @@ fn a_psmr_cluster_passes_kills_pauses_and_partitions() {
 fn psmr_divergence_is_caught(bug: &str) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = out_dir();
+    let secs = bug_run_secs();
     let args = with_options(
-        [CONTENDED, &["--seed", "3", "--inject-bug", bug]].concat(),
-        PSMR_ENTRIES,
+        with_options(
+            [CONTENDED, &["--seed", "3", "--inject-bug", bug]].concat(),
+            PSMR_ENTRIES,
+        ),
+        &["--duration-s", &secs],
     );
-    let run = chaos(&args, dir.path(), Duration::from_secs(80));
+    let run = chaos(&args, dir.path(), bug_run_limit(&secs));
     eprintln!("{bug}: {:.1} s", run.elapsed.as_secs_f64());
     let ok = run.code == Some(1) && run.stdout.contains("digests:     DIFFER");
     keep_on_failure(dir, ok);

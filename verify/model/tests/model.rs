@@ -98,7 +98,11 @@ fn fast_writes() -> ModelConfig {
     config
 }
 
+/// By hand (`cargo test --profile tests -p logless-model --test model -- --ignored`): every
+/// state of it is a state of the next test (which may drop an idle register, or not) and holds
+/// the same properties there, so CI checks them there.
 #[test]
+#[ignore = "by hand: its states are a subset of the next test's, which CI runs"]
 fn exhaustive_with_thrifty_fast_writes_under_a_break() {
     let mut config = fast_writes();
     config.faults.breaks_max = 1;
@@ -209,9 +213,11 @@ fn the_model_catches_lost_learned_notifications() {
     assert_eq!(finds_violation(config), 10);
 }
 
+/// Without retries: the shortest counterexample needs none (the same 11 steps as with one
+/// retry, in a third of the time: 8 s against 25 s on 2 loaded cores).
 #[test]
 fn the_model_catches_a_replica_that_forgets_its_store_in_a_crash() {
-    let mut config = ModelConfig::new(vec![vec![Incr], vec![Get]], 1);
+    let mut config = ModelConfig::new(vec![vec![Incr], vec![Get]], 0);
     config.faults.crashes_max = 1;
     config.crash_forgets_store = true;
     assert_eq!(finds_violation(config), 11);
