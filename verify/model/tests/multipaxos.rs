@@ -184,5 +184,5 @@ fn exhaustive_epoch_ss_with_a_crash() {
     config.instances_max = 1;
     let checker = explore(config.into_model());
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 171_359);
+    assert_eq!(checker.unique_state_count(), 146_135);
 }
