@@ -1099,20 +1099,31 @@ mod tests {
         }
     }
 
-    fn single_replica_core() -> LogCore<u32, SimDir> {
-        let opened =
-            DurableLog::open_on(SimDir::new(), SegmentLogOptions::new(Durability::Sync)).unwrap();
-        let config = Config::new(vec![NodeId(1)], NodeId(1));
+    /// A core over `opened` with the registers' machine, started at wall time 1,000,000 ms in
+    /// start number `incarnation`, its requests timing out after `request_timeout_ms`.
+    fn core_over<D: Dir>(
+        config: Config,
+        opened: crate::durable_log::OpenedLog<D>,
+        incarnation: u32,
+        request_timeout_ms: u64,
+    ) -> LogCore<u32, D> {
         LogCore::recover(
             config,
             RegisterMachine::default(),
             &opened.durable,
             opened.log,
-            3,
-            1_000,
+            incarnation,
+            request_timeout_ms,
             1_000_000,
             0,
         )
+    }
+
+    fn single_replica_core() -> LogCore<u32, SimDir> {
+        let opened =
+            DurableLog::open_on(SimDir::new(), SegmentLogOptions::new(Durability::Sync)).unwrap();
+        let config = Config::new(vec![NodeId(1)], NodeId(1));
+        core_over(config, opened, 3, 1_000)
     }
 
     fn incr(key: &str) -> Operation {
@@ -1204,16 +1215,7 @@ mod tests {
         // Replica 2 of three follows replica 1, the leader of view 0.
         let nodes = vec![NodeId(1), NodeId(2), NodeId(3)];
         let config = Config::new(nodes.clone(), NodeId(2));
-        let mut core: LogCore<u32, SimDir> = LogCore::recover(
-            config,
-            RegisterMachine::default(),
-            &opened.durable,
-            opened.log,
-            1,
-            5_000,
-            1_000_000,
-            0,
-        );
+        let mut core: LogCore<u32, SimDir> = core_over(config, opened, 1, 5_000);
         let mut out = Collected::default();
         core.submit(&incr("k"), 7);
         core.finish_turn(&mut out).unwrap();
@@ -1264,16 +1266,7 @@ mod tests {
             DurableLog::open_on(SimDir::new(), SegmentLogOptions::new(Durability::Sync)).unwrap();
         // Three replicas, the other two never answer: nothing is decided.
         let config = Config::new(vec![NodeId(1), NodeId(2), NodeId(3)], NodeId(1));
-        let mut core: LogCore<u32, SimDir> = LogCore::recover(
-            config,
-            RegisterMachine::default(),
-            &opened.durable,
-            opened.log,
-            1,
-            600,
-            1_000_000,
-            0,
-        );
+        let mut core: LogCore<u32, SimDir> = core_over(config, opened, 1, 600);
         let mut out = Collected::default();
         core.submit(&incr("k"), 9);
         run_until(&mut core, &mut out, |o| !o.answers.is_empty());
@@ -1294,16 +1287,7 @@ mod tests {
         config.recovery = logless_multipaxos::config::Recovery::Pmem;
         config.snapshot_log_bytes_min = 64;
         config.snapshot_ratio_percent = 1;
-        LogCore::recover(
-            config,
-            RegisterMachine::default(),
-            &opened.durable,
-            opened.log,
-            incarnation,
-            1_000,
-            1_000_000,
-            0,
-        )
+        core_over(config, opened, incarnation, 1_000)
     }
 
     /// The state machine a runtime rebuilds for `core` (the node does it off the loop).
@@ -1377,16 +1361,7 @@ mod tests {
         let opened = DurableLog::open_on(SimDir::new(), options).unwrap();
         let nodes = vec![NodeId(1), NodeId(2), NodeId(3)];
         let config = Config::new(nodes.clone(), NodeId(1));
-        let mut core: LogCore<u32, SimDir> = LogCore::recover(
-            config,
-            RegisterMachine::default(),
-            &opened.durable,
-            opened.log,
-            1,
-            5_000,
-            1_000_000,
-            0,
-        );
+        let mut core: LogCore<u32, SimDir> = core_over(config, opened, 1, 5_000);
         let mut out = Collected::default();
         // Alone on the network, it stands for election again and again, writing its
         // promises, until a new segment is refused.
@@ -1431,16 +1406,7 @@ mod tests {
     }
 
     fn core_on<D: Dir>(opened: crate::durable_log::OpenedLog<D>) -> LogCore<u32, D> {
-        LogCore::recover(
-            background_config(),
-            RegisterMachine::default(),
-            &opened.durable,
-            opened.log,
-            3,
-            1_000,
-            1_000_000,
-            0,
-        )
+        core_over(background_config(), opened, 3, 1_000)
     }
 
     /// The counter `k` of a replica restarted (FullSS) from `durable`, checking on the way

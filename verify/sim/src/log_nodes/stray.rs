@@ -137,7 +137,7 @@ impl LogNodeCluster {
             return StrayAfter::Nothing;
         }
         let (next, after) = match stray {
-            StrayVote::Propose {
+            propose @ StrayVote::Propose {
                 leader,
                 follower,
                 above,
@@ -153,29 +153,15 @@ impl LogNodeCluster {
                     };
                     (vote, StrayAfter::Nothing)
                 }
-                _ => (
-                    StrayVote::Propose {
-                        leader,
-                        follower,
-                        above,
-                        until_us,
-                    },
-                    StrayAfter::Nothing,
-                ),
+                _ => (propose, StrayAfter::Nothing),
             },
-            StrayVote::Vote {
+            vote @ StrayVote::Vote {
                 leader,
                 follower,
                 upto,
-                until_us,
+                ..
             } if node == leader => {
                 drop_proposes(sends, upto, Some(follower));
-                let vote = StrayVote::Vote {
-                    leader,
-                    follower,
-                    upto,
-                    until_us,
-                };
                 (vote, StrayAfter::Nothing)
             }
             StrayVote::Vote {
