@@ -175,13 +175,44 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
     assert!(held.is_empty(), "the removed node holds {held:?}");
 
     // A node restarted now serves by the configuration in the register, not by the one its
-    // peer list derives (epoch 1, with the removed node).
+    // peer list derives (epoch 1, with the removed node). Restarted while it cannot read the
+    // register (two of the four nodes down), it starts in that derived stage and its data
+    // shards answer no peer (docs/ring.md §4 "A restarted node") until its first read.
     let restarted = if removed == 1 { 1 } else { 0 };
-    assert!(cluster.stop(restarted));
+    let others: Vec<usize> = (0..NODES)
+        .filter(|&i| i != restarted && i != removed - 1)
+        .collect();
+    for &i in others.iter().chain([&restarted]) {
+        assert!(cluster.stop(i));
+    }
     cluster.spawn(restarted);
+    let awaiting = || {
+        let (_, body) = http_get(https[restarted], "/status", Duration::from_secs(3)).unwrap();
+        let status: NodeStatus = serde_json::from_str(&body).unwrap();
+        let ring = status.ring.expect("a ring");
+        (ring.stage, ring.shards_awaiting_stage)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http_get(https[restarted], "/status", Duration::from_secs(1)).is_err() {
+        assert!(Instant::now() < deadline, "no /status");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let (stage, shards) = awaiting();
+    assert_eq!(stage, "Stable(1)");
+    assert!(
+        shards > 0,
+        "its data shards answer peers before it read the stage"
+    );
+    for &i in &others {
+        cluster.spawn(i);
+    }
     cluster.wait_serving(Duration::from_secs(30));
     assert_eq!(installed(&cluster, restarted), "Stable(2)");
-    cons[restarted] = cluster.connect(restarted);
+    assert_eq!(awaiting(), ("Stable(2)".to_string(), 0));
+    for i in others.into_iter().chain([restarted]) {
+        cons[i] = cluster.connect(i);
+    }
     for i in 0..NODES {
         let got: usize = cons[restarted].get(format!("after:{i}:7")).unwrap();
         assert_eq!(got, 7);

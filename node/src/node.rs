@@ -401,6 +401,8 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
             states.located(),
         )
         .with_round_floor(store.round_floor());
+        // A data shard of a ring answers no peer before the node read the ring's stage.
+        let replica = crate::ring::starting_replica(replica);
         states.finish()?;
         let replica = if identity.rejoining {
             replica.rejoining()

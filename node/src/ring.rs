@@ -40,6 +40,7 @@
 //! replicate every key on every node: a ring is the per-key engine's.
 use logless_placement::{codec, Configuration, NodeId, Replication, Slot};
 use logless_rmw::placement::Placement;
+use logless_rmw::replica::Replica;
 use sha2::{Digest, Sha256};
 
 use crate::config::{ConfigError, Engine, NodeConfig};
@@ -248,6 +249,23 @@ pub fn placement(config: &NodeConfig) -> Result<Option<Placement>, ConfigError> 
         .map_err(|e| ConfigError::Invalid(e.to_string()))
 }
 
+/// A data shard's replica as a ring's node starts it (the whole-node simulation starts a
+/// restarted node's the same way): with the placement its peer list derives ([`placement`]),
+/// its acceptor answering nothing until the node has read the ring's stage and installed it
+/// (`Replica::awaiting_stage`; [`crate::ring_watch`] installs at the first read). The derived
+/// placement is `Stable(1)`'s, which a restarted node may have left several stages behind:
+/// deciding on that stage's messages would take the acceptor back to a stage the ring left,
+/// and with a node late to read the register it could make a majority of the old replicas
+/// (docs/ring.md §4, "A restarted node"). A replica without a placement (off a ring, and the
+/// ring shard's) starts as it is.
+pub fn starting_replica(replica: Replica) -> Replica {
+    if replica.proposer_config().placement.is_some() {
+        replica.awaiting_stage()
+    } else {
+        replica
+    }
+}
+
 /// The ring's digest: the first 8 bytes of the SHA-256 of its byte form.
 pub fn digest(ring: &Configuration) -> u64 {
     let hash = Sha256::digest(codec::encode(ring));
@@ -441,5 +459,94 @@ mod tests {
         let mut no_client = ring(5, 3);
         no_client.peers[2].client_addr = None;
         assert!(refusal(no_client).contains("replica 3"));
+    }
+
+    /// A restarted node's data shard, started as node.rs starts it with the placement its peer
+    /// list derives (`Stable(1)`), answers a late node's PREPARE of that stage only once a
+    /// stage was installed: after a change, with STALE.
+    #[test]
+    fn a_data_shard_answers_no_peer_until_the_node_installed_the_rings_stage() {
+        use logless_rmw::ids::{AttemptId, Key, NodeId as RmwId, ProposerId, Round};
+        use logless_rmw::message::{Message, PrepareKind};
+
+        let config = ring(4, 3);
+        let derived = placement(&config).unwrap().expect("a ring");
+        let acceptors: Vec<RmwId> = (1..=4).map(RmwId).collect();
+        let start = || {
+            let mut proposer = config.proposer_config(acceptors.clone());
+            proposer.placement = Some(derived.clone());
+            let none: Vec<(Key, logless_rmw::acceptor::AcceptorState)> = Vec::new();
+            starting_replica(Replica::new(RmwId(1), 2, proposer, 7, none))
+        };
+        // A key node 1 replicates, and another replica of it: the late node asking.
+        let ring = configuration(&config).unwrap();
+        let key = (0..)
+            .map(|i| Key::new(format!("k{i}")))
+            .find(|k| {
+                (ring.replicas(logless_placement::key_slot(k.as_bytes()))).contains(NodeId(1))
+            })
+            .unwrap();
+        let late = ring
+            .replicas(logless_placement::key_slot(key.as_bytes()))
+            .nodes()
+            .iter()
+            .map(|n| RmwId(n.0))
+            .find(|n| *n != RmwId(1))
+            .unwrap();
+        let prepare = Message::Prepare {
+            key: key.clone(),
+            kind: PrepareKind::Write,
+            attempt: AttemptId {
+                proposer: ProposerId {
+                    node: late,
+                    incarnation: 1,
+                },
+                seq: 1,
+            },
+            known_voted: Round::BOTTOM,
+            stage: derived.stage_id(),
+        };
+        let mut replica = start();
+        assert!(replica.is_awaiting_stage());
+        replica.handle_message(0, late, &prepare);
+        let output = replica.take_output();
+        assert!(
+            output.sends.is_empty() && output.persist.is_empty(),
+            "no answer"
+        );
+        assert!(replica.acceptor_state(&key).is_none());
+        // The ring moved on while the node was down: the first read installs the stage the
+        // register holds, and the late node is refused.
+        let removed = ring.with_node_removed(NodeId(4)).unwrap();
+        let later = Placement::joint(&ring, &removed, &acceptors).unwrap();
+        replica.install_placement(later.clone());
+        replica.handle_message(0, late, &prepare);
+        let sends = replica.take_output().sends;
+        assert_eq!(sends.len(), 1);
+        assert_eq!(
+            sends[0].message,
+            Message::Stale {
+                key: key.clone(),
+                stage: later.stage_id()
+            }
+        );
+        // A ring that never changed: the first read installs the derived stage again, and the
+        // shard answers it.
+        let mut replica = start();
+        replica.install_placement(derived.clone());
+        replica.handle_message(0, late, &prepare);
+        assert!(
+            !replica.take_output().persist.is_empty(),
+            "a promise and its ACK"
+        );
+        // The ring shard has no placement, and answers from the start.
+        let ring_shard = starting_replica(Replica::new(
+            RmwId(1),
+            2,
+            config.proposer_config(acceptors.clone()),
+            7,
+            Vec::<(Key, logless_rmw::acceptor::AcceptorState)>::new(),
+        ));
+        assert!(!ring_shard.is_awaiting_stage());
     }
 }

@@ -309,8 +309,8 @@ pub(crate) async fn change<O: RingOps>(
 
 /// The nodes a change from `old` to `new` makes replicas of slots they do not replicate in
 /// `old`: the node added (or replacing another), and nodes the preference walk moved onto a
-/// slot (docs/ring.md §1).
-pub(crate) fn gaining_nodes(old: &Configuration, new: &Configuration) -> BTreeSet<u16> {
+/// slot (docs/ring.md §1). The whole-node simulation's coordinator asks the same nodes.
+pub fn gaining_nodes(old: &Configuration, new: &Configuration) -> BTreeSet<u16> {
     logless_placement::Slot::all()
         .flat_map(|slot| {
             let before = old.replicas(slot);
@@ -340,7 +340,7 @@ pub(crate) async fn await_nothing_elsewhere<O: RingOps>(
         let waiting: Vec<u16> = left.keys().copied().collect();
         for node in waiting {
             let report = ops.report(node).await?;
-            if report.is_some_and(|r| r.stage == stage && r.registers_elsewhere == 0) {
+            if holds_nothing_elsewhere(report.as_ref(), stage) {
                 left.remove(&node);
             } else {
                 left.insert(node, report);
@@ -358,6 +358,15 @@ pub(crate) async fn await_nothing_elsewhere<O: RingOps>(
         },
         _ => ChangeError::NotReported(node),
     })
+}
+
+/// Whether a node whose last report is `report` may be given slots by a change from the ring's
+/// stage `stage`: it reported `stage` with no register of a slot it does not replicate left.
+/// A report of another stage does not count (its count is of another placement); a node down
+/// counts by its last report, since it takes no state of a slot it does not replicate. The
+/// whole-node simulation's coordinator asks the same of its nodes' reports.
+pub fn holds_nothing_elsewhere(report: Option<&InstallReport>, stage: Stage) -> bool {
+    report.is_some_and(|r| r.stage == stage && r.registers_elsewhere == 0)
 }
 
 /// Whether a change from `old` to `new` can run with the nodes `down` down: for every slot it

@@ -27,7 +27,8 @@
 //! A node does not know the ring's stage before it has read the register: after a change,
 //! the configuration derived from the peer list is stale. So the node accepts no Redis client
 //! until the first read succeeded and what it found is installed ([`RingState::ready`]), which
-//! needs a majority of the peer list up.
+//! needs a majority of the peer list up. Until then its data shards' acceptors answer no peer
+//! either ([`crate::ring::starting_replica`]), so the first read installs whatever it found.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -204,7 +205,9 @@ async fn step(
     };
     let installed = ring.installed();
     reported.reads_since_elsewhere += 1;
-    if stage != installed {
+    // The first read installs even the stage the node started with: its data shards' acceptors
+    // answer nothing until a placement is installed (`crate::ring::starting_replica`).
+    if stage != installed || !*ring.ready.borrow() {
         if installed.stage().is_after(stage.stage()) {
             return Err(format!(
                 "the ring's stage register holds {}, older than the {} this node installed",

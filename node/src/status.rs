@@ -838,6 +838,10 @@ pub struct RingStatus {
     /// Registers it holds of slots it does not replicate at its stage: what is left to drop.
     #[serde(default)]
     pub registers_to_drop: u64,
+    /// Data shards whose acceptors answer no peer yet: the node has not installed the ring's
+    /// stage since it started (docs/ring.md §4 "A restarted node").
+    #[serde(default)]
+    pub shards_awaiting_stage: u64,
 }
 
 /// A node's data mover in a joint stage ([`crate::ring_mover::Progress`]).
@@ -907,6 +911,7 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
         }),
         registers_dropped: t.registers_dropped,
         registers_to_drop: t.registers_unplaced,
+        shards_awaiting_stage: t.awaiting_stage,
     })
 }
 

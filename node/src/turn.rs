@@ -148,6 +148,9 @@ pub struct ShardStatus {
     /// Registers the acceptor holds whose slot this node does not replicate at the installed
     /// stage: what is left to drop.
     pub registers_unplaced: u64,
+    /// Data shards whose acceptor answers no peer until the node installed the ring's stage
+    /// (1 for such a shard; `Replica::awaiting_stage`, docs/ring.md §4 "A restarted node").
+    pub awaiting_stage: u64,
     /// The background sweep's figures.
     pub sweep: SweepStats,
     /// The proposer's counters.
@@ -190,6 +193,7 @@ impl std::ops::AddAssign for ShardStatus {
         self.registers_removed += s.registers_removed;
         self.registers_dropped += s.registers_dropped;
         self.registers_unplaced += s.registers_unplaced;
+        self.awaiting_stage += s.awaiting_stage;
         self.sweep.ticks += s.sweep.ticks;
         self.sweep.visited += s.sweep.visited;
         self.sweep.removals_started += s.sweep.removals_started;
@@ -873,6 +877,7 @@ impl<R, M: Media> ShardCore<R, M> {
             registers_removed: self.replica.registers_removed(),
             registers_dropped: self.replica.registers_dropped(),
             registers_unplaced: self.replica.registers_unplaced(),
+            awaiting_stage: u64::from(self.replica.is_awaiting_stage()),
             sweep: self.sweep_stats,
             proposer: self.replica.stats().clone(),
             commands: self.commands.clone(),

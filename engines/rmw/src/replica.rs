@@ -93,6 +93,9 @@ pub struct Replica {
     /// While the replica rejoins after losing its acceptor states: the peers it waits for and
     /// the registers it recovers (see [`Replica::rejoining`]).
     rejoin: Option<Rejoin>,
+    /// Whether the acceptor answers nothing until the caller installs a placement (see
+    /// [`Replica::awaiting_stage`]).
+    awaiting_stage: bool,
     /// An emptied vector of released replies for the next batch (see [`Replica::recycle`]).
     spare_released: Vec<Envelope>,
 }
@@ -106,6 +109,7 @@ impl PartialEq for Replica {
             && self.fresh == other.fresh
             && self.removals == other.removals
             && self.rejoin == other.rejoin
+            && self.awaiting_stage == other.awaiting_stage
     }
 }
 
@@ -120,6 +124,7 @@ impl Hash for Replica {
         self.fresh.hash(state);
         self.removals.hash(state);
         self.rejoin.hash(state);
+        self.awaiting_stage.hash(state);
     }
 }
 
@@ -160,6 +165,7 @@ impl Replica {
             registers_removed: 0,
             registers_dropped: 0,
             rejoin: None,
+            awaiting_stage: false,
             spare_released: Vec::new(),
         }
     }
@@ -193,6 +199,28 @@ impl Replica {
         }
         self.rejoin = Some(Rejoin::new(peers, 0));
         self
+    }
+
+    /// The replica of a ring's node that (re)starts without knowing the ring's stage: its
+    /// acceptor answers nothing (PREPARE, PAXOS_PREP and VOTE get no reply and change no
+    /// state; one of a later stage than the placement's is still reported, as
+    /// [`ReplicaOutput::newer_stage`]) until the caller installs a placement
+    /// ([`Replica::install_placement`]), which it does once it has read the ring's stage.
+    ///
+    /// The placement a node starts with is the one its peer list derives, `Stable(1)`; after a
+    /// change it is older than any the node installed before it stopped, and an acceptor that
+    /// decided on that stage's messages would have gone back to a stage the ring left, which
+    /// the fence's argument assumes no acceptor does (docs/ring.md §4, "A restarted node").
+    /// Must be called before any other input.
+    pub fn awaiting_stage(mut self) -> Replica {
+        self.awaiting_stage = true;
+        self
+    }
+
+    /// Whether the acceptor still answers nothing until a placement is installed (see
+    /// [`Replica::awaiting_stage`]).
+    pub fn is_awaiting_stage(&self) -> bool {
+        self.awaiting_stage
     }
 
     fn send_fence(&mut self, peer: NodeId) {
@@ -365,6 +393,7 @@ impl Replica {
     /// [`ReplicaOutput::newer_stage`]; the engine does no I/O.
     pub fn install_placement(&mut self, placement: Placement) {
         self.proposer.install_placement(placement);
+        self.awaiting_stage = false;
     }
 
     /// The stage of the installed placement ([`StageId::NONE`] without one).
@@ -597,6 +626,12 @@ impl Replica {
                 }
                 _ => self.proposer.handle_message(now_ms, from, message),
             }
+            return;
+        }
+        if self.awaiting_stage {
+            // The node has not read the ring's stage since it started: silent, as a crashed
+            // acceptor (see `awaiting_stage`), but a later stage still wakes the read.
+            self.proposer.note_stage(message.stage());
             return;
         }
         let key = message.key();

@@ -2506,3 +2506,71 @@ fn ring_a_replica_restarted_in_the_joint_stage_with_the_old_placement_is_fenced_
         Ok(Reply::Bulk("16".into()))
     );
 }
+
+#[test]
+fn ring_a_replica_restarted_awaiting_the_stage_answers_nothing_until_it_installs_one() {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let mut net = m.net();
+    install(&mut net, &m.joint());
+    // s2 restarts with the placement its peer list derives, the old stage's; a late node still
+    // in that stage (the leaving replica) asks it. Started as a node starts its data shards,
+    // awaiting the ring's stage, it answers nothing and stores nothing...
+    let stable_old = Placement::new(&m.old, &SIX).unwrap();
+    let restarted = |awaiting: bool| {
+        let mut config = ProposerConfig::new(SIX.to_vec());
+        config.placement = Some(stable_old.clone());
+        let replica = Replica::new(s2, 2, config, 2, Vec::<(Key, AcceptorState)>::new());
+        if awaiting {
+            replica.awaiting_stage()
+        } else {
+            replica
+        }
+    };
+    let late = prepare_in(&m.key, m.leaving, 1, stable_old.stage_id());
+    net.replicas.insert(s2, restarted(true));
+    assert!(net.replicas[&s2].is_awaiting_stage());
+    let since = net.log.len();
+    net.replicas
+        .get_mut(&s2)
+        .unwrap()
+        .handle_message(0, m.leaving, &late);
+    net.collect(s2);
+    assert_eq!(kinds_since(&net, since), Vec::<&str>::new(), "no answer");
+    assert!(net.replicas[&s2].acceptor_state(&m.key).is_none());
+    // ... while one started without waiting would promise in the stage the ring left, and with
+    // the late node it would make a majority of the old set.
+    let mut other = m.net();
+    install(&mut other, &m.joint());
+    other.replicas.insert(s2, restarted(false));
+    let other_since = other.log.len();
+    other
+        .replicas
+        .get_mut(&s2)
+        .unwrap()
+        .handle_message(0, m.leaving, &late);
+    other.collect(s2);
+    assert_eq!(kinds_since(&other, other_since), ["ACK"]);
+    // Awaiting, a message of a later stage is held back too, and its caller told of it.
+    let since = net.log.len();
+    let newer = prepare_in(&m.key, s1, 2, m.joint().stage_id());
+    net.replicas
+        .get_mut(&s2)
+        .unwrap()
+        .handle_message(0, s1, &newer);
+    net.collect(s2);
+    assert_eq!(kinds_since(&net, since), Vec::<&str>::new());
+    assert!(net.newer_stages.contains(&(s2, m.joint().stage())));
+    // Once its node read the ring's stage and installed it, the fence decides as usual: the
+    // late node is refused, the joint stage answered.
+    net.replicas
+        .get_mut(&s2)
+        .unwrap()
+        .install_placement(m.joint());
+    assert!(!net.replicas[&s2].is_awaiting_stage());
+    let replica = net.replicas.get_mut(&s2).unwrap();
+    replica.handle_message(0, m.leaving, &late);
+    replica.handle_message(0, s1, &newer);
+    net.collect(s2);
+    assert_eq!(kinds_since(&net, since), ["STALE", "ACK"]);
+}

@@ -1013,8 +1013,8 @@ fn faulty_rings_stay_linearizable() {
         "{count} ring seeds ({sizes:?} nodes), {} failed: {} operations (ok {}, not applied {}, \
          unknown {}); crashes {} (of every node {}, power failures {}), partition changes {}, \
          clock jumps {}; forwarded {} (uncertain {}, unreachable {}); membership changes {} \
-         (stage installs {}, keys synced {}); porcupine checked {porcupine_lines} lines, \
-         deciding {undecided:?}",
+         (stage installs {}, keys synced {}, held back for registers elsewhere {}); porcupine \
+         checked {porcupine_lines} lines, deciding {undecided:?}",
         failures.len(),
         t.operations,
         t.acknowledged,
@@ -1031,6 +1031,7 @@ fn faulty_rings_stay_linearizable() {
         t.ring_changes,
         t.stage_installs,
         t.keys_synced,
+        t.changes_held_back,
     );
     assert!(
         failures.is_empty(),
@@ -1174,7 +1175,9 @@ fn a_change_skipping_the_joint_stage_is_caught() {
 /// to read the register, or cut off from it with another replica of a slot) decides with
 /// quorums the ring no longer uses: caught. Rarely: of the first 2,000 ring seeds, 11 fail
 /// with it, each with a history that is not linearizable (3275, 5333, 5753, 7349, 7783, 8609,
-/// 8931, 9561, 10639, 12431, 13943); the first three run by default, and
+/// 8931, 9561, 10639, 12431, 13943); the first three run by default (since restarted nodes
+/// await the ring's stage and the coordinator checks the reports for registers elsewhere,
+/// 5753 of them catches it), and
 /// `LOGLESS_RING_MUTATION_SEEDS=700` counts the first 700 again (about 70 s of CPU). (3345 and
 /// 4647, pinned before, failed only the final-replica check on keys held as promises, which
 /// no longer counts them.) Which seeds catch it moves with any change to the schedules.

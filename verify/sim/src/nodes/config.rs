@@ -318,6 +318,10 @@ pub struct NodeSimReport {
     pub stage_installs: u64,
     /// Keys of moving slots written through under joint quorums (the sync step).
     pub keys_synced: u64,
+    /// Steps of the coordinator (one per simulated millisecond while it waits) that started no
+    /// change because a node it would give slots to had not reported the ring's stage with
+    /// nothing of slots it does not replicate (a change is drawn again at the next).
+    pub changes_held_back: u64,
     /// Failures of the run itself: a store refused after a crash, a store error, a key that
     /// did not become available again in the liveness phase.
     pub failures: Vec<String>,
@@ -356,6 +360,7 @@ impl NodeSimReport {
         self.ring_changes += other.ring_changes;
         self.stage_installs += other.stage_installs;
         self.keys_synced += other.keys_synced;
+        self.changes_held_back += other.changes_held_back;
     }
 }
 
@@ -367,7 +372,7 @@ impl std::fmt::Display for NodeSimReport {
              in flush {}, torn sectors {}), partitions {}, clock jumps {} (skew up to {} ms), \
              expiring ops {} (absent reads {}, leases taken over {}), batches {}, link breaks {}, \
              registers removed {}, forwarded {} (uncertain {}, unreachable {}, refused {}), \
-             ring changes {} (stage installs {}, keys synced {}), sim time {} ms, trace {:016x}",
+             ring changes {} (stage installs {}, keys synced {}, held back {}), sim time {} ms, trace {:016x}",
             self.operations,
             self.acknowledged,
             self.not_applied,
@@ -393,6 +398,7 @@ impl std::fmt::Display for NodeSimReport {
             self.ring_changes,
             self.stage_installs,
             self.keys_synced,
+            self.changes_held_back,
             self.sim_time_us / 1000,
             self.trace
         )

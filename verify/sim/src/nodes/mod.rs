@@ -520,8 +520,13 @@ impl NodeCluster {
         }
         let bugs = self.config.bugs.shard;
         let seeds: Vec<u64> = (0..self.config.shards).map(|_| self.rng.random()).collect();
+        let watched = self.ring_watched();
         let n = self.nodes.get_mut(&node).expect("node");
         n.incarnation += 1;
+        // A restarted node of a ring that changes starts its shards as a node does, answering
+        // no peer until its first read of the stage register installed a stage (at the run's
+        // first start every node installs the register's stage at once).
+        let awaiting = watched && n.incarnation > 1;
         let mut failures = Vec::new();
         for (s, shard) in n.shards.iter_mut().enumerate() {
             let mut media = SimMedia::from_image(std::mem::take(&mut shard.image));
@@ -546,6 +551,8 @@ impl NodeCluster {
                             .with_round_floor(store.round_floor());
                     let replica = if n.rejoining {
                         replica.rejoining()
+                    } else if awaiting {
+                        logless_node::ring::starting_replica(replica)
                     } else {
                         replica
                     };

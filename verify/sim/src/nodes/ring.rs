@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use logless_commands::command::Command;
 use logless_node::config::{NodeConfig, PeerConfig};
 use logless_node::forward::{Forwarder, Route};
-use logless_node::ring_register::RingStage;
+use logless_node::ring_register::{InstallReport, RingStage};
 use logless_node::turn::CommandResult;
 use logless_placement::{Configuration, ReplicaSet};
 use logless_redis::session::Step;
@@ -93,8 +93,9 @@ pub(super) struct SimRing {
     derived: Configuration,
     /// The stage each node installed last, while the ring's membership changes.
     pub installed: BTreeMap<NodeId, RingStage>,
-    /// The stage each node reported installing last.
-    pub reported: BTreeMap<NodeId, logless_placement::Stage>,
+    /// What each node reported installing last (`ring/installed/<id>` on a node): the stage
+    /// and the registers its shards held then of slots it does not replicate at it.
+    pub reported: BTreeMap<NodeId, InstallReport>,
     /// The coordinator of the membership changes, if the ring has any.
     pub coordinator: Option<Coordinator>,
     /// How often (mean, µs) each node reads the stage register since its last start.

@@ -18,8 +18,9 @@
 //!   nodes are late) when it reaches a majority of the peer list, and at once
 //!   when its engine met a newer stage (`ShardCore::take_newer_stage`, as
 //!   `Shard::on_newer_stage` wakes the reader). A node that restarts comes back with the
-//!   placement its peer list derives (`logless_node::ring::placement`, as a node does) and
-//!   serves no client until its first read installed the register's stage.
+//!   placement its peer list derives (`logless_node::ring::placement`, as a node does), its
+//!   shards' acceptors answer no peer (`logless_node::ring::starting_replica`, as a node starts
+//!   them) and it serves no client until its first read installed the register's stage.
 //! * **The coordinator** is modelled after `ring_change::change`, whose waits are async over
 //!   tokio timers: it swaps `Stable(e)` for `Joint(e+1)` (when some node reaches a majority),
 //!   waits for the nodes' reports, syncs, swaps in `Stable(e+1)` and waits again. A seed
@@ -27,7 +28,11 @@
 //!   configurations reports each stage, and every one of them is up when the change starts),
 //!   or only what the protocol needs (a majority of the old replicas of every moving slot has
 //!   installed the joint stage before the sync, nothing after `Stable(e+1)`; nodes may be down
-//!   when the change starts, so a dead node may be replaced or removed).
+//!   when the change starts, so a dead node may be replaced or removed). Either way, before
+//!   it writes the joint stage it asks what the node's does: that every node the change gives
+//!   slots (`ring_change::gaining_nodes`) reported the current stage with no register of a
+//!   slot it does not replicate (`ring_change::holds_nothing_elsewhere`; the reports count
+//!   the shards' `registers_unplaced`, as a node's do), and otherwise draws a change later.
 //! * **The sync** enumerates the keys of the moving slots among every key the run's clients
 //!   named (a superset of what the node's mover finds at a majority of the old replicas) and
 //!   runs, for each, the engine's write-through (`ShardCore::submit_write_through`, what the
@@ -38,8 +43,8 @@
 //!   two seeds of 2,000 failed, 769 and 5802, and both pass with the write-through.)
 use std::collections::{BTreeMap, BTreeSet};
 
-use logless_node::ring_change::ChangeRequest;
-use logless_node::ring_register::{stage_name, RingStage};
+use logless_node::ring_change::{self, ChangeRequest};
+use logless_node::ring_register::{stage_name, InstallReport, RingStage};
 use logless_placement::{key_slot, ReplicaSet};
 use logless_rmw::ids::{Key, NodeId};
 use rand::seq::IndexedRandom;
@@ -233,7 +238,8 @@ impl NodeCluster {
 
     /// A node's start: at the run's first start every node installs the register's stage at
     /// once (they all read it before serving); a restarted node comes back with the placement
-    /// its peer list derives and serves once a read installed the register's stage.
+    /// its peer list derives, its acceptors silent, and serves once a read installed the
+    /// register's stage.
     pub(super) fn ring_node_started(&mut self, node: NodeId) {
         if !self.ring_watched() {
             return;
@@ -297,11 +303,15 @@ impl NodeCluster {
     }
 
     /// `node` installs the register's stage on every shard and its forwarder (if it is not the
-    /// one installed), reports it and serves.
+    /// one installed, or if the node restarted and has not read the register yet: its shards'
+    /// acceptors answer nothing until then, as a node's do), reports it and serves.
     fn install_register(&mut self, node: NodeId) {
+        let n = &self.nodes[&node];
+        let awaiting = !n.ready && n.incarnation > 1;
         let ring = self.ring_mut();
         let stage = ring.register.clone();
-        if ring.installed[&node] != stage {
+        let installing = ring.installed[&node] != stage || awaiting;
+        if installing {
             let placement = ring.placement_of(&stage);
             ring.set_route(node, stage.serving().clone());
             ring.installed.insert(node, stage.clone());
@@ -310,8 +320,35 @@ impl NodeCluster {
             }
             self.report.stage_installs += 1;
         }
-        self.ring_mut().reported.insert(node, stage.stage());
+        let registers_elsewhere = self.registers_elsewhere(node, installing);
+        let report = InstallReport {
+            stage: stage.stage(),
+            moving_keys: 0,
+            synced: true,
+            registers_elsewhere,
+        };
+        self.ring_mut().reported.insert(node, report);
         self.nodes.get_mut(&node).expect("node").ready = true;
+    }
+
+    /// The registers `node`'s shards hold of slots it does not replicate at its installed
+    /// stage, as its report counts them (`registers_unplaced`). While a shard has not taken the
+    /// stage's placement yet (`installing`, or an install still queued) that count would be of
+    /// the stage before: the report then says "some" (`u64::MAX`), which a later read counts,
+    /// unless the shards hold no register at all.
+    fn registers_elsewhere(&self, node: NodeId, installing: bool) -> u64 {
+        let n = &self.nodes[&node];
+        let cores = || n.shards.iter().filter_map(|s| s.core.as_ref());
+        let queued = (n.shards.iter())
+            .any(|s| (s.queue.iter()).any(|input| matches!(input, Input::Install(_))));
+        if installing || queued {
+            return if cores().all(|core| core.registers_held() == 0) {
+                0
+            } else {
+                u64::MAX
+            };
+        }
+        cores().map(|core| core.status().registers_unplaced).sum()
     }
 
     /// The engine of `node` met a later stage: its node reads the register now.
@@ -424,6 +461,17 @@ impl NodeCluster {
             // The node's coordinator refuses a change with a node of it down.
             return Step::Idle { left };
         }
+        // As the node's coordinator, before anything is written: every node the change gives
+        // slots holds nothing of slots it does not replicate, by its report of this stage
+        // (otherwise the node's waits and then refuses; here a change is drawn again later).
+        let stage_now = logless_placement::Stage::Stable(old.epoch());
+        let reported = &self.ring.as_ref().expect("a ring").reported;
+        let held_elsewhere = (ring_change::gaining_nodes(&old, &new).into_iter())
+            .any(|n| !ring_change::holds_nothing_elsewhere(reported.get(&NodeId(n)), stage_now));
+        if held_elsewhere {
+            self.report.changes_held_back += 1;
+            return Step::Idle { left };
+        }
         let moving = joint.moving_slots();
         let mut old_sets: Vec<ReplicaSet> = moving.iter().map(|&s| old.replicas(s)).collect();
         old_sets.sort_by_key(|set| set.nodes().to_vec());
@@ -449,7 +497,8 @@ impl NodeCluster {
         let ring = self.ring.as_ref().expect("a ring");
         let wanted = stage.stage();
         let has = |n: u16| {
-            (ring.reported.get(&NodeId(n))).is_some_and(|&s| s == wanted || s.is_after(wanted))
+            (ring.reported.get(&NodeId(n)))
+                .is_some_and(|r| r.stage == wanted || r.stage.is_after(wanted))
         };
         let coordinator = ring.coordinator.as_ref().expect("changes");
         if coordinator.changes.wait_for_every_node {
