@@ -224,8 +224,11 @@ pub(crate) fn logless_binary(given: Option<&Path>) -> Result<PathBuf, String> {
         .ok_or_else(|| "no logless binary: build it or pass --logless".to_string())
 }
 
+/// The nodes' log filter: `LOGLESS_BENCH_LOG_LEVEL` (a tracing filter, for looking into a
+/// run), else `warn`.
 pub(crate) fn spawn(bin: &Path, spec: &ServerSpec, limit_s: u64) -> Result<Proc, String> {
-    let spec = spec.clone().flag("--log-level", "warn");
+    let level = std::env::var("LOGLESS_BENCH_LOG_LEVEL").unwrap_or_else(|_| "warn".into());
+    let spec = spec.clone().flag("--log-level", level);
     Proc::spawn(
         &format!("replica {}", spec.node_id),
         bin,
