@@ -205,6 +205,15 @@ fn scan_reply(next: u64, keys: Vec<Value>) -> Value {
 
 /// Every live key of this replica's copy, each once.
 pub(crate) async fn live_keys(context: &NodeContext) -> Vec<Bytes> {
+    live_keys_where(context, |_| true).await
+}
+
+/// Every live key of this replica's copy that `wanted` keeps, each once (the others are
+/// neither kept nor hashed: a count of a few keys of a large copy stays a walk).
+pub(crate) async fn live_keys_where(
+    context: &NodeContext,
+    wanted: impl Fn(&Bytes) -> bool,
+) -> Vec<Bytes> {
     let mut keys = Vec::new();
     let mut seen = FxHashSet::default();
     for shard in 0..scanned_shards(context) {
@@ -213,7 +222,7 @@ pub(crate) async fn live_keys(context: &NodeContext) -> Vec<Bytes> {
             let Some((next, found)) = page(context, shard, cursor, PAGE).await else {
                 break;
             };
-            for (key, _) in found {
+            for (key, _) in found.into_iter().filter(|(key, _)| wanted(key)) {
                 // A page after the table grew starts again: keep the first copy of each key.
                 if seen.insert(key.clone()) {
                     keys.push(key);

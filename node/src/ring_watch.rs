@@ -218,13 +218,6 @@ async fn step(
         install(context, ring, &stage).await?;
         reported.reads_since_elsewhere = ELSEWHERE_RECOUNT_READS;
     }
-    if reported.reads_since_elsewhere >= ELSEWHERE_RECOUNT_READS
-        && (stage != installed || ring.keys_elsewhere() > 0)
-    {
-        let elsewhere = keys_elsewhere(context, &stage).await;
-        ring.keys_elsewhere.store(elsewhere, Ordering::Relaxed);
-        reported.reads_since_elsewhere = 0;
-    }
     // Counted again while the shards drop states of slots the node left (each count is a walk
     // of the copy); once none is left, none comes back until the next stage: an acceptor
     // takes no state of a key it does not replicate.
@@ -255,6 +248,15 @@ async fn step(
             .put(&report_key(context.node.0), report.encode())
             .await?;
         reported.last = Some(report);
+    }
+    // After the report, which the coordinator and the movers wait on: the count is a walk of
+    // the whole copy and only feeds the keys owned.
+    if reported.reads_since_elsewhere >= ELSEWHERE_RECOUNT_READS
+        && (stage != installed || ring.keys_elsewhere() > 0)
+    {
+        let elsewhere = keys_elsewhere(context, &stage).await;
+        ring.keys_elsewhere.store(elsewhere, Ordering::Relaxed);
+        reported.reads_since_elsewhere = 0;
     }
     Ok(())
 }
@@ -303,9 +305,7 @@ async fn keys_elsewhere(context: &NodeContext, stage: &RingStage) -> u64 {
 
 /// The live keys of this node's copy whose slot `counted` marks (by slot number).
 async fn live_keys_in(context: &NodeContext, counted: &[bool]) -> u64 {
-    crate::admin::live_keys(context)
+    crate::admin::live_keys_where(context, |key| counted[usize::from(key_slot(key).get())])
         .await
-        .iter()
-        .filter(|key| counted[usize::from(key_slot(key).get())])
-        .count() as u64
+        .len() as u64
 }

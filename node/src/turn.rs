@@ -320,6 +320,12 @@ pub struct ShardCore<R, M: Media = FileMedia> {
     /// when a placement is installed, cleared by a walk of the table that found none; see
     /// [`ShardCore::drop_if_due`]).
     dropping: bool,
+    /// How many of those states the acceptor holds, counted by one walk of the table when a
+    /// placement is installed and lowered by what the drop walk forgets (an acceptor takes no
+    /// state of a key it does not replicate, so nothing raises it); `None` before the first
+    /// installation. A status is asked often (`/status`, the ring's reader), and a walk of
+    /// the table at each would hold the shard's commands back.
+    unplaced: Option<u64>,
     /// Where the walk that drops them goes on (a [`Replica::drop_unplaced`] cursor).
     drop_cursor: u64,
     /// States the current walk dropped so far.
@@ -372,6 +378,7 @@ impl<R, M: Media> ShardCore<R, M> {
             refused: Vec::new(),
             newer_stage: None,
             dropping: false,
+            unplaced: None,
             drop_cursor: 0,
             drop_walk_dropped: 0,
             next_drop_ms: 0,
@@ -779,9 +786,13 @@ impl<R, M: Media> ShardCore<R, M> {
             visited += seen.max(1);
             self.drop_cursor = next;
             self.drop_walk_dropped += dropped as u64;
+            self.unplaced = self
+                .unplaced
+                .map(|left| left.saturating_sub(dropped as u64));
             if next == 0 {
                 if self.drop_walk_dropped == 0 {
                     self.dropping = false;
+                    self.unplaced = Some(0);
                 }
                 self.drop_walk_dropped = 0;
                 break;
@@ -839,6 +850,7 @@ impl<R, M: Media> ShardCore<R, M> {
         self.replica.install_placement(placement);
         // The new placement may take slots from this node: walk the table for their states.
         self.dropping = true;
+        self.unplaced = Some(self.replica.registers_unplaced());
         self.drop_cursor = 0;
         self.drop_walk_dropped = 0;
         self.next_drop_ms = self.now_ms;
@@ -876,7 +888,9 @@ impl<R, M: Media> ShardCore<R, M> {
             ttl_ms_sum,
             registers_removed: self.replica.registers_removed(),
             registers_dropped: self.replica.registers_dropped(),
-            registers_unplaced: self.replica.registers_unplaced(),
+            registers_unplaced: self
+                .unplaced
+                .unwrap_or_else(|| self.replica.registers_unplaced()),
             awaiting_stage: u64::from(self.replica.is_awaiting_stage()),
             sweep: self.sweep_stats,
             proposer: self.replica.stats().clone(),

@@ -332,3 +332,38 @@ fn an_expired_value_is_removed_only_after_the_grace_and_a_deleted_one_at_once() 
     assert_eq!(cluster.remove_dead(NodeId(1)), 1);
     assert_eq!(cluster.held(), vec![(0, 0); 3]);
 }
+
+/// The count of states a shard holds of registers its placement no longer puts on it (what
+/// `/status` and the ring's reports show while a node drops the slots it left): taken by one
+/// walk when the placement is installed and lowered by the drop, not walked again at each
+/// status.
+#[test]
+fn the_count_of_registers_left_to_drop_follows_the_drop_without_walking_again() {
+    use logless_placement::{key_slot, Configuration, NodeId as Placed, Replication};
+    use logless_rmw::placement::Placement;
+
+    let mut cluster = Cluster::new(None);
+    let keys: Vec<String> = (0..200).map(|i| format!("k{i}")).collect();
+    for (tag, key) in keys.iter().enumerate() {
+        cluster.command(NodeId(1), tag as u64, key, set("v", Expiry::Clear));
+    }
+    let placed: Vec<Placed> = (1..=4).map(Placed).collect();
+    let config = Configuration::balanced(&placed, Replication::THREE).unwrap();
+    let elsewhere = keys
+        .iter()
+        .filter(|k| !config.replicas(key_slot(k.as_bytes())).contains(Placed(1)))
+        .count() as u64;
+    assert!(elsewhere > 0 && elsewhere < 200, "{elsewhere}");
+    let acceptors: Vec<NodeId> = (1..=4).map(NodeId).collect();
+    let shard = &mut cluster.shards[0];
+    assert_eq!(shard.status().registers_unplaced, 0, "no placement yet");
+    shard.install_placement(Placement::new(&config, &acceptors).unwrap());
+    assert_eq!(shard.status().registers_unplaced, elsewhere);
+    // One tick of the drop forgets them all (fewer than a tick's registers).
+    cluster.now_ms += 100;
+    cluster.shards[0].start_turn(cluster.now_ms, cluster.now_ms * 1000);
+    cluster.finish(NodeId(1));
+    let shard = &cluster.shards[0];
+    assert_eq!(shard.registers_held() as u64, 200 - elsewhere);
+    assert_eq!(shard.status().registers_unplaced, 0);
+}

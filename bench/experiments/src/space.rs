@@ -225,7 +225,8 @@ pub(crate) fn logless_binary(given: Option<&Path>) -> Result<PathBuf, String> {
 }
 
 /// Starts a replica of `spec`, logging at `warn` unless `LOGLESS_BENCH_SERVER_LOG_LEVEL` says
-/// otherwise (`info` shows, among others, each snapshot the log engine writes off its loop).
+/// otherwise (a tracing filter, for looking into a run: `info` shows, among others, each
+/// snapshot the log engine writes off its loop and each ring stage a node installs).
 pub(crate) fn spawn(bin: &Path, spec: &ServerSpec, limit_s: u64) -> Result<Proc, String> {
     let level = std::env::var("LOGLESS_BENCH_SERVER_LOG_LEVEL").unwrap_or_else(|_| "warn".into());
     let spec = spec.clone().flag("--log-level", &level);
