@@ -1409,6 +1409,22 @@ mod tests {
         core_over(background_config(), opened, 3, 1_000)
     }
 
+    /// The counter `k` after a power failure of `core` now: its directory's crash image
+    /// reopened with `options` and restarted ([`counter_after_restart`]).
+    fn counter_after_power_failure(
+        core: &LogCore<u32, SimDir>,
+        options: &SegmentLogOptions,
+    ) -> i64 {
+        let image = core
+            .log()
+            .segment_log()
+            .dir()
+            .at_crash()
+            .crash_image(0, &[], None);
+        let opened = DurableLog::open_on(image, options.clone()).unwrap();
+        counter_after_restart(&opened.durable)
+    }
+
     /// The counter `k` of a replica restarted (FullSS) from `durable`, checking on the way
     /// that its log was never truncated past its snapshot.
     fn counter_after_restart(durable: &Durable) -> i64 {
@@ -1469,15 +1485,8 @@ mod tests {
                 in_flight_turns.push(step);
             }
             incr_turns(&mut core, &mut out, step, 1);
-            let image = core
-                .log()
-                .segment_log()
-                .dir()
-                .at_crash()
-                .crash_image(0, &[], None);
             let answered = out.answers.len() as i64;
-            let opened = DurableLog::open_on(image, options.clone()).unwrap();
-            let counter = counter_after_restart(&opened.durable);
+            let counter = counter_after_power_failure(&core, &options);
             assert!(
                 counter >= answered,
                 "lost an answered increment at turn {step}"
@@ -1513,14 +1522,7 @@ mod tests {
             let answered = out.answers.len() as i64;
             core.log_mut().dir_mut().arm_crash_point(ops);
             incr_turns(&mut core, &mut out, turn, 1);
-            let image = core
-                .log()
-                .segment_log()
-                .dir()
-                .at_crash()
-                .crash_image(0, &[], None);
-            let opened = DurableLog::open_on(image, options.clone()).unwrap();
-            assert!(counter_after_restart(&opened.durable) >= answered);
+            assert!(counter_after_power_failure(&core, &options) >= answered);
         }
     }
 
