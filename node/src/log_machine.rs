@@ -749,11 +749,7 @@ mod tests {
 
     /// The log's directory as a power failure right now leaves it (nothing unsynced kept).
     fn log_image_of(core: &Core) -> SimDir {
-        core.log()
-            .segment_log()
-            .dir()
-            .at_crash()
-            .crash_image(0, &[], None)
+        core.log().segment_log().dir().durable_image()
     }
 
     /// The store's medium under a core (the tests' machines are on [`SimMedia`]).

@@ -1318,12 +1318,7 @@ mod tests {
 
         // A power failure that keeps nothing unpersisted: everything acknowledged was
         // persisted (persistent memory keeps it), and the replica resumes from it.
-        let image = core
-            .log()
-            .segment_log()
-            .dir()
-            .at_crash()
-            .crash_image(0, &[], None);
+        let image = core.log().segment_log().dir().durable_image();
         let mut core = resumed_core(DurableLog::open_on(image, options).unwrap(), 2);
         assert_eq!(core.status().state, "rebuilding");
         assert!(core.rebuild_from().is_some(), "a snapshot to rebuild from");
@@ -1415,12 +1410,7 @@ mod tests {
         core: &LogCore<u32, SimDir>,
         options: &SegmentLogOptions,
     ) -> i64 {
-        let image = core
-            .log()
-            .segment_log()
-            .dir()
-            .at_crash()
-            .crash_image(0, &[], None);
+        let image = core.log().segment_log().dir().durable_image();
         let opened = DurableLog::open_on(image, options.clone()).unwrap();
         counter_after_restart(&opened.durable)
     }

@@ -161,7 +161,7 @@ mod tests {
         file.write(1, &cut(3), b"one").unwrap();
         file.write(2, &cut(8), b"two").unwrap();
         // A power failure that keeps only what was synced.
-        let dir = file.log.dir().at_crash().crash_image(0, &[], None);
+        let dir = file.log.dir().durable_image();
         let reopened = CutFile::open_on(dir, options).unwrap();
         let stored = reopened.newest().unwrap().unwrap();
         assert_eq!(

@@ -1073,7 +1073,7 @@ mod tests {
         assert!(info.contains("psmr_cuts_written:") && info.contains(",log_start="));
         // A crash that keeps only what was synced; the restart executes only the logs' suffix
         // past the newest cut, and ends in the same state.
-        let image = |dir: &SimDir| dir.at_crash().crash_image(0, &[], None);
+        let image = |dir: &SimDir| dir.durable_image();
         let group_dirs = (core.logs().logs().iter())
             .map(|(group, log)| (*group, image(log.segment_log().dir())))
             .collect();

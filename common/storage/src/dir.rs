@@ -294,6 +294,12 @@ impl SimDir {
         }
         DirCrash { state, inodes }
     }
+
+    /// The directory after a power failure that kept only what was synced: no unsynced
+    /// directory operation and no dirty sector ([`DirCrash::crash_image`] keeping nothing).
+    pub fn durable_image(&self) -> SimDir {
+        self.at_crash().crash_image(0, &[], None)
+    }
 }
 
 impl Dir for SimDir {
