@@ -1,7 +1,8 @@
 //! A lost disk on real processes: a replica whose data directory was emptied is refused by its
 //! peers and stops with an error that names `--rejoin`; with `--rejoin` it serves again,
 //! nothing acknowledged is lost, and once it recovered a key it stands in for a dead peer
-//! (under the log engine: once it recovered the log, under each of its recovery modes).
+//! (under the log engine: once it recovered the log, under each of its recovery modes; under
+//! the psmr engine: once every group recovered its log).
 mod common;
 
 use std::time::{Duration, Instant};
@@ -48,6 +49,11 @@ fn check_all(con: &mut redis::Connection, prefix: &str) {
 /// directory and what the refused start printed.
 fn lose_the_disk_of_the_third(cluster: &mut Cluster) -> (std::path::PathBuf, String) {
     set_all(&mut cluster.connect(0), "v");
+    kill_and_empty_the_third(cluster)
+}
+
+/// Kills replica 2 and empties its directory; see [`lose_the_disk_of_the_third`].
+fn kill_and_empty_the_third(cluster: &mut Cluster) -> (std::path::PathBuf, String) {
     cluster.kill(2);
     let dir = cluster.replicas[2].spec.dir.clone();
     std::fs::remove_dir_all(&dir).unwrap();
@@ -200,6 +206,76 @@ fn an_epoch_replica_that_lost_its_directory_or_its_epoch_rejoins_in_a_new_epoch(
     cluster.spawn(2);
     check_all(&mut connect_when_up(&cluster, 2), "w");
     assert!(common::metric(http, "logless_log_epoch") > epoch);
+}
+
+/// Sets every key through `con` under the psmr engine's B⁺-tree service, which takes SET only
+/// with NX (`flag`: the key absent) or XX (present); an error (a failover under way) is
+/// retried for up to ten seconds, which NX and XX answer the same way once the key is set.
+fn psmr_set_all(con: &mut redis::Connection, prefix: &str, flag: &str) {
+    for i in 0..KEYS {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut retried = false;
+        loop {
+            let reply = redis::cmd("SET")
+                .arg(format!("key:{i}"))
+                .arg(format!("{prefix}{i}"))
+                .arg(flag)
+                .query::<Option<String>>(con);
+            match reply {
+                Ok(reply) if reply.is_some() || retried => break,
+                Ok(reply) => panic!("SET key:{i} {flag} answered {reply:?}"),
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "SET key:{i} {flag}: {e}");
+                    retried = true;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+}
+
+/// The psmr engine (P-SMR, two workers: groups `g0`, `g1` and `g_all`, whose first leaders are
+/// the three replicas): an emptied directory is refused the same way; with `--rejoin` the
+/// replica rejoins every group and serves nothing until every group is back, then holds the
+/// others' state (equal digests), marks its rejoin complete, takes part in a majority without
+/// replica 1, and later restarts from its own logs.
+#[test]
+fn a_psmr_replica_on_an_emptied_directory_is_refused_until_it_rejoins_every_group() {
+    let args = ["--engine", "psmr", "--threads", "2", "--psmr-mode", "psmr"];
+    let mut cluster = Cluster::start_with(3, "mmap", &args);
+    psmr_set_all(&mut cluster.connect(0), "v", "NX");
+    let before = cluster.digests_agree(Duration::from_secs(10));
+    let (dir, stderr) = kill_and_empty_the_third(&mut cluster);
+    assert!(
+        stderr.contains("knows this node from incarnation"),
+        "{stderr}"
+    );
+
+    cluster.replicas[2].spec = cluster.replicas[2].spec.clone().args(["--rejoin"]);
+    cluster.spawn(2);
+    // Serving (a write through it answered) means every group is back.
+    cluster.wait_serving(Duration::from_secs(30));
+    assert_eq!(cluster.digests_agree(Duration::from_secs(20)), before);
+    check_all(&mut cluster.connect(2), "v");
+    assert!(dir.join("psmr").join("rejoined").exists());
+    let http = cluster.replicas[2].spec.http;
+    assert_eq!(common::metric(http, "logless_psmr_rejoining"), 0);
+    // It votes in every group: without replica 1 (g0's first leader), 2 and 3 are a majority.
+    cluster.kill(0);
+    psmr_set_all(&mut cluster.connect(2), "w", "XX");
+    check_all(&mut cluster.connect(1), "w");
+    // Its rejoin completed: it restarts from its own logs, without needing every peer.
+    assert!(cluster.stop(2));
+    cluster.spawn(2);
+    check_all(&mut connect_when_up(&cluster, 2), "w");
+    cluster.digests_agree(Duration::from_secs(20));
+    let log = std::fs::read_to_string(&cluster.replicas[2].spec.log).unwrap();
+    assert_eq!(
+        log.matches("rejoining after a lost disk: every psmr group")
+            .count(),
+        1,
+        "{log}"
+    );
 }
 
 /// A connection to replica `i` once it listens (at most 30 s after its start).

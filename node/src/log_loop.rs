@@ -79,6 +79,22 @@ pub struct LogSubmitted {
     pub reply: LogReplyTo,
 }
 
+/// Creates `marker`, the file that says a rejoin after a lost disk completed (the log
+/// engine's, psmr's), durably: the file and its directory synced. Call it only once the state
+/// the rejoin recovered is durable; later starts then restart from it as usual.
+pub(crate) fn write_rejoined_marker(marker: &std::path::Path) -> Result<(), StoreError> {
+    let io = StoreError::io("write the rejoin's marker");
+    let file = std::fs::File::create(marker).map_err(io)?;
+    file.sync_all()
+        .map_err(StoreError::io("sync the rejoin's marker"))?;
+    if let Some(dir) = marker.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(StoreError::io("sync the marker's directory"))?;
+    }
+    Ok(())
+}
+
 /// The log's loop and everything it owns.
 pub struct LogLoop {
     core: LogCore<LogReplyTo>,
@@ -150,15 +166,7 @@ impl LogLoop {
         let Some(marker) = self.rejoined_marker.take() else {
             return Ok(());
         };
-        let io = StoreError::io("write the rejoin's marker");
-        let file = std::fs::File::create(&marker).map_err(io)?;
-        file.sync_all()
-            .map_err(StoreError::io("sync the rejoin's marker"))?;
-        if let Some(dir) = marker.parent() {
-            std::fs::File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(StoreError::io("sync the log's directory"))?;
-        }
+        write_rejoined_marker(&marker)?;
         info!("rejoined after a lost disk: this replica recovered the log and takes part again");
         Ok(())
     }

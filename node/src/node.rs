@@ -261,15 +261,6 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         )
         .into());
     }
-    if config.rejoin && config.engine == Engine::Psmr {
-        return Err(OpenError::Identity(format!(
-            "--rejoin recovers the per-key and the log engine's state; the {} engine cannot \
-             rejoin after a lost disk yet (start it on a fresh cluster, or restore its \
-             directory)",
-            config.engine
-        ))
-        .into());
-    }
     let claim = if config.rejoin {
         store::Claim::Rejoin {
             incarnation_min: rejoin_incarnation_min(),
@@ -471,7 +462,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let psmr = match config.engine {
         Engine::Psmr => Some(start_psmr(
             &config,
-            identity.incarnation,
+            &identity,
             durability,
             &transport,
             &peer_counters,
@@ -622,9 +613,18 @@ fn spawn_loop(
     })
 }
 
-/// The file in the log's directory that says a rejoin after a lost disk completed: the log
-/// holds a state recovered from the others, and later starts replay it as usual.
+/// The file in the log's directory (the log engine's, psmr's) that says a rejoin after a lost
+/// disk completed: the log holds a state recovered from the others, and later starts replay it
+/// as usual.
 const REJOINED_MARKER: &str = "rejoined";
+
+/// The marker a rejoin of this start creates once it completed (in `dir`, the engine's
+/// directory), if this start rejoins: a rejoining directory rejoins at every start until one
+/// rejoin completed.
+fn pending_rejoin(dir: &std::path::Path, identity: &store::Identity) -> Option<std::path::PathBuf> {
+    let marker = dir.join(REJOINED_MARKER);
+    (identity.rejoining && !marker.exists()).then_some(marker)
+}
 
 /// Opens the log engine's durable log in the data directory's `log` (under EpochSS: its epoch
 /// file, the log in memory) and builds its loop, with a link to every peer (the transport's
@@ -772,11 +772,11 @@ fn start_log(
             core
         }
     };
-    // A rejoining directory rejoins at every start until one rejoin completed (the marker).
-    let rejoined = path.join(REJOINED_MARKER);
     // Under EpochSS every restart recovers from the peers; a rejoin there is in its epoch.
-    let rejoin = config.recovery != Recovery::Epoch && identity.rejoining && !rejoined.exists();
-    if rejoin {
+    let rejoined = (config.recovery != Recovery::Epoch)
+        .then(|| pending_rejoin(&path, identity))
+        .flatten();
+    if rejoined.is_some() {
         core.start_rejoin(incarnation);
         warn!(
             incarnation,
@@ -791,8 +791,8 @@ fn start_log(
     }
     let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);
     let mut log_loop = LogLoop::new(core, rx, links, started);
-    if rejoin {
-        log_loop.mark_rejoined_at(rejoined);
+    if let Some(marker) = rejoined {
+        log_loop.mark_rejoined_at(marker);
     }
     Ok((tx.clone(), log_loop))
 }
@@ -864,9 +864,11 @@ fn log_options(
 /// `g_all`; the directory is claimed for the mode and threads first, see
 /// [`crate::psmr_turn::claim_layout`]), recovers the replica from them, starts its worker threads and builds its loop,
 /// with a link to every peer (the transport's shard 0 of 1), with the deliberate bugs `bugs`.
+/// A rejoining directory without the `rejoined` marker in `psmr` rejoins every group first
+/// ([`logless_psmr::replica::Replica::start_rejoin`], in the incarnation of `identity`).
 fn start_psmr(
     config: &NodeConfig,
-    incarnation: u32,
+    identity: &store::Identity,
     durability: logless_storage::Durability,
     transport: &peer::Identity,
     counters: &Arc<PeerCounters>,
@@ -875,6 +877,7 @@ fn start_psmr(
 ) -> Result<(mpsc::Sender<PsmrInput>, PsmrLoop), StartError> {
     use logless_multipaxos::ids::NodeId as LogNodeId;
     use std::collections::BTreeMap;
+    let incarnation = identity.incarnation;
     let mode = config.psmr_mode()?;
     let threads = config.psmr_threads();
     let service = config.psmr_service()?;
@@ -921,13 +924,27 @@ fn start_psmr(
             .map_err(|e| StartError::Config(ConfigError::Invalid(e)))?;
     }
     let cut = restored.map(|stored| &stored.cut);
-    let replica = logless_psmr::replica::Replica::recover_from(
+    let mut replica = logless_psmr::replica::Replica::recover_from(
         engine,
         service.start(),
         cut,
         &durable,
         now_ms,
     );
+    // Without replication there is nothing to rejoin from (and no peers: refused above).
+    let rejoined = (mode != logless_psmr::config::Mode::NoRep)
+        .then(|| pending_rejoin(&dir, identity))
+        .flatten();
+    if rejoined.is_some() {
+        let attempt = logless_multipaxos::ids::Epoch(u64::from(incarnation));
+        replica.start_rejoin(now_ms, attempt);
+        warn!(
+            incarnation,
+            "rejoining after a lost disk: every psmr group votes for nothing, and the replica \
+             executes and serves nothing, until every other replica answered in every group and \
+             each group caught up (docs/lost-disk.md)"
+        );
+    }
     let mut shared = crate::psmr_workers::Shared::new(replica, executing_service);
     if cuts.is_some() {
         shared = shared.with_snapshots(
@@ -980,7 +997,11 @@ fn start_psmr(
         peers: links,
         started,
     };
-    Ok((tx, PsmrLoop::new(core, wiring)))
+    let mut psmr_loop = PsmrLoop::new(core, wiring);
+    if let Some(marker) = rejoined {
+        psmr_loop.mark_rejoined_at(marker);
+    }
+    Ok((tx, psmr_loop))
 }
 
 impl RunningNode {

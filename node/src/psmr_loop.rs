@@ -6,6 +6,7 @@
 //! skips). The worker threads ([`crate::psmr_workers`]) execute what the plan holds and report
 //! the replies of this replica's clients on a channel of their own, which the loop answers
 //! from.
+use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,8 @@ pub struct PsmrLoop {
     workers: Vec<JoinHandle<()>>,
     stop_workers: Box<dyn Fn() + Send>,
     outlet: ChannelOutlet,
+    /// While a rejoin after a lost disk is under way: the file to create once it completed.
+    rejoined_marker: Option<PathBuf>,
 }
 
 struct ChannelOutlet {
@@ -122,7 +125,31 @@ impl PsmrLoop {
                 peers: wiring.peers,
                 started: wiring.started,
             },
+            rejoined_marker: None,
         }
+    }
+
+    /// Creates `marker` (durably) once the replica's rejoin completed in every group: the
+    /// turn that completed it has made every group's records durable by then (see
+    /// [`PsmrCore::rejoining`]), so later starts replay the groups' logs as usual.
+    pub fn mark_rejoined_at(&mut self, marker: PathBuf) {
+        self.rejoined_marker = Some(marker);
+    }
+
+    /// Creates the rejoin's marker if the rejoin just completed.
+    fn note_rejoined(&mut self) -> Result<(), StoreError> {
+        if self.core.rejoining() {
+            return Ok(());
+        }
+        let Some(marker) = self.rejoined_marker.take() else {
+            return Ok(());
+        };
+        crate::log_loop::write_rejoined_marker(&marker)?;
+        tracing::info!(
+            "rejoined after a lost disk: every psmr group recovered its log, and this replica \
+             takes part again"
+        );
+        Ok(())
     }
 
     /// Runs until [`PsmrInput::Stop`] or until every sender is gone, then stops the workers.
@@ -171,6 +198,7 @@ impl PsmrLoop {
                 }
             }
             self.core.finish_turn(&mut self.outlet)?;
+            self.note_rejoined()?;
         }
         Ok(())
     }

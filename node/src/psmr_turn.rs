@@ -51,6 +51,16 @@
 //! (fail-stop, as any other error of a log), since its workers would otherwise execute and
 //! answer commands whose only vote is not durable.
 //!
+//! # A rejoin after a lost disk
+//! A replica started as rejoining ([`logless_psmr::replica::Replica::start_rejoin`], before
+//! its core is built) runs the log engine's rejoin in every group, and merges and executes
+//! nothing until every group is back. Meanwhile a client command is answered at once
+//! `TRYAGAIN not applied` ([`Failure::NotApplied`], as under the log engine), and
+//! [`PsmrCore::rejoining`] stays true; it turns false at the end of the turn whose commit made
+//! the last group's recovery durable, and the loop then writes the directory's `rejoined`
+//! marker ([`crate::psmr_loop::PsmrLoop::mark_rejoined_at`]). A turn whose commit failed
+//! (a full disk) leaves it as it was.
+//!
 //! # Backlog
 //! The workers' plan takes what the groups deliver, however fast; while any worker has more
 //! than [`BACKLOG_MAX`] commands delivered and not executed, new client requests are refused
@@ -290,6 +300,10 @@ pub struct PsmrStatus {
     /// requests of a batch cut in the middle), or empty if there is none.
     #[serde(default)]
     pub last_cut: String,
+    /// Whether the replica rejoins after a lost disk and some group has not recovered yet
+    /// (commands are answered "not applied" meanwhile).
+    #[serde(default)]
+    pub rejoining: bool,
 }
 
 /// An input queued for the end of the turn.
@@ -333,6 +347,9 @@ pub struct PsmrCore<R, D: Dir = FsDir, S = logless_btree::KvService> {
     /// Snapshots written, and the newest cut durable (written, restarted from or installed).
     cuts_written: u64,
     last_cut: Option<Cut>,
+    /// Whether the replica rejoins after a lost disk and, as of the last turn committed, some
+    /// group has not recovered (see "A rejoin after a lost disk").
+    rejoining: bool,
 }
 
 impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
@@ -353,7 +370,11 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
     ) -> PsmrCore<R, D, S> {
         let mut clock = ShardClock::default();
         let now_ms = clock.read(wall_ms, mono_us);
-        let alone = shared.replica().groups().config().paxos.nodes.len() < 2;
+        let (alone, rejoining) = {
+            let replica = shared.replica();
+            let alone = replica.groups().config().paxos.nodes.len() < 2;
+            (alone, replica.rejoining())
+        };
         PsmrCore {
             me,
             shared,
@@ -381,7 +402,15 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             cut_file: None,
             cuts_written: 0,
             last_cut: None,
+            rejoining,
         }
+    }
+
+    /// Whether the replica rejoins after a lost disk and has not recovered every group yet,
+    /// as of the last turn whose records were committed: once false, every group's rejoin is
+    /// durable (the turn that completed the last one flushed its records).
+    pub fn rejoining(&self) -> bool {
+        self.rejoining
     }
 
     /// This core writes the snapshots its workers take to `file` (their [`Shared`] must keep
@@ -450,6 +479,10 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
 
     /// Takes a client command (the service's encoding); its answer goes to `reply`.
     pub fn submit(&mut self, command: Bytes, reply: R) {
+        if self.rejoining {
+            self.refused.push((reply, Failure::NotApplied));
+            return;
+        }
         if self.next_space_probe_ms.is_some() {
             self.refused_for_space += 1;
             self.refused.push((reply, Failure::LogFull));
@@ -533,6 +566,10 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             let plan = replica.plan();
             self.backlogged = (0..plan.workers()).any(|w| plan.backlog(WorkerId(w)) > BACKLOG_MAX);
             self.shared.wake(&replica);
+            // A rejoin completes only with the records of the turn that completed it durable.
+            if committed.is_ok() {
+                self.rejoining = replica.rejoining();
+            }
             committed
         };
         let released = match committed {
@@ -694,6 +731,7 @@ impl<R, D: Dir, S: NodeService> PsmrCore<R, D, S> {
             flushes: self.flushes,
             cuts_written: self.cuts_written,
             cuts_installed,
+            rejoining: self.rejoining,
             last_cut: self
                 .last_cut
                 .as_ref()
@@ -945,6 +983,22 @@ mod tests {
         turn(&mut core, &mut out, now_ms + 1);
         assert_eq!(out.answers.len(), 1, "taken, not refused");
         assert_eq!(core.status().in_flight, 1);
+    }
+
+    #[test]
+    fn a_rejoining_replica_refuses_commands_as_not_applied() {
+        // Replica 1 of three, alone on the network: its rejoin waits for the others' answers.
+        let (mut core, shared) = smr_core_on_a_small_disk(3);
+        let attempt = logless_multipaxos::ids::Epoch(7);
+        shared.replica().start_rejoin(1_000_000, attempt);
+        let mut out = Collected::default();
+        turn(&mut core, &mut out, 1_000_001);
+        assert!(core.rejoining() && core.status().rejoining);
+        core.submit(insert("refused"), 1);
+        turn(&mut core, &mut out, 1_000_002);
+        assert_eq!(out.answers, [(1, Err(Failure::NotApplied))]);
+        assert_eq!(core.status().in_flight, 0);
+        assert!(crate::status::psmr_info(&core.status()).contains("psmr_rejoining:1\r\n"));
     }
 
     #[test]

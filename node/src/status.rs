@@ -56,7 +56,8 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
     let mut out = String::new();
     let s = status;
     let space_short = u8::from(s.space_short);
-    let figures: [(&str, &dyn std::fmt::Display); 22] = [
+    let rejoining = u8::from(s.rejoining);
+    let figures: [(&str, &dyn std::fmt::Display); 23] = [
         ("mode", &s.mode),
         ("service", &s.service),
         ("threads", &s.threads),
@@ -79,6 +80,7 @@ pub fn psmr_info(status: &PsmrStatus) -> String {
         ("cuts_written", &s.cuts_written),
         ("cuts_installed", &s.cuts_installed),
         ("last_cut", &s.last_cut),
+        ("rejoining", &rejoining),
     ];
     for (name, value) in figures {
         let _ = write!(out, "psmr_{name}:{value}\r\n");
@@ -167,6 +169,12 @@ fn psmr_prometheus(out: &mut String, s: &PsmrStatus) {
             u64::from(s.space_short),
         ),
         ("in_flight", "gauge", "Commands in flight.", s.in_flight),
+        (
+            "rejoining",
+            "gauge",
+            "1 while this replica rejoins after a lost disk and some group has not recovered.",
+            u64::from(s.rejoining),
+        ),
         (
             "threads",
             "gauge",

@@ -26,12 +26,12 @@
 //!
 //! Client replies of the groups' logs are dropped: in P-SMR a command is answered when a worker
 //! executes it, after the merge, not when its log decides it.
-use logless_multipaxos::ids::{Instance, NodeId, RequestSeq};
+use logless_multipaxos::ids::{Epoch, Instance, NodeId, RequestSeq};
 use logless_multipaxos::message::{Message, Request};
 use std::collections::BTreeMap;
 
 use logless_multipaxos::persist::{Durable, LogStore, Record};
-use logless_multipaxos::replica::Replica;
+use logless_multipaxos::replica::{Replica, Status};
 use logless_service::Group;
 use thiserror::Error;
 
@@ -56,6 +56,11 @@ pub enum RequestError {
     /// The request names a group this replica does not run.
     #[error("no group {0:?} here")]
     NoSuchGroup(Group),
+    /// The replica rejoins after a lost disk and some group has not recovered yet (see
+    /// [`crate::replica::Replica::start_rejoin`]): the request is not taken, and a retry is
+    /// safe.
+    #[error("this replica is rejoining after a lost disk and has not caught up with its peers")]
+    Rejoining,
     /// The request claims a client reserved for skips or snapshots.
     #[error(
         "client ids {} and {} are reserved for skips and snapshots",
@@ -292,6 +297,22 @@ impl Groups {
             self.logs[index].replica.tick(now_ms);
             self.collect(index);
         }
+    }
+
+    /// Makes every group rejoin after a lost disk, in attempt `attempt`: each group's log runs
+    /// the log engine's rejoin ([`Replica::start_rejoin`]: fence, view, catch-up).
+    pub fn start_rejoin(&mut self, now_ms: u64, attempt: Epoch) {
+        for index in 0..self.logs.len() {
+            self.logs[index].replica.start_rejoin(now_ms, attempt);
+            self.collect(index);
+        }
+    }
+
+    /// The groups whose log does not take part yet (a rejoin not completed).
+    pub fn not_serving(&self) -> impl Iterator<Item = Group> + '_ {
+        (self.logs.iter())
+            .filter(|log| log.replica.status() != Status::Serving)
+            .map(|log| log.group)
     }
 
     /// Proposes a skip in `group`, for a merge that waits on it for a batch stamped at least

@@ -56,6 +56,9 @@
 //!   Each stream carries its durable cut with the service's state, so a replica behind a
 //!   peer's truncation gets the cut with the peer's group snapshot (the log engine's chunked
 //!   transfer) and installs it, all groups together ([`replica::Replica::install`]).
+//! * A replica whose groups' stores were lost rejoins every group with the log engine's rejoin
+//!   ([`replica::Replica::start_rejoin`]) and takes no command, merges and executes nothing,
+//!   until every group is back (`docs/lost-disk.md`, "The psmr engine").
 //! * The node runtime (`logless-node`'s `psmr_turn`, `psmr_loop`, `psmr_workers`) adds what
 //!   the core leaves out: worker threads driving the plan, a reply cache that answers a
 //!   retried command from what its execution replied (the groups' own client tables hold no

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use logless_multipaxos::ids::{Instance, NodeId, RequestSeq};
+use logless_multipaxos::ids::{Epoch, Instance, NodeId, RequestSeq};
 use logless_multipaxos::message::{ClientTable, Message, Request};
 use logless_multipaxos::persist::Durable;
 use logless_service::{Group, Service, WorkerId};
@@ -69,6 +69,9 @@ pub struct Replica<S> {
     since_cut: SinceCut,
     /// When this replica last proposed a periodic snapshot request.
     cut_proposed_ms: Option<u64>,
+    /// Whether this replica rejoins after a lost disk and some group has not recovered yet
+    /// (see [`Replica::start_rejoin`]).
+    rejoining: bool,
 }
 
 /// What the groups delivered since the last snapshot request in `g_all`: the same on every
@@ -134,6 +137,7 @@ impl<S: Service> Replica<S> {
             cuts_installed: 0,
             since_cut: SinceCut::default(),
             cut_proposed_ms: None,
+            rejoining: false,
         };
         replica.start_at(restored_at);
         replica
@@ -168,6 +172,44 @@ impl<S: Service> Replica<S> {
         self.since_cut = SinceCut::default();
         self.cut_proposed_ms = None;
         self.route();
+    }
+
+    /// Makes this replica rejoin after its groups' stable storage was lost
+    /// (`docs/lost-disk.md`, "The psmr engine"): every group runs the log engine's rejoin
+    /// ([`logless_multipaxos::replica::Replica::start_rejoin`]): it sends Recovery in `attempt`
+    /// (which must differ from every earlier rejoin of this replica's: the runtime's
+    /// incarnation serves), adopts the view every other replica answered, and catches up
+    /// (from the log, or from a peer's group snapshot and the cut it carries) to the highest
+    /// instance answered; meanwhile that group votes, promises and leads nothing. Until
+    /// **every** group has recovered ([`Replica::rejoining`]) the replica takes no client
+    /// request ([`RequestError::Rejoining`]), hands nothing the groups deliver on to a merge
+    /// or the plan (it stays with the groups), installs no cut and proposes no snapshot
+    /// request: a merge that waited on a group still rejoining would stall the workers of the
+    /// groups already back, and a cut is installed once, from the newest any group brought.
+    /// Then it is an ordinary replica: what the groups delivered is handed on in log order
+    /// (after the cut to install, if one came), as after a restart.
+    ///
+    /// It may start from what an earlier, interrupted rejoin left in the groups' stores
+    /// ([`Replica::recover`]; call it before any worker polls): the runtime rejoins again at
+    /// every start until one completed durably. Without replication there are no groups, and this does nothing.
+    pub fn start_rejoin(&mut self, now_ms: u64, attempt: Epoch) {
+        if self.mode == Mode::NoRep {
+            return;
+        }
+        self.rejoining = true;
+        self.groups.start_rejoin(now_ms, attempt);
+        // What the recovery handed on from the groups' stores (an interrupted rejoin's
+        // catch-up, a cut it brought) is taken back, to be handed on once every group is back.
+        self.installing = None;
+        self.groups.rewind();
+        let restored_at = self.restored_at.clone();
+        self.start_at(restored_at.as_ref());
+    }
+
+    /// Whether this replica rejoins after a lost disk and some group has not recovered yet
+    /// (see [`Replica::start_rejoin`]).
+    pub fn rejoining(&self) -> bool {
+        self.rejoining
     }
 
     /// The cut this replica waits to install, if it does: see [`Replica::install`].
@@ -226,6 +268,9 @@ impl<S: Service> Replica<S> {
     /// already (its number is at most the last one of its client in its group's client table)
     /// is not ordered again: [`Replica::answer_of`] gives the reply to a retry of the last.
     pub fn handle_request(&mut self, now_ms: u64, request: Request) -> Result<(), RequestError> {
+        if self.rejoining {
+            return Err(RequestError::Rejoining);
+        }
         let group = match self.mode {
             Mode::Psmr => self.group_of(&request),
             Mode::SpSmr | Mode::Smr => Group::All,
@@ -278,9 +323,10 @@ impl<S: Service> Replica<S> {
 
     /// Asks for a snapshot: proposes a snapshot request in `g_all` (see [`crate::cut`]). Any
     /// replica may; one proposed by two at the same point runs once. Without replication there
-    /// is no log to cut, and this does nothing.
+    /// is no log to cut, and this does nothing; nor while the replica rejoins
+    /// ([`Replica::start_rejoin`]).
     pub fn request_snapshot(&mut self, now_ms: u64) {
-        if self.groups.propose_snapshot(now_ms) {
+        if !self.rejoining && self.groups.propose_snapshot(now_ms) {
             self.route();
         }
     }
@@ -391,7 +437,7 @@ impl<S: Service> Replica<S> {
             || self.since_cut.all_instances >= config.cut_every_instances;
         let waiting =
             (self.cut_proposed_ms).is_some_and(|at| now_ms < at.saturating_add(CUT_REPROPOSE_MS));
-        if due && !waiting && self.groups.leads(Group::All) {
+        if due && !waiting && !self.rejoining && self.groups.leads(Group::All) {
             self.cut_proposed_ms = Some(now_ms);
             self.request_snapshot(now_ms);
         }
@@ -438,6 +484,12 @@ impl<S: Service> Replica<S> {
     /// Hands what the groups delivered on towards the plan, unless a cut must be installed
     /// first: then it stays with the groups, handed on again once the cut is installed.
     fn route(&mut self) {
+        if self.rejoining {
+            if self.groups.not_serving().next().is_some() {
+                return;
+            }
+            self.rejoining = false;
+        }
         if self.installing.is_none() {
             self.installing = self.cut_to_install();
         }

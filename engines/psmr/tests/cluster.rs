@@ -10,7 +10,9 @@
 //! same cut for a snapshot request, whether the groups are idle or busy. A replica partitioned
 //! while the others truncate their groups catches up when healed, through a peer's group
 //! snapshot and the cut it carries (and again after a crash while waiting to install it); a
-//! cut installed without its service state is caught.
+//! cut installed without its service state is caught. A replica that lost its disk rejoins
+//! every group (from the peers' logs, or past their truncation through a cut, and again after
+//! a crash in the middle of its rejoin), executing nothing until every group is back.
 //!
 //! Checked: every message leaves only once what it promises is durable in its group's log, and
 //! survives its wire encoding; the groups' first leaders are spread over the replicas; every
@@ -27,13 +29,13 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use logless_btree::{KvCommand, KvReply, KvService};
-use logless_multipaxos::ids::{ClientId, NodeId, RequestSeq};
+use logless_multipaxos::ids::{ClientId, Epoch, NodeId, RequestSeq};
 use logless_multipaxos::message::Request;
 use logless_multipaxos::testing::durable_before_send;
 use logless_netfs::{Fh, FsCommand, FsPath, FsReply, Mode as FsMode, NetFs, Time};
 use logless_psmr::config::{Config, Mode};
 use logless_psmr::cut::{is_snapshot, Cut, DurableCut};
-use logless_psmr::groups::GroupEnvelope;
+use logless_psmr::groups::{GroupEnvelope, RequestError};
 use logless_psmr::ids::GroupIndex;
 use logless_psmr::plan::{Delivered, Mode as ExecutionMode, Step};
 use logless_psmr::replica::Replica;
@@ -451,7 +453,12 @@ impl<S: Service> Sim<S> {
             };
             let now_ms = self.clock_ms(to);
             let node = self.nodes.get_mut(&to).unwrap();
-            node.replica.handle_request(now_ms, request).unwrap();
+            match node.replica.handle_request(now_ms, request) {
+                // A replica rejoining after a lost disk takes no request: the client sends
+                // again later, to the next replica.
+                Ok(()) | Err(RequestError::Rejoining) => {}
+                Err(e) => panic!("{to:?} refused a request: {e}"),
+            }
             self.commit(to);
         }
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
@@ -995,6 +1002,142 @@ fn a_replica_partitioned_while_the_others_truncate_catches_up_from_a_peers_cut()
 fn a_replica_that_crashes_waiting_to_install_a_cut_restarts_and_installs_it() {
     for seed in 0..seeds(2) {
         catch_up_after_a_partition(seed, |_| {}, CatchUpEnd::CrashMidInstall)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+/// How a rejoin after a lost disk runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RejoinRun {
+    /// The disk is lost early in a run without cuts: the rejoined replica catches up from the
+    /// peers' logs.
+    FromTheLogs,
+    /// The disk is lost once the peers truncated their groups (small cuts), while they go on
+    /// truncating: the rejoined replica installs a peer's cut.
+    PastTheirTruncation,
+    /// As `PastTheirTruncation`, and the replica crashes in the middle of its rejoin, once a
+    /// group's store holds a snapshot it installed (its unflushed writes lost): it restarts
+    /// from what its groups' stores hold, and rejoins again (the node writes its `rejoined`
+    /// marker only once a rejoin completed, so every start until then is a rejoin).
+    CrashMidRejoin,
+}
+
+impl<S: Service> Sim<S> {
+    /// Replica `me` loses its disk: its process ends (with its messages still on the way,
+    /// its links are gone), and it starts again from empty stores, with no snapshot, as a
+    /// rejoin in `attempt`.
+    fn lose_the_disk(&mut self, me: NodeId, attempt: u64) {
+        self.nodes.remove(&me);
+        self.in_flight
+            .retain(|(_, from, e)| *from != me && e.to != me);
+        self.restart_rejoining(me, MemGroupStore::default(), attempt);
+    }
+
+    /// Starts `me` from `store` (no snapshot), rejoining in `attempt`.
+    fn restart_rejoining(&mut self, me: NodeId, store: MemGroupStore, attempt: u64) {
+        let now_ms = self.clock_ms(me);
+        let config = self.configs[&me].clone();
+        let mut node = Node::restore(config, self.make, store, None, now_ms);
+        node.replica.start_rejoin(now_ms, Epoch(attempt));
+        assert!(node.replica.rejoining());
+        self.nodes.insert(me, node);
+        self.commit(me);
+    }
+}
+
+/// Replica 1 (the first leader of `g_0`) loses its disk in the
+/// middle of a run and rejoins every group (see [`RejoinRun`]). While it rejoins it must
+/// execute nothing and hand nothing to its workers; it must then end with the others' digest
+/// and replies, every replica having executed every command exactly once. Returns the cuts
+/// the rejoined replica installed.
+fn rejoin_after_a_lost_disk(seed: u64, run: RejoinRun) -> Result<u64, String> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let truncating = run != RejoinRun::FromTheLogs;
+    let commands = random_commands(&mut rng, if truncating { 500 } else { 150 });
+    let configure = move |c: &mut Config| {
+        if truncating {
+            small_cuts(c);
+        }
+    };
+    let mut sim = Sim::with_service(seed, &[], configure, kv);
+    sim.send(&encoded(&commands), 1_500);
+    let me = NODES[0];
+    let lost_at_ms = if truncating { 700 } else { 300 };
+    while sim.now_ms < lost_at_ms {
+        sim.step();
+        sim.now_ms += 1;
+    }
+    if truncating {
+        let peer = sim.nodes[&NODES[1]].replica.groups().sizes();
+        if peer.iter().all(|s| s.log_start.0 == 0) {
+            return Err(format!("no peer truncated before the loss: {peer:?}"));
+        }
+    }
+    sim.lose_the_disk(me, 1_000);
+    let mut crashed = run != RejoinRun::CrashMidRejoin;
+    let mut rejoined_at_ms = None;
+    while sim.now_ms < RUN_MS_MAX {
+        sim.step();
+        let node = &sim.nodes[&me];
+        if node.replica.rejoining() {
+            if !node.executed.is_empty() || !node.replies.is_empty() {
+                return Err(format!("{me:?} executed commands while rejoining"));
+            }
+            let plan = node.replica.plan();
+            let backlog: usize = (0..plan.workers()).map(|w| plan.backlog(WorkerId(w))).sum();
+            if backlog > 0 || node.replica.installing().is_some() {
+                return Err(format!("{me:?} handed commands on while rejoining"));
+            }
+            let installed = (node.replica.groups().sizes().iter()).any(|s| {
+                node.store
+                    .group(s.group)
+                    .is_some_and(|g| g.durable().snapshot.is_some())
+            });
+            if !crashed && installed {
+                let Node { mut store, .. } = sim.nodes.remove(&me).unwrap();
+                store.crash();
+                sim.restart_rejoining(me, store, 1_001);
+                crashed = true;
+            }
+        } else if rejoined_at_ms.is_none() {
+            rejoined_at_ms = Some(sim.now_ms);
+            if !crashed {
+                return Err("the rejoin completed before a group installed a snapshot".into());
+            }
+        }
+        sim.now_ms += 1;
+        if rejoined_at_ms.is_some() {
+            break;
+        }
+    }
+    if rejoined_at_ms.is_none() {
+        return Err(format!("{me:?} never completed its rejoin"));
+    }
+    sim.run_exactly_once(me, commands.len())?;
+    Ok(sim.nodes[&me].replica.cuts_installed())
+}
+
+#[test]
+fn a_replica_that_lost_its_disk_rejoins_every_group_and_ends_with_the_others_state() {
+    for seed in 0..seeds(3) {
+        rejoin_after_a_lost_disk(seed, RejoinRun::FromTheLogs)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+#[test]
+fn a_replica_that_lost_its_disk_while_the_others_truncate_installs_their_cut() {
+    for seed in 0..seeds(2) {
+        let installed = rejoin_after_a_lost_disk(seed, RejoinRun::PastTheirTruncation)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(installed >= 1, "seed {seed}: no cut installed");
+    }
+}
+
+#[test]
+fn a_replica_that_crashes_in_the_middle_of_its_rejoin_rejoins_again() {
+    for seed in 0..seeds(2) {
+        rejoin_after_a_lost_disk(seed, RejoinRun::CrashMidRejoin)
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
 }
