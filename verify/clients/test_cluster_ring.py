@@ -12,7 +12,7 @@ reads back through a `RedisCluster` that kept the slot map it loaded before the 
 client is redirected (`MOVED`) to each moved slot's new first replica and follows, so its map
 ends as the ring's `CLUSTER SLOTS`. `redis-cli -c` follows the `MOVED` of a key whose slot
 moved and reads its value. The tests depend on each other's changes, so they run in this
-order only (about 20 s together on a 2-core machine).
+order only (10-30 s together on a loaded 2-core machine).
 """
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ class Writer(threading.Thread):
             time.sleep(0.01)
 
 
-# Why a write can fail here, seen in a few runs of fifty: in a joint stage a node's sessions run
+# Why a write can fail here, seen in 2 runs of about 70: in a joint stage a node's sessions run
 # the commands of the slots it replicates in the old or the new configuration (cluster mode's
 # map), but its forwarder routes by the old configuration only, so a node of the new one that
 # is not in the old forwards the command to an old replica; when that replica has installed the

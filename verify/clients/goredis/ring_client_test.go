@@ -347,7 +347,7 @@ func TestClusterClientAcrossRingChanges(t *testing.T) {
 	}
 }
 
-// knownBug is why a command can fail here, seen in a few runs of twenty: in a joint stage a
+// knownBug is why a command can fail here, seen in 4 runs of 14: in a joint stage a
 // node's sessions run the commands of the slots it replicates in the old or the new
 // configuration (cluster mode's map), but its forwarder routes by the old configuration only,
 // so a node of the new one that is not in the old forwards the command to an old replica;
