@@ -171,7 +171,7 @@ class Writer(threading.Thread):
             time.sleep(0.01)
 
 
-# Why a write can fail here, seen in 2 runs of about 70: in a joint stage a node's sessions run
+# Why a write can fail here, seen in 3 runs of about 65: in a joint stage a node's sessions run
 # the commands of the slots it replicates in the old or the new configuration (cluster mode's
 # map), but its forwarder routes by the old configuration only, so a node of the new one that
 # is not in the old forwards the command to an old replica; when that replica has installed the
