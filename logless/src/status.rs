@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use logless_harness::probe::{http_get, http_get_on};
 use logless_node::status::{NodeStatus, RingStatus};
+use logless_placement::{Configuration, Epoch, NodeId, Replication};
 
 use crate::tls_client;
 
@@ -86,7 +87,16 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                         derived_from = Some(addrs.len());
                         addrs.extend(more);
                     }
-                    ring_seen = Some(ring.clone());
+                }
+                // The verdict goes by the latest stage a node installed (a node restarted
+                // but not yet past its first read of the stage shows an older one).
+                if let Some(ring) = &s.ring {
+                    if ring_seen
+                        .as_ref()
+                        .is_none_or(|seen| ring.epoch > seen.epoch)
+                    {
+                        ring_seen = Some(ring.clone());
+                    }
                 }
                 println!(
                     "{:<22} {:>5} {:>5} {:>8} {:>10} {:>8} {:>12} {:>9}  {}",
@@ -166,31 +176,8 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                     );
                 }
                 if let Some(ring) = &s.ring {
-                    println!(
-                        "{:<22} ring of {} nodes ({}), R = {}: {} slots ({:.1}%; R/N = {:.1}%), {} \
-                         keys owned; {} commands forwarded ({} uncertain, {} unreachable), {} \
-                         crossslot; {} registers of slots left dropped, {} to drop",
-                        "",
-                        ring.nodes,
-                        ring.stage,
-                        ring.replication,
-                        ring.slots,
-                        100.0 * ring.slots_share(),
-                        100.0 * ring.replication as f64 / ring.nodes as f64,
-                        ring.keys_owned,
-                        ring.forwarded,
-                        ring.forwarded_uncertain,
-                        ring.forwarded_unreachable,
-                        ring.crossslot,
-                        ring.registers_dropped,
-                        ring.registers_to_drop,
-                    );
-                    if !ring.slots_without_majority.is_empty() {
-                        println!(
-                            "{:<22} reaches fewer than a majority of the replicas of slots {}",
-                            "",
-                            ring.slots_without_majority.join(", ")
-                        );
+                    for line in ring_lines(ring) {
+                        println!("{:<22} {line}", "");
                     }
                 }
                 if let Some(bugs) = &s.injected_bugs {
@@ -230,6 +217,77 @@ pub fn status(args: &StatusArgs) -> ExitCode {
     }
 }
 
+/// What `logless status` shows of a node of a ring, one line each: its stage and share of the
+/// slots, what it forwards; and, when there is something to show, the slots it cannot reach a
+/// majority of, its data shards that answer no peer until it reads the ring's stage, its data
+/// mover's progress in the last joint stage, and the registers of slots it left still to drop.
+fn ring_lines(ring: &RingStatus) -> Vec<String> {
+    let mut lines = vec![format!(
+        "ring of {} nodes ({}{}), R = {}: {} slots ({:.1}%; R/N = {:.1}%), {} keys owned; {} \
+         commands forwarded ({} uncertain, {} unreachable), {} crossslot",
+        ring.nodes,
+        ring.stage,
+        if ring.joint {
+            ", a change under way"
+        } else {
+            ""
+        },
+        ring.replication,
+        ring.slots,
+        100.0 * ring.slots_share(),
+        100.0 * ring.replication as f64 / ring.nodes as f64,
+        ring.keys_owned,
+        ring.forwarded,
+        ring.forwarded_uncertain,
+        ring.forwarded_unreachable,
+        ring.crossslot,
+    )];
+    if !ring.slots_without_majority.is_empty() {
+        lines.push(format!(
+            "reaches fewer than a majority of the replicas of slots {}",
+            ring.slots_without_majority.join(", ")
+        ));
+    }
+    if ring.shards_awaiting_stage > 0 {
+        lines.push(format!(
+            "{} data shards await the ring's stage: they answer no peer until the node has \
+             read the stage register (a majority of its peer list up)",
+            ring.shards_awaiting_stage
+        ));
+    }
+    if let Some(m) = &ring.mover {
+        lines.push(format!(
+            "data mover ({}): {} of {} slots synced, {} of {} keys found written through, {} \
+             in transit, {} moved since start; {}",
+            m.stage,
+            m.slots_synced,
+            m.slots,
+            m.keys_synced,
+            m.keys_found,
+            ring.keys_in_transit,
+            ring.keys_moved,
+            match (m.done, m.waiting.as_str()) {
+                (true, _) => "done".to_string(),
+                (false, "") => "moving".to_string(),
+                (false, waiting) => format!("waiting for {waiting}"),
+            }
+        ));
+    }
+    if ring.registers_to_drop > 0 || ring.registers_dropped > 0 {
+        lines.push(format!(
+            "registers of slots it left: {} dropped, {} to drop{}",
+            ring.registers_dropped,
+            ring.registers_to_drop,
+            if ring.registers_to_drop > 0 {
+                " (it cannot be added back, nor gain slots, until none is left)"
+            } else {
+                ""
+            }
+        ));
+    }
+    lines
+}
+
 /// The HTTP addresses of the ring's nodes not among `asked`, derived from their client
 /// addresses: the same host, and the port as far from the client port as `http` is from the
 /// client port `client` of the node that answered there (so both `logless up`'s layout and
@@ -257,28 +315,54 @@ fn other_nodes(
         .collect()
 }
 
+/// The configuration the node reporting `ring` routes by: from its segments' owners, or, from
+/// a node of an earlier build that does not report them, the one the peer list derives (the
+/// ring's until its first change).
+fn ring_configuration(ring: &RingStatus) -> Result<Configuration, String> {
+    if ring.segment_owners.is_empty() {
+        let ids: Vec<u16> = ring.client_addrs.keys().copied().collect();
+        return logless_node::ring::balanced(&ids, ring.replication).map_err(|e| {
+            format!(
+                "the ring's nodes {ids:?} and replication {}: {e}",
+                ring.replication
+            )
+        });
+    }
+    let replication = u8::try_from(ring.replication)
+        .ok()
+        .and_then(|r| Replication::new(r).ok())
+        .ok_or_else(|| format!("replication {} reported", ring.replication))?;
+    let owners = ring.segment_owners.iter().map(|&n| NodeId(n)).collect();
+    Configuration::from_owners(Epoch(ring.epoch.max(1)), replication, owners)
+        .map_err(|e| format!("the ring's configuration reported: {e}"))
+}
+
 /// Whether a ring serves every key: a majority of every slot's replicas healthy, not a
 /// majority of all its nodes.
 fn ring_verdict(ring: &RingStatus, healthy: &BTreeSet<u16>) -> ExitCode {
-    let ids: Vec<u16> = ring.client_addrs.keys().copied().collect();
-    let configuration = match logless_node::ring::balanced(&ids, ring.replication) {
+    let configuration = match ring_configuration(ring) {
         Ok(configuration) => configuration,
         Err(e) => {
-            println!(
-                "the ring's nodes {ids:?} and replication {}: {e}",
-                ring.replication
-            );
+            println!("{e}");
             return ExitCode::FAILURE;
         }
     };
     let lost =
         logless_node::ring::ranges_without_majority(&configuration, |n| healthy.contains(&n.0));
+    let members = configuration.nodes().len();
+    let healthy_members = configuration
+        .nodes()
+        .filter(|n| healthy.contains(&n.0))
+        .count();
     println!(
-        "{} of {} nodes of the ring healthy (R = {}); it serves a key while a majority of its \
-         slot's replicas are",
-        healthy.len(),
-        ring.nodes,
-        ring.replication
+        "{healthy_members} of {members} nodes of the ring healthy (R = {}, {}); it serves a key \
+         while a majority of its slot's replicas are",
+        ring.replication,
+        if ring.joint {
+            format!("judged by the configuration of before {}", ring.stage)
+        } else {
+            format!("the configuration of {}", ring.stage)
+        },
     );
     if lost.is_empty() {
         println!("every slot has a majority of its replicas healthy");
@@ -289,5 +373,109 @@ fn ring_verdict(ring: &RingStatus, healthy: &BTreeSet<u16>) -> ExitCode {
             lost.join(", ")
         );
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use logless_node::status::MoverStatus;
+
+    use super::*;
+
+    fn ring() -> RingStatus {
+        RingStatus {
+            stage: "Stable(2)".into(),
+            epoch: 2,
+            nodes: 3,
+            replication: 3,
+            slots: 16_384,
+            keys_owned: 120,
+            ..RingStatus::default()
+        }
+    }
+
+    #[test]
+    fn the_verdict_goes_by_the_configuration_the_node_reports_not_the_peer_list() {
+        // Four peers, R = 3, node 4 removed: every slot is on nodes 1, 2 and 3, so with 3 and
+        // 4 down every slot still has two of its three replicas.
+        let ids: Vec<NodeId> = (1..=4).map(NodeId).collect();
+        let removed = Configuration::balanced(&ids, Replication::THREE)
+            .unwrap()
+            .with_node_removed(NodeId(4))
+            .unwrap();
+        let mut status = RingStatus {
+            client_addrs: (1..=4).map(|n| (n, format!("127.0.0.1:{n}"))).collect(),
+            segment_owners: removed.owners().iter().map(|n| n.0).collect(),
+            ..ring()
+        };
+        let healthy = |n: NodeId| n.0 <= 2;
+        let configuration = ring_configuration(&status).unwrap();
+        assert_eq!(configuration.owners(), removed.owners());
+        assert!(logless_node::ring::ranges_without_majority(&configuration, healthy).is_empty());
+        // A node of an earlier build reports no owners: the peer list's configuration, in
+        // which node 4 still replicates slots, some of them with node 3.
+        status.segment_owners.clear();
+        let derived = ring_configuration(&status).unwrap();
+        assert!(!logless_node::ring::ranges_without_majority(&derived, healthy).is_empty());
+    }
+
+    #[test]
+    fn a_settled_ring_node_shows_one_line() {
+        let lines = ring_lines(&ring());
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("ring of 3 nodes (Stable(2)), R = 3: 16384 slots (100.0%"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn a_change_shows_the_mover_and_what_waits() {
+        let status = RingStatus {
+            stage: "Joint(3)".into(),
+            epoch: 3,
+            joint: true,
+            keys_in_transit: 4,
+            keys_moved: 150,
+            mover: Some(MoverStatus {
+                stage: "Joint(3)".into(),
+                slots: 40,
+                slots_synced: 25,
+                keys_found: 90,
+                keys_synced: 60,
+                done: false,
+                waiting: "node 2: connection refused".into(),
+            }),
+            registers_dropped: 7,
+            registers_to_drop: 5,
+            shards_awaiting_stage: 2,
+            slots_without_majority: vec!["0-99".into()],
+            ..ring()
+        };
+        let text = ring_lines(&status).join("\n");
+        for shown in [
+            "(Joint(3), a change under way)",
+            "reaches fewer than a majority of the replicas of slots 0-99",
+            "2 data shards await the ring's stage",
+            "data mover (Joint(3)): 25 of 40 slots synced, 60 of 90 keys found written \
+             through, 4 in transit, 150 moved since start; waiting for node 2: connection \
+             refused",
+            "registers of slots it left: 7 dropped, 5 to drop (it cannot be added back",
+        ] {
+            assert!(text.contains(shown), "{shown:?} not in\n{text}");
+        }
+        let done = RingStatus {
+            mover: status.mover.clone().map(|m| MoverStatus {
+                done: true,
+                waiting: String::new(),
+                ..m
+            }),
+            registers_to_drop: 0,
+            ..status
+        };
+        let text = ring_lines(&done).join("\n");
+        assert!(text.contains("moved since start; done"), "{text}");
+        assert!(text.contains("7 dropped, 0 to drop"), "{text}");
+        assert!(!text.contains("cannot be added back"), "{text}");
     }
 }

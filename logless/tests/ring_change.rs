@@ -56,6 +56,16 @@ fn status(http: SocketAddr) -> String {
     }
 }
 
+/// `logless status` asked of `http` (it finds the other nodes): its output, whatever its exit
+/// status (a node down makes it fail).
+fn node_status(http: SocketAddr) -> String {
+    let output = std::process::Command::new(common::binary())
+        .args(["status", "--http", &http.to_string()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// The stage node `i` reports in `/status`.
 fn installed(cluster: &Cluster, i: usize) -> String {
     let (_, body) = http_get(
@@ -147,6 +157,20 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
     for node in 1..=NODES {
         assert!(shown.contains(&format!("{node:>6}  Stable(2)")), "{shown}");
     }
+    // `logless status` shows each node's data mover of the joint stage, done.
+    let shown = node_status(http(0));
+    assert_eq!(
+        shown.matches("data mover (Joint(2)): ").count(),
+        NODES,
+        "{shown}"
+    );
+    assert_eq!(shown.matches("; done").count(), NODES, "{shown}");
+    assert!(shown.contains("keys found written through"), "{shown}");
+    // It judges the ring by the configuration of Stable(2), of three nodes.
+    assert!(
+        shown.contains("3 of 3 nodes of the ring healthy (R = 3, the configuration of Stable(2))"),
+        "{shown}"
+    );
 
     // The keys of before were moved to their new replicas: served through every node.
     for con in &mut cons {
@@ -204,6 +228,11 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
         shards > 0,
         "its data shards answer peers before it read the stage"
     );
+    let shown = node_status(https[restarted]);
+    assert!(
+        shown.contains(&format!("{shards} data shards await the ring's stage")),
+        "{shown}"
+    );
     for &i in &others {
         cluster.spawn(i);
     }
@@ -233,6 +262,8 @@ fn a_ring_changes_through_its_joint_stage_and_refuses_a_concurrent_change() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(metric(gone, "logless_ring_registers_dropped_total") >= 60);
+    let shown = node_status(gone);
+    assert!(shown.contains(" dropped, 0 to drop"), "{shown}");
 
     // Added back, it starts with nothing, and the data mover gives it the keys of its slots.
     let output = cluster_command(http(0), &["add", &removed.to_string()])

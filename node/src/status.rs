@@ -850,6 +850,12 @@ pub struct RingStatus {
     /// stage since it started (docs/ring.md §4 "A restarted node").
     #[serde(default)]
     pub shards_awaiting_stage: u64,
+    /// The owner of each of the ring's 1,024 segments in the configuration it routes by (the
+    /// old one while joint): the placement, from which `logless status` finds each slot's
+    /// replicas after changes have moved it away from the one the peer list derives. Empty
+    /// from nodes of earlier builds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segment_owners: Vec<u16>,
 }
 
 /// A node's data mover in a joint stage ([`crate::ring_mover::Progress`]).
@@ -920,6 +926,7 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
         registers_dropped: t.registers_dropped,
         registers_to_drop: t.registers_unplaced,
         shards_awaiting_stage: t.awaiting_stage,
+        segment_owners: ring.owners().iter().map(|n| n.0).collect(),
     })
 }
 

@@ -1,16 +1,29 @@
-"""redis-py's RedisCluster against a ring in cluster mode whose membership changes
-(`logless up --nodes 4 --replication 3 --cluster-enabled`, then `logless cluster remove 4`;
-docs/ring.md §4 "Built: cluster mode follows the stages").
+"""Cluster-aware clients against a ring in cluster mode whose membership changes
+(`logless up --nodes 4 --replication 3 --cluster-enabled`; docs/ring.md §4 "Built: cluster
+mode follows the stages" and "Operating").
 
-A client keeps the slot map it loaded until a node answers MOVED: after the change the nodes
-redirect by the new configuration, and the client follows, away from the removed node.
-(Adding node 4 back, once it has dropped the registers of the slots it left, is tested by
-logless/tests/ring_cluster.rs, not here.)
+The module's ring goes through three changes, in the order of the tests: `logless cluster
+remove 4` (epoch 2), `replace 3 4` (epoch 3: node 4, which has dropped the registers of the
+slots it left, takes node 3's place) and `add 3` (epoch 4, once node 3 has dropped its copy).
+Each change runs with keys in the moving slots (the data mover writes them through, so the
+ring stays a while in the joint stage) and while a thread writes through its own
+`RedisCluster`. After each, every key written before it and every write acknowledged during it
+reads back through a `RedisCluster` that kept the slot map it loaded before the change: the
+client is redirected (`MOVED`) to each moved slot's new first replica and follows, so its map
+ends as the ring's `CLUSTER SLOTS`. `redis-cli -c` follows the `MOVED` of a key whose slot
+moved and reads its value. The tests depend on each other's changes, so they run in this
+order only (10-30 s together on a loaded 2-core machine).
 """
 from __future__ import annotations
 
+import collections
+import json
+import logging
+import re
 import subprocess
+import threading
 import time
+import urllib.request
 
 import pytest
 import redis
@@ -20,6 +33,10 @@ import conftest
 
 NODES = 4
 TIMEOUT_S = 60
+# Keys written before each change.
+KEYS = 120
+# How long the writer goes on after a change has returned.
+AFTER_CHANGE_S = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -29,49 +46,263 @@ def ring(request):
         request, "logless-clients-ring-", ("--replication", "3", "--cluster-enabled"), NODES)
 
 
+@pytest.fixture(scope="module")
+def rc(ring):
+    """One `RedisCluster`, started from node 2, for the whole module: its slot map is always
+    the one it had before the change under test."""
+    host, port = ring.addresses[1]
+    client = RedisCluster(host=host, port=port, decode_responses=True, socket_timeout=20)
+    yield client
+    client.close()
+
+
 def change(ring, *args):
     """`logless cluster <args>`, asked of the first node."""
     http = f"{conftest.HOST}:{ring.base_port + conftest.HTTP_OFFSET}"
     proc = subprocess.run([str(conftest.logless_bin()), "cluster", "--http", http, *args],
                           capture_output=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, (args, proc.stdout.decode(), proc.stderr.decode())
+    return proc.stdout.decode()
 
 
-def empty_every_copy(ring, client):
-    """Deletes, through `client`, every key any node's copy shows, until none shows one."""
-    plains = [redis.Redis(host=h, port=p, decode_responses=True) for h, p in ring.addresses]
+def first_replicas(ring, node: int = 0) -> dict[int, int]:
+    """Each slot's first replica's client port, as the node's `CLUSTER SLOTS` shows it."""
+    host, port = ring.addresses[node]
+    with redis.Redis(host=host, port=port) as plain:
+        ranges = plain.execute_command("CLUSTER SLOTS")
+    first = {}
+    for entry in ranges:
+        start, end, primary = entry[0], entry[1], entry[2]
+        for slot in range(start, end + 1):
+            first[slot] = int(primary[1])
+    assert len(first) == 16384, "every slot is covered"
+    return first
+
+
+def ring_status(ring, node: int) -> dict:
+    """The `ring` part of node `node`'s (0-based) `/status`."""
+    port = ring.base_port + conftest.HTTP_OFFSET + node
+    with urllib.request.urlopen(f"http://{conftest.HOST}:{port}/status", timeout=10) as answer:
+        return json.load(answer)["ring"]
+
+
+def wait_for_stage(ring, stage: str):
+    """Waits until every node's map is of `stage` (each node reports it in `/status`)."""
+    deadline = time.monotonic() + 20
+    while True:
+        stages = [ring_status(ring, i)["stage"]
+                  for i in range(len(ring.addresses))]
+        if all(s == stage for s in stages):
+            return
+        assert time.monotonic() < deadline, f"nodes at {stages}, not all at {stage}"
+        time.sleep(0.1)
+
+
+class Redirections(logging.Handler):
+    """The last redirections (`MOVED`, `ASK`, `TRYAGAIN`) redis-py's cluster client logged in
+    one thread, to name them when a command fails."""
+
+    MOVED = re.compile(r"^MOVED error .* on node (\S+), .* error: \d+ (\S+)$")
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.thread = threading.get_ident()
+        self.last = collections.deque(maxlen=20)
+        # MOVED answers naming the node that gave them (the known bug, KNOWN_BUG).
+        self.to_itself = 0
+
+    def emit(self, record):
+        if record.thread == self.thread:
+            message = record.getMessage()
+            moved = self.MOVED.match(message)
+            if moved and moved.group(1) == moved.group(2):
+                self.to_itself += 1
+            self.last.append(f"{record.created:.3f} {message[:200]}")
+
+
+class Writer(threading.Thread):
+    """Writes `<prefix><n>` = n for n = 0, 1, … through its own `RedisCluster` until stopped,
+    keeping the writes acknowledged and the errors."""
+
+    def __init__(self, ring, prefix: str):
+        super().__init__(daemon=True)
+        host, port = ring.addresses[2]
+        self.client = RedisCluster(host=host, port=port, decode_responses=True,
+                                   socket_timeout=20)
+        self.prefix = prefix
+        self.acked: dict[str, str] = {}
+        self.errors: list[str] = []
+        # Of those, commands that failed after redirections to the node asked (KNOWN_BUG).
+        self.known: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self):
+        n = 0
+        logger = logging.getLogger("redis.cluster")
+        redirections = Redirections()
+        level = logger.level
+        logger.addHandler(redirections)
+        logger.setLevel(logging.DEBUG)
+        try:
+            while not self.stop.is_set():
+                key = f"{self.prefix}{n}"
+                try:
+                    if self.client.set(key, n):
+                        self.acked[key] = str(n)
+                except redis.RedisError as e:
+                    error = (f"{key}: {type(e).__name__} {e} at {time.time():.3f}, "
+                             f"after {list(redirections.last)}")
+                    if isinstance(e, redis.exceptions.ClusterError) and redirections.to_itself:
+                        self.known.append(error)
+                    else:
+                        self.errors.append(error)
+                    redirections.to_itself = 0
+                n += 1
+        finally:
+            logger.removeHandler(redirections)
+            logger.setLevel(level)
+            self.client.close()
+
+    def until(self, count: int):
+        deadline = time.monotonic() + 10
+        while len(self.acked) < count:
+            assert self.is_alive() and time.monotonic() < deadline, (
+                f"{len(self.acked)} writes acknowledged, errors {self.errors[:5]}")
+            time.sleep(0.01)
+
+
+# Why a write can fail here, seen in 3 runs of about 65: in a joint stage a node's sessions run
+# the commands of the slots it replicates in the old or the new configuration (cluster mode's
+# map), but its forwarder routes by the old configuration only, so a node of the new one that
+# is not in the old forwards the command to an old replica; when that replica has installed the
+# next stable stage already and is not in the new one, it answers MOVED to the slot's new first
+# replica, which can be the forwarding node itself, and the node passes that MOVED back to the
+# client. Until the node installs the stable stage (up to a read interval, 500 ms) the client is
+# redirected to the node it asked, and redis-py gives up after 16 attempts (ClusterError "TTL
+# exhausted"). The test then ends as an expected failure (xfail) naming it, after every other
+# check passed.
+KNOWN_BUG = ('docs/ring.md §4, "Not fixed: a node new to a slot forwards its commands in the '
+             'joint stage"')
+
+
+@pytest.fixture
+def known():
+    """The writes a test saw fail by KNOWN_BUG (see `xfail_if_known`)."""
+    return []
+
+
+def xfail_if_known(known: list[str]):
+    """Ends the test as an expected failure if some of its writes failed by KNOWN_BUG."""
+    if known:
+        pytest.xfail(f"known bug ({KNOWN_BUG}): {len(known)} writes failed after MOVED to the "
+                     f"node asked, the first: {known[0]}")
+
+
+def change_under_writes(ring, rc, known, name: str, args: tuple[str, ...], stage: str):
+    """Writes `KEYS` keys through `rc`, then runs the change `args` while a `Writer` writes,
+    and checks that every key written before and every write acknowledged during it reads back
+    through `rc` (whose map is from before the change), which follows the `MOVED`s to the
+    moved slots' new first replicas: afterwards its map is the ring's."""
+    before = {f"{name}:before:{i}": str(i) for i in range(KEYS)}
+    for key, value in before.items():
+        assert rc.set(key, value)
+    old = first_replicas(ring)
+    # The client's map is the ring's before the change.
+    assert all(rc.get_node_from_key(k).port == old[rc.keyslot(k)] for k in before)
+
+    writer = Writer(ring, f"{name}:during:")
+    writer.start()
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            shown = set().union(*(set(plain.keys("*")) for plain in plains))
-            if not shown:
-                return
-            for key in shown:
-                client.delete(key)
-            assert time.monotonic() < deadline, f"copies still show {shown}"
-            time.sleep(0.1)
+        writer.until(20)
+        started = len(writer.acked)
+        out = change(ring, *args)
+        done = len(writer.acked)
+        time.sleep(AFTER_CHANGE_S)
     finally:
-        for plain in plains:
-            plain.close()
+        writer.stop.set()
+        writer.join(timeout=30)
+    assert not writer.is_alive()
+    wait_for_stage(ring, stage)
+    # Writes went on while the change ran (the joint stage serves).
+    assert done > started, (out, started, done)
+    assert not writer.errors, writer.errors[:10]
+    known.extend(writer.known)
+
+    new = first_replicas(ring)
+    moved = [k for k in before if old[rc.keyslot(k)] != new[rc.keyslot(k)]]
+    assert moved, "the change moves the first replica of some keys' slots"
+    # The client's map is still the old one for them; reading every key follows the MOVED.
+    assert all(rc.get_node_from_key(k).port == old[rc.keyslot(k)] for k in moved)
+    expected = before | writer.acked
+    got = {k: rc.get(k) for k in expected}
+    assert got == expected, {k: (v, got[k]) for k, v in expected.items() if got[k] != v}
+    assert all(rc.get_node_from_key(k).port == new[rc.keyslot(k)] for k in expected)
+    return moved, new
 
 
-def test_redis_py_follows_a_node_removed(ring):
-    host, port = ring.addresses[1]
-    rc = RedisCluster(host=host, port=port, decode_responses=True, socket_timeout=20)
+def redis_cli(*args: str) -> str:
+    proc = subprocess.run(["redis-cli", *args], capture_output=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+    return proc.stdout.decode()
+
+
+def redis_cli_follows(ring, key: str, value: str, new: dict[int, int], old_port: int):
+    """`redis-cli` asked at `old_port`, the old first replica of `key`'s slot: without `-c` it
+    shows the `MOVED` to the new first replica, with `-c` it follows it and reads `value`,
+    and writes through the redirection too."""
+    host = conftest.HOST
+    slot = int(redis_cli("-h", host, "-p", str(old_port), "cluster", "keyslot", key))
+    moved = redis_cli("-h", host, "-p", str(old_port), "get", key).strip()
+    assert moved == f"MOVED {slot} {host}:{new[slot]}", moved
+    assert redis_cli("-c", "-h", host, "-p", str(old_port), "get", key).strip() == value
+    assert redis_cli("-c", "-h", host, "-p", str(old_port), "set", key, value + "!").strip() \
+        == "OK"
+    assert redis_cli("-h", host, "-p", str(new[slot]), "get", key).strip() == value + "!"
+
+
+def test_a_node_removed(ring, rc, known):
     fourth = ring.ports[3]
-    try:
-        keys = [f"ring:{i}" for i in range(120)]
-        # Each node is the first replica of some slots: node 4 serves some keys.
-        assert fourth in {rc.get_node_from_key(k).port for k in keys}
-        empty_every_copy(ring, rc)
+    old = first_replicas(ring)
+    # Each node is the first replica of some slots: node 4 serves some keys.
+    assert fourth in set(old.values())
+    moved, new = change_under_writes(ring, rc, known, "remove", ("remove", "4"), "Stable(2)")
+    assert fourth not in set(new.values())
+    assert fourth not in {rc.get_node_from_key(k).port for k in moved}
+    # redis-cli -c at node 4, which holds no slot now.
+    key = next(k for k in moved if old[rc.keyslot(k)] == fourth)
+    redis_cli_follows(ring, key, key.rsplit(":", 1)[1], new, fourth)
+    xfail_if_known(known)
 
-        change(ring, "remove", "4")
-        # The client's map still names node 4: it is redirected, and every key is served.
-        for i, key in enumerate(keys):
-            assert rc.set(key, i)
-        assert [rc.get(k) for k in keys] == [str(i) for i in range(len(keys))]
-        rc.nodes_manager.initialize()
-        assert fourth not in {rc.get_node_from_key(k).port for k in keys}
 
-    finally:
-        rc.close()
+def wait_dropped(ring, node: int):
+    """Waits until node `node` (0-based) has no register left of slots it does not
+    replicate (`/status` `ring.registers_to_drop`)."""
+    deadline = time.monotonic() + 20
+    while (left := ring_status(ring, node)["registers_to_drop"]):
+        assert time.monotonic() < deadline, f"node {node + 1} still holds {left} to drop"
+        time.sleep(0.1)
+
+
+def test_a_node_replaced_by_the_removed_one(ring, rc, known):
+    third, fourth = ring.ports[2], ring.ports[3]
+    wait_dropped(ring, 3)
+    old = first_replicas(ring)
+    moved, new = change_under_writes(ring, rc, known, "replace", ("replace", "3", "4"), "Stable(3)")
+    assert third not in set(new.values()) and fourth in set(new.values())
+    key = next(k for k in moved if old[rc.keyslot(k)] == third)
+    redis_cli_follows(ring, key, key.rsplit(":", 1)[1], new, third)
+    xfail_if_known(known)
+
+
+def test_a_node_added_back(ring, rc, known):
+    third = ring.ports[2]
+    wait_dropped(ring, 2)
+    old = first_replicas(ring)
+    moved, new = change_under_writes(ring, rc, known, "add", ("add", "3"), "Stable(4)")
+    # The client is redirected to node 3 for the slots it is first replica of again.
+    to_third = [k for k in moved if new[rc.keyslot(k)] == third]
+    assert to_third, "node 3 is the first replica of some moved keys' slots"
+    assert all(rc.get_node_from_key(k).port == third for k in to_third)
+    key = to_third[0]
+    redis_cli_follows(ring, key, key.rsplit(":", 1)[1], new, old[rc.keyslot(key)])
+    xfail_if_known(known)

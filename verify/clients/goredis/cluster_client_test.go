@@ -21,18 +21,25 @@ import (
 // replicas' client addresses.
 func clusterMode(t *testing.T) []string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "logless-goredis-cluster-")
+	return ownCluster(t, "logless-goredis-cluster-", replicas, "--cluster-enabled").addresses
+}
+
+// ownCluster starts a cluster of `nodes` nodes (`logless up` with `extra` flags) for t alone,
+// stopped when t ends; its data directory is kept if t failed.
+func ownCluster(t *testing.T, prefix string, nodes int, extra ...string) *cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := startIn(dir, "--cluster-enabled")
+	c, err := startNodesIn(dir, nodes, extra...)
 	if err != nil {
-		t.Fatalf("cannot start the cluster-enabled cluster: %v", err)
+		t.Fatalf("cannot start `logless up %v`: %v", extra, err)
 	}
 	t.Cleanup(func() {
 		clean := c.stop()
 		if !clean {
-			t.Errorf("`logless up --cluster-enabled` did not stop cleanly on SIGTERM")
+			t.Errorf("`logless up %v` did not stop cleanly on SIGTERM", extra)
 		}
 		if clean && !t.Failed() && os.Getenv("LOGLESS_CLIENT_KEEP") == "" {
 			os.RemoveAll(dir)
@@ -40,7 +47,7 @@ func clusterMode(t *testing.T) []string {
 			t.Logf("data directory kept: %s", dir)
 		}
 	})
-	return c.addresses
+	return c
 }
 
 func TestClusterClient(t *testing.T) {

@@ -50,14 +50,14 @@ func portFree(port int) bool {
 	return true
 }
 
-// pickBasePort finds P such that P..P+2 (clients), P+1000.. (peers) and P+2000.. (HTTP) are
-// free, below the usual ephemeral range.
-func pickBasePort() (int, error) {
+// pickBasePort finds P such that P..P+nodes-1 (clients), P+1000.. (peers) and P+2000.. (HTTP)
+// are free, below the usual ephemeral range.
+func pickBasePort(nodes int) (int, error) {
 	for i := 0; i < 500; i++ {
 		base := 10000 + rand.Intn(20000)
 		free := true
 		for _, offset := range []int{0, 1000, 2000} {
-			for r := 0; r < replicas; r++ {
+			for r := 0; r < nodes; r++ {
 				free = free && portFree(base+offset+r)
 			}
 		}
@@ -65,18 +65,25 @@ func pickBasePort() (int, error) {
 			return base, nil
 		}
 	}
-	return 0, fmt.Errorf("no free base port for a %d-replica cluster", replicas)
+	return 0, fmt.Errorf("no free base port for a %d-node cluster", nodes)
 }
 
 type cluster struct {
 	cmd       *exec.Cmd
 	exited    chan struct{} // closed when `logless up` has exited
 	addresses []string      // the replicas' client addresses
+	base      int           // the first client port; peers at +1000, HTTP at +2000
 }
 
-// start runs `logless up` (with `extra` flags) and waits for its "serving" line.
-func start(dir string, extra ...string) (*cluster, error) {
-	base, err := pickBasePort()
+// httpAddr is node i's (0-based) HTTP address.
+func (c *cluster) httpAddr(i int) string {
+	return fmt.Sprintf("%s:%d", host, c.base+2000+i)
+}
+
+// start runs `logless up` with `nodes` nodes (and `extra` flags) and waits for its "serving"
+// line.
+func start(dir string, nodes int, extra ...string) (*cluster, error) {
+	base, err := pickBasePort(nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +94,7 @@ func start(dir string, extra ...string) (*cluster, error) {
 	}
 	defer log.Close()
 	args := []string{"up", "--port", fmt.Sprint(base), "--dir", dir,
-		"--replicas", fmt.Sprint(replicas), "--ready-timeout-s", fmt.Sprint(int(readyTimeout.Seconds())),
+		"--replicas", fmt.Sprint(nodes), "--ready-timeout-s", fmt.Sprint(int(readyTimeout.Seconds())),
 		"--engine", engine}
 	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -96,13 +103,13 @@ func start(dir string, extra ...string) (*cluster, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &cluster{cmd: cmd, exited: make(chan struct{})}
+	c := &cluster{cmd: cmd, exited: make(chan struct{}), base: base}
 	go func() { cmd.Wait(); close(c.exited) }()
 	deadline := time.Now().Add(readyTimeout + 5*time.Second)
 	for time.Now().Before(deadline) {
 		text, _ := os.ReadFile(logPath)
 		if strings.Contains(string(text), "serving") {
-			for r := 0; r < replicas; r++ {
+			for r := 0; r < nodes; r++ {
 				c.addresses = append(c.addresses, fmt.Sprintf("%s:%d", host, base+r))
 			}
 			return c, nil
@@ -135,15 +142,20 @@ func (c *cluster) stop() bool {
 	return clean
 }
 
-// startIn starts a cluster (with `extra` flags) in a run directory under dir, on other ports
-// when one was taken between the probe and the bind.
+// startIn starts a cluster of `replicas` (with `extra` flags) in a run directory under dir, on
+// other ports when one was taken between the probe and the bind.
 func startIn(dir string, extra ...string) (*cluster, error) {
+	return startNodesIn(dir, replicas, extra...)
+}
+
+// startNodesIn is startIn with `nodes` nodes (a ring when `extra` gives --replication below it).
+func startNodesIn(dir string, nodes int, extra ...string) (*cluster, error) {
 	var c *cluster
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		run := filepath.Join(dir, fmt.Sprintf("run-%d", attempt))
 		if err = os.Mkdir(run, 0o755); err == nil {
-			c, err = start(run, extra...)
+			c, err = start(run, nodes, extra...)
 		}
 		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "in use") {
 			break
