@@ -104,6 +104,9 @@ pub struct CoordinatorKills {
     /// Changes finished by another member after their coordinator was killed, in the same
     /// fault.
     pub finished_by_another: usize,
+    /// Changes the killed coordinator had completed (its stable stage written) though it did
+    /// not answer: refused when asked again, and found complete in the stage register.
+    pub found_complete: usize,
 }
 
 impl Membership {

@@ -588,7 +588,10 @@ async fn kill_coordinator_mid_change(
     let ((mut answer, mut answered), ()) = tokio::join!(timed_ask(), restart);
     // A change the coordinator completed before it died is refused when asked again (the node
     // added is a member already, say): the stage register tells.
-    let completed = |stage: &Option<(String, u64)>| matches!((stage, target), (Some((s, e)), Some(t)) if s.starts_with("Stable") && *e >= t);
+    let completed = |stage: &Option<(String, u64)>| match (stage, target) {
+        (Some((s, e)), Some(t)) => s.starts_with("Stable") && *e >= t,
+        _ => false,
+    };
     for retry in [false, true] {
         let stage = membership::ring_stage(second_http).await;
         let shown = stage
@@ -610,6 +613,11 @@ async fn kill_coordinator_mid_change(
                 return Ok(text);
             }
             Err(why) if completed(&stage) => {
+                membership
+                    .lock()
+                    .expect("not poisoned")
+                    .coordinators_killed
+                    .found_complete += 1;
                 notes.push(format!(
                     "asked of node {second}: refused ({why}), but the stage is {shown}: the \
                      coordinator had completed it"

@@ -145,14 +145,15 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
         let k = &m.coordinators_killed;
         println!(
             "membership:  {} changes completed ({}), {} attempts failed, coordinator killed {} \
-             ({} in the joint stage, {} changes finished by another member, {} answered first); \
-             members now {:?}",
+             ({} in the joint stage; {} changes finished by another member, {} found complete, \
+             {} answered first); members now {:?}",
             m.completed.len(),
             done.join(", "),
             m.failed.len(),
             k.killed,
             k.in_joint,
             k.finished_by_another,
+            k.found_complete,
             k.spared,
             m.members
         );
