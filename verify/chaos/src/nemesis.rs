@@ -395,6 +395,7 @@ async fn member_fault(
         ));
     }
     let began = std::time::Instant::now();
+    let began_on_clock = clock.now();
     let answer = match second {
         Some(second) if kill_coordinator => {
             nodes.push(coordinator);
@@ -406,6 +407,7 @@ async fn member_fault(
                 in_joint,
                 blind: delay,
                 began,
+                began_on_clock,
             };
             kill_coordinator_mid_change(&bin, &plan, cluster, membership, &mut notes).await
         }
@@ -482,6 +484,8 @@ struct CoordinatorKill<'a> {
     blind: Duration,
     /// When the fault's change was first asked.
     began: std::time::Instant,
+    /// The same on the run clock (ns), the time base of `history.jsonl`.
+    began_on_clock: u64,
 }
 
 /// Asks `plan.change` of `plan.coordinator` and SIGKILLs that node while it runs: once
@@ -548,6 +552,8 @@ async fn kill_coordinator_mid_change(
     cluster.lock().expect("not poisoned").kill(coordinator);
     let killed_at = std::time::Instant::now();
     let in_joint = seen.as_ref().is_some_and(|(s, _)| s.starts_with("Joint"));
+    // On the history's time base, to line the kill up with the clients' operations.
+    let on_clock = plan.began_on_clock as f64 / 1e9 + at(killed_at);
     {
         let mut m = membership.lock().expect("not poisoned");
         m.coordinators_killed.killed += 1;
@@ -555,13 +561,15 @@ async fn kill_coordinator_mid_change(
     }
     notes.push(match &seen {
         Some((stage, when)) => format!(
-            "{stage} seen at {:.2} s; coordinator {coordinator} killed (-9) at {:.2} s, for {} ms",
+            "{stage} seen at {:.2} s; coordinator {coordinator} killed (-9) at {:.2} s (run \
+             clock {on_clock:.3} s), for {} ms",
             at(*when),
             at(killed_at),
             plan.hold.as_millis()
         ),
         None => format!(
-            "no later stage seen; coordinator {coordinator} killed (-9) at {:.2} s, for {} ms",
+            "no later stage seen; coordinator {coordinator} killed (-9) at {:.2} s (run clock \
+             {on_clock:.3} s), for {} ms",
             at(killed_at),
             plan.hold.as_millis()
         ),
