@@ -8,19 +8,31 @@
 //! live node of the new configuration installed it, or fails), in the order add a spare,
 //! remove a member, replace a member with a spare, and again while spares last:
 //!
-//! * **add**: the first spare joins; on half the draws one other node of the change is
-//!   killed while it runs (the joining node, whose data mover then starts over, among them)
-//!   and restarted after the fault's duration;
-//! * **remove**: a random member leaves (and keeps running, serving by forwarding); on half
-//!   the draws one other node is killed meanwhile, as for add;
+//! * **add**: the first spare joins;
+//! * **remove**: a random member leaves (and keeps running, serving by forwarding);
 //! * **replace**: a random member is killed, and once the coordinator sees it down, the first
 //!   spare takes its place; the old node is restarted after the change (as a non-member, it
 //!   forwards).
 //!
-//! So at most one node of the change is down at a time, and each key keeps a majority of its
-//! replicas in the old and the new configuration. A change that fails (refused, or stopped by
-//! the coordinator in its joint stage) is asked again, unchanged, at the next `member` fault:
-//! the same change resumes its joint stage, and any other would be refused as concurrent.
+//! On an addition or a removal, one of three things happens while it runs, drawn:
+//!
+//! * nothing;
+//! * one other node of the change (not the coordinator nor the node removed; the joining node,
+//!   whose data mover then starts over, among them) is killed and restarted after the fault's
+//!   duration;
+//! * the coordinator itself is killed (SIGKILL) once the stage register is seen to hold the
+//!   change's joint stage (read with `GET /cluster` of another member, every 50 ms) and 0 to
+//!   0.1 s more, or 0 to 0.5 s after the change was asked when no stage can be watched for;
+//!   the same change is then asked of another member (it resumes the joint stage, or starts
+//!   the change if the coordinator died before writing it), the coordinator is restarted after
+//!   the fault's duration, and if that ask failed it is asked once more once the member sees
+//!   the coordinator back.
+//!
+//! So at most one node of the change is down at a time (the coordinator is a member of the old
+//! and the new configuration), and each key keeps a majority of its replicas in the old and the
+//! new configuration. A change that fails (refused, or stopped by the coordinator in its joint
+//! stage) is asked again, unchanged, at the next `member` fault: the same change resumes its
+//! joint stage, and any other would be refused as concurrent.
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -72,8 +84,29 @@ pub struct Membership {
     pending: Option<Change>,
     /// Changes completed, with how long each took.
     pub completed: Vec<(Change, Duration)>,
-    /// Attempts that failed, with the reason.
+    /// Attempts that failed, with the reason (not counting the asks whose coordinator the
+    /// runner killed).
     pub failed: Vec<(Change, String)>,
+    /// Coordinators killed mid-change.
+    pub coordinators_killed: CoordinatorKills,
+}
+
+/// What became of the changes whose coordinator the runner killed.
+#[derive(Clone, Debug, Default)]
+pub struct CoordinatorKills {
+    /// Coordinators killed while their change ran.
+    pub killed: usize,
+    /// Of those, killed once the ring's stage register was seen to hold the change's joint
+    /// stage (the others after a random short delay).
+    pub in_joint: usize,
+    /// Changes asked of a coordinator that answered before it could be killed (not killed).
+    pub spared: usize,
+    /// Changes finished by another member after their coordinator was killed, in the same
+    /// fault.
+    pub finished_by_another: usize,
+    /// Changes the killed coordinator had completed (its stable stage written) though it did
+    /// not answer: refused when asked again, and found complete in the stage register.
+    pub found_complete: usize,
 }
 
 impl Membership {
@@ -144,6 +177,13 @@ impl Membership {
     }
 }
 
+/// Whether to kill the coordinator of `change` while it runs: on a third of the draws for add
+/// and remove, never for replace (whose old node is down already: a second node down could
+/// leave a key with one replica of three up).
+pub fn kills_coordinator(rng: &mut SmallRng, change: &Change) -> bool {
+    !matches!(change, Change::Replace(..)) && rng.random_ratio(1, 3)
+}
+
 /// The node to kill while `change` runs on half the draws (add and remove), one of the nodes
 /// of the change but `coordinator` and the node removed; None on the other half or for replace
 /// (whose old node is down already).
@@ -198,6 +238,48 @@ pub async fn ask(
         Ok(text)
     } else {
         Err(text)
+    }
+}
+
+/// The ring's stage as node `http` reads it from the stage register (`GET /cluster`): its name
+/// (`Stable(e)`, or `Joint(e)` while a change moves the ring to epoch `e`) and `e`; None if it
+/// does not answer.
+pub async fn ring_stage(http: SocketAddr) -> Option<(String, u64)> {
+    let (code, body) = tokio::task::spawn_blocking(move || {
+        logless_harness::probe::http_get(http, "/cluster", Duration::from_secs(2))
+    })
+    .await
+    .ok()?
+    .ok()?;
+    if code != 200 {
+        return None;
+    }
+    let status: serde_json::Value = serde_json::from_str(&body).ok()?;
+    Some((
+        status.get("stage")?.as_str()?.to_string(),
+        status.get("epoch")?.as_u64()?,
+    ))
+}
+
+/// Waits up to `timeout` until node `http` reads from the stage register a stage of an epoch
+/// after `epoch` (the joint stage of the change that leaves `Stable(epoch)`, or the stable one
+/// after it); that stage and when it was seen, or None.
+pub async fn await_epoch_after(
+    http: SocketAddr,
+    epoch: u64,
+    timeout: Duration,
+) -> Option<(String, std::time::Instant)> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some((stage, e)) = ring_stage(http).await {
+            if e > epoch {
+                return Some((stage, std::time::Instant::now()));
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -300,5 +382,19 @@ mod tests {
             );
         }
         assert!(joiner_killed);
+    }
+
+    #[test]
+    fn coordinators_are_killed_on_some_additions_and_removals_and_no_replacement() {
+        let mut rng = SmallRng::seed_from_u64(9);
+        let draws = |rng: &mut SmallRng, change: &Change| {
+            (0..300).filter(|_| kills_coordinator(rng, change)).count()
+        };
+        let (adds, removes) = (
+            draws(&mut rng, &Change::Add(6)),
+            draws(&mut rng, &Change::Remove(2)),
+        );
+        assert!((50..150).contains(&adds) && (50..150).contains(&removes));
+        assert_eq!(draws(&mut rng, &Change::Replace(3, 6)), 0);
     }
 }

@@ -10,7 +10,9 @@
 //!   node cannot hear, or a single directed link), or stall a node's links or a single link
 //!   (traffic held, not lost), healed after the fault's duration;
 //! * `member` (a ring with spares only): one change of the ring's configuration, add, remove
-//!   or replace, asked of a live member and waited for ([`crate::membership`]).
+//!   or replace, asked of a live member and waited for, on some draws with that member (the
+//!   change's coordinator) killed mid-change and the change asked of another
+//!   ([`crate::membership`]).
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
@@ -313,9 +315,15 @@ const CHANGE_LIMIT: Duration = Duration::from_secs(60);
 /// replace down) before the change is asked anyway.
 const LINKS_LIMIT: Duration = Duration::from_secs(10);
 
+/// How long the runner watches the stage register for a change's joint stage before it kills
+/// the change's coordinator anyway (after a random short delay).
+const JOINT_LIMIT: Duration = Duration::from_secs(10);
+
 /// One `member` fault: the next change of `membership`, asked of a live member not in it and
-/// waited for, with the node replaced killed first, or on half the draws another node of the
-/// change killed while it runs and restarted after `hold`; None when no change is left.
+/// waited for, with the node replaced killed first, or on a third of the additions and
+/// removals the coordinator killed mid-change (and the change asked of another member), or on
+/// another third another node of the change killed while it runs and restarted after `hold`;
+/// None when no change is left.
 async fn member_fault(
     rng: &mut SmallRng,
     hold: Duration,
@@ -364,8 +372,21 @@ async fn member_fault(
             LINKS_LIMIT.as_secs()
         ));
     }
-    let victim = membership::side_victim(rng, &change, &members, coordinator);
+    // Killing the coordinator takes down one node of the change (a member of both
+    // configurations): no other is killed then.
+    let second = (others.iter().copied())
+        .filter(|&n| n != coordinator)
+        .collect::<Vec<u16>>()
+        .choose(rng)
+        .copied();
+    let kill_coordinator = membership::kills_coordinator(rng, &change) && second.is_some();
+    let victim = if kill_coordinator {
+        None
+    } else {
+        membership::side_victim(rng, &change, &members, coordinator)
+    };
     let delay = Duration::from_millis(rng.random_range(0..=500));
+    let in_joint = Duration::from_millis(rng.random_range(0..=100));
     if let Some(v) = victim {
         nodes.push(v);
         notes.push(format!(
@@ -374,17 +395,38 @@ async fn member_fault(
         ));
     }
     let began = std::time::Instant::now();
-    let side = async {
-        if let Some(v) = victim {
-            tokio::time::sleep(delay).await;
-            cluster.lock().expect("not poisoned").kill(v);
-            tokio::time::sleep(hold).await;
-            if let Err(e) = cluster.lock().expect("not poisoned").start(v) {
-                eprintln!("logless-chaos: cannot restart node {v}: {e}");
-            }
+    let began_on_clock = clock.now();
+    let answer = match second {
+        Some(second) if kill_coordinator => {
+            nodes.push(coordinator);
+            let plan = CoordinatorKill {
+                change: &change,
+                coordinator,
+                second,
+                hold,
+                in_joint,
+                blind: delay,
+                began,
+                began_on_clock,
+            };
+            kill_coordinator_mid_change(&bin, &plan, cluster, membership, &mut notes).await
+        }
+        _ => {
+            let side = async {
+                if let Some(v) = victim {
+                    tokio::time::sleep(delay).await;
+                    cluster.lock().expect("not poisoned").kill(v);
+                    tokio::time::sleep(hold).await;
+                    if let Err(e) = cluster.lock().expect("not poisoned").start(v) {
+                        eprintln!("logless-chaos: cannot restart node {v}: {e}");
+                    }
+                }
+            };
+            let (answer, ()) =
+                tokio::join!(membership::ask(&bin, http, &change, CHANGE_LIMIT), side);
+            answer
         }
     };
-    let (answer, ()) = tokio::join!(membership::ask(&bin, http, &change, CHANGE_LIMIT), side);
     let took = began.elapsed();
     // The node replaced comes back, outside the ring: it serves by forwarding.
     if let Some(old) = dead {
@@ -401,8 +443,8 @@ async fn member_fault(
             }
             Err(why) => {
                 eprintln!(
-                    "logless-chaos: cluster {} asked of node {coordinator} failed after {:.1} s: \
-                     {why}",
+                    "logless-chaos: cluster {} (first asked of node {coordinator}) failed after \
+                     {:.1} s: {why}",
                     change.describe(),
                     took.as_secs_f64()
                 );
@@ -424,6 +466,201 @@ async fn member_fault(
         start,
         end: clock.now(),
     })
+}
+
+/// A change whose coordinator is to be killed mid-change.
+struct CoordinatorKill<'a> {
+    /// The change.
+    change: &'a Change,
+    /// The member it is asked of first, killed while it runs.
+    coordinator: u16,
+    /// The member it is asked of next.
+    second: u16,
+    /// How long the coordinator stays down.
+    hold: Duration,
+    /// How long after the joint stage is seen the coordinator is killed.
+    in_joint: Duration,
+    /// How long after the change is asked it is killed when no joint stage can be watched for.
+    blind: Duration,
+    /// When the fault's change was first asked.
+    began: std::time::Instant,
+    /// The same on the run clock (ns), the time base of `history.jsonl`.
+    began_on_clock: u64,
+}
+
+/// Asks `plan.change` of `plan.coordinator` and SIGKILLs that node while it runs: once
+/// `plan.second` reads the change's joint stage from the stage register (up to
+/// [`JOINT_LIMIT`]) and `plan.in_joint` more, or, when the stage cannot be read (or the ring is
+/// in a joint stage already), `plan.blind` after asking. Then asks the same change of
+/// `plan.second` (which resumes the joint stage, or starts the change if the coordinator died
+/// before writing it), restarts the coordinator `plan.hold` after the kill, and if the second
+/// ask failed, asks once more when `plan.second` sees the coordinator up again. The change's
+/// final answer; the steps, with the stages seen, are added to `notes`.
+async fn kill_coordinator_mid_change(
+    bin: &Path,
+    plan: &CoordinatorKill<'_>,
+    cluster: &Mutex<Cluster>,
+    membership: &Mutex<Membership>,
+    notes: &mut Vec<String>,
+) -> Result<String, String> {
+    let (change, coordinator, second) = (plan.change, plan.coordinator, plan.second);
+    let (http, second_http) = {
+        let c = cluster.lock().expect("not poisoned");
+        (c.http_addr(coordinator), c.http_addr(second))
+    };
+    let at = |t: std::time::Instant| t.duration_since(plan.began).as_secs_f64();
+    let before = membership::ring_stage(second_http).await;
+    // The epoch the change moves the ring to: the stage register holds Stable(target) once it
+    // completed.
+    let target = match &before {
+        Some((stage, epoch)) if stage.starts_with("Stable") => Some(epoch + 1),
+        Some((_, epoch)) => Some(*epoch),
+        None => None,
+    };
+    notes.push(match &before {
+        Some((stage, _)) => format!("stage {stage} before"),
+        None => "stage unread before".to_string(),
+    });
+    let first = membership::ask(bin, http, change, CHANGE_LIMIT);
+    tokio::pin!(first);
+    let watch = async {
+        let seen = match &before {
+            Some((stage, epoch)) if stage.starts_with("Stable") => {
+                membership::await_epoch_after(second_http, *epoch, JOINT_LIMIT).await
+            }
+            _ => None,
+        };
+        tokio::time::sleep(if seen.is_some() {
+            plan.in_joint
+        } else {
+            plan.blind
+        })
+        .await;
+        seen
+    };
+    let seen = tokio::select! {
+        answer = &mut first => {
+            membership.lock().expect("not poisoned").coordinators_killed.spared += 1;
+            notes.push(format!(
+                "node {coordinator} answered at {:.2} s, before it could be killed",
+                at(std::time::Instant::now())
+            ));
+            return answer;
+        }
+        seen = watch => seen,
+    };
+    cluster.lock().expect("not poisoned").kill(coordinator);
+    let killed_at = std::time::Instant::now();
+    let in_joint = seen.as_ref().is_some_and(|(s, _)| s.starts_with("Joint"));
+    // On the history's time base, to line the kill up with the clients' operations.
+    let on_clock = plan.began_on_clock as f64 / 1e9 + at(killed_at);
+    {
+        let mut m = membership.lock().expect("not poisoned");
+        m.coordinators_killed.killed += 1;
+        m.coordinators_killed.in_joint += usize::from(in_joint);
+    }
+    notes.push(match &seen {
+        Some((stage, when)) => format!(
+            "{stage} seen at {:.2} s; coordinator {coordinator} killed (-9) at {:.2} s (run \
+             clock {on_clock:.3} s), for {} ms",
+            at(*when),
+            at(killed_at),
+            plan.hold.as_millis()
+        ),
+        None => format!(
+            "no later stage seen; coordinator {coordinator} killed (-9) at {:.2} s (run clock \
+             {on_clock:.3} s), for {} ms",
+            at(killed_at),
+            plan.hold.as_millis()
+        ),
+    });
+    match first.await {
+        // It answered just before it died: the change is complete.
+        Ok(text) => {
+            notes.push(format!("its answer came all the same: {text}"));
+            return Ok(text);
+        }
+        Err(why) => notes.push(format!("its ask: {why}")),
+    }
+    let restart = async {
+        tokio::time::sleep(plan.hold.saturating_sub(killed_at.elapsed())).await;
+        if let Err(e) = cluster.lock().expect("not poisoned").start(coordinator) {
+            eprintln!("logless-chaos: cannot restart node {coordinator}: {e}");
+        }
+    };
+    // Timed: the restart may come later than the answer.
+    let timed_ask = || async {
+        let answer = membership::ask(bin, second_http, change, CHANGE_LIMIT).await;
+        (answer, std::time::Instant::now())
+    };
+    let ((mut answer, mut answered), ()) = tokio::join!(timed_ask(), restart);
+    // A change the coordinator completed before it died is refused when asked again (the node
+    // added is a member already, say): the stage register tells.
+    let completed = |stage: &Option<(String, u64)>| match (stage, target) {
+        (Some((s, e)), Some(t)) => s.starts_with("Stable") && *e >= t,
+        _ => false,
+    };
+    for retry in [false, true] {
+        let stage = membership::ring_stage(second_http).await;
+        let shown = stage
+            .as_ref()
+            .map_or("unread", |(s, _)| s.as_str())
+            .to_string();
+        match answer {
+            Ok(text) => {
+                membership
+                    .lock()
+                    .expect("not poisoned")
+                    .coordinators_killed
+                    .finished_by_another += 1;
+                notes.push(format!(
+                    "asked of node {second}{}: done at {:.2} s, stage {shown} after",
+                    if retry { " again" } else { "" },
+                    at(answered)
+                ));
+                return Ok(text);
+            }
+            Err(why) if completed(&stage) => {
+                membership
+                    .lock()
+                    .expect("not poisoned")
+                    .coordinators_killed
+                    .found_complete += 1;
+                notes.push(format!(
+                    "asked of node {second}: refused ({why}), but the stage is {shown}: the \
+                     coordinator had completed it"
+                ));
+                return Ok(format!(
+                    "completed by node {coordinator} before it was killed"
+                ));
+            }
+            Err(why) if retry => {
+                notes.push(format!(
+                    "asked of node {second} again: failed at {:.2} s, stage {shown}",
+                    at(answered)
+                ));
+                return Err(why);
+            }
+            Err(why) => {
+                notes.push(format!(
+                    "asked of node {second}: failed at {:.2} s ({why}), stage {shown}; \
+                     coordinator {coordinator} restarted at {:.2} s",
+                    at(answered),
+                    at(killed_at + plan.hold)
+                ));
+                membership.lock().expect("not poisoned").failed(change, why);
+                // Asked once more when the node asked sees the coordinator back.
+                if !membership::await_links(second_http, &[coordinator], &[], LINKS_LIMIT).await {
+                    notes.push(format!(
+                        "node {second} did not see {coordinator} up within {} s",
+                        LINKS_LIMIT.as_secs()
+                    ));
+                }
+                (answer, answered) = timed_ask().await;
+            }
+        }
+    }
+    unreachable!("the second pass returns")
 }
 
 /// Injects faults until `stop` turns true, healing the current one before returning. Every

@@ -142,11 +142,19 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
         let done: Vec<String> = (m.completed.iter())
             .map(|(c, took)| format!("{} in {:.1} s", c.describe(), took.as_secs_f64()))
             .collect();
+        let k = &m.coordinators_killed;
         println!(
-            "membership:  {} changes completed ({}), {} attempts failed; members now {:?}",
+            "membership:  {} changes completed ({}), {} attempts failed, coordinator killed {} \
+             ({} in the joint stage; {} changes finished by another member, {} found complete, \
+             {} answered first); members now {:?}",
             m.completed.len(),
             done.join(", "),
             m.failed.len(),
+            k.killed,
+            k.in_joint,
+            k.finished_by_another,
+            k.found_complete,
+            k.spared,
             m.members
         );
         for (c, why) in m.failed.iter().take(5) {
