@@ -32,6 +32,16 @@
 //! refused with `CROSSSLOT`, as Redis Cluster refuses keys of different slots (a hash tag
 //! `{…}` puts keys in one slot). A transaction (MULTI … EXEC) is queued by this node's
 //! session, so only one on keys this node holds runs; others are refused at EXEC.
+//!
+//! # A joint stage
+//!
+//! While the ring moves from configuration `e` to `e + 1`, commands are forwarded by `e`'s
+//! replicas, whose copies the mover is still filling the new ones from, but a node runs here
+//! the commands of every slot it replicates in **either** configuration, as cluster mode serves
+//! them ([`crate::cluster`]): every replica of both is an acceptor of the slot's joint quorums.
+//! Forwarding a slot this node gains to one of its old replicas instead could come back: an old
+//! replica that already installed `Stable(e+1)`, and holds the slot no more, redirects it with
+//! `MOVED` to the slot's new first replica, possibly this node, which would forward it again.
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -49,6 +59,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
 use crate::config::{ConfigError, NodeConfig};
+use crate::ring_register::RingStage;
 
 /// How long opening a link to a node, and its log-in, may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -108,6 +119,9 @@ pub struct Forwarder {
     /// The configuration it routes by: the one the node installed last
     /// ([`crate::ring_watch`]; the old one while the ring is in a joint stage).
     ring: RwLock<Arc<Configuration>>,
+    /// In a joint stage, the configuration the ring moves to: keys whose replicas there
+    /// include this node run here too (module doc, "A joint stage").
+    joining: RwLock<Option<Arc<Configuration>>>,
     me: NodeId,
     slots_held: AtomicU64,
     client_addrs: BTreeMap<u16, String>,
@@ -149,6 +163,7 @@ impl Forwarder {
         Ok(Some(Forwarder {
             slots_held: AtomicU64::new(crate::ring::slots_held(&ring, me)),
             ring: RwLock::new(Arc::new(ring)),
+            joining: RwLock::default(),
             me,
             client_addrs,
             password,
@@ -165,10 +180,17 @@ impl Forwarder {
         self.ring.read().expect("not poisoned").clone()
     }
 
-    /// Routes by `ring` from now on (a new stage of the ring was installed).
-    pub fn set_ring(&self, ring: Configuration) {
+    /// Routes by `stage` from now on (the node installed it): by its serving configuration,
+    /// and in a joint stage running here also the keys this node replicates in the new one.
+    pub fn set_stage(&self, stage: &RingStage) {
+        let ring = stage.serving().clone();
+        let joining = match stage {
+            RingStage::Stable(_) => None,
+            RingStage::Joint { new, .. } => Some(Arc::new(new.clone())),
+        };
         self.slots_held
             .store(crate::ring::slots_held(&ring, self.me), Ordering::Relaxed);
+        *self.joining.write().expect("not poisoned") = joining;
         *self.ring.write().expect("not poisoned") = Arc::new(ring);
     }
 
@@ -192,13 +214,17 @@ impl Forwarder {
         };
         keys.dedup();
         let ring = self.ring();
-        let mut sets = keys.iter().map(|key| ring.replicas(key_slot(key)));
-        let Some(first) = sets.next() else {
+        let Some((first, together)) = replicas_of(&ring, &keys) else {
             return Route::Local;
         };
-        let together = sets.all(|set| same_nodes(&set, &first));
         if together && first.contains(self.me) {
             return Route::Local;
+        }
+        let joining = self.joining.read().expect("not poisoned").clone();
+        if let Some((new, true)) = joining.and_then(|new| replicas_of(&new, &keys)) {
+            if new.contains(self.me) {
+                return Route::Local;
+            }
         }
         if !together {
             self.counters.cross.fetch_add(1, Ordering::Relaxed);
@@ -336,6 +362,15 @@ fn uncertain_reply(target: u16, why: &str) -> Value {
         "UNCERTAIN the command was forwarded to node {target}, a replica of this key, and \
          {why} before its reply: it may or may not have been applied"
     ))
+}
+
+/// The replicas of the first of `keys` in `ring`, and whether every key has the same; `None`
+/// without keys.
+fn replicas_of(ring: &Configuration, keys: &[&[u8]]) -> Option<(ReplicaSet, bool)> {
+    let mut sets = keys.iter().map(|key| ring.replicas(key_slot(key)));
+    let first = sets.next()?;
+    let together = sets.all(|set| same_nodes(&set, &first));
+    Some((first, together))
 }
 
 /// Whether two replica sets have the same nodes (in any order).
@@ -633,6 +668,39 @@ mod tests {
             f.route(b"mget", &many(&[&held, &elsewhere])),
             Route::Refuse(Value::Error(CROSS_REPLICAS.into()))
         );
+    }
+
+    #[test]
+    fn in_a_joint_stage_keys_the_node_gains_run_here() {
+        let f = forwarder(1);
+        let new = f.ring().as_ref().clone();
+        let old = new.with_node_removed(NodeId(1)).unwrap();
+        let key = |holds: bool| {
+            (0..1000)
+                .map(|i| format!("k{i}"))
+                .find(|k| new.replicas(key_slot(k.as_bytes())).contains(NodeId(1)) == holds)
+                .unwrap()
+        };
+        let (gained, other) = (key(true), key(false));
+        f.set_stage(&RingStage::Stable(old.clone()));
+        assert!(matches!(
+            f.route(b"get", &one(gained.as_bytes())),
+            Route::Forward(_)
+        ));
+        f.set_stage(&RingStage::Joint {
+            old: old.clone(),
+            new: new.clone(),
+        });
+        assert_eq!(f.route(b"get", &one(gained.as_bytes())), Route::Local);
+        let Route::Forward(set) = f.route(b"get", &one(other.as_bytes())) else {
+            panic!("a key node 1 holds in neither configuration is forwarded");
+        };
+        assert!(same_nodes(&set, &old.replicas(key_slot(other.as_bytes()))));
+        f.set_stage(&RingStage::Stable(old));
+        assert!(matches!(
+            f.route(b"get", &one(gained.as_bytes())),
+            Route::Forward(_)
+        ));
     }
 
     /// The replicas of a key node 1 does not hold, and that key.

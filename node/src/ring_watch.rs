@@ -279,7 +279,7 @@ async fn install(context: &NodeContext, ring: &RingState, stage: &RingStage) -> 
             .map_err(|_| "the node is stopping".to_string())?;
     }
     if let Some(forwarder) = &context.forwarder {
-        forwarder.set_ring(stage.serving().clone());
+        forwarder.set_stage(stage);
     }
     if let Some(cluster) = &context.cluster {
         cluster.install(stage)?;

@@ -228,9 +228,9 @@ impl SimRing {
         placement
     }
 
-    /// `node`'s forwarder routes by `ring` from now on.
-    pub fn set_route(&self, node: NodeId, ring: Configuration) {
-        self.forwarders[&node].set_ring(ring);
+    /// `node`'s forwarder routes by `stage` from now on.
+    pub fn set_route(&self, node: NodeId, stage: &RingStage) {
+        self.forwarders[&node].set_stage(stage);
     }
 }
 

@@ -8,8 +8,9 @@
 //!   [`ChangeRequest::apply`] (its refusals included); a stage is the node's [`RingStage`],
 //!   whose [`RingStage::placement`] each node hands to every shard's engine
 //!   (`ShardCore::install_placement`, as an input the shard takes in its next turn, like the
-//!   node's `ShardInput::InstallPlacement`) and whose [`RingStage::serving`] configuration its
-//!   forwarder routes by (`Forwarder::set_ring`). The engines' fence and joint quorums run as
+//!   node's `ShardInput::InstallPlacement`) and which its forwarder routes by
+//!   (`Forwarder::set_stage`: the [`RingStage::serving`] configuration, and in a joint stage the
+//!   node's slots of the new one run there too). The engines' fence and joint quorums run as
 //!   they are.
 //! * **The stage register** is modelled: on a node it is a register of the ring shard (every
 //!   peer an acceptor) read every 500 ms by `ring_watch.rs` over tokio. Here it is one value
@@ -313,7 +314,7 @@ impl NodeCluster {
         let installing = ring.installed[&node] != stage || awaiting;
         if installing {
             let placement = ring.placement_of(&stage);
-            ring.set_route(node, stage.serving().clone());
+            ring.set_route(node, &stage);
             ring.installed.insert(node, stage.clone());
             for shard in 0..self.config.shards {
                 self.enqueue(node, shard, Input::Install(placement.clone()));
