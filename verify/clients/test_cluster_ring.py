@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import re
 import subprocess
 import threading
 import time
@@ -102,22 +101,14 @@ class Redirections(logging.Handler):
     """The last redirections (`MOVED`, `ASK`, `TRYAGAIN`) redis-py's cluster client logged in
     one thread, to name them when a command fails."""
 
-    MOVED = re.compile(r"^MOVED error .* on node (\S+), .* error: \d+ (\S+)$")
-
     def __init__(self):
         super().__init__(logging.DEBUG)
         self.thread = threading.get_ident()
         self.last = collections.deque(maxlen=20)
-        # MOVED answers naming the node that gave them (the known bug, KNOWN_BUG).
-        self.to_itself = 0
 
     def emit(self, record):
         if record.thread == self.thread:
-            message = record.getMessage()
-            moved = self.MOVED.match(message)
-            if moved and moved.group(1) == moved.group(2):
-                self.to_itself += 1
-            self.last.append(f"{record.created:.3f} {message[:200]}")
+            self.last.append(f"{record.created:.3f} {record.getMessage()[:200]}")
 
 
 class Writer(threading.Thread):
@@ -132,8 +123,6 @@ class Writer(threading.Thread):
         self.prefix = prefix
         self.acked: dict[str, str] = {}
         self.errors: list[str] = []
-        # Of those, commands that failed after redirections to the node asked (KNOWN_BUG).
-        self.known: list[str] = []
         self.stop = threading.Event()
 
     def run(self):
@@ -150,13 +139,8 @@ class Writer(threading.Thread):
                     if self.client.set(key, n):
                         self.acked[key] = str(n)
                 except redis.RedisError as e:
-                    error = (f"{key}: {type(e).__name__} {e} at {time.time():.3f}, "
-                             f"after {list(redirections.last)}")
-                    if isinstance(e, redis.exceptions.ClusterError) and redirections.to_itself:
-                        self.known.append(error)
-                    else:
-                        self.errors.append(error)
-                    redirections.to_itself = 0
+                    self.errors.append(f"{key}: {type(e).__name__} {e} at {time.time():.3f}, "
+                                       f"after {list(redirections.last)}")
                 n += 1
         finally:
             logger.removeHandler(redirections)
@@ -171,34 +155,7 @@ class Writer(threading.Thread):
             time.sleep(0.01)
 
 
-# Why a write can fail here, seen in 3 runs of about 65: in a joint stage a node's sessions run
-# the commands of the slots it replicates in the old or the new configuration (cluster mode's
-# map), but its forwarder routes by the old configuration only, so a node of the new one that
-# is not in the old forwards the command to an old replica; when that replica has installed the
-# next stable stage already and is not in the new one, it answers MOVED to the slot's new first
-# replica, which can be the forwarding node itself, and the node passes that MOVED back to the
-# client. Until the node installs the stable stage (up to a read interval, 500 ms) the client is
-# redirected to the node it asked, and redis-py gives up after 16 attempts (ClusterError "TTL
-# exhausted"). The test then ends as an expected failure (xfail) naming it, after every other
-# check passed.
-KNOWN_BUG = ('docs/ring.md §4, "Not fixed: a node new to a slot forwards its commands in the '
-             'joint stage"')
-
-
-@pytest.fixture
-def known():
-    """The writes a test saw fail by KNOWN_BUG (see `xfail_if_known`)."""
-    return []
-
-
-def xfail_if_known(known: list[str]):
-    """Ends the test as an expected failure if some of its writes failed by KNOWN_BUG."""
-    if known:
-        pytest.xfail(f"known bug ({KNOWN_BUG}): {len(known)} writes failed after MOVED to the "
-                     f"node asked, the first: {known[0]}")
-
-
-def change_under_writes(ring, rc, known, name: str, args: tuple[str, ...], stage: str):
+def change_under_writes(ring, rc, name: str, args: tuple[str, ...], stage: str):
     """Writes `KEYS` keys through `rc`, then runs the change `args` while a `Writer` writes,
     and checks that every key written before and every write acknowledged during it reads back
     through `rc` (whose map is from before the change), which follows the `MOVED`s to the
@@ -226,7 +183,6 @@ def change_under_writes(ring, rc, known, name: str, args: tuple[str, ...], stage
     # Writes went on while the change ran (the joint stage serves).
     assert done > started, (out, started, done)
     assert not writer.errors, writer.errors[:10]
-    known.extend(writer.known)
 
     new = first_replicas(ring)
     moved = [k for k in before if old[rc.keyslot(k)] != new[rc.keyslot(k)]]
@@ -260,18 +216,17 @@ def redis_cli_follows(ring, key: str, value: str, new: dict[int, int], old_port:
     assert redis_cli("-h", host, "-p", str(new[slot]), "get", key).strip() == value + "!"
 
 
-def test_a_node_removed(ring, rc, known):
+def test_a_node_removed(ring, rc):
     fourth = ring.ports[3]
     old = first_replicas(ring)
     # Each node is the first replica of some slots: node 4 serves some keys.
     assert fourth in set(old.values())
-    moved, new = change_under_writes(ring, rc, known, "remove", ("remove", "4"), "Stable(2)")
+    moved, new = change_under_writes(ring, rc, "remove", ("remove", "4"), "Stable(2)")
     assert fourth not in set(new.values())
     assert fourth not in {rc.get_node_from_key(k).port for k in moved}
     # redis-cli -c at node 4, which holds no slot now.
     key = next(k for k in moved if old[rc.keyslot(k)] == fourth)
     redis_cli_follows(ring, key, key.rsplit(":", 1)[1], new, fourth)
-    xfail_if_known(known)
 
 
 def wait_dropped(ring, node: int):
@@ -283,26 +238,24 @@ def wait_dropped(ring, node: int):
         time.sleep(0.1)
 
 
-def test_a_node_replaced_by_the_removed_one(ring, rc, known):
+def test_a_node_replaced_by_the_removed_one(ring, rc):
     third, fourth = ring.ports[2], ring.ports[3]
     wait_dropped(ring, 3)
     old = first_replicas(ring)
-    moved, new = change_under_writes(ring, rc, known, "replace", ("replace", "3", "4"), "Stable(3)")
+    moved, new = change_under_writes(ring, rc, "replace", ("replace", "3", "4"), "Stable(3)")
     assert third not in set(new.values()) and fourth in set(new.values())
     key = next(k for k in moved if old[rc.keyslot(k)] == third)
     redis_cli_follows(ring, key, key.rsplit(":", 1)[1], new, third)
-    xfail_if_known(known)
 
 
-def test_a_node_added_back(ring, rc, known):
+def test_a_node_added_back(ring, rc):
     third = ring.ports[2]
     wait_dropped(ring, 2)
     old = first_replicas(ring)
-    moved, new = change_under_writes(ring, rc, known, "add", ("add", "3"), "Stable(4)")
+    moved, new = change_under_writes(ring, rc, "add", ("add", "3"), "Stable(4)")
     # The client is redirected to node 3 for the slots it is first replica of again.
     to_third = [k for k in moved if new[rc.keyslot(k)] == third]
     assert to_third, "node 3 is the first replica of some moved keys' slots"
     assert all(rc.get_node_from_key(k).port == third for k in to_third)
     key = to_third[0]
     redis_cli_follows(ring, key, key.rsplit(":", 1)[1], new, old[rc.keyslot(key)])
-    xfail_if_known(known)
