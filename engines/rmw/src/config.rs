@@ -38,7 +38,8 @@ pub struct InjectedBugs {
 }
 
 /// The default of [`ProposerConfig::registers_max`]: a quarter of a million registers, some
-/// 40 to 80 MB of proposer state.
+/// 37 MB of proposer state when their values are short (about 140 bytes a register, its
+/// table entry and index; a longer value is kept beside it).
 pub const REGISTERS_MAX_DEFAULT: usize = 262_144;
 
 /// How a proposer behaves.

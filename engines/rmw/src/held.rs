@@ -75,20 +75,20 @@ impl PackedAttempt {
 /// A [`Round`] in 22 bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C, packed(2))]
-struct PackedRound {
+pub(crate) struct PackedRound {
     n: u64,
     id: PackedAttempt,
 }
 
 impl PackedRound {
-    fn new(round: Round) -> PackedRound {
+    pub(crate) fn new(round: Round) -> PackedRound {
         PackedRound {
             n: round.n,
             id: PackedAttempt::new(round.id),
         }
     }
 
-    fn get(self) -> Round {
+    pub(crate) fn get(self) -> Round {
         Round {
             n: self.n,
             id: self.id.get(),
@@ -96,9 +96,10 @@ impl PackedRound {
     }
 }
 
-/// A register's value: inside when it is short and plain, else shared.
+/// A register's value: inside when it is short and plain, else shared. The proposer keeps the
+/// value it knows chosen so too.
 #[derive(Clone, PartialEq, Eq, Hash)]
-enum HeldValue {
+pub(crate) enum HeldValue {
     /// Nothing (⊥ or a tombstone), no expiry, fencing token 0.
     Absent,
     /// An integer, no expiry, fencing token 0.
@@ -127,7 +128,7 @@ fn inline<const N: usize>(bytes: &[u8]) -> Option<(u8, [u8; N])> {
 }
 
 impl HeldValue {
-    fn new(value: &Arc<Register>) -> HeldValue {
+    pub(crate) fn new(value: &Arc<Register>) -> HeldValue {
         let shared = || HeldValue::Shared(value.clone());
         if value.fence != 0 {
             return shared();
@@ -149,7 +150,8 @@ impl HeldValue {
         }
     }
 
-    fn get(&self) -> Arc<Register> {
+    /// The value, in a new `Arc` if it was kept inside.
+    pub(crate) fn get(&self) -> Arc<Register> {
         let plain = |data| {
             Arc::new(Register {
                 data,
@@ -173,6 +175,34 @@ impl HeldValue {
             }),
             HeldValue::Shared(value) => value.clone(),
         }
+    }
+
+    /// Whether this is `value`, without copying either: for checks.
+    pub(crate) fn is(&self, value: &Arc<Register>) -> bool {
+        match self {
+            HeldValue::Shared(shared) => Arc::ptr_eq(shared, value),
+            _ => *self == HeldValue::new(value),
+        }
+    }
+
+    /// Asks the cache for a value kept outside (one inside is on the line that holds it).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self) {
+        if let HeldValue::Shared(value) = self {
+            prefetch_line(&**value);
+        }
+    }
+}
+
+impl fmt::Debug for HeldValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+impl fmt::Debug for PackedRound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
     }
 }
 

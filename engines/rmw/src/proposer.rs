@@ -53,6 +53,7 @@ use thiserror::Error;
 use crate::armed::{self, ArmedTimers, TimerSlot};
 use crate::buffers::{keep_spare, room_for_next};
 use crate::config::ProposerConfig;
+use crate::held::{HeldValue, PackedRound};
 use crate::ids::{AttemptId, ClientTag, Key, NodeId, ProposerId, ReqId, Round};
 use crate::incidental::Incidental;
 use crate::message::{Envelope, Message, PrepareKind};
@@ -316,12 +317,13 @@ struct RegisterProposer {
     timer_token: u64,
     /// When the timer with the current token fires, if one is armed. A later wake-up needs no
     /// new timer: the armed one fires first and re-arms.
-    timer_armed_ms: Option<u64>,
+    timer_armed_ms: ArmedAt,
     /// The armed timer's slot in [`Shared::armed`] (incidental: equal to any other).
     timer_slot: TimerSlot,
     fast: Option<FastPath>,
-    /// A round and its value that this proposer holds, so acceptors may omit it.
-    known: (Round, Arc<Register>),
+    /// A round and its value that this proposer holds, so acceptors may omit it (see
+    /// [`Known`]).
+    known: Known,
     /// Whether a command came since the proposer last dropped idle registers: incidental to
     /// the protocol (it only chooses which idle registers are dropped).
     used: Incidental<bool>,
@@ -332,12 +334,64 @@ impl RegisterProposer {
         RegisterProposer {
             op: None,
             timer_token: 0,
-            timer_armed_ms: None,
+            timer_armed_ms: ArmedAt::NONE,
             timer_slot: TimerSlot::default(),
             fast: None,
-            known: (Round::BOTTOM, Arc::new(Register::default())),
+            known: Known::new(Round::BOTTOM, &Arc::new(Register::default())),
             used: Incidental(true),
         }
+    }
+}
+
+/// The round and value a register's proposer knows chosen, kept as the acceptor's table keeps
+/// them (`held`): the round without its padding and a short plain value inside, any other in
+/// the `Arc` it came in. Most registers the proposer caches are idle, and an `Arc` of a short
+/// string took 136 bytes each (`examples/memory.rs`), more than the register's table entry:
+/// the price is a copy of the value into a new `Arc` when a write applies its commands to it
+/// or a reply that left it out is answered from it. The packing is canonical, so equality and
+/// hashes are those of the round and value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Known {
+    value: HeldValue,
+    round: PackedRound,
+}
+
+impl Known {
+    fn new(round: Round, value: &Arc<Register>) -> Known {
+        Known {
+            value: HeldValue::new(value),
+            round: PackedRound::new(round),
+        }
+    }
+
+    fn round(&self) -> Round {
+        self.round.get()
+    }
+
+    fn value(&self) -> Arc<Register> {
+        self.value.get()
+    }
+}
+
+/// When a register's armed timer fires, if one is armed: an `Option<u64>` in 8 bytes, which
+/// keeps an idle register's entry within two cache lines. `u64::MAX` is none: a timer asked
+/// for then is armed a millisecond earlier (either is half a billion years away).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ArmedAt(u64);
+
+impl ArmedAt {
+    const NONE: ArmedAt = ArmedAt(u64::MAX);
+
+    fn get(self) -> Option<u64> {
+        (self != ArmedAt::NONE).then_some(self.0)
+    }
+
+    fn set(&mut self, at_ms: u64) {
+        self.0 = at_ms.min(u64::MAX - 1);
+    }
+
+    fn take(&mut self) -> Option<u64> {
+        std::mem::replace(self, ArmedAt::NONE).get()
     }
 }
 
@@ -590,7 +644,7 @@ impl Proposer {
     pub(crate) fn prefetch(&self, key: &Key) -> Option<usize> {
         self.registers.prefetch(key, |register| {
             prefetch_line(&register.op);
-            prefetch_line(&register.known);
+            prefetch_line(&register.known.value);
         })
     }
 
@@ -600,7 +654,7 @@ impl Proposer {
     #[inline]
     pub(crate) fn prefetch_known_value(&self, slot: usize) {
         if let Some(register) = self.registers.in_slot(slot) {
-            prefetch_line(&*register.known.1);
+            register.known.value.prefetch();
         }
     }
 
@@ -885,7 +939,7 @@ impl Proposer {
                     return true;
                 }
                 debug_assert!(
-                    reg.timer_armed_ms.is_none(),
+                    reg.timer_armed_ms.get().is_none(),
                     "an idle register has no timer"
                 );
                 if spare_used && std::mem::take(&mut reg.used.0) {
@@ -949,11 +1003,13 @@ impl Proposer {
         };
         // The slot may have been reused by another register's timer with an equal token.
         let reg = &mut *step.reg;
-        if reg.timer_armed_ms.is_none() || token != armed::token(reg.timer_slot, reg.timer_token) {
+        if reg.timer_armed_ms.get().is_none()
+            || token != armed::token(reg.timer_slot, reg.timer_token)
+        {
             return;
         }
         debug_assert!(reg.op.is_some());
-        reg.timer_armed_ms = None;
+        reg.timer_armed_ms = ArmedAt::NONE;
         step.shared.armed.release(reg.timer_slot);
         let op = step.reg.op.as_ref().expect("checked");
         if now_ms >= op.deadline_ms {
@@ -1132,14 +1188,19 @@ impl Step<'_> {
     }
 
     fn arm_timer(&mut self, at_ms: u64) {
-        if self.reg.timer_armed_ms.is_some_and(|armed| armed <= at_ms) {
+        if self
+            .reg
+            .timer_armed_ms
+            .get()
+            .is_some_and(|armed| armed <= at_ms)
+        {
             return;
         }
         // Re-armed earlier: the timer keeps its slot, whose older token goes stale.
-        if self.reg.timer_armed_ms.is_none() {
+        if self.reg.timer_armed_ms.get().is_none() {
             self.reg.timer_slot = self.shared.armed.take();
         }
-        self.reg.timer_armed_ms = Some(at_ms);
+        self.reg.timer_armed_ms.set(at_ms);
         self.reg.timer_token += 1;
         let token = armed::token(self.reg.timer_slot, self.reg.timer_token);
         self.shared.armed.arm(self.reg.timer_slot, token);
@@ -1162,7 +1223,7 @@ impl Step<'_> {
     /// collection starts anew and asks a quorum first ([`Shared::read_targets`]).
     fn send_read(&mut self, now_ms: u64, carry: bool) {
         let attempt = self.shared.mint();
-        let known_voted = self.reg.known.0;
+        let known_voted = self.reg.known.round();
         let acceptors = self.shared.table_len();
         let asked = if carry {
             self.shared.everyone()
@@ -1196,7 +1257,7 @@ impl Step<'_> {
         collect.current_replies = AcceptorSet::default();
         // The replies usually leave the value out, and taking it from here (and answering with
         // it) was the read's last cache miss: ask for it now, a turn before they come.
-        prefetch_line(&*self.reg.known.1);
+        self.reg.known.value.prefetch();
         self.send_to(asked, self.read_prepare(attempt, known_voted));
         self.set_wake(now_ms + wait_ms);
     }
@@ -1216,7 +1277,7 @@ impl Step<'_> {
     /// ask; those that were asked and are silent become suspected.
     fn widen_read(&mut self, now_ms: u64) {
         let everyone = self.shared.everyone();
-        let known_voted = self.reg.known.0;
+        let known_voted = self.reg.known.round();
         let Phase::Read(collect) = &mut self.op_mut().phase else {
             unreachable!("only a read widens");
         };
@@ -1239,7 +1300,7 @@ impl Step<'_> {
     fn send_prepare(&mut self, now_ms: u64) {
         let attempt = self.shared.mint();
         self.reg.fast = None;
-        let known_voted = self.reg.known.0;
+        let known_voted = self.reg.known.round();
         self.broadcast(Message::Prepare {
             key: self.key.clone(),
             kind: PrepareKind::Write,
@@ -1258,7 +1319,7 @@ impl Step<'_> {
             n: r_ack_seen.n.saturating_add(1),
             id: attempt,
         };
-        let known_voted = self.reg.known.0;
+        let known_voted = self.reg.known.round();
         self.broadcast(Message::PaxosPrep {
             key: self.key.clone(),
             round,
@@ -1285,14 +1346,14 @@ impl Step<'_> {
     /// A fast write: vote in the pre-acknowledged round on top of our last chosen value.
     fn send_fast_write(&mut self, now_ms: u64) {
         let fast = self.reg.fast.take().expect("fast path");
-        let round = self.reg.known.0.successor();
+        let round = self.reg.known.round().successor();
         self.op_mut().fast = true;
         // Even a batch that changes nothing (SET of the value already there, a failed
         // condition) is proposed: its answers need a quorum's confirmation that the base is
         // still the latest state, and a vote in the pre-acknowledged round gives that in one
         // round trip while keeping the fast path, where phase 1 would cost the same round
         // trip, a persisted round at every acceptor, and the fast path.
-        let (value, replies, _changed) = self.apply_batch(&self.reg.known.1, now_ms);
+        let (value, replies, _changed) = self.apply_batch(&self.reg.known.value(), now_ms);
         self.propose(now_ms, round, value, replies, fast.base_req);
     }
 
@@ -1324,7 +1385,7 @@ impl Step<'_> {
         req_prev: Option<ReqId>,
     ) {
         let req = self.shared.mint_request();
-        self.reg.known = (round, value.clone());
+        self.reg.known = Known::new(round, &value);
         let op = self.op_mut();
         op.proposals.push(Proposal { req, replies });
         let proposal = Some(op.proposals.len() - 1);
@@ -1357,7 +1418,7 @@ impl Step<'_> {
     ) {
         self.shared.stats.write_throughs += 1;
         let req_prev = req_prev.filter(|_| !self.shared.config.bugs.write_through_forgets_req_prev);
-        self.reg.known = (round, value.clone());
+        self.reg.known = Known::new(round, &value);
         // Unlike Algorithm 3 (line 20), the VOTE names the request the value was built on, so
         // that its voters send LEARNED: a successor may be chosen only by write-throughs.
         let two = PhaseTwo {
@@ -1625,7 +1686,7 @@ impl Step<'_> {
         // A quorum voted: the value of `round` is chosen. `known` holds it already: proposing
         // set it, and nothing else sets it while a vote is collected.
         debug_assert!(
-            self.reg.known.0 == two.round && Arc::ptr_eq(&self.reg.known.1, &two.value),
+            self.reg.known.round() == two.round && self.reg.known.value.is(&two.value),
             "a vote's value is the known one"
         );
         let proposal = two.proposal;
@@ -1662,10 +1723,10 @@ impl Step<'_> {
             });
         }
         // Our pre-acknowledged round is only good while our own vote is the latest.
-        if self.reg.known.0 != r_voted {
+        if self.reg.known.round() != r_voted {
             self.reg.fast = None;
         }
-        self.reg.known = (r_voted, value);
+        self.reg.known = Known::new(r_voted, &value);
         self.shared.stats.reads += 1;
         self.finish(now_ms);
     }
@@ -1783,7 +1844,7 @@ impl Step<'_> {
                     .into_iter()
                     .flatten()
                     .find_map(|r| op.proposals.iter().position(|p| p.req == r));
-                self.reg.known = (r_voted, value.clone());
+                self.reg.known = Known::new(r_voted, &value);
                 if let (Some(i), false) = (mine, bugs.ignore_learned) {
                     self.shared.stats.learned += 1;
                     self.complete_proposal(now_ms, i);
@@ -1898,10 +1959,10 @@ struct AckParts<'a> {
 
 impl AckParts<'_> {
     /// Fills in an omitted value from what the proposer holds; `None` if it cannot.
-    fn resolve(self, known: &(Round, Arc<Register>)) -> Option<AckInfo> {
+    fn resolve(self, known: &Known) -> Option<AckInfo> {
         let value = match self.value {
             Some(v) => v.clone(),
-            None if known.0 == self.r_voted => known.1.clone(),
+            None if known.round() == self.r_voted => known.value(),
             None => return None,
         };
         Some(AckInfo {
@@ -1930,11 +1991,66 @@ mod tests {
     }
 
     #[test]
+    fn a_known_value_is_the_value_it_was_made_of_and_a_short_one_is_inside() {
+        use bytes::Bytes;
+        use logless_commands::value::Data;
+        let round = Round {
+            n: 7,
+            id: AttemptId {
+                proposer: ProposerId {
+                    node: NodeId(3),
+                    incarnation: 2,
+                },
+                seq: 9,
+            },
+        };
+        let value = |data, expires_at_ms, fence| {
+            Arc::new(Register {
+                data,
+                expires_at_ms,
+                fence,
+            })
+        };
+        let short = Data::Str(Bytes::from_static(b"sixteen bytes ok"));
+        let long = Data::Str(Bytes::from(vec![b'v'; 100]));
+        for (value, inside) in [
+            (value(short.clone(), None, 0), true),
+            (value(short.clone(), Some(5), 0), false),
+            (value(Data::Int(-4), None, 0), true),
+            (value(Data::Absent, None, 0), true),
+            (value(short, None, 1), false),
+            (value(long, None, 0), false),
+        ] {
+            let known = Known::new(round, &value);
+            assert_eq!(known.round(), round);
+            assert_eq!(known.value(), value);
+            assert!(known.value.is(&value));
+            assert_eq!(
+                !matches!(known.value, HeldValue::Shared(_)),
+                inside,
+                "{value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_armed_time_is_an_option() {
+        let mut at = ArmedAt::NONE;
+        assert_eq!(at.get(), None);
+        at.set(0);
+        assert_eq!(at.get(), Some(0));
+        assert_eq!(at.take(), Some(0));
+        assert_eq!(at, ArmedAt::NONE);
+        at.set(u64::MAX);
+        assert_eq!(at.take(), Some(u64::MAX - 1));
+    }
+
+    #[test]
     fn a_prefetched_register_is_asked_for_on_both_its_lines() {
         // The fields `Proposer::prefetch` names.
         let named = [
             std::mem::offset_of!(RegisterProposer, op),
-            std::mem::offset_of!(RegisterProposer, known),
+            std::mem::offset_of!(RegisterProposer, known.value),
         ];
         let lines = crate::table::prefetched_lines::<RegisterProposer>(&named);
         assert_eq!(lines.into_iter().collect::<Vec<_>>(), [0, 1]);
