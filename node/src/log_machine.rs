@@ -42,7 +42,7 @@
 //! so that snapshot is the installed one.
 //!
 //! [`Snapshots::OnDemand`]: logless_multipaxos::config::Snapshots::OnDemand
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Deref;
 
 use bytes::Bytes;
@@ -57,7 +57,7 @@ use logless_storage::media::{DramMedia, FileMedia, Media, MmapMedia};
 use logless_storage::slot_store::RecoveryReport;
 use logless_storage::{Durability, StoreError, StoreOptions};
 
-use crate::registers_in_place::{InPlaceError, OpNumber, RegistersInPlace, Stored};
+use crate::registers_in_place::{InPlaceError, Loaded, OpNumber, RegistersInPlace};
 
 /// The registers' file in the data directory.
 pub const REGISTERS_FILE: &str = "registers.slots";
@@ -234,34 +234,11 @@ impl From<RegisterMachine> for LogMachine {
     }
 }
 
-/// The registers of the unversioned snapshot encoding of [`RegisterMachine`] (its version 1:
-/// `1 u8 | count u32 | (key, register)*`, each a u32 length and the bytes, keys increasing): the
-/// memory machine is restored from it.
-fn snapshot_of(registers: &BTreeMap<Bytes, Stored>) -> Bytes {
-    let kept: Vec<_> = registers
-        .iter()
-        .filter(|(_, s)| !(s.register.data == Data::Absent && s.register.fence == 0))
-        .collect();
-    let put_u32 = |out: &mut Vec<u8>, n: usize| {
-        out.extend_from_slice(&u32::try_from(n).expect("fits 32 bits").to_le_bytes())
-    };
-    let mut out = vec![1u8];
-    put_u32(&mut out, kept.len());
-    let mut encoded = Vec::new();
-    for (key, stored) in kept {
-        put_u32(&mut out, key.len());
-        out.extend_from_slice(key);
-        encoded.clear();
-        stored.register.encode(&mut encoded);
-        put_u32(&mut out, encoded.len());
-        out.extend_from_slice(&encoded);
-    }
-    Bytes::from(out)
-}
-
 impl LogMachine {
     /// The machine over the registers in place `store` opened with `registers` (what
-    /// [`RegistersInPlace::open_on`] gave), `memory` an empty machine with the node's limits.
+    /// [`RegistersInPlace::open_on`] gave), `memory` an empty machine with the node's limits,
+    /// which takes the registers' map as it is ([`RegisterMachine::restore_map`]: no snapshot
+    /// encoded and decoded in between).
     /// `snapshot` is the engine's persisted snapshot: if the store says an install was under
     /// way, it is installed again (none: the registers are emptied). Fails if the registers are
     /// behind the snapshot (they are written before the engine persists anything after them,
@@ -269,7 +246,7 @@ impl LogMachine {
     pub fn open_in_place<M: Media + Send + 'static>(
         mut memory: RegisterMachine,
         store: RegistersInPlace<M>,
-        registers: BTreeMap<Bytes, Stored>,
+        registers: Loaded,
         snapshot: Option<&Snapshot>,
     ) -> Result<LogMachine, InPlaceError> {
         let snapshot_last = snapshot.and_then(|s| s.next_instance.0.checked_sub(1));
@@ -290,17 +267,18 @@ impl LogMachine {
                 }
                 Some(s) => &s.state,
                 None => {
-                    empty = snapshot_of(&BTreeMap::new());
+                    empty = RegisterMachine::default().snapshot();
                     &empty
                 }
             };
             let mut machine = LogMachine::from(memory);
-            machine.in_place = Some(InPlace::new(Box::new(store), BTreeMap::new()));
+            machine.in_place = Some(InPlace::new(Box::new(store), Loaded::default()));
             machine.restore(state);
             machine.write_install(snapshot_last)?;
             return Ok(machine);
         }
-        memory.restore(&snapshot_of(&registers));
+        let mut registers = registers;
+        memory.restore_map(std::mem::take(&mut registers.map));
         let mut in_place = InPlace::new(Box::new(store), registers);
         in_place.applied_at_open = applied;
         Ok(LogMachine {
@@ -480,18 +458,15 @@ impl LogMachine {
 }
 
 impl InPlace {
-    fn new(store: Box<dyn RegisterStore>, registers: BTreeMap<Bytes, Stored>) -> InPlace {
-        let mut deleted = Vec::new();
-        let mut expiring = BTreeSet::new();
-        let mut written_at_open = None;
-        for (key, stored) in registers {
-            written_at_open = written_at_open.max(Some(stored.written_by));
-            if stored.register.data == Data::Absent && stored.register.fence == 0 {
-                deleted.push(key);
-            } else if let Some(at) = stored.register.expires_at_ms {
-                expiring.insert((at, key));
-            }
-        }
+    /// The execution's position over `store`, whose open found `registers` (their map gone
+    /// to the machine in memory).
+    fn new(store: Box<dyn RegisterStore>, registers: Loaded) -> InPlace {
+        let Loaded {
+            deleted,
+            expiring,
+            written_max: written_at_open,
+            ..
+        } = registers;
         InPlace {
             store,
             instance: 0,
@@ -641,6 +616,7 @@ mod tests {
     use logless_multipaxos::ids::NodeId;
     use logless_multipaxos::message::{Batch, Message, SnapshotChunk};
     use logless_storage::{SegmentLogOptions, SimDir, SimMedia};
+    use std::collections::BTreeMap;
 
     use super::*;
     use crate::durable_log::DurableLog;
@@ -800,9 +776,9 @@ mod tests {
             RegistersInPlace::open_on(SimMedia::from_image(media.now().live_image()), options())
                 .unwrap();
         registers
+            .map
             .into_iter()
-            .filter(|(_, s)| s.register.data != Data::Absent)
-            .map(|(k, s)| (k, s.register))
+            .filter(|(_, r)| r.data != Data::Absent)
             .collect()
     }
 
