@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use logless_multipaxos::ids::{Epoch, NodeId};
-use logless_multipaxos::kv::{Operation, RegisterMachine};
+use logless_multipaxos::kv::Operation;
 use logless_multipaxos::message::Message;
 use logless_storage::StoreError;
 use rustc_hash::FxHashMap;
@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::MissedTickBehavior;
 use tracing::info;
 
+use crate::log_machine::LogMachine;
 pub use crate::log_turn::{LogAnswer, LogStatus};
 use crate::log_turn::{LogCore, LogOutlet};
 use crate::shard::wall_ms;
@@ -54,8 +55,10 @@ pub enum LogInput {
         reply: oneshot::Sender<(u64, Vec<(Bytes, &'static str)>)>,
     },
     /// The state machine of a replica resumed under mPaxos, restored from its persistent
-    /// snapshot off the loop ([`LogCore::finish_rebuild`]).
-    Rebuilt(Box<RegisterMachine>),
+    /// snapshot off the loop, or under mPaxosSM opened over its registers in place
+    /// ([`LogCore::finish_rebuild`]); under mPaxosSM the opening may have failed (the loop
+    /// then stops with the error, as when its store fails).
+    Rebuilt(Result<Box<LogMachine>, StoreError>),
     /// Commit what is pending, flush and stop.
     Stop,
 }
@@ -102,6 +105,9 @@ pub struct LogLoop {
     outlet: ChannelOutlet,
     /// While a rejoin after a lost disk is under way: the file to create once it completed.
     rejoined_marker: Option<PathBuf>,
+    /// A failure met off the loop (the registers in place could not be opened): the loop
+    /// stops with it.
+    failed: Option<StoreError>,
 }
 
 struct ChannelOutlet {
@@ -149,6 +155,7 @@ impl LogLoop {
                 epoch,
             },
             rejoined_marker: None,
+            failed: None,
         }
     }
 
@@ -198,6 +205,9 @@ impl LogLoop {
                     Err(_) => break,
                 }
             }
+            if let Some(e) = self.failed.take() {
+                return Err(e);
+            }
             self.core.finish_turn(&mut self.outlet)?;
             self.note_rejoined()?;
         }
@@ -229,12 +239,16 @@ impl LogLoop {
             } => {
                 let _ = reply.send(self.core.scan_live(cursor, count));
             }
-            LogInput::Rebuilt(machine) => {
+            LogInput::Rebuilt(Ok(machine)) => {
                 self.core.finish_rebuild(*machine);
                 info!(
                     since_start_ms = self.outlet.started.elapsed().as_millis() as u64,
                     "rebuilt the state machine from persistent memory: executing and serving"
                 );
+            }
+            LogInput::Rebuilt(Err(e)) => {
+                self.failed = Some(e);
+                return false;
             }
             LogInput::Stop => return false,
         }

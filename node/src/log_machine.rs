@@ -14,7 +14,10 @@
 //! # Restarting
 //! [`LogMachine::open_in_place`] builds the memory machine from the registers as stored (no
 //! snapshot is read), and the engine executes its decided instances after its own snapshot
-//! point. A batch at or below "applied up to" is not executed again (its replies were given
+//! point. The node opens them off its loop: the engine resumes with the stand-in
+//! [`LogMachine::awaiting_registers`] and votes meanwhile, and executes once the opened
+//! machine is handed over (`LogCore::finish_rebuild`; docs/recovery.md says why that is
+//! safe). A batch at or below "applied up to" is not executed again (its replies were given
 //! before the crash; the client table gets [`EXECUTED_BEFORE_RESTART`] in their place). A
 //! crash in the middle of a turn's flush can leave any subset of its register records durable,
 //! so an operation after "applied up to" whose registers already record its number (or a later
@@ -39,7 +42,7 @@
 //! so that snapshot is the installed one.
 //!
 //! [`Snapshots::OnDemand`]: logless_multipaxos::config::Snapshots::OnDemand
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Deref;
 
 use bytes::Bytes;
@@ -54,7 +57,7 @@ use logless_storage::media::{DramMedia, FileMedia, Media, MmapMedia};
 use logless_storage::slot_store::RecoveryReport;
 use logless_storage::{Durability, StoreError, StoreOptions};
 
-use crate::registers_in_place::{InPlaceError, OpNumber, RegistersInPlace, Stored};
+use crate::registers_in_place::{InPlaceError, Loaded, OpNumber, RegistersInPlace};
 
 /// The registers' file in the data directory.
 pub const REGISTERS_FILE: &str = "registers.slots";
@@ -193,8 +196,22 @@ impl InPlace {
 pub struct LogMachine {
     memory: RegisterMachine,
     in_place: Option<InPlace>,
+    /// A stand-in under mPaxosSM while the registers are being opened off the loop
+    /// ([`LogMachine::awaiting_registers`]): empty, never executed, and counted as in place
+    /// (operations that cannot be executed in place are refused meanwhile).
+    awaiting_registers: bool,
     /// How long the last [`StateMachine::snapshot_deferred`] took to copy the state (µs).
     last_copy_us: std::cell::Cell<u64>,
+}
+
+impl std::fmt::Debug for LogMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogMachine")
+            .field("keys", &self.memory.map().len())
+            .field("in_place", &self.in_place.is_some())
+            .field("awaiting_registers", &self.awaiting_registers)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Deref for LogMachine {
@@ -211,39 +228,17 @@ impl From<RegisterMachine> for LogMachine {
         LogMachine {
             memory,
             in_place: None,
+            awaiting_registers: false,
             last_copy_us: std::cell::Cell::new(0),
         }
     }
 }
 
-/// The registers of the unversioned snapshot encoding of [`RegisterMachine`] (its version 1:
-/// `1 u8 | count u32 | (key, register)*`, each a u32 length and the bytes, keys increasing): the
-/// memory machine is restored from it.
-fn snapshot_of(registers: &BTreeMap<Bytes, Stored>) -> Bytes {
-    let kept: Vec<_> = registers
-        .iter()
-        .filter(|(_, s)| !(s.register.data == Data::Absent && s.register.fence == 0))
-        .collect();
-    let put_u32 = |out: &mut Vec<u8>, n: usize| {
-        out.extend_from_slice(&u32::try_from(n).expect("fits 32 bits").to_le_bytes())
-    };
-    let mut out = vec![1u8];
-    put_u32(&mut out, kept.len());
-    let mut encoded = Vec::new();
-    for (key, stored) in kept {
-        put_u32(&mut out, key.len());
-        out.extend_from_slice(key);
-        encoded.clear();
-        stored.register.encode(&mut encoded);
-        put_u32(&mut out, encoded.len());
-        out.extend_from_slice(&encoded);
-    }
-    Bytes::from(out)
-}
-
 impl LogMachine {
     /// The machine over the registers in place `store` opened with `registers` (what
-    /// [`RegistersInPlace::open_on`] gave), `memory` an empty machine with the node's limits.
+    /// [`RegistersInPlace::open_on`] gave), `memory` an empty machine with the node's limits,
+    /// which takes the registers' map as it is ([`RegisterMachine::restore_map`]: no snapshot
+    /// encoded and decoded in between).
     /// `snapshot` is the engine's persisted snapshot: if the store says an install was under
     /// way, it is installed again (none: the registers are emptied). Fails if the registers are
     /// behind the snapshot (they are written before the engine persists anything after them,
@@ -251,7 +246,7 @@ impl LogMachine {
     pub fn open_in_place<M: Media + Send + 'static>(
         mut memory: RegisterMachine,
         store: RegistersInPlace<M>,
-        registers: BTreeMap<Bytes, Stored>,
+        registers: Loaded,
         snapshot: Option<&Snapshot>,
     ) -> Result<LogMachine, InPlaceError> {
         let snapshot_last = snapshot.and_then(|s| s.next_instance.0.checked_sub(1));
@@ -272,22 +267,24 @@ impl LogMachine {
                 }
                 Some(s) => &s.state,
                 None => {
-                    empty = snapshot_of(&BTreeMap::new());
+                    empty = RegisterMachine::default().snapshot();
                     &empty
                 }
             };
             let mut machine = LogMachine::from(memory);
-            machine.in_place = Some(InPlace::new(Box::new(store), BTreeMap::new()));
+            machine.in_place = Some(InPlace::new(Box::new(store), Loaded::default()));
             machine.restore(state);
             machine.write_install(snapshot_last)?;
             return Ok(machine);
         }
-        memory.restore(&snapshot_of(&registers));
+        let mut registers = registers;
+        memory.restore_map(std::mem::take(&mut registers.map));
         let mut in_place = InPlace::new(Box::new(store), registers);
         in_place.applied_at_open = applied;
         Ok(LogMachine {
             memory,
             in_place: Some(in_place),
+            awaiting_registers: false,
             last_copy_us: std::cell::Cell::new(0),
         })
     }
@@ -315,9 +312,26 @@ impl LogMachine {
         self.last_copy_us.get()
     }
 
-    /// Whether the registers are kept in place (mPaxosSM).
+    /// The stand-in of a replica restarted under mPaxosSM whose registers are still being
+    /// opened (off the loop, [`LogMachine::open_file`]): the engine resumes with it and votes
+    /// at once, executes nothing until the opened machine is handed over
+    /// ([`crate::log_turn::LogCore::finish_rebuild`]), and never reads it. It counts as in
+    /// place ([`LogMachine::in_place`]).
+    pub fn awaiting_registers() -> LogMachine {
+        LogMachine {
+            awaiting_registers: true,
+            ..LogMachine::from(RegisterMachine::default())
+        }
+    }
+
+    /// Whether this is the stand-in of [`LogMachine::awaiting_registers`].
+    pub fn is_awaiting_registers(&self) -> bool {
+        self.awaiting_registers
+    }
+
+    /// Whether the registers are kept in place (mPaxosSM), or are being opened.
     pub fn in_place(&self) -> bool {
-        self.in_place.is_some()
+        self.in_place.is_some() || self.awaiting_registers
     }
 
     /// The registers in place, if they are on a medium of type `M` (for simulations, which
@@ -444,18 +458,15 @@ impl LogMachine {
 }
 
 impl InPlace {
-    fn new(store: Box<dyn RegisterStore>, registers: BTreeMap<Bytes, Stored>) -> InPlace {
-        let mut deleted = Vec::new();
-        let mut expiring = BTreeSet::new();
-        let mut written_at_open = None;
-        for (key, stored) in registers {
-            written_at_open = written_at_open.max(Some(stored.written_by));
-            if stored.register.data == Data::Absent && stored.register.fence == 0 {
-                deleted.push(key);
-            } else if let Some(at) = stored.register.expires_at_ms {
-                expiring.insert((at, key));
-            }
-        }
+    /// The execution's position over `store`, whose open found `registers` (their map gone
+    /// to the machine in memory).
+    fn new(store: Box<dyn RegisterStore>, registers: Loaded) -> InPlace {
+        let Loaded {
+            deleted,
+            expiring,
+            written_max: written_at_open,
+            ..
+        } = registers;
         InPlace {
             store,
             instance: 0,
@@ -474,7 +485,7 @@ impl InPlace {
 
 impl InPlaceError {
     /// The failure as the log's turn reports it (the node stops on it).
-    fn into_store_error(self) -> StoreError {
+    pub fn into_store_error(self) -> StoreError {
         match self {
             InPlaceError::Store(e) => e,
             InPlaceError::Undecodable { .. } => StoreError::Corrupt {
@@ -587,6 +598,12 @@ impl StateMachine for LogMachine {
     }
 
     fn restore(&mut self, snapshot: &Bytes) {
+        // The node drops snapshots sent to a replica whose registers are being opened
+        // (`LogCore`): restored here, they would never reach the registers.
+        debug_assert!(
+            !self.awaiting_registers,
+            "a snapshot restored while the registers are being opened"
+        );
         self.memory.restore(snapshot);
         self.restore_in_place();
     }
@@ -597,7 +614,9 @@ mod tests {
     use logless_commands::command::{Command, Condition, Expiry, SetArgs};
     use logless_multipaxos::config::{Config, Recovery, Snapshots};
     use logless_multipaxos::ids::NodeId;
+    use logless_multipaxos::message::{Batch, Message, SnapshotChunk};
     use logless_storage::{SegmentLogOptions, SimDir, SimMedia};
+    use std::collections::BTreeMap;
 
     use super::*;
     use crate::durable_log::DurableLog;
@@ -605,6 +624,22 @@ mod tests {
 
     #[derive(Default)]
     struct Answers(Vec<(u32, LogAnswer)>);
+
+    /// What a core sent and answered.
+    #[derive(Default)]
+    struct Collected {
+        sent: Vec<(NodeId, Vec<Message>)>,
+    }
+
+    impl LogOutlet<u32> for Collected {
+        fn send(&mut self, to: NodeId, messages: Vec<Message>) {
+            self.sent.push((to, messages));
+        }
+        fn answer(&mut self, _: u32, _: LogAnswer) {}
+        fn mono_us(&self) -> u64 {
+            0
+        }
+    }
 
     impl LogOutlet<u32> for Answers {
         fn send(&mut self, _: NodeId, _: Vec<logless_multipaxos::message::Message>) {}
@@ -741,9 +776,9 @@ mod tests {
             RegistersInPlace::open_on(SimMedia::from_image(media.now().live_image()), options())
                 .unwrap();
         registers
+            .map
             .into_iter()
-            .filter(|(_, s)| s.register.data != Data::Absent)
-            .map(|(k, s)| (k, s.register))
+            .filter(|(_, r)| r.data != Data::Absent)
             .collect()
     }
 
@@ -974,6 +1009,193 @@ mod tests {
         assert_eq!(stored_map(&machine.sim_media()), *peer.map());
         assert_eq!(machine.sim_store().applied(), Some(applied + 9));
         assert!(!machine.sim_store().installing());
+    }
+
+    /// A replica restarted with the stand-in while its registers open off the loop (as the
+    /// node does) takes part at once: the operation submitted meanwhile is decided, and not
+    /// executed nor answered; one that cannot be executed in place is refused. Once the
+    /// opened machine is handed over, the decided operation is executed once, on the state of
+    /// the registers, and written in place.
+    #[test]
+    fn a_restart_decides_while_the_registers_open_and_serves_once_they_are_handed_over() {
+        let mut core = ran();
+        let mut expected = core.replica().state_machine().map().clone();
+        let media = media_of(&mut core);
+        let log = DurableLog::open_on(log_image_of(&core), log_options()).unwrap();
+        let snapshot = log.durable.snapshot.clone();
+        let decided_before = core.status().decided_instance;
+        // Started again (its client ids new), the stand-in in place of its registers.
+        let mut core = LogCore::recover(
+            config(),
+            LogMachine::awaiting_registers(),
+            &log.durable,
+            log.log,
+            2,
+            10_000,
+            1_000_000,
+            0,
+        );
+        assert!(core.awaiting_registers());
+        assert_eq!(core.status().state, "rebuilding");
+        let executed_below = core.status().executed_below;
+        let mset = Operation::MSet(vec![
+            (Bytes::from_static(b"a"), Bytes::from_static(b"1")),
+            (Bytes::from_static(b"b"), Bytes::from_static(b"2")),
+        ]);
+        let mut answers = Answers::default();
+        core.submit(&incr("a"), 100);
+        core.submit(&mset, 101);
+        let mut step = 0u64;
+        while core.status().decided_instance <= decided_before {
+            step += 1;
+            assert!(step < 1_000, "nothing decided while the registers open");
+            core.start_turn(1_000_000 + step * 5, step * 5_000);
+            core.finish_turn(&mut answers).unwrap();
+        }
+        for _ in 0..10 {
+            step += 1;
+            core.start_turn(1_000_000 + step * 5, step * 5_000);
+            core.finish_turn(&mut answers).unwrap();
+        }
+        assert_eq!(
+            answers.0,
+            vec![(101, Ok(Response::error(in_place_refusal(&mset).unwrap())))],
+            "only the refusal before the registers are there"
+        );
+        assert_eq!(
+            core.status().executed_below,
+            executed_below,
+            "executed on the stand-in"
+        );
+        assert_eq!(
+            stored_map(&media),
+            expected,
+            "the registers written meanwhile"
+        );
+
+        let (store, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(media.now().live_image()), options())
+                .unwrap();
+        let machine = LogMachine::open_in_place(
+            RegisterMachine::default(),
+            store,
+            registers,
+            snapshot.as_ref(),
+        )
+        .unwrap();
+        step += 1;
+        core.start_turn(1_000_000 + step * 5, step * 5_000);
+        core.finish_rebuild(machine);
+        core.finish_turn(&mut answers).unwrap();
+        assert!(!core.awaiting_registers());
+        assert_eq!(core.status().state, "serving");
+        assert_eq!(answers.0.len(), 2, "{:?}", answers.0);
+        assert_eq!(answers.0[1], (100, Ok(Response::Int(5))));
+        expected.insert(
+            Bytes::from_static(b"a"),
+            Register {
+                data: Data::Int(5),
+                ..expected[&Bytes::from_static(b"a")].clone()
+            },
+        );
+        assert_eq!(*core.replica().state_machine().map(), expected);
+        assert_eq!(stored_map(&media_of(&mut core)), expected);
+    }
+
+    /// While its registers open, a replica of three promises to a new leader and votes for its
+    /// proposals, and drops the snapshots its peers send it (they would reach the stand-in,
+    /// never the registers); the same snapshot is installed, and written in place, once the
+    /// opened machine was handed over.
+    #[test]
+    fn a_replica_whose_registers_open_votes_and_installs_no_snapshot_until_handed_over() {
+        let nodes = vec![NodeId(1), NodeId(2), NodeId(3)];
+        let log = DurableLog::open_on(SimDir::new(), log_options()).unwrap();
+        let mut config = Config::new(nodes.clone(), NodeId(1));
+        config.recovery = Recovery::Pmem;
+        config.snapshots = Snapshots::OnDemand;
+        let mut core: Core = LogCore::recover(
+            config,
+            LogMachine::awaiting_registers(),
+            &log.durable,
+            log.log,
+            1,
+            10_000,
+            1_000_000,
+            0,
+        );
+        let view = (core.view().0 + 1..)
+            .map(logless_multipaxos::ids::View)
+            .find(|v| v.leader(&nodes) == NodeId(2))
+            .unwrap();
+        let mut out = Collected::default();
+        core.start_turn(1_000_005, 5_000);
+        core.receive(
+            NodeId(2),
+            vec![
+                Message::Prepare {
+                    view,
+                    first_undecided: Instance(0),
+                },
+                Message::Propose {
+                    view,
+                    instance: Instance(0),
+                    batch: Batch::noop(),
+                },
+            ],
+        );
+        core.finish_turn(&mut out).unwrap();
+        let to_leader: Vec<&Message> = out
+            .sent
+            .iter()
+            .filter(|(to, _)| *to == NodeId(2))
+            .flat_map(|(_, m)| m)
+            .collect();
+        assert!(
+            to_leader
+                .iter()
+                .any(|m| matches!(m, Message::Promise { view: v, .. } if *v == view)),
+            "no promise: {to_leader:?}"
+        );
+        assert!(
+            to_leader.iter().any(|m| matches!(
+                m,
+                Message::Accept { view: v, instance: Instance(0) } if *v == view
+            )),
+            "no vote: {to_leader:?}"
+        );
+
+        // A peer's snapshot, ahead of everything here: dropped while the registers open.
+        let mut peer = RegisterMachine::default();
+        peer.apply(set("z", "peer"));
+        let snapshot = Snapshot {
+            next_instance: Instance(10),
+            stamp_ms: 0,
+            state: peer.snapshot(),
+            clients: Default::default(),
+        };
+        let response = Message::CatchUpResponse {
+            view,
+            snapshot: Some(SnapshotChunk::cut(&snapshot, 0, 1 << 20)),
+            decided: Vec::new(),
+        };
+        core.start_turn(1_000_010, 10_000);
+        core.receive(NodeId(2), vec![response.clone()]);
+        core.finish_turn(&mut out).unwrap();
+        assert_eq!(core.status().snapshots_installed, 0);
+        assert!(core.awaiting_registers());
+        assert_eq!(core.status().state, "rebuilding");
+
+        let (machine, _) = fresh();
+        core.start_turn(1_000_015, 15_000);
+        core.finish_rebuild(machine);
+        core.finish_turn(&mut out).unwrap();
+        assert!(!core.awaiting_registers());
+        core.start_turn(1_000_020, 20_000);
+        core.receive(NodeId(2), vec![response]);
+        core.finish_turn(&mut out).unwrap();
+        assert_eq!(core.status().snapshots_installed, 1);
+        assert_eq!(core.replica().executed_below(), Instance(10));
+        assert_eq!(stored_map(&media_of(&mut core)), *peer.map());
     }
 
     /// Under on-demand snapshots the engine truncates its log at checkpoints, which hold no

@@ -160,10 +160,11 @@ pub const RECOVERING_ERROR: &str = "LOADING this replica restarted under --recov
      is recovering its state from its peers; not applied, retry shortly";
 
 /// What the commands a replica answers from its own copy (SCAN, KEYS, DBSIZE, ...) answer while
-/// it resumed under mPaxos and rebuilds its state machine from the persistent snapshot
-/// (operations through the log are taken, and answered once it is rebuilt).
-pub const REBUILDING_ERROR: &str = "LOADING this replica restarted under --recovery pmem and \
-     is rebuilding its state machine from its persistent snapshot; retry shortly";
+/// it resumed under mPaxos and rebuilds its state machine from the persistent snapshot, or
+/// under mPaxosSM while its registers in place are being opened (operations through the log
+/// are taken, and answered once it is rebuilt).
+pub const REBUILDING_ERROR: &str = "LOADING this replica restarted under --recovery pmem or \
+     pmem-sm and is rebuilding its state machine from persistent memory; retry shortly";
 
 /// What the commands a replica answers from its own copy (SCAN, KEYS, DBSIZE, ...) answer while
 /// it rejoins after a lost disk (operations through the log are answered "not applied").
@@ -374,7 +375,10 @@ impl<R, D: Dir> LogCore<R, D> {
     /// [`LogCore::rebuild_from`]. Under mPaxosSM `machine` holds its registers in place as
     /// opened ([`LogMachine::open_in_place`]) and is handed over at once: the decided instances
     /// after the registers' "applied up to" are executed before the first turn, and the
-    /// replica votes and serves from there. `incarnation` makes this run's client ids new;
+    /// replica votes and serves from there; or `machine` is the stand-in
+    /// [`LogMachine::awaiting_registers`] while they are opened off the loop: the replica votes
+    /// at once, as under mPaxos, and executes and serves once [`LogCore::finish_rebuild`]
+    /// hands it the opened machine (see docs/recovery.md). `incarnation` makes this run's client ids new;
     /// operations unanswered after `request_timeout_ms` are answered "outcome unknown".
     #[allow(clippy::too_many_arguments)]
     pub fn recover(
@@ -389,6 +393,9 @@ impl<R, D: Dir> LogCore<R, D> {
     ) -> LogCore<R, D> {
         let machine = machine.into();
         let start = |now_ms| match config.recovery {
+            Recovery::Pmem if machine.is_awaiting_registers() => {
+                Replica::resume(config, machine, durable, now_ms)
+            }
             Recovery::Pmem if machine.in_place() => {
                 let stand_in = LogMachine::from(RegisterMachine::default());
                 let mut replica = Replica::resume(config, stand_in, durable, now_ms);
@@ -443,9 +450,27 @@ impl<R, D: Dir> LogCore<R, D> {
     }
 
     /// Hands a resumed replica its rebuilt state machine ([`Replica::finish_rebuild`]): the
-    /// decided instances after the snapshot are executed in this turn.
-    pub fn finish_rebuild(&mut self, machine: RegisterMachine) {
-        self.replica.finish_rebuild(machine.into(), self.now_ms);
+    /// decided instances after the snapshot are executed in this turn. Under mPaxosSM,
+    /// `machine` is the one opened over the registers in place ([`LogMachine::open_file`]),
+    /// which takes the place of the stand-in [`LogMachine::awaiting_registers`]: the
+    /// decided instances after the registers' "applied up to" are executed, and written in
+    /// place before the turn's records are committed.
+    pub fn finish_rebuild(&mut self, machine: impl Into<LogMachine>) {
+        let machine = machine.into();
+        // Nothing but this hand-over ends the rebuild of a replica whose registers were being
+        // opened: it installs no snapshot meanwhile (`take_messages`) and does not rejoin.
+        debug_assert!(
+            !self.replica.state_machine().is_awaiting_registers()
+                || self.replica.status() == Status::Rebuilding,
+            "the rebuild ended before the registers were handed over"
+        );
+        self.replica.finish_rebuild(machine, self.now_ms);
+    }
+
+    /// Whether the replica waits for its registers in place to be opened (mPaxosSM, see
+    /// [`LogMachine::awaiting_registers`]): it votes, and executes nothing yet.
+    pub fn awaiting_registers(&self) -> bool {
+        self.replica.state_machine().is_awaiting_registers()
     }
 
     /// The core around the replica `start` makes at the first clock reading.
@@ -526,7 +551,15 @@ impl<R, D: Dir> LogCore<R, D> {
 
     /// Makes the replica rejoin after a lost disk ([`Replica::start_rejoin`], in attempt
     /// `incarnation`): until it has recovered, operations are answered "not applied" at once.
+    ///
+    /// # Panics
+    /// While the registers in place are being opened ([`LogCore::awaiting_registers`]): the
+    /// rejoin would catch up on the stand-in. A rejoining node opens them first.
     pub fn start_rejoin(&mut self, incarnation: u32) {
+        assert!(
+            !self.awaiting_registers(),
+            "a rejoin while the registers in place are being opened"
+        );
         self.rejoin = true;
         self.replica
             .start_rejoin(self.now_ms, Epoch(u64::from(incarnation)));
@@ -601,7 +634,22 @@ impl<R, D: Dir> LogCore<R, D> {
         if self.next_space_probe_ms.is_some() {
             return;
         }
+        let awaiting_registers = self.awaiting_registers();
         for (epoch, message) in messages {
+            if awaiting_registers
+                && matches!(
+                    message,
+                    Message::CatchUpResponse {
+                        snapshot: Some(_),
+                        ..
+                    }
+                )
+            {
+                // A snapshot installed now would go to the stand-in, never to the registers
+                // being opened: dropped, as lost; the catch-up asks again after its timeout,
+                // and the snapshot is installed once the registers are there.
+                continue;
+            }
             self.replica
                 .handle_epoch_message(self.now_ms, from, epoch, message);
         }

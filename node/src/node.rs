@@ -661,6 +661,14 @@ fn start_log(
     // checkpoints without state, EpochSS keeps its snapshots in memory).
     engine.background_snapshots = config.multipaxos.snapshot_background == 1
         && matches!(config.recovery, Recovery::Fullss | Recovery::Pmem);
+    // Under EpochSS every restart recovers from the peers; a rejoin there is in its epoch.
+    let rejoined = (config.recovery != Recovery::Epoch)
+        .then(|| pending_rejoin(&path, identity))
+        .flatten();
+    let rejoin = rejoined.is_some();
+    // Under mPaxosSM the registers in place are opened off the loop, which votes meanwhile:
+    // where, how, and the log's snapshot they are checked against.
+    let mut open_registers_later = None;
     let mut core = match config.recovery {
         Recovery::Fullss | Recovery::Pmem | Recovery::PmemSm => {
             let options = log_options(config, durability);
@@ -671,15 +679,23 @@ fn start_log(
                 // The registers are the durable state: snapshots only for lagging peers.
                 engine.snapshots = logless_multipaxos::config::Snapshots::OnDemand;
                 let file = config.data_dir.join(crate::log_machine::REGISTERS_FILE);
-                let (machine, report) = crate::log_machine::LogMachine::open_file(
-                    &file,
-                    crate::log_machine::store_options(durability, config.value_bytes_max),
-                    machine,
-                    opened.durable.snapshot.as_ref(),
-                )
-                .map_err(|e| log_error(&file)(e.into()))?;
-                registers = Some((report.records, started.elapsed().as_millis() as u64));
-                machine
+                let options = crate::log_machine::store_options(durability, config.value_bytes_max);
+                if rejoin {
+                    // A rejoin catches up on the machine it starts with: opened first.
+                    let (machine, report) = crate::log_machine::LogMachine::open_file(
+                        &file,
+                        options,
+                        machine,
+                        opened.durable.snapshot.as_ref(),
+                    )
+                    .map_err(|e| log_error(&file)(e.into()))?;
+                    registers = Some((report.records, started.elapsed().as_millis() as u64));
+                    machine
+                } else {
+                    open_registers_later =
+                        Some((file, options, machine, opened.durable.snapshot.clone()));
+                    crate::log_machine::LogMachine::awaiting_registers()
+                }
             } else {
                 machine.into()
             };
@@ -698,6 +714,10 @@ fn start_log(
                 Recovery::Pmem => {
                     "resumed the log from persistent memory (mPaxos): voting at once, rebuilding \
                      the state machine from the persistent snapshot meanwhile"
+                }
+                Recovery::PmemSm if open_registers_later.is_some() => {
+                    "resumed the log from persistent memory (mPaxosSM): voting at once, opening \
+                     the state machine in place meanwhile"
                 }
                 Recovery::PmemSm => {
                     "resumed the log and opened the state machine in place in persistent memory \
@@ -772,11 +792,7 @@ fn start_log(
             core
         }
     };
-    // Under EpochSS every restart recovers from the peers; a rejoin there is in its epoch.
-    let rejoined = (config.recovery != Recovery::Epoch)
-        .then(|| pending_rejoin(&path, identity))
-        .flatten();
-    if rejoined.is_some() {
+    if rejoin {
         core.start_rejoin(incarnation);
         warn!(
             incarnation,
@@ -786,7 +802,9 @@ fn start_log(
     }
     let (tx, rx) = mpsc::channel(SHARD_QUEUE);
     // A rejoin under mPaxos ended the rebuild itself (`Replica::start_rejoin`).
-    if core.replica().status() == logless_multipaxos::replica::Status::Rebuilding {
+    if let Some((file, options, machine, snapshot)) = open_registers_later {
+        open_registers_off_the_loop(file, options, machine, snapshot, started, tx.clone());
+    } else if core.replica().status() == logless_multipaxos::replica::Status::Rebuilding {
         rebuild_off_the_loop(core.rebuild_from(), config.command_limits(), tx.clone());
     }
     let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);
@@ -813,7 +831,42 @@ fn rebuild_off_the_loop(
             machine.restore(state);
         }
         // A loop that stopped meanwhile needs no machine.
-        let _ = inputs.blocking_send(LogInput::Rebuilt(Box::new(machine)));
+        let _ = inputs.blocking_send(LogInput::Rebuilt(Ok(Box::new(machine.into()))));
+    });
+}
+
+/// Opens the registers in place of a replica restarted under mPaxosSM from `file`
+/// ([`crate::log_machine::LogMachine::open_file`], checked against the log's `snapshot`) on
+/// a blocking thread, while the loop already votes with a stand-in, and hands the machine to
+/// the loop, which executes from there and serves (docs/recovery.md, "mPaxosSM on the
+/// node"). A failure to open stops the loop, and the node, with it.
+fn open_registers_off_the_loop(
+    file: std::path::PathBuf,
+    options: logless_storage::StoreOptions,
+    memory: logless_multipaxos::kv::RegisterMachine,
+    snapshot: Option<logless_multipaxos::message::Snapshot>,
+    started: Instant,
+    inputs: mpsc::Sender<LogInput>,
+) {
+    tokio::task::spawn_blocking(move || {
+        let opened =
+            crate::log_machine::LogMachine::open_file(&file, options, memory, snapshot.as_ref());
+        let opened = match opened {
+            Ok((machine, report)) => {
+                info!(
+                    registers = report.records,
+                    registers_ms = started.elapsed().as_millis() as u64,
+                    "opened the state machine in place in persistent memory (mPaxosSM)"
+                );
+                Ok(Box::new(machine))
+            }
+            Err(e) => {
+                error!(file = %file.display(), error = %e, "the registers in place do not open");
+                Err(e.into_store_error())
+            }
+        };
+        // A loop that stopped meanwhile needs no machine.
+        let _ = inputs.blocking_send(LogInput::Rebuilt(opened));
     });
 }
 

@@ -26,10 +26,10 @@
 //! ```
 //!
 //! The replica executing through it is `crate::log_machine` (`--recovery pmem-sm`).
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use logless_commands::value::Register;
+use logless_commands::value::{Data, Register};
 use logless_storage::media::Media;
 use logless_storage::slot_store::RecoveryReport;
 use logless_storage::{SlotStore, StoreError, StoreOptions};
@@ -82,6 +82,38 @@ pub struct Stored {
     pub register: Register,
 }
 
+/// The registers as an open found them, already in the form the machine in memory takes them
+/// ([`logless_multipaxos::kv::RegisterMachine::restore_map`]): built in the one pass over the
+/// store's records that decodes them, with no copy in between.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// Every register by key, but for deleted ones without a fencing token.
+    pub map: BTreeMap<Bytes, Register>,
+    /// The keys whose record says deleted without a fencing token (not in `map`): their
+    /// records go once no re-execution can reach them.
+    pub deleted: Vec<Bytes>,
+    /// The keys in `map` with an expiry, by expiry.
+    pub expiring: BTreeSet<(u64, Bytes)>,
+    /// The highest operation number a record carries (`None`: no register).
+    pub written_max: Option<OpNumber>,
+}
+
+impl Loaded {
+    /// Takes one register as stored under `key`.
+    fn take(&mut self, key: Bytes, stored: Stored) {
+        self.written_max = self.written_max.max(Some(stored.written_by));
+        let register = stored.register;
+        if register.data == Data::Absent && register.fence == 0 {
+            self.deleted.push(key);
+            return;
+        }
+        if let Some(at) = register.expires_at_ms {
+            self.expiring.insert((at, key.clone()));
+        }
+        self.map.insert(key, register);
+    }
+}
+
 /// The registers in place, over the slot store on `M`.
 pub struct RegistersInPlace<M: Media> {
     store: SlotStore<M>,
@@ -123,13 +155,13 @@ fn decode_stored(key: &[u8], record: &[u8]) -> Result<Stored, InPlaceError> {
 }
 
 impl<M: Media> RegistersInPlace<M> {
-    /// Opens the registers on `media`, giving every stored register by key. Scans every
-    /// record (the slot store's recovery does), so opening takes time in the state's size.
-    #[allow(clippy::type_complexity)]
+    /// Opens the registers on `media`, giving every stored register as the machine in memory
+    /// takes them ([`Loaded`]). Scans every record (the slot store's recovery does), so
+    /// opening takes time in the state's size.
     pub fn open_on(
         media: M,
         options: StoreOptions,
-    ) -> Result<(RegistersInPlace<M>, BTreeMap<Bytes, Stored>, RecoveryReport), InPlaceError> {
+    ) -> Result<(RegistersInPlace<M>, Loaded, RecoveryReport), InPlaceError> {
         let (store, report) = SlotStore::open_on(media, options)?;
         let applied = match store.get(APPLIED_KEY) {
             None => None,
@@ -140,14 +172,14 @@ impl<M: Media> RegistersInPlace<M> {
             )),
         };
         let installing = store.get(INSTALLING_KEY).is_some();
-        let mut registers = BTreeMap::new();
+        let mut registers = Loaded::default();
         for (key, record) in store.iter() {
             if key == APPLIED_KEY || key == INSTALLING_KEY {
                 continue;
             }
             match key.split_first() {
                 Some((&REGISTER_PREFIX, name)) => {
-                    registers.insert(Bytes::copy_from_slice(name), decode_stored(key, record)?);
+                    registers.take(Bytes::copy_from_slice(name), decode_stored(key, record)?);
                 }
                 _ => return Err(undecodable(key, "neither a register nor the applied mark")),
             }
@@ -292,7 +324,6 @@ impl<M: Media> RegistersInPlace<M> {
 
 #[cfg(test)]
 mod tests {
-    use logless_commands::value::Data;
     use logless_storage::media::SECTOR_BYTES;
     use logless_storage::{Durability, SimMedia};
 
@@ -413,13 +444,24 @@ mod tests {
         let (again, stored, _) =
             RegistersInPlace::open_on(SimMedia::from_image(image), options()).unwrap();
         assert_eq!(again.applied(), Some(BATCHES.len() as u64 - 1));
-        assert_eq!(stored.len(), 3);
+        assert_eq!(stored.map.len(), 3);
         assert_eq!(
-            stored[&Bytes::from_static(b"a")].written_by,
-            OpNumber {
+            stored.map[&Bytes::from_static(b"a")].data,
+            Data::Int(expected("a"))
+        );
+        assert_eq!(
+            stored.written_max,
+            Some(OpNumber {
                 instance: 3,
                 index: 1
-            }
+            })
+        );
+        assert_eq!(
+            again.written_by(b"a").unwrap(),
+            Some(OpNumber {
+                instance: 3,
+                index: 1
+            })
         );
         let op = OpNumber {
             instance: 3,

@@ -463,6 +463,22 @@ impl StateMachine for RegisterMachine {
             Ok(decoded) => decoded,
             Err(e) => panic!("a register map snapshot that does not decode: {e}"),
         };
+        self.restore_parts(map, versions);
+    }
+}
+
+impl RegisterMachine {
+    /// Restores the machine to the registers of `map`, taken as they are, with no WATCH
+    /// versions (as a snapshot of the unversioned encoding restores): for a runtime that keeps
+    /// the registers elsewhere and builds the map straight from them, with no snapshot encoded
+    /// and decoded in between (the node's registers in persistent memory under mPaxosSM).
+    /// `map` must be what executing the log gives: deleted keys kept only with a fencing
+    /// token.
+    pub fn restore_map(&mut self, map: BTreeMap<Bytes, Register>) {
+        self.restore_parts(map, Versions::default());
+    }
+
+    fn restore_parts(&mut self, map: BTreeMap<Bytes, Register>, versions: Versions) {
         self.expiring = map
             .iter()
             .filter_map(|(k, r)| r.expires_at_ms.map(|at| (at, k.clone())))
@@ -473,5 +489,45 @@ impl StateMachine for RegisterMachine {
         // The next batch names its stamp; the snapshot's own is the engine's (a restore may
         // go back to an older state, whose stamp is lower).
         self.now_ms = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(key: &str, value: &str, expiry: Expiry) -> Operation {
+        Operation::Command {
+            key: Bytes::from(key.to_owned()),
+            command: Command::Set(SetArgs {
+                value: Bytes::from(value.to_owned()),
+                condition: Condition::Always,
+                get: false,
+                expiry,
+            }),
+        }
+    }
+
+    /// The map taken as it is restores the machine a snapshot of it restores (but for the
+    /// WATCH versions, which the map does not carry), its expiry index among it.
+    #[test]
+    fn a_map_restored_as_it_is_is_the_machine_its_snapshot_restores() {
+        let mut m = RegisterMachine::default();
+        m.begin_batch(Instance(1), 1_000);
+        m.apply(set("a", "1", Expiry::AfterMs(5_000)));
+        m.apply(set("b", "2", Expiry::Clear));
+        m.apply(Operation::Command {
+            key: Bytes::from_static(b"c"),
+            command: Command::IncrBy(3),
+        });
+        m.apply(Operation::Del(vec![Bytes::from_static(b"b")]));
+        let mut direct = RegisterMachine::default();
+        direct.restore_map(m.map().clone());
+        let mut via_snapshot = RegisterMachine::default();
+        via_snapshot.restore(&m.snapshot());
+        via_snapshot.versions = Versions::default();
+        assert_eq!(direct, via_snapshot);
+        assert_eq!(direct.expiring.len(), 1);
+        assert_eq!(direct.map().len(), 2);
     }
 }
