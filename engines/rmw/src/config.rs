@@ -35,6 +35,12 @@ pub struct InjectedBugs {
     /// proposer still at `Stable(e)` decides with a majority of the old replicas after the
     /// change moved on, beside deciders of the new ones.
     pub accept_any_stage: bool,
+    /// A joint stage's new acceptor of a slot keeps its round floor when the caller raises it
+    /// above the old replicas' rounds (docs/ring.md §4, "Dead registers"): it starts a register
+    /// nobody wrote through (a tombstone, an expired value, a promise or a vote only some old
+    /// replicas hold) low, and after two changes a write through two new replicas is chosen
+    /// below a stale vote the staying one holds, which a later quorum then shows.
+    pub ignore_gained_floor: bool,
 }
 
 /// The default of [`ProposerConfig::registers_max`]: a quarter of a million registers, some

@@ -767,6 +767,26 @@ impl Proposer {
                 .is_some_and(|own| config.acceptors_of(key.as_bytes()).contains(own))
     }
 
+    /// Whether the installed placement is joint and makes this node's acceptor a replica of
+    /// `key`'s slot that it was not in the old configuration.
+    pub fn gains(&self, key: &Key) -> bool {
+        let config = &self.shared.config;
+        match (&config.placement, self.shared.own_index) {
+            (Some(placement), Some(own)) => placement.quorum_of(key.as_bytes()).gains(own),
+            _ => false,
+        }
+    }
+
+    /// Whether the installed placement is joint and makes this node's acceptor a replica of
+    /// some slot it was not in the old configuration.
+    pub fn gains_any(&self) -> bool {
+        let config = &self.shared.config;
+        match (&config.placement, self.shared.own_index) {
+            (Some(placement), Some(own)) => placement.gains_any(own),
+            _ => false,
+        }
+    }
+
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work
     /// and retries, used to bound model checking.
     pub fn attempts_minted(&self) -> u64 {

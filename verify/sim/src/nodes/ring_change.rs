@@ -44,9 +44,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use logless_node::ring_change::{self, ChangeRequest};
+use logless_node::ring_mover::{gained_floor, gained_slots};
 use logless_node::ring_register::{stage_name, InstallReport, RingStage};
 use logless_placement::{key_slot, ReplicaSet};
 use logless_rmw::ids::{Key, NodeId};
+use logless_rmw::placement::StageId;
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
@@ -530,7 +532,8 @@ impl NodeCluster {
     /// Sends the sync's reads not in flight (or in flight too long); once every key is synced,
     /// swaps in the next stable stage.
     fn sync(&mut self, joint: RingStage, mut keys: BTreeMap<Key, Sync>, left: u32) -> Step {
-        if keys.values().all(|k| k.done) {
+        let floors = self.gained_floors_raised(&joint);
+        if floors && keys.values().all(|k| k.done) {
             if !self.register_writable() {
                 return Step::Syncing { joint, keys, left };
             }
@@ -571,6 +574,56 @@ impl NodeCluster {
             self.write_through_at(node, key.clone(), to);
         }
         Step::Syncing { joint, keys, left }
+    }
+
+    /// Whether every shard of every node `joint` makes a new replica of some slot raised its
+    /// round floor for them, durably (the node's mover does it, and the coordinator's sync
+    /// waits for it through the node's report; docs/ring.md §4 "Dead registers"). Sends the
+    /// raise to each shard that awaits it and has none sent since its node installed the
+    /// stage, once a majority of each gained slot's old replicas reported its highest round.
+    fn gained_floors_raised(&mut self, joint: &RingStage) -> bool {
+        let RingStage::Joint { old, new } = joint else {
+            return true;
+        };
+        let stage = StageId::of(joint.stage());
+        let shards = self.config.shards;
+        let mut all = true;
+        for node in new.nodes().map(|n| NodeId(n.0)) {
+            let gained = gained_slots(old, new, node.0);
+            if gained.is_empty() {
+                continue;
+            }
+            for shard in 0..shards {
+                let ring = self.ring.as_ref().expect("a ring");
+                // A shard restarted after its raise holds the slots back again until raised
+                // again (its floor is durable): asked again, but not waited for.
+                all &= ring.raised.contains(&(node, shard, stage));
+                let n = &self.nodes[&node];
+                let awaits =
+                    ring.awaiting
+                        .get(&(node, shard))
+                        .is_some_and(|&(s, incarnation, sent)| {
+                            s == stage && incarnation == n.incarnation && !sent && n.up
+                        });
+                if !awaits {
+                    continue;
+                }
+                let high = |n: u16| {
+                    (ring.highs.get(&(NodeId(n), shard)))
+                        .filter(|(s, _)| *s == stage)
+                        .map(|(_, high)| *high)
+                };
+                let Some(above) = gained_floor(old, &gained, high) else {
+                    continue;
+                };
+                let ring = self.ring_mut();
+                if let Some(entry) = ring.awaiting.get_mut(&(node, shard)) {
+                    entry.2 = true;
+                }
+                self.enqueue(node, shard, Input::RaiseFloor { stage, above });
+            }
+        }
+        all
     }
 
     /// The answer to the sync's read `seq`: its key is synced if it was acknowledged, read
