@@ -2774,3 +2774,65 @@ fn ring_a_write_after_two_replacements_is_not_hidden_by_an_older_tombstone() {
 fn ring_without_the_gained_floor_a_tombstone_hides_a_later_write() {
     assert_eq!(written_after_two_replacements(false), Reply::Nil);
 }
+
+// ----- a phase across an install: replies count only toward the quorums of their stage -----
+
+/// A key whose replicas `{o0, o1, s}` all hold "x"; one change replaces `o0` and `o1` by 6 and 7
+/// at once. A read through `s` in the joint stage hears `s` ("x") and the two new acceptors
+/// (⊥, before the mover wrote the key through), not the leaving two, so it cannot decide.
+/// The sync then writes "x" through (6 and 7 hold it), every replica installs the stable
+/// stage, and the read's proposer, `s`, goes on: what the read answers. The two ⊥s it heard in
+/// the joint stage make a quorum of the new configuration, `{s, 6, 7}`.
+fn read_across_the_stable_install(count_across: bool) -> Reply {
+    let t = TwoMoves::new();
+    let [o0, o1, s] = t.old;
+    let (first, last) = (&t.configs[0], &t.configs[2]);
+    let stable = Placement::new(first, &SEVEN).unwrap();
+    let mut net = Net::with_nodes(
+        &SEVEN,
+        |config| {
+            config.placement = Some(stable.clone());
+            config.thrifty_reads = false;
+            config.bugs.count_replies_across_stages = count_across;
+        },
+        BTreeMap::new(),
+    );
+    assert_eq!(
+        run_on(&mut net, o0, 1, &t.key, set("x"), every),
+        Ok(Reply::Ok)
+    );
+    install(&mut net, &Placement::joint(first, last, &SEVEN).unwrap());
+    let leaving = [o0, o1];
+    let mut new_replicas: Vec<NodeId> = (last.replicas(key_slot(t.key.as_bytes())).nodes())
+        .iter()
+        .map(|n| NodeId(n.0))
+        .filter(|n| *n != s)
+        .collect();
+    new_replicas.sort();
+    assert_eq!(new_replicas, [NodeId(6), NodeId(7)]);
+    net.command_on(s, 2, t.key.clone(), Command::Get);
+    net.run(without(&leaving));
+    assert!(net.reply(2).is_none(), "no joint quorum answered");
+    let synced = write_through_on(&mut net, NodeId(6), 3, &t.key, every);
+    assert!(synced.is_ok(), "{synced:?}");
+    install(&mut net, &Placement::new(last, &SEVEN).unwrap());
+    answer_of(&mut net, s, 2, every).expect("an answer")
+}
+
+/// The read retries in the stable stage and sees "x" (6 and 7 hold it since the sync).
+#[test]
+fn ring_a_read_under_way_at_an_install_counts_no_reply_of_the_stage_before() {
+    assert_eq!(
+        read_across_the_stable_install(false),
+        Reply::Bulk("x".into())
+    );
+}
+
+/// The same with the replies kept across the install (the mutation
+/// `InjectedBugs::count_replies_across_stages`, the engine before this was fixed): the two ⊥s
+/// heard in the joint stage are a consistent quorum of the stable one, and an acknowledged
+/// value reads as absent (what ring seed 1707 of the whole-node simulation showed).
+#[test]
+fn ring_replies_counted_across_an_install_show_a_written_key_absent() {
+    assert_eq!(read_across_the_stable_install(true), Reply::Nil);
+}
