@@ -917,6 +917,10 @@ impl NodeCluster {
             };
             s.queue.clear();
             s.busy = false;
+            // A raise whose flush the crash cut is not durable: the restarted shard holds
+            // the slots back again and is raised again, and no later turn of it may count as
+            // this one's flush.
+            s.raised_in_flush = None;
             s.held = Held::default();
             s.wake_at_us = None;
         }

@@ -44,7 +44,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use logless_node::ring_change::{self, ChangeRequest};
-use logless_node::ring_mover::{gained_floor, gained_slots};
+use logless_node::ring_mover::gained_floor;
 use logless_node::ring_register::{stage_name, InstallReport, RingStage};
 use logless_placement::{key_slot, ReplicaSet};
 use logless_rmw::ids::{Key, NodeId};
@@ -147,6 +147,10 @@ pub(super) struct Coordinator {
     old_sets: Vec<ReplicaSet>,
     /// Whether each slot moves in the change under way.
     moving: Vec<bool>,
+    /// Each node the change under way gives slots, with one of those slots for each distinct
+    /// set of old replicas they have: what `gained_floor` reads (computed once per change, a
+    /// walk of every slot's replicas being too slow for every step of the sync).
+    gaining: Vec<(NodeId, Vec<logless_placement::Slot>)>,
     /// The sync's reads in flight, by number.
     reads: BTreeMap<u64, Key>,
     next_read: u64,
@@ -161,6 +165,7 @@ impl Coordinator {
             },
             old_sets: Vec::new(),
             moving: Vec::new(),
+            gaining: Vec::new(),
             reads: BTreeMap::new(),
             next_read: 0,
         }
@@ -479,12 +484,25 @@ impl NodeCluster {
         old_sets.sort_by_key(|set| set.nodes().to_vec());
         old_sets.dedup();
         let mut is_moving = vec![false; usize::from(logless_placement::SLOTS)];
+        let mut gaining: BTreeMap<NodeId, BTreeMap<Vec<u16>, logless_placement::Slot>> =
+            BTreeMap::new();
         for slot in moving {
             is_moving[usize::from(slot.get())] = true;
+            let (before, after) = (old.replicas(slot), new.replicas(slot));
+            let mut sources: Vec<u16> = before.nodes().iter().map(|n| n.0).collect();
+            sources.sort_unstable();
+            for node in after.without(&before) {
+                (gaining.entry(NodeId(node.0)).or_default())
+                    .entry(sources.clone())
+                    .or_insert(slot);
+            }
         }
         let c = self.coordinator();
         c.old_sets = old_sets;
         c.moving = is_moving;
+        c.gaining = (gaining.into_iter())
+            .map(|(node, slots)| (node, slots.into_values().collect()))
+            .collect();
         let stage = if self.config.ring_bugs.skip_joint_stage {
             RingStage::Stable(new)
         } else {
@@ -582,17 +600,14 @@ impl NodeCluster {
     /// raise to each shard that awaits it and has none sent since its node installed the
     /// stage, once a majority of each gained slot's old replicas reported its highest round.
     fn gained_floors_raised(&mut self, joint: &RingStage) -> bool {
-        let RingStage::Joint { old, new } = joint else {
+        let RingStage::Joint { old, .. } = joint else {
             return true;
         };
         let stage = StageId::of(joint.stage());
         let shards = self.config.shards;
         let mut all = true;
-        for node in new.nodes().map(|n| NodeId(n.0)) {
-            let gained = gained_slots(old, new, node.0);
-            if gained.is_empty() {
-                continue;
-            }
+        let gaining = self.coordinator().gaining.clone();
+        for (node, gained) in gaining {
             for shard in 0..shards {
                 let ring = self.ring.as_ref().expect("a ring");
                 // A shard restarted after its raise holds the slots back again until raised
