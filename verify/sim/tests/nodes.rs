@@ -1051,11 +1051,13 @@ fn faulty_rings_stay_linearizable() {
 /// was answered after phase 1 without a vote, and the states nodes 1, 3 and 4 held were
 /// promises. The check counted any state; it now asks the final replicas only for a register
 /// some acceptor voted for (`check_final_replicas`). Later changes of the node move that
-/// seed's trace, so the test takes the first ring seed from 1120 on (within 40) that again
+/// seed's trace, so the test takes the first ring seed from 1178 on (within 40) that again
 /// leaves an acknowledged write's register held as promises only, and checks that it passes.
+/// (It was 1120 on until the dead-register floor and the install's dropping of phases under
+/// way moved the schedules: none of the 40 from 1120 did, ring seed 1178, seed 8252, does.)
 #[test]
 fn a_register_held_as_promises_only_is_asked_of_no_final_replica() {
-    for seed in ring_seeds(1120, 40) {
+    for seed in ring_seeds(1178, 40) {
         let mut cluster = NodeCluster::new(NodeSimConfig::for_seed(seed));
         cluster.run();
         let written: BTreeSet<Key> = (cluster.history().operations.iter())
@@ -1071,7 +1073,7 @@ fn a_register_held_as_promises_only_is_asked_of_no_final_replica() {
             return;
         }
     }
-    panic!("no ring seed of 40 from 1120 leaves a written register held as promises only");
+    panic!("no ring seed of 40 from 1178 leaves a written register held as promises only");
 }
 
 /// `job` of each of `seeds` on as many threads as the machine has cores, the results in the
