@@ -145,7 +145,8 @@ pub struct ProposerStats {
     pub refused_for_space: u64,
     /// STALE refusals received: an acceptor installed a later stage of the ring than this
     /// proposer (the operation backs off and retries; it succeeds once the caller installed
-    /// that stage).
+    /// that stage); and phases under way that an install dropped, their register's quorums
+    /// changed ([`Proposer::install_placement`]).
     pub stale_stage: u64,
 }
 
