@@ -371,10 +371,12 @@ pub fn holds_nothing_elsewhere(report: Option<&InstallReport>, stage: Stage) -> 
 
 /// Whether a change from `old` to `new` can run with the nodes `down` down: for every slot it
 /// moves, a majority of the old replicas and of the new ones up (the fence and the joint
-/// quorums of the write-throughs need them), and up the node that moves its data
-/// ([`crate::ring_mover::Plan`]: its first new replica not among the old ones). A dead node
-/// can so be replaced or removed: its slots keep majorities of both sets, and the node taking
-/// its place moves their data.
+/// quorums of the write-throughs need them), and up every new replica not among the old ones:
+/// the first moves the slot's data ([`crate::ring_mover::Plan`]), and each raises its round
+/// floor above the old replicas' rounds before the change may go on (docs/ring.md §4 "Dead
+/// registers"; a node down would start the slot at its old floor when it comes back in the
+/// next stable stage). A dead node can so be replaced or removed: its slots keep majorities of
+/// both sets, and the node taking its place moves their data.
 pub(crate) fn can_run_without(old: &Configuration, new: &Configuration, down: &[u16]) -> bool {
     if down.is_empty() {
         return true;
@@ -385,8 +387,9 @@ pub(crate) fn can_run_without(old: &Configuration, new: &Configuration, down: &[
     };
     logless_placement::Slot::all().all(|slot| {
         let (before, after) = (old.replicas(slot), new.replicas(slot));
-        let mover = after.without(&before).next();
-        mover.is_none_or(|mover| is_up(&mover) && majority_up(&before) && majority_up(&after))
+        let mut gaining = after.without(&before).peekable();
+        gaining.peek().is_none()
+            || (gaining.all(|n| is_up(&n)) && majority_up(&before) && majority_up(&after))
     })
 }
 
@@ -894,18 +897,22 @@ mod tests {
             let changed = run(&fake, request).unwrap();
             assert!(!changed.to.contains(NodeId(2)));
         }
-        // A node down that stays a member: the change runs while every moving slot keeps
-        // majorities and its mover is up, and while the node's last report, of the ring's
-        // stage, says it holds nothing of slots it does not replicate (it gains some here).
+        // A node down that stays a member and gains slots: refused before anything is
+        // written, since it must raise its round floor for them (docs/ring.md §4 "Dead
+        // registers").
         let old = ring(4);
         let added = ChangeRequest::Add(5).apply(&old, &[1, 2, 3, 4, 5]).unwrap();
         assert!(gaining_nodes(&old, &added).contains(&3));
         let mut fake = Fake::new(old.clone(), 5);
         fake.down = vec![3];
-        run(&fake, ChangeRequest::Add(5)).unwrap();
-        // Without such a report it is refused before anything is written.
+        assert_eq!(
+            run(&fake, ChangeRequest::Add(5)),
+            Err(ChangeError::NodesDown(vec![3]))
+        );
+        assert!(fake.swaps.borrow().is_empty());
+        // Up but without a report of the ring's stage saying it holds nothing of slots it
+        // does not replicate: refused before anything is written.
         let mut fake = Fake::new(old, 5);
-        fake.down = vec![3];
         fake.silent = vec![3];
         assert_eq!(
             run(&fake, ChangeRequest::Add(5)),
@@ -932,6 +939,15 @@ mod tests {
         assert!(!can_run_without(&old, &replaced, &[3, 1]));
         // A node of neither configuration's moving slots may be down: nothing moves.
         assert!(can_run_without(&old, &old, &[1, 2, 3]));
+        // Adding a fifth node to four, the walk gives members slots too: each must be up to
+        // raise its round floor for them, mover or not.
+        let four = ring(4);
+        let added = four.with_node_added(NodeId(5)).unwrap();
+        let gaining = gaining_nodes(&four, &added);
+        assert!(gaining.iter().any(|&n| n != 5), "{gaining:?}");
+        for node in gaining {
+            assert!(!can_run_without(&four, &added, &[node]), "node {node}");
+        }
     }
 
     #[test]

@@ -71,13 +71,14 @@ use logless_placement::{key_slot, Configuration, NodeId as PlacedId, Slot, Stage
 use logless_redis::reply::parse_reply;
 use logless_redis::resp::Value;
 use logless_rmw::ids::Key;
+use logless_rmw::placement::StageId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::context::NodeContext;
-use crate::ring_register::{stage_name, RingStage};
+use crate::ring_register::{high_key, stage_name, HighReport, RingStage};
 use crate::ring_watch::RingState;
 use crate::shard::{ReplyTo, ShardInput};
 
@@ -282,11 +283,20 @@ pub async fn run(context: Arc<NodeContext>, ring: Arc<RingState>, joint: RingSta
         *p = Progress {
             stage: Some(stage),
             slots: plan.slots.len() as u64,
-            done: plan.slots.is_empty(),
             ..Progress::default()
         }
     });
+    // The round floor (docs/ring.md §4 "Dead registers"): this node's highest round, taken
+    // now that it installed the joint stage, for the nodes the stage makes new replicas of a
+    // slot; and, if this node is one, its floor raised above the highest of a majority of the
+    // old replicas of each slot it gains before it reports anything done.
+    if !report_high(&context, &ring, stage).await
+        || !raise_gained_floor(&context, &ring, old, new, stage).await
+    {
+        return;
+    }
     if plan.slots.is_empty() {
+        ring.mover.update(|p| p.done = true);
         ring.wake();
         return;
     }
@@ -352,6 +362,133 @@ pub async fn run(context: Arc<NodeContext>, ring: Arc<RingState>, joint: RingSta
     });
     info!(stage = %stage_name(stage), keys = pass.synced.len(), "the ring's moving slots are synced");
     ring.wake();
+}
+
+/// Writes this node's [`HighReport`] of `stage`: the highest round number its data shards
+/// acknowledged, asked of each shard after the stage's install (which went through the same
+/// input channel first). Retries until written; false if the node is stopping.
+async fn report_high(context: &NodeContext, ring: &RingState, stage: Stage) -> bool {
+    loop {
+        let Some(high) = ask_shards(context, ShardInput::HighRound).await else {
+            return false;
+        };
+        let high = high.into_iter().max().unwrap_or(0);
+        let report = HighReport { stage, high };
+        match ring
+            .register
+            .put(&high_key(context.node.0), report.encode())
+            .await
+        {
+            Ok(()) => return true,
+            Err(e) => {
+                ring.mover
+                    .update(|p| p.waiting = format!("writing its highest round: {e}"));
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+}
+
+/// Sends each data shard the input `input` makes with a reply channel; the answers, or `None`
+/// if the node is stopping.
+async fn ask_shards<T>(
+    context: &NodeContext,
+    input: impl Fn(tokio::sync::oneshot::Sender<T>) -> ShardInput,
+) -> Option<Vec<T>> {
+    let mut answers = Vec::with_capacity(context.shards.len());
+    for shard in &context.shards {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        shard.send(input(tx)).await.ok()?;
+        answers.push(rx.await.ok()?);
+    }
+    Some(answers)
+}
+
+/// The slots the change from `old` to `new` makes `me` a replica of that it is not in `old`.
+pub fn gained_slots(old: &Configuration, new: &Configuration, me: u16) -> Vec<Slot> {
+    Slot::all()
+        .filter(|&slot| {
+            new.replicas(slot).contains(PlacedId(me)) && !old.replicas(slot).contains(PlacedId(me))
+        })
+        .collect()
+}
+
+/// The floor a new replica of the slots `gained` starts at: the highest round number `high`
+/// gives of their old replicas in `old`, once a majority of each slot's old replicas has one
+/// (`None` until then). Every round a majority of a slot's old replicas promised is at most
+/// the highest of one member of any majority of them.
+pub fn gained_floor(
+    old: &Configuration,
+    gained: &[Slot],
+    high: impl Fn(u16) -> Option<u64>,
+) -> Option<u64> {
+    let mut floor = 0;
+    for slot in gained {
+        let replicas = old.replicas(*slot);
+        let highs: Vec<u64> = replicas.nodes().iter().filter_map(|n| high(n.0)).collect();
+        if highs.len() * 2 <= replicas.nodes().len() {
+            return None;
+        }
+        floor = highs.into_iter().fold(floor, u64::max);
+    }
+    Some(floor)
+}
+
+/// Raises every data shard's round floor for the slots `stage` (from `old` to `new`) gives
+/// this node, once a majority of each one's old replicas reported its highest round for
+/// `stage`, and waits until each shard made it durable. True at once when the node gains no
+/// slot; false if the node is stopping or installed another stage.
+async fn raise_gained_floor(
+    context: &NodeContext,
+    ring: &RingState,
+    old: &Configuration,
+    new: &Configuration,
+    stage: Stage,
+) -> bool {
+    let gained = gained_slots(old, new, context.node.0);
+    if gained.is_empty() {
+        return true;
+    }
+    ring.mover
+        .update(|p| p.waiting = "the old replicas' highest rounds".into());
+    let mut sources: Vec<u16> = (gained.iter())
+        .flat_map(|slot| {
+            old.replicas(*slot)
+                .nodes()
+                .iter()
+                .map(|n| n.0)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    sources.sort_unstable();
+    sources.dedup();
+    let floor = loop {
+        let mut highs = BTreeMap::new();
+        for &node in &sources {
+            if let Ok(Some(report)) = ring.register.high(node).await {
+                if report.stage == stage {
+                    highs.insert(node, report.high);
+                }
+            }
+        }
+        if let Some(floor) = gained_floor(old, &gained, |n| highs.get(&n).copied()) {
+            break floor;
+        }
+        tokio::time::sleep(RETRY_PAUSE).await;
+    };
+    let id = StageId::of(stage);
+    let raised = ask_shards(context, |reply| ShardInput::RaiseGainedFloor {
+        stage: id,
+        above: floor,
+        reply,
+    })
+    .await;
+    let Some(raised) = raised.filter(|r| r.iter().all(|raised| *raised)) else {
+        return false;
+    };
+    info!(stage = %stage_name(stage), slots = gained.len(), floor, shards = raised.len(), "raised the round floor of the slots this node gains");
+    ring.mover.update(|p| p.waiting.clear());
+    true
 }
 
 /// One mover's pass over its sources.

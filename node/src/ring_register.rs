@@ -22,6 +22,10 @@
 //!   peer list), so from the first start on the register, not the peer list, is the ring.
 //! * [`report_key`]`(n)`: what node `n` installed last ([`InstallReport`]), written by `n` after
 //!   installing, read by the coordinator ([`crate::ring_change`]) waiting for every node.
+//! * [`high_key`]`(n)`: the highest round number node `n`'s data shards acknowledged, taken
+//!   once it installed a joint stage ([`HighReport`], written by its data mover), read by the
+//!   nodes that stage makes new replicas of a slot to start that slot above it (docs/ring.md
+//!   §4 "Dead registers").
 //!
 //! Why every node as acceptor (rather than the R replicas of the key's slot, as for a client
 //! key): every node must read the stage, and the register must survive any R − 1 failures of the
@@ -44,6 +48,11 @@ pub const STAGE_KEY: &[u8] = b"ring/stage";
 /// The key of node `node`'s [`InstallReport`] in the ring shard.
 pub fn report_key(node: u16) -> Vec<u8> {
     format!("ring/installed/{node}").into_bytes()
+}
+
+/// The key of node `node`'s [`HighReport`] in the ring shard.
+pub fn high_key(node: u16) -> Vec<u8> {
+    format!("ring/high/{node}").into_bytes()
 }
 
 /// The ring shard's peer shard number on a node of `shards` data shards.
@@ -268,6 +277,51 @@ impl InstallReport {
     }
 }
 
+/// The highest round number a node's data shards acknowledged for any register
+/// (`Replica::high_round`, forgotten registers included through the round floor), taken after
+/// the node installed the joint stage `stage`: from then on its acceptors decide on no message
+/// of the stage before, so the number covers every round a majority of a moving slot's old
+/// replicas promised in it. A node the stage makes a new replica of a slot raises its round
+/// floor above the highest of a majority of the slot's old replicas before it answers for the
+/// slot (docs/ring.md §4 "Dead registers"; [`crate::ring_mover`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HighReport {
+    /// The joint stage installed before the rounds were taken.
+    pub stage: Stage,
+    /// The highest round number of any of the node's data shards.
+    pub high: u64,
+}
+
+/// The bytes of a [`HighReport`].
+const HIGH_REPORT_BYTES: usize = 1 + 8 + 8;
+
+impl HighReport {
+    /// The register value: the stage's tag, its epoch and the round number (17 bytes).
+    pub fn encode(&self) -> Bytes {
+        let (tag, epoch) = match self.stage {
+            Stage::Stable(e) => (STABLE_TAG, e),
+            Stage::Joint(e) => (JOINT_TAG, e),
+        };
+        let mut out = Vec::with_capacity(HIGH_REPORT_BYTES);
+        out.push(tag);
+        out.extend_from_slice(&epoch.0.to_le_bytes());
+        out.extend_from_slice(&self.high.to_le_bytes());
+        Bytes::from(out)
+    }
+
+    /// The report a register value holds, if it is one of a joint stage.
+    pub fn decode(bytes: &[u8]) -> Option<HighReport> {
+        if bytes.len() != HIGH_REPORT_BYTES || bytes[0] != JOINT_TAG {
+            return None;
+        }
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        Some(HighReport {
+            stage: Stage::Joint(Epoch(word(1))),
+            high: word(9),
+        })
+    }
+}
+
 /// Reads and writes registers of the ring shard through its input channel, as a client
 /// connection does with a data shard.
 #[derive(Clone, Debug)]
@@ -368,6 +422,14 @@ impl RingRegister {
             .await
     }
 
+    /// The highest round number node `node` reported, and at which stage, if it reported one.
+    pub async fn high(&self, node: u16) -> Result<Option<HighReport>, String> {
+        Ok(self
+            .get(&high_key(node))
+            .await?
+            .and_then(|bytes| HighReport::decode(&bytes)))
+    }
+
     /// What node `node` reported installing last, if anything.
     pub async fn report(&self, node: u16) -> Result<Option<InstallReport>, String> {
         Ok(self
@@ -466,6 +528,33 @@ mod tests {
         .to_vec();
         bad_flag[17] = 2;
         assert_eq!(InstallReport::decode(&bad_flag), None);
+    }
+
+    #[test]
+    fn high_reports_round_trip_and_only_of_a_joint_stage() {
+        let report = HighReport {
+            stage: Stage::Joint(Epoch(3)),
+            high: u64::MAX - 1,
+        };
+        assert_eq!(report.encode().len(), HIGH_REPORT_BYTES);
+        assert_eq!(HighReport::decode(&report.encode()), Some(report));
+        // A stable stage's is refused (the rounds are taken after a joint stage's install),
+        // as are other lengths and tags.
+        let mut stable = report.encode().to_vec();
+        stable[0] = STABLE_TAG;
+        assert_eq!(HighReport::decode(&stable), None);
+        assert_eq!(HighReport::decode(&report.encode()[..16]), None);
+        let mut bad = report.encode().to_vec();
+        bad[0] = b'Q';
+        assert_eq!(HighReport::decode(&bad), None);
+        // An install report is no high report.
+        let install = InstallReport {
+            stage: Stage::Joint(Epoch(3)),
+            moving_keys: 0,
+            synced: false,
+            registers_elsewhere: 0,
+        };
+        assert_eq!(HighReport::decode(&install.encode()), None);
     }
 
     #[test]

@@ -71,6 +71,21 @@ pub enum ShardInput {
     /// [`crate::ring_watch`]), and drop in the background the states of registers it no longer
     /// places on this node (`ShardCore::drop_if_due`).
     InstallPlacement(logless_rmw::placement::Placement),
+    /// The highest round number the shard's acceptor acknowledged
+    /// ([`ShardCore::high_round`]); asked after a joint stage was installed, so it covers
+    /// every promise of the stage before (docs/ring.md §4 "Dead registers").
+    HighRound(oneshot::Sender<u64>),
+    /// Raise the round floor above `above` for the slots the joint stage `stage` gives this
+    /// node ([`ShardCore::raise_floor_for_gained_slots`]); answered after the turn's commit
+    /// made it durable (false: `stage` is not the installed stage).
+    RaiseGainedFloor {
+        /// The joint stage.
+        stage: logless_rmw::placement::StageId,
+        /// The highest round number of the old replicas.
+        above: u64,
+        /// Whether the floor was raised, sent once durable.
+        reply: oneshot::Sender<bool>,
+    },
     /// Commit what is pending, flush and stop.
     Stop,
 }
@@ -103,6 +118,9 @@ const INPUTS_PER_TURN_MAX: usize = 4096;
 /// A shard and everything it owns: the turn logic, its input channel and its peer links.
 pub struct Shard {
     core: ShardCore<ReplyTo>,
+    /// Answers to send once this turn's commit made what they confirm durable
+    /// ([`ShardInput::RaiseGainedFloor`]).
+    after_commit: Vec<(oneshot::Sender<bool>, bool)>,
     inputs: mpsc::Receiver<ShardInput>,
     outlet: ChannelOutlet,
     /// Whether the replica is over `maxmemory`, read at every turn.
@@ -155,6 +173,7 @@ impl Shard {
     ) -> Shard {
         Shard {
             core: ShardCore::new(replica, store),
+            after_commit: Vec::new(),
             inputs,
             outlet: ChannelOutlet {
                 peers,
@@ -233,6 +252,9 @@ impl Shard {
                 }
             }
             self.core.finish_turn(&mut self.outlet)?;
+            for (reply, raised) in self.after_commit.drain(..) {
+                let _ = reply.send(raised);
+            }
             if let Some(stage) = self.core.take_newer_stage() {
                 if let Some(stage_read) = &self.stage_read {
                     tracing::debug!(
@@ -286,6 +308,17 @@ impl Shard {
                 let _ = reply.send(self.core.random_live_key(seed));
             }
             ShardInput::InstallPlacement(placement) => self.core.install_placement(placement),
+            ShardInput::HighRound(reply) => {
+                let _ = reply.send(self.core.high_round());
+            }
+            ShardInput::RaiseGainedFloor {
+                stage,
+                above,
+                reply,
+            } => {
+                let raised = self.core.raise_floor_for_gained_slots(stage, above);
+                self.after_commit.push((reply, raised));
+            }
             ShardInput::Stop => return false,
         }
         true

@@ -856,6 +856,30 @@ impl<R, M: Media> ShardCore<R, M> {
         self.next_drop_ms = self.now_ms;
     }
 
+    /// The highest round number this shard's acceptor acknowledged for any register, forgotten
+    /// ones included (`Replica::high_round`; docs/ring.md §4 "Dead registers"). A walk of the
+    /// acceptor table.
+    pub fn high_round(&self) -> u64 {
+        self.replica.high_round()
+    }
+
+    /// Whether the installed joint stage gives this shard's acceptor slots it answers nothing
+    /// about until [`ShardCore::raise_floor_for_gained_slots`].
+    pub fn awaits_gained_floor(&self) -> bool {
+        self.replica.awaits_gained_floor()
+    }
+
+    /// Raises the round floor above `above` for the slots the joint stage `stage` gives this
+    /// node (`Replica::raise_floor_for_gained_slots`), made durable by this turn's commit;
+    /// false, changing nothing, if `stage` is not the installed stage.
+    pub fn raise_floor_for_gained_slots(
+        &mut self,
+        stage: logless_rmw::placement::StageId,
+        above: u64,
+    ) -> bool {
+        self.replica.raise_floor_for_gained_slots(stage, above)
+    }
+
     /// A key of this replica's copy that holds a value now, looked for from a place `seed`
     /// chooses; `None` if there is none.
     pub fn random_live_key(&self, seed: u64) -> Option<Bytes> {

@@ -35,6 +35,18 @@ pub struct InjectedBugs {
     /// proposer still at `Stable(e)` decides with a majority of the old replicas after the
     /// change moved on, beside deciders of the new ones.
     pub accept_any_stage: bool,
+    /// A joint stage's new acceptor of a slot keeps its round floor when the caller raises it
+    /// above the old replicas' rounds (docs/ring.md §4, "Dead registers"): it starts a register
+    /// nobody wrote through (a tombstone, an expired value, a promise or a vote only some old
+    /// replicas hold) low, and after two changes a write through two new replicas is chosen
+    /// below a stale vote the staying one holds, which a later quorum then shows.
+    pub ignore_gained_floor: bool,
+    /// A proposer installing a stage keeps the phases under way and counts the replies they
+    /// collected in the stage before toward the new stage's quorums (docs/ring.md §4, "A
+    /// phase across an install"): a read that heard ⊥ from the two new replicas of a moving
+    /// slot in the joint stage, before the mover wrote its register through, answers absent
+    /// once it installs the next stable stage, where those two are a quorum.
+    pub count_replies_across_stages: bool,
 }
 
 /// The default of [`ProposerConfig::registers_max`]: a quarter of a million registers, some

@@ -260,6 +260,11 @@ impl Held {
         }
     }
 
+    /// The highest round acknowledged.
+    pub(crate) fn r_ack(&self) -> Round {
+        self.r_ack.get()
+    }
+
     /// The round of the last vote.
     pub(crate) fn r_voted(&self) -> Round {
         self.r_voted.get()

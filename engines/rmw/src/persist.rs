@@ -201,6 +201,13 @@ impl PersistBatch {
         self.round_floor = Some(floor);
     }
 
+    /// Adds making the shard's round `floor` durable (raised, not forgetting anything): the
+    /// floor a joint stage's new acceptor starts its slots at (docs/ring.md §4, "Dead
+    /// registers"). Written and flushed before the batch's writes and replies.
+    pub(crate) fn raise_floor(&mut self, floor: Round) {
+        self.round_floor = Some(self.round_floor.map_or(floor, |f| f.max(floor)));
+    }
+
     /// Takes the batch, leaving an empty one with room for half as much again as this one held.
     pub fn take(&mut self) -> PersistBatch {
         self.take_into(Vec::new())
@@ -222,7 +229,10 @@ impl PersistBatch {
 
     /// Whether there is nothing to write, forget or release.
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty() && self.sealed.is_empty() && self.removals.is_empty()
+        self.writes.is_empty()
+            && self.sealed.is_empty()
+            && self.removals.is_empty()
+            && self.round_floor.is_none()
     }
 
     /// The number of registers the batch forgets.

@@ -181,6 +181,13 @@ impl Placement {
         self.quorum_of(key).everyone()
     }
 
+    /// Whether this joint stage makes acceptor `index` a replica of some slot it did not
+    /// replicate in the old configuration (never in a stable stage): that acceptor must raise
+    /// its round floor before it answers for those slots (docs/ring.md §4, "Dead registers").
+    pub fn gains_any(&self, index: usize) -> bool {
+        self.by_slot.iter().any(|quorum| quorum.gains(index))
+    }
+
     /// The acceptors of the register `key` and which of them make a quorum.
     pub fn quorum_of(&self, key: &[u8]) -> Quorum {
         self.by_slot[usize::from(key_slot(key).get())]

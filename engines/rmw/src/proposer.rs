@@ -146,7 +146,8 @@ pub struct ProposerStats {
     pub refused_for_space: u64,
     /// STALE refusals received: an acceptor installed a later stage of the ring than this
     /// proposer (the operation backs off and retries; it succeeds once the caller installed
-    /// that stage).
+    /// that stage); and phases under way that an install dropped, their register's quorums
+    /// changed ([`Proposer::install_placement`]).
     pub stale_stage: u64,
 }
 
@@ -693,19 +694,56 @@ impl Proposer {
     /// of each register, its acceptors and quorums are those of `placement`. Every register's
     /// pre-acknowledged fast-write round is dropped, since it was earned from a quorum of the
     /// previous stage (a round a majority of the old replicas promised is no phase 1 for a joint
-    /// quorum). Phases under way keep the acceptors they asked and count their replies by the
-    /// new quorums; one that cannot complete so times out and retries against the new ones.
-    /// Messages sent from now on carry the new stage (the fence, docs/ring.md §4).
-    /// `placement` must be over the same [acceptors](ProposerConfig::acceptors).
+    /// quorum). A phase under way on a register whose acceptors or quorums the new stage
+    /// changes (a moving slot's, from `Stable(e)` to `Joint(e+1)` and from there to
+    /// `Stable(e+1)`) is dropped: its operation backs off and retries in the new stage as the
+    /// same operation, its proposals remembered, as after a STALE. Replies count only toward
+    /// the quorums of the stage they were asked in: a new acceptor's ⊥, given in the joint
+    /// stage before the mover wrote the register through, would otherwise make with another a
+    /// quorum of `Stable(e+1)` that shows the register absent (docs/ring.md §4, "A phase
+    /// across an install"). Phases of registers whose quorums stay go on. Messages sent from
+    /// now on carry the new stage (the fence, docs/ring.md §4). `placement` must be over the
+    /// same [acceptors](ProposerConfig::acceptors).
     pub fn install_placement(&mut self, placement: Placement) {
         let stage = placement.stage_id();
         self.shared.stage = stage;
         if self.shared.newer_stage <= stage {
             self.shared.newer_stage = StageId::NONE;
         }
-        self.shared.config.placement = Some(placement);
-        for (_, reg) in self.registers.iter_mut() {
+        let old = self.shared.config.placement.replace(placement);
+        let new = self
+            .shared
+            .config
+            .placement
+            .as_ref()
+            .expect("just installed");
+        let restart = !self.shared.config.bugs.count_replies_across_stages
+            && old.as_ref().map(Placement::stage_id) != Some(stage);
+        let mut moved = Vec::new();
+        for (key, reg) in self.registers.iter_mut() {
             reg.fast = None;
+            let under_way = (reg.op.as_ref()).is_some_and(|op| !matches!(op.phase, Phase::Backoff));
+            if restart && under_way {
+                let bytes = key.as_bytes();
+                if old
+                    .as_ref()
+                    .is_none_or(|old| old.quorum_of(bytes) != new.quorum_of(bytes))
+                {
+                    moved.push(key.clone());
+                }
+            }
+        }
+        for key in &moved {
+            let Some(reg) = self.registers.get_mut(key) else {
+                continue;
+            };
+            let mut step = Step::new(key, reg, &mut self.shared);
+            step.shared.stats.stale_stage += 1;
+            // Backing off at once: the timer fires at the next turn and sends a new phase 1.
+            let op = step.op_mut();
+            op.phase = Phase::Backoff;
+            op.wake_ms = 0;
+            step.arm_timer(0);
         }
     }
 
@@ -819,6 +857,26 @@ impl Proposer {
         config.placement.is_none()
             || (self.shared.own_index)
                 .is_some_and(|own| config.acceptors_of(key.as_bytes()).contains(own))
+    }
+
+    /// Whether the installed placement is joint and makes this node's acceptor a replica of
+    /// `key`'s slot that it was not in the old configuration.
+    pub fn gains(&self, key: &Key) -> bool {
+        let config = &self.shared.config;
+        match (&config.placement, self.shared.own_index) {
+            (Some(placement), Some(own)) => placement.quorum_of(key.as_bytes()).gains(own),
+            _ => false,
+        }
+    }
+
+    /// Whether the installed placement is joint and makes this node's acceptor a replica of
+    /// some slot it was not in the old configuration.
+    pub fn gains_any(&self) -> bool {
+        let config = &self.shared.config;
+        match (&config.placement, self.shared.own_index) {
+            (Some(placement), Some(own)) => placement.gains_any(own),
+            _ => false,
+        }
     }
 
     /// How many attempt ids this proposer minted (phase 1s and proposals): a measure of work

@@ -129,6 +129,12 @@ impl Quorum {
         self.second_needed > 0
     }
 
+    /// Whether acceptor `index` is new to the register in this joint stage: in the new set,
+    /// not in the old one (never for one set).
+    pub fn gains(&self, index: usize) -> bool {
+        self.is_joint() && self.second.contains(index) && !self.first.contains(index)
+    }
+
     /// Every acceptor of the register (both sets when joint).
     pub fn everyone(&self) -> AcceptorSet {
         self.first.union(self.second)

@@ -85,6 +85,11 @@ pub struct Replica {
     fresh: AcceptorState,
     /// Removals' reads in progress.
     removals: Removals,
+    /// Whether the installed placement is a joint stage that makes this node's acceptor a
+    /// replica of slots it did not replicate before, and the caller has not raised the round
+    /// floor for it yet ([`Replica::raise_floor_for_gained_slots`]): until then the acceptor
+    /// answers nothing about a register of those slots (docs/ring.md §4, "Dead registers").
+    gaining: bool,
     /// Registers the acceptor forgot (a counter, left out of equality).
     registers_removed: u64,
     /// Registers forgotten since start because this node is no longer their replica
@@ -108,6 +113,7 @@ impl PartialEq for Replica {
             && self.persist == other.persist
             && self.fresh == other.fresh
             && self.removals == other.removals
+            && self.gaining == other.gaining
             && self.rejoin == other.rejoin
             && self.awaiting_stage == other.awaiting_stage
     }
@@ -123,6 +129,7 @@ impl Hash for Replica {
         self.persist.hash(state);
         self.fresh.hash(state);
         self.removals.hash(state);
+        self.gaining.hash(state);
         self.rejoin.hash(state);
         self.awaiting_stage.hash(state);
     }
@@ -162,6 +169,7 @@ impl Replica {
             persist: PersistBatch::new(),
             fresh: AcceptorState::default(),
             removals: Removals::default(),
+            gaining: false,
             registers_removed: 0,
             registers_dropped: 0,
             rejoin: None,
@@ -249,6 +257,50 @@ impl Replica {
     /// The shard's round floor.
     pub fn round_floor(&self) -> Round {
         self.fresh.r_ack
+    }
+
+    /// The highest round number the acceptor acknowledged for any register, the ones it forgot
+    /// included (through the round floor): at least every round it ever promised for a
+    /// register of a slot it replicates. A walk over the acceptor table. A node reports it
+    /// once it installed a joint stage, when the acceptor no longer decides on messages of the
+    /// stage before; the new acceptors of a moving slot start above the highest of a majority
+    /// of its old replicas ([`Replica::raise_floor_for_gained_slots`]; docs/ring.md §4, "Dead
+    /// registers").
+    pub fn high_round(&self) -> u64 {
+        (self.states.iter())
+            .map(|(_, held)| held.r_ack().n)
+            .fold(self.fresh.r_ack.n, u64::max)
+    }
+
+    /// Whether the acceptor holds back the registers of slots the installed joint stage gives
+    /// it, waiting for [`Replica::raise_floor_for_gained_slots`].
+    pub fn awaits_gained_floor(&self) -> bool {
+        self.gaining
+    }
+
+    /// Raises the shard's round floor above round number `above` (the highest
+    /// [`Replica::high_round`] of a majority of the old replicas of every slot the joint stage
+    /// `stage` gives this node, each reported once it installed that stage), durably in the
+    /// output's persist batch, and from then on answers for the registers of those slots: each
+    /// starts at the floor unless the acceptor holds it (it holds none of them before: a node
+    /// gains a slot only with none of its registers, docs/ring.md §4 "Slots a node left", and
+    /// it answered nothing about them since it installed the stage). Returns false, changing
+    /// nothing, if `stage` is not the installed stage. A floor never decreases; the caller
+    /// must let the batch commit before it reports the node ready for the next stage.
+    pub fn raise_floor_for_gained_slots(&mut self, stage: StageId, above: u64) -> bool {
+        if stage != self.stage() {
+            return false;
+        }
+        let floor = Round {
+            n: above.saturating_add(1),
+            id: crate::ids::AttemptId::BOTTOM,
+        };
+        if floor > self.fresh.r_ack && !self.proposer.config().bugs.ignore_gained_floor {
+            self.fresh.r_ack = floor;
+        }
+        self.persist.raise_floor(self.fresh.r_ack);
+        self.gaining = false;
+        true
     }
 
     /// How many registers the acceptor forgot since start.
@@ -391,9 +443,18 @@ impl Replica {
     /// decides only on messages of that stage (the fence, see [`Replica::handle_message`]).
     /// The caller learns of stages from the ring's configuration register and from
     /// [`ReplicaOutput::newer_stage`]; the engine does no I/O.
+    ///
+    /// A joint stage that makes this node's acceptor a replica of slots it did not replicate
+    /// before holds back every message about their registers until the caller raised the round
+    /// floor for that stage ([`Replica::raise_floor_for_gained_slots`]); installing the stage
+    /// already installed changes nothing.
     pub fn install_placement(&mut self, placement: Placement) {
+        let new_stage = placement.stage_id() != self.stage();
         self.proposer.install_placement(placement);
         self.awaiting_stage = false;
+        if new_stage {
+            self.gaining = self.proposer.gains_any();
+        }
     }
 
     /// The stage of the installed placement ([`StageId::NONE`] without one).
@@ -647,6 +708,11 @@ impl Replica {
             // count towards that proposer's quorum of acceptors that do not hold the key, while
             // silence only delays it, as a crashed acceptor would. (A sender of another stage
             // was fenced above.)
+            return;
+        }
+        if self.gaining && self.proposer.gains(key) {
+            // A new replica of the key's slot whose round floor is not raised yet: silent, as
+            // a crashed acceptor, so that it promises nothing below the old replicas' rounds.
             return;
         }
         if self.rejoin.is_some() && self.states.get(key).is_none() {

@@ -1992,8 +1992,26 @@ impl Move {
     }
 }
 
-/// Every replica installs `placement` (the caller's part: the engine is told of stages).
+/// Every replica installs `placement` (the caller's part: the engine is told of stages), and
+/// in a joint stage every new acceptor of a slot has its round floor raised above every
+/// replica's rounds, as its node does (above a majority of the slot's old replicas'; see
+/// [`TwoMoves::change`]).
 fn install(net: &mut Net, placement: &Placement) {
+    install_only(net, placement);
+    let above = (net.replicas.values().map(Replica::high_round).max()).unwrap_or(0);
+    let gaining: Vec<NodeId> = (net.replicas.iter())
+        .filter(|(_, replica)| replica.awaits_gained_floor())
+        .map(|(node, _)| *node)
+        .collect();
+    for node in gaining {
+        let replica = net.replicas.get_mut(&node).unwrap();
+        assert!(replica.raise_floor_for_gained_slots(placement.stage_id(), above));
+        net.collect(node);
+    }
+}
+
+/// Every replica installs `placement`, and nothing else.
+fn install_only(net: &mut Net, placement: &Placement) {
     for replica in net.replicas.values_mut() {
         replica.install_placement(placement.clone());
     }
@@ -2573,4 +2591,248 @@ fn ring_a_replica_restarted_awaiting_the_stage_answers_nothing_until_it_installs
     replica.handle_message(0, s1, &newer);
     net.collect(s2);
     assert_eq!(kinds_since(&net, since), ["STALE", "ACK"]);
+}
+
+// ----- dead registers across changes: a tombstone is never moved, new acceptors start above it -----
+
+/// The five nodes of [`RING`] and two that replace two of them in turn.
+const SEVEN: [NodeId; 7] = [
+    NodeId(1),
+    NodeId(2),
+    NodeId(3),
+    NodeId(4),
+    NodeId(5),
+    NodeId(6),
+    NodeId(7),
+];
+
+/// A register whose three replicas are replaced one after the other: node 6 takes the first
+/// (`Stable(1)` → `Stable(2)`), node 7 the second (→ `Stable(3)`), the third stays.
+struct TwoMoves {
+    configs: [Configuration; 3],
+    key: Key,
+    old: [NodeId; 3],
+}
+
+impl TwoMoves {
+    fn new() -> TwoMoves {
+        let first = ring_configuration();
+        let key = Key::new("ring-0");
+        let old = replicas_of(&key);
+        let node = |n: NodeId| placement::NodeId(n.0);
+        let second = first
+            .with_node_replaced(node(old[0]), node(NodeId(6)))
+            .unwrap();
+        let third = second
+            .with_node_replaced(node(old[1]), node(NodeId(7)))
+            .unwrap();
+        let mut last: Vec<NodeId> = (third.replicas(key_slot(key.as_bytes())).nodes().iter())
+            .map(|n| NodeId(n.0))
+            .collect();
+        last.sort();
+        let mut expected = vec![old[2], NodeId(6), NodeId(7)];
+        expected.sort();
+        assert_eq!(
+            last, expected,
+            "two of the key's replicas replaced, one staying"
+        );
+        TwoMoves {
+            configs: [first, second, third],
+            key,
+            old: [old[0], old[1], old[2]],
+        }
+    }
+
+    fn net(&self) -> Net {
+        let placement = Placement::new(&self.configs[0], &SEVEN).unwrap();
+        Net::with_nodes(
+            &SEVEN,
+            |config| config.placement = Some(placement.clone()),
+            BTreeMap::new(),
+        )
+    }
+
+    /// Change `to` (1 or 2): every replica installs its joint stage, then its stable one. The
+    /// key is dead, so a node's mover (which writes the live keys of the moving slots through)
+    /// has nothing of it to move. In the joint stage the new replica of the key's slot answers
+    /// nothing about it until, as its node does, the test raises its round floor above the
+    /// highest round of the replicas that stay (a majority of the old ones), each taken once
+    /// it installed the joint stage; unless `floor` is false, the hole the floor closes.
+    fn change(&self, net: &mut Net, to: usize, floor: bool) {
+        let (old, new) = (&self.configs[to - 1], &self.configs[to]);
+        let joint = Placement::joint(old, new, &SEVEN).unwrap();
+        install_only(net, &joint);
+        let slot = key_slot(self.key.as_bytes());
+        let replicas = |config: &Configuration| -> Vec<NodeId> {
+            (config.replicas(slot).nodes().iter())
+                .map(|n| NodeId(n.0))
+                .collect()
+        };
+        let (before, after) = (replicas(old), replicas(new));
+        let gaining: Vec<NodeId> = (after.iter())
+            .filter(|n| !before.contains(n))
+            .copied()
+            .collect();
+        let staying: Vec<NodeId> = (before.iter())
+            .filter(|n| after.contains(n))
+            .copied()
+            .collect();
+        assert_eq!((gaining.len(), staying.len()), (1, 2));
+        for node in SEVEN {
+            assert_eq!(
+                net.replicas[&node].awaits_gained_floor(),
+                gaining.contains(&node),
+                "{node:?}"
+            );
+        }
+        if floor {
+            let above = (staying.iter())
+                .map(|n| net.replicas[n].high_round())
+                .max()
+                .unwrap();
+            let stage = joint.stage_id();
+            for node in &gaining {
+                let replica = net.replicas.get_mut(node).unwrap();
+                assert!(replica.raise_floor_for_gained_slots(stage, above));
+                assert!(!replica.awaits_gained_floor());
+                assert!(replica.round_floor().n > above);
+                net.collect(*node);
+                assert_eq!(net.stores[node].round_floor.n, above + 1, "durable");
+            }
+        } else {
+            // Answering from round 1 on, as before the floor was built.
+            for node in &gaining {
+                let replica = net.replicas.get_mut(node).unwrap();
+                assert!(replica.raise_floor_for_gained_slots(joint.stage_id(), 0));
+                net.collect(*node);
+            }
+        }
+        install(net, &Placement::new(new, &SEVEN).unwrap());
+    }
+}
+
+/// Deletes [`TwoMoves`]'s key in a high round at its three replicas, passes it through both
+/// changes, then writes it through the two new replicas with the staying one down and reads it
+/// through the staying one and a new one: what that read returns.
+fn written_after_two_replacements(floor: bool) -> Reply {
+    let t = TwoMoves::new();
+    let [_, _, staying] = t.old;
+    let mut net = t.net();
+    // Rounds climb with each write; the deletion's is the highest, held by all three.
+    for (tag, value) in (1..=5).zip(["a", "b", "c", "d", "e"]) {
+        assert_eq!(
+            run_on(&mut net, staying, tag, &t.key, set(value), every),
+            Ok(Reply::Ok)
+        );
+    }
+    assert_eq!(
+        run_on(&mut net, staying, 6, &t.key, Command::Del, every),
+        Ok(Reply::Int(1))
+    );
+    let tombstone = net.replicas[&staying].acceptor_state(&t.key).unwrap();
+    assert!(tombstone.value.data == Data::Absent && tombstone.r_voted.n > 1);
+    t.change(&mut net, 1, floor);
+    t.change(&mut net, 2, floor);
+    // The two new replicas, with the staying one down, choose a write...
+    assert_eq!(
+        run_on(
+            &mut net,
+            NodeId(6),
+            7,
+            &t.key,
+            set("new"),
+            without(&[staying])
+        ),
+        Ok(Reply::Ok)
+    );
+    // ... which a read through the staying replica and one new one must return.
+    run_on(
+        &mut net,
+        staying,
+        8,
+        &t.key,
+        Command::Get,
+        without(&[NodeId(7)]),
+    )
+    .unwrap()
+}
+
+/// docs/ring.md §4 "Dead registers": a key deleted in a high round at its three replicas, two
+/// of which are then replaced one at a time (no change writes a dead register through).
+#[test]
+fn ring_a_write_after_two_replacements_is_not_hidden_by_an_older_tombstone() {
+    assert_eq!(
+        written_after_two_replacements(true),
+        Reply::Bulk("new".into())
+    );
+}
+
+/// The same with the new acceptors starting at round 1, as before the floor was built (the
+/// mutation `InjectedBugs::ignore_gained_floor` leaves them there): the write is chosen in a round below the tombstone the staying replica holds, and
+/// the read shows the tombstone.
+#[test]
+fn ring_without_the_gained_floor_a_tombstone_hides_a_later_write() {
+    assert_eq!(written_after_two_replacements(false), Reply::Nil);
+}
+
+// ----- a phase across an install: replies count only toward the quorums of their stage -----
+
+/// A key whose replicas `{o0, o1, s}` all hold "x"; one change replaces `o0` and `o1` by 6 and 7
+/// at once. A read through `s` in the joint stage hears `s` ("x") and the two new acceptors
+/// (⊥, before the mover wrote the key through), not the leaving two, so it cannot decide.
+/// The sync then writes "x" through (6 and 7 hold it), every replica installs the stable
+/// stage, and the read's proposer, `s`, goes on: what the read answers. The two ⊥s it heard in
+/// the joint stage make a quorum of the new configuration, `{s, 6, 7}`.
+fn read_across_the_stable_install(count_across: bool) -> Reply {
+    let t = TwoMoves::new();
+    let [o0, o1, s] = t.old;
+    let (first, last) = (&t.configs[0], &t.configs[2]);
+    let stable = Placement::new(first, &SEVEN).unwrap();
+    let mut net = Net::with_nodes(
+        &SEVEN,
+        |config| {
+            config.placement = Some(stable.clone());
+            config.thrifty_reads = false;
+            config.bugs.count_replies_across_stages = count_across;
+        },
+        BTreeMap::new(),
+    );
+    assert_eq!(
+        run_on(&mut net, o0, 1, &t.key, set("x"), every),
+        Ok(Reply::Ok)
+    );
+    install(&mut net, &Placement::joint(first, last, &SEVEN).unwrap());
+    let leaving = [o0, o1];
+    let mut new_replicas: Vec<NodeId> = (last.replicas(key_slot(t.key.as_bytes())).nodes())
+        .iter()
+        .map(|n| NodeId(n.0))
+        .filter(|n| *n != s)
+        .collect();
+    new_replicas.sort();
+    assert_eq!(new_replicas, [NodeId(6), NodeId(7)]);
+    net.command_on(s, 2, t.key.clone(), Command::Get);
+    net.run(without(&leaving));
+    assert!(net.reply(2).is_none(), "no joint quorum answered");
+    let synced = write_through_on(&mut net, NodeId(6), 3, &t.key, every);
+    assert!(synced.is_ok(), "{synced:?}");
+    install(&mut net, &Placement::new(last, &SEVEN).unwrap());
+    answer_of(&mut net, s, 2, every).expect("an answer")
+}
+
+/// The read retries in the stable stage and sees "x" (6 and 7 hold it since the sync).
+#[test]
+fn ring_a_read_under_way_at_an_install_counts_no_reply_of_the_stage_before() {
+    assert_eq!(
+        read_across_the_stable_install(false),
+        Reply::Bulk("x".into())
+    );
+}
+
+/// The same with the replies kept across the install (the mutation
+/// `InjectedBugs::count_replies_across_stages`, the engine before this was fixed): the two ⊥s
+/// heard in the joint stage are a consistent quorum of the stable one, and an acknowledged
+/// value reads as absent (what ring seed 1707 of the whole-node simulation showed).
+#[test]
+fn ring_replies_counted_across_an_install_show_a_written_key_absent() {
+    assert_eq!(read_across_the_stable_install(true), Reply::Nil);
 }

@@ -353,8 +353,8 @@ fn ring_change_of_four(writer: RingStage, reader: RingStage, shared: RingStage) 
 fn exhaustive_on_a_ring_changing_with_proposers_of_adjacent_stages() {
     use RingStage::{Joint, New, Old};
     for (stages, unfenced, fenced) in [
-        ((Old, Joint), 17_494, 105_745),
-        ((Joint, New), 11_253, 27_147),
+        ((Old, Joint), 17_494, 111_419),
+        ((Joint, New), 11_253, 27_919),
     ] {
         let mut config = ring_change_of_four(stages.0, stages.1, stages.1);
         config.bugs.accept_any_stage = true;

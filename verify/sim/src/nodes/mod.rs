@@ -101,6 +101,12 @@ enum Input {
     },
     /// A stage of the ring to install (the node's `ShardInput::InstallPlacement`).
     Install(logless_rmw::placement::Placement),
+    /// Raise the round floor for the slots a joint stage gives the node (the node's
+    /// `ShardInput::RaiseGainedFloor`, its mover's).
+    RaiseFloor {
+        stage: logless_rmw::placement::StageId,
+        above: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -228,6 +234,8 @@ struct SimShard {
     /// The operations whose clients wait on this shard (history indices): its turns may stamp
     /// them.
     waiting: Vec<usize>,
+    /// The joint stage whose round floor the turn being flushed raised: durable once flushed.
+    raised_in_flush: Option<logless_rmw::placement::StageId>,
 }
 
 struct SimNode {
@@ -647,13 +655,26 @@ impl NodeCluster {
             core.store_mut().media_mut().arm_crash_point(arm);
         }
         s.crash_point_armed = crash_in_flush;
+        let mut installed_joint = None;
         for _ in 0..INPUTS_PER_TURN_MAX {
             match s.queue.pop_front() {
                 Some(Input::Command { key, command, to }) => core.submit(key, command, to),
                 Some(Input::WriteThrough { key, to }) => core.submit_write_through(key, to),
                 Some(Input::Messages { from, messages }) => core.receive(from, messages),
                 Some(Input::LinkBroken(peer)) => core.link_broken(peer),
-                Some(Input::Install(placement)) => core.install_placement(placement),
+                Some(Input::Install(placement)) => {
+                    let stage = placement.stage_id();
+                    core.install_placement(placement);
+                    if matches!(stage.stage(), Some(logless_placement::Stage::Joint(_))) {
+                        installed_joint =
+                            Some((stage, core.high_round(), core.awaits_gained_floor()));
+                    }
+                }
+                Some(Input::RaiseFloor { stage, above }) => {
+                    if core.raise_floor_for_gained_slots(stage, above) {
+                        s.raised_in_flush = Some(stage);
+                    }
+                }
                 None => break,
             }
         }
@@ -685,6 +706,13 @@ impl NodeCluster {
         if newer_stage {
             self.newer_stage_met(node);
         }
+        if let (Some((stage, high, awaits)), Some(ring)) = (installed_joint, self.ring.as_mut()) {
+            ring.highs.insert((node, shard), (stage, high));
+            if awaits {
+                ring.awaiting
+                    .insert((node, shard), (stage, incarnation, false));
+            }
+        }
     }
 
     fn turn_done(&mut self, node: NodeId, shard: u16) {
@@ -692,6 +720,10 @@ impl NodeCluster {
         let n = self.nodes.get_mut(&node).expect("node");
         let s = &mut n.shards[usize::from(shard)];
         s.busy = false;
+        if let (Some(stage), Some(ring)) = (s.raised_in_flush.take(), self.ring.as_mut()) {
+            ring.raised.insert((node, shard, stage));
+            ring.awaiting.remove(&(node, shard));
+        }
         let held = std::mem::take(&mut s.held);
         let next = match &s.core {
             Some(core) if core.has_local_work() || !s.queue.is_empty() => Some(0),
@@ -885,6 +917,10 @@ impl NodeCluster {
             };
             s.queue.clear();
             s.busy = false;
+            // A raise whose flush the crash cut is not durable: the restarted shard holds
+            // the slots back again and is raised again, and no later turn of it may count as
+            // this one's flush.
+            s.raised_in_flush = None;
             s.held = Held::default();
             s.wake_at_us = None;
         }

@@ -112,6 +112,14 @@ pub(super) struct SimRing {
     /// Forwarded commands without their answer yet, by client and command number.
     pub pending: BTreeMap<(u32, u64), Forwarding>,
     pub bugs: RingBugs,
+    /// The highest round number each node's shard acknowledged, taken when it installed a
+    /// joint stage (the node's `ring/high/<id>` report, written by its mover), with the stage.
+    pub highs: BTreeMap<(NodeId, u16), (StageId, u64)>,
+    /// Shards holding back the slots a joint stage gives their node until their round floor is
+    /// raised: the stage, the node's incarnation, and whether the raise was sent.
+    pub awaiting: BTreeMap<(NodeId, u16), (StageId, u32, bool)>,
+    /// Shards whose floor for the slots a joint stage gives their node is raised and durable.
+    pub raised: std::collections::BTreeSet<(NodeId, u16, StageId)>,
 }
 
 /// A forwarded command on its way.
@@ -175,6 +183,9 @@ impl SimRing {
             passed_over: BTreeMap::new(),
             pending: BTreeMap::new(),
             bugs,
+            highs: BTreeMap::new(),
+            awaiting: BTreeMap::new(),
+            raised: std::collections::BTreeSet::new(),
         })
     }
 

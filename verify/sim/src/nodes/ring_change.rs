@@ -45,9 +45,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use logless_node::ring_change::{self, ChangeRequest};
+use logless_node::ring_mover::gained_floor;
 use logless_node::ring_register::{stage_name, InstallReport, RingStage};
 use logless_placement::{key_slot, ReplicaSet};
 use logless_rmw::ids::{Key, NodeId};
+use logless_rmw::placement::StageId;
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
@@ -146,6 +148,10 @@ pub(super) struct Coordinator {
     old_sets: Vec<ReplicaSet>,
     /// Whether each slot moves in the change under way.
     moving: Vec<bool>,
+    /// Each node the change under way gives slots, with one of those slots for each distinct
+    /// set of old replicas they have: what `gained_floor` reads (computed once per change, a
+    /// walk of every slot's replicas being too slow for every step of the sync).
+    gaining: Vec<(NodeId, Vec<logless_placement::Slot>)>,
     /// The sync's reads in flight, by number.
     reads: BTreeMap<u64, Key>,
     next_read: u64,
@@ -160,6 +166,7 @@ impl Coordinator {
             },
             old_sets: Vec::new(),
             moving: Vec::new(),
+            gaining: Vec::new(),
             reads: BTreeMap::new(),
             next_read: 0,
         }
@@ -478,12 +485,25 @@ impl NodeCluster {
         old_sets.sort_by_key(|set| set.nodes().to_vec());
         old_sets.dedup();
         let mut is_moving = vec![false; usize::from(logless_placement::SLOTS)];
+        let mut gaining: BTreeMap<NodeId, BTreeMap<Vec<u16>, logless_placement::Slot>> =
+            BTreeMap::new();
         for slot in moving {
             is_moving[usize::from(slot.get())] = true;
+            let (before, after) = (old.replicas(slot), new.replicas(slot));
+            let mut sources: Vec<u16> = before.nodes().iter().map(|n| n.0).collect();
+            sources.sort_unstable();
+            for node in after.without(&before) {
+                (gaining.entry(NodeId(node.0)).or_default())
+                    .entry(sources.clone())
+                    .or_insert(slot);
+            }
         }
         let c = self.coordinator();
         c.old_sets = old_sets;
         c.moving = is_moving;
+        c.gaining = (gaining.into_iter())
+            .map(|(node, slots)| (node, slots.into_values().collect()))
+            .collect();
         let stage = if self.config.ring_bugs.skip_joint_stage {
             RingStage::Stable(new)
         } else {
@@ -531,7 +551,8 @@ impl NodeCluster {
     /// Sends the sync's reads not in flight (or in flight too long); once every key is synced,
     /// swaps in the next stable stage.
     fn sync(&mut self, joint: RingStage, mut keys: BTreeMap<Key, Sync>, left: u32) -> Step {
-        if keys.values().all(|k| k.done) {
+        let floors = self.gained_floors_raised(&joint);
+        if floors && keys.values().all(|k| k.done) {
             if !self.register_writable() {
                 return Step::Syncing { joint, keys, left };
             }
@@ -572,6 +593,53 @@ impl NodeCluster {
             self.write_through_at(node, key.clone(), to);
         }
         Step::Syncing { joint, keys, left }
+    }
+
+    /// Whether every shard of every node `joint` makes a new replica of some slot raised its
+    /// round floor for them, durably (the node's mover does it, and the coordinator's sync
+    /// waits for it through the node's report; docs/ring.md §4 "Dead registers"). Sends the
+    /// raise to each shard that awaits it and has none sent since its node installed the
+    /// stage, once a majority of each gained slot's old replicas reported its highest round.
+    fn gained_floors_raised(&mut self, joint: &RingStage) -> bool {
+        let RingStage::Joint { old, .. } = joint else {
+            return true;
+        };
+        let stage = StageId::of(joint.stage());
+        let shards = self.config.shards;
+        let mut all = true;
+        let gaining = self.coordinator().gaining.clone();
+        for (node, gained) in gaining {
+            for shard in 0..shards {
+                let ring = self.ring.as_ref().expect("a ring");
+                // A shard restarted after its raise holds the slots back again until raised
+                // again (its floor is durable): asked again, but not waited for.
+                all &= ring.raised.contains(&(node, shard, stage));
+                let n = &self.nodes[&node];
+                let awaits =
+                    ring.awaiting
+                        .get(&(node, shard))
+                        .is_some_and(|&(s, incarnation, sent)| {
+                            s == stage && incarnation == n.incarnation && !sent && n.up
+                        });
+                if !awaits {
+                    continue;
+                }
+                let high = |n: u16| {
+                    (ring.highs.get(&(NodeId(n), shard)))
+                        .filter(|(s, _)| *s == stage)
+                        .map(|(_, high)| *high)
+                };
+                let Some(above) = gained_floor(old, &gained, high) else {
+                    continue;
+                };
+                let ring = self.ring_mut();
+                if let Some(entry) = ring.awaiting.get_mut(&(node, shard)) {
+                    entry.2 = true;
+                }
+                self.enqueue(node, shard, Input::RaiseFloor { stage, above });
+            }
+        }
+        all
     }
 
     /// The answer to the sync's read `seq`: its key is synced if it was acknowledged, read
