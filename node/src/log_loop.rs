@@ -82,20 +82,39 @@ pub struct LogSubmitted {
     pub reply: LogReplyTo,
 }
 
-/// Creates `marker`, the file that says a rejoin after a lost disk completed (the log
-/// engine's, psmr's), durably: the file and its directory synced. Call it only once the state
-/// the rejoin recovered is durable; later starts then restart from it as usual.
-pub(crate) fn write_rejoined_marker(marker: &std::path::Path) -> Result<(), StoreError> {
-    let io = StoreError::io("write the rejoin's marker");
-    let file = std::fs::File::create(marker).map_err(io)?;
-    file.sync_all()
-        .map_err(StoreError::io("sync the rejoin's marker"))?;
-    if let Some(dir) = marker.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(StoreError::io("sync the marker's directory"))?;
+/// The file that says a rejoin after a lost disk completed (the log engine's, psmr's): while a
+/// rejoin is under way, where it goes.
+#[derive(Default)]
+pub(crate) struct RejoinMarker(Option<PathBuf>);
+
+impl RejoinMarker {
+    /// A rejoin is under way: `path` is created once it completed.
+    pub(crate) fn at(&mut self, path: PathBuf) {
+        self.0 = Some(path);
     }
-    Ok(())
+
+    /// Creates the file, durably (the file and its directory synced), if a rejoin was under
+    /// way and is no longer (`rejoining` false); true if it did now. Call it after a turn's
+    /// commit: the turn that completed the rejoin has made the state it recovered durable by
+    /// then, so later starts restart from it as usual.
+    pub(crate) fn note(&mut self, rejoining: bool) -> Result<bool, StoreError> {
+        if rejoining {
+            return Ok(false);
+        }
+        let Some(marker) = self.0.take() else {
+            return Ok(false);
+        };
+        let io = StoreError::io("write the rejoin's marker");
+        let file = std::fs::File::create(&marker).map_err(io)?;
+        file.sync_all()
+            .map_err(StoreError::io("sync the rejoin's marker"))?;
+        if let Some(dir) = marker.parent() {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(StoreError::io("sync the marker's directory"))?;
+        }
+        Ok(true)
+    }
 }
 
 /// The log's loop and everything it owns.
@@ -104,7 +123,7 @@ pub struct LogLoop {
     inputs: mpsc::Receiver<LogInput>,
     outlet: ChannelOutlet,
     /// While a rejoin after a lost disk is under way: the file to create once it completed.
-    rejoined_marker: Option<PathBuf>,
+    rejoined_marker: RejoinMarker,
     /// A failure met off the loop (the registers in place could not be opened): the loop
     /// stops with it.
     failed: Option<StoreError>,
@@ -154,7 +173,7 @@ impl LogLoop {
                 started,
                 epoch,
             },
-            rejoined_marker: None,
+            rejoined_marker: RejoinMarker::default(),
             failed: None,
         }
     }
@@ -162,19 +181,16 @@ impl LogLoop {
     /// Creates `marker` (durably) once the core's rejoin completed: the turn that completed it
     /// has made its records durable by then, so later starts replay the log as usual.
     pub fn mark_rejoined_at(&mut self, marker: PathBuf) {
-        self.rejoined_marker = Some(marker);
+        self.rejoined_marker.at(marker);
     }
 
     /// Creates the rejoin's marker if the rejoin just completed.
     fn note_rejoined(&mut self) -> Result<(), StoreError> {
-        if self.core.rejoining() {
-            return Ok(());
+        if self.rejoined_marker.note(self.core.rejoining())? {
+            info!(
+                "rejoined after a lost disk: this replica recovered the log and takes part again"
+            );
         }
-        let Some(marker) = self.rejoined_marker.take() else {
-            return Ok(());
-        };
-        write_rejoined_marker(&marker)?;
-        info!("rejoined after a lost disk: this replica recovered the log and takes part again");
         Ok(())
     }
 

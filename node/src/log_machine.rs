@@ -782,6 +782,15 @@ mod tests {
             .collect()
     }
 
+    /// The registers in place as a crash right now leaves `media`, opened against the log's
+    /// `snapshot`.
+    fn reopened_in_place(media: &SimMedia, snapshot: Option<&Snapshot>) -> LogMachine {
+        let (store, registers, _) =
+            RegistersInPlace::open_on(SimMedia::from_image(media.now().live_image()), options())
+                .unwrap();
+        LogMachine::open_in_place(RegisterMachine::default(), store, registers, snapshot).unwrap()
+    }
+
     /// The log's directory as a power failure right now leaves it (nothing unsynced kept).
     fn log_image_of(core: &Core) -> SimDir {
         core.log().segment_log().dir().durable_image()
@@ -1073,16 +1082,7 @@ mod tests {
             "the registers written meanwhile"
         );
 
-        let (store, registers, _) =
-            RegistersInPlace::open_on(SimMedia::from_image(media.now().live_image()), options())
-                .unwrap();
-        let machine = LogMachine::open_in_place(
-            RegisterMachine::default(),
-            store,
-            registers,
-            snapshot.as_ref(),
-        )
-        .unwrap();
+        let machine = reopened_in_place(&media, snapshot.as_ref());
         step += 1;
         core.start_turn(1_000_000 + step * 5, step * 5_000);
         core.finish_rebuild(machine);
@@ -1234,16 +1234,7 @@ mod tests {
             "{} instances kept",
             log.durable.log.len()
         );
-        let (store, registers, _) =
-            RegistersInPlace::open_on(SimMedia::from_image(media.now().live_image()), options())
-                .unwrap();
-        let machine = LogMachine::open_in_place(
-            RegisterMachine::default(),
-            store,
-            registers,
-            Some(&checkpoint),
-        )
-        .unwrap();
+        let machine = reopened_in_place(&media, Some(&checkpoint));
         assert_eq!(*machine.map(), expected);
         let mut core = core_on(machine, log);
         settle(&mut core);

@@ -19,6 +19,7 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::MissedTickBehavior;
 
+use crate::log_loop::RejoinMarker;
 pub use crate::log_loop::TICK_MS;
 use crate::psmr_service::PsmrService;
 use crate::psmr_turn::{PsmrAnswer, PsmrCore, PsmrOutlet, PsmrStatus};
@@ -74,7 +75,7 @@ pub struct PsmrLoop {
     stop_workers: Box<dyn Fn() + Send>,
     outlet: ChannelOutlet,
     /// While a rejoin after a lost disk is under way: the file to create once it completed.
-    rejoined_marker: Option<PathBuf>,
+    rejoined_marker: RejoinMarker,
 }
 
 struct ChannelOutlet {
@@ -125,7 +126,7 @@ impl PsmrLoop {
                 peers: wiring.peers,
                 started: wiring.started,
             },
-            rejoined_marker: None,
+            rejoined_marker: RejoinMarker::default(),
         }
     }
 
@@ -133,18 +134,14 @@ impl PsmrLoop {
     /// turn that completed it has made every group's records durable by then (see
     /// [`PsmrCore::rejoining`]), so later starts replay the groups' logs as usual.
     pub fn mark_rejoined_at(&mut self, marker: PathBuf) {
-        self.rejoined_marker = Some(marker);
+        self.rejoined_marker.at(marker);
     }
 
     /// Creates the rejoin's marker if the rejoin just completed.
     fn note_rejoined(&mut self) -> Result<(), StoreError> {
-        if self.core.rejoining() {
+        if !self.rejoined_marker.note(self.core.rejoining())? {
             return Ok(());
         }
-        let Some(marker) = self.rejoined_marker.take() else {
-            return Ok(());
-        };
-        crate::log_loop::write_rejoined_marker(&marker)?;
         tracing::info!(
             "rejoined after a lost disk: every psmr group recovered its log, and this replica \
              takes part again"
