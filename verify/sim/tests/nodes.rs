@@ -1178,12 +1178,13 @@ fn a_change_skipping_the_joint_stage_is_caught() {
 /// quorums the ring no longer uses: caught. Rarely: of the first 2,000 ring seeds, 11 failed
 /// with it, each with a history that is not linearizable (3275, 5333, 5753, 7349, 7783, 8609,
 /// 8931, 9561, 10639, 12431, 13943), before the dead-register floor and the install's
-/// dropping of phases under way (docs/ring.md §4) moved the schedules; since, 5 of the first
-/// 700 catch it (951, 2561, 2967, 3359, 4745; 951 with a history that is not linearizable),
-/// the first three run by default, and `LOGLESS_RING_MUTATION_SEEDS=700` counts the first 700
-/// again (about 70 s of CPU). (3345 and 4647, pinned before, failed only the final-replica
-/// check on keys held as promises, which no longer counts them.) Which seeds catch it moves
-/// with any change to the schedules.
+/// dropping of phases under way (docs/ring.md §4) moved the schedules; after them 5 of the
+/// first 700 (951, 2561, 2967, 3359, 4745), and after the forwarder's joint-stage routing
+/// (a node runs the slots it gains) 1 of the first 700, 1637, which runs by default;
+/// `LOGLESS_RING_MUTATION_SEEDS=700` counts the first 700 again (about 150 s of CPU). (3345
+/// and 4647, pinned before, failed only the final-replica check on keys held as promises,
+/// which no longer counts them.) Which seeds catch it moves with any change to the schedules,
+/// and this mutation is caught rarely: a weak check, to be replaced by a staged schedule.
 #[test]
 fn a_change_without_its_fence_is_caught() {
     let bugs = Bugs {
@@ -1193,6 +1194,6 @@ fn a_change_without_its_fence_is_caught() {
         },
         ..Bugs::default()
     };
-    let pinned = [951, 2561, 2967];
+    let pinned = [1637];
     assert!(caught_on(&mutation_seeds(&pinned), RingBugs::default(), bugs) > 0);
 }
