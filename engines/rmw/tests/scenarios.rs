@@ -2644,10 +2644,18 @@ impl TwoMoves {
     }
 
     fn net(&self) -> Net {
+        self.net_with(|_| {})
+    }
+
+    /// [`TwoMoves::net`] with each proposer's configuration changed by `configure` too.
+    fn net_with(&self, configure: impl Fn(&mut ProposerConfig)) -> Net {
         let placement = Placement::new(&self.configs[0], &SEVEN).unwrap();
         Net::with_nodes(
             &SEVEN,
-            |config| config.placement = Some(placement.clone()),
+            |config| {
+                config.placement = Some(placement.clone());
+                configure(config);
+            },
             BTreeMap::new(),
         )
     }
@@ -2787,16 +2795,10 @@ fn read_across_the_stable_install(count_across: bool) -> Reply {
     let t = TwoMoves::new();
     let [o0, o1, s] = t.old;
     let (first, last) = (&t.configs[0], &t.configs[2]);
-    let stable = Placement::new(first, &SEVEN).unwrap();
-    let mut net = Net::with_nodes(
-        &SEVEN,
-        |config| {
-            config.placement = Some(stable.clone());
-            config.thrifty_reads = false;
-            config.bugs.count_replies_across_stages = count_across;
-        },
-        BTreeMap::new(),
-    );
+    let mut net = t.net_with(|config| {
+        config.thrifty_reads = false;
+        config.bugs.count_replies_across_stages = count_across;
+    });
     assert_eq!(
         run_on(&mut net, o0, 1, &t.key, set("x"), every),
         Ok(Reply::Ok)
