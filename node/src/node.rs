@@ -277,10 +277,20 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     )?;
     let lives = Arc::new(Lives::open(&config.data_dir)?);
     if identity.rejoining {
+        let what = match config.engine {
+            Engine::Rmw => {
+                "this replica answers for a register only once it recovered it from the others"
+            }
+            Engine::Multipaxos => {
+                "this replica votes and executes only once it caught up with the others' log"
+            }
+            Engine::Psmr => {
+                "this replica votes and serves only once every group caught up with the others"
+            }
+        };
         warn!(
             incarnation = identity.incarnation,
-            "rejoining after a lost disk: this replica answers for a register only once it \
-             recovered it from the others (docs/lost-disk.md)"
+            "rejoining after a lost disk: {what} (docs/lost-disk.md)"
         );
     }
     let mut acceptors: Vec<NodeId> = config.peers.iter().map(|p| NodeId(p.id)).collect();
