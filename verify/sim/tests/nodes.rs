@@ -1196,10 +1196,12 @@ fn fence_seeds() -> u64 {
 /// answered the same value twice, reads missing acknowledged writes (the engine's scenario
 /// `ring_without_the_fence_a_node_two_stages_behind_loses_an_acknowledged_write` is the same
 /// on one key). Of seeds 0–39, 39 catch it; by default the first ten run, all ten catching it
-/// (about 3.5 s of CPU in the tests profile). Before this schedule the random ring seeds were
-/// the only check: 11 of the first 2,000 caught it at first, and 1 of the first 700 (1637)
-/// once the dead-register floor, the install's dropping of phases under way and the
-/// forwarder's joint-stage routing had moved the schedules (docs/ring.md §5).
+/// (about 4 s of CPU in the tests profile, as the twin with the fence takes). The replay line
+/// a failing run prints rebuilds `NodeSimConfig::for_seed`, not this schedule. Before this
+/// schedule the random ring seeds were the only check: 11 of the first 2,000 caught it at
+/// first, and 1 of the first 700 (1637) once the dead-register floor, the install's dropping
+/// of phases under way and the forwarder's joint-stage routing had moved the schedules
+/// (docs/ring.md §5).
 #[test]
 fn a_change_without_its_fence_is_caught() {
     let bugs = Bugs {
