@@ -1975,10 +1975,18 @@ impl Move {
 
     /// Six replicas in the stable stage of the old configuration.
     fn net(&self) -> Net {
+        self.net_with(|_| {})
+    }
+
+    /// [`Move::net`] with each proposer's configuration changed by `configure` too.
+    fn net_with(&self, configure: impl Fn(&mut ProposerConfig)) -> Net {
         let placement = Placement::new(&self.old, &SIX).unwrap();
         Net::with_nodes(
             &SIX,
-            |config| config.placement = Some(placement.clone()),
+            |config| {
+                config.placement = Some(placement.clone());
+                configure(config);
+            },
             BTreeMap::new(),
         )
     }
@@ -1997,7 +2005,16 @@ impl Move {
 /// replica's rounds, as its node does (above a majority of the slot's old replicas'; see
 /// [`TwoMoves::change`]).
 fn install(net: &mut Net, placement: &Placement) {
-    install_only(net, placement);
+    install_except(net, placement, &[]);
+}
+
+/// [`install`] on every replica but those `lagging` behind, which stay in the stage they had.
+fn install_except(net: &mut Net, placement: &Placement, lagging: &[NodeId]) {
+    for (node, replica) in &mut net.replicas {
+        if !lagging.contains(node) {
+            replica.install_placement(placement.clone());
+        }
+    }
     let above = (net.replicas.values().map(Replica::high_round).max()).unwrap_or(0);
     let gaining: Vec<NodeId> = (net.replicas.iter())
         .filter(|(_, replica)| replica.awaits_gained_floor())
@@ -2469,6 +2486,83 @@ fn ring_a_stale_stage_proposer_is_fenced_and_retries_its_request_to_success() {
         ),
         Ok(Reply::Bulk("3".into()))
     );
+}
+
+/// A node two stages behind (docs/ring.md §4, "Why it is safe": `Stable(e)` and `Stable(e+1)`
+/// never decide side by side). [`Move`]'s key holds 5, written by a shared replica in
+/// `Stable(e)`; every node but the leaving one installs `Joint(e+1)`, the mover writes the key
+/// through to the new set (the leaving replica's acceptor misses it), and every node but the
+/// leaving one installs `Stable(e+1)`. The leaving node, still in `Stable(e)` and cut off from
+/// `s2`, then increments the key: it asks the old replicas, itself, `s1` and `s2`, of which
+/// `s1` answers. With the fence `s1` refuses the old stage (STALE), nothing is decided until
+/// the leaving node installs `Stable(e+1)`, and its retry then decides with the new set.
+/// Without it (`accept_any_stage`) `s1`, a replica in both configurations, votes: `{leaving,
+/// s1}` is a majority of the old set, so the increment is chosen and acknowledged, though no
+/// majority of the new set holds it, and a read through `s2` and the joining replica (`s1`
+/// down), a consistent quorum of `Stable(e+1)`, misses it. Returns the increment's answer
+/// while the node lagged (`None` if it had none) and after, and what the read returns.
+fn a_node_two_stages_behind_increments(
+    accept_any_stage: bool,
+) -> (Option<Result<Reply, ProposeError>>, Reply, Reply) {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let lagging = m.leaving;
+    let mut net = m.net_with(|config| config.bugs.accept_any_stage = accept_any_stage);
+    assert_eq!(
+        run_on(&mut net, s1, 1, &m.key, Command::IncrBy(5), every),
+        Ok(Reply::Int(5))
+    );
+    install_except(&mut net, &m.joint(), &[lagging]);
+    let synced = write_through_on(&mut net, m.joining, 2, &m.key, without(&[lagging]));
+    assert_eq!(synced, Ok(Reply::Bulk("5".into())));
+    install_except(&mut net, &m.stable_new(), &[lagging]);
+    let stable_old = Placement::new(&m.old, &SIX).unwrap().stage_id();
+    assert_eq!(
+        net.replicas[&lagging].stage(),
+        stable_old,
+        "two stages behind"
+    );
+    let cut = move |from: NodeId, e: &Envelope| {
+        !((from, e.to) == (lagging, s2) || (from, e.to) == (s2, lagging))
+    };
+    net.command_on(lagging, 3, m.key.clone(), Command::IncrBy(1));
+    net.run(cut);
+    for _ in 0..5 {
+        if net.reply(3).is_some() {
+            break;
+        }
+        net.fire_timer(lagging);
+        net.run(cut);
+    }
+    let lagged = net.reply(3).map(|r| r.result.clone());
+    if lagged.is_none() {
+        // Its node installs the stage the refusals named.
+        (net.replicas.get_mut(&lagging).unwrap()).install_placement(m.stable_new());
+    }
+    let write = answer_of(&mut net, lagging, 3, cut).unwrap();
+    let read = run_on(&mut net, m.joining, 4, &m.key, Command::Get, without(&[s1])).unwrap();
+    (lagged, write, read)
+}
+
+/// With the fence the node two stages behind decides nothing until it catches up, and then
+/// its increment is read by the new set.
+#[test]
+fn ring_a_node_two_stages_behind_is_fenced_until_it_installs_the_stable_stage() {
+    let (lagged, write, read) = a_node_two_stages_behind_increments(false);
+    assert_eq!(lagged, None);
+    assert_eq!(write, Reply::Int(6));
+    assert_eq!(read, Reply::Bulk("6".into()));
+}
+
+/// Without it (the mutation `InjectedBugs::accept_any_stage`, "a configuration change applied
+/// without its fence") the node decides with a majority of the old set, which a majority of
+/// the new one does not meet: its acknowledged increment is lost.
+#[test]
+fn ring_without_the_fence_a_node_two_stages_behind_loses_an_acknowledged_write() {
+    let (lagged, write, read) = a_node_two_stages_behind_increments(true);
+    assert_eq!(lagged, Some(Ok(Reply::Int(6))));
+    assert_eq!(write, Reply::Int(6));
+    assert_eq!(read, Reply::Bulk("5".into()));
 }
 
 #[test]

@@ -146,6 +146,9 @@ pub struct NodeSimConfig {
     pub ring_bugs: RingBugs,
     /// Membership changes of a ring during the faults (none by default).
     pub ring_changes: RingChanges,
+    /// On a ring whose change removes or replaces a node: the staged schedule of the fence
+    /// (module `fence`; [`NodeSimConfig::ring_fence`]). Off by default.
+    pub fence_schedule: bool,
 }
 
 impl NodeSimConfig {
@@ -180,6 +183,7 @@ impl NodeSimConfig {
             bugs: Bugs::default(),
             ring_bugs: RingBugs::default(),
             ring_changes: RingChanges::default(),
+            fence_schedule: false,
         }
     }
 }
@@ -230,6 +234,34 @@ impl NodeSimConfig {
     pub fn ring_of(nodes: u16, seed: u64, durability: Durability) -> NodeSimConfig {
         let mut config = NodeSimConfig::new(nodes, seed, durability);
         config.make_ring(3);
+        config
+    }
+
+    /// The staged schedule of the fence (module `fence`) for `seed`: a ring of five nodes
+    /// with R = 3, one change, a removal of a node drawn from the seed, during which that node
+    /// lags two stages behind and is then left with one other old replica of its slots, on a
+    /// network that delays and reorders but loses nothing, without crashes or other
+    /// partitions, the coordinator waiting only as the protocol needs. Two clients a node, each
+    /// giving up on a command after 50 ms, so that those of the lagging node, stuck on keys it
+    /// cannot reach, go on to others while the split lasts.
+    pub fn ring_fence(seed: u64) -> NodeSimConfig {
+        let durability = if seed.is_multiple_of(2) {
+            Durability::Sync
+        } else {
+            Durability::Mmap
+        };
+        let mut config = NodeSimConfig::ring_of(5, seed, durability);
+        config.faults.delay_us = (50, 1_000);
+        config.clients = 10;
+        config.think_us = 2_000;
+        config.commands_per_client = 200;
+        config.client_timeout_us = 50_000;
+        config.ring_changes = RingChanges {
+            changes: 1,
+            spare: false,
+            wait_for_every_node: false,
+        };
+        config.fence_schedule = true;
         config
     }
 
@@ -322,6 +354,8 @@ pub struct NodeSimReport {
     /// change because a node it would give slots to had not reported the ring's stage with
     /// nothing of slots it does not replicate (a change is drawn again at the next).
     pub changes_held_back: u64,
+    /// Splits the staged schedule of the fence made (module `fence`).
+    pub fence_splits: u64,
     /// Failures of the run itself: a store refused after a crash, a store error, a key that
     /// did not become available again in the liveness phase.
     pub failures: Vec<String>,
@@ -361,6 +395,7 @@ impl NodeSimReport {
         self.stage_installs += other.stage_installs;
         self.keys_synced += other.keys_synced;
         self.changes_held_back += other.changes_held_back;
+        self.fence_splits += other.fence_splits;
     }
 }
 
@@ -372,7 +407,7 @@ impl std::fmt::Display for NodeSimReport {
              in flush {}, torn sectors {}), partitions {}, clock jumps {} (skew up to {} ms), \
              expiring ops {} (absent reads {}, leases taken over {}), batches {}, link breaks {}, \
              registers removed {}, forwarded {} (uncertain {}, unreachable {}, refused {}), \
-             ring changes {} (stage installs {}, keys synced {}, held back {}), sim time {} ms, trace {:016x}",
+             ring changes {} (stage installs {}, keys synced {}, held back {}, fence splits {}), sim time {} ms, trace {:016x}",
             self.operations,
             self.acknowledged,
             self.not_applied,
@@ -399,6 +434,7 @@ impl std::fmt::Display for NodeSimReport {
             self.stage_installs,
             self.keys_synced,
             self.changes_held_back,
+            self.fence_splits,
             self.sim_time_us / 1000,
             self.trace
         )

@@ -63,6 +63,7 @@ use ring::SimRing;
 use crate::whole_node::{self, AnswerTo, CLIENT_DELAY_US, INPUTS_PER_TURN_MAX, WALL_START_MS};
 
 mod config;
+mod fence;
 mod requests;
 mod ring;
 mod ring_change;
@@ -194,6 +195,8 @@ enum Event {
     },
     /// The coordinator of the ring's membership changes takes its next step.
     RingCoordinate,
+    /// The staged schedule of the fence takes its next step (module `fence`).
+    FenceStep,
 }
 
 /// A turn's outputs, held until its flush ends.
@@ -289,6 +292,8 @@ pub struct NodeCluster {
     faults_active: bool,
     /// The ring, when the nodes form one.
     ring: Option<SimRing>,
+    /// The staged schedule of the fence, once started ([`NodeSimConfig::fence_schedule`]).
+    fence: Option<fence::FenceStep>,
     report: NodeSimReport,
 }
 
@@ -316,6 +321,7 @@ impl NodeCluster {
                 config.ring_bugs,
                 config.ring_changes,
             ),
+            fence: None,
             report: NodeSimReport::default(),
             config,
         };
@@ -1150,6 +1156,7 @@ impl NodeCluster {
                 periodic,
             } => self.ring_read(node, incarnation, periodic),
             Event::RingCoordinate => self.coordinate(),
+            Event::FenceStep => self.fence_step(),
         }
     }
 }

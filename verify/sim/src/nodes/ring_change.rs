@@ -254,7 +254,10 @@ impl NodeCluster {
         }
         let incarnation = self.nodes[&node].incarnation;
         let derived = self.ring.as_ref().expect("a ring").derived_stage();
-        let read_every_us = if self.rng.random_ratio(1, LATE_ONE_IN) {
+        // The fence's staged schedule makes its lagging node by a cut, and wants the others
+        // prompt (the draw is made anyway, so that the other runs' schedules stay as they were).
+        let late = self.rng.random_ratio(1, LATE_ONE_IN) && !self.config.fence_schedule;
+        let read_every_us = if late {
             READ_EVERY_US * LATE_FACTOR
         } else {
             READ_EVERY_US
@@ -510,6 +513,7 @@ impl NodeCluster {
             joint
         };
         self.ring_mut().register = stage.clone();
+        self.fence_on_joint(request);
         Step::Installing { stage, left }
     }
 

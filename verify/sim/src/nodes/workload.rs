@@ -432,7 +432,9 @@ impl NodeCluster {
         for key_index in 0..registers + self.config.collection_keys {
             for node in (1..=self.config.nodes).map(NodeId) {
                 let client = LIVENESS_CLIENT + key_index * 16 + u32::from(node.0);
-                let seq = 1_000_000 + u64::from(key_index);
+                // The read's numbers follow the write's attempts': an answer to an attempt
+                // that timed out, arriving late, must not be taken for the read's.
+                let mut seq = 1_000_000 + u64::from(key_index);
                 let (write, read) = if key_index >= registers {
                     Self::collection_liveness(key_index - registers, node)
                 } else if key_index >= self.config.keys {
@@ -455,6 +457,7 @@ impl NodeCluster {
                     let key = self.current_key(key_index);
                     let deadline = self.events.now_us() + self.config.liveness_us;
                     let answered = self.acknowledged_by(client, &key, &command, deadline);
+                    seq = self.clients[&client].seq;
                     if !answered {
                         let offsets: Vec<i64> =
                             self.nodes.values().map(|n| n.clock_offset_ms).collect();
