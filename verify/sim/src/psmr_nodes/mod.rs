@@ -51,7 +51,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use logless_btree::KvService;
-use logless_multipaxos::ids::NodeId;
+use logless_multipaxos::ids::{Epoch, NodeId};
 use logless_multipaxos::message::Message;
 use logless_node::durable_log::DurableLog;
 use logless_node::psmr_loop::TICK_MS;
@@ -76,9 +76,11 @@ use crate::whole_node::{
 };
 
 mod config;
+mod lost_disk;
 mod workload;
 
 pub use config::{PsmrNodeSimConfig, PsmrNodeSimReport};
+use lost_disk::LostDiskStep;
 use workload::Record;
 
 #[derive(Debug)]
@@ -138,6 +140,8 @@ enum Event {
     DiskSpace {
         node: NodeId,
     },
+    /// A step of the lost disk (see [`PsmrNodeSimConfig::lost_disk_at_us`]).
+    LostDisk(LostDiskStep),
 }
 
 /// A turn's (or a worker step's) outputs.
@@ -180,6 +184,18 @@ struct SimNode {
     clock_offset_ms: i64,
     /// What the node sends is lost until then (simulated µs): a leader's cut-off.
     sends_cut_until_us: u64,
+    /// What is sent to the node is lost until then (simulated µs): the lost disk's cut.
+    receives_cut_until_us: u64,
+    /// Whether it lost its disk and rejoins at every start until a rejoin completed in every
+    /// group (the node's `psmr/rejoined` marker).
+    rejoining: bool,
+    /// Whether the second failure of its rejoin is still to come (see
+    /// [`PsmrNodeSimConfig::lost_disk_at_us`]).
+    second_failure_due: bool,
+    /// Whether it led some group during its rejoin.
+    rejoin_led: bool,
+    /// It stays down until then (simulated µs) while faults last: a lost disk's victim.
+    down_until_us: u64,
     /// Its disk is full until then (simulated µs).
     disk_full_until_us: u64,
 }
@@ -246,6 +262,10 @@ impl PsmrNodeCluster {
             (cluster.config.disk_full_every_us, Event::DiskFull),
         ];
         whole_node::schedule_first(&mut cluster.events, &mut cluster.rng, first);
+        if cluster.config.lost_disk_at_us > 0 {
+            let at = cluster.config.lost_disk_at_us;
+            (cluster.events).schedule(at, Event::LostDisk(LostDiskStep::Cut));
+        }
         cluster
     }
 
@@ -335,6 +355,7 @@ impl PsmrNodeCluster {
         let mut config = Config::new(self.ids(), me, self.config.workers);
         config.mode = self.config.mode;
         config.bugs = self.config.bugs;
+        config.paxos.bugs = self.config.paxos_bugs;
         // The groups' quiet time after a restart off, as in the log nodes' simulation: the
         // node's 2 s outlasts the faults, and would hide view changes right after restarts.
         config.paxos.restart_quiet_ms = 0;
@@ -413,13 +434,17 @@ impl PsmrNodeCluster {
             }
         }
         let cut = cuts.as_ref().and_then(|(stored, _)| stored.as_ref());
-        let replica = Replica::recover_from(
+        let mut replica = Replica::recover_from(
             config,
             KvService::new(),
             cut.map(|stored| &stored.cut),
             &durable,
             wall_ms,
         );
+        if n.rejoining {
+            // As the node does: the attempt is the start's incarnation, new at every start.
+            replica.start_rejoin(wall_ms, Epoch(u64::from(n.incarnation)));
+        }
         let mut shared = Shared::new(replica, service);
         if snapshots {
             shared = shared.with_snapshots(KvService::snapshot, restore_kv);
@@ -494,6 +519,7 @@ impl PsmrNodeCluster {
             return;
         }
         let more = !n.queue.is_empty();
+        self.after_turn(node);
         self.release(node, outputs);
         self.wake(node, if more { 0 } else { TICK_MS * 1000 });
         self.schedule_work(node);
@@ -556,7 +582,9 @@ impl PsmrNodeCluster {
     fn send(&mut self, from: NodeId, to: NodeId, messages: Vec<(Group, Message)>) {
         self.report.batches += 1;
         let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
-        let cut_off = self.events.now_us() < self.nodes[&from].sends_cut_until_us;
+        let now_us = self.events.now_us();
+        let cut_off = now_us < self.nodes[&from].sends_cut_until_us
+            || now_us < self.nodes[&to].receives_cut_until_us;
         let (faults, faulty) = (&self.config.faults, self.faults_active);
         let sent =
             (self.network).send(&mut self.rng, faults, faulty, cut_off, from, to, connection);
@@ -765,6 +793,7 @@ impl PsmrNodeCluster {
         for node in self.ids() {
             let n = self.nodes.get_mut(&node).expect("node");
             n.sends_cut_until_us = 0;
+            n.receives_cut_until_us = 0;
             if !n.up() {
                 self.start_node(node);
             }
@@ -914,7 +943,8 @@ impl PsmrNodeCluster {
             Event::ClientTimeout { client, seq } => self.client_done(client, seq, None),
             Event::Crash => self.crash(),
             Event::Restart { node } => {
-                if !self.nodes[&node].up() {
+                let n = &self.nodes[&node];
+                if !n.up() && self.events.now_us() >= n.down_until_us {
                     self.start_node(node);
                 }
             }
@@ -922,6 +952,7 @@ impl PsmrNodeCluster {
             Event::ClockJump => self.clock_jump(),
             Event::LeaderCut => self.leader_cut(),
             Event::DiskFull => self.disk_full(),
+            Event::LostDisk(step) => self.lost_disk(step),
             Event::DiskSpace { node } => {
                 if self.events.now_us() >= self.nodes[&node].disk_full_until_us {
                     self.give_space(node);
