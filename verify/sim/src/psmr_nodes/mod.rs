@@ -839,19 +839,26 @@ impl PsmrNodeCluster {
         }
     }
 
-    /// Each up node's position in every group's log, and whether its workers are idle.
+    /// Each up node's position in every group's log, and whether its workers are idle with
+    /// no cut to install.
     fn positions(&self) -> Vec<(Vec<u64>, bool)> {
         (self.nodes.iter())
             .filter_map(|(&id, n)| {
                 let running = n.running.as_ref()?;
                 let executed = self.group_logs(id).into_iter().map(|(e, _)| e).collect();
-                Some((executed, running.shared.replica().plan().is_drained()))
+                // A cut that waits to be installed is work too: until it is, the service
+                // holds what it held before (seed 4859 of the lost disk's runs compared a
+                // replica's digest there).
+                let replica = running.shared.replica();
+                let idle = replica.plan().is_drained() && replica.installing().is_none();
+                Some((executed, idle))
             })
             .collect()
     }
 
     /// Runs the healed cluster until every replica has delivered every group's log as far as
-    /// the others and its workers executed everything, or for [`SETTLE_US_MAX`].
+    /// the others, installed any cut it waited for and its workers executed everything, or for
+    /// [`SETTLE_US_MAX`].
     fn settle(&mut self) {
         let deadline = self.events.now_us() + SETTLE_US_MAX;
         while self.events.next_due_us().is_some_and(|at| at <= deadline) {
