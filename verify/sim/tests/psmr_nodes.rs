@@ -253,7 +253,7 @@ fn a_lost_disk_rejoins_every_group_and_stays_linearizable() {
     assert!(total.second_failures > 0, "{total}");
 }
 
-/// Seed 5 of the lost disk's runs: after the second failure, the rejoining node is
+/// Seed 3 of the lost disk's runs: after the second failure, the rejoining node is
 /// elected leader of a group that is back while another group still rejoins, the window
 /// docs/lost-disk.md names (the other nodes' merges wait on that group for a command or the
 /// end of the rejoin, not for a skip); entries stay linearizable and the digests agree.
@@ -269,10 +269,12 @@ fn a_rejoining_node_that_comes_to_lead_a_group_stays_linearizable() {
 
 /// A lost disk's seed whose rejoining node comes to lead a group (found by the many-seed
 /// test, which prints them).
-const LEADING_SEED: u64 = 5;
+const LEADING_SEED: u64 = 3;
 
 /// The lost disk's P-SMR runs with a rejoin that recovers nothing (each group of the wiped
-/// node votes at once from its empty log, as a fresh acceptor): caught.
+/// node votes at once from its empty log, as a fresh acceptor): caught, by the checkers or by
+/// the merge's own assertion that a group's stamps go up (the group's log decided two
+/// different batches in one instance, and a replica merges the other one).
 #[test]
 fn a_rejoin_that_recovers_nothing_is_caught() {
     for seed in 0..40 {
@@ -280,17 +282,29 @@ fn a_rejoin_that_recovers_nothing_is_caught() {
         clean.mode = Mode::Psmr;
         let mut config = clean.clone();
         config.paxos_bugs.rejoin_without_recovery = true;
-        if let Err(e) = run(config) {
-            println!("caught at seed {seed}: {}", &e[..e.len().min(600)]);
-            if let Err(clean) = run(clean) {
-                panic!("seed {seed} fails without the bug too: {clean}");
+        let failure = match std::panic::catch_unwind(|| run(config)) {
+            Ok(Ok(_)) => continue,
+            Ok(Err(e)) => e,
+            Err(panic) => {
+                let message = (panic.downcast_ref::<String>().cloned())
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+                format!("panicked: {}", message.unwrap_or_default())
             }
-            assert!(
-                e.contains("not linearizable") || e.contains("digests differ"),
-                "{e}"
-            );
-            return;
+        };
+        println!(
+            "caught at seed {seed}: {}",
+            &failure[..failure.len().min(600)]
+        );
+        if let Err(clean) = run(clean) {
+            panic!("seed {seed} fails without the bug too: {clean}");
         }
+        assert!(
+            failure.contains("not linearizable")
+                || failure.contains("digests differ")
+                || failure.contains("stamps go up"),
+            "{failure}"
+        );
+        return;
     }
     panic!("40 seeds and rejoin_without_recovery was not caught");
 }

@@ -64,10 +64,11 @@ pub struct PsmrNodeSimConfig {
     /// When (µs; 0: never) a disk is lost at its worst moment (`docs/lost-disk.md`, "The psmr
     /// engine"; module `lost_disk`): a node `C` is cut off both ways while the two others,
     /// `V` and `L`, decide in every group; `V` crashes and loses every group's directory and
-    /// its snapshots, and restarts rejoining ([`Replica::start_rejoin`], at every start until
-    /// a rejoin completed in every group: the node's `psmr/rejoined` marker); the leader of
-    /// the moment crashes as the cut heals, so that a view change could count `V`'s new
-    /// Promises with `C`'s, which never saw what `V`'s lost votes helped choose. Then a
+    /// its snapshots; as the cut heals, `V` restarts rejoining ([`Replica::start_rejoin`], at
+    /// every start until a rejoin completed in every group: the node's `psmr/rejoined`
+    /// marker) and the node leading the most groups (`L`, mostly) crashes at once, so that a
+    /// view change could count `V`'s new Promises with `C`'s, which never saw what `V`'s lost
+    /// votes helped choose (a rejoin waits for `L`'s answers instead). Then a
     /// second failure while `V` still rejoins: once some group of `V` is back and another is
     /// not, the leader of a group that is back (not `V`) crashes, or, if one more node may not
     /// go down, is cut off, so that `V` may come to lead a group while it still rejoins

@@ -10,13 +10,11 @@ use super::{Event, PsmrNodeCluster};
 /// How long the lost disk's victim and the leader decide while the others are cut off, before
 /// the victim loses its disk (µs).
 const CUT_BEFORE_LOSS_US: u64 = 200_000;
-/// How long after the loss the leader of the moment crashes, and the cut heals (µs): after the
-/// victim restarted, rejoining.
+/// How long after the loss the victim restarts, rejoining, the leader of the moment crashes
+/// and the cut heals (µs): all at once, so that the victim learns nothing from that leader
+/// before it is gone, and only a rejoin that waits for every other node keeps it from counting
+/// as a fresh acceptor with the node that was cut off.
 const LEADER_CRASH_AFTER_LOSS_US: u64 = 250_000;
-/// How long after the loss the victim restarts, rejoining (µs): after the leader crashed, so
-/// that only a rejoin that waits for every other node keeps it from counting as a fresh
-/// acceptor with the node that was cut off.
-const VICTIM_DOWN_US: u64 = LEADER_CRASH_AFTER_LOSS_US + 50_000;
 /// How long a step of the lost disk waits for a leader, or for a node that may crash.
 const STEP_RETRY_US: u64 = 50_000;
 
@@ -27,14 +25,14 @@ pub(super) enum LostDiskStep {
     Cut,
     /// The victim crashes and loses its disk.
     Lose { node: NodeId },
-    /// The node that leads the most groups crashes (not the victim).
-    CrashLeader,
+    /// The victim restarts, rejoining, and the node that leads the most groups crashes.
+    CrashLeader { victim: NodeId },
 }
 
 impl PsmrNodeCluster {
     /// Takes a step of the lost disk: cut off the nodes that will not see what a leader and
-    /// the victim decide, make the victim lose its disk (it restarts rejoining), then crash
-    /// the leader of the moment as the cut heals.
+    /// the victim decide, make the victim lose its disk, then restart it rejoining and
+    /// crash the leader of the moment as the cut heals.
     pub(super) fn lost_disk(&mut self, step: LostDiskStep) {
         if !self.faults_active {
             return;
@@ -81,12 +79,15 @@ impl PsmrNodeCluster {
                 n.rejoining = true;
                 n.second_failure_due = true;
                 n.rejoin_led = false;
-                n.down_until_us = self.events.now_us() + VICTIM_DOWN_US;
-                (self.events).schedule(VICTIM_DOWN_US, Event::Restart { node });
-                let crash = Event::LostDisk(LostDiskStep::CrashLeader);
+                // It stays down until the leader's crash (a crash's restart comes sooner).
+                n.down_until_us = self.events.now_us() + LEADER_CRASH_AFTER_LOSS_US;
+                let crash = Event::LostDisk(LostDiskStep::CrashLeader { victim: node });
                 self.events.schedule(LEADER_CRASH_AFTER_LOSS_US, crash);
             }
-            LostDiskStep::CrashLeader => {
+            LostDiskStep::CrashLeader { victim } => {
+                if !self.nodes[&victim].up() {
+                    self.start_node(victim);
+                }
                 let leader = (self.ids().into_iter())
                     .filter(|&n| !self.nodes[&n].rejoining)
                     .max_by_key(|&n| self.groups_led(n))
