@@ -24,6 +24,12 @@
 //!   keep snapshots ([`PsmrNodeSimConfig::snapshots`], small thresholds), from its newest
 //!   snapshot and its truncated logs; a node down or cut off past its peers' truncation
 //!   installs the cut their group snapshots carry (`docs/psmr-snapshots.md`).
+//! * **A lost disk.** In the lost disk's runs ([`PsmrNodeSimConfig::lost_disk_at_us`];
+//!   module `lost_disk`) a node loses every group's directory and its snapshots at its worst
+//!   moment and restarts rejoining every group ([`Replica::start_rejoin`], at every start
+//!   until a rejoin completed: the node's `psmr/rejoined` marker), while the leader that
+//!   decided with its lost votes crashes; a second failure while it rejoins lets it come to
+//!   lead a group while another still rejoins (`docs/lost-disk.md`, "The psmr engine").
 //! * **Full disks.** In some runs a node's disk (or every node's) fills up for a while: its
 //!   groups' directories refuse new files and growth, so the node pauses and answers MISCONF
 //!   until space returns ([`PsmrNodeSimConfig::disk_full_every_us`]; `node/src/psmr_turn.rs`,
