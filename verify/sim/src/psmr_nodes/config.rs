@@ -1,6 +1,9 @@
 //! What a whole-node run of the psmr engine is told (nodes, workers, mode, faults, workload,
 //! bugs) and what it reports.
+use logless_multipaxos::config::InjectedBugs as PaxosBugs;
 use logless_psmr::config::{InjectedBugs, Mode};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 use crate::nodes::NodeFaults;
 
@@ -16,7 +19,8 @@ pub struct PsmrNodeSimConfig {
     /// Worker threads per node (`--threads`): `workers + 1` groups under P-SMR.
     pub workers: u16,
     /// Faults while the clients work: loss, duplication, delays, partitions, crashes (process
-    /// crashes: power failures, lost disks and full disks are not drawn), clock jumps.
+    /// crashes: power failures are not drawn; full disks and a lost disk are drawn below),
+    /// clock jumps.
     pub faults: NodeFaults,
     /// How often (mean, µs; 0: never) the leader of a random group is cut off from sending
     /// for `leader_cut_off_us`, so that another node takes the group over.
@@ -55,6 +59,23 @@ pub struct PsmrNodeSimConfig {
     pub liveness_us: u64,
     /// Deliberate engine bugs in every node (the node's `--inject-bug psmr-*`).
     pub bugs: InjectedBugs,
+    /// Deliberate bugs of every group's log (the log engine's), in every node.
+    pub paxos_bugs: PaxosBugs,
+    /// When (µs; 0: never) a disk is lost at its worst moment (`docs/lost-disk.md`, "The psmr
+    /// engine"; module `lost_disk`): a node `C` is cut off both ways while the two others,
+    /// `V` and `L`, decide in every group; `V` crashes and loses every group's directory and
+    /// its snapshots; as the cut heals, `V` restarts rejoining ([`Replica::start_rejoin`], at
+    /// every start until a rejoin completed in every group: the node's `psmr/rejoined`
+    /// marker) and the node leading the most groups (`L`, mostly) crashes at once, so that a
+    /// view change could count `V`'s new Promises with `C`'s, which never saw what `V`'s lost
+    /// votes helped choose (a rejoin waits for `L`'s answers instead). Then a
+    /// second failure while `V` still rejoins: once some group of `V` is back and another is
+    /// not, the leader of a group that is back (not `V`) crashes, or, if one more node may not
+    /// go down, is cut off, so that `V` may come to lead a group while it still rejoins
+    /// another (the window `docs/lost-disk.md` names).
+    ///
+    /// [`Replica::start_rejoin`]: logless_psmr::replica::Replica::start_rejoin
+    pub lost_disk_at_us: u64,
     /// Snapshots, if the nodes keep them: the periodic cut's threshold (bytes of commands over
     /// all groups) and each group's own snapshot threshold (bytes of its log), small enough
     /// that the groups truncate their logs several times a run and a node that was down or
@@ -86,8 +107,21 @@ impl PsmrNodeSimConfig {
             until_us: 30_000_000,
             liveness_us: 5_000_000,
             bugs: InjectedBugs::default(),
+            paxos_bugs: PaxosBugs::default(),
+            lost_disk_at_us: 0,
             snapshots: None,
         }
+    }
+
+    /// A disk lost at its worst moment (see [`PsmrNodeSimConfig::lost_disk_at_us`]), at a
+    /// point of the faults drawn from the seed (so that the run's own draws stay what they
+    /// were), with more commands per client, so that the faults, the rejoin and the second
+    /// failure mostly happen while the clients work.
+    pub fn lost_disk(&mut self) {
+        let mut rng = SmallRng::seed_from_u64(self.seed ^ LOST_DISK_SALT);
+        self.lost_disk_at_us =
+            rng.random_range(self.faults_until_us / 10..self.faults_until_us / 2);
+        self.commands_per_client = self.commands_per_client.max(40);
     }
 
     /// Snapshots with small thresholds: a cut every 1.5 kB of commands, a group snapshot
@@ -152,6 +186,9 @@ impl PsmrNodeSimConfig {
     }
 }
 
+/// Mixed into the seed to draw the moment of [`PsmrNodeSimConfig::lost_disk`].
+const LOST_DISK_SALT: u64 = 0x6c6f_7374_6469_736b;
+
 /// What a run did and found.
 #[derive(Clone, Debug, Default)]
 pub struct PsmrNodeSimReport {
@@ -179,6 +216,16 @@ pub struct PsmrNodeSimReport {
     pub leader_cuts: u64,
     /// Disks filled (each node of a filling of all counts).
     pub disk_fulls: u64,
+    /// Disks lost (their nodes restarted rejoining).
+    pub lost_disks: u64,
+    /// Rejoins completed (in every group) after a lost disk.
+    pub rejoins: u64,
+    /// Second failures while a node rejoined (the leader of a group back on it crashed or
+    /// was cut off).
+    pub second_failures: u64,
+    /// Rejoins during which the rejoining node came to lead a group that was back while
+    /// another still rejoined (the window of `docs/lost-disk.md`).
+    pub rejoins_leading: u64,
     /// Times a node's disk had no space for a group's log and it paused.
     pub space_shortages: u64,
     /// Operations refused (MISCONF) because their node's disk was full.
@@ -222,6 +269,10 @@ impl PsmrNodeSimReport {
         self.clock_jumps += other.clock_jumps;
         self.leader_cuts += other.leader_cuts;
         self.disk_fulls += other.disk_fulls;
+        self.lost_disks += other.lost_disks;
+        self.rejoins += other.rejoins;
+        self.second_failures += other.second_failures;
+        self.rejoins_leading += other.rejoins_leading;
         self.space_shortages += other.space_shortages;
         self.refused_for_space += other.refused_for_space;
         self.executed += other.executed;
@@ -241,7 +292,8 @@ impl std::fmt::Display for PsmrNodeSimReport {
             f,
             "ops {} (ok {}, not applied {}, unknown {}), executed {} (synchronous {}), skips {}, \
              cuts written {} (installed {}), crashes {} (group leaders {}, all-node {}), partitions {}, clock jumps {}, leader \
-             cuts {}, disks full {} (pauses {}, refused {}), node retries {}, node timeouts {}, batches {}, sim time {} ms, trace \
+             cuts {}, disks full {} (pauses {}, refused {}), lost disks {} (rejoins {}, second \
+             failures {}, rejoins leading {}), node retries {}, node timeouts {}, batches {}, sim time {} ms, trace \
              {:016x}",
             self.operations,
             self.acknowledged,
@@ -261,6 +313,10 @@ impl std::fmt::Display for PsmrNodeSimReport {
             self.disk_fulls,
             self.space_shortages,
             self.refused_for_space,
+            self.lost_disks,
+            self.rejoins,
+            self.second_failures,
+            self.rejoins_leading,
             self.retried,
             self.timed_out,
             self.batches,

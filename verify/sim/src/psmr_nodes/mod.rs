@@ -24,6 +24,12 @@
 //!   keep snapshots ([`PsmrNodeSimConfig::snapshots`], small thresholds), from its newest
 //!   snapshot and its truncated logs; a node down or cut off past its peers' truncation
 //!   installs the cut their group snapshots carry (`docs/psmr-snapshots.md`).
+//! * **A lost disk.** In the lost disk's runs ([`PsmrNodeSimConfig::lost_disk_at_us`];
+//!   module `lost_disk`) a node loses every group's directory and its snapshots at its worst
+//!   moment and restarts rejoining every group ([`Replica::start_rejoin`], at every start
+//!   until a rejoin completed: the node's `psmr/rejoined` marker), while the leader that
+//!   decided with its lost votes crashes; a second failure while it rejoins lets it come to
+//!   lead a group while another still rejoins (`docs/lost-disk.md`, "The psmr engine").
 //! * **Full disks.** In some runs a node's disk (or every node's) fills up for a while: its
 //!   groups' directories refuse new files and growth, so the node pauses and answers MISCONF
 //!   until space returns ([`PsmrNodeSimConfig::disk_full_every_us`]; `node/src/psmr_turn.rs`,
@@ -51,7 +57,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use logless_btree::KvService;
-use logless_multipaxos::ids::NodeId;
+use logless_multipaxos::ids::{Epoch, NodeId};
 use logless_multipaxos::message::Message;
 use logless_node::durable_log::DurableLog;
 use logless_node::psmr_loop::TICK_MS;
@@ -76,9 +82,11 @@ use crate::whole_node::{
 };
 
 mod config;
+mod lost_disk;
 mod workload;
 
 pub use config::{PsmrNodeSimConfig, PsmrNodeSimReport};
+use lost_disk::LostDiskStep;
 use workload::Record;
 
 #[derive(Debug)]
@@ -138,6 +146,8 @@ enum Event {
     DiskSpace {
         node: NodeId,
     },
+    /// A step of the lost disk (see [`PsmrNodeSimConfig::lost_disk_at_us`]).
+    LostDisk(LostDiskStep),
 }
 
 /// A turn's (or a worker step's) outputs.
@@ -180,6 +190,18 @@ struct SimNode {
     clock_offset_ms: i64,
     /// What the node sends is lost until then (simulated µs): a leader's cut-off.
     sends_cut_until_us: u64,
+    /// What is sent to the node is lost until then (simulated µs): the lost disk's cut.
+    receives_cut_until_us: u64,
+    /// Whether it lost its disk and rejoins at every start until a rejoin completed in every
+    /// group (the node's `psmr/rejoined` marker).
+    rejoining: bool,
+    /// Whether the second failure of its rejoin is still to come (see
+    /// [`PsmrNodeSimConfig::lost_disk_at_us`]).
+    second_failure_due: bool,
+    /// Whether it led some group during its rejoin.
+    rejoin_led: bool,
+    /// It stays down until then (simulated µs) while faults last: a lost disk's victim.
+    down_until_us: u64,
     /// Its disk is full until then (simulated µs).
     disk_full_until_us: u64,
 }
@@ -246,6 +268,10 @@ impl PsmrNodeCluster {
             (cluster.config.disk_full_every_us, Event::DiskFull),
         ];
         whole_node::schedule_first(&mut cluster.events, &mut cluster.rng, first);
+        if cluster.config.lost_disk_at_us > 0 {
+            let at = cluster.config.lost_disk_at_us;
+            (cluster.events).schedule(at, Event::LostDisk(LostDiskStep::Cut));
+        }
         cluster
     }
 
@@ -335,6 +361,7 @@ impl PsmrNodeCluster {
         let mut config = Config::new(self.ids(), me, self.config.workers);
         config.mode = self.config.mode;
         config.bugs = self.config.bugs;
+        config.paxos.bugs = self.config.paxos_bugs;
         // The groups' quiet time after a restart off, as in the log nodes' simulation: the
         // node's 2 s outlasts the faults, and would hide view changes right after restarts.
         config.paxos.restart_quiet_ms = 0;
@@ -413,13 +440,17 @@ impl PsmrNodeCluster {
             }
         }
         let cut = cuts.as_ref().and_then(|(stored, _)| stored.as_ref());
-        let replica = Replica::recover_from(
+        let mut replica = Replica::recover_from(
             config,
             KvService::new(),
             cut.map(|stored| &stored.cut),
             &durable,
             wall_ms,
         );
+        if n.rejoining {
+            // As the node does: the attempt is the start's incarnation, new at every start.
+            replica.start_rejoin(wall_ms, Epoch(u64::from(n.incarnation)));
+        }
         let mut shared = Shared::new(replica, service);
         if snapshots {
             shared = shared.with_snapshots(KvService::snapshot, restore_kv);
@@ -494,6 +525,7 @@ impl PsmrNodeCluster {
             return;
         }
         let more = !n.queue.is_empty();
+        self.after_turn(node);
         self.release(node, outputs);
         self.wake(node, if more { 0 } else { TICK_MS * 1000 });
         self.schedule_work(node);
@@ -556,7 +588,9 @@ impl PsmrNodeCluster {
     fn send(&mut self, from: NodeId, to: NodeId, messages: Vec<(Group, Message)>) {
         self.report.batches += 1;
         let connection = (self.nodes[&from].incarnation, self.nodes[&to].incarnation);
-        let cut_off = self.events.now_us() < self.nodes[&from].sends_cut_until_us;
+        let now_us = self.events.now_us();
+        let cut_off = now_us < self.nodes[&from].sends_cut_until_us
+            || now_us < self.nodes[&to].receives_cut_until_us;
         let (faults, faulty) = (&self.config.faults, self.faults_active);
         let sent =
             (self.network).send(&mut self.rng, faults, faulty, cut_off, from, to, connection);
@@ -765,6 +799,7 @@ impl PsmrNodeCluster {
         for node in self.ids() {
             let n = self.nodes.get_mut(&node).expect("node");
             n.sends_cut_until_us = 0;
+            n.receives_cut_until_us = 0;
             if !n.up() {
                 self.start_node(node);
             }
@@ -810,19 +845,26 @@ impl PsmrNodeCluster {
         }
     }
 
-    /// Each up node's position in every group's log, and whether its workers are idle.
+    /// Each up node's position in every group's log, and whether its workers are idle with
+    /// no cut to install.
     fn positions(&self) -> Vec<(Vec<u64>, bool)> {
         (self.nodes.iter())
             .filter_map(|(&id, n)| {
                 let running = n.running.as_ref()?;
                 let executed = self.group_logs(id).into_iter().map(|(e, _)| e).collect();
-                Some((executed, running.shared.replica().plan().is_drained()))
+                // A cut that waits to be installed is work too: until it is, the service
+                // holds what it held before (seed 4859 of the lost disk's runs compared a
+                // replica's digest there).
+                let replica = running.shared.replica();
+                let idle = replica.plan().is_drained() && replica.installing().is_none();
+                Some((executed, idle))
             })
             .collect()
     }
 
     /// Runs the healed cluster until every replica has delivered every group's log as far as
-    /// the others and its workers executed everything, or for [`SETTLE_US_MAX`].
+    /// the others, installed any cut it waited for and its workers executed everything, or for
+    /// [`SETTLE_US_MAX`].
     fn settle(&mut self) {
         let deadline = self.events.now_us() + SETTLE_US_MAX;
         while self.events.next_due_us().is_some_and(|at| at <= deadline) {
@@ -914,7 +956,8 @@ impl PsmrNodeCluster {
             Event::ClientTimeout { client, seq } => self.client_done(client, seq, None),
             Event::Crash => self.crash(),
             Event::Restart { node } => {
-                if !self.nodes[&node].up() {
+                let n = &self.nodes[&node];
+                if !n.up() && self.events.now_us() >= n.down_until_us {
                     self.start_node(node);
                 }
             }
@@ -922,6 +965,7 @@ impl PsmrNodeCluster {
             Event::ClockJump => self.clock_jump(),
             Event::LeaderCut => self.leader_cut(),
             Event::DiskFull => self.disk_full(),
+            Event::LostDisk(step) => self.lost_disk(step),
             Event::DiskSpace { node } => {
                 if self.events.now_us() >= self.nodes[&node].disk_full_until_us {
                     self.give_space(node);
