@@ -214,7 +214,9 @@ pub struct ModelConfig {
     /// change may be completed (docs/ring.md §4, steps 2 and 3): a majority of the old
     /// acceptors installed the joint stage (the fence holds), and after that a read through a
     /// replica in the joint stage returned (the sync: its joint quorum holds the latest value,
-    /// written through if need be).
+    /// written through if need be; [`RingChange::ReplaceTwo`] has no sync read), and every
+    /// acceptor of the new set installed the joint stage and, if it gained the register,
+    /// raised its round floor ([`Action::RaiseFloor`]).
     pub stage_moves: bool,
     /// A deliberately broken change for [`ModelConfig::stage_moves`]: replicas install
     /// `Stable(e+1)` straight from `Stable(e)`, at any time, skipping the joint stage and the
