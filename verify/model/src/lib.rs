@@ -68,6 +68,18 @@
 //! * **Fingerprints.** A replica's hash is computed once when it changes ([`Node`]); whether a
 //!   message is dead is remembered per checker thread, by the fingerprints of the two replicas.
 //!
+//! # Changes of the ring
+//!
+//! With [`ModelConfig::stages`], the replicas run the stages of one change of the ring, or two
+//! ([`RingChange`]), each installing the next at any point it may ([`Action::Install`]). A
+//! replica that a joint stage makes a new acceptor of the register answers nothing about it
+//! until its mover raised its round floor ([`Action::RaiseFloor`]) above the highest round
+//! number a majority of the old acceptors reported once they installed that stage
+//! ([`LoglessModel::raise_floor`] argues why the model's reports are ones the node may take), as
+//! the node does (docs/ring.md §4, "Dead registers"); the engine's
+//! [`Replica::raise_floor_for_gained_slots`] does the raising and holds the register back
+//! before it. A change completes only once every new acceptor raised its floor.
+//!
 //! `examples/explore.rs` explores any configuration from the command line and prints the state
 //! count and what it found.
 pub mod explore;
@@ -202,7 +214,9 @@ pub struct ModelConfig {
     /// change may be completed (docs/ring.md §4, steps 2 and 3): a majority of the old
     /// acceptors installed the joint stage (the fence holds), and after that a read through a
     /// replica in the joint stage returned (the sync: its joint quorum holds the latest value,
-    /// written through if need be).
+    /// written through if need be; [`RingChange::ReplaceTwo`] has no sync read), and every
+    /// acceptor of the new set installed the joint stage and, if it gained the register,
+    /// raised its round floor ([`Action::RaiseFloor`]).
     pub stage_moves: bool,
     /// A deliberately broken change for [`ModelConfig::stage_moves`]: replicas install
     /// `Stable(e+1)` straight from `Stable(e)`, at any time, skipping the joint stage and the
@@ -211,6 +225,40 @@ pub struct ModelConfig {
     /// With stage moves, the last stage the coordinator installs: replicas behind it catch up
     /// to it, none goes beyond.
     pub last_stage: RingStage,
+    /// With [`ModelConfig::stages`], the change (or changes) of the ring the stages belong to.
+    pub change: RingChange,
+    /// With `Some(n)`, the register starts deleted: every acceptor of the first stage holds a
+    /// tombstone voted in round `n` (what an increment and a delete, each chosen at all of
+    /// them, leave), which the history's initial 0 stands for. `None`: it starts empty.
+    pub deleted_in_round: Option<u64>,
+    /// With stage moves, whether clients invoke only once every replica installed the last
+    /// stage: the register stays as it started through the changes (dead, with
+    /// [`ModelConfig::deleted_in_round`]), so a node's mover, which writes through only the live
+    /// registers it lists at a majority of the old replicas (docs/ring.md §4, "The data mover
+    /// as built"), has nothing to move, and a change is synced without the model's read
+    /// ([`RingChange::ReplaceTwo`]).
+    pub ops_after_change: bool,
+}
+
+/// The change of the ring that [`ModelConfig::stages`] are stages of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RingChange {
+    /// A ring of every replica, and one change that removes the register's first acceptor:
+    /// `Stable(e)`, `Joint(e+1)`, `Stable(e+1)`. The change is synced by a read through a
+    /// replica in the joint stage once the fence holds (the stand-in for the mover's
+    /// write-through, see [`ModelConfig::stage_moves`]).
+    #[default]
+    RemoveFirst,
+    /// A ring of all replicas but the last two, and two changes one after the other (five
+    /// stages, `Stable(e)` to `Stable(e+2)`): the first replaces the register's first acceptor
+    /// by the next-to-last replica, the second its second acceptor by the last one; the third
+    /// stays. Needs [`ModelConfig::ops_after_change`]: each change is synced once the fence
+    /// holds, every new acceptor installed the joint stage and none still waits for its round
+    /// floor (the coordinator waits for every node of the new set to report its mover done,
+    /// which a gaining node does only after it raised its floor), the register being dead or
+    /// empty at every old acceptor, so that the movers write nothing through. This is the
+    /// shape of the dead-register hole (docs/ring.md §4, "Dead registers").
+    ReplaceTwo,
 }
 
 /// A replica's stage in the change of [`ModelConfig::stages`].
@@ -244,6 +292,9 @@ impl ModelConfig {
             stage_moves: false,
             skip_joint_stage: false,
             last_stage: RingStage::New,
+            change: RingChange::RemoveFirst,
+            deleted_in_round: None,
+            ops_after_change: false,
         }
     }
 
@@ -270,36 +321,55 @@ impl ModelConfig {
         proposer.backoff_base_ms = 0;
         proposer.backoff_max_ms = 0;
         proposer.request_timeout_ms = REQUEST_TIMEOUT_MS;
-        let (staged, all_stages) = match self.ring {
+        let all_stages = match self.ring {
             Some(r) if !self.stages.is_empty() => {
                 assert_eq!(self.stages.len(), self.replicas, "one stage per replica");
-                let all = [RingStage::Old, RingStage::Joint, RingStage::New];
-                (
-                    staged_placements(&proposer.acceptors, r, &self.stages),
-                    staged_placements(&proposer.acceptors, r, &all),
-                )
+                change_placements(&proposer.acceptors, r, self.change)
             }
             _ => {
                 assert!(!self.stage_moves, "stage moves need a ring and stages");
-                (Vec::new(), Vec::new())
+                assert!(
+                    self.change == RingChange::RemoveFirst,
+                    "a change needs a ring and stages"
+                );
+                Vec::new()
             }
         };
-        let old_acceptors = match all_stages.first() {
-            Some(old) => {
-                let set = old.acceptors_of(the_key().as_bytes());
-                (0..self.replicas).filter(|&i| set.contains(i)).collect()
-            }
-            None => Vec::new(),
+        assert!(
+            self.change == RingChange::RemoveFirst || (self.stage_moves && self.ops_after_change),
+            "two replacements are synced only with the operations after them"
+        );
+        let last = all_stages.len().saturating_sub(1);
+        let staged: Vec<Placement> = (self.stages.iter())
+            .filter(|_| !all_stages.is_empty())
+            .map(|stage| all_stages[stage_index(*stage, last)].clone())
+            .collect();
+        if let Some(first) = all_stages.first() {
+            proposer.placement = Some(first.clone());
+        }
+        let acceptors_at = |placement: &Placement| -> Vec<usize> {
+            let set = placement.acceptors_of(the_key().as_bytes());
+            (0..self.replicas).filter(|&i| set.contains(i)).collect()
         };
-        let coordinator = (0..self.replicas)
-            .find(|i| !old_acceptors.contains(i))
-            .unwrap_or(0);
+        let changes = (0..all_stages.len() / 2)
+            .map(|k| {
+                let old = acceptors_at(&all_stages[2 * k]);
+                let new = acceptors_at(&all_stages[2 * k + 2]);
+                let coordinator = *(new.iter())
+                    .find(|i| !old.contains(i))
+                    .expect("a change gives the register a new acceptor");
+                ChangeSets {
+                    old,
+                    new,
+                    coordinator,
+                }
+            })
+            .collect();
         LoglessModel {
             config: self,
             staged,
             all_stages,
-            old_acceptors,
-            coordinator,
+            changes,
             proposer,
         }
     }
@@ -313,12 +383,23 @@ pub struct LoglessModel {
     /// Each replica's placement when the replicas run in [stages](ModelConfig::stages) of a
     /// change (empty otherwise: every replica runs `proposer`).
     staged: Vec<Placement>,
-    /// With stages, the placements of `Stable(e)`, `Joint(e+1)` and `Stable(e+1)`, in order.
+    /// With stages, the placements of every stage in order: `Stable(e)`, `Joint(e+1)`,
+    /// `Stable(e+1)` (and `Joint(e+2)`, `Stable(e+2)` with [`RingChange::ReplaceTwo`]).
     all_stages: Vec<Placement>,
-    /// With stages, the replicas that are the register's acceptors in `Stable(e)`.
-    old_acceptors: Vec<usize>,
-    /// With stage moves, the replica that installs each stage first: the first one that is
-    /// not an old acceptor (the joining one).
+    /// With stages, the register's acceptor sets of each change, the `k`-th from stage `2k`
+    /// to stage `2k + 2`.
+    changes: Vec<ChangeSets>,
+}
+
+/// The register's acceptors before and after one change of the ring.
+#[derive(Clone, Debug)]
+struct ChangeSets {
+    /// Its acceptors in the stable stage before (`O`).
+    old: Vec<usize>,
+    /// Its acceptors in the stable stage after (`N`).
+    new: Vec<usize>,
+    /// The replica that installs each stage of the change first: the one the change gives the
+    /// register (the joining one), as the change's coordinator.
     coordinator: usize,
 }
 
@@ -490,6 +571,11 @@ pub struct State {
     sync_reads: u32,
     /// Whether a sync read returned: `Stable(e+1)` may be installed.
     synced: bool,
+    /// With stages, the reports of the old acceptors of each change (`ring/high/<id>` in the
+    /// node): the highest round number the replica acknowledged ([`Replica::high_round`]) when
+    /// it installed the change's joint stage, at `k * replicas + i` for change `k` and replica
+    /// `i` (see [`LoglessModel::raise_floor`]).
+    reports: Vec<Option<u64>>,
 }
 
 impl State {
@@ -575,12 +661,11 @@ pub enum Action {
     Remove(usize),
     /// The replica installs the next stage of the ring's change ([`ModelConfig::stage_moves`]).
     Install(usize),
+    /// The replica's mover raises its round floor for the register's slot, which the joint
+    /// stage it installed gives it, once a majority of the old acceptors reported
+    /// ([`LoglessModel::raise_floor`]).
+    RaiseFloor(usize),
 }
-
-/// The joint stage's index in [`LoglessModel::all_stages`].
-const JOINT: usize = 1;
-/// `Stable(e+1)`'s index in [`LoglessModel::all_stages`].
-const NEW: usize = 2;
 
 /// The placement of a balanced ring of `acceptors` with `r` replicas per key.
 fn ring_placement(acceptors: &[NodeId], r: u8) -> Placement {
@@ -596,22 +681,52 @@ fn balanced_ring(acceptors: &[NodeId], r: u8) -> Configuration {
     Configuration::balanced(&nodes, replication).expect("a ring")
 }
 
-/// The placement of each replica of a ring of `acceptors` with `r` replicas per key, by its
-/// stage of the change that removes [`the_key`]'s first acceptor ([`ModelConfig::stages`]).
-fn staged_placements(acceptors: &[NodeId], r: u8, stages: &[RingStage]) -> Vec<Placement> {
-    let old = balanced_ring(acceptors, r);
+/// The placements of every stage of `change` on a ring of `acceptors` with `r` replicas per
+/// key, in order ([`LoglessModel::all_stages`]).
+fn change_placements(acceptors: &[NodeId], r: u8, change: RingChange) -> Vec<Placement> {
     let slot = logless_placement::key_slot(the_key().as_bytes());
-    let new = old
-        .with_node_removed(old.replicas(slot).first())
-        .expect("more replicas than replicas per key");
-    (stages.iter())
-        .map(|stage| match stage {
-            RingStage::Old => Placement::new(&old, acceptors),
-            RingStage::Joint => Placement::joint(&old, &new, acceptors),
-            RingStage::New => Placement::new(&new, acceptors),
-        })
+    let configs = match change {
+        RingChange::RemoveFirst => {
+            let old = balanced_ring(acceptors, r);
+            let new = old
+                .with_node_removed(old.replicas(slot).first())
+                .expect("more replicas than replicas per key");
+            vec![old, new]
+        }
+        RingChange::ReplaceTwo => {
+            let [ring @ .., next_to_last, last] = acceptors else {
+                panic!("two replicas outside the ring");
+            };
+            let first = balanced_ring(ring, r);
+            let replicas = first.replicas(slot).nodes().to_vec();
+            let node = |n: &NodeId| logless_placement::NodeId(n.0);
+            let second = first
+                .with_node_replaced(replicas[0], node(next_to_last))
+                .expect("a replica replaced");
+            let third = second
+                .with_node_replaced(replicas[1], node(last))
+                .expect("a replica replaced");
+            vec![first, second, third]
+        }
+    };
+    let mut stages = vec![Placement::new(&configs[0], acceptors)];
+    for pair in configs.windows(2) {
+        stages.push(Placement::joint(&pair[0], &pair[1], acceptors));
+        stages.push(Placement::new(&pair[1], acceptors));
+    }
+    (stages.into_iter())
         .collect::<Result<_, _>>()
         .expect("every node an acceptor")
+}
+
+/// The index in [`LoglessModel::all_stages`] that `stage` names: the first, the first joint
+/// stage, or the last (`last`).
+fn stage_index(stage: RingStage, last: usize) -> usize {
+    match stage {
+        RingStage::Old => 0,
+        RingStage::Joint => 1,
+        RingStage::New => last,
+    }
 }
 
 /// The replicas that are acceptors of [`the_key`] in `config` (every one without a ring; in the
@@ -828,7 +943,10 @@ impl LoglessModel {
 
     fn invoke(&self, state: &mut State, c: usize) -> Option<()> {
         let client = &state.clients[c];
-        if client.stopped || client.waiting {
+        if client.stopped
+            || client.waiting
+            || (self.config.ops_after_change && !self.change_done(state))
+        {
             return None;
         }
         let op = self.config.clients[c][client.next];
@@ -841,8 +959,9 @@ impl LoglessModel {
         Arc::make_mut(&mut state.history).record(Event::Invoke(c, op));
         let index = c % self.config.replicas;
         if op == CounterOp::Get
-            && self.stage_of(&state.nodes[index].state) == Some(JOINT)
-            && self.fence_holds(state)
+            && self.config.change == RingChange::RemoveFirst
+            && self.stage_of(&state.nodes[index].state) == Some(1)
+            && self.fence_holds(state, 0)
         {
             state.sync_reads |= 1 << c;
         }
@@ -984,8 +1103,11 @@ impl LoglessModel {
         node.minted_before = old.minted();
         if let Some(stage) = stage {
             // The node restarts in the stage it had installed (the configuration register
-            // tells it); its first input is this.
-            install(&mut node.replica, &self.all_stages[stage]);
+            // tells it); its first input is this. A gaining node restarted into a joint stage
+            // holds the slot back again until its restarted mover raises the floor again
+            // ([`Action::RaiseFloor`]); the floor it raised before is in its store.
+            node.replica
+                .install_placement(self.all_stages[stage].clone());
         }
         state.nodes[index] = Node::sealed(node);
         state.link_mut(index, index).clear();
@@ -1021,12 +1143,51 @@ impl LoglessModel {
         self.all_stages.iter().position(|p| p.stage_id() == stage)
     }
 
-    /// Whether a majority of the old acceptors installed the joint stage (or the next one).
-    fn fence_holds(&self, state: &State) -> bool {
-        let moved = (self.old_acceptors.iter())
-            .filter(|&&i| self.stage_of(&state.nodes[i].state) >= Some(JOINT))
+    /// Whether every replica installed the last stage ([`ModelConfig::ops_after_change`]).
+    fn change_done(&self, state: &State) -> bool {
+        let last = self.all_stages.len() - 1;
+        (state.nodes.iter()).all(|n| self.stage_of(&n.state) == Some(last))
+    }
+
+    /// Whether a majority of the old acceptors of change `k` installed its joint stage (or a
+    /// later one).
+    fn fence_holds(&self, state: &State, k: usize) -> bool {
+        let old = &self.changes[k].old;
+        let moved = (old.iter())
+            .filter(|&&i| self.stage_of(&state.nodes[i].state) > Some(2 * k))
             .count();
-        moved * 2 > self.old_acceptors.len()
+        moved * 2 > old.len()
+    }
+
+    /// Whether change `k` may complete ([`ModelConfig::stage_moves`]): the coordinator swaps in
+    /// its stable stage once every node of the new set reported its mover done, which a node
+    /// that gains the register's slot does only after it raised its round floor.
+    fn may_complete(&self, state: &State, k: usize) -> bool {
+        let change = &self.changes[k];
+        let floors_raised = (change.new.iter()).all(|&i| {
+            let node = &state.nodes[i].state;
+            self.stage_of(node) > Some(2 * k) && !node.replica.awaits_gained_floor()
+        });
+        if !floors_raised {
+            return false;
+        }
+        match self.config.change {
+            // The sync: a read through a replica in the joint stage returned once the fence
+            // held (the stand-in for the mover's write-through).
+            RingChange::RemoveFirst => state.synced,
+            // The movers list the live registers at a majority of the old set (the fence
+            // first); the register is dead or empty at every old acceptor, so none has anything
+            // to write through.
+            RingChange::ReplaceTwo => {
+                let live = (change.old.iter()).any(|&i| {
+                    let replica = &state.nodes[i].state.replica;
+                    (replica.acceptor_state(&the_key()))
+                        .is_some_and(|s| s.value.data != logless_commands::value::Data::Absent)
+                });
+                assert!(!live, "the operations come after the change");
+                self.fence_holds(state, k)
+            }
+        }
     }
 
     fn install(&self, state: &mut State, index: usize) -> Option<()> {
@@ -1034,12 +1195,18 @@ impl LoglessModel {
             return None;
         }
         let stage = self.stage_of(&state.nodes[index].state)?;
+        let last_stage = self.all_stages.len() - 1;
         let next = if self.config.skip_joint_stage {
-            NEW
+            stage + 2
         } else {
             stage + 1
         };
-        if stage == NEW || (next == NEW && !self.config.skip_joint_stage && !state.synced) {
+        let last = stage_index(self.config.last_stage, last_stage);
+        if next > last {
+            return None;
+        }
+        let k = (next - 1) / 2;
+        if next % 2 == 0 && !self.config.skip_joint_stage && !self.may_complete(state, k) {
             return None;
         }
         // A stage no replica has yet is the coordinator's to install first (it wrote it to the
@@ -1048,19 +1215,55 @@ impl LoglessModel {
             .filter_map(|n| self.stage_of(&n.state))
             .max()
             .unwrap_or(0);
-        if next > latest && index != self.coordinator {
-            return None;
-        }
-        let last = match self.config.last_stage {
-            RingStage::Old => 0,
-            RingStage::Joint => JOINT,
-            RingStage::New => NEW,
-        };
-        if next > last {
+        if next > latest && index != self.changes[k].coordinator {
             return None;
         }
         let mut node = state.nodes[index].state.clone();
-        install(&mut node.replica, &self.all_stages[next]);
+        node.replica
+            .install_placement(self.all_stages[next].clone());
+        if next % 2 == 1 && self.changes[k].old.contains(&index) {
+            // Its mover reports the highest round it acknowledged: from the install on, the
+            // acceptor refuses the messages of the stage before (the fence).
+            let report = &mut state.reports[k * self.config.replicas + index];
+            report.get_or_insert(node.replica.high_round());
+        }
+        self.flush(state, index, node);
+        Some(())
+    }
+
+    /// The mover of replica `index`, which gained the register's slot in the joint stage it
+    /// installed, raises its round floor above the highest report of the change's old
+    /// acceptors, once a majority of them reported ([`Replica::raise_floor_for_gained_slots`]).
+    ///
+    /// The node takes the reports of `ring/high/<id>`, each written by a node's mover after it
+    /// installed the joint stage: the highest round number it acknowledged then or later, at
+    /// least what it acknowledged at the install. The model takes each at the install, the
+    /// least a report can say, and raises the floor at any point once a majority reported,
+    /// above the highest of those that reported by then, as the node raises it above the
+    /// highest of the reports it read once a majority of them were there. The model's floor is
+    /// therefore one the node may raise, or lower than the node's: never one that hides a round
+    /// the node would let through. (What matters for safety, docs/ring.md §4 "Why it is safe",
+    /// is that every majority of the old set has a member whose report covers each round a
+    /// majority promised before the fence; a report taken at the install covers them already.)
+    fn raise_floor(&self, state: &mut State, index: usize) -> Option<()> {
+        let node = &state.nodes[index].state;
+        if !node.replica.awaits_gained_floor() {
+            return None;
+        }
+        let stage = self.stage_of(node)?;
+        let k = (stage - 1) / 2;
+        let old = &self.changes[k].old;
+        let reports: Vec<u64> = (old.iter())
+            .filter_map(|&i| state.reports[k * self.config.replicas + i])
+            .collect();
+        if reports.len() * 2 <= old.len() {
+            return None;
+        }
+        let above = reports.into_iter().max().expect("a majority reported");
+        let mut node = node.clone();
+        let raised =
+            (node.replica).raise_floor_for_gained_slots(self.all_stages[stage].stage_id(), above);
+        assert!(raised, "the stage installed");
         self.flush(state, index, node);
         Some(())
     }
@@ -1148,6 +1351,13 @@ impl LoglessModel {
                     stage: node.replica.stage(),
                 };
                 message.stage() < node.replica.stage() && self.is_dead(state, to, from, &stale)
+            }
+            // Dropped unanswered by a new acceptor that has not raised its round floor yet, which
+            // may answer it once it has.
+            Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. }
+                if node.replica.awaits_gained_floor() =>
+            {
+                false
             }
             Message::Prepare { .. } | Message::PaxosPrep { .. } | Message::Vote { .. } => {
                 // A register the acceptor does not hold is ⊥ at the round floor.
@@ -1238,9 +1448,81 @@ impl Model for LoglessModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let nodes = (0..self.config.replicas)
-            .map(|i| Node::sealed(self.new_node(i, 1, Store::default(), 0)))
+        let replicas = self.config.replicas;
+        let first_acceptors: Vec<usize> = match self.all_stages.first() {
+            Some(first) => {
+                let set = first.acceptors_of(the_key().as_bytes());
+                (0..replicas).filter(|&i| set.contains(i)).collect()
+            }
+            None => {
+                let set = self.proposer.acceptors_of(the_key().as_bytes());
+                (0..replicas).filter(|&i| set.contains(i)).collect()
+            }
+        };
+        let mut nodes: Vec<NodeState> = (0..replicas)
+            .map(|i| {
+                let mut store = Store::default();
+                if let Some(n) = self.config.deleted_in_round {
+                    if first_acceptors.contains(&i) {
+                        // The delete's round, minted by an earlier incarnation of the first
+                        // acceptor: no proposer of the run mints it again.
+                        let round = Round {
+                            n,
+                            id: logless_rmw::ids::AttemptId {
+                                proposer: logless_rmw::ids::ProposerId {
+                                    node: node_id(first_acceptors[0]),
+                                    incarnation: 0,
+                                },
+                                seq: 1,
+                            },
+                        };
+                        store.state = Some(AcceptorState {
+                            r_ack: round,
+                            r_voted: round,
+                            ..AcceptorState::default()
+                        });
+                    }
+                }
+                self.new_node(i, 1, store, 0)
+            })
             .collect();
+        // The changes' reports so far: an old acceptor that starts past a change's joint stage
+        // reported what it holds.
+        let mut reports = vec![None; self.changes.len() * replicas];
+        for (k, change) in self.changes.iter().enumerate() {
+            for &i in &change.old {
+                if self.stage_of(&nodes[i]) > Some(2 * k) {
+                    reports[k * replicas + i] = Some(nodes[i].replica.high_round());
+                }
+            }
+        }
+        // A replica that starts in a joint stage that gives it the register's slot raised its
+        // floor before the run (the model's replicas start with the stage's placement, which
+        // holds nothing back): a majority of the old set reported.
+        for (i, node) in nodes.iter_mut().enumerate() {
+            let Some(stage) = self.stage_of(node) else {
+                continue;
+            };
+            if stage % 2 == 0 || !self.all_stages[stage].gains_any(i) {
+                continue;
+            }
+            let k = (stage - 1) / 2;
+            let old = &self.changes[k].old;
+            let reported: Vec<u64> = (old.iter())
+                .filter_map(|&o| reports[k * replicas + o])
+                .collect();
+            assert!(
+                reported.len() * 2 > old.len(),
+                "a gaining replica starts in a joint stage only once the fence held"
+            );
+            let above = reported.into_iter().max().expect("a majority reported");
+            let stage_id = self.all_stages[stage].stage_id();
+            assert!(node.replica.raise_floor_for_gained_slots(stage_id, above));
+            let output = node.replica.take_output();
+            let Ok(released) = output.persist.commit(&mut node.store);
+            assert!(released.is_empty() && output.sends.is_empty());
+        }
+        let nodes = nodes.into_iter().map(Node::sealed).collect();
         let clients = self
             .config
             .clients
@@ -1272,14 +1554,17 @@ impl Model for LoglessModel {
             sync_reads: 0,
             // A replica starts in `Stable(e+1)` only once the change is complete.
             synced: self.config.stages.contains(&RingStage::New),
+            reports,
         }]
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
         let faults = self.config.faults;
-        for (c, client) in state.clients.iter().enumerate() {
-            if !client.stopped && !client.waiting {
-                actions.push(Action::Invoke(c));
+        if !self.config.ops_after_change || self.change_done(state) {
+            for (c, client) in state.clients.iter().enumerate() {
+                if !client.stopped && !client.waiting {
+                    actions.push(Action::Invoke(c));
+                }
             }
         }
         for from in 0..self.config.replicas {
@@ -1317,6 +1602,11 @@ impl Model for LoglessModel {
         if self.config.stage_moves {
             actions.extend((0..self.config.replicas).map(Action::Install));
         }
+        for (i, node) in state.nodes.iter().enumerate() {
+            if node.state.replica.awaits_gained_floor() {
+                actions.push(Action::RaiseFloor(i));
+            }
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -1341,6 +1631,7 @@ impl Model for LoglessModel {
             Action::DropIdle(i) => self.drop_idle(&mut state, i).map(|()| i)?,
             Action::Remove(i) => self.remove(&mut state, i).map(|()| i)?,
             Action::Install(i) => self.install(&mut state, i).map(|()| i)?,
+            Action::RaiseFloor(i) => self.raise_floor(&mut state, i).map(|()| i)?,
         };
         if self.config.collect_dead {
             self.collect_dead(&mut state, changed);
@@ -1412,18 +1703,4 @@ pub fn reachable_observations(
         observed.insert(state.observed());
     }
     observed
-}
-
-/// Installs `placement` on `replica`, and in a joint stage that gives it the register's slot
-/// lets it answer for it at once from round 1, as before the round floor was built: the model
-/// leaves the floor out (the node raises it above the highest rounds a majority of the old
-/// replicas reported once they installed the joint stage, docs/ring.md §4 "Dead registers",
-/// which the model's actions do not stand for). The hole the floor closes is shown by
-/// `engines/rmw/tests/scenarios.rs` (`ring_a_write_after_two_replacements_…`); the model's
-/// bounded runs pass without it.
-fn install(replica: &mut logless_rmw::replica::Replica, placement: &Placement) {
-    replica.install_placement(placement.clone());
-    if replica.awaits_gained_floor() {
-        replica.raise_floor_for_gained_slots(placement.stage_id(), 0);
-    }
 }

@@ -40,8 +40,17 @@
 //!   (an ignored test: about 160 s);
 //!   both mutations of issue 28 are found: a change that skips the joint stage (the old and the
 //!   new set both decide) and a change applied without its fence (acceptors decide on messages
-//!   of another stage, so a straggler of `Stable(e)` decides beside `Stable(e+1)`).
-use logless_model::{CounterOp, Faults, LocalDelivery, ModelConfig, Network, RingStage};
+//!   of another stage, so a straggler of `Stable(e)` decides beside `Stable(e+1)`). A joining
+//!   replica answers nothing about the register until it raised its round floor above the old
+//!   acceptors' reports (`Action::RaiseFloor`, docs/ring.md §4 "Dead registers").
+//! * dead registers across two changes: five replicas, the register deleted before the run at
+//!   its three acceptors, two of them replaced one after the other, then an increment through
+//!   the second new acceptor and a read through the one that stays, exhaustively; without the
+//!   floor (`ignore_gained_floor`), with an increment through the staying one and a retry, the
+//!   two increments both return 1.
+use logless_model::{
+    CounterOp, Faults, LocalDelivery, ModelConfig, Network, RingChange, RingStage,
+};
 use logless_rmw::config::InjectedBugs;
 use stateright::{Checker, HasDiscoveries, Model};
 
@@ -346,14 +355,17 @@ fn ring_change_of_four(writer: RingStage, reader: RingStage, shared: RingStage) 
 
 /// Proposers of adjacent stages at once, as replicas install a stage one by one
 /// (docs/ring.md §4, "Why it is safe"): `Stable(e)` with `Joint(e+1)`, and `Joint(e+1)` with
-/// `Stable(e+1)`. Their quorums intersect, so these are safe even with the fence off
+/// `Stable(e+1)`. A joining replica that starts in `Joint(e+1)` raised its round floor before
+/// the run, above the old acceptors' reports of round 0: its fresh register starts at round 1,
+/// so the rounds it assigns differ from the others' (25,623 and 122,515 states with `Joint`
+/// second; 17,494 and 111,419 when it started at round 0, before the model had the floor). Their quorums intersect, so these are safe even with the fence off
 /// (`accept_any_stage`, so that each proposer's messages reach the other stage's acceptors);
 /// with the fence on, the writer is refused until it catches up, which it may do at any point.
 #[test]
 fn exhaustive_on_a_ring_changing_with_proposers_of_adjacent_stages() {
     use RingStage::{Joint, New, Old};
     for (stages, unfenced, fenced) in [
-        ((Old, Joint), 17_494, 111_419),
+        ((Old, Joint), 25_623, 122_515),
         ((Joint, New), 11_253, 27_919),
     ] {
         let mut config = ring_change_of_four(stages.0, stages.1, stages.1);
@@ -391,15 +403,17 @@ fn ring_change_during_a_run(reads: usize) -> ModelConfig {
     config
 }
 
-/// About 160 s on two loaded cores, beyond CI's budget (the adjacent-stage runs above move
-/// replicas during the run in CI): by hand with `cargo test --profile tests -p logless-model
-/// --test model -- --ignored ring_changing_during_a_run`.
+/// 11,368,960 states (5.4 minutes of CPU on two threads; 1,271,330 before the joining
+/// replica held the register back until it raised its round floor, an action of its own at any
+/// point once a majority of the old acceptors reported), beyond CI's budget (the
+/// adjacent-stage runs above move replicas during the run in CI): by hand with `cargo test
+/// --profile tests -p logless-model --test model -- --ignored ring_changing_during_a_run`.
 #[test]
 #[ignore = "long: run by hand with --ignored"]
 fn exhaustive_on_a_ring_changing_during_a_run_under_the_fence() {
     let checker = explore(ring_change_during_a_run(1));
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 1_271_330);
+    assert_eq!(checker.unique_state_count(), 11_368_960);
 }
 
 /// The first mutation of issue 28: a change that skips the joint stage (and so the sync) lets
@@ -430,4 +444,76 @@ fn exhaustive_on_a_ring_of_four_with_three_acceptors_under_a_break() {
     let checker = explore(ring_of_four());
     checker.assert_properties();
     assert_eq!(checker.unique_state_count(), 214_833);
+}
+
+// ----- the round floor of a gaining acceptor (docs/ring.md §4, "Dead registers") -----
+
+/// A ring of five replicas whose register, deleted before the run (a tombstone voted in round
+/// 2 at its three acceptors), has two of them replaced one after the other
+/// ([`RingChange::ReplaceTwo`]): every replica starts in `Stable(e)` and moves on at any point
+/// it may; the clients come after the changes, `writer`'s operations through the second new
+/// acceptor and `reader`'s through the one that stays. No change writes the dead register
+/// through, so each new acceptor starts it at its round floor.
+fn replaced_twice_after_a_delete(
+    writer: Vec<CounterOp>,
+    reader: Vec<CounterOp>,
+    retries: u64,
+) -> ModelConfig {
+    let mut config = ModelConfig::new(Vec::new(), retries);
+    config.replicas = 5;
+    config.ring = Some(3);
+    config.change = RingChange::ReplaceTwo;
+    config.stage_moves = true;
+    config.ops_after_change = true;
+    config.deleted_in_round = Some(2);
+    config.stages = vec![RingStage::New; 5];
+    let last = logless_model::acceptors_of_the_key(&config);
+    config.stages = vec![RingStage::Old; 5];
+    let first = logless_model::acceptors_of_the_key(&config);
+    let staying: Vec<usize> = first.iter().copied().filter(|i| last.contains(i)).collect();
+    assert_eq!(
+        (first, last.clone(), staying.clone()),
+        (vec![0, 1, 2], vec![2, 3, 4], vec![2])
+    );
+    let mut clients = vec![Vec::new(); 5];
+    clients[4] = writer;
+    clients[staying[0]] = reader;
+    config.clients = clients;
+    config
+}
+
+/// With the floor: an increment through the second new acceptor and a read through the one
+/// that stays, without retries, exhaustively (about a second of CPU). The new acceptors start
+/// the dead register above the tombstone's round, so the increment is chosen above it and the
+/// read finds it. (Without retries the hole is out of reach: the read cannot write through.)
+#[test]
+fn exhaustive_on_a_register_deleted_then_replaced_twice() {
+    let checker = explore(replaced_twice_after_a_delete(vec![Incr], vec![Get], 0));
+    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), 23_083);
+}
+
+/// The same with an increment through the one that stays instead of the read, and one
+/// retry: the configuration in which the hole is reachable without the floor (the next
+/// test). It did not finish in 15 minutes on two heavily shared cores, so its count is not
+/// pinned yet: by hand with `cargo test --profile tests -p logless-model --test model -- --ignored
+/// replaced_twice_with_two_increments`.
+#[test]
+#[ignore = "long: run by hand with --ignored"]
+fn exhaustive_on_a_register_deleted_then_replaced_twice_with_two_increments() {
+    let checker = explore(replaced_twice_after_a_delete(vec![Incr], vec![Incr], 1));
+    checker.assert_properties();
+}
+
+/// The mutation `ignore_gained_floor` (docs/ring.md §4, "Dead registers"): the new acceptors
+/// start the dead register at round 0. The increment through the second new one is chosen by
+/// the two new acceptors in round 1, below the tombstone the staying one holds in round 2;
+/// the increment through the staying one, retried above both, finds the tombstone the highest
+/// vote and builds on it: both increments return 1 (36 steps: 23 installing the stages and
+/// raising floors, 13 for the two increments).
+#[test]
+fn new_acceptors_without_the_gained_floor_are_caught() {
+    let mut config = replaced_twice_after_a_delete(vec![Incr], vec![Incr], 1);
+    config.bugs.ignore_gained_floor = true;
+    assert_eq!(finds_violation(config), 36);
 }
