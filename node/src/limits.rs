@@ -137,9 +137,13 @@ impl IdleClock {
         }
     }
 
-    /// The connection did something that counts: a complete request, a reply taken.
+    /// The connection did something that counts: a complete request, a reply taken. Without
+    /// a limit nothing reads the clock, and this is called for every request: it reads no
+    /// clock either.
     pub fn restart(&mut self) {
-        self.since = Instant::now();
+        if self.limit.is_some() {
+            self.since = Instant::now();
+        }
     }
 
     /// Reads what has arrived into `input`, or gives up when the connection has been idle too

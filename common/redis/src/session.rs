@@ -417,7 +417,10 @@ impl Session {
         }
         let parsed = match self.argument_error(args) {
             Some(text) => Parsed::Error(text),
-            None => self.routed(self.permitted(args, table::parse_command(args))),
+            None => {
+                let (parsed, spec) = table::parse_command_with_spec(args);
+                self.routed(self.permitted(spec, parsed))
+            }
         };
         if let Transaction::Queued(_) = self.transaction {
             return self.in_transaction(args, parsed);
@@ -506,14 +509,26 @@ impl Session {
         Step::Watch(keys.to_vec())
     }
 
-    /// The parsed request, or NOPERM if the user may not run it on its keys.
-    fn permitted(&self, args: &[Bytes], parsed: Parsed) -> Parsed {
-        let (Some(user), Some(spec)) = (self.user, table::find_command(&args[0])) else {
+    /// The parsed request (of the command `spec`, if it names one), or NOPERM if the user may
+    /// not run it on its keys.
+    fn permitted(&self, spec: Option<&'static CommandSpec>, parsed: Parsed) -> Parsed {
+        let (Some(user), Some(spec)) = (self.user, spec) else {
             return parsed;
         };
-        let keys: Vec<&[u8]> = match &parsed {
-            Parsed::Single { key, .. } => vec![key],
-            Parsed::Multi { parts, .. } => parts.iter().map(|(key, _)| &key[..]).collect(),
+        let reads_only = reads_only(spec, &parsed);
+        // The keys are borrowed from the request, not gathered into a vector of their own:
+        // this runs for every command.
+        let checked = match &parsed {
+            Parsed::Single { key, .. } => {
+                self.acl
+                    .check(user, spec, reads_only, std::iter::once(&key[..]))
+            }
+            Parsed::Multi { parts, .. } => self.acl.check(
+                user,
+                spec,
+                reads_only,
+                parts.iter().map(|(key, _)| &key[..]),
+            ),
             // A command over the whole keyspace names every key: only a user who may access
             // every key may run it (FLUSHALL would otherwise delete keys outside its patterns,
             // and SCAN or KEYS show their names).
@@ -522,12 +537,11 @@ impl Session {
             )) if !self.acl.user(user).may_access_every_key() => {
                 return Parsed::Error(acl::NOPERM_KEY.to_owned());
             }
-            Parsed::Local(_) | Parsed::Error(_) => Vec::new(),
+            Parsed::Local(_) | Parsed::Error(_) => {
+                self.acl.check(user, spec, reads_only, std::iter::empty())
+            }
         };
-        match self
-            .acl
-            .check(user, spec, reads_only(spec, &parsed), keys.into_iter())
-        {
+        match checked {
             Ok(()) => parsed,
             Err(text) => Parsed::Error(text),
         }

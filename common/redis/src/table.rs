@@ -844,17 +844,26 @@ fn refusal(name: &str) -> Option<String> {
 ///
 /// An empty request yields an error; callers normally skip empty requests before.
 pub fn parse_command(args: &[Bytes]) -> Parsed {
+    parse_command_with_spec(args).0
+}
+
+/// [`parse_command`], with the spec of the command the request names (`None` if it names
+/// none), for a caller that needs both: the session checks the spec against the user's
+/// permissions, and a second lookup of the name would cost a binary search of the table for
+/// every request.
+pub fn parse_command_with_spec(args: &[Bytes]) -> (Parsed, Option<&'static CommandSpec>) {
     let Some(name) = args.first() else {
-        return error("ERR empty command");
+        return (error("ERR empty command"), None);
     };
     let Some(entry) = find_entry(name) else {
         let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-        return refusal(&lower).map_or_else(|| unknown_command(args), Parsed::Error);
+        let parsed = refusal(&lower).map_or_else(|| unknown_command(args), Parsed::Error);
+        return (parsed, None);
     };
     if !arity_ok(entry.spec.arity, args.len()) {
-        return arity_error(entry.spec.name);
+        return (arity_error(entry.spec.name), Some(&entry.spec));
     }
-    (entry.parse)(args)
+    ((entry.parse)(args), Some(&entry.spec))
 }
 
 /// `DELEX key [IFEQ v|IFNE v|IFDEQ d|IFDNE d]`.

@@ -331,6 +331,14 @@ struct RegisterProposer {
 }
 
 impl RegisterProposer {
+    /// Asks the cache for the fields every command and reply reads first: its operation and
+    /// what it knows.
+    #[inline]
+    fn prefetch(&self) {
+        prefetch_line(&self.op);
+        prefetch_line(&self.known.value);
+    }
+
     fn new() -> RegisterProposer {
         RegisterProposer {
             op: None,
@@ -638,18 +646,23 @@ impl Proposer {
         }
     }
 
-    /// Asks the cache for the register of `key` (see [`KeyTable::prefetch`]): the fields every
-    /// command and reply reads first, its operation and what it knows.
-    /// Returns the register's slot, for [`Proposer::prefetch_known_value`].
+    /// Asks the cache for the position of the register of `key` in the proposer's table (the
+    /// first step of a prefetch, see [`KeyTable::prefetch_position`]); returns the register's
+    /// slot, for [`Proposer::prefetch_slot`] and [`Proposer::prefetch_known_value`].
     #[inline]
-    pub(crate) fn prefetch(&self, key: &Key) -> Option<usize> {
-        self.registers.prefetch(key, |register| {
-            prefetch_line(&register.op);
-            prefetch_line(&register.known.value);
-        })
+    pub(crate) fn prefetch_position(&self, key: &Key) -> Option<usize> {
+        self.registers.prefetch_position(key)
     }
 
-    /// Asks the cache for the value the register in `slot` (from [`Proposer::prefetch`])
+    /// Asks the cache for the register in `slot` (the second step): the fields every command
+    /// and reply reads first, its operation and what it knows.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, slot: usize) {
+        self.registers
+            .prefetch_slot(slot, RegisterProposer::prefetch);
+    }
+
+    /// Asks the cache for the value the register in `slot` (from [`Proposer::prefetch_position`])
     /// knows, which a write applies its commands to as soon as they come; call it once the
     /// register itself has likely arrived.
     #[inline]
@@ -2105,7 +2118,7 @@ mod tests {
 
     #[test]
     fn a_prefetched_register_is_asked_for_on_both_its_lines() {
-        // The fields `Proposer::prefetch` names.
+        // The fields `RegisterProposer::prefetch` names.
         let named = [
             std::mem::offset_of!(RegisterProposer, op),
             std::mem::offset_of!(RegisterProposer, known.value),

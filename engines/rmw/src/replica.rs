@@ -39,6 +39,14 @@ pub use crate::table::ScanCursor;
 /// misses in flight while the inputs before them are handled.
 const PREFETCH_AHEAD: usize = 8;
 
+/// A message's register between the two steps of a batch's prefetch: the index bucket of its
+/// position in the acceptor's table or the proposer's.
+#[derive(Clone, Copy)]
+enum Ahead {
+    Acceptor(usize),
+    Proposer(usize),
+}
+
 /// What one or more steps of a replica produced.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ReplicaOutput {
@@ -551,13 +559,20 @@ impl Replica {
     /// command's register is asked of the cache a few commands ahead (see `PREFETCH_AHEAD`).
     /// Empties `commands`.
     pub fn handle_commands(&mut self, now_ms: u64, commands: &mut Vec<(ClientTag, Key, Command)>) {
-        // Two stages: a command's register PREFETCH_AHEAD commands ahead, and half as far
-        // ahead, when the register has likely arrived, the value it knows, through the slot
-        // the first stage found. Slot `i % PREFETCH_AHEAD` is command `i`'s.
+        // Three stages: a command's position in the proposer's table PREFETCH_AHEAD
+        // commands ahead, its register half as far ahead, when the position has likely
+        // arrived, and a quarter as far ahead, when the register has, the value it knows,
+        // through the slot the first stage found. Slot `i % PREFETCH_AHEAD` is command `i`'s.
+        // (Each step's address is what the step before loads: in fewer stages, the replica
+        // waits for one miss before it can ask for the next.)
         const HALF: usize = PREFETCH_AHEAD / 2;
+        const QUARTER: usize = PREFETCH_AHEAD / 4;
         let mut slots = [None; PREFETCH_AHEAD];
         for (slot, (_, key, _)) in slots.iter_mut().zip(commands.iter()) {
-            *slot = self.proposer.prefetch(key);
+            *slot = self.proposer.prefetch_position(key);
+        }
+        for slot in slots.iter().take(HALF).flatten() {
+            self.proposer.prefetch_slot(*slot);
         }
         let count = commands.len();
         let mut commands = commands.drain(..);
@@ -565,13 +580,18 @@ impl Replica {
         while let Some((client, key, command)) = commands.next() {
             if i + HALF < count {
                 if let Some(slot) = slots[(i + HALF) % PREFETCH_AHEAD] {
+                    self.proposer.prefetch_slot(slot);
+                }
+            }
+            if i + QUARTER < count {
+                if let Some(slot) = slots[(i + QUARTER) % PREFETCH_AHEAD] {
                     self.proposer.prefetch_known_value(slot);
                 }
             }
             slots[i % PREFETCH_AHEAD] = commands
                 .as_slice()
                 .get(PREFETCH_AHEAD - 1)
-                .and_then(|(_, ahead, _)| self.proposer.prefetch(ahead));
+                .and_then(|(_, ahead, _)| self.proposer.prefetch_position(ahead));
             self.proposer.handle_command(now_ms, client, key, command);
             i += 1;
         }
@@ -587,26 +607,53 @@ impl Replica {
         from: NodeId,
         messages: impl Iterator<Item = &'a Message> + Clone,
     ) {
+        // Two stages, as for commands: a message's position in its table PREFETCH_AHEAD
+        // messages ahead, and half as far ahead, when the position has likely arrived, the
+        // entry it points to. Slot `i % PREFETCH_AHEAD` is message `i`'s. Asked for in one
+        // step, the entry's miss could start only once the position's had ended, and the
+        // replica would wait for the position (measured: the largest item of the replicas'
+        // CPU at SET with pipelines, docs/results/bench-redis-2026-11-27).
+        const HALF: usize = PREFETCH_AHEAD / 2;
+        let mut slots = [None; PREFETCH_AHEAD];
         let mut ahead = messages.clone();
-        for message in ahead.by_ref().take(PREFETCH_AHEAD) {
-            self.prefetch(message);
+        for (slot, message) in slots.iter_mut().zip(ahead.by_ref()) {
+            *slot = self.prefetch_position(message);
         }
-        for message in messages {
-            if let Some(next) = ahead.next() {
-                self.prefetch(next);
+        for found in slots.iter().take(HALF).flatten() {
+            self.prefetch_entry(*found);
+        }
+        for (i, message) in messages.enumerate() {
+            if let Some(found) = slots[(i + HALF) % PREFETCH_AHEAD] {
+                self.prefetch_entry(found);
             }
+            slots[i % PREFETCH_AHEAD] = ahead.next().and_then(|next| self.prefetch_position(next));
             self.handle_message(now_ms, from, message);
         }
     }
 
-    /// Asks the cache for the register state that handling `message` reads first.
+    /// Asks the cache for the position of the register that handling `message` reads first,
+    /// in the table it is in (the first step of a prefetch: [`KeyTable::prefetch_position`]).
     #[inline]
-    fn prefetch(&self, message: &Message) {
+    fn prefetch_position(&self, message: &Message) -> Option<Ahead> {
         if message.is_for_acceptor() {
-            // A decision reads the whole state, which spans the entry's two lines.
-            self.states.prefetch(message.key(), Held::prefetch);
+            self.states
+                .prefetch_position(message.key())
+                .map(Ahead::Acceptor)
         } else {
-            self.proposer.prefetch(message.key());
+            self.proposer
+                .prefetch_position(message.key())
+                .map(Ahead::Proposer)
+        }
+    }
+
+    /// Asks the cache for the register whose position [`Replica::prefetch_position`] asked
+    /// for (the second step).
+    #[inline]
+    fn prefetch_entry(&self, ahead: Ahead) {
+        match ahead {
+            // A decision reads the whole state, which spans the entry's two lines.
+            Ahead::Acceptor(bucket) => self.states.prefetch_slot(bucket, Held::prefetch),
+            Ahead::Proposer(bucket) => self.proposer.prefetch_slot(bucket),
         }
     }
 

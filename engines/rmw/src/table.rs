@@ -44,7 +44,7 @@ pub(crate) fn prefetch_line<T>(value: &T) {
 }
 
 /// The cache lines (0 for the entry's first) that the fields at `offsets` in an entry's
-/// value start on, with the first line, which holds the key: what [`KeyTable::prefetch`] asks
+/// value start on, with the first line, which holds the key: what [`KeyTable::prefetch_slot`] asks
 /// for when its caller names those fields.
 #[cfg(test)]
 pub(crate) fn prefetched_lines<V>(offsets: &[usize]) -> std::collections::BTreeSet<usize> {
@@ -74,7 +74,7 @@ const CHUNK_ENTRIES: usize = 4_095;
 /// seven eighths of its buckets are in use, so just after a doubling a 128-byte entry cost 256
 /// bytes (measured: 270 MB for a million acceptor states, against 138 MB here). Here an empty
 /// bucket costs 5 bytes, and the entries at most one partly filled chunk. The price is one
-/// more memory access per lookup (the position), which [`KeyTable::prefetch`] asks for ahead.
+/// more memory access per lookup (the position), which [`KeyTable::prefetch_position`] asks for ahead.
 ///
 /// Removing an entry moves the last one into its place, so positions are dense.
 #[derive(Clone)]
@@ -166,23 +166,36 @@ impl<V> KeyTable<V> {
     }
 
     /// Asks the cache for the entry of `key` without waiting for it, so that a lookup of `key`
-    /// a little later finds it there: the entry's first line (its key), and through `fields`,
-    /// which gets the entry's value, the fields its user reads, with [`prefetch_line`]. Those
-    /// are named rather than the entry's second line because the compiler lays the fields out;
-    /// a field on a line already asked for costs one instruction.
+    /// a little later finds it there, in two steps a caller takes some inputs apart. This
+    /// first one reads the index's control bytes, finds the first bucket whose hash tag
+    /// matches and asks for the position it holds; [`KeyTable::prefetch_slot`] of the bucket
+    /// returned, once the position has likely arrived, asks for the entry. In one step the
+    /// entry's address would need the position, so the caller would wait out the position's
+    /// miss before the entry's could start. If the bucket is another key's, which happens
+    /// about once in 128 lookups, the hint is wasted and nothing else.
     ///
-    /// Reads the index's control bytes (small, so likely cached) and the position in the first
-    /// bucket whose hash tag matches: if that is another key's, which happens about once in
-    /// 128 lookups, the hint is wasted and nothing else.
-    ///
-    /// Returns the bucket asked for, if any, for [`KeyTable::in_slot`].
+    /// Returns the bucket asked for, if any, for [`KeyTable::prefetch_slot`] and
+    /// [`KeyTable::in_slot`].
     #[inline]
-    pub(crate) fn prefetch(&self, key: &Key, fields: impl FnOnce(&V)) -> Option<usize> {
+    pub(crate) fn prefetch_position(&self, key: &Key) -> Option<usize> {
         let bucket = self.index.iter_hash_buckets(hash_of(key)).next()?;
-        let entry = self.in_bucket(bucket)?;
-        prefetch_line(entry);
-        fields(&entry.value);
+        prefetch_line(self.index.get_bucket(bucket)?);
         Some(bucket)
+    }
+
+    /// The second step of a prefetch: asks the cache for the entry whose position is in index
+    /// bucket `bucket` (from [`KeyTable::prefetch_position`]), its first line (its key), and
+    /// through `fields`, which gets the entry's value, the fields its user reads, with
+    /// [`prefetch_line`]. Those are named rather than the entry's second line because the
+    /// compiler lays the fields out; a field on a line already asked for costs one
+    /// instruction. The bucket may hold another key's position by then (the table changed):
+    /// the hint is wasted, and nothing else.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, bucket: usize, fields: impl FnOnce(&V)) {
+        if let Some(entry) = self.in_bucket(bucket) {
+            prefetch_line(entry);
+            fields(&entry.value);
+        }
     }
 
     /// The entry whose position is in index bucket `bucket`, if any.
@@ -192,7 +205,7 @@ impl<V> KeyTable<V> {
         self.chunks.get(chunk)?.get(at)
     }
 
-    /// The value in the slot [`KeyTable::prefetch`] returned, without a lookup: a later
+    /// The value in the slot [`KeyTable::prefetch_position`] returned, without a lookup: a later
     /// stage of prefetching can follow the pointers of an entry that has arrived meanwhile.
     /// It may be another key's value (the hash tag matched, or the table changed since), so it
     /// is good for hints only.
