@@ -260,7 +260,9 @@ impl LogMachine {
                     return Err(InPlaceError::Undecodable {
                         key: "applied".into(),
                         message: format!(
-                            "the registers (applied up to {applied:?}, installing: {}) are                              behind the log's checkpoint (up to {snapshot_last:?}), which holds                              no state to install: they are not this log's",
+                            "the registers (applied up to {applied:?}, installing: {}) are \
+                            behind the log's checkpoint (up to {snapshot_last:?}), which holds \
+                            no state to install: they are not this log's",
                             store.installing()
                         ),
                     })
@@ -714,13 +716,19 @@ mod tests {
 
     type Core = LogCore<u32, SimDir>;
 
-    fn core_on(machine: LogMachine, log: crate::durable_log::OpenedLog<SimDir>) -> Core {
+    /// A core over `machine` and `log`, started as start number `incarnation` (a restart's
+    /// is new, as the node's: its client ids are not those of the life before).
+    fn core_on(
+        machine: LogMachine,
+        log: crate::durable_log::OpenedLog<SimDir>,
+        incarnation: u32,
+    ) -> Core {
         LogCore::recover(
             config(),
             machine,
             &log.durable,
             log.log,
-            1,
+            incarnation,
             10_000,
             1_000_000,
             0,
@@ -765,7 +773,7 @@ mod tests {
     /// A fresh core that ran [`turns`].
     fn ran() -> Core {
         let (machine, log) = fresh();
-        let mut core = core_on(machine, log);
+        let mut core = core_on(machine, log, 1);
         run(&mut core, &turns());
         core
     }
@@ -837,7 +845,7 @@ mod tests {
         for n in 0..=total_ops {
             let (mut machine, log) = fresh();
             machine.arm_crash(n);
-            let mut core = core_on(machine, log);
+            let mut core = core_on(machine, log, 1);
             run(&mut core, &turns());
             let at_crash = media_of(&mut core).at_crash().clone();
             let dirty = at_crash.dirty_sectors();
@@ -857,7 +865,7 @@ mod tests {
                     log.durable.snapshot.as_ref(),
                 )
                 .unwrap();
-                let mut core = core_on(machine, log);
+                let mut core = core_on(machine, log, 2);
                 settle(&mut core);
                 let got = core.replica().state_machine().map();
                 if *got != expected {
@@ -1236,7 +1244,7 @@ mod tests {
         );
         let machine = reopened_in_place(&media, Some(&checkpoint));
         assert_eq!(*machine.map(), expected);
-        let mut core = core_on(machine, log);
+        let mut core = core_on(machine, log, 2);
         settle(&mut core);
         assert_eq!(*core.replica().state_machine().map(), expected);
     }

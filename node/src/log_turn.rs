@@ -319,6 +319,10 @@ pub struct LogCore<R, D: Dir = FsDir> {
     /// Whether [`LogCore::start_rejoin`] was called: the replica's recovery is a rejoin after
     /// a lost disk, not EpochSS's.
     rejoin: bool,
+    /// Injected bug for the simulations: catch-up answers carrying a snapshot are taken while
+    /// the registers in place open (see [`LogCore::inject_snapshots_into_the_stand_in`]).
+    #[cfg(any(test, feature = "fault-injection"))]
+    snapshots_into_the_stand_in: bool,
     /// The turn's monotonic clock at its start (µs).
     turn_mono_us: u64,
     /// Operations answered, by command name and outcome (`ok`, `unknown`, `overloaded`,
@@ -473,6 +477,24 @@ impl<R, D: Dir> LogCore<R, D> {
         self.replica.state_machine().is_awaiting_registers()
     }
 
+    /// Injects the deliberate bug "snapshots into the stand-in": catch-up answers carrying a
+    /// snapshot are taken while the registers in place open, so the snapshot is installed
+    /// into the stand-in, the install ends the rebuild and the opened registers are never
+    /// handed over (for the simulations that must catch it).
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn inject_snapshots_into_the_stand_in(&mut self) {
+        self.snapshots_into_the_stand_in = true;
+    }
+
+    /// Whether catch-up answers carrying a snapshot are dropped now (see `take_messages`).
+    fn drops_snapshots(&self) -> bool {
+        #[cfg(any(test, feature = "fault-injection"))]
+        if self.snapshots_into_the_stand_in {
+            return false;
+        }
+        self.awaiting_registers()
+    }
+
     /// The core around the replica `start` makes at the first clock reading.
     fn around(
         start: impl FnOnce(u64) -> Replica<LogMachine>,
@@ -499,6 +521,8 @@ impl<R, D: Dir> LogCore<R, D> {
             refused: Vec::new(),
             not_serving: Vec::new(),
             rejoin: false,
+            #[cfg(any(test, feature = "fault-injection"))]
+            snapshots_into_the_stand_in: false,
             turn_mono_us: mono_us,
             commands: FxHashMap::default(),
             latency_us: FxHashMap::default(),
@@ -634,9 +658,9 @@ impl<R, D: Dir> LogCore<R, D> {
         if self.next_space_probe_ms.is_some() {
             return;
         }
-        let awaiting_registers = self.awaiting_registers();
+        let drops_snapshots = self.drops_snapshots();
         for (epoch, message) in messages {
-            if awaiting_registers
+            if drops_snapshots
                 && matches!(
                     message,
                     Message::CatchUpResponse {

@@ -41,6 +41,13 @@ pub struct LogNodeSimConfig {
     ///
     /// [`RegistersInPlace::ignore_op_numbers`]: logless_node::registers_in_place::RegistersInPlace::ignore_op_numbers
     pub ignore_op_numbers: bool,
+    /// A deliberate bug of the node's core under mPaxosSM (not the engine's): catch-up answers
+    /// carrying a snapshot are taken while the registers in place open, so the snapshot is
+    /// installed into the stand-in, which then serves from memory alone, the opened registers
+    /// never handed over ([`LogCore::inject_snapshots_into_the_stand_in`]).
+    ///
+    /// [`LogCore::inject_snapshots_into_the_stand_in`]: logless_node::log_turn::LogCore::inject_snapshots_into_the_stand_in
+    pub snapshots_into_the_stand_in: bool,
     /// Under EpochSS, the share of batches that also leave a late copy, read by the peer 100
     /// to 600 ms later: if the sender crashed meanwhile, a message of its previous life (see
     /// [`LogNodeSimConfig::epoch_ss`]).
@@ -145,6 +152,7 @@ impl LogNodeSimConfig {
             rebuild_skips_snapshot: false,
             in_place: false,
             ignore_op_numbers: false,
+            snapshots_into_the_stand_in: false,
             late_copy_share: 0.0,
             faults: NodeFaults::none(),
             clients: 4,
@@ -224,8 +232,9 @@ impl LogNodeSimConfig {
 
     /// mPaxosSM (`--recovery pmem-sm` on `--durability emulp`): [`LogNodeSimConfig::mpaxos`],
     /// with the state machine in place on simulated persistent memory of its own. A restarted
-    /// node opens its registers, executes the decided instances after their "applied up to"
-    /// and votes and serves at once; a crash inside a flush lands among the registers' media
+    /// node resumes its log and votes at once, opens its registers up to [`REBUILD_US_MAX`]
+    /// later and, once they are handed over, executes the decided instances after their
+    /// "applied up to" and serves; a crash inside a flush lands among the registers' media
     /// operations half the time (the turn's log records lost with it, as the registers are
     /// persisted before them), and power failures keep any part of what was not persisted.
     /// The engine writes checkpoints (snapshots without state) and copies the state only for
@@ -388,8 +397,8 @@ pub struct LogNodeSimReport {
     pub lost_disks: u64,
     /// Rejoins completed after a lost disk.
     pub rejoins: u64,
-    /// Restarts that resumed the log under mPaxos (voting at once, rebuilding meanwhile) or
-    /// mPaxosSM (voting and serving at once, the registers opened in place).
+    /// Starts that resumed the log under mPaxos (voting at once, rebuilding meanwhile) or
+    /// mPaxosSM (voting at once, the registers opened in place meanwhile).
     pub resumed: u64,
     /// Of those, the ones whose rebuild restored a snapshot.
     pub rebuilds_from_snapshot: u64,
@@ -401,6 +410,18 @@ pub struct LogNodeSimReport {
     pub crashes_in_registers: u64,
     /// Operations refused by the node because they write several keys (mPaxosSM).
     pub refused_in_place: u64,
+    /// Registers in place opened after their node's log resumed, off its loop (mPaxosSM).
+    pub registers_opened_late: u64,
+    /// Of those, the machines handed over to a replica that took them.
+    pub hand_overs: u64,
+    /// Catch-up answers carrying a snapshot that reached a node while its registers opened
+    /// (its core drops them).
+    pub snapshots_while_opening: u64,
+    /// Crashes of a node whose registers had not been handed over yet.
+    pub crashes_while_opening: u64,
+    /// Crashes drawn among the registers' operations of a turn that installed a snapshot
+    /// (they land after the turn's log records are committed).
+    pub crashes_in_installs: u64,
     /// Restarts in a new epoch, recovering from the peers (EpochSS).
     pub epoch_restarts: u64,
     /// Recoveries from the peers completed (EpochSS).
@@ -468,6 +489,11 @@ impl LogNodeSimReport {
         self.votes_while_rebuilding += other.votes_while_rebuilding;
         self.crashes_in_registers += other.crashes_in_registers;
         self.refused_in_place += other.refused_in_place;
+        self.registers_opened_late += other.registers_opened_late;
+        self.hand_overs += other.hand_overs;
+        self.snapshots_while_opening += other.snapshots_while_opening;
+        self.crashes_while_opening += other.crashes_while_opening;
+        self.crashes_in_installs += other.crashes_in_installs;
         self.epoch_restarts += other.epoch_restarts;
         self.recoveries += other.recoveries;
         self.stale_batches += other.stale_batches;
@@ -492,8 +518,9 @@ impl std::fmt::Display for LogNodeSimReport {
              snapshots taken {} (installed {}, restarts from one {}, crashes in a flush \
              writing one {}, power {}), full disks {} (pauses {}, refused for space {}), lost \
              disks {} (rejoins {}), resumed {} (rebuilt from a snapshot {}, turns voting \
-             while rebuilding {}), crashes among the registers' operations {}, refused in place \
-             {}, epoch restarts {} (recoveries {}, stale batches {}, stray votes {}, refused recovering {}), \
+             while rebuilding {}), crashes among the registers' operations {} (in installs {}), refused in place \
+             {}, registers opened late {} (handed over {}, snapshots meanwhile {}, crashes \
+             meanwhile {}), epoch restarts {} (recoveries {}, stale batches {}, stray votes {}, refused recovering {}), \
              states lost {} (refused {}), node retries {}, node timeouts {}, batches {}, sim \
              time {} ms, trace {:016x}",
             self.operations,
@@ -529,7 +556,12 @@ impl std::fmt::Display for LogNodeSimReport {
             self.rebuilds_from_snapshot,
             self.votes_while_rebuilding,
             self.crashes_in_registers,
+            self.crashes_in_installs,
             self.refused_in_place,
+            self.registers_opened_late,
+            self.hand_overs,
+            self.snapshots_while_opening,
+            self.crashes_while_opening,
             self.epoch_restarts,
             self.recoveries,
             self.stale_batches,

@@ -35,10 +35,17 @@
 //!   rebuild itself: the replica drops it.
 //! * **mPaxosSM.** Under `--recovery pmem-sm` ([`LogNodeSimConfig::mpaxos_sm`]) each node's
 //!   registers in place ([`RegistersInPlace`], the node's `registers.slots`) are on a simulated
-//!   persistent medium of their own, opened at every start with [`LogMachine::open_in_place`];
-//!   half the crashes inside a flush land among the registers' media operations, the turn's log
-//!   records lost with them (they are persisted after the registers), and a power failure keeps
-//!   any subset of both media's unpersisted sectors and tears one.
+//!   persistent medium of their own. A node starts as the node does: its log resumed with the
+//!   stand-in [`LogMachine::awaiting_registers`] (it votes, executes nothing), its registers
+//!   opened ([`LogMachine::open_in_place`]) in an event up to [`REBUILD_US_MAX`] later, so that
+//!   messages, catch-up answers carrying snapshots (which the node's core drops meanwhile),
+//!   view changes and crashes land in between, and the opened machine handed over as the
+//!   node's loop takes it ([`LogCore::finish_rebuild`]). A crash before the hand-over restarts
+//!   from the medium as it is then (the open's own writes on it, if it ran). A node that lost
+//!   its disk opens them before it starts, as the node does for a rejoin. Half the crashes
+//!   inside a flush land among the registers' media operations, the turn's log records lost
+//!   with them (they are persisted after the registers), and a power failure keeps any subset
+//!   of both media's unpersisted sectors and tears one.
 //! * **EpochSS.** Under `--recovery epoch` ([`LogNodeSimConfig::epoch_ss`]) a node starts with
 //!   [`LogCore::start_epoch`] over the node's real [`EpochFile`] (in a temporary directory) and
 //!   takes messages with their sender's epoch; batches sent before a crash may arrive after the
@@ -117,8 +124,9 @@ enum Input {
         epoch: Epoch,
         messages: Vec<Message>,
     },
-    /// A resumed node's state machine, rebuilt off its loop (mPaxos).
-    Rebuilt(Box<RegisterMachine>),
+    /// A resumed node's state machine, rebuilt off its loop (mPaxos), or opened over its
+    /// registers in place (mPaxosSM).
+    Rebuilt(Box<LogMachine>),
 }
 
 #[derive(Debug)]
@@ -170,7 +178,8 @@ enum Event {
     Restart {
         node: NodeId,
     },
-    /// The rebuild of the state machine of `incarnation` of `node`, resumed under mPaxos, ends.
+    /// The rebuild of the state machine of `incarnation` of `node`, resumed under mPaxos, ends;
+    /// under mPaxosSM its registers in place are opened.
     Rebuilt {
         node: NodeId,
         incarnation: u32,
@@ -245,8 +254,12 @@ struct SimNode {
     flush_writes_snapshot: bool,
     /// The directory the node restarts from.
     image: SimDir,
-    /// The medium of its registers in place it restarts from (mPaxosSM).
+    /// The medium of its registers in place it restarts from (mPaxosSM), or opens once its
+    /// log resumed.
     registers_image: Vec<u8>,
+    /// The log's snapshot at the start, which the registers opened later are checked against
+    /// (mPaxosSM; the node's open off its loop takes it with it).
+    registers_snapshot: Option<logless_multipaxos::message::Snapshot>,
     /// The wall clock's offset from simulated time (ms).
     clock_offset_ms: i64,
     /// A leader's fault under way: a Propose to lose, or a cut-off to make.
@@ -595,7 +608,14 @@ impl LogNodeCluster {
             Ok(opened) => {
                 let from_snapshot = opened.durable.snapshot.is_some();
                 self.report.restarts_from_snapshot += u64::from(from_snapshot);
-                let machine = if self.config.in_place {
+                let rejoining = self.nodes[&node].rejoining;
+                let machine = if self.config.in_place && !rejoining {
+                    // As the node: the log resumes at once, the registers open later.
+                    let n = self.nodes.get_mut(&node).expect("node");
+                    n.registers_snapshot = opened.durable.snapshot.clone();
+                    LogMachine::awaiting_registers()
+                } else if self.config.in_place {
+                    // A rejoin catches up on the machine it starts with: opened first.
                     match self.open_registers(node, opened.durable.snapshot.as_ref()) {
                         Ok(machine) => machine,
                         Err(e) => {
@@ -625,12 +645,11 @@ impl LogNodeCluster {
                     // below still hands over a machine, which the replica must drop.
                     core.start_rejoin(n.incarnation);
                 }
+                if self.config.snapshots_into_the_stand_in {
+                    core.inject_snapshots_into_the_stand_in();
+                }
                 n.core = Some(core);
                 let incarnation = n.incarnation;
-                if self.config.in_place && incarnation > 1 {
-                    // mPaxosSM resumes with its machine already open (in `LogCore::recover`).
-                    self.report.resumed += 1;
-                }
                 if resumed {
                     self.report.resumed += 1;
                     let after_us = self.rng.random_range(0..=REBUILD_US_MAX);
@@ -740,16 +759,23 @@ impl LogNodeCluster {
         };
         core.start_turn(wall_ms, now_us);
         let snapshots = snapshots_written(core);
+        let installs = core.replica().stats().snapshots_installed;
         n.held.now_us = now_us;
         let skew_us = (core.now_ms() * 1000).abs_diff(WALL_START_MS * 1000 + now_us);
         self.skew_us_max = self.skew_us_max.max(skew_us);
+        // While the registers open, a crash drawn among their operations lands among those of
+        // the machine handed over in this turn, if one is.
+        let mut arm_on_hand_over = None;
         if let Some(at_op) = registers_crash_at_op {
             core.log_mut().dir_mut().arm_crash_point(0);
-            registers_media(core).arm_crash_point(at_op);
+            match core.awaiting_registers() {
+                true => arm_on_hand_over = Some(at_op),
+                false => registers_media(core).arm_crash_point(at_op),
+            }
         } else if flush_crash.is_some() {
             core.log_mut().dir_mut().arm_crash_point(crash_at_op);
         }
-        let registers_ops_before = registers_ops(core);
+        let mut registers_ops_before = registers_ops(core);
         for _ in 0..INPUTS_PER_TURN_MAX {
             match n.queue.pop_front() {
                 Some(Input::Submit { operation, to }) => core.submit(&operation, to),
@@ -761,8 +787,37 @@ impl LogNodeCluster {
                 }) if epochs => {
                     core.receive_in_epochs(from, messages.into_iter().map(|m| (epoch, m)).collect())
                 }
-                Some(Input::Messages { from, messages, .. }) => core.receive(from, messages),
-                Some(Input::Rebuilt(machine)) => core.finish_rebuild(*machine),
+                Some(Input::Messages { from, messages, .. }) => {
+                    if core.awaiting_registers() {
+                        let snapshots = messages.iter().filter(|m| {
+                            matches!(
+                                m,
+                                Message::CatchUpResponse {
+                                    snapshot: Some(_),
+                                    ..
+                                }
+                            )
+                        });
+                        self.report.snapshots_while_opening += snapshots.count() as u64;
+                    }
+                    core.receive(from, messages)
+                }
+                Some(Input::Rebuilt(mut machine)) => {
+                    let taken = core.replica().status() == Status::Rebuilding;
+                    if let Some(store) = machine.in_place_store_mut::<SimMedia>() {
+                        // What the turn writes in place is counted from the hand-over.
+                        registers_ops_before = store.media().ops;
+                        if let Some(at_op) = arm_on_hand_over.take() {
+                            store.media_mut().arm_crash_point(at_op);
+                        }
+                        if !taken {
+                            // The replica drops it: the medium stays as the open left it.
+                            n.registers_image = store.media().now().live_image();
+                        }
+                    }
+                    self.report.hand_overs += u64::from(taken && machine.in_place());
+                    core.finish_rebuild(*machine);
+                }
                 None => break,
             }
         }
@@ -776,6 +831,14 @@ impl LogNodeCluster {
             return;
         }
         let wrote_registers = registers_ops(core) > registers_ops_before;
+        if registers_crash_at_op.is_some() && core.replica().stats().snapshots_installed > installs
+        {
+            // The registers of a snapshot installed in the turn are written after its log
+            // records are committed (`LogMachine::finish_install`): a crash among them keeps
+            // the directory as the commit left it, not as it was before the turn.
+            core.log_mut().dir_mut().disarm_crash_point();
+            self.report.crashes_in_installs += 1;
+        }
         let wrote = core.log().segment_log().dir().ops() > ops || wrote_registers;
         let votes = n.held.sends[sends_before..]
             .iter()
@@ -1012,8 +1075,12 @@ impl LogNodeCluster {
     }
 
     /// Hands `node` its state machine rebuilt from the persistent snapshot it resumed with
-    /// (the node restores it on a blocking thread and sends it to its loop).
+    /// (the node restores it on a blocking thread and sends it to its loop); under mPaxosSM
+    /// its registers opened.
     fn rebuilt(&mut self, node: NodeId) {
+        if self.config.in_place {
+            return self.open_registers_late(node);
+        }
         let skip = self.config.rebuild_skips_snapshot;
         let n = self.nodes.get_mut(&node).expect("node");
         let Some(core) = n.core.as_ref() else {
@@ -1026,7 +1093,27 @@ impl LogNodeCluster {
                 machine.restore(&state);
             }
         }
-        self.enqueue(node, Input::Rebuilt(Box::new(machine)));
+        self.enqueue(node, Input::Rebuilt(Box::new(LogMachine::from(machine))));
+    }
+
+    /// Opens the registers in place of `node`, which resumed with the stand-in, against the
+    /// log's snapshot at its start, and hands the machine to its loop, as the node does from
+    /// its blocking thread: what the open writes is on the medium from now, the hand-over when
+    /// the loop takes it. A failure stops the node's loop (a failure of the run here).
+    fn open_registers_late(&mut self, node: NodeId) {
+        let snapshot = (self.nodes.get_mut(&node).expect("node"))
+            .registers_snapshot
+            .take();
+        match self.open_registers(node, snapshot.as_ref()) {
+            Ok(machine) => {
+                self.report.registers_opened_late += 1;
+                self.enqueue(node, Input::Rebuilt(Box::new(machine)));
+            }
+            Err(e) => {
+                let failure = format!("node {} cannot reopen its registers: {e}", node.0);
+                self.report.failures.push(failure);
+            }
+        }
     }
 
     /// Stops a node, keeping what its directory would hold after the crash.
@@ -1053,7 +1140,18 @@ impl LogNodeCluster {
         } else {
             crash.process_crash()
         };
-        if let Some(store) = core.state_machine_mut().in_place_store_mut::<SimMedia>() {
+        let opening = core.awaiting_registers();
+        self.report.crashes_while_opening += u64::from(opening);
+        let store = match core.state_machine_mut().in_place_store_mut::<SimMedia>() {
+            Some(store) => Some(store),
+            // Opened and not handed over yet: the open's writes are on the medium.
+            None => n.queue.iter_mut().find_map(|input| match input {
+                Input::Rebuilt(machine) => machine.in_place_store_mut::<SimMedia>(),
+                _ => None,
+            }),
+        };
+        // Else not opened yet (or never handed over): the medium is as it was.
+        if let Some(store) = store {
             let torn = &mut self.report.torn_sectors;
             n.registers_image = crash_image(store.media().at_crash(), power, &mut rng, torn);
             self.report.crashes_in_registers += u64::from(n.registers_crash_armed);
@@ -1326,11 +1424,14 @@ fn registers_ops(core: &mut LogCore<AnswerTo, SimDir>) -> usize {
     (core.state_machine_mut().in_place_store_mut::<SimMedia>()).map_or(0, |s| s.media().ops)
 }
 
-/// Takes back a crash point of the registers' medium: a later crash leaves what is there then.
+/// Takes back a crash point of the registers' medium, if they are open: a later crash leaves
+/// what is there then.
 fn disarm_registers(core: &mut LogCore<AnswerTo, SimDir>) {
-    let media = registers_media(core);
-    media.arm_crash_point(0);
-    media.crash_after_ops = None;
+    if let Some(store) = core.state_machine_mut().in_place_store_mut::<SimMedia>() {
+        let media = store.media_mut();
+        media.arm_crash_point(0);
+        media.crash_after_ops = None;
+    }
 }
 
 /// The image a crash leaves of a medium whose state at the crash was `at_crash`: under a power
