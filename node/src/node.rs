@@ -356,7 +356,12 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         lives,
         admission: admission.clone(),
     };
-    let options = store::store_options(durability, config.value_bytes_max);
+    let mut options = store::store_options(durability, config.value_bytes_max);
+    // The rmw shards' stores keep no DRAM index: each acceptor table keeps where its store
+    // holds every register (`docs/storage-format.md`, "Without the index"). Not with the
+    // deliberate bugs that write states behind the batches, without their locations.
+    options.located =
+        !(FAULT_INJECTION && (bugs.shard.reply_before_persist || bugs.shard.persist_without_ttl));
     let memory = Arc::new(Memory::new(config.maxmemory));
     let mut shard_inputs = Vec::new();
     // The data shards' inputs and, on a ring, the ring shard's: where peer messages go.
@@ -373,7 +378,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
     let stage_read = Arc::new(tokio::sync::Notify::new());
     for shard in 0..shard_count + u16::from(placement.is_some()) {
         let of_ring = shard == shard_count;
-        let store = ShardStore::open_store(&config.data_dir, shard, options.clone())?;
+        let mut store = ShardStore::open_store(&config.data_dir, shard, options.clone())?;
         let mut proposer = config.proposer_config(acceptors.clone());
         if !of_ring {
             recovered_total += store.registers();
@@ -395,6 +400,7 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         // A data shard of a ring answers no peer before the node read the ring's stage.
         let replica = crate::ring::starting_replica(replica);
         states.finish()?;
+        store.started(replica.acceptor_registers())?;
         let replica = if identity.rejoining {
             replica.rejoining()
         } else {
