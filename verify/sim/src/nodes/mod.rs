@@ -532,8 +532,8 @@ impl NodeCluster {
         // index"), on even seeds; on odd ones with them, each replica then starting without
         // its registers' locations. Never with the deliberate bugs that write states behind
         // the batches, without their locations.
-        options.located =
-            self.config.seed % 2 == 0 && !(bugs.reply_before_persist || bugs.persist_without_ttl);
+        options.located = self.config.seed.is_multiple_of(2)
+            && !(bugs.reply_before_persist || bugs.persist_without_ttl);
         let seeds: Vec<u64> = (0..self.config.shards).map(|_| self.rng.random()).collect();
         let watched = self.ring_watched();
         let n = self.nodes.get_mut(&node).expect("node");
