@@ -532,7 +532,9 @@ impl NodeCluster {
         // index"), on even seeds; on odd ones with them, each replica then starting without
         // its registers' locations. Never with the deliberate bugs that write states behind
         // the batches, without their locations.
+        // Only where the store commits in groups: see `node.rs` for the other modes.
         options.located = self.config.seed.is_multiple_of(2)
+            && self.config.durability.group_commit()
             && !(bugs.reply_before_persist || bugs.persist_without_ttl);
         let seeds: Vec<u64> = (0..self.config.shards).map(|_| self.rng.random()).collect();
         let watched = self.ring_watched();
