@@ -67,6 +67,16 @@ pub enum OpenError {
         /// How many records.
         count: usize,
     },
+    /// The acceptor table built from the store does not hold every register the store holds.
+    #[error("store {path}: the acceptor table holds {held} registers of the store's {stored}")]
+    Unheld {
+        /// The slot file.
+        path: PathBuf,
+        /// The registers in the table.
+        held: usize,
+        /// The registers in the store.
+        stored: usize,
+    },
     /// A stored record is not an acceptor state.
     #[error("store {path}: key {key:?} holds an undecodable acceptor state: {message}")]
     Undecodable {
@@ -290,6 +300,9 @@ pub struct ShardStore<M: Media = FileMedia> {
     record: Vec<u8>,
     /// The round floor recovered at open and written since.
     round_floor: Round,
+    /// Where the slot store holds the round floor, if it does: a store without its index
+    /// ([`StoreOptions::located`]) finds it there only.
+    round_floor_at: Option<slot_store::Location>,
     /// Flushes done, and their total time.
     pub flushes: u64,
     /// Total time spent in flushes.
@@ -425,12 +438,7 @@ impl ShardStore {
 impl<M: Media> ShardStore<M> {
     /// Opens a store on `media` (the simulation's), named `path` in errors.
     pub fn open_on(media: M, options: StoreOptions, path: PathBuf) -> Result<Opened<M>, OpenError> {
-        let (slots, report) =
-            SlotStore::open_on(media, options).map_err(|source| OpenError::Store {
-                path: path.clone(),
-                source,
-            })?;
-        ShardStore::recover(slots, report, path)?.with_states()
+        ShardStore::open_store_on(media, options, path)?.with_states()
     }
 
     /// Refuses a damaged store, else reads its round floor.
@@ -445,6 +453,7 @@ impl<M: Media> ShardStore<M> {
                 count: report.damaged.len(),
             });
         }
+        let round_floor_at = slots.location(&ROUND_FLOOR_KEY);
         let round_floor = match slots.get(&ROUND_FLOOR_KEY) {
             None => Round::BOTTOM,
             Some(record) => decode_round_floor(record).ok_or_else(|| OpenError::Undecodable {
@@ -458,13 +467,36 @@ impl<M: Media> ShardStore<M> {
             path,
             record: Vec::new(),
             round_floor,
+            round_floor_at,
             flushes: 0,
             flush_micros: 0,
         })
     }
 
     /// The store with every acceptor state it holds, decoded.
+    /// Opens the slot file on `media` without decoding its acceptor states (see
+    /// [`ShardStore::open_store`]).
+    pub fn open_store_on(
+        media: M,
+        options: StoreOptions,
+        path: PathBuf,
+    ) -> Result<ShardStore<M>, OpenError> {
+        let (slots, report) =
+            SlotStore::open_on(media, options).map_err(|source| OpenError::Store {
+                path: path.clone(),
+                source,
+            })?;
+        ShardStore::recover(slots, report, path)
+    }
+
+    /// The states, without their locations: only for a store that keeps its index (a replica
+    /// started from them writes each register first without a location, which a store
+    /// without its index would take for a new one).
     fn with_states(self) -> Result<Opened<M>, OpenError> {
+        assert!(
+            !self.slots.options().located,
+            "a store without its index is opened with its states' locations"
+        );
         let mut decoding = self.states();
         let states: Vec<_> = (&mut decoding).collect();
         decoding.finish()?;
@@ -496,7 +528,26 @@ impl<M: Media> ShardStore<M> {
 
     /// How many registers the store holds.
     pub fn registers(&self) -> usize {
-        self.slots.len() - usize::from(self.slots.get(&ROUND_FLOOR_KEY).is_some())
+        self.slots.len() - usize::from(self.round_floor_at.is_some())
+    }
+
+    /// Checks that `held`, the registers of the acceptor table built from this store's
+    /// states, are every register the store holds, and then (with
+    /// [`StoreOptions::located`]) drops the store's index: from then on the table's
+    /// locations are the only way to the registers' records, which is sound only if the table
+    /// holds every one of them (`docs/storage-format.md`, "Without the index").
+    pub fn started(&mut self, held: usize) -> Result<(), OpenError> {
+        if held != self.registers() {
+            return Err(OpenError::Unheld {
+                path: self.path.clone(),
+                held,
+                stored: self.registers(),
+            });
+        }
+        if self.slots.options().located {
+            self.slots.drop_index();
+        }
+        Ok(())
     }
 
     /// How many slots are free for reuse.
@@ -506,8 +557,13 @@ impl<M: Media> ShardStore<M> {
 
     /// The durable state of `key` (as of the last flush), for a replica to go back to after
     /// the store refused a write of it for lack of space.
-    pub fn durable_state(&self, key: &Key) -> Result<Option<AcceptorState>, StoreError> {
-        let Some(record) = self.slots.get(key.as_bytes()) else {
+    pub fn durable_state(
+        &self,
+        key: &Key,
+        location: Location,
+    ) -> Result<Option<AcceptorState>, StoreError> {
+        let at = slot_store::Location::from_u64(location.0);
+        let Some(record) = self.slots.get_at(at, key.as_bytes())? else {
             return Ok(None);
         };
         state_record::decode(record)
@@ -581,14 +637,23 @@ impl<M: Media> AcceptorStore for ShardStore<M> {
     }
 
     fn write_round_floor(&mut self, floor: Round) -> Result<(), StoreError> {
-        self.slots
-            .put(&ROUND_FLOOR_KEY, &encode_round_floor(floor))?;
+        let at = (self.slots).put_at(
+            self.round_floor_at,
+            &ROUND_FLOOR_KEY,
+            &encode_round_floor(floor),
+        )?;
         self.round_floor = floor;
+        self.round_floor_at = Some(at);
         Ok(())
     }
 
     fn remove(&mut self, key: &Key) -> Result<(), StoreError> {
-        self.slots.remove(key.as_bytes()).map(|_| ())
+        self.remove_at(key, Location::UNKNOWN)
+    }
+
+    fn remove_at(&mut self, key: &Key, location: Location) -> Result<(), StoreError> {
+        let at = slot_store::Location::from_u64(location.0);
+        self.slots.remove_at(at, key.as_bytes()).map(|_| ())
     }
 
     /// A full disk (or quota, or file size limit) when the slot file had to grow, or the
@@ -752,6 +817,80 @@ mod tests {
         assert_eq!(store.registers(), 2);
         let recovered: Vec<&Key> = states.iter().map(|(k, _)| k).collect();
         assert_eq!(recovered, [&keys[0], &keys[3]]);
+    }
+
+    /// Without the store's index, as the node runs: registers are written, read back and
+    /// removed at the locations the store gave, the round floor at its own, and a restart
+    /// names each register's location again; a table that does not hold every register is
+    /// refused.
+    #[test]
+    fn without_the_index_registers_live_at_their_locations() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = store_options(Durability::Mmap, 1024);
+        options.located = true;
+        let state = |n| AcceptorState {
+            r_ack: Round {
+                n,
+                id: AttemptId::BOTTOM,
+            },
+            ..AcceptorState::default()
+        };
+        let floor = Round {
+            n: 9,
+            id: AttemptId::BOTTOM,
+        };
+        let keys: Vec<Key> = (0..4).map(|i| Key::new(format!("k{i}"))).collect();
+        let mut at = Vec::new();
+        {
+            let mut store = ShardStore::open_store(dir.path(), 0, options.clone()).unwrap();
+            store.started(0).unwrap();
+            for key in &keys {
+                at.push(store.write_at(key, Location::UNKNOWN, &state(1)).unwrap());
+            }
+            store.write_round_floor(floor).unwrap();
+            store.flush().unwrap();
+            for (key, at) in keys.iter().zip(&at) {
+                assert_eq!(store.write_at(key, *at, &state(2)).unwrap(), *at);
+            }
+            store.write_round_floor(floor).unwrap();
+            store.remove_at(&keys[1], at[1]).unwrap();
+            store.flush().unwrap();
+            assert_eq!(store.registers(), 3);
+            assert_eq!(
+                store.durable_state(&keys[0], at[0]).unwrap(),
+                Some(state(2))
+            );
+            assert_eq!(
+                store.durable_state(&keys[1], Location::UNKNOWN).unwrap(),
+                None
+            );
+            assert!(store.durable_state(&keys[1], at[1]).is_err(), "removed");
+        }
+        let mut store = ShardStore::open_store(dir.path(), 0, options.clone()).unwrap();
+        assert_eq!(store.round_floor(), floor);
+        let mut decoding = store.states();
+        let recovered: Vec<(Key, AcceptorState, Location)> = decoding.located().collect();
+        decoding.finish().unwrap();
+        let expected: Vec<(Key, AcceptorState, Location)> =
+            [0, 2, 3].map(|i| (keys[i].clone(), state(2), at[i])).into();
+        assert_eq!(recovered, expected);
+        assert!(matches!(
+            store.started(2),
+            Err(OpenError::Unheld {
+                held: 2,
+                stored: 3,
+                ..
+            })
+        ));
+        store.started(3).unwrap();
+        assert_eq!(store.write_at(&keys[3], at[3], &state(3)).unwrap(), at[3]);
+        store.write_round_floor(floor).unwrap();
+        store.flush().unwrap();
+        drop(store);
+        let (_, states) =
+            ShardStore::open(dir.path(), 0, store_options(Durability::Mmap, 1024)).unwrap();
+        assert_eq!(states.len(), 3, "one record per register, the floor apart");
+        assert_eq!(states[2], (keys[3].clone(), state(3)));
     }
 
     /// The node's start-up decodes the states one at a time: every register but the floor,

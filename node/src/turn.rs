@@ -630,16 +630,19 @@ impl<R, M: Media> ShardCore<R, M> {
         }
         if !self.bugs.reply_before_persist {
             let committed = persist.commit_or_refuse(&mut self.store)?;
+            // Placed first: a register refused after an earlier write of it in the batch
+            // was stored is found at that write's location.
+            self.replica.placed(&committed.placed);
             if !committed.refused.is_empty() {
                 self.writes_refused_for_space += committed.refused.len() as u64;
                 self.disk_full = true;
                 self.disk_recheck_ms = self.now_ms + DISK_FULL_RECHECK_MS;
                 for key in &committed.refused {
-                    let durable = self.store.durable_state(key)?;
+                    let location = self.replica.location(key);
+                    let durable = self.store.durable_state(key, location)?;
                     self.replica.restore(key, durable);
                 }
             }
-            self.replica.placed(&committed.placed);
             return Ok(committed.released);
         }
         let (writes, replies) = persist.release_unpersisted_for_fault_injection();
@@ -813,6 +816,12 @@ impl<R, M: Media> ShardCore<R, M> {
     /// The store (the simulation reads its media).
     pub fn store(&self) -> &ShardStore<M> {
         &self.store
+    }
+
+    /// The state the store holds for `key`, found where the acceptor table says it is (the
+    /// simulation's checks).
+    pub fn durable_state(&self, key: &Key) -> Result<Option<AcceptorState>, StoreError> {
+        self.store.durable_state(key, self.replica.location(key))
     }
 
     /// The store, mutably (the simulation arms crash points on its media).

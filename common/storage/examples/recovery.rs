@@ -2,7 +2,9 @@
 //! measures how long reopening (scan, checksums, index) takes, with a cold and a warm page
 //! cache not distinguished: the file was just written, as after a process restart.
 //! `cargo run --release -p logless-storage --example recovery -- [N] [DIR]`
-//! (default 1,000,000 registers in a temporary directory).
+//! (default 1,000,000 registers in a temporary directory). With `LOGLESS_LOCATED=1` the store
+//! runs without its DRAM index (`StoreOptions::located`); the anonymous memory of the process
+//! after the writes is printed (the store's DRAM, as the index makes most of it).
 use std::time::Instant;
 
 use logless_storage::{Durability, SlotStore, StoreOptions};
@@ -21,6 +23,7 @@ fn main() {
     let mut options = StoreOptions::new(Durability::Mmap);
     options.record_bytes_max = 4096;
     options.file_bytes_max = 1 << 34;
+    options.located = std::env::var("LOGLESS_LOCATED").is_ok_and(|v| v == "1");
     let value = [7u8; 64];
     {
         let (mut store, _) = SlotStore::open(&path, options.clone()).expect("open");
@@ -32,9 +35,11 @@ fn main() {
         }
         store.flush().expect("flush");
         println!(
-            "wrote {n} registers ({} MiB of slots) in {:.2?}",
+            "wrote {n} registers ({} MiB of slots) in {:.2?}, located: {}, {}",
             store.end_bytes() >> 20,
-            started.elapsed()
+            started.elapsed(),
+            options.located,
+            anonymous_memory()
         );
     }
     let started = Instant::now();
@@ -48,4 +53,14 @@ fn main() {
         report.free_slots,
         report.damaged.len()
     );
+}
+
+/// The process's anonymous resident memory, as `/proc/self/status` gives it.
+fn anonymous_memory() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    (status.lines())
+        .find(|l| l.starts_with("RssAnon:"))
+        .map_or("RssAnon unknown".into(), |l| {
+            l.split_whitespace().collect::<Vec<_>>().join(" ")
+        })
 }

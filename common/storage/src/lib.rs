@@ -113,6 +113,10 @@ pub struct StoreOptions {
     /// How many bytes of new slots one append to the file formats at once (at least one slot),
     /// so that growing the file is amortised over many new registers.
     pub append_chunk_bytes: usize,
+    /// Whether the caller keeps where the store holds every key ([`slot_store::Location`]),
+    /// so that the store keeps no DRAM index of its own once it is written to: see
+    /// [`SlotStore::drop_index`]. Off by default.
+    pub located: bool,
 }
 
 impl StoreOptions {
@@ -126,6 +130,7 @@ impl StoreOptions {
             file_bytes_max: 64 << 30,
             slot_bytes_min: 128,
             append_chunk_bytes: 64 * 1024,
+            located: false,
         }
     }
 }
@@ -193,6 +198,13 @@ pub enum StoreError {
     /// until [`SlotStore::discard_damaged`] is called.
     #[error("the key's record was found damaged at recovery")]
     Quarantined,
+    /// A location handed to a store without a DRAM index ([`StoreOptions::located`]) does not
+    /// hold the key: the caller's record of where its keys are is wrong. Nothing was written.
+    #[error("the slot at offset {slot_offset} does not hold the key it was asked for")]
+    NotAtLocation {
+        /// The offset the location names.
+        slot_offset: u64,
+    },
     /// Another process (or another store in this process) has the file open.
     #[error("the file is in use by another store")]
     Locked,

@@ -325,12 +325,31 @@ pub struct SlotStore<M: Media = FileMedia> {
     /// Slots whose free word is stored but not yet persisted: reusable after the next first
     /// round.
     pending_free: Vec<(usize, u8)>,
+    /// The slots among `pending_free` that a key moved from: until their free words are
+    /// durable, a crash may leave such a slot in use beside the key's newer copy, which must
+    /// then not be freed first (see [`SlotStore::remove_at`]).
+    pending_moved_from: Vec<usize>,
     /// Quarantined keys and the slots that hold any copy of them.
     quarantine: BTreeMap<Vec<u8>, Vec<(usize, u8)>>,
     /// Damaged slots whose key could not be read.
     damaged_unnamed: Vec<(usize, u8)>,
     poisoned: bool,
     mutation: Mutation,
+    /// Whether the DRAM index (`index`, `entries`, `vacant`) was dropped
+    /// ([`SlotStore::drop_index`]): entry ids are then slot offsets in units of
+    /// [`SLOT_ALIGN`], and an entry lives in `touched` while its slot is read or staged in the
+    /// current batch; between batches every field of it is on the media.
+    index_dropped: bool,
+    /// Records served, once the index is dropped.
+    records: usize,
+    /// Without the index: the entries of the slots read or staged since the last flush.
+    touched: FxHashMap<u32, Entry>,
+    /// Without the index: the slot each slot moved from since the last flush moved to. None
+    /// of these slots is reused before the flush, so the chains end.
+    moved_to: FxHashMap<u32, u32>,
+    /// Without the index: the keys first written since the last flush, and the slot each
+    /// was first written in (then followed through `moved_to`).
+    new_keys: FxHashMap<Box<[u8]>, u32>,
 }
 
 fn slot_bytes(slot_bytes_min: usize, class: u8) -> usize {
@@ -468,6 +487,11 @@ fn migrate(
     options: &StoreOptions,
     mut convert: impl FnMut(&[u8], &[u8], &mut Vec<u8>),
 ) -> Result<(), StoreError> {
+    // Both files are read and written by key here, with their indexes.
+    let options = &StoreOptions {
+        located: false,
+        ..options.clone()
+    };
     let (old, report) = SlotStore::open_layout(media, options.clone(), Layout::KeyPerVersion)?;
     if let Some(damage) = report.damaged.first() {
         return Err(StoreError::Corrupt {
@@ -553,10 +577,16 @@ impl<M: Media> SlotStore<M> {
             moved_from: FxHashMap::default(),
             pending_words: Vec::new(),
             pending_free: Vec::new(),
+            pending_moved_from: Vec::new(),
             quarantine: BTreeMap::new(),
             damaged_unnamed: Vec::new(),
             poisoned: false,
             mutation: Mutation::None,
+            index_dropped: false,
+            records: 0,
+            touched: FxHashMap::default(),
+            moved_to: FxHashMap::default(),
+            new_keys: FxHashMap::default(),
         };
         let report = store.recover()?;
         Ok((store, report))
@@ -813,17 +843,29 @@ impl<M: Media> SlotStore<M> {
 
     /// The number of records served.
     pub fn len(&self) -> usize {
-        self.index.len()
+        if self.index_dropped {
+            self.records
+        } else {
+            self.index.len()
+        }
     }
 
     /// Whether no record is served.
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.len() == 0
     }
 
     /// The id of `key`'s entry.
+    ///
+    /// # Panics
+    /// Once the index is dropped ([`SlotStore::drop_index`]): keys are then found by their
+    /// locations only.
     #[inline]
     fn find(&self, key: &[u8]) -> Option<u32> {
+        assert!(
+            !self.index_dropped,
+            "a store without its index finds keys by their locations only"
+        );
         let hash = key_hash(key);
         self.index
             .find(index_hash(hash), |&(id, of)| {
@@ -843,12 +885,185 @@ impl<M: Media> SlotStore<M> {
     /// else found by key.
     #[inline]
     fn find_at(&self, location: Option<Location>, key: &[u8]) -> Option<u32> {
+        // A located store's locations are slots, not entry ids (used once the index is gone).
+        let location = location.filter(|_| !self.options.located);
         let at = location.map(|l| l.0).filter(|&id| {
             self.entries
                 .get(id as usize)
                 .is_some_and(|e| e.live && self.is_key_of(e, key))
         });
         at.or_else(|| self.find(key))
+    }
+
+    /// Without the index: the slot (units) a location names now, following the moves of the
+    /// current batch.
+    fn moved_on(&self, mut units: u32) -> u32 {
+        while let Some(&next) = self.moved_to.get(&units) {
+            units = next;
+        }
+        units
+    }
+
+    /// Without the index: the entry of the slot at `units` as the media holds it (in use,
+    /// its current version's sequence number and record length read from the version and
+    /// checked against the header word's sequence bits).
+    fn media_entry(&self, units: u32) -> Result<Entry, StoreError> {
+        let slot = units as usize * SLOT_ALIGN;
+        let not_at = StoreError::NotAtLocation {
+            slot_offset: slot as u64,
+        };
+        if slot < FILE_HEADER_BYTES || slot + 8 > self.end {
+            return Err(not_at);
+        }
+        let header = match self.header(slot) {
+            Some(header) if header.in_use => header,
+            _ => return Err(not_at),
+        };
+        let size = self.slot_bytes(header.class);
+        let key_bytes = usize::from(read_u16(self.media.read(slot + 8, 2), 0));
+        if slot + size > self.end || slot_bytes_needed(key_bytes, 0, 0) > size {
+            return Err(not_at);
+        }
+        let damaged = || StoreError::Damaged {
+            slot_offset: slot as u64,
+        };
+        let (at, capacity) = self.version_at(slot, header.class, key_bytes, header.current);
+        let bytes = self.media.read(at, capacity);
+        let (seq, seq_bytes) = varint::read(&bytes[4..]).ok_or_else(damaged)?;
+        let (record_bytes, len_bytes) =
+            varint::read(&bytes[4 + seq_bytes..]).ok_or_else(damaged)?;
+        let fits = usize::try_from(record_bytes)
+            .ok()
+            .and_then(|r| r.checked_add(4 + seq_bytes + len_bytes))
+            .is_some_and(|end| end <= capacity);
+        if seq as u32 != header.seq_low || !fits {
+            return Err(damaged());
+        }
+        Ok(Entry {
+            slot_units: units,
+            class: header.class,
+            media_current: Some(header.current),
+            staged: None,
+            seq,
+            key_bytes: key_bytes as u16,
+            record_bytes: record_bytes as u32,
+            live: true,
+        })
+    }
+
+    /// Without the index: the id (slot units) and entry of `key`, at `location` (where the
+    /// key was at the last flush, or since) or, for `None`, among the keys first written in
+    /// the current batch. A location that does not hold the key is the caller's error.
+    fn resolve(
+        &self,
+        location: Option<Location>,
+        key: &[u8],
+    ) -> Result<Option<(u32, Entry)>, StoreError> {
+        let units = match location {
+            Some(at) => self.moved_on(at.0),
+            None => match self.new_keys.get(key) {
+                Some(&first) => self.moved_on(first),
+                None => return Ok(None),
+            },
+        };
+        let entry = match self.touched.get(&units) {
+            Some(e) if e.live => *e,
+            _ => self.media_entry(units)?,
+        };
+        if !self.is_key_of(&entry, key) {
+            return Err(StoreError::NotAtLocation {
+                slot_offset: entry.slot() as u64,
+            });
+        }
+        Ok(Some((units, entry)))
+    }
+
+    /// The id of `key`'s entry, for a write: by `location` as [`SlotStore::find_at`] does, or
+    /// without the index as [`SlotStore::resolve`] does, the entry then kept in `touched`
+    /// until the next flush.
+    fn find_for_write(
+        &mut self,
+        location: Option<Location>,
+        key: &[u8],
+    ) -> Result<Option<u32>, StoreError> {
+        if !self.index_dropped {
+            return Ok(self.find_at(location, key));
+        }
+        let found = self.resolve(location, key)?;
+        Ok(found.map(|(id, entry)| {
+            self.touched.entry(id).or_insert(entry);
+            id
+        }))
+    }
+
+    /// The entry of id `id` (in `touched` without the index).
+    #[inline]
+    fn entry(&self, id: u32) -> Entry {
+        if self.index_dropped {
+            self.touched[&id]
+        } else {
+            self.entries[id as usize]
+        }
+    }
+
+    /// The entry of id `id`, mutably.
+    #[inline]
+    fn entry_mut(&mut self, id: u32) -> &mut Entry {
+        if self.index_dropped {
+            self.touched.get_mut(&id).expect("a touched entry")
+        } else {
+            &mut self.entries[id as usize]
+        }
+    }
+
+    /// Drops the DRAM index (with [`StoreOptions::located`] only; the first write does it if
+    /// the caller did not): from then on the store finds a key only at the [`Location`] its
+    /// caller keeps for it (`None` for a key it does not hold), and keeps in DRAM only the
+    /// slots of the current batch, the free lists and what recovery quarantined. Reads by key
+    /// ([`SlotStore::get`], [`SlotStore::location`], ..) panic after it; use
+    /// [`SlotStore::get_at`]. See `docs/storage-format.md`, "Without the index", for what the
+    /// caller must keep true.
+    ///
+    /// # Panics
+    /// Without [`StoreOptions::located`], or with writes staged.
+    pub fn drop_index(&mut self) {
+        assert!(self.options.located, "only a located store drops its index");
+        if self.index_dropped {
+            return;
+        }
+        assert!(self.dirty.is_empty(), "nothing staged");
+        self.records = self.index.len();
+        self.index = HashTable::new();
+        self.entries = Vec::new();
+        self.vacant = Vec::new();
+        self.index_dropped = true;
+    }
+
+    /// Whether the index was dropped ([`SlotStore::drop_index`]).
+    pub fn index_dropped(&self) -> bool {
+        self.index_dropped
+    }
+
+    /// The current record of the key the caller keeps at `location` (`None`: a key not held
+    /// before the current batch), as [`SlotStore::get`] gives it; with the index, `location`
+    /// is used as [`SlotStore::put_at`] uses it. Without the index, a location that does not
+    /// hold the key is an error.
+    pub fn get_at(
+        &self,
+        location: Option<Location>,
+        key: &[u8],
+    ) -> Result<Option<&[u8]>, StoreError> {
+        if !self.index_dropped {
+            return Ok(self
+                .find_at(location, key)
+                .map(|id| self.record_of(&self.entries[id as usize])));
+        }
+        if self.quarantine.contains_key(key) {
+            return Err(StoreError::Quarantined);
+        }
+        Ok(self
+            .resolve(location, key)?
+            .map(|(_, e)| self.record_of(&e)))
     }
 
     /// Appends `entry`, whose slot holds `key`, and indexes it; returns its id.
@@ -918,6 +1133,30 @@ impl<M: Media> SlotStore<M> {
 
     /// Verifies every served record against its checksum (a scrub); returns the damaged.
     pub fn verify(&self) -> Vec<Damage> {
+        if self.index_dropped {
+            return (self.media_slots())
+                .filter_map(|slot| match slot {
+                    Err(at) => Some(Damage {
+                        slot_offset: at as u64,
+                        key: None,
+                    }),
+                    Ok((slot, Ok(e)))
+                        if self
+                            .read_version(slot, e.class, e.newest())
+                            .is_some_and(|v| v.seq == e.seq) =>
+                    {
+                        None
+                    }
+                    Ok((slot, _)) => {
+                        let header = self.header(slot).expect("read by the scan");
+                        Some(Damage {
+                            slot_offset: slot as u64,
+                            key: self.guess_key(slot, header.class, header.current),
+                        })
+                    }
+                })
+                .collect();
+        }
         self.entries
             .iter()
             .filter(|e| e.live)
@@ -945,11 +1184,61 @@ impl<M: Media> SlotStore<M> {
     }
 
     /// [`SlotStore::iter`] with where the store holds each key (for [`SlotStore::put_at`]).
-    pub fn iter_located(&self) -> impl Iterator<Item = (Location, &[u8], &[u8])> {
-        (0..)
-            .zip(&self.entries)
-            .filter(|(_, e)| e.live)
-            .map(|(id, e)| (Location(id), self.key_of(e), self.record_of(e)))
+    /// Without the index ([`SlotStore::drop_index`]) it scans the media, in file order, and
+    /// must not be called with writes staged.
+    pub fn iter_located(&self) -> Box<dyn Iterator<Item = (Location, &[u8], &[u8])> + '_> {
+        if self.index_dropped {
+            assert!(self.dirty.is_empty(), "iterated between batches");
+            return Box::new(
+                self.media_entries()
+                    .map(|e| (Location(e.slot_units), self.key_of(&e), self.record_of(&e))),
+            );
+        }
+        let located = self.options.located;
+        Box::new(
+            (0..)
+                .zip(&self.entries)
+                .filter(|(_, e)| e.live)
+                .map(move |(id, e)| {
+                    // With `located`, a location is the slot, which stays valid without the
+                    // index.
+                    let at = if located { e.slot_units } else { id };
+                    (Location(at), self.key_of(e), self.record_of(e))
+                }),
+        )
+    }
+
+    /// Without the index: the entries of every slot in use on the media and not quarantined,
+    /// in file order (a slot whose current version does not parse is left out: `verify`
+    /// reports it).
+    fn media_entries(&self) -> impl Iterator<Item = Entry> + '_ {
+        (self.media_slots()).filter_map(|slot| slot.ok().and_then(|(_, e)| e.ok()))
+    }
+
+    /// Without the index: every slot in use on the media and not quarantined, in file order,
+    /// with its entry (or why it has none); a header word that fails its check (damage since
+    /// recovery) ends the scan with `Err` of its offset.
+    fn media_slots(
+        &self,
+    ) -> impl Iterator<Item = Result<(usize, Result<Entry, StoreError>), usize>> + '_ {
+        let quarantined: Vec<usize> = (self.quarantine.values().flatten())
+            .map(|&(slot, _)| slot)
+            .collect();
+        let mut offset = FILE_HEADER_BYTES;
+        std::iter::from_fn(move || {
+            while offset < self.end {
+                let slot = offset;
+                let Some(header) = self.header(slot) else {
+                    offset = self.end;
+                    return Some(Err(slot));
+                };
+                offset += self.slot_bytes(header.class);
+                if header.in_use && !quarantined.contains(&slot) {
+                    return Some(Ok((slot, self.media_entry(slot_units(slot)))));
+                }
+            }
+            None
+        })
     }
 
     /// The keys found damaged at recovery and not yet discarded, in key order.
@@ -995,6 +1284,12 @@ impl<M: Media> SlotStore<M> {
     /// not known), without a lookup by key when the location is still the key's; returns
     /// where the store holds the key now. A location that is not (or no longer) the key's is
     /// ignored: the key is then found by its bytes.
+    ///
+    /// Without the index ([`StoreOptions::located`]) the location is the only way to the key:
+    /// `None` says the key is not stored (or was first written in the current batch), and a
+    /// location that does not hold the key fails with [`StoreError::NotAtLocation`], writing
+    /// nothing. A location the store gave is valid until the key is removed, also within the
+    /// batch (a move in the batch is followed).
     pub fn put_at(
         &mut self,
         location: Option<Location>,
@@ -1020,7 +1315,10 @@ impl<M: Media> SlotStore<M> {
             return Err(StoreError::Quarantined);
         }
         assert_eq!(self.layout, Layout::KeyOnce, "a format 2 file is only read");
-        let id = match self.find_at(location, key) {
+        if self.options.located {
+            self.drop_index();
+        }
+        let id = match self.find_for_write(location, key)? {
             Some(id) if self.fits_in_place(id, record.len()) => {
                 self.update_in_place(id, key, record);
                 id
@@ -1035,7 +1333,14 @@ impl<M: Media> SlotStore<M> {
 
     /// Where the store holds `key`, if it does.
     pub fn location(&self, key: &[u8]) -> Option<Location> {
-        self.find(key).map(Location)
+        let located = self.options.located;
+        (self.find(key)).map(|id| {
+            Location(if located {
+                self.entries[id as usize].slot_units
+            } else {
+                id
+            })
+        })
     }
 
     /// Removes `key`: it is absent at once, and its slot's free header word is durable after
@@ -1043,34 +1348,65 @@ impl<M: Media> SlotStore<M> {
     /// slot reused. Anything staged for the key is flushed first, so that the slot is freed
     /// from a settled state. Returns whether the key was present.
     pub fn remove(&mut self, key: &[u8]) -> Result<bool, StoreError> {
+        self.remove_at(None, key)
+    }
+
+    /// [`SlotStore::remove`] of a key the store held at `location` (as [`SlotStore::put_at`]
+    /// takes it): without the index, the key is found there only.
+    pub fn remove_at(
+        &mut self,
+        location: Option<Location>,
+        key: &[u8],
+    ) -> Result<bool, StoreError> {
         if self.poisoned {
             return Err(StoreError::Poisoned);
         }
         if self.quarantine.contains_key(key) {
             return Err(StoreError::Quarantined);
         }
-        let Some(id) = self.find(key) else {
+        if self.options.located {
+            self.drop_index();
+        }
+        let Some(id) = self.find_for_write(location, key)? else {
             return Ok(false);
         };
-        if self.entries[id as usize].staged.is_some() {
+        // Settled first: anything staged, and the free word of a slot the key moved from,
+        // which must be durable before the newer copy's is (else a crash could leave the
+        // older copy alone, and recovery would serve it).
+        if self.entry(id).staged.is_some() || self.moved_from_pending(key) {
             self.flush()?;
         }
-        let id = self.unindex(key).expect("found");
-        let e = &mut self.entries[id as usize];
-        debug_assert!(
-            e.staged.is_none() && !self.moved_from.contains_key(&id),
-            "settled"
-        );
-        e.live = false;
-        let (slot, class) = (e.slot(), e.class);
+        let (slot, class) = if self.index_dropped {
+            // The flush (if any) settled the key in the slot `id`, as the media now says.
+            let e = match self.touched.remove(&id) {
+                Some(e) if e.staged.is_none() => e,
+                _ => self.media_entry(id)?,
+            };
+            self.records -= 1;
+            (e.slot(), e.class)
+        } else {
+            let id = self.unindex(key).expect("found");
+            let e = &mut self.entries[id as usize];
+            e.live = false;
+            self.vacant.push(id);
+            (e.slot(), e.class)
+        };
+        debug_assert!(!self.moved_from.contains_key(&id), "settled");
         self.store_header(slot, SlotHeader::free(class));
         self.pending_words.push((slot, 8));
         self.pending_free.push((slot, class));
-        self.vacant.push(id);
         if !self.options.durability.group_commit() {
             self.flush()?;
         }
         Ok(true)
+    }
+
+    /// Whether a slot `key` moved from has a free word that is not durable yet.
+    fn moved_from_pending(&self, key: &[u8]) -> bool {
+        self.pending_moved_from.iter().any(|&slot| {
+            let key_bytes = usize::from(read_u16(self.media.read(slot + 8, 2), 0));
+            key_bytes == key.len() && self.media.read(slot + KEY_OFFSET, key_bytes) == key
+        })
     }
 
     /// The slots free for reuse, including those freed since the last flush.
@@ -1090,7 +1426,7 @@ impl<M: Media> SlotStore<M> {
 
     /// Whether entry `id`'s slot holds a record of `record_bytes` in its next version.
     fn fits_in_place(&self, id: u32, record_bytes: usize) -> bool {
-        let e = &self.entries[id as usize];
+        let e = &self.entry(id);
         self.fits(
             e.class,
             e.key_bytes as usize,
@@ -1100,7 +1436,7 @@ impl<M: Media> SlotStore<M> {
     }
 
     fn update_in_place(&mut self, id: u32, key: &[u8], record: &[u8]) {
-        let e = self.entries[id as usize];
+        let e = self.entry(id);
         // Rewrite the version staged since the last flush, or else the one that is not current
         // on the media; never the current one.
         let version = match (e.staged, e.media_current) {
@@ -1113,7 +1449,7 @@ impl<M: Media> SlotStore<M> {
         if e.staged.is_none() {
             self.dirty.push(id);
         }
-        let e = &mut self.entries[id as usize];
+        let e = self.entry_mut(id);
         e.staged = Some(version);
         e.seq = seq;
         e.record_bytes = record.len() as u32;
@@ -1127,12 +1463,25 @@ impl<M: Media> SlotStore<M> {
         key: &[u8],
         record: &[u8],
     ) -> Result<u32, StoreError> {
-        let old = existing.map(|id| self.entries[id as usize]);
+        let old = existing.map(|id| self.entry(id));
         let seq = old.map_or(1, |e| e.seq + 1);
         let class = self.class_for(key.len(), seq, record.len());
         let slot = self.allocate(class)?;
         self.write_key(slot, key);
         self.write_version(slot, class, 0, seq, key, record);
+        let entry = Entry {
+            slot_units: slot_units(slot),
+            class,
+            media_current: None,
+            staged: Some(0),
+            seq,
+            key_bytes: key.len() as u16,
+            record_bytes: record.len() as u32,
+            live: true,
+        };
+        if self.index_dropped {
+            return Ok(self.moved_without_index(existing.zip(old), key, entry));
+        }
         match (existing, old) {
             (Some(id), Some(e)) if e.media_current.is_some() => {
                 self.moved_from.insert(id, (e.slot(), e.class));
@@ -1144,16 +1493,6 @@ impl<M: Media> SlotStore<M> {
             }
             _ => {}
         }
-        let entry = Entry {
-            slot_units: slot_units(slot),
-            class,
-            media_current: None,
-            staged: Some(0),
-            seq,
-            key_bytes: key.len() as u16,
-            record_bytes: record.len() as u32,
-            live: true,
-        };
         match existing {
             Some(id) => {
                 if old.is_some_and(|e| e.staged.is_none()) {
@@ -1168,6 +1507,42 @@ impl<M: Media> SlotStore<M> {
                 Ok(id)
             }
         }
+    }
+
+    /// Without the index: records that the key of `old` (its id and entry, if it had one)
+    /// was written into the newly taken slot of `entry`, whose slot is its id from now on;
+    /// returns that id.
+    fn moved_without_index(&mut self, old: Option<(u32, Entry)>, key: &[u8], entry: Entry) -> u32 {
+        let id = entry.slot_units;
+        self.touched.insert(id, entry);
+        let Some((old_id, e)) = old else {
+            self.new_keys.insert(key.into(), id);
+            self.records += 1;
+            self.dirty.push(id);
+            return id;
+        };
+        self.touched.remove(&old_id);
+        // A location naming the old slot leads here until the flush; the old slot is not
+        // reused before it.
+        self.moved_to.insert(old_id, id);
+        if e.media_current.is_some() {
+            self.moved_from.insert(id, (e.slot(), e.class));
+        } else {
+            // Never in use on the media: free once the batch is flushed (the slot it moved
+            // from, if any, stays to be freed after the move is durable).
+            self.pending_free.push((e.slot(), e.class));
+            if let Some(from) = self.moved_from.remove(&old_id) {
+                self.moved_from.insert(id, from);
+            }
+        }
+        match (e.staged.is_some())
+            .then(|| self.dirty.iter().position(|&d| d == old_id))
+            .flatten()
+        {
+            Some(at) => self.dirty[at] = id,
+            None => self.dirty.push(id),
+        }
+        id
     }
 
     /// Writes a slot's key (its length, then its bytes): into a slot just taken, before its
@@ -1304,13 +1679,14 @@ impl<M: Media> SlotStore<M> {
             return Err(StoreError::Poisoned);
         }
         if self.dirty.is_empty() && self.pending_words.is_empty() {
+            self.end_batch();
             return Ok(());
         }
         // Round 1: the new versions, the end word, and the free words of earlier moves.
         let mut ranges = Vec::with_capacity(self.dirty.len() + self.pending_words.len());
         if self.mutation != Mutation::SkipVersionPersist {
             for &id in &self.dirty {
-                let e = &self.entries[id as usize];
+                let e = &self.entry(id);
                 let v = e.staged.expect("dirty entries are staged");
                 let (at, _) = self.version_at(e.slot(), e.class, e.key_bytes as usize, v);
                 let end = at
@@ -1337,6 +1713,7 @@ impl<M: Media> SlotStore<M> {
         }
         self.persist_ranges(&ranges)?;
         self.pending_words.clear();
+        self.pending_moved_from.clear();
         for (slot, class) in self.pending_free.drain(..) {
             self.free[usize::from(class)].push(slot);
         }
@@ -1344,7 +1721,7 @@ impl<M: Media> SlotStore<M> {
         let dirty = std::mem::take(&mut self.dirty);
         ranges.clear();
         for &id in &dirty {
-            let e = self.entries[id as usize];
+            let e = self.entry(id);
             let header = SlotHeader {
                 class: e.class,
                 in_use: true,
@@ -1360,16 +1737,28 @@ impl<M: Media> SlotStore<M> {
         // The moves are durable: free the old slots; their words are persisted in the next
         // round 1, and only then are the slots reused.
         for &id in &dirty {
-            let e = &mut self.entries[id as usize];
+            let e = self.entry_mut(id);
             e.media_current = e.staged.take();
             if let Some((slot, class)) = self.moved_from.remove(&id) {
                 self.store_header(slot, SlotHeader::free(class));
                 self.pending_words.push((slot, 8));
                 self.pending_free.push((slot, class));
+                self.pending_moved_from.push(slot);
             }
         }
         self.reuse_buffer(dirty);
+        self.end_batch();
         Ok(())
+    }
+
+    /// Without the index: forgets the batch's entries, moves and new keys, all of which the
+    /// media now holds.
+    fn end_batch(&mut self) {
+        if self.index_dropped && self.dirty.is_empty() {
+            self.touched.clear();
+            self.moved_to.clear();
+            self.new_keys.clear();
+        }
     }
 
     /// Keeps the dirty list's allocation for the next batch.
@@ -1706,6 +2095,96 @@ mod tests {
             assert_eq!(recovered.get(key), Some(record));
         }
         assert_eq!(recovered.iter_located().count(), 5);
+    }
+
+    /// Without the index: keys are found at their locations (also a location given earlier in
+    /// the batch, across moves), a new key written twice in a batch stays one key, a location
+    /// that does not hold its key writes nothing, removal, refusal and recovery keep the count.
+    #[test]
+    fn without_the_index_a_key_is_found_at_its_location_only() {
+        let mut options = StoreOptions::new(Durability::Sync);
+        options.key_bytes_max = 64;
+        options.record_bytes_max = 1024;
+        options.file_bytes_max = 64 * 1024;
+        options.append_chunk_bytes = 0;
+        options.located = true;
+        let (mut store, _) = SlotStore::open_on(SimMedia::new(), options.clone()).unwrap();
+        assert!(!store.index_dropped());
+        let a = store.put_at(None, b"a", b"a1").unwrap();
+        assert!(store.index_dropped(), "the first write drops the index");
+        assert_eq!(
+            store.put_at(None, b"a", b"a2").unwrap(),
+            a,
+            "one key in the batch"
+        );
+        let b = store.put_at(None, b"b", b"b1").unwrap();
+        // `a` moves twice in the batch; its first location still leads to it.
+        let a_moved = store.put_at(Some(a), b"a", &[b'x'; 200]).unwrap();
+        assert_ne!(a_moved, a);
+        let a_moved_again = store.put_at(None, b"a", &[b'y'; 600]).unwrap();
+        assert_eq!(store.get_at(Some(a), b"a").unwrap(), Some(&[b'y'; 600][..]));
+        assert_eq!(store.len(), 2);
+        store.flush().unwrap();
+        assert_eq!(
+            store
+                .get_at(Some(a_moved_again), b"a")
+                .unwrap()
+                .unwrap()
+                .len(),
+            600
+        );
+        assert_eq!(store.get_at(None, b"a").unwrap(), None, "not new any more");
+        // A location that does not hold the key: refused, nothing written.
+        let end = store.end_bytes();
+        for (at, key) in [
+            (Some(b), &b"a"[..]),
+            (Some(a), b"a"),
+            (Location::from_u64(0), b"b"),
+        ] {
+            assert!(
+                matches!(
+                    store.put_at(at, key, b"zz"),
+                    Err(StoreError::NotAtLocation { .. })
+                ),
+                "{at:?}"
+            );
+        }
+        assert_eq!((store.end_bytes(), store.len()), (end, 2));
+        // Removed at its location; the slot is reused once its free word is durable.
+        assert!(store.remove_at(Some(b), b"b").unwrap());
+        assert!(store.get_at(Some(b), b"b").is_err());
+        store.flush().unwrap();
+        let c = store.put_at(None, b"c", b"c1").unwrap();
+        assert_eq!(c, b, "the freed slot is reused");
+        store.flush().unwrap();
+        // A refused write (the file is full) changes nothing.
+        let mut n = 0u32;
+        let full = loop {
+            let key = format!("k{n}");
+            match store.put_at(None, key.as_bytes(), &[b'z'; 900]) {
+                Ok(_) => n += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(full, StoreError::FileFull { .. }), "{full}");
+        assert_eq!(store.len(), 2 + n as usize);
+        store.flush().unwrap();
+        assert_eq!(store.get_at(Some(c), b"c").unwrap(), Some(&b"c1"[..]));
+        assert!(store.verify().is_empty());
+        let scanned: Vec<(Location, Vec<u8>)> = (store.iter_located())
+            .map(|(l, k, _)| (l, k.to_vec()))
+            .collect();
+        assert_eq!(scanned.len(), store.len());
+        assert!(scanned.contains(&(a_moved_again, b"a".to_vec())));
+        // Recovery names the same locations, and the index answers by key until dropped.
+        let image = store.media().now().durable_image();
+        let (recovered, _) = SlotStore::open_on(SimMedia::from_image(image), options).unwrap();
+        for (location, key, record) in recovered.iter_located() {
+            assert!(scanned.contains(&(location, key.to_vec())));
+            assert_eq!(recovered.location(key), Some(location));
+            assert_eq!(recovered.get_at(Some(location), key).unwrap(), Some(record));
+        }
+        assert_eq!(recovered.len(), scanned.len());
     }
 
     #[test]

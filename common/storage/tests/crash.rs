@@ -7,20 +7,43 @@
 //! its value in the batch in flight at the crash: never anything else, never a mix, never a
 //! damaged record. Each [`Mutation`] removes one persist step, and the exhaustive test must
 //! catch every one of them.
+//!
+//! Every test runs twice: with the store's DRAM index, and without it
+//! ([`StoreOptions::located`]), the test then keeping each key's location as the acceptor
+//! table does (the one from before a batch, or none for a new key, handed back with every write
+//! in the batch, and the new ones taken after its flush); each recovered store is then
+//! written again through the locations its scan gave.
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use logless_storage::media::SECTOR_BYTES;
-use logless_storage::{Durability, Mutation, SimMedia, SlotStore, StoreOptions};
+use logless_storage::{Durability, Location, Mutation, SimMedia, SlotStore, StoreOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 mod support;
 
+/// Puts, each of a key and its new value; an empty value removes the key.
 type Batch = Vec<(&'static str, Vec<u8>)>;
 type Allowed = BTreeMap<&'static str, Vec<Option<Vec<u8>>>>;
 
+thread_local! {
+    /// Whether this thread's stores run without their index ([`StoreOptions::located`]).
+    static LOCATED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `test` with the store's index, then without it.
+fn in_both_modes(test: impl Fn(bool)) {
+    for located in [false, true] {
+        LOCATED.set(located);
+        test(located);
+    }
+    LOCATED.set(false);
+}
+
 fn options(exhaustive: bool) -> StoreOptions {
     let mut options = StoreOptions::new(Durability::Sync);
+    options.located = LOCATED.get();
     options.key_bytes_max = 1024;
     options.record_bytes_max = 2048;
     options.file_bytes_max = 1 << 20;
@@ -48,11 +71,33 @@ fn run(
     let (mut store, _) = SlotStore::open_on(media, options(exhaustive)).unwrap();
     store.set_mutation(mutation);
     let mut acknowledged = 0;
+    // The locations as of the last flush, as the acceptor table keeps them.
+    let mut located: BTreeMap<&str, Location> = BTreeMap::new();
     for batch in batches {
+        let mut placed = BTreeMap::new();
+        let mut removed = std::collections::BTreeSet::new();
         for (key, value) in batch {
-            store.put(key.as_bytes(), value).unwrap();
+            // A key removed in this batch is a new one for its later writes in it.
+            let at = match removed.contains(key) {
+                true => None,
+                false => located.get(key).copied(),
+            };
+            if value.is_empty() {
+                store.remove_at(at, key.as_bytes()).unwrap();
+                removed.insert(*key);
+                placed.insert(*key, None);
+            } else {
+                let now = store.put_at(at, key.as_bytes(), value).unwrap();
+                placed.insert(*key, Some(now));
+            }
         }
         store.flush().unwrap();
+        for (key, now) in placed {
+            match now {
+                Some(now) => located.insert(key, now),
+                None => located.remove(key),
+            };
+        }
         if crash_after.is_none_or(|n| store.media().ops <= n) {
             acknowledged += 1;
         }
@@ -66,8 +111,9 @@ fn allowed(batches: &[Batch], acknowledged: usize) -> Allowed {
     for (key, _) in batches.iter().flatten() {
         last.entry(key).or_insert(None);
     }
+    let state = |value: &Vec<u8>| (!value.is_empty()).then(|| value.clone());
     for (key, value) in batches[..acknowledged].iter().flatten() {
-        last.insert(key, Some(value.clone()));
+        last.insert(key, state(value));
     }
     let mut allowed: Allowed = last.into_iter().map(|(k, v)| (k, vec![v])).collect();
     if let Some(in_flight) = batches.get(acknowledged) {
@@ -76,7 +122,7 @@ fn allowed(batches: &[Batch], acknowledged: usize) -> Allowed {
             newest.insert(key, value);
         }
         for (key, value) in newest {
-            allowed.get_mut(key).unwrap().push(Some(value.clone()));
+            allowed.get_mut(key).unwrap().push(state(value));
         }
     }
     allowed
@@ -105,6 +151,42 @@ fn check_image(image: Vec<u8>, allowed: &Allowed, exhaustive: bool) -> Result<()
     }
     if store.len() > allowed.len() {
         return Err("a key appeared that was never written".into());
+    }
+    if options(exhaustive).located {
+        write_located(store)?;
+    }
+    Ok(())
+}
+
+/// Without the index: every recovered key is found at the location the scan gave, and can be
+/// written there (in place, or moved by a longer record), read back at the new location.
+fn write_located(mut store: SlotStore<SimMedia>) -> Result<(), String> {
+    let recovered: Vec<(Location, Vec<u8>, Vec<u8>)> = (store.iter_located())
+        .map(|(at, key, record)| (at, key.to_vec(), record.to_vec()))
+        .collect();
+    let len = store.len();
+    store.drop_index();
+    let mut placed = Vec::new();
+    for (i, (at, key, record)) in recovered.iter().enumerate() {
+        let read = store.get_at(Some(*at), key).map_err(|e| e.to_string())?;
+        if read != Some(record.as_slice()) {
+            return Err(format!(
+                "key {key:?} not found at its location without the index"
+            ));
+        }
+        let next = value(1000 + i, [10, 700][i % 2]);
+        let now = (store.put_at(Some(*at), key, &next)).map_err(|e| format!("write: {e}"))?;
+        placed.push((now, key, next));
+    }
+    store.flush().map_err(|e| format!("flush: {e}"))?;
+    for (at, key, next) in placed {
+        let read = store.get_at(Some(at), key).map_err(|e| e.to_string())?;
+        if read != Some(next.as_slice()) {
+            return Err(format!("key {key:?} not rewritten at its location"));
+        }
+    }
+    if store.len() != len || store.iter_located().count() != len {
+        return Err("the rewrite changed the number of keys".into());
     }
     Ok(())
 }
@@ -190,16 +272,20 @@ fn long_keys(mutation: Mutation, stop_early: bool) -> (usize, Vec<String>) {
 /// of long keys recovers old or new.
 #[test]
 fn every_crash_state_of_long_keys_recovers_old_or_new() {
-    let (images, violations) = long_keys(Mutation::None, false);
-    println!("{images} crash images of long keys");
-    support::assert_no_violations(&violations);
-    assert_eq!(images, 3_739);
+    in_both_modes(|located| {
+        let (images, violations) = long_keys(Mutation::None, false);
+        println!("{images} crash images of long keys (located: {located})");
+        support::assert_no_violations(&violations);
+        assert_eq!(images, 3_739);
+    });
 }
 
 #[test]
 fn removing_the_key_persist_of_a_new_slot_is_caught() {
-    let (_, violations) = long_keys(Mutation::SkipKeyPersist, true);
-    support::assert_caught(&Mutation::SkipKeyPersist, &violations);
+    in_both_modes(|_| {
+        let (_, violations) = long_keys(Mutation::SkipKeyPersist, true);
+        support::assert_caught(&Mutation::SkipKeyPersist, &violations);
+    });
 }
 
 /// The updates a scenario step chooses from: an in-place update, a move to a slot of a larger
@@ -294,16 +380,92 @@ fn exhaustive(mutation: Mutation, stop_early: bool) -> (usize, usize, Vec<String
 
 #[test]
 fn every_crash_state_of_up_to_three_updates_recovers_old_or_new() {
-    let (scenarios, images, violations) = exhaustive(Mutation::None, false);
-    println!("{scenarios} scenarios, {images} crash images enumerated");
-    support::assert_no_violations(&violations);
-    assert_eq!(scenarios, 3 * (5 + 25 + 125 + 1));
-    assert_eq!(images, 195_554);
+    in_both_modes(|located| {
+        let (scenarios, images, violations) = exhaustive(Mutation::None, false);
+        println!("{scenarios} scenarios, {images} crash images enumerated (located: {located})");
+        support::assert_no_violations(&violations);
+        assert_eq!(scenarios, 3 * (5 + 25 + 125 + 1));
+        assert_eq!(images, 195_554);
+    });
 }
 
 fn assert_caught(mutation: Mutation) {
-    let (_, _, violations) = exhaustive(mutation, true);
-    support::assert_caught(&mutation, &violations);
+    in_both_modes(|_| {
+        let (_, _, violations) = exhaustive(mutation, true);
+        support::assert_caught(&mutation, &violations);
+    });
+}
+
+/// Removals: from an empty store and from one holding `a` and `b`, every sequence of one to
+/// three steps (each its own batch) over an update in place, a move, a removal of `a`, a
+/// removal of `b` (absent or not) and a new key that may reuse a freed slot.
+fn removal_scenarios() -> Vec<(Vec<Batch>, usize)> {
+    const REMOVED: usize = usize::MAX;
+    let choices = [
+        ("a", 10),
+        ("a", 300),
+        ("a", REMOVED),
+        ("b", REMOVED),
+        ("c", 10),
+    ];
+    let prefixes: [Vec<Batch>; 2] = [
+        vec![],
+        vec![vec![("a", value(90, 10))], vec![("b", value(91, 300))]],
+    ];
+    let mut out = Vec::new();
+    for (p, prefix) in prefixes.iter().enumerate() {
+        let mut level: Vec<Vec<Batch>> = vec![prefix.clone()];
+        for step in 0..3 {
+            let mut next = Vec::new();
+            for seq in &level {
+                for (i, (key, len)) in choices.iter().enumerate() {
+                    let update = match *len {
+                        REMOVED => Vec::new(),
+                        len => value(p * 100 + step * 10 + i, len),
+                    };
+                    let mut s = seq.clone();
+                    s.push(vec![(*key, update)]);
+                    next.push(s);
+                }
+            }
+            out.extend(next.iter().map(|s| (s.clone(), prefix.len())));
+            level = next;
+        }
+    }
+    out
+}
+
+fn removals(mutation: Mutation, stop_early: bool) -> (usize, Vec<String>) {
+    let mut images = 0;
+    let mut violations = Vec::new();
+    for (batches, prefix) in removal_scenarios() {
+        let skip = ops_of(&batches[..prefix]);
+        let (n, v) = every_crash(&batches, skip, mutation, stop_early);
+        images += n;
+        violations.extend(v);
+        if stop_early && !violations.is_empty() {
+            break;
+        }
+    }
+    (images, violations)
+}
+
+#[test]
+fn every_crash_state_of_removals_recovers_old_or_new() {
+    in_both_modes(|located| {
+        let (images, violations) = removals(Mutation::None, false);
+        println!("{images} crash images of removals (located: {located})");
+        support::assert_no_violations(&violations);
+        assert_eq!(images, 44_205);
+    });
+}
+
+#[test]
+fn removals_catch_a_missing_free_persist() {
+    in_both_modes(|_| {
+        let (_, violations) = removals(Mutation::SkipFreePersist, true);
+        support::assert_caught(&Mutation::SkipFreePersist, &violations);
+    });
 }
 
 #[test]
@@ -379,31 +541,46 @@ fn sampled(seed: u64, images_min: usize, mutation: Mutation) -> Result<usize, St
 
 #[test]
 fn ten_thousand_sampled_crashes_of_long_random_sequences() {
-    let checked = sampled(7, 10_000, Mutation::None).unwrap();
-    assert_eq!(checked, 10_000);
+    in_both_modes(|_| {
+        let checked = sampled(7, 10_000, Mutation::None).unwrap();
+        assert_eq!(checked, 10_000);
+    });
 }
 
 #[test]
 fn sampled_crashes_catch_a_missing_version_persist() {
-    assert!(sampled(7, 10_000, Mutation::SkipVersionPersist).is_err());
+    in_both_modes(|_| assert!(sampled(7, 10_000, Mutation::SkipVersionPersist).is_err()));
 }
 
 /// The sampled sequences really exercise moves to larger classes and slot reuse.
 #[test]
 fn sampled_sequences_move_records_and_reuse_slots() {
+    in_both_modes(sampled_moves_and_reuses);
+}
+
+fn sampled_moves_and_reuses(located: bool) {
     let mut rng = SmallRng::seed_from_u64(7);
     let batches = random_batches(&mut rng, 30);
     let (mut store, _) = SlotStore::open_on(SimMedia::new(), options(false)).unwrap();
     let mut slot_of = BTreeMap::new();
     let mut used = std::collections::BTreeSet::new();
     let (mut moves, mut reuses) = (0, 0);
+    let mut location_of = BTreeMap::new();
     for batch in &batches {
+        let mut placed = Vec::new();
         for (key, value) in batch {
-            store.put(key.as_bytes(), value).unwrap();
+            let at = location_of.get(key).copied();
+            placed.push((*key, store.put_at(at, key.as_bytes(), value).unwrap()));
         }
         store.flush().unwrap();
+        location_of.extend(placed);
         for (key, _) in batch {
-            let slot = store.slot_offset(key.as_bytes()).unwrap();
+            // Without the index a location is the slot's offset in 64-byte units.
+            let slot = if located {
+                location_of[key].to_u64() * 64
+            } else {
+                store.slot_offset(key.as_bytes()).unwrap()
+            };
             if slot_of.insert(*key, slot).is_some_and(|old| old != slot) {
                 moves += 1;
                 reuses += usize::from(used.contains(&slot));

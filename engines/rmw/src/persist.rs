@@ -111,6 +111,12 @@ pub trait AcceptorStore {
     fn write_round_floor(&mut self, floor: Round) -> Result<(), Self::Error>;
     /// Stages forgetting the state of one register, whose space the store may reuse.
     fn remove(&mut self, key: &Key) -> Result<(), Self::Error>;
+    /// [`AcceptorStore::remove`] of a register the store said it holds at `location` (as
+    /// [`AcceptorStore::write_at`] takes it). By default the location is not used.
+    fn remove_at(&mut self, key: &Key, location: Location) -> Result<(), Self::Error> {
+        let _ = location;
+        self.remove(key)
+    }
     /// Whether `error` refused one write for lack of space and changed nothing (the store
     /// goes on; writes that need no new space still succeed). None by default.
     fn is_full(_error: &Self::Error) -> bool {
@@ -137,9 +143,9 @@ pub struct Committed {
 pub struct PersistBatch {
     writes: Vec<(Key, Location, AcceptorState)>,
     sealed: Vec<Envelope>,
-    /// Registers to forget, before `writes` (a write after a removal in the batch is a later
-    /// state of a new register).
-    removals: Vec<Key>,
+    /// Registers to forget, each where the store holds it, before `writes` (a write after a
+    /// removal in the batch is a later state of a new register).
+    removals: Vec<(Key, Location)>,
     /// The round floor to make durable before any removal.
     round_floor: Option<Round>,
 }
@@ -193,11 +199,12 @@ impl PersistBatch {
         self.writes.push((key.clone(), location, state));
     }
 
-    /// Adds forgetting `key`, behind the round `floor` (the shard's, raised by the register's
-    /// `r_ack`). Writes of `key` earlier in the batch are dropped: they are superseded.
-    pub(crate) fn remove(&mut self, key: &Key, floor: Round) {
+    /// Adds forgetting `key`, held at `location`, behind the round `floor` (the shard's,
+    /// raised by the register's `r_ack`). Writes of `key` earlier in the batch are dropped:
+    /// they are superseded.
+    pub(crate) fn remove(&mut self, key: &Key, location: Location, floor: Round) {
         self.writes.retain(|(written, _, _)| written != key);
-        self.removals.push(key.clone());
+        self.removals.push((key.clone(), location));
         self.round_floor = Some(floor);
     }
 
@@ -278,8 +285,8 @@ impl PersistBatch {
         if let Some(floor) = self.round_floor {
             if !full(store.write_round_floor(floor))? {
                 store.flush()?;
-                for key in &self.removals {
-                    store.remove(key)?;
+                for (key, location) in &self.removals {
+                    store.remove_at(key, *location)?;
                 }
             }
         }
@@ -497,7 +504,7 @@ mod tests {
             n: 9,
             id: attempt(1, 1),
         };
-        batch.remove(&gone, floor);
+        batch.remove(&gone, Location::UNKNOWN, floor);
         let _ = batch.decide(&kept, &state, NodeId(1), &vote(&kept));
         assert_eq!(batch.removals_len(), 1);
         assert_eq!(batch.writes_len(), 1);
@@ -572,7 +579,7 @@ mod tests {
                 states[slot] = next.clone();
             }
         }
-        batch.remove(&Key::new("gone"), Round::BOTTOM);
+        batch.remove(&Key::new("gone"), Location::UNKNOWN, Round::BOTTOM);
         let mut store = Cramped {
             room: vec![old.clone()],
             written: Vec::new(),

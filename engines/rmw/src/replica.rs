@@ -355,8 +355,9 @@ impl Replica {
             .cloned()
             .collect();
         for key in &unplaced {
-            self.states.remove(key);
-            self.persist.remove(key, self.fresh.r_ack);
+            let held = self.states.remove(key);
+            let location = held.map_or(Location::UNKNOWN, |held| held.location);
+            self.persist.remove(key, location, self.fresh.r_ack);
             self.proposer.forget_idle(key);
         }
         self.registers_dropped += unplaced.len() as u64;
@@ -892,8 +893,9 @@ impl Replica {
         if !self.proposer.config().bugs.skip_removal_fence {
             self.fresh.r_ack = self.fresh.r_ack.max(state.r_ack);
         }
+        let location = self.location(key);
         self.states.remove(key);
-        self.persist.remove(key, self.fresh.r_ack);
+        self.persist.remove(key, location, self.fresh.r_ack);
         self.proposer.forget_idle(key);
         self.registers_removed += 1;
     }
@@ -914,8 +916,10 @@ impl Replica {
         }
     }
 
-    /// Where the store holds the state of `key`, as far as the acceptor knows.
-    fn location(&self, key: &Key) -> Location {
+    /// Where the store holds the state of `key`, as far as the acceptor knows
+    /// ([`Location::UNKNOWN`] for a register it does not hold, or whose first write's
+    /// location it was not given yet).
+    pub fn location(&self, key: &Key) -> Location {
         self.states
             .get(key)
             .map_or(Location::UNKNOWN, |held| held.location)

@@ -47,6 +47,7 @@ use logless_rmw::acceptor::AcceptorState;
 use logless_rmw::config::ProposerConfig;
 use logless_rmw::ids::{Key, NodeId, Round};
 use logless_rmw::message::Message;
+use logless_rmw::persist::Location;
 use logless_rmw::replica::Replica;
 use logless_storage::media::{Media, SECTOR_BYTES};
 use logless_storage::{Durability, SimMedia};
@@ -464,9 +465,9 @@ impl NodeCluster {
             logless_node::context::shard_of(key.as_bytes(), usize::from(self.config.shards));
         (self.nodes.iter())
             .filter(|(_, n)| {
-                (n.shards[shard].core.as_ref()).is_some_and(|core| {
-                    matches!(core.store().durable_state(key), Ok(Some(state)) if wanted(&state))
-                })
+                (n.shards[shard].core.as_ref()).is_some_and(
+                    |core| matches!(core.durable_state(key), Ok(Some(state)) if wanted(&state)),
+                )
             })
             .map(|(id, _)| *id)
             .collect()
@@ -533,6 +534,14 @@ impl NodeCluster {
             options.append_chunk_bytes = FULL_DISK_CHUNK_BYTES;
         }
         let bugs = self.config.bugs.shard;
+        // Without the stores' indexes, as a node runs (`docs/storage-format.md`, "Without the
+        // index"), on even seeds; on odd ones with them, each replica then starting without
+        // its registers' locations. Never with the deliberate bugs that write states behind
+        // the batches, without their locations.
+        // Only where the store commits in groups: see `node.rs` for the other modes.
+        options.located = self.config.seed.is_multiple_of(2)
+            && self.config.durability.group_commit()
+            && !(bugs.reply_before_persist || bugs.persist_without_ttl);
         let seeds: Vec<u64> = (0..self.config.shards).map(|_| self.rng.random()).collect();
         let watched = self.ring_watched();
         let n = self.nodes.get_mut(&node).expect("node");
@@ -551,8 +560,10 @@ impl NodeCluster {
                 media.capacity_bytes = Some(media.len().max(FULL_DISK_BYTES));
             }
             let path = format!("node-{}/shard-{s}", node.0).into();
-            match ShardStore::open_on(media, options.clone(), path) {
-                Ok((mut store, states)) => {
+            match open_shard(media, &options, path, |states| {
+                Replica::new_located(node, n.incarnation, proposer.clone(), seeds[s], states)
+            }) {
+                Ok((mut store, replica)) => {
                     if full && spared.is_some_and(|spared| spared != node.0) {
                         // Another node has room: this one cannot grow its slot file at all, so
                         // that a new key finds no room here from the first.
@@ -560,9 +571,7 @@ impl NodeCluster {
                         store.media_mut().capacity_bytes = Some(len);
                     }
                     // The shard's round floor comes back from the store, as a node's does.
-                    let replica =
-                        Replica::new(node, n.incarnation, proposer.clone(), seeds[s], states)
-                            .with_round_floor(store.round_floor());
+                    let replica = replica.with_round_floor(store.round_floor());
                     let replica = if n.rejoining {
                         replica.rejoining()
                     } else if awaiting {
@@ -1159,4 +1168,26 @@ impl NodeCluster {
             Event::FenceStep => self.fence_step(),
         }
     }
+}
+
+/// Opens a shard's store on `media` and starts its replica (`start`) from the states it holds,
+/// with their locations if the store runs without its index, as a node does; then drops the
+/// index (see [`ShardStore::started`]).
+fn open_shard(
+    media: SimMedia,
+    options: &logless_storage::StoreOptions,
+    path: std::path::PathBuf,
+    start: impl FnOnce(&mut dyn Iterator<Item = (Key, AcceptorState, Location)>) -> Replica,
+) -> Result<(ShardStore<SimMedia>, Replica), logless_node::store::OpenError> {
+    let mut store = ShardStore::open_store_on(media, options.clone(), path)?;
+    let mut states = store.states();
+    let replica = if options.located {
+        start(&mut states.located())
+    } else {
+        // No locations: each register's first write finds it by its key.
+        start(&mut (&mut states).map(|(key, state)| (key, state, Location::UNKNOWN)))
+    };
+    states.finish()?;
+    store.started(replica.acceptor_registers())?;
+    Ok((store, replica))
 }
