@@ -254,11 +254,18 @@ fn long_key_scenarios() -> Vec<Vec<Batch>> {
     out
 }
 
-fn long_keys(mutation: Mutation, stop_early: bool) -> (usize, Vec<String>) {
+/// [`every_crash`] of each scenario (its batches and how many operations to skip before
+/// crashing), summed: the crash images and the violations (up to the first scenario with one
+/// if `stop_early`).
+fn every_crash_of(
+    scenarios: impl IntoIterator<Item = (Vec<Batch>, usize)>,
+    mutation: Mutation,
+    stop_early: bool,
+) -> (usize, Vec<String>) {
     let mut images = 0;
     let mut violations = Vec::new();
-    for batches in long_key_scenarios() {
-        let (n, v) = every_crash(&batches, 0, mutation, stop_early);
+    for (batches, skip_ops) in scenarios {
+        let (n, v) = every_crash(&batches, skip_ops, mutation, stop_early);
         images += n;
         violations.extend(v);
         if stop_early && !violations.is_empty() {
@@ -266,6 +273,11 @@ fn long_keys(mutation: Mutation, stop_early: bool) -> (usize, Vec<String>) {
         }
     }
     (images, violations)
+}
+
+fn long_keys(mutation: Mutation, stop_early: bool) -> (usize, Vec<String>) {
+    let scenarios = long_key_scenarios().into_iter().map(|batches| (batches, 0));
+    every_crash_of(scenarios, mutation, stop_early)
 }
 
 /// A slot's key is durable with the first version written into the slot: every crash image
@@ -436,18 +448,11 @@ fn removal_scenarios() -> Vec<(Vec<Batch>, usize)> {
 }
 
 fn removals(mutation: Mutation, stop_early: bool) -> (usize, Vec<String>) {
-    let mut images = 0;
-    let mut violations = Vec::new();
-    for (batches, prefix) in removal_scenarios() {
-        let skip = ops_of(&batches[..prefix]);
-        let (n, v) = every_crash(&batches, skip, mutation, stop_early);
-        images += n;
-        violations.extend(v);
-        if stop_early && !violations.is_empty() {
-            break;
-        }
-    }
-    (images, violations)
+    let scenarios = removal_scenarios().into_iter().map(|(batches, prefix)| {
+        let skip_ops = ops_of(&batches[..prefix]);
+        (batches, skip_ops)
+    });
+    every_crash_of(scenarios, mutation, stop_early)
 }
 
 #[test]
