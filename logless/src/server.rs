@@ -389,7 +389,24 @@ pub fn server(args: &ServerArgs) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let mut running = match node::start_with_bugs(config, bugs).await {
+        // Caught before the listeners open: a signal sent as soon as the replica answers must
+        // stop it cleanly, not kill it. One that comes while it starts ends the process at
+        // once, as the signal's default would (a start may take long: a large store's open).
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt()).expect("signal handler");
+        let mut terminate = signal(SignalKind::terminate()).expect("signal handler");
+        let started = tokio::select! {
+            started = node::start_with_bugs(config, bugs) => started,
+            _ = interrupt.recv() => {
+                eprintln!("interrupted while starting");
+                std::process::exit(130);
+            }
+            _ = terminate.recv() => {
+                eprintln!("terminated while starting");
+                std::process::exit(143);
+            }
+        };
+        let mut running = match started {
             Ok(n) => n,
             Err(e) => {
                 error!("cannot start: {e}");
@@ -397,11 +414,8 @@ pub fn server(args: &ServerArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("signal handler");
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => info!("interrupted: stopping"),
+            _ = interrupt.recv() => info!("interrupted: stopping"),
             _ = terminate.recv() => info!("terminated: stopping"),
             () = running.stopping() => error!("stopping on a failure"),
         }

@@ -371,8 +371,14 @@ impl Supervised {
     }
 }
 
-/// Supervises the replicas until Ctrl-C or SIGTERM.
-fn supervise(children: Vec<Option<Child>>, specs: &[ServerSpec], exe: &Path) -> Vec<Option<Child>> {
+/// Supervises the replicas until Ctrl-C or SIGTERM. Prints `ready` once both signals are
+/// caught: a Ctrl-C before that would kill this process and leave the replicas running.
+fn supervise(
+    children: Vec<Option<Child>>,
+    specs: &[ServerSpec],
+    exe: &Path,
+    ready: &str,
+) -> Vec<Option<Child>> {
     let now = Instant::now();
     let mut replicas: Vec<Supervised> = children
         .into_iter()
@@ -388,13 +394,16 @@ fn supervise(children: Vec<Option<Child>>, specs: &[ServerSpec], exe: &Path) -> 
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("signal handler");
+        // Both streams live for the whole loop, so that a signal that comes while the
+        // replicas are checked is kept for the next turn, not lost with a dropped future.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt()).expect("signal handler");
+        let mut terminate = signal(SignalKind::terminate()).expect("signal handler");
+        println!("{ready}");
         let mut tick = tokio::time::interval(Duration::from_millis(200));
         loop {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => return,
+                _ = interrupt.recv() => return,
                 _ = terminate.recv() => return,
                 _ = tick.tick() => {
                     let now = Instant::now();
@@ -603,8 +612,8 @@ pub fn up(args: &UpArgs) -> ExitCode {
         "cluster {cluster_id}; peers prove the secret in {}",
         secret.display()
     );
-    println!("a replica that exits is restarted; stop with Ctrl-C");
-    let mut children = supervise(children, &specs, &exe);
+    let ready = "a replica that exits is restarted; stop with Ctrl-C";
+    let mut children = supervise(children, &specs, &exe, ready);
     println!("stopping the replicas");
     stop(&mut children);
     println!("stopped");
