@@ -599,13 +599,15 @@ impl StateMachine for LogMachine {
         DeferredState::new(move || memory.snapshot())
     }
 
-    /// "Applied up to" as the registers were opened, until a snapshot is installed: the
-    /// effects of the batches up to it are held from the open on, executed or not by the
-    /// engine since (a crash can lose decisions whose batches the registers hold).
+    /// "Applied up to" as the registers were opened, or the batch of the highest operation
+    /// number a register carried then if later (a crash among a turn's register writes keeps
+    /// part of a batch past the mark), until a snapshot is installed: the effects of the
+    /// batches up to it are held from the open on, executed or not by the engine since (a crash
+    /// can lose decisions whose batches the registers hold).
     fn holds_through(&self) -> Option<Instance> {
-        (self.in_place.as_ref())
-            .and_then(|in_place| in_place.applied_at_open)
-            .map(Instance)
+        let in_place = self.in_place.as_ref()?;
+        let written = in_place.written_at_open.map(|op| op.instance);
+        in_place.applied_at_open.max(written).map(Instance)
     }
 
     fn restore(&mut self, snapshot: &Bytes) {
