@@ -1362,4 +1362,58 @@ mod tests {
             "the follower holds the batch that was not chosen, not the one decided"
         );
     }
+
+    /// A reopened machine holds what its registers hold, past what the engine executed: up to
+    /// "applied up to", or up to the batch of a register written past it by a turn a crash
+    /// cut short (no snapshot is served from it before the engine executed past that batch);
+    /// nothing once a snapshot is installed over it.
+    #[test]
+    fn a_reopened_machine_says_which_batches_its_registers_hold() {
+        let (store, _, _) = RegistersInPlace::open_on(SimMedia::new(), options()).unwrap();
+        let mut store = store;
+        let register = |n| Register {
+            data: Data::Int(n),
+            ..Register::default()
+        };
+        let a = Bytes::from_static(b"a");
+        let b = Bytes::from_static(b"b");
+        store
+            .write(
+                &a,
+                OpNumber {
+                    instance: 2,
+                    index: 1,
+                },
+                &register(1),
+            )
+            .unwrap();
+        store.finish_batch(Some(3)).unwrap();
+        let reopen = |store: &RegistersInPlace<SimMedia>| {
+            let media = SimMedia::from_image(store.media().now().live_image());
+            let (store, registers, _) = RegistersInPlace::open_on(media, options()).unwrap();
+            LogMachine::open_in_place(RegisterMachine::default(), store, registers, None).unwrap()
+        };
+        assert_eq!(reopen(&store).holds_through(), Some(Instance(3)));
+        // Part of batch 5 durable, the mark not moved (as a crash among the turn's writes
+        // leaves it).
+        store
+            .write(
+                &b,
+                OpNumber {
+                    instance: 5,
+                    index: 2,
+                },
+                &register(2),
+            )
+            .unwrap();
+        store.finish_batch(Some(3)).unwrap();
+        let mut machine = reopen(&store);
+        assert_eq!(machine.holds_through(), Some(Instance(5)));
+        machine.restore(&RegisterMachine::default().snapshot());
+        assert_eq!(machine.holds_through(), None);
+        assert_eq!(
+            LogMachine::from(RegisterMachine::default()).holds_through(),
+            None
+        );
+    }
 }
