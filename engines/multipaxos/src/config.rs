@@ -97,9 +97,13 @@ pub enum Snapshots {
     /// checkpoint before it commits the record, and hands the machine over as it is after a
     /// restart ([`Replica::resume`] and [`Replica::finish_rebuild`]): only [`Recovery::Pmem`]
     /// takes it. A lagging replica gets a consistent copy of the state taken when it asks
-    /// ([`StateMachine::snapshot`]), kept for the pieces that follow.
+    /// ([`StateMachine::snapshot`]), kept for the pieces that follow. Because such a machine
+    /// may make what it executes durable before the step's records, the replica counts its own
+    /// vote towards a decision only once the records holding it were taken
+    /// ([`Replica::take_ready`]): a batch decided by a vote a crash loses may never be chosen.
     ///
     /// [`Snapshot`]: crate::message::Snapshot
+    /// [`Replica::take_ready`]: crate::replica::Replica::take_ready
     /// [`Replica::resume`]: crate::replica::Replica::resume
     /// [`Replica::finish_rebuild`]: crate::replica::Replica::finish_rebuild
     /// [`StateMachine::snapshot`]: crate::state_machine::StateMachine::snapshot

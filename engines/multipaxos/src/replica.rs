@@ -435,6 +435,15 @@ pub struct Replica<S> {
     recovering: Option<Recovering>,
     /// Resumed under mPaxos and waiting for its rebuilt state machine: nothing is executed.
     rebuilding: bool,
+    /// Under [`Snapshots::OnDemand`]: the instances whose vote of this replica is in records
+    /// not yet taken by [`Replica::take_ready`], so not durable. Its vote does not count
+    /// towards their decision yet: the state machine in place makes what it executes durable
+    /// before the step's records, and a batch decided by a vote a crash then loses may never
+    /// be chosen, yet stay executed in place.
+    votes_unflushed: BTreeSet<Instance>,
+    /// Under [`Snapshots::OnDemand`]: the instances of `votes_unflushed` the last
+    /// [`Replica::take_ready`] took, their votes durable now: checked for a decision again.
+    votes_taken: Vec<Instance>,
     ready: Ready,
     stats: Stats,
 }
@@ -695,6 +704,8 @@ impl<S: StateMachine> Replica<S> {
             peers: BTreeMap::new(),
             recovering: None,
             rebuilding: false,
+            votes_unflushed: BTreeSet::new(),
+            votes_taken: Vec::new(),
             ready: Ready::default(),
             stats: Stats::default(),
         };
@@ -876,6 +887,7 @@ impl<S: StateMachine> Replica<S> {
     /// Takes everything produced since the last call: commit it before sending anything.
     pub fn take_ready(&mut self) -> Ready {
         self.installed_in_ready = false;
+        (self.votes_taken).extend(std::mem::take(&mut self.votes_unflushed));
         std::mem::take(&mut self.ready)
     }
 
@@ -1143,6 +1155,9 @@ impl<S: StateMachine> Replica<S> {
     /// What every handler ends with: execute what was decided, complete a view change the
     /// promises allow, propose what the window allows, and keep catch-up going.
     fn settle(&mut self, now_ms: u64) {
+        for instance in std::mem::take(&mut self.votes_taken) {
+            self.check_decided(instance);
+        }
         loop {
             let before = (self.next_execute, self.is_leader());
             self.execute_decided();
@@ -1669,6 +1684,10 @@ impl<S: StateMachine> Replica<S> {
         if !entry.proposer_forgot {
             voters.insert(view.leader(&self.config.nodes));
         }
+        if self.votes_unflushed.contains(&instance) {
+            // Not durable yet (see `votes_unflushed`): counted once the records are taken.
+            voters.remove(&self.config.me);
+        }
         if voters.len() >= self.config.quorum() {
             let batch = batch.clone();
             self.decide(instance, batch);
@@ -1695,6 +1714,11 @@ impl<S: StateMachine> Replica<S> {
     /// Writes `record` to stable storage, under FullSS and mPaxos; under EpochSS nothing but the epoch is
     /// written.
     fn write(&mut self, record: Record) {
+        if let Record::Accepted { instance, .. } = &record {
+            if self.config.snapshots == Snapshots::OnDemand {
+                self.votes_unflushed.insert(*instance);
+            }
+        }
         if self.config.recovery.writes_records() {
             self.ready.record(record);
         }
@@ -1871,6 +1895,10 @@ impl<S: StateMachine> Replica<S> {
             return self.snapshot.as_ref();
         }
         if self.rebuilding || self.next_execute < self.log_start {
+            return None;
+        }
+        if (self.state_machine.holds_through()).is_some_and(|i| i >= self.next_execute) {
+            // Its state is ahead of what it executed: not a snapshot of `next_execute`.
             return None;
         }
         let log_start = self.log_start;

@@ -37,6 +37,15 @@ pub trait StateMachine {
     }
     /// Replaces the state with one [`StateMachine::snapshot`] produced (on any replica).
     fn restore(&mut self, snapshot: &Bytes);
+
+    /// The last instance whose effects the machine holds already although the replica has not
+    /// executed up to it (a machine that keeps its state durable itself, reopened after a crash
+    /// that lost decisions it had executed): no snapshot is taken from it before the replica
+    /// executed past it, since the snapshot's next instance would be behind its state. `None`
+    /// (the default): the machine holds exactly what the replica executed.
+    fn holds_through(&self) -> Option<Instance> {
+        None
+    }
 }
 
 /// A state machine's state, copied at one point and encoded on demand
