@@ -810,6 +810,14 @@ mod tests {
         LogMachine::open_in_place(RegisterMachine::default(), store, registers, snapshot).unwrap()
     }
 
+    /// The first view after `after` that `leader` leads among `nodes`.
+    fn led_by(nodes: &[NodeId], after: u64, leader: NodeId) -> logless_multipaxos::ids::View {
+        (after + 1..)
+            .map(logless_multipaxos::ids::View)
+            .find(|v| v.leader(nodes) == leader)
+            .unwrap()
+    }
+
     /// The log's directory as a power failure right now leaves it (nothing unsynced kept).
     fn log_image_of(core: &Core) -> SimDir {
         core.log().segment_log().dir().durable_image()
@@ -1142,10 +1150,7 @@ mod tests {
             1_000_000,
             0,
         );
-        let view = (core.view().0 + 1..)
-            .map(logless_multipaxos::ids::View)
-            .find(|v| v.leader(&nodes) == NodeId(2))
-            .unwrap();
+        let view = led_by(&nodes, core.view().0, NodeId(2));
         let mut out = Collected::default();
         core.start_turn(1_000_005, 5_000);
         core.receive(
@@ -1286,12 +1291,6 @@ mod tests {
             );
             core
         };
-        let led_by = |after: u64, leader: NodeId| {
-            (after + 1..)
-                .map(logless_multipaxos::ids::View)
-                .find(|v| v.leader(&nodes) == leader)
-                .unwrap()
-        };
         let batch_of = |operation: Operation, client: u64| {
             Batch::stamped(
                 1_000_000,
@@ -1305,7 +1304,7 @@ mod tests {
         let (machine, log) = fresh();
         let mut core = recover(machine, log, 1);
         let log_before = log_image_of(&core);
-        let view = led_by(core.view().0, NodeId(2));
+        let view = led_by(&nodes, core.view().0, NodeId(2));
         let mut out = Collected::default();
         core.start_turn(1_000_005, 5_000);
         core.receive(
@@ -1330,7 +1329,7 @@ mod tests {
         let log = DurableLog::open_on(log_before, log_options()).unwrap();
         let machine = reopened_in_place(&media, log.durable.snapshot.as_ref());
         let mut core = recover(machine, log, 2);
-        let view = led_by(view.0, NodeId(3));
+        let view = led_by(&nodes, view.0, NodeId(3));
         core.start_turn(1_000_010, 10_000);
         core.receive(
             NodeId(3),
