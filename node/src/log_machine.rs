@@ -810,6 +810,22 @@ mod tests {
         LogMachine::open_in_place(RegisterMachine::default(), store, registers, snapshot).unwrap()
     }
 
+    /// What a new leader in `view` sends a replica that decided nothing: its Prepare and its
+    /// proposal of `batch` for the first instance.
+    fn takes_over_and_proposes(view: logless_multipaxos::ids::View, batch: Batch) -> Vec<Message> {
+        vec![
+            Message::Prepare {
+                view,
+                first_undecided: Instance(0),
+            },
+            Message::Propose {
+                view,
+                instance: Instance(0),
+                batch,
+            },
+        ]
+    }
+
     /// The first view after `after` that `leader` leads among `nodes`.
     fn led_by(nodes: &[NodeId], after: u64, leader: NodeId) -> logless_multipaxos::ids::View {
         (after + 1..)
@@ -1153,20 +1169,7 @@ mod tests {
         let view = led_by(&nodes, core.view().0, NodeId(2));
         let mut out = Collected::default();
         core.start_turn(1_000_005, 5_000);
-        core.receive(
-            NodeId(2),
-            vec![
-                Message::Prepare {
-                    view,
-                    first_undecided: Instance(0),
-                },
-                Message::Propose {
-                    view,
-                    instance: Instance(0),
-                    batch: Batch::noop(),
-                },
-            ],
-        );
+        core.receive(NodeId(2), takes_over_and_proposes(view, Batch::noop()));
         core.finish_turn(&mut out).unwrap();
         let to_leader: Vec<&Message> = out
             .sent
@@ -1309,17 +1312,7 @@ mod tests {
         core.start_turn(1_000_005, 5_000);
         core.receive(
             NodeId(2),
-            vec![
-                Message::Prepare {
-                    view,
-                    first_undecided: Instance(0),
-                },
-                Message::Propose {
-                    view,
-                    instance: Instance(0),
-                    batch: batch_of(incr("a"), 7),
-                },
-            ],
+            takes_over_and_proposes(view, batch_of(incr("a"), 7)),
         );
         // The crash lands in the turn's commit: none of its log records are durable.
         core.log_mut().dir_mut().arm_crash_point(0);
@@ -1333,17 +1326,7 @@ mod tests {
         core.start_turn(1_000_010, 10_000);
         core.receive(
             NodeId(3),
-            vec![
-                Message::Prepare {
-                    view,
-                    first_undecided: Instance(0),
-                },
-                Message::Propose {
-                    view,
-                    instance: Instance(0),
-                    batch: batch_of(incr("b"), 8),
-                },
-            ],
+            takes_over_and_proposes(view, batch_of(incr("b"), 8)),
         );
         core.finish_turn(&mut out).unwrap();
         // Its vote durable, the next turn executes the decision.
