@@ -6,7 +6,8 @@
 //!
 //! It supervises them: a replica that exits is reported and started again after a backoff
 //! (1 s, doubling to at most [`RESTART_BACKOFF_MAX`], back to 1 s after a replica has run for
-//! [`RESTART_STABLE`]), while the others go on serving. Ctrl-C or SIGTERM stops them all.
+//! [`RESTART_STABLE`]), while the others go on serving. Ctrl-C or SIGTERM stops them all, at
+//! any moment: during start-up it stops the replicas started so far and exits with 130.
 //!
 //! The replicas of one data directory form one cluster: the first `logless up` on a directory
 //! writes a cluster id (`DIR/cluster-id`) and a random cluster secret (`DIR/cluster-secret`,
@@ -371,13 +372,59 @@ impl Supervised {
     }
 }
 
-/// Supervises the replicas until Ctrl-C or SIGTERM. Prints `ready` once both signals are
-/// caught: a Ctrl-C before that would kill this process and leave the replicas running.
+/// Ctrl-C (SIGINT) and SIGTERM, caught from before the first replica is spawned to the end,
+/// so that a signal at any moment stops every replica started so far rather than killing
+/// `logless up` alone and leaving them running.
+struct Signals {
+    runtime: tokio::runtime::Runtime,
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn catch() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        // The streams register their handlers when made, inside the runtime; from then on a
+        // signal is kept until it is received, even while nothing waits for it.
+        let (interrupt, terminate) = runtime.block_on(async {
+            Ok::<_, std::io::Error>((
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::terminate())?,
+            ))
+        })?;
+        Ok(Signals {
+            runtime,
+            interrupt,
+            terminate,
+        })
+    }
+
+    /// Waits `wait`, or less if Ctrl-C or SIGTERM comes: then true.
+    fn wait(&mut self, wait: Duration) -> bool {
+        let Signals {
+            runtime,
+            interrupt,
+            terminate,
+        } = self;
+        runtime.block_on(async {
+            tokio::select! {
+                _ = interrupt.recv() => true,
+                _ = terminate.recv() => true,
+                _ = tokio::time::sleep(wait) => false,
+            }
+        })
+    }
+}
+
+/// Supervises the replicas until Ctrl-C or SIGTERM.
 fn supervise(
     children: Vec<Option<Child>>,
     specs: &[ServerSpec],
     exe: &Path,
-    ready: &str,
+    signals: &mut Signals,
 ) -> Vec<Option<Child>> {
     let now = Instant::now();
     let mut replicas: Vec<Supervised> = children
@@ -389,31 +436,12 @@ fn supervise(
             backoff: RESTART_BACKOFF_MIN,
         })
         .collect();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        // Both streams live for the whole loop, so that a signal that comes while the
-        // replicas are checked is kept for the next turn, not lost with a dropped future.
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut interrupt = signal(SignalKind::interrupt()).expect("signal handler");
-        let mut terminate = signal(SignalKind::terminate()).expect("signal handler");
-        println!("{ready}");
-        let mut tick = tokio::time::interval(Duration::from_millis(200));
-        loop {
-            tokio::select! {
-                _ = interrupt.recv() => return,
-                _ = terminate.recv() => return,
-                _ = tick.tick() => {
-                    let now = Instant::now();
-                    for (replica, spec) in replicas.iter_mut().zip(specs) {
-                        replica.check(spec, exe, now);
-                    }
-                }
-            }
+    while !signals.wait(Duration::from_millis(200)) {
+        let now = Instant::now();
+        for (replica, spec) in replicas.iter_mut().zip(specs) {
+            replica.check(spec, exe, now);
         }
-    });
+    }
     replicas.into_iter().map(|r| r.child).collect()
 }
 
@@ -515,6 +543,13 @@ pub fn up(args: &UpArgs) -> ExitCode {
         Some(tls) => specs.into_iter().map(|spec| tls.apply(spec)).collect(),
         None => specs,
     };
+    let mut signals = match Signals::catch() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("error: cannot catch Ctrl-C: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut children: Vec<Option<Child>> = Vec::new();
     for spec in &specs {
         // Each `logless up` starts its replicas' logs afresh (the launcher appends).
@@ -565,7 +600,14 @@ pub fn up(args: &UpArgs) -> ExitCode {
             ready = true;
             break;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        // A Ctrl-C during start-up (or one that came while a probe waited) stops the replicas
+        // started so far.
+        if signals.wait(Duration::from_millis(100)) {
+            println!("interrupted before the cluster served; stopping the replicas");
+            stop(&mut children);
+            println!("stopped");
+            return ExitCode::from(130);
+        }
     }
     if !ready {
         eprintln!(
@@ -612,8 +654,8 @@ pub fn up(args: &UpArgs) -> ExitCode {
         "cluster {cluster_id}; peers prove the secret in {}",
         secret.display()
     );
-    let ready = "a replica that exits is restarted; stop with Ctrl-C";
-    let mut children = supervise(children, &specs, &exe, ready);
+    println!("a replica that exits is restarted; stop with Ctrl-C");
+    let mut children = supervise(children, &specs, &exe, &mut signals);
     println!("stopping the replicas");
     stop(&mut children);
     println!("stopped");
