@@ -170,7 +170,7 @@ fn a_password_is_required_under_the_log_and_psmr_engines_too() {
                 "no-rep",
             ],
             &[
-                &["LOGLESS.RANGE", "a", "z", "10"],
+                &["LOGLESS.RANGE", "a", "COUNT", "10"],
                 &["LOGLESS.DIGEST"],
                 &["DEL", "kept"],
             ],
