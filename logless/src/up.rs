@@ -321,6 +321,20 @@ struct Supervised {
 }
 
 impl Supervised {
+    /// Schedules the next start after the replica exited at `now` (`exited`) or could not be
+    /// started, and returns the wait: the backoff, which then doubles up to
+    /// [`RESTART_BACKOFF_MAX`], back to [`RESTART_BACKOFF_MIN`] after a run of
+    /// [`RESTART_STABLE`].
+    fn back_off(&mut self, now: Instant, exited: bool) -> Duration {
+        if exited && now.duration_since(self.started) >= RESTART_STABLE {
+            self.backoff = RESTART_BACKOFF_MIN;
+        }
+        let wait = self.backoff;
+        self.restart_at = Some(now + wait);
+        self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
+        wait
+    }
+
     /// Checks on the replica: reports an exit and schedules its restart; restarts it when due.
     fn check(&mut self, spec: &ServerSpec, exe: &Path, now: Instant) {
         if let Some(child) = &mut self.child {
@@ -340,18 +354,14 @@ impl Supervised {
                 );
                 return;
             }
-            if now.duration_since(self.started) >= RESTART_STABLE {
-                self.backoff = RESTART_BACKOFF_MIN;
-            }
+            let wait = self.back_off(now, true);
             eprintln!(
                 "replica {} exited ({status}); the others keep serving; restarting it in {} s \
                  (its log: {})",
                 spec.node_id,
-                self.backoff.as_secs(),
+                wait.as_secs(),
                 spec.log.display()
             );
-            self.restart_at = Some(now + self.backoff);
-            self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
             return;
         }
         if self.restart_at.is_some_and(|at| now >= at) {
@@ -364,8 +374,7 @@ impl Supervised {
                 }
                 Err(e) => {
                     eprintln!("cannot restart replica {}: {e}", spec.node_id);
-                    self.restart_at = Some(now + self.backoff);
-                    self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
+                    self.back_off(now, false);
                 }
             }
         }
@@ -756,6 +765,39 @@ mod tests {
         args.tls = false;
         args.engine = logless_node::config::Engine::Multipaxos;
         assert!(check_nodes(&args).unwrap_err().contains("rmw"));
+    }
+
+    #[test]
+    fn a_replica_that_keeps_exiting_waits_longer_each_time_until_it_ran_long_enough() {
+        let start = Instant::now();
+        let mut replica = Supervised {
+            child: None,
+            started: start,
+            restart_at: None,
+            backoff: RESTART_BACKOFF_MIN,
+        };
+        // Exits soon after each start: 1, 2, 4, 8, 16 s, then at most 30 s.
+        let mut now = start;
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            now += Duration::from_secs(1);
+            let wait = replica.back_off(now, true);
+            assert_eq!(replica.restart_at, Some(now + wait));
+            waits.push(wait.as_secs());
+            now += wait;
+            replica.started = now;
+        }
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
+        // A start that fails doubles the wait too (it stays at the most here).
+        assert_eq!(replica.back_off(now, false), RESTART_BACKOFF_MAX);
+        // One that ran for RESTART_STABLE before it exited is restarted after the shortest.
+        now += RESTART_STABLE;
+        assert_eq!(replica.back_off(now, true), RESTART_BACKOFF_MIN);
+        // And doubles again if it then exits soon after its restart.
+        now += RESTART_BACKOFF_MIN;
+        replica.started = now;
+        now += Duration::from_secs(1);
+        assert_eq!(replica.back_off(now, true).as_secs(), 2);
     }
 
     #[test]
