@@ -6,7 +6,8 @@
 //!
 //! It supervises them: a replica that exits is reported and started again after a backoff
 //! (1 s, doubling to at most [`RESTART_BACKOFF_MAX`], back to 1 s after a replica has run for
-//! [`RESTART_STABLE`]), while the others go on serving. Ctrl-C or SIGTERM stops them all.
+//! [`RESTART_STABLE`]), while the others go on serving. Ctrl-C or SIGTERM stops them all, at
+//! any moment: during start-up it stops the replicas started so far and exits with 130.
 //!
 //! The replicas of one data directory form one cluster: the first `logless up` on a directory
 //! writes a cluster id (`DIR/cluster-id`) and a random cluster secret (`DIR/cluster-secret`,
@@ -320,6 +321,20 @@ struct Supervised {
 }
 
 impl Supervised {
+    /// Schedules the next start after the replica exited at `now` (`exited`) or could not be
+    /// started, and returns the wait: the backoff, which then doubles up to
+    /// [`RESTART_BACKOFF_MAX`], back to [`RESTART_BACKOFF_MIN`] after a run of
+    /// [`RESTART_STABLE`].
+    fn back_off(&mut self, now: Instant, exited: bool) -> Duration {
+        if exited && now.duration_since(self.started) >= RESTART_STABLE {
+            self.backoff = RESTART_BACKOFF_MIN;
+        }
+        let wait = self.backoff;
+        self.restart_at = Some(now + wait);
+        self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
+        wait
+    }
+
     /// Checks on the replica: reports an exit and schedules its restart; restarts it when due.
     fn check(&mut self, spec: &ServerSpec, exe: &Path, now: Instant) {
         if let Some(child) = &mut self.child {
@@ -339,18 +354,14 @@ impl Supervised {
                 );
                 return;
             }
-            if now.duration_since(self.started) >= RESTART_STABLE {
-                self.backoff = RESTART_BACKOFF_MIN;
-            }
+            let wait = self.back_off(now, true);
             eprintln!(
                 "replica {} exited ({status}); the others keep serving; restarting it in {} s \
                  (its log: {})",
                 spec.node_id,
-                self.backoff.as_secs(),
+                wait.as_secs(),
                 spec.log.display()
             );
-            self.restart_at = Some(now + self.backoff);
-            self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
             return;
         }
         if self.restart_at.is_some_and(|at| now >= at) {
@@ -363,21 +374,66 @@ impl Supervised {
                 }
                 Err(e) => {
                     eprintln!("cannot restart replica {}: {e}", spec.node_id);
-                    self.restart_at = Some(now + self.backoff);
-                    self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
+                    self.back_off(now, false);
                 }
             }
         }
     }
 }
 
-/// Supervises the replicas until Ctrl-C or SIGTERM. Prints `ready` once both signals are
-/// caught: a Ctrl-C before that would kill this process and leave the replicas running.
+/// Ctrl-C (SIGINT) and SIGTERM, caught from before the first replica is spawned to the end,
+/// so that a signal at any moment stops every replica started so far rather than killing
+/// `logless up` alone and leaving them running.
+struct Signals {
+    runtime: tokio::runtime::Runtime,
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn catch() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        // The streams register their handlers when made, inside the runtime; from then on a
+        // signal is kept until it is received, even while nothing waits for it.
+        let (interrupt, terminate) = runtime.block_on(async {
+            Ok::<_, std::io::Error>((
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::terminate())?,
+            ))
+        })?;
+        Ok(Signals {
+            runtime,
+            interrupt,
+            terminate,
+        })
+    }
+
+    /// Waits `wait`, or less if Ctrl-C or SIGTERM comes: then true.
+    fn wait(&mut self, wait: Duration) -> bool {
+        let Signals {
+            runtime,
+            interrupt,
+            terminate,
+        } = self;
+        runtime.block_on(async {
+            tokio::select! {
+                _ = interrupt.recv() => true,
+                _ = terminate.recv() => true,
+                _ = tokio::time::sleep(wait) => false,
+            }
+        })
+    }
+}
+
+/// Supervises the replicas until Ctrl-C or SIGTERM.
 fn supervise(
     children: Vec<Option<Child>>,
     specs: &[ServerSpec],
     exe: &Path,
-    ready: &str,
+    signals: &mut Signals,
 ) -> Vec<Option<Child>> {
     let now = Instant::now();
     let mut replicas: Vec<Supervised> = children
@@ -389,31 +445,12 @@ fn supervise(
             backoff: RESTART_BACKOFF_MIN,
         })
         .collect();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        // Both streams live for the whole loop, so that a signal that comes while the
-        // replicas are checked is kept for the next turn, not lost with a dropped future.
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut interrupt = signal(SignalKind::interrupt()).expect("signal handler");
-        let mut terminate = signal(SignalKind::terminate()).expect("signal handler");
-        println!("{ready}");
-        let mut tick = tokio::time::interval(Duration::from_millis(200));
-        loop {
-            tokio::select! {
-                _ = interrupt.recv() => return,
-                _ = terminate.recv() => return,
-                _ = tick.tick() => {
-                    let now = Instant::now();
-                    for (replica, spec) in replicas.iter_mut().zip(specs) {
-                        replica.check(spec, exe, now);
-                    }
-                }
-            }
+    while !signals.wait(Duration::from_millis(200)) {
+        let now = Instant::now();
+        for (replica, spec) in replicas.iter_mut().zip(specs) {
+            replica.check(spec, exe, now);
         }
-    });
+    }
     replicas.into_iter().map(|r| r.child).collect()
 }
 
@@ -515,6 +552,13 @@ pub fn up(args: &UpArgs) -> ExitCode {
         Some(tls) => specs.into_iter().map(|spec| tls.apply(spec)).collect(),
         None => specs,
     };
+    let mut signals = match Signals::catch() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("error: cannot catch Ctrl-C: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut children: Vec<Option<Child>> = Vec::new();
     for spec in &specs {
         // Each `logless up` starts its replicas' logs afresh (the launcher appends).
@@ -565,7 +609,14 @@ pub fn up(args: &UpArgs) -> ExitCode {
             ready = true;
             break;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        // A Ctrl-C during start-up (or one that came while a probe waited) stops the replicas
+        // started so far.
+        if signals.wait(Duration::from_millis(100)) {
+            println!("interrupted before the cluster served; stopping the replicas");
+            stop(&mut children);
+            println!("stopped");
+            return ExitCode::from(130);
+        }
     }
     if !ready {
         eprintln!(
@@ -612,8 +663,8 @@ pub fn up(args: &UpArgs) -> ExitCode {
         "cluster {cluster_id}; peers prove the secret in {}",
         secret.display()
     );
-    let ready = "a replica that exits is restarted; stop with Ctrl-C";
-    let mut children = supervise(children, &specs, &exe, ready);
+    println!("a replica that exits is restarted; stop with Ctrl-C");
+    let mut children = supervise(children, &specs, &exe, &mut signals);
     println!("stopping the replicas");
     stop(&mut children);
     println!("stopped");
@@ -714,6 +765,39 @@ mod tests {
         args.tls = false;
         args.engine = logless_node::config::Engine::Multipaxos;
         assert!(check_nodes(&args).unwrap_err().contains("rmw"));
+    }
+
+    #[test]
+    fn a_replica_that_keeps_exiting_waits_longer_each_time_until_it_ran_long_enough() {
+        let start = Instant::now();
+        let mut replica = Supervised {
+            child: None,
+            started: start,
+            restart_at: None,
+            backoff: RESTART_BACKOFF_MIN,
+        };
+        // Exits soon after each start: 1, 2, 4, 8, 16 s, then at most 30 s.
+        let mut now = start;
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            now += Duration::from_secs(1);
+            let wait = replica.back_off(now, true);
+            assert_eq!(replica.restart_at, Some(now + wait));
+            waits.push(wait.as_secs());
+            now += wait;
+            replica.started = now;
+        }
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
+        // A start that fails doubles the wait too (it stays at the most here).
+        assert_eq!(replica.back_off(now, false), RESTART_BACKOFF_MAX);
+        // One that ran for RESTART_STABLE before it exited is restarted after the shortest.
+        now += RESTART_STABLE;
+        assert_eq!(replica.back_off(now, true), RESTART_BACKOFF_MIN);
+        // And doubles again if it then exits soon after its restart.
+        now += RESTART_BACKOFF_MIN;
+        replica.started = now;
+        now += Duration::from_secs(1);
+        assert_eq!(replica.back_off(now, true).as_secs(), 2);
     }
 
     #[test]

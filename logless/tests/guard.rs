@@ -1,6 +1,7 @@
-//! A replica guarding itself on real sockets: clients must log in when a password is set;
-//! idle and slowloris clients, a request past the query buffer limit and a client that never
-//! reads its replies are disconnected (and counted) while the replica goes on serving others;
+//! A replica guarding itself on real sockets: clients must log in when a password is set (under
+//! every engine); idle and slowloris clients, a request past the query buffer limit and a
+//! client that never reads its replies are disconnected (and counted) while the replica goes on
+//! serving others;
 //! slow peer hellos beyond the cap are closed and do not keep a real peer out.
 mod common;
 
@@ -142,6 +143,84 @@ fn a_password_is_required_before_any_command() {
             .is_err_and(|e| e.to_string().contains("NOAUTH")),
         "{refused:?}"
     );
+}
+
+/// The log engine and the psmr engine answer through command paths of their own
+/// (`node/src/log_ops.rs`, `node/src/psmr_ops.rs`, which checks the login itself for its
+/// LOGLESS.* commands): a client that has not logged in is refused there too, and nothing it
+/// sent runs.
+#[test]
+fn a_password_is_required_under_the_log_and_psmr_engines_too() {
+    let engines: [(&[&str], &[&[&str]]); 2] = [
+        (
+            &["--engine", "multipaxos"],
+            &[
+                &["MULTI"],
+                &["INCR", "counter"],
+                &["MSET", "kept", "x", "y", "z"],
+            ],
+        ),
+        (
+            &[
+                "--engine",
+                "psmr",
+                "--threads",
+                "2",
+                "--psmr-mode",
+                "no-rep",
+            ],
+            &[
+                &["LOGLESS.RANGE", "a", "COUNT", "10"],
+                &["LOGLESS.DIGEST"],
+                &["DEL", "kept"],
+            ],
+        ),
+    ];
+    for (engine, refused) in engines {
+        let mut args = engine.to_vec();
+        args.extend(["--requirepass", PASSWORD]);
+        let cluster = Cluster::start_as(1, "mmap", &args, Some(PASSWORD));
+        let spec = &cluster.replicas[0].spec;
+        // NX: the psmr engine's B+-tree service takes no plain SET.
+        let _: () = redis::cmd("SET")
+            .arg(&["kept", "safe", "NX"])
+            .query(&mut cluster.connect(0))
+            .unwrap();
+
+        let mut stream = connect(spec.client);
+        assert_eq!(ask(&mut stream, &["PING"]), "+PONG", "{engine:?}");
+        for request in [&["GET", "kept"][..], &["SET", "kept", "stolen"]]
+            .into_iter()
+            .chain(refused.iter().copied())
+        {
+            assert_eq!(
+                ask(&mut stream, request),
+                "-NOAUTH Authentication required.",
+                "{engine:?}: {request:?}"
+            );
+        }
+        // Pipelined and inline before AUTH: refused.
+        stream
+            .write_all(b"SET kept stolen\r\n*3\r\n$3\r\nSET\r\n$4\r\nkept\r\n$6\r\nstolen\r\n")
+            .unwrap();
+        assert_eq!(read_line(&mut stream), "-NOAUTH Authentication required.");
+        assert_eq!(read_line(&mut stream), "-NOAUTH Authentication required.");
+        assert_eq!(
+            ask(&mut stream, &["AUTH", "wrong"]),
+            "-WRONGPASS invalid username-password pair or user is disabled.",
+            "{engine:?}"
+        );
+        assert_eq!(ask(&mut stream, &["AUTH", PASSWORD]), "+OK", "{engine:?}");
+        assert_eq!(ask(&mut stream, &["GET", "kept"]), "$4", "{engine:?}");
+        assert_eq!(read_line(&mut stream), "safe", "{engine:?}: nothing ran");
+        assert_eq!(
+            wait_metric(spec.http, "logless_client_auth_rejected_total", 1),
+            1,
+            "{engine:?}"
+        );
+        let got: String = cluster.connect(0).get("kept").unwrap();
+        assert_eq!(got, "safe", "{engine:?}");
+    }
 }
 
 #[test]

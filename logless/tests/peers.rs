@@ -1,7 +1,8 @@
 //! Authenticated peers on real processes: a stranger on a raw socket who forges a hello and
 //! protocol frames changes no value and does not make a real peer count as crashed, while the
 //! same frames behind a hello that proves the secret do change a value (so the test can fail);
-//! and two clusters that reuse node ids refuse each other.
+//! clusters of the log and psmr engines refuse the same strangers; and two clusters that reuse
+//! node ids refuse each other.
 mod common;
 
 use std::io::{Read, Write};
@@ -218,6 +219,65 @@ fn forged_hellos_and_frames_change_nothing_and_break_no_real_link() {
         Some("forged"),
         "votes behind a proven hello count"
     );
+}
+
+/// The hello is the peer transport's, shared by every engine (`node/src/peer.rs`, generic over
+/// the engine's codec): a cluster of the log engine or of the psmr engine refuses the same
+/// strangers before any of their frames reaches the engine, and counts each refusal.
+#[test]
+fn strangers_are_refused_by_the_log_and_psmr_engines_too() {
+    let secrets = tempfile::tempdir().unwrap();
+    let secret_file = write_secret(secrets.path(), "secret", SECRET);
+    for engine in [
+        &["--engine", "multipaxos"][..],
+        &["--engine", "psmr", "--threads", "2"],
+    ] {
+        let mut args = vec![
+            "--cluster-id",
+            "alpha",
+            "--cluster-secret-file",
+            &secret_file,
+        ];
+        args.extend_from_slice(engine);
+        let cluster = Cluster::start_with(3, "mmap", &args);
+        // NX: the psmr engine's B+-tree service takes no plain SET.
+        let _: () = redis::cmd("SET")
+            .arg(&["kept", "safe", "NX"])
+            .query(&mut cluster.connect(0))
+            .unwrap();
+        let target = &cluster.replicas[0].spec;
+        let rejected = metric(target.http, "logless_peer_connections_rejected_total");
+        for (from, cluster_id, secret, challenged) in [
+            (3, "beta", SECRET, false),
+            (9, "alpha", SECRET, false),
+            (1, "alpha", SECRET, false),
+            (3, "alpha", "a guess that is long enough", true),
+            (3, "alpha", "", true),
+        ] {
+            assert_eq!(
+                forge(
+                    target,
+                    1,
+                    from,
+                    cluster_id,
+                    secret,
+                    &[forged_vote("kept", "forged", 3)]
+                ),
+                challenged,
+                "{engine:?}: node {from} of {cluster_id}"
+            );
+        }
+        assert_eq!(
+            metric(target.http, "logless_peer_connections_rejected_total"),
+            rejected + 5,
+            "{engine:?}"
+        );
+        assert!(status(target.http).links.iter().all(|l| l.up), "{engine:?}");
+        for i in 0..3 {
+            let got: String = cluster.connect(i).get("kept").unwrap();
+            assert_eq!(got, "safe", "{engine:?}");
+        }
+    }
 }
 
 /// Waits until `check` holds, for at most `within`.

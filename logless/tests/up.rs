@@ -161,3 +161,87 @@ fn up_restarts_a_replica_killed_under_load_while_the_others_serve() {
         "the restarted replica stopped too"
     );
 }
+
+/// The processes whose parent is `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            // The parent is the second field after the command name, which is in parentheses.
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = &stat[stat.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// Whether process `pid` is alive (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace().next().map(|state| state != "Z")
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn ctrl_c_during_start_up_stops_every_replica_spawned_so_far() {
+    let base = logless_harness::ports::free_block(&logless_harness::server::PORT_OFFSETS, 3)
+        .expect("free ports");
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = Up(Command::new(common::binary())
+        .args(["up", "--port", &base.to_string(), "--log-level", "warn"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap());
+    let pid = up.0.id();
+    // Ctrl-C as soon as the first replica is a process of its own, long before the cluster
+    // serves.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut replicas = loop {
+        let replicas = children_of(pid);
+        if !replicas.is_empty() {
+            break replicas;
+        }
+        assert!(Instant::now() < deadline, "logless up spawned no replica");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert!(logless_harness::server::signal(pid, "-INT"));
+    // The replicas it spawns after the signal count too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        for child in children_of(pid) {
+            if !replicas.contains(&child) {
+                replicas.push(child);
+            }
+        }
+        if let Some(status) = up.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "logless up stops on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let left: Vec<u32> = replicas.iter().copied().filter(|&r| alive(r)).collect();
+    for &replica in &left {
+        logless_harness::server::signal(replica, "-KILL");
+    }
+    assert!(
+        left.is_empty(),
+        "replicas {left:?} of {replicas:?} still run after logless up exited ({status})"
+    );
+    // 130 when it stopped before the cluster served; 0 when the replicas served at the
+    // probe that came before it saw the signal.
+    assert!(matches!(status.code(), Some(130 | 0)), "{status}");
+}
