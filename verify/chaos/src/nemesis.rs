@@ -22,11 +22,13 @@
 //! [`Schedule::member_every`] on average, with nodes removed or replaced returned to the spares
 //! so that changes never run out), and they overlap the main lane's partitions and pauses:
 //!
-//! * on two draws of three the member lane waits (up to twice a fault's cycle) for a partition
-//!   or a pause to be in force, and asks its change under it;
-//! * while a change is in flight, half the main lane's partitions and pauses are aimed at one
-//!   of its nodes (the coordinator, the node gaining slots or the node leaving): that node
-//!   paused, or cut from a random part of the ring (both ways, one way, or its links stalled);
+//! * the member lane picks its next change (and its coordinator) and publishes it, then on two
+//!   draws of three waits (up to twice a fault's cycle) for a partition or a pause to be in
+//!   force, and asks the change under it;
+//! * while a change is in flight or about to be asked, half the main lane's partitions and
+//!   pauses are aimed at one of its nodes (the coordinator, the node gaining slots or the node
+//!   leaving): that node paused, or cut from a random part of the ring (both ways, one way, or
+//!   its links stalled);
 //! * a partition or pause due to heal while a change is in flight is, on half the draws, held
 //!   until the change ends (up to twice its own duration, at most [`ACROSS_LIMIT`]): a fault
 //!   started before the change and healed after it;
@@ -253,6 +255,8 @@ pub struct InForce {
     pub changing: bool,
     /// The change in flight and its coordinator, once chosen.
     pub change: Option<(Change, u16)>,
+    /// Whether that change was asked (else it is about to be).
+    pub asked: bool,
 }
 
 impl InForce {
@@ -516,20 +520,36 @@ const JOINT_LIMIT: Duration = Duration::from_secs(10);
 /// One `member` fault: the next change of `membership`, asked of a live member not in it and
 /// waited for, with the node replaced killed first, or on a third of the additions and
 /// removals the coordinator killed mid-change (and the change asked of another member), or on
-/// another third another node of the change killed while it runs and restarted after `hold`
-/// (neither when `calm`); None when no change is left. With `lanes` (the member lane), the
-/// change and its coordinator are published there while it runs, and the main lane's fault in
-/// force when it is asked is noted.
+/// another third another node of the change killed while it runs and restarted after `hold`;
+/// None when no change is left.
 async fn member_fault(
     rng: &mut SmallRng,
     hold: Duration,
     cluster: &Mutex<Cluster>,
     membership: &Mutex<Membership>,
     clock: &Clock,
-    lanes: Option<&Lanes>,
-    calm: bool,
 ) -> Option<Fault> {
     let start = clock.now();
+    let picked = pick_change(rng, membership)?;
+    let fault = change_fault(
+        rng,
+        hold,
+        cluster,
+        membership,
+        clock,
+        false,
+        (start, picked),
+        Vec::new(),
+    );
+    Some(fault.await)
+}
+
+/// A change picked: the change, the members before it, its coordinator.
+type Picked = (Change, Vec<u16>, u16);
+
+/// The next change of `membership`, the members before it, and its coordinator (a member the
+/// change does not remove); None when no change is left.
+fn pick_change(rng: &mut SmallRng, membership: &Mutex<Membership>) -> Option<Picked> {
     let (change, members) = {
         let mut m = membership.lock().expect("not poisoned");
         (m.plan(rng)?, m.members.clone())
@@ -542,12 +562,31 @@ async fn member_fault(
         .filter(|&n| Some(n) != leaving)
         .collect();
     let coordinator = *others.choose(rng)?;
+    Some((change, members, coordinator))
+}
+
+/// A `member` fault of the member lane: the change `picked`, published in `lanes` as asked
+/// while it runs (with the main lane's fault in force when it is asked noted), with no kills of
+/// its own when `calm`.
+#[allow(clippy::too_many_arguments)]
+async fn lane_fault(
+    rng: &mut SmallRng,
+    hold: Duration,
+    cluster: &Mutex<Cluster>,
+    membership: &Mutex<Membership>,
+    clock: &Clock,
+    lanes: &Lanes,
+    calm: bool,
+    picked: Picked,
+) -> Fault {
+    let start = clock.now();
     let mut notes = Vec::new();
-    if let Some(lanes) = lanes {
-        lanes.send_modify(|s| s.change = Some((change.clone(), coordinator)));
-        if let Some((kind, detail, _)) = &lanes.borrow().fault {
-            notes.push(format!("under {}: {detail}", kind.name()));
-        }
+    lanes.send_modify(|s| {
+        s.change = Some((picked.0.clone(), picked.2));
+        s.asked = true;
+    });
+    if let Some((kind, detail, _)) = &lanes.borrow().fault {
+        notes.push(format!("under {}: {detail}", kind.name()));
     }
     let fault = change_fault(
         rng,
@@ -556,14 +595,15 @@ async fn member_fault(
         membership,
         clock,
         calm,
-        (start, change, members, coordinator),
+        (start, picked),
         notes,
     )
     .await;
-    if let Some(lanes) = lanes {
-        lanes.send_modify(|s| s.change = None);
-    }
-    Some(fault)
+    lanes.send_modify(|s| {
+        s.change = None;
+        s.asked = false;
+    });
+    fault
 }
 
 /// The rest of [`member_fault`], once the change and its coordinator are chosen.
@@ -575,7 +615,7 @@ async fn change_fault(
     membership: &Mutex<Membership>,
     clock: &Clock,
     calm: bool,
-    (start, change, members, coordinator): (u64, Change, Vec<u16>, u16),
+    (start, (change, members, coordinator)): (u64, Picked),
     mut notes: Vec<String>,
 ) -> Fault {
     let (joining, leaving) = match change {
@@ -965,9 +1005,7 @@ pub async fn run(
             let Some(membership) = &membership else {
                 continue;
             };
-            if let Some(fault) =
-                member_fault(&mut rng, hold, &cluster, membership, &clock, None, false).await
-            {
+            if let Some(fault) = member_fault(&mut rng, hold, &cluster, membership, &clock).await {
                 log.record(fault);
             }
             continue;
@@ -989,7 +1027,10 @@ pub async fn run(
             }
         }
         // The change in flight, if any, and on half the draws a node of it to aim at.
-        let during = lanes.as_ref().and_then(|l| l.borrow().change.clone());
+        let during = (lanes.as_ref()).and_then(|l| {
+            let s = l.borrow();
+            s.change.clone().map(|c| (c, s.asked))
+        });
         let target = match &lanes {
             Some(l) if during.is_some() && rng.random_bool(0.5) => {
                 l.borrow().targets().choose(&mut rng).copied()
@@ -1064,15 +1105,17 @@ pub async fn run(
             }
             FaultKind::Member | FaultKind::Crash => unreachable!("not injected here"),
         };
-        if let Some((change, coordinator)) = &during {
+        if let Some(((change, coordinator), asked)) = &during {
             let role = match target {
                 Some(t) if t == *coordinator => " (aimed at its coordinator)",
                 Some(_) => " (aimed at its node)",
                 None => "",
             };
             detail.push_str(&format!(
-                "; during cluster {} asked of node {coordinator}{role}",
-                change.describe()
+                "; {} cluster {} {} of node {coordinator}{role}",
+                if *asked { "during" } else { "before" },
+                change.describe(),
+                if *asked { "asked" } else { "to be asked" }
             ));
         }
         if let Some(lanes) = &lanes {
@@ -1169,18 +1212,8 @@ async fn run_member_lane(
         if pause_for(quiet, &mut stop).await {
             break;
         }
-        // Under a partition or a pause on two draws of three (not when resuming: that waits
-        // for the heal).
-        if cuts && resumes == 0 && rng.random_ratio(2, 3) {
-            let under = tokio::select! {
-                under = wait_lanes(&lanes, InForce::cutting, cycle * 2) => under,
-                _ = stop.wait_for(|s| *s) => break,
-            };
-            if under {
-                let delay = rng.random_range(0..=schedule.hold.as_millis().min(1000) as u64 / 2);
-                tokio::time::sleep(Duration::from_millis(delay)).await;
-            }
-        }
+        // The ring is claimed for the change (no kill starts), and the change is picked and
+        // published first: the partition or pause it waits for may be aimed at its nodes.
         let claimed = async {
             while !lanes.send_if_modified(InForce::claim_change) {
                 wait_lanes(&lanes, |s| !s.killing(), CHANGE_LIMIT).await;
@@ -1190,19 +1223,43 @@ async fn run_member_lane(
             () = claimed => {}
             _ = stop.wait_for(|s| *s) => break,
         }
+        let Some(picked) = pick_change(&mut rng, &membership) else {
+            lanes.send_modify(|s| s.changing = false);
+            break;
+        };
+        lanes.send_modify(|s| s.change = Some((picked.0.clone(), picked.2)));
+        // Under a partition or a pause on two draws of three (not when resuming: that waits
+        // for the heal).
+        if cuts && resumes == 0 && rng.random_ratio(2, 3) {
+            let under = tokio::select! {
+                under = wait_lanes(&lanes, InForce::cutting, cycle * 2) => under,
+                _ = stop.wait_for(|s| *s) => {
+                    // Left pending: asked below, once the main lane healed.
+                    lanes.send_modify(|s| {
+                        s.changing = false;
+                        s.change = None;
+                    });
+                    break;
+                }
+            };
+            if under {
+                let delay = rng.random_range(0..=schedule.hold.as_millis().min(1000) as u64 / 2);
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+        }
         let hold = around(&mut rng, schedule.hold);
-        let fault = member_fault(
+        let fault = lane_fault(
             &mut rng,
             hold,
             &cluster,
             &membership,
             &clock,
-            Some(&lanes),
+            &lanes,
             false,
+            picked,
         )
         .await;
         lanes.send_modify(|s| s.changing = false);
-        let Some(fault) = fault else { break };
         log.record(fault);
         if membership.lock().expect("not poisoned").pending().is_some() {
             resumes += 1;
@@ -1225,17 +1282,18 @@ async fn run_member_lane(
         wait_lanes(&lanes, |s| s.fault.is_none(), ACROSS_LIMIT).await;
         lanes.send_modify(|s| s.changing = true);
         let hold = around(&mut rng, schedule.hold);
-        if let Some(mut fault) = member_fault(
-            &mut rng,
-            hold,
-            &cluster,
-            &membership,
-            &clock,
-            Some(&lanes),
-            true,
-        )
-        .await
-        {
+        if let Some(picked) = pick_change(&mut rng, &membership) {
+            let mut fault = lane_fault(
+                &mut rng,
+                hold,
+                &cluster,
+                &membership,
+                &clock,
+                &lanes,
+                true,
+                picked,
+            )
+            .await;
             fault
                 .detail
                 .push_str(" (the pending change, asked again as the run stopped)");
