@@ -73,6 +73,16 @@ impl Change {
     pub fn describe(&self) -> String {
         self.args().join(" ")
     }
+
+    /// Whether a configuration of `nodes` is the change made (the node added in it, the node
+    /// removed not, the new node in place of the old).
+    pub fn made_in(&self, nodes: &[u16]) -> bool {
+        match *self {
+            Change::Add(n) => nodes.contains(&n),
+            Change::Remove(n) => !nodes.contains(&n),
+            Change::Replace(old, new) => nodes.contains(&new) && !nodes.contains(&old),
+        }
+    }
 }
 
 /// The ring's members as the runner changed them, and what it tried.
@@ -95,6 +105,9 @@ pub struct Membership {
     pub failed: Vec<(Change, String)>,
     /// Coordinators killed mid-change.
     pub coordinators_killed: CoordinatorKills,
+    /// Changes whose command failed although the stage register showed them complete (not a
+    /// coordinator the runner killed): counted completed.
+    pub failed_but_complete: usize,
     /// Whether a node removed or replaced goes back to the spares (added again later), so
     /// that changes go on for the whole run.
     recycle: bool,
@@ -277,6 +290,14 @@ pub async fn ask(
 /// (`Stable(e)`, or `Joint(e)` while a change moves the ring to epoch `e`) and `e`; None if it
 /// does not answer.
 pub async fn ring_stage(http: SocketAddr) -> Option<(String, u64)> {
+    ring_config(http)
+        .await
+        .map(|(stage, epoch, _)| (stage, epoch))
+}
+
+/// The same, with the nodes of the configuration the ring serves with (the old one while
+/// joint).
+pub async fn ring_config(http: SocketAddr) -> Option<(String, u64, Vec<u16>)> {
     let (code, body) = tokio::task::spawn_blocking(move || {
         logless_harness::probe::http_get(http, "/cluster", Duration::from_secs(2))
     })
@@ -287,9 +308,13 @@ pub async fn ring_stage(http: SocketAddr) -> Option<(String, u64)> {
         return None;
     }
     let status: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let nodes = (status.get("nodes")?.as_array()?.iter())
+        .filter_map(|n| u16::try_from(n.as_u64()?).ok())
+        .collect();
     Some((
         status.get("stage")?.as_str()?.to_string(),
         status.get("epoch")?.as_u64()?,
+        nodes,
     ))
 }
 
@@ -410,6 +435,17 @@ mod tests {
             assert_eq!(m.members.len() + m.spares.len(), 6);
         }
         assert!(added_again, "a node removed or replaced joins again");
+    }
+
+    #[test]
+    fn a_change_is_seen_made_in_the_configuration_it_leads_to() {
+        let before = [1, 2, 3, 4, 5];
+        for change in [Change::Add(6), Change::Remove(2), Change::Replace(3, 6)] {
+            assert!(!change.made_in(&before), "{change:?}");
+        }
+        assert!(Change::Add(6).made_in(&[1, 2, 3, 4, 5, 6]));
+        assert!(Change::Remove(2).made_in(&[1, 3, 4, 5]));
+        assert!(Change::Replace(3, 6).made_in(&[1, 2, 4, 5, 6]));
     }
 
     #[test]

@@ -708,6 +708,38 @@ async fn change_fault(
         }
     };
     let took = began.elapsed();
+    // A command that failed although its change completed (seen in a run: `refused: the
+    // ring's stage register: … not applied, try again` from a coordinator whose last stage
+    // write was applied after all) would leave the change pending for good, every later ask
+    // refused as made already: the stage register tells (no other change runs meanwhile).
+    let answer = match answer {
+        Err(why) => {
+            let mut seen = None;
+            for &n in std::iter::once(&coordinator).chain(&others) {
+                let http = cluster.lock().expect("not poisoned").http_addr(n);
+                if let Some(config) = membership::ring_config(http).await {
+                    seen = Some(config);
+                    break;
+                }
+            }
+            match seen {
+                Some((stage, _, nodes))
+                    if stage.starts_with("Stable") && change.made_in(&nodes) =>
+                {
+                    membership.lock().expect("not poisoned").failed_but_complete += 1;
+                    notes.push(format!(
+                        "its command failed ({why}), but the stage register holds {stage} with \
+                         the change made: it completed"
+                    ));
+                    Ok(format!(
+                        "completed though its command failed, stage {stage}"
+                    ))
+                }
+                _ => Err(why),
+            }
+        }
+        answer => answer,
+    };
     // The node replaced comes back, outside the ring: it serves by forwarding.
     if let Some(old) = dead {
         if let Err(e) = cluster.lock().expect("not poisoned").start(old) {

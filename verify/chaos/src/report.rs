@@ -157,6 +157,13 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
             k.spared,
             m.members
         );
+        if m.failed_but_complete > 0 {
+            println!(
+                "             {} changes whose command failed were complete in the stage \
+                 register",
+                m.failed_but_complete
+            );
+        }
         for (c, why) in m.failed.iter().take(5) {
             println!("             {} failed: {why}", c.describe());
         }
