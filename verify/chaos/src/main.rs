@@ -97,7 +97,8 @@ struct RunArgs {
     psmr_threads: u16,
     /// Fault kinds, comma-separated: kill, pause, partition, kill-all, kill-leader (multipaxos
     /// only), member (a ring only: add a spare, remove a member, replace a killed member,
-    /// one change at a time; `kill` then kills one node at a time); or none.
+    /// one change at a time, in a lane of its own that overlaps the partitions and pauses
+    /// unless --member-serial; `kill` then kills one node at a time); or none.
     #[arg(long, default_value = "kill,pause,partition,kill-all")]
     nemesis: String,
     /// Break the replicas on purpose (accept-inconsistent-quorum, ignore-learned,
@@ -159,6 +160,15 @@ struct RunArgs {
     /// Mean quiet time between faults.
     #[arg(long, default_value_t = 1500)]
     fault_gap_ms: u64,
+    /// With `member`: make the ring's changes in the fault cycle, one fault at a time, with
+    /// the spares used once (the runner's behaviour before the member lane), instead of in a
+    /// lane of their own, overlapping partitions and pauses and spread over the whole run.
+    #[arg(long)]
+    member_serial: bool,
+    /// The member lane's mean quiet time between changes (default: a tenth of the run's
+    /// duration, at least --fault-gap-ms).
+    #[arg(long)]
+    member_every_ms: Option<u64>,
     /// Mean duration of a fault.
     #[arg(long, default_value_t = 2500)]
     fault_ms: u64,
@@ -446,6 +456,11 @@ fn config(args: RunArgs) -> Result<run::RunConfig, String> {
             gap: Duration::from_millis(args.fault_gap_ms),
             hold: Duration::from_millis(args.fault_ms),
             seed,
+            member_serial: args.member_serial,
+            member_every: Duration::from_millis(
+                args.member_every_ms
+                    .unwrap_or_else(|| (duration_s * 100).max(args.fault_gap_ms)),
+            ),
         },
         out,
         keep_data: args.keep_data,

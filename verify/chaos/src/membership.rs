@@ -33,6 +33,12 @@
 //! new configuration. A change that fails (refused, or stopped by the coordinator in its joint
 //! stage) is asked again, unchanged, at the next `member` fault: the same change resumes its
 //! joint stage, and any other would be refused as concurrent.
+//!
+//! In the member lane (the default; [`crate::nemesis`], "Two lanes") the changes overlap the
+//! main lane's partitions and pauses, a failed change is asked again once the main lane's
+//! fault is healed, and every node removed or replaced goes back to the end of the spares
+//! ([`Membership::recycling`]): it is added again later, once its turn comes, so the changes
+//! go on for the whole run. With `--member-serial` the spares are used once, as before.
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -67,6 +73,16 @@ impl Change {
     pub fn describe(&self) -> String {
         self.args().join(" ")
     }
+
+    /// Whether a configuration of `nodes` is the change made (the node added in it, the node
+    /// removed not, the new node in place of the old).
+    pub fn made_in(&self, nodes: &[u16]) -> bool {
+        match *self {
+            Change::Add(n) => nodes.contains(&n),
+            Change::Remove(n) => !nodes.contains(&n),
+            Change::Replace(old, new) => nodes.contains(&new) && !nodes.contains(&old),
+        }
+    }
 }
 
 /// The ring's members as the runner changed them, and what it tried.
@@ -89,6 +105,12 @@ pub struct Membership {
     pub failed: Vec<(Change, String)>,
     /// Coordinators killed mid-change.
     pub coordinators_killed: CoordinatorKills,
+    /// Changes whose command failed although the stage register showed them complete (not a
+    /// coordinator the runner killed): counted completed.
+    pub failed_but_complete: usize,
+    /// Whether a node removed or replaced goes back to the spares (added again later), so
+    /// that changes go on for the whole run.
+    recycle: bool,
 }
 
 /// What became of the changes whose coordinator the runner killed.
@@ -118,6 +140,21 @@ impl Membership {
             replication,
             ..Membership::default()
         }
+    }
+
+    /// The same, with every node removed or replaced put back at the end of the spares once
+    /// its change completed: a removed node can be added again (docs/ring.md §4, "So a
+    /// removed node can come back"), so the changes never run out.
+    pub fn recycling(members: Vec<u16>, spares: Vec<u16>, replication: usize) -> Membership {
+        Membership {
+            recycle: true,
+            ..Membership::new(members, spares, replication)
+        }
+    }
+
+    /// The change asked and not completed, if any.
+    pub fn pending(&self) -> Option<&Change> {
+        self.pending.as_ref()
     }
 
     /// The next change to ask for: the pending one, else the next of add, remove and replace
@@ -156,13 +193,21 @@ impl Membership {
                 self.spares.retain(|&s| s != n);
                 self.members.push(n);
             }
-            Change::Remove(n) => self.members.retain(|&m| m != n),
+            Change::Remove(n) => {
+                self.members.retain(|&m| m != n);
+                if self.recycle {
+                    self.spares.push(n);
+                }
+            }
             Change::Replace(old, new) => {
                 self.spares.retain(|&s| s != new);
                 for m in &mut self.members {
                     if *m == old {
                         *m = new;
                     }
+                }
+                if self.recycle {
+                    self.spares.push(old);
                 }
             }
         }
@@ -245,6 +290,14 @@ pub async fn ask(
 /// (`Stable(e)`, or `Joint(e)` while a change moves the ring to epoch `e`) and `e`; None if it
 /// does not answer.
 pub async fn ring_stage(http: SocketAddr) -> Option<(String, u64)> {
+    ring_config(http)
+        .await
+        .map(|(stage, epoch, _)| (stage, epoch))
+}
+
+/// The same, with the nodes of the configuration the ring serves with (the old one while
+/// joint).
+pub async fn ring_config(http: SocketAddr) -> Option<(String, u64, Vec<u16>)> {
     let (code, body) = tokio::task::spawn_blocking(move || {
         logless_harness::probe::http_get(http, "/cluster", Duration::from_secs(2))
     })
@@ -255,9 +308,13 @@ pub async fn ring_stage(http: SocketAddr) -> Option<(String, u64)> {
         return None;
     }
     let status: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let nodes = (status.get("nodes")?.as_array()?.iter())
+        .filter_map(|n| u16::try_from(n.as_u64()?).ok())
+        .collect();
     Some((
         status.get("stage")?.as_str()?.to_string(),
         status.get("epoch")?.as_u64()?,
+        nodes,
     ))
 }
 
@@ -361,6 +418,34 @@ mod tests {
         assert_eq!(m.plan(&mut rng), None);
         assert_eq!(m.completed.len(), 4);
         assert_eq!(m.failed.len(), 1);
+    }
+
+    #[test]
+    fn recycled_nodes_come_back_as_spares_so_changes_never_run_out() {
+        let mut rng = SmallRng::seed_from_u64(4);
+        let mut m = Membership::recycling(vec![1, 2, 3, 4, 5], vec![6], 3);
+        let mut added_again = false;
+        for _ in 0..30 {
+            let change = m.plan(&mut rng).expect("a change is always left");
+            if let Change::Add(n) | Change::Replace(_, n) = change {
+                added_again |= n <= 5;
+            }
+            m.completed(&change, Duration::ZERO);
+            assert!((4..=6).contains(&m.members.len()));
+            assert_eq!(m.members.len() + m.spares.len(), 6);
+        }
+        assert!(added_again, "a node removed or replaced joins again");
+    }
+
+    #[test]
+    fn a_change_is_seen_made_in_the_configuration_it_leads_to() {
+        let before = [1, 2, 3, 4, 5];
+        for change in [Change::Add(6), Change::Remove(2), Change::Replace(3, 6)] {
+            assert!(!change.made_in(&before), "{change:?}");
+        }
+        assert!(Change::Add(6).made_in(&[1, 2, 3, 4, 5, 6]));
+        assert!(Change::Remove(2).made_in(&[1, 3, 4, 5]));
+        assert!(Change::Replace(3, 6).made_in(&[1, 2, 4, 5, 6]));
     }
 
     #[test]

@@ -157,9 +157,24 @@ pub fn print(report: &Report, limits: &Limits, out: &Path) -> u8 {
             k.spared,
             m.members
         );
+        if m.failed_but_complete > 0 {
+            println!(
+                "             {} changes whose command failed were complete in the stage \
+                 register",
+                m.failed_but_complete
+            );
+        }
         for (c, why) in m.failed.iter().take(5) {
             println!("             {} failed: {why}", c.describe());
         }
+    }
+    if let Some(o) = &report.overlaps {
+        println!(
+            "overlaps:    {} of {} change attempts overlapped a partition or a pause ({} a \
+             partition, {} a pause, {} under one from before the ask to after the end), {} a \
+             kill of the main lane",
+            o.either, o.changes, o.partition, o.pause, o.spanned, o.kill
+        );
     }
     let keys: Vec<String> = report
         .keys

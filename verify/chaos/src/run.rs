@@ -17,7 +17,7 @@ use crate::history::{Clock, Counts, History};
 use crate::lost::{self, LostWrite};
 use crate::membership::Membership;
 use crate::multikey::{MultiKey, MultiKeyConfig, MultiKeyReport};
-use crate::nemesis::{self, FaultKind, FaultLog, Schedule};
+use crate::nemesis::{self, FaultKind, FaultLog, Overlaps, Schedule};
 use crate::proxy::Proxy;
 use crate::removals::Removals;
 use crate::stamps::Pauses;
@@ -94,6 +94,8 @@ pub struct Report {
     pub digests: Option<Digests>,
     /// The ring's changes (`member` faults only).
     pub membership: Option<Membership>,
+    /// How the ring's changes overlapped the other faults (`member` faults only).
+    pub overlaps: Option<Overlaps>,
 }
 
 /// How long the replicas' digests may take to become equal after the final reads (a replica
@@ -219,11 +221,17 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
     let membership = (config.spares > 0 && config.schedule.kinds.contains(&FaultKind::Member))
         .then(|| {
             let r = usize::from(config.cluster.replication.unwrap_or(3));
-            Arc::new(Mutex::new(Membership::new(
+            let (members, spares) = (
                 (1..=config.replicas).collect(),
                 (config.replicas + 1..=n).collect(),
-                r,
-            )))
+            );
+            // The member lane returns the nodes it removes to the spares, so that its changes
+            // go on for the whole run.
+            Arc::new(Mutex::new(if config.schedule.member_serial {
+                Membership::new(members, spares, r)
+            } else {
+                Membership::recycling(members, spares, r)
+            }))
         });
 
     let clock = Clock::start();
@@ -385,6 +393,7 @@ pub async fn run(config: RunConfig) -> Result<Report, String> {
         odd_replies,
         removed: removals.by_node(),
         digests,
+        overlaps: membership.as_ref().map(|_| faults.overlaps()),
         membership: membership.map(|m| m.lock().expect("not poisoned").clone()),
     })
 }

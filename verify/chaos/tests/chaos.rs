@@ -261,7 +261,8 @@ fn a_ring_of_five_passes_kills_with_clients_on_every_replica() {
 /// The same ring with two spare nodes in every peer list (issue 28): while the clients run on
 /// all seven nodes, the membership nemesis adds a spare, removes a member (which keeps serving
 /// by forwarding) and replaces a killed member with the other spare, one change at a time,
-/// with kills of one node at a time between them and, on some changes, during them: of another
+/// one fault at a time (`--member-serial`: the changes in the fault cycle, not in their own
+/// lane), with kills of one node at a time between them and, on some changes, during them: of another
 /// node of the change, or of the change's coordinator (the change then asked of another
 /// member; seed 28 kills the coordinator of `remove 2` in its joint stage). No acknowledged
 /// write is lost, each key's history is linearizable, counters are exact, at least two changes
@@ -286,6 +287,7 @@ fn a_ring_of_five_passes_nodes_added_removed_and_replaced_under_kills() {
             "28",
             "--nemesis",
             "kill,member",
+            "--member-serial",
             "--fault-gap-ms",
             "800",
             "--fault-ms",
