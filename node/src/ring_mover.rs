@@ -80,7 +80,7 @@ use tracing::{info, warn};
 use crate::context::NodeContext;
 use crate::ring_register::{high_key, stage_name, HighReport, RingStage};
 use crate::ring_watch::RingState;
-use crate::shard::{ReplyTo, ShardInput};
+use crate::shard::{FloorRaise, ReplyTo, ShardInput};
 
 /// Registers a SCAN page visits at a source (and so the most keys a batch writes through).
 const SCAN_COUNT: usize = 256;
@@ -477,18 +477,37 @@ async fn raise_gained_floor(
         tokio::time::sleep(RETRY_PAUSE).await;
     };
     let id = StageId::of(stage);
-    let raised = ask_shards(context, |reply| ShardInput::RaiseGainedFloor {
-        stage: id,
-        above: floor,
-        reply,
-    })
-    .await;
-    let Some(raised) = raised.filter(|r| r.iter().all(|raised| *raised)) else {
-        return false;
-    };
-    info!(stage = %stage_name(stage), slots = gained.len(), floor, shards = raised.len(), "raised the round floor of the slots this node gains");
-    ring.mover.update(|p| p.waiting.clear());
-    true
+    // A shard whose store refuses the floor for lack of space goes on holding the slots back
+    // (docs/ring.md §4, "Dead registers", "A full store"): asked again until every shard's
+    // floor is durable, and nothing reported done before.
+    loop {
+        let raised = ask_shards(context, |reply| ShardInput::RaiseGainedFloor {
+            stage: id,
+            above: floor,
+            reply,
+        })
+        .await;
+        let Some(raised) = raised.filter(|r| !r.contains(&FloorRaise::OtherStage)) else {
+            return false;
+        };
+        let refused = (raised.iter())
+            .filter(|r| **r == FloorRaise::Refused)
+            .count();
+        if refused == 0 {
+            info!(stage = %stage_name(stage), slots = gained.len(), floor, shards = raised.len(), "raised the round floor of the slots this node gains");
+            ring.mover.update(|p| p.waiting.clear());
+            return true;
+        }
+        let waiting = format!(
+            "space for the round floor ({refused} of {} shards' stores full)",
+            raised.len()
+        );
+        if ring.mover.progress().waiting != waiting {
+            warn!(stage = %stage_name(stage), refused, "a full store refused the round floor of the slots this node gains: asking again");
+        }
+        ring.mover.update(|p| p.waiting = waiting);
+        tokio::time::sleep(Duration::from_millis(crate::turn::DISK_FULL_RECHECK_MS)).await;
+    }
 }
 
 /// One mover's pass over its sources.

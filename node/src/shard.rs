@@ -76,18 +76,29 @@ pub enum ShardInput {
     /// every promise of the stage before (docs/ring.md §4 "Dead registers").
     HighRound(oneshot::Sender<u64>),
     /// Raise the round floor above `above` for the slots the joint stage `stage` gives this
-    /// node ([`ShardCore::raise_floor_for_gained_slots`]); answered after the turn's commit
-    /// made it durable (false: `stage` is not the installed stage).
+    /// node ([`ShardCore::raise_floor_for_gained_slots`]); answered after the turn's commit.
     RaiseGainedFloor {
         /// The joint stage.
         stage: logless_rmw::placement::StageId,
         /// The highest round number of the old replicas.
         above: u64,
-        /// Whether the floor was raised, sent once durable.
-        reply: oneshot::Sender<bool>,
+        /// What became of the raise, sent after the commit.
+        reply: oneshot::Sender<FloorRaise>,
     },
     /// Commit what is pending, flush and stop.
     Stop,
+}
+
+/// What became of a [`ShardInput::RaiseGainedFloor`], once the turn that took it committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloorRaise {
+    /// The floor is durable and the shard answers for the slots it gains.
+    Durable,
+    /// The store refused the floor for lack of space: the shard still holds the slots back,
+    /// and the raise is to be asked again (docs/ring.md §4, "Dead registers", "A full store").
+    Refused,
+    /// The stage is not the installed one: nothing changed.
+    OtherStage,
 }
 
 /// Where the answer to one command goes: the connection's reply channel and the command's
@@ -120,7 +131,7 @@ pub struct Shard {
     core: ShardCore<ReplyTo>,
     /// Answers to send once this turn's commit made what they confirm durable
     /// ([`ShardInput::RaiseGainedFloor`]).
-    after_commit: Vec<(oneshot::Sender<bool>, bool)>,
+    after_commit: Vec<(oneshot::Sender<FloorRaise>, bool)>,
     inputs: mpsc::Receiver<ShardInput>,
     outlet: ChannelOutlet,
     /// Whether the replica is over `maxmemory`, read at every turn.
@@ -252,8 +263,14 @@ impl Shard {
                 }
             }
             self.core.finish_turn(&mut self.outlet)?;
-            for (reply, raised) in self.after_commit.drain(..) {
-                let _ = reply.send(raised);
+            for (reply, installed) in self.after_commit.drain(..) {
+                let _ = reply.send(if !installed {
+                    FloorRaise::OtherStage
+                } else if self.core.awaits_gained_floor() {
+                    FloorRaise::Refused
+                } else {
+                    FloorRaise::Durable
+                });
             }
             if let Some(stage) = self.core.take_newer_stage() {
                 if let Some(stage_read) = &self.stage_read {

@@ -633,6 +633,14 @@ impl<R, M: Media> ShardCore<R, M> {
             // Placed first: a register refused after an earlier write of it in the batch
             // was stored is found at that write's location.
             self.replica.placed(&committed.placed);
+            if committed.floor_refused {
+                // The round floor is not durable: a raise for gained slots in the batch did
+                // not happen, and the slots stay held back until a raise is (docs/ring.md §4,
+                // "Dead registers", "A full store").
+                self.replica.round_floor_refused();
+                self.disk_full = true;
+                self.disk_recheck_ms = self.now_ms + DISK_FULL_RECHECK_MS;
+            }
             if !committed.refused.is_empty() {
                 self.writes_refused_for_space += committed.refused.len() as u64;
                 self.disk_full = true;
@@ -880,7 +888,9 @@ impl<R, M: Media> ShardCore<R, M> {
 
     /// Raises the round floor above `above` for the slots the joint stage `stage` gives this
     /// node (`Replica::raise_floor_for_gained_slots`), made durable by this turn's commit;
-    /// false, changing nothing, if `stage` is not the installed stage.
+    /// false, changing nothing, if `stage` is not the installed stage. The raise took effect
+    /// only if [`ShardCore::awaits_gained_floor`] is false after the turn: a store that
+    /// refuses the floor for lack of space leaves the slots held back, to be raised again.
     pub fn raise_floor_for_gained_slots(
         &mut self,
         stage: logless_rmw::placement::StageId,

@@ -135,6 +135,10 @@ pub struct Committed {
     /// The registers the store now holds at another location than the one the batch knew
     /// (new registers, mostly), for [`Replica::placed`](crate::replica::Replica::placed).
     pub placed: Vec<(Key, Location)>,
+    /// Whether the store refused the batch's round floor for lack of space: it is not durable
+    /// (the batch's removals were left out), and a raise of it for gained slots did not happen
+    /// ([`Replica::round_floor_refused`](crate::replica::Replica::round_floor_refused)).
+    pub floor_refused: bool,
 }
 
 /// Acceptor state changes and the replies that must wait for them.
@@ -263,7 +267,7 @@ impl PersistBatch {
     pub fn commit<S: AcceptorStore>(self, store: &mut S) -> Result<Vec<Envelope>, S::Error> {
         let committed = self.commit_or_refuse(store)?;
         assert!(
-            committed.refused.is_empty(),
+            committed.refused.is_empty() && !committed.floor_refused,
             "a full store, committed to with commit()"
         );
         Ok(committed.released)
@@ -274,16 +278,19 @@ impl PersistBatch {
     /// withheld, each replaced by a [`Message::Full`] to its proposer (a LEARNED is dropped),
     /// and the register is named in [`Committed::refused`]. A refused round floor
     /// leaves the removals out of the store (their registers keep their dead votes there,
-    /// which is safe: the removal did not happen). Any other error fails the batch, and
-    /// nothing is released.
+    /// which is safe: the removal did not happen) and is reported
+    /// ([`Committed::floor_refused`]). Any other error fails the batch, and nothing is
+    /// released.
     pub fn commit_or_refuse<S: AcceptorStore>(self, store: &mut S) -> Result<Committed, S::Error> {
         let full = |result: Result<(), S::Error>| match result {
             Ok(()) => Ok(false),
             Err(e) if S::is_full(&e) => Ok(true),
             Err(e) => Err(e),
         };
+        let mut floor_refused = false;
         if let Some(floor) = self.round_floor {
-            if !full(store.write_round_floor(floor))? {
+            floor_refused = full(store.write_round_floor(floor))?;
+            if !floor_refused {
                 store.flush()?;
                 for (key, location) in &self.removals {
                     store.remove_at(key, *location)?;
@@ -327,6 +334,7 @@ impl PersistBatch {
             released,
             refused,
             placed,
+            floor_refused,
         })
     }
 
@@ -590,6 +598,7 @@ mod tests {
         });
         let committed = batch.commit_or_refuse(&mut store).unwrap();
         assert_eq!(committed.refused, vec![new.clone()]);
+        assert!(committed.floor_refused);
         assert_eq!(store.written.len(), 4, "the old register's writes");
         let (of_old, of_new): (Vec<_>, Vec<_>) =
             (committed.released.into_iter()).partition(|e| e.message.key() == &old);

@@ -97,7 +97,17 @@ pub struct Replica {
     /// replica of slots it did not replicate before, and the caller has not raised the round
     /// floor for it yet ([`Replica::raise_floor_for_gained_slots`]): until then the acceptor
     /// answers nothing about a register of those slots (docs/ring.md §4, "Dead registers").
+    /// A raise clears it only once the batch that writes the floor is taken
+    /// ([`Replica::take_output`]), and a store that refuses that write for lack of space sets
+    /// it again ([`Replica::round_floor_refused`]).
     gaining: bool,
+    /// Whether the persist batch holds a raise of the round floor for the gained slots
+    /// ([`Replica::raise_floor_for_gained_slots`]), to take effect once the batch is taken.
+    raise_batched: bool,
+    /// Whether the last output taken held that raise, whose commit the caller has not said
+    /// the store refused (left out of equality: it only matters between a take and its
+    /// commit).
+    raise_taken: bool,
     /// Registers the acceptor forgot (a counter, left out of equality).
     registers_removed: u64,
     /// Registers forgotten since start because this node is no longer their replica
@@ -122,6 +132,7 @@ impl PartialEq for Replica {
             && self.fresh == other.fresh
             && self.removals == other.removals
             && self.gaining == other.gaining
+            && self.raise_batched == other.raise_batched
             && self.rejoin == other.rejoin
             && self.awaiting_stage == other.awaiting_stage
     }
@@ -138,6 +149,7 @@ impl Hash for Replica {
         self.fresh.hash(state);
         self.removals.hash(state);
         self.gaining.hash(state);
+        self.raise_batched.hash(state);
         self.rejoin.hash(state);
         self.awaiting_stage.hash(state);
     }
@@ -178,6 +190,8 @@ impl Replica {
             fresh: AcceptorState::default(),
             removals: Removals::default(),
             gaining: false,
+            raise_batched: false,
+            raise_taken: false,
             registers_removed: 0,
             registers_dropped: 0,
             rejoin: None,
@@ -281,7 +295,9 @@ impl Replica {
     }
 
     /// Whether the acceptor holds back the registers of slots the installed joint stage gives
-    /// it, waiting for [`Replica::raise_floor_for_gained_slots`].
+    /// it, waiting for [`Replica::raise_floor_for_gained_slots`]: true until the output whose
+    /// batch writes the floor is taken, and again if the caller then reports that the store
+    /// refused it ([`Replica::round_floor_refused`]).
     pub fn awaits_gained_floor(&self) -> bool {
         self.gaining
     }
@@ -293,8 +309,15 @@ impl Replica {
     /// starts at the floor unless the acceptor holds it (it holds none of them before: a node
     /// gains a slot only with none of its registers, docs/ring.md §4 "Slots a node left", and
     /// it answered nothing about them since it installed the stage). Returns false, changing
-    /// nothing, if `stage` is not the installed stage. A floor never decreases; the caller
-    /// must let the batch commit before it reports the node ready for the next stage.
+    /// nothing, if `stage` is not the installed stage.
+    ///
+    /// The acceptor goes on holding the slots back until the batch that writes the floor is
+    /// taken ([`Replica::take_output`]): no reply about them shares the floor's batch. If the
+    /// store then refuses the floor for lack of space, the caller says so
+    /// ([`Replica::round_floor_refused`]) and the acceptor holds them back again, until a later
+    /// raise is durable. A floor never decreases; the caller must let the batch commit, and
+    /// see [`Replica::awaits_gained_floor`] false after it, before it reports the node ready
+    /// for the next stage.
     pub fn raise_floor_for_gained_slots(&mut self, stage: StageId, above: u64) -> bool {
         if stage != self.stage() {
             return false;
@@ -307,8 +330,23 @@ impl Replica {
             self.fresh.r_ack = floor;
         }
         self.persist.raise_floor(self.fresh.r_ack);
-        self.gaining = false;
+        if self.gaining {
+            self.raise_batched = true;
+        }
         true
+    }
+
+    /// The store refused the round floor of the last output's batch for lack of space
+    /// ([`Committed::floor_refused`](crate::persist::Committed::floor_refused)): a raise for
+    /// gained slots in that batch did not happen, and the acceptor holds their registers back
+    /// again until the caller raises the floor again and the store takes it. The in-memory
+    /// floor stays raised: above the durable one, it only makes the acceptor refuse rounds
+    /// below it for registers it does not hold, and every answer that promises a round writes
+    /// that register's own state (docs/ring.md §4, "Dead registers", "A full store").
+    pub fn round_floor_refused(&mut self) {
+        if std::mem::take(&mut self.raise_taken) {
+            self.gaining = true;
+        }
     }
 
     /// How many registers the acceptor forgot since start.
@@ -463,6 +501,8 @@ impl Replica {
         self.awaiting_stage = false;
         if new_stage {
             self.gaining = self.proposer.gains_any();
+            self.raise_batched = false;
+            self.raise_taken = false;
         }
     }
 
@@ -953,8 +993,13 @@ impl Replica {
         self.proposer.handle_link_broken(peer);
     }
 
-    /// Takes everything produced since the last call.
+    /// Takes everything produced since the last call. A raise of the round floor for gained
+    /// slots in its batch takes effect now ([`Replica::raise_floor_for_gained_slots`]).
     pub fn take_output(&mut self) -> ReplicaOutput {
+        self.raise_taken = std::mem::take(&mut self.raise_batched);
+        if self.raise_taken {
+            self.gaining = false;
+        }
         let ProposerOutput {
             sends,
             replies,

@@ -77,7 +77,12 @@ impl AcceptorStore for MemStore {
         };
         Ok(Location(held))
     }
+    /// A full store has no room for a floor it holds none of yet (as a slot file must grow
+    /// for its first floor record, and updates it in place later).
     fn write_round_floor(&mut self, floor: Round) -> Result<(), Self::Error> {
+        if self.full && self.round_floor == Round::BOTTOM {
+            return Err(NoSpace);
+        }
         self.round_floor = floor;
         Ok(())
     }
@@ -201,6 +206,9 @@ impl Net {
         let replica = self.replicas.get_mut(&node).unwrap();
         for key in &committed.refused {
             replica.restore(key, store.states.get(key).cloned());
+        }
+        if committed.floor_refused {
+            replica.round_floor_refused();
         }
         // Every write of a register the store holds finds it by the location the replica
         // kept from the write before (or from its recovery), in every scenario.
@@ -2796,9 +2804,9 @@ impl TwoMoves {
             for node in &gaining {
                 let replica = net.replicas.get_mut(node).unwrap();
                 assert!(replica.raise_floor_for_gained_slots(stage, above));
-                assert!(!replica.awaits_gained_floor());
                 assert!(replica.round_floor().n > above);
                 net.collect(*node);
+                assert!(!net.replicas[node].awaits_gained_floor());
                 assert_eq!(net.stores[node].round_floor.n, above + 1, "durable");
             }
         } else {
@@ -2875,6 +2883,68 @@ fn ring_a_write_after_two_replacements_is_not_hidden_by_an_older_tombstone() {
 #[test]
 fn ring_without_the_gained_floor_a_tombstone_hides_a_later_write() {
     assert_eq!(written_after_two_replacements(false), Reply::Nil);
+}
+
+/// docs/ring.md §4 "Dead registers", "A full store": the joining acceptor's store has no room
+/// for its round floor. The raise does not happen: the acceptor goes on answering nothing about
+/// the slot it gains and says it still awaits the floor (its node's mover reports nothing done
+/// then), and its store holds no floor. Once space returns, the raise asked again is durable
+/// and the acceptor answers for the slot, from the batch after the floor's on.
+#[test]
+fn ring_a_gained_floor_the_store_refuses_is_not_raised_until_it_is_durable() {
+    let m = Move::new();
+    let [s1, s2] = m.shared;
+    let mut net = m.net();
+    for tag in 1..=3 {
+        assert_eq!(
+            run_on(&mut net, s1, tag, &m.key, Command::IncrBy(1), every),
+            Ok(Reply::Int(tag as i64))
+        );
+    }
+    let joint = m.joint();
+    install_only(&mut net, &joint);
+    let g = m.joining;
+    assert!(net.replicas[&g].awaits_gained_floor());
+    let above = ([m.leaving, s1, s2].iter())
+        .map(|n| net.replicas[n].high_round())
+        .max()
+        .unwrap();
+    assert!(above > 1);
+    let stage = joint.stage_id();
+    let prepare = |seq| prepare_in(&m.key, s1, seq, stage);
+    // A full store: the floor's write is refused, so the raise is not acknowledged.
+    net.stores.get_mut(&g).unwrap().full = true;
+    for attempt in 0..3 {
+        let replica = net.replicas.get_mut(&g).unwrap();
+        assert!(replica.raise_floor_for_gained_slots(stage, above));
+        net.collect(g);
+        assert!(
+            net.replicas[&g].awaits_gained_floor(),
+            "attempt {attempt}: raised though the store refused the floor"
+        );
+        assert_eq!(net.stores[&g].round_floor, Round::BOTTOM);
+        let since = net.log.len();
+        (net.replicas.get_mut(&g).unwrap()).handle_message(0, s1, &prepare(10 + attempt));
+        net.collect(g);
+        assert_eq!(kinds_since(&net, since), Vec::<&str>::new(), "held back");
+    }
+    // Space returns: the raise asked again is durable, and only then answered for.
+    net.stores.get_mut(&g).unwrap().full = false;
+    let since = net.log.len();
+    let replica = net.replicas.get_mut(&g).unwrap();
+    assert!(replica.raise_floor_for_gained_slots(stage, above));
+    replica.handle_message(0, s1, &prepare(20));
+    net.collect(g);
+    assert_eq!(
+        kinds_since(&net, since),
+        Vec::<&str>::new(),
+        "no reply shares the floor's batch"
+    );
+    assert!(!net.replicas[&g].awaits_gained_floor());
+    assert_eq!(net.stores[&g].round_floor.n, above + 1, "durable");
+    (net.replicas.get_mut(&g).unwrap()).handle_message(0, s1, &prepare(21));
+    net.collect(g);
+    assert_eq!(kinds_since(&net, since).len(), 1, "answered once raised");
 }
 
 // ----- a phase across an install: replies count only toward the quorums of their stage -----

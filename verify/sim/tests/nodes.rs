@@ -857,22 +857,25 @@ fn a_lost_disk_rejoining_without_the_fence_is_caught() {
 /// Full disks while the faults last (every store stops growing at 80 KiB): writes that need
 /// new space are refused (`MISCONF disk full`, not applied) or time out, nothing acknowledged is
 /// lost, no replica stops, and once space returns every key is written and read again through
-/// every node (the liveness phase).
+/// every node (the liveness phase). Seeds 6 and 13 are rings that change: a node gaining
+/// slots finds no room for its round floor, and holds the slots back until a raise is durable
+/// (docs/ring.md §4, "Dead registers", "A full store").
 #[test]
 fn full_disks_refuse_new_space_lose_nothing_and_resume_when_space_returns() {
-    let refused = full_disk_runs(20, |_| {}, |report| report.writes_refused_for_space);
-    println!("{refused} writes refused for space");
+    let total = full_disk_runs(20, |_| {});
+    let (refused, floors) = (total.writes_refused_for_space, total.floors_refused);
+    println!("{refused} writes refused for space, {floors} raises of a round floor refused");
     assert!(refused > 0, "no write was refused for space");
+    assert!(
+        floors > 0,
+        "no ring change met a full disk's refusal of its round floor"
+    );
 }
 
-/// Runs `seeds` seeds with full disks and 40 keys, `tune`d, checks each, and sums what `count`
-/// takes from their reports.
-fn full_disk_runs(
-    seeds: u64,
-    tune: impl Fn(&mut NodeSimConfig),
-    count: impl Fn(&NodeSimReport) -> u64,
-) -> u64 {
-    let mut total = 0;
+/// Runs `seeds` seeds with full disks and 40 keys, `tune`d, checks each, and sums their
+/// reports' counts.
+fn full_disk_runs(seeds: u64, tune: impl Fn(&mut NodeSimConfig)) -> NodeSimReport {
+    let mut total = NodeSimReport::default();
     let mut failures = Vec::new();
     for seed in 0..seeds {
         let mut config = NodeSimConfig::for_seed(seed);
@@ -880,7 +883,7 @@ fn full_disk_runs(
         config.keys = 40;
         tune(&mut config);
         match run(config) {
-            Ok(report) => total += count(&report),
+            Ok(report) => total.add(&report),
             Err(e) => failures.push(e),
         }
     }
@@ -900,7 +903,7 @@ fn a_new_key_the_other_acceptors_have_no_space_for_is_refused_at_once() {
         // No crashes: a refusal is counted by the life that made it when space returns.
         config.faults.crash_every_us = 0;
     };
-    let by_quorum = full_disk_runs(4, spared, |report| report.writes_refused_by_quorum);
+    let by_quorum = full_disk_runs(4, spared).writes_refused_by_quorum;
     println!("{by_quorum} writes refused for the other acceptors' space");
     assert!(by_quorum > 0, "no write was refused for the others' space");
 }

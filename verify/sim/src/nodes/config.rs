@@ -350,6 +350,10 @@ pub struct NodeSimReport {
     pub stage_installs: u64,
     /// Keys of moving slots written through under joint quorums (the sync step).
     pub keys_synced: u64,
+    /// Raises of a gaining shard's round floor that its full store refused: not counted as
+    /// raised, the shard holding its gained slots back and asked to raise again (docs/ring.md
+    /// §4, "Dead registers", "A full store").
+    pub floors_refused: u64,
     /// Steps of the coordinator (one per simulated millisecond while it waits) that started no
     /// change because a node it would give slots to had not reported the ring's stage with
     /// nothing of slots it does not replicate (a change is drawn again at the next).
@@ -394,6 +398,7 @@ impl NodeSimReport {
         self.ring_changes += other.ring_changes;
         self.stage_installs += other.stage_installs;
         self.keys_synced += other.keys_synced;
+        self.floors_refused += other.floors_refused;
         self.changes_held_back += other.changes_held_back;
         self.fence_splits += other.fence_splits;
     }
@@ -407,7 +412,7 @@ impl std::fmt::Display for NodeSimReport {
              in flush {}, torn sectors {}), partitions {}, clock jumps {} (skew up to {} ms), \
              expiring ops {} (absent reads {}, leases taken over {}), batches {}, link breaks {}, \
              registers removed {}, forwarded {} (uncertain {}, unreachable {}, refused {}), \
-             ring changes {} (stage installs {}, keys synced {}, held back {}, fence splits {}), sim time {} ms, trace {:016x}",
+             ring changes {} (stage installs {}, keys synced {}, floors refused {}, held back {}, fence splits {}), sim time {} ms, trace {:016x}",
             self.operations,
             self.acknowledged,
             self.not_applied,
@@ -433,6 +438,7 @@ impl std::fmt::Display for NodeSimReport {
             self.ring_changes,
             self.stage_installs,
             self.keys_synced,
+            self.floors_refused,
             self.changes_held_back,
             self.fence_splits,
             self.sim_time_us / 1000,

@@ -701,6 +701,13 @@ impl NodeCluster {
             self.crash_node(node, false);
             return;
         }
+        // A raise whose floor the store refused for lack of space did not happen: the shard
+        // still holds the slots back, and is asked to raise again.
+        let raise_refused = s.raised_in_flush.is_some() && core.awaits_gained_floor();
+        if raise_refused {
+            s.raised_in_flush = None;
+            self.report.floors_refused += 1;
+        }
         let wrote = core.store().flushes > flushes;
         let newer_stage = core.take_newer_stage().is_some();
         s.busy = true;
@@ -726,6 +733,11 @@ impl NodeCluster {
             if awaits {
                 ring.awaiting
                     .insert((node, shard), (stage, incarnation, false));
+            }
+        }
+        if let (true, Some(ring)) = (raise_refused, self.ring.as_mut()) {
+            if let Some(entry) = ring.awaiting.get_mut(&(node, shard)) {
+                entry.2 = false;
             }
         }
     }
