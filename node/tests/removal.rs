@@ -380,7 +380,7 @@ fn the_drop_forgets_in_bounded_pieces_keeps_its_count_exact_and_forgets_everythi
     use logless_rmw::placement::Placement;
 
     let mut cluster = Cluster::new(None);
-    let keys: Vec<String> = (0..1_500).map(|i| format!("k{i}")).collect();
+    let keys: Vec<String> = (0..4_000).map(|i| format!("k{i}")).collect();
     for (tag, key) in keys.iter().enumerate() {
         cluster.command(NodeId(1), tag as u64, key, set("v", Expiry::Clear));
     }
@@ -414,7 +414,7 @@ fn the_drop_forgets_in_bounded_pieces_keeps_its_count_exact_and_forgets_everythi
         );
         left = status.registers_unplaced;
         assert_eq!(status.live_unplaced, left, "tick {ticks}");
-        assert_eq!(shard.registers_held() as u64, 1_500 - (elsewhere - left));
+        assert_eq!(shard.registers_held() as u64, 4_000 - (elsewhere - left));
         ticks += 1;
         assert!(ticks < 100, "the drop does not end");
     }
@@ -427,7 +427,7 @@ fn the_drop_forgets_in_bounded_pieces_keeps_its_count_exact_and_forgets_everythi
     }
     let status = cluster.shards[0].status();
     assert_eq!((status.registers_unplaced, status.live_unplaced), (0, 0));
-    assert_eq!(status.registers, 1_500 - elsewhere);
-    assert_eq!(status.live_registers, 1_500 - elsewhere);
+    assert_eq!(status.registers, 4_000 - elsewhere);
+    assert_eq!(status.live_registers, 4_000 - elsewhere);
     assert_eq!(status.registers_dropped, elsewhere);
 }
