@@ -29,13 +29,12 @@
 //! until the first read succeeded and what it found is installed ([`RingState::ready`]), which
 //! needs a majority of the peer list up. Until then its data shards' acceptors answer no peer
 //! either ([`crate::ring::starting_replica`]), so the first read installs whatever it found.
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use logless_placement::{key_slot, Configuration, Slot, Stage};
+use logless_placement::{Configuration, Stage};
 use logless_rmw::ids::NodeId;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
@@ -48,11 +47,6 @@ use crate::shard::ShardInput;
 
 /// How often a node reads the ring's stage register.
 pub const READ_INTERVAL: Duration = Duration::from_millis(500);
-
-/// How many reads apart a node counts again its keys in slots it no longer replicates, while
-/// it has some ([`RingState::keys_elsewhere`]; each count is a pass over the node's copy, and
-/// between installations only expiry changes it).
-const ELSEWHERE_RECOUNT_READS: u32 = 120;
 
 /// A ring node's view of the ring's stage.
 pub struct RingState {
@@ -68,9 +62,6 @@ pub struct RingState {
     ready: watch::Sender<bool>,
     /// Woken by a data shard whose engine met a later stage (the fence): read at once.
     read_now: Arc<Notify>,
-    /// Live keys of this node's copy in slots it does not replicate at the installed stage
-    /// (left by a change that took the slots away): what its keys owned leave out.
-    keys_elsewhere: AtomicU64,
     /// The data mover's progress in a joint stage.
     pub mover: Mover,
 }
@@ -93,16 +84,8 @@ impl RingState {
             derived,
             ready: watch::channel(false).0,
             read_now,
-            keys_elsewhere: AtomicU64::new(0),
             mover: Mover::default(),
         }
-    }
-
-    /// Live keys of this node's copy in slots it does not replicate at the installed stage,
-    /// as last counted: after each installation, and again every minute while there are
-    /// some (no write reaches them, but they may expire).
-    pub fn keys_elsewhere(&self) -> u64 {
-        self.keys_elsewhere.load(Ordering::Relaxed)
     }
 
     /// The stage installed last.
@@ -204,7 +187,6 @@ async fn step(
         }
     };
     let installed = ring.installed();
-    reported.reads_since_elsewhere += 1;
     // The first read installs even the stage the node started with: its data shards' acceptors
     // answer nothing until a placement is installed (`crate::ring::starting_replica`).
     if stage != installed || !*ring.ready.borrow() {
@@ -216,14 +198,13 @@ async fn step(
             ));
         }
         install(context, ring, &stage).await?;
-        reported.reads_since_elsewhere = ELSEWHERE_RECOUNT_READS;
     }
-    // Counted again while the shards drop states of slots the node left (each count is a walk
-    // of the copy); once none is left, none comes back until the next stage: an acceptor
-    // takes no state of a key it does not replicate.
+    // Asked again while the shards drop states of slots the node left (a count each shard
+    // keeps, not a walk); once none is left, none comes back until the next stage: an
+    // acceptor takes no state of a key it does not replicate.
     let registers_elsewhere = match reported.last {
         Some(last) if last.stage == stage.stage() && last.registers_elsewhere == 0 => 0,
-        _ => crate::status::gather(context).await.registers_unplaced,
+        _ => registers_unplaced(context).await,
     };
     let report = match stage {
         RingStage::Stable(_) => InstallReport {
@@ -249,24 +230,30 @@ async fn step(
             .await?;
         reported.last = Some(report);
     }
-    // After the report, which the coordinator and the movers wait on: the count is a walk of
-    // the whole copy and only feeds the keys owned.
-    if reported.reads_since_elsewhere >= ELSEWHERE_RECOUNT_READS
-        && (stage != installed || ring.keys_elsewhere() > 0)
-    {
-        let elsewhere = keys_elsewhere(context, &stage).await;
-        ring.keys_elsewhere.store(elsewhere, Ordering::Relaxed);
-        reported.reads_since_elsewhere = 0;
-    }
     Ok(())
 }
 
-/// What a node reported last; and how many reads ago it counted its keys elsewhere
-/// ([`RingState::keys_elsewhere`]).
+/// What a node reported last.
 #[derive(Default)]
 struct Reported {
     last: Option<InstallReport>,
-    reads_since_elsewhere: u32,
+}
+
+/// The states the data shards hold of registers the installed stage does not place on this
+/// node, summed: what the drop has left ([`crate::turn::ShardCore::registers_unplaced`]).
+async fn registers_unplaced(context: &NodeContext) -> u64 {
+    let mut unplaced = 0;
+    for shard in &context.shards {
+        let (reply, answer) = oneshot::channel();
+        if shard
+            .send(ShardInput::RegistersUnplaced(reply))
+            .await
+            .is_ok()
+        {
+            unplaced += answer.await.unwrap_or(0);
+        }
+    }
+    unplaced
 }
 
 /// Hands `stage`'s placement to every data shard and routes by it.
@@ -287,25 +274,4 @@ async fn install(context: &NodeContext, ring: &RingState, stage: &RingStage) -> 
     *ring.installed.lock().expect("not poisoned") = stage.clone();
     info!(stage = %stage_name(stage.stage()), nodes = ?stage.nodes(), "installed a stage of the ring");
     Ok(())
-}
-
-/// The live keys of this node's copy in slots it replicates in none of `stage`'s
-/// configurations.
-async fn keys_elsewhere(context: &NodeContext, stage: &RingStage) -> u64 {
-    let me = logless_placement::NodeId(context.node.0);
-    let replicates = |config: &Configuration, slot| config.replicas(slot).contains(me);
-    let elsewhere: Vec<bool> = Slot::all()
-        .map(|slot| match stage {
-            RingStage::Stable(config) => !replicates(config, slot),
-            RingStage::Joint { old, new } => !replicates(old, slot) && !replicates(new, slot),
-        })
-        .collect();
-    live_keys_in(context, &elsewhere).await
-}
-
-/// The live keys of this node's copy whose slot `counted` marks (by slot number).
-async fn live_keys_in(context: &NodeContext, counted: &[bool]) -> u64 {
-    crate::admin::live_keys_where(context, |key| counted[usize::from(key_slot(key).get())])
-        .await
-        .len() as u64
 }

@@ -44,6 +44,9 @@ pub enum ShardInput {
     LinkBroken(NodeId),
     /// A snapshot of the shard's figures.
     Status(oneshot::Sender<ShardStatus>),
+    /// How many states the shard's acceptor holds of registers it no longer replicates
+    /// ([`ShardCore::registers_unplaced`]): a count kept, where a status walks the table.
+    RegistersUnplaced(oneshot::Sender<u64>),
     /// A page of the live keys of this replica's copy (see [`ShardCore::scan_live`]).
     Scan {
         /// Where to resume (0 starts).
@@ -312,6 +315,9 @@ impl Shard {
             ShardInput::LinkBroken(peer) => self.core.link_broken(peer),
             ShardInput::Status(reply) => {
                 let _ = reply.send(self.core.status());
+            }
+            ShardInput::RegistersUnplaced(reply) => {
+                let _ = reply.send(self.core.registers_unplaced());
             }
             ShardInput::Scan {
                 cursor,

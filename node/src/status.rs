@@ -894,7 +894,6 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
     let ring = forwarder.ring();
     let nodes = ring.nodes().len();
     let stage = context.ring.as_ref().map(|r| r.installed().stage());
-    let elsewhere = context.ring.as_ref().map_or(0, |r| r.keys_elsewhere());
     let mover = context.ring.as_ref().map(|r| r.mover.progress());
     Some(RingStatus {
         stage: stage.map_or_else(String::new, crate::ring_register::stage_name),
@@ -903,7 +902,7 @@ pub fn ring_status(context: &NodeContext, t: &Totals) -> Option<RingStatus> {
         nodes,
         replication: context.config.replication(),
         slots: forwarder.slots_held(),
-        keys_owned: t.live_registers.saturating_sub(elsewhere),
+        keys_owned: t.live_registers.saturating_sub(t.live_unplaced),
         forwarded: c.forwarded.load(Ordering::Relaxed),
         forwarded_uncertain: c.uncertain.load(Ordering::Relaxed),
         forwarded_unreachable: c.unreachable.load(Ordering::Relaxed),

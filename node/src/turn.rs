@@ -148,6 +148,9 @@ pub struct ShardStatus {
     /// Registers the acceptor holds whose slot this node does not replicate at the installed
     /// stage: what is left to drop.
     pub registers_unplaced: u64,
+    /// Those of them whose value is live now (counted by the status's walk only while some
+    /// are left to drop): `live_registers` less these are the live keys this node replicates.
+    pub live_unplaced: u64,
     /// Data shards whose acceptor answers no peer until the node installed the ring's stage
     /// (1 for such a shard; `Replica::awaiting_stage`, docs/ring.md §4 "A restarted node").
     pub awaiting_stage: u64,
@@ -193,6 +196,7 @@ impl std::ops::AddAssign for ShardStatus {
         self.registers_removed += s.registers_removed;
         self.registers_dropped += s.registers_dropped;
         self.registers_unplaced += s.registers_unplaced;
+        self.live_unplaced += s.live_unplaced;
         self.awaiting_stage += s.awaiting_stage;
         self.sweep.ticks += s.sweep.ticks;
         self.sweep.visited += s.sweep.visited;
@@ -335,13 +339,18 @@ pub struct ShardCore<R, M: Media = FileMedia> {
 }
 
 /// Between two ticks of the walk that drops states of slots the node left (ms).
-pub const DROP_INTERVAL_MS: u64 = 100;
+pub const DROP_INTERVAL_MS: u64 = 25;
 /// Registers the walk that drops states of slots the node left visits per call of
-/// [`Replica::drop_unplaced`].
-pub const DROP_BATCH: usize = 1024;
-/// The most registers that walk visits in one tick (so the most it forgets): as the removal
-/// sweep's, a table of a million registers is walked in under seven seconds.
-pub const DROP_PER_TICK: usize = 16 * 1024;
+/// [`Replica::drop_unplaced`] (so the most one call forgets).
+pub const DROP_BATCH: usize = 256;
+/// The most registers that walk visits in one tick: as the removal sweep's, a table of a
+/// million registers is walked in under seven seconds.
+pub const DROP_PER_TICK: usize = 4 * 1024;
+/// The most states that walk forgets in one tick, give or take a call's: each is a removal in
+/// the turn's persist batch, and thousands in one turn held the shard's commands back for
+/// tens of milliseconds at every tick (docs/results/ring-stall-2026-11-27b). A tick that
+/// reaches it ends early, and the walk goes on from there at the next.
+pub const DROP_FORGETS_PER_TICK: usize = 256;
 
 impl<R, M: Media> ShardCore<R, M> {
     /// A shard around `replica` and its `store`.
@@ -783,7 +792,8 @@ impl<R, M: Media> ShardCore<R, M> {
     /// Runs a tick of the walk that forgets the acceptor states of registers this node is no
     /// longer a replica of (slots a change of the ring took from it; docs/ring.md §4 "Slots a
     /// node left"), if one is due: up to [`DROP_PER_TICK`] registers visited, in calls of
-    /// [`DROP_BATCH`], each state forgotten in this turn's persist batch. A walk that reaches
+    /// [`DROP_BATCH`], each state forgotten in this turn's persist batch, until about
+    /// [`DROP_FORGETS_PER_TICK`] are forgotten. A walk that reaches
     /// the table's end having forgotten nothing ends the dropping until the next placement; one
     /// that forgot some walks again (forgetting may rehash the table under the cursor).
     fn drop_if_due(&mut self) {
@@ -791,10 +801,11 @@ impl<R, M: Media> ShardCore<R, M> {
             return;
         }
         self.next_drop_ms = self.now_ms.saturating_add(DROP_INTERVAL_MS);
-        let mut visited = 0;
-        while visited < DROP_PER_TICK {
+        let (mut visited, mut forgotten) = (0, 0);
+        while visited < DROP_PER_TICK && forgotten < DROP_FORGETS_PER_TICK {
             let (next, seen, dropped) = self.replica.drop_unplaced(self.drop_cursor, DROP_BATCH);
             visited += seen.max(1);
+            forgotten += dropped;
             self.drop_cursor = next;
             self.drop_walk_dropped += dropped as u64;
             self.unplaced = self
@@ -907,6 +918,13 @@ impl<R, M: Media> ShardCore<R, M> {
             .map(|(key, _)| Bytes::copy_from_slice(key.as_bytes()))
     }
 
+    /// How many states the acceptor holds of registers the installed placement does not place
+    /// on this node: what the drop has left to forget (kept as a count, not walked).
+    pub fn registers_unplaced(&self) -> u64 {
+        self.unplaced
+            .unwrap_or_else(|| self.replica.registers_unplaced())
+    }
+
     /// The shard's figures now.
     pub fn status(&self) -> ShardStatus {
         let rejoin = self.replica.rejoin_progress();
@@ -914,11 +932,18 @@ impl<R, M: Media> ShardCore<R, M> {
         let mut live_registers = 0;
         let mut expiring_registers = 0;
         let mut ttl_ms_sum = 0u64;
-        for (_, state) in self.replica.acceptor_states() {
+        let registers_unplaced = self.registers_unplaced();
+        // Which live keys lie in slots the node left, only while it holds some: those states
+        // go with the drop, and the node owns none of their keys.
+        let mut live_unplaced = 0;
+        for (key, live_until) in self.replica.acceptor_liveness(self.now_ms) {
             registers += 1;
-            if state.value.is_live(self.now_ms) {
+            if let Some(expires_at_ms) = live_until {
                 live_registers += 1;
-                if let Some(at) = state.value.expires_at_ms {
+                if registers_unplaced > 0 && !self.replica.replicates(key) {
+                    live_unplaced += 1;
+                }
+                if let Some(at) = expires_at_ms {
                     expiring_registers += 1;
                     ttl_ms_sum = ttl_ms_sum.saturating_add(at - self.now_ms);
                 }
@@ -931,9 +956,8 @@ impl<R, M: Media> ShardCore<R, M> {
             ttl_ms_sum,
             registers_removed: self.replica.registers_removed(),
             registers_dropped: self.replica.registers_dropped(),
-            registers_unplaced: self
-                .unplaced
-                .unwrap_or_else(|| self.replica.registers_unplaced()),
+            registers_unplaced,
+            live_unplaced,
             awaiting_stage: u64::from(self.replica.is_awaiting_stage()),
             sweep: self.sweep_stats,
             proposer: self.replica.stats().clone(),

@@ -367,3 +367,67 @@ fn the_count_of_registers_left_to_drop_follows_the_drop_without_walking_again() 
     assert_eq!(shard.registers_held() as u64, 200 - elsewhere);
     assert_eq!(shard.status().registers_unplaced, 0);
 }
+
+/// The drop of the slots a node left forgets at most about `DROP_FORGETS_PER_TICK` states per
+/// tick (each is a removal in that turn's persist batch, and thousands in one turn held the
+/// shard's commands back), keeps its count of what is left exact after every tick (the
+/// status's walk, which counts the live states left while some are, agrees with it), and in
+/// the end forgets every state of the slots left and none of the others.
+#[test]
+fn the_drop_forgets_in_bounded_pieces_keeps_its_count_exact_and_forgets_everything() {
+    use logless_node::turn::{DROP_BATCH, DROP_FORGETS_PER_TICK, DROP_INTERVAL_MS};
+    use logless_placement::{key_slot, Configuration, NodeId as Placed, Replication};
+    use logless_rmw::placement::Placement;
+
+    let mut cluster = Cluster::new(None);
+    let keys: Vec<String> = (0..4_000).map(|i| format!("k{i}")).collect();
+    for (tag, key) in keys.iter().enumerate() {
+        cluster.command(NodeId(1), tag as u64, key, set("v", Expiry::Clear));
+    }
+    let placed: Vec<Placed> = (1..=5).map(Placed).collect();
+    let config = Configuration::balanced(&placed, Replication::THREE).unwrap();
+    let elsewhere = keys
+        .iter()
+        .filter(|k| !config.replicas(key_slot(k.as_bytes())).contains(Placed(1)))
+        .count() as u64;
+    assert!(elsewhere > 2 * DROP_FORGETS_PER_TICK as u64, "{elsewhere}");
+    let acceptors: Vec<NodeId> = (1..=5).map(NodeId).collect();
+    let shard = &mut cluster.shards[0];
+    shard.install_placement(Placement::new(&config, &acceptors).unwrap());
+    let status = shard.status();
+    assert_eq!(
+        (status.registers_unplaced, status.live_unplaced),
+        (elsewhere, elsewhere)
+    );
+    let mut left = elsewhere;
+    let mut ticks = 0;
+    while left > 0 {
+        cluster.now_ms += DROP_INTERVAL_MS;
+        cluster.shards[0].start_turn(cluster.now_ms, cluster.now_ms * 1000);
+        cluster.finish(NodeId(1));
+        let shard = &cluster.shards[0];
+        let status = shard.status();
+        let forgotten = left - status.registers_unplaced;
+        assert!(
+            forgotten < (DROP_FORGETS_PER_TICK + DROP_BATCH) as u64,
+            "tick {ticks} forgot {forgotten}"
+        );
+        left = status.registers_unplaced;
+        assert_eq!(status.live_unplaced, left, "tick {ticks}");
+        assert_eq!(shard.registers_held() as u64, 4_000 - (elsewhere - left));
+        ticks += 1;
+        assert!(ticks < 100, "the drop does not end");
+    }
+    assert!(ticks >= 2, "{ticks} ticks");
+    // The walk goes on until a pass forgets nothing, then stops; nothing else was forgotten.
+    for _ in 0..200 {
+        cluster.now_ms += DROP_INTERVAL_MS;
+        cluster.shards[0].start_turn(cluster.now_ms, cluster.now_ms * 1000);
+        cluster.finish(NodeId(1));
+    }
+    let status = cluster.shards[0].status();
+    assert_eq!((status.registers_unplaced, status.live_unplaced), (0, 0));
+    assert_eq!(status.registers, 4_000 - elsewhere);
+    assert_eq!(status.live_registers, 4_000 - elsewhere);
+    assert_eq!(status.registers_dropped, elsewhere);
+}

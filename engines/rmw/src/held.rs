@@ -177,6 +177,21 @@ impl HeldValue {
         }
     }
 
+    /// `None` if the value is not live at `now_ms` (absent or expired), else when it expires
+    /// (`Some(None)`: never): what a count of live registers needs, without copying a value
+    /// kept inside into a new `Arc` as [`HeldValue::get`] does.
+    pub(crate) fn live_until(&self, now_ms: u64) -> Option<Option<u64>> {
+        match self {
+            HeldValue::Absent => None,
+            HeldValue::Int(_) | HeldValue::Str { .. } => Some(None),
+            HeldValue::ExpiringStr { expires_at_ms, .. } => {
+                let at = u64::from_le_bytes(*expires_at_ms);
+                (at > now_ms).then_some(Some(at))
+            }
+            HeldValue::Shared(value) => value.is_live(now_ms).then_some(value.expires_at_ms),
+        }
+    }
+
     /// Whether this is `value`, without copying either: for checks.
     pub(crate) fn is(&self, value: &Arc<Register>) -> bool {
         match self {
@@ -241,6 +256,11 @@ impl Held {
     /// Replaces the state, keeping the location.
     pub(crate) fn set(&mut self, state: &AcceptorState) {
         *self = Held::new(state, self.location);
+    }
+
+    /// When the value stops being live, if it is at `now_ms` ([`HeldValue::live_until`]).
+    pub(crate) fn live_until(&self, now_ms: u64) -> Option<Option<u64>> {
+        self.value.live_until(now_ms)
     }
 
     /// The state, its value in an `Arc` (a new one if it was kept inside).
@@ -402,6 +422,20 @@ mod tests {
             value,
             req: ReqId::new(attempt(1, 9, 4)),
             req_prev: None,
+        }
+    }
+
+    #[test]
+    fn whether_a_held_value_is_live_and_until_when_is_read_without_copying_it() {
+        let mut values: Vec<_> = values().into_iter().map(|(value, _)| value).collect();
+        values.push(register(string(4), Some(10), 0));
+        values.push(register(string(STR_INLINE_BYTES + 9), Some(10), 0));
+        for value in values {
+            let held = Held::new(&state(value.clone()), Location(1));
+            for now_ms in [0, 1, 5, 9, 10, 11, u64::MAX] {
+                let expected = value.is_live(now_ms).then_some(value.expires_at_ms);
+                assert_eq!(held.live_until(now_ms), expected, "{value:?} at {now_ms}");
+            }
         }
     }
 
