@@ -367,12 +367,13 @@ pub async fn start_with_bugs(config: NodeConfig, bugs: Bugs) -> Result<RunningNo
         admission: admission.clone(),
     };
     let mut options = store::store_options(durability, config.value_bytes_max);
-    // Not yet without the stores' index: in `mmap` and `memory` modes the store flushes inside
-    // every put, which ends its batch, so a new register written twice in one of the engine's
-    // batches (both writes without a location) would take two slots
-    // (docs/results/memory-2026-11-27c, "Found at the node"). The shard store is ready for it.
-    // (Nor with the deliberate bugs that write states behind the batches, without locations.)
-    options.located = false;
+    // The rmw shards' stores keep no DRAM index, in every durability: each acceptor table
+    // keeps where its store holds every register (`docs/storage-format.md`, "Without the
+    // index"), and the store's batch lasts until the engine's flush, also where each put is
+    // persisted at once (`memory`, `mmap`). Not with the deliberate bugs that write states
+    // behind the batches, without their locations.
+    options.located =
+        !(FAULT_INJECTION && (bugs.shard.reply_before_persist || bugs.shard.persist_without_ttl));
     let memory = Arc::new(Memory::new(config.maxmemory));
     let mut shard_inputs = Vec::new();
     // The data shards' inputs and, on a ring, the ring shard's: where peer messages go.

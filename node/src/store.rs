@@ -819,8 +819,9 @@ mod tests {
         assert_eq!(recovered, [&keys[0], &keys[3]]);
     }
 
-    /// Without the store's index, as the node runs: registers are written, read back and
-    /// removed at the locations the store gave, the round floor at its own, and a restart
+    /// Without the store's index, as the node runs (`mmap`): registers are written (a new one
+    /// twice in its first batch), read back and removed at the locations the store gave, the
+    /// round floor at its own, and a restart
     /// names each register's location again; a table that does not hold every register is
     /// refused.
     #[test]
@@ -846,6 +847,15 @@ mod tests {
             store.started(0).unwrap();
             for key in &keys {
                 at.push(store.write_at(key, Location::UNKNOWN, &state(1)).unwrap());
+            }
+            // A new register written twice in a batch (a PREPARE, then a VOTE: the table
+            // has no location for it until the batch is flushed) keeps its one slot, also
+            // where every put is persisted at once.
+            for (key, at) in keys.iter().zip(&at) {
+                assert_eq!(
+                    store.write_at(key, Location::UNKNOWN, &state(1)).unwrap(),
+                    *at
+                );
             }
             store.write_round_floor(floor).unwrap();
             store.flush().unwrap();

@@ -350,6 +350,11 @@ pub struct SlotStore<M: Media = FileMedia> {
     /// Without the index: the keys first written since the last flush, and the slot each
     /// was first written in (then followed through `moved_to`).
     new_keys: FxHashMap<Box<[u8]>, u32>,
+    /// Without the index: slots whose free words became durable since the caller's last
+    /// [`SlotStore::flush`], reused only after it. In `memory` and `mmap` modes every put
+    /// persists at once, but the batch (`touched`, `moved_to`, `new_keys`) lasts until the
+    /// caller's flush, and a location handed in it may still lead through a slot it left.
+    batch_freed: Vec<(usize, u8)>,
 }
 
 fn slot_bytes(slot_bytes_min: usize, class: u8) -> usize {
@@ -587,6 +592,7 @@ impl<M: Media> SlotStore<M> {
             touched: FxHashMap::default(),
             moved_to: FxHashMap::default(),
             new_keys: FxHashMap::default(),
+            batch_freed: Vec::new(),
         };
         let report = store.recover()?;
         Ok((store, report))
@@ -1326,7 +1332,9 @@ impl<M: Media> SlotStore<M> {
             existing => self.update_moving(existing, key, record)?,
         };
         if !self.options.durability.group_commit() {
-            self.flush()?;
+            // Durable at once, but the caller's batch goes on: without the index, a key first
+            // written in it is still found as such by its next write (`None` again).
+            self.persist(false)?;
         }
         Ok(Location(id))
     }
@@ -1374,7 +1382,7 @@ impl<M: Media> SlotStore<M> {
         // which must be durable before the newer copy's is (else a crash could leave the
         // older copy alone, and recovery would serve it).
         if self.entry(id).staged.is_some() || self.moved_from_pending(key) {
-            self.flush()?;
+            self.persist(false)?;
         }
         let (slot, class) = if self.index_dropped {
             // The flush (if any) settled the key in the slot `id`, as the media now says.
@@ -1383,6 +1391,9 @@ impl<M: Media> SlotStore<M> {
                 _ => self.media_entry(id)?,
             };
             self.records -= 1;
+            // No longer held: a later write of the key in the batch (without a location)
+            // takes it as new.
+            self.new_keys.remove(key);
             (e.slot(), e.class)
         } else {
             let id = self.unindex(key).expect("found");
@@ -1396,7 +1407,7 @@ impl<M: Media> SlotStore<M> {
         self.pending_words.push((slot, 8));
         self.pending_free.push((slot, class));
         if !self.options.durability.group_commit() {
-            self.flush()?;
+            self.persist(false)?;
         }
         Ok(true)
     }
@@ -1411,7 +1422,9 @@ impl<M: Media> SlotStore<M> {
 
     /// The slots free for reuse, including those freed since the last flush.
     pub fn free_slots(&self) -> usize {
-        self.free.iter().map(Vec::len).sum::<usize>() + self.pending_free.len()
+        self.free.iter().map(Vec::len).sum::<usize>()
+            + self.pending_free.len()
+            + self.batch_freed.len()
     }
 
     /// The sequence number an in-place update of entry `e` writes: a rewrite of its staged
@@ -1674,12 +1687,26 @@ impl<M: Media> SlotStore<M> {
     /// (all new versions and pending words, then all header flips). Always correct to call;
     /// in `memory` and `mmap` modes it has nothing to wait for. After an error the store is
     /// poisoned and every later `put` and `flush` fails with [`StoreError::Poisoned`].
+    ///
+    /// It also ends the caller's batch, in every mode: without the index
+    /// ([`StoreOptions::located`]), the keys first written since the last flush and the moves
+    /// made since are forgotten here, and only here (not at the persist inside a put in
+    /// `memory` and `mmap` modes), and the slots left since are reused only after it.
     pub fn flush(&mut self) -> Result<(), StoreError> {
+        self.persist(true)
+    }
+
+    /// Makes every put since the last persist durable (see [`SlotStore::flush`]); with
+    /// `ends_batch`, the caller's batch ends too (its flush). The persists inside puts and
+    /// removals leave the batch going on.
+    fn persist(&mut self, ends_batch: bool) -> Result<(), StoreError> {
         if self.poisoned {
             return Err(StoreError::Poisoned);
         }
         if self.dirty.is_empty() && self.pending_words.is_empty() {
-            self.end_batch();
+            if ends_batch {
+                self.end_batch();
+            }
             return Ok(());
         }
         // Round 1: the new versions, the end word, and the free words of earlier moves.
@@ -1715,7 +1742,12 @@ impl<M: Media> SlotStore<M> {
         self.pending_words.clear();
         self.pending_moved_from.clear();
         for (slot, class) in self.pending_free.drain(..) {
-            self.free[usize::from(class)].push(slot);
+            if self.index_dropped {
+                // Perhaps on the way of a location handed in this batch: kept until its end.
+                self.batch_freed.push((slot, class));
+            } else {
+                self.free[usize::from(class)].push(slot);
+            }
         }
         // Round 2: flip the headers (putting moved records' new slots in use).
         let dirty = std::mem::take(&mut self.dirty);
@@ -1747,17 +1779,22 @@ impl<M: Media> SlotStore<M> {
             }
         }
         self.reuse_buffer(dirty);
-        self.end_batch();
+        if ends_batch {
+            self.end_batch();
+        }
         Ok(())
     }
 
-    /// Without the index: forgets the batch's entries, moves and new keys, all of which the
-    /// media now holds.
+    /// Without the index, at the caller's flush: forgets the batch's entries, moves and new
+    /// keys, all of which the media now holds, and lets the slots the batch left be reused.
     fn end_batch(&mut self) {
         if self.index_dropped && self.dirty.is_empty() {
             self.touched.clear();
             self.moved_to.clear();
             self.new_keys.clear();
+            for (slot, class) in self.batch_freed.drain(..) {
+                self.free[usize::from(class)].push(slot);
+            }
         }
     }
 
@@ -2100,9 +2137,19 @@ mod tests {
     /// Without the index: keys are found at their locations (also a location given earlier in
     /// the batch, across moves), a new key written twice in a batch stays one key, a location
     /// that does not hold its key writes nothing, removal, refusal and recovery keep the count.
+    /// In every durability: in `memory` and `mmap` modes each put persists at once, but the
+    /// batch lasts until the caller's flush (when it ended at each put's persist, a new key
+    /// written twice took two slots with equal sequence numbers, and a key moved in the batch
+    /// was no longer found at its location from before the batch).
     #[test]
     fn without_the_index_a_key_is_found_at_its_location_only() {
-        let mut options = StoreOptions::new(Durability::Sync);
+        for durability in [Durability::Sync, Durability::Mmap, Durability::Memory] {
+            a_key_is_found_at_its_location_only(durability);
+        }
+    }
+
+    fn a_key_is_found_at_its_location_only(durability: Durability) {
+        let mut options = StoreOptions::new(durability);
         options.key_bytes_max = 64;
         options.record_bytes_max = 1024;
         options.file_bytes_max = 64 * 1024;
@@ -2124,6 +2171,39 @@ mod tests {
         let a_moved_again = store.put_at(None, b"a", &[b'y'; 600]).unwrap();
         assert_eq!(store.get_at(Some(a), b"a").unwrap(), Some(&[b'y'; 600][..]));
         assert_eq!(store.len(), 2);
+        store.flush().unwrap();
+        let in_use = |store: &SlotStore<SimMedia>| {
+            let image = store.media().now().durable_image();
+            let (recovered, _) =
+                SlotStore::open_on(SimMedia::from_image(image), options.clone()).unwrap();
+            recovered.len()
+        };
+        assert_eq!(in_use(&store), 2, "{durability:?}: one slot per key");
+        // A key held before the batch moves in it, then is written at its location from
+        // before the batch again (as the acceptor table hands it for every write of a batch);
+        // a new key is written twice, a slot left in the batch not taken by it.
+        let a_before = a_moved_again;
+        let a_now = store.put_at(Some(a_before), b"a", &[b'z'; 1024]).unwrap();
+        assert_ne!(a_now, a_before, "moved");
+        let e = store.put_at(None, b"e", b"e1").unwrap();
+        let free = store.free_slots();
+        let d = store.put_at(None, b"d", &[b'd'; 600]).unwrap();
+        assert_ne!(d, a_before, "a slot left in the batch is not reused in it");
+        assert_eq!(store.put_at(Some(a_before), b"a", b"a3").unwrap(), a_now);
+        assert_eq!(
+            store.put_at(None, b"d", b"d2").unwrap(),
+            d,
+            "one key in the batch"
+        );
+        assert_eq!((store.len(), store.free_slots()), (4, free));
+        store.flush().unwrap();
+        assert_eq!(store.get_at(Some(d), b"d").unwrap(), Some(&b"d2"[..]));
+        assert_eq!(store.get_at(Some(a_now), b"a").unwrap(), Some(&b"a3"[..]));
+        assert_eq!(in_use(&store), 4, "{durability:?}: one slot per key");
+        assert!(store.remove_at(Some(d), b"d").unwrap());
+        assert!(store.remove_at(Some(e), b"e").unwrap());
+        store.flush().unwrap();
+        let a_moved_again = store.put_at(Some(a_now), b"a", &[b'y'; 600]).unwrap();
         store.flush().unwrap();
         assert_eq!(
             store

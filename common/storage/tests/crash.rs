@@ -30,6 +30,9 @@ type Allowed = BTreeMap<&'static str, Vec<Option<Vec<u8>>>>;
 thread_local! {
     /// Whether this thread's stores run without their index ([`StoreOptions::located`]).
     static LOCATED: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread's stores run in `mmap` mode (each put persisted at once) rather
+    /// than `sync` (puts staged until the flush).
+    static MMAP: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `test` with the store's index, then without it.
@@ -42,7 +45,11 @@ fn in_both_modes(test: impl Fn(bool)) {
 }
 
 fn options(exhaustive: bool) -> StoreOptions {
-    let mut options = StoreOptions::new(Durability::Sync);
+    let durability = match MMAP.get() {
+        true => Durability::Mmap,
+        false => Durability::Sync,
+    };
+    let mut options = StoreOptions::new(durability);
     options.located = LOCATED.get();
     options.key_bytes_max = 1024;
     options.record_bytes_max = 2048;
@@ -405,6 +412,96 @@ fn assert_caught(mutation: Mutation) {
     in_both_modes(|_| {
         let (_, _, violations) = exhaustive(mutation, true);
         support::assert_caught(&mutation, &violations);
+    });
+}
+
+/// `mmap` mode, where every put is persisted at once while the caller's batch (the acceptor
+/// table's, which hands every write of a key in it the key's location from before it) goes
+/// on until its flush: from an empty store and from one holding `a` and `b`, every sequence of
+/// one or two batches of two writes each over a new key (`c`), an update in place, a move and
+/// a removal (so that a key is written twice in a batch, new or moved, and a slot left in a
+/// batch may be wanted by a new key). A kill -9 keeps every write made: at every
+/// crash point, each key recovers to its last acknowledged value or to one it was given in
+/// the batch in flight, and each key has one slot (the store counts as many keys as it holds).
+fn mmap_batches(mutation: Mutation, stop_early: bool) -> (usize, Vec<String>) {
+    const REMOVED: usize = usize::MAX;
+    let choices = [("a", 10), ("a", 300), ("b", REMOVED), ("c", 10), ("c", 300)];
+    let prefixes: [Vec<Batch>; 2] = [
+        vec![],
+        vec![vec![("a", value(90, 10)), ("b", value(91, 300))]],
+    ];
+    let mut images = 0;
+    let mut violations = Vec::new();
+    for (p, prefix) in prefixes.iter().enumerate() {
+        let mut level: Vec<Vec<Batch>> = vec![prefix.clone()];
+        for step in 0..2 {
+            let mut next = Vec::new();
+            for seq in &level {
+                for (i, (k1, l1)) in choices.iter().enumerate() {
+                    for (j, (k2, l2)) in choices.iter().enumerate() {
+                        let update = |n: usize, len: usize| match len {
+                            REMOVED => Vec::new(),
+                            len => value(p * 1000 + step * 100 + n, len),
+                        };
+                        let mut s = seq.clone();
+                        s.push(vec![(*k1, update(i, *l1)), (*k2, update(10 + j, *l2))]);
+                        next.push(s);
+                    }
+                }
+            }
+            for batches in &next {
+                let (n, v) = every_kill(batches, ops_of(&batches[..prefix.len()]), mutation);
+                images += n;
+                violations.extend(v);
+                if stop_early && !violations.is_empty() {
+                    return (images, violations);
+                }
+            }
+            level = next;
+        }
+    }
+    (images, violations)
+}
+
+/// [`mmap_batches`] of one sequence: the image a kill -9 leaves (every write made) at every
+/// crash point after `skip_ops` operations, and at the end.
+fn every_kill(batches: &[Batch], skip_ops: usize, mutation: Mutation) -> (usize, Vec<String>) {
+    let (done, _) = run(batches, None, mutation, true);
+    let mut images = 0;
+    let mut violations = Vec::new();
+    for n in skip_ops..=done.ops {
+        let (media, acknowledged) = run(batches, Some(n), mutation, true);
+        let snapshot = media.at_crash();
+        let image = snapshot.crash_image(&snapshot.dirty_sectors(), None);
+        // Any value the batch in flight gave a key, not only its last.
+        let mut allowed = allowed(batches, acknowledged);
+        for (key, value) in batches.get(acknowledged).into_iter().flatten() {
+            let state = (!value.is_empty()).then(|| value.clone());
+            allowed.get_mut(key).unwrap().push(state);
+        }
+        images += 1;
+        if let Err(e) = check_image(image, &allowed, true) {
+            violations.push(format!("{batches:?}: killed after op {n}: {e}"));
+        }
+    }
+    // After the last flush no key is left in two slots.
+    let image = done.now().crash_image(&done.now().dirty_sectors(), None);
+    let (_, report) = SlotStore::open_on(SimMedia::from_image(image), options(true)).unwrap();
+    if report.duplicates_resolved != 0 {
+        violations.push(format!("{batches:?}: {report:?}"));
+    }
+    (images, violations)
+}
+
+#[test]
+fn every_kill_of_mmap_batches_writing_a_key_twice_recovers_old_or_new() {
+    in_both_modes(|located| {
+        MMAP.set(true);
+        let (images, violations) = mmap_batches(Mutation::None, false);
+        MMAP.set(false);
+        println!("{images} kill -9 images of mmap batches (located: {located})");
+        support::assert_no_violations(&violations);
+        assert_eq!(images, if located { 36_799 } else { 36_597 });
     });
 }
 

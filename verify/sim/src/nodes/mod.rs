@@ -535,12 +535,13 @@ impl NodeCluster {
         }
         let bugs = self.config.bugs.shard;
         // Without the stores' indexes, as a node runs (`docs/storage-format.md`, "Without the
-        // index"), on even seeds; on odd ones with them, each replica then starting without
-        // its registers' locations. Never with the deliberate bugs that write states behind
-        // the batches, without their locations.
-        // Only where the store commits in groups: see `node.rs` for the other modes.
-        options.located = self.config.seed.is_multiple_of(2)
-            && self.config.durability.group_commit()
+        // index"), on seeds in even blocks of seven (0-6, 14-20, ..); in odd blocks with them,
+        // each replica then starting without its registers' locations. Seven is prime to
+        // what else a seed picks (durability by 2, thrifty writes by 3, removal and clock
+        // jumps by 4, node count by 5), so each mode runs under all of it, `sync` and `mmap`
+        // alike, and on ring seeds (6 modulo 7). Never with the deliberate bugs that write
+        // states behind the batches, without their locations.
+        options.located = (self.config.seed / 7).is_multiple_of(2)
             && !(bugs.reply_before_persist || bugs.persist_without_ttl);
         let seeds: Vec<u64> = (0..self.config.shards).map(|_| self.rng.random()).collect();
         let watched = self.ring_watched();
