@@ -13,6 +13,12 @@
 //! serving reads and writes; a whole cluster out of space refuses everything and loses nothing
 //! acknowledged; no replica exits; once space returns every replica goes on by itself and has
 //! every acknowledged write.
+//!
+//! Checked, psmr engine (`--engine psmr`, three groups): a cluster out of space has a majority
+//! of its replicas paused, each answering reads and writes `MISCONF disk full … for its log` at
+//! once; a replica whose log did not need to grow is not paused and, without a quorum, answers
+//! `UNCERTAIN` past its request timeout; no replica exits; once space returns writes go on,
+//! every acknowledged insert reads back through every replica and the digests agree.
 mod common;
 
 use std::path::Path;

@@ -4,7 +4,9 @@
 //! optional); garbage and plain RESP on the TLS port close only their own connection, and a
 //! silent one is closed after the handshake timeout; a peer whose certificate another CA
 //! signed is refused, and so is a peer speaking plain TCP; HTTP over TLS answers
-//! `logless status` with a client certificate only.
+//! `logless status` with a client certificate only. A psmr cluster (its own loop and command
+//! path over the same transport) serves TLS clients with certificates only, and its groups
+//! decide over the peers' mutual TLS.
 mod common;
 
 use std::io::{Read, Write};
