@@ -4,7 +4,9 @@
 //! optional); garbage and plain RESP on the TLS port close only their own connection, and a
 //! silent one is closed after the handshake timeout; a peer whose certificate another CA
 //! signed is refused, and so is a peer speaking plain TCP; HTTP over TLS answers
-//! `logless status` with a client certificate only.
+//! `logless status` with a client certificate only. A psmr cluster (its own loop and command
+//! path over the same transport) serves TLS clients with certificates only, and its groups
+//! decide over the peers' mutual TLS.
 mod common;
 
 use std::io::{Read, Write};
@@ -404,4 +406,62 @@ fn http_over_tls_answers_clients_with_a_certificate_only() {
         cluster.connect(0).get("still").unwrap()
     };
     assert_eq!(value, "serving");
+}
+
+#[test]
+fn a_psmr_cluster_serves_tls_clients_with_certificates_only_and_its_peers_speak_mutual_tls() {
+    // The psmr engine has its own event loop and command path over the shared transport: its
+    // groups decide nothing unless the peers' mutual TLS works (the cluster's readiness check
+    // writes through every replica).
+    let dir = tempfile::tempdir().unwrap();
+    let certs = make_certs(dir.path(), "ca");
+    let ports = logless_harness::ports::free_ports(3).expect("free ports");
+    let cluster = Cluster::start_each(3, "mmap", |i, spec| {
+        with_tls(spec, ports[i], &certs, "yes").args(["--engine", "psmr", "--threads", "2"])
+    });
+    let tls: Vec<SocketAddr> = ports
+        .iter()
+        .map(|&port| SocketAddr::from(([127, 0, 0, 1], port)))
+        .collect();
+    let config = client_config(&certs, true);
+    runtime().block_on(async {
+        let mut first = connect(tls[0], config.clone()).await.unwrap();
+        assert_eq!(ask(&mut first, &["PING"]).await.unwrap(), "+PONG\r\n");
+        assert_eq!(
+            ask(&mut first, &["SET", "greeting", "hello over tls", "NX"])
+                .await
+                .unwrap(),
+            "+OK\r\n"
+        );
+        let mut third = connect(tls[2], config.clone()).await.unwrap();
+        assert_eq!(
+            ask(&mut third, &["GET", "greeting"]).await.unwrap(),
+            "$14\r\nhello over tls\r\n"
+        );
+        // A client without a certificate is refused (on its first exchange, TLS 1.3).
+        let refused = async {
+            let mut stream = connect(tls[1], client_config(&certs, false)).await?;
+            ask(&mut stream, &["PING"]).await
+        };
+        let without_cert = refused.await;
+        assert!(without_cert.is_err(), "{without_cert:?}");
+    });
+    // Plain RESP on the TLS port is closed.
+    let mut plain = TcpStream::connect(tls[1]).unwrap();
+    plain.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+    assert!(closed_by_server(plain));
+    assert_eq!(metric_reaches(&cluster, 1, HANDSHAKE_FAILURES, 2), 2);
+    // The plain port serves the same keys, and the replicas agree.
+    let value: String = cluster.connect(1).get("greeting").unwrap();
+    assert_eq!(value, "hello over tls");
+    cluster.digests_agree(WAIT);
+    // The peer port speaks only TLS: plain TCP to it is closed and counted.
+    let rejected = metric(&cluster, 0, REJECTED);
+    let mut plain = TcpStream::connect(cluster.replicas[0].spec.peer).unwrap();
+    plain.write_all(b"LLP2 not a TLS ClientHello").unwrap();
+    assert!(closed_by_server(plain));
+    assert_eq!(
+        metric_reaches(&cluster, 0, REJECTED, rejected + 1),
+        rejected + 1
+    );
 }
