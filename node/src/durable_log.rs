@@ -104,27 +104,60 @@ pub struct OpenedLog<D: Dir = FsDir> {
     pub durable: Durable,
     /// What the storage layer repaired at open.
     pub recovery: LogRecovery,
+    /// How long each part of the open took (a restart's start lines).
+    pub timings: OpenTimings,
+}
+
+/// The parts of [`DurableLog::open`], in the order they run, for a restart's start lines
+/// (docs/recovery.md, "Where an mPaxos restart spends its time").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenTimings {
+    /// The storage layer's open: every segment scanned and its records' checksums verified,
+    /// the snapshot files' checksums verified, µs.
+    pub storage_us: u64,
+    /// The newest snapshot decoded into a [`Snapshot`](logless_multipaxos::message::Snapshot)
+    /// (its state copied out of the medium), µs.
+    pub snapshot_us: u64,
+    /// The newest snapshot's bytes on the medium (0 without one).
+    pub snapshot_bytes: u64,
+    /// Every record kept decoded and replayed into the [`Durable`] state, µs.
+    pub records_us: u64,
+    /// The records replayed.
+    pub records: u64,
 }
 
 impl DurableLog<FsDir> {
     /// Opens (or creates) the durable log in directory `path`.
     pub fn open(path: &Path, options: SegmentLogOptions) -> Result<OpenedLog, DurableLogError> {
+        let started = std::time::Instant::now();
         let (log, recovery) = SegmentLog::open(path, options)?;
-        DurableLog::replay(log, recovery)
+        DurableLog::replay(log, recovery, micros_since(started))
     }
 }
 
 impl<D: Dir> DurableLog<D> {
     /// Opens the durable log on `dir` (the simulation's or a crash test's directory).
     pub fn open_on(dir: D, options: SegmentLogOptions) -> Result<OpenedLog<D>, DurableLogError> {
+        let started = std::time::Instant::now();
         let (log, recovery) = SegmentLog::open_on(dir, options)?;
-        DurableLog::replay(log, recovery)
+        DurableLog::replay(log, recovery, micros_since(started))
     }
 
-    /// Rebuilds the durable state from the newest snapshot and every record kept, in order.
-    fn replay(log: SegmentLog<D>, recovery: LogRecovery) -> Result<OpenedLog<D>, DurableLogError> {
+    /// Rebuilds the durable state from the newest snapshot and every record kept, in order
+    /// (the storage layer's open took `storage_us`).
+    fn replay(
+        log: SegmentLog<D>,
+        recovery: LogRecovery,
+        storage_us: u64,
+    ) -> Result<OpenedLog<D>, DurableLogError> {
+        let mut timings = OpenTimings {
+            storage_us,
+            ..OpenTimings::default()
+        };
         let mut durable = Durable::default();
+        let started = std::time::Instant::now();
         if let Some((index, bytes)) = log.snapshot() {
+            timings.snapshot_bytes = bytes.len() as u64;
             match wire::decode_record(bytes) {
                 Ok(Record::Snapshot(snapshot)) => durable.snapshot = Some(snapshot),
                 Ok(_) => {
@@ -136,6 +169,8 @@ impl<D: Dir> DurableLog<D> {
                 Err(source) => return Err(DurableLogError::Decode { index, source }),
             }
         }
+        timings.snapshot_us = micros_since(started);
+        let started = std::time::Instant::now();
         let mut first_index = BTreeMap::new();
         for item in log.iter(log.first_index()) {
             let (index, bytes) = item?;
@@ -146,7 +181,9 @@ impl<D: Dir> DurableLog<D> {
             }
             note_first_index(&mut first_index, &record, index);
             durable.apply(&record);
+            timings.records += 1;
         }
+        timings.records_us = micros_since(started);
         let opened = DurableLog {
             log,
             view: durable.view,
@@ -161,6 +198,7 @@ impl<D: Dir> DurableLog<D> {
             log: opened,
             durable,
             recovery,
+            timings,
         })
     }
 
@@ -224,6 +262,11 @@ impl<D: Dir> DurableLog<D> {
         self.log.append(index, &self.scratch)?;
         Ok(index)
     }
+}
+
+/// The microseconds since `started`.
+fn micros_since(started: std::time::Instant) -> u64 {
+    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Keeps `first_index` in step with `record`, written at `index`.

@@ -256,9 +256,19 @@ impl LogLoop {
                 let _ = reply.send(self.core.scan_live(cursor, count));
             }
             LogInput::Rebuilt(Ok(machine)) => {
+                // A peer's snapshot installed meanwhile (or a rejoin) ended the rebuild: the
+                // machine is dropped.
+                let taken =
+                    self.core.replica().status() == logless_multipaxos::replica::Status::Rebuilding;
+                let executed = self.core.replica().executed_below().0;
+                let replaying = Instant::now();
                 self.core.finish_rebuild(*machine);
                 info!(
+                    target: crate::log_turn::RESTART_TARGET,
                     since_start_ms = self.outlet.started.elapsed().as_millis() as u64,
+                    taken,
+                    replayed_instances = self.core.replica().executed_below().0.saturating_sub(executed),
+                    replay_ms = replaying.elapsed().as_micros() as f64 / 1_000.0,
                     "rebuilt the state machine from persistent memory: executing and serving"
                 );
             }

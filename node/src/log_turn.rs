@@ -146,6 +146,13 @@ pub use crate::client_pool::RETRY_MS;
 /// A turn that holds the log's loop this long is logged (see `LogCore::note_slow_turn`).
 pub const SLOW_TURN_MS: u64 = 100;
 
+/// The tracing target of a start's timed steps (the log read and its parts, the snapshot
+/// restored, the decided instances executed, the first vote, the first answer, a peer's
+/// snapshot installed), each with the milliseconds since the process started: `logless
+/// bench recovery` reads them from a restarted replica at `--log-level
+/// warn,logless::restart=info` (docs/recovery.md, "Where an mPaxos restart spends its time").
+pub const RESTART_TARGET: &str = "logless::restart";
+
 /// How often a replica paused by a full disk tries to write its backlog again.
 pub const SPACE_PROBE_MS: u64 = 1_000;
 
@@ -351,6 +358,11 @@ pub struct LogCore<R, D: Dir = FsDir> {
     snapshot_work: Option<SnapshotWork>,
     /// After a snapshot refused for want of space: not started again before then (ms).
     snapshot_retry_ms: u64,
+    /// The start lines this process has logged: its first vote, its first answer to a
+    /// client, and the peers' snapshots it has installed so far (see [`RESTART_TARGET`]).
+    first_vote_logged: bool,
+    first_answer_logged: bool,
+    installs_logged: u64,
 }
 
 /// A snapshot on its way to durability, off the loop.
@@ -539,6 +551,9 @@ impl<R, D: Dir> LogCore<R, D> {
             snapshot_job: None,
             snapshot_work: None,
             snapshot_retry_ms: 0,
+            first_vote_logged: false,
+            first_answer_logged: false,
+            installs_logged: 0,
         }
     }
 
@@ -719,6 +734,11 @@ impl<R, D: Dir> LogCore<R, D> {
                 _ => 0,
             })
             .sum();
+        let votes = !self.first_vote_logged
+            && ready
+                .records()
+                .iter()
+                .any(|r| matches!(r, Record::Accepted { .. }));
         let commit_started_us = outlet.mono_us();
         let bug = self.replica.config().bugs.release_while_space_short;
         let spare = bug.then(|| ready.clone());
@@ -751,6 +771,7 @@ impl<R, D: Dir> LogCore<R, D> {
         // The snapshot's instances are durable: it may be written now.
         self.start_snapshot()?;
         self.note_slow_turn(outlet.mono_us(), commit_started_us, snapshot_bytes);
+        self.note_start_lines(outlet.mono_us(), votes);
         for envelope in released.messages {
             if envelope.to != self.me {
                 self.outgoing
@@ -770,6 +791,14 @@ impl<R, D: Dir> LogCore<R, D> {
                 continue;
             };
             self.answered += 1;
+            if !self.first_answer_logged {
+                self.first_answer_logged = true;
+                info!(
+                    target: RESTART_TARGET,
+                    since_start_ms = answered_us / 1_000,
+                    "answered the first client operation since the start"
+                );
+            }
             let micros = answered_us.saturating_sub(waiting.started_us);
             self.count(waiting.name, "ok", micros);
             outlet.answer(waiting.reply, Ok(decoded(&reply.reply)));
@@ -944,6 +973,33 @@ impl<R, D: Dir> LogCore<R, D> {
             leads = self.replica.is_leader(),
             "a slow turn of the log's loop"
         );
+    }
+
+    /// Logs this process's first vote (`votes`: the turn just committed wrote its first
+    /// Accepted record) and each snapshot installed from a peer, at `now_us` since the start:
+    /// a restart's start lines ([`RESTART_TARGET`]).
+    fn note_start_lines(&mut self, now_us: u64, votes: bool) {
+        if votes {
+            self.first_vote_logged = true;
+            info!(
+                target: RESTART_TARGET,
+                since_start_ms = now_us / 1_000,
+                "voted for the first time since the start"
+            );
+        }
+        let installed = self.replica.stats().snapshots_installed;
+        if installed > self.installs_logged {
+            self.installs_logged = installed;
+            let snapshot = self.replica.snapshot();
+            info!(
+                target: RESTART_TARGET,
+                since_start_ms = now_us / 1_000,
+                next_instance = snapshot.map_or(0, |s| s.next_instance.0),
+                state_bytes = snapshot.map_or(0, |s| s.state.len()),
+                installed,
+                "installed a snapshot from a peer"
+            );
+        }
     }
 
     /// Answers the operations refused without the replica.

@@ -743,13 +743,20 @@ fn start_log(
                 }
                 _ => "recovered the log",
             };
+            let t = opened.timings;
             info!(
+                target: crate::log_turn::RESTART_TARGET,
                 node = config.node_id,
                 incarnation,
                 view = status.view,
                 first_instance = status.first_instance,
                 executed_below = status.executed_below,
                 keys = status.keys,
+                storage_ms = ms_of(t.storage_us),
+                snapshot_bytes = t.snapshot_bytes,
+                snapshot_ms = ms_of(t.snapshot_us),
+                records = t.records,
+                records_ms = ms_of(t.records_us),
                 log_ms,
                 registers = registers.map(|(records, _)| records),
                 registers_ms = registers.map(|(_, ms)| ms),
@@ -823,7 +830,12 @@ fn start_log(
     if let Some((file, options, machine, snapshot)) = open_registers_later {
         open_registers_off_the_loop(file, options, machine, snapshot, started, tx.clone());
     } else if core.replica().status() == logless_multipaxos::replica::Status::Rebuilding {
-        rebuild_off_the_loop(core.rebuild_from(), config.command_limits(), tx.clone());
+        rebuild_off_the_loop(
+            core.rebuild_from(),
+            config.command_limits(),
+            started,
+            tx.clone(),
+        );
     }
     let links = dial_peers::<LogCodec>(config, transport, &tx, counters, shutdown);
     let mut log_loop = LogLoop::new(core, rx, links, started);
@@ -833,6 +845,11 @@ fn start_log(
     Ok((tx.clone(), log_loop))
 }
 
+/// Microseconds as milliseconds, for the start lines.
+fn ms_of(micros: u64) -> f64 {
+    micros as f64 / 1_000.0
+}
+
 /// Restores the state machine of a replica resumed under mPaxos from `snapshot` (an empty
 /// machine without one) on a blocking thread, while the loop already takes part in the
 /// protocol, and hands it to the loop (seed 002 §V-B: the Paxos thread goes on while the state
@@ -840,14 +857,24 @@ fn start_log(
 fn rebuild_off_the_loop(
     snapshot: Option<bytes::Bytes>,
     limits: logless_commands::command::Limits,
+    started: Instant,
     inputs: mpsc::Sender<LogInput>,
 ) {
     use logless_multipaxos::state_machine::StateMachine;
     tokio::task::spawn_blocking(move || {
+        let restoring = Instant::now();
         let mut machine = logless_multipaxos::kv::RegisterMachine::new(limits);
         if let Some(state) = &snapshot {
             machine.restore(state);
         }
+        info!(
+            target: crate::log_turn::RESTART_TARGET,
+            state_bytes = snapshot.as_ref().map_or(0, |s| s.len()),
+            keys = machine.map().len(),
+            restore_ms = ms_of(restoring.elapsed().as_micros() as u64),
+            since_start_ms = started.elapsed().as_millis() as u64,
+            "restored the persistent snapshot into a new state machine (mPaxos)"
+        );
         // A loop that stopped meanwhile needs no machine.
         let _ = inputs.blocking_send(LogInput::Rebuilt(Ok(Box::new(machine.into()))));
     });
@@ -872,6 +899,7 @@ fn open_registers_off_the_loop(
         let opened = match opened {
             Ok((machine, report)) => {
                 info!(
+                    target: crate::log_turn::RESTART_TARGET,
                     registers = report.records,
                     registers_ms = started.elapsed().as_millis() as u64,
                     "opened the state machine in place in persistent memory (mPaxosSM)"

@@ -224,11 +224,14 @@ pub(crate) fn logless_binary(given: Option<&Path>) -> Result<PathBuf, String> {
         .ok_or_else(|| "no logless binary: build it or pass --logless".to_string())
 }
 
-/// Starts a replica of `spec`, logging at `warn` unless `LOGLESS_BENCH_SERVER_LOG_LEVEL` says
-/// otherwise (a tracing filter, for looking into a run: `info` shows, among others, each
-/// snapshot the log engine writes off its loop and each ring stage a node installs).
+/// Starts a replica of `spec`, logging at `warn` and a start's timed steps
+/// (`logless::restart` at `info`, which `logless bench recovery` reads) unless
+/// `LOGLESS_BENCH_SERVER_LOG_LEVEL` says otherwise (a tracing filter, for looking into a run:
+/// `info` shows, among others, each snapshot the log engine writes off its loop and each ring
+/// stage a node installs).
 pub(crate) fn spawn(bin: &Path, spec: &ServerSpec, limit_s: u64) -> Result<Proc, String> {
-    let level = std::env::var("LOGLESS_BENCH_SERVER_LOG_LEVEL").unwrap_or_else(|_| "warn".into());
+    let level = std::env::var("LOGLESS_BENCH_SERVER_LOG_LEVEL")
+        .unwrap_or_else(|_| "warn,logless::restart=info".into());
     let spec = spec.clone().flag("--log-level", &level);
     Proc::spawn(
         &format!("replica {}", spec.node_id),

@@ -49,6 +49,26 @@ fn every_mode_restarts_and_the_results_are_written() {
         let votes: f64 = row[4].parse().expect("votes_ms");
         let serves: f64 = row[5].parse().expect("serves_ms");
         assert!(votes > 0.0 && votes <= serves, "{csv}");
+        // The replica's start lines were read: the log's open (EpochSS has none), its first
+        // answer, and under mPaxos the machine rebuilt from its own persistent state.
+        let column = |name: &str| {
+            let at = csv
+                .lines()
+                .next()
+                .unwrap()
+                .split(',')
+                .position(|c| c == name);
+            row[at.unwrap_or_else(|| panic!("no column {name}: {csv}"))]
+        };
+        assert!(
+            mode.recovery == "epoch" || !column("log_ms").is_empty(),
+            "{csv}"
+        );
+        assert!(!column("first_answer_ms").is_empty(), "{csv}");
+        assert!(!column("memory_read_mb_s").is_empty(), "{csv}");
+        if mode.recovery == "pmem" {
+            assert_eq!(column("own_snapshot"), "true", "{csv}");
+        }
     }
     for file in ["restart.png", "results.json", "summary.md"] {
         assert!(out.join(file).is_file(), "{file} is missing");

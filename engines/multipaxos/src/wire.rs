@@ -541,8 +541,13 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+        Ok(Bytes::copy_from_slice(self.slice()?))
+    }
+
+    /// What [`Reader::bytes`] reads, borrowed rather than copied.
+    pub(crate) fn slice(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = self.u32()? as usize;
-        Ok(Bytes::copy_from_slice(self.take(len)?))
+        self.take(len)
     }
 
     fn request(&mut self) -> Result<Request, DecodeError> {

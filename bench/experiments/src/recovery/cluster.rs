@@ -116,6 +116,16 @@ impl Cluster {
         disk_bytes(&self.specs[i].dir.join("log"))
     }
 
+    /// Replica `i`'s log directory (`<data_dir>/log`).
+    pub fn log_dir(&self, i: usize) -> PathBuf {
+        self.specs[i].dir.join("log")
+    }
+
+    /// What replica `i`'s process (its latest start) has written to stdout and stderr.
+    pub fn log_text(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.procs[i].log).unwrap_or_default()
+    }
+
     /// A follower (a replica whose INFO does not say it leads).
     pub fn follower(&self) -> Result<usize, String> {
         Ok((find_leader(&self.clients())? + 1) % self.specs.len())

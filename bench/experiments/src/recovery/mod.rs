@@ -11,7 +11,10 @@
 //!    while the state machine is rebuilt) or `log_state:serving`; under `fullss` the node
 //!    answers nothing before its replay ends, under `epoch` it says `recovering` (not voting)
 //!    until its peers have given it the state. "Serves" is the first GET of a stored key
-//!    answered with its value.
+//!    answered with its value. Beside them, the parts of the restart from the replica's own
+//!    start lines (the log's read and its parts, the snapshot's restore, the decided
+//!    instances' replay, the first vote and answer, a peer's snapshot installed), one read of
+//!    its snapshot file, and a memory bandwidth (copy and read) measured in the same run.
 //! 2. **Table II** ([`throughput`]): 50% SETs of 8 kB values and 50% GETs (9-byte requests)
 //!    on states of 10 MB and 100 MB, every mode × medium in [`MODES`]: throughput and p99.
 //! 3. **Fig. 3** ([`throughput`]): SETs of 128 B to 10 kB, throughput in MB/s.
@@ -74,6 +77,10 @@ pub const MODES: [Mode; 4] = [
         restart_medium: "emulp",
     },
 ];
+
+/// The largest buffer of the memory bandwidth the restart job measures (twice this is
+/// allocated).
+const MEMORY_BANDWIDTH_BYTES: usize = 256 << 20;
 
 /// The options of `logless bench recovery`.
 #[derive(clap::Args, Clone, Debug)]
@@ -190,7 +197,18 @@ pub fn run(args: &RecoveryArgs) -> Result<(), String> {
         ..Default::default()
     };
     if args.runs("restart")? {
-        results.restart = restart::curves(&bin, &modes, &args.restart_mb)?;
+        // No larger than the largest state (a smoke run's is tiny), at least 16 MiB.
+        let largest = args.restart_mb.iter().max().copied().unwrap_or(0) as usize;
+        let bytes = (largest << 20).clamp(16 << 20, MEMORY_BANDWIDTH_BYTES);
+        let memory = restart::memory_bandwidth(bytes, 5);
+        println!(
+            "memory bandwidth: copy {:.0} MB/s, read {:.0} MB/s ({} MiB, best of 5)",
+            memory.copy_mb_s,
+            memory.read_mb_s,
+            memory.bytes >> 20
+        );
+        results.memory = Some(memory);
+        results.restart = restart::curves(&bin, &modes, &args.restart_mb, &args.out)?;
         report::write(&args.out, &results)?;
     }
     let load = throughput::Load {

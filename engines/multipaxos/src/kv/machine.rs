@@ -392,7 +392,9 @@ impl RegisterMachine {
         }
     }
 
-    /// Decodes a snapshot: the map and the keys' versions.
+    /// Decodes a snapshot: the map and the keys' versions. Each value is copied once, from
+    /// the snapshot's bytes into its register, and the map is built in one pass from the
+    /// keys in order (the restart of an mPaxos replica waits for this).
     fn decode_snapshot(bytes: &[u8]) -> Result<(BTreeMap<Bytes, Register>, Versions), DecodeError> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
@@ -400,15 +402,17 @@ impl RegisterMachine {
             return Err(DecodeError::UnknownVersion(version));
         }
         let count = r.count(8)?;
-        let mut map = BTreeMap::new();
+        let mut entries: Vec<(Bytes, Register)> = Vec::with_capacity(count);
         for _ in 0..count {
-            let key = r.bytes()?;
-            let reg = Register::decode(&r.bytes()?).map_err(|_| DecodeError::Register)?;
-            if map.last_key_value().is_some_and(|(last, _)| *last >= key) {
+            let key = r.slice()?;
+            if entries.last().is_some_and(|(last, _)| last.as_ref() >= key) {
                 return Err(DecodeError::Invalid);
             }
-            map.insert(key, reg);
+            let reg = Register::decode(r.slice()?).map_err(|_| DecodeError::Register)?;
+            entries.push((Bytes::copy_from_slice(key), reg));
         }
+        // In strictly increasing order (checked above): built without a search per key.
+        let map = BTreeMap::from_iter(entries);
         let versions = match version {
             SNAPSHOT_VERSION => Versions::decode(&mut r)?,
             _ => Versions::default(),
