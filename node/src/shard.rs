@@ -44,12 +44,16 @@ pub enum ShardInput {
     LinkBroken(NodeId),
     /// A snapshot of the shard's figures.
     Status(oneshot::Sender<ShardStatus>),
-    /// A page of the live keys of this replica's copy (see [`ShardCore::scan_live`]).
+    /// A page of the live keys of this replica's copy (see [`ShardCore::scan_live`]), or if
+    /// `voted`, of every key it holds a vote of, dead ones included (see
+    /// [`ShardCore::scan_voted`]; a ring's data mover's `SCAN … VOTED`).
     Scan {
         /// Where to resume (0 starts).
         cursor: u64,
         /// How many registers to visit.
         count: usize,
+        /// Every key holding a vote rather than the live ones.
+        voted: bool,
         /// The next cursor (0 at the end) and the live keys with their types.
         reply: oneshot::Sender<ScanPage>,
     },
@@ -299,9 +303,18 @@ impl Shard {
             ShardInput::Scan {
                 cursor,
                 count,
+                voted: false,
                 reply,
             } => {
                 let _ = reply.send(self.core.scan_live(cursor, count));
+            }
+            ShardInput::Scan {
+                cursor,
+                count,
+                voted: true,
+                reply,
+            } => {
+                let _ = reply.send(self.core.scan_voted(cursor, count));
             }
             ShardInput::SetThrifty { reads, writes } => self.core.set_thrifty(reads, writes),
             ShardInput::RandomKey { seed, reply } => {
