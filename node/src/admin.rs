@@ -1,6 +1,7 @@
 //! The admin and inspection commands a session leaves to the node
 //! ([`logless_redis::table::admin::Admin`]): SCAN, KEYS and RANDOMKEY over this
-//! replica's copy of the keyspace, FLUSHALL through consensus, TIME, CLIENT LIST/KILL and
+//! replica's copy of the keyspace (SCAN's VOTED, for a ring's data mover, lists every key it
+//! holds a vote of, dead ones included), FLUSHALL through consensus, TIME, CLIENT LIST/KILL and
 //! CONFIG RESETSTAT.
 //!
 //! None of them is linearizable. SCAN, KEYS and RANDOMKEY read the acceptor states this
@@ -135,9 +136,16 @@ fn kill(filter: &ClientFilter, caller: &Connection, context: &NodeContext) -> us
     killed
 }
 
-/// One page of a shard's live keys, or `None` if the shard has stopped. The log engine's
-/// copy is its one shard.
-async fn page(context: &NodeContext, shard: usize, cursor: u64, count: usize) -> Option<ScanPage> {
+/// One page of a shard's live keys (if `voted`, of every key it holds a vote of, dead ones
+/// included), or `None` if the shard has stopped. The log engine's copy is its one shard (and
+/// it has no votes to list: `voted` is refused before).
+async fn page(
+    context: &NodeContext,
+    shard: usize,
+    cursor: u64,
+    count: usize,
+    voted: bool,
+) -> Option<ScanPage> {
     let (reply, answer) = oneshot::channel();
     if let Some(log) = &context.log {
         let ask = LogInput::Scan {
@@ -151,6 +159,7 @@ async fn page(context: &NodeContext, shard: usize, cursor: u64, count: usize) ->
     let ask = ShardInput::Scan {
         cursor,
         count,
+        voted,
         reply,
     };
     context.shards[shard].send(ask).await.ok()?;
@@ -169,6 +178,9 @@ fn scanned_shards(context: &NodeContext) -> usize {
 /// points into, from where it points; the cursor of the next call moves to the next shard once
 /// a shard is done.
 async fn scan_keys(scan: &KeyScan, context: &NodeContext) -> Value {
+    if scan.voted && context.log.is_some() {
+        return Value::Error("ERR SCAN VOTED lists the per-key engine's registers".into());
+    }
     let shards = scanned_shards(context);
     let shard = usize::try_from(scan.cursor >> SHARD_SHIFT).unwrap_or(usize::MAX);
     if shard >= shards {
@@ -176,7 +188,7 @@ async fn scan_keys(scan: &KeyScan, context: &NodeContext) -> Value {
     }
     let cursor = scan.cursor & ((1 << SHARD_SHIFT) - 1);
     let count = scan.count.min(SCAN_COUNT_MAX);
-    let Some((next, found)) = page(context, shard, cursor, count).await else {
+    let Some((next, found)) = page(context, shard, cursor, count, scan.voted).await else {
         return Value::Error("ERR the replica is stopping".into());
     };
     let glob = scan.pattern.as_deref().map(Glob::new);
@@ -219,7 +231,7 @@ pub(crate) async fn live_keys_where(
     for shard in 0..scanned_shards(context) {
         let mut cursor = 0;
         loop {
-            let Some((next, found)) = page(context, shard, cursor, PAGE).await else {
+            let Some((next, found)) = page(context, shard, cursor, PAGE, false).await else {
                 break;
             };
             for (key, _) in found.into_iter().filter(|(key, _)| wanted(key)) {

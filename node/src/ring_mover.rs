@@ -16,14 +16,21 @@
 //! them): the members whose peer links are up first, in `O`'s order. The mover starts listing only
 //! once the fence holds (docs/ring.md §4 step 2): for every slot it syncs, a majority of `O`
 //! reported `Joint(e+1)` installed ([`crate::ring_watch`]), so no quorum of `O` alone decides
-//! any more. Then the last value each register was given before the joint stage is held by a
-//! majority of `O`, and each majority of `O` has a member holding it (or a later vote of the
-//! joint stage), so the union of their live keys holds every key with a value to move. A key
-//! written in the joint stage is chosen by a majority of `N` already; a key that no member of
-//! the listed majority shows live either has no value (⊥ at the new replicas reads as it did)
-//! or shows, at the member holding its last value, a vote of the joint stage above that value
-//! (cast by a proposer whose phase 1 had a joint quorum), whose outcome a joint or `N`
-//! quorum settles like any other vote's.
+//! any more. A source lists **every register it holds a vote of, dead ones included**
+//! (tombstones and expired values; `SCAN … VOTED`, `AcceptorState::holds_vote`), not only its
+//! live keys: the last state each register was given before the joint stage — live or dead —
+//! is held by a majority of `O`, and each majority of `O` has a member holding it (or a later
+//! vote of the joint stage), so the union of their voted keys holds every register with a
+//! state to move, and its write-through proposes that state (the highest vote its phase 1
+//! meets, which meets a majority of `O`) to the new replicas. Listing only live keys was not
+//! enough (chaos seed 51, docs/ring.md §4 "Dead registers"): a register dead at the listed
+//! majority but holding an older *live* vote at a staying member outside it was not written
+//! through, and a quorum of that member and a new replica (which held only the round floor)
+//! then chose the older value again. A register holding only a promise, no vote, has no state
+//! to move: the gaining node's round floor covers its rounds. A key written in the joint stage
+//! is chosen by a majority of `N` already. Removal of dead registers is off on a ring, so a
+//! register listed is still there when it is written through. The cost: dead registers move
+//! too, one write-through each.
 //!
 //! *Transport*: a `SCAN` over a Redis connection to each source's client address (the one the
 //! forwarder uses, [`crate::forward`]), logged in with the default user's `requirepass` like
@@ -114,7 +121,7 @@ pub struct Progress {
     pub slots: u64,
     /// Of those, the ones whose every key is written through.
     pub slots_synced: u64,
-    /// Live keys of its slots found at the old replicas.
+    /// Keys of its slots found at the old replicas (every one holding a vote, dead ones too).
     pub found: u64,
     /// Of those, written through.
     pub synced: u64,
@@ -718,8 +725,8 @@ impl SourceLink {
             .map_err(|_| "no answer in time".to_string())?
     }
 
-    /// One page of the source's live keys from `cursor`: the next cursor (0 at the end) and
-    /// the keys.
+    /// One page of the keys the source holds a vote of, dead ones included (`SCAN … VOTED`),
+    /// from `cursor`: the next cursor (0 at the end) and the keys.
     async fn scan(&mut self, cursor: u64) -> Result<(u64, Vec<Bytes>), String> {
         let reply = self
             .request(&[
@@ -727,6 +734,7 @@ impl SourceLink {
                 Bytes::from(cursor.to_string()),
                 Bytes::from_static(b"COUNT"),
                 Bytes::from(SCAN_COUNT.to_string()),
+                Bytes::from_static(b"VOTED"),
             ])
             .await?;
         scan_page(reply)

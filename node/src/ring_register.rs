@@ -215,8 +215,8 @@ impl RingStage {
 pub struct InstallReport {
     /// The stage installed.
     pub stage: Stage,
-    /// In a joint stage, the live keys of the moving slots this node's mover found to write
-    /// through (0 when stable).
+    /// In a joint stage, the keys of the moving slots this node's mover found to write through,
+    /// dead ones included (0 when stable).
     pub moving_keys: u64,
     /// In a joint stage, whether this node's mover has written through every key of the moving
     /// slots it syncs (true when stable: nothing to move).

@@ -47,12 +47,16 @@ pub enum ShardInput {
     /// How many states the shard's acceptor holds of registers it no longer replicates
     /// ([`ShardCore::registers_unplaced`]): a count kept, where a status walks the table.
     RegistersUnplaced(oneshot::Sender<u64>),
-    /// A page of the live keys of this replica's copy (see [`ShardCore::scan_live`]).
+    /// A page of the live keys of this replica's copy (see [`ShardCore::scan_live`]), or if
+    /// `voted`, of every key it holds a vote of, dead ones included (see
+    /// [`ShardCore::scan_voted`]; a ring's data mover's `SCAN … VOTED`).
     Scan {
         /// Where to resume (0 starts).
         cursor: u64,
         /// How many registers to visit.
         count: usize,
+        /// Every key holding a vote rather than the live ones.
+        voted: bool,
         /// The next cursor (0 at the end) and the live keys with their types.
         reply: oneshot::Sender<ScanPage>,
     },
@@ -322,9 +326,18 @@ impl Shard {
             ShardInput::Scan {
                 cursor,
                 count,
+                voted: false,
                 reply,
             } => {
                 let _ = reply.send(self.core.scan_live(cursor, count));
+            }
+            ShardInput::Scan {
+                cursor,
+                count,
+                voted: true,
+                reply,
+            } => {
+                let _ = reply.send(self.core.scan_voted(cursor, count));
             }
             ShardInput::SetThrifty { reads, writes } => self.core.set_thrifty(reads, writes),
             ShardInput::RandomKey { seed, reply } => {

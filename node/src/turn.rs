@@ -867,6 +867,27 @@ impl<R, M: Media> ShardCore<R, M> {
         (next, live)
     }
 
+    /// Like [`ShardCore::scan_live`], but every key whose state holds a vote
+    /// (`AcceptorState::holds_vote`): live ones, tombstones and expired values, not those
+    /// holding only a promise. What a ring's data mover writes through (docs/ring.md §4 "Dead
+    /// registers"); the type is the value's, `none` for a dead one.
+    pub fn scan_voted(&self, cursor: u64, count: usize) -> (u64, Vec<(Bytes, &'static str)>) {
+        let (next, states) = self.replica.scan_states(cursor, count);
+        let voted = states
+            .into_iter()
+            .filter(|(_, state)| state.holds_vote())
+            .map(|(key, state)| {
+                let type_name = if state.value.is_live(self.now_ms) {
+                    state.value.data.type_name()
+                } else {
+                    "none"
+                };
+                (Bytes::copy_from_slice(key.as_bytes()), type_name)
+            })
+            .collect();
+        (next, voted)
+    }
+
     /// Switches thrifty reads and writes (see `Replica::set_thrifty`).
     pub fn set_thrifty(&mut self, reads: bool, writes: bool) {
         self.replica.set_thrifty(reads, writes);

@@ -36,6 +36,7 @@ fn scan(
         pattern: pattern.map(|p| Bytes::copy_from_slice(p.as_bytes())),
         count,
         type_name,
+        voted: false,
     }))
 }
 
@@ -248,6 +249,22 @@ fn config_names_match_globs_ignoring_case_and_the_ignored_list_is_clean() {
     );
 }
 
+/// VOTED, a logless extension a ring's data mover uses, lists dead keys too.
+#[test]
+fn scan_takes_voted() {
+    let voted = |cursor, count| {
+        admin(Admin::Scan(KeyScan {
+            cursor,
+            pattern: None,
+            count,
+            type_name: None,
+            voted: true,
+        }))
+    };
+    assert_eq!(parse("SCAN 5 COUNT 256 VOTED"), voted(5, 256));
+    assert_eq!(parse("scan 0 voted count 3"), voted(0, 3));
+}
+
 #[test]
 fn a_session_leaves_admin_commands_to_the_node() {
     let mut session = Session::new(1);
@@ -262,6 +279,7 @@ fn a_session_leaves_admin_commands_to_the_node() {
             pattern: None,
             count: 10,
             type_name: None,
+            voted: false,
         })))
     );
 }

@@ -335,6 +335,15 @@ impl From<CodecError> for StateDecodeError {
 }
 
 impl AcceptorState {
+    /// Whether the state holds a vote (`r_voted` above ⊥), whatever its value: a live one, a
+    /// tombstone or an expired value. What a ring's data mover writes through: every register
+    /// a listed majority of a moving slot's old replicas holds a vote of (docs/ring.md §4 "Dead
+    /// registers"). A state without one holds only a promise, which the gaining node's round
+    /// floor covers.
+    pub fn holds_vote(&self) -> bool {
+        self.r_voted != Round::BOTTOM
+    }
+
     /// Encodes the state as a storage record: version, `r_ack`, `r_voted`, `req`, `req_prev`,
     /// value.
     pub fn encode(&self, out: &mut Vec<u8>) {

@@ -2947,6 +2947,91 @@ fn ring_a_gained_floor_the_store_refuses_is_not_raised_until_it_is_durable() {
     assert_eq!(kinds_since(&net, since).len(), 1, "answered once raised");
 }
 
+/// The keys of `slot` the node's data mover (node/src/ring_mover.rs) lists at `sources`, a
+/// majority of the slot's old replicas: those some source holds a vote of
+/// (`AcceptorState::holds_vote`, dead registers included), or if `live_only`, those some
+/// source shows live at `now_ms` (the mover before chaos seed 51).
+fn listed_by_the_mover(
+    net: &Net,
+    sources: &[NodeId],
+    slot: placement::Slot,
+    live_only: bool,
+    now_ms: u64,
+) -> Vec<Key> {
+    let mut keys: Vec<Key> = Vec::new();
+    for source in sources {
+        for (key, state) in net.replicas[source].acceptor_states() {
+            let listed = if live_only {
+                state.value.is_live(now_ms)
+            } else {
+                state.holds_vote()
+            };
+            if key_slot(key.as_bytes()) == slot && listed && !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+    }
+    keys
+}
+
+/// Chaos seed 51 (docs/results/chaos-ring-overlap-2026-11-27): a key's old replicas
+/// `{o0, o1, s}` all hold "x" (no time to live); with `s` down, "y" with a time to live is
+/// chosen by `o0` and `o1`, then expires (a dead register). One change replaces `o0` by node 6;
+/// its mover lists the slot at `{o0, o1}` (a majority of the old replicas, `s` left out as a
+/// node whose link comes up last) and writes through what it lists. Then a read through a
+/// quorum `{6, s}` of the new replicas: what it answers. `live_only` as in
+/// [`listed_by_the_mover`].
+fn read_after_a_dead_register_moved(live_only: bool) -> Reply {
+    let t = TwoMoves::new();
+    let [o0, o1, s] = t.old;
+    let mut net = t.net();
+    assert_eq!(
+        run_on(&mut net, o0, 1, &t.key, set("x"), every),
+        Ok(Reply::Ok)
+    );
+    let expiring = Command::Set(SetArgs {
+        value: "y".into(),
+        condition: Condition::Always,
+        get: false,
+        expiry: Expiry::AfterMs(100),
+    });
+    assert_eq!(
+        run_on(&mut net, o0, 2, &t.key, expiring, without(&[s])),
+        Ok(Reply::Ok)
+    );
+    let stale = net.replicas[&s].acceptor_state(&t.key).unwrap();
+    assert!(stale.value.is_live(net.now_ms), "s kept x, live");
+    net.now_ms += 1_000;
+    let (old, new) = (&t.configs[0], &t.configs[1]);
+    install(&mut net, &Placement::joint(old, new, &SEVEN).unwrap());
+    let slot = key_slot(t.key.as_bytes());
+    let listed = listed_by_the_mover(&net, &[o0, o1], slot, live_only, net.now_ms);
+    for (tag, key) in (3..).zip(&listed) {
+        let synced = write_through_on(&mut net, NodeId(6), tag, key, every);
+        assert!(synced.is_ok(), "{synced:?}");
+    }
+    install(&mut net, &Placement::new(new, &SEVEN).unwrap());
+    run_on(&mut net, s, 100, &t.key, Command::Get, without(&[o1])).unwrap()
+}
+
+/// The expired value stays expired: the mover writes the dead register through, so node 6
+/// holds its state above `s`'s older "x".
+#[test]
+fn ring_a_dead_register_is_moved_so_an_older_value_under_it_stays_overwritten() {
+    assert_eq!(read_after_a_dead_register_moved(false), Reply::Nil);
+}
+
+/// The same with the mover listing only live keys, as before: nothing is listed at `{o0, o1}`,
+/// node 6 holds only the round floor, and the read through `{6, s}` chooses `s`'s "x" again,
+/// a value long overwritten (what chaos seed 51 showed).
+#[test]
+fn ring_a_mover_listing_only_live_keys_lets_an_overwritten_value_come_back() {
+    assert_eq!(
+        read_after_a_dead_register_moved(true),
+        Reply::Bulk("x".into())
+    );
+}
+
 // ----- a phase across an install: replies count only toward the quorums of their stage -----
 
 /// A key whose replicas `{o0, o1, s}` all hold "x"; one change replaces `o0` and `o1` by 6 and 7

@@ -54,6 +54,9 @@ pub struct KeyScan {
     pub count: usize,
     /// TYPE, if given: a type name as TYPE answers it (`string`, `hash`, ..., `lock`).
     pub type_name: Option<&'static str>,
+    /// VOTED (a logless extension, for a ring's data mover): every key this replica holds a
+    /// vote of, dead ones (deleted or expired) included, instead of its live keys.
+    pub voted: bool,
 }
 
 /// The type names a SCAN's TYPE may give: every type TYPE can answer, and Redis's stream
@@ -234,10 +237,15 @@ fn admin(query: Admin) -> Parsed {
     Parsed::Local(Local::Admin(query))
 }
 
-/// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`.
+/// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] [VOTED]`.
 pub(super) fn parse_scan(args: &[Bytes]) -> Parsed {
     let mut type_name = None;
+    let mut voted = false;
     let scan = scan_options(args, 1, |option, rest| {
+        if is(option, "voted") {
+            voted = true;
+            return Ok(Some(0));
+        }
         if !is(option, "type") || rest.is_empty() {
             return Ok(None);
         }
@@ -254,6 +262,7 @@ pub(super) fn parse_scan(args: &[Bytes]) -> Parsed {
             pattern: scan.pattern,
             count: usize::try_from(scan.count).unwrap_or(usize::MAX),
             type_name,
+            voted,
         })),
         Err(text) => Parsed::Error(text),
     }

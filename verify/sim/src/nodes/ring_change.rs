@@ -34,9 +34,11 @@
 //!   slots (`ring_change::gaining_nodes`) reported the current stage with no register of a
 //!   slot it does not replicate (`ring_change::holds_nothing_elsewhere`; the reports count
 //!   the shards' `registers_unplaced`, as a node's do), and otherwise draws a change later.
-//! * **The sync** enumerates the keys of the moving slots among every key the run's clients
-//!   named (a superset of what the node's mover finds at a majority of the old replicas) and
-//!   runs, for each, the engine's write-through (`ShardCore::submit_write_through`, what the
+//! * **The sync** enumerates the keys of the moving slots as the node's mover does: among
+//!   every key the run's clients named, those a majority of the slot's old replicas (the
+//!   members up first) holds a vote of, dead registers included (`AcceptorState::holds_vote`;
+//!   before chaos seed 51 the node listed only live keys, and the simulation, writing every
+//!   named key through, could not see the difference) and runs, for each, the engine's write-through (`ShardCore::submit_write_through`, what the
 //!   node's mover hands its shard) through a new replica that installed the joint stage, until
 //!   acknowledged: the highest vote proposed again with its request ids in a new round under
 //!   joint quorums, even when a consistent quorum already holds it. (A plain read, which
@@ -388,7 +390,7 @@ impl NodeCluster {
                 if !self.installed_enough(&stage) {
                     Step::Installing { stage, left }
                 } else if matches!(stage, RingStage::Joint { .. }) {
-                    let keys = self.keys_to_sync();
+                    let keys = self.keys_to_sync(&stage);
                     Step::Syncing {
                         joint: stage,
                         keys,
@@ -540,14 +542,40 @@ impl NodeCluster {
         }
     }
 
-    /// Every key the clients named whose slot moves.
-    fn keys_to_sync(&mut self) -> BTreeMap<Key, Sync> {
+    /// The keys the node's mover lists (`ring_mover`, "Enumeration"): of every key the clients
+    /// named whose slot moves, those that a majority of the slot's old replicas in `joint` (the
+    /// members up, in the set's order; all of them up if fewer) holds a vote of at one member
+    /// at least, dead registers included (`AcceptorState::holds_vote`, what `SCAN … VOTED`
+    /// lists).
+    fn keys_to_sync(&mut self, joint: &RingStage) -> BTreeMap<Key, Sync> {
+        let RingStage::Joint { old, .. } = joint else {
+            return BTreeMap::new();
+        };
         let keys: BTreeSet<Key> = (self.history.operations.iter())
             .map(|op| op.key.clone())
             .collect();
         let moving = &self.coordinator().moving;
-        keys.into_iter()
+        let moving: Vec<Key> = keys
+            .into_iter()
             .filter(|k| moving[usize::from(key_slot(k.as_bytes()).get())])
+            .collect();
+        let shards = usize::from(self.config.shards);
+        moving
+            .into_iter()
+            .filter(|key| {
+                let set = old.replicas(key_slot(key.as_bytes()));
+                let majority = set.nodes().len() / 2 + 1;
+                let shard = logless_node::context::shard_of(key.as_bytes(), shards);
+                (set.nodes().iter())
+                    .map(|n| &self.nodes[&NodeId(n.0)])
+                    .filter(|n| n.up)
+                    .take(majority)
+                    .any(|n| {
+                        (n.shards[shard].core.as_ref()).is_some_and(|core| {
+                            matches!(core.durable_state(key), Ok(Some(state)) if state.holds_vote())
+                        })
+                    })
+            })
             .map(|k| (k, Sync::default()))
             .collect()
     }
