@@ -102,6 +102,31 @@ fn value(i: usize, generation: char) -> String {
     format!("{i}:{}", generation.to_string().repeat(VALUE_BYTES))
 }
 
+/// Once space returned: writes the 50 keys numbered after `next` with `write`, a refusal
+/// retried every 200 ms until `within` has passed, and returns their numbers.
+fn write_fifty_once_space_returns(
+    next: usize,
+    within: Duration,
+    mut write: impl FnMut(usize) -> redis::RedisResult<()>,
+) -> Vec<usize> {
+    let deadline = Instant::now() + within;
+    let mut written = Vec::new();
+    while written.len() < 50 {
+        let k = next + 1 + written.len();
+        match write(k) {
+            Ok(()) => written.push(k),
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no space after the filler went: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    written
+}
+
 /// Whether the test can run here; says why not when it cannot.
 fn runnable() -> bool {
     if namespaces_allowed() {
@@ -177,21 +202,9 @@ fn a_full_disk_refuses_new_keys_keeps_serving_and_resumes_when_space_returns() {
     assert_eq!(got, value(first, 'b'));
     // Space returns: new keys are written again, without a restart.
     std::fs::write(&trigger, b"").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut written = 0;
-    while written < 50 {
-        let i = next + 1 + written;
-        match set(&mut con, &format!("key:{i}"), &value(i, 'c')) {
-            Ok(()) => written += 1,
-            Err(e) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "no space after the filler went: {e}"
-                );
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
+    write_fifty_once_space_returns(next, Duration::from_secs(20), |i| {
+        set(&mut con, &format!("key:{i}"), &value(i, 'c'))
+    });
     for &i in &stored {
         let want = if i == first {
             value(i, 'b')
@@ -384,24 +397,10 @@ fn a_log_cluster_out_of_space_refuses_everything_loses_nothing_and_resumes() {
     }
     // Space returns: writes go on without a restart, and nothing acknowledged was lost.
     std::fs::write(&trigger, b"").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut written = 0;
-    while written < 50 {
-        let k = next + 1 + written;
-        match set(&mut con, &format!("key:{k}"), &value(k, 'c')) {
-            Ok(()) => {
-                stored.push((k, 'c'));
-                written += 1;
-            }
-            Err(e) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "no space after the filler went: {e}"
-                );
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
+    let written = write_fifty_once_space_returns(next, Duration::from_secs(30), |k| {
+        set(&mut con, &format!("key:{k}"), &value(k, 'c'))
+    });
+    stored.extend(written.into_iter().map(|k| (k, 'c')));
     for i in 0..3 {
         assert_all_read_back(&cluster, i, &stored);
     }
@@ -500,24 +499,10 @@ fn a_psmr_cluster_out_of_space_refuses_everything_loses_nothing_and_resumes() {
     }
     // Space returns: writes go on without a restart, and nothing acknowledged was lost.
     std::fs::write(&trigger, b"").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut written = 0;
-    while written < 50 {
-        let k = next + 1 + written;
-        match insert(&mut con, &format!("key:{k}"), &psmr_value(k, 'c')) {
-            Ok(()) => {
-                stored.push((k, 'c'));
-                written += 1;
-            }
-            Err(e) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "no space after the filler went: {e}"
-                );
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
+    let written = write_fifty_once_space_returns(next, Duration::from_secs(30), |k| {
+        insert(&mut con, &format!("key:{k}"), &psmr_value(k, 'c'))
+    });
+    stored.extend(written.into_iter().map(|k| (k, 'c')));
     for i in 0..3 {
         let mut con = cluster.connect(i);
         for &(k, generation) in &stored {

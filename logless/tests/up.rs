@@ -31,6 +31,21 @@ fn replica_pid(port: u16) -> Option<u32> {
 /// Kills `up` (and so its replicas, which it stops on SIGTERM) if the test fails midway.
 struct Up(Child);
 
+impl Up {
+    /// `logless up` of three replicas from the free ports at `base`, in `dir`, its output to
+    /// `output` (piped or discarded).
+    fn start(base: u16, dir: &std::path::Path, output: fn() -> Stdio) -> Up {
+        Up(Command::new(common::binary())
+            .args(["up", "--port", &base.to_string(), "--log-level", "warn"])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(output())
+            .stderr(output())
+            .spawn()
+            .unwrap())
+    }
+}
+
 impl Drop for Up {
     fn drop(&mut self) {
         if self.0.try_wait().ok().flatten().is_none() {
@@ -50,14 +65,7 @@ fn up_restarts_a_replica_killed_under_load_while_the_others_serve() {
     let base = logless_harness::ports::free_block(&logless_harness::server::PORT_OFFSETS, 3)
         .expect("free ports");
     let dir = tempfile::tempdir().unwrap();
-    let mut up = Up(Command::new(common::binary())
-        .args(["up", "--port", &base.to_string(), "--log-level", "warn"])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap());
+    let mut up = Up::start(base, dir.path(), Stdio::piped);
     // Everything `up` prints, line by line, from both streams.
     let (lines_tx, lines) = mpsc::channel::<String>();
     for stream in [
@@ -198,14 +206,7 @@ fn ctrl_c_during_start_up_stops_every_replica_spawned_so_far() {
     let base = logless_harness::ports::free_block(&logless_harness::server::PORT_OFFSETS, 3)
         .expect("free ports");
     let dir = tempfile::tempdir().unwrap();
-    let mut up = Up(Command::new(common::binary())
-        .args(["up", "--port", &base.to_string(), "--log-level", "warn"])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap());
+    let mut up = Up::start(base, dir.path(), Stdio::null);
     let pid = up.0.id();
     // Ctrl-C as soon as the first replica is a process of its own, long before the cluster
     // serves.
