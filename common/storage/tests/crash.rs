@@ -44,6 +44,29 @@ fn in_both_modes(test: impl Fn(bool)) {
     LOCATED.set(false);
 }
 
+/// A family of crash scenarios run under `mutation`: the crash images checked and the
+/// violations found (the first only when `stop_early`).
+type Family = fn(Mutation, bool) -> (usize, Vec<String>);
+
+/// Every crash image of `family` recovers old or new in both modes, and there are as many as
+/// `pinned` says for the mode.
+fn family_recovers_old_or_new(what: &str, family: Family, pinned: impl Fn(bool) -> usize) {
+    in_both_modes(|located| {
+        let (images, violations) = family(Mutation::None, false);
+        println!("{images} {what} (located: {located})");
+        support::assert_no_violations(&violations);
+        assert_eq!(images, pinned(located));
+    });
+}
+
+/// `family` catches `mutation` in both modes.
+fn family_catches(family: Family, mutation: Mutation) {
+    in_both_modes(|_| {
+        let (_, violations) = family(mutation, true);
+        support::assert_caught(&mutation, &violations);
+    });
+}
+
 fn options(exhaustive: bool) -> StoreOptions {
     let durability = match MMAP.get() {
         true => Durability::Mmap,
@@ -291,20 +314,12 @@ fn long_keys(mutation: Mutation, stop_early: bool) -> (usize, Vec<String>) {
 /// of long keys recovers old or new.
 #[test]
 fn every_crash_state_of_long_keys_recovers_old_or_new() {
-    in_both_modes(|located| {
-        let (images, violations) = long_keys(Mutation::None, false);
-        println!("{images} crash images of long keys (located: {located})");
-        support::assert_no_violations(&violations);
-        assert_eq!(images, 3_739);
-    });
+    family_recovers_old_or_new("crash images of long keys", long_keys, |_| 3_739);
 }
 
 #[test]
 fn removing_the_key_persist_of_a_new_slot_is_caught() {
-    in_both_modes(|_| {
-        let (_, violations) = long_keys(Mutation::SkipKeyPersist, true);
-        support::assert_caught(&Mutation::SkipKeyPersist, &violations);
-    });
+    family_catches(long_keys, Mutation::SkipKeyPersist);
 }
 
 /// The updates a scenario step chooses from: an in-place update, a move to a slot of a larger
@@ -495,14 +510,15 @@ fn every_kill(batches: &[Batch], skip_ops: usize, mutation: Mutation) -> (usize,
 
 #[test]
 fn every_kill_of_mmap_batches_writing_a_key_twice_recovers_old_or_new() {
-    in_both_modes(|located| {
-        MMAP.set(true);
-        let (images, violations) = mmap_batches(Mutation::None, false);
-        MMAP.set(false);
-        println!("{images} kill -9 images of mmap batches (located: {located})");
-        support::assert_no_violations(&violations);
-        assert_eq!(images, if located { 36_799 } else { 36_597 });
+    MMAP.set(true);
+    family_recovers_old_or_new("kill -9 images of mmap batches", mmap_batches, |located| {
+        if located {
+            36_799
+        } else {
+            36_597
+        }
     });
+    MMAP.set(false);
 }
 
 /// Removals: from an empty store and from one holding `a` and `b`, every sequence of one to
@@ -554,20 +570,12 @@ fn removals(mutation: Mutation, stop_early: bool) -> (usize, Vec<String>) {
 
 #[test]
 fn every_crash_state_of_removals_recovers_old_or_new() {
-    in_both_modes(|located| {
-        let (images, violations) = removals(Mutation::None, false);
-        println!("{images} crash images of removals (located: {located})");
-        support::assert_no_violations(&violations);
-        assert_eq!(images, 44_205);
-    });
+    family_recovers_old_or_new("crash images of removals", removals, |_| 44_205);
 }
 
 #[test]
 fn removals_catch_a_missing_free_persist() {
-    in_both_modes(|_| {
-        let (_, violations) = removals(Mutation::SkipFreePersist, true);
-        support::assert_caught(&Mutation::SkipFreePersist, &violations);
-    });
+    family_catches(removals, Mutation::SkipFreePersist);
 }
 
 #[test]
