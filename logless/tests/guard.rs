@@ -29,6 +29,15 @@ fn ask(stream: &mut TcpStream, args: &[&str]) -> String {
     read_line(stream)
 }
 
+/// An inline SET and a pipelined RESP SET of `kept` before AUTH: both refused.
+fn pipelined_and_inline_sets_are_refused(stream: &mut TcpStream) {
+    stream
+        .write_all(b"SET kept stolen\r\n*3\r\n$3\r\nSET\r\n$4\r\nkept\r\n$6\r\nstolen\r\n")
+        .unwrap();
+    assert_eq!(read_line(stream), "-NOAUTH Authentication required.");
+    assert_eq!(read_line(stream), "-NOAUTH Authentication required.");
+}
+
 fn read_line(stream: &mut TcpStream) -> String {
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
@@ -91,11 +100,7 @@ fn a_password_is_required_before_any_command() {
     );
     assert_eq!(ask(&mut stream, &["PING"]), "+PONG");
     // Pipelined before AUTH, and inline: refused, nothing written.
-    stream
-        .write_all(b"SET kept stolen\r\n*3\r\n$3\r\nSET\r\n$4\r\nkept\r\n$6\r\nstolen\r\n")
-        .unwrap();
-    assert_eq!(read_line(&mut stream), "-NOAUTH Authentication required.");
-    assert_eq!(read_line(&mut stream), "-NOAUTH Authentication required.");
+    pipelined_and_inline_sets_are_refused(&mut stream);
     assert_eq!(
         ask(&mut stream, &["MULTI"]),
         "-NOAUTH Authentication required."
@@ -200,11 +205,7 @@ fn a_password_is_required_under_the_log_and_psmr_engines_too() {
             );
         }
         // Pipelined and inline before AUTH: refused.
-        stream
-            .write_all(b"SET kept stolen\r\n*3\r\n$3\r\nSET\r\n$4\r\nkept\r\n$6\r\nstolen\r\n")
-            .unwrap();
-        assert_eq!(read_line(&mut stream), "-NOAUTH Authentication required.");
-        assert_eq!(read_line(&mut stream), "-NOAUTH Authentication required.");
+        pipelined_and_inline_sets_are_refused(&mut stream);
         assert_eq!(
             ask(&mut stream, &["AUTH", "wrong"]),
             "-WRONGPASS invalid username-password pair or user is disabled.",

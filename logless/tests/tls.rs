@@ -139,6 +139,25 @@ async fn ask(
     Ok(String::from_utf8_lossy(&reply).into_owned())
 }
 
+/// Over TLS with `config`: `greeting` written through `tls[0]` with `set_flags` after its
+/// value (PING first), then read back through `tls[2]`.
+async fn greeting_through_the_first_read_through_the_third(
+    tls: &[SocketAddr],
+    config: &Arc<ClientConfig>,
+    set_flags: &[&str],
+) {
+    let mut first = connect(tls[0], config.clone()).await.unwrap();
+    assert_eq!(ask(&mut first, &["PING"]).await.unwrap(), "+PONG\r\n");
+    let mut set = vec!["SET", "greeting", "hello over tls"];
+    set.extend_from_slice(set_flags);
+    assert_eq!(ask(&mut first, &set).await.unwrap(), "+OK\r\n");
+    let mut third = connect(tls[2], config.clone()).await.unwrap();
+    assert_eq!(
+        ask(&mut third, &["GET", "greeting"]).await.unwrap(),
+        "$14\r\nhello over tls\r\n"
+    );
+}
+
 /// A figure of a replica's `/metrics`.
 fn metric(cluster: &Cluster, i: usize, name: &str) -> u64 {
     let addr = cluster.replicas[i].spec.http;
@@ -188,19 +207,7 @@ fn tls_clients_and_peers_over_mutual_tls_serve_a_write_through_one_replica_and_a
     let (cluster, tls) = tls_cluster(3, &certs, "yes");
     let config = client_config(&certs, true);
     runtime().block_on(async {
-        let mut first = connect(tls[0], config.clone()).await.unwrap();
-        assert_eq!(ask(&mut first, &["PING"]).await.unwrap(), "+PONG\r\n");
-        assert_eq!(
-            ask(&mut first, &["SET", "greeting", "hello over tls"])
-                .await
-                .unwrap(),
-            "+OK\r\n"
-        );
-        let mut third = connect(tls[2], config.clone()).await.unwrap();
-        assert_eq!(
-            ask(&mut third, &["GET", "greeting"]).await.unwrap(),
-            "$14\r\nhello over tls\r\n"
-        );
+        greeting_through_the_first_read_through_the_third(&tls, &config, &[]).await;
     });
     // The plain port serves the same keys.
     let value: String = cluster.connect(1).get("greeting").unwrap();
@@ -425,19 +432,7 @@ fn a_psmr_cluster_serves_tls_clients_with_certificates_only_and_its_peers_speak_
         .collect();
     let config = client_config(&certs, true);
     runtime().block_on(async {
-        let mut first = connect(tls[0], config.clone()).await.unwrap();
-        assert_eq!(ask(&mut first, &["PING"]).await.unwrap(), "+PONG\r\n");
-        assert_eq!(
-            ask(&mut first, &["SET", "greeting", "hello over tls", "NX"])
-                .await
-                .unwrap(),
-            "+OK\r\n"
-        );
-        let mut third = connect(tls[2], config.clone()).await.unwrap();
-        assert_eq!(
-            ask(&mut third, &["GET", "greeting"]).await.unwrap(),
-            "$14\r\nhello over tls\r\n"
-        );
+        greeting_through_the_first_read_through_the_third(&tls, &config, &["NX"]).await;
         // A client without a certificate is refused (on its first exchange, TLS 1.3).
         let refused = async {
             let mut stream = connect(tls[1], client_config(&certs, false)).await?;
